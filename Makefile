@@ -1,0 +1,58 @@
+# kafkalite: `make serve` runs a single broker, `make test` runs the whole suite.
+# Both work from a fresh clone on a fresh Debian machine.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+TEST_STAMP := $(VENV)/.installed-test
+BENCH_STAMP := $(VENV)/.installed-bench
+DEB_PACKAGES := zookeeper kcat default-jre-headless redis-server
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: serve test bench lint clean debs venv
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(TEST_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@ $(STAMP)
+
+$(BENCH_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[test,bench]'
+	touch $@ $(TEST_STAMP) $(STAMP)
+
+venv: $(STAMP)
+
+# Debian packages the tests start for real: ZooKeeper (with a Java runtime), kcat, redis-server.
+debs:
+	@missing=""; for p in $(DEB_PACKAGES); do \
+	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+serve: $(STAMP)
+	$(BIN)/kafkalite serve $(ARGS)
+
+test: debs $(TEST_STAMP)
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+bench: debs $(BENCH_STAMP)
+	$(BIN)/python bench/spark_load.py $(ARGS)
+
+lint: $(TEST_STAMP)
+	$(BIN)/ruff check kafkalite tests bench
+	$(BIN)/ruff format --check kafkalite tests bench
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis data
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

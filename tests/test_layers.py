@@ -1,0 +1,85 @@
+"""DESIGN.md section 2: lower layers never import higher ones.
+
+Every module under kafkalite/ is parsed (not imported) and each of its `kafkalite.*` imports is
+checked against the layer table.
+"""
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "kafkalite"
+
+LAYER = {
+    "protocol": 0,
+    "config": 0,
+    "storage": 1,
+    "coord": 1,
+    "client": 1,
+    "broker": 2,
+    "controller": 2,
+    "group": 2,
+    "apis": 3,
+    "network": 3,
+    "admin": 3,
+    "server": 3,
+    "cli": 3,
+}
+
+
+def component_of(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[0] != "kafkalite" or len(parts) < 2:
+        return None
+    return parts[1]
+
+
+def imports_of(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    current_package = parts[:-1]  # for __init__.py the package itself, else the enclosing one
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = current_package[: len(current_package) - (node.level - 1)]
+                found.add(".".join(base + ([node.module] if node.module else [])))
+            elif node.module:
+                found.add(node.module)
+    return found
+
+
+def violations() -> list[str]:
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        own = component_of(".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts))
+        if own not in LAYER:
+            continue
+        for module in imports_of(path):
+            other = component_of(module)
+            if other is None or other == own or other not in LAYER:
+                continue
+            if LAYER[other] > LAYER[own]:
+                found.append(f"{path.relative_to(PACKAGE.parent)} imports {module}")
+            if own == "broker" and other == "group":
+                found.append(f"{path.relative_to(PACKAGE.parent)} imports {module} (group uses broker)")
+            if LAYER[own] == 2 and other == "apis":
+                found.append(f"{path.relative_to(PACKAGE.parent)} imports handlers {module}")
+    return found
+
+
+def test_every_component_has_a_layer():
+    components = {p.stem if p.is_file() else p.name for p in PACKAGE.iterdir()}
+    components -= {"__init__", "__main__", "__pycache__"}
+    assert components <= set(LAYER), components - set(LAYER)
+
+
+def test_lower_layers_never_import_higher_ones():
+    assert violations() == []
+
+
+def test_protocol_does_no_io():
+    for path in (PACKAGE / "protocol").rglob("*.py"):
+        for module in imports_of(path):
+            assert module.split(".")[0] not in {"asyncio", "socket", "selectors"}, (path, module)
