@@ -1,0 +1,108 @@
+"""BrokerConfig: Kafka's names and defaults, the three sources and their precedence, errors."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kafkalite.config import BrokerConfig, ConfigError, Endpoint, read_properties
+
+NO_ENV: dict[str, str] = {}
+
+
+def test_defaults_run_a_single_node_out_of_the_box():
+    config = BrokerConfig.load(environ=NO_ENV)
+    assert config.broker_id == 0
+    assert config.listener_endpoints == [Endpoint("PLAINTEXT", "127.0.0.1", 9092)]
+    assert config.log_dir_list == ["./data"]
+    assert config.zookeeper_connect is None
+    # Kafka's own defaults
+    assert config.num_partitions == 1
+    assert config.auto_create_topics_enable is True
+    assert config.log_segment_bytes == 1073741824
+    assert config.message_max_bytes == 1048588
+    assert config.socket_request_max_bytes == 104857600
+    assert config.offsets_topic_num_partitions == 50
+    assert config.replica_lag_time_max_ms == 30000
+    assert config.log_retention_time_ms == 168 * 3600 * 1000
+    assert config.unclean_leader_election_enable is False
+
+
+def test_file_then_env_then_overrides(tmp_path):
+    path = tmp_path / "server.properties"
+    path.write_text(
+        "# a comment\n! another\nbroker.id=3\nnum.partitions = 4\n"
+        "log.dirs: /a,/b\nlisteners=PLAINTEXT://0.0.0.0:9999\n"
+        "zookeeper.connect=localhost:2181/\\\n  kafka\n"
+    )
+    config = BrokerConfig.load(
+        path, ["num.partitions=7"], {"KAFKALITE_BROKER_ID": "5", "KAFKALITE_NUM_PARTITIONS": "6"}
+    )
+    assert config.broker_id == 5  # env beats file
+    assert config.num_partitions == 7  # override beats env
+    assert config.log_dir_list == ["/a", "/b"]
+    assert config.zookeeper_connect == "localhost:2181/kafka"
+    assert config.advertised_endpoints == [Endpoint("PLAINTEXT", "127.0.0.1", 9999)]
+
+
+def test_env_var_for_log_dirs():
+    config = BrokerConfig.load(environ={"KAFKALITE_LOG_DIRS": "/x/y"})
+    assert config.log_dir_list == ["/x/y"]
+
+
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ("num.partitions=0", "num.partitions"),
+        ("broker.id=abc", "broker.id"),
+        ("auto.create.topics.enable=maybe", "auto.create.topics.enable"),
+        ("listeners=nonsense", "listeners"),
+        ("log.segment.bytes=10", "log.segment.bytes"),
+        ("log.cleanup.policy=shred", "log.cleanup.policy"),
+        ("no.such.key=1", "no.such.key"),
+        ("advertised.listeners=SSL://h:1", "advertised.listeners"),
+    ],
+)
+def test_a_wrong_value_or_unknown_key_names_the_key(override, key):
+    with pytest.raises(ConfigError) as info:
+        BrokerConfig.load(overrides=[override], environ=NO_ENV)
+    assert info.value.key == key
+    assert key in str(info.value)
+
+
+def test_unknown_env_var_and_malformed_override():
+    with pytest.raises(ConfigError, match="KAFKALITE_NOPE"):
+        BrokerConfig.load(environ={"KAFKALITE_NOPE": "1"})
+    with pytest.raises(ConfigError, match="key=value"):
+        BrokerConfig.load(overrides=["num.partitions"], environ=NO_ENV)
+
+
+def test_unknown_key_in_file(tmp_path):
+    path = tmp_path / "server.properties"
+    path.write_text("log.dirz=/tmp\n")
+    with pytest.raises(ConfigError) as info:
+        BrokerConfig.load(path, environ=NO_ENV)
+    assert info.value.key == "log.dirz"
+
+
+def test_properties_use_kafka_names_and_topic_defaults():
+    config = BrokerConfig.load(overrides={"log.retention.ms": "1000"}, environ=NO_ENV)
+    props = config.properties()
+    assert props["log.retention.ms"] == "1000"
+    assert props["auto.create.topics.enable"] == "true"
+    defaults = config.topic_config_defaults()
+    assert defaults["retention.ms"] == "1000"
+    assert defaults["segment.bytes"] == "1073741824"
+
+
+keys = st.from_regex(r"[a-z][a-z0-9]{0,8}(\.[a-z0-9]{1,8}){0,3}", fullmatch=True)
+values = st.text(
+    st.characters(min_codepoint=32, max_codepoint=126, exclude_characters="\\"), max_size=20
+).map(str.strip)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.dictionaries(keys, values, max_size=8))
+def test_properties_file_round_trip(tmp_path_factory, props):
+    path = tmp_path_factory.mktemp("p") / "x.properties"
+    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    assert read_properties(path) == props
