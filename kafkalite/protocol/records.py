@@ -1,0 +1,428 @@
+"""Kafka record batches (message format v2, ``magic = 2``): the header on the hot path, and the
+full record codec for tools, tests, compaction and the group coordinator.
+
+Wire and on-disk format (apache/kafka ``DefaultRecordBatch``), all integers big-endian::
+
+    offset  size  field
+         0     8  baseOffset            first offset of the batch (assigned by the leader)
+         8     4  batchLength           bytes that follow this field (whole batch = batchLength + 12)
+        12     4  partitionLeaderEpoch  epoch of the leader that appended it (assigned by the leader)
+        16     1  magic                 2
+        17     4  crc                   CRC32C (Castagnoli) of bytes [21, end of batch), unsigned
+        21     2  attributes            bits 0-2 compression (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd),
+                                        bit 3 timestamp type (0 CreateTime, 1 LogAppendTime),
+                                        bit 4 transactional, bit 5 control, bit 6 delete horizon set
+        23     4  lastOffsetDelta       last offset - baseOffset
+        27     8  baseTimestamp         (the delete horizon when bit 6 is set)
+        35     8  maxTimestamp
+        43     8  producerId            -1 when not idempotent
+        51     2  producerEpoch
+        53     4  baseSequence
+        57     4  recordsCount
+        61     -  records               (compressed as one block when the codec is not none)
+
+Each record (``DefaultRecord``) is: length varint, attributes int8 (unused), timestampDelta
+varlong, offsetDelta varint, keyLength varint (-1 = null) + key, valueLength varint (-1 = null) +
+value, header count varint, then per header keyLength varint + UTF-8 key, valueLength varint
+(-1 = null) + value. Varints are zig-zag encoded protobuf varints (see ``varint.py``).
+
+Invariants the hot path relies on:
+
+- The CRC does not cover baseOffset, batchLength, partitionLeaderEpoch or magic, so the leader
+  assigns offsets and its epoch by patching those bytes in place (``set_base_offset``,
+  ``set_partition_leader_epoch``) without recomputing the CRC. Re-stamping LogAppendTime changes
+  covered bytes, so ``set_max_timestamp_and_type`` recomputes it.
+- Nothing in the header half of this module looks at individual records or copies batch bytes:
+  the broker reads 61 bytes per batch and one CRC32C pass over the batch (hardware ``crc32c``).
+  Compressed batches pass through untouched.
+- ``validate_batches`` accepts a buffer only if it is an exact sequence of complete batches; a
+  log recovery scan (``scan_valid_prefix``) instead reports how many leading bytes are good so the
+  caller can truncate a torn or corrupt tail.
+
+Errors: structural damage (short or torn batch, bad length, unknown magic, CRC mismatch) raises
+``CorruptRecordError`` (Kafka's CORRUPT_MESSAGE); a well-formed batch the broker must refuse
+(legacy magic 0/1, inconsistent count, control batch from a client, ...) raises
+``InvalidRecordError`` (INVALID_RECORD), matching Kafka's ``LogValidator``.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from crc32c import crc32c
+
+from kafkalite.protocol.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
+
+# ---------------------------------------------------------------------------------------------
+# Layout constants (Kafka's DefaultRecordBatch names, snake-cased)
+
+BASE_OFFSET_OFFSET = 0
+LENGTH_OFFSET = 8
+PARTITION_LEADER_EPOCH_OFFSET = 12
+MAGIC_OFFSET = 16
+CRC_OFFSET = 17
+ATTRIBUTES_OFFSET = 21
+LAST_OFFSET_DELTA_OFFSET = 23
+BASE_TIMESTAMP_OFFSET = 27
+MAX_TIMESTAMP_OFFSET = 35
+PRODUCER_ID_OFFSET = 43
+PRODUCER_EPOCH_OFFSET = 51
+BASE_SEQUENCE_OFFSET = 53
+RECORDS_COUNT_OFFSET = 57
+RECORDS_OFFSET = 61
+
+#: Size of the fixed batch header; also the smallest possible batch (no records).
+BATCH_HEADER_SIZE = 61
+#: baseOffset + batchLength: the bytes not counted by batchLength (Kafka's ``LOG_OVERHEAD``).
+LOG_OVERHEAD = 12
+#: The smallest legal batchLength value.
+MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD
+
+CURRENT_MAGIC = 2
+
+COMPRESSION_CODEC_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_FLAG_MASK = 0x10
+CONTROL_FLAG_MASK = 0x20
+DELETE_HORIZON_FLAG_MASK = 0x40
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+NO_PARTITION_LEADER_EPOCH = -1
+NO_TIMESTAMP = -1
+
+
+class CompressionType(enum.IntEnum):
+    """The codec id in attribute bits 0-2."""
+
+    NONE = 0
+    GZIP = 1
+    SNAPPY = 2
+    LZ4 = 3
+    ZSTD = 4
+
+
+class TimestampType(enum.IntEnum):
+    """Attribute bit 3: who set the timestamps (``message.timestamp.type``)."""
+
+    CREATE_TIME = 0
+    LOG_APPEND_TIME = 1
+
+
+# One precompiled unpacker for the whole 61-byte header, and small ones for patches.
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+assert _HEADER.size == BATCH_HEADER_SIZE
+_LOG_OVERHEAD = struct.Struct(">qi")
+_INT64 = struct.Struct(">q")
+_INT32 = struct.Struct(">i")
+_UINT32 = struct.Struct(">I")
+_INT16 = struct.Struct(">h")
+
+
+@dataclass(frozen=True, slots=True)
+class RecordBatchHeader:
+    """The 61-byte v2 batch header, decoded. ``crc`` is the stored (unsigned) value."""
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    @property
+    def size(self) -> int:
+        """Bytes the whole batch occupies (batchLength + 12)."""
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & COMPRESSION_CODEC_MASK
+
+    @property
+    def timestamp_type(self) -> int:
+        return 1 if self.attributes & TIMESTAMP_TYPE_MASK else 0
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_FLAG_MASK)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_FLAG_MASK)
+
+    @property
+    def has_delete_horizon(self) -> bool:
+        return bool(self.attributes & DELETE_HORIZON_FLAG_MASK)
+
+    @property
+    def has_producer_id(self) -> bool:
+        return self.producer_id > NO_PRODUCER_ID
+
+    @property
+    def last_sequence(self) -> int:
+        """Sequence of the last record (wraps at 2**31 like Kafka's), or -1 without a sequence."""
+        if self.base_sequence == NO_SEQUENCE:
+            return NO_SEQUENCE
+        return (self.base_sequence + self.last_offset_delta) & 0x7FFFFFFF
+
+
+def _as_bytes_view(buf: bytes | bytearray | memoryview) -> memoryview:
+    mv = memoryview(buf)
+    if mv.format != "B" or mv.ndim != 1:
+        mv = mv.cast("B")
+    return mv
+
+
+def parse_batch_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> RecordBatchHeader:
+    """Decode the header of the batch starting at ``pos``; no check beyond there being 61 bytes."""
+    if len(buf) - pos < BATCH_HEADER_SIZE or pos < 0:
+        raise CorruptRecordError(
+            f"Record batch header at position {pos} is truncated: "
+            f"{max(0, len(buf) - pos)} of {BATCH_HEADER_SIZE} bytes"
+        )
+    return RecordBatchHeader(*_HEADER.unpack_from(buf, pos))
+
+
+def _check_frame(mv: memoryview, pos: int, end: int) -> int:
+    """Check that a complete v2 batch starts at ``pos``; return its size. Raises Corrupt."""
+    remaining = end - pos
+    if remaining < LOG_OVERHEAD:
+        raise CorruptRecordError(
+            f"Truncated record batch at position {pos}: {remaining} bytes left, "
+            f"less than the {LOG_OVERHEAD}-byte log overhead"
+        )
+    batch_length = _INT32.unpack_from(mv, pos + LENGTH_OFFSET)[0]
+    if batch_length < MIN_BATCH_LENGTH:
+        raise CorruptRecordError(
+            f"Record batch at position {pos} has batchLength {batch_length}, "
+            f"less than the minimum {MIN_BATCH_LENGTH}"
+        )
+    size = batch_length + LOG_OVERHEAD
+    if size > remaining:
+        raise CorruptRecordError(
+            f"Truncated record batch at position {pos}: batchLength says {size} bytes, "
+            f"{remaining} available"
+        )
+    magic = mv[pos + MAGIC_OFFSET]
+    if magic != CURRENT_MAGIC:
+        if magic in (0, 1):
+            # A legacy message set: well-formed for its time, but this broker only speaks v2
+            # (Kafka refuses it for Produce v3+ with INVALID_RECORD).
+            raise InvalidRecordError(
+                f"Record batch at position {pos} has magic {magic}; only magic 2 is supported"
+            )
+        raise CorruptRecordError(f"Invalid magic {magic} in record batch at position {pos}")
+    return size
+
+
+def _check_crc(mv: memoryview, pos: int, size: int) -> None:
+    stored = _UINT32.unpack_from(mv, pos + CRC_OFFSET)[0]
+    computed = crc32c(mv[pos + ATTRIBUTES_OFFSET : pos + size])
+    if stored != computed:
+        raise CorruptRecordError(
+            f"Record batch at position {pos} is corrupt "
+            f"(stored crc = {stored}, computed crc = {computed})"
+        )
+
+
+def iter_batch_headers(
+    buf: bytes | bytearray | memoryview,
+) -> Iterator[tuple[int, RecordBatchHeader]]:
+    """Yield ``(position, header)`` for each batch in ``buf`` without checking CRCs.
+
+    Stops at the exact end of ``buf``; raises ``CorruptRecordError`` on a short, torn or
+    garbled batch (bad length, magic other than 2). Use it on data already validated (a log
+    segment, a fetch response from a trusted replica).
+    """
+    mv = _as_bytes_view(buf)
+    end = len(mv)
+    pos = 0
+    unpack_from = _HEADER.unpack_from
+    while pos < end:
+        try:
+            size = _check_frame(mv, pos, end)
+        except InvalidRecordError as e:
+            raise CorruptRecordError(str(e)) from e
+        yield pos, RecordBatchHeader(*unpack_from(mv, pos))
+        pos += size
+
+
+def _check_header(header: RecordBatchHeader, pos: int, origin_client: bool) -> None:
+    """Kafka's per-batch checks beyond the CRC (``LogValidator.validateBatch``)."""
+    count = header.record_count
+    if count < 0:
+        raise InvalidRecordError(f"Invalid record count {count} in batch at position {pos}")
+    if header.last_offset_delta < 0:
+        raise InvalidRecordError(
+            f"Invalid lastOffsetDelta {header.last_offset_delta} in batch at position {pos}"
+        )
+    if header.attributes & COMPRESSION_CODEC_MASK > CompressionType.ZSTD:
+        raise InvalidRecordError(
+            f"Unknown compression type id {header.attributes & COMPRESSION_CODEC_MASK} "
+            f"in batch at position {pos}"
+        )
+    if header.attributes & TRANSACTIONAL_FLAG_MASK and header.producer_id < 0:
+        raise InvalidRecordError(f"Transactional batch at position {pos} has no producer id")
+    if not origin_client:
+        return
+    # Records from clients (Produce) must describe themselves exactly: compaction may later
+    # leave gaps, so these hold only on first append.
+    if count == 0:
+        raise InvalidRecordError(f"Invalid reported count for record batch: {count}")
+    if header.last_offset_delta + 1 != count:
+        raise InvalidRecordError(
+            f"Inconsistent batch offset range [{header.base_offset}, {header.last_offset}] "
+            f"and count of records {count}"
+        )
+    if header.attributes & CONTROL_FLAG_MASK:
+        raise InvalidRecordError("Clients are not allowed to write control records")
+    if header.producer_id >= 0 and header.base_sequence < 0:
+        raise InvalidRecordError(
+            f"Invalid sequence number {header.base_sequence} in record batch "
+            f"with producerId {header.producer_id}"
+        )
+
+
+def validate_batches(
+    buf: bytes | bytearray | memoryview,
+    *,
+    origin_client: bool = False,
+    max_batch_size: int | None = None,
+) -> list[RecordBatchHeader]:
+    """Check that ``buf`` is a sequence of complete, intact v2 batches; return their headers.
+
+    Per batch: length consistent with the buffer, magic 2, CRC32C over attributes..end, record
+    count and lastOffsetDelta non-negative, a known codec, no transactional batch without a
+    producer id. With ``origin_client=True`` (a Produce from a client; Kafka's
+    ``AppendOrigin.CLIENT``) also: count > 0 and equal to lastOffsetDelta + 1, no control
+    batches, a base sequence whenever there is a producer id. ``max_batch_size``
+    (``max.message.bytes``) bounds each batch's size -> ``RecordTooLargeError``.
+
+    An empty buffer is an empty list (the caller decides whether that is an error). Records are
+    never decoded; the work is one header unpack and one CRC pass per batch.
+    """
+    mv = _as_bytes_view(buf)
+    end = len(mv)
+    pos = 0
+    headers: list[RecordBatchHeader] = []
+    unpack_from = _HEADER.unpack_from
+    while pos < end:
+        size = _check_frame(mv, pos, end)
+        if max_batch_size is not None and size > max_batch_size:
+            raise RecordTooLargeError(
+                f"The record batch at position {pos} is {size} bytes, larger than the maximum "
+                f"allowed batch size {max_batch_size}"
+            )
+        _check_crc(mv, pos, size)
+        header = RecordBatchHeader(*unpack_from(mv, pos))
+        _check_header(header, pos, origin_client)
+        headers.append(header)
+        pos += size
+    return headers
+
+
+def scan_valid_prefix(buf: bytes | bytearray | memoryview) -> tuple[int, list[RecordBatchHeader]]:
+    """Return ``(valid_bytes, headers)`` for the complete, intact batches at the start of buf.
+
+    For log recovery (Kafka's ``LogSegment.recover``): scanning stops at the first batch that is
+    torn, has a bad length or magic, fails its CRC or fails the structural header checks; the
+    caller truncates the segment to ``valid_bytes``. Never raises for bad data.
+    """
+    mv = _as_bytes_view(buf)
+    end = len(mv)
+    pos = 0
+    headers: list[RecordBatchHeader] = []
+    unpack_from = _HEADER.unpack_from
+    try:
+        while pos < end:
+            size = _check_frame(mv, pos, end)
+            _check_crc(mv, pos, size)
+            header = RecordBatchHeader(*unpack_from(mv, pos))
+            _check_header(header, pos, False)
+            headers.append(header)
+            pos += size
+    except (CorruptRecordError, InvalidRecordError):
+        pass
+    return pos, headers
+
+
+# ---------------------------------------------------------------------------------------------
+# In-place patches (the leader's offset and epoch assignment, LogAppendTime re-stamping)
+
+
+def set_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> None:
+    """Write baseOffset of the batch at ``pos``; not covered by the CRC."""
+    _INT64.pack_into(buf, pos + BASE_OFFSET_OFFSET, base_offset)
+
+
+def set_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:
+    """Write partitionLeaderEpoch of the batch at ``pos``; not covered by the CRC."""
+    _INT32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_OFFSET, epoch)
+
+
+def set_max_timestamp_and_type(
+    buf: bytearray | memoryview, pos: int, timestamp_type: int, max_timestamp: int
+) -> None:
+    """Set the timestamp type bit and maxTimestamp of the batch at ``pos``; recompute the CRC.
+
+    Kafka's ``DefaultRecordBatch.setMaxTimestamp``: with LogAppendTime the broker writes the
+    append time here and readers take it as every record's timestamp; records stay untouched.
+    A no-op (no CRC pass) when both already hold.
+    """
+    mv = _as_bytes_view(buf)
+    attributes = _INT16.unpack_from(mv, pos + ATTRIBUTES_OFFSET)[0]
+    current_type = 1 if attributes & TIMESTAMP_TYPE_MASK else 0
+    current_max = _INT64.unpack_from(mv, pos + MAX_TIMESTAMP_OFFSET)[0]
+    if current_type == timestamp_type and current_max == max_timestamp:
+        return
+    if timestamp_type == TimestampType.LOG_APPEND_TIME:
+        attributes |= TIMESTAMP_TYPE_MASK
+    elif timestamp_type == TimestampType.CREATE_TIME:
+        attributes &= ~TIMESTAMP_TYPE_MASK
+    else:
+        raise ValueError(f"Invalid timestamp type {timestamp_type}")
+    _INT16.pack_into(mv, pos + ATTRIBUTES_OFFSET, attributes)
+    _INT64.pack_into(mv, pos + MAX_TIMESTAMP_OFFSET, max_timestamp)
+    size = _INT32.unpack_from(mv, pos + LENGTH_OFFSET)[0] + LOG_OVERHEAD
+    _UINT32.pack_into(mv, pos + CRC_OFFSET, crc32c(mv[pos + ATTRIBUTES_OFFSET : pos + size]))
+
+
+def assign_offsets(
+    buf: bytearray | memoryview, first_offset: int, partition_leader_epoch: int
+) -> int:
+    """Number the batches in ``buf`` consecutively from ``first_offset`` (leader append).
+
+    Patches baseOffset and partitionLeaderEpoch of every batch in place and returns the next
+    offset to assign (last offset + 1). ``buf`` must already have passed ``validate_batches``.
+    """
+    mv = _as_bytes_view(buf)
+    end = len(mv)
+    pos = 0
+    next_offset = first_offset
+    length_unpack = _INT32.unpack_from
+    while pos < end:
+        _INT64.pack_into(mv, pos, next_offset)
+        _INT32.pack_into(mv, pos + PARTITION_LEADER_EPOCH_OFFSET, partition_leader_epoch)
+        next_offset += length_unpack(mv, pos + LAST_OFFSET_DELTA_OFFSET)[0] + 1
+        pos += length_unpack(mv, pos + LENGTH_OFFSET)[0] + LOG_OVERHEAD
+    return next_offset
