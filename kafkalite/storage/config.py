@@ -1,0 +1,268 @@
+"""Per-log configuration with Kafka's topic-config names and defaults.
+
+``LogConfig`` holds the settings a :class:`~kafkalite.storage.log.Log` obeys. Its fields are the
+snake_case of Kafka's topic config names (``segment.bytes`` -> ``segment_bytes``); the one
+exception is ``segment.index.bytes`` whose field is ``segment_index_bytes`` (Kafka's
+``maxIndexSize``). Defaults are Kafka's.
+
+Two ways to build one:
+
+* ``LogConfig.from_properties({"segment.bytes": "1048576"}, defaults=base)`` -- topic-level names,
+  as stored in ``/config/topics/<topic>`` or sent in CreateTopics; values are strings (or ints).
+* ``LogConfig.from_broker_properties(server_props)`` -- broker-level names (``log.segment.bytes``,
+  ``log.roll.hours``, ``log.retention.hours``, ``message.max.bytes``, ...), giving the broker's
+  default for every topic.
+
+A bad value raises ``ValueError`` naming the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+LONG_MAX = 2**63 - 1
+
+DELETE = "delete"
+COMPACT = "compact"
+
+
+def _parse_int(key: str, value: Any, minimum: int | None = None) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"Invalid value {value!r} for configuration {key}: not an integer")
+    try:
+        result = int(str(value).strip())
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"Invalid value {value!r} for configuration {key}: not an integer"
+        ) from None
+    if minimum is not None and result < minimum:
+        raise ValueError(
+            f"Invalid value {value!r} for configuration {key}: value must be at least {minimum}"
+        )
+    return result
+
+
+def _parse_float(key: str, value: Any, lo: float, hi: float) -> float:
+    try:
+        result = float(str(value).strip())
+    except (TypeError, ValueError):
+        raise ValueError(f"Invalid value {value!r} for configuration {key}: not a number") from None
+    if not lo <= result <= hi:
+        raise ValueError(f"Invalid value {value!r} for configuration {key}: must be in [{lo},{hi}]")
+    return result
+
+
+def _parse_bool(key: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text == "true":
+        return True
+    if text == "false":
+        return False
+    raise ValueError(f"Invalid value {value!r} for configuration {key}: expected true or false")
+
+
+def _parse_choice(key: str, value: Any, choices: tuple[str, ...]) -> str:
+    text = str(value).strip()
+    if text not in choices:
+        raise ValueError(
+            f"Invalid value {value!r} for configuration {key}: must be one of {', '.join(choices)}"
+        )
+    return text
+
+
+def _parse_cleanup_policy(key: str, value: Any) -> str:
+    parts = [p.strip() for p in str(value).split(",") if p.strip()]
+    if not parts:
+        raise ValueError(f"Invalid value {value!r} for configuration {key}: empty list")
+    for part in parts:
+        _parse_choice(key, part, (DELETE, COMPACT))
+    return ",".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    segment_bytes: int = 1024 * 1024 * 1024
+    segment_ms: int = 7 * 24 * 60 * 60 * 1000
+    segment_jitter_ms: int = 0
+    segment_index_bytes: int = 10 * 1024 * 1024
+    index_interval_bytes: int = 4096
+    retention_ms: int = 7 * 24 * 60 * 60 * 1000
+    retention_bytes: int = -1
+    flush_messages: int = LONG_MAX
+    flush_ms: int = LONG_MAX
+    max_message_bytes: int = 1024 * 1024 + 12
+    message_timestamp_type: str = "CreateTime"
+    message_timestamp_difference_max_ms: int = LONG_MAX
+    cleanup_policy: str = DELETE
+    min_insync_replicas: int = 1
+    unclean_leader_election_enable: bool = False
+    delete_retention_ms: int = 24 * 60 * 60 * 1000
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
+    min_cleanable_dirty_ratio: float = 0.5
+    file_delete_delay_ms: int = 60_000
+    preallocate: bool = False
+    compression_type: str = "producer"
+
+    # ---------------------------------------------------------------- derived
+
+    @property
+    def compact(self) -> bool:
+        return COMPACT in self.cleanup_policy.split(",")
+
+    @property
+    def delete(self) -> bool:
+        return DELETE in self.cleanup_policy.split(",")
+
+    @property
+    def log_append_time(self) -> bool:
+        """True when the broker overwrites timestamps (message.timestamp.type=LogAppendTime)."""
+        return self.message_timestamp_type == "LogAppendTime"
+
+    def to_properties(self) -> dict[str, str]:
+        """Kafka topic-config names -> string values (what DescribeConfigs shows)."""
+        out = {}
+        for name, field in TOPIC_CONFIG_FIELDS.items():
+            value = getattr(self, field)
+            out[name] = str(value).lower() if isinstance(value, bool) else str(value)
+        return out
+
+    # ---------------------------------------------------------------- builders
+
+    @classmethod
+    def from_properties(
+        cls,
+        props: Mapping[str, Any],
+        defaults: LogConfig | None = None,
+        *,
+        strict: bool = False,
+    ) -> LogConfig:
+        """Overlay topic-level ``props`` (Kafka names) on ``defaults`` (Kafka's defaults if None).
+
+        Unknown names are ignored unless ``strict`` (then ``ValueError``), as CreateTopics must
+        reject them.
+        """
+        base = defaults if defaults is not None else cls()
+        changes: dict[str, Any] = {}
+        for key, value in props.items():
+            field = TOPIC_CONFIG_FIELDS.get(key)
+            if field is None:
+                if strict:
+                    raise ValueError(f"Unknown topic config name: {key}")
+                continue
+            changes[field] = _parse_field(key, field, value)
+        return dataclasses.replace(base, **changes) if changes else base
+
+    @classmethod
+    def from_broker_properties(cls, props: Mapping[str, Any]) -> LogConfig:
+        """The broker-wide default log config from server properties (``log.*`` names).
+
+        Like Kafka, the finer unit wins: ``log.roll.ms`` over ``log.roll.hours``,
+        ``log.retention.ms`` over ``.minutes`` over ``.hours``.
+        """
+        changes: dict[str, Any] = {}
+        for key, (field, scale) in BROKER_CONFIG_FIELDS.items():
+            if key in props and field not in changes:
+                changes[field] = _parse_field(key, field, props[key])
+                if scale != 1 and changes[field] >= 0:
+                    changes[field] *= scale
+        return dataclasses.replace(cls(), **changes) if changes else cls()
+
+
+def _parse_field(key: str, field: str, value: Any) -> Any:
+    if field in ("unclean_leader_election_enable", "preallocate"):
+        return _parse_bool(key, value)
+    if field == "min_cleanable_dirty_ratio":
+        return _parse_float(key, value, 0.0, 1.0)
+    if field == "message_timestamp_type":
+        return _parse_choice(key, value, ("CreateTime", "LogAppendTime"))
+    if field == "cleanup_policy":
+        return _parse_cleanup_policy(key, value)
+    if field == "compression_type":
+        return _parse_choice(
+            key, value, ("uncompressed", "gzip", "snappy", "lz4", "zstd", "producer")
+        )
+    minimum = _MINIMUMS.get(field)
+    return _parse_int(key, value, minimum)
+
+
+_MINIMUMS = {
+    "segment_bytes": 14,  # Kafka: LegacyRecord.RECORD_OVERHEAD_V0
+    "segment_ms": 1,
+    "segment_jitter_ms": 0,
+    "segment_index_bytes": 4,
+    "index_interval_bytes": 0,
+    "retention_ms": -1,
+    "retention_bytes": -1,
+    "flush_messages": 1,  # Kafka: 1 (0 would mean fsync nothing; use 1 to fsync every message)
+    "flush_ms": 0,
+    "max_message_bytes": 0,
+    "message_timestamp_difference_max_ms": 0,
+    "min_insync_replicas": 1,
+    "delete_retention_ms": 0,
+    "min_compaction_lag_ms": 0,
+    "max_compaction_lag_ms": 1,
+    "file_delete_delay_ms": 0,
+}
+
+# Kafka topic config name -> LogConfig field.
+TOPIC_CONFIG_FIELDS: dict[str, str] = {
+    "segment.bytes": "segment_bytes",
+    "segment.ms": "segment_ms",
+    "segment.jitter.ms": "segment_jitter_ms",
+    "segment.index.bytes": "segment_index_bytes",
+    "index.interval.bytes": "index_interval_bytes",
+    "retention.ms": "retention_ms",
+    "retention.bytes": "retention_bytes",
+    "flush.messages": "flush_messages",
+    "flush.ms": "flush_ms",
+    "max.message.bytes": "max_message_bytes",
+    "message.timestamp.type": "message_timestamp_type",
+    "message.timestamp.difference.max.ms": "message_timestamp_difference_max_ms",
+    "cleanup.policy": "cleanup_policy",
+    "min.insync.replicas": "min_insync_replicas",
+    "unclean.leader.election.enable": "unclean_leader_election_enable",
+    "delete.retention.ms": "delete_retention_ms",
+    "min.compaction.lag.ms": "min_compaction_lag_ms",
+    "max.compaction.lag.ms": "max_compaction_lag_ms",
+    "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
+    "file.delete.delay.ms": "file_delete_delay_ms",
+    "preallocate": "preallocate",
+    "compression.type": "compression_type",
+}
+
+# Broker config name -> (LogConfig field, multiplier to milliseconds). Ordered finest unit first
+# so that e.g. log.retention.ms wins over log.retention.hours.
+BROKER_CONFIG_FIELDS: dict[str, tuple[str, int]] = {
+    "log.segment.bytes": ("segment_bytes", 1),
+    "log.roll.ms": ("segment_ms", 1),
+    "log.roll.hours": ("segment_ms", 3_600_000),
+    "log.roll.jitter.ms": ("segment_jitter_ms", 1),
+    "log.roll.jitter.hours": ("segment_jitter_ms", 3_600_000),
+    "log.index.size.max.bytes": ("segment_index_bytes", 1),
+    "log.index.interval.bytes": ("index_interval_bytes", 1),
+    "log.retention.ms": ("retention_ms", 1),
+    "log.retention.minutes": ("retention_ms", 60_000),
+    "log.retention.hours": ("retention_ms", 3_600_000),
+    "log.retention.bytes": ("retention_bytes", 1),
+    "log.flush.interval.messages": ("flush_messages", 1),
+    "log.flush.interval.ms": ("flush_ms", 1),
+    "message.max.bytes": ("max_message_bytes", 1),
+    "log.message.timestamp.type": ("message_timestamp_type", 1),
+    "log.message.timestamp.difference.max.ms": ("message_timestamp_difference_max_ms", 1),
+    "log.cleanup.policy": ("cleanup_policy", 1),
+    "min.insync.replicas": ("min_insync_replicas", 1),
+    "unclean.leader.election.enable": ("unclean_leader_election_enable", 1),
+    "log.cleaner.delete.retention.ms": ("delete_retention_ms", 1),
+    "log.cleaner.min.compaction.lag.ms": ("min_compaction_lag_ms", 1),
+    "log.cleaner.max.compaction.lag.ms": ("max_compaction_lag_ms", 1),
+    "log.cleaner.min.cleanable.ratio": ("min_cleanable_dirty_ratio", 1),
+    "log.segment.delete.delay.ms": ("file_delete_delay_ms", 1),
+    "log.preallocate": ("preallocate", 1),
+    "compression.type": ("compression_type", 1),
+}

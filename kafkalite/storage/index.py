@@ -1,0 +1,464 @@
+"""Sparse, memory-mapped segment indexes: ``.index`` (offsets) and ``.timeindex`` (timestamps).
+
+On-disk formats (big-endian, fixed-size entries, no header -- byte-compatible with Kafka):
+
+* ``OffsetIndex`` (``<base offset, 20 digits>.index``), 8-byte entries::
+
+      relative_offset: int32   (offset - segment base offset)
+      position:        int32   (byte position of the batch in the .log file)
+
+* ``TimeIndex`` (``<base offset, 20 digits>.timeindex``), 12-byte entries::
+
+      timestamp:       int64   (largest timestamp seen so far in the segment)
+      relative_offset: int32   (offset of the batch holding that timestamp, minus base offset)
+
+Invariants: entries are strictly increasing in offset (and, for the offset index, in position;
+for the time index, in timestamp). The index is sparse: the segment adds an entry only after
+``index.interval.bytes`` of log, so a lookup returns the *floor* entry and the caller scans the
+log forward from its position.
+
+Life cycle (Kafka's AbstractIndex): a new index file is preallocated to ``max_index_size``
+(``segment.index.bytes``, rounded down to whole entries) and memory-mapped; ``entries`` counts the
+valid ones. When the segment rolls or the log closes, the file is trimmed to
+``entries * entry_size`` so an index reopened later is exactly its entries (and is full: the
+active segment's index is re-grown with ``resize`` on load). An index left untrimmed by a crash
+belongs to a segment past the recovery point, which recovery rebuilds.
+
+Lookup: binary search for the largest entry <= target. Like Kafka, the search first tries the
+last ``WARM_SECTION_BYTES`` (8 KiB) of entries: almost every lookup (followers and consumers
+reading near the head of the log) lands there, so the pages it touches are the ones already in
+the page cache, and a cold lookup costs at most one extra comparison.
+
+Not safe for concurrent use; the owning Log serialises access (one event loop).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from pathlib import Path
+from typing import NamedTuple
+
+from kafkalite.storage.errors import CorruptIndexError, IndexOffsetOverflowError, InvalidOffsetError
+
+WARM_SECTION_BYTES = 8192
+INT32_MAX = 2**31 - 1
+NO_TIMESTAMP = -1
+
+
+class OffsetPosition(NamedTuple):
+    offset: int
+    position: int
+
+
+class TimestampOffset(NamedTuple):
+    timestamp: int
+    offset: int
+
+
+class AbstractIndex:
+    """Common machinery: preallocation, mmap, binary search with a warm section, trim, resize."""
+
+    entry_size: int = 0
+    _entry_struct: struct.Struct
+
+    def __init__(
+        self,
+        file: str | os.PathLike[str],
+        base_offset: int,
+        max_index_size: int = -1,
+        writable: bool = True,
+    ) -> None:
+        self.file = Path(file)
+        self.base_offset = base_offset
+        self.max_index_size = max_index_size
+        self.writable = writable
+        self._mmap: mmap.mmap | None = None
+        self._length = 0
+        self._entries = 0
+        self._max_entries = 0
+        self._open()
+
+    # ------------------------------------------------------------------ file handling
+
+    def _open(self) -> None:
+        newly_created = not self.file.exists()
+        flags = os.O_RDWR | os.O_CREAT if self.writable else os.O_RDONLY
+        fd = os.open(self.file, flags, 0o644)
+        try:
+            if newly_created:
+                if self.max_index_size < self.entry_size:
+                    raise ValueError(f"Invalid max index size: {self.max_index_size}")
+                os.ftruncate(fd, self._round_down(self.max_index_size))
+            length = os.fstat(fd).st_size
+            self._length = length
+            self._map(fd, length)
+        finally:
+            os.close(fd)
+        self._max_entries = self._length // self.entry_size
+        # A new index is empty; an existing one is whatever whole entries the file holds.
+        self._entries = 0 if newly_created else self._round_down(self._length) // self.entry_size
+        self._after_load()
+
+    def _map(self, fd: int, length: int) -> None:
+        if length == 0:
+            self._mmap = None
+            return
+        access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
+        self._mmap = mmap.mmap(fd, length, access=access)
+
+    def _after_load(self) -> None:
+        """Hook for subclasses to cache the last entry after (re)mapping."""
+
+    def _round_down(self, number: int) -> int:
+        return number - number % self.entry_size
+
+    @property
+    def entries(self) -> int:
+        return self._entries
+
+    @property
+    def max_entries(self) -> int:
+        return self._max_entries
+
+    @property
+    def length(self) -> int:
+        """Current file length in bytes (preallocated size while the index is active)."""
+        return self._length
+
+    @property
+    def size_in_bytes(self) -> int:
+        """Bytes of valid entries."""
+        return self._entries * self.entry_size
+
+    def is_full(self) -> bool:
+        return self._entries >= self._max_entries
+
+    def resize(self, new_size: int) -> bool:
+        """Set the file (and mapping) to ``new_size`` rounded down to whole entries, never below
+        the valid entries. Returns True if the length changed."""
+        rounded = max(self._round_down(new_size), self.size_in_bytes)
+        if rounded == self._length:
+            return False
+        self._close_mmap()
+        fd = os.open(self.file, os.O_RDWR)
+        try:
+            os.ftruncate(fd, rounded)
+            self._length = rounded
+            self._map(fd, rounded)
+        finally:
+            os.close(fd)
+        self._max_entries = rounded // self.entry_size
+        return True
+
+    def trim_to_valid_size(self) -> bool:
+        """Shrink the file to exactly its valid entries (on roll and close)."""
+        return self.resize(self.size_in_bytes)
+
+    def flush(self) -> None:
+        if self._mmap is not None and self.writable:
+            self._mmap.flush()
+
+    def _close_mmap(self) -> None:
+        if self._mmap is not None:
+            self._mmap.close()
+            self._mmap = None
+
+    def close(self) -> None:
+        """Trim and unmap. The object must not be used afterwards (except ``delete_if_exists``)."""
+        if self.writable and self.file.exists():
+            self.trim_to_valid_size()
+        self.close_handler()
+
+    def close_handler(self) -> None:
+        """Unmap without trimming (for files about to be deleted or renamed)."""
+        self._close_mmap()
+
+    def delete_if_exists(self) -> bool:
+        self.close_handler()
+        try:
+            self.file.unlink()
+            return True
+        except FileNotFoundError:
+            return False
+
+    def rename_to(self, path: str | os.PathLike[str]) -> None:
+        os.replace(self.file, path)
+        self.file = Path(path)
+
+    def reset(self) -> None:
+        """Remove every entry and re-grow to the preallocated size (used before a rebuild)."""
+        self.truncate_to_entries(0)
+        self.resize(self.max_index_size)
+
+    def truncate_to_entries(self, entries: int) -> None:
+        if not 0 <= entries <= self._entries:
+            raise ValueError(f"cannot truncate {self.file} to {entries} of {self._entries} entries")
+        self._entries = entries
+        self._after_load()
+
+    # ------------------------------------------------------------------ entries
+
+    def relative_offset(self, offset: int) -> int:
+        relative = offset - self.base_offset
+        if not 0 <= relative <= INT32_MAX:
+            raise IndexOffsetOverflowError(
+                f"Integer overflow for offset {offset} ({self.file}), base {self.base_offset}"
+            )
+        return relative
+
+    def can_append_offset(self, offset: int) -> bool:
+        return 0 <= offset - self.base_offset <= INT32_MAX
+
+    def _raw_entry(self, n: int) -> tuple[int, int]:
+        assert self._mmap is not None
+        return self._entry_struct.unpack_from(self._mmap, n * self.entry_size)
+
+    def _write_entry(self, a: int, b: int) -> None:
+        if self._entries >= self._max_entries:
+            raise ValueError(
+                f"Attempt to append to a full index (size = {self._entries}): {self.file}"
+            )
+        assert self._mmap is not None
+        self._entry_struct.pack_into(self._mmap, self._entries * self.entry_size, a, b)
+        self._entries += 1
+
+    # Subclasses say which field of an entry is searched; key(slot) returns it.
+    def _key(self, slot: int, by_offset: bool) -> int:
+        raise NotImplementedError
+
+    def largest_lower_bound_slot_for(self, target: int, by_offset: bool = True) -> int:
+        """Slot of the largest entry whose key is <= ``target``, or -1 if there is none.
+
+        ``by_offset`` selects the key: the absolute offset (both indexes) or the timestamp (time
+        index). The warm tail is searched first (see module docstring).
+        """
+        entries = self._entries
+        if entries == 0:
+            return -1
+        key = self._key
+        if key(0, by_offset) > target:
+            return -1
+        last = entries - 1
+        warm_entries = WARM_SECTION_BYTES // self.entry_size
+        first_hot = max(0, last - warm_entries)
+        if key(first_hot, by_offset) <= target:
+            lo, hi = first_hot, last
+        else:
+            lo, hi = 0, first_hot
+        # Invariant: key(lo) <= target; answer in [lo, hi].
+        while lo < hi:
+            mid = (lo + hi + 1) >> 1
+            if key(mid, by_offset) <= target:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def smallest_upper_bound_slot_for(self, target: int, by_offset: bool = True) -> int:
+        """Slot of the smallest entry whose key is >= ``target``, or -1 if there is none."""
+        entries = self._entries
+        if entries == 0:
+            return -1
+        key = self._key
+        slot = self.largest_lower_bound_slot_for(target, by_offset)
+        if slot >= 0 and key(slot, by_offset) == target:
+            return slot
+        slot += 1
+        return slot if slot < entries else -1
+
+
+class OffsetIndex(AbstractIndex):
+    """``.index``: offset -> file position of the batch starting there (see module docstring)."""
+
+    entry_size = 8
+    _entry_struct = struct.Struct(">ii")
+
+    def _after_load(self) -> None:
+        self._last_offset = self._compute_last_offset()
+
+    def _compute_last_offset(self) -> int:
+        if self._entries == 0:
+            return self.base_offset
+        return self.base_offset + self._raw_entry(self._entries - 1)[0]
+
+    @property
+    def last_offset(self) -> int:
+        """Offset of the last entry (base offset when empty)."""
+        return self._last_offset
+
+    def is_full(self) -> bool:
+        return self._entries >= self._max_entries
+
+    def _key(self, slot: int, by_offset: bool) -> int:
+        return self.base_offset + self._entry_struct.unpack_from(self._mmap, slot * 8)[0]  # type: ignore[arg-type]
+
+    def entry(self, n: int) -> OffsetPosition:
+        if not 0 <= n < self._entries:
+            raise IndexError(f"Attempt to fetch entry {n} of {self._entries} from {self.file}")
+        relative, position = self._raw_entry(n)
+        return OffsetPosition(self.base_offset + relative, position)
+
+    @property
+    def last_entry(self) -> OffsetPosition:
+        if self._entries == 0:
+            return OffsetPosition(self.base_offset, 0)
+        return self.entry(self._entries - 1)
+
+    def lookup(self, target_offset: int) -> OffsetPosition:
+        """The largest entry with offset <= ``target_offset``; ``(base_offset, 0)`` if none."""
+        slot = self.largest_lower_bound_slot_for(target_offset)
+        if slot == -1:
+            return OffsetPosition(self.base_offset, 0)
+        return self.entry(slot)
+
+    def fetch_upper_bound_offset(
+        self, fetch_offset: OffsetPosition, fetch_size: int
+    ) -> OffsetPosition | None:
+        """The first entry whose position is past ``fetch_offset.position + fetch_size``."""
+        target = fetch_offset.position + fetch_size
+        lo, hi = 0, self._entries - 1
+        result = None
+        while lo <= hi:
+            mid = (lo + hi) >> 1
+            entry = self.entry(mid)
+            if entry.position > target:
+                result = entry
+                hi = mid - 1
+            else:
+                lo = mid + 1
+        return result
+
+    def append(self, offset: int, position: int) -> None:
+        """Add an entry; ``offset`` must exceed the last entry's (InvalidOffsetError otherwise)."""
+        if self._entries != 0 and offset <= self._last_offset:
+            raise InvalidOffsetError(
+                f"Attempt to append an offset ({offset}) to position {self._entries} no larger "
+                f"than the last offset appended ({self._last_offset}) to {self.file}"
+            )
+        self._write_entry(self.relative_offset(offset), position)
+        self._last_offset = offset
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry with offset >= ``offset``."""
+        slot = self.largest_lower_bound_slot_for(offset)
+        if slot == -1:
+            keep = 0
+        elif self._key(slot, True) == offset:
+            keep = slot
+        else:
+            keep = slot + 1
+        self.truncate_to_entries(keep)
+
+    def sanity_check(self, log_size: int | None = None) -> None:
+        """Raise CorruptIndexError if the file cannot be this segment's offset index."""
+        if self._length % self.entry_size != 0:
+            raise CorruptIndexError(
+                f"Index file {self.file} is corrupt: length {self._length} is not a multiple of {self.entry_size}"
+            )
+        if self._entries == 0:
+            return
+        first_relative, first_position = self._raw_entry(0)
+        last_relative, last_position = self._raw_entry(self._entries - 1)
+        if first_relative < 0 or last_relative < first_relative:
+            raise CorruptIndexError(f"Index file {self.file} is corrupt: offsets not increasing")
+        if self._entries > 1 and (
+            last_relative == first_relative or last_position <= first_position
+        ):
+            # A zero-filled file (or a crash-preallocated tail) looks like repeated (0, 0) entries.
+            raise CorruptIndexError(f"Index file {self.file} is corrupt: repeated entries")
+        if log_size is not None and last_position >= max(log_size, 1):
+            raise CorruptIndexError(
+                f"Index file {self.file} is corrupt: position {last_position} beyond log size {log_size}"
+            )
+
+
+class TimeIndex(AbstractIndex):
+    """``.timeindex``: largest timestamp so far -> offset of the batch holding it.
+
+    One slot is always kept free so the segment can add its final entry when it rolls
+    (``maybe_append(..., skip_full_check=True)``), hence ``is_full`` at ``max_entries - 1``.
+    """
+
+    entry_size = 12
+    _entry_struct = struct.Struct(">qi")
+
+    def _after_load(self) -> None:
+        if self._entries == 0:
+            self._last_entry = TimestampOffset(NO_TIMESTAMP, self.base_offset)
+        else:
+            timestamp, relative = self._raw_entry(self._entries - 1)
+            self._last_entry = TimestampOffset(timestamp, self.base_offset + relative)
+
+    @property
+    def last_entry(self) -> TimestampOffset:
+        return self._last_entry
+
+    def is_full(self) -> bool:
+        return self._entries >= self._max_entries - 1
+
+    def _key(self, slot: int, by_offset: bool) -> int:
+        timestamp, relative = self._entry_struct.unpack_from(self._mmap, slot * 12)  # type: ignore[arg-type]
+        return self.base_offset + relative if by_offset else timestamp
+
+    def entry(self, n: int) -> TimestampOffset:
+        if not 0 <= n < self._entries:
+            raise IndexError(f"Attempt to fetch entry {n} of {self._entries} from {self.file}")
+        timestamp, relative = self._raw_entry(n)
+        return TimestampOffset(timestamp, self.base_offset + relative)
+
+    def lookup(self, target_timestamp: int) -> TimestampOffset:
+        """The entry with the largest timestamp <= target; ``(NO_TIMESTAMP, base_offset)`` if none."""
+        slot = self.largest_lower_bound_slot_for(target_timestamp, by_offset=False)
+        if slot == -1:
+            return TimestampOffset(NO_TIMESTAMP, self.base_offset)
+        return self.entry(slot)
+
+    def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
+        """Add ``(timestamp, offset)`` if ``timestamp`` is larger than the last entry's."""
+        if not skip_full_check and self.is_full():
+            raise ValueError(
+                f"Attempt to append to a full time index (size = {self._entries}): {self.file}"
+            )
+        last = self._last_entry
+        if self._entries != 0 and offset < last.offset:
+            raise InvalidOffsetError(
+                f"Attempt to append an offset ({offset}) smaller than the last offset "
+                f"({last.offset}) to the time index {self.file}"
+            )
+        if self._entries != 0 and timestamp < last.timestamp:
+            raise InvalidOffsetError(
+                f"Attempt to append a timestamp ({timestamp}) smaller than the last one "
+                f"({last.timestamp}) to the time index {self.file}"
+            )
+        if timestamp > last.timestamp:
+            self._write_entry(timestamp, self.relative_offset(offset))
+            self._last_entry = TimestampOffset(timestamp, offset)
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry with offset >= ``offset``."""
+        slot = self.largest_lower_bound_slot_for(offset, by_offset=True)
+        if slot == -1:
+            keep = 0
+        elif self._key(slot, True) == offset:
+            keep = slot
+        else:
+            keep = slot + 1
+        self.truncate_to_entries(keep)
+
+    def sanity_check(self, log_size: int | None = None) -> None:
+        if self._length % self.entry_size != 0:
+            raise CorruptIndexError(
+                f"Time index file {self.file} is corrupt: length {self._length} is not a multiple of {self.entry_size}"
+            )
+        if self._entries == 0:
+            return
+        first_ts, first_rel = self._raw_entry(0)
+        last_ts, last_rel = self._raw_entry(self._entries - 1)
+        if first_rel < 0 or last_rel < first_rel or last_ts < first_ts:
+            raise CorruptIndexError(
+                f"Time index file {self.file} is corrupt: entries not increasing"
+            )
+        if self._entries > 1 and last_ts == first_ts:
+            raise CorruptIndexError(f"Time index file {self.file} is corrupt: repeated entries")
