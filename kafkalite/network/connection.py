@@ -1,0 +1,314 @@
+"""One client connection: Kafka's size-prefixed framing and the in-order response pipeline.
+
+Wire format: every request is `int32 size` followed by `size` bytes (request header + body).
+A frame with a negative size or one above `socket.request.max.bytes` closes the connection
+(Kafka's `InvalidReceiveException`), as does a frame the dispatcher cannot parse; the reason is
+logged once, with the client address, and no other connection is affected.
+
+Invariants:
+- Responses are written strictly in request order, even though requests are handled
+  concurrently (a pipelined client may have many requests in flight; a Produce with acks=all may
+  finish after a later Metadata). Each request gets a slot in a FIFO; a slot's response is written
+  only when every slot before it has been written.
+- A request for which the dispatcher returns `NO_RESPONSE` (Produce with acks=0) occupies a
+  slot but writes nothing.
+- Reading pauses while `max_in_flight` requests are pending or the transport's write buffer is
+  above its high-water mark, so a fast producer cannot queue unbounded work.
+
+Reading uses `asyncio.BufferedProtocol`: small frames are cut out of one reusable receive buffer
+(one copy per frame, into the `bytearray` the handler owns and may patch in place: the broker
+writes offsets into record batches before appending them); a frame larger than that buffer is
+received straight into its own `bytearray`, with no further copy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import inspect
+import itertools
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import structlog
+
+from kafkalite.protocol.errors import KafkaError
+
+log = structlog.get_logger("kafkalite.network")
+
+RECEIVE_BUFFER_BYTES = 256 * 1024
+DEFAULT_MAX_IN_FLIGHT = 256
+
+Buffers = bytes | bytearray | memoryview | Sequence[bytes | bytearray | memoryview]
+"""A response: one buffer, or a sequence of buffers written back to back (e.g. a Fetch response
+header followed by record-data slices straight from the log)."""
+
+
+class _NoResponse:
+    def __repr__(self) -> str:
+        return "NO_RESPONSE"
+
+
+NO_RESPONSE: Any = _NoResponse()
+"""Returned by a dispatcher for requests Kafka never answers (Produce with acks=0)."""
+
+
+class InvalidFrameError(Exception):
+    """The frame cannot be accepted (bad size); the connection is closed."""
+
+
+_connection_ids = itertools.count(1)
+
+
+@dataclass(slots=True)
+class ConnectionInfo:
+    """What a handler may know about the connection a request came from."""
+
+    client_host: str
+    client_port: int
+    listener_name: str
+    connection_id: int = field(default_factory=lambda: next(_connection_ids))
+
+    @property
+    def client_address(self) -> str:
+        return f"{self.client_host}:{self.client_port}"
+
+
+class RequestDispatcher(Protocol):
+    def dispatch(
+        self, frame: bytearray, connection: ConnectionInfo
+    ) -> Awaitable[Buffers | Any] | Buffers | Any:
+        """Handle one request frame (header + body, no size prefix).
+
+        Return the encoded response (size prefix included), `NO_RESPONSE`, or an awaitable of one
+        of those. Raise synchronously for a frame that cannot be parsed (the connection is closed).
+        """
+        ...
+
+
+class _Slot:
+    __slots__ = ("done", "response")
+
+    def __init__(self) -> None:
+        self.done = False
+        self.response: Any = None
+
+
+class KafkaConnection(asyncio.BufferedProtocol):
+    """The protocol object of one accepted socket (see the module docstring)."""
+
+    def __init__(
+        self,
+        dispatcher: RequestDispatcher,
+        listener_name: str,
+        max_request_bytes: int,
+        *,
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+        on_close: Callable[[KafkaConnection], None] | None = None,
+    ) -> None:
+        self._dispatcher = dispatcher
+        self._listener_name = listener_name
+        self._max_request_bytes = max_request_bytes
+        self._max_in_flight = max_in_flight
+        self._on_close = on_close
+        self._transport: asyncio.Transport | None = None
+        self.info: ConnectionInfo | None = None
+        self._rbuf = bytearray(RECEIVE_BUFFER_BYTES)
+        self._rview = memoryview(self._rbuf)
+        self._rlen = 0
+        self._big: bytearray | None = None
+        self._big_filled = 0
+        self._pending: collections.deque[_Slot] = collections.deque()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._reading_paused = False
+        self._writing_paused = False
+        self._closing = False
+        self._idle: asyncio.Event | None = None
+
+    # ------------------------------------------------------------------ asyncio callbacks
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        peer = transport.get_extra_info("peername") or ("?", 0)
+        self.info = ConnectionInfo(str(peer[0]), int(peer[1]), self._listener_name)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closing = True
+        for task in list(self._tasks):
+            task.cancel()
+        self._pending.clear()
+        self._set_idle()
+        if self._on_close is not None:
+            self._on_close(self)
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        self._update_reading()
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._big is not None:
+            return memoryview(self._big)[self._big_filled :]
+        return self._rview[self._rlen :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._closing:
+            return
+        if self._big is not None:
+            self._big_filled += nbytes
+            if self._big_filled == len(self._big):
+                frame, self._big = self._big, None
+                self._handle_frame(frame)
+            return
+        self._rlen += nbytes
+        self._cut_frames()
+
+    def eof_received(self) -> bool:
+        return False  # close our side too
+
+    # ------------------------------------------------------------------ framing
+
+    def _cut_frames(self) -> None:
+        buf, pos, end = self._rbuf, 0, self._rlen
+        while end - pos >= 4 and not self._closing:
+            size = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
+            if size < 0 or size > self._max_request_bytes:
+                self._abort(
+                    "invalid frame size",
+                    size=size,
+                    max_size=self._max_request_bytes,
+                )
+                return
+            start = pos + 4
+            if end - start >= size:
+                frame = buf[start : start + size]
+                pos = start + size
+                self._handle_frame(frame)
+                continue
+            if 4 + size > len(buf):
+                # Too big for the receive buffer: receive the rest straight into the frame.
+                big = bytearray(size)
+                have = end - start
+                big[:have] = buf[start:end]
+                self._big, self._big_filled = big, have
+                pos = end
+            break
+        if pos:
+            rest = end - pos
+            if rest:
+                buf[:rest] = buf[pos:end]
+            self._rlen = rest
+        else:
+            self._rlen = end
+
+    def _handle_frame(self, frame: bytearray) -> None:
+        if self._closing:
+            return
+        try:
+            result = self._dispatcher.dispatch(frame, self.info)  # type: ignore[arg-type]
+        except KafkaError as e:
+            self._abort("invalid request", error=str(e), error_code=e.error_code.name)
+            return
+        except Exception as e:  # a parse failure of any kind closes this connection only
+            self._abort("unparsable request", error=repr(e))
+            return
+        if inspect.isawaitable(result):
+            slot = _Slot()
+            self._pending.append(slot)
+            task = asyncio.ensure_future(result)
+            self._tasks.add(task)
+            task.add_done_callback(lambda t, s=slot: self._request_done(t, s))
+            self._update_reading()
+        elif self._pending:
+            slot = _Slot()
+            slot.done, slot.response = True, result
+            self._pending.append(slot)
+        else:
+            self._write(result)
+
+    def _request_done(self, task: asyncio.Task[Any], slot: _Slot) -> None:
+        self._tasks.discard(task)
+        if self._closing or task.cancelled():
+            return
+        error = task.exception()
+        if error is not None:
+            if isinstance(error, KafkaError):
+                self._abort("invalid request", error=str(error), error_code=error.error_code.name)
+            else:
+                log.error(
+                    "request handler failed; closing connection",
+                    client=self.info.client_address if self.info else "?",
+                    exc_info=error,
+                )
+                self._close()
+            return
+        slot.done, slot.response = True, task.result()
+        pending = self._pending
+        while pending and pending[0].done:
+            self._write(pending.popleft().response)
+        self._update_reading()
+        if not pending:
+            self._set_idle()
+
+    def _write(self, response: Any) -> None:
+        if response is NO_RESPONSE or response is None or self._transport is None:
+            return
+        if isinstance(response, bytes | bytearray | memoryview):
+            self._transport.write(response)
+        else:
+            self._transport.writelines(response)
+
+    # ------------------------------------------------------------------ flow control and close
+
+    def _update_reading(self) -> None:
+        if self._transport is None or self._closing:
+            return
+        should_pause = self._writing_paused or len(self._pending) >= self._max_in_flight
+        if should_pause and not self._reading_paused:
+            self._reading_paused = True
+            self._transport.pause_reading()
+        elif not should_pause and self._reading_paused:
+            self._reading_paused = False
+            self._transport.resume_reading()
+
+    def _abort(self, reason: str, **details: Any) -> None:
+        log.warning(
+            "closing connection: " + reason,
+            client=self.info.client_address if self.info else "?",
+            listener=self._listener_name,
+            **details,
+        )
+        self._close()
+
+    def _close(self) -> None:
+        if self._closing:
+            return
+        self._closing = True
+        # Responses already computed for earlier requests still go out before the close.
+        pending = self._pending
+        while pending and pending[0].done:
+            self._write(pending.popleft().response)
+        if self._transport is not None:
+            self._transport.close()
+
+    def _set_idle(self) -> None:
+        if self._idle is not None:
+            self._idle.set()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._pending)
+
+    async def wait_idle(self) -> None:
+        """Wait until every request read so far has been answered (graceful shutdown)."""
+        while self._pending and not self._closing:
+            self._idle = asyncio.Event()
+            await self._idle.wait()
+
+    def close(self) -> None:
+        self._close()

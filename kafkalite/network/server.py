@@ -1,0 +1,125 @@
+"""SocketServer: accepts Kafka protocol connections on the broker's listeners.
+
+One asyncio server per entry of `listeners` (`PLAINTEXT://host:port`; port 0 binds a free port,
+reported by `bound_endpoints`). Each accepted socket gets a `KafkaConnection` (framing and the
+in-order pipeline, see connection.py) that hands frames to the `RequestDispatcher`.
+
+Shutdown happens in the order Kafka's SocketServer uses: `stop_accepting()` closes the listening
+sockets, `drain()` waits (with a deadline) for requests already read to be answered, and
+`close_connections()` closes what remains.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import structlog
+
+from kafkalite.config import Endpoint
+from kafkalite.network.connection import (
+    DEFAULT_MAX_IN_FLIGHT,
+    KafkaConnection,
+    RequestDispatcher,
+)
+
+log = structlog.get_logger("kafkalite.network")
+
+
+def install_uvloop() -> bool:
+    """Use uvloop's event loop policy when it is installed; return whether it is."""
+    try:
+        import uvloop
+    except ImportError:
+        return False
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    return True
+
+
+class SocketServer:
+    def __init__(
+        self,
+        endpoints: list[Endpoint],
+        dispatcher: RequestDispatcher,
+        *,
+        max_request_bytes: int,
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+    ) -> None:
+        self._endpoints = endpoints
+        self._dispatcher = dispatcher
+        self._max_request_bytes = max_request_bytes
+        self._max_in_flight = max_in_flight
+        self._servers: list[tuple[Endpoint, asyncio.Server]] = []
+        self._connections: set[KafkaConnection] = set()
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        for endpoint in self._endpoints:
+            name = endpoint.listener_name
+
+            def factory(name: str = name) -> KafkaConnection:
+                conn = KafkaConnection(
+                    self._dispatcher,
+                    name,
+                    self._max_request_bytes,
+                    max_in_flight=self._max_in_flight,
+                    on_close=self._connections.discard,
+                )
+                self._connections.add(conn)
+                return conn
+
+            server = await loop.create_server(
+                factory,
+                host=endpoint.host or None,
+                port=endpoint.port,
+                reuse_address=True,
+                backlog=512,
+            )
+            for sock in server.sockets:
+                if sock.family in (socket.AF_INET, socket.AF_INET6):
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._servers.append((endpoint, server))
+        log.info("listening", listeners=[e.connection_string for e in self.bound_endpoints])
+
+    @property
+    def bound_endpoints(self) -> list[Endpoint]:
+        """The listeners with the ports actually bound (differs from config for port 0)."""
+        out = []
+        for endpoint, server in self._servers:
+            port = server.sockets[0].getsockname()[1] if server.sockets else endpoint.port
+            out.append(Endpoint(endpoint.listener_name, endpoint.host, port))
+        return out
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._connections)
+
+    async def stop_accepting(self) -> None:
+        for _, server in self._servers:
+            server.close()
+        for _, server in self._servers:
+            try:
+                await asyncio.wait_for(server.wait_closed(), 0.5)
+            except TimeoutError:
+                pass  # wait_closed waits for connections too (3.12+); we drain those ourselves
+
+    async def drain(self, timeout: float) -> bool:
+        """Wait until in-flight requests are answered; False if the deadline passed first."""
+        waits = [conn.wait_idle() for conn in list(self._connections) if conn.in_flight]
+        if not waits:
+            return True
+        try:
+            await asyncio.wait_for(asyncio.gather(*waits), timeout)
+            return True
+        except TimeoutError:
+            return False
+
+    def close_connections(self) -> None:
+        for conn in list(self._connections):
+            conn.close()
+        self._connections.clear()
+
+    async def shutdown(self, drain_timeout: float = 5.0) -> None:
+        await self.stop_accepting()
+        await self.drain(drain_timeout)
+        self.close_connections()

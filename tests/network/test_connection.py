@@ -1,0 +1,137 @@
+"""KafkaConnection + SocketServer over real loopback sockets with a scripted dispatcher."""
+
+import asyncio
+import os
+import struct
+
+import pytest
+
+from kafkalite.config import Endpoint
+from kafkalite.network.connection import NO_RESPONSE, RECEIVE_BUFFER_BYTES
+from kafkalite.network.server import SocketServer
+from kafkalite.protocol.errors import InvalidRequestError
+
+
+def frame(payload: bytes) -> bytes:
+    return struct.pack(">i", len(payload)) + payload
+
+
+class ScriptedDispatcher:
+    """Request payload = 4-byte id + command byte. 'E' echoes now, 'W' waits for release(id),
+    'N' gets no response, 'X' is unparsable. The response echoes id and payload length."""
+
+    def __init__(self):
+        self.gates: dict[int, asyncio.Future] = {}
+        self.seen: list[int] = []
+
+    def release(self, ident):
+        self.gates.setdefault(ident, asyncio.get_running_loop().create_future()).set_result(None)
+
+    def dispatch(self, frame_bytes, connection):
+        ident = int.from_bytes(frame_bytes[:4], "big")
+        command = frame_bytes[4:5]
+        self.seen.append(ident)
+        response = frame(struct.pack(">ii", ident, len(frame_bytes)))
+        if command == b"E":
+            return response
+        if command == b"N":
+            return NO_RESPONSE
+        if command == b"W":
+            gate = self.gates.setdefault(ident, asyncio.get_running_loop().create_future())
+
+            async def later():
+                await gate
+                return [response[:3], response[3:]]
+
+            return later()
+        raise InvalidRequestError(f"cannot parse {bytes(frame_bytes[:8])!r}")
+
+
+@pytest.fixture
+async def server():
+    dispatcher = ScriptedDispatcher()
+    srv = SocketServer(
+        [Endpoint("PLAINTEXT", "127.0.0.1", 0)], dispatcher, max_request_bytes=1_000_000
+    )
+    await srv.start()
+    srv.dispatcher = dispatcher
+    yield srv
+    await srv.shutdown(1.0)
+
+
+async def connect(srv):
+    port = srv.bound_endpoints[0].port
+    return await asyncio.open_connection("127.0.0.1", port)
+
+
+async def read_response(reader):
+    size = struct.unpack(">i", await reader.readexactly(4))[0]
+    return struct.unpack(">ii", await reader.readexactly(size))
+
+
+async def test_responses_are_written_in_request_order(server):
+    reader, writer = await connect(server)
+    for ident in range(1, 6):
+        writer.write(frame(ident.to_bytes(4, "big") + (b"W" if ident % 2 else b"E")))
+    await writer.drain()
+    while len(server.dispatcher.seen) < 5:
+        await asyncio.sleep(0)  # yield to the server until it has read all five
+    for ident in (5, 3, 1):  # complete the slow ones in reverse
+        server.dispatcher.release(ident)
+    got = [(await read_response(reader))[0] for _ in range(5)]
+    assert got == [1, 2, 3, 4, 5]
+    writer.close()
+
+
+async def test_no_response_requests_are_skipped(server):
+    reader, writer = await connect(server)
+    writer.write(frame(b"\0\0\0\x01N") + frame(b"\0\0\0\x02E"))
+    assert (await read_response(reader))[0] == 2
+    writer.close()
+
+
+async def test_frame_larger_than_receive_buffer(server):
+    reader, writer = await connect(server)
+    payload = b"\0\0\0\x07E" + os.urandom(RECEIVE_BUFFER_BYTES * 2)
+    data = frame(payload) + frame(b"\0\0\0\x08E")
+    for i in range(0, len(data), 10_000):  # arrive in pieces
+        writer.write(data[i : i + 10_000])
+        await writer.drain()
+    assert await read_response(reader) == (7, len(payload))
+    assert (await read_response(reader))[0] == 8
+    writer.close()
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        struct.pack(">i", 2_000_000) + b"x" * 10,  # above socket.request.max.bytes
+        struct.pack(">i", -5),  # negative size
+        frame(b"\0\0\0\x09X"),  # unparsable
+        frame(b""),  # empty frame
+    ],
+)
+async def test_bad_frames_close_only_that_connection(server, bad):
+    good_reader, good_writer = await connect(server)
+    bad_reader, bad_writer = await connect(server)
+    bad_writer.write(frame(b"\0\0\0\x01E") + bad)
+    assert (await read_response(bad_reader))[0] == 1  # the earlier response still went out
+    assert await asyncio.wait_for(bad_reader.read(), 5) == b""  # then EOF
+    good_writer.write(frame(b"\0\0\0\x02E"))
+    assert (await read_response(good_reader))[0] == 2
+    good_writer.close()
+    bad_writer.close()
+
+
+async def test_drain_waits_for_in_flight_requests(server):
+    reader, writer = await connect(server)
+    writer.write(frame(b"\0\0\0\x0aW"))
+    await writer.drain()
+    while not server.dispatcher.seen:
+        await asyncio.sleep(0)
+    await server.stop_accepting()
+    drained = asyncio.ensure_future(server.drain(5))
+    server.dispatcher.release(10)
+    assert await drained is True
+    assert (await read_response(reader))[0] == 10
+    writer.close()
