@@ -49,12 +49,16 @@ from __future__ import annotations
 
 import enum
 import struct
-from collections.abc import Iterator
+import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from crc32c import crc32c
 
+from kafkalite.protocol.compression import compress, decompress
 from kafkalite.protocol.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
+from kafkalite.protocol.varint import decode_varint, decode_varlong, write_varint, write_varlong
 
 # ---------------------------------------------------------------------------------------------
 # Layout constants (Kafka's DefaultRecordBatch names, snake-cased)
@@ -426,3 +430,315 @@ def assign_offsets(
         next_offset += length_unpack(mv, pos + LAST_OFFSET_DELTA_OFFSET)[0] + 1
         pos += length_unpack(mv, pos + LENGTH_OFFSET)[0] + LOG_OVERHEAD
     return next_offset
+
+
+# ---------------------------------------------------------------------------------------------
+# Full record codec (tools, tests, compaction, coordinators): never on the produce/fetch path
+
+
+class Header(NamedTuple):
+    """A record header: UTF-8 key, nullable bytes value. Compares equal to a plain tuple."""
+
+    key: str
+    value: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One record of a v2 batch, as stored: offset and timestamp relative to the batch."""
+
+    offset_delta: int = 0
+    timestamp_delta: int = 0
+    key: bytes | None = None
+    value: bytes | None = None
+    headers: tuple[Header, ...] = ()
+
+
+class ControlRecordType(enum.IntEnum):
+    """Key ``type`` of a record in a control batch (Kafka's ``ControlRecordType``)."""
+
+    ABORT = 0
+    COMMIT = 1
+    # KRaft-only types exist (2..), kafkalite never writes them.
+
+
+_CONTROL_KEY = struct.Struct(">hh")
+_END_TXN_MARKER_VALUE = struct.Struct(">hi")
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _encode_record(out: bytearray, record: Record, offset_delta: int) -> None:
+    body = bytearray(b"\x00")  # attributes: unused
+    write_varlong(body, record.timestamp_delta)
+    write_varint(body, offset_delta)
+    key = record.key
+    if key is None:
+        body.append(1)  # varint -1
+    else:
+        write_varint(body, len(key))
+        body += key
+    value = record.value
+    if value is None:
+        body.append(1)
+    else:
+        write_varint(body, len(value))
+        body += value
+    write_varint(body, len(record.headers))
+    for h_key, h_value in record.headers:
+        encoded_key = h_key.encode()
+        write_varint(body, len(encoded_key))
+        body += encoded_key
+        if h_value is None:
+            body.append(1)
+        else:
+            write_varint(body, len(h_value))
+            body += h_value
+    write_varint(out, len(body))
+    out += body
+
+
+def build_batch(
+    records: Iterable[Record],
+    *,
+    base_offset: int = 0,
+    compression: int = 0,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    is_transactional: bool = False,
+    is_control: bool = False,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    timestamp_type: int = TimestampType.CREATE_TIME,
+    base_timestamp: int | None = None,
+    keep_offset_deltas: bool = False,
+    compression_level: int | None = None,
+) -> bytes:
+    """Encode ``records`` as one v2 batch (what a producer sends, or what compaction rewrites).
+
+    Record timestamps are ``base_timestamp`` (default: now, in ms) plus each record's
+    ``timestamp_delta``. Offset deltas are 0, 1, 2, ... in order unless ``keep_offset_deltas``
+    (then the records' own deltas are written, e.g. to rebuild a compacted batch; they must be
+    increasing). With LogAppendTime, maxTimestamp is ``base_timestamp`` (the append time) as
+    Kafka's broker writes it. The CRC is computed; ``validate_batches`` accepts the result.
+    """
+    records = list(records)
+    if base_timestamp is None:
+        base_timestamp = _now_ms()
+    body = bytearray()
+    last_offset_delta = -1
+    max_timestamp_delta = None
+    for index, record in enumerate(records):
+        offset_delta = record.offset_delta if keep_offset_deltas else index
+        if offset_delta <= last_offset_delta:
+            raise ValueError(
+                f"offset deltas must increase: {offset_delta} after {last_offset_delta}"
+            )
+        last_offset_delta = offset_delta
+        _encode_record(body, record, offset_delta)
+        if max_timestamp_delta is None or record.timestamp_delta > max_timestamp_delta:
+            max_timestamp_delta = record.timestamp_delta
+    if timestamp_type == TimestampType.LOG_APPEND_TIME or max_timestamp_delta is None:
+        max_timestamp = base_timestamp
+    else:
+        max_timestamp = base_timestamp + max_timestamp_delta
+    if compression < 0 or compression > CompressionType.ZSTD:
+        raise ValueError(f"Unknown compression type id {compression}")
+    payload = compress(compression, body, compression_level) if compression else body
+    attributes = compression
+    if timestamp_type == TimestampType.LOG_APPEND_TIME:
+        attributes |= TIMESTAMP_TYPE_MASK
+    if is_transactional:
+        attributes |= TRANSACTIONAL_FLAG_MASK
+    if is_control:
+        attributes |= CONTROL_FLAG_MASK
+    batch = bytearray(BATCH_HEADER_SIZE)
+    _HEADER.pack_into(
+        batch,
+        0,
+        base_offset,
+        BATCH_HEADER_SIZE - LOG_OVERHEAD + len(payload),
+        partition_leader_epoch,
+        CURRENT_MAGIC,
+        0,
+        attributes,
+        max(last_offset_delta, 0),
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        len(records),
+    )
+    batch += payload
+    _UINT32.pack_into(batch, CRC_OFFSET, crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]))
+    return bytes(batch)
+
+
+def _read_bytes(data: bytes, pos: int) -> tuple[bytes | None, int]:
+    length, pos = decode_varint(data, pos)
+    if length < 0:
+        return None, pos
+    end = pos + length
+    if end > len(data):
+        raise ValueError("record field runs past the end of the batch")
+    return data[pos:end], end
+
+
+def _decode_records(data: bytes, count: int) -> list[Record]:
+    records = []
+    pos = 0
+    end = len(data)
+    for _ in range(count):
+        length, pos = decode_varint(data, pos)
+        record_end = pos + length
+        if length < 0 or record_end > end:
+            raise ValueError(f"record length {length} runs past the end of the batch")
+        pos += 1  # attributes: unused
+        timestamp_delta, pos = decode_varlong(data, pos)
+        offset_delta, pos = decode_varint(data, pos)
+        key, pos = _read_bytes(data, pos)
+        value, pos = _read_bytes(data, pos)
+        header_count, pos = decode_varint(data, pos)
+        if header_count < 0:
+            raise ValueError(f"Found invalid number of record headers {header_count}")
+        headers = []
+        for _ in range(header_count):
+            h_key, pos = _read_bytes(data, pos)
+            if h_key is None:
+                raise ValueError("Invalid negative header key size")
+            h_value, pos = _read_bytes(data, pos)
+            headers.append(Header(h_key.decode(), h_value))
+        if pos != record_end:
+            raise ValueError(
+                f"Invalid record size: expected to read {length} bytes in record payload, "
+                f"but instead read {length - (record_end - pos)}"
+            )
+        records.append(Record(offset_delta, timestamp_delta, key, value, tuple(headers)))
+    if pos != end:
+        raise ValueError(f"{end - pos} bytes left over after the last record of the batch")
+    return records
+
+
+def decode_batch(
+    buf: bytes | bytearray | memoryview, pos: int = 0
+) -> tuple[RecordBatchHeader, list[Record]]:
+    """Decode the batch at ``pos``: check length, magic and CRC, decompress, parse records.
+
+    Raises ``CorruptRecordError`` on any damage (including records that do not add up to the
+    header's count or length). Records keep their deltas: absolute offset is
+    ``header.base_offset + record.offset_delta``; the absolute timestamp is
+    ``header.base_timestamp + record.timestamp_delta``, or ``header.max_timestamp`` for a
+    LogAppendTime batch (see ``record_timestamp``).
+    """
+    mv = _as_bytes_view(buf)
+    try:
+        size = _check_frame(mv, pos, len(mv))
+    except InvalidRecordError as e:
+        raise CorruptRecordError(str(e)) from e
+    if pos + size < len(mv):
+        mv = mv[: pos + size]
+    _check_crc(mv, pos, size)
+    header = RecordBatchHeader(*_HEADER.unpack_from(mv, pos))
+    if header.record_count < 0:
+        raise CorruptRecordError(f"Invalid record count {header.record_count}")
+    data = decompress(header.compression, mv[pos + RECORDS_OFFSET : pos + size])
+    try:
+        records = _decode_records(data, header.record_count)
+    except (ValueError, IndexError, UnicodeDecodeError) as e:
+        raise CorruptRecordError(f"Corrupt records in batch at position {pos}: {e}") from e
+    return header, records
+
+
+def iter_batches(
+    buf: bytes | bytearray | memoryview,
+) -> Iterator[tuple[RecordBatchHeader, list[Record]]]:
+    """Decode every complete batch in ``buf`` (a fetch response's records, a segment file).
+
+    A trailing partial batch is ignored, as consumers do (a fetch may cut the last batch at
+    the size limit); damage inside a complete batch raises ``CorruptRecordError``.
+    """
+    mv = _as_bytes_view(buf)
+    end = len(mv)
+    pos = 0
+    while end - pos >= LOG_OVERHEAD:
+        size = _INT32.unpack_from(mv, pos + LENGTH_OFFSET)[0] + LOG_OVERHEAD
+        if size > end - pos:
+            return
+        yield decode_batch(mv[pos : pos + size])
+        pos += size
+
+
+def record_offset(header: RecordBatchHeader, record: Record) -> int:
+    return header.base_offset + record.offset_delta
+
+
+def record_timestamp(header: RecordBatchHeader, record: Record) -> int:
+    """The record's timestamp as consumers see it (LogAppendTime: the batch's maxTimestamp)."""
+    if header.attributes & TIMESTAMP_TYPE_MASK:
+        return header.max_timestamp
+    return header.base_timestamp + record.timestamp_delta
+
+
+# Control batches (transaction markers)
+
+
+def control_record_key(record_type: ControlRecordType) -> bytes:
+    return _CONTROL_KEY.pack(0, record_type)
+
+
+def parse_control_record_type(record: Record) -> ControlRecordType:
+    """The type of a record from a control batch; ``CorruptRecordError`` if unreadable."""
+    key = record.key
+    if key is None or len(key) < 4:
+        raise CorruptRecordError("Control record has no valid key")
+    version, record_type = _CONTROL_KEY.unpack_from(key)
+    if version != 0:
+        # Kafka reads newer versions the same way (the key is versioned for forward growth).
+        pass
+    try:
+        return ControlRecordType(record_type)
+    except ValueError as e:
+        raise CorruptRecordError(f"Unknown control record type {record_type}") from e
+
+
+def parse_end_txn_marker(record: Record) -> tuple[ControlRecordType, int]:
+    """``(ABORT|COMMIT, coordinator_epoch)`` of an end-transaction marker record."""
+    record_type = parse_control_record_type(record)
+    if record_type not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+        raise CorruptRecordError(f"Not an end transaction marker: {record_type.name}")
+    value = record.value
+    if value is None or len(value) < _END_TXN_MARKER_VALUE.size:
+        raise CorruptRecordError("End transaction marker has no valid value")
+    _version, coordinator_epoch = _END_TXN_MARKER_VALUE.unpack_from(value)
+    return record_type, coordinator_epoch
+
+
+def build_end_txn_marker_batch(
+    *,
+    producer_id: int,
+    producer_epoch: int,
+    commit: bool,
+    coordinator_epoch: int,
+    base_offset: int = 0,
+    timestamp: int | None = None,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+) -> bytes:
+    """A control batch holding one COMMIT or ABORT marker (Kafka's ``EndTransactionMarker``)."""
+    record_type = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
+    marker = Record(
+        key=control_record_key(record_type),
+        value=_END_TXN_MARKER_VALUE.pack(0, coordinator_epoch),
+    )
+    return build_batch(
+        [marker],
+        base_offset=base_offset,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        is_transactional=True,
+        is_control=True,
+        partition_leader_epoch=partition_leader_epoch,
+        base_timestamp=timestamp,
+    )
