@@ -1,0 +1,429 @@
+"""The record formats of the ``__consumer_offsets`` topic, and which partition holds a group.
+
+Kafka's group coordinator keeps two kinds of records in the compacted ``__consumer_offsets``
+topic; kafkalite writes them byte for byte the same, so Kafka's own tooling (for example
+``kafka-console-consumer --formatter ...OffsetsMessageFormatter``) can read the topic, and a
+broker that restarts rebuilds its groups and committed offsets by replaying the partitions it
+leads.
+
+Every key and every value starts with an int16 *version*; the rest follows Kafka's schemas
+(``group-coordinator/src/main/resources/common/message/*.json``). Strings are int16 length +
+UTF-8 (length -1 = null); bytes are int32 length + raw bytes; arrays are int32 count. Versions 4+
+of the values are "flexible": compact (unsigned-varint length + 1) strings, bytes and arrays and
+tagged-field sections. kafkalite writes the same versions Kafka 3.x writes and reads them all.
+
+Keys (the version selects the record type):
+
+    version 0, 1  OffsetCommitKey    group: string, topic: string, partition: int32
+    version 2     GroupMetadataKey   group: string
+
+Values:
+
+    OffsetCommitValue
+      v0  offset int64, metadata string, commit_timestamp int64
+      v1  offset int64, metadata string, commit_timestamp int64, expire_timestamp int64
+      v2  offset int64, metadata string, commit_timestamp int64
+      v3  offset int64, leader_epoch int32, metadata string, commit_timestamp int64   (written)
+      v4  v3, flexible
+    GroupMetadataValue
+      v0  protocol_type string, generation int32, protocol string?, leader string?,
+          members [member_id, client_id, client_host, session_timeout int32,
+                   subscription bytes, assignment bytes]
+      v1  members gain rebalance_timeout int32 (after client_host)
+      v2  current_state_timestamp int64 (after leader)
+      v3  members gain group_instance_id string? (after member_id)                       (written)
+      v4  v3, flexible
+
+A *tombstone* (value None) deletes the key: an offset tombstone removes a committed offset, a
+group tombstone removes the group.
+
+Which partition: ``partition_for(group_id, n) = abs(java String.hashCode(group_id)) % n``, with
+Kafka's ``Utils.abs`` (abs(Integer.MIN_VALUE) == 0), so FindCoordinator agrees with Kafka.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+OFFSET_COMMIT_KEY_VERSION = 1
+GROUP_METADATA_KEY_VERSION = 2
+OFFSET_COMMIT_VALUE_VERSION = 3
+OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRE = 1
+GROUP_METADATA_VALUE_VERSION = 3
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+
+
+class RecordFormatError(ValueError):
+    """A key or value of ``__consumer_offsets`` is truncated or of an unknown version."""
+
+
+# --------------------------------------------------------------------------- partitioning
+
+
+def java_string_hash_code(s: str) -> int:
+    """Java's ``String.hashCode()``: s[0]*31^(n-1) + ... + s[n-1] over UTF-16 code units,
+    in 32-bit two's complement."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def kafka_abs(n: int) -> int:
+    """Kafka's ``Utils.abs``: like abs(), except that abs(Integer.MIN_VALUE) is 0, not itself."""
+    return 0 if n == -(1 << 31) else abs(n)
+
+
+def partition_for(group_id: str, num_partitions: int) -> int:
+    """The ``__consumer_offsets`` partition (and so the coordinator) of a group."""
+    if num_partitions <= 0:
+        raise ValueError("num_partitions must be positive")
+    return kafka_abs(java_string_hash_code(group_id)) % num_partitions
+
+
+# --------------------------------------------------------------------------- record types
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitKey:
+    group: str
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMetadataKey:
+    group: str
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitValue:
+    offset: int
+    metadata: str = ""
+    commit_timestamp: int = -1
+    leader_epoch: int = -1
+    expire_timestamp: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class MemberMetadataValue:
+    member_id: str
+    client_id: str
+    client_host: str
+    session_timeout: int
+    subscription: bytes
+    assignment: bytes
+    rebalance_timeout: int = -1
+    group_instance_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMetadataValue:
+    protocol_type: str
+    generation: int
+    protocol: str | None
+    leader: str | None
+    current_state_timestamp: int = -1
+    members: tuple[MemberMetadataValue, ...] = field(default_factory=tuple)
+
+
+# --------------------------------------------------------------------------- primitive codec
+
+
+class _Writer:
+    __slots__ = ("buf", "flexible")
+
+    def __init__(self, flexible: bool = False) -> None:
+        self.buf = bytearray()
+        self.flexible = flexible
+
+    def int16(self, v: int) -> None:
+        self.buf += _I16.pack(v)
+
+    def int32(self, v: int) -> None:
+        self.buf += _I32.pack(v)
+
+    def int64(self, v: int) -> None:
+        self.buf += _I64.pack(v)
+
+    def uvarint(self, v: int) -> None:
+        while v >= 0x80:
+            self.buf.append((v & 0x7F) | 0x80)
+            v >>= 7
+        self.buf.append(v)
+
+    def string(self, s: str | None) -> None:
+        if s is None:
+            if self.flexible:
+                self.uvarint(0)
+            else:
+                self.int16(-1)
+            return
+        data = s.encode("utf-8")
+        if len(data) > 0x7FFF:
+            raise ValueError(f"string of {len(data)} bytes does not fit an int16 length")
+        if self.flexible:
+            self.uvarint(len(data) + 1)
+        else:
+            self.int16(len(data))
+        self.buf += data
+
+    def bytes_(self, b: bytes | None) -> None:
+        if b is None:
+            if self.flexible:
+                self.uvarint(0)
+            else:
+                self.int32(-1)
+            return
+        if self.flexible:
+            self.uvarint(len(b) + 1)
+        else:
+            self.int32(len(b))
+        self.buf += b
+
+    def array_len(self, n: int) -> None:
+        if self.flexible:
+            self.uvarint(n + 1)
+        else:
+            self.int32(n)
+
+    def tagged_fields(self) -> None:
+        if self.flexible:
+            self.uvarint(0)
+
+
+class _Reader:
+    __slots__ = ("buf", "pos", "flexible")
+
+    def __init__(self, buf: bytes | memoryview, pos: int = 0, flexible: bool = False) -> None:
+        self.buf = bytes(buf)
+        self.pos = pos
+        self.flexible = flexible
+
+    def _take(self, n: int) -> bytes:
+        end = self.pos + n
+        if n < 0 or end > len(self.buf):
+            raise RecordFormatError(f"truncated record: need {n} bytes at {self.pos}")
+        out = self.buf[self.pos : end]
+        self.pos = end
+        return out
+
+    def int16(self) -> int:
+        return _I16.unpack(self._take(2))[0]
+
+    def int32(self) -> int:
+        return _I32.unpack(self._take(4))[0]
+
+    def int64(self) -> int:
+        return _I64.unpack(self._take(8))[0]
+
+    def uvarint(self) -> int:
+        shift = 0
+        value = 0
+        while True:
+            (b,) = self._take(1)
+            value |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return value
+            shift += 7
+            if shift > 28:
+                raise RecordFormatError("unsigned varint too long")
+
+    def nullable_string(self) -> str | None:
+        n = self.uvarint() - 1 if self.flexible else self.int16()
+        if n < 0:
+            return None
+        try:
+            return self._take(n).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise RecordFormatError(f"invalid UTF-8 string: {e}") from e
+
+    def string(self) -> str:
+        s = self.nullable_string()
+        if s is None:
+            raise RecordFormatError("null where a string is required")
+        return s
+
+    def nullable_bytes(self) -> bytes | None:
+        n = self.uvarint() - 1 if self.flexible else self.int32()
+        if n < 0:
+            return None
+        return self._take(n)
+
+    def array_len(self) -> int:
+        n = self.uvarint() - 1 if self.flexible else self.int32()
+        if n < 0:
+            raise RecordFormatError("null array")
+        return n
+
+    def skip_tagged_fields(self) -> None:
+        if not self.flexible:
+            return
+        for _ in range(self.uvarint()):
+            self.uvarint()  # tag
+            self._take(self.uvarint())
+
+    def at_end(self) -> bool:
+        return self.pos == len(self.buf)
+
+
+# --------------------------------------------------------------------------- keys
+
+
+def encode_offset_commit_key(group: str, topic: str, partition: int) -> bytes:
+    w = _Writer()
+    w.int16(OFFSET_COMMIT_KEY_VERSION)
+    w.string(group)
+    w.string(topic)
+    w.int32(partition)
+    return bytes(w.buf)
+
+
+def encode_group_metadata_key(group: str) -> bytes:
+    w = _Writer()
+    w.int16(GROUP_METADATA_KEY_VERSION)
+    w.string(group)
+    return bytes(w.buf)
+
+
+def decode_key(buf: bytes | memoryview) -> OffsetCommitKey | GroupMetadataKey:
+    """Decode a ``__consumer_offsets`` key; raises RecordFormatError for other versions
+    (Kafka 3.x's transaction/consumer-group-protocol records are not group metadata)."""
+    r = _Reader(buf)
+    version = r.int16()
+    if version in (0, 1):
+        return OffsetCommitKey(r.string(), r.string(), r.int32())
+    if version == 2:
+        return GroupMetadataKey(r.string())
+    raise RecordFormatError(f"unknown __consumer_offsets key version {version}")
+
+
+# --------------------------------------------------------------------------- offset values
+
+
+def encode_offset_commit_value(value: OffsetCommitValue) -> bytes:
+    """Version 1 when an explicit expire timestamp is set (OffsetCommit v1 retention), else 3,
+    as Kafka 3.x does."""
+    w = _Writer()
+    if value.expire_timestamp >= 0:
+        w.int16(OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRE)
+        w.int64(value.offset)
+        w.string(value.metadata)
+        w.int64(value.commit_timestamp)
+        w.int64(value.expire_timestamp)
+    else:
+        w.int16(OFFSET_COMMIT_VALUE_VERSION)
+        w.int64(value.offset)
+        w.int32(value.leader_epoch)
+        w.string(value.metadata)
+        w.int64(value.commit_timestamp)
+    return bytes(w.buf)
+
+
+def decode_offset_commit_value(buf: bytes | memoryview | None) -> OffsetCommitValue | None:
+    if buf is None:
+        return None
+    r = _Reader(buf)
+    version = r.int16()
+    if not 0 <= version <= 4:
+        raise RecordFormatError(f"unknown offset commit value version {version}")
+    r.flexible = version >= 4
+    offset = r.int64()
+    leader_epoch = r.int32() if version >= 3 else -1
+    metadata = r.string()
+    commit_timestamp = r.int64()
+    expire_timestamp = r.int64() if version == 1 else -1
+    r.skip_tagged_fields()
+    return OffsetCommitValue(offset, metadata, commit_timestamp, leader_epoch, expire_timestamp)
+
+
+# --------------------------------------------------------------------------- group values
+
+
+def encode_group_metadata_value(value: GroupMetadataValue, version: int = GROUP_METADATA_VALUE_VERSION) -> bytes:
+    if not 0 <= version <= 4:
+        raise ValueError(f"unknown group metadata value version {version}")
+    w = _Writer(flexible=version >= 4)
+    w.int16(version)
+    w.string(value.protocol_type)
+    w.int32(value.generation)
+    w.string(value.protocol)
+    w.string(value.leader)
+    if version >= 2:
+        w.int64(value.current_state_timestamp)
+    w.array_len(len(value.members))
+    for m in value.members:
+        w.string(m.member_id)
+        if version >= 3:
+            w.string(m.group_instance_id)
+        w.string(m.client_id)
+        w.string(m.client_host)
+        if version >= 1:
+            w.int32(m.rebalance_timeout)
+        w.int32(m.session_timeout)
+        w.bytes_(m.subscription)
+        w.bytes_(m.assignment)
+        w.tagged_fields()
+    w.tagged_fields()
+    return bytes(w.buf)
+
+
+def decode_group_metadata_value(buf: bytes | memoryview | None) -> GroupMetadataValue | None:
+    if buf is None:
+        return None
+    r = _Reader(buf)
+    version = r.int16()
+    if not 0 <= version <= 4:
+        raise RecordFormatError(f"unknown group metadata value version {version}")
+    r.flexible = version >= 4
+    protocol_type = r.string()
+    generation = r.int32()
+    protocol = r.nullable_string()
+    leader = r.nullable_string()
+    current_state_timestamp = r.int64() if version >= 2 else -1
+    members = []
+    for _ in range(r.array_len()):
+        member_id = r.string()
+        group_instance_id = r.nullable_string() if version >= 3 else None
+        client_id = r.string()
+        client_host = r.string()
+        rebalance_timeout = r.int32() if version >= 1 else -1
+        session_timeout = r.int32()
+        subscription = r.nullable_bytes() or b""
+        assignment = r.nullable_bytes() or b""
+        r.skip_tagged_fields()
+        members.append(
+            MemberMetadataValue(
+                member_id=member_id,
+                client_id=client_id,
+                client_host=client_host,
+                session_timeout=session_timeout,
+                subscription=subscription,
+                assignment=assignment,
+                rebalance_timeout=session_timeout if rebalance_timeout < 0 else rebalance_timeout,
+                group_instance_id=group_instance_id,
+            )
+        )
+    r.skip_tagged_fields()
+    return GroupMetadataValue(
+        protocol_type, generation, protocol, leader, current_state_timestamp, tuple(members)
+    )
+
+
+# --------------------------------------------------------------------------- whole records
+
+
+GroupRecord = tuple[OffsetCommitKey, OffsetCommitValue | None] | tuple[GroupMetadataKey, GroupMetadataValue | None]
+
+
+def decode_record(key: bytes | memoryview, value: bytes | memoryview | None) -> GroupRecord:
+    """Decode one ``__consumer_offsets`` record (value None = tombstone)."""
+    k = decode_key(key)
+    if isinstance(k, OffsetCommitKey):
+        return k, decode_offset_commit_value(value)
+    return k, decode_group_metadata_value(value)
