@@ -1,0 +1,630 @@
+"""The ZooKeeper backend: a real ensemble through aiozk (ZooKeeper >= 3.5).
+
+aiozk is used for its wire protocol and connection handling only; this module owns the session
+semantics, because aiozk's defaults contradict the ones the controller needs. The pitfalls and
+what is done about each:
+
+- **Failed transactions do not raise**: ``Transaction.commit()`` returns a falsy ``Result``. We
+  send the ``TransactionRequest`` ourselves and turn the per-operation replies into results, or
+  into the first failing operation's error with ``failed_op_index`` and ``results``.
+- **Cached versions**: ``ZKClient.delete`` / ``set_data`` silently use the version from a stat
+  cache. We never go through ``ZKClient``; every write sends the version the caller passed.
+- **Silent retries**: aiozk resends a request after a connection error, so a create could be
+  applied twice (and fail with NodeExists the second time). We install a retry policy that never
+  resends: the caller gets ``ConnectionLoss`` (outcome unknown), as with ZooKeeper's own client.
+- **Late loss detection**: aiozk notices a broken connection only when a ping times out (up to a
+  session timeout). We watch the connection's read loop: when the server closes the socket (it
+  stopped, or it closed our session) the session is SUSPENDED at once, pending requests fail with
+  ``ConnectionLoss`` and the reconnect starts. A silent network partition is still detected by
+  the ping (``timeout / 3`` interval, ``2 * timeout / 3`` deadline), i.e. within the session
+  timeout (``zookeeper.session.timeout.ms``, 18000 by default).
+- **Slow reconnect**: aiozk backs off 2, 4, 8 ... 60 s between attempts to find a server. We cap
+  the wait at a third of the session timeout (and at 2 s), so a restarted server is found while
+  the session is still alive.
+- **Resurrected sessions**: after an expiry aiozk silently opens a brand-new session. We watch
+  for the LOST state (and for a changed session id) and end the session as EXPIRED instead, so
+  the owner knows its ephemeral nodes are gone and re-registers.
+- **Chroot as container node**: ``ZKClient(chroot=...)`` creates the chroot as a CONTAINER node,
+  which the server deletes once it becomes empty. We prefix paths ourselves and create the
+  chroot as persistent nodes, as Kafka does.
+
+Watches are aiozk watch callbacks keyed by (event type, path); aiozk re-arms them after a
+reconnect with ``SetWatches`` (relative to the last zxid seen), so no change is missed while
+disconnected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import Callable, Sequence
+
+from aiozk import exc, protocol
+from aiozk.connection import Connection
+from aiozk.features import Features
+from aiozk.retry import RetryPolicy
+from aiozk.session import Session as _AiozkSession
+from aiozk.states import States
+
+from .base import (
+    CheckOp,
+    CheckResult,
+    CoordSession,
+    CoordStore,
+    CreateOp,
+    CreateResult,
+    DeleteOp,
+    DeleteResult,
+    EventType,
+    Op,
+    OpResult,
+    SessionState,
+    SetDataOp,
+    SetDataResult,
+    Stat,
+    Watch,
+    WatchEvent,
+    parent_of,
+    validate_path,
+)
+from .errors import (
+    BadArguments,
+    BadVersion,
+    ConnectionLoss,
+    CoordError,
+    NoChildrenForEphemerals,
+    NodeExists,
+    NoNode,
+    NotEmpty,
+    RolledBack,
+    SessionClosed,
+    SessionExpired,
+)
+
+log = logging.getLogger(__name__)
+
+_ERRORS: dict[type, type[CoordError]] = {
+    exc.NodeExists: NodeExists,
+    exc.NoNode: NoNode,
+    exc.BadVersion: BadVersion,
+    exc.NotEmpty: NotEmpty,
+    exc.NoChildrenForEphemerals: NoChildrenForEphemerals,
+    exc.BadArguments: BadArguments,
+    exc.RolledBack: RolledBack,
+    exc.RuntimeInconsistency: RolledBack,
+    exc.SessionExpired: SessionExpired,
+    exc.ConnectionLoss: ConnectionLoss,
+    exc.OperationTimeout: ConnectionLoss,
+}
+
+_EVENT_TYPES = {
+    protocol.WatchEvent.CREATED: EventType.CREATED,
+    protocol.WatchEvent.DELETED: EventType.DELETED,
+    protocol.WatchEvent.DATA_CHANGED: EventType.DATA_CHANGED,
+    protocol.WatchEvent.CHILDREN_CHANGED: EventType.CHILDREN_CHANGED,
+}
+
+
+def _convert(error: Exception, path: str | None = None) -> CoordError:
+    """An aiozk failure as the project's exception (the boundary)."""
+    for aiozk_type, ours in _ERRORS.items():
+        if isinstance(error, aiozk_type):
+            return ours(path or "", path=path)
+    return ConnectionLoss(f"{type(error).__name__}: {error}", path=path)
+
+
+def _stat(raw) -> Stat:
+    return Stat(
+        czxid=raw.created_zxid,
+        mzxid=raw.last_modified_zxid,
+        ctime=raw.created,
+        mtime=raw.modified,
+        version=raw.version,
+        cversion=raw.child_version,
+        aversion=raw.acl_version,
+        ephemeral_owner=raw.ephemeral_owner,
+        data_length=raw.data_length,
+        num_children=raw.num_children,
+        pzxid=raw.last_modified_children,
+    )
+
+
+class _NeverResend(RetryPolicy):
+    """Send each request once; a second attempt (after a connection error) raises FailedRetry."""
+
+    def __init__(self) -> None:
+        super().__init__(try_limit=1, sleep_func=lambda _timings: None)
+        self._sent: set[int] = set()
+
+    async def enforce(self, request=None) -> None:
+        key = id(request)
+        if key in self._sent:
+            self._sent.discard(key)
+            raise exc.FailedRetry
+        self._sent.add(key)
+
+    def clear(self, request) -> None:
+        self._sent.discard(id(request))
+
+
+class _Session(_AiozkSession):
+    """aiozk's session with a reconnect backoff bounded by the session timeout."""
+
+    async def find_server(self, allow_read_only):
+        delay = 0.05
+        cap = max(0.05, min(2.0, self.timeout / 3))
+        while True:
+            for host, port in random.sample(self.hosts, len(self.hosts)):
+                conn = await self.make_connection(host, port)
+                if conn is None:
+                    continue
+                if conn.start_read_only and not allow_read_only:
+                    asyncio.create_task(conn.close(self.timeout))  # noqa: RUF006
+                    continue
+                old_conn, self.conn = self.conn, conn
+                if old_conn is not None:
+                    asyncio.create_task(old_conn.close(self.timeout))  # noqa: RUF006
+                return
+            await asyncio.sleep(delay)
+            delay = min(cap, delay * 2)
+
+    async def make_connection(self, host, port):
+        # aiozk logs every refused attempt with a traceback; a refused connection while a
+        # server restarts is expected, so keep it at debug level.
+        conn = Connection(
+            host, port, watch_handler=self.event_dispatch, read_timeout=self.read_timeout
+        )
+        try:
+            await conn.connect()
+        except Exception as error:  # noqa: BLE001 - any failure means "try the next server"
+            log.debug("cannot connect to %s:%s: %s", host, port, error)
+            return None
+        return conn
+
+
+class ZooKeeperStore(CoordStore):
+    """Sessions on one ZooKeeper ensemble under one chroot."""
+
+    kind = "zookeeper"
+
+    def __init__(
+        self,
+        servers: str,
+        *,
+        chroot: str | None = None,
+        session_timeout_ms: int = 18000,
+        connection_timeout_ms: int | None = None,
+    ) -> None:
+        self.servers = servers
+        self.chroot = validate_path(chroot) if chroot and chroot != "/" else None
+        self.session_timeout_ms = session_timeout_ms
+        self.connection_timeout_ms = connection_timeout_ms
+        self._sessions: set[ZooKeeperSession] = set()
+        self._chroot_ready = self.chroot is None
+
+    async def open_session(
+        self, timeout_ms: int | None = None, *, connection_timeout_ms: int | None = None
+    ) -> ZooKeeperSession:
+        session = ZooKeeperSession(
+            self.servers,
+            chroot=self.chroot,
+            timeout_ms=timeout_ms or self.session_timeout_ms,
+            connection_timeout_ms=connection_timeout_ms or self.connection_timeout_ms,
+        )
+        await session.start()
+        if not self._chroot_ready:
+            await session._ensure_chroot()
+            self._chroot_ready = True
+        self._sessions = {s for s in self._sessions if not s.state.is_terminal}
+        self._sessions.add(session)
+        return session
+
+    async def close(self) -> None:
+        sessions, self._sessions = self._sessions, set()
+        for session in sessions:
+            await session.close()
+
+
+class ZooKeeperSession(CoordSession):
+    """One ZooKeeper session (one aiozk ``Session``)."""
+
+    def __init__(
+        self,
+        servers: str,
+        *,
+        chroot: str | None,
+        timeout_ms: int,
+        connection_timeout_ms: int | None = None,
+    ) -> None:
+        super().__init__(timeout_ms, connection_timeout_ms)
+        self.servers = servers
+        self.chroot = chroot
+        self._zk = _Session(servers, timeout_ms / 1000, _NeverResend(), False, None)
+        self._session_id = 0
+        self.password = b""
+        self._supervisor: asyncio.Task | None = None
+        self._watches: set[asyncio.Future] = set()
+        self._closing = False
+
+    @property
+    def session_id(self) -> int:
+        return self._session_id
+
+    @property
+    def negotiated_timeout_ms(self) -> int:
+        return int(self._zk.timeout * 1000)
+
+    # -- lifecycle --
+
+    async def start(self) -> None:
+        try:
+            async with asyncio.timeout(self.connection_timeout_ms / 1000):
+                await self._zk.start()
+        except TimeoutError:
+            await self._shutdown_client(send_close=False)
+            self._set_state(SessionState.CLOSED)
+            raise ConnectionLoss(
+                f"no ZooKeeper server of {self.servers} answered within "
+                f"{self.connection_timeout_ms} ms"
+            ) from None
+        self._session_id = self._zk.session_id
+        self.password = self._zk.password
+        self._set_state(SessionState.CONNECTED)
+        self._supervisor = asyncio.create_task(self._supervise(), name="zk-session-supervisor")
+
+    async def _ensure_chroot(self) -> None:
+        current = ""
+        for part in self.chroot[1:].split("/"):
+            current = f"{current}/{part}"
+            request = self._create_request(current, b"", ephemeral=False, sequential=False)
+            try:
+                await self._send(request, current)
+            except NodeExists:
+                pass
+
+    async def close(self) -> None:
+        if self.state.is_terminal or self._closing:
+            return
+        self._closing = True
+        await self._shutdown_client(send_close=self._zk.state == States.CONNECTED)
+        self._end(SessionState.CLOSED)
+
+    async def _supervise(self) -> None:
+        """Mirror aiozk's connection state into ours; end the session on expiry."""
+        zk = self._zk
+        try:
+            while True:
+                conn = zk.conn
+                read_loop = conn.read_loop_task if conn is not None else None
+                change = zk.state.wait_for(States.SUSPENDED, States.LOST)
+                waiting = {change} | ({read_loop} if read_loop is not None else set())
+                await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+                if not change.done():
+                    change.cancel()
+                    # The read loop ended: the server closed the socket (stopped, or closed
+                    # our session). Do not wait for a ping to time out.
+                    if zk.state == States.CONNECTED and zk.conn is conn:
+                        zk.state.transition_to(States.SUSPENDED)
+                if conn is not None:
+                    conn.abort(exc.ConnectError)
+                if zk.state == States.LOST or zk.session_id != self._session_id:
+                    await self._expire()
+                    return
+                self._set_state(SessionState.SUSPENDED)
+                await zk.state.wait_for(States.CONNECTED, States.LOST)
+                if zk.state == States.LOST or zk.session_id != self._session_id:
+                    await self._expire()
+                    return
+                self._set_state(SessionState.CONNECTED)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the supervisor must never die silently
+            log.exception("ZooKeeper session supervisor failed; treating the session as expired")
+            await self._expire()
+
+    async def _expire(self) -> None:
+        await self._shutdown_client(send_close=False, from_supervisor=True)
+        self._end(SessionState.EXPIRED)
+
+    def _end(self, state: SessionState) -> None:
+        error = SessionExpired if state is SessionState.EXPIRED else SessionClosed
+        for future in self._watches:
+            if not future.done():
+                future.set_exception(error(f"session 0x{self._session_id:x} {state.value}"))
+                future.exception()
+        self._watches.clear()
+        self._set_state(state)
+
+    async def _shutdown_client(self, *, send_close: bool, from_supervisor: bool = False) -> None:
+        """Stop aiozk's session machinery (no reconnect, no new session), optionally saying goodbye."""
+        zk = self._zk
+        zk.closing = True
+        if self._supervisor is not None and not from_supervisor:
+            self._supervisor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._supervisor
+        for task in (zk.repair_loop_task, zk.heartbeat_task):
+            if task is not None and not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        if zk.heartbeat_handle is not None:
+            zk.heartbeat_handle.cancel()
+            zk.heartbeat_handle = None
+        conn = zk.conn
+        if conn is None:
+            return
+        if send_close:
+            # closeSession: the server deletes our ephemeral nodes, answers, closes the socket.
+            # (aiozk's CLOSE_XID is None, which serializes no xid at all: send a real one.)
+            zk.xid = zk.xid + 1 if zk.xid < 0x7FFFFFFF else 1
+            closed = conn.send(protocol.CloseRequest(), xid=zk.xid)
+            waiting = {closed} | ({conn.read_loop_task} if conn.read_loop_task else set())
+            await asyncio.wait(
+                waiting,
+                timeout=min(self.timeout_ms / 1000, 5.0),
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+            if closed.done():
+                closed.exception() if not closed.cancelled() else None
+            else:
+                closed.cancel()
+        conn.closing = True
+        if conn.read_loop_task is not None and not conn.read_loop_task.done():
+            conn.read_loop_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await conn.read_loop_task
+        conn.abort(exc.ConnectError)
+        if conn.writer is not None:
+            conn.writer.close()
+
+    # -- plumbing --
+
+    def _full(self, path: str, *, sequential: bool = False) -> str:
+        validate_path(path, sequential=sequential)
+        if self.chroot is None:
+            return path
+        return self.chroot if path == "/" else self.chroot + path
+
+    def _rel(self, full: str) -> str:
+        if self.chroot is None:
+            return full
+        if full == self.chroot:
+            return "/"
+        return full[len(self.chroot) :] if full.startswith(self.chroot + "/") else full
+
+    def _create_request(self, full: str, data: bytes, *, ephemeral: bool, sequential: bool):
+        features = Features(self._zk.conn.version_info if self._zk.conn else (3, 5, 0))
+        request_class = (
+            protocol.Create2Request if features.create_with_stat else protocol.CreateRequest
+        )
+        request = request_class(path=full, data=data, acl=[protocol.UNRESTRICTED_ACCESS])
+        request.set_flags(ephemeral=ephemeral, sequential=sequential, container=False)
+        return request
+
+    async def _send(self, request, path: str | None):
+        """Send one request when connected; aiozk failures come back as our exceptions."""
+        self._raise_if_terminal(self.state)
+        if self.state is not SessionState.CONNECTED:
+            try:
+                state = await self.wait_for_state(
+                    SessionState.CONNECTED, timeout=self.connection_timeout_ms / 1000
+                )
+            except TimeoutError:
+                raise ConnectionLoss(
+                    f"not reconnected to ZooKeeper within {self.connection_timeout_ms} ms",
+                    path=path,
+                ) from None
+            self._raise_if_terminal(state)
+        try:
+            async with asyncio.timeout(self.timeout_ms / 1000 + self.connection_timeout_ms / 1000):
+                response = await self._zk.send(request)
+        except exc.ZKError as error:
+            converted = _convert(error, path)
+            if isinstance(converted, SessionExpired | ConnectionLoss):
+                self._raise_if_terminal(self.state)
+            raise converted from None
+        except TimeoutError:
+            raise ConnectionLoss("ZooKeeper request timed out", path=path) from None
+        if self._zk.session_id != self._session_id:
+            raise SessionExpired(f"session 0x{self._session_id:x} expired", path=path)
+        return response
+
+    def _watch(self, path: str, kinds: Sequence[int]) -> tuple[Watch, Callable[..., None]]:
+        """Register local callbacks for ``kinds`` before the read (an event may follow the reply
+        immediately); returns the watch and ``unregister(*kinds)`` (no kinds: all of them)."""
+        future = asyncio.get_running_loop().create_future()
+        full = self._full(path)
+        callbacks: dict[int, Callable[[str], None]] = {}
+
+        def unregister(*which: int) -> None:
+            for kind in which or list(callbacks):
+                callback = callbacks.pop(kind, None)
+                if callback is not None:
+                    with contextlib.suppress(KeyError):
+                        self._zk.remove_watch_callback(kind, full, callback)
+            if not callbacks:
+                self._watches.discard(future)
+
+        for kind in kinds:
+
+            def fire(_path: str, kind: int = kind) -> None:
+                if not future.done():
+                    future.set_result(WatchEvent(_EVENT_TYPES[kind], path))
+
+            callbacks[kind] = fire
+            self._zk.add_watch_callback(kind, full, fire)
+        self._watches.add(future)
+        future.add_done_callback(lambda _f: unregister())
+        return Watch(path, future), unregister
+
+    # -- operations --
+
+    async def create(
+        self,
+        path: str,
+        data: bytes = b"",
+        *,
+        ephemeral: bool = False,
+        sequential: bool = False,
+        makepath: bool = False,
+    ) -> str:
+        full = self._full(path, sequential=sequential)
+        try:
+            request = self._create_request(
+                full, bytes(data), ephemeral=ephemeral, sequential=sequential
+            )
+            response = await self._send(request, path)
+        except NoNode:
+            if not makepath:
+                raise
+            await self.ensure_path(parent_of(path))
+            request = self._create_request(
+                full, bytes(data), ephemeral=ephemeral, sequential=sequential
+            )
+            response = await self._send(request, path)
+        return self._rel(response.path)
+
+    async def get_data(self, path: str) -> tuple[bytes, Stat]:
+        response = await self._send(
+            protocol.GetDataRequest(path=self._full(path), watch=False), path
+        )
+        return response.data or b"", _stat(response.stat)
+
+    async def set_data(self, path: str, data: bytes, version: int) -> Stat:
+        request = protocol.SetDataRequest(path=self._full(path), data=bytes(data), version=version)
+        response = await self._send(request, path)
+        return _stat(response.stat)
+
+    async def delete(self, path: str, version: int) -> None:
+        if path == "/":
+            raise BadArguments("cannot delete the root", path=path)
+        await self._send(protocol.DeleteRequest(path=self._full(path), version=version), path)
+
+    async def exists(self, path: str) -> Stat | None:
+        try:
+            response = await self._send(
+                protocol.ExistsRequest(path=self._full(path), watch=False), path
+            )
+        except NoNode:
+            return None
+        return _stat(response.stat)
+
+    async def get_children(self, path: str) -> list[str]:
+        request = protocol.GetChildren2Request(path=self._full(path), watch=False)
+        response = await self._send(request, path)
+        return sorted(response.children)
+
+    async def multi(self, ops: Sequence[Op]) -> list[OpResult]:
+        if not ops:
+            return []
+        txn = protocol.TransactionRequest()
+        for op in ops:
+            if isinstance(op, CheckOp):
+                txn.add(protocol.CheckVersionRequest(path=self._full(op.path), version=op.version))
+            elif isinstance(op, CreateOp):
+                full = self._full(op.path, sequential=op.sequential)
+                txn.add(
+                    self._create_request(
+                        full, bytes(op.data), ephemeral=op.ephemeral, sequential=op.sequential
+                    )
+                )
+            elif isinstance(op, SetDataOp):
+                txn.add(
+                    protocol.SetDataRequest(
+                        path=self._full(op.path), data=bytes(op.data), version=op.version
+                    )
+                )
+            elif isinstance(op, DeleteOp):
+                txn.add(protocol.DeleteRequest(path=self._full(op.path), version=op.version))
+            else:
+                raise BadArguments(f"unknown operation {op!r}")
+        try:
+            response = await self._send(txn, None)
+        except CoordError as error:
+            if error.failed_op_index is None and not isinstance(
+                error, ConnectionLoss | SessionExpired | SessionClosed
+            ):
+                # The server reported the failure in the reply header: no per-op detail.
+                error.results = None
+            raise
+        replies = response.responses
+        failed = next(
+            (
+                i
+                for i, reply in enumerate(replies)
+                if isinstance(reply, Exception)
+                and not isinstance(reply, exc.RolledBack | exc.RuntimeInconsistency)
+            ),
+            None,
+        )
+        if failed is not None:
+            error = _convert(replies[failed], ops[failed].path)
+            error.failed_op_index = failed
+            error.results = [
+                error if i == failed else RolledBack(path=op.path) for i, op in enumerate(ops)
+            ]
+            raise error
+        results: list[OpResult] = []
+        for op, reply in zip(ops, replies, strict=True):
+            if isinstance(op, CheckOp):
+                results.append(CheckResult(op.path))
+            elif isinstance(op, CreateOp):
+                results.append(CreateResult(self._rel(reply.path)))
+            elif isinstance(op, SetDataOp):
+                results.append(SetDataResult(op.path, _stat(reply.stat)))
+            else:
+                results.append(DeleteResult(op.path))
+        return results
+
+    async def exists_and_watch(self, path: str) -> tuple[Stat | None, Watch]:
+        # ZooKeeper keeps an exists() watch on a present node in its data-watch table and on an
+        # absent one in its exist table. Local callbacks for all three event kinds are in place
+        # before the request; the reply tells which table the server used, and the other kinds
+        # are dropped so that aiozk re-arms the right table after a reconnect (an exist watch on
+        # a present node would fire a spurious CREATED).
+        created, changed, deleted = (
+            protocol.WatchEvent.CREATED,
+            protocol.WatchEvent.DATA_CHANGED,
+            protocol.WatchEvent.DELETED,
+        )
+        watch, unregister = self._watch(path, [created, changed, deleted])
+        try:
+            response = await self._send(
+                protocol.ExistsRequest(path=self._full(path), watch=True), path
+            )
+        except NoNode:
+            unregister(changed, deleted)
+            return None, watch
+        except BaseException:
+            watch.cancel()
+            raise
+        unregister(created)
+        return _stat(response.stat), watch
+
+    async def get_data_and_watch(self, path: str) -> tuple[bytes, Stat, Watch]:
+        watch, unregister = self._watch(
+            path, [protocol.WatchEvent.DATA_CHANGED, protocol.WatchEvent.DELETED]
+        )
+        try:
+            response = await self._send(
+                protocol.GetDataRequest(path=self._full(path), watch=True), path
+            )
+        except BaseException:
+            watch.cancel()
+            raise
+        return response.data or b"", _stat(response.stat), watch
+
+    async def get_children_and_watch(self, path: str) -> tuple[list[str], Watch]:
+        watch, unregister = self._watch(
+            path, [protocol.WatchEvent.CHILDREN_CHANGED, protocol.WatchEvent.DELETED]
+        )
+        try:
+            request = protocol.GetChildren2Request(path=self._full(path), watch=True)
+            response = await self._send(request, path)
+        except BaseException:
+            watch.cancel()
+            raise
+        return sorted(response.children), watch
