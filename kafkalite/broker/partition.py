@@ -1,0 +1,786 @@
+"""One partition hosted on this broker: its role, its local log and, as leader, its followers.
+
+The role comes from LeaderAndIsr (``make_leader`` / ``make_follower``) and only a newer leader
+epoch changes it (ReplicaManager checks that). As leader the partition tracks, for every remote
+replica, the log end offset (LEO) it last fetched from and the last time it was caught up;
+with that it keeps the high watermark (HW) and the ISR.
+
+Rules enforced here:
+
+- **HW = min LEO over the (maximal) ISR**, the leader included. The maximal ISR is the
+  committed ISR plus a replica whose addition is being written (Kafka's PendingExpandIsr), so
+  the HW waits for a replica the moment the leader decides to add it; a replica being removed
+  still counts until the removal is committed. A follower whose LEO is unknown (not fetched
+  since this broker became leader) holds the HW where it is.
+- **The HW only advances from follower fetch positions** (and from local appends, which only
+  move the leader's own LEO): it never decreases while this broker leads, and never exceeds
+  the leader's LEO.
+- **ISR shrink**: a follower in the ISR that has not been caught up to the leader's LEO for
+  ``replica.lag.time.max.ms`` is removed. **ISR expand**: an assigned follower outside the ISR
+  whose LEO reaches the HW and the start offset of the current leader epoch is added.
+  A replica's "last caught up time" follows Kafka: the time of a fetch at the leader's LEO, or
+  of the previous fetch when this fetch reaches the LEO the leader had then.
+- ISR changes are proposals (``LeaderAndIsr`` with the new ISR and the expected zkVersion) that
+  the owner writes to the partition state node with a compare-and-set; one change is in flight
+  at a time. ``complete_isr_update`` applies the result: a new zkVersion commits it; a failed
+  CAS means the controller has moved leadership on ("two leaders"): the partition stops
+  acting as leader (NOT_LEADER_OR_FOLLOWER) until the next LeaderAndIsr.
+- Leader epoch fencing: a request carrying an epoch older than ours is FENCED_LEADER_EPOCH, a
+  newer one UNKNOWN_LEADER_EPOCH; -1 means "not given".
+- ``min.insync.replicas``: an acks=all append with a smaller ISR fails before the append with
+  NOT_ENOUGH_REPLICAS; an acks=all produce whose offset the HW passed while the ISR was too small
+  completes with NOT_ENOUGH_REPLICAS_AFTER_APPEND.
+- Becoming follower, the replica truncates using the leader epoch (KIP-101) and not to its HW as
+  the seed's v3 design did: ``offset_truncation_state`` computes the truncation point from the
+  leader's OffsetsForLeaderEpoch answer.
+
+Sans-I/O apart from the local log: no coordination writes, no asyncio; the clock is injected.
+Not safe to call concurrently; the broker calls it from one event loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from kafkalite.broker.clock import Time
+from kafkalite.broker.producer_state import AppendOrigin, ProducerStateManager
+from kafkalite.broker.types import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    NO_EPOCH,
+    UNKNOWN_OFFSET,
+    EpochEndOffset,
+    FetchIsolation,
+    LeaderAndIsr,
+    LeaderAndIsrPartitionState,
+    ListOffsetResult,
+)
+from kafkalite.protocol.errors import (
+    ErrorCode,
+    FencedLeaderEpochError,
+    KafkaError,
+    NotEnoughReplicasError,
+    NotLeaderOrFollowerError,
+    OffsetNotAvailableError,
+    OffsetOutOfRangeError,
+    PolicyViolationError,
+    UnknownLeaderEpochError,
+)
+from kafkalite.protocol.records import RecordBatchHeader, iter_batch_headers
+from kafkalite.protocol.types import TopicPartition
+
+DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30_000
+_SCAN_CHUNK_BYTES = 1 << 20
+
+
+@dataclass(slots=True)
+class ReplicaState:
+    """What the leader knows about one remote replica (Kafka's Replica / ReplicaState)."""
+
+    broker_id: int
+    log_start_offset: int = UNKNOWN_OFFSET
+    log_end_offset: int = UNKNOWN_OFFSET
+    last_fetch_leader_log_end_offset: int = UNKNOWN_OFFSET
+    last_fetch_time_ms: int = 0
+    last_caught_up_time_ms: int = 0
+
+    def update_fetch_state(
+        self,
+        fetch_offset: int,
+        follower_start_offset: int,
+        fetch_time_ms: int,
+        leader_end_offset: int,
+    ) -> None:
+        """A fetch at ``fetch_offset``: the follower has everything below it.
+
+        Caught up at ``fetch_time_ms`` if it reached the leader's current LEO; caught up at the
+        previous fetch's time if it reached the LEO the leader had at that previous fetch.
+        """
+        if fetch_offset >= leader_end_offset:
+            self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, fetch_time_ms)
+        elif fetch_offset >= self.last_fetch_leader_log_end_offset:
+            self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, self.last_fetch_time_ms)
+        self.log_start_offset = follower_start_offset
+        self.log_end_offset = fetch_offset
+        self.last_fetch_leader_log_end_offset = leader_end_offset
+        self.last_fetch_time_ms = fetch_time_ms
+
+    def reset(self, now_ms: int, is_new_leader: bool, is_in_sync: bool) -> None:
+        """On (re-)election: in-sync followers count as caught up now, the others not at all,
+        so a replica outside the ISR never holds the HW back."""
+        self.last_caught_up_time_ms = now_ms if is_in_sync else 0
+        if is_new_leader:
+            self.log_start_offset = UNKNOWN_OFFSET
+            self.log_end_offset = UNKNOWN_OFFSET
+            self.last_fetch_leader_log_end_offset = UNKNOWN_OFFSET
+            self.last_fetch_time_ms = 0
+
+    def is_caught_up(self, leader_end_offset: int, now_ms: int, replica_lag_time_max_ms: int) -> bool:
+        return (
+            leader_end_offset == self.log_end_offset
+            or now_ms - self.last_caught_up_time_ms <= replica_lag_time_max_ms
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetTruncationState:
+    offset: int
+    truncation_completed: bool
+
+
+def offset_truncation_state(
+    leader_epoch_end: EpochEndOffset,
+    local_end_offset_for_epoch: EpochEndOffset | None,
+    log_end_offset: int,
+    high_watermark: int,
+) -> OffsetTruncationState:
+    """Where a follower truncates given the leader's OffsetsForLeaderEpoch answer (KIP-101/279).
+
+    ``leader_epoch_end`` is the leader's (epoch, end offset) for the follower's latest epoch;
+    ``local_end_offset_for_epoch`` the follower's own end offset for the epoch the leader
+    answered with. Without an answer from the leader (old leader, undefined) the follower falls
+    back to its HW. If the follower does not have the leader's epoch it truncates to its own
+    end of the largest epoch below and asks again (not completed).
+    """
+    if leader_epoch_end.end_offset == UNKNOWN_OFFSET:
+        return OffsetTruncationState(min(high_watermark, log_end_offset), True)
+    if leader_epoch_end.leader_epoch == NO_EPOCH:
+        return OffsetTruncationState(min(leader_epoch_end.end_offset, log_end_offset), True)
+    if (
+        local_end_offset_for_epoch is None
+        or local_end_offset_for_epoch.end_offset == UNKNOWN_OFFSET
+    ):
+        return OffsetTruncationState(min(high_watermark, log_end_offset), True)
+    if local_end_offset_for_epoch.leader_epoch != leader_epoch_end.leader_epoch:
+        return OffsetTruncationState(
+            min(local_end_offset_for_epoch.end_offset, leader_epoch_end.end_offset, log_end_offset),
+            False,
+        )
+    return OffsetTruncationState(min(leader_epoch_end.end_offset, log_end_offset), True)
+
+
+@dataclass(slots=True)
+class LeaderAppendResult:
+    """Outcome of an append on the leader. For a retried batch ``duplicate`` is True and the
+    offsets are those it was first written at."""
+
+    first_offset: int
+    last_offset: int
+    log_append_time: int = -1
+    log_start_offset: int = UNKNOWN_OFFSET
+    duplicate: bool = False
+
+
+@dataclass(slots=True)
+class LogReadInfo:
+    records: object
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    log_end_offset: int
+    diverging_epoch: EpochEndOffset | None = None
+
+
+EMPTY_RECORDS = b""
+
+
+def records_size(records: object) -> int:
+    return 0 if records is None else len(records)  # type: ignore[arg-type]
+
+
+def records_bytes(records: object) -> memoryview:
+    """The bytes of a read result: storage slices expose ``view()``, bytes-likes are wrapped."""
+    view = getattr(records, "view", None)
+    return memoryview(view() if callable(view) else records)  # type: ignore[arg-type]
+
+
+def end_offset_for_epoch(log, epoch: int) -> EpochEndOffset | None:
+    """Kafka's UnifiedLog.endOffsetForEpoch: the largest epoch <= ``epoch`` the log knows and
+    the start offset of the epoch after it (the log end for the latest epoch); None when the
+    log knows no such epoch."""
+    found_epoch, found_offset = log.leader_epoch_cache.end_offset_for(epoch, log.log_end_offset)
+    if found_offset == UNKNOWN_OFFSET:
+        return None
+    return EpochEndOffset(ErrorCode.NONE, found_epoch, found_offset)
+
+
+def iter_log_batch_headers(log, start_offset: int) -> Iterator[RecordBatchHeader]:
+    """Batch headers of ``log`` from the batch containing ``start_offset`` to its end."""
+    offset = max(start_offset, log.log_start_offset)
+    while offset < log.log_end_offset:
+        info = log.read(offset, _SCAN_CHUNK_BYTES, None, True)
+        data = records_bytes(info.records)
+        if len(data) == 0:
+            return
+        last = None
+        for _, header in iter_batch_headers(data):
+            last = header
+            yield header
+        if last is None or last.next_offset <= offset:
+            return
+        offset = last.next_offset
+
+
+class Partition:
+    """A hosted partition (Kafka's cluster.Partition). See the module docstring for the rules."""
+
+    def __init__(
+        self,
+        topic_partition: TopicPartition,
+        local_broker_id: int,
+        time: Time,
+        replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS,
+        producer_id_expiration_ms: int = 86_400_000,
+    ) -> None:
+        self.topic_partition = topic_partition
+        self.local_broker_id = local_broker_id
+        self.time = time
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self.log = None
+        self.producer_state: ProducerStateManager | None = None
+        self.leader_replica_id: int | None = None
+        self.leader_epoch = NO_EPOCH
+        self.leader_epoch_start_offset: int | None = None
+        self.zk_version = -1
+        self.controller_epoch = -1
+        self.assigned_replicas: tuple[int, ...] = ()
+        self.adding_replicas: tuple[int, ...] = ()
+        self.removing_replicas: tuple[int, ...] = ()
+        self.isr: frozenset[int] = frozenset()
+        self.pending_isr_update: LeaderAndIsr | None = None
+        self.fenced_by_isr_conflict = False
+        self.remote_replicas: dict[int, ReplicaState] = {}
+
+    # -- role ---------------------------------------------------------------------------------
+
+    @property
+    def topic(self) -> str:
+        return self.topic_partition.topic
+
+    @property
+    def partition_id(self) -> int:
+        return self.topic_partition.partition
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_replica_id == self.local_broker_id and not self.fenced_by_isr_conflict
+
+    @property
+    def maximal_isr(self) -> frozenset[int]:
+        if self.pending_isr_update is None:
+            return self.isr
+        return self.isr | frozenset(self.pending_isr_update.isr)
+
+    @property
+    def in_sync_replica_ids(self) -> frozenset[int]:
+        return self.isr
+
+    @property
+    def is_under_replicated(self) -> bool:
+        return self.is_leader and len(self.isr) < len(self.assigned_replicas)
+
+    @property
+    def is_under_min_isr(self) -> bool:
+        return self.is_leader and self.log is not None and (
+            len(self.isr) < self.log.config.min_insync_replicas
+        )
+
+    def leader_and_isr(self) -> LeaderAndIsr:
+        return LeaderAndIsr(
+            self.leader_replica_id if self.leader_replica_id is not None else -1,
+            self.leader_epoch,
+            tuple(sorted(self.isr)),
+            self.zk_version,
+            self.controller_epoch,
+        )
+
+    def attach_log(self, log) -> None:
+        """Adopt the local log (created or loaded by the LogManager) and rebuild the producer
+        state from its snapshots and batch headers."""
+        if self.log is log:
+            return
+        self.log = log
+        self.producer_state = ProducerStateManager(
+            str(self.topic_partition), getattr(log, "dir", None), self.producer_id_expiration_ms
+        )
+        self.reload_producer_state()
+
+    def reload_producer_state(self) -> None:
+        log = self.log
+        assert log is not None and self.producer_state is not None
+        self.producer_state.truncate_and_reload(
+            log.log_start_offset,
+            log.log_end_offset,
+            lambda offset: iter_log_batch_headers(log, offset),
+        )
+
+    def _update_assignment_and_isr(self, state: LeaderAndIsrPartitionState) -> None:
+        self.assigned_replicas = tuple(state.replicas)
+        self.adding_replicas = tuple(state.adding_replicas)
+        self.removing_replicas = tuple(state.removing_replicas)
+        self.isr = frozenset(state.isr)
+        self.pending_isr_update = None
+        for rid in list(self.remote_replicas):
+            if rid not in self.assigned_replicas:
+                del self.remote_replicas[rid]
+        for rid in self.assigned_replicas:
+            if rid != self.local_broker_id and rid not in self.remote_replicas:
+                self.remote_replicas[rid] = ReplicaState(rid)
+
+    def make_leader(self, state: LeaderAndIsrPartitionState, log) -> bool:
+        """Become (or stay) leader for ``state``; returns True if this broker was not leader.
+
+        The new epoch is recorded in the leader epoch cache at the current LEO, so a follower
+        with entries from an epoch the new leader never saw learns where to truncate.
+        """
+        self.attach_log(log)
+        is_new_leader = self.leader_replica_id != self.local_broker_id or self.fenced_by_isr_conflict
+        self.controller_epoch = state.controller_epoch
+        self._update_assignment_and_isr(state)
+        now = self.time.milliseconds()
+        if state.leader_epoch != self.leader_epoch or is_new_leader:
+            self.leader_epoch_start_offset = log.log_end_offset
+            log.leader_epoch_cache.assign(state.leader_epoch, log.log_end_offset)
+        self.leader_epoch = state.leader_epoch
+        self.zk_version = state.zk_version
+        for rid, replica in self.remote_replicas.items():
+            replica.reset(now, is_new_leader, rid in self.isr)
+        self.leader_replica_id = self.local_broker_id
+        self.fenced_by_isr_conflict = False
+        self.maybe_increment_leader_hw(now)
+        return is_new_leader
+
+    def make_follower(self, state: LeaderAndIsrPartitionState, log) -> bool:
+        """Become (or stay) follower of ``state.leader``; returns True when the leader or the
+        leader epoch changed (the fetcher must be (re)started and truncation re-run)."""
+        self.attach_log(log)
+        self.controller_epoch = state.controller_epoch
+        self._update_assignment_and_isr(state)
+        self.remote_replicas.clear()
+        is_new_epoch = state.leader_epoch > self.leader_epoch
+        if is_new_epoch:
+            self.leader_epoch_start_offset = None
+        self.leader_epoch = state.leader_epoch
+        self.zk_version = state.zk_version
+        self.fenced_by_isr_conflict = False
+        if self.leader_replica_id == state.leader and not is_new_epoch:
+            return False
+        self.leader_replica_id = state.leader
+        return True
+
+    def make_offline(self) -> None:
+        self.leader_replica_id = None
+        self.remote_replicas.clear()
+        self.pending_isr_update = None
+
+    # -- epoch fencing ------------------------------------------------------------------------
+
+    def check_current_leader_epoch(self, current_leader_epoch: int) -> None:
+        if current_leader_epoch == NO_EPOCH:
+            return
+        if current_leader_epoch < self.leader_epoch:
+            raise FencedLeaderEpochError(
+                f"The leader epoch in the request ({current_leader_epoch}) is older than the "
+                f"current leader epoch {self.leader_epoch} of {self.topic_partition}"
+            )
+        if current_leader_epoch > self.leader_epoch:
+            raise UnknownLeaderEpochError(
+                f"The leader epoch in the request ({current_leader_epoch}) is newer than the "
+                f"current leader epoch {self.leader_epoch} of {self.topic_partition}"
+            )
+
+    def local_log_with_epoch_or_raise(self, current_leader_epoch: int, require_leader: bool):
+        self.check_current_leader_epoch(current_leader_epoch)
+        if require_leader and not self.is_leader:
+            raise NotLeaderOrFollowerError(
+                f"Leader not local for partition {self.topic_partition} on broker "
+                f"{self.local_broker_id}"
+            )
+        if self.log is None:
+            raise NotLeaderOrFollowerError(
+                f"Log for partition {self.topic_partition} is not available on broker "
+                f"{self.local_broker_id}"
+            )
+        return self.log
+
+    def leader_log_or_raise(self):
+        return self.local_log_with_epoch_or_raise(NO_EPOCH, True)
+
+    # -- produce ------------------------------------------------------------------------------
+
+    def append_records_to_leader(
+        self,
+        records: bytearray | memoryview,
+        origin: AppendOrigin,
+        required_acks: int,
+    ) -> LeaderAppendResult:
+        """Append ``records`` as leader: idempotence checks, then the log, then the HW.
+
+        Raises KafkaError subclasses (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS,
+        OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, CORRUPT_MESSAGE, INVALID_RECORD,
+        MESSAGE_TOO_LARGE, storage errors); the replica manager turns them into error codes.
+        """
+        log = self.leader_log_or_raise()
+        min_isr = log.config.min_insync_replicas
+        if required_acks == -1 and len(self.isr) < min_isr:
+            raise NotEnoughReplicasError(
+                f"The size of the current ISR {sorted(self.isr)} is insufficient to satisfy the "
+                f"min.isr requirement of {min_isr} for partition {self.topic_partition}"
+            )
+        producer_state = self.producer_state
+        assert producer_state is not None
+        headers = [header for _, header in iter_batch_headers(records)]
+        first_offset = log.log_end_offset
+        infos, duplicate = producer_state.prepare(headers, first_offset, origin)
+        if duplicate is not None:
+            return LeaderAppendResult(
+                duplicate.first_offset,
+                duplicate.last_offset,
+                -1,
+                log.log_start_offset,
+                duplicate=True,
+            )
+        info = log.append_as_leader(records, self.leader_epoch)
+        if info.first_offset != first_offset:
+            raise AssertionError(
+                f"{self.topic_partition}: log assigned {info.first_offset}, expected {first_offset}"
+            )
+        producer_state.apply(infos.values(), log.log_end_offset)
+        self.maybe_increment_leader_hw(self.time.milliseconds())
+        return LeaderAppendResult(
+            info.first_offset,
+            info.last_offset,
+            getattr(info, "log_append_time", -1),
+            log.log_start_offset,
+        )
+
+    def append_records_to_follower(self, records: bytearray | memoryview):
+        """Append what the leader sent (offsets from the batches) and follow its producer state."""
+        log = self.log
+        if log is None:
+            raise NotLeaderOrFollowerError(f"No log for {self.topic_partition}")
+        headers = [header for _, header in iter_batch_headers(records)]
+        info = log.append_as_follower(records)
+        assert self.producer_state is not None
+        self.producer_state.load_batches(headers)
+        self.producer_state.update_map_end_offset(log.log_end_offset)
+        return info
+
+    def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, ErrorCode]:
+        """For a waiting acks=all produce: (done, error)."""
+        if not self.is_leader or self.log is None:
+            return True, ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if self.log.high_watermark >= required_offset:
+            if self.log.config.min_insync_replicas <= len(self.isr):
+                return True, ErrorCode.NONE
+            return True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return False, ErrorCode.NONE
+
+    # -- high watermark and ISR ---------------------------------------------------------------
+
+    def maybe_increment_leader_hw(self, now_ms: int) -> bool:
+        """Move the HW to min LEO over the maximal ISR if that is higher; True if it moved."""
+        log = self.log
+        if log is None or not self.is_leader:
+            return False
+        new_hw = log.log_end_offset
+        for rid in self.maximal_isr:
+            if rid == self.local_broker_id:
+                continue
+            replica = self.remote_replicas.get(rid)
+            end = replica.log_end_offset if replica is not None else UNKNOWN_OFFSET
+            if end < new_hw:
+                new_hw = end
+        if new_hw > log.high_watermark:
+            log.high_watermark = new_hw
+            return True
+        return False
+
+    def update_follower_fetch_state(
+        self,
+        replica_id: int,
+        fetch_offset: int,
+        follower_start_offset: int,
+        fetch_time_ms: int,
+        leader_end_offset: int,
+    ) -> bool:
+        """Record a follower fetch; returns False when the replica is not assigned here."""
+        replica = self.remote_replicas.get(replica_id)
+        if replica is None:
+            return False
+        replica.update_fetch_state(fetch_offset, follower_start_offset, fetch_time_ms, leader_end_offset)
+        return True
+
+    def _is_follower_in_sync(self, replica: ReplicaState) -> bool:
+        log = self.log
+        assert log is not None
+        return replica.log_end_offset >= log.high_watermark and (
+            self.leader_epoch_start_offset is not None
+            and replica.log_end_offset >= self.leader_epoch_start_offset
+        )
+
+    def maybe_expand_isr(self, replica_id: int) -> LeaderAndIsr | None:
+        """A proposal adding ``replica_id`` to the ISR, or None. Sets the pending update."""
+        if not self.is_leader or self.pending_isr_update is not None:
+            return None
+        if replica_id in self.isr or replica_id not in self.assigned_replicas:
+            return None
+        replica = self.remote_replicas.get(replica_id)
+        if replica is None or not self._is_follower_in_sync(replica):
+            return None
+        return self._prepare_isr_update(self.isr | {replica_id})
+
+    def out_of_sync_replica_ids(self, now_ms: int) -> set[int]:
+        log = self.log
+        assert log is not None
+        leader_end = log.log_end_offset
+        out = set()
+        for rid in self.isr:
+            if rid == self.local_broker_id:
+                continue
+            replica = self.remote_replicas.get(rid)
+            if replica is None or not replica.is_caught_up(leader_end, now_ms, self.replica_lag_time_max_ms):
+                out.add(rid)
+        return out
+
+    def maybe_shrink_isr(self, now_ms: int | None = None) -> LeaderAndIsr | None:
+        """A proposal removing the followers lagging more than replica.lag.time.max.ms."""
+        if not self.is_leader or self.pending_isr_update is not None or self.log is None:
+            return None
+        now = self.time.milliseconds() if now_ms is None else now_ms
+        out = self.out_of_sync_replica_ids(now)
+        if not out:
+            return None
+        return self._prepare_isr_update(self.isr - out)
+
+    def _prepare_isr_update(self, new_isr: frozenset[int] | set[int]) -> LeaderAndIsr:
+        proposal = LeaderAndIsr(
+            self.local_broker_id,
+            self.leader_epoch,
+            tuple(sorted(new_isr)),
+            self.zk_version,
+            self.controller_epoch,
+        )
+        self.pending_isr_update = proposal
+        return proposal
+
+    def complete_isr_update(self, proposal: LeaderAndIsr, new_zk_version: int | None) -> bool:
+        """Apply the result of writing ``proposal``: the node's new version, or None when the
+        compare-and-set failed. Returns True if the HW moved. A result for a proposal that is
+        no longer pending (a LeaderAndIsr arrived meanwhile) is ignored."""
+        if self.pending_isr_update is not proposal:
+            return False
+        self.pending_isr_update = None
+        if new_zk_version is None:
+            self.fenced_by_isr_conflict = True
+            return False
+        self.isr = frozenset(proposal.isr)
+        self.zk_version = new_zk_version
+        return self.maybe_increment_leader_hw(self.time.milliseconds())
+
+    def abort_isr_update(self, proposal: LeaderAndIsr) -> None:
+        """The write could not be made (store unreachable): forget it, retry on a later check."""
+        if self.pending_isr_update is proposal:
+            self.pending_isr_update = None
+
+    @property
+    def low_watermark_if_leader(self) -> int:
+        """Min log start offset over the replicas that are in sync or known (DeleteRecords)."""
+        log = self.leader_log_or_raise()
+        low = log.log_start_offset
+        for rid, replica in self.remote_replicas.items():
+            if rid in self.isr or replica.log_end_offset != UNKNOWN_OFFSET:
+                if replica.log_start_offset != UNKNOWN_OFFSET:
+                    low = min(low, replica.log_start_offset)
+                elif rid in self.isr:
+                    low = min(low, UNKNOWN_OFFSET)
+        return low
+
+    # -- reads --------------------------------------------------------------------------------
+
+    def read_records(
+        self,
+        fetch_offset: int,
+        current_leader_epoch: int,
+        max_bytes: int,
+        isolation: FetchIsolation,
+        fetch_only_from_leader: bool,
+        min_one_message: bool,
+        last_fetched_epoch: int = NO_EPOCH,
+    ) -> LogReadInfo:
+        """Read whole batches from ``fetch_offset``: up to the LEO for followers, up to the HW
+        for consumers. Raises OffsetOutOfRangeError outside [log start, LEO]."""
+        log = self.local_log_with_epoch_or_raise(current_leader_epoch, fetch_only_from_leader)
+        hw = log.high_watermark
+        log_start = log.log_start_offset
+        leo = log.log_end_offset
+        if last_fetched_epoch != NO_EPOCH and last_fetched_epoch >= 0:
+            epoch_end = end_offset_for_epoch(log, last_fetched_epoch)
+            if epoch_end is None:
+                epoch_end = EpochEndOffset(ErrorCode.NONE, NO_EPOCH, UNKNOWN_OFFSET)
+            if epoch_end.leader_epoch < last_fetched_epoch or epoch_end.end_offset < fetch_offset:
+                return LogReadInfo(EMPTY_RECORDS, hw, hw, log_start, leo, epoch_end)
+        if fetch_offset < log_start or fetch_offset > leo:
+            raise OffsetOutOfRangeError(
+                f"Received request for offset {fetch_offset} for partition "
+                f"{self.topic_partition}, but we only have log segments in the range "
+                f"{log_start} to {leo}."
+            )
+        max_offset = leo if isolation is FetchIsolation.LOG_END else hw
+        if fetch_offset >= max_offset or max_bytes <= 0 and not min_one_message:
+            records: object = EMPTY_RECORDS
+        else:
+            records = log.read(fetch_offset, max_bytes, max_offset, min_one_message).records
+            if records is None:
+                records = EMPTY_RECORDS
+        return LogReadInfo(records, hw, hw, log_start, leo)
+
+    # -- offsets ------------------------------------------------------------------------------
+
+    def fetch_offset_for_timestamp(
+        self,
+        timestamp: int,
+        isolation: FetchIsolation | None,
+        current_leader_epoch: int,
+        fetch_only_from_leader: bool,
+    ) -> ListOffsetResult:
+        """ListOffsets for one partition (Kafka's Partition.fetchOffsetForTimestamp).
+
+        ``isolation`` None means a follower / debug request reading to the LEO. Raises
+        KafkaError subclasses on epoch / leadership errors and OFFSET_NOT_AVAILABLE while a new
+        leader's HW is still below the start of its epoch.
+        """
+        log = self.local_log_with_epoch_or_raise(current_leader_epoch, fetch_only_from_leader)
+        if isolation is None or isolation is FetchIsolation.LOG_END:
+            last_fetchable = log.log_end_offset
+        else:
+            last_fetchable = log.high_watermark
+        offsets_error: KafkaError | None = None
+        if (
+            isolation is not None
+            and self.leader_epoch_start_offset is not None
+            and log.high_watermark < self.leader_epoch_start_offset
+        ):
+            offsets_error = OffsetNotAvailableError(
+                f"Failed to fetch offsets for partition {self.topic_partition} with leader "
+                f"epoch {self.leader_epoch} as this partition's high watermark "
+                f"({log.high_watermark}) is lagging behind the start offset from the beginning "
+                f"of this epoch ({self.leader_epoch_start_offset})."
+            )
+        if timestamp == LATEST_TIMESTAMP:
+            if offsets_error is not None:
+                raise offsets_error
+            return ListOffsetResult(ErrorCode.NONE, -1, last_fetchable, self.leader_epoch)
+        if timestamp == EARLIEST_TIMESTAMP:
+            start = log.log_start_offset
+            return ListOffsetResult(ErrorCode.NONE, -1, start, self._epoch_for_offset(log, start))
+        if timestamp == MAX_TIMESTAMP:
+            found = self._max_timestamp_and_offset(log, last_fetchable)
+        else:
+            found = log.offset_for_timestamp(timestamp)
+            if found is not None and found[0] >= last_fetchable:
+                found = None
+        if found is None:
+            if offsets_error is not None:
+                raise offsets_error
+            return ListOffsetResult(ErrorCode.NONE, -1, UNKNOWN_OFFSET, NO_EPOCH)
+        offset, ts = found
+        return ListOffsetResult(ErrorCode.NONE, ts, offset, self._epoch_for_offset(log, offset))
+
+    @staticmethod
+    def _epoch_for_offset(log, offset: int) -> int:
+        epoch_for = getattr(log.leader_epoch_cache, "epoch_for_offset", None)
+        if epoch_for is None:
+            return NO_EPOCH
+        epoch = epoch_for(offset)
+        return NO_EPOCH if epoch is None else epoch
+
+    @staticmethod
+    def _max_timestamp_and_offset(log, last_fetchable: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the batch with the largest max timestamp below
+        ``last_fetchable`` (batch granularity: records are never decoded; the offset is the
+        batch's last offset, as Kafka reported before KIP-734's per-record lookup)."""
+        best: tuple[int, int] | None = None
+        for header in iter_log_batch_headers(log, log.log_start_offset):
+            if header.last_offset >= last_fetchable:
+                break
+            if best is None or header.max_timestamp > best[1]:
+                best = (header.last_offset, header.max_timestamp)
+        return best
+
+    def last_offset_for_leader_epoch(
+        self, current_leader_epoch: int, leader_epoch: int, fetch_only_from_leader: bool
+    ) -> EpochEndOffset:
+        """OffsetsForLeaderEpoch: (largest epoch <= ``leader_epoch``, its end offset)."""
+        try:
+            log = self.local_log_with_epoch_or_raise(current_leader_epoch, fetch_only_from_leader)
+        except KafkaError as e:
+            return EpochEndOffset(e.error_code)
+        found = end_offset_for_epoch(log, leader_epoch)
+        return found if found is not None else EpochEndOffset(ErrorCode.NONE)
+
+    # -- truncation (follower) ----------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop everything at and above ``offset`` and rebuild the producer state."""
+        log = self.log
+        assert log is not None
+        if offset < log.log_end_offset:
+            log.truncate_to(offset)
+            log.leader_epoch_cache.truncate_from_end(offset)
+            self.reload_producer_state()
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        log = self.log
+        assert log is not None
+        log.truncate_fully_and_start_at(offset)
+        self.reload_producer_state()
+
+    def truncate_to_leader_epoch(self, leader_epoch_end: EpochEndOffset) -> OffsetTruncationState:
+        """Follower truncation from the leader's OffsetsForLeaderEpoch answer (KIP-101)."""
+        log = self.log
+        assert log is not None
+        local = (
+            end_offset_for_epoch(log, leader_epoch_end.leader_epoch)
+            if leader_epoch_end.leader_epoch != NO_EPOCH
+            else None
+        )
+        state = offset_truncation_state(
+            leader_epoch_end, local, log.log_end_offset, log.high_watermark
+        )
+        self.truncate_to(state.offset)
+        return state
+
+    # -- delete records -----------------------------------------------------------------------
+
+    def delete_records_on_leader(self, offset: int) -> int:
+        """Advance the log start offset to ``offset`` (-1: the HW); returns the low watermark.
+
+        Raises POLICY_VIOLATION on a compact-only topic, OFFSET_OUT_OF_RANGE for an offset
+        beyond the HW or negative."""
+        log = self.leader_log_or_raise()
+        if "delete" not in str(log.config.cleanup_policy):
+            raise PolicyViolationError(
+                f"Records of partition {self.topic_partition} can not be deleted due to the "
+                "configured policy"
+            )
+        converted = log.high_watermark if offset == -1 else offset
+        if converted < 0:
+            raise OffsetOutOfRangeError(
+                f"The offset {converted} for partition {self.topic_partition} is not valid"
+            )
+        if converted > log.high_watermark:
+            raise OffsetOutOfRangeError(
+                f"Cannot increment the log start offset to {converted} of partition "
+                f"{self.topic_partition} since it is larger than the high watermark "
+                f"{log.high_watermark}"
+            )
+        if converted > log.log_start_offset:
+            log.delete_records_before(converted)
+            log.leader_epoch_cache.truncate_from_start(log.log_start_offset)
+            if self.producer_state is not None:
+                self.producer_state.truncate_head(log.log_start_offset)
+        return self.low_watermark_if_leader

@@ -1,0 +1,812 @@
+"""The replica manager: every partition this broker hosts, and the operations handlers call.
+
+Request handlers (``kafkalite/apis/``) call:
+
+- ``append_records`` (Produce; also the group coordinator for ``__consumer_offsets``)
+- ``fetch_messages`` (Fetch, from consumers and from follower replicas)
+- ``list_offset`` (ListOffsets), ``last_offset_for_leader_epoch`` (OffsetForLeaderEpoch),
+  ``delete_records`` (DeleteRecords)
+- ``become_leader_or_follower`` (LeaderAndIsr), ``stop_replicas`` (StopReplica)
+
+Per-partition failures come back as error codes in the results, never as exceptions.
+
+Waiting requests live in purgatories keyed by ``TopicPartition``:
+
+- acks=all produce waits until the high watermark passes its last offset (or it times out with
+  REQUEST_TIMED_OUT);
+- a fetch with ``max_wait_ms`` waits until ``min_bytes`` are readable, an error shows up, or the
+  wait expires. A consumer can read up to the HW, a follower up to the LEO.
+
+Every state change that can satisfy a waiter re-checks the waiters of that partition at once
+(``_complete_delayed_requests``): a local append (LEO moved; on a single-replica ISR the HW too),
+a follower fetch that moved the HW, a committed ISR shrink, a leadership change. A waiting fetch
+is therefore answered as soon as the data is there, not when ``max_wait_ms`` runs out.
+
+ISR changes decided by partitions are written through the injected ``alter_isr`` callback
+(compare-and-set of the partition state node plus an ISR change notification), one task per
+change; see ``partition.py`` for the rules.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import structlog
+
+from kafkalite.broker.clock import SYSTEM_TIME, Time
+from kafkalite.broker.partition import (
+    DEFAULT_REPLICA_LAG_TIME_MAX_MS,
+    EMPTY_RECORDS,
+    Partition,
+    records_size,
+)
+from kafkalite.broker.producer_state import AppendOrigin
+from kafkalite.broker.purgatory import DelayedOperation, DelayedOperationPurgatory
+from kafkalite.broker.types import (
+    CONSUMER_REPLICA_ID,
+    DEBUGGING_REPLICA_ID,
+    EPOCH_DURING_DELETE,
+    NO_EPOCH,
+    UNKNOWN_OFFSET,
+    DeleteRecordsResult,
+    EpochEndOffset,
+    FetchInfo,
+    FetchIsolation,
+    FetchParams,
+    FetchPartitionData,
+    IsolationLevel,
+    LeaderAndIsr,
+    LeaderAndIsrPartitionState,
+    LeaderAndIsrResult,
+    ListOffsetResult,
+    ProduceResult,
+    StopReplicaPartitionState,
+    StopReplicaResult,
+)
+from kafkalite.protocol.errors import (
+    ErrorCode,
+    KafkaError,
+    KafkaStorageError,
+    NotLeaderOrFollowerError,
+    UnknownTopicOrPartitionError,
+)
+from kafkalite.protocol.types import TopicPartition
+
+log = structlog.get_logger(__name__)
+
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+AlterIsr = Callable[[TopicPartition, LeaderAndIsr], Awaitable[int | None]]
+"""Write ``LeaderAndIsr`` to the partition state node if its version is still
+``zk_version``; return the new version, or None when the compare-and-set failed."""
+
+
+class ReplicaFetcherManager(Protocol):
+    """What the replica manager needs from the follower side (replica fetchers)."""
+
+    def add_fetcher_for_partitions(self, partitions: Mapping[TopicPartition, tuple[int, int]]) -> None:
+        """Start fetching each partition from (leader broker id, fetch offset)."""
+        ...
+
+    def remove_fetcher_for_partitions(self, partitions: Iterable[TopicPartition]) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaManagerConfig:
+    replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS
+    producer_id_expiration_ms: int = 86_400_000
+    producer_id_expiration_check_interval_ms: int = 600_000
+
+    @classmethod
+    def from_broker_config(cls, config: Any) -> ReplicaManagerConfig:
+        """Take the fields from a broker config object using Kafka's names (snake_case)."""
+        defaults = cls()
+        return cls(
+            replica_lag_time_max_ms=getattr(
+                config, "replica_lag_time_max_ms", defaults.replica_lag_time_max_ms
+            ),
+            producer_id_expiration_ms=getattr(
+                config, "producer_id_expiration_ms", defaults.producer_id_expiration_ms
+            ),
+            producer_id_expiration_check_interval_ms=getattr(
+                config,
+                "producer_id_expiration_check_interval_ms",
+                defaults.producer_id_expiration_check_interval_ms,
+            ),
+        )
+
+
+def _error_result_code(exc: BaseException) -> ErrorCode:
+    if isinstance(exc, KafkaError):
+        return exc.error_code
+    if isinstance(exc, OSError):
+        return ErrorCode.KAFKA_STORAGE_ERROR
+    raise exc
+
+
+@dataclass(slots=True)
+class _ProducePartitionStatus:
+    required_offset: int
+    result: ProduceResult
+    acks_pending: bool
+
+
+class DelayedProduce(DelayedOperation):
+    """An acks=all produce: done when the HW of every appended partition reached its
+    ``required_offset`` (last offset + 1), or an error shows up, or it times out."""
+
+    def __init__(
+        self,
+        delay_ms: int,
+        status: dict[TopicPartition, _ProducePartitionStatus],
+        replica_manager: ReplicaManager,
+    ) -> None:
+        super().__init__(delay_ms)
+        self.status = status
+        self.replica_manager = replica_manager
+
+    def try_complete(self) -> bool:
+        for tp, status in self.status.items():
+            if not status.acks_pending:
+                continue
+            partition = self.replica_manager.online_partition(tp)
+            if partition is None:
+                done, error = True, ErrorCode.NOT_LEADER_OR_FOLLOWER
+            else:
+                done, error = partition.check_enough_replicas_reach_offset(status.required_offset)
+            if done or error is not ErrorCode.NONE:
+                status.acks_pending = False
+                status.result.error_code = error
+                if error is not ErrorCode.NONE:
+                    status.result.base_offset = UNKNOWN_OFFSET
+                    status.result.error_message = None
+        if any(s.acks_pending for s in self.status.values()):
+            return False
+        return self.force_complete()
+
+    def on_complete(self) -> None:
+        for status in self.status.values():
+            if status.acks_pending:  # timed out
+                status.result.error_code = ErrorCode.REQUEST_TIMED_OUT
+                status.result.base_offset = UNKNOWN_OFFSET
+        if not self.future.done():
+            self.future.set_result({tp: s.result for tp, s in self.status.items()})
+
+
+class DelayedFetch(DelayedOperation):
+    """A fetch waiting for ``min_bytes``. It completes when a read of its partitions returns
+    at least ``min_bytes``, or any partition errors or diverges, or on timeout (with whatever
+    is there then)."""
+
+    def __init__(
+        self,
+        delay_ms: int,
+        params: FetchParams,
+        fetch_infos: dict[TopicPartition, FetchInfo],
+        replica_manager: ReplicaManager,
+    ) -> None:
+        super().__init__(delay_ms)
+        self.params = params
+        self.fetch_infos = fetch_infos
+        self.replica_manager = replica_manager
+        self._result: dict[TopicPartition, FetchPartitionData] | None = None
+
+    def _anything_new(self) -> bool:
+        """Cheap pre-check for the common min_bytes=1 case: an offset beyond every fetch
+        offset, or a state that will produce an error, without reading the log."""
+        isolation = self.params.isolation
+        for tp, info in self.fetch_infos.items():
+            partition = self.replica_manager.online_partition(tp)
+            if partition is None or partition.log is None:
+                return True
+            if self.params.fetch_only_from_leader and not partition.is_leader:
+                return True
+            if info.current_leader_epoch not in (NO_EPOCH, partition.leader_epoch):
+                return True
+            log_ = partition.log
+            end = log_.log_end_offset if isolation is FetchIsolation.LOG_END else log_.high_watermark
+            if info.fetch_offset != end:
+                return True
+        return False
+
+    def try_complete(self) -> bool:
+        if not self._anything_new():
+            return False
+        result = self.replica_manager.read_from_local_log(self.params, self.fetch_infos)
+        total = 0
+        for data in result.values():
+            if data.error_code is not ErrorCode.NONE or data.diverging_epoch is not None:
+                total = self.params.min_bytes
+                break
+            total += data.records_size
+        if total >= self.params.min_bytes:
+            self._result = result
+            return self.force_complete()
+        return False
+
+    def on_complete(self) -> None:
+        if self.future.done():
+            return
+        result = self._result
+        if result is None:
+            result = self.replica_manager.read_from_local_log(self.params, self.fetch_infos)
+        self.future.set_result(result)
+
+
+class DelayedDeleteRecords(DelayedOperation):
+    """DeleteRecords waits until the low watermark (min log start over the replicas) reaches
+    the requested offset on every partition."""
+
+    def __init__(
+        self,
+        delay_ms: int,
+        requested: dict[TopicPartition, int],
+        results: dict[TopicPartition, DeleteRecordsResult],
+        replica_manager: ReplicaManager,
+    ) -> None:
+        super().__init__(delay_ms)
+        self.requested = requested
+        self.results = results
+        self.pending = {tp for tp in requested if results[tp].error_code is ErrorCode.NONE}
+        self.replica_manager = replica_manager
+
+    def try_complete(self) -> bool:
+        for tp in list(self.pending):
+            partition = self.replica_manager.online_partition(tp)
+            if partition is None or not partition.is_leader:
+                self.results[tp] = DeleteRecordsResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                self.pending.discard(tp)
+                continue
+            low = partition.low_watermark_if_leader
+            if low >= self.requested[tp]:
+                self.results[tp] = DeleteRecordsResult(ErrorCode.NONE, low)
+                self.pending.discard(tp)
+        if self.pending:
+            return False
+        return self.force_complete()
+
+    def on_complete(self) -> None:
+        for tp in self.pending:
+            self.results[tp] = DeleteRecordsResult(ErrorCode.REQUEST_TIMED_OUT)
+        if not self.future.done():
+            self.future.set_result(dict(self.results))
+
+
+async def _await_operation(operation: DelayedOperation):
+    try:
+        return await operation.future
+    except asyncio.CancelledError:
+        operation.cancel()
+        raise
+
+
+class ReplicaManager:
+    """All hosted partitions of one broker; see the module docstring."""
+
+    def __init__(
+        self,
+        broker_id: int,
+        log_manager,
+        config: ReplicaManagerConfig | Any = None,
+        time: Time = SYSTEM_TIME,
+        *,
+        metadata_cache=None,
+        alter_isr: AlterIsr | None = None,
+        log_config_for_topic: Callable[[str], Any] | None = None,
+        replica_fetcher_manager: ReplicaFetcherManager | None = None,
+    ) -> None:
+        self.broker_id = broker_id
+        self.log_manager = log_manager
+        if config is None:
+            config = ReplicaManagerConfig()
+        elif not isinstance(config, ReplicaManagerConfig):
+            config = ReplicaManagerConfig.from_broker_config(config)
+        self.config = config
+        self.time = time
+        self.metadata_cache = metadata_cache
+        self.alter_isr = alter_isr
+        self.log_config_for_topic = log_config_for_topic
+        self.replica_fetcher_manager = replica_fetcher_manager
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.offline_partitions: set[TopicPartition] = set()
+        self.controller_epoch = -1
+        self.produce_purgatory = DelayedOperationPurgatory("Produce", time)
+        self.fetch_purgatory = DelayedOperationPurgatory("Fetch", time)
+        self.delete_records_purgatory = DelayedOperationPurgatory("DeleteRecords", time)
+        self._isr_tasks: set[asyncio.Task] = set()
+
+    # -- partitions ---------------------------------------------------------------------------
+
+    def online_partition(self, tp: TopicPartition) -> Partition | None:
+        return self.partitions.get(tp)
+
+    def get_partition_or_raise(self, tp: TopicPartition) -> Partition:
+        partition = self.partitions.get(tp)
+        if partition is not None:
+            return partition
+        if tp in self.offline_partitions:
+            raise KafkaStorageError(f"Partition {tp} is in an offline log directory")
+        cache = self.metadata_cache
+        if cache is not None and cache.contains_partition(tp.topic, tp.partition):
+            raise NotLeaderOrFollowerError(
+                f"Error while fetching partition state for {tp}: not hosted on broker {self.broker_id}"
+            )
+        raise UnknownTopicOrPartitionError(f"This server does not host this topic-partition: {tp}")
+
+    def leader_partitions(self) -> list[Partition]:
+        return [p for p in self.partitions.values() if p.is_leader]
+
+    def _new_partition(self, tp: TopicPartition) -> Partition:
+        return Partition(
+            tp,
+            self.broker_id,
+            self.time,
+            self.config.replica_lag_time_max_ms,
+            self.config.producer_id_expiration_ms,
+        )
+
+    def _get_or_create_log(self, tp: TopicPartition):
+        config = self.log_config_for_topic(tp.topic) if self.log_config_for_topic else None
+        return self.log_manager.get_or_create_log(tp.topic, tp.partition, config)
+
+    def mark_log_dir_offline(self, topic_partitions: Iterable[TopicPartition]) -> None:
+        """Partitions whose log directory failed: they answer KAFKA_STORAGE_ERROR from now on."""
+        for tp in topic_partitions:
+            partition = self.partitions.pop(tp, None)
+            if partition is not None:
+                partition.make_offline()
+            self.offline_partitions.add(tp)
+            self._complete_delayed_requests(tp)
+
+    def _complete_delayed_requests(self, tp: TopicPartition) -> None:
+        self.produce_purgatory.check_and_complete(tp)
+        self.fetch_purgatory.check_and_complete(tp)
+        self.delete_records_purgatory.check_and_complete(tp)
+
+    # -- produce ------------------------------------------------------------------------------
+
+    async def append_records(
+        self,
+        timeout_ms: int,
+        required_acks: int,
+        entries: Mapping[TopicPartition, bytearray | memoryview | bytes],
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        internal_topics_allowed: bool = False,
+    ) -> dict[TopicPartition, ProduceResult]:
+        """Append each partition's record batches as leader.
+
+        acks 0 and 1 return once appended locally; acks -1 (all) waits until the HW passes
+        every successful append or ``timeout_ms`` expires (REQUEST_TIMED_OUT). Errors per
+        partition: INVALID_REQUIRED_ACKS, INVALID_TOPIC_EXCEPTION (internal topic from a
+        client), UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS(_AFTER_
+        APPEND), CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE, OUT_OF_ORDER_SEQUENCE_NUMBER,
+        INVALID_PRODUCER_EPOCH, KAFKA_STORAGE_ERROR. A retried idempotent batch is answered with
+        its original offsets and not appended again.
+        """
+        if required_acks not in (-1, 0, 1):
+            return {
+                tp: ProduceResult(ErrorCode.INVALID_REQUIRED_ACKS, error_message=None)
+                for tp in entries
+            }
+        results: dict[TopicPartition, ProduceResult] = {}
+        for tp, records in entries.items():
+            if tp.topic in INTERNAL_TOPICS and not internal_topics_allowed:
+                results[tp] = ProduceResult(
+                    ErrorCode.INVALID_TOPIC_EXCEPTION,
+                    error_message=f"Cannot append to internal topic {tp.topic}",
+                )
+                continue
+            try:
+                partition = self.get_partition_or_raise(tp)
+                appended = partition.append_records_to_leader(records, origin, required_acks)
+            except (KafkaError, OSError) as e:
+                results[tp] = ProduceResult(_error_result_code(e), error_message=str(e) or None)
+                continue
+            results[tp] = ProduceResult(
+                ErrorCode.NONE,
+                appended.first_offset,
+                appended.log_append_time,
+                appended.log_start_offset,
+                last_offset=appended.last_offset,
+                duplicate=appended.duplicate,
+            )
+            if not appended.duplicate:
+                self._complete_delayed_requests(tp)
+
+        successes = [tp for tp, r in results.items() if r.error_code is ErrorCode.NONE]
+        if required_acks != -1 or not successes:
+            return results
+        status = {
+            tp: _ProducePartitionStatus(
+                required_offset=r.last_offset + 1 if r.error_code is ErrorCode.NONE else -1,
+                result=r,
+                acks_pending=r.error_code is ErrorCode.NONE,
+            )
+            for tp, r in results.items()
+        }
+        operation = DelayedProduce(max(0, timeout_ms), status, self)
+        if self.produce_purgatory.try_complete_else_watch(operation, successes):
+            return operation.future.result()
+        return await _await_operation(operation)
+
+    # -- fetch --------------------------------------------------------------------------------
+
+    async def fetch_messages(
+        self,
+        params: FetchParams,
+        fetch_infos: Mapping[TopicPartition, FetchInfo],
+    ) -> dict[TopicPartition, FetchPartitionData]:
+        """Read the partitions; answer at once if ``max_wait_ms`` <= 0, nothing was asked,
+        ``min_bytes`` are there, or a partition has an error or a diverging epoch; else wait
+        (long poll) until one of those holds or ``max_wait_ms`` passes.
+
+        Follower fetches (``replica_id`` >= 0) first record the follower's position, which may
+        grow the ISR and move the HW (completing acks=all produces).
+        """
+        fetch_infos = dict(fetch_infos)
+        result = self.read_from_local_log(params, fetch_infos)
+        if params.is_from_follower:
+            self._update_followers_fetch_state(params.replica_id, fetch_infos, result)
+        total = 0
+        must_respond = params.max_wait_ms <= 0 or not fetch_infos
+        for data in result.values():
+            if data.error_code is not ErrorCode.NONE or data.diverging_epoch is not None:
+                must_respond = True
+            total += data.records_size
+        if must_respond or total >= params.min_bytes:
+            return result
+        operation = DelayedFetch(params.max_wait_ms, params, fetch_infos, self)
+        if self.fetch_purgatory.try_complete_else_watch(operation, list(fetch_infos)):
+            return operation.future.result()
+        return await _await_operation(operation)
+
+    def read_from_local_log(
+        self, params: FetchParams, fetch_infos: Mapping[TopicPartition, FetchInfo]
+    ) -> dict[TopicPartition, FetchPartitionData]:
+        """One read of every partition, sharing ``params.max_bytes``; the first non-empty
+        partition may exceed the limits by one batch (unless ``hard_max_bytes_limit``)."""
+        limit = params.max_bytes
+        min_one_message = not params.hard_max_bytes_limit
+        isolation = params.isolation
+        result: dict[TopicPartition, FetchPartitionData] = {}
+        for tp, info in fetch_infos.items():
+            try:
+                partition = self.get_partition_or_raise(tp)
+                read = partition.read_records(
+                    info.fetch_offset,
+                    info.current_leader_epoch,
+                    min(info.max_bytes, limit),
+                    isolation,
+                    params.fetch_only_from_leader,
+                    min_one_message,
+                    info.last_fetched_epoch,
+                )
+            except (KafkaError, OSError) as e:
+                result[tp] = FetchPartitionData(_error_result_code(e))
+                continue
+            size = records_size(read.records)
+            if size > 0:
+                min_one_message = False
+            limit = max(0, limit - size)
+            result[tp] = FetchPartitionData(
+                ErrorCode.NONE,
+                read.high_watermark,
+                read.last_stable_offset,
+                read.log_start_offset,
+                read.records if size > 0 else EMPTY_RECORDS,
+                -1,
+                read.diverging_epoch,
+                None,
+                read.log_end_offset,
+            )
+        return result
+
+    def _update_followers_fetch_state(
+        self,
+        replica_id: int,
+        fetch_infos: Mapping[TopicPartition, FetchInfo],
+        result: dict[TopicPartition, FetchPartitionData],
+    ) -> None:
+        now = self.time.milliseconds()
+        for tp, info in fetch_infos.items():
+            data = result[tp]
+            if data.error_code is not ErrorCode.NONE or data.diverging_epoch is not None:
+                continue
+            partition = self.partitions.get(tp)
+            if partition is None or not partition.is_leader:
+                continue
+            if not partition.update_follower_fetch_state(
+                replica_id, info.fetch_offset, info.log_start_offset, now, data.log_end_offset
+            ):
+                result[tp] = FetchPartitionData(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                continue
+            proposal = partition.maybe_expand_isr(replica_id)
+            if proposal is not None:
+                self._submit_isr_update(partition, proposal)
+            partition.maybe_increment_leader_hw(now)
+            # The HW or the follower's log start may have moved: wake acks=all produces,
+            # consumer fetches and DeleteRecords waiting on this partition.
+            self._complete_delayed_requests(tp)
+
+    # -- ISR ----------------------------------------------------------------------------------
+
+    def _submit_isr_update(self, partition: Partition, proposal: LeaderAndIsr) -> None:
+        tp = partition.topic_partition
+        if self.alter_isr is None:
+            # No coordination store (single node, tests): the change commits locally.
+            if partition.complete_isr_update(proposal, proposal.zk_version + 1):
+                self._complete_delayed_requests(tp)
+            return
+
+        async def write() -> None:
+            try:
+                version = await self.alter_isr(tp, proposal)
+            except asyncio.CancelledError:
+                partition.abort_isr_update(proposal)
+                raise
+            except Exception as e:  # the store's failures, at the I/O boundary
+                log.warning("isr_update_failed", partition=str(tp), error=repr(e))
+                partition.abort_isr_update(proposal)
+                return
+            if version is None:
+                log.info(
+                    "isr_update_conflict",
+                    partition=str(tp),
+                    zk_version=proposal.zk_version,
+                    note="partition state changed under us: no longer acting as leader",
+                )
+            partition.complete_isr_update(proposal, version)
+            self._complete_delayed_requests(tp)
+
+        task = asyncio.get_running_loop().create_task(write())
+        self._isr_tasks.add(task)
+        task.add_done_callback(self._isr_tasks.discard)
+
+    def maybe_shrink_isr(self) -> int:
+        """Propose removing lagging followers on every led partition; returns proposals made."""
+        now = self.time.milliseconds()
+        count = 0
+        for partition in list(self.partitions.values()):
+            proposal = partition.maybe_shrink_isr(now)
+            if proposal is not None:
+                count += 1
+                self._submit_isr_update(partition, proposal)
+        return count
+
+    async def wait_for_isr_updates(self) -> None:
+        """Wait for the ISR writes in flight (tests, shutdown)."""
+        while self._isr_tasks:
+            await asyncio.gather(*list(self._isr_tasks), return_exceptions=True)
+
+    async def run_isr_expiration(self) -> None:
+        """Check ISRs every replica.lag.time.max.ms / 2, like Kafka's isr-expiration task."""
+        interval = max(1, self.config.replica_lag_time_max_ms // 2) / 1000.0
+        while True:
+            await asyncio.sleep(interval)
+            self.maybe_shrink_isr()
+
+    def remove_expired_producers(self) -> None:
+        now = self.time.milliseconds()
+        for partition in self.partitions.values():
+            if partition.producer_state is not None:
+                partition.producer_state.remove_expired_producers(now)
+
+    def take_producer_snapshots(self) -> None:
+        for partition in self.partitions.values():
+            if partition.producer_state is not None:
+                partition.producer_state.take_snapshot()
+
+    # -- LeaderAndIsr / StopReplica -----------------------------------------------------------
+
+    def become_leader_or_follower(
+        self,
+        controller_id: int,
+        controller_epoch: int,
+        partition_states: Iterable[LeaderAndIsrPartitionState],
+    ) -> LeaderAndIsrResult:
+        """Apply a LeaderAndIsr request: logs are created (with the topic's config) as needed,
+        only states with a newer leader epoch change anything (else STALE_CONTROLLER_EPOCH),
+        a broker missing from the replicas answers UNKNOWN_TOPIC_OR_PARTITION."""
+        states = list(partition_states)
+        if controller_epoch < self.controller_epoch:
+            return LeaderAndIsrResult(
+                ErrorCode.STALE_CONTROLLER_EPOCH,
+                {
+                    TopicPartition(s.topic, s.partition): ErrorCode.STALE_CONTROLLER_EPOCH
+                    for s in states
+                },
+            )
+        self.controller_epoch = controller_epoch
+        errors: dict[TopicPartition, ErrorCode] = {}
+        to_lead: list[tuple[Partition, LeaderAndIsrPartitionState]] = []
+        to_follow: list[tuple[Partition, LeaderAndIsrPartitionState]] = []
+        for state in states:
+            tp = TopicPartition(state.topic, state.partition)
+            if tp in self.offline_partitions:
+                errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+                continue
+            partition = self.partitions.get(tp) or self._new_partition(tp)
+            if state.leader_epoch <= partition.leader_epoch:
+                log.info(
+                    "leader_and_isr_ignored",
+                    partition=str(tp),
+                    request_epoch=state.leader_epoch,
+                    current_epoch=partition.leader_epoch,
+                )
+                errors[tp] = ErrorCode.STALE_CONTROLLER_EPOCH
+                continue
+            if self.broker_id not in state.replicas:
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            (to_lead if state.leader == self.broker_id else to_follow).append((partition, state))
+
+        if self.replica_fetcher_manager is not None and to_lead:
+            self.replica_fetcher_manager.remove_fetcher_for_partitions(
+                [p.topic_partition for p, _ in to_lead]
+            )
+        new_fetchers: dict[TopicPartition, tuple[int, int]] = {}
+        for partition, state in to_lead + to_follow:
+            tp = partition.topic_partition
+            try:
+                log_ = self._get_or_create_log(tp)
+                if state.leader == self.broker_id:
+                    partition.make_leader(state, log_)
+                elif partition.make_follower(state, log_):
+                    new_fetchers[tp] = (state.leader, log_.log_end_offset)
+            except (KafkaError, OSError) as e:
+                errors[tp] = (
+                    ErrorCode.KAFKA_STORAGE_ERROR
+                    if isinstance(e, OSError)
+                    else _error_result_code(e)
+                )
+                continue
+            self.partitions[tp] = partition
+            errors[tp] = ErrorCode.NONE
+            self._complete_delayed_requests(tp)
+        if self.replica_fetcher_manager is not None:
+            followers = [p.topic_partition for p, _ in to_follow]
+            if followers:
+                self.replica_fetcher_manager.remove_fetcher_for_partitions(followers)
+            if new_fetchers:
+                self.replica_fetcher_manager.add_fetcher_for_partitions(new_fetchers)
+        return LeaderAndIsrResult(ErrorCode.NONE, errors)
+
+    def stop_replicas(
+        self,
+        controller_id: int,
+        controller_epoch: int,
+        partitions: Iterable[StopReplicaPartitionState],
+    ) -> StopReplicaResult:
+        """Apply a StopReplica request: stop fetching; with ``delete_partition`` forget the
+        partition and delete its log. An epoch not newer than ours (unless -1 or -2 during
+        topic deletion) is FENCED_LEADER_EPOCH."""
+        states = list(partitions)
+        if controller_epoch < self.controller_epoch:
+            return StopReplicaResult(
+                ErrorCode.STALE_CONTROLLER_EPOCH,
+                {
+                    TopicPartition(s.topic, s.partition): ErrorCode.STALE_CONTROLLER_EPOCH
+                    for s in states
+                },
+            )
+        self.controller_epoch = controller_epoch
+        errors: dict[TopicPartition, ErrorCode] = {}
+        to_stop: dict[TopicPartition, bool] = {}
+        for state in states:
+            tp = TopicPartition(state.topic, state.partition)
+            partition = self.partitions.get(tp)
+            if partition is None:
+                to_stop[tp] = state.delete_partition
+                errors[tp] = (
+                    ErrorCode.KAFKA_STORAGE_ERROR if tp in self.offline_partitions else ErrorCode.NONE
+                )
+                continue
+            epoch = state.leader_epoch
+            if epoch in (EPOCH_DURING_DELETE, NO_EPOCH) or epoch > partition.leader_epoch:
+                to_stop[tp] = state.delete_partition
+                errors[tp] = ErrorCode.NONE
+            else:
+                errors[tp] = ErrorCode.FENCED_LEADER_EPOCH
+        if self.replica_fetcher_manager is not None and to_stop:
+            self.replica_fetcher_manager.remove_fetcher_for_partitions(list(to_stop))
+        for tp, delete in to_stop.items():
+            if delete:
+                partition = self.partitions.pop(tp, None)
+                if partition is not None:
+                    partition.make_offline()
+                try:
+                    if self.log_manager.get_log(tp.topic, tp.partition) is not None:
+                        self.log_manager.delete_log(tp.topic, tp.partition)
+                except (KafkaError, OSError) as e:
+                    errors[tp] = _error_result_code(e)
+            self._complete_delayed_requests(tp)
+        return StopReplicaResult(ErrorCode.NONE, errors)
+
+    # -- offsets ------------------------------------------------------------------------------
+
+    def list_offset(
+        self,
+        tp: TopicPartition,
+        timestamp: int,
+        isolation_level: IsolationLevel | None = IsolationLevel.READ_UNCOMMITTED,
+        current_leader_epoch: int = NO_EPOCH,
+        replica_id: int = CONSUMER_REPLICA_ID,
+    ) -> ListOffsetResult:
+        """ListOffsets for one partition: -2 earliest, -1 latest (HW for consumers, LEO for
+        followers), -3 max timestamp, else the first offset whose timestamp >= ``timestamp``
+        (offset -1 when none)."""
+        if replica_id == CONSUMER_REPLICA_ID:
+            isolation: FetchIsolation | None = (
+                FetchIsolation.TXN_COMMITTED
+                if isolation_level is IsolationLevel.READ_COMMITTED
+                else FetchIsolation.HIGH_WATERMARK
+            )
+        else:
+            isolation = None
+        try:
+            partition = self.get_partition_or_raise(tp)
+            return partition.fetch_offset_for_timestamp(
+                timestamp, isolation, current_leader_epoch, replica_id != DEBUGGING_REPLICA_ID
+            )
+        except (KafkaError, OSError) as e:
+            return ListOffsetResult(_error_result_code(e))
+
+    def last_offset_for_leader_epoch(
+        self,
+        tp: TopicPartition,
+        current_leader_epoch: int,
+        leader_epoch: int,
+        replica_id: int = CONSUMER_REPLICA_ID,
+    ) -> EpochEndOffset:
+        """OffsetForLeaderEpoch for one partition: (largest epoch <= ``leader_epoch``, its end
+        offset), -1/-1 when the log knows no such epoch."""
+        try:
+            partition = self.get_partition_or_raise(tp)
+        except (KafkaError, OSError) as e:
+            return EpochEndOffset(_error_result_code(e))
+        return partition.last_offset_for_leader_epoch(
+            current_leader_epoch, leader_epoch, replica_id != DEBUGGING_REPLICA_ID
+        )
+
+    async def delete_records(
+        self, timeout_ms: int, offsets: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, DeleteRecordsResult]:
+        """DeleteRecords: advance each log start offset (-1 = to the HW) and wait until every
+        replica caught up with the deletion (low watermark) or ``timeout_ms`` passes."""
+        results: dict[TopicPartition, DeleteRecordsResult] = {}
+        for tp, offset in offsets.items():
+            try:
+                partition = self.get_partition_or_raise(tp)
+                low = partition.delete_records_on_leader(offset)
+            except (KafkaError, OSError) as e:
+                results[tp] = DeleteRecordsResult(_error_result_code(e))
+                continue
+            results[tp] = DeleteRecordsResult(ErrorCode.NONE, low)
+            self.fetch_purgatory.check_and_complete(tp)
+        requested = {
+            tp: (self.partitions[tp].log.high_watermark if offset == -1 else offset)
+            for tp, offset in offsets.items()
+            if results[tp].error_code is ErrorCode.NONE
+        }
+        if all(results[tp].low_watermark >= requested[tp] for tp in requested):
+            return results
+        operation = DelayedDeleteRecords(max(0, timeout_ms), requested, results, self)
+        if self.delete_records_purgatory.try_complete_else_watch(operation, list(requested)):
+            return operation.future.result()
+        return await _await_operation(operation)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def shutdown(self) -> None:
+        """Complete every waiter (their conditions are re-checked, the rest time out now) and
+        cancel ISR writes in flight."""
+        self.produce_purgatory.shutdown()
+        self.fetch_purgatory.shutdown()
+        self.delete_records_purgatory.shutdown()
+        for task in list(self._isr_tasks):
+            task.cancel()
+        await asyncio.gather(*list(self._isr_tasks), return_exceptions=True)
+        self.take_producer_snapshots()

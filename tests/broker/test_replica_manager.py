@@ -1,0 +1,454 @@
+"""ReplicaManager: produce (acks 0/1/all), long-poll fetch, offsets, LeaderAndIsr/StopReplica.
+
+Waiting operations are driven by events (appends, follower fetches) and by the manual clock
+(timeouts); a test never sleeps, it awaits a future with a deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from kafkalite.broker.types import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    FetchInfo,
+    FetchParams,
+    StopReplicaPartitionState,
+)
+from kafkalite.protocol.errors import ErrorCode
+from kafkalite.protocol.records import iter_batch_headers
+from kafkalite.protocol.types import TopicPartition
+
+from .conftest import batch, leader_state
+
+TP = TopicPartition("t", 0)
+DEADLINE = 5.0
+
+
+def offsets_of(records) -> list[int]:
+    data = records.view() if hasattr(records, "view") else records
+    return [h.base_offset for _, h in iter_batch_headers(data)]
+
+
+async def produce(rm, data, acks=1, tp=TP, timeout_ms=30_000):
+    return (await rm.append_records(timeout_ms, acks, {tp: data}))[tp]
+
+
+async def test_produce_to_unknown_partition(make_rm):
+    rm = make_rm()
+    result = await produce(rm, batch())
+    assert result.error_code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert result.base_offset == -1
+
+
+async def test_produce_assigns_offsets_and_moves_hw_on_single_replica(make_rm, log_manager):
+    rm = make_rm()
+    assert rm.become_leader_or_follower(0, 1, [leader_state()]).partition_errors == {
+        TP: ErrorCode.NONE
+    }
+    first = await produce(rm, batch(3))
+    second = await produce(rm, batch(2))
+    assert (first.error_code, first.base_offset) == (ErrorCode.NONE, 0)
+    assert (second.error_code, second.base_offset) == (ErrorCode.NONE, 3)
+    log = log_manager.get_log("t", 0)
+    assert log.log_end_offset == 5
+    assert log.high_watermark == 5
+
+
+async def test_invalid_required_acks(make_rm):
+    rm = make_rm()
+    rm.become_leader_or_follower(0, 1, [leader_state()])
+    result = await produce(rm, batch(), acks=2)
+    assert result.error_code is ErrorCode.INVALID_REQUIRED_ACKS
+
+
+async def test_internal_topic_rejected_from_clients(make_rm):
+    rm = make_rm()
+    tp = TopicPartition("__consumer_offsets", 0)
+    rm.become_leader_or_follower(0, 1, [leader_state("__consumer_offsets")])
+    assert (await produce(rm, batch(), tp=tp)).error_code is ErrorCode.INVALID_TOPIC_EXCEPTION
+    ok = await rm.append_records(1000, 1, {tp: batch()}, internal_topics_allowed=True)
+    assert ok[tp].error_code is ErrorCode.NONE
+
+
+async def test_corrupt_and_too_large_batches(make_rm):
+    rm = make_rm()
+    rm.become_leader_or_follower(0, 1, [leader_state()])
+    corrupt = batch(2)
+    corrupt[-1] ^= 0xFF
+    assert (await produce(rm, corrupt)).error_code is ErrorCode.CORRUPT_MESSAGE
+    torn = batch(2)[:-3]
+    assert (await produce(rm, torn)).error_code is ErrorCode.CORRUPT_MESSAGE
+    big = batch(1, value=b"x" * (2 * 1024 * 1024))
+    assert (await produce(rm, big)).error_code is ErrorCode.MESSAGE_TOO_LARGE
+
+
+async def test_produce_to_follower_is_not_leader(make_rm):
+    rm = make_rm(broker_id=2)
+    rm.become_leader_or_follower(0, 1, [leader_state(leader=1, isr=(1, 2))])
+    assert (await produce(rm, batch())).error_code is ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+async def test_acks_all_completes_when_follower_fetch_moves_hw(make_rm, log_manager):
+    rm = make_rm()
+    rm.become_leader_or_follower(0, 1, [leader_state(isr=(1, 2))])
+    task = asyncio.create_task(produce(rm, batch(4), acks=-1))
+    await asyncio.sleep(0)  # let the produce append and park in purgatory
+    assert not task.done()
+    assert rm.produce_purgatory.delayed == 1
+    # The follower fetches from 0 (nothing replicated yet): HW stays, produce keeps waiting.
+    follower = FetchParams(replica_id=2, max_wait_ms=0)
+    await rm.fetch_messages(follower, {TP: FetchInfo(0, 1 << 20, 0)})
+    assert not task.done()
+    # Then at offset 4: it has everything, so HW = 4 and the produce completes.
+    await rm.fetch_messages(follower, {TP: FetchInfo(4, 1 << 20, 0)})
+    result = await asyncio.wait_for(task, DEADLINE)
+    assert (result.error_code, result.base_offset) == (ErrorCode.NONE, 0)
+    assert log_manager.get_log("t", 0).high_watermark == 4
+    assert rm.produce_purgatory.delayed == 0
+
+
+async def test_acks_all_times_out(make_rm, mock_time):
+    rm = make_rm()
+    rm.become_leader_or_follower(0, 1, [leader_state(isr=(1, 2))])
+    task = asyncio.create_task(produce(rm, batch(), acks=-1, timeout_ms=1_000))
+    await asyncio.sleep(0)
+    mock_time.advance(999)
+    await asyncio.sleep(0)
+    assert not task.done()
+    mock_time.advance(1)
+    result = await asyncio.wait_for(task, DEADLINE)
+    assert result.error_code is ErrorCode.REQUEST_TIMED_OUT
+
+
+async def test_acks_all_not_enough_replicas_before_append(make_rm, log_manager):
+    rm = make_rm(min_isr=2)
+    rm.become_leader_or_follower(0, 1, [leader_state(isr=(1,), replicas=(1, 2))])
+    result = await produce(rm, batch(), acks=-1)
+    assert result.error_code is ErrorCode.NOT_ENOUGH_REPLICAS
+    assert log_manager.get_log("t", 0).log_end_offset == 0
+    # acks=1 ignores min.insync.replicas
+    assert (await produce(rm, batch(), acks=1)).error_code is ErrorCode.NONE
+
+
+async def test_acks_all_not_enough_replicas_after_append(make_rm, mock_time):
+    rm = make_rm(min_isr=2, lag_ms=10_000)
+    rm.become_leader_or_follower(0, 1, [leader_state(isr=(1, 2))])
+    task = asyncio.create_task(produce(rm, batch(), acks=-1, timeout_ms=60_000))
+    await asyncio.sleep(0)
+    mock_time.advance(10_001)  # the follower never fetched: out of the ISR
+    assert rm.maybe_shrink_isr() == 1
+    result = await asyncio.wait_for(task, DEADLINE)
+    assert rm.partitions[TP].isr == {1}
+    assert result.error_code is ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+
+
+async def test_waiting_fetch_completes_on_append_not_at_max_wait(make_rm):
+    rm = make_rm()
+    rm.become_leader_or_follower(0, 1, [leader_state()])
+    params = FetchParams(max_wait_ms=500, min_bytes=1)
+    fetch = asyncio.create_task(rm.fetch_messages(params, {TP: FetchInfo(0, 1 << 20)}))
+    await asyncio.sleep(0)
+    assert not fetch.done()
+    assert rm.fetch_purgatory.delayed == 1
+    # The clock does not move: only the append can complete the fetch.
+    assert (await produce(rm, batch(3))).error_code is ErrorCode.NONE
+    data = (await asyncio.wait_for(fetch, DEADLINE))[TP]
+    assert data.error_code is ErrorCode.NONE
+    assert offsets_of(data.records) == [0]
+    assert data.high_watermark == 3
+    assert rm.fetch_purgatory.delayed == 0
+
+
+async def test_waiting_fetch_respects_min_bytes(make_rm, mock_time):
+    rm = make_rm()
+    rm.become_leader_or_follower(0, 1, [leader_state()])
+    one = len(batch(1))
+    params = FetchParams(max_wait_ms=500, min_bytes=2 * one + 1)
+    fetch = asyncio.create_task(rm.fetch_messages(params, {TP: FetchInfo(0, 1 << 20)}))
+    await asyncio.sleep(0)
+    await produce(rm, batch(1))
+    await produce(rm, batch(1))
+    await asyncio.sleep(0)
+    assert not fetch.done()
+    await produce(rm, batch(1))
+    data = (await asyncio.wait_for(fetch, DEADLINE))[TP]
+    assert offsets_of(data.records) == [0, 1, 2]
+
+
+async def test_waiting_fetch_times_out_empty(make_rm, mock_time):
+    rm = make_rm()
+    rm.become_leader_or_follower(0, 1, [leader_state()])
+    params = FetchParams(max_wait_ms=500, min_bytes=1)
+    fetch = asyncio.create_task(rm.fetch_messages(params, {TP: FetchInfo(0, 1 << 20)}))
+    await asyncio.sleep(0)
+    mock_time.advance(500)
+    data = (await asyncio.wait_for(fetch, DEADLINE))[TP]
+    assert data.error_code is ErrorCode.NONE
+    assert data.records_size == 0
+    assert data.high_watermark == 0
+
+
+async def test_cancelled_fetch_leaves_purgatory(make_rm, mock_time):
+    rm = make_rm()
+    rm.become_leader_or_follower(0, 1, [leader_state()])
+    fetch = asyncio.create_task(
+        rm.fetch_messages(FetchParams(max_wait_ms=500), {TP: FetchInfo(0, 1 << 20)})
+    )
+    await asyncio.sleep(0)
+    assert rm.fetch_purgatory.delayed == 1
+    fetch.cancel()
+    await asyncio.gather(fetch, return_exceptions=True)
+    assert rm.fetch_purgatory.delayed == 0
+    assert mock_time.pending_timers == 0
+
+
+async def test_fetch_whole_batches_and_byte_limits(make_rm):
+    rm = make_rm()
+    other = TopicPartition("t", 1)
+    rm.become_leader_or_follower(0, 1, [leader_state(), leader_state(partition=1)])
+    for _ in range(3):
+        await produce(rm, batch(2, value=b"a" * 100))
+        await produce(rm, batch(2, value=b"a" * 100), tp=other)
+    size = len(batch(2, value=b"a" * 100))
+    # A partition limit smaller than one batch still returns that batch (KIP-74).
+    res = await rm.fetch_messages(FetchParams(), {TP: FetchInfo(0, 10), other: FetchInfo(0, 10)})
+    assert offsets_of(res[TP].records) == [0]
+    # ... but only for the first partition with data; the request limit is then used up.
+    assert res[other].records_size == 0
+    # Partition limit of two batches and a bit: two whole batches, never a partial one.
+    res = await rm.fetch_messages(FetchParams(), {TP: FetchInfo(2, 2 * size + 5)})
+    assert offsets_of(res[TP].records) == [2, 4]
+    # Request limit shared between partitions.
+    res = await rm.fetch_messages(
+        FetchParams(max_bytes=size + 1), {TP: FetchInfo(0, 1 << 20), other: FetchInfo(0, 1 << 20)}
+    )
+    assert offsets_of(res[TP].records) == [0]
+    assert res[other].records_size == 0
+    # Fetching from the middle of a batch returns that whole batch.
+    res = await rm.fetch_messages(FetchParams(), {TP: FetchInfo(3, 1 << 20)})
+    assert offsets_of(res[TP].records) == [2, 4]
+    assert res[TP].log_start_offset == 0
+    assert res[TP].last_stable_offset == res[TP].high_watermark == 6
+    assert res[TP].preferred_read_replica == -1
+
+
+async def test_fetch_out_of_range_and_unknown(make_rm):
+    rm = make_rm()
+    rm.become_leader_or_follower(0, 1, [leader_state()])
+    await produce(rm, batch(2))
+    res = await rm.fetch_messages(
+        FetchParams(max_wait_ms=1000),
+        {TP: FetchInfo(3, 1 << 20), TopicPartition("nope", 0): FetchInfo(0, 1 << 20)},
+    )
+    assert res[TP].error_code is ErrorCode.OFFSET_OUT_OF_RANGE
+    assert res[TP].high_watermark == -1
+    assert res[TopicPartition("nope", 0)].error_code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+async def test_consumer_reads_to_hw_follower_to_leo(make_rm, log_manager):
+    rm = make_rm()
+    rm.become_leader_or_follower(0, 1, [leader_state(isr=(1, 2))])
+    await produce(rm, batch(2))
+    assert log_manager.get_log("t", 0).high_watermark == 0
+    consumer = await rm.fetch_messages(FetchParams(), {TP: FetchInfo(0, 1 << 20)})
+    assert consumer[TP].records_size == 0 and consumer[TP].high_watermark == 0
+    follower = await rm.fetch_messages(FetchParams(replica_id=2), {TP: FetchInfo(0, 1 << 20, 0)})
+    assert offsets_of(follower[TP].records) == [0]
+
+
+async def test_consumer_fetch_waits_for_hw_not_leo(make_rm):
+    rm = make_rm()
+    rm.become_leader_or_follower(0, 1, [leader_state(isr=(1, 2))])
+    fetch = asyncio.create_task(
+        rm.fetch_messages(FetchParams(max_wait_ms=1000), {TP: FetchInfo(0, 1 << 20)})
+    )
+    await asyncio.sleep(0)
+    await produce(rm, batch(2))
+    await asyncio.sleep(0)
+    assert not fetch.done()  # appended but not replicated: HW still 0
+    await rm.fetch_messages(FetchParams(replica_id=2), {TP: FetchInfo(2, 1 << 20, 0)})
+    data = (await asyncio.wait_for(fetch, DEADLINE))[TP]
+    assert offsets_of(data.records) == [0]
+    assert data.high_watermark == 2
+
+
+async def test_leader_epoch_fencing(make_rm):
+    rm = make_rm()
+    rm.become_leader_or_follower(0, 1, [leader_state(leader_epoch=5)])
+    await produce(rm, batch())
+    res = await rm.fetch_messages(
+        FetchParams(), {TP: FetchInfo(0, 1 << 20, current_leader_epoch=4)}
+    )
+    assert res[TP].error_code is ErrorCode.FENCED_LEADER_EPOCH
+    res = await rm.fetch_messages(
+        FetchParams(), {TP: FetchInfo(0, 1 << 20, current_leader_epoch=6)}
+    )
+    assert res[TP].error_code is ErrorCode.UNKNOWN_LEADER_EPOCH
+    res = await rm.fetch_messages(
+        FetchParams(), {TP: FetchInfo(0, 1 << 20, current_leader_epoch=5)}
+    )
+    assert res[TP].error_code is ErrorCode.NONE
+    assert rm.list_offset(TP, -1, current_leader_epoch=4).error_code is ErrorCode.FENCED_LEADER_EPOCH
+
+
+async def test_diverging_epoch_for_last_fetched_epoch(make_rm):
+    rm = make_rm()
+    rm.become_leader_or_follower(0, 1, [leader_state(leader_epoch=1)])
+    await produce(rm, batch(3))
+    rm.become_leader_or_follower(0, 1, [leader_state(leader_epoch=3)])
+    await produce(rm, batch(2))
+    # A fetcher that saw epoch 2 up to offset 4 diverged: epoch 1 ends at 3 on the leader.
+    res = await rm.fetch_messages(
+        FetchParams(max_wait_ms=1000), {TP: FetchInfo(4, 1 << 20, last_fetched_epoch=2)}
+    )
+    assert res[TP].diverging_epoch is not None
+    assert (res[TP].diverging_epoch.leader_epoch, res[TP].diverging_epoch.end_offset) == (1, 3)
+    res = await rm.fetch_messages(FetchParams(), {TP: FetchInfo(3, 1 << 20, last_fetched_epoch=1)})
+    assert res[TP].diverging_epoch is None
+    assert offsets_of(res[TP].records) == [3]
+
+
+async def test_list_offsets(make_rm):
+    rm = make_rm()
+    rm.become_leader_or_follower(0, 1, [leader_state(leader_epoch=2)])
+    await produce(rm, batch(2, timestamp=1_000))
+    await produce(rm, batch(2, timestamp=5_000))
+    await produce(rm, batch(1, timestamp=3_000))
+    earliest = rm.list_offset(TP, EARLIEST_TIMESTAMP)
+    latest = rm.list_offset(TP, LATEST_TIMESTAMP)
+    assert (earliest.error_code, earliest.offset, earliest.leader_epoch) == (ErrorCode.NONE, 0, 2)
+    assert (latest.offset, latest.timestamp, latest.leader_epoch) == (5, -1, 2)
+    by_time = rm.list_offset(TP, 4_000)
+    assert (by_time.offset, by_time.timestamp) == (2, 5_001)
+    assert rm.list_offset(TP, 10_000).offset == -1
+    max_ts = rm.list_offset(TP, MAX_TIMESTAMP)
+    assert (max_ts.offset, max_ts.timestamp) == (3, 5_001)
+    assert rm.list_offset(TopicPartition("x", 0), -1).error_code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+async def test_last_offset_for_leader_epoch(make_rm):
+    rm = make_rm()
+    rm.become_leader_or_follower(0, 1, [leader_state(leader_epoch=0)])
+    await produce(rm, batch(3))
+    rm.become_leader_or_follower(0, 1, [leader_state(leader_epoch=2)])
+    await produce(rm, batch(2))
+    assert rm.last_offset_for_leader_epoch(TP, -1, 0).end_offset == 3
+    assert rm.last_offset_for_leader_epoch(TP, -1, 1).leader_epoch == 0
+    latest = rm.last_offset_for_leader_epoch(TP, -1, 2)
+    assert (latest.leader_epoch, latest.end_offset) == (2, 5)
+    assert rm.last_offset_for_leader_epoch(TP, 1, 2).error_code is ErrorCode.FENCED_LEADER_EPOCH
+
+
+async def test_delete_records(make_rm, log_manager):
+    rm = make_rm()
+    rm.become_leader_or_follower(0, 1, [leader_state()])
+    for _ in range(3):
+        await produce(rm, batch(2))
+    res = await rm.delete_records(1000, {TP: 2})
+    assert (res[TP].error_code, res[TP].low_watermark) == (ErrorCode.NONE, 2)
+    assert log_manager.get_log("t", 0).log_start_offset == 2
+    res = await rm.delete_records(1000, {TP: 7})
+    assert res[TP].error_code is ErrorCode.OFFSET_OUT_OF_RANGE
+    res = await rm.delete_records(1000, {TP: -1})
+    assert res[TP].low_watermark == 6
+    fetch = await rm.fetch_messages(FetchParams(), {TP: FetchInfo(0, 1 << 20)})
+    assert fetch[TP].error_code is ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+async def test_leader_and_isr_epochs_and_stop_replica(make_rm, log_manager):
+    rm = make_rm()
+    assert rm.become_leader_or_follower(0, 1, [leader_state(leader_epoch=3)]).error_code is ErrorCode.NONE
+    stale = rm.become_leader_or_follower(0, 1, [leader_state(leader_epoch=3)])
+    assert stale.partition_errors[TP] is ErrorCode.STALE_CONTROLLER_EPOCH
+    old_controller = rm.become_leader_or_follower(0, 0, [leader_state(leader_epoch=9)])
+    assert old_controller.error_code is ErrorCode.STALE_CONTROLLER_EPOCH
+    not_mine = rm.become_leader_or_follower(0, 1, [leader_state(partition=1, leader=2, isr=(2, 3))])
+    assert not_mine.partition_errors[TopicPartition("t", 1)] is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+    fenced = rm.stop_replicas(0, 1, [StopReplicaPartitionState("t", 0, 2, True)])
+    assert fenced.partition_errors[TP] is ErrorCode.FENCED_LEADER_EPOCH
+    stopped = rm.stop_replicas(0, 1, [StopReplicaPartitionState("t", 0, -2, True)])
+    assert stopped.partition_errors[TP] is ErrorCode.NONE
+    assert log_manager.deleted == [("t", 0)]
+    assert TP not in rm.partitions
+    assert (await produce(rm, batch())).error_code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+async def test_leadership_change_fails_waiting_produce(make_rm):
+    rm = make_rm()
+    rm.become_leader_or_follower(0, 1, [leader_state(isr=(1, 2))])
+    task = asyncio.create_task(produce(rm, batch(), acks=-1))
+    await asyncio.sleep(0)
+    rm.become_leader_or_follower(0, 1, [leader_state(leader=2, leader_epoch=1, isr=(1, 2))])
+    result = await asyncio.wait_for(task, DEADLINE)
+    assert result.error_code is ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+async def test_isr_expansion_written_through_callback(make_rm):
+    writes = []
+
+    async def alter_isr(tp, proposal):
+        writes.append((tp, proposal))
+        return proposal.zk_version + 1
+
+    rm = make_rm(alter_isr=alter_isr)
+    rm.become_leader_or_follower(0, 1, [leader_state(isr=(1,), replicas=(1, 2), zk_version=7)])
+    await produce(rm, batch(2))
+    await rm.fetch_messages(FetchParams(replica_id=2), {TP: FetchInfo(2, 1 << 20, 0)})
+    await rm.wait_for_isr_updates()
+    assert [(tp, p.isr, p.zk_version) for tp, p in writes] == [(TP, (1, 2), 7)]
+    partition = rm.partitions[TP]
+    assert partition.isr == {1, 2}
+    assert partition.zk_version == 8
+
+
+async def test_failed_isr_cas_stops_acting_as_leader(make_rm, mock_time):
+    async def alter_isr(tp, proposal):
+        return None  # someone else (the controller) wrote the node: our version is stale
+
+    rm = make_rm(alter_isr=alter_isr, lag_ms=1_000)
+    rm.become_leader_or_follower(0, 1, [leader_state(isr=(1, 2))])
+    mock_time.advance(1_001)
+    assert rm.maybe_shrink_isr() == 1
+    await rm.wait_for_isr_updates()
+    assert rm.partitions[TP].isr == {1, 2}
+    assert (await produce(rm, batch())).error_code is ErrorCode.NOT_LEADER_OR_FOLLOWER
+    # The next LeaderAndIsr restores the role.
+    rm.become_leader_or_follower(0, 2, [leader_state(leader_epoch=1, isr=(1,), replicas=(1, 2))])
+    assert (await produce(rm, batch())).error_code is ErrorCode.NONE
+
+
+async def test_idempotent_duplicate_is_acknowledged_without_append(make_rm, log_manager):
+    rm = make_rm()
+    rm.become_leader_or_follower(0, 1, [leader_state()])
+    first = await produce(rm, batch(3, producer_id=7, producer_epoch=0, base_sequence=0))
+    second = await produce(rm, batch(2, producer_id=7, producer_epoch=0, base_sequence=3))
+    retry = await produce(rm, batch(3, producer_id=7, producer_epoch=0, base_sequence=0))
+    assert (first.base_offset, second.base_offset) == (0, 3)
+    assert (retry.error_code, retry.base_offset, retry.duplicate) == (ErrorCode.NONE, 0, True)
+    assert log_manager.get_log("t", 0).log_end_offset == 5
+    gap = await produce(rm, batch(1, producer_id=7, producer_epoch=0, base_sequence=9))
+    assert gap.error_code is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    bumped = await produce(rm, batch(1, producer_id=7, producer_epoch=1, base_sequence=0))
+    assert bumped.error_code is ErrorCode.NONE
+    old = await produce(rm, batch(1, producer_id=7, producer_epoch=0, base_sequence=5))
+    assert old.error_code is ErrorCode.INVALID_PRODUCER_EPOCH
+    assert log_manager.get_log("t", 0).log_end_offset == 6
+
+
+async def test_producer_state_rebuilt_from_log(make_rm, log_manager, mock_time):
+    from kafkalite.broker.replica_manager import ReplicaManager
+
+    rm = make_rm()
+    rm.become_leader_or_follower(0, 1, [leader_state()])
+    await produce(rm, batch(3, producer_id=7, producer_epoch=0, base_sequence=0))
+    await produce(rm, batch(3, producer_id=8, producer_epoch=2, base_sequence=10))
+    # A new replica manager over the same logs (a restart): state comes from batch headers.
+    rm2 = ReplicaManager(1, log_manager, None, mock_time)
+    rm2.become_leader_or_follower(0, 1, [leader_state(leader_epoch=1)])
+    retry = await produce(rm2, batch(3, producer_id=8, producer_epoch=2, base_sequence=10))
+    assert (retry.base_offset, retry.duplicate) == (3, True)
+    nxt = await produce(rm2, batch(1, producer_id=7, producer_epoch=0, base_sequence=4))
+    assert nxt.error_code is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
