@@ -45,3 +45,17 @@ class InvalidOffsetError(StorageError):
 
 class IndexOffsetOverflowError(StorageError):
     """An offset too far from the segment's base offset to be stored as int32 relative offset."""
+
+
+class UnexpectedAppendOffsetError(StorageError):
+    """A follower append whose first offset is below the log end offset (Kafka's
+    UnexpectedAppendOffsetException): the fetcher truncates and retries."""
+
+    def __init__(self, message: str, first_offset: int, last_offset: int) -> None:
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        super().__init__(message)
+
+
+class OffsetsOutOfOrderError(StorageError):
+    """Batches in one append whose offsets do not increase (Kafka's OffsetsOutOfOrderException)."""

@@ -1,0 +1,261 @@
+"""The ``.log`` file of a segment and zero-copy slices of it (Kafka's ``FileRecords``).
+
+A segment's ``.log`` file is the concatenation of v2 record batches exactly as they travel on the
+wire (see ``kafkalite/protocol/records.py``); the leader patched baseOffset and
+partitionLeaderEpoch before they got here. Appends go through one file descriptor opened with
+``O_APPEND``; ``size`` is the logical end of the file (bytes of complete appends).
+
+Reads never copy record bytes into Python objects. ``slice(position, size)`` returns a
+:class:`FileRecordsSlice` that can be
+
+* sent with ``os.sendfile`` / ``loop.sendfile`` through ``(fd, position, size)``, or
+* viewed as a ``memoryview`` over a read-only ``mmap`` of the file (``view()``).
+
+Lifetime rules (why the file descriptor is reference-counted):
+
+* A slice holds the :class:`FileHandle`, so the descriptor stays open until the last slice is
+  gone even if the segment is closed or deleted meanwhile (an unlinked file stays readable).
+* ``view()`` maps the file up to its current size; a grown file is remapped, older maps stay
+  alive while views into them exist. A view must be consumed before the log is *truncated*
+  below it (follower truncation): touching mapped pages past the new end of file raises SIGBUS.
+  The broker does both on one event loop and writes responses before truncating.
+
+Not safe for concurrent use.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+from kafkalite.protocol.records import LOG_OVERHEAD
+
+# baseOffset int64, batchLength int32, partitionLeaderEpoch int32, magic int8, crc uint32,
+# attributes int16, lastOffsetDelta int32: the first 27 bytes of a v2 batch.
+BATCH_PREFIX = struct.Struct(">qiibIhi")
+# ... and maxTimestamp at byte 35.
+MAX_TIMESTAMP = struct.Struct(">q")
+MAX_TIMESTAMP_OFFSET = 35
+HEADER_PREFIX_SIZE = 61
+
+
+class BatchInfo(NamedTuple):
+    """Where a batch sits in a file, and the header fields the storage engine needs."""
+
+    position: int
+    size: int
+    base_offset: int
+    last_offset: int
+    partition_leader_epoch: int
+    max_timestamp: int
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+
+class FileHandle:
+    """An OS file descriptor closed when the last reference to it goes away."""
+
+    __slots__ = ("fd", "__weakref__")
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def close(self) -> None:
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except OSError:
+            pass
+
+
+class FileRecordsSlice:
+    """``size`` bytes of ``file`` from ``position``: what a fetch returns.
+
+    Supports ``len()``, ``view()`` (memoryview), ``bytes()`` (one copy, for tests and tools) and
+    ``(fd, position, size)`` for ``sendfile``. The slice may end inside a batch when the fetch
+    size cut it (Kafka does the same; clients drop the partial batch).
+    """
+
+    __slots__ = ("_records", "_handle", "position", "size")
+
+    def __init__(self, records: FileRecords | None, position: int, size: int) -> None:
+        self._records = records
+        self._handle = records.handle if records is not None else None
+        self.position = position
+        self.size = size
+
+    @property
+    def fd(self) -> int:
+        return self._handle.fd if self._handle is not None else -1
+
+    @property
+    def file(self) -> Path | None:
+        return self._records.file if self._records is not None else None
+
+    def __len__(self) -> int:
+        return self.size
+
+    def view(self) -> memoryview:
+        if self.size == 0 or self._records is None:
+            return memoryview(b"")
+        mapped = self._records.mapped(self.position + self.size)
+        return memoryview(mapped)[self.position : self.position + self.size]
+
+    def __bytes__(self) -> bytes:
+        if self.size == 0 or self._handle is None:
+            return b""
+        return os.pread(self._handle.fd, self.size, self.position)
+
+    def __repr__(self) -> str:
+        return f"FileRecordsSlice({self.file}, position={self.position}, size={self.size})"
+
+
+EMPTY_RECORDS = FileRecordsSlice(None, 0, 0)
+
+
+class FileRecords:
+    """An append-only file of record batches with a logical ``size``."""
+
+    def __init__(self, file: str | os.PathLike[str], *, create: bool = True) -> None:
+        self.file = Path(file)
+        flags = os.O_RDWR | os.O_APPEND | (os.O_CREAT if create else 0)
+        self.handle = FileHandle(os.open(self.file, flags, 0o644))
+        self.size = os.fstat(self.handle.fd).st_size
+        self._mmap: mmap.mmap | None = None
+
+    @property
+    def fd(self) -> int:
+        return self.handle.fd
+
+    # ---------------------------------------------------------------- writing
+
+    def append(self, data: bytes | bytearray | memoryview) -> int:
+        """Append all of ``data``; returns the bytes written."""
+        fd = self.handle.fd
+        written = os.write(fd, data)
+        total = len(data) if not isinstance(data, memoryview) else data.nbytes
+        while written < total:  # rare: a regular-file write is normally complete
+            written += os.write(fd, memoryview(data)[written:])
+        self.size += total
+        return total
+
+    def flush(self) -> None:
+        os.fsync(self.handle.fd)
+
+    def truncate_to(self, target_size: int) -> int:
+        """Cut the file to ``target_size`` bytes; returns the bytes removed."""
+        if not 0 <= target_size <= self.size:
+            raise ValueError(
+                f"Attempt to truncate {self.file} to {target_size} bytes, size is {self.size}"
+            )
+        removed = self.size - target_size
+        if removed:
+            self._mmap = None  # never extend a stale map past the new end (see module docstring)
+            os.ftruncate(self.handle.fd, target_size)
+            self.size = target_size
+        return removed
+
+    def close(self) -> None:
+        """Release this object's hold on the file; live slices keep the descriptor open."""
+        self._mmap = None
+        self.handle = FileHandle(-1)
+
+    def rename_to(self, path: str | os.PathLike[str]) -> None:
+        os.replace(self.file, path)
+        self.file = Path(path)
+
+    # ---------------------------------------------------------------- reading
+
+    def mapped(self, end: int) -> mmap.mmap:
+        """A read-only map of the file covering at least ``[0, end)``."""
+        current = self._mmap
+        if current is None or len(current) < end:
+            if end > self.size:
+                raise ValueError(f"Cannot map {end} bytes of {self.file}: size is {self.size}")
+            current = mmap.mmap(self.handle.fd, self.size, access=mmap.ACCESS_READ)
+            self._mmap = current
+        return current
+
+    def slice(self, position: int, size: int) -> FileRecordsSlice:
+        if position < 0 or size < 0:
+            raise ValueError(f"Invalid slice position {position} or size {size}")
+        end = min(self.size, position + size)
+        if end <= position:
+            return EMPTY_RECORDS
+        return FileRecordsSlice(self, position, end - position)
+
+    def batch_at(self, position: int) -> BatchInfo | None:
+        """The batch starting at ``position`` (trusted data), or None at/after the end."""
+        if position + HEADER_PREFIX_SIZE > self.size:
+            return None
+        mm = self.mapped(self.size)
+        base_offset, batch_length, epoch, _magic, _crc, _attrs, last_delta = (
+            BATCH_PREFIX.unpack_from(mm, position)
+        )
+        size = batch_length + LOG_OVERHEAD
+        if position + size > self.size:
+            return None
+        max_ts = MAX_TIMESTAMP.unpack_from(mm, position + MAX_TIMESTAMP_OFFSET)[0]
+        return BatchInfo(position, size, base_offset, base_offset + last_delta, epoch, max_ts)
+
+    def batches_from(self, position: int = 0) -> Iterator[BatchInfo]:
+        """Batches from ``position`` to the end of the file (trusted data: no CRC check)."""
+        size = self.size
+        if position >= size:
+            return
+        mm = self.mapped(size)
+        unpack = BATCH_PREFIX.unpack_from
+        ts_unpack = MAX_TIMESTAMP.unpack_from
+        while position + HEADER_PREFIX_SIZE <= size:
+            base_offset, batch_length, epoch, _magic, _crc, _attrs, last_delta = unpack(
+                mm, position
+            )
+            batch_size = batch_length + LOG_OVERHEAD
+            if batch_length <= 0 or position + batch_size > size:
+                return
+            yield BatchInfo(
+                position,
+                batch_size,
+                base_offset,
+                base_offset + last_delta,
+                epoch,
+                ts_unpack(mm, position + MAX_TIMESTAMP_OFFSET)[0],
+            )
+            position += batch_size
+
+    def search_for_offset_with_size(
+        self, target_offset: int, starting_position: int
+    ) -> BatchInfo | None:
+        """The first batch from ``starting_position`` whose last offset is >= ``target_offset``."""
+        for batch in self.batches_from(starting_position):
+            if batch.last_offset >= target_offset:
+                return batch
+        return None
+
+    def search_for_timestamp(
+        self, target_timestamp: int, starting_position: int, starting_offset: int
+    ) -> BatchInfo | None:
+        """The first batch from ``starting_position`` with max timestamp >= target and an offset
+        >= ``starting_offset``."""
+        for batch in self.batches_from(starting_position):
+            if batch.max_timestamp >= target_timestamp and batch.last_offset >= starting_offset:
+                return batch
+        return None
+
+    def largest_timestamp_after(self, starting_position: int) -> tuple[int, int]:
+        """(max timestamp, last offset of the batch holding it) over batches from the position."""
+        best = (-1, -1)
+        for batch in self.batches_from(starting_position):
+            if batch.max_timestamp > best[0]:
+                best = (batch.max_timestamp, batch.last_offset)
+        return best

@@ -1,0 +1,991 @@
+"""A partition's log: ordered segments, offsets, reads, truncation, retention and recovery
+(Kafka's UnifiedLog + LocalLog + LogLoader, local storage only).
+
+Directory ``<log.dirs>/<topic>-<partition>/`` holds the segments (see ``segment.py``) and the
+``leader-epoch-checkpoint`` (see ``leader_epoch.py``).
+
+Offsets and invariants:
+
+* ``log_start_offset <= high_watermark <= log_end_offset``; ``log_end_offset`` is the next
+  offset to assign. ``log_start_offset`` may lie inside the first segment (after
+  ``delete_records_before``); reads below it are out of range.
+* ``recovery_point``: every offset below it is fsynced. After a crash only segments at or past
+  the recovery point are scanned (``LogSegment.recover``); nothing before it is re-read. After a
+  clean shutdown nothing is scanned at all (only the cheap index sanity checks).
+* Segments are contiguous in offset order; the last one is the *active* segment, the only one
+  appended to; retention never deletes it.
+* The leader numbers batches by patching baseOffset and partitionLeaderEpoch in place in the
+  request's buffer (``append_as_leader``); a follower keeps the leader's offsets
+  (``append_as_follower``). Either way each batch's bytes hit the file exactly as received.
+
+Durability is Kafka's: no fsync per append unless ``flush.messages`` / ``flush.ms`` ask for it;
+a rolled segment is fsynced soon after the roll (``LogManager`` does it off the event loop
+through ``pending_roll_flush``), which moves the recovery point.
+
+I/O errors are converted into ``LogDirFailure`` naming the log directory; the log is then offline
+(every further operation raises ``LogOfflineError``) and ``on_log_dir_failure`` is told.
+
+Not safe for concurrent use: the broker drives a Log from one event loop.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import re
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+from kafkalite.protocol.errors import (
+    InvalidTimestampError,
+    OffsetOutOfRangeError,
+    RecordBatchTooLargeError,
+)
+from kafkalite.protocol.records import (
+    BATCH_HEADER_SIZE,
+    LENGTH_OFFSET,
+    LOG_OVERHEAD,
+    RecordBatchHeader,
+    TimestampType,
+    assign_offsets,
+    decode_batch,
+    record_offset,
+    record_timestamp,
+    set_max_timestamp_and_type,
+    validate_batches,
+)
+from kafkalite.storage.checkpoint import LEADER_EPOCH_CHECKPOINT_FILE
+from kafkalite.storage.config import LONG_MAX, LogConfig
+from kafkalite.storage.errors import (
+    LogDirFailure,
+    LogOfflineError,
+    OffsetsOutOfOrderError,
+    StorageError,
+    UnexpectedAppendOffsetError,
+)
+from kafkalite.storage.file_records import EMPTY_RECORDS, FileRecordsSlice
+from kafkalite.storage.index import NO_TIMESTAMP
+from kafkalite.storage.leader_epoch import LeaderEpochFileCache
+from kafkalite.storage.segment import (
+    CLEANED_FILE_SUFFIX,
+    DELETED_FILE_SUFFIX,
+    INDEX_FILE_SUFFIX,
+    LOG_FILE_SUFFIX,
+    SWAP_FILE_SUFFIX,
+    TIME_INDEX_FILE_SUFFIX,
+    FetchDataInfo,
+    LogOffsetMetadata,
+    LogSegment,
+    check_index_files,
+    offset_from_file_name,
+    offset_index_file,
+    time_index_file,
+)
+
+# ListOffsets special timestamps (the caller maps -1/-2; -3 is KIP-734's max timestamp).
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+
+DELETE_DIR_SUFFIX = "-delete"
+_DELETE_DIR_PATTERN = re.compile(r"^(\S+)-(\d+)\.([0-9a-f]{32})-delete$")
+_LOG_DIR_PATTERN = re.compile(r"^(\S+)-(\d+)$")
+
+
+def parse_topic_partition_name(dir: str | os.PathLike[str]) -> tuple[str, int]:
+    """``<topic>-<partition>`` (or its ``.<uuid>-delete`` form) -> (topic, partition)."""
+    name = Path(dir).name
+    match = _DELETE_DIR_PATTERN.match(name) or _LOG_DIR_PATTERN.match(name)
+    if match is None:
+        raise ValueError(f"Found directory {dir}, '{name}' is not in the form of topic-partition")
+    return match.group(1), int(match.group(2))
+
+
+def log_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class LogAppendInfo(NamedTuple):
+    """What an append did (Kafka's LogAppendInfo).
+
+    ``batches`` are the validated headers as they were *before* offset assignment (a leader's
+    batch i starts at ``first_offset`` + the record counts before it).
+    """
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int
+    log_start_offset: int
+    record_count: int
+    batch_count: int
+    valid_bytes: int
+    batches: list[RecordBatchHeader]
+
+
+def _empty_append_info(log_start_offset: int) -> LogAppendInfo:
+    return LogAppendInfo(-1, -1, NO_TIMESTAMP, -1, -1, log_start_offset, 0, 0, 0, [])
+
+
+class Log:
+    """One partition's log. See the module docstring for the invariants."""
+
+    def __init__(
+        self,
+        dir: str | os.PathLike[str],
+        config: LogConfig,
+        *,
+        log_start_offset: int = 0,
+        recovery_point: int = 0,
+        had_clean_shutdown: bool = False,
+        time_ms: Callable[[], int] = _wall_clock_ms,
+        on_log_dir_failure: Callable[[str], None] | None = None,
+    ) -> None:
+        self.dir = Path(dir)
+        self.topic, self.partition = parse_topic_partition_name(self.dir)
+        self.config = config
+        self._time_ms = time_ms
+        self.on_log_dir_failure = on_log_dir_failure
+        self.offline = False
+        self._segments: list[LogSegment] = []
+        self._base_offsets: list[int] = []
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = 0
+        self.recovery_point = recovery_point
+        self._high_watermark = 0
+        self.last_flush_ms = time_ms()
+        # Offset up to which rolled segments still need an fsync (LogManager does it).
+        self._roll_flush_offset = -1
+        # Bumped on every truncation so an fsync finished in the background can tell whether
+        # the offsets it flushed are still the ones in the log.
+        self._truncation_count = 0
+        self.recovered_segments = 0  # how many segments the last load scanned (for tests, metrics)
+        self.truncated_bytes_on_load = 0
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            self.leader_epoch_cache = LeaderEpochFileCache(
+                self.dir / LEADER_EPOCH_CHECKPOINT_FILE, lambda: self.log_end_offset
+            )
+            self._load(had_clean_shutdown)
+        except OSError as e:
+            self._close_quietly()
+            raise LogDirFailure(str(self.dir.parent), e) from e
+
+    # ================================================================= loading (LogLoader)
+
+    def _load(self, had_clean_shutdown: bool) -> None:
+        config = self.config
+        bases: list[int] = []
+        index_missing: set[int] = set()
+        for entry in os.scandir(self.dir):
+            name = entry.name
+            if name.endswith((DELETED_FILE_SUFFIX, CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX, ".tmp")):
+                os.unlink(entry.path)  # leftovers of an interrupted delete, swap or write
+                continue
+            if name.endswith(LOG_FILE_SUFFIX):
+                bases.append(offset_from_file_name(name))
+            elif name.endswith((INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX)):
+                base = offset_from_file_name(name)
+                if not (self.dir / (name.rsplit(".", 1)[0] + LOG_FILE_SUFFIX)).exists():
+                    os.unlink(entry.path)  # an orphan index: its log segment is gone
+        bases.sort()
+        needs_recovery: set[int] = set()
+        for base in bases:
+            if (
+                not offset_index_file(self.dir, base).exists()
+                or not time_index_file(self.dir, base).exists()
+            ):
+                index_missing.add(base)
+            segment = self._open_segment(base)
+            self._add_segment(segment)
+            if base in index_missing or not check_index_files(segment):
+                needs_recovery.add(base)
+
+        if not had_clean_shutdown and self._segments:
+            # Everything from the segment holding the recovery point on may be torn.
+            first = max(0, bisect.bisect_right(self._base_offsets, self.recovery_point) - 1)
+            needs_recovery.update(self._base_offsets[first:])
+
+        for base in sorted(needs_recovery):
+            i = bisect.bisect_left(self._base_offsets, base)
+            if i >= len(self._segments) or self._base_offsets[i] != base:
+                continue  # deleted because an earlier segment was truncated
+            truncated = self._recover_segment(self._segments[i])
+            if truncated > 0:
+                # A torn segment: everything after it was written later and cannot be trusted.
+                for later in self._segments[i + 1 :]:
+                    later.delete()
+                del self._segments[i + 1 :]
+                del self._base_offsets[i + 1 :]
+
+        if not self._segments:
+            self._add_segment(self._open_segment(self.log_start_offset))
+        active = self._segments[-1]
+        active.resize_indexes(config.segment_index_bytes)
+        self.log_end_offset = active.read_next_offset()
+        self.log_start_offset = min(
+            max(self.log_start_offset, self._segments[0].base_offset), self.log_end_offset
+        )
+        if had_clean_shutdown and not needs_recovery:
+            self.recovery_point = self.log_end_offset
+        else:
+            self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self._high_watermark = self.log_start_offset
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+
+    def _recover_segment(self, segment: LogSegment) -> int:
+        cache = self.leader_epoch_cache
+
+        def on_batch(header: RecordBatchHeader) -> None:
+            epoch = header.partition_leader_epoch
+            if epoch >= 0 and (cache.latest_epoch is None or epoch > cache.latest_epoch):
+                cache.assign(epoch, header.base_offset)
+
+        self.recovered_segments += 1
+        truncated = segment.recover(on_batch)
+        self.truncated_bytes_on_load += truncated
+        return truncated
+
+    def _open_segment(self, base_offset: int) -> LogSegment:
+        return LogSegment.open(
+            self.dir,
+            base_offset,
+            index_interval_bytes=self.config.index_interval_bytes,
+            max_index_size=self.config.segment_index_bytes,
+            rolling_jitter_ms=0,
+            time_ms=self._time_ms,
+        )
+
+    def _add_segment(self, segment: LogSegment) -> None:
+        self._segments.append(segment)
+        self._base_offsets.append(segment.base_offset)
+
+    # ================================================================= properties
+
+    @property
+    def topic_partition(self) -> tuple[str, int]:
+        return self.topic, self.partition
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        return list(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def number_of_segments(self) -> int:
+        return len(self._segments)
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(segment.size for segment in self._segments)
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @high_watermark.setter
+    def high_watermark(self, offset: int) -> None:
+        self._high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self.log_end_offset - self.recovery_point
+
+    @property
+    def latest_epoch(self) -> int | None:
+        return self.leader_epoch_cache.latest_epoch
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        return self.leader_epoch_cache.end_offset_for(epoch, self.log_end_offset)
+
+    def _check_online(self) -> None:
+        if self.offline:
+            raise LogOfflineError(
+                f"The log for {self.topic}-{self.partition} is offline (log dir {self.dir.parent})"
+            )
+
+    def _fail(self, error: OSError) -> LogDirFailure:
+        """Take the log offline after an I/O error and build the error to raise."""
+        self.offline = True
+        failure = LogDirFailure(str(self.dir.parent), error)
+        if self.on_log_dir_failure is not None:
+            self.on_log_dir_failure(str(self.dir.parent))
+        return failure
+
+    def _segment_index_for(self, offset: int) -> int:
+        """Index of the segment holding ``offset`` (floor by base offset), -1 if before all."""
+        return bisect.bisect_right(self._base_offsets, offset) - 1
+
+    # ================================================================= appends
+
+    def append_as_leader(
+        self,
+        records: bytearray | memoryview,
+        leader_epoch: int,
+        *,
+        origin_client: bool = True,
+        validated: list[RecordBatchHeader] | None = None,
+    ) -> LogAppendInfo:
+        """Validate ``records``, number them from ``log_end_offset`` (patching the buffer in
+        place), stamp ``leader_epoch`` (and LogAppendTime if configured), append.
+
+        ``validated``: headers from an earlier ``validate_batches`` of this buffer (to skip a
+        second CRC pass). Raises CorruptRecordError / InvalidRecordError / RecordTooLargeError /
+        RecordBatchTooLargeError / InvalidTimestampError without appending anything.
+        """
+        self._check_online()
+        view = memoryview(records)
+        if view.readonly:
+            view = memoryview(bytearray(view))
+        config = self.config
+        headers = (
+            validated
+            if validated is not None
+            else validate_batches(
+                view, origin_client=origin_client, max_batch_size=config.max_message_bytes
+            )
+        )
+        if not headers:
+            return _empty_append_info(self.log_start_offset)
+        valid_bytes = view.nbytes
+        if valid_bytes > config.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"Message batch size is {valid_bytes} bytes in append to partition "
+                f"{self.topic}-{self.partition} which exceeds the maximum configured segment size of "
+                f"{config.segment_bytes}."
+            )
+        now = self._time_ms()
+        first_offset = self.log_end_offset
+        if config.message_timestamp_type == "LogAppendTime":
+            log_append_time = now
+            pos = 0
+            for header in headers:
+                set_max_timestamp_and_type(view, pos, TimestampType.LOG_APPEND_TIME, now)
+                pos += header.size
+            max_timestamp = now
+        else:
+            log_append_time = -1
+            max_timestamp = NO_TIMESTAMP
+            diff = config.message_timestamp_difference_max_ms
+            for header in headers:
+                if header.max_timestamp > max_timestamp:
+                    max_timestamp = header.max_timestamp
+                if (
+                    diff != LONG_MAX
+                    and header.timestamp_type == 0
+                    and abs(header.max_timestamp - now) > diff
+                ):
+                    raise InvalidTimestampError(
+                        f"Timestamp {header.max_timestamp} of a batch in append to partition "
+                        f"{self.topic}-{self.partition} is out of range [{now - diff}, {now + diff}]"
+                    )
+        next_offset = assign_offsets(view, first_offset, leader_epoch)
+        last_offset = next_offset - 1
+        # What LogSegment.append needs per batch, with the offsets just assigned.
+        batches = []
+        offset = first_offset
+        offset_of_max_timestamp = first_offset
+        best_timestamp = NO_TIMESTAMP
+        for header in headers:
+            batch_last = offset + header.last_offset_delta
+            batch_max_timestamp = now if log_append_time >= 0 else header.max_timestamp
+            if batch_max_timestamp > best_timestamp:
+                best_timestamp = batch_max_timestamp
+                offset_of_max_timestamp = batch_last
+            batches.append(_AppendedBatch(offset, batch_last, header.size, batch_max_timestamp))
+            offset = batch_last + 1
+        if leader_epoch >= 0:
+            latest = self.leader_epoch_cache.latest_epoch
+            if latest is None or leader_epoch > latest:
+                self._io(self.leader_epoch_cache.assign, leader_epoch, first_offset)
+        self._append(view, batches, first_offset, last_offset, max_timestamp, valid_bytes)
+        return LogAppendInfo(
+            first_offset,
+            last_offset,
+            max_timestamp,
+            offset_of_max_timestamp,
+            log_append_time,
+            self.log_start_offset,
+            sum(h.record_count for h in headers),
+            len(headers),
+            valid_bytes,
+            headers,
+        )
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
+        """Append batches fetched from the leader, keeping their offsets and epochs.
+
+        A trailing partial batch (a fetch cut at its size limit) is ignored, as Kafka does.
+        Raises UnexpectedAppendOffsetError if the first offset is below ``log_end_offset``,
+        OffsetsOutOfOrderError if offsets do not increase, CorruptRecordError on damage.
+        """
+        self._check_online()
+        view = memoryview(records)
+        if view.format != "B" or view.ndim != 1:
+            view = view.cast("B")
+        view = view[: _complete_batches_length(view)]
+        headers = validate_batches(view, origin_client=False)
+        if not headers:
+            return _empty_append_info(self.log_start_offset)
+        first_offset = headers[0].base_offset
+        last_offset = headers[-1].last_offset
+        if first_offset < self.log_end_offset:
+            raise UnexpectedAppendOffsetError(
+                f"Unexpected offset in append to {self.topic}-{self.partition}. First offset "
+                f"{first_offset} is less than the next offset {self.log_end_offset}.",
+                first_offset,
+                last_offset,
+            )
+        expected = first_offset
+        max_timestamp = NO_TIMESTAMP
+        offset_of_max_timestamp = last_offset
+        for header in headers:
+            if header.base_offset < expected:
+                raise OffsetsOutOfOrderError(
+                    f"Out of order offsets found in append to {self.topic}-{self.partition}: "
+                    f"{header.base_offset} after {expected - 1}"
+                )
+            expected = header.next_offset
+            if header.max_timestamp > max_timestamp:
+                max_timestamp = header.max_timestamp
+                offset_of_max_timestamp = header.last_offset
+        valid_bytes = view.nbytes
+        if valid_bytes > self.config.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"Message batch size is {valid_bytes} bytes in append to partition "
+                f"{self.topic}-{self.partition} which exceeds the maximum configured segment size"
+            )
+        cache = self.leader_epoch_cache
+        for header in headers:
+            epoch = header.partition_leader_epoch
+            if epoch >= 0 and (cache.latest_epoch is None or epoch > cache.latest_epoch):
+                self._io(cache.assign, epoch, header.base_offset)
+        self._append(view, headers, first_offset, last_offset, max_timestamp, valid_bytes)
+        return LogAppendInfo(
+            first_offset,
+            last_offset,
+            max_timestamp,
+            offset_of_max_timestamp,
+            -1,
+            self.log_start_offset,
+            sum(h.record_count for h in headers),
+            len(headers),
+            valid_bytes,
+            headers,
+        )
+
+    def _append(
+        self,
+        view: memoryview,
+        batches: list,
+        first_offset: int,
+        last_offset: int,
+        max_timestamp: int,
+        valid_bytes: int,
+    ) -> None:
+        try:
+            segment = self._maybe_roll(valid_bytes, first_offset, last_offset, max_timestamp)
+            segment.append(view, batches)
+        except OSError as e:
+            raise self._fail(e) from e
+        self.log_end_offset = last_offset + 1
+        if self.log_end_offset - self.recovery_point >= self.config.flush_messages:
+            self.flush()
+
+    def _io(self, fn: Callable, *args):  # type: ignore[no-untyped-def]
+        try:
+            return fn(*args)
+        except OSError as e:
+            raise self._fail(e) from e
+
+    # ================================================================= rolling
+
+    def _maybe_roll(
+        self, messages_size: int, first_offset: int, last_offset: int, max_timestamp: int
+    ) -> LogSegment:
+        segment = self._segments[-1]
+        config = self.config
+        if segment.should_roll(
+            segment_bytes=config.segment_bytes,
+            segment_ms=config.segment_ms,
+            messages_size=messages_size,
+            max_timestamp_in_messages=max_timestamp,
+            max_offset_in_messages=last_offset,
+            now_ms=self._time_ms(),
+        ):
+            return self._roll(first_offset)
+        if first_offset > self.log_end_offset and not segment.can_convert_to_relative_offset(
+            last_offset
+        ):
+            return self._roll(first_offset)
+        return segment
+
+    def roll(self, expected_next_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at ``max(expected_next_offset, log_end_offset)``."""
+        self._check_online()
+        try:
+            return self._roll(expected_next_offset or 0)
+        except OSError as e:
+            raise self._fail(e) from e
+
+    def _roll(self, expected_next_offset: int) -> LogSegment:
+        new_offset = max(expected_next_offset, self.log_end_offset)
+        active = self._segments[-1]
+        if active.size == 0:
+            if active.base_offset == new_offset:
+                return active  # nothing to roll away from
+            # An empty active segment at a lower offset (a follower skipping a gap): replace it.
+            active.delete()
+            self._segments.pop()
+            self._base_offsets.pop()
+        else:
+            active.on_become_inactive_segment()
+        for path in (
+            self.dir / f"{new_offset:020d}{LOG_FILE_SUFFIX}",
+            offset_index_file(self.dir, new_offset),
+            time_index_file(self.dir, new_offset),
+        ):
+            if path.exists():  # a leftover from an earlier incarnation of this offset range
+                path.unlink()
+        segment = self._open_segment(new_offset)
+        self._add_segment(segment)
+        if len(self._segments) > 1:
+            self._roll_flush_offset = max(self._roll_flush_offset, new_offset)
+        return segment
+
+    # ================================================================= reads
+
+    def read(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        max_offset: int | None = None,
+        min_one_message: bool = True,
+    ) -> FetchDataInfo:
+        """Bytes from the batch holding ``start_offset``: at most ``max_bytes`` (but the whole
+        first batch if ``min_one_message``), only batches starting below ``max_offset`` (e.g.
+        the high watermark for consumers). Empty at ``log_end_offset``.
+
+        Raises OffsetOutOfRangeError outside [log_start_offset, log_end_offset].
+        """
+        self._check_online()
+        end = self.log_end_offset
+        if start_offset == end:
+            return FetchDataInfo(
+                LogOffsetMetadata(end, self._segments[-1].base_offset, self._segments[-1].size),
+                EMPTY_RECORDS,
+            )
+        if start_offset > end or start_offset < self.log_start_offset:
+            raise OffsetOutOfRangeError(
+                f"Received request for offset {start_offset} for partition {self.topic}-{self.partition}, "
+                f"but we only have log segments in the range {self.log_start_offset} to {end}."
+            )
+        if max_offset is not None and max_offset <= start_offset:
+            return FetchDataInfo(LogOffsetMetadata(start_offset), EMPTY_RECORDS)
+        try:
+            i = self._segment_index_for(start_offset)
+            segments = self._segments
+            while 0 <= i < len(segments):
+                segment = segments[i]
+                if max_offset is not None and segment.base_offset >= max_offset:
+                    break
+                max_position = self._max_position(segment, i, max_offset)
+                info = segment.read(start_offset, max_bytes, max_position, min_one_message)
+                if info is not None:
+                    return info
+                i += 1
+        except OSError as e:
+            raise self._fail(e) from e
+        return FetchDataInfo(LogOffsetMetadata(start_offset), EMPTY_RECORDS)
+
+    def _max_position(self, segment: LogSegment, i: int, max_offset: int | None) -> int:
+        """Byte position in ``segment`` of the first batch starting at or after ``max_offset``."""
+        if max_offset is None or max_offset >= self.log_end_offset:
+            return segment.size
+        if i + 1 < len(self._segments) and self._base_offsets[i + 1] <= max_offset:
+            return segment.size
+        batch = segment.translate_offset(max_offset)
+        if batch is None:
+            return segment.size
+        if batch.base_offset >= max_offset:
+            return batch.position
+        return batch.position + batch.size
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= ``timestamp``; None if
+        there is none. ``MAX_TIMESTAMP`` (-3) gives the record with the largest timestamp."""
+        self._check_online()
+        try:
+            if timestamp == MAX_TIMESTAMP:
+                return self._offset_of_max_timestamp()
+            for segment in self._segments:
+                if segment.max_timestamp_so_far < timestamp:
+                    continue
+                batch = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
+                if batch is None:
+                    continue
+                found = self._record_at_or_after(segment, batch.position, batch.size, timestamp)
+                if found is not None:
+                    return found
+        except OSError as e:
+            raise self._fail(e) from e
+        return None
+
+    def _record_at_or_after(
+        self, segment: LogSegment, position: int, size: int, timestamp: int
+    ) -> tuple[int, int] | None:
+        """First record of the batch with timestamp >= target and offset >= log start offset."""
+        with segment.log.slice(position, size).view() as view:
+            header, records = decode_batch(bytes(view))
+        for record in records:
+            ts = record_timestamp(header, record)
+            offset = record_offset(header, record)
+            if ts >= timestamp and offset >= self.log_start_offset:
+                return offset, ts
+        return None
+
+    def _offset_of_max_timestamp(self) -> tuple[int, int] | None:
+        best: LogSegment | None = None
+        for segment in self._segments:
+            if segment.max_timestamp_so_far >= 0 and (
+                best is None or segment.max_timestamp_so_far > best.max_timestamp_so_far
+            ):
+                best = segment
+        if best is None:
+            return None
+        batch = best.translate_offset(best.offset_of_max_timestamp_so_far)
+        if batch is None:
+            return None
+        with best.log.slice(batch.position, batch.size).view() as view:
+            header, records = decode_batch(bytes(view))
+        winner = None
+        for record in records:
+            ts = record_timestamp(header, record)
+            if winner is None or ts > winner[1]:
+                winner = (record_offset(header, record), ts)
+        return winner
+
+    # ================================================================= truncation
+
+    def truncate_to(self, target_offset: int) -> bool:
+        """Remove everything at or after ``target_offset`` (follower truncation). Returns True
+        if anything was removed. A batch straddling ``target_offset`` is removed whole."""
+        self._check_online()
+        if target_offset < 0:
+            raise ValueError(
+                f"Cannot truncate partition {self.topic}-{self.partition} to a negative offset ({target_offset})."
+            )
+        if target_offset >= self.log_end_offset:
+            return False
+        try:
+            self._truncation_count += 1
+            if self._segments[0].base_offset > target_offset:
+                self._truncate_fully_and_start_at(target_offset)
+                return True
+            i = self._segment_index_for(target_offset)
+            for segment in self._segments[i + 1 :]:
+                segment.delete()
+            del self._segments[i + 1 :]
+            del self._base_offsets[i + 1 :]
+            active = self._segments[-1]
+            active.truncate_to(target_offset)
+            self.log_end_offset = active.read_next_offset()
+            self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        except OSError as e:
+            raise self._fail(e) from e
+        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self._roll_flush_offset = min(self._roll_flush_offset, self.log_end_offset)
+        self._high_watermark = min(self._high_watermark, self.log_end_offset)
+        return True
+
+    def truncate_fully_and_start_at(self, new_offset: int) -> None:
+        """Delete every segment and restart the log, empty, at ``new_offset``."""
+        self._check_online()
+        if new_offset < 0:
+            raise ValueError(
+                f"Cannot start partition {self.topic}-{self.partition} at a negative offset"
+            )
+        try:
+            self._truncation_count += 1
+            self._truncate_fully_and_start_at(new_offset)
+        except OSError as e:
+            raise self._fail(e) from e
+
+    def _truncate_fully_and_start_at(self, new_offset: int) -> None:
+        for segment in self._segments:
+            segment.delete()
+        self._segments.clear()
+        self._base_offsets.clear()
+        self.leader_epoch_cache.clear_and_flush()
+        self._add_segment(self._open_segment(new_offset))
+        self.log_end_offset = new_offset
+        self.log_start_offset = new_offset
+        self.recovery_point = new_offset
+        self._roll_flush_offset = -1
+        self._high_watermark = new_offset
+
+    # ================================================================= log start offset, retention
+
+    def maybe_increment_log_start_offset(self, new_log_start_offset: int) -> bool:
+        """Move the log start offset up (DeleteRecords); never past the high watermark."""
+        self._check_online()
+        if new_log_start_offset > self._high_watermark:
+            raise OffsetOutOfRangeError(
+                f"Cannot increment the log start offset to {new_log_start_offset} of partition "
+                f"{self.topic}-{self.partition} since it is larger than the high watermark {self._high_watermark}"
+            )
+        if new_log_start_offset <= self.log_start_offset:
+            return False
+        self.log_start_offset = new_log_start_offset
+        self._io(self.leader_epoch_cache.truncate_from_start, new_log_start_offset)
+        return True
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: records below ``offset`` become unreadable, whole segments below it
+        are deleted. Returns the new log start offset (the partition's low watermark)."""
+        self.maybe_increment_log_start_offset(offset)
+        self._delete_segments(
+            self._deletable_segments(lambda segment, next_base: next_base <= self.log_start_offset)
+        )
+        return self.log_start_offset
+
+    def delete_old_segments(self) -> int:
+        """Apply retention (retention.ms, retention.bytes, log start offset): delete whole
+        non-active segments wholly below the high watermark. Returns how many were deleted."""
+        self._check_online()
+        if not self.config.delete:
+            return self._delete_log_start_offset_breached_segments()
+        return (
+            self._delete_retention_ms_breached_segments()
+            + self._delete_retention_size_breached_segments()
+            + self._delete_log_start_offset_breached_segments()
+        )
+
+    def _delete_retention_ms_breached_segments(self) -> int:
+        retention_ms = self.config.retention_ms
+        if retention_ms < 0:
+            return 0
+        now = self._time_ms()
+        return self._delete_segments(
+            self._deletable_segments(
+                lambda segment, next_base: now - segment.largest_timestamp > retention_ms
+            )
+        )
+
+    def _delete_retention_size_breached_segments(self) -> int:
+        retention_bytes = self.config.retention_bytes
+        if retention_bytes < 0:
+            return 0
+        diff = self.size_bytes - retention_bytes
+        if diff <= 0:
+            return 0
+
+        def should_delete(segment: LogSegment, next_base: int) -> bool:
+            nonlocal diff
+            if diff - segment.size >= 0:
+                diff -= segment.size
+                return True
+            return False
+
+        return self._delete_segments(self._deletable_segments(should_delete))
+
+    def _delete_log_start_offset_breached_segments(self) -> int:
+        return self._delete_segments(
+            self._deletable_segments(lambda segment, next_base: next_base <= self.log_start_offset)
+        )
+
+    def _deletable_segments(self, predicate: Callable[[LogSegment, int], bool]) -> list[LogSegment]:
+        """Leading non-active segments below the high watermark for which ``predicate`` holds."""
+        result = []
+        segments = self._segments
+        for i in range(len(segments) - 1):  # never the active segment
+            next_base = segments[i + 1].base_offset
+            if self._high_watermark >= next_base and predicate(segments[i], next_base):
+                result.append(segments[i])
+            else:
+                break
+        return result
+
+    def _delete_segments(self, deletable: list[LogSegment]) -> int:
+        if not deletable:
+            return 0
+        try:
+            for segment in deletable:
+                segment.delete()
+            count = len(deletable)
+            del self._segments[:count]
+            del self._base_offsets[:count]
+            if self._segments[0].base_offset > self.log_start_offset:
+                self.log_start_offset = self._segments[0].base_offset
+                self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        except OSError as e:
+            raise self._fail(e) from e
+        self._high_watermark = max(self._high_watermark, self.log_start_offset)
+        return len(deletable)
+
+    # ================================================================= flushing
+
+    def flush(self, offset: int | None = None) -> None:
+        """fsync every segment holding offsets in [recovery_point, offset) (default: all) and
+        move the recovery point to ``offset``."""
+        self._check_online()
+        target = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
+        if target <= self.recovery_point:
+            return
+        try:
+            start = max(0, self._segment_index_for(self.recovery_point))
+            for i in range(start, len(self._segments)):
+                if self._base_offsets[i] >= target:
+                    break
+                self._segments[i].flush()
+        except OSError as e:
+            raise self._fail(e) from e
+        self.recovery_point = target
+        self.last_flush_ms = self._time_ms()
+
+    def pending_roll_flush(self) -> tuple[int, list[int], int] | None:
+        """For the LogManager: (target offset, duplicated fds to fsync, truncation count) when
+        rolled segments are waiting for their fsync; None otherwise. The caller fsyncs and closes
+        the fds (off the event loop), then calls ``complete_roll_flush``."""
+        target = self._roll_flush_offset
+        if target <= self.recovery_point or self.offline:
+            return None
+        fds = []
+        try:
+            start = max(0, self._segment_index_for(self.recovery_point))
+            for i in range(start, len(self._segments)):
+                if self._base_offsets[i] >= target:
+                    break
+                fds.append(os.dup(self._segments[i].log.fd))
+        except OSError as e:
+            for fd in fds:
+                os.close(fd)
+            raise self._fail(e) from e
+        return target, fds, self._truncation_count
+
+    def complete_roll_flush(self, target: int, truncation_count: int) -> None:
+        if truncation_count != self._truncation_count or self.offline:
+            return
+        if target > self.recovery_point and target <= self.log_end_offset:
+            self.recovery_point = target
+        if self._roll_flush_offset <= target:
+            self._roll_flush_offset = -1
+
+    def time_since_last_flush_ms(self) -> int:
+        return self._time_ms() - self.last_flush_ms
+
+    # ================================================================= life cycle
+
+    def update_config(self, config: LogConfig) -> None:
+        self.config = config
+
+    def close(self) -> None:
+        """Flush nothing extra; trim indexes and release files (LogManager flushes first)."""
+        if self.offline:
+            self._close_quietly()
+            return
+        try:
+            for segment in self._segments:
+                segment.close()
+        except OSError as e:
+            raise self._fail(e) from e
+
+    def _close_quietly(self) -> None:
+        for segment in self._segments:
+            try:
+                segment.close_handlers()
+            except OSError:
+                pass
+
+    def delete(self) -> None:
+        """Close and remove the log directory and everything in it."""
+        self._close_quietly()
+        try:
+            shutil.rmtree(self.dir)
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            raise self._fail(e) from e
+        self._segments.clear()
+        self._base_offsets.clear()
+
+    def rename_dir(self, name: str) -> None:
+        """Rename the partition directory (to ``<topic>-<partition>.<uuid>-delete`` before a
+        delete); segment file paths follow."""
+        new_dir = self.dir.parent / name
+        try:
+            os.replace(self.dir, new_dir)
+        except OSError as e:
+            raise self._fail(e) from e
+        self.dir = new_dir
+        for segment in self._segments:
+            segment.log.file = new_dir / segment.log.file.name
+            segment.offset_index.file = new_dir / segment.offset_index.file.name
+            segment.time_index.file = new_dir / segment.time_index.file.name
+        self.leader_epoch_cache.checkpoint._file.path = new_dir / LEADER_EPOCH_CHECKPOINT_FILE
+
+    def __repr__(self) -> str:
+        return (
+            f"Log({self.topic}-{self.partition}, start={self.log_start_offset}, "
+            f"end={self.log_end_offset}, hw={self._high_watermark}, segments={len(self._segments)})"
+        )
+
+
+class _AppendedBatch(NamedTuple):
+    """The header fields LogSegment.append needs, after offset assignment."""
+
+    base_offset: int
+    last_offset: int
+    size: int
+    max_timestamp: int
+
+
+def _complete_batches_length(view: memoryview) -> int:
+    """Bytes of ``view`` up to a cut-off trailing batch (a fetch cut at its size limit).
+
+    Only a *partial* tail is dropped; a garbled length is left in place for validation to
+    report as corruption.
+    """
+    end = len(view)
+    pos = 0
+    while pos < end:
+        if end - pos < LOG_OVERHEAD:
+            return pos
+        size = int.from_bytes(
+            view[pos + LENGTH_OFFSET : pos + LENGTH_OFFSET + 4], "big", signed=True
+        )
+        size += LOG_OVERHEAD
+        if size < BATCH_HEADER_SIZE:
+            return end
+        if size > end - pos:
+            return pos
+        pos += size
+    return pos
+
+
+__all__ = [
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
+    "FetchDataInfo",
+    "FileRecordsSlice",
+    "Log",
+    "LogAppendInfo",
+    "LogOffsetMetadata",
+    "StorageError",
+    "log_dir_name",
+    "parse_topic_partition_name",
+]

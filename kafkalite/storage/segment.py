@@ -1,0 +1,452 @@
+"""One segment of a partition's log: ``.log`` + ``.index`` + ``.timeindex`` (Kafka's LogSegment).
+
+Files, all named by the segment's base offset in 20 digits (``00000000000000170410.log``):
+
+* ``.log``: the record batches (``FileRecords``), base offset = offset of its first batch
+  (or the offset the segment was rolled at, if empty).
+* ``.index``: sparse ``OffsetIndex``; an entry ``(last offset of batch, position of batch)`` is
+  added for the first batch after more than ``index.interval.bytes`` bytes since the previous
+  entry. Every index entry's offset is <= every offset of the batches after its position, so
+  ``lookup(offset)`` gives a position from which a forward scan finds the batch holding offset.
+* ``.timeindex``: sparse ``TimeIndex``; added together with the offset index entries, holding the
+  largest timestamp so far and the last offset of the batch holding it. On roll the final
+  ``(max timestamp, offset)`` is added so lookups by time see the whole segment.
+
+Invariants: batches are in offset order, all offsets within ``[base_offset, base_offset +
+2^31 - 1]`` (relative offsets fit in int32), ``size`` == bytes of complete batches.
+
+``recover()`` rebuilds both indexes from the log, checking every batch (length, magic, CRC),
+and truncates a torn or corrupt tail: it is how a crashed segment is brought back.
+
+Not safe for concurrent use; the owning Log serialises access.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+from kafkalite.protocol.records import RecordBatchHeader, scan_valid_prefix
+from kafkalite.storage.errors import CorruptIndexError, IndexOffsetOverflowError
+from kafkalite.storage.file_records import (
+    EMPTY_RECORDS,
+    BatchInfo,
+    FileRecords,
+    FileRecordsSlice,
+)
+from kafkalite.storage.index import NO_TIMESTAMP, OffsetIndex, TimeIndex, TimestampOffset
+
+LOG_FILE_SUFFIX = ".log"
+INDEX_FILE_SUFFIX = ".index"
+TIME_INDEX_FILE_SUFFIX = ".timeindex"
+DELETED_FILE_SUFFIX = ".deleted"
+CLEANED_FILE_SUFFIX = ".cleaned"
+SWAP_FILE_SUFFIX = ".swap"
+
+
+def filename_prefix_from_offset(offset: int) -> str:
+    """Kafka's segment file name: the offset zero-padded to 20 digits."""
+    return f"{offset:020d}"
+
+
+def offset_from_file_name(name: str) -> int:
+    return int(name.split(".", 1)[0])
+
+
+def log_file(dir: Path, offset: int, suffix: str = "") -> Path:
+    return dir / (filename_prefix_from_offset(offset) + LOG_FILE_SUFFIX + suffix)
+
+
+def offset_index_file(dir: Path, offset: int, suffix: str = "") -> Path:
+    return dir / (filename_prefix_from_offset(offset) + INDEX_FILE_SUFFIX + suffix)
+
+
+def time_index_file(dir: Path, offset: int, suffix: str = "") -> Path:
+    return dir / (filename_prefix_from_offset(offset) + TIME_INDEX_FILE_SUFFIX + suffix)
+
+
+class LogOffsetMetadata(NamedTuple):
+    """An offset with where it sits on disk (Kafka's LogOffsetMetadata)."""
+
+    message_offset: int
+    segment_base_offset: int = -1
+    relative_position_in_segment: int = -1
+
+
+class FetchDataInfo(NamedTuple):
+    """What a read returns: where it started and the bytes (a zero-copy slice)."""
+
+    fetch_offset_metadata: LogOffsetMetadata
+    records: FileRecordsSlice
+    first_entry_incomplete: bool = False
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class LogSegment:
+    """A segment: its three files and the bookkeeping a roll decision needs."""
+
+    def __init__(
+        self,
+        log: FileRecords,
+        offset_index: OffsetIndex,
+        time_index: TimeIndex,
+        base_offset: int,
+        index_interval_bytes: int,
+        rolling_jitter_ms: int = 0,
+        time_ms: Callable[[], int] = _wall_clock_ms,
+    ) -> None:
+        self.log = log
+        self.offset_index = offset_index
+        self.time_index = time_index
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.rolling_jitter_ms = rolling_jitter_ms
+        self._time_ms = time_ms
+        self.created_ms = time_ms()
+        self.bytes_since_last_index_entry = 0
+        # Largest timestamp in the segment and the last offset of the batch holding it.
+        self.max_timestamp_so_far = NO_TIMESTAMP
+        self.offset_of_max_timestamp_so_far = base_offset
+        # Timestamp of the first batch: a segment.ms roll counts from it (Kafka's
+        # rollingBasedTimestamp); None until known.
+        self._rolling_based_timestamp: int | None = None
+        self._load_largest_timestamp()
+
+    # ---------------------------------------------------------------- construction
+
+    @classmethod
+    def open(
+        cls,
+        dir: str | os.PathLike[str],
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_size: int,
+        rolling_jitter_ms: int = 0,
+        time_ms: Callable[[], int] = _wall_clock_ms,
+        file_suffix: str = "",
+    ) -> LogSegment:
+        dir = Path(dir)
+        return cls(
+            FileRecords(log_file(dir, base_offset, file_suffix)),
+            OffsetIndex(
+                offset_index_file(dir, base_offset, file_suffix), base_offset, max_index_size
+            ),
+            TimeIndex(time_index_file(dir, base_offset, file_suffix), base_offset, max_index_size),
+            base_offset,
+            index_interval_bytes,
+            rolling_jitter_ms,
+            time_ms,
+        )
+
+    def _load_largest_timestamp(self) -> None:
+        """Max timestamp from the time index's last entry, then the batches after it."""
+        last = self.time_index.last_entry
+        if last.timestamp >= 0:
+            self.max_timestamp_so_far = last.timestamp
+            self.offset_of_max_timestamp_so_far = last.offset
+        if self.log.size == 0:
+            return
+        start = self.offset_index.lookup(max(last.offset, self.base_offset)).position
+        ts, offset = self.log.largest_timestamp_after(start)
+        if ts > self.max_timestamp_so_far:
+            self.max_timestamp_so_far = ts
+            self.offset_of_max_timestamp_so_far = offset
+
+    # ---------------------------------------------------------------- properties
+
+    @property
+    def size(self) -> int:
+        return self.log.size
+
+    @property
+    def largest_timestamp(self) -> int:
+        """Max timestamp of the segment (for retention.ms), or the file's mtime if none."""
+        if self.max_timestamp_so_far >= 0:
+            return self.max_timestamp_so_far
+        return self.last_modified_ms
+
+    @property
+    def last_modified_ms(self) -> int:
+        return os.stat(self.log.file).st_mtime_ns // 1_000_000
+
+    def sanity_check(self) -> None:
+        """Raise CorruptIndexError if an index cannot belong to this log (checked on load)."""
+        self.offset_index.sanity_check(self.log.size)
+        self.time_index.sanity_check()
+
+    def can_convert_to_relative_offset(self, offset: int) -> bool:
+        return self.offset_index.can_append_offset(offset)
+
+    def rolling_based_timestamp(self) -> int | None:
+        if self._rolling_based_timestamp is None and self.log.size > 0:
+            first = self.log.batch_at(0)
+            if first is not None:
+                self._rolling_based_timestamp = first.max_timestamp
+        return self._rolling_based_timestamp
+
+    def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
+        """How long this segment has been open for the purpose of segment.ms."""
+        first = self.rolling_based_timestamp()
+        if first is not None and first >= 0:
+            return message_timestamp - first
+        return now_ms - self.created_ms
+
+    def should_roll(
+        self,
+        *,
+        segment_bytes: int,
+        segment_ms: int,
+        messages_size: int,
+        max_timestamp_in_messages: int,
+        max_offset_in_messages: int,
+        now_ms: int,
+    ) -> bool:
+        """Kafka's LogSegment.shouldRoll."""
+        reached_roll_ms = (
+            self.time_waited_for_roll(now_ms, max_timestamp_in_messages)
+            > segment_ms - self.rolling_jitter_ms
+        )
+        return (
+            self.size > segment_bytes - messages_size
+            or (self.size > 0 and reached_roll_ms)
+            or self.offset_index.is_full()
+            or self.time_index.is_full()
+            or not self.can_convert_to_relative_offset(max_offset_in_messages)
+        )
+
+    # ---------------------------------------------------------------- writing
+
+    def append(
+        self,
+        records: bytes | bytearray | memoryview,
+        batches: Sequence[RecordBatchHeader | BatchInfo],
+    ) -> None:
+        """Append ``records`` (whose batch headers are ``batches``, in order).
+
+        Adds an index entry for each batch that starts more than ``index_interval_bytes`` after
+        the previous entry.
+        """
+        if not batches:
+            return
+        position = self.log.size
+        if position == 0 and self._rolling_based_timestamp is None:
+            self._rolling_based_timestamp = batches[0].max_timestamp
+        # Check every offset fits as int32 relative offset before writing anything.
+        last_offset = batches[-1].last_offset
+        if not self.can_convert_to_relative_offset(last_offset):
+            raise IndexOffsetOverflowError(
+                f"Offset {last_offset} cannot be stored relative to base offset {self.base_offset}"
+            )
+        self.log.append(records)
+        interval = self.index_interval_bytes
+        for batch in batches:
+            size = batch.size
+            if batch.max_timestamp > self.max_timestamp_so_far:
+                self.max_timestamp_so_far = batch.max_timestamp
+                self.offset_of_max_timestamp_so_far = batch.last_offset
+            if self.bytes_since_last_index_entry > interval:
+                self.offset_index.append(batch.last_offset, position)
+                self.time_index.maybe_append(
+                    self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far
+                )
+                self.bytes_since_last_index_entry = 0
+            position += size
+            self.bytes_since_last_index_entry += size
+
+    def flush(self) -> None:
+        self.log.flush()
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def on_become_inactive_segment(self) -> None:
+        """On roll: final time index entry, indexes trimmed to their entries."""
+        self.time_index.maybe_append(
+            self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far, skip_full_check=True
+        )
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+
+    def resize_indexes(self, size: int) -> None:
+        self.offset_index.resize(size)
+        self.time_index.resize(size)
+
+    # ---------------------------------------------------------------- reading
+
+    def translate_offset(self, offset: int, starting_file_position: int = 0) -> BatchInfo | None:
+        """The batch holding ``offset`` (or the first after it); None if past the segment."""
+        mapping = self.offset_index.lookup(offset)
+        return self.log.search_for_offset_with_size(
+            offset, max(mapping.position, starting_file_position)
+        )
+
+    def read(
+        self,
+        start_offset: int,
+        max_size: int,
+        max_position: int | None = None,
+        min_one_message: bool = False,
+    ) -> FetchDataInfo | None:
+        """Up to ``max_size`` bytes from the batch holding ``start_offset``, not past
+        ``max_position``; None if ``start_offset`` is beyond this segment.
+
+        With ``min_one_message`` the first batch is returned whole even if larger than
+        ``max_size`` (KIP-74).
+        """
+        if max_size < 0:
+            raise ValueError(
+                f"Invalid max size {max_size} for log read from segment {self.log.file}"
+            )
+        if max_position is None:
+            max_position = self.log.size
+        batch = self.translate_offset(start_offset)
+        if batch is None:
+            return None
+        metadata = LogOffsetMetadata(start_offset, self.base_offset, batch.position)
+        adjusted_max_size = max(max_size, batch.size) if min_one_message else max_size
+        if adjusted_max_size == 0 or max_position <= batch.position:
+            return FetchDataInfo(metadata, EMPTY_RECORDS)
+        fetch_size = min(max_position - batch.position, adjusted_max_size)
+        return FetchDataInfo(
+            metadata, self.log.slice(batch.position, fetch_size), adjusted_max_size < batch.size
+        )
+
+    def read_next_offset(self) -> int:
+        """Offset after the last batch (base offset when empty)."""
+        start = self.offset_index.last_entry.position
+        last = None
+        for last in self.log.batches_from(start):  # noqa: B007
+            pass
+        return last.next_offset if last is not None else self.base_offset
+
+    def find_offset_by_timestamp(
+        self, timestamp: int, starting_offset: int = 0
+    ) -> BatchInfo | None:
+        """The first batch with max timestamp >= ``timestamp`` and last offset >= ``starting_offset``."""
+        entry: TimestampOffset = self.time_index.lookup(timestamp)
+        position = self.offset_index.lookup(max(entry.offset, starting_offset)).position
+        return self.log.search_for_timestamp(timestamp, position, starting_offset)
+
+    # ---------------------------------------------------------------- recovery and truncation
+
+    def recover(self, on_batch: Callable[[RecordBatchHeader], None] | None = None) -> int:
+        """Rebuild the indexes from the log, checking each batch; truncate a bad tail.
+
+        Stops at the first batch that is torn, fails its CRC or header checks, goes backwards in
+        offsets, or does not fit the segment's relative-offset range. Returns the bytes truncated.
+        ``on_batch`` sees every valid batch (the log reassigns leader epochs through it).
+        """
+        self.offset_index.reset()
+        self.time_index.reset()
+        size = self.log.size
+        headers: list[RecordBatchHeader] = []
+        if size:
+            with memoryview(self.log.mapped(size)) as view:
+                _, headers = scan_valid_prefix(view[:size])
+        self.max_timestamp_so_far = NO_TIMESTAMP
+        self.offset_of_max_timestamp_so_far = self.base_offset
+        self.bytes_since_last_index_entry = 0
+        self._rolling_based_timestamp = None
+        position = 0
+        last_index_entry = 0
+        expected = self.base_offset
+        for header in headers:
+            if header.base_offset < expected or not self.can_convert_to_relative_offset(
+                header.last_offset
+            ):
+                break
+            if header.max_timestamp > self.max_timestamp_so_far:
+                self.max_timestamp_so_far = header.max_timestamp
+                self.offset_of_max_timestamp_so_far = header.last_offset
+            if position - last_index_entry > self.index_interval_bytes:
+                self.offset_index.append(header.last_offset, position)
+                self.time_index.maybe_append(
+                    self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far
+                )
+                last_index_entry = position
+            if position == 0:
+                self._rolling_based_timestamp = header.max_timestamp
+            if on_batch is not None:
+                on_batch(header)
+            position += header.size
+            expected = header.next_offset
+        self.bytes_since_last_index_entry = position - last_index_entry
+        del headers
+        truncated = size - position
+        if truncated:
+            self.log.truncate_to(position)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.maybe_append(
+            self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far, skip_full_check=True
+        )
+        self.time_index.trim_to_valid_size()
+        return truncated
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch whose last offset is >= ``offset`` (the batch holding ``offset``
+        goes too); returns the bytes removed."""
+        batch = self.translate_offset(offset)
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        # The active segment's indexes must be able to grow again after truncation.
+        self.offset_index.resize(self.offset_index.max_index_size)
+        self.time_index.resize(self.time_index.max_index_size)
+        if batch is None:
+            return 0
+        removed = self.log.truncate_to(batch.position)
+        if self.log.size == 0:
+            self.created_ms = self._time_ms()
+            self._rolling_based_timestamp = None
+        self.bytes_since_last_index_entry = self.log.size - self.offset_index.last_entry.position
+        self.max_timestamp_so_far = NO_TIMESTAMP
+        self.offset_of_max_timestamp_so_far = self.base_offset
+        self._load_largest_timestamp()
+        return removed
+
+    # ---------------------------------------------------------------- life cycle
+
+    def close(self) -> None:
+        """Trim the indexes and release the files (slices handed out stay readable)."""
+        try:
+            if self.time_index.writable and self.time_index.file.exists():
+                self.time_index.maybe_append(
+                    self.max_timestamp_so_far,
+                    self.offset_of_max_timestamp_so_far,
+                    skip_full_check=True,
+                )
+        finally:
+            self.offset_index.close()
+            self.time_index.close()
+            self.log.close()
+
+    def close_handlers(self) -> None:
+        self.offset_index.close_handler()
+        self.time_index.close_handler()
+        self.log.close()
+
+    def delete(self) -> None:
+        """Close and remove the three files."""
+        self.close_handlers()
+        for path in (self.log.file, self.offset_index.file, self.time_index.file):
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self.base_offset}, size={self.size}, file={self.log.file})"
+
+
+def check_index_files(segment: LogSegment) -> bool:
+    """True if both indexes pass their sanity check."""
+    try:
+        segment.sanity_check()
+    except CorruptIndexError:
+        return False
+    return True
