@@ -51,7 +51,6 @@ import enum
 import struct
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from crc32c import crc32c
@@ -457,9 +456,12 @@ class Header(NamedTuple):
     value: bytes | None
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
-    """One record of a v2 batch, as stored: offset and timestamp relative to the batch."""
+class Record(NamedTuple):
+    """One record of a v2 batch, as stored: offset and timestamp relative to the batch.
+
+    Immutable (a NamedTuple: decoding builds one per record, ten times cheaper than a frozen
+    dataclass).
+    """
 
     offset_delta: int = 0
     timestamp_delta: int = 0
@@ -591,46 +593,84 @@ def build_batch(
     return bytes(batch)
 
 
-def _read_bytes(data: bytes, pos: int) -> tuple[bytes | None, int]:
-    length, pos = decode_varint(data, pos)
-    if length < 0:
-        return None, pos
-    end = pos + length
-    if end > len(data):
-        raise ValueError("record field runs past the end of the batch")
-    return data[pos:end], end
-
-
 def _decode_records(data: bytes, count: int) -> list[Record]:
+    """Parse ``count`` records filling ``data`` exactly; ``ValueError``/``IndexError`` if not.
+
+    One-byte varints (almost every length and delta) are decoded inline: this loop is what the
+    group coordinator and compaction spend their time in.
+    """
     records = []
-    pos = 0
+    append = records.append
+    new_record = tuple.__new__
     end = len(data)
+    pos = 0
     for _ in range(count):
-        length, pos = decode_varint(data, pos)
+        b = data[pos]
+        if b < 0x80:
+            length, pos = (b >> 1) ^ -(b & 1), pos + 1
+        else:
+            length, pos = decode_varint(data, pos)
         record_end = pos + length
         if length < 0 or record_end > end:
             raise ValueError(f"record length {length} runs past the end of the batch")
         pos += 1  # attributes: unused
-        timestamp_delta, pos = decode_varlong(data, pos)
-        offset_delta, pos = decode_varint(data, pos)
-        key, pos = _read_bytes(data, pos)
-        value, pos = _read_bytes(data, pos)
+        b = data[pos]
+        if b < 0x80:
+            timestamp_delta, pos = (b >> 1) ^ -(b & 1), pos + 1
+        else:
+            timestamp_delta, pos = decode_varlong(data, pos)
+        b = data[pos]
+        if b < 0x80:
+            offset_delta, pos = (b >> 1) ^ -(b & 1), pos + 1
+        else:
+            offset_delta, pos = decode_varint(data, pos)
+        b = data[pos]
+        if b < 0x80:
+            size, pos = (b >> 1) ^ -(b & 1), pos + 1
+        else:
+            size, pos = decode_varint(data, pos)
+        if size < 0:
+            key = None
+        else:
+            key = data[pos : pos + size]
+            pos += size
+        b = data[pos]
+        if b < 0x80:
+            size, pos = (b >> 1) ^ -(b & 1), pos + 1
+        else:
+            size, pos = decode_varint(data, pos)
+        if size < 0:
+            value = None
+        else:
+            value = data[pos : pos + size]
+            pos += size
         header_count, pos = decode_varint(data, pos)
-        if header_count < 0:
+        if header_count == 0:
+            headers = ()
+        elif header_count < 0:
             raise ValueError(f"Found invalid number of record headers {header_count}")
-        headers = []
-        for _ in range(header_count):
-            h_key, pos = _read_bytes(data, pos)
-            if h_key is None:
-                raise ValueError("Invalid negative header key size")
-            h_value, pos = _read_bytes(data, pos)
-            headers.append(Header(h_key.decode(), h_value))
+        else:
+            header_list = []
+            for _ in range(header_count):
+                size, pos = decode_varint(data, pos)
+                if size < 0:
+                    raise ValueError("Invalid negative header key size")
+                h_key = data[pos : pos + size].decode()
+                pos += size
+                size, pos = decode_varint(data, pos)
+                if size < 0:
+                    h_value = None
+                else:
+                    h_value = data[pos : pos + size]
+                    pos += size
+                header_list.append(Header(h_key, h_value))
+            headers = tuple(header_list)
         if pos != record_end:
             raise ValueError(
                 f"Invalid record size: expected to read {length} bytes in record payload, "
                 f"but instead read {length - (record_end - pos)}"
             )
-        records.append(Record(offset_delta, timestamp_delta, key, value, tuple(headers)))
+        append(new_record(Record, (offset_delta, timestamp_delta, key, value, headers)))
     if pos != end:
         raise ValueError(f"{end - pos} bytes left over after the last record of the batch")
     return records
