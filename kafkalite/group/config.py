@@ -1,0 +1,79 @@
+"""Settings of the group coordinator, with Kafka's broker property names and defaults.
+
+``GroupConfig`` governs membership (Kafka's ``GroupConfig``), ``OffsetConfig`` the offsets topic
+and committed offsets (Kafka's ``OffsetConfig``). Both can be built from a mapping of Kafka
+property names (``from_properties``) or from any object with the matching attributes
+(``from_broker_config``: ``group.min.session.timeout.ms`` -> ``group_min_session_timeout_ms``),
+so the composition root can hand over its broker configuration as is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+GROUP_METADATA_TOPIC_NAME = "__consumer_offsets"
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConfig:
+    group_min_session_timeout_ms: int = 6_000
+    group_max_session_timeout_ms: int = 1_800_000
+    group_max_size: int = 2**31 - 1
+    group_initial_rebalance_delay_ms: int = 3_000
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetConfig:
+    offset_metadata_max_bytes: int = 4096
+    offsets_load_buffer_size: int = 5 * 1024 * 1024
+    offsets_retention_minutes: int = 7 * 24 * 60
+    offsets_retention_check_interval_ms: int = 600_000
+    offsets_topic_num_partitions: int = 50
+    offsets_topic_segment_bytes: int = 100 * 1024 * 1024
+    offsets_topic_replication_factor: int = 3
+    offsets_topic_compression_codec: int = 0
+    offsets_commit_timeout_ms: int = 5_000
+    offsets_commit_required_acks: int = -1
+
+    @property
+    def offsets_retention_ms(self) -> int:
+        return self.offsets_retention_minutes * 60_000
+
+    def offsets_topic_configs(self) -> dict[str, str]:
+        """Topic configuration of ``__consumer_offsets`` (compacted, like Kafka)."""
+        return {
+            "cleanup.policy": "compact",
+            "segment.bytes": str(self.offsets_topic_segment_bytes),
+            "compression.type": "producer",
+        }
+
+
+def _build(cls: type, values: Mapping[str, Any]) -> Any:
+    kwargs = {}
+    for f in fields(cls):
+        if f.name in values:
+            raw = values[f.name]
+            try:
+                kwargs[f.name] = int(raw)
+            except (TypeError, ValueError) as e:
+                raise ValueError(f"invalid value for {f.name.replace('_', '.')}: {raw!r}") from e
+    return cls(**kwargs)
+
+
+def from_properties(props: Mapping[str, str]) -> tuple[GroupConfig, OffsetConfig]:
+    """Build both configs from Kafka property names (``offsets.retention.minutes=...``);
+    unrelated keys are ignored. ``offset.metadata.max.bytes`` keeps its Kafka spelling."""
+    values = {k.replace(".", "_"): v for k, v in props.items()}
+    return _build(GroupConfig, values), _build(OffsetConfig, values)
+
+
+def from_broker_config(config: object) -> tuple[GroupConfig, OffsetConfig]:
+    """Build both configs from an object with attributes named after the properties."""
+    values = {}
+    for cls in (GroupConfig, OffsetConfig):
+        for f in fields(cls):
+            if hasattr(config, f.name):
+                values[f.name] = getattr(config, f.name)
+    return _build(GroupConfig, values), _build(OffsetConfig, values)

@@ -1,0 +1,1340 @@
+"""The group coordinator's decisions, sans I/O (Kafka's GroupCoordinator + GroupMetadataManager).
+
+``GroupCoordinatorCore`` owns every group of the ``__consumer_offsets`` partitions this broker
+leads and decides everything the classic group protocol needs: JoinGroup, SyncGroup, Heartbeat,
+LeaveGroup, OffsetCommit, OffsetFetch, OffsetDelete, ListGroups, DescribeGroups, DeleteGroups,
+session and rebalance timeouts, and offsets retention. It never sleeps, never awaits, never
+touches a socket or a log: the caller (``coordinator.GroupCoordinator``, or a test) drives it.
+
+How it talks to the outside world:
+
+- **Requests** carry a caller-chosen *token*. A request whose answer is known at once gets it in
+  the returned ``Effects.responses``; one that must wait (a JoinGroup in a rebalance, a follower's
+  SyncGroup, a commit being written) gets it in the ``Effects`` of a later call. Every token gets
+  exactly one response, including when its group is unloaded (NOT_COORDINATOR) or a member is
+  replaced (FENCED_INSTANCE_ID).
+- **Records to write** come out as ``Append`` (partition of ``__consumer_offsets`` + key/value
+  pairs, None value = tombstone). The caller writes them, in the order given, and reports the
+  outcome with ``on_append_complete(append_id, error, base_offset)``. Persist before announce:
+  an assignment is handed to members, and a committed offset becomes visible to OffsetFetch,
+  only after its record was written.
+- **Time** comes from the injected ``time_ms`` function; timers (session timeouts, join and sync
+  phase deadlines, new-member and pending-member expiry, the periodic offsets-retention check)
+  live in a ``TimerQueue``. The caller asks ``next_deadline()`` and calls ``tick()`` once the
+  clock has passed it.
+- **Ownership**: ``begin_loading(partition, epoch)`` / ``load_record(...)`` /
+  ``complete_loading(partition, epoch)`` rebuild the groups of a partition this broker became
+  leader of; ``unload_partition(partition)`` drops them when leadership moves. While loading,
+  requests for its groups get COORDINATOR_LOAD_IN_PROGRESS (SyncGroup: REBALANCE_IN_PROGRESS,
+  Heartbeat: NONE, as Kafka answers older clients); for partitions it does not own,
+  NOT_COORDINATOR; before ``startup()``/after ``shutdown()``, COORDINATOR_NOT_AVAILABLE.
+
+Not safe to call concurrently: one caller at a time (the asyncio shell runs it on one loop).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass, field
+from enum import Enum
+
+from kafkalite.group.config import GroupConfig, OffsetConfig
+from kafkalite.group.consumer_protocol import CONSUMER_PROTOCOL_TYPE
+from kafkalite.group.metadata import (
+    NEW_MEMBER_JOIN_TIMEOUT_MS,
+    NO_GENERATION,
+    NO_LEADER,
+    NO_MEMBER_ID,
+    NO_PROTOCOL,
+    CommitRecordMetadataAndOffset,
+    GroupMetadata,
+    GroupOverview,
+    GroupState,
+    GroupSummary,
+    JoinGroupResponseMember,
+    MemberMetadata,
+    OffsetAndMetadata,
+)
+from kafkalite.group.records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    decode_record,
+    encode_group_metadata_key,
+    encode_group_metadata_value,
+    encode_offset_commit_key,
+    encode_offset_commit_value,
+    partition_for,
+)
+from kafkalite.group.timers import TimerQueue
+from kafkalite.protocol.errors import ErrorCode
+from kafkalite.protocol.types import TopicPartition
+
+Token = Hashable
+Record = tuple[bytes, bytes | None]
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True, slots=True)
+class JoinGroupResult:
+    member_id: str
+    generation_id: int = NO_GENERATION
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader_id: str = NO_LEADER
+    members: tuple[JoinGroupResponseMember, ...] = ()
+    skip_assignment: bool = False
+    error: ErrorCode = ErrorCode.NONE
+
+
+@dataclass(frozen=True, slots=True)
+class SyncGroupResult:
+    assignment: bytes = b""
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    error: ErrorCode = ErrorCode.NONE
+
+
+@dataclass(frozen=True, slots=True)
+class MemberIdentity:
+    member_id: str
+    group_instance_id: str | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveMemberResult:
+    member_id: str
+    group_instance_id: str | None
+    error: ErrorCode
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveGroupResult:
+    error: ErrorCode
+    members: tuple[LeaveMemberResult, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFetchPartition:
+    offset: int = -1
+    leader_epoch: int = -1
+    metadata: str = ""
+    error: ErrorCode = ErrorCode.NONE
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetDeleteResult:
+    error: ErrorCode
+    partitions: dict[TopicPartition, ErrorCode] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Append:
+    """Records for one ``__consumer_offsets`` partition, to be written in this order; report
+    the outcome with ``on_append_complete(append_id, ...)``."""
+
+    append_id: int
+    partition: int
+    records: tuple[Record, ...]
+
+
+@dataclass(slots=True)
+class Effects:
+    responses: list[tuple[Token, object]] = field(default_factory=list)
+    appends: list[Append] = field(default_factory=list)
+
+    def response_for(self, token: Token) -> object | None:
+        for t, r in self.responses:
+            if t == token:
+                return r
+        return None
+
+    def extend(self, other: Effects) -> None:
+        self.responses.extend(other.responses)
+        self.appends.extend(other.appends)
+
+
+class PartitionStatus(Enum):
+    LOADING = "loading"
+    LOADED = "loaded"
+
+
+@dataclass(slots=True)
+class _Loading:
+    epoch: int
+    offsets: dict[tuple[str, TopicPartition], tuple[int, OffsetAndMetadata]] = field(default_factory=dict)
+    groups: dict[str, GroupMetadataValue | None] = field(default_factory=dict)
+
+
+def _offset_error(error: ErrorCode) -> ErrorCode:
+    """Kafka's mapping of a failed offset-commit append onto what the client may act on."""
+    if error in (
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.NOT_ENOUGH_REPLICAS,
+        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    ):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if error in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
+        return ErrorCode.NOT_COORDINATOR
+    if error in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_FETCH_SIZE):
+        return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
+    return error
+
+
+def _group_store_error(error: ErrorCode) -> ErrorCode:
+    """Kafka's mapping of a failed group-metadata append (storeGroup)."""
+    if error in (
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.NOT_ENOUGH_REPLICAS,
+        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    ):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if error in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
+        return ErrorCode.NOT_COORDINATOR
+    if error is ErrorCode.REQUEST_TIMED_OUT:
+        return ErrorCode.REBALANCE_IN_PROGRESS
+    if error in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_FETCH_SIZE):
+        return ErrorCode.UNKNOWN_SERVER_ERROR
+    return error
+
+
+def _java_string_length(s: str) -> int:
+    """Java's String.length() (UTF-16 code units), which Kafka compares with
+    offset.metadata.max.bytes."""
+    return len(s.encode("utf-16-le")) // 2
+
+
+_EXPIRE_OFFSETS_TIMER = ("expire-offsets",)
+
+
+# --------------------------------------------------------------------------- the core
+
+
+class GroupCoordinatorCore:
+    def __init__(
+        self,
+        broker_id: int,
+        group_config: GroupConfig | None = None,
+        offset_config: OffsetConfig | None = None,
+        *,
+        time_ms: Callable[[], int],
+    ) -> None:
+        self.broker_id = broker_id
+        self.group_config = group_config or GroupConfig()
+        self.offset_config = offset_config or OffsetConfig()
+        self._time_ms = time_ms
+        self.is_active = False
+        self.groups: dict[str, GroupMetadata] = {}
+        self.partitions: dict[int, PartitionStatus] = {}
+        self._partition_epochs: dict[int, int] = {}
+        self._loading: dict[int, _Loading] = {}
+        self.timers = TimerQueue()
+        #: per group in PreparingRebalance: (initial delayed join?, configured delay, remaining)
+        self._join_phase: dict[str, tuple[bool, int]] = {}
+        self._sync_generation: dict[str, int] = {}
+        self._append_callbacks: dict[int, Callable[[ErrorCode, int | None], None]] = {}
+        self._next_append_id = 0
+        self._out = Effects()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def startup(self) -> None:
+        self.is_active = True
+        self.timers.set(_EXPIRE_OFFSETS_TIMER, self._now() + self.offset_config.offsets_retention_check_interval_ms)
+
+    def shutdown(self) -> Effects:
+        for partition in list(self.partitions):
+            self._unload(partition)
+        self.is_active = False
+        self.timers = TimerQueue()
+        return self._drain()
+
+    def _now(self) -> int:
+        return self._time_ms()
+
+    def _drain(self) -> Effects:
+        out, self._out = self._out, Effects()
+        return out
+
+    def _respond(self, token: Token | None, result: object) -> None:
+        if token is not None:
+            self._out.responses.append((token, result))
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.offset_config.offsets_topic_num_partitions)
+
+    # ------------------------------------------------------------------ ownership and loading
+
+    def is_group_local(self, group_id: str) -> bool:
+        return self.partitions.get(self.partition_for(group_id)) is PartitionStatus.LOADED
+
+    def is_group_loading(self, group_id: str) -> bool:
+        return self.partitions.get(self.partition_for(group_id)) is PartitionStatus.LOADING
+
+    @property
+    def is_loading(self) -> bool:
+        return any(s is PartitionStatus.LOADING for s in self.partitions.values())
+
+    def owned_partitions(self) -> dict[int, PartitionStatus]:
+        return dict(self.partitions)
+
+    def begin_loading(self, partition: int, epoch: int) -> Effects:
+        """Became leader of ``partition`` at ``epoch``: drop whatever we held for it and start
+        rebuilding its groups from the records the caller feeds to ``load_record``."""
+        if partition in self.partitions:
+            self._unload(partition)
+        self.partitions[partition] = PartitionStatus.LOADING
+        self._partition_epochs[partition] = epoch
+        self._loading[partition] = _Loading(epoch)
+        return self._drain()
+
+    def load_record(self, partition: int, offset: int, key: bytes, value: bytes | None) -> None:
+        """One record of the partition, in log order. Later records win; tombstones delete."""
+        state = self._loading.get(partition)
+        if state is None:
+            raise RuntimeError(f"partition {partition} is not loading")
+        k, v = decode_record(key, value)
+        if isinstance(k, OffsetCommitKey):
+            tp_key = (k.group, TopicPartition(k.topic, k.partition))
+            if v is None:
+                state.offsets.pop(tp_key, None)
+            else:
+                assert isinstance(v, OffsetCommitValue)
+                state.offsets[tp_key] = (
+                    offset,
+                    OffsetAndMetadata(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp),
+                )
+        else:
+            assert isinstance(k, GroupMetadataKey)
+            if v is None:
+                # a group tombstone removes the group, not its offsets (those have their own)
+                state.groups[k.group] = None
+            else:
+                assert isinstance(v, GroupMetadataValue)
+                state.groups[k.group] = v
+
+    def complete_loading(self, partition: int, epoch: int) -> Effects:
+        """The whole partition was read: install its groups (Empty or Stable) and start their
+        members' session timers. Ignored when leadership moved meanwhile (epoch mismatch)."""
+        state = self._loading.get(partition)
+        if state is None or state.epoch != epoch or self._partition_epochs.get(partition) != epoch:
+            return self._drain()
+        del self._loading[partition]
+        now = self._now()
+        loaded: dict[str, GroupMetadata] = {}
+        for group_id, value in state.groups.items():
+            if value is not None:
+                loaded[group_id] = self._group_from_record(group_id, value, now)
+        for (group_id, tp), (append_offset, om) in state.offsets.items():
+            group = loaded.get(group_id)
+            if group is None:
+                # offsets without group metadata: a group that only stores offsets
+                group = loaded[group_id] = GroupMetadata(group_id, current_state_timestamp=now)
+            group.offsets[tp] = CommitRecordMetadataAndOffset(append_offset, om)
+        self.partitions[partition] = PartitionStatus.LOADED
+        for group_id, group in loaded.items():
+            if group_id in self.groups:
+                continue
+            self.groups[group_id] = group
+            for member in group.members.values():
+                self._schedule_heartbeat(group, member)
+            if len(group) > self.group_config.group_max_size:
+                self._prepare_rebalance(group)
+        return self._drain()
+
+    def _group_from_record(self, group_id: str, value: GroupMetadataValue, now: int) -> GroupMetadata:
+        group = GroupMetadata(
+            group_id,
+            state=GroupState.STABLE if value.members else GroupState.EMPTY,
+            current_state_timestamp=value.current_state_timestamp if value.current_state_timestamp >= 0 else None,
+            generation_id=value.generation,
+            protocol_type=value.protocol_type or None,
+            protocol_name=value.protocol if value.members else None,
+        )
+        for m in value.members:
+            member = MemberMetadata(
+                member_id=m.member_id,
+                group_id=group_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                rebalance_timeout_ms=m.rebalance_timeout,
+                session_timeout_ms=m.session_timeout,
+                protocol_type=value.protocol_type,
+                supported_protocols=[(value.protocol or "", m.subscription)],
+                assignment=m.assignment,
+            )
+            group.add(member)
+            if m.group_instance_id is not None:
+                group.static_members[m.group_instance_id] = m.member_id
+        if value.members:
+            group.leader_id = value.leader if value.leader in group.members else next(iter(group.members))
+            group.subscribed_topics = group.compute_subscribed_topics()
+        return group
+
+    def unload_partition(self, partition: int, epoch: int | None = None) -> Effects:
+        """Leadership of ``partition`` moved away: answer everyone waiting with NOT_COORDINATOR
+        and forget its groups. An ``epoch`` older than the one we loaded is ignored."""
+        if epoch is not None and self._partition_epochs.get(partition, -1) > epoch:
+            return self._drain()
+        self._unload(partition)
+        return self._drain()
+
+    def _unload(self, partition: int) -> None:
+        self.partitions.pop(partition, None)
+        self._partition_epochs.pop(partition, None)
+        self._loading.pop(partition, None)
+        for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
+            group = self.groups.pop(group_id)
+            for member in group.members.values():
+                if member.awaiting_join is not None:
+                    self._respond(member.awaiting_join, JoinGroupResult(member.member_id, error=ErrorCode.NOT_COORDINATOR))
+                    member.awaiting_join = None
+                if member.awaiting_sync is not None:
+                    self._respond(member.awaiting_sync, SyncGroupResult(error=ErrorCode.NOT_COORDINATOR))
+                    member.awaiting_sync = None
+                self.timers.cancel(("hb", group_id, member.member_id))
+            for pending in group.pending_members:
+                self.timers.cancel(("pending", group_id, pending))
+            self._cancel_group_timers(group)
+            group.transition_to(GroupState.DEAD, self._now())
+
+    def _cancel_group_timers(self, group: GroupMetadata) -> None:
+        self.timers.cancel(("join", group.group_id))
+        self.timers.cancel(("sync", group.group_id))
+        self._join_phase.pop(group.group_id, None)
+        self._sync_generation.pop(group.group_id, None)
+
+    # ------------------------------------------------------------------ validation
+
+    def _validate_group_status(self, group_id: str | None, allow_empty_id: bool) -> ErrorCode | None:
+        if group_id is None or (not allow_empty_id and group_id == ""):
+            return ErrorCode.INVALID_GROUP_ID
+        if not self.is_active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        status = self.partitions.get(self.partition_for(group_id))
+        if status is PartitionStatus.LOADING:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        if status is not PartitionStatus.LOADED:
+            return ErrorCode.NOT_COORDINATOR
+        return None
+
+    # ------------------------------------------------------------------ JoinGroup
+
+    def join_group(
+        self,
+        token: Token,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        require_known_member_id: bool,
+        client_id: str,
+        client_host: str,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        reason: str | None = None,
+    ) -> Effects:
+        """JoinGroup. ``require_known_member_id`` is ``version >= 4`` (KIP-394); it only applies
+        to dynamic members. ``rebalance_timeout_ms`` < 0 (v0) means the session timeout."""
+        if rebalance_timeout_ms < 0:
+            rebalance_timeout_ms = session_timeout_ms
+        protocols = list(protocols)
+        error = self._validate_group_status(group_id, allow_empty_id=False)
+        if error is not None:
+            self._respond(token, JoinGroupResult(member_id, error=error))
+            return self._drain()
+        gc = self.group_config
+        if not gc.group_min_session_timeout_ms <= session_timeout_ms <= gc.group_max_session_timeout_ms:
+            self._respond(token, JoinGroupResult(member_id, error=ErrorCode.INVALID_SESSION_TIMEOUT))
+            return self._drain()
+        is_unknown_member = member_id == NO_MEMBER_ID
+        group = self.groups.get(group_id)
+        if group is None:
+            if not is_unknown_member:
+                self._respond(token, JoinGroupResult(member_id, error=ErrorCode.UNKNOWN_MEMBER_ID))
+                return self._drain()
+            group = self.groups[group_id] = GroupMetadata(group_id, current_state_timestamp=self._now())
+        if not self._accept_joining_member(group, member_id):
+            group.remove(member_id)
+            self.timers.cancel(("hb", group_id, member_id))
+            self._respond(token, JoinGroupResult(NO_MEMBER_ID, error=ErrorCode.GROUP_MAX_SIZE_REACHED))
+        elif is_unknown_member:
+            self._do_unknown_join_group(
+                token, group, group_instance_id, require_known_member_id and group_instance_id is None,
+                client_id, client_host, rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
+            )
+        else:
+            self._do_join_group(
+                token, group, member_id, group_instance_id, client_id, client_host,
+                rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
+            )
+        if group.is_state(GroupState.PREPARING_REBALANCE):
+            self._maybe_complete_join(group)
+        self._maybe_forget_unused_group(group)
+        return self._drain()
+
+    def _accept_joining_member(self, group: GroupMetadata, member_id: str) -> bool:
+        limit = self.group_config.group_max_size
+        if group.state in (GroupState.EMPTY, GroupState.DEAD):
+            return True
+        if group.is_state(GroupState.PREPARING_REBALANCE):
+            return (group.has(member_id) and group.get(member_id).is_awaiting_join) or group.num_members_awaiting_join < limit
+        return group.has(member_id) or len(group) < limit
+
+    def _maybe_forget_unused_group(self, group: GroupMetadata) -> None:
+        """A group created by a JoinGroup that was refused (bad protocol, ...) leaves no trace."""
+        if (
+            group.is_state(GroupState.EMPTY)
+            and not group.members
+            and not group.pending_members
+            and not group.has_offsets()
+            and group.generation_id == 0
+            and self.groups.get(group.group_id) is group
+        ):
+            del self.groups[group.group_id]
+
+    def _do_unknown_join_group(
+        self, token, group, group_instance_id, require_known_member_id, client_id, client_host,
+        rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
+    ) -> None:
+        if group.is_state(GroupState.DEAD):
+            self._respond(token, JoinGroupResult(NO_MEMBER_ID, error=ErrorCode.COORDINATOR_NOT_AVAILABLE))
+            return
+        if not group.supports_protocols(protocol_type, {name for name, _ in protocols}):
+            self._respond(token, JoinGroupResult(NO_MEMBER_ID, error=ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+            return
+        new_member_id = group.generate_member_id(client_id, group_instance_id)
+        if group.has_static_member(group_instance_id):
+            self._update_static_member_and_rebalance(
+                token, group, new_member_id, group_instance_id, rebalance_timeout_ms, session_timeout_ms, protocols
+            )
+        elif require_known_member_id:
+            group.pending_members.add(new_member_id)
+            self.timers.set(("pending", group.group_id, new_member_id), self._now() + session_timeout_ms)
+            self._respond(token, JoinGroupResult(new_member_id, error=ErrorCode.MEMBER_ID_REQUIRED))
+        else:
+            self._add_member_and_rebalance(
+                token, group, new_member_id, group_instance_id, client_id, client_host,
+                rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
+            )
+
+    def _do_join_group(
+        self, token, group, member_id, group_instance_id, client_id, client_host,
+        rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
+    ) -> None:
+        if group.is_state(GroupState.DEAD):
+            self._respond(token, JoinGroupResult(member_id, error=ErrorCode.COORDINATOR_NOT_AVAILABLE))
+            return
+        if not group.supports_protocols(protocol_type, {name for name, _ in protocols}):
+            self._respond(token, JoinGroupResult(member_id, error=ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+            return
+        if member_id in group.pending_members:
+            # a dynamic member coming back with the id we handed it (KIP-394)
+            self._add_member_and_rebalance(
+                token, group, member_id, group_instance_id, client_id, client_host,
+                rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
+            )
+            return
+        if group.is_static_member_fenced(member_id, group_instance_id):
+            self._respond(token, JoinGroupResult(member_id, error=ErrorCode.FENCED_INSTANCE_ID))
+            return
+        if not group.has(member_id) or (group_instance_id is not None and not group.has_static_member(group_instance_id)):
+            self._respond(token, JoinGroupResult(member_id, error=ErrorCode.UNKNOWN_MEMBER_ID))
+            return
+        member = group.get(member_id)
+        state = group.state
+        if state is GroupState.PREPARING_REBALANCE:
+            self._update_member_and_rebalance(token, group, member, rebalance_timeout_ms, session_timeout_ms, protocols)
+        elif state is GroupState.COMPLETING_REBALANCE:
+            if member.matches(protocols):
+                # the member lost our JoinGroup response: give it the current generation again
+                self._respond(token, self._join_result(group, member))
+            else:
+                self._update_member_and_rebalance(token, group, member, rebalance_timeout_ms, session_timeout_ms, protocols)
+        elif state is GroupState.STABLE:
+            if group.is_leader(member_id) or not member.matches(protocols):
+                # metadata changed, or the leader asks for a rebalance (e.g. topic metadata changed)
+                self._update_member_and_rebalance(token, group, member, rebalance_timeout_ms, session_timeout_ms, protocols)
+            else:
+                self._respond(token, self._join_result(group, member, with_members=False))
+        else:
+            self._respond(token, JoinGroupResult(member_id, error=ErrorCode.UNKNOWN_MEMBER_ID))
+
+    def _join_result(self, group: GroupMetadata, member: MemberMetadata, with_members: bool = True, skip_assignment: bool = False) -> JoinGroupResult:
+        members = tuple(group.current_member_metadata()) if with_members and group.is_leader(member.member_id) else ()
+        return JoinGroupResult(
+            member_id=member.member_id,
+            generation_id=group.generation_id,
+            protocol_type=group.protocol_type,
+            protocol_name=group.protocol_name,
+            leader_id=group.leader_id or NO_LEADER,
+            members=members,
+            skip_assignment=skip_assignment,
+        )
+
+    def _set_awaiting_join(self, member: MemberMetadata, token: Token | None) -> None:
+        if member.awaiting_join is not None and member.awaiting_join != token:
+            # a second JoinGroup while the first still waits: the first is answered so nobody
+            # waits forever; the client only listens to the latest
+            self._respond(member.awaiting_join, JoinGroupResult(member.member_id, error=ErrorCode.REBALANCE_IN_PROGRESS))
+        member.awaiting_join = token
+
+    def _add_member_and_rebalance(
+        self, token, group, member_id, group_instance_id, client_id, client_host,
+        rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
+    ) -> None:
+        member = MemberMetadata(
+            member_id=member_id,
+            group_id=group.group_id,
+            group_instance_id=group_instance_id,
+            client_id=client_id,
+            client_host=client_host,
+            rebalance_timeout_ms=rebalance_timeout_ms,
+            session_timeout_ms=session_timeout_ms,
+            protocol_type=protocol_type,
+            supported_protocols=list(protocols),
+            is_new=True,
+        )
+        if group.is_state(GroupState.PREPARING_REBALANCE) and group.generation_id == 0:
+            group.new_member_added = True
+        group.add(member)
+        member.awaiting_join = token
+        # A new member cannot heartbeat before it has its member id, and its JoinGroup may sit
+        # here for a whole rebalance: time the join itself out instead (the client retries).
+        self._schedule_expiration(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
+        if member.is_static_member:
+            group.static_members[group_instance_id] = member_id
+        else:
+            group.pending_members.discard(member_id)
+            self.timers.cancel(("pending", group.group_id, member_id))
+        self._maybe_prepare_rebalance(group)
+
+    def _update_member_and_rebalance(self, token, group, member, rebalance_timeout_ms, session_timeout_ms, protocols) -> None:
+        group.update_member(member, protocols)
+        member.rebalance_timeout_ms = rebalance_timeout_ms
+        member.session_timeout_ms = session_timeout_ms
+        self._set_awaiting_join(member, token)
+        self._maybe_prepare_rebalance(group)
+
+    def _update_static_member_and_rebalance(
+        self, token, group, new_member_id, group_instance_id, rebalance_timeout_ms, session_timeout_ms, protocols,
+    ) -> None:
+        old_member_id = group.static_member_id(group_instance_id)
+        current_leader = group.leader_id or NO_LEADER
+        old_member = group.get(old_member_id)
+        old_protocols = list(old_member.supported_protocols)
+        old_rebalance_timeout, old_session_timeout = old_member.rebalance_timeout_ms, old_member.session_timeout_ms
+        # the old incarnation is fenced: whatever it still waits for is answered
+        if old_member.awaiting_join is not None:
+            self._respond(old_member.awaiting_join, JoinGroupResult(old_member_id, error=ErrorCode.FENCED_INSTANCE_ID))
+            old_member.awaiting_join = None
+        if old_member.awaiting_sync is not None:
+            self._respond(old_member.awaiting_sync, SyncGroupResult(error=ErrorCode.FENCED_INSTANCE_ID))
+            old_member.awaiting_sync = None
+        self.timers.cancel(("hb", group.group_id, old_member_id))
+        member = group.replace_static_member(group_instance_id, old_member_id, new_member_id)
+        self._schedule_heartbeat(group, member)
+        group.update_member(member, protocols)
+        member.rebalance_timeout_ms = rebalance_timeout_ms
+        member.session_timeout_ms = session_timeout_ms
+        state = group.state
+        if state is GroupState.STABLE:
+            if group.protocol_name == group.select_protocol():
+                # nothing to reassign: persist the new member id, then answer without a rebalance
+                # (the old leader id is returned so a rejoining leader does not reassign;
+                # skip_assignment tells a v9+ leader the same, KIP-814)
+                member.awaiting_join = token
+                generation = group.generation_id
+                assignment = {m.member_id: m.assignment for m in group.members.values()}
+
+                def on_stored(error: ErrorCode) -> None:
+                    if member.awaiting_join != token:
+                        return  # already answered (fenced again, or its group was unloaded)
+                    unchanged = group.is_state(GroupState.STABLE) and group.generation_id == generation
+                    if error is not ErrorCode.NONE:
+                        if unchanged and group.has(new_member_id):
+                            # the new member id is not durable: give the old one back
+                            group.update_member(member, old_protocols)
+                            member.rebalance_timeout_ms = old_rebalance_timeout
+                            member.session_timeout_ms = old_session_timeout
+                            self.timers.cancel(("hb", group.group_id, new_member_id))
+                            restored = group.replace_static_member(group_instance_id, new_member_id, old_member_id)
+                            self._schedule_heartbeat(group, restored)
+                        member.awaiting_join = None
+                        self._respond(token, JoinGroupResult(new_member_id, error=error))
+                        return
+                    if not unchanged:
+                        return  # a rebalance started meanwhile; it answers this JoinGroup
+                    member.awaiting_join = None
+                    is_leader = group.is_leader(new_member_id)
+                    self._respond(
+                        token,
+                        JoinGroupResult(
+                            member_id=new_member_id,
+                            generation_id=group.generation_id,
+                            protocol_type=group.protocol_type,
+                            protocol_name=group.protocol_name,
+                            leader_id=current_leader if not is_leader else new_member_id,
+                            members=tuple(group.current_member_metadata()) if is_leader else (),
+                            skip_assignment=is_leader,
+                        ),
+                    )
+
+                self._store_group(group, assignment, on_stored)
+            else:
+                member.awaiting_join = token
+                self._maybe_prepare_rebalance(group)
+        elif state is GroupState.COMPLETING_REBALANCE:
+            member.awaiting_join = token
+            self._prepare_rebalance(group)
+        elif state is GroupState.PREPARING_REBALANCE:
+            member.awaiting_join = token
+        else:
+            raise RuntimeError(f"group {group.group_id}: static member rejoined in state {state}")
+
+    # ------------------------------------------------------------------ rebalance phases
+
+    def _rebalance_timeout_ms(self, group: GroupMetadata) -> int:
+        return max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
+
+    def _maybe_prepare_rebalance(self, group: GroupMetadata) -> None:
+        if group.can_rebalance:
+            self._prepare_rebalance(group)
+
+    def _prepare_rebalance(self, group: GroupMetadata) -> None:
+        if group.is_state(GroupState.COMPLETING_REBALANCE):
+            self._reset_and_propagate_assignment_error(group, ErrorCode.REBALANCE_IN_PROGRESS)
+        self.timers.cancel(("sync", group.group_id))
+        self._sync_generation.pop(group.group_id, None)
+        group.pending_sync_members.clear()
+        now = self._now()
+        initial = group.is_state(GroupState.EMPTY)
+        group.transition_to(GroupState.PREPARING_REBALANCE, now)
+        if initial:
+            # group.initial.rebalance.delay.ms: wait for more members before the first
+            # generation; each newcomer extends the wait, up to the rebalance timeout
+            delay = self.group_config.group_initial_rebalance_delay_ms
+            remaining = max(self._rebalance_timeout_ms(group) - delay, 0)
+            self._join_phase[group.group_id] = (True, remaining)
+            self.timers.set(("join", group.group_id), now + delay)
+        else:
+            self._join_phase[group.group_id] = (False, 0)
+            self.timers.set(("join", group.group_id), now + max(self._rebalance_timeout_ms(group), 1))
+            self._maybe_complete_join(group)
+
+    def _maybe_complete_join(self, group: GroupMetadata) -> None:
+        """Kafka's DelayedJoin.tryComplete: done once every member rejoined (the initial delayed
+        join never completes early)."""
+        phase = self._join_phase.get(group.group_id)
+        if phase is None or phase[0]:
+            return
+        if group.is_state(GroupState.PREPARING_REBALANCE) and group.has_all_members_joined():
+            self._complete_join(group)
+
+    def _on_join_timer(self, group: GroupMetadata) -> None:
+        phase = self._join_phase.get(group.group_id)
+        if phase is None or not group.is_state(GroupState.PREPARING_REBALANCE):
+            return
+        initial, remaining = phase
+        if initial and group.new_member_added and remaining > 0:
+            group.new_member_added = False
+            delay = min(self.group_config.group_initial_rebalance_delay_ms, remaining)
+            self._join_phase[group.group_id] = (True, max(remaining - delay, 0))
+            self.timers.set(("join", group.group_id), self._now() + max(delay, 1))
+            return
+        self._complete_join(group)
+
+    def _complete_join(self, group: GroupMetadata) -> None:
+        """Kafka's onCompleteJoin: drop dynamic members that did not rejoin, then start the next
+        generation (or go Empty) and answer every waiting JoinGroup."""
+        self.timers.cancel(("join", group.group_id))
+        self._join_phase.pop(group.group_id, None)
+        for failed in [m for m in group.not_yet_rejoined_members() if not m.is_static_member]:
+            self._remove_member_quietly(group, failed)
+        if group.is_state(GroupState.DEAD):
+            return
+        if not group.maybe_elect_new_joined_leader() and group.members:
+            # nobody rejoined yet: wait another rebalance timeout; session timeouts will clean up
+            self._join_phase[group.group_id] = (False, 0)
+            self.timers.set(("join", group.group_id), self._now() + max(self._rebalance_timeout_ms(group), 1))
+            return
+        group.init_next_generation(self._now())
+        if group.is_state(GroupState.EMPTY):
+            self._store_group(group, {}, lambda error: None)
+            return
+        for member in group.members.values():
+            if member.awaiting_join is not None:
+                self._respond(member.awaiting_join, self._join_result(group, member))
+                member.awaiting_join = None
+            self._schedule_heartbeat(group, member)
+            member.is_new = False
+        # Kafka's DelayedSync: every member must SyncGroup within the rebalance timeout
+        self._sync_generation[group.group_id] = group.generation_id
+        self.timers.set(("sync", group.group_id), self._now() + max(self._rebalance_timeout_ms(group), 1))
+
+    def _on_sync_timer(self, group: GroupMetadata) -> None:
+        generation = self._sync_generation.pop(group.group_id, None)
+        if generation != group.generation_id or group.state not in (GroupState.COMPLETING_REBALANCE, GroupState.STABLE):
+            return
+        if not group.pending_sync_members:
+            return
+        for member_id in list(group.pending_sync_members):
+            member = group.members.get(member_id)
+            if member is not None:
+                self._remove_member_quietly(group, member)
+        group.pending_sync_members.clear()
+        if group.is_state(GroupState.DEAD):
+            return
+        self._prepare_rebalance(group)
+
+    def _reset_and_propagate_assignment_error(self, group: GroupMetadata, error: ErrorCode) -> None:
+        for member in group.members.values():
+            member.assignment = b""
+        self._propagate_assignment(group, error)
+
+    def _propagate_assignment(self, group: GroupMetadata, error: ErrorCode) -> None:
+        for member in group.members.values():
+            if member.awaiting_sync is not None:
+                self._respond(
+                    member.awaiting_sync,
+                    SyncGroupResult(member.assignment, group.protocol_type, group.protocol_name, error),
+                )
+                member.awaiting_sync = None
+                # the member may have gone quiet while waiting for the leader: restart its clock
+                self._schedule_heartbeat(group, member)
+
+    # ------------------------------------------------------------------ members and timers
+
+    def _schedule_heartbeat(self, group: GroupMetadata, member: MemberMetadata) -> None:
+        self._schedule_expiration(group, member, member.session_timeout_ms)
+
+    def _schedule_expiration(self, group: GroupMetadata, member: MemberMetadata, timeout_ms: int) -> None:
+        self.timers.set(("hb", group.group_id, member.member_id), self._now() + timeout_ms)
+
+    def _remove_member_quietly(self, group: GroupMetadata, member: MemberMetadata) -> None:
+        """Remove a member; answer its pending requests with UNKNOWN_MEMBER_ID."""
+        if member.awaiting_join is not None:
+            self._respond(member.awaiting_join, JoinGroupResult(NO_MEMBER_ID, error=ErrorCode.UNKNOWN_MEMBER_ID))
+            member.awaiting_join = None
+        if member.awaiting_sync is not None:
+            self._respond(member.awaiting_sync, SyncGroupResult(error=ErrorCode.UNKNOWN_MEMBER_ID))
+            member.awaiting_sync = None
+        member.is_leaving = True
+        self.timers.cancel(("hb", group.group_id, member.member_id))
+        group.remove(member.member_id)
+
+    def _remove_member_and_update_group(self, group: GroupMetadata, member: MemberMetadata) -> None:
+        self._remove_member_quietly(group, member)
+        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._maybe_prepare_rebalance(group)
+        elif group.is_state(GroupState.PREPARING_REBALANCE):
+            self._maybe_complete_join(group)
+
+    def _remove_pending_member_and_update_group(self, group: GroupMetadata, member_id: str) -> None:
+        group.pending_members.discard(member_id)
+        self.timers.cancel(("pending", group.group_id, member_id))
+        if group.is_state(GroupState.PREPARING_REBALANCE):
+            self._maybe_complete_join(group)
+
+    def _on_heartbeat_expired(self, group: GroupMetadata, member_id: str) -> None:
+        member = group.members.get(member_id)
+        if member is None:
+            return
+        if not member.is_new and (member.is_awaiting_join or member.is_awaiting_sync):
+            # a member waiting in a rebalance cannot heartbeat: the join/sync phase deadline
+            # covers it, and the session clock restarts when it is answered
+            return
+        self._remove_member_and_update_group(group, member)
+
+    # ------------------------------------------------------------------ time
+
+    def next_deadline(self) -> int | None:
+        return self.timers.next_deadline()
+
+    def tick(self) -> Effects:
+        """Fire every timer whose deadline has passed (by the injected clock)."""
+        now = self._now()
+        while True:
+            key = self.timers.pop_one_due(now)
+            if key is None:
+                break
+            kind = key[0]
+            if kind == "expire-offsets":
+                self._expire_offsets()
+                self.timers.set(_EXPIRE_OFFSETS_TIMER, now + self.offset_config.offsets_retention_check_interval_ms)
+                continue
+            group = self.groups.get(key[1])
+            if group is None or group.is_state(GroupState.DEAD):
+                continue
+            if kind == "hb":
+                self._on_heartbeat_expired(group, key[2])
+            elif kind == "pending":
+                if key[2] in group.pending_members:
+                    self._remove_pending_member_and_update_group(group, key[2])
+            elif kind == "join":
+                self._on_join_timer(group)
+            elif kind == "sync":
+                self._on_sync_timer(group)
+        return self._drain()
+
+    # ------------------------------------------------------------------ SyncGroup
+
+    def sync_group(
+        self,
+        token: Token,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: dict[str, bytes],
+    ) -> Effects:
+        """SyncGroup. ``protocol_type``/``protocol_name`` are None before v5."""
+        error = self._validate_group_status(group_id, allow_empty_id=False)
+        if error is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            # the rebalance state was lost with the old coordinator: make the member rejoin
+            error = ErrorCode.REBALANCE_IN_PROGRESS
+        group = self.groups.get(group_id) if error is None else None
+        if error is None and group is None:
+            error = ErrorCode.UNKNOWN_MEMBER_ID
+        if error is not None:
+            self._respond(token, SyncGroupResult(error=error))
+            return self._drain()
+        assert group is not None
+        if group.is_state(GroupState.DEAD):
+            error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        elif group.is_static_member_fenced(member_id, group_instance_id):
+            error = ErrorCode.FENCED_INSTANCE_ID
+        elif not group.has(member_id):
+            error = ErrorCode.UNKNOWN_MEMBER_ID
+        elif generation_id != group.generation_id:
+            error = ErrorCode.ILLEGAL_GENERATION
+        elif (protocol_type is not None and protocol_type != group.protocol_type) or (
+            protocol_name is not None and protocol_name != group.protocol_name
+        ):
+            error = ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        elif group.is_state(GroupState.EMPTY):
+            error = ErrorCode.UNKNOWN_MEMBER_ID
+        elif group.is_state(GroupState.PREPARING_REBALANCE):
+            error = ErrorCode.REBALANCE_IN_PROGRESS
+        if error is not None:
+            self._respond(token, SyncGroupResult(error=error))
+            return self._drain()
+        member = group.get(member_id)
+        group.pending_sync_members.discard(member_id)
+        if group.is_state(GroupState.STABLE):
+            self._respond(token, SyncGroupResult(member.assignment, group.protocol_type, group.protocol_name))
+            self._schedule_heartbeat(group, member)
+            return self._drain()
+        # CompletingRebalance
+        if member.awaiting_sync is not None and member.awaiting_sync != token:
+            self._respond(member.awaiting_sync, SyncGroupResult(error=ErrorCode.REBALANCE_IN_PROGRESS))
+        member.awaiting_sync = token
+        if group.is_leader(member_id):
+            # members the leader left out get an empty assignment; unknown ids are ignored
+            assignment = {mid: assignments.get(mid, b"") for mid in group.members}
+            generation = group.generation_id
+
+            def on_stored(error: ErrorCode) -> None:
+                # another member may have joined meanwhile: only act on the same generation
+                if group.is_state(GroupState.COMPLETING_REBALANCE) and group.generation_id == generation:
+                    if error is not ErrorCode.NONE:
+                        self._reset_and_propagate_assignment_error(group, error)
+                        self._maybe_prepare_rebalance(group)
+                    else:
+                        for m in group.members.values():
+                            m.assignment = assignment.get(m.member_id, b"")
+                        self._propagate_assignment(group, ErrorCode.NONE)
+                        group.transition_to(GroupState.STABLE, self._now())
+
+            self._store_group(group, assignment, on_stored)
+        return self._drain()
+
+    # ------------------------------------------------------------------ Heartbeat
+
+    def heartbeat(self, token: Token, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int) -> Effects:
+        error = self._validate_group_status(group_id, allow_empty_id=False)
+        if error is not None:
+            # while loading, answer blindly: the member learns of trouble on its next request
+            self._respond(token, ErrorCode.NONE if error is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else error)
+            return self._drain()
+        group = self.groups.get(group_id)
+        if group is None:
+            result = ErrorCode.UNKNOWN_MEMBER_ID
+        elif group.is_state(GroupState.DEAD):
+            result = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        elif group.is_static_member_fenced(member_id, group_instance_id):
+            result = ErrorCode.FENCED_INSTANCE_ID
+        elif not group.has(member_id):
+            result = ErrorCode.UNKNOWN_MEMBER_ID
+        elif generation_id != group.generation_id:
+            result = ErrorCode.ILLEGAL_GENERATION
+        elif group.is_state(GroupState.EMPTY):
+            result = ErrorCode.UNKNOWN_MEMBER_ID
+        elif group.is_state(GroupState.PREPARING_REBALANCE):
+            self._schedule_heartbeat(group, group.get(member_id))
+            result = ErrorCode.REBALANCE_IN_PROGRESS
+        else:
+            # Stable, or CompletingRebalance: consumers heartbeat once they have their JoinGroup
+            # response, before SyncGroup completes
+            self._schedule_heartbeat(group, group.get(member_id))
+            result = ErrorCode.NONE
+        self._respond(token, result)
+        return self._drain()
+
+    # ------------------------------------------------------------------ LeaveGroup
+
+    def leave_group(self, token: Token, group_id: str, members: Iterable[MemberIdentity]) -> Effects:
+        members = list(members)
+        error = self._validate_group_status(group_id, allow_empty_id=False)
+        if error is not None:
+            self._respond(token, LeaveGroupResult(error))
+            return self._drain()
+        group = self.groups.get(group_id)
+        if group is None:
+            self._respond(
+                token,
+                LeaveGroupResult(
+                    ErrorCode.NONE,
+                    tuple(LeaveMemberResult(m.member_id, m.group_instance_id, ErrorCode.UNKNOWN_MEMBER_ID) for m in members),
+                ),
+            )
+            return self._drain()
+        if group.is_state(GroupState.DEAD):
+            self._respond(token, LeaveGroupResult(ErrorCode.COORDINATOR_NOT_AVAILABLE))
+            return self._drain()
+        results = []
+        for leaving in members:
+            mid, gid = leaving.member_id, leaving.group_instance_id
+            if mid != NO_MEMBER_ID and group.is_static_member_fenced(mid, gid):
+                err = ErrorCode.FENCED_INSTANCE_ID
+            elif mid in group.pending_members:
+                self._remove_pending_member_and_update_group(group, mid)
+                err = ErrorCode.NONE
+            elif not group.has(mid) and not group.has_static_member(gid):
+                err = ErrorCode.UNKNOWN_MEMBER_ID
+            else:
+                target = group.get(group.static_member_id(gid)) if group.has_static_member(gid) else group.get(mid)
+                self._remove_member_and_update_group(group, target)
+                err = ErrorCode.NONE
+            results.append(LeaveMemberResult(mid, gid, err))
+        self._respond(token, LeaveGroupResult(ErrorCode.NONE, tuple(results)))
+        return self._drain()
+
+    # ------------------------------------------------------------------ offsets
+
+    def commit_offsets(
+        self,
+        token: Token,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+    ) -> Effects:
+        """OffsetCommit; the response is ``dict[TopicPartition, ErrorCode]``. Commits with
+        generation -1 from outside any group (simple consumers, admin tools) are accepted for a
+        group that has no members; commit timestamps default to now."""
+        error = self._validate_group_status(group_id, allow_empty_id=True)
+        if error is not None:
+            self._respond(token, dict.fromkeys(offsets, error))
+            return self._drain()
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation_id < 0:
+                # the group does not use Kafka's group management: just store offsets
+                group = self.groups[group_id] = GroupMetadata(group_id, current_state_timestamp=self._now())
+            else:
+                # or the request comes from an older generation: either way, refuse
+                self._respond(token, dict.fromkeys(offsets, ErrorCode.ILLEGAL_GENERATION))
+                return self._drain()
+        error = None
+        if group.is_state(GroupState.DEAD):
+            error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        elif group.is_static_member_fenced(member_id, group_instance_id):
+            error = ErrorCode.FENCED_INSTANCE_ID
+        elif generation_id < 0 and group.is_state(GroupState.EMPTY):
+            pass  # offsets-only group
+        elif not group.has(member_id):
+            error = ErrorCode.UNKNOWN_MEMBER_ID
+        elif generation_id != group.generation_id:
+            error = ErrorCode.ILLEGAL_GENERATION
+        elif group.is_state(GroupState.COMPLETING_REBALANCE):
+            # it has the new generation from JoinGroup but no assignment yet
+            error = ErrorCode.REBALANCE_IN_PROGRESS
+        else:
+            # Stable or PreparingRebalance: commits during a rebalance are allowed; the
+            # heartbeat tells the member to rejoin
+            self._schedule_heartbeat(group, group.get(member_id))
+        if error is not None:
+            self._respond(token, dict.fromkeys(offsets, error))
+            return self._drain()
+        self._store_offsets(token, group, offsets)
+        return self._drain()
+
+    def _store_offsets(self, token: Token, group: GroupMetadata, offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
+        now = self._now()
+        max_size = self.offset_config.offset_metadata_max_bytes
+        results: dict[TopicPartition, ErrorCode] = {}
+        valid: dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, om in offsets.items():
+            if om.metadata is not None and _java_string_length(om.metadata) > max_size:
+                results[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                continue
+            if om.commit_timestamp < 0:
+                om = OffsetAndMetadata(om.offset, om.leader_epoch, om.metadata or "", now, om.expire_timestamp)
+            elif om.metadata is None:
+                om = OffsetAndMetadata(om.offset, om.leader_epoch, "", om.commit_timestamp, om.expire_timestamp)
+            valid[tp] = om
+        if not valid:
+            self._respond(token, results)
+            return
+        records = tuple(
+            (
+                encode_offset_commit_key(group.group_id, tp.topic, tp.partition),
+                encode_offset_commit_value(
+                    OffsetCommitValue(om.offset, om.metadata, om.commit_timestamp, om.leader_epoch, om.expire_timestamp)
+                ),
+            )
+            for tp, om in valid.items()
+        )
+        for tp in valid:
+            group.pending_offset_commits[tp] += 1
+
+        def on_written(error: ErrorCode, base_offset: int | None) -> None:
+            for i, (tp, om) in enumerate(valid.items()):
+                group.pending_offset_commits[tp] -= 1
+                if group.pending_offset_commits[tp] <= 0:
+                    del group.pending_offset_commits[tp]
+                if error is ErrorCode.NONE:
+                    if not group.is_state(GroupState.DEAD):
+                        append_offset = None if base_offset is None else base_offset + i
+                        group.offsets[tp] = CommitRecordMetadataAndOffset(append_offset, om)
+                    results[tp] = ErrorCode.NONE
+                else:
+                    results[tp] = _offset_error(error)
+            self._respond(token, {tp: results[tp] for tp in offsets})
+
+        self._append(self.partition_for(group.group_id), records, on_written)
+
+    def fetch_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition] | None = None, require_stable: bool = False
+    ) -> tuple[ErrorCode, dict[TopicPartition, OffsetFetchPartition]]:
+        """OffsetFetch for one group; ``partitions`` None = all committed offsets. Offsets of
+        any group are returned whatever its state (groups may only store offsets). Nothing
+        here is transactional, so ``require_stable`` never finds unstable offsets."""
+        error = self._validate_group_status(group_id, allow_empty_id=True)
+        if error is not None:
+            return error, {}
+        group = self.groups.get(group_id)
+        if group is None or group.is_state(GroupState.DEAD):
+            if partitions is None:
+                return ErrorCode.NONE, {}
+            return ErrorCode.NONE, {tp: OffsetFetchPartition() for tp in partitions}
+        if partitions is None:
+            partitions = list(group.offsets)
+        result = {}
+        for tp in partitions:
+            om = group.offset(tp)
+            result[tp] = (
+                OffsetFetchPartition() if om is None else OffsetFetchPartition(om.offset, om.leader_epoch, om.metadata)
+            )
+        return ErrorCode.NONE, result
+
+    def delete_offsets(self, token: Token, group_id: str, partitions: Iterable[TopicPartition]) -> Effects:
+        """OffsetDelete (KIP-496); the response is ``OffsetDeleteResult``. Offsets of topics a
+        live consumer group subscribes to are refused with GROUP_SUBSCRIBED_TO_TOPIC."""
+        partitions = list(partitions)
+        error = self._validate_group_status(group_id, allow_empty_id=False)
+        if error is not None:
+            self._respond(token, OffsetDeleteResult(error))
+            return self._drain()
+        group = self.groups.get(group_id)
+        if group is None or group.is_state(GroupState.DEAD):
+            self._respond(token, OffsetDeleteResult(ErrorCode.GROUP_ID_NOT_FOUND))
+            return self._drain()
+        errors: dict[TopicPartition, ErrorCode] = {}
+        if group.is_state(GroupState.EMPTY):
+            deletable = partitions
+        elif group.protocol_type == CONSUMER_PROTOCOL_TYPE:
+            deletable = []
+            for tp in partitions:
+                subscribed = group.subscribed_topics is None or tp.topic in group.subscribed_topics
+                if subscribed:
+                    errors[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+                else:
+                    deletable.append(tp)
+        else:
+            self._respond(token, OffsetDeleteResult(ErrorCode.NON_EMPTY_GROUP))
+            return self._drain()
+        removed = group.remove_offsets(deletable)
+        for tp in deletable:
+            errors[tp] = ErrorCode.NONE
+        result = OffsetDeleteResult(ErrorCode.NONE, {tp: errors[tp] for tp in partitions})
+        if not removed and not self._group_is_finished(group):
+            self._respond(token, result)
+            return self._drain()
+        self._append_cleanup(group, removed, lambda error: self._respond(token, result))
+        return self._drain()
+
+    def _group_is_finished(self, group: GroupMetadata) -> bool:
+        return group.is_state(GroupState.EMPTY) and not group.has_offsets()
+
+    def _append_cleanup(self, group: GroupMetadata, removed: Iterable[TopicPartition], done: Callable[[ErrorCode], None]) -> None:
+        """Tombstones for removed offsets, and for the group itself when it is now Empty with no
+        offsets left (it becomes Dead and is forgotten), as Kafka's cleanupGroupMetadata."""
+        records = [(encode_offset_commit_key(group.group_id, tp.topic, tp.partition), None) for tp in removed]
+        if self._group_is_finished(group):
+            group.transition_to(GroupState.DEAD, self._now())
+            self._cancel_group_timers(group)
+            if self.groups.get(group.group_id) is group:
+                del self.groups[group.group_id]
+            records.append((encode_group_metadata_key(group.group_id), None))
+        if records:
+            self._append(self.partition_for(group.group_id), tuple(records), lambda error, _offset: done(error))
+        else:
+            done(ErrorCode.NONE)
+
+    def _expire_offsets(self) -> None:
+        now = self._now()
+        retention = self.offset_config.offsets_retention_ms
+        for group in list(self.groups.values()):
+            if not self.is_group_local(group.group_id) or group.is_state(GroupState.DEAD):
+                continue
+            expired = group.expired_offsets(now, retention)
+            removed = group.remove_offsets(expired)
+            if removed or self._group_is_finished(group):
+                self._append_cleanup(group, removed, lambda error: None)
+
+    # ------------------------------------------------------------------ groups
+
+    def list_groups(
+        self, states_filter: Iterable[str] | None = None, types_filter: Iterable[str] | None = None
+    ) -> tuple[ErrorCode, list[GroupOverview]]:
+        """ListGroups; filters compare case-insensitively as Kafka does (KIP-518, KIP-848)."""
+        if not self.is_active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+        states = {s.lower() for s in states_filter} if states_filter else None
+        types = {t.lower() for t in types_filter} if types_filter else None
+        overviews = []
+        for group in self.groups.values():
+            if not self.is_group_local(group.group_id) or group.is_state(GroupState.DEAD):
+                continue
+            ov = group.overview()
+            if states is not None and ov.state.lower() not in states:
+                continue
+            if types is not None and ov.protocol_type.lower() not in types:
+                continue
+            overviews.append(ov)
+        error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.is_loading else ErrorCode.NONE
+        return error, overviews
+
+    def describe_group(self, group_id: str) -> tuple[ErrorCode, GroupSummary]:
+        error = self._validate_group_status(group_id, allow_empty_id=True)
+        if error is not None:
+            return error, GroupSummary("", "", NO_PROTOCOL, ())
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.NONE, GroupSummary(str(GroupState.DEAD), "", NO_PROTOCOL, ())
+        return ErrorCode.NONE, group.summary()
+
+    def delete_groups(self, token: Token, group_ids: Iterable[str]) -> Effects:
+        """DeleteGroups; the response is ``dict[str, ErrorCode]``, sent once the tombstones of
+        every deleted group are written."""
+        results: dict[str, ErrorCode] = {}
+        waiting: set[str] = set()
+        group_ids = list(dict.fromkeys(group_ids))
+
+        def finished(group_id: str, error: ErrorCode) -> None:
+            waiting.discard(group_id)
+            results[group_id] = _offset_error(error) if error is not ErrorCode.NONE else ErrorCode.NONE
+            if not waiting:
+                self._respond(token, {g: results[g] for g in group_ids})
+
+        to_delete = []
+        for group_id in group_ids:
+            error = self._validate_group_status(group_id, allow_empty_id=True)
+            if error is not None:
+                results[group_id] = error
+                continue
+            group = self.groups.get(group_id)
+            if group is None or group.is_state(GroupState.DEAD):
+                results[group_id] = ErrorCode.GROUP_ID_NOT_FOUND
+            elif not group.is_state(GroupState.EMPTY):
+                results[group_id] = ErrorCode.NON_EMPTY_GROUP
+            else:
+                to_delete.append(group)
+        if not to_delete:
+            self._respond(token, {g: results[g] for g in group_ids})
+            return self._drain()
+        waiting.update(g.group_id for g in to_delete)
+        for group in to_delete:
+            removed = group.remove_all_offsets()
+            self._append_cleanup(group, removed, lambda error, gid=group.group_id: finished(gid, error))
+        return self._drain()
+
+    def delete_partitions(self, partitions: Iterable[TopicPartition]) -> Effects:
+        """Topic partitions were deleted: forget every group's offsets for them."""
+        partitions = list(partitions)
+        for group in list(self.groups.values()):
+            if not self.is_group_local(group.group_id) or group.is_state(GroupState.DEAD):
+                continue
+            removed = group.remove_offsets(partitions)
+            if removed or self._group_is_finished(group):
+                self._append_cleanup(group, removed, lambda error: None)
+        return self._drain()
+
+    # ------------------------------------------------------------------ writes
+
+    def _store_group(self, group: GroupMetadata, assignment: dict[str, bytes], done: Callable[[ErrorCode], None]) -> None:
+        value = GroupMetadataValue(
+            protocol_type=group.protocol_type or "",
+            generation=group.generation_id,
+            protocol=group.protocol_name,
+            leader=group.leader_id,
+            current_state_timestamp=group.current_state_timestamp if group.current_state_timestamp is not None else -1,
+            members=tuple(
+                MemberMetadataValue(
+                    member_id=m.member_id,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    session_timeout=m.session_timeout_ms,
+                    subscription=m.metadata(group.protocol_name) if group.protocol_name else b"",
+                    assignment=assignment.get(m.member_id, b""),
+                    rebalance_timeout=m.rebalance_timeout_ms,
+                    group_instance_id=m.group_instance_id,
+                )
+                for m in group.members.values()
+            ),
+        )
+        record = (encode_group_metadata_key(group.group_id), encode_group_metadata_value(value))
+        self._append(
+            self.partition_for(group.group_id),
+            (record,),
+            lambda error, _offset: done(_group_store_error(error) if error is not ErrorCode.NONE else error),
+        )
+
+    def _append(self, partition: int, records: tuple[Record, ...], callback: Callable[[ErrorCode, int | None], None]) -> None:
+        append_id = self._next_append_id
+        self._next_append_id += 1
+        self._append_callbacks[append_id] = callback
+        self._out.appends.append(Append(append_id, partition, records))
+
+    def on_append_complete(self, append_id: int, error: ErrorCode, base_offset: int | None = None) -> Effects:
+        """The records of ``Append(append_id)`` were written (error NONE, first record at
+        ``base_offset``) or not (error as ReplicaManager reported it)."""
+        callback = self._append_callbacks.pop(append_id)
+        callback(error, base_offset)
+        return self._drain()
+
+    @property
+    def pending_appends(self) -> int:
+        return len(self._append_callbacks)
