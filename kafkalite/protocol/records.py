@@ -181,6 +181,12 @@ class RecordBatchHeader(NamedTuple):
         return bool(self.attributes & DELETE_HORIZON_FLAG_MASK)
 
     @property
+    def delete_horizon_ms(self) -> int:
+        """When tombstones in a compacted batch may go (KIP-534): baseTimestamp if bit 6 is set,
+        else -1."""
+        return self.base_timestamp if self.attributes & DELETE_HORIZON_FLAG_MASK else NO_TIMESTAMP
+
+    @property
     def has_producer_id(self) -> bool:
         return self.producer_id > NO_PRODUCER_ID
 
@@ -531,6 +537,7 @@ def build_batch(
     base_timestamp: int | None = None,
     keep_offset_deltas: bool = False,
     compression_level: int | None = None,
+    delete_horizon_ms: int | None = None,
 ) -> bytes:
     """Encode ``records`` as one v2 batch (what a producer sends, or what compaction rewrites).
 
@@ -538,10 +545,14 @@ def build_batch(
     ``timestamp_delta``. Offset deltas are 0, 1, 2, ... in order unless ``keep_offset_deltas``
     (then the records' own deltas are written, e.g. to rebuild a compacted batch; they must be
     increasing). With LogAppendTime, maxTimestamp is ``base_timestamp`` (the append time) as
-    Kafka's broker writes it. The CRC is computed; ``validate_batches`` accepts the result.
+    Kafka's broker writes it. ``delete_horizon_ms`` (compaction, KIP-534) sets attribute bit 6
+    and takes the place of ``base_timestamp``: record deltas are then relative to it. The CRC is
+    computed; ``validate_batches`` accepts the result.
     """
     records = list(records)
-    if base_timestamp is None:
+    if delete_horizon_ms is not None:
+        base_timestamp = delete_horizon_ms
+    elif base_timestamp is None:
         base_timestamp = _now_ms()
     body = bytearray()
     last_offset_delta = -1
@@ -570,6 +581,8 @@ def build_batch(
         attributes |= TRANSACTIONAL_FLAG_MASK
     if is_control:
         attributes |= CONTROL_FLAG_MASK
+    if delete_horizon_ms is not None:
+        attributes |= DELETE_HORIZON_FLAG_MASK
     batch = bytearray(BATCH_HEADER_SIZE)
     _HEADER.pack_into(
         batch,

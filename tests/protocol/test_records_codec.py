@@ -386,3 +386,30 @@ def test_garbage_records_section_raises_nothing_but_corrupt(garbage, codec):
     except CorruptRecordError:
         return
     assert len(records) == 3  # garbage that happens to be three well-formed records
+
+
+def test_flags_and_delete_horizon():
+    batch = build_batch(
+        [Record(value=b"v")],
+        producer_id=3,
+        producer_epoch=0,
+        base_sequence=0,
+        is_transactional=True,
+        base_timestamp=50,
+    )
+    (header,) = validate_batches(batch, origin_client=True)
+    assert header.is_transactional and not header.is_control and header.has_producer_id
+    assert header.delete_horizon_ms == -1 and not header.has_delete_horizon
+    compacted = build_batch(
+        [Record(offset_delta=3, timestamp_delta=-10, key=b"k", value=None)],
+        keep_offset_deltas=True,
+        delete_horizon_ms=1_000,
+        base_offset=20,
+    )
+    header, (record,) = decode_batch(compacted)
+    assert header.has_delete_horizon and header.delete_horizon_ms == 1_000
+    assert header.attributes & 0x40
+    assert record_timestamp(header, record) == 990
+    assert header.last_offset == 23 and header.record_count == 1
+    with pytest.raises(ValueError):
+        build_batch([Record()], compression=7)
