@@ -760,9 +760,9 @@ def parse_control_record_type(record: Record) -> ControlRecordType:
     if key is None or len(key) < 4:
         raise CorruptRecordError("Control record has no valid key")
     version, record_type = _CONTROL_KEY.unpack_from(key)
-    if version != 0:
-        # Kafka reads newer versions the same way (the key is versioned for forward growth).
-        pass
+    if version < 0:
+        raise CorruptRecordError(f"Invalid version {version} found for control record")
+    # Newer key versions only append fields; Kafka reads them the same way.
     try:
         return ControlRecordType(record_type)
     except ValueError as e:

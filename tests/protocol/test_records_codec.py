@@ -330,6 +330,8 @@ def test_control_batch_end_txn_marker():
     assert parse_end_txn_marker(commit)[0] == ControlRecordType.COMMIT
     with pytest.raises(CorruptRecordError):
         parse_control_record_type(Record(key=b"\x00"))
+    with pytest.raises(CorruptRecordError, match="version"):
+        parse_control_record_type(Record(key=b"\xff\xff\x00\x01"))
 
 
 @pytest.mark.parametrize("codec", ALL_CODECS)
