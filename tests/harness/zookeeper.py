@@ -179,12 +179,22 @@ class ZooKeeperServer:
         process, self.process = self.process, None
         if process is None or process.poll() is not None:
             return
+        os.kill(process.pid, signal.SIGCONT)  # a paused JVM cannot handle SIGTERM
         os.kill(process.pid, signal.SIGKILL if hard else signal.SIGTERM)
         try:
             process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             os.kill(process.pid, signal.SIGKILL)
             process.wait(timeout=10)
+
+    def pause(self) -> None:
+        """SIGSTOP: the server stops answering without closing sockets (a silent partition)."""
+        assert self.process is not None
+        os.kill(self.process.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.process is not None
+        os.kill(self.process.pid, signal.SIGCONT)
 
     def restart(self, timeout: float = 30.0) -> None:
         self.stop()

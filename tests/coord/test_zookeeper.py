@@ -1,0 +1,140 @@
+"""ZooKeeper-backend specifics: chroot, connect string, server restart, loss detection."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from kafkalite.coord import (
+    ANY_VERSION,
+    BadArguments,
+    ConnectionLoss,
+    CreateOp,
+    CreateResult,
+    EventType,
+    SessionState,
+    WatchEvent,
+    open_store,
+    parse_connect,
+)
+from kafkalite.coord.embedded import EmbeddedStore
+from kafkalite.coord.zookeeper import ZooKeeperStore
+from tests.harness.zookeeper import ZooKeeperMissing, ZooKeeperServer, free_port
+
+from .conftest import wait_state
+
+
+def test_parse_connect():
+    assert parse_connect("h1:2181,h2:2181/kafkalite") == ("h1:2181,h2:2181", "/kafkalite")
+    assert parse_connect("h1:2181") == ("h1:2181", None)
+    assert parse_connect("h1:2181/a/b/") == ("h1:2181", "/a/b")
+    with pytest.raises(BadArguments):
+        parse_connect("")
+    with pytest.raises(BadArguments):
+        parse_connect("/chroot-only")
+
+
+def test_open_store_picks_the_backend(tmp_path):
+    assert isinstance(open_store("127.0.0.1:1/x", None), ZooKeeperStore)
+    store = open_store(None, tmp_path)
+    assert isinstance(store, EmbeddedStore)
+    assert open_store(None, tmp_path) is store  # one store per data dir per process
+
+
+async def test_chroot_is_created_and_hides_the_prefix(zookeeper_server):
+    store = open_store(zookeeper_server.connect_string("/kafkalite/cluster-a"), None, 4000)
+    root_store = open_store(zookeeper_server.connect_string(), None, 4000)
+    try:
+        session = await store.open_session()
+        root = await root_store.open_session()
+        chroot_stat = await root.exists("/kafkalite/cluster-a")
+        assert chroot_stat is not None and not chroot_stat.is_ephemeral
+        assert await session.create("/brokers/ids/1", b"x", makepath=True) == "/brokers/ids/1"
+        assert await root.get_data("/kafkalite/cluster-a/brokers/ids/1") == (
+            b"x",
+            (await session.exists("/brokers/ids/1")),
+        )
+        seq = await session.create("/brokers/ids/s-", sequential=True)
+        assert seq == "/brokers/ids/s-0000000001"
+        results = await session.multi([CreateOp("/brokers/ids/m-", sequential=True)])
+        assert results == [CreateResult("/brokers/ids/m-0000000002")]
+        assert await session.get_children("/") == ["brokers"]
+        _, watch = await session.get_children_and_watch("/brokers/ids")
+        await root.delete("/kafkalite/cluster-a/brokers/ids/1", ANY_VERSION)
+        assert await asyncio.wait_for(watch, 10) == WatchEvent(
+            EventType.CHILDREN_CHANGED, "/brokers/ids"
+        )
+    finally:
+        await store.close()
+        await root_store.close()
+
+
+async def test_unreachable_ensemble_raises_connection_loss():
+    store = open_store(f"127.0.0.1:{free_port()}", None, 4000, connection_timeout_ms=300)
+    with pytest.raises(ConnectionLoss):
+        await store.open_session()
+
+
+@pytest.fixture(scope="module")
+def own_server():
+    """A server of this module's own: these tests stop and pause it."""
+    try:
+        server = ZooKeeperServer()
+    except ZooKeeperMissing as missing:
+        pytest.fail(str(missing), pytrace=False)
+    server.start()
+    yield server
+    server.cleanup()
+
+
+async def test_server_restart_keeps_session_ephemerals_and_watches(own_server):
+    store = open_store(own_server.connect_string("/restart"), None, 8000)
+    try:
+        session = await store.open_session()
+        impatient = await store.open_session(connection_timeout_ms=200)
+        await session.create("/brokers/ids/1", b"b1", ephemeral=True, makepath=True)
+        await session.create("/controller_epoch", b"1")
+        _, _, watch = await session.get_data_and_watch("/controller_epoch")
+        session_id = session.session_id
+
+        await asyncio.to_thread(own_server.stop)
+        # The server closed the socket: noticed at once, not after a ping timeout.
+        await wait_state(session, SessionState.SUSPENDED, timeout=8)
+        await wait_state(impatient, SessionState.SUSPENDED, timeout=8)
+        with pytest.raises(ConnectionLoss):
+            await impatient.get_data("/controller_epoch")
+
+        await asyncio.to_thread(own_server.start)
+        await wait_state(session, SessionState.CONNECTED, timeout=8)
+        assert session.session_id == session_id
+        assert (await session.exists("/brokers/ids/1")).ephemeral_owner == session_id
+        other = await store.open_session()
+        await other.set_data("/controller_epoch", b"2", 0)
+        assert await asyncio.wait_for(watch, 10) == WatchEvent(
+            EventType.DATA_CHANGED, "/controller_epoch"
+        )
+    finally:
+        await store.close()
+
+
+async def test_silent_partition_is_detected_within_the_session_timeout(own_server):
+    store = open_store(own_server.connect_string("/pause"), None, 2000)
+    try:
+        session = await store.open_session()
+        assert session.negotiated_timeout_ms == 2000
+        await session.create("/n", b"")
+        own_server.pause()
+        try:
+            # No socket is closed: only the ping (every timeout/3, deadline 2*timeout/3) notices.
+            await wait_state(session, SessionState.SUSPENDED, timeout=2.0 * 1.5 + 1.0)
+        finally:
+            own_server.resume()
+        reached = await session.wait_for_state(
+            SessionState.CONNECTED, SessionState.EXPIRED, timeout=15
+        )
+        assert reached in (SessionState.CONNECTED, SessionState.EXPIRED)
+        if reached is SessionState.CONNECTED:
+            assert (await session.get_data("/n"))[0] == b""
+    finally:
+        await store.close()
