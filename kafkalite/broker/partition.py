@@ -40,6 +40,8 @@ Not safe to call concurrently; the broker calls it from one event loop.
 
 from __future__ import annotations
 
+import copy
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -48,7 +50,6 @@ from kafkalite.broker.producer_state import AppendOrigin, ProducerStateManager
 from kafkalite.broker.types import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
-    MAX_TIMESTAMP,
     NO_EPOCH,
     UNKNOWN_OFFSET,
     EpochEndOffset,
@@ -60,6 +61,7 @@ from kafkalite.broker.types import (
 from kafkalite.protocol.errors import (
     ErrorCode,
     FencedLeaderEpochError,
+    InvalidRecordError,
     KafkaError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
@@ -68,11 +70,17 @@ from kafkalite.protocol.errors import (
     PolicyViolationError,
     UnknownLeaderEpochError,
 )
-from kafkalite.protocol.records import RecordBatchHeader, iter_batch_headers
+from kafkalite.protocol.records import (
+    LOG_OVERHEAD,
+    RecordBatchHeader,
+    iter_batch_headers,
+    validate_batches,
+)
 from kafkalite.protocol.types import TopicPartition
 
 DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30_000
 _SCAN_CHUNK_BYTES = 1 << 20
+_BATCH_LENGTH = struct.Struct(">i")
 
 
 @dataclass(slots=True)
@@ -194,6 +202,35 @@ def records_bytes(records: object) -> memoryview:
     """The bytes of a read result: storage slices expose ``view()``, bytes-likes are wrapped."""
     view = getattr(records, "view", None)
     return memoryview(view() if callable(view) else records)  # type: ignore[arg-type]
+
+
+def complete_batches_length(view: memoryview) -> int:
+    """Bytes of ``view`` covered by complete batches (only the length fields are read)."""
+    end = len(view)
+    pos = 0
+    unpack = _BATCH_LENGTH.unpack_from
+    while pos + LOG_OVERHEAD <= end:
+        size = unpack(view, pos + 8)[0] + LOG_OVERHEAD
+        if size <= LOG_OVERHEAD or pos + size > end:
+            break
+        pos += size
+    return pos
+
+
+def whole_batches(records: object) -> object:
+    """``records`` without a trailing partial batch (a read cut at its byte limit). Fetch
+    responses carry whole batches only; a storage slice keeps its sendfile coordinates."""
+    view = records_bytes(records)
+    complete = complete_batches_length(view)
+    if complete == len(view):
+        return records
+    if complete == 0:
+        return EMPTY_RECORDS
+    if hasattr(records, "size") and hasattr(records, "position"):
+        trimmed = copy.copy(records)
+        trimmed.size = complete  # type: ignore[attr-defined]
+        return trimmed
+    return bytes(view[:complete])
 
 
 def end_offset_for_epoch(log, epoch: int) -> EpochEndOffset | None:
@@ -432,7 +469,14 @@ class Partition:
             )
         producer_state = self.producer_state
         assert producer_state is not None
-        headers = [header for _, header in iter_batch_headers(records)]
+        # One validation pass (CRC, magic, lengths, max.message.bytes); the log reuses it.
+        headers = validate_batches(
+            records,
+            origin_client=origin is AppendOrigin.CLIENT,
+            max_batch_size=log.config.max_message_bytes,
+        )
+        if not headers:
+            raise InvalidRecordError(f"Empty record set in produce to {self.topic_partition}")
         first_offset = log.log_end_offset
         infos, duplicate = producer_state.prepare(headers, first_offset, origin)
         if duplicate is not None:
@@ -443,7 +487,12 @@ class Partition:
                 log.log_start_offset,
                 duplicate=True,
             )
-        info = log.append_as_leader(records, self.leader_epoch)
+        info = log.append_as_leader(
+            records,
+            self.leader_epoch,
+            origin_client=origin is AppendOrigin.CLIENT,
+            validated=headers,
+        )
         if info.first_offset != first_offset:
             raise AssertionError(
                 f"{self.topic_partition}: log assigned {info.first_offset}, expected {first_offset}"
@@ -636,6 +685,8 @@ class Partition:
             records = log.read(fetch_offset, max_bytes, max_offset, min_one_message).records
             if records is None:
                 records = EMPTY_RECORDS
+            elif len(records) >= max_bytes:
+                records = whole_batches(records)
         return LogReadInfo(records, hw, hw, log_start, leo)
 
     # -- offsets ------------------------------------------------------------------------------
@@ -677,12 +728,10 @@ class Partition:
         if timestamp == EARLIEST_TIMESTAMP:
             start = log.log_start_offset
             return ListOffsetResult(ErrorCode.NONE, -1, start, self._epoch_for_offset(log, start))
-        if timestamp == MAX_TIMESTAMP:
-            found = self._max_timestamp_and_offset(log, last_fetchable)
-        else:
-            found = log.offset_for_timestamp(timestamp)
-            if found is not None and found[0] >= last_fetchable:
-                found = None
+        # The log answers MAX_TIMESTAMP (-3) itself: the record with the largest timestamp.
+        found = log.offset_for_timestamp(timestamp)
+        if found is not None and found[0] >= last_fetchable:
+            found = None
         if found is None:
             if offsets_error is not None:
                 raise offsets_error
@@ -697,19 +746,6 @@ class Partition:
             return NO_EPOCH
         epoch = epoch_for(offset)
         return NO_EPOCH if epoch is None else epoch
-
-    @staticmethod
-    def _max_timestamp_and_offset(log, last_fetchable: int) -> tuple[int, int] | None:
-        """(offset, timestamp) of the batch with the largest max timestamp below
-        ``last_fetchable`` (batch granularity: records are never decoded; the offset is the
-        batch's last offset, as Kafka reported before KIP-734's per-record lookup)."""
-        best: tuple[int, int] | None = None
-        for header in iter_log_batch_headers(log, log.log_start_offset):
-            if header.last_offset >= last_fetchable:
-                break
-            if best is None or header.max_timestamp > best[1]:
-                best = (header.last_offset, header.max_timestamp)
-        return best
 
     def last_offset_for_leader_epoch(
         self, current_leader_epoch: int, leader_epoch: int, fetch_only_from_leader: bool

@@ -13,7 +13,7 @@ from kafkalite.broker.types import LeaderAndIsrPartitionState
 from kafkalite.protocol.records import Record, build_batch
 from kafkalite.storage.config import LogConfig
 
-from .fake_log import FakeLogManager
+from .storage_stub import StubLogManager
 
 
 class MockTime:
@@ -105,8 +105,10 @@ def mock_time() -> MockTime:
 
 
 @pytest.fixture
-def log_manager(tmp_path) -> FakeLogManager:
-    return FakeLogManager(str(tmp_path))
+def log_manager(tmp_path):
+    manager = StubLogManager(str(tmp_path))
+    yield manager
+    manager.close()
 
 
 @pytest.fixture

@@ -321,7 +321,7 @@ async def test_list_offsets(make_rm):
     assert (earliest.error_code, earliest.offset, earliest.leader_epoch) == (ErrorCode.NONE, 0, 2)
     assert (latest.offset, latest.timestamp, latest.leader_epoch) == (5, -1, 2)
     by_time = rm.list_offset(TP, 4_000)
-    assert (by_time.offset, by_time.timestamp) == (2, 5_001)
+    assert (by_time.offset, by_time.timestamp) == (2, 5_000)  # record level
     assert rm.list_offset(TP, 10_000).offset == -1
     max_ts = rm.list_offset(TP, MAX_TIMESTAMP)
     assert (max_ts.offset, max_ts.timestamp) == (3, 5_001)

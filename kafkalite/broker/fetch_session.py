@@ -1,0 +1,344 @@
+"""Incremental fetch sessions (KIP-227): FetchSessionCache and the per-request FetchContext.
+
+A fetcher opens a session with a full fetch request (session id 0, epoch 0) listing every
+partition; the broker answers with a session id. Later requests carry (session id, epoch
+1, 2, ...) and only the partitions whose fetch parameters changed, plus partitions to forget;
+the broker remembers the rest. Responses to incremental requests only contain partitions with
+news: records, a changed high watermark or log start offset, or an error.
+
+Request metadata (session id, epoch) decides the context:
+
+=================  ======================  ===============================================
+session id         epoch                   context
+=================  ======================  ===============================================
+0                  -1 (FINAL)              sessionless full fetch, no session created
+0                  0 (INITIAL)             full fetch, a new session is created if it fits
+N                  -1                      session N is closed, sessionless full fetch
+N                  0                       session N is closed, a new one is created
+N                  > 0 matching N's epoch  incremental fetch on N, N's epoch advances
+N                  > 0 not matching        INVALID_FETCH_SESSION_EPOCH
+N unknown          > 0                     FETCH_SESSION_ID_NOT_FOUND
+=================  ======================  ===============================================
+
+The cache holds at most ``max_entries`` sessions (``max.incremental.fetch.session.cache.slots``).
+When full, a new session evicts, in Kafka's order: any session unused for ``eviction_ms``; else
+the least valuable evictable session if the new one is worth more (followers are privileged
+over consumers, then more partitions beat fewer). A session is protected from eviction by
+consumers for ``eviction_ms`` after it is created.
+
+Pure: no I/O; the clock is injected. Not thread-safe.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from kafkalite.broker.clock import SYSTEM_TIME, Time
+from kafkalite.broker.types import UNKNOWN_OFFSET, FetchInfo, FetchPartitionData
+from kafkalite.protocol.errors import ErrorCode
+from kafkalite.protocol.types import TopicPartition
+
+INVALID_SESSION_ID = 0
+INITIAL_EPOCH = 0
+FINAL_EPOCH = -1
+INT32_MAX = 0x7FFFFFFF
+DEFAULT_EVICTION_MS = 120_000  # min.incremental.fetch.session.eviction.ms
+
+
+def next_epoch(epoch: int) -> int:
+    if epoch < 0:
+        return FINAL_EPOCH
+    if epoch == INT32_MAX:
+        return 1
+    return epoch + 1
+
+
+class CachedPartition:
+    """A partition of a session: last request parameters and last response values sent."""
+
+    __slots__ = (
+        "topic_partition",
+        "max_bytes",
+        "fetch_offset",
+        "high_watermark",
+        "current_leader_epoch",
+        "fetcher_log_start_offset",
+        "local_log_start_offset",
+        "last_fetched_epoch",
+    )
+
+    def __init__(self, tp: TopicPartition, info: FetchInfo) -> None:
+        self.topic_partition = tp
+        self.high_watermark = UNKNOWN_OFFSET
+        self.local_log_start_offset = UNKNOWN_OFFSET
+        self.update_request_params(info)
+
+    def update_request_params(self, info: FetchInfo) -> None:
+        self.max_bytes = info.max_bytes
+        self.fetch_offset = info.fetch_offset
+        self.current_leader_epoch = info.current_leader_epoch
+        self.fetcher_log_start_offset = info.log_start_offset
+        self.last_fetched_epoch = info.last_fetched_epoch
+
+    def fetch_info(self) -> FetchInfo:
+        return FetchInfo(
+            self.fetch_offset,
+            self.max_bytes,
+            self.fetcher_log_start_offset,
+            self.current_leader_epoch,
+            self.last_fetched_epoch,
+        )
+
+    def maybe_update_response_data(self, data: FetchPartitionData, update: bool) -> bool:
+        """Whether ``data`` must be sent in an incremental response; with ``update`` the
+        cached values are moved to what is sent."""
+        must_respond = data.records_size > 0
+        if self.high_watermark != data.high_watermark:
+            must_respond = True
+            if update:
+                self.high_watermark = data.high_watermark
+        if self.local_log_start_offset != data.log_start_offset:
+            must_respond = True
+            if update:
+                self.local_log_start_offset = data.log_start_offset
+        if data.preferred_read_replica >= 0 or data.diverging_epoch is not None:
+            must_respond = True
+        if data.error_code is not ErrorCode.NONE:
+            # Errors are always sent; forgetting the HW makes the partition be sent again once
+            # the error is gone.
+            if update:
+                self.high_watermark = UNKNOWN_OFFSET
+            must_respond = True
+        return must_respond
+
+
+@dataclass(eq=False)
+class FetchSession:
+    id: int
+    privileged: bool
+    partitions: dict[TopicPartition, CachedPartition]
+    creation_ms: int
+    last_used_ms: int
+    epoch: int
+    cached_size: int = -1
+
+    @property
+    def size(self) -> int:
+        return len(self.partitions)
+
+    def evictable_key(self) -> tuple[bool, int, int]:
+        return (self.privileged, self.cached_size, self.id)
+
+    def update(
+        self, fetch_infos: Mapping[TopicPartition, FetchInfo], forgotten: Iterable[TopicPartition]
+    ) -> tuple[list[TopicPartition], list[TopicPartition], list[TopicPartition]]:
+        """Apply an incremental request; returns (added, updated, removed)."""
+        added, updated, removed = [], [], []
+        for tp, info in fetch_infos.items():
+            cached = self.partitions.get(tp)
+            if cached is None:
+                self.partitions[tp] = CachedPartition(tp, info)
+                added.append(tp)
+            else:
+                cached.update_request_params(info)
+                updated.append(tp)
+        for tp in forgotten:
+            if self.partitions.pop(tp, None) is not None:
+                removed.append(tp)
+        return added, updated, removed
+
+
+class FetchContext:
+    """What a Fetch handler needs for one request: the partitions to read (``fetch_infos``),
+    or an ``error_code`` for the whole response, and the response selection."""
+
+    error_code: ErrorCode = ErrorCode.NONE
+
+    def __init__(self, fetch_infos: dict[TopicPartition, FetchInfo]) -> None:
+        self.fetch_infos = fetch_infos
+
+    def update_and_generate_response(
+        self, results: Mapping[TopicPartition, FetchPartitionData]
+    ) -> tuple[list[tuple[TopicPartition, FetchPartitionData]], int]:
+        """(partitions to put in the response, in order; the session id to answer with)."""
+        raise NotImplementedError
+
+
+class SessionErrorContext(FetchContext):
+    def __init__(self, error_code: ErrorCode) -> None:
+        super().__init__({})
+        self.error_code = error_code
+
+    def update_and_generate_response(self, results):
+        return [], INVALID_SESSION_ID
+
+
+class SessionlessFetchContext(FetchContext):
+    def update_and_generate_response(self, results):
+        return [(tp, results[tp]) for tp in self.fetch_infos if tp in results], INVALID_SESSION_ID
+
+
+class FullFetchContext(FetchContext):
+    def __init__(
+        self,
+        cache: FetchSessionCache,
+        fetch_infos: dict[TopicPartition, FetchInfo],
+        is_from_follower: bool,
+    ) -> None:
+        super().__init__(fetch_infos)
+        self.cache = cache
+        self.is_from_follower = is_from_follower
+
+    def update_and_generate_response(self, results):
+        response = [(tp, results[tp]) for tp in self.fetch_infos if tp in results]
+
+        def create_partitions() -> dict[TopicPartition, CachedPartition]:
+            partitions = {}
+            for tp, data in response:
+                cached = CachedPartition(tp, self.fetch_infos[tp])
+                cached.maybe_update_response_data(data, True)
+                partitions[tp] = cached
+            return partitions
+
+        session_id = self.cache.maybe_create_session(
+            self.cache.time.milliseconds(), self.is_from_follower, len(response), create_partitions
+        )
+        return response, session_id
+
+
+class IncrementalFetchContext(FetchContext):
+    def __init__(self, cache: FetchSessionCache, session: FetchSession) -> None:
+        super().__init__({tp: c.fetch_info() for tp, c in session.partitions.items()})
+        self.cache = cache
+        self.session = session
+
+    def update_and_generate_response(self, results):
+        session = self.session
+        response = []
+        for tp, data in results.items():
+            cached = session.partitions.get(tp)
+            if cached is None:
+                continue  # forgotten meanwhile
+            if cached.maybe_update_response_data(data, True):
+                response.append((tp, data))
+                if data.records_size > 0:
+                    # Partitions that returned data go to the back, so the next response's
+                    # byte budget favours the others (fairness across partitions).
+                    del session.partitions[tp]
+                    session.partitions[tp] = cached
+        return response, session.id
+
+
+class FetchSessionCache:
+    def __init__(
+        self,
+        max_entries: int = 1000,
+        eviction_ms: int = DEFAULT_EVICTION_MS,
+        time: Time = SYSTEM_TIME,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.max_entries = max_entries
+        self.eviction_ms = eviction_ms
+        self.time = time
+        self._rng = rng or random.Random()
+        self.sessions: dict[int, FetchSession] = {}
+        self.num_partitions = 0
+        self.evictions = 0
+
+    def __len__(self) -> int:
+        return len(self.sessions)
+
+    def get(self, session_id: int) -> FetchSession | None:
+        return self.sessions.get(session_id)
+
+    def new_context(
+        self,
+        session_id: int,
+        session_epoch: int,
+        fetch_infos: Mapping[TopicPartition, FetchInfo],
+        forgotten: Iterable[TopicPartition] = (),
+        is_follower: bool = False,
+    ) -> FetchContext:
+        """The context for one Fetch request (see the table in the module docstring)."""
+        fetch_infos = dict(fetch_infos)
+        if session_epoch in (INITIAL_EPOCH, FINAL_EPOCH):
+            if session_id != INVALID_SESSION_ID:
+                self.remove(session_id)
+            if session_epoch == FINAL_EPOCH:
+                return SessionlessFetchContext(fetch_infos)
+            return FullFetchContext(self, fetch_infos, is_follower)
+        session = self.sessions.get(session_id)
+        if session is None:
+            return SessionErrorContext(ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
+        if session.epoch != session_epoch:
+            return SessionErrorContext(ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+        session.update(fetch_infos, forgotten)
+        if session.size == 0:
+            self.remove(session.id)
+            return SessionlessFetchContext({})
+        self.touch(session, self.time.milliseconds())
+        session.epoch = next_epoch(session.epoch)
+        return IncrementalFetchContext(self, session)
+
+    def _new_session_id(self) -> int:
+        while True:
+            candidate = self._rng.randint(1, INT32_MAX)
+            if candidate not in self.sessions:
+                return candidate
+
+    def maybe_create_session(self, now, privileged, size, create_partitions) -> int:
+        """Create a session if there is room (possibly after an eviction); its id, or 0."""
+        if self.max_entries <= 0:
+            return INVALID_SESSION_ID
+        if len(self.sessions) >= self.max_entries and not self.try_evict(privileged, size, now):
+            return INVALID_SESSION_ID
+        session = FetchSession(
+            self._new_session_id(),
+            privileged,
+            create_partitions(),
+            now,
+            now,
+            next_epoch(INITIAL_EPOCH),
+        )
+        self.sessions[session.id] = session
+        self.touch(session, now)
+        return session.id
+
+    def touch(self, session: FetchSession, now: int) -> None:
+        session.last_used_ms = now
+        if session.cached_size >= 0:
+            self.num_partitions -= session.cached_size
+        session.cached_size = session.size
+        self.num_partitions += session.cached_size
+
+    def _evictable(self, session: FetchSession, by_privileged: bool, now: int) -> bool:
+        protected = now - session.creation_ms <= self.eviction_ms
+        if by_privileged:
+            return not session.privileged or not protected
+        return not protected
+
+    def try_evict(self, privileged: bool, size: int, now: int) -> bool:
+        if not self.sessions:
+            return False
+        stalest = min(self.sessions.values(), key=lambda s: (s.last_used_ms, s.id))
+        if now - stalest.last_used_ms > self.eviction_ms:
+            self.remove(stalest.id)
+            self.evictions += 1
+            return True
+        candidates = [s for s in self.sessions.values() if self._evictable(s, privileged, now)]
+        if not candidates:
+            return False
+        least = min(candidates, key=FetchSession.evictable_key)
+        if (privileged, size, 0) < least.evictable_key():
+            return False
+        self.remove(least.id)
+        self.evictions += 1
+        return True
+
+    def remove(self, session_id: int) -> FetchSession | None:
+        session = self.sessions.pop(session_id, None)
+        if session is not None and session.cached_size >= 0:
+            self.num_partitions -= session.cached_size
+        return session

@@ -1,0 +1,300 @@
+"""The broker's view of the cluster, as the controller last told it (Kafka's ZkMetadataCache).
+
+Filled only from UpdateMetadata requests (the controller sends one to every broker after each
+change, the full state after a broker starts) and topic ids seen in LeaderAndIsr. It answers
+Metadata and DescribeCluster: live brokers with their endpoint per listener, the controller id,
+topics with their ids, and per partition the leader, leader epoch, replicas, ISR and offline
+replicas.
+
+Rules (as Kafka):
+
+- The live broker list of each UpdateMetadata replaces the previous one.
+- A partition state whose leader is -2 (LeaderDuringDelete) removes the partition; a topic with
+  no partitions left is forgotten with its id.
+- A request from an older controller epoch is ignored (``update_metadata`` returns it as
+  stale; the handler answers STALE_CONTROLLER_EPOCH).
+- Metadata answers: a leader that is not alive (or -1) gives LEADER_NOT_AVAILABLE with leader
+  -1; a live leader without an endpoint on the client's listener gives LISTENER_NOT_FOUND when
+  asked for (``error_unavailable_listeners``), LEADER_NOT_AVAILABLE otherwise; a replica or
+  ISR member that is not alive is reported only with ``error_unavailable_endpoints`` (Metadata
+  v0): it is left out of the lists and the partition gets REPLICA_NOT_AVAILABLE (leader still
+  returned); later versions list every replica with no error.
+
+Not thread-safe; updated and read on the broker's event loop.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafkalite.broker.types import LEADER_DURING_DELETE, NO_LEADER
+from kafkalite.protocol.errors import ErrorCode, StaleControllerEpochError
+from kafkalite.protocol.types import TopicPartition
+
+ZERO_UUID = uuid.UUID(int=0)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerEndpoint:
+    listener: str
+    host: str
+    port: int
+    security_protocol: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataBroker:
+    id: int
+    endpoints: Mapping[str, BrokerEndpoint]
+    rack: str | None = None
+
+    def endpoint_for(self, listener: str) -> BrokerEndpoint | None:
+        return self.endpoints.get(listener)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    """One partition as the controller stated it (UpdateMetadataPartitionState)."""
+
+    topic: str
+    partition_index: int
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    replicas: tuple[int, ...]
+    offline_replicas: tuple[int, ...] = ()
+    zk_version: int = -1
+    controller_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionMetadata:
+    """A partition of a Metadata response."""
+
+    error_code: ErrorCode
+    partition_index: int
+    leader_id: int
+    leader_epoch: int
+    replica_nodes: tuple[int, ...]
+    isr_nodes: tuple[int, ...]
+    offline_replicas: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicMetadata:
+    error_code: ErrorCode
+    name: str
+    topic_id: uuid.UUID
+    partitions: tuple[PartitionMetadata, ...] = field(default=())
+
+
+class MetadataCache:
+    def __init__(self, broker_id: int) -> None:
+        self.broker_id = broker_id
+        self.controller_id: int | None = None
+        self.controller_epoch = -1
+        self.alive_brokers: dict[int, MetadataBroker] = {}
+        self.partition_states: dict[str, dict[int, PartitionInfo]] = {}
+        self.topic_ids: dict[str, uuid.UUID] = {}
+        self.topic_names: dict[uuid.UUID, str] = {}
+
+    # -- updates ------------------------------------------------------------------------------
+
+    def update_metadata(self, request: Any) -> list[TopicPartition]:
+        """Apply an UpdateMetadata request (v6/v7 shape: controller_id, controller_epoch,
+        topic_states[topic_name, topic_id, partition_states[...]], live_brokers[id,
+        endpoints[port, host, listener, security_protocol], rack]). Returns the partitions
+        deleted. Raises ``StaleControllerEpochError`` for an older controller epoch."""
+        if request.controller_epoch < self.controller_epoch:
+            raise StaleControllerEpochError(
+                f"UpdateMetadata from controller epoch {request.controller_epoch} is older than "
+                f"{self.controller_epoch}"
+            )
+        self.controller_epoch = request.controller_epoch
+        self.controller_id = request.controller_id if request.controller_id >= 0 else None
+        brokers = {}
+        for broker in request.live_brokers:
+            endpoints = {
+                ep.listener: BrokerEndpoint(ep.listener, ep.host, ep.port, ep.security_protocol)
+                for ep in broker.endpoints
+            }
+            brokers[broker.id] = MetadataBroker(broker.id, endpoints, broker.rack)
+        self.alive_brokers = brokers
+        deleted: list[TopicPartition] = []
+        for topic_state in request.topic_states:
+            name = topic_state.topic_name
+            topic_id = getattr(topic_state, "topic_id", None)
+            if topic_id is not None and topic_id != ZERO_UUID:
+                self._set_topic_id(name, topic_id)
+            for p in topic_state.partition_states:
+                info = PartitionInfo(
+                    name,
+                    p.partition_index,
+                    p.leader,
+                    p.leader_epoch,
+                    tuple(p.isr),
+                    tuple(p.replicas),
+                    tuple(getattr(p, "offline_replicas", ()) or ()),
+                    p.zk_version,
+                    p.controller_epoch,
+                )
+                if self.update_partition(info):
+                    deleted.append(TopicPartition(name, p.partition_index))
+        return deleted
+
+    def update_partition(self, info: PartitionInfo) -> bool:
+        """Add, replace or (leader -2) remove one partition; True if it was removed."""
+        if info.leader == LEADER_DURING_DELETE:
+            partitions = self.partition_states.get(info.topic)
+            if partitions is None:
+                return True
+            partitions.pop(info.partition_index, None)
+            if not partitions:
+                del self.partition_states[info.topic]
+                topic_id = self.topic_ids.pop(info.topic, None)
+                if topic_id is not None:
+                    self.topic_names.pop(topic_id, None)
+            return True
+        self.partition_states.setdefault(info.topic, {})[info.partition_index] = info
+        return False
+
+    def set_alive_brokers(self, brokers: Iterable[MetadataBroker]) -> None:
+        self.alive_brokers = {b.id: b for b in brokers}
+
+    def record_topic_ids(self, topic_ids: Mapping[str, uuid.UUID]) -> None:
+        for name, topic_id in topic_ids.items():
+            if topic_id is not None and topic_id != ZERO_UUID:
+                self._set_topic_id(name, topic_id)
+
+    def _set_topic_id(self, name: str, topic_id: uuid.UUID) -> None:
+        old = self.topic_ids.get(name)
+        if old is not None and old != topic_id:
+            self.topic_names.pop(old, None)
+        self.topic_ids[name] = topic_id
+        self.topic_names[topic_id] = name
+
+    # -- queries ------------------------------------------------------------------------------
+
+    def get_controller_id(self) -> int | None:
+        return self.controller_id
+
+    def get_alive_brokers(self) -> list[MetadataBroker]:
+        return [self.alive_brokers[i] for i in sorted(self.alive_brokers)]
+
+    def get_alive_broker(self, broker_id: int) -> MetadataBroker | None:
+        return self.alive_brokers.get(broker_id)
+
+    def has_alive_broker(self, broker_id: int) -> bool:
+        return broker_id in self.alive_brokers
+
+    def get_alive_broker_node(self, broker_id: int, listener: str) -> BrokerEndpoint | None:
+        broker = self.alive_brokers.get(broker_id)
+        return None if broker is None else broker.endpoint_for(listener)
+
+    def get_alive_broker_nodes(self, listener: str) -> list[tuple[int, BrokerEndpoint, str | None]]:
+        """(broker id, endpoint, rack) of the live brokers reachable on ``listener``."""
+        out = []
+        for broker in self.get_alive_brokers():
+            endpoint = broker.endpoint_for(listener)
+            if endpoint is not None:
+                out.append((broker.id, endpoint, broker.rack))
+        return out
+
+    def get_all_topics(self) -> set[str]:
+        return set(self.partition_states)
+
+    def contains_topic(self, topic: str) -> bool:
+        return topic in self.partition_states
+
+    def contains_partition(self, topic: str, partition: int) -> bool:
+        return partition in self.partition_states.get(topic, {})
+
+    def get_topic_id(self, topic: str) -> uuid.UUID | None:
+        return self.topic_ids.get(topic)
+
+    def get_topic_name(self, topic_id: uuid.UUID) -> str | None:
+        return self.topic_names.get(topic_id)
+
+    def num_partitions(self, topic: str) -> int | None:
+        partitions = self.partition_states.get(topic)
+        return None if partitions is None else len(partitions)
+
+    def get_partition_info(self, topic: str, partition: int) -> PartitionInfo | None:
+        return self.partition_states.get(topic, {}).get(partition)
+
+    def get_partition_infos(self, topic: str) -> list[PartitionInfo]:
+        partitions = self.partition_states.get(topic, {})
+        return [partitions[i] for i in sorted(partitions)]
+
+    def get_partition_leader_endpoint(
+        self, topic: str, partition: int, listener: str
+    ) -> BrokerEndpoint | None:
+        info = self.get_partition_info(topic, partition)
+        if info is None or info.leader < 0:
+            return None
+        return self.get_alive_broker_node(info.leader, listener)
+
+    def partition_metadata(
+        self,
+        info: PartitionInfo,
+        listener: str,
+        error_unavailable_endpoints: bool = False,
+        error_unavailable_listeners: bool = False,
+    ) -> PartitionMetadata:
+        alive = self.alive_brokers
+
+        def reachable(ids: tuple[int, ...]) -> tuple[int, ...]:
+            if not error_unavailable_endpoints:
+                return ids
+            return tuple(
+                i for i in ids if i in alive and alive[i].endpoint_for(listener) is not None
+            )
+
+        replicas = reachable(info.replicas)
+        isr = reachable(info.isr)
+        leader = alive.get(info.leader) if info.leader != NO_LEADER else None
+        if leader is None or leader.endpoint_for(listener) is None:
+            if leader is not None and error_unavailable_listeners:
+                error = ErrorCode.LISTENER_NOT_FOUND
+            else:
+                error = ErrorCode.LEADER_NOT_AVAILABLE
+            return PartitionMetadata(
+                error, info.partition_index, NO_LEADER, info.leader_epoch, replicas, isr,
+                info.offline_replicas,
+            )
+        error = ErrorCode.NONE
+        if error_unavailable_endpoints and (
+            len(replicas) < len(info.replicas) or len(isr) < len(info.isr)
+        ):
+            error = ErrorCode.REPLICA_NOT_AVAILABLE
+        return PartitionMetadata(
+            error, info.partition_index, info.leader, info.leader_epoch, replicas, isr,
+            info.offline_replicas,
+        )
+
+    def get_topic_metadata(
+        self,
+        topics: Iterable[str],
+        listener: str,
+        error_unavailable_endpoints: bool = False,
+        error_unavailable_listeners: bool = False,
+    ) -> list[TopicMetadata]:
+        """Metadata for the ``topics`` this cache knows (unknown names are left out: the
+        handler decides between auto-creation and UNKNOWN_TOPIC_OR_PARTITION)."""
+        out = []
+        for name in topics:
+            if name not in self.partition_states:
+                continue
+            partitions = tuple(
+                self.partition_metadata(
+                    info, listener, error_unavailable_endpoints, error_unavailable_listeners
+                )
+                for info in self.get_partition_infos(name)
+            )
+            out.append(
+                TopicMetadata(ErrorCode.NONE, name, self.topic_ids.get(name, ZERO_UUID), partitions)
+            )
+        return out
