@@ -1,0 +1,35 @@
+"""Request handlers, one module per API key (see base.py for the registry).
+
+`load_handlers()` imports every handler module, which registers it; the broker calls it once at
+start-up. The consumer-group APIs (FindCoordinator, JoinGroup, ...) slot in by adding their
+modules to HANDLER_MODULES: ApiVersions advertises exactly the registered keys.
+"""
+
+import importlib
+
+HANDLER_MODULES = (
+    "api_versions",
+    "metadata",
+    "produce",
+    "fetch",
+    "list_offsets",
+    "offset_for_leader_epoch",
+    "init_producer_id",
+    "create_topics",
+    "delete_topics",
+    "create_partitions",
+    "describe_configs",
+    "alter_configs",
+    "incremental_alter_configs",
+    "describe_cluster",
+    "delete_records",
+    "leader_and_isr",
+    "update_metadata",
+    "stop_replica",
+    "controlled_shutdown",
+)
+
+
+def load_handlers() -> None:
+    for name in HANDLER_MODULES:
+        importlib.import_module(f"{__name__}.{name}")

@@ -54,8 +54,9 @@ NO_RESPONSE: Any = _NoResponse()
 """Returned by a dispatcher for requests Kafka never answers (Produce with acks=0)."""
 
 
-class InvalidFrameError(Exception):
-    """The frame cannot be accepted (bad size); the connection is closed."""
+class CloseConnection(Exception):
+    """Raised by a handler to close the connection without a response (Kafka does this for a
+    failed acks=0 produce, so the client notices and refreshes its metadata)."""
 
 
 _connection_ids = itertools.count(1)
@@ -237,7 +238,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         error = task.exception()
         if error is not None:
-            if isinstance(error, KafkaError):
+            if isinstance(error, CloseConnection):
+                log.debug("closing connection", reason=str(error))
+                self._close()
+            elif isinstance(error, KafkaError):
                 self._abort("invalid request", error=str(error), error_code=error.error_code.name)
             else:
                 log.error(

@@ -1,0 +1,144 @@
+"""Helpers shared by the admin handlers: waiting for the controller, topic configs.
+
+Admin writes (CreateTopics, DeleteTopics, CreatePartitions) go to the coordination store, where
+the controller's watches pick them up (Kafka's AdminZkClient path). Like Kafka's
+DelayedCreatePartitions / DelayedDeleteTopics, the handler then waits, up to the request's
+timeout, until this broker's MetadataCache shows the outcome (leaders elected, topic gone);
+past the deadline the topic is answered REQUEST_TIMED_OUT (the operation goes on regardless).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+from kafkalite.apis.base import RequestContext
+
+POLL_INTERVAL_S = 0.01
+
+# DescribeConfigs config_source values (Kafka's ConfigSource).
+SOURCE_TOPIC_CONFIG = 1
+SOURCE_DYNAMIC_BROKER_CONFIG = 2
+SOURCE_STATIC_BROKER_CONFIG = 4
+SOURCE_DEFAULT_CONFIG = 5
+
+# Config resource types.
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+
+
+async def wait_until(condition: Callable[[], bool], timeout_ms: int) -> bool:
+    """Poll `condition` until true or `timeout_ms` passes; whether it became true."""
+    deadline = time.monotonic() + max(0, timeout_ms) / 1000
+    while True:
+        if condition():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(POLL_INTERVAL_S)
+
+
+def topic_has_leaders(ctx: RequestContext, topic: str, partitions: int | None = None) -> bool:
+    cache = ctx.services.metadata_cache
+    if topic not in cache.get_all_topics():
+        return False
+    states = list(cache.get_partition_infos(topic))
+    if partitions is not None and len(states) < partitions:
+        return False
+    return bool(states) and all(s.leader >= 0 for s in states)
+
+
+def topic_absent(ctx: RequestContext, topic: str) -> bool:
+    return topic not in ctx.services.metadata_cache.get_all_topics()
+
+
+def broker_topic_defaults(ctx: RequestContext) -> dict[str, str]:
+    return ctx.services.config.topic_config_defaults()
+
+
+def topic_config_names() -> list[str]:
+    from kafkalite.storage.config import TOPIC_CONFIG_FIELDS
+
+    return list(TOPIC_CONFIG_FIELDS)
+
+
+def validate_topic_configs(configs: dict[str, str | None]) -> str | None:
+    """Why `configs` are not valid topic configs (unknown name, bad value), or None."""
+    from kafkalite.storage.config import LogConfig
+
+    for name, value in configs.items():
+        if value is None:
+            return f"Null value not supported for topic configs: {name}"
+    try:
+        LogConfig.from_properties(configs, strict=True)  # type: ignore[arg-type]
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+async def read_topic_config_overrides(ctx: RequestContext, topic: str) -> dict[str, str]:
+    """The topic's overrides from `/config/topics/<t>` (Kafka's {"version":1,"config":{...}});
+    empty when the node is absent."""
+    import json
+
+    from kafkalite.coord import NoNode
+
+    try:
+        data, _ = await ctx.services.store.get_data(f"/config/topics/{topic}")
+    except NoNode:
+        return {}
+    if not data:
+        return {}
+    return {str(k): str(v) for k, v in json.loads(data).get("config", {}).items()}
+
+
+# Kafka's ConfigDef types for DescribeConfigs v3+ (ConfigType: 1 BOOLEAN, 2 STRING, 3 INT,
+# 5 LONG, 6 DOUBLE, 7 LIST).
+CONFIG_TYPES = {
+    "segment.bytes": 3,
+    "segment.ms": 5,
+    "segment.jitter.ms": 5,
+    "segment.index.bytes": 3,
+    "index.interval.bytes": 3,
+    "retention.ms": 5,
+    "retention.bytes": 5,
+    "flush.messages": 5,
+    "flush.ms": 5,
+    "max.message.bytes": 3,
+    "message.timestamp.type": 2,
+    "message.timestamp.difference.max.ms": 5,
+    "cleanup.policy": 7,
+    "min.insync.replicas": 3,
+    "unclean.leader.election.enable": 1,
+    "delete.retention.ms": 5,
+    "min.compaction.lag.ms": 5,
+    "max.compaction.lag.ms": 5,
+    "min.cleanable.dirty.ratio": 6,
+    "file.delete.delay.ms": 5,
+    "preallocate": 1,
+    "compression.type": 2,
+}
+LIST_CONFIGS = frozenset(name for name, kind in CONFIG_TYPES.items() if kind == 7)
+
+
+def topic_config_from_broker_name() -> dict[str, str]:
+    """Topic config name -> the broker property that sets its default (for synonyms)."""
+    return {
+        "segment.bytes": "log.segment.bytes",
+        "segment.ms": "log.roll.ms",
+        "segment.index.bytes": "log.index.size.max.bytes",
+        "index.interval.bytes": "log.index.interval.bytes",
+        "retention.ms": "log.retention.ms",
+        "retention.bytes": "log.retention.bytes",
+        "flush.messages": "log.flush.interval.messages",
+        "flush.ms": "log.flush.interval.ms",
+        "max.message.bytes": "message.max.bytes",
+        "message.timestamp.type": "log.message.timestamp.type",
+        "cleanup.policy": "log.cleanup.policy",
+        "min.insync.replicas": "min.insync.replicas",
+        "unclean.leader.election.enable": "unclean.leader.election.enable",
+        "compression.type": "compression.type",
+        "preallocate": "log.preallocate",
+        "file.delete.delay.ms": "log.segment.delete.delay.ms",
+    }

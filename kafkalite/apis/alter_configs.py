@@ -1,0 +1,64 @@
+"""AlterConfigs (key 33, v0-v2): replace a topic's config overrides as a whole.
+
+Topic resources: unknown topic -> UNKNOWN_TOPIC_OR_PARTITION; invalid names or values ->
+INVALID_CONFIG; `validate_only` writes nothing; otherwise the controller's admin path writes
+`/config/topics/<t>` and a change notification, which every broker applies. Broker configs are
+static in kafkalite: INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafkalite.apis.admin_common import RESOURCE_BROKER, RESOURCE_TOPIC, validate_topic_configs
+from kafkalite.apis.base import RequestContext, handles
+from kafkalite.protocol.api import ApiKey
+from kafkalite.protocol.errors import ErrorCode, KafkaError
+
+
+async def apply_topic_configs(
+    ctx: RequestContext, topic: str, configs: dict[str, str], validate_only: bool
+) -> tuple[ErrorCode, str | None]:
+    """Validate and (unless validate_only) store the full override set of `topic`."""
+    from kafkalite.controller import admin
+
+    if topic not in ctx.services.metadata_cache.get_all_topics():
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{topic}' does not exist."
+    problem = validate_topic_configs(configs)
+    if problem is not None:
+        return ErrorCode.INVALID_CONFIG, problem
+    if validate_only:
+        return ErrorCode.NONE, None
+    try:
+        await admin.alter_topic_config(ctx.services.store, topic, configs)
+    except KafkaError as e:
+        return e.error_code, str(e) or None
+    return ErrorCode.NONE, None
+
+
+def unsupported_resource(resource_type: int) -> tuple[ErrorCode, str]:
+    if resource_type == RESOURCE_BROKER:
+        return ErrorCode.INVALID_REQUEST, "Broker configs are static in kafkalite"
+    return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}"
+
+
+@handles(ApiKey.ALTER_CONFIGS)
+async def handle_alter_configs(ctx: RequestContext, request: Any) -> Any:
+    responses = []
+    for resource in request.resources:
+        if resource.resource_type == RESOURCE_TOPIC:
+            configs = {c.name: c.value for c in resource.configs}
+            error, message = await apply_topic_configs(
+                ctx, resource.resource_name, configs, request.validate_only
+            )
+        else:
+            error, message = unsupported_resource(resource.resource_type)
+        responses.append(
+            {
+                "error_code": error,
+                "error_message": message,
+                "resource_type": resource.resource_type,
+                "resource_name": resource.resource_name,
+            }
+        )
+    return ctx.response(throttle_time=0, responses=responses)

@@ -1,0 +1,75 @@
+"""CreatePartitions (key 37, v0-v3): grow a topic's partition count.
+
+Kafka's checks: unknown topic -> UNKNOWN_TOPIC_OR_PARTITION; named twice -> INVALID_REQUEST;
+a count not above the current one -> INVALID_PARTITIONS; an assignment of the wrong size or
+naming unknown brokers -> INVALID_REPLICA_ASSIGNMENT (checked by the controller's admin path,
+which writes the new assignment node). `validate_only` writes nothing. Answered when this
+broker's metadata shows the new partitions with leaders, or REQUEST_TIMED_OUT.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Any
+
+from kafkalite.apis.admin_common import topic_has_leaders, wait_until
+from kafkalite.apis.base import RequestContext, handles, millis
+from kafkalite.protocol.api import ApiKey
+from kafkalite.protocol.errors import ErrorCode, KafkaError
+
+
+@handles(ApiKey.CREATE_PARTITIONS)
+async def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
+    from kafkalite.controller import admin
+
+    cache = ctx.services.metadata_cache
+    counts = collections.Counter(t.name for t in request.topics)
+    timeout_ms = millis(request.timeout)
+    results = []
+    pending = []
+    for topic in request.topics:
+        result: dict[str, Any] = {
+            "name": topic.name,
+            "error_code": ErrorCode.NONE,
+            "error_message": None,
+        }
+        results.append(result)
+        if counts[topic.name] > 1:
+            result.update(
+                error_code=ErrorCode.INVALID_REQUEST, error_message="Duplicate topic in request."
+            )
+            continue
+        if topic.name not in cache.get_all_topics():
+            result.update(
+                error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                error_message=f"The topic '{topic.name}' does not exist.",
+            )
+            continue
+        current = len(list(cache.get_partition_infos(topic.name)))
+        if topic.count <= current:
+            result.update(
+                error_code=ErrorCode.INVALID_PARTITIONS,
+                error_message=f"Topic currently has {current} partitions, which is higher than "
+                f"or equal to the requested {topic.count}.",
+            )
+            continue
+        assignment = [list(a.broker_ids) for a in topic.assignments] if topic.assignments else None
+        try:
+            await admin.add_partitions(
+                ctx.services.store,
+                topic.name,
+                topic.count,
+                replica_assignment=assignment,
+                validate_only=request.validate_only,
+            )
+        except KafkaError as e:
+            result.update(error_code=e.error_code, error_message=str(e) or None)
+            continue
+        if not request.validate_only:
+            pending.append((result, topic.count))
+    for result, count in pending:
+        if not await wait_until(
+            lambda r=result, n=count: topic_has_leaders(ctx, r["name"], n), timeout_ms
+        ):
+            result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
+    return ctx.response(throttle_time=0, results=results)

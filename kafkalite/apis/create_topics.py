@@ -1,0 +1,144 @@
+"""CreateTopics (key 19, v2-v7), as Kafka's ZkAdminManager.createTopics.
+
+Per topic, in Kafka's order: illegal name -> INVALID_TOPIC_EXCEPTION; named twice in the request
+-> INVALID_REQUEST; both an explicit assignment and partitions/replication factor ->
+INVALID_REQUEST; partitions/replication factor -1 take num.partitions /
+default.replication.factor; invalid configs -> INVALID_CONFIG; then the controller's admin path
+(exists -> TOPIC_ALREADY_EXISTS, replication factor above the live brokers ->
+INVALID_REPLICATION_FACTOR, ...). `validate_only` stops before anything is written. A created
+topic is answered once this broker's metadata shows its leaders, or REQUEST_TIMED_OUT after
+the request's timeout. v5+ answers with the partition count, replication factor and configs.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Any
+
+from kafkalite.apis.admin_common import (
+    SOURCE_DEFAULT_CONFIG,
+    SOURCE_TOPIC_CONFIG,
+    broker_topic_defaults,
+    topic_has_leaders,
+    validate_topic_configs,
+    wait_until,
+)
+from kafkalite.apis.base import RequestContext, handles, millis
+from kafkalite.apis.topic_names import invalid_topic_reason
+from kafkalite.protocol.api import ApiKey
+from kafkalite.protocol.errors import ErrorCode, KafkaError
+
+
+@handles(ApiKey.CREATE_TOPICS)
+async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
+    from kafkalite.controller import admin
+
+    config = ctx.services.config
+    counts = collections.Counter(t.name for t in request.topics)
+    timeout_ms = millis(request.timeout)
+    validate_only = getattr(request, "validate_only", False)
+    results = []
+    created: list[tuple[dict[str, Any], int]] = []
+    for topic in request.topics:
+        name = topic.name
+        num_partitions = topic.num_partitions
+        replication_factor = topic.replication_factor
+        configs = {c.name: c.value for c in topic.configs}
+        assignment = {a.partition_index: list(a.broker_ids) for a in topic.assignments}
+        result: dict[str, Any] = {
+            "name": name,
+            "error_code": ErrorCode.NONE,
+            "error_message": None,
+            "topic_config_error_code": 0,
+            "num_partitions": -1,
+            "replication_factor": -1,
+            "configs": None,
+        }
+        results.append(result)
+        reason = invalid_topic_reason(name)
+        if reason is not None:
+            result.update(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, error_message=reason)
+            continue
+        if counts[name] > 1:
+            result.update(
+                error_code=ErrorCode.INVALID_REQUEST,
+                error_message=f"Create topics request from client contains duplicate topic {name}",
+            )
+            continue
+        if assignment and (num_partitions != -1 or replication_factor != -1):
+            result.update(
+                error_code=ErrorCode.INVALID_REQUEST,
+                error_message="Both numPartitions or replicationFactor and replicasAssignments "
+                "were set. Both cannot be used at the same time.",
+            )
+            continue
+        if num_partitions == -1 and not assignment:
+            num_partitions = config.num_partitions
+        if replication_factor == -1 and not assignment:
+            replication_factor = config.default_replication_factor
+        if assignment:
+            num_partitions = len(assignment)
+            replication_factor = len(next(iter(assignment.values())))
+        if num_partitions <= 0:
+            result.update(
+                error_code=ErrorCode.INVALID_PARTITIONS,
+                error_message="Number of partitions must be larger than 0.",
+            )
+            continue
+        if replication_factor <= 0:
+            result.update(
+                error_code=ErrorCode.INVALID_REPLICATION_FACTOR,
+                error_message="Replication factor must be larger than 0.",
+            )
+            continue
+        problem = validate_topic_configs(configs)
+        if problem is not None:
+            result.update(error_code=ErrorCode.INVALID_CONFIG, error_message=problem)
+            continue
+        try:
+            topic_id = await admin.create_topic(
+                ctx.services.store,
+                name,
+                num_partitions,
+                replication_factor,
+                configs,
+                replica_assignment=assignment or None,
+                validate_only=validate_only,
+            )
+        except KafkaError as e:
+            result.update(error_code=e.error_code, error_message=str(e) or None)
+            continue
+        result.update(
+            topic_id=topic_id,
+            num_partitions=num_partitions,
+            replication_factor=replication_factor,
+            configs=describe_created_configs(ctx, configs),
+        )
+        if not validate_only:
+            created.append((result, num_partitions))
+    for result, partitions in created:
+        done = await wait_until(
+            lambda r=result, n=partitions: topic_has_leaders(ctx, r["name"], n), timeout_ms
+        )
+        if not done:
+            result.update(
+                error_code=ErrorCode.REQUEST_TIMED_OUT,
+                error_message="Timed out waiting for the topic's partitions to get leaders",
+            )
+    return ctx.response(throttle_time=0, topics=results)
+
+
+def describe_created_configs(ctx: RequestContext, configs: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for name, default in sorted(broker_topic_defaults(ctx).items()):
+        explicit = name in configs
+        out.append(
+            {
+                "name": name,
+                "value": configs[name] if explicit else default,
+                "read_only": False,
+                "config_source": SOURCE_TOPIC_CONFIG if explicit else SOURCE_DEFAULT_CONFIG,
+                "is_sensitive": False,
+            }
+        )
+    return out

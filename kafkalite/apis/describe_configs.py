@@ -1,0 +1,136 @@
+"""DescribeConfigs (key 32, v1-v4): topic and broker configs with their sources.
+
+Topic resources (type 2): every topic config, valued by the topic's override
+(`/config/topics/<t>`, source TOPIC_CONFIG) or else the broker default (DEFAULT_CONFIG), with
+synonyms (v1+, when asked) and types (v3+). Unknown topic -> UNKNOWN_TOPIC_OR_PARTITION.
+Broker resources (type 4, name = broker id or empty): the broker's static properties
+(read-only). Other resource types -> INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafkalite.apis.admin_common import (
+    CONFIG_TYPES,
+    RESOURCE_BROKER,
+    RESOURCE_TOPIC,
+    SOURCE_DEFAULT_CONFIG,
+    SOURCE_STATIC_BROKER_CONFIG,
+    SOURCE_TOPIC_CONFIG,
+    broker_topic_defaults,
+    read_topic_config_overrides,
+    topic_config_from_broker_name,
+)
+from kafkalite.apis.base import RequestContext, handles
+from kafkalite.protocol.api import ApiKey
+from kafkalite.protocol.errors import ErrorCode
+
+
+@handles(ApiKey.DESCRIBE_CONFIGS)
+async def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
+    include_synonyms = getattr(request, "include_synonyms", False)
+    results = []
+    for resource in request.resources:
+        keys = resource.configuration_keys
+        wanted = None if keys is None else set(keys)
+        result: dict[str, Any] = {
+            "error_code": ErrorCode.NONE,
+            "error_message": None,
+            "resource_type": resource.resource_type,
+            "resource_name": resource.resource_name,
+            "configs": [],
+        }
+        results.append(result)
+        if resource.resource_type == RESOURCE_TOPIC:
+            name = resource.resource_name
+            if name not in ctx.services.metadata_cache.get_all_topics():
+                result.update(
+                    error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    error_message=f"Topic '{name}' does not exist.",
+                )
+                continue
+            overrides = await read_topic_config_overrides(ctx, name)
+            result["configs"] = topic_configs(ctx, overrides, wanted, include_synonyms)
+        elif resource.resource_type == RESOURCE_BROKER:
+            if resource.resource_name not in ("", str(ctx.services.broker_id)):
+                result.update(
+                    error_code=ErrorCode.INVALID_REQUEST,
+                    error_message=f"Unexpected broker id, expected {ctx.services.broker_id} "
+                    f"or empty string, but received {resource.resource_name}",
+                )
+                continue
+            result["configs"] = broker_configs(ctx, wanted, include_synonyms)
+        else:
+            result.update(
+                error_code=ErrorCode.INVALID_REQUEST,
+                error_message=f"Unsupported resource type {resource.resource_type}",
+            )
+    return ctx.response(throttle_time=0, results=results)
+
+
+def topic_configs(
+    ctx: RequestContext,
+    overrides: dict[str, str],
+    wanted: set[str] | None,
+    include_synonyms: bool,
+) -> list[dict[str, Any]]:
+    defaults = broker_topic_defaults(ctx)
+    broker_names = topic_config_from_broker_name()
+    out = []
+    for name in sorted(set(defaults) | set(overrides)):
+        if wanted is not None and name not in wanted:
+            continue
+        synonyms = []
+        if name in overrides:
+            value, source = overrides[name], SOURCE_TOPIC_CONFIG
+            synonyms.append({"name": name, "value": value, "source": SOURCE_TOPIC_CONFIG})
+        else:
+            value, source = defaults.get(name), SOURCE_DEFAULT_CONFIG
+        if name in broker_names and name in defaults:
+            synonyms.append(
+                {
+                    "name": broker_names[name],
+                    "value": defaults[name],
+                    "source": SOURCE_DEFAULT_CONFIG,
+                }
+            )
+        out.append(
+            {
+                "name": name,
+                "value": value,
+                "read_only": False,
+                "config_source": source,
+                "is_default": source == SOURCE_DEFAULT_CONFIG,
+                "is_sensitive": False,
+                "synonyms": synonyms if include_synonyms else [],
+                "config_type": CONFIG_TYPES.get(name, 2),
+                "documentation": None,
+            }
+        )
+    return out
+
+
+def broker_configs(
+    ctx: RequestContext, wanted: set[str] | None, include_synonyms: bool
+) -> list[dict[str, Any]]:
+    out = []
+    for name, value in sorted(ctx.services.config.properties().items()):
+        if wanted is not None and name not in wanted:
+            continue
+        out.append(
+            {
+                "name": name,
+                "value": value,
+                "read_only": True,
+                "config_source": SOURCE_STATIC_BROKER_CONFIG,
+                "is_default": False,
+                "is_sensitive": False,
+                "synonyms": [{"name": name, "value": value, "source": SOURCE_STATIC_BROKER_CONFIG}]
+                if include_synonyms
+                else [],
+                "config_type": 2,
+                "documentation": None,
+            }
+        )
+    return out

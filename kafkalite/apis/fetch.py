@@ -1,0 +1,93 @@
+"""Fetch (key 1, v4-v12): consumers and followers read record batches.
+
+The handler turns the request into `FetchParams` + per-partition `FetchInfo`, asks the
+ReplicaManager (which long-polls: it answers as soon as `min_bytes` are available or
+`max_wait_ms` passes) and encodes the answer with the hand-written encoder
+(fetch_response.py), so record slices from the log go to the socket without being copied.
+
+Fetch sessions (KIP-227, v7+): when the broker has a FetchSessionCache it decides the context
+(full, incremental, sessionless, or an error such as FETCH_SESSION_ID_NOT_FOUND). Without one,
+every request is served sessionless: session id 0 in the response tells the client that no
+session was created, which Kafka also answers when its cache is full, and a request naming a
+session id gets FETCH_SESSION_ID_NOT_FOUND so the client starts over with a full fetch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafkalite.apis.base import RequestContext, handles, millis
+from kafkalite.apis.fetch_response import encode_fetch_response
+from kafkalite.broker.types import FetchInfo, FetchParams, IsolationLevel
+from kafkalite.protocol.api import ApiKey
+from kafkalite.protocol.errors import ErrorCode
+from kafkalite.protocol.types import TopicPartition
+
+INVALID_SESSION_ID = 0
+INITIAL_EPOCH = 0
+FINAL_EPOCH = -1
+
+
+@handles(ApiKey.FETCH)
+async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.api_version
+    services = ctx.services
+    session_id = getattr(request, "session_id", INVALID_SESSION_ID)
+    session_epoch = getattr(request, "session_epoch", FINAL_EPOCH)
+    fetch_infos: dict[TopicPartition, FetchInfo] = {}
+    for topic in request.topics:
+        for p in topic.partitions:
+            fetch_infos[TopicPartition(topic.topic, p.partition)] = FetchInfo(
+                fetch_offset=p.fetch_offset,
+                max_bytes=p.partition_max_bytes,
+                log_start_offset=getattr(p, "log_start_offset", -1),
+                current_leader_epoch=getattr(p, "current_leader_epoch", -1),
+                last_fetched_epoch=getattr(p, "last_fetched_epoch", -1),
+            )
+    forgotten = [
+        TopicPartition(t.topic, p)
+        for t in getattr(request, "forgotten_topics_data", ())
+        for p in t.partitions
+    ]
+    params = FetchParams(
+        replica_id=request.replica_id,
+        max_wait_ms=millis(request.max_wait),
+        min_bytes=request.min_bytes,
+        max_bytes=min(request.max_bytes, services.config.fetch_max_bytes)
+        if request.replica_id < 0
+        else request.max_bytes,
+        isolation_level=IsolationLevel(getattr(request, "isolation_level", 0)),
+    )
+
+    sessions = services.fetch_sessions
+    if sessions is not None and version >= 7:
+        context = sessions.new_context(
+            session_id, session_epoch, fetch_infos, forgotten, is_follower=request.replica_id >= 0
+        )
+        if context.error_code != ErrorCode.NONE:
+            return encode_fetch_response(
+                ctx.header.correlation_id, version, [], error_code=context.error_code
+            )
+        fetch_infos = context.fetch_infos
+    elif version >= 7 and session_id != INVALID_SESSION_ID:
+        error = ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+        return encode_fetch_response(ctx.header.correlation_id, version, [], error_code=error)
+    else:
+        context = None
+
+    results = await services.replica_manager.fetch_messages(params, fetch_infos)
+
+    if context is not None:
+        response_partitions, response_session_id = context.update_and_generate_response(results)
+    else:
+        response_partitions = [(tp, results[tp]) for tp in fetch_infos if tp in results]
+        response_session_id = INVALID_SESSION_ID
+    topics: list[tuple[str, list[tuple[int, Any]]]] = []
+    for tp, data in response_partitions:
+        if topics and topics[-1][0] == tp.topic:
+            topics[-1][1].append((tp.partition, data))
+        else:
+            topics.append((tp.topic, [(tp.partition, data)]))
+    return encode_fetch_response(
+        ctx.header.correlation_id, version, topics, session_id=response_session_id
+    )

@@ -1,0 +1,77 @@
+"""LeaderAndIsr (key 4, v4-v7): the controller tells this broker which replicas to lead/follow.
+
+Applied by the ReplicaManager (`become_leader_or_follower`): a stale controller epoch fails the
+whole request (STALE_CONTROLLER_EPOCH), other failures are per partition. Response v4 lists
+partition errors flat; v5+ groups them by topic id.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafkalite.apis.base import RequestContext, handles
+from kafkalite.broker.types import LeaderAndIsrPartitionState
+from kafkalite.protocol.api import ApiKey
+from kafkalite.protocol.types import TopicPartition
+
+
+@handles(ApiKey.LEADER_AND_ISR)
+def handle_leader_and_isr(ctx: RequestContext, request: Any) -> Any:
+    states = []
+    topic_ids = {}
+    for topic in request.topic_states:
+        topic_ids[topic.topic_name] = getattr(topic, "topic_id", None)
+        for p in topic.partition_states:
+            states.append(
+                LeaderAndIsrPartitionState(
+                    topic=topic.topic_name,
+                    partition=p.partition_index,
+                    controller_epoch=p.controller_epoch,
+                    leader=p.leader,
+                    leader_epoch=p.leader_epoch,
+                    isr=tuple(p.isr),
+                    zk_version=p.zk_version,
+                    replicas=tuple(p.replicas),
+                    adding_replicas=tuple(p.adding_replicas),
+                    removing_replicas=tuple(p.removing_replicas),
+                    is_new=p.is_new,
+                )
+            )
+    services = ctx.services
+    if services.metadata_cache is not None and hasattr(services.metadata_cache, "record_topic_ids"):
+        services.metadata_cache.record_topic_ids(
+            {name: tid for name, tid in topic_ids.items() if tid is not None}
+        )
+    result = services.replica_manager.become_leader_or_follower(
+        request.controller_id, request.controller_epoch, states
+    )
+    errors = result.partition_errors
+    if ctx.api_version < 5:
+        return ctx.response(
+            error_code=result.error_code,
+            partition_errors=[
+                {
+                    "topic_name": s.topic,
+                    "partition_index": s.partition,
+                    "error_code": errors.get(TopicPartition(s.topic, s.partition), 0),
+                }
+                for s in states
+            ],
+        )
+    topics = []
+    for topic in request.topic_states:
+        topics.append(
+            {
+                "topic_id": topic_ids.get(topic.topic_name),
+                "partition_errors": [
+                    {
+                        "partition_index": p.partition_index,
+                        "error_code": errors.get(
+                            TopicPartition(topic.topic_name, p.partition_index), 0
+                        ),
+                    }
+                    for p in topic.partition_states
+                ],
+            }
+        )
+    return ctx.response(error_code=result.error_code, topics=topics)

@@ -1,0 +1,147 @@
+"""Hand-written ProduceRequest decoder (v3-v11) that leaves record data inside the frame.
+
+kio decodes `records` into an immutable `bytes` copy; the broker, though, patches baseOffset and
+partitionLeaderEpoch of every batch in place before appending (DESIGN.md section 3). Decoding by
+hand yields, for each partition, a writable `memoryview` into the request frame (a `bytearray`
+the connection handed over), so record data is copied once: from the socket into the frame.
+
+Layout (ProduceRequest.json; v9+ flexible: compact strings/arrays/bytes, tagged fields):
+
+    transactional_id nullable string, acks int16, timeout_ms int32,
+    topic_data: [name string, partition_data: [index int32, records nullable bytes]]
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+from kafkalite.protocol.errors import InvalidRequestError
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_ACKS_TIMEOUT = struct.Struct(">hi")
+
+
+@dataclass(slots=True)
+class ProducePartitionData:
+    index: int
+    records: memoryview | None
+
+
+@dataclass(slots=True)
+class ProduceTopicData:
+    name: str
+    partition_data: list[ProducePartitionData] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class ProduceRequestData:
+    version: int
+    transactional_id: str | None
+    acks: int
+    timeout_ms: int
+    topic_data: list[ProduceTopicData]
+
+
+class _Reader:
+    __slots__ = ("buf", "pos", "flexible")
+
+    def __init__(self, buf: memoryview, pos: int, flexible: bool) -> None:
+        self.buf, self.pos, self.flexible = buf, pos, flexible
+
+    def need(self, n: int) -> None:
+        if n < 0 or self.pos + n > len(self.buf):
+            raise InvalidRequestError("truncated ProduceRequest")
+
+    def uvarint(self) -> int:
+        result = shift = 0
+        buf = self.buf
+        while True:
+            if self.pos >= len(buf) or shift > 28:
+                raise InvalidRequestError("bad varint in ProduceRequest")
+            b = buf[self.pos]
+            self.pos += 1
+            result |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return result
+            shift += 7
+
+    def int16(self) -> int:
+        self.need(2)
+        (v,) = _I16.unpack_from(self.buf, self.pos)
+        self.pos += 2
+        return v
+
+    def int32(self) -> int:
+        self.need(4)
+        (v,) = _I32.unpack_from(self.buf, self.pos)
+        self.pos += 4
+        return v
+
+    def length(self) -> int:
+        """Length of a nullable string/bytes/array; -1 for null."""
+        if self.flexible:
+            return self.uvarint() - 1
+        return self.int32()
+
+    def string(self, nullable: bool = False) -> str | None:
+        n = self.uvarint() - 1 if self.flexible else self.int16()
+        if n < 0:
+            if nullable:
+                return None
+            raise InvalidRequestError("null string in ProduceRequest")
+        self.need(n)
+        try:
+            value = bytes(self.buf[self.pos : self.pos + n]).decode()
+        except UnicodeDecodeError:
+            raise InvalidRequestError("non-UTF-8 string in ProduceRequest") from None
+        self.pos += n
+        return value
+
+    def array_length(self) -> int:
+        n = self.length()
+        if n < 0:
+            raise InvalidRequestError("null array in ProduceRequest")
+        if n > len(self.buf):
+            raise InvalidRequestError("array longer than the request")
+        return n
+
+    def skip_tagged_fields(self) -> None:
+        if not self.flexible:
+            return
+        for _ in range(self.uvarint()):
+            self.uvarint()  # tag
+            size = self.uvarint()
+            self.need(size)
+            self.pos += size
+
+
+def decode_produce_request(
+    header: object, frame: bytearray, body_offset: int
+) -> ProduceRequestData:
+    version = header.api_version  # type: ignore[attr-defined]
+    r = _Reader(memoryview(frame), body_offset, version >= 9)
+    transactional_id = r.string(nullable=True)
+    r.need(6)
+    acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(r.buf, r.pos)
+    r.pos += 6
+    topics = []
+    for _ in range(r.array_length()):
+        topic = ProduceTopicData(r.string())  # type: ignore[arg-type]
+        for _ in range(r.array_length()):
+            index = r.int32()
+            n = r.length()
+            records = None
+            if n >= 0:
+                r.need(n)
+                records = r.buf[r.pos : r.pos + n]
+                r.pos += n
+            topic.partition_data.append(ProducePartitionData(index, records))
+            r.skip_tagged_fields()
+        r.skip_tagged_fields()
+        topics.append(topic)
+    r.skip_tagged_fields()
+    if r.pos != len(r.buf):
+        raise InvalidRequestError(f"{len(r.buf) - r.pos} bytes left after the ProduceRequest")
+    return ProduceRequestData(version, transactional_id, acks, timeout_ms, topics)

@@ -1,0 +1,46 @@
+"""StopReplica (key 5, v2-v4): stop replicas; with delete_partition also delete their logs.
+
+v2 lists partitions per topic with one delete flag for the whole request; v3+ carry a leader
+epoch and a delete flag per partition. Applied by the ReplicaManager (`stop_replicas`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafkalite.apis.base import RequestContext, handles
+from kafkalite.broker.types import StopReplicaPartitionState
+from kafkalite.protocol.api import ApiKey
+from kafkalite.protocol.types import TopicPartition
+
+
+@handles(ApiKey.STOP_REPLICA)
+def handle_stop_replica(ctx: RequestContext, request: Any) -> Any:
+    states: list[StopReplicaPartitionState] = []
+    if ctx.api_version < 3:
+        delete = request.delete_partitions
+        for topic in request.topics:
+            for index in topic.partition_indexes:
+                states.append(StopReplicaPartitionState(topic.name, index, -1, delete))
+    else:
+        for topic in request.topic_states:
+            for p in topic.partition_states:
+                states.append(
+                    StopReplicaPartitionState(
+                        topic.topic_name, p.partition_index, p.leader_epoch, p.delete_partition
+                    )
+                )
+    result = ctx.services.replica_manager.stop_replicas(
+        request.controller_id, request.controller_epoch, states
+    )
+    return ctx.response(
+        error_code=result.error_code,
+        partition_errors=[
+            {
+                "topic_name": s.topic,
+                "partition_index": s.partition,
+                "error_code": result.partition_errors.get(TopicPartition(s.topic, s.partition), 0),
+            }
+            for s in states
+        ],
+    )

@@ -1,0 +1,69 @@
+"""ApiDispatcher: version negotiation and Kafka's answers to requests it cannot serve."""
+
+import struct
+
+import pytest
+from kio.schema.api_versions.v3.request import ApiVersionsRequest as ApiVersionsV3
+
+from kafkalite.apis.dispatcher import advertised_versions
+from kafkalite.protocol.api import ApiKey
+from kafkalite.protocol.errors import InvalidRequestError, KafkaError, UnsupportedVersionError
+
+
+async def test_api_versions_lists_registered_handlers_only(call):
+    response = await call(
+        ApiKey.API_VERSIONS,
+        3,
+        ApiVersionsV3(client_software_name="t", client_software_version="1"),
+    )
+    assert response.error_code.value == 0
+    table = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+    assert table == advertised_versions()
+    assert table[ApiKey.PRODUCE][0] <= 3 and table[ApiKey.FETCH] == (4, 12)
+    assert ApiKey.JOIN_GROUP not in table  # group APIs come with a later issue
+    assert ApiKey.FIND_COORDINATOR not in table
+
+
+def header(api_key, version, correlation_id=5, client=b"x"):
+    return struct.pack(">hhih", api_key, version, correlation_id, len(client)) + client
+
+
+async def test_api_versions_above_ours_gets_v0_unsupported_version_with_our_table(call):
+    frame = bytearray(header(ApiKey.API_VERSIONS, 99) + b"\x00garbage-body-of-a-future-version")
+    data = call.dispatcher.dispatch(frame, call.connection)
+    size, correlation_id, error, count = struct.unpack_from(">iihi", data)
+    assert (size, correlation_id, error) == (len(data) - 4, 5, 35)
+    entries = [struct.unpack_from(">hhh", data, 14 + 6 * i) for i in range(count)]
+    assert {k: (lo, hi) for k, lo, hi in entries} == advertised_versions()
+
+
+@pytest.mark.parametrize(
+    "frame, error",
+    [
+        (header(999, 0), UnsupportedVersionError),  # unknown API key
+        (header(ApiKey.JOIN_GROUP, 0), UnsupportedVersionError),  # no handler yet
+        (header(ApiKey.PRODUCE, 2), UnsupportedVersionError),  # below our range
+        (header(ApiKey.METADATA, 13) + b"\x00", UnsupportedVersionError),  # above our range
+        (b"\x00\x03", InvalidRequestError),  # truncated header
+        (header(ApiKey.METADATA, 1) + b"\x00\x00", InvalidRequestError),  # truncated body
+    ],
+)
+def test_requests_we_cannot_serve_close_the_connection(call, frame, error):
+    with pytest.raises(KafkaError) as info:
+        call.dispatcher.dispatch(bytearray(frame), call.connection)
+    assert isinstance(info.value, error)
+
+
+async def test_requests_wait_until_the_broker_is_ready(call, services):
+    call.dispatcher.ready.clear()
+    pending = call(
+        ApiKey.API_VERSIONS, 3, ApiVersionsV3(client_software_name="t", client_software_version="1")
+    )
+    import asyncio
+
+    task = asyncio.ensure_future(pending)
+    await asyncio.sleep(0)
+    assert not task.done()
+    call.dispatcher.ready.set()
+    response = await task
+    assert response.error_code.value == 0

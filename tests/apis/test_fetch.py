@@ -1,0 +1,77 @@
+"""Fetch handler: request -> FetchParams/FetchInfo, response encoding, sessionless sessions."""
+
+import datetime
+import sys
+
+from kafkalite.protocol.api import ApiKey, request_class
+from kafkalite.protocol.records import Record, build_batch
+from kafkalite.protocol.types import TopicPartition
+
+
+def partition(cls, index):
+    fields = dict(
+        partition=index,
+        fetch_offset=5,
+        partition_max_bytes=1000,
+        current_leader_epoch=-1,
+        log_start_offset=-1,
+        last_fetched_epoch=-1,
+    )
+    names = set(cls.__dataclass_fields__)
+    return cls(**{k: v for k, v in fields.items() if k in names})
+
+
+def fetch_request(version, topics, session_id=0, session_epoch=-1, max_bytes=1 << 20):
+    cls = request_class(ApiKey.FETCH, version)
+    module = sys.modules[cls.__module__]
+    fields = dict(
+        replica_id=-1,
+        max_wait=datetime.timedelta(milliseconds=100),
+        min_bytes=1,
+        max_bytes=max_bytes,
+        isolation_level=0,
+        topics=tuple(
+            module.FetchTopic(
+                topic=name,
+                partitions=tuple(partition(module.FetchPartition, p) for p in parts),
+            )
+            for name, parts in topics
+        ),
+    )
+    if version >= 7:
+        fields.update(session_id=session_id, session_epoch=session_epoch, forgotten_topics_data=())
+    if version >= 11:
+        fields["rack_id"] = ""
+    names = set(cls.__dataclass_fields__)
+    return cls(**{k: v for k, v in fields.items() if k in names})
+
+
+async def test_fetch_returns_records_and_partition_errors(call, services):
+    data = build_batch([Record(0, 0, b"k", b"v")], base_offset=5)
+    services.replica_manager.logs[TopicPartition("t", 1)] = memoryview(data)
+    for version in (4, 7, 11, 12):
+        response = await call(
+            ApiKey.FETCH, version, fetch_request(version, [("t", [0, 1]), ("unknown", [0])])
+        )
+        parts = {(t.topic, p.partition_index): p for t in response.responses for p in t.partitions}
+        assert bytes(parts[("t", 1)].records) == data
+        assert parts[("t", 0)].records == b"" and parts[("t", 0)].high_watermark == 10
+        assert parts[("unknown", 0)].error_code.value == 3
+    params, infos = services.replica_manager.fetches[-1]
+    assert params.max_wait_ms == 100 and params.min_bytes == 1 and params.replica_id == -1
+    assert infos[TopicPartition("t", 0)].fetch_offset == 5
+    assert infos[TopicPartition("t", 0)].max_bytes == 1000
+
+
+async def test_without_a_session_cache_sessions_are_not_created(call):
+    response = await call(ApiKey.FETCH, 12, fetch_request(12, [("t", [0])], 0, 0))
+    assert response.session_id == 0 and response.error_code.value == 0
+    response = await call(ApiKey.FETCH, 12, fetch_request(12, [("t", [0])], 1234, 3))
+    assert response.error_code.value == 70  # FETCH_SESSION_ID_NOT_FOUND
+    assert response.responses == ()
+
+
+async def test_max_bytes_is_capped_by_fetch_max_bytes(call, services):
+    await call(ApiKey.FETCH, 11, fetch_request(11, [("t", [0])], max_bytes=2**31 - 1))
+    params, _ = services.replica_manager.fetches[-1]
+    assert params.max_bytes == services.config.fetch_max_bytes
