@@ -16,7 +16,7 @@ from kafkalite.protocol.errors import ErrorCode, KafkaError
 @handles(ApiKey.UPDATE_METADATA)
 def handle_update_metadata(ctx: RequestContext, request: Any) -> Any:
     try:
-        ctx.services.metadata_cache.update_metadata(ctx.header.correlation_id, request)
+        ctx.services.metadata_cache.update_metadata(request)
     except KafkaError as e:
         return ctx.response(error_code=e.error_code)
     return ctx.response(error_code=ErrorCode.NONE)

@@ -1,0 +1,140 @@
+"""Metadata, DescribeCluster and UpdateMetadata over the real MetadataCache."""
+
+import sys
+import uuid
+
+import pytest
+from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
+
+from kafkalite.broker.metadata_cache import MetadataCache
+from kafkalite.protocol.api import ApiKey, request_class
+
+TOPIC_ID = uuid.UUID(int=7)
+
+
+def update_metadata_request(leader=0, controller_epoch=1):
+    cls = request_class(ApiKey.UPDATE_METADATA, 7)
+    m = sys.modules[cls.__module__]
+    return cls(
+        controller_id=0,
+        controller_epoch=controller_epoch,
+        broker_epoch=-1,
+        topic_states=(
+            m.UpdateMetadataTopicState(
+                topic_name="orders",
+                topic_id=TOPIC_ID,
+                partition_states=tuple(
+                    m.UpdateMetadataPartitionState(
+                        topic_name="orders",
+                        partition_index=p,
+                        controller_epoch=controller_epoch,
+                        leader=leader,
+                        leader_epoch=3,
+                        isr=(0,),
+                        zk_version=0,
+                        replicas=(0,),
+                        offline_replicas=(),
+                    )
+                    if "topic_name" in m.UpdateMetadataPartitionState.__dataclass_fields__
+                    else m.UpdateMetadataPartitionState(
+                        partition_index=p,
+                        controller_epoch=controller_epoch,
+                        leader=leader,
+                        leader_epoch=3,
+                        isr=(0,),
+                        zk_version=0,
+                        replicas=(0,),
+                        offline_replicas=(),
+                    )
+                    for p in range(3)
+                ),
+            ),
+        ),
+        live_brokers=(
+            m.UpdateMetadataBroker(
+                id=0,
+                endpoints=(
+                    m.UpdateMetadataEndpoint(
+                        port=9092, host="h0", listener="PLAINTEXT", security_protocol=0
+                    ),
+                ),
+                rack=None,
+            ),
+        ),
+    )
+
+
+@pytest.fixture
+async def cache(services, call):
+    services.metadata_cache = MetadataCache(0)
+    response = await call(ApiKey.UPDATE_METADATA, 7, update_metadata_request())
+    assert response.error_code.value == 0
+    return services.metadata_cache
+
+
+def metadata_request(version, topics, allow_auto=True):
+    cls = request_class(ApiKey.METADATA, version)
+    m = sys.modules[cls.__module__]
+    fields = {
+        "topics": None
+        if topics is None
+        else tuple(
+            m.MetadataRequestTopic(name=t, topic_id=None)
+            if "topic_id" in m.MetadataRequestTopic.__dataclass_fields__
+            else m.MetadataRequestTopic(name=t)
+            for t in topics
+        )
+    }
+    names = cls.__dataclass_fields__
+    if "allow_auto_topic_creation" in names:
+        fields["allow_auto_topic_creation"] = allow_auto
+    for flag in ("include_cluster_authorized_operations", "include_topic_authorized_operations"):
+        if flag in names:
+            fields[flag] = False
+    return cls(**fields)
+
+
+@pytest.mark.parametrize("version", [1, 5, 9, 12])
+async def test_metadata_lists_brokers_topics_and_leaders(call, cache, version):
+    response = await call(ApiKey.METADATA, version, metadata_request(version, None))
+    assert [(b.node_id, b.host, b.port) for b in response.brokers] == [(0, "h0", 9092)]
+    assert response.controller_id == 0
+    (topic,) = response.topics
+    assert topic.name == "orders" and topic.error_code.value == 0
+    assert [p.partition_index for p in topic.partitions] == [0, 1, 2]
+    assert all(p.leader_id == 0 and list(p.isr_nodes) == [0] for p in topic.partitions)
+    if version >= 7:
+        assert topic.partitions[0].leader_epoch == 3
+    if version >= 10:
+        assert topic.topic_id == TOPIC_ID
+    if version >= 2:
+        assert response.cluster_id == "test-cluster"
+
+
+async def test_unknown_and_invalid_topics_without_auto_creation(call, cache, services):
+    response = await call(ApiKey.METADATA, 9, metadata_request(9, ["nope", "bad name!"], False))
+    errors = {t.name: t.error_code.value for t in response.topics}
+    assert errors == {"nope": 3, "bad name!": 17}
+
+
+async def test_leader_not_available_when_leader_is_not_alive(call, services):
+    services.metadata_cache = MetadataCache(0)
+    await call(ApiKey.UPDATE_METADATA, 7, update_metadata_request(leader=5))
+    response = await call(ApiKey.METADATA, 9, metadata_request(9, ["orders"]))
+    assert {p.error_code.value for p in response.topics[0].partitions} == {5}
+
+
+async def test_stale_update_metadata_is_refused(call, cache):
+    await call(ApiKey.UPDATE_METADATA, 7, update_metadata_request(controller_epoch=5))
+    response = await call(ApiKey.UPDATE_METADATA, 7, update_metadata_request(controller_epoch=4))
+    assert response.error_code.value == 11  # STALE_CONTROLLER_EPOCH
+
+
+async def test_describe_cluster(call, cache):
+    response = await call(
+        ApiKey.DESCRIBE_CLUSTER,
+        1,
+        DescribeClusterRequest(include_cluster_authorized_operations=False, endpoint_type=1),
+    )
+    assert response.cluster_id == "test-cluster" and response.controller_id == 0
+    assert [(b.broker_id, b.host, b.port) for b in response.brokers] == [(0, "h0", 9092)]
