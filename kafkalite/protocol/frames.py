@@ -61,7 +61,9 @@ _INT32 = struct.Struct(">i")
 _SIZE_AND_CORRELATION = struct.Struct(">ii")
 
 # What the kio readers raise on bad input besides their own DecodeError.
-_DECODE_FAILURES = (_KioDecodeError, ValueError, TypeError, IndexError, OverflowError)
+# KeyError: kio's native reader rejects tagged fields it has no schema for (Kafka would skip
+# them); such a message is treated as malformed.
+_DECODE_FAILURES = (_KioDecodeError, ValueError, TypeError, IndexError, OverflowError, KeyError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -329,14 +331,24 @@ def peek_correlation_id(frame: Buffer) -> int:
 def decode_response(api_key: int, api_version: int, frame: Buffer) -> tuple[int, Any]:
     """Decode a response payload (without the size prefix) -> (correlation_id, response).
     Raises InvalidRequestError when it is malformed, UnsupportedVersionError for a version
-    outside the codec."""
+    outside the codec. An ApiVersions response that does not parse at the request's version
+    is parsed as v0 (the broker's UNSUPPORTED_VERSION fallback), so the result may be an
+    ApiVersionsResponse of an older version than asked for."""
     correlation_id = peek_correlation_id(frame)
     pos = 4
     if response_header_version(api_key, api_version) == 1:
         pos = _skip_tagged_fields(frame, pos)
     cls = response_class(api_key, api_version)
     name = ApiKey(api_key).name
-    return correlation_id, _decode_body(cls, frame, pos, f"{name} response")
+    try:
+        return correlation_id, _decode_body(cls, frame, pos, f"{name} response")
+    except InvalidRequestError:
+        if api_key != ApiKey.API_VERSIONS or api_version == 0:
+            raise
+    # A broker that does not know this ApiVersions version answers with a v0 body carrying
+    # UNSUPPORTED_VERSION (KIP-511); read it as v0, as Kafka's ApiVersionsResponse.parse does.
+    v0 = response_class(ApiKey.API_VERSIONS, 0)
+    return correlation_id, _decode_body(v0, frame, pos, "ApiVersions v0 fallback response")
 
 
 def api_versions_response(

@@ -292,3 +292,20 @@ def test_produce_request_records_are_opaque_bytes():
     header, offset = parse_request_header(frame)
     decoded = decode_request(header, frame, offset)
     assert decoded.topic_data[0].partition_data[0].records == records
+
+
+def test_api_versions_v0_fallback_body_decodes_under_newer_request_version():
+    frame = api_versions_fallback(9, SUPPORTED_VERSIONS)
+    correlation_id, response = decode_response(ApiKey.API_VERSIONS, 4, frame[4:])
+    assert correlation_id == 9
+    assert type(response).__version__ == 0
+    assert response.error_code == ErrorCode.UNSUPPORTED_VERSION
+
+
+def test_unknown_tagged_field_in_body_is_invalid():
+    frame = bytearray(_metadata_frame())
+    assert frame[-1] == 0  # no tagged fields
+    frame[-1:] = b"\x01\x1f\x01\x00"  # one tagged field, tag 31, one byte
+    header, offset = parse_request_header(frame)
+    with pytest.raises(InvalidRequestError):
+        decode_request(header, frame, offset)

@@ -1,0 +1,279 @@
+"""One TCP connection to a Kafka broker: correlation ids, pipelining, version negotiation.
+
+``KafkaConnection`` is what Kafka's ``NetworkClient`` keeps per node, reduced to one socket:
+
+- ``connect()`` opens the socket and sends ApiVersions at the newest version the codec has; a
+  broker that does not know that version answers with an ApiVersions v0 UNSUPPORTED_VERSION
+  response listing its range, and the request is repeated at the broker's newest (KIP-511).
+  The broker's table is kept in ``api_versions``; ``pick_version`` intersects it with the codec.
+- ``send()`` writes a frame at once and waits for its response. Many sends may be in flight:
+  each gets the next correlation id and a future, and one reader task completes futures by the
+  correlation id of each response (brokers answer in order, but nothing here relies on it).
+- A response that does not arrive within ``request_timeout`` raises ``KafkaTimeoutError``; its
+  correlation id is remembered so a late response is dropped instead of being taken for a
+  protocol error. Produce with acks=0 gets no response: ``send`` returns None once written.
+- Any socket error, EOF, or a response that cannot be decoded closes the connection and fails
+  every pending request with ``KafkaConnectionError``; later sends raise it too. A closed
+  connection is not reopened: ``KafkaClient`` makes a new one.
+
+Invariant: an entry in ``_pending`` exists exactly while its future is not done.
+Not thread-safe; use from one event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import struct
+from collections.abc import Callable
+from typing import Any
+
+from kafkalite.protocol.api import CODEC_VERSIONS, ApiKey, request_class
+from kafkalite.protocol.errors import ErrorCode, KafkaError, UnsupportedVersionError
+from kafkalite.protocol.frames import decode_response, encode_request, peek_correlation_id
+
+from .errors import KafkaConnectionError, KafkaTimeoutError
+from .messages import build_message
+
+_SIZE = struct.Struct(">i")
+MAX_RESPONSE_BYTES = 512 * 1024 * 1024
+
+RequestSpec = Any  # a message dataclass, a dict of field values, or version -> message
+
+
+class KafkaConnection:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        client_id: str | None = "kafkalite",
+        request_timeout: float = 30.0,
+        connect_timeout: float = 10.0,
+        node_id: int | None = None,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self.request_timeout = request_timeout
+        self.connect_timeout = connect_timeout
+        self.node_id = node_id
+        self.api_versions: dict[int, tuple[int, int]] = {}
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._read_task: asyncio.Task[None] | None = None
+        self._correlation_ids = itertools.count(1)
+        self._pending: dict[int, tuple[int, int, asyncio.Future[Any]]] = {}
+        self._abandoned: set[int] = set()
+        self._closed_error: KafkaConnectionError | None = None
+
+    def __repr__(self) -> str:
+        node = "" if self.node_id is None else f" node={self.node_id}"
+        return f"<KafkaConnection {self.host}:{self.port}{node}>"
+
+    @property
+    def connected(self) -> bool:
+        return self._writer is not None and self._closed_error is None
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._pending)
+
+    async def connect(self) -> None:
+        """Open the socket and negotiate API versions. Raises KafkaConnectionError."""
+        try:
+            self._reader, self._writer = await asyncio.wait_for(
+                asyncio.open_connection(self.host, self.port), self.connect_timeout
+            )
+        except (OSError, TimeoutError) as e:
+            raise KafkaConnectionError(f"cannot connect to {self.host}:{self.port}: {e}") from e
+        self._read_task = asyncio.get_running_loop().create_task(
+            self._read_loop(), name=f"kafka-conn-{self.host}:{self.port}"
+        )
+        try:
+            await self._negotiate_versions()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def _negotiate_versions(self) -> None:
+        version = CODEC_VERSIONS[ApiKey.API_VERSIONS][1]
+        for _attempt in range(2):
+            request = build_message(
+                request_class(ApiKey.API_VERSIONS, version),
+                client_software_name="kafkalite",
+                client_software_version="0.1.0",
+            )
+            response = await self._send_versioned(ApiKey.API_VERSIONS, version, request)
+            table = {
+                int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys
+            }
+            if response.error_code == ErrorCode.UNSUPPORTED_VERSION:
+                low, high = table.get(ApiKey.API_VERSIONS, (0, 0))
+                codec_low, codec_high = CODEC_VERSIONS[ApiKey.API_VERSIONS]
+                version = min(high, codec_high)
+                if version < max(low, codec_low):
+                    break
+                continue
+            if response.error_code != ErrorCode.NONE:
+                raise KafkaError(
+                    f"ApiVersions failed on {self.host}:{self.port}",
+                    error_code=ErrorCode.of(response.error_code),
+                )
+            self.api_versions = table
+            return
+        raise UnsupportedVersionError(f"no common ApiVersions version with {self.host}:{self.port}")
+
+    def pick_version(self, api_key: int, version: int | None = None) -> int:
+        """The version to use for ``api_key``: ``version`` if both sides support it, else the
+        newest both support. Raises UnsupportedVersionError."""
+        name = ApiKey(api_key).name
+        broker = self.api_versions.get(api_key)
+        if broker is None:
+            raise UnsupportedVersionError(f"{self.host}:{self.port} does not support {name}")
+        low = max(broker[0], CODEC_VERSIONS[ApiKey(api_key)][0])
+        high = min(broker[1], CODEC_VERSIONS[ApiKey(api_key)][1])
+        if version is not None:
+            if not low <= version <= high:
+                raise UnsupportedVersionError(
+                    f"{name} v{version} not in common range v{low}-v{high}"
+                )
+            return version
+        if low > high:
+            raise UnsupportedVersionError(f"no common {name} version with {self.host}:{self.port}")
+        return high
+
+    async def send(self, api_key: int, request: RequestSpec, version: int | None = None) -> Any:
+        """Send a request and return its response (None for Produce with acks=0).
+
+        ``request`` is a message dataclass (its class fixes the version), a dict of field
+        values, or a callable ``version -> message``; for the last two the version is
+        ``pick_version(api_key, version)``."""
+        if isinstance(request, dict):
+            values = request
+            version = self.pick_version(api_key, version)
+            message = build_message(request_class(api_key, version), **values)
+        elif callable(request) and not hasattr(type(request), "__api_key__"):
+            version = self.pick_version(api_key, version)
+            message = request(version)
+        else:
+            message = request
+            version = int(type(message).__version__)
+            if self.api_versions:
+                self.pick_version(api_key, version)
+        return await self._send_versioned(api_key, version, message)
+
+    async def _send_versioned(self, api_key: int, version: int, message: Any) -> Any:
+        if self._closed_error is not None:
+            raise KafkaConnectionError(str(self._closed_error))
+        if self._writer is None:
+            raise KafkaConnectionError(f"{self!r} is not connected")
+        correlation_id = next(self._correlation_ids) & 0x7FFFFFFF
+        frame = encode_request(api_key, version, correlation_id, self.client_id, message)
+        expects_response = not (api_key == ApiKey.PRODUCE and message.acks == 0)
+        future: asyncio.Future[Any] | None = None
+        if expects_response:
+            future = asyncio.get_running_loop().create_future()
+            self._pending[correlation_id] = (api_key, version, future)
+        try:
+            self._writer.write(frame)
+            await self._writer.drain()
+        except (OSError, RuntimeError) as e:
+            self._fail(KafkaConnectionError(f"write to {self.host}:{self.port} failed: {e}"))
+        if future is None:
+            return None
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), self.request_timeout)
+        except TimeoutError:
+            if self._pending.pop(correlation_id, None) is not None:
+                self._abandoned.add(correlation_id)
+                future.cancel()
+            raise KafkaTimeoutError(
+                f"{ApiKey(api_key).name} v{version} to {self.host}:{self.port}: no response "
+                f"in {self.request_timeout}s"
+            ) from None
+        except asyncio.CancelledError:
+            if self._pending.pop(correlation_id, None) is not None:
+                self._abandoned.add(correlation_id)
+                future.cancel()
+            raise
+
+    async def _read_loop(self) -> None:
+        assert self._reader is not None
+        reader = self._reader
+        try:
+            while True:
+                (size,) = _SIZE.unpack(await reader.readexactly(4))
+                if not 4 <= size <= MAX_RESPONSE_BYTES:
+                    raise KafkaConnectionError(f"invalid response size {size}")
+                payload = await reader.readexactly(size)
+                self._complete(payload)
+        except asyncio.IncompleteReadError:
+            self._fail(KafkaConnectionError(f"{self.host}:{self.port} closed the connection"))
+        except (OSError, KafkaError) as e:
+            self._fail(
+                e
+                if isinstance(e, KafkaConnectionError)
+                else KafkaConnectionError(f"connection to {self.host}:{self.port} failed: {e}")
+            )
+        except asyncio.CancelledError:
+            self._fail(KafkaConnectionError(f"connection to {self.host}:{self.port} closed"))
+            raise
+
+    def _complete(self, payload: bytes) -> None:
+        correlation_id = peek_correlation_id(payload)
+        entry = self._pending.pop(correlation_id, None)
+        if entry is None:
+            if correlation_id in self._abandoned:
+                self._abandoned.discard(correlation_id)
+                return
+            raise KafkaConnectionError(f"response with unknown correlation id {correlation_id}")
+        api_key, version, future = entry
+        try:
+            _cid, response = decode_response(api_key, version, payload)
+        except KafkaError as e:
+            future.set_exception(
+                KafkaConnectionError(f"undecodable {ApiKey(api_key).name} v{version} response: {e}")
+            )
+            raise
+        if not future.done():
+            future.set_result(response)
+
+    def _fail(self, error: KafkaConnectionError) -> None:
+        if self._closed_error is None:
+            self._closed_error = error
+        pending, self._pending = self._pending, {}
+        for _key, _version, future in pending.values():
+            if not future.done():
+                future.set_exception(error)
+        if self._writer is not None:
+            self._writer.close()
+
+    async def close(self) -> None:
+        """Close the socket; pending requests fail with KafkaConnectionError. Idempotent."""
+        self._fail(KafkaConnectionError(f"connection to {self.host}:{self.port} closed"))
+        task, self._read_task = self._read_task, None
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, KafkaError):
+                await task
+        if self._writer is not None:
+            with contextlib.suppress(OSError, RuntimeError):
+                await self._writer.wait_closed()
+
+    async def __aenter__(self) -> KafkaConnection:
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+def request_builder(api_key: int, **values: Any) -> Callable[[int], Any]:
+    """A ``version -> message`` callable for ``send`` from field values (see build_message)."""
+
+    def build(version: int) -> Any:
+        return build_message(request_class(api_key, version), **values)
+
+    return build

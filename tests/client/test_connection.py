@@ -1,0 +1,224 @@
+import asyncio
+import datetime
+
+import pytest
+
+from kafkalite.client.connection import KafkaConnection, request_builder
+from kafkalite.client.errors import KafkaConnectionError, KafkaTimeoutError
+from kafkalite.client.messages import build_message
+from kafkalite.protocol.api import CODEC_VERSIONS, ApiKey, request_class, response_class
+from kafkalite.protocol.errors import ErrorCode, KafkaError, UnsupportedVersionError
+from kafkalite.protocol.frames import encode_response
+
+from .fake_broker import FakeBroker
+
+pytestmark = pytest.mark.timeout(30)
+
+
+async def _until(predicate, timeout=5.0):
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not reached")
+        await asyncio.sleep(0.005)
+
+
+def list_offsets_response(header, request, offset=42):
+    return build_message(
+        response_class(ApiKey.LIST_OFFSETS, header.api_version),
+        topics=[
+            {
+                "name": t.name,
+                "partitions": [
+                    {"partition_index": p.partition_index, "offset": offset, "timestamp": -1}
+                    for p in t.partitions
+                ],
+            }
+            for t in request.topics
+        ],
+    )
+
+
+LIST_OFFSETS = request_builder(
+    ApiKey.LIST_OFFSETS,
+    replica_id=-1,
+    topics=[{"name": "t", "partitions": [{"partition_index": 0, "timestamp": -1}]}],
+)
+
+
+@pytest.fixture
+async def broker():
+    b = await FakeBroker(handlers={ApiKey.LIST_OFFSETS: list_offsets_response}).start()
+    yield b
+    await b.stop()
+
+
+async def test_connect_negotiates_versions(broker):
+    async with KafkaConnection("127.0.0.1", broker.port, client_id="t") as conn:
+        assert conn.api_versions[ApiKey.FETCH] == broker.versions[ApiKey.FETCH]
+        assert conn.pick_version(ApiKey.FETCH) == broker.versions[ApiKey.FETCH][1]
+        assert conn.pick_version(ApiKey.METADATA, 4) == 4
+        with pytest.raises(UnsupportedVersionError):
+            conn.pick_version(ApiKey.JOIN_GROUP)
+        with pytest.raises(UnsupportedVersionError):
+            conn.pick_version(ApiKey.FETCH, 3)
+    header, _ = broker.requests[0]
+    assert header.api_key == ApiKey.API_VERSIONS
+    assert header.api_version == CODEC_VERSIONS[ApiKey.API_VERSIONS][1]
+    assert header.client_id == "t"
+
+
+async def test_api_versions_fallback_retries_at_brokers_version():
+    versions = {ApiKey.API_VERSIONS: (0, 2), ApiKey.METADATA: (0, 5)}
+    broker = await FakeBroker(versions=versions).start()
+    try:
+        async with KafkaConnection("127.0.0.1", broker.port) as conn:
+            assert conn.api_versions == {18: (0, 2), 3: (0, 5)}
+            response = await conn.send(ApiKey.METADATA, {"topics": []})
+            assert type(response).__version__ == 5
+        sent = [h.api_version for h, _ in broker.requests_of(ApiKey.API_VERSIONS)]
+        assert sent == [CODEC_VERSIONS[ApiKey.API_VERSIONS][1], 2]
+    finally:
+        await broker.stop()
+
+
+async def test_request_forms(broker):
+    async with KafkaConnection("127.0.0.1", broker.port) as conn:
+        by_builder = await conn.send(ApiKey.LIST_OFFSETS, LIST_OFFSETS)
+        by_dict = await conn.send(
+            ApiKey.LIST_OFFSETS,
+            {"topics": [{"name": "t", "partitions": [{"partition_index": 1}]}]},
+            version=3,
+        )
+        message = build_message(
+            request_class(ApiKey.LIST_OFFSETS, 5),
+            topics=[{"name": "t", "partitions": [{"partition_index": 2}]}],
+        )
+        by_message = await conn.send(ApiKey.LIST_OFFSETS, message)
+    assert by_builder.topics[0].partitions[0].offset == 42
+    assert type(by_dict).__version__ == 3
+    assert type(by_message).__version__ == 5
+    assert by_message.topics[0].partitions[0].partition_index == 2
+
+
+async def test_pipelined_requests_matched_by_correlation_id():
+    held = []
+
+    def reverse_batch(header, request):
+        held.append(
+            encode_response(header, list_offsets_response(header, request, header.correlation_id))
+        )
+        if len(held) < 20:
+            return None
+        return b"".join(reversed(held))  # answer all twenty, newest first
+
+    broker = await FakeBroker(handlers={ApiKey.LIST_OFFSETS: reverse_batch}).start()
+    try:
+        async with KafkaConnection("127.0.0.1", broker.port) as conn:
+            responses = await asyncio.gather(
+                *(conn.send(ApiKey.LIST_OFFSETS, LIST_OFFSETS) for _ in range(20))
+            )
+            assert conn.in_flight == 0
+        ids = [h.correlation_id for h, _ in broker.requests_of(ApiKey.LIST_OFFSETS)]
+        assert [r.topics[0].partitions[0].offset for r in responses] == ids
+        assert len(set(ids)) == 20
+    finally:
+        await broker.stop()
+
+
+async def test_timeout_then_late_response_is_dropped():
+    late = []
+
+    def first_unanswered(header, request):
+        if not late:
+            late.append(encode_response(header, list_offsets_response(header, request, 1)))
+            return None
+        # Send the stale answer to the first request, then the real one.
+        return late[0] + encode_response(header, list_offsets_response(header, request, 2))
+
+    broker = await FakeBroker(handlers={ApiKey.LIST_OFFSETS: first_unanswered}).start()
+    try:
+        conn = KafkaConnection("127.0.0.1", broker.port, request_timeout=0.2)
+        await conn.connect()
+        with pytest.raises(KafkaTimeoutError) as info:
+            await conn.send(ApiKey.LIST_OFFSETS, LIST_OFFSETS)
+        assert isinstance(info.value, TimeoutError) and info.value.retriable
+        conn.request_timeout = 5
+        response = await conn.send(ApiKey.LIST_OFFSETS, LIST_OFFSETS)
+        assert response.topics[0].partitions[0].offset == 2
+        assert conn.connected
+        await conn.close()
+    finally:
+        await broker.stop()
+
+
+async def test_connection_loss_fails_pending_and_later_sends(broker):
+    broker.handlers[ApiKey.LIST_OFFSETS] = lambda h, r: None  # never answers
+    conn = KafkaConnection("127.0.0.1", broker.port)
+    await conn.connect()
+    pending = asyncio.ensure_future(conn.send(ApiKey.LIST_OFFSETS, LIST_OFFSETS))
+    await _until(lambda: broker.requests_of(ApiKey.LIST_OFFSETS))
+    broker.drop_connections()
+    with pytest.raises(KafkaConnectionError) as info:
+        await pending
+    assert isinstance(info.value, ConnectionError)
+    assert not conn.connected
+    with pytest.raises(KafkaConnectionError):
+        await conn.send(ApiKey.LIST_OFFSETS, LIST_OFFSETS)
+    await conn.close()
+
+
+async def test_close_fails_pending(broker):
+    broker.handlers[ApiKey.LIST_OFFSETS] = lambda h, r: None
+    conn = KafkaConnection("127.0.0.1", broker.port)
+    await conn.connect()
+    pending = asyncio.ensure_future(conn.send(ApiKey.LIST_OFFSETS, LIST_OFFSETS))
+    await _until(lambda: conn.in_flight == 1)
+    await conn.close()
+    with pytest.raises(KafkaConnectionError):
+        await pending
+    await conn.close()  # idempotent
+
+
+async def test_connect_refused_is_typed():
+    server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    server.close()
+    await server.wait_closed()
+    with pytest.raises(KafkaConnectionError):
+        await KafkaConnection("127.0.0.1", port, connect_timeout=2).connect()
+
+
+async def test_garbage_response_closes_connection(broker):
+    broker.handlers[ApiKey.LIST_OFFSETS] = lambda h, r: (
+        b"\x00\x00\x00\x08" + h.correlation_id.to_bytes(4, "big") + b"\xff\xff\xff\xff"
+    )
+    async with KafkaConnection("127.0.0.1", broker.port) as conn:
+        with pytest.raises(KafkaConnectionError):
+            await conn.send(ApiKey.LIST_OFFSETS, LIST_OFFSETS)
+        assert not conn.connected
+
+
+async def test_produce_acks_zero_returns_none(broker):
+    async with KafkaConnection("127.0.0.1", broker.port) as conn:
+        result = await conn.send(
+            ApiKey.PRODUCE,
+            request_builder(
+                ApiKey.PRODUCE,
+                acks=0,
+                timeout=datetime.timedelta(seconds=1),
+                topic_data=[{"name": "t", "partition_data": [{"index": 0, "records": b"x"}]}],
+            ),
+        )
+        assert result is None
+        assert conn.in_flight == 0
+        await _until(lambda: broker.requests_of(ApiKey.PRODUCE))
+    ((header, request),) = broker.requests_of(ApiKey.PRODUCE)
+    assert request.topic_data[0].partition_data[0].records == b"x"
+
+
+async def test_api_versions_error_is_raised(broker):
+    broker.api_versions_error = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    with pytest.raises(KafkaError) as info:
+        await KafkaConnection("127.0.0.1", broker.port).connect()
+    assert info.value.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
