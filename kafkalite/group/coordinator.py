@@ -1,0 +1,314 @@
+"""The group coordinator as request handlers see it: async methods over the pure core.
+
+``GroupCoordinator`` wraps ``GroupCoordinatorCore`` (all decisions) with the three effects the
+core asks for:
+
+- **responses**: each request gets a token and a future; the core names the token when the
+  answer is known (possibly during a later call: a JoinGroup completes when the rebalance does);
+- **appends**: records for ``__consumer_offsets`` go to the injected ``GroupLogWriter``, one task
+  per append, started in the order the core produced them (so they reach the log in that order:
+  the writer must put its records in the log before its first suspension point, as
+  ``ReplicaManager.append_records`` does); the outcome goes back to the core;
+- **timers**: one timer, armed at the core's ``next_deadline()`` through the injected ``Time``
+  (``kafkalite.broker.clock``), calls ``tick()``.
+
+Ownership follows leadership of ``__consumer_offsets`` partitions: ``on_election(partition,
+epoch)`` (this broker became leader; Kafka's handleGroupImmigration) reads the partition back
+through the writer and rebuilds its groups and offsets; ``on_resignation(partition, epoch)``
+(handleGroupEmigration) forgets them and answers their waiting requests with NOT_COORDINATOR.
+
+Everything runs on one event loop; the core is never re-entered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator, Iterable, Sequence
+from typing import Protocol
+
+import structlog
+
+from kafkalite.broker.clock import SYSTEM_TIME, Time, TimerHandle
+from kafkalite.group.config import GroupConfig, OffsetConfig
+from kafkalite.group.core import (
+    Append,
+    Effects,
+    GroupCoordinatorCore,
+    JoinGroupResult,
+    LeaveGroupResult,
+    MemberIdentity,
+    OffsetDeleteResult,
+    OffsetFetchPartition,
+    SyncGroupResult,
+)
+from kafkalite.group.metadata import GroupOverview, GroupSummary, OffsetAndMetadata
+from kafkalite.group.records import RecordFormatError
+from kafkalite.protocol.errors import ErrorCode, KafkaError
+from kafkalite.protocol.types import TopicPartition
+
+log = structlog.get_logger(__name__)
+
+#: records loaded between two yields to the event loop while rebuilding a partition
+LOAD_YIELD_EVERY = 1000
+
+
+class GroupLogWriter(Protocol):
+    """Access to the ``__consumer_offsets`` partitions this broker leads."""
+
+    async def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> tuple[ErrorCode, int | None]:
+        """Append ``records`` (key, value-or-None) as one batch to the partition and wait until
+        written as the offsets topic requires (``offsets.commit.required.acks``). Returns the
+        error (NONE on success) and the offset of the first record. The records must be in
+        the log before the first suspension point, so appends keep the order of the calls."""
+        ...
+
+    def read(self, partition: int) -> AsyncIterator[tuple[int, bytes, bytes | None]]:
+        """Every record of the partition, in offset order: (offset, key, value)."""
+        ...
+
+
+class GroupCoordinator:
+    def __init__(
+        self,
+        broker_id: int,
+        writer: GroupLogWriter,
+        group_config: GroupConfig | None = None,
+        offset_config: OffsetConfig | None = None,
+        time: Time = SYSTEM_TIME,
+    ) -> None:
+        self.writer = writer
+        self.time = time
+        self.core = GroupCoordinatorCore(broker_id, group_config, offset_config, time_ms=time.milliseconds)
+        self._tokens = itertools.count()
+        self._futures: dict[int, asyncio.Future] = {}
+        self._timer: TimerHandle | None = None
+        self._timer_deadline: int | None = None
+        self._tasks: set[asyncio.Task] = set()
+        self._loads: dict[int, asyncio.Task] = {}
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def group_config(self) -> GroupConfig:
+        return self.core.group_config
+
+    @property
+    def offset_config(self) -> OffsetConfig:
+        return self.core.offset_config
+
+    @property
+    def is_active(self) -> bool:
+        return self.core.is_active
+
+    def startup(self) -> None:
+        self.core.startup()
+        self._rearm()
+
+    async def shutdown(self) -> None:
+        for task in self._loads.values():
+            task.cancel()
+        self._apply(self.core.shutdown())
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        for fut in self._futures.values():
+            if not fut.done():
+                fut.cancel()
+        self._futures.clear()
+        tasks = list(self._tasks) + list(self._loads.values())
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    def partition_for(self, group_id: str) -> int:
+        return self.core.partition_for(group_id)
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _new_request(self) -> tuple[int, asyncio.Future]:
+        token = next(self._tokens)
+        fut = asyncio.get_running_loop().create_future()
+        self._futures[token] = fut
+        return token, fut
+
+    async def _await(self, token: int, fut: asyncio.Future, effects: Effects):
+        self._apply(effects)
+        try:
+            return await fut
+        finally:
+            self._futures.pop(token, None)
+
+    def _apply(self, effects: Effects) -> None:
+        for token, response in effects.responses:
+            fut = self._futures.get(token)
+            if fut is not None and not fut.done():
+                fut.set_result(response)
+        for append in effects.appends:
+            self._spawn(self._write(append))
+        self._rearm()
+
+    def _spawn(self, coro) -> asyncio.Task:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _write(self, append: Append) -> None:
+        try:
+            error, base_offset = await self.writer.append(append.partition, append.records)
+        except KafkaError as e:
+            error, base_offset = e.error_code, None
+        except asyncio.CancelledError:
+            error, base_offset = ErrorCode.NOT_COORDINATOR, None
+        except Exception:
+            log.exception("offsets topic append failed", partition=append.partition)
+            error, base_offset = ErrorCode.UNKNOWN_SERVER_ERROR, None
+        self._apply(self.core.on_append_complete(append.append_id, error, base_offset))
+
+    def _rearm(self) -> None:
+        deadline = self.core.next_deadline()
+        if deadline == self._timer_deadline and (self._timer is not None or deadline is None):
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_deadline = deadline
+        if deadline is not None:
+            self._timer = self.time.call_later(max(0, deadline - self.time.milliseconds()), self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_deadline = None
+        self._apply(self.core.tick())
+
+    # ------------------------------------------------------------------ partition ownership
+
+    def on_election(self, partition: int, epoch: int) -> asyncio.Task:
+        """This broker leads ``__consumer_offsets-<partition>`` at ``epoch``: load its groups.
+        Requests for them get COORDINATOR_LOAD_IN_PROGRESS until the returned task ends."""
+        previous = self._loads.pop(partition, None)
+        if previous is not None:
+            previous.cancel()
+        self._apply(self.core.begin_loading(partition, epoch))
+        task = asyncio.get_running_loop().create_task(self._load(partition, epoch))
+        self._loads[partition] = task
+        task.add_done_callback(lambda t, p=partition: self._loads.get(p) is t and self._loads.pop(p))
+        return task
+
+    async def _load(self, partition: int, epoch: int) -> None:
+        loaded = skipped = 0
+        try:
+            async for offset, key, value in self.writer.read(partition):
+                try:
+                    self.core.load_record(partition, offset, key, value)
+                except RecordFormatError as e:
+                    # record types of newer coordinators (KIP-848 ...) are not ours to interpret
+                    skipped += 1
+                    log.warning("skipping unreadable offsets record", partition=partition, offset=offset, error=str(e))
+                loaded += 1
+                if loaded % LOAD_YIELD_EVERY == 0:
+                    await asyncio.sleep(0)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("loading offsets partition failed", partition=partition, epoch=epoch)
+            self._apply(self.core.unload_partition(partition, epoch))
+            return
+        self._apply(self.core.complete_loading(partition, epoch))
+        log.info("loaded offsets partition", partition=partition, epoch=epoch, records=loaded, skipped=skipped)
+
+    def on_resignation(self, partition: int, epoch: int | None = None) -> None:
+        """Leadership of ``__consumer_offsets-<partition>`` moved away (or the replica was
+        stopped): forget its groups."""
+        task = self._loads.pop(partition, None)
+        if task is not None:
+            task.cancel()
+        self._apply(self.core.unload_partition(partition, epoch))
+
+    def on_deleted_partitions(self, partitions: Iterable[TopicPartition]) -> None:
+        """Topic partitions were deleted: drop the committed offsets for them."""
+        self._apply(self.core.delete_partitions(partitions))
+
+    # ------------------------------------------------------------------ requests
+
+    async def join_group(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        require_known_member_id: bool,
+        client_id: str,
+        client_host: str,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        protocol_type: str,
+        protocols: Sequence[tuple[str, bytes]],
+        reason: str | None = None,
+    ) -> JoinGroupResult:
+        token, fut = self._new_request()
+        effects = self.core.join_group(
+            token, group_id, member_id, group_instance_id, require_known_member_id, client_id,
+            client_host, rebalance_timeout_ms, session_timeout_ms, protocol_type, list(protocols), reason,
+        )
+        return await self._await(token, fut, effects)
+
+    async def sync_group(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: dict[str, bytes],
+    ) -> SyncGroupResult:
+        token, fut = self._new_request()
+        effects = self.core.sync_group(
+            token, group_id, generation_id, member_id, group_instance_id, protocol_type, protocol_name, assignments
+        )
+        return await self._await(token, fut, effects)
+
+    async def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int) -> ErrorCode:
+        token, fut = self._new_request()
+        effects = self.core.heartbeat(token, group_id, member_id, group_instance_id, generation_id)
+        return await self._await(token, fut, effects)
+
+    async def leave_group(self, group_id: str, members: Iterable[MemberIdentity]) -> LeaveGroupResult:
+        token, fut = self._new_request()
+        effects = self.core.leave_group(token, group_id, members)
+        return await self._await(token, fut, effects)
+
+    async def commit_offsets(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+    ) -> dict[TopicPartition, ErrorCode]:
+        token, fut = self._new_request()
+        effects = self.core.commit_offsets(token, group_id, member_id, group_instance_id, generation_id, offsets)
+        return await self._await(token, fut, effects)
+
+    def fetch_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition] | None = None, require_stable: bool = False
+    ) -> tuple[ErrorCode, dict[TopicPartition, OffsetFetchPartition]]:
+        return self.core.fetch_offsets(group_id, partitions, require_stable)
+
+    async def delete_offsets(self, group_id: str, partitions: Iterable[TopicPartition]) -> OffsetDeleteResult:
+        token, fut = self._new_request()
+        effects = self.core.delete_offsets(token, group_id, partitions)
+        return await self._await(token, fut, effects)
+
+    def list_groups(
+        self, states_filter: Iterable[str] | None = None, types_filter: Iterable[str] | None = None
+    ) -> tuple[ErrorCode, list[GroupOverview]]:
+        return self.core.list_groups(states_filter, types_filter)
+
+    def describe_group(self, group_id: str) -> tuple[ErrorCode, GroupSummary]:
+        return self.core.describe_group(group_id)
+
+    async def delete_groups(self, group_ids: Iterable[str]) -> dict[str, ErrorCode]:
+        token, fut = self._new_request()
+        effects = self.core.delete_groups(token, group_ids)
+        return await self._await(token, fut, effects)

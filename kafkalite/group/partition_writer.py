@@ -1,0 +1,81 @@
+"""``GroupLogWriter`` on the broker's ReplicaManager (Kafka's CoordinatorPartitionWriter/Loader).
+
+Appends: the coordinator's records become one uncompressed (or ``offsets.topic.compression.codec``)
+v2 batch, appended to ``__consumer_offsets-<p>`` as leader with ``AppendOrigin.COORDINATOR``
+(internal topic allowed), ``offsets.commit.required.acks`` (default -1: wait for the ISR) and
+``offsets.commit.timeout.ms``. ``ReplicaManager.append_records`` puts the batch in the log before
+it first suspends, so appends reach the log in call order.
+
+Reads (loading a partition after becoming its leader): batch by batch from the log start up to
+the log end offset seen when the load began, ``offsets.load.buffer.size`` bytes at a time,
+skipping control batches (transaction markers). Records written after the load started are the
+coordinator's own and are already in its memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+
+from kafkalite.broker.clock import SYSTEM_TIME, Time
+from kafkalite.broker.partition import records_bytes
+from kafkalite.broker.producer_state import AppendOrigin
+from kafkalite.group.config import GROUP_METADATA_TOPIC_NAME, OffsetConfig
+from kafkalite.protocol.errors import ErrorCode
+from kafkalite.protocol.records import Record, build_batch, iter_batches
+from kafkalite.protocol.types import TopicPartition
+
+
+class ReplicaManagerLogWriter:
+    def __init__(self, replica_manager, offset_config: OffsetConfig | None = None, time: Time = SYSTEM_TIME) -> None:
+        self.replica_manager = replica_manager
+        self.offset_config = offset_config or OffsetConfig()
+        self.time = time
+
+    @staticmethod
+    def topic_partition(partition: int) -> TopicPartition:
+        return TopicPartition(GROUP_METADATA_TOPIC_NAME, partition)
+
+    async def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> tuple[ErrorCode, int | None]:
+        tp = self.topic_partition(partition)
+        batch = build_batch(
+            [Record(offset_delta=i, key=k, value=v) for i, (k, v) in enumerate(records)],
+            compression=self.offset_config.offsets_topic_compression_codec,
+            base_timestamp=self.time.milliseconds(),
+        )
+        results = await self.replica_manager.append_records(
+            self.offset_config.offsets_commit_timeout_ms,
+            self.offset_config.offsets_commit_required_acks,
+            {tp: bytearray(batch)},
+            origin=AppendOrigin.COORDINATOR,
+            internal_topics_allowed=True,
+        )
+        result = results[tp]
+        if result.error_code is not ErrorCode.NONE:
+            return result.error_code, None
+        return ErrorCode.NONE, result.base_offset
+
+    async def read(self, partition: int) -> AsyncIterator[tuple[int, bytes, bytes | None]]:
+        tp = self.topic_partition(partition)
+        log = self.replica_manager.get_partition_or_raise(tp).leader_log_or_raise()
+        offset = log.log_start_offset
+        end = log.log_end_offset
+        while offset < end:
+            data = log.read(offset, self.offset_config.offsets_load_buffer_size, max_offset=end, min_one_message=True)
+            # a copy: the coordinator yields to the loop while loading, and the log may roll,
+            # clean or truncate under a view of its segment meanwhile
+            buf = bytes(records_bytes(data.records)) if data.records is not None else b""
+            progressed = False
+            for header, batch_records in iter_batches(buf):
+                if header.next_offset <= offset:
+                    continue
+                progressed = True
+                offset = header.next_offset
+                if header.is_control:
+                    continue
+                for record in batch_records:
+                    record_offset = header.base_offset + record.offset_delta
+                    if record.key is None:
+                        continue  # not a coordinator record
+                    yield record_offset, record.key, record.value
+            if not progressed:
+                break

@@ -1,0 +1,257 @@
+"""The asyncio shell: futures completed by the core's decisions, appends through the writer,
+timers through an injected manual clock, loading on election and unloading on resignation."""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+
+import pytest
+
+from kafkalite.group.config import GroupConfig, OffsetConfig
+from kafkalite.group.consumer_protocol import encode_subscription
+from kafkalite.group.coordinator import GroupCoordinator
+from kafkalite.group.core import MemberIdentity
+from kafkalite.group.metadata import GroupState, OffsetAndMetadata
+from kafkalite.protocol.errors import ErrorCode
+from kafkalite.protocol.types import TopicPartition
+
+PARTITIONS = 3
+TP = TopicPartition("t", 0)
+PROTOCOLS = [("range", encode_subscription(["t"]))]
+
+
+class ManualTime:
+    """``kafkalite.broker.clock.Time`` that moves only on ``advance``."""
+
+    def __init__(self, start_ms: int = 1_700_000_000_000) -> None:
+        self.now = start_ms
+        self._timers: list = []
+        self._seq = itertools.count()
+
+    def milliseconds(self) -> int:
+        return self.now
+
+    def call_later(self, delay_ms, callback):
+        handle = _Handle(callback)
+        heapq.heappush(self._timers, (self.now + max(0, delay_ms), next(self._seq), handle))
+        return handle
+
+    def advance(self, ms: int) -> None:
+        target = self.now + ms
+        while self._timers and self._timers[0][0] <= target:
+            due, _, handle = heapq.heappop(self._timers)
+            self.now = max(self.now, due)
+            if not handle.cancelled:
+                handle.callback()
+        self.now = target
+
+
+class _Handle:
+    def __init__(self, callback) -> None:
+        self.callback = callback
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class MemoryWriter:
+    """``GroupLogWriter`` over lists; ``gate`` holds appends/reads until set."""
+
+    def __init__(self) -> None:
+        self.partitions: dict[int, list[tuple[int, bytes, bytes | None]]] = {}
+        self.append_gate = asyncio.Event()
+        self.append_gate.set()
+        self.read_gate = asyncio.Event()
+        self.read_gate.set()
+        self.fail_with: Exception | None = None
+
+    async def append(self, partition, records):
+        log = self.partitions.setdefault(partition, [])
+        base = len(log)
+        if self.fail_with is not None:
+            raise self.fail_with
+        for i, (k, v) in enumerate(records):
+            log.append((base + i, k, v))
+        await self.append_gate.wait()
+        return ErrorCode.NONE, base
+
+    async def read(self, partition):
+        await self.read_gate.wait()
+        for record in list(self.partitions.get(partition, [])):
+            yield record
+
+
+async def until(predicate, timeout=5.0):
+    """Let the loop run until ``predicate()`` holds (fails after ``timeout`` seconds)."""
+    async with asyncio.timeout(timeout):
+        while not predicate():
+            await asyncio.sleep(0)
+
+
+async def start(writer=None, time=None, delay_ms=3000) -> tuple[GroupCoordinator, MemoryWriter, ManualTime]:
+    writer = writer or MemoryWriter()
+    time = time or ManualTime()
+    coordinator = GroupCoordinator(
+        1,
+        writer,
+        GroupConfig(group_initial_rebalance_delay_ms=delay_ms),
+        OffsetConfig(offsets_topic_num_partitions=PARTITIONS),
+        time,
+    )
+    coordinator.startup()
+    for p in range(PARTITIONS):
+        await coordinator.on_election(p, 0)
+    return coordinator, writer, time
+
+
+def join(c: GroupCoordinator, group: str, member_id: str = "", **kw):
+    return asyncio.ensure_future(
+        c.join_group(group, member_id, kw.get("instance"), True, "client", "/127.0.0.1",
+                     30_000, kw.get("session_ms", 10_000), "consumer", PROTOCOLS)
+    )
+
+
+async def form_group(c: GroupCoordinator, time: ManualTime, group: str, n: int):
+    ids = []
+    for _ in range(n):
+        r = await join(c, group)
+        assert r.error is ErrorCode.MEMBER_ID_REQUIRED
+        ids.append(r.member_id)
+    tasks = [join(c, group, mid) for mid in ids]
+    await until(lambda: c.core.groups[group].num_members_awaiting_join == n)
+    # newcomers extend the initial rebalance delay (up to the rebalance timeout)
+    while c.core.groups[group].state is GroupState.PREPARING_REBALANCE:
+        time.advance(3001)
+    await until(lambda: all(t.done() for t in tasks))
+    results = [t.result() for t in tasks]
+    leader = results[0].leader_id
+    generation = results[0].generation_id
+    syncs = [
+        asyncio.ensure_future(
+            c.sync_group(group, generation, mid, None, "consumer", "range",
+                         {m: m.encode() for m in ids} if mid == leader else {})
+        )
+        for mid in ids
+    ]
+    sync_results = await asyncio.gather(*syncs)
+    assert [r.assignment for r in sync_results] == [m.encode() for m in ids]
+    return ids, generation, leader
+
+
+async def test_group_forms_through_the_shell_with_a_manual_clock():
+    c, writer, time = await start()
+    ids, generation, leader = await form_group(c, time, "g", 3)
+    assert generation == 1 and leader in ids
+    assert c.core.groups["g"].state is GroupState.STABLE
+    assert await c.heartbeat("g", ids[0], None, generation) is ErrorCode.NONE
+    result = await c.commit_offsets("g", ids[0], None, generation, {TP: OffsetAndMetadata(42, metadata="m")})
+    assert result == {TP: ErrorCode.NONE}
+    err, offsets = c.fetch_offsets("g", [TP])
+    assert err is ErrorCode.NONE and (offsets[TP].offset, offsets[TP].metadata) == (42, "m")
+    assert writer.partitions[c.partition_for("g")]  # group and offset records written
+    await c.shutdown()
+
+
+async def test_session_timeout_through_timer_facility():
+    c, _, time = await start()
+    (a, b), generation, _ = await form_group(c, time, "g", 2)
+    time.advance(6_000)
+    assert await c.heartbeat("g", a, None, generation) is ErrorCode.NONE
+    time.advance(6_000)  # b is silent past its 10 s session
+    assert not c.core.groups["g"].has(b)
+    assert await c.heartbeat("g", a, None, generation) is ErrorCode.REBALANCE_IN_PROGRESS
+    await c.shutdown()
+
+
+async def test_commit_waits_for_the_write():
+    c, writer, time = await start()
+    writer.append_gate.clear()
+    task = asyncio.ensure_future(c.commit_offsets("g", "", None, -1, {TP: OffsetAndMetadata(1)}))
+    await until(lambda: writer.partitions.get(c.partition_for("g")))
+    assert not task.done()
+    assert c.fetch_offsets("g", [TP])[1][TP].offset == -1
+    writer.append_gate.set()
+    assert await task == {TP: ErrorCode.NONE}
+    assert c.fetch_offsets("g", [TP])[1][TP].offset == 1
+    await c.shutdown()
+
+
+async def test_writer_exception_becomes_an_error_code():
+    c, writer, _ = await start()
+    writer.fail_with = RuntimeError("disk on fire")
+    assert await c.commit_offsets("g", "", None, -1, {TP: OffsetAndMetadata(1)}) == {
+        TP: ErrorCode.UNKNOWN_SERVER_ERROR
+    }
+    await c.shutdown()
+
+
+async def test_restart_rebuilds_groups_and_offsets_from_the_log():
+    c, writer, time = await start()
+    ids, generation, leader = await form_group(c, time, "g", 2)
+    await c.commit_offsets("g", ids[1], None, generation, {TP: OffsetAndMetadata(7, 0, "meta")})
+    await c.commit_offsets("simple", "", None, -1, {TP: OffsetAndMetadata(3)})
+    await c.shutdown()
+
+    writer.read_gate.clear()
+    c2 = GroupCoordinator(1, writer, GroupConfig(), OffsetConfig(offsets_topic_num_partitions=PARTITIONS), time)
+    c2.startup()
+    loads = [c2.on_election(p, 1) for p in range(PARTITIONS)]
+    # while loading: clients are told to wait
+    assert c2.fetch_offsets("g", [TP])[0] is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    assert (await join(c2, "g")).error is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    writer.read_gate.set()
+    await asyncio.gather(*loads)
+    group = c2.core.groups["g"]
+    assert group.state is GroupState.STABLE and group.generation_id == generation and set(group.members) == set(ids)
+    offsets = c2.fetch_offsets("g", [TP])[1]
+    assert (offsets[TP].offset, offsets[TP].metadata) == (7, "meta")
+    assert c2.fetch_offsets("simple", [TP])[1][TP].offset == 3
+    assert await c2.heartbeat("g", ids[0], None, generation) is ErrorCode.NONE
+    await c2.shutdown()
+
+
+async def test_resignation_answers_waiting_joins_and_refuses_requests():
+    c, _, time = await start()
+    (a, b), generation, leader = await form_group(c, time, "g", 2)
+    waiting = join(c, "g", leader)
+    await until(lambda: c.core.groups["g"].state is GroupState.PREPARING_REBALANCE)
+    c.on_resignation(c.partition_for("g"), 0)
+    assert (await waiting).error is ErrorCode.NOT_COORDINATOR
+    assert await c.heartbeat("g", a, None, generation) is ErrorCode.NOT_COORDINATOR
+    assert (await c.leave_group("g", [MemberIdentity(a)])).error is ErrorCode.NOT_COORDINATOR
+    await c.shutdown()
+
+
+async def test_admin_calls():
+    c, _, time = await start()
+    await form_group(c, time, "live", 1)
+    await c.commit_offsets("idle", "", None, -1, {TP: OffsetAndMetadata(1)})
+    err, groups = c.list_groups()
+    assert err is ErrorCode.NONE and {g.group_id for g in groups} == {"live", "idle"}
+    assert c.describe_group("live")[1].state == "Stable"
+    assert await c.delete_groups(["idle", "live"]) == {"idle": ErrorCode.NONE, "live": ErrorCode.NON_EMPTY_GROUP}
+    result = await c.delete_offsets("live", [TopicPartition("other", 0)])
+    assert result.error is ErrorCode.NONE
+    await c.shutdown()
+
+
+async def test_shutdown_cancels_waiting_requests():
+    c, _, _ = await start()
+    r = await join(c, "g")
+    waiting = join(c, "g", r.member_id)
+    await until(lambda: c.core.groups["g"].num_members_awaiting_join == 1)
+    await c.shutdown()
+    result = await asyncio.gather(waiting, return_exceptions=True)
+    # answered NOT_COORDINATOR on unload (or cancelled): never left hanging
+    assert isinstance(result[0], asyncio.CancelledError) or result[0].error is ErrorCode.NOT_COORDINATOR
+
+
+@pytest.mark.parametrize("n", [1, 10])
+async def test_rebalance_sizes(n):
+    c, _, time = await start()
+    ids, generation, _ = await form_group(c, time, f"g{n}", n)
+    assert len(ids) == n and generation == 1
+    await c.shutdown()
