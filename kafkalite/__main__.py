@@ -1,0 +1,3 @@
+from kafkalite.cli import main
+
+main()

@@ -1,0 +1,412 @@
+"""KafkaServer: the composition root of one broker (Kafka's KafkaServer.startup, ZooKeeper era).
+
+Start-up order (each step needs the previous ones):
+
+1. lock every log dir (`.lock`, flock): a second broker on the same data dir is refused while the
+   first runs;
+2. coordination store: ZooKeeper when `zookeeper.connect` is set, else the embedded store kept in
+   the first log dir; open the broker's session; read or create the cluster id (`/cluster/id`);
+3. LogManager startup: load every partition, recover unflushed segments after an unclean stop;
+4. MetadataCache, ReplicaManager, fetch sessions, producer ids;
+5. network listeners are bound (so port 0 is resolved before the broker announces itself);
+   requests wait until start-up finishes;
+6. register `/brokers/ids/<id>` (ephemeral, Kafka's JSON) with the advertised endpoints;
+7. KafkaController startup: every broker runs it, the one that creates `/controller` is active;
+8. background tasks (retention, flush, checkpoints, ISR expiration), then requests are served.
+
+Shutdown (SIGTERM/SIGINT) reverses it: stop accepting connections, answer the requests already
+read (deadline), controller resigns, replica manager completes waiters, LogManager flushes and
+writes checkpoints and the clean-shutdown marker, the session closes (the ephemeral registration
+goes away), locks are released.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from kafkalite.apis import load_handlers
+from kafkalite.apis.base import BrokerServices
+from kafkalite.apis.dispatcher import ApiDispatcher
+from kafkalite.config import BrokerConfig, Endpoint
+from kafkalite.network.server import SocketServer, install_uvloop
+
+log = structlog.get_logger("kafkalite.server")
+
+LOCK_FILE = ".lock"
+SHUTDOWN_DRAIN_SECONDS = 10.0
+
+
+class StartupError(Exception):
+    """The broker cannot start (data dir in use, bad config value, store unreachable)."""
+
+
+def configure_logging(level: str = "INFO", *, json_output: bool | None = None) -> None:
+    """structlog: a console renderer on a terminal, JSON lines otherwise."""
+    import logging
+
+    if json_output is None:
+        json_output = not sys.stderr.isatty()
+    renderer: Any = (
+        structlog.processors.JSONRenderer()
+        if json_output
+        else structlog.dev.ConsoleRenderer(colors=True)
+    )
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=True,
+    )
+
+
+class DataDirLock:
+    """An exclusive flock on `<dir>/.lock` for each log dir, held while the broker runs."""
+
+    def __init__(self, dirs: list[str]) -> None:
+        self.dirs = dirs
+        self._fds: list[int] = []
+
+    def acquire(self) -> None:
+        for d in self.dirs:
+            Path(d).mkdir(parents=True, exist_ok=True)
+            path = os.path.join(d, LOCK_FILE)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                self.release()
+                raise StartupError(
+                    f"log dir {d} is in use by another broker (lock {path} is held)"
+                ) from None
+            self._fds.append(fd)
+
+    def release(self) -> None:
+        for fd in self._fds:
+            with contextlib.suppress(OSError):
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                os.close(fd)
+        self._fds.clear()
+
+
+def broker_registration_json(broker_id: int, endpoints: list[Endpoint], rack: str | None) -> bytes:
+    """`/brokers/ids/<id>` content, Kafka's BrokerIdZNode v5 format."""
+    first = endpoints[0]
+    return json.dumps(
+        {
+            "version": 5,
+            "host": first.host,
+            "port": first.port,
+            "jmx_port": -1,
+            "timestamp": str(int(time.time() * 1000)),
+            "endpoints": [e.connection_string for e in endpoints],
+            "listener_security_protocol_map": {e.listener_name: e.listener_name for e in endpoints},
+            "rack": rack,
+            "features": {},
+        }
+    ).encode()
+
+
+def new_cluster_id() -> str:
+    """Kafka's Uuid.randomUuid().toString(): url-safe base64 of 16 bytes, no padding."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+class KafkaServer:
+    """One broker. `await startup()`, then `await shutdown()` (or `run()` until a signal)."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.lock = DataDirLock(config.log_dir_list)
+        load_handlers()
+        self.services = BrokerServices(config=config, broker_id=config.broker_id)
+        self.dispatcher = ApiDispatcher(self.services)
+        self.socket_server: SocketServer | None = None
+        self.store: Any = None
+        self.session: Any = None
+        self.log_manager: Any = None
+        self.replica_manager: Any = None
+        self.metadata_cache: Any = None
+        self.controller: Any = None
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._stopping = False
+        self.shutdown_requested = asyncio.Event()
+
+    # ------------------------------------------------------------------ start-up
+
+    async def startup(self) -> None:
+        from kafkalite.coord import NodeExists, open_store
+
+        config = self.config
+        self.lock.acquire()
+        log.info("starting", broker_id=self.broker_id, log_dirs=config.log_dir_list)
+        try:
+            self.store = open_store(
+                config.zookeeper_connect,
+                None if config.zookeeper_connect else config.log_dir_list[0],
+                config.zookeeper_session_timeout_ms,
+                connection_timeout_ms=config.zookeeper_connection_timeout_ms,
+            )
+            self.session = await self.store.open_session(config.zookeeper_session_timeout_ms)
+            self.services.store = self.session
+            self.services.cluster_id = await self._get_or_create_cluster_id(NodeExists)
+
+            await self._start_roles()
+
+            self.socket_server = SocketServer(
+                config.listener_endpoints,
+                self.dispatcher,
+                max_request_bytes=config.socket_request_max_bytes,
+            )
+            await self.socket_server.start()
+            await self._register_broker()
+            await self._start_controller()
+            self._start_background_tasks()
+        except BaseException:
+            await self._stop_components()
+            raise
+        self.dispatcher.ready.set()
+        log.info(
+            "started",
+            broker_id=self.broker_id,
+            cluster_id=self.services.cluster_id,
+            listeners=[e.connection_string for e in self.bound_endpoints],
+        )
+
+    @property
+    def bound_endpoints(self) -> list[Endpoint]:
+        return self.socket_server.bound_endpoints if self.socket_server else []
+
+    @property
+    def advertised_endpoints(self) -> list[Endpoint]:
+        """advertised.listeners, else the bound listeners (0.0.0.0 -> 127.0.0.1)."""
+        if self.config.advertised_listeners is not None:
+            return self.config.advertised_endpoints
+        return [
+            Endpoint(
+                e.listener_name,
+                "127.0.0.1" if e.host in ("", "0.0.0.0", "::") else e.host,
+                e.port,
+            )
+            for e in self.bound_endpoints
+        ]
+
+    async def _get_or_create_cluster_id(self, node_exists: type[Exception]) -> str:
+        from kafkalite.coord import NoNode
+
+        await self.session.ensure_path("/cluster")
+        try:
+            data, _ = await self.session.get_data("/cluster/id")
+            return json.loads(data)["id"]
+        except NoNode:
+            pass
+        cluster_id = new_cluster_id()
+        try:
+            await self.session.create(
+                "/cluster/id", json.dumps({"version": "1", "id": cluster_id}).encode()
+            )
+            return cluster_id
+        except node_exists:
+            data, _ = await self.session.get_data("/cluster/id")
+            return json.loads(data)["id"]
+
+    async def _start_roles(self) -> None:
+        from kafkalite.broker.fetch_session import FetchSessionCache
+        from kafkalite.broker.metadata_cache import MetadataCache
+        from kafkalite.broker.producer_id_manager import ProducerIdManager
+        from kafkalite.broker.replica_manager import ReplicaManager
+        from kafkalite.storage.config import LogConfig
+        from kafkalite.storage.log_manager import LogManager
+
+        config = self.config
+        default_log_config = LogConfig.from_properties(config.topic_config_defaults())
+        self.log_manager = LogManager(config.log_dir_list, default_log_config)
+        await _maybe_await(self.log_manager.startup())
+        self.metadata_cache = MetadataCache(self.broker_id)
+        self.replica_manager = ReplicaManager(
+            self.broker_id,
+            self.log_manager,
+            config,
+            metadata_cache=self.metadata_cache,
+            alter_isr=self._alter_isr,
+            log_config_for_topic=self._log_config_for_topic,
+        )
+        self.services.log_manager = self.log_manager
+        self.services.metadata_cache = self.metadata_cache
+        self.services.replica_manager = self.replica_manager
+        self.services.fetch_sessions = FetchSessionCache(
+            config.max_incremental_fetch_session_cache_slots
+        )
+        self.services.producer_id_manager = ProducerIdManager(self.broker_id, self.session)
+        self._default_log_config = default_log_config
+        self._topic_configs: dict[str, Any] = {}
+
+    def _log_config_for_topic(self, topic: str) -> Any:
+        """The topic's LogConfig: broker defaults overlaid with `/config/topics/<t>` (cached by
+        the config-change watcher; read when the controller's LeaderAndIsr creates a log)."""
+        return self._topic_configs.get(topic, self._default_log_config)
+
+    async def _alter_isr(self, tp: Any, leader_and_isr: Any) -> int | None:
+        from kafkalite.controller import zk_data
+
+        return await zk_data.update_leader_and_isr(
+            self.session, tp.topic, tp.partition, leader_and_isr
+        )
+
+    async def _register_broker(self) -> None:
+        from kafkalite.coord import NodeExists
+
+        path = f"/brokers/ids/{self.broker_id}"
+        await self.session.ensure_path("/brokers/ids")
+        data = broker_registration_json(
+            self.broker_id, self.advertised_endpoints, self.config.broker_rack
+        )
+        try:
+            await self.session.create(path, data, ephemeral=True)
+        except NodeExists:
+            raise StartupError(
+                f"broker.id {self.broker_id} is already registered at {path} "
+                "(another broker with the same id is running)"
+            ) from None
+        stat = await self.session.exists(path)
+        self.services.extra["broker_epoch"] = stat.czxid if stat else -1
+        log.info(
+            "registered",
+            path=path,
+            endpoints=[e.connection_string for e in self.advertised_endpoints],
+        )
+
+    async def _start_controller(self) -> None:
+        from kafkalite.controller.controller import KafkaController
+
+        self.controller = KafkaController(self.broker_id, self.session, self.config)
+        self.services.controller = self.controller
+        await _maybe_await(self.controller.startup())
+
+    def _start_background_tasks(self) -> None:
+        for name, factory in (
+            ("log-scheduler", getattr(self.log_manager, "run_scheduler", None)),
+            ("isr-expiration", getattr(self.replica_manager, "run_isr_expiration", None)),
+            ("topic-config-watcher", self._watch_topic_configs),
+        ):
+            if factory is not None:
+                self._tasks.append(asyncio.create_task(factory(), name=name))
+
+    async def _watch_topic_configs(self) -> None:
+        from kafkalite.storage.config import LogConfig
+
+        await self.session.ensure_path("/config/topics")
+        async for children in self.session.watch_children("/config/topics"):
+            for topic in children or []:
+                try:
+                    data, _ = await self.session.get_data(f"/config/topics/{topic}")
+                    props = json.loads(data).get("config", {})
+                    self._topic_configs[topic] = LogConfig.from_properties(
+                        props, self._default_log_config
+                    )
+                except Exception as e:  # a bad or vanished node: keep the defaults
+                    log.warning("topic config unreadable", topic=topic, error=repr(e))
+
+    # ------------------------------------------------------------------ shutdown
+
+    async def shutdown(self) -> None:
+        if self._stopping:
+            return
+        self._stopping = True
+        log.info("shutting down", broker_id=self.broker_id)
+        if self.socket_server is not None:
+            await self.socket_server.stop_accepting()
+            drained = await self.socket_server.drain(SHUTDOWN_DRAIN_SECONDS)
+            if not drained:
+                log.warning("in-flight requests still pending at shutdown")
+        await self._stop_components()
+        log.info("shut down", broker_id=self.broker_id)
+
+    async def _stop_components(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks.clear()
+        if self.controller is not None:
+            with _logged("controller shutdown"):
+                await _maybe_await(self.controller.shutdown())
+        if self.replica_manager is not None:
+            with _logged("replica manager shutdown"):
+                await _maybe_await(self.replica_manager.shutdown())
+        if self.socket_server is not None:
+            self.socket_server.close_connections()
+        if self.log_manager is not None:
+            with _logged("log manager shutdown"):
+                await _maybe_await(self.log_manager.shutdown())
+        if self.session is not None:
+            with _logged("coordination session close"):
+                await self.session.close()
+        if self.store is not None:
+            with _logged("coordination store close"):
+                await self.store.close()
+        self.lock.release()
+
+    # ------------------------------------------------------------------ running
+
+    async def run(self) -> None:
+        """Start, serve until SIGTERM/SIGINT, shut down cleanly."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.shutdown_requested.set)
+        try:
+            await self.startup()
+            await self.shutdown_requested.wait()
+        finally:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
+            await self.shutdown()
+
+
+async def _maybe_await(value: Any) -> Any:
+    if asyncio.iscoroutine(value) or isinstance(value, asyncio.Future):
+        return await value
+    return value
+
+
+@contextlib.contextmanager
+def _logged(what: str):
+    try:
+        yield
+    except Exception:
+        log.exception(f"{what} failed")
+
+
+def serve(config: BrokerConfig) -> int:
+    """Run a broker in this process until a signal; the exit status."""
+    configure_logging(config.log_level)
+    load_handlers()
+    install_uvloop()
+    server = KafkaServer(config)
+    try:
+        asyncio.run(server.run())
+    except StartupError as e:
+        log.error("start-up failed", error=str(e))
+        return 1
+    return 0
