@@ -168,7 +168,9 @@ class BrokerProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-                raise TimeoutError(f"broker ignored SIGTERM for {timeout}s:\n{self.log_tail()}")
+                raise TimeoutError(
+                    f"broker ignored SIGTERM for {timeout}s:\n{self.log_tail()}"
+                ) from None
         return self.proc.returncode
 
     def kill(self) -> None:
