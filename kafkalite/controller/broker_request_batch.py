@@ -1,0 +1,329 @@
+"""ControllerBrokerRequestBatch: the controller-to-broker requests of one state change, as data.
+
+Kafka's ``AbstractControllerBrokerRequestBatch`` (ControllerChannelManager.scala), without the
+sending: the state machines add partition states per destination broker while they decide,
+and ``build_requests`` turns what was added into one request per broker and kind, in Kafka's
+order: LeaderAndIsr, then UpdateMetadata, then StopReplica. The channel manager sends them
+through each broker's queue, so one broker receives them in this order.
+
+Rules kept from Kafka:
+- every LeaderAndIsr added for a partition also adds that partition to the UpdateMetadata sent
+  to every live (or shutting-down) broker;
+- a partition already added as new (``is_new``) stays new when added again in the batch;
+- a StopReplica already marked ``delete_partition`` stays a delete;
+- StopReplica's leader epoch is ``EPOCH_DURING_DELETE`` (-2) for a topic queued for deletion,
+  which overrides any epoch the broker has; otherwise the current leader epoch (or -1);
+- UpdateMetadata describes a partition of a topic queued for deletion with leader
+  ``LEADER_DURING_DELETE`` (-2), so brokers stop serving it; a partition without leadership is
+  left out (it has no leader yet);
+- broker ids < 0 (NO_LEADER) are never destinations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from kafkalite.protocol.types import TopicPartition
+
+from .context import (
+    EPOCH_DURING_DELETE,
+    NO_EPOCH,
+    Broker,
+    ControllerContext,
+    LeaderAndIsr,
+    LeaderIsrAndControllerEpoch,
+    ReplicaAssignment,
+)
+
+# -- partition states (field names as in Kafka's JSON message schemas) -------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderAndIsrPartitionState:
+    topic_name: str
+    partition_index: int
+    controller_epoch: int
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    partition_epoch: int
+    """The partition state node's version (``zk_version``)."""
+    replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
+    is_new: bool = False
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return TopicPartition(self.topic_name, self.partition_index)
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateMetadataPartitionState:
+    topic_name: str
+    partition_index: int
+    controller_epoch: int
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    zk_version: int
+    replicas: tuple[int, ...]
+    offline_replicas: tuple[int, ...] = ()
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return TopicPartition(self.topic_name, self.partition_index)
+
+
+@dataclass(frozen=True, slots=True)
+class StopReplicaPartitionState:
+    topic_name: str
+    partition_index: int
+    leader_epoch: int
+    delete_partition: bool
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return TopicPartition(self.topic_name, self.partition_index)
+
+
+# -- requests (one per destination broker) ------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderAndIsrRequestData:
+    broker_id: int
+    """Destination."""
+    controller_id: int
+    controller_epoch: int
+    broker_epoch: int
+    """The destination's broker epoch: a bounced broker rejects requests meant for its old self."""
+    partition_states: tuple[LeaderAndIsrPartitionState, ...]
+    topic_ids: dict[str, str]
+    live_leaders: tuple[Broker, ...]
+    """The live brokers that lead one of the partitions (followers need their endpoints)."""
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateMetadataRequestData:
+    broker_id: int
+    controller_id: int
+    controller_epoch: int
+    broker_epoch: int
+    partition_states: tuple[UpdateMetadataPartitionState, ...]
+    live_brokers: tuple[Broker, ...]
+    topic_ids: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class StopReplicaRequestData:
+    broker_id: int
+    controller_id: int
+    controller_epoch: int
+    broker_epoch: int
+    partition_states: tuple[StopReplicaPartitionState, ...]
+
+    @property
+    def deletes_partitions(self) -> bool:
+        return any(p.delete_partition for p in self.partition_states)
+
+
+ControllerRequest = LeaderAndIsrRequestData | UpdateMetadataRequestData | StopReplicaRequestData
+
+
+class ControllerBrokerRequestBatch:
+    """Collects the requests of one state change; see the module docstring.
+
+    ``new_batch`` must be called before adding (it fails loudly if the previous batch was not
+    built), mirroring Kafka's ``newBatch`` / ``sendRequestsToBrokers`` pairing.
+    """
+
+    def __init__(self, controller_id: int, ctx: ControllerContext) -> None:
+        self.controller_id = controller_id
+        self.ctx = ctx
+        self._leader_and_isr: dict[int, dict[TopicPartition, LeaderAndIsrPartitionState]] = {}
+        self._stop_replica: dict[int, dict[TopicPartition, StopReplicaPartitionState]] = {}
+        self._update_metadata_brokers: set[int] = set()
+        self._update_metadata_partitions: dict[TopicPartition, UpdateMetadataPartitionState] = {}
+
+    def is_empty(self) -> bool:
+        return not (
+            self._leader_and_isr
+            or self._stop_replica
+            or self._update_metadata_brokers
+            or self._update_metadata_partitions
+        )
+
+    def new_batch(self) -> None:
+        if not self.is_empty():
+            raise RuntimeError(
+                "controller to broker request batch is not empty while creating a new one: "
+                f"leader_and_isr={self._leader_and_isr} stop_replica={self._stop_replica} "
+                f"update_metadata={self._update_metadata_partitions}"
+            )
+
+    def clear(self) -> None:
+        self._leader_and_isr.clear()
+        self._stop_replica.clear()
+        self._update_metadata_brokers.clear()
+        self._update_metadata_partitions.clear()
+
+    # -- adding --
+
+    def add_leader_and_isr_request_for_brokers(
+        self,
+        broker_ids: Iterable[int],
+        topic_partition: TopicPartition,
+        leader_isr_and_controller_epoch: LeaderIsrAndControllerEpoch,
+        replica_assignment: ReplicaAssignment,
+        is_new: bool,
+    ) -> None:
+        leader_and_isr = leader_isr_and_controller_epoch.leader_and_isr
+        for broker_id in broker_ids:
+            if broker_id < 0:
+                continue
+            states = self._leader_and_isr.setdefault(broker_id, {})
+            already_new = topic_partition in states and states[topic_partition].is_new
+            states[topic_partition] = LeaderAndIsrPartitionState(
+                topic_name=topic_partition.topic,
+                partition_index=topic_partition.partition,
+                controller_epoch=leader_isr_and_controller_epoch.controller_epoch,
+                leader=leader_and_isr.leader,
+                leader_epoch=leader_and_isr.leader_epoch,
+                isr=leader_and_isr.isr,
+                partition_epoch=leader_and_isr.zk_version,
+                replicas=replica_assignment.replicas,
+                adding_replicas=replica_assignment.adding_replicas,
+                removing_replicas=replica_assignment.removing_replicas,
+                is_new=is_new or already_new,
+            )
+        self.add_update_metadata_request_for_brokers(
+            self.ctx.live_or_shutting_down_broker_ids, [topic_partition]
+        )
+
+    def add_stop_replica_request_for_brokers(
+        self, broker_ids: Iterable[int], topic_partition: TopicPartition, delete_partition: bool
+    ) -> None:
+        if self.ctx.is_topic_queued_up_for_deletion(topic_partition.topic):
+            leader_epoch = EPOCH_DURING_DELETE
+        else:
+            info = self.ctx.partition_leadership_info.get(topic_partition)
+            leader_epoch = info.leader_and_isr.leader_epoch if info is not None else NO_EPOCH
+        for broker_id in broker_ids:
+            if broker_id < 0:
+                continue
+            states = self._stop_replica.setdefault(broker_id, {})
+            already_delete = topic_partition in states and states[topic_partition].delete_partition
+            states[topic_partition] = StopReplicaPartitionState(
+                topic_name=topic_partition.topic,
+                partition_index=topic_partition.partition,
+                leader_epoch=leader_epoch,
+                delete_partition=already_delete or delete_partition,
+            )
+
+    def add_update_metadata_request_for_brokers(
+        self, broker_ids: Iterable[int], partitions: Iterable[TopicPartition] = ()
+    ) -> None:
+        self._update_metadata_brokers.update(b for b in broker_ids if b >= 0)
+        for tp in partitions:
+            info = self.ctx.partition_leadership_info.get(tp)
+            if info is None:
+                continue  # leader not yet assigned: nothing to tell
+            replicas = self.ctx.partition_replica_assignment(tp)
+            offline = tuple(r for r in replicas if not self.ctx.is_replica_online(r, tp))
+            leader_and_isr = info.leader_and_isr
+            if self.ctx.is_topic_queued_up_for_deletion(tp.topic):
+                leader_and_isr = LeaderAndIsr.during_delete(leader_and_isr.isr).with_zk_version(
+                    leader_and_isr.zk_version
+                )
+            self._update_metadata_partitions[tp] = UpdateMetadataPartitionState(
+                topic_name=tp.topic,
+                partition_index=tp.partition,
+                controller_epoch=info.controller_epoch,
+                leader=leader_and_isr.leader,
+                leader_epoch=leader_and_isr.leader_epoch,
+                isr=leader_and_isr.isr,
+                zk_version=leader_and_isr.zk_version,
+                replicas=replicas,
+                offline_replicas=offline,
+            )
+
+    # -- building --
+
+    def build_requests(self, controller_epoch: int) -> list[ControllerRequest]:
+        """The requests collected so far, in sending order; empties the batch."""
+        ctx = self.ctx
+        requests: list[ControllerRequest] = []
+        for broker_id in sorted(self._leader_and_isr):
+            states = self._leader_and_isr[broker_id]
+            if not states:
+                continue
+            leader_ids = {s.leader for s in states.values()}
+            live_leaders = tuple(b for b in ctx.live_or_shutting_down_brokers if b.id in leader_ids)
+            requests.append(
+                LeaderAndIsrRequestData(
+                    broker_id=broker_id,
+                    controller_id=self.controller_id,
+                    controller_epoch=controller_epoch,
+                    broker_epoch=ctx.live_broker_epochs.get(broker_id, -1),
+                    partition_states=tuple(states[tp] for tp in sorted(states)),
+                    topic_ids={
+                        tp.topic: ctx.topic_ids[tp.topic]
+                        for tp in states
+                        if tp.topic in ctx.topic_ids
+                    },
+                    live_leaders=live_leaders,
+                )
+            )
+        if self._update_metadata_brokers:
+            partition_states = tuple(
+                self._update_metadata_partitions[tp]
+                for tp in sorted(self._update_metadata_partitions)
+            )
+            live_brokers = tuple(ctx.live_or_shutting_down_brokers)
+            topic_ids = {
+                s.topic_name: ctx.topic_ids[s.topic_name]
+                for s in partition_states
+                if s.topic_name in ctx.topic_ids
+            }
+            for broker_id in sorted(self._update_metadata_brokers):
+                requests.append(
+                    UpdateMetadataRequestData(
+                        broker_id=broker_id,
+                        controller_id=self.controller_id,
+                        controller_epoch=controller_epoch,
+                        broker_epoch=ctx.live_broker_epochs.get(broker_id, -1),
+                        partition_states=partition_states,
+                        live_brokers=live_brokers,
+                        topic_ids=topic_ids,
+                    )
+                )
+        for broker_id in sorted(self._stop_replica):
+            states = self._stop_replica[broker_id]
+            if not states:
+                continue
+            requests.append(
+                StopReplicaRequestData(
+                    broker_id=broker_id,
+                    controller_id=self.controller_id,
+                    controller_epoch=controller_epoch,
+                    broker_epoch=ctx.live_broker_epochs.get(broker_id, -1),
+                    partition_states=tuple(states[tp] for tp in sorted(states)),
+                )
+            )
+        self.clear()
+        return requests
+
+
+def update_metadata_requests(
+    ctx: ControllerContext,
+    controller_id: int,
+    broker_ids: Iterable[int],
+    partitions: Iterable[TopicPartition] = (),
+) -> list[ControllerRequest]:
+    """One UpdateMetadata per broker in ``broker_ids`` with the live brokers and the states of
+    ``partitions`` (Kafka's ``KafkaController.sendUpdateMetadataRequest``)."""
+    batch = ControllerBrokerRequestBatch(controller_id, ctx)
+    batch.add_update_metadata_request_for_brokers(broker_ids, partitions)
+    return batch.build_requests(ctx.epoch)

@@ -1,0 +1,543 @@
+"""ControllerCore: the KafkaController's decisions, sans-I/O.
+
+Every callback of Kafka's ``KafkaController`` that decides something lives here as a method
+taking what the store said (already read by the I/O shell) and returning a ``ControllerResult``
+(store writes + broker requests, see ``results.py``). ``kafka_controller.KafkaController`` reads
+the store, calls these methods from its single event task, applies the writes in one fenced
+multi and then hands the requests to the channel manager.
+
+The callbacks, as seeds 000-002 describe them:
+
+- ``on_controller_failover``: after the context is loaded: topic deletions resumed, an
+  UpdateMetadata to every broker, replica state machine started (LeaderAndIsr to every live
+  replica), partition state machine started (leaders elected for New/Offline partitions).
+- ``process_broker_change`` -> ``on_broker_startup`` / ``on_broker_failure`` (seed 000 A and
+  E): a new broker gets the full metadata and a LeaderAndIsr for every replica it hosts, then
+  leaderless partitions get leaders; a dead broker's partitions get new leaders (ISR first,
+  unclean only if enabled), it leaves every ISR, and the survivors get LeaderAndIsr.
+  A broker whose registration epoch grew (it bounced) is handled as a failure then a startup.
+- ``process_topic_change`` / ``process_partition_modifications`` -> ``on_new_partition_creation``
+  (seed 002 "创建Topic"): New -> Online with leader = first live replica, ISR = live replicas.
+- ``process_topic_deletion`` -> ``TopicDeletionManager``.
+- ``process_isr_change_notification``: leaders changed ISRs in the store; refresh and tell
+  every broker (UpdateMetadata).
+- ``controlled_shutdown``: move leadership off a broker that asks to stop.
+- ``on_stop_replica_response`` / ``on_leader_and_isr_response``: broker answers.
+- ``elect_preferred_leaders`` / ``check_and_trigger_auto_leader_rebalance``.
+
+Nothing here special-cases a single broker: one broker is a cluster of one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from kafkalite.protocol.errors import BrokerNotAvailableError, ErrorCode, KafkaError
+from kafkalite.protocol.types import TopicPartition
+
+from .broker_request_batch import update_metadata_requests
+from .context import (
+    Broker,
+    ControllerContext,
+    LeaderIsrAndControllerEpoch,
+    PartitionAndReplica,
+    ReplicaAssignment,
+)
+from .election import (
+    ControlledShutdownPartitionLeaderElectionStrategy,
+    OfflinePartitionLeaderElectionStrategy,
+    PreferredReplicaPartitionLeaderElectionStrategy,
+)
+from .partition_state_machine import (
+    NEW_PARTITION,
+    OFFLINE_PARTITION,
+    ONLINE_PARTITION,
+    PartitionStateMachine,
+)
+from .replica_state_machine import (
+    NEW_REPLICA,
+    OFFLINE_REPLICA,
+    ONLINE_REPLICA,
+    ReplicaStateMachine,
+    is_valid_replica_transition,
+)
+from .results import (
+    ControllerResult,
+    DeleteIsrChangeNotifications,
+    DeleteTopicDeletions,
+    SetTopicAssignment,
+)
+from .topic_deletion_manager import TopicDeletionManager
+
+
+@dataclass(frozen=True)
+class BrokerChanges:
+    """What a ``/brokers/ids`` change means, computed against the context."""
+
+    new: tuple[int, ...] = ()
+    dead: tuple[int, ...] = ()
+    bounced: tuple[int, ...] = ()
+    """Registered before and now, with a larger broker epoch: the broker restarted in between."""
+
+    @property
+    def is_empty(self) -> bool:
+        return not (self.new or self.dead or self.bounced)
+
+
+@dataclass
+class ControlledShutdownResult:
+    remaining_partitions: list[TopicPartition] = field(default_factory=list)
+    """Partitions the broker still leads (no other eligible leader): it must wait and retry."""
+    result: ControllerResult = field(default_factory=ControllerResult)
+
+
+class ControllerCore:
+    """The decisions of one elected controller. Owned by one task; not thread-safe."""
+
+    def __init__(
+        self,
+        controller_id: int,
+        ctx: ControllerContext | None = None,
+        *,
+        delete_topic_enable: bool = True,
+        leader_imbalance_per_broker_percentage: int = 10,
+    ) -> None:
+        self.controller_id = controller_id
+        self.ctx = ctx if ctx is not None else ControllerContext()
+        self.partition_state_machine = PartitionStateMachine(controller_id, self.ctx)
+        self.replica_state_machine = ReplicaStateMachine(controller_id, self.ctx)
+        self.topic_deletion_manager = TopicDeletionManager(
+            self.ctx, self.partition_state_machine, self.replica_state_machine, delete_topic_enable
+        )
+        self.leader_imbalance_per_broker_percentage = leader_imbalance_per_broker_percentage
+
+    @property
+    def psm(self) -> PartitionStateMachine:
+        return self.partition_state_machine
+
+    @property
+    def rsm(self) -> ReplicaStateMachine:
+        return self.replica_state_machine
+
+    def update_metadata(
+        self, broker_ids: Iterable[int], partitions: Iterable[TopicPartition] = ()
+    ) -> ControllerResult:
+        """Kafka's ``sendUpdateMetadataRequest`` as a result."""
+        return ControllerResult(
+            requests=update_metadata_requests(self.ctx, self.controller_id, broker_ids, partitions)
+        )
+
+    # -- failover / resignation --
+
+    def topics_ineligible_for_deletion(self) -> set[str]:
+        """On failover: topics with a replica on a dead broker, or being reassigned."""
+        ctx = self.ctx
+        with_offline = {
+            topic
+            for topic in ctx.all_topics
+            if any(
+                not ctx.is_replica_online(r.replica, r.topic_partition)
+                for r in ctx.replicas_for_topic(topic)
+            )
+        }
+        return with_offline | {tp.topic for tp in ctx.partitions_being_reassigned}
+
+    def on_controller_failover(self, topics_to_be_deleted: Iterable[str]) -> ControllerResult:
+        """Called once the context holds what the store says (brokers, topics, assignments,
+        leadership). ``topics_to_be_deleted``: the children of ``/admin/delete_topics``."""
+        ctx = self.ctx
+        to_delete = set(topics_to_be_deleted)
+        result = ControllerResult()
+        unknown = sorted(to_delete - ctx.all_topics)
+        if unknown:
+            result.writes.append(DeleteTopicDeletions(tuple(unknown)))
+        to_delete &= ctx.all_topics
+        result += self.topic_deletion_manager.init(to_delete, self.topics_ineligible_for_deletion())
+        result += self.update_metadata(ctx.live_or_shutting_down_broker_ids)
+        result += self.replica_state_machine.startup()
+        result += self.partition_state_machine.startup()
+        result += self.topic_deletion_manager.try_topic_deletion()
+        return result
+
+    def on_controller_resignation(self) -> None:
+        self.partition_state_machine.shutdown()
+        self.replica_state_machine.shutdown()
+        self.ctx.reset()
+
+    # -- brokers --
+
+    def broker_changes(self, current: Mapping[int, tuple[Broker, int]]) -> BrokerChanges:
+        """Compare the registered brokers (id -> (broker, broker epoch)) with the context."""
+        known = self.ctx.live_or_shutting_down_broker_ids
+        current_ids = set(current)
+        bounced = sorted(
+            b
+            for b in current_ids & known
+            if current[b][1] > self.ctx.live_broker_epochs.get(b, current[b][1])
+        )
+        return BrokerChanges(
+            new=tuple(sorted(current_ids - known)),
+            dead=tuple(sorted(known - current_ids)),
+            bounced=tuple(bounced),
+        )
+
+    def process_broker_change(
+        self, current: Mapping[int, tuple[Broker, int]]
+    ) -> tuple[BrokerChanges, ControllerResult]:
+        """Kafka's ``processBrokerChange``. The caller adds/removes the brokers' channels
+        (from the returned ``BrokerChanges``) before sending the requests."""
+        ctx = self.ctx
+        changes = self.broker_changes(current)
+        result = ControllerResult()
+        if changes.new:
+            ctx.add_live_brokers([current[b] for b in changes.new])
+            result += self.on_broker_startup(changes.new)
+        if changes.bounced:
+            ctx.remove_live_brokers(changes.bounced)
+            result += self.on_broker_failure(changes.bounced)
+            ctx.add_live_brokers([current[b] for b in changes.bounced])
+            result += self.on_broker_startup(changes.bounced)
+        if changes.dead:
+            ctx.remove_live_brokers(changes.dead)
+            result += self.on_broker_failure(changes.dead)
+        # Endpoint or rack changes of live brokers (Kafka's BrokerModifications) are picked up
+        # silently; the next UpdateMetadata carries them.
+        for broker_id, (broker, _) in current.items():
+            if broker_id in ctx.live_brokers and ctx.live_brokers[broker_id] != broker:
+                ctx.live_brokers[broker_id] = broker
+                result += self.update_metadata(ctx.live_or_shutting_down_broker_ids)
+        return changes, result
+
+    def on_broker_startup(self, new_brokers: Iterable[int]) -> ControllerResult:
+        ctx = self.ctx
+        new = set(new_brokers)
+        for broker_id in new:
+            ctx.replicas_on_offline_dirs.pop(broker_id, None)
+        existing = ctx.live_or_shutting_down_broker_ids - new
+        # The existing brokers learn about the new ones; the new ones get every partition state.
+        result = self.update_metadata(existing)
+        result += self.update_metadata(new, ctx.partitions_with_leaders())
+        replicas = ctx.replicas_on_brokers(new)
+        # Replicas of a topic being deleted may be in a deletion state; they stay there.
+        startable = [
+            r
+            for r in replicas
+            if is_valid_replica_transition(self.rsm.replica_state(r), ONLINE_REPLICA)
+        ]
+        result += self.rsm.handle_state_changes(startable, ONLINE_REPLICA)
+        result += self.psm.trigger_online_partition_state_change()
+        topics_to_resume = {
+            r.topic for r in replicas if ctx.is_topic_queued_up_for_deletion(r.topic)
+        }
+        if topics_to_resume:
+            result += self.topic_deletion_manager.resume_deletion_for_topics(topics_to_resume)
+        return result
+
+    def on_broker_failure(self, dead_brokers: Iterable[int]) -> ControllerResult:
+        ctx = self.ctx
+        dead = set(dead_brokers)
+        for broker_id in dead:
+            ctx.replicas_on_offline_dirs.pop(broker_id, None)
+        ctx.shutting_down_broker_ids -= dead
+        return self.on_replicas_become_offline(ctx.replicas_on_brokers(dead))
+
+    def on_replicas_become_offline(
+        self, new_offline_replicas: Iterable[PartitionAndReplica]
+    ) -> ControllerResult:
+        ctx = self.ctx
+        replicas = list(new_offline_replicas)
+        for_deletion = [r for r in replicas if ctx.is_topic_queued_up_for_deletion(r.topic)]
+        not_for_deletion = [r for r in replicas if not ctx.is_topic_queued_up_for_deletion(r.topic)]
+        result = self.psm.handle_state_changes(
+            ctx.partitions_with_offline_leader(), OFFLINE_PARTITION
+        )
+        online = self.psm.trigger_online_partition_state_change()
+        result += online
+        result += self.rsm.handle_state_changes(
+            [
+                r
+                for r in not_for_deletion
+                if is_valid_replica_transition(self.rsm.replica_state(r), OFFLINE_REPLICA)
+            ],
+            OFFLINE_REPLICA,
+        )
+        if for_deletion:
+            result += self.topic_deletion_manager.fail_replica_deletion(for_deletion)
+        if not not_for_deletion and not online.leadership:
+            # Nothing changed leader or ISR, so no UpdateMetadata went out: send one so every
+            # broker learns the broker set changed.
+            result += self.update_metadata(ctx.live_or_shutting_down_broker_ids)
+        return result
+
+    # -- topics and partitions --
+
+    def on_new_partition_creation(
+        self, new_partitions: Iterable[TopicPartition]
+    ) -> ControllerResult:
+        partitions = sorted(set(new_partitions))
+        replicas = self.ctx.replicas_for_partition(partitions)
+        result = self.psm.handle_state_changes(partitions, NEW_PARTITION)
+        result += self.rsm.handle_state_changes(replicas, NEW_REPLICA)
+        result += self.psm.handle_state_changes(
+            partitions,
+            ONLINE_PARTITION,
+            OfflinePartitionLeaderElectionStrategy(allow_unclean=False),
+        )
+        result += self.rsm.handle_state_changes(
+            [r for r in replicas if self.rsm.replica_state(r) is NEW_REPLICA], ONLINE_REPLICA
+        )
+        return result
+
+    def process_topic_change(
+        self,
+        topics: Iterable[str],
+        new_topic_assignments: Mapping[str, tuple[str | None, Mapping[int, ReplicaAssignment]]],
+    ) -> ControllerResult:
+        """``topics``: the children of ``/brokers/topics``; ``new_topic_assignments``: topic id and
+        assignment of each topic the context does not know yet (``new_topics``)."""
+        ctx = self.ctx
+        topics = set(topics)
+        deleted = ctx.all_topics - topics
+        ctx.set_all_topics(topics)
+        for topic in deleted:
+            ctx.remove_topic(topic)
+        new_partitions: list[TopicPartition] = []
+        for topic, (topic_id, assignment) in sorted(new_topic_assignments.items()):
+            if topic not in topics:
+                continue
+            if topic_id is not None:
+                ctx.topic_ids[topic] = topic_id
+            for partition, replicas in sorted(assignment.items()):
+                tp = TopicPartition(topic, partition)
+                ctx.update_partition_full_replica_assignment(tp, replicas)
+                new_partitions.append(tp)
+        if new_partitions:
+            return self.on_new_partition_creation(new_partitions)
+        return ControllerResult()
+
+    def new_topics(self, topics: Iterable[str]) -> set[str]:
+        return set(topics) - self.ctx.all_topics
+
+    def process_partition_modifications(
+        self, topic: str, assignment: Mapping[int, ReplicaAssignment]
+    ) -> ControllerResult:
+        """``/brokers/topics/<topic>`` changed: start the partitions the context lacks. Adding
+        partitions to a topic queued for deletion is undone (the old assignment is written back)."""
+        ctx = self.ctx
+        if topic not in ctx.all_topics:
+            return ControllerResult()
+        to_add = {
+            TopicPartition(topic, p): a
+            for p, a in assignment.items()
+            if not ctx.partition_replica_assignment(TopicPartition(topic, p))
+        }
+        if ctx.is_topic_queued_up_for_deletion(topic):
+            if to_add:
+                existing = {
+                    tp.partition: a
+                    for tp, a in ctx.partition_full_replica_assignment_for_topic(topic).items()
+                }
+                return ControllerResult(
+                    writes=[SetTopicAssignment(topic, ctx.topic_ids.get(topic), existing)]
+                )
+            return ControllerResult()
+        for tp, a in to_add.items():
+            ctx.update_partition_full_replica_assignment(tp, a)
+        if to_add:
+            return self.on_new_partition_creation(to_add)
+        return ControllerResult()
+
+    def process_topic_deletion(self, topics: Iterable[str]) -> ControllerResult:
+        """``topics``: the children of ``/admin/delete_topics``."""
+        ctx = self.ctx
+        to_delete = set(topics)
+        result = ControllerResult()
+        non_existent = sorted(to_delete - ctx.all_topics)
+        if non_existent:
+            result.writes.append(DeleteTopicDeletions(tuple(non_existent)))
+        to_delete -= set(non_existent)
+        if not to_delete:
+            return result
+        if self.topic_deletion_manager.is_delete_topic_enabled:
+            result += self.topic_deletion_manager.enqueue_topics_for_deletion(to_delete)
+            reassigning = {tp.topic for tp in ctx.partitions_being_reassigned} & to_delete
+            self.topic_deletion_manager.mark_topic_ineligible_for_deletion(reassigning)
+        else:
+            result.writes.append(DeleteTopicDeletions(tuple(sorted(to_delete))))
+        return result
+
+    def process_isr_change_notification(
+        self,
+        leaderships: Mapping[TopicPartition, LeaderIsrAndControllerEpoch | None],
+        sequence_numbers: Iterable[str],
+    ) -> ControllerResult:
+        """Leaders changed ISRs (``/isr_change_notification``): ``leaderships`` is the fresh
+        content of the named partitions' state nodes (None when gone)."""
+        self.update_leader_and_isr_cache(leaderships)
+        partitions = [tp for tp in sorted(leaderships) if tp in self.ctx.partition_leadership_info]
+        result = ControllerResult()
+        seqs = tuple(sequence_numbers)
+        if seqs:
+            result.writes.append(DeleteIsrChangeNotifications(seqs))
+        if partitions:
+            result += self.update_metadata(self.ctx.live_or_shutting_down_broker_ids, partitions)
+        return result
+
+    def update_leader_and_isr_cache(
+        self, leaderships: Mapping[TopicPartition, LeaderIsrAndControllerEpoch | None]
+    ) -> None:
+        """Store the leadership read from partition state nodes (only for known partitions)."""
+        ctx = self.ctx
+        for tp, info in leaderships.items():
+            if not ctx.partition_replica_assignment(tp):
+                continue
+            if info is None:
+                ctx.partition_leadership_info.pop(tp, None)
+            else:
+                ctx.put_partition_leadership_info(tp, info)
+
+    # -- controlled shutdown --
+
+    def controlled_shutdown(
+        self, broker_id: int, broker_epoch: int = -1
+    ) -> ControlledShutdownResult:
+        """Kafka's ``doControlledShutdown``: leadership moves to other ISR members, the broker
+        leaves the ISRs it follows in. Raises ``BrokerNotAvailableError`` for an unknown broker
+        and a STALE_BROKER_EPOCH error for an old incarnation's request."""
+        ctx = self.ctx
+        if broker_id not in ctx.live_or_shutting_down_broker_ids:
+            raise BrokerNotAvailableError(f"Broker id {broker_id} does not exist.")
+        cached_epoch = ctx.live_broker_epochs[broker_id]
+        if broker_epoch != -1 and broker_epoch < cached_epoch:
+            raise KafkaError(
+                f"Received controlled shutdown request from an old broker epoch {broker_epoch} for broker "
+                f"{broker_id}. Current broker epoch is {cached_epoch}.",
+                error_code=ErrorCode.STALE_BROKER_EPOCH,
+            )
+        ctx.shutting_down_broker_ids.add(broker_id)
+        acted_on = [
+            tp
+            for tp in ctx.partitions_on_broker(broker_id)
+            if len(ctx.partition_replica_assignment(tp)) > 1
+            and tp in ctx.partition_leadership_info
+            and not ctx.is_topic_queued_up_for_deletion(tp.topic)
+        ]
+        led = [
+            tp
+            for tp in acted_on
+            if ctx.partition_leadership_info[tp].leader_and_isr.leader == broker_id
+        ]
+        followed = [tp for tp in acted_on if tp not in set(led)]
+        result = self.psm.handle_state_changes(
+            led, ONLINE_PARTITION, ControlledShutdownPartitionLeaderElectionStrategy()
+        )
+        followers = [PartitionAndReplica(tp, broker_id) for tp in followed]
+        result += self.rsm.handle_state_changes(
+            [
+                r
+                for r in followers
+                if is_valid_replica_transition(self.rsm.replica_state(r), OFFLINE_REPLICA)
+            ],
+            OFFLINE_REPLICA,
+        )
+        remaining = [
+            tp
+            for tp, info in sorted(ctx.partition_leadership_info.items())
+            if info.leader_and_isr.leader == broker_id
+            and len(ctx.partition_replica_assignment(tp)) > 1
+        ]
+        return ControlledShutdownResult(remaining, result)
+
+    # -- broker responses --
+
+    def on_stop_replica_response(
+        self, broker_id: int, request_error: int, partition_errors: Mapping[TopicPartition, int]
+    ) -> ControllerResult:
+        """A StopReplica(delete=true) answered (``processTopicDeletionStopReplicaResponseReceived``)."""
+        if request_error != ErrorCode.NONE:
+            in_error = set(partition_errors)
+        else:
+            in_error = {tp for tp, err in partition_errors.items() if err != ErrorCode.NONE}
+        result = self.topic_deletion_manager.fail_replica_deletion(
+            [PartitionAndReplica(tp, broker_id) for tp in sorted(in_error)]
+        )
+        deleted = sorted(set(partition_errors) - in_error)
+        if deleted:
+            result += self.topic_deletion_manager.complete_replica_deletion(
+                [PartitionAndReplica(tp, broker_id) for tp in deleted]
+            )
+        return result
+
+    def on_leader_and_isr_response(
+        self, broker_id: int, partition_errors: Mapping[TopicPartition, int]
+    ) -> ControllerResult:
+        """Replicas on a failed log dir (KAFKA_STORAGE_ERROR) go offline; replicas that answered
+        NONE are online again."""
+        ctx = self.ctx
+        offline = {
+            tp for tp, err in partition_errors.items() if err == ErrorCode.KAFKA_STORAGE_ERROR
+        }
+        online = {tp for tp, err in partition_errors.items() if err == ErrorCode.NONE}
+        previous = set(ctx.replicas_on_offline_dirs.get(broker_id, ()))
+        current = (previous - online) | offline
+        if current:
+            ctx.replicas_on_offline_dirs[broker_id] = current
+        else:
+            ctx.replicas_on_offline_dirs.pop(broker_id, None)
+        new_offline = sorted(current - previous)
+        if new_offline:
+            return self.on_replicas_become_offline(
+                [PartitionAndReplica(tp, broker_id) for tp in new_offline]
+            )
+        return ControllerResult()
+
+    # -- preferred leaders --
+
+    def elect_preferred_leaders(self, partitions: Iterable[TopicPartition]) -> ControllerResult:
+        """Move leadership back to the preferred (first assigned) replica where it is live and in
+        the ISR. Partitions already led by it, unknown, or of topics being deleted are skipped."""
+        ctx = self.ctx
+        eligible = []
+        for tp in sorted(set(partitions)):
+            info = ctx.partition_leadership_info.get(tp)
+            replicas = ctx.partition_replica_assignment(tp)
+            if info is None or not replicas or ctx.is_topic_queued_up_for_deletion(tp.topic):
+                continue
+            if tp in ctx.partitions_being_reassigned or info.leader_and_isr.leader == replicas[0]:
+                continue
+            if self.psm.partition_state(tp) not in (ONLINE_PARTITION, OFFLINE_PARTITION):
+                continue
+            eligible.append(tp)
+        return self.psm.handle_state_changes(
+            eligible, ONLINE_PARTITION, PreferredReplicaPartitionLeaderElectionStrategy()
+        )
+
+    def check_and_trigger_auto_leader_rebalance(self) -> ControllerResult:
+        """Kafka's ``checkAndTriggerAutoLeaderRebalance``: for each live preferred leader whose
+        share of not-led partitions exceeds ``leader.imbalance.per.broker.percentage``, elect
+        the preferred leaders of its partitions."""
+        ctx = self.ctx
+        by_preferred: dict[int, list[TopicPartition]] = {}
+        for tp in ctx.all_partitions():
+            if ctx.is_topic_queued_up_for_deletion(tp.topic):
+                continue
+            replicas = ctx.partition_replica_assignment(tp)
+            if replicas:
+                by_preferred.setdefault(replicas[0], []).append(tp)
+        result = ControllerResult()
+        for broker_id, tps in sorted(by_preferred.items()):
+            if broker_id not in ctx.live_broker_ids:
+                continue
+            not_led = [tp for tp in tps if ctx.partition_leader(tp) != broker_id]
+            ratio = len(not_led) / len(tps)
+            if ratio * 100 > self.leader_imbalance_per_broker_percentage:
+                candidates = [
+                    tp
+                    for tp in not_led
+                    if (info := ctx.partition_leadership_info.get(tp)) is not None
+                    and broker_id in info.leader_and_isr.isr
+                    and tp not in ctx.partitions_being_reassigned
+                ]
+                result += self.elect_preferred_leaders(candidates)
+        return result

@@ -1,0 +1,299 @@
+"""ReplicaStateMachine: the state of every replica (partition x assigned broker).
+
+Kafka's ``ZkReplicaStateMachine`` made sans-I/O. States:
+
+- NewReplica: created during reassignment or topic creation; may only become a follower.
+- OnlineReplica: started and part of the assignment; may become leader or follower.
+- OfflineReplica: its broker died (or it is being stopped).
+- ReplicaDeletionStarted: StopReplica(delete=true) sent.
+- ReplicaDeletionSuccessful: the broker confirmed the deletion.
+- ReplicaDeletionIneligible: deletion failed or the broker is down; retried later.
+- NonExistentReplica: deleted (or never created).
+
+Legal moves are the table ``VALID_PREVIOUS_STATES``; any other raises ``IllegalStateTransition``:
+
+    NonExistent -> New                 LeaderAndIsr (is_new) with the current leadership to the
+                                       replica, unless it is the leader (that is a failure)
+    New -> Online                      add the replica to the assignment if missing
+    Online, Offline, Ineligible
+      -> Online                        LeaderAndIsr with the current leadership to the replica
+    New, Online, Offline, Ineligible
+      -> Offline                       StopReplica(delete=false) to the replica; remove it from
+                                       the ISR (compare-and-set; leader -> NO_LEADER if it led;
+                                       an ISR of one is kept) and LeaderAndIsr to the other
+                                       replicas; without leadership, UpdateMetadata only
+    Offline -> DeletionStarted         StopReplica(delete=true) to the replica
+    DeletionStarted -> Successful      mark only
+    Offline, DeletionStarted
+      -> Ineligible                    mark only
+    Successful -> NonExistent          drop the replica from the assignment and the state map
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from itertools import groupby
+
+from .broker_request_batch import ControllerBrokerRequestBatch
+from .context import (
+    NO_LEADER,
+    ControllerContext,
+    LeaderIsrAndControllerEpoch,
+    PartitionAndReplica,
+    ReplicaAssignment,
+)
+from .partition_state_machine import IllegalStateTransition
+from .results import ControllerResult, UpdatePartitionState
+
+
+class ReplicaState(enum.Enum):
+    NEW_REPLICA = 1
+    ONLINE_REPLICA = 2
+    OFFLINE_REPLICA = 3
+    REPLICA_DELETION_STARTED = 4
+    REPLICA_DELETION_SUCCESSFUL = 5
+    REPLICA_DELETION_INELIGIBLE = 6
+    NON_EXISTENT_REPLICA = 7
+
+    def __str__(self) -> str:  # Kafka's names, for logs
+        return "".join(part.capitalize() for part in self.name.split("_"))
+
+
+NEW_REPLICA = ReplicaState.NEW_REPLICA
+ONLINE_REPLICA = ReplicaState.ONLINE_REPLICA
+OFFLINE_REPLICA = ReplicaState.OFFLINE_REPLICA
+REPLICA_DELETION_STARTED = ReplicaState.REPLICA_DELETION_STARTED
+REPLICA_DELETION_SUCCESSFUL = ReplicaState.REPLICA_DELETION_SUCCESSFUL
+REPLICA_DELETION_INELIGIBLE = ReplicaState.REPLICA_DELETION_INELIGIBLE
+NON_EXISTENT_REPLICA = ReplicaState.NON_EXISTENT_REPLICA
+
+VALID_PREVIOUS_STATES: dict[ReplicaState, frozenset[ReplicaState]] = {
+    NEW_REPLICA: frozenset({NON_EXISTENT_REPLICA}),
+    ONLINE_REPLICA: frozenset(
+        {NEW_REPLICA, ONLINE_REPLICA, OFFLINE_REPLICA, REPLICA_DELETION_INELIGIBLE}
+    ),
+    OFFLINE_REPLICA: frozenset(
+        {NEW_REPLICA, ONLINE_REPLICA, OFFLINE_REPLICA, REPLICA_DELETION_INELIGIBLE}
+    ),
+    REPLICA_DELETION_STARTED: frozenset({OFFLINE_REPLICA}),
+    REPLICA_DELETION_SUCCESSFUL: frozenset({REPLICA_DELETION_STARTED}),
+    REPLICA_DELETION_INELIGIBLE: frozenset({OFFLINE_REPLICA, REPLICA_DELETION_STARTED}),
+    NON_EXISTENT_REPLICA: frozenset({REPLICA_DELETION_SUCCESSFUL}),
+}
+
+
+def is_valid_replica_transition(current: ReplicaState, target: ReplicaState) -> bool:
+    return current in VALID_PREVIOUS_STATES[target]
+
+
+class ReplicaStateMachine:
+    """Replica states live in ``ctx.replica_states``; a missing entry is NonExistentReplica."""
+
+    def __init__(self, controller_id: int, ctx: ControllerContext) -> None:
+        self.controller_id = controller_id
+        self.ctx = ctx
+        self._batch = ControllerBrokerRequestBatch(controller_id, ctx)
+
+    # -- lifecycle --
+
+    def startup(self) -> ControllerResult:
+        """On election: replicas on live brokers are Online (each gets a LeaderAndIsr), the
+        others Offline. Replicas on dead brokers start as Ineligible so a deletion in progress
+        does not wait for them."""
+        self.initialize_replica_state()
+        online, offline = self.ctx.online_and_offline_replicas()
+        result = self.handle_state_changes(online, ONLINE_REPLICA)
+        result += self.handle_state_changes(offline, OFFLINE_REPLICA)
+        return result
+
+    def initialize_replica_state(self) -> None:
+        ctx = self.ctx
+        for tp in ctx.all_partitions():
+            for replica in ctx.partition_replica_assignment(tp):
+                pr = PartitionAndReplica(tp, replica)
+                ctx.replica_states[pr] = (
+                    ONLINE_REPLICA
+                    if ctx.is_replica_online(replica, tp)
+                    else REPLICA_DELETION_INELIGIBLE
+                )
+
+    def shutdown(self) -> None:
+        self.ctx.replica_states.clear()
+
+    def replica_state(self, replica: PartitionAndReplica) -> ReplicaState:
+        return self.ctx.replica_states.get(replica, NON_EXISTENT_REPLICA)
+
+    # -- the state machine --
+
+    def handle_state_changes(
+        self, replicas: Iterable[PartitionAndReplica], target_state: ReplicaState
+    ) -> ControllerResult:
+        replicas = list(dict.fromkeys(replicas))
+        result = ControllerResult()
+        if not replicas:
+            return result
+        illegal = [
+            (r, self.replica_state(r))
+            for r in replicas
+            if not is_valid_replica_transition(self.replica_state(r), target_state)
+        ]
+        if illegal:
+            raise IllegalStateTransition(
+                f"replicas must be in one of "
+                f"{sorted(str(s) for s in VALID_PREVIOUS_STATES[target_state])} "
+                f"before moving to {target_state}: "
+                + ", ".join(f"{r} is {state}" for r, state in illegal)
+            )
+        self._batch.new_batch()
+        try:
+            by_replica = sorted(replicas, key=lambda r: (r.replica, r.topic_partition))
+            for replica_id, group in groupby(by_replica, key=lambda r: r.replica):
+                self._do_handle_state_changes(replica_id, list(group), target_state, result)
+            result.requests.extend(self._batch.build_requests(self.ctx.epoch))
+        finally:
+            self._batch.clear()
+        return result
+
+    def _do_handle_state_changes(
+        self,
+        replica_id: int,
+        replicas: list[PartitionAndReplica],
+        target_state: ReplicaState,
+        result: ControllerResult,
+    ) -> None:
+        ctx = self.ctx
+        states = ctx.replica_states
+        batch = self._batch
+        if target_state is NEW_REPLICA:
+            for r in replicas:
+                tp = r.topic_partition
+                info = ctx.partition_leadership_info.get(tp)
+                if info is not None:
+                    if info.leader_and_isr.leader == replica_id:
+                        result.failed[r] = (
+                            f"replica {replica_id} for partition {tp} cannot be moved to NewReplica "
+                            "state as it is being requested to become leader"
+                        )
+                        continue
+                    batch.add_leader_and_isr_request_for_brokers(
+                        [replica_id],
+                        tp,
+                        info,
+                        ctx.partition_full_replica_assignment(tp),
+                        is_new=True,
+                    )
+                states[r] = NEW_REPLICA
+        elif target_state is ONLINE_REPLICA:
+            for r in replicas:
+                tp = r.topic_partition
+                if self.replica_state(r) is NEW_REPLICA:
+                    assignment = ctx.partition_full_replica_assignment(tp)
+                    if replica_id not in assignment.replicas:
+                        ctx.update_partition_full_replica_assignment(
+                            tp,
+                            ReplicaAssignment(
+                                assignment.replicas + (replica_id,),
+                                assignment.adding_replicas,
+                                assignment.removing_replicas,
+                            ),
+                        )
+                else:
+                    info = ctx.partition_leadership_info.get(tp)
+                    if info is not None:
+                        batch.add_leader_and_isr_request_for_brokers(
+                            [replica_id],
+                            tp,
+                            info,
+                            ctx.partition_full_replica_assignment(tp),
+                            is_new=False,
+                        )
+                states[r] = ONLINE_REPLICA
+        elif target_state is OFFLINE_REPLICA:
+            for r in replicas:
+                batch.add_stop_replica_request_for_brokers(
+                    [replica_id], r.topic_partition, delete_partition=False
+                )
+            for r in replicas:
+                tp = r.topic_partition
+                info = ctx.partition_leadership_info.get(tp)
+                if info is None:
+                    batch.add_update_metadata_request_for_brokers(
+                        ctx.live_or_shutting_down_broker_ids, [tp]
+                    )
+                    states[r] = OFFLINE_REPLICA
+                    continue
+                updated = self._remove_replica_from_isr(replica_id, r, info, result)
+                if updated is None:
+                    continue
+                if not ctx.is_topic_queued_up_for_deletion(tp.topic):
+                    recipients = [
+                        x for x in ctx.partition_replica_assignment(tp) if x != replica_id
+                    ]
+                    batch.add_leader_and_isr_request_for_brokers(
+                        recipients,
+                        tp,
+                        updated,
+                        ctx.partition_full_replica_assignment(tp),
+                        is_new=False,
+                    )
+                states[r] = OFFLINE_REPLICA
+        elif target_state is REPLICA_DELETION_STARTED:
+            for r in replicas:
+                states[r] = REPLICA_DELETION_STARTED
+                batch.add_stop_replica_request_for_brokers(
+                    [replica_id], r.topic_partition, delete_partition=True
+                )
+        elif target_state in (REPLICA_DELETION_INELIGIBLE, REPLICA_DELETION_SUCCESSFUL):
+            for r in replicas:
+                states[r] = target_state
+        elif target_state is NON_EXISTENT_REPLICA:
+            for r in replicas:
+                tp = r.topic_partition
+                ctx.update_partition_full_replica_assignment(
+                    tp, ctx.partition_full_replica_assignment(tp).remove_replica(replica_id)
+                )
+                states.pop(r, None)
+
+    def _remove_replica_from_isr(
+        self,
+        replica_id: int,
+        replica: PartitionAndReplica,
+        current: LeaderIsrAndControllerEpoch,
+        result: ControllerResult,
+    ) -> LeaderIsrAndControllerEpoch | None:
+        """Shrink the ISR without the replica (Kafka's ``doRemoveReplicasFromIsr``).
+
+        Returns the leadership to announce, or None when the state was written by a newer
+        controller (the change is then reported in ``result.failed``).
+        """
+        ctx = self.ctx
+        tp = replica.topic_partition
+        if current.controller_epoch > ctx.epoch:
+            result.failed[replica] = (
+                f"cannot remove replica {replica_id} from the ISR of {tp}: its state was written by "
+                f"a controller with epoch {current.controller_epoch} > {ctx.epoch}"
+            )
+            return None
+        leader_and_isr = current.leader_and_isr
+        if replica_id not in leader_and_isr.isr:
+            return current
+        new_leader = NO_LEADER if replica_id == leader_and_isr.leader else leader_and_isr.leader
+        # An ISR is never emptied: the last member stays, so the partition keeps a record of
+        # which replica holds every acknowledged record (it may come back as a clean leader).
+        new_isr = (
+            leader_and_isr.isr
+            if len(leader_and_isr.isr) == 1
+            else tuple(x for x in leader_and_isr.isr if x != replica_id)
+        )
+        expected_version = leader_and_isr.zk_version
+        updated = LeaderIsrAndControllerEpoch(
+            leader_and_isr.new_leader_and_isr(new_leader, new_isr).with_zk_version(
+                expected_version + 1
+            ),
+            ctx.epoch,
+        )
+        result.writes.append(UpdatePartitionState(tp, updated, expected_version))
+        ctx.put_partition_leadership_info(tp, updated)
+        result.leadership[tp] = updated.leader_and_isr
+        return updated

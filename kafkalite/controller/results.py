@@ -1,0 +1,127 @@
+"""What the controller's pure handlers decide: store writes and broker requests, as data.
+
+A handler (the state machines, the topic deletion manager, ``ControllerCore``) never touches
+the coordination store or a socket. It returns a ``ControllerResult``:
+
+- ``writes``: the store writes, in order. Each names the znode it changes semantically
+  (``CreatePartitionState``, ``UpdatePartitionState`` with the version it expects, ...); the I/O
+  shell (``KafkaController``) encodes them with ``kafkalite.coord.paths`` and applies them in ONE
+  atomic multi together with a check of ``/controller_epoch``'s version, so a deposed controller
+  can never write (Kafka's ``checkControllerEpochZkVersion`` ops).
+- ``requests``: the LeaderAndIsr / UpdateMetadata / StopReplica requests to send, per broker,
+  in order. The shell sends them only after the writes committed (persist before you announce:
+  seed 000, "controller 先更新元数据 (写入 leaderAndISR) 后才发送命令给 broker").
+- ``failed``: state changes that could not be made (no live replica, no eligible leader, ...),
+  with the reason. They are data, not errors: Kafka logs them and the partition stays where it
+  was until the next trigger (a broker start, for instance).
+- ``leadership``: the new leadership of each partition elected or initialised by this result.
+
+Handlers update the ``ControllerContext`` as if the writes succeed (optimistically): the
+version in each ``LeaderAndIsr`` of the context is the one the node will have after the multi
+(creation: 0; compare-and-set: expected + 1). When the multi fails, the context no longer
+matches the store and the shell reloads it from the store (the controller failover path, which
+recomputes everything from the store alone).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kafkalite.protocol.types import TopicPartition
+
+from .context import LeaderAndIsr, LeaderIsrAndControllerEpoch, ReplicaAssignment
+
+# -- store writes -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CreatePartitionState:
+    """Create ``/brokers/topics/<t>/partitions/<p>/state`` (and its missing parents)."""
+
+    topic_partition: TopicPartition
+    leader_isr_and_controller_epoch: LeaderIsrAndControllerEpoch
+
+
+@dataclass(frozen=True, slots=True)
+class UpdatePartitionState:
+    """Compare-and-set ``/brokers/topics/<t>/partitions/<p>/state``.
+
+    ``expected_version`` is the version read or written last; the node's version becomes
+    ``expected_version + 1``.
+    """
+
+    topic_partition: TopicPartition
+    leader_isr_and_controller_epoch: LeaderIsrAndControllerEpoch
+    expected_version: int
+
+
+@dataclass(frozen=True, slots=True)
+class SetTopicAssignment:
+    """Overwrite ``/brokers/topics/<t>`` with ``assignment`` (partition -> replicas)."""
+
+    topic: str
+    topic_id: str | None
+    assignment: dict[int, ReplicaAssignment]
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteTopic:
+    """Delete ``/brokers/topics/<t>`` recursively, then ``/config/topics/<t>`` and
+    ``/admin/delete_topics/<t>`` (Kafka's ``completeDeleteTopic``)."""
+
+    topic: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteTopicDeletions:
+    """Delete the ``/admin/delete_topics/<t>`` markers of ``topics``."""
+
+    topics: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteIsrChangeNotifications:
+    """Delete the processed ``/isr_change_notification/isr_change_<seq>`` nodes."""
+
+    sequence_numbers: tuple[str, ...]
+
+
+StoreWrite = (
+    CreatePartitionState
+    | UpdatePartitionState
+    | SetTopicAssignment
+    | DeleteTopic
+    | DeleteTopicDeletions
+    | DeleteIsrChangeNotifications
+)
+
+
+# -- the result ---------------------------------------------------------------------------------
+
+
+@dataclass
+class ControllerResult:
+    writes: list[StoreWrite] = field(default_factory=list)
+    requests: list = field(default_factory=list)
+    """``ControllerRequest`` objects (``broker_request_batch``), in sending order."""
+    failed: dict[object, str] = field(default_factory=dict)
+    """TopicPartition or PartitionAndReplica -> why its state change failed."""
+    leadership: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
+
+    def merge(self, other: ControllerResult) -> ControllerResult:
+        """Append ``other`` (a later step of the same event) to this result; returns self."""
+        self.writes.extend(other.writes)
+        self.requests.extend(other.requests)
+        self.failed.update(other.failed)
+        self.leadership.update(other.leadership)
+        return self
+
+    def __iadd__(self, other: ControllerResult) -> ControllerResult:
+        return self.merge(other)
+
+    @property
+    def is_empty(self) -> bool:
+        return not (self.writes or self.requests)
+
+    def requests_to(self, broker_id: int) -> list:
+        return [r for r in self.requests if r.broker_id == broker_id]

@@ -1,0 +1,516 @@
+"""ControllerCore: the decisions for topic creation, deletion, partition addition, broker
+failure and start, controlled shutdown, ISR notifications and failover (seeds 000-002)."""
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from kafkalite.controller.broker_request_batch import (
+    LeaderAndIsrRequestData,
+    StopReplicaRequestData,
+    UpdateMetadataRequestData,
+)
+from kafkalite.controller.context import (
+    LEADER_DURING_DELETE,
+    NO_LEADER,
+    LeaderAndIsr,
+    LeaderIsrAndControllerEpoch,
+    PartitionAndReplica,
+    ReplicaAssignment,
+)
+from kafkalite.controller.controller_core import ControllerCore
+from kafkalite.controller.partition_state_machine import (
+    NEW_PARTITION,
+    OFFLINE_PARTITION,
+    ONLINE_PARTITION,
+)
+from kafkalite.controller.replica_state_machine import (
+    OFFLINE_REPLICA,
+    ONLINE_REPLICA,
+    REPLICA_DELETION_INELIGIBLE,
+    REPLICA_DELETION_STARTED,
+)
+from kafkalite.controller.results import (
+    CreatePartitionState,
+    DeleteIsrChangeNotifications,
+    DeleteTopic,
+    DeleteTopicDeletions,
+    SetTopicAssignment,
+    UpdatePartitionState,
+)
+from kafkalite.protocol.errors import BrokerNotAvailableError, ErrorCode, KafkaError
+from kafkalite.protocol.types import TopicPartition
+
+from .support import (
+    broker,
+    create_topic,
+    leader_and_isr_states,
+    new_cluster,
+    requests_of,
+    stop_replica_states,
+    update_metadata_brokers,
+)
+
+
+def registered(*ids, epochs=None):
+    epochs = epochs or {}
+    return {b: (broker(b), epochs.get(b, 100 + b)) for b in ids}
+
+
+def tp(topic, p):
+    return TopicPartition(topic, p)
+
+
+# -- topic creation ----------------------------------------------------------------------------
+
+
+def test_single_broker_topic_creation_is_the_cluster_path():
+    core, store = new_cluster([0])
+    result = create_topic(core, store, "orders", {0: [0], 1: [0], 2: [0]})
+    assert [type(w) for w in result.writes] == [CreatePartitionState] * 3
+    assert {p: store.partition_states[tp("orders", p)][0].leader_and_isr for p in range(3)} == {
+        p: LeaderAndIsr(0, 0, (0,), 0) for p in range(3)
+    }
+    # the controller's own broker gets LeaderAndIsr then UpdateMetadata, like any other broker
+    assert [type(r) for r in result.requests_to(0)] == [
+        LeaderAndIsrRequestData,
+        UpdateMetadataRequestData,
+    ]
+    [lai] = requests_of(result, LeaderAndIsrRequestData)
+    assert all(s.is_new for s in lai.partition_states) and len(lai.partition_states) == 3
+    assert core.ctx.topic_ids["orders"] == "id-orders"
+    assert all(core.psm.partition_state(tp("orders", p)) is ONLINE_PARTITION for p in range(3))
+    assert all(state is ONLINE_REPLICA for state in core.ctx.replica_states.values())
+    store.assert_matches(core)
+
+
+def test_multi_broker_topic_creation_sends_to_every_replica_and_metadata_to_all():
+    core, store = new_cluster([0, 1, 2, 3])
+    result = create_topic(core, store, "t", {0: [1, 2], 1: [2, 3]})
+    assert set(leader_and_isr_states(result)) == {
+        (1, tp("t", 0)),
+        (2, tp("t", 0)),
+        (2, tp("t", 1)),
+        (3, tp("t", 1)),
+    }
+    assert update_metadata_brokers(result) == {0, 1, 2, 3}
+    assert store.partition_states[tp("t", 0)][0].leader_and_isr.leader == 1
+    [um] = requests_of(result, UpdateMetadataRequestData, 0)
+    assert {s.topic_partition for s in um.partition_states} == {tp("t", 0), tp("t", 1)}
+    assert [b.id for b in um.live_brokers] == [0, 1, 2, 3]
+
+
+def test_topic_created_while_its_replicas_are_down_waits_for_them():
+    core, store = new_cluster([0])
+    result = create_topic(core, store, "t", {0: [1]})
+    assert tp("t", 0) in result.failed and result.writes == []
+    assert core.psm.partition_state(tp("t", 0)) is NEW_PARTITION
+    changes, result = core.process_broker_change(registered(0, 1))
+    store.apply(result)
+    assert changes.new == (1,)
+    assert store.partition_states[tp("t", 0)][0].leader_and_isr == LeaderAndIsr(1, 0, (1,), 0)
+    assert core.psm.partition_state(tp("t", 0)) is ONLINE_PARTITION
+    assert (1, tp("t", 0)) in leader_and_isr_states(result)
+
+
+# -- brokers -----------------------------------------------------------------------------------
+
+
+def test_broker_failure_elects_from_the_isr_and_shrinks_it():
+    core, store = new_cluster([0, 1, 2])
+    create_topic(core, store, "t", {0: [0, 1, 2], 1: [1, 2, 0]})
+    changes, result = core.process_broker_change(registered(1, 2))
+    store.apply(result)
+    assert changes.dead == (0,)
+    assert store.partition_states[tp("t", 0)][0].leader_and_isr == LeaderAndIsr(1, 1, (1, 2), 1)
+    # partition 1 kept its leader; broker 0 just left its ISR
+    assert store.partition_states[tp("t", 1)][0].leader_and_isr == LeaderAndIsr(1, 1, (1, 2), 1)
+    states = leader_and_isr_states(result)
+    assert {b for b, _ in states} == {1, 2}  # never the dead broker
+    assert states[(2, tp("t", 0))].leader == 1 and states[(2, tp("t", 0))].partition_epoch == 1
+    assert 0 not in update_metadata_brokers(result)
+    # every write comes before the LeaderAndIsr that announces it: the result keeps them apart
+    assert all(isinstance(w, UpdatePartitionState) for w in result.writes)
+    assert core.rsm.replica_state(PartitionAndReplica(tp("t", 0), 0)) is OFFLINE_REPLICA
+    store.assert_matches(core)
+
+
+def test_last_isr_member_dies_partition_goes_offline_then_comes_back_clean():
+    core, store = new_cluster([0, 1])
+    create_topic(core, store, "t", {0: [0]})
+    _, result = core.process_broker_change(registered(1))
+    store.apply(result)
+    assert core.psm.partition_state(tp("t", 0)) is OFFLINE_PARTITION
+    assert store.partition_states[tp("t", 0)][0].leader_and_isr == LeaderAndIsr(
+        NO_LEADER, 1, (0,), 1
+    )
+    assert update_metadata_brokers(result) == {1}
+    _, result = core.process_broker_change(registered(0, 1))
+    store.apply(result)
+    assert store.partition_states[tp("t", 0)][0].leader_and_isr == LeaderAndIsr(0, 2, (0,), 2)
+    assert core.psm.partition_state(tp("t", 0)) is ONLINE_PARTITION
+    store.assert_matches(core)
+
+
+def test_unclean_election_only_when_enabled():
+    core, store = new_cluster([0, 1])
+    create_topic(core, store, "t", {0: [0, 1]})
+    # broker 1 fell out of the ISR earlier (the leader wrote it)
+    core.update_leader_and_isr_cache(
+        {tp("t", 0): LeaderIsrAndControllerEpoch(LeaderAndIsr(0, 0, (0,), 1), 1)}
+    )
+    store.partition_states[tp("t", 0)] = (core.ctx.partition_leadership_info[tp("t", 0)], 1)
+    _, result = core.process_broker_change(registered(1))
+    store.apply(result)
+    assert store.partition_states[tp("t", 0)][0].leader_and_isr.leader == NO_LEADER
+    core.ctx.unclean_leader_election_topics.add("t")
+    result = core.psm.trigger_online_partition_state_change()
+    store.apply(result)
+    assert store.partition_states[tp("t", 0)][0].leader_and_isr.leader == 1
+    assert store.partition_states[tp("t", 0)][0].leader_and_isr.isr == (1,)
+
+
+def test_new_broker_gets_full_metadata_and_its_replicas():
+    core, store = new_cluster([0, 1])
+    create_topic(core, store, "t", {0: [0, 1], 1: [1, 0]})
+    _, result = core.process_broker_change(registered(0))
+    store.apply(result)
+    _, result = core.process_broker_change(registered(0, 1))
+    store.apply(result)
+    full = requests_of(result, UpdateMetadataRequestData, 1)[0]  # the first one it receives
+    assert {s.topic_partition for s in full.partition_states} >= {tp("t", 0), tp("t", 1)}
+    assert {p for (b, p) in leader_and_isr_states(result) if b == 1} == {tp("t", 0), tp("t", 1)}
+    assert all(
+        core.rsm.replica_state(r) is ONLINE_REPLICA for r in core.ctx.replicas_for_topic("t")
+    )
+    store.assert_matches(core)
+
+
+def test_bounced_broker_is_a_failure_then_a_startup():
+    core, store = new_cluster([0, 1])
+    create_topic(core, store, "t", {0: [1, 0]})
+    changes, result = core.process_broker_change(registered(0, 1, epochs={1: 999}))
+    store.apply(result)
+    assert changes.bounced == (1,) and not changes.new and not changes.dead
+    assert core.ctx.live_broker_epochs[1] == 999
+    lai = requests_of(result, LeaderAndIsrRequestData, 1)
+    assert lai and lai[-1].broker_epoch == 999
+    store.assert_matches(core)
+
+
+# -- partitions added, topics deleted ----------------------------------------------------------
+
+
+def test_partition_addition_creates_only_the_new_partitions():
+    core, store = new_cluster([0, 1])
+    create_topic(core, store, "t", {0: [0, 1]})
+    store.topics["t"][1] = ReplicaAssignment((1, 0))
+    result = core.process_partition_modifications("t", store.topics["t"])
+    store.apply(result)
+    assert [w.topic_partition for w in result.writes] == [tp("t", 1)]
+    assert core.psm.partition_state(tp("t", 1)) is ONLINE_PARTITION
+    assert core.process_partition_modifications("t", store.topics["t"]).is_empty
+
+
+def test_topic_deletion_stops_and_deletes_every_replica_then_the_topic():
+    core, store = new_cluster([0, 1])
+    create_topic(core, store, "t", {0: [0, 1], 1: [1, 0]})
+    store.delete_markers.add("t")
+    result = core.process_topic_deletion(["t"])
+    store.apply(result)
+    stops = stop_replica_states(result)
+    assert {k for k, s in stops.items() if s.delete_partition} == {
+        (b, tp("t", p)) for b in (0, 1) for p in (0, 1)
+    }
+    assert all(s.leader_epoch == -2 for s in stops.values())
+    um = requests_of(result, UpdateMetadataRequestData)
+    assert any(s.leader == LEADER_DURING_DELETE for r in um for s in r.partition_states)
+    assert core.ctx.is_topic_queued_up_for_deletion("t")
+    result = core.on_stop_replica_response(0, ErrorCode.NONE, {tp("t", 0): 0, tp("t", 1): 0})
+    store.apply(result)
+    assert "t" in store.topics and not any(isinstance(w, DeleteTopic) for w in result.writes)
+    result = core.on_stop_replica_response(1, ErrorCode.NONE, {tp("t", 0): 0, tp("t", 1): 0})
+    store.apply(result)
+    assert DeleteTopic("t") in result.writes
+    assert "t" not in store.topics and not store.delete_markers
+    assert "t" not in core.ctx.all_topics and not core.ctx.replicas_for_topic("t")
+    assert not any(pr.topic == "t" for pr in core.ctx.replica_states)
+
+
+def test_topic_deletion_waits_for_a_dead_broker_and_resumes_when_it_returns():
+    core, store = new_cluster([0, 1])
+    create_topic(core, store, "t", {0: [0, 1]})
+    _, result = core.process_broker_change(registered(0))
+    store.apply(result)
+    result = core.process_topic_deletion(["t"])
+    store.apply(result)
+    assert core.rsm.replica_state(PartitionAndReplica(tp("t", 0), 1)) is REPLICA_DELETION_INELIGIBLE
+    assert "t" in core.ctx.topics_ineligible_for_deletion
+    store.apply(core.on_stop_replica_response(0, ErrorCode.NONE, {tp("t", 0): 0}))
+    assert "t" in core.ctx.all_topics
+    _, result = core.process_broker_change(registered(0, 1))
+    store.apply(result)
+    assert stop_replica_states(result, 1)[(1, tp("t", 0))].delete_partition
+    result = core.on_stop_replica_response(1, ErrorCode.NONE, {tp("t", 0): 0})
+    store.apply(result)
+    assert DeleteTopic("t") in result.writes and "t" not in core.ctx.all_topics
+
+
+def test_failed_stop_replica_is_retried():
+    core, store = new_cluster([0])
+    create_topic(core, store, "t", {0: [0]})
+    store.apply(core.process_topic_deletion(["t"]))
+    replica = PartitionAndReplica(tp("t", 0), 0)
+    result = core.on_stop_replica_response(
+        0, ErrorCode.NONE, {tp("t", 0): ErrorCode.KAFKA_STORAGE_ERROR}
+    )
+    store.apply(result)
+    assert core.rsm.replica_state(replica) is OFFLINE_REPLICA  # failed, then queued for retry
+    assert "t" in core.ctx.topics_ineligible_for_deletion
+    store.apply(core.topic_deletion_manager.resume_deletion_for_topics(["t"]))
+    assert core.rsm.replica_state(replica) is REPLICA_DELETION_STARTED
+    result = core.on_stop_replica_response(0, ErrorCode.NONE, {tp("t", 0): 0})
+    assert DeleteTopic("t") in result.writes
+
+
+def test_deletion_markers_of_unknown_topics_are_removed_and_additions_refused():
+    core, store = new_cluster([0])
+    result = core.process_topic_deletion(["ghost"])
+    assert result.writes == [DeleteTopicDeletions(("ghost",))]
+    create_topic(core, store, "t", {0: [0]})
+    core.ctx.queue_topic_deletion(["t"])
+    result = core.process_partition_modifications(
+        "t", {0: ReplicaAssignment((0,)), 1: ReplicaAssignment((0,))}
+    )
+    assert result.writes == [SetTopicAssignment("t", "id-t", {0: ReplicaAssignment((0,))})]
+
+
+def test_deletion_disabled_only_clears_markers():
+    core, store = new_cluster([0], delete_topic_enable=False)
+    create_topic(core, store, "t", {0: [0]})
+    result = core.process_topic_deletion(["t"])
+    assert result.writes == [DeleteTopicDeletions(("t",))] and result.requests == []
+    assert not core.ctx.is_topic_queued_up_for_deletion("t")
+
+
+# -- ISR notifications, controlled shutdown, failover, responses -------------------------------
+
+
+def test_isr_change_notification_refreshes_and_broadcasts():
+    core, store = new_cluster([0, 1])
+    create_topic(core, store, "t", {0: [0, 1]})
+    shrunk = LeaderIsrAndControllerEpoch(LeaderAndIsr(0, 0, (0,), 1), 1)
+    result = core.process_isr_change_notification(
+        {tp("t", 0): shrunk, tp("gone", 0): None}, ["0000000003"]
+    )
+    assert result.writes == [DeleteIsrChangeNotifications(("0000000003",))]
+    assert core.ctx.partition_leadership_info[tp("t", 0)] == shrunk
+    [um] = requests_of(result, UpdateMetadataRequestData, 1)
+    assert [(s.topic_partition, s.isr) for s in um.partition_states] == [(tp("t", 0), (0,))]
+
+
+def test_controlled_shutdown_moves_leaders_away():
+    core, store = new_cluster([0, 1, 2])
+    create_topic(core, store, "t", {0: [0, 1], 1: [1, 0], 2: [0]})
+    outcome = core.controlled_shutdown(0, 100)
+    store.apply(outcome.result)
+    assert store.partition_states[tp("t", 0)][0].leader_and_isr == LeaderAndIsr(1, 1, (1,), 1)
+    assert store.partition_states[tp("t", 1)][0].leader_and_isr.isr == (1,)
+    assert outcome.remaining_partitions == []  # t-2 has one replica: nothing to do
+    assert stop_replica_states(outcome.result, 0)[(0, tp("t", 1))].delete_partition is False
+    assert 0 in core.ctx.shutting_down_broker_ids and 0 not in core.ctx.live_broker_ids
+    with pytest.raises(BrokerNotAvailableError):
+        core.controlled_shutdown(7)
+    with pytest.raises(KafkaError) as info:
+        core.controlled_shutdown(1, 5)
+    assert info.value.error_code == ErrorCode.STALE_BROKER_EPOCH
+
+
+def test_failover_from_store_state_tells_everyone_and_elects_where_needed():
+    core = ControllerCore(1)
+    ctx = core.ctx
+    ctx.epoch = 2
+    ctx.add_live_brokers([(broker(b), 100 + b) for b in (1, 2)])
+    ctx.set_all_topics(["t"])
+    for p, replicas in {0: (0, 1), 1: (1, 2)}.items():
+        ctx.update_partition_full_replica_assignment(tp("t", p), ReplicaAssignment(replicas))
+    ctx.put_partition_leadership_info(
+        tp("t", 0), LeaderIsrAndControllerEpoch(LeaderAndIsr(0, 3, (0, 1), 4), 1)
+    )
+    ctx.put_partition_leadership_info(
+        tp("t", 1), LeaderIsrAndControllerEpoch(LeaderAndIsr(1, 0, (1, 2), 0), 1)
+    )
+    result = core.on_controller_failover(["t-old"])
+    assert DeleteTopicDeletions(("t-old",)) in result.writes
+    assert update_metadata_brokers(result) == {1, 2}
+    elected = [
+        w
+        for w in result.writes
+        if isinstance(w, UpdatePartitionState) and w.topic_partition == tp("t", 0)
+    ]
+    # as in Kafka, the replica state machine starts first: the dead leader leaves the ISR
+    # (leader -1), then the partition state machine elects
+    assert elected[0].leader_isr_and_controller_epoch.leader_and_isr.leader == NO_LEADER
+    assert elected[-1].leader_isr_and_controller_epoch.leader_and_isr.leader == 1
+    assert elected[-1].leader_isr_and_controller_epoch.controller_epoch == 2
+    assert elected[-1].expected_version == elected[0].expected_version + 1
+    assert {(1, tp("t", 1)), (2, tp("t", 1)), (1, tp("t", 0))} <= set(leader_and_isr_states(result))
+
+
+def test_storage_error_in_leader_and_isr_response_takes_the_replica_offline():
+    core, store = new_cluster([0, 1])
+    create_topic(core, store, "t", {0: [0, 1]})
+    result = core.on_leader_and_isr_response(0, {tp("t", 0): ErrorCode.KAFKA_STORAGE_ERROR})
+    store.apply(result)
+    assert store.partition_states[tp("t", 0)][0].leader_and_isr.leader == 1
+    assert not core.ctx.is_replica_online(0, tp("t", 0))
+    assert core.on_leader_and_isr_response(0, {tp("t", 0): ErrorCode.KAFKA_STORAGE_ERROR}).is_empty
+    core.on_leader_and_isr_response(0, {tp("t", 0): ErrorCode.NONE})
+    assert core.ctx.is_replica_online(0, tp("t", 0))
+
+
+def test_preferred_leader_election_and_auto_rebalance():
+    core, store = new_cluster([0, 1])
+    create_topic(core, store, "t", {0: [0, 1], 1: [0, 1]})
+    store.apply(core.process_broker_change(registered(1))[1])
+    store.apply(core.process_broker_change(registered(0, 1))[1])
+    # 0 is back but broker 1 leads both partitions; 0 rejoined the ISR through the leader
+    for p in (0, 1):
+        info, version = store.partition_states[tp("t", p)]
+        rejoined = LeaderIsrAndControllerEpoch(
+            LeaderAndIsr(1, info.leader_and_isr.leader_epoch, (1, 0), version + 1), 1
+        )
+        store.partition_states[tp("t", p)] = (rejoined, version + 1)
+        core.update_leader_and_isr_cache({tp("t", p): rejoined})
+    result = core.check_and_trigger_auto_leader_rebalance()
+    store.apply(result)
+    assert {store.partition_states[tp("t", p)][0].leader_and_isr.leader for p in (0, 1)} == {0}
+    assert core.check_and_trigger_auto_leader_rebalance().is_empty
+    store.assert_matches(core)
+
+
+# -- random event sequences against the store model --------------------------------------------
+
+
+class ControllerModel(RuleBasedStateMachine):
+    """Any sequence of broker starts/stops, topic creations, deletions and broker answers
+    keeps the context equal to the store, every compare-and-set valid, and the leadership sane."""
+
+    BROKERS = (0, 1, 2, 3)
+
+    def __init__(self):
+        super().__init__()
+        self.core, self.store = new_cluster(list(self.BROKERS))
+        self.live = set(self.BROKERS)
+        self.epochs = {b: 100 + b for b in self.BROKERS}
+        self.counter = 0
+        self.pending_stop: list[StopReplicaRequestData] = []
+
+    def apply(self, result):
+        self.store.apply(result)
+        for r in result.requests:
+            if (
+                isinstance(r, StopReplicaRequestData)
+                and r.deletes_partitions
+                and r.broker_id in self.live
+            ):
+                self.pending_stop.append(r)
+        for r in result.requests:
+            if isinstance(r, LeaderAndIsrRequestData):
+                for s in r.partition_states:
+                    info = self.core.ctx.partition_leadership_info.get(s.topic_partition)
+                    assert info is None or s.leader_epoch <= info.leader_and_isr.leader_epoch
+
+    @rule(data=st.data())
+    def create(self, data):
+        n = data.draw(st.integers(1, 3))
+        rf = data.draw(st.integers(1, len(self.BROKERS)))
+        topic = f"t{self.counter}"
+        self.counter += 1
+        assignment = {p: data.draw(st.permutations(self.BROKERS))[:rf] for p in range(n)}
+        self.apply(create_topic(self.core, self.store, topic, assignment, apply=False))
+
+    @rule(b=st.sampled_from(BROKERS))
+    def toggle_broker(self, b):
+        if b in self.live:
+            self.live.discard(b)
+        else:
+            self.live.add(b)
+            self.epochs[b] += 10
+            self.pending_stop = [r for r in self.pending_stop if r.broker_id != b]
+        changes, result = self.core.process_broker_change(
+            registered(*sorted(self.live), epochs=self.epochs)
+        )
+        self.pending_stop = [r for r in self.pending_stop if r.broker_id in self.live]
+        self.apply(result)
+
+    @precondition(lambda self: self.store.topics)
+    @rule(data=st.data())
+    def delete(self, data):
+        topic = data.draw(st.sampled_from(sorted(self.store.topics)))
+        self.store.delete_markers.add(topic)
+        self.apply(self.core.process_topic_deletion(sorted(self.store.delete_markers)))
+
+    @precondition(lambda self: self.pending_stop)
+    @rule(data=st.data(), fail=st.booleans())
+    def answer_stop_replica(self, data, fail):
+        request = self.pending_stop.pop(data.draw(st.integers(0, len(self.pending_stop) - 1)))
+        errors = {
+            s.topic_partition: (ErrorCode.KAFKA_STORAGE_ERROR if fail else 0)
+            for s in request.partition_states
+        }
+        self.apply(self.core.on_stop_replica_response(request.broker_id, ErrorCode.NONE, errors))
+
+    @rule()
+    def failover(self):
+        """A new controller loads the context from the store and takes over."""
+        old = self.core.ctx
+        core = ControllerCore(0)
+        ctx = core.ctx
+        ctx.epoch = old.epoch + 1
+        ctx.add_live_brokers([(broker(b), self.epochs[b]) for b in sorted(self.live)])
+        ctx.set_all_topics(self.store.topics)
+        for topic, assignment in self.store.topics.items():
+            for p, a in assignment.items():
+                ctx.update_partition_full_replica_assignment(TopicPartition(topic, p), a)
+        for t_p, (info, version) in self.store.partition_states.items():
+            ctx.put_partition_leadership_info(
+                t_p,
+                LeaderIsrAndControllerEpoch(
+                    info.leader_and_isr.with_zk_version(version), info.controller_epoch
+                ),
+            )
+        self.core = core
+        self.pending_stop = []
+        self.apply(core.on_controller_failover(sorted(self.store.delete_markers)))
+
+    @invariant()
+    def context_matches_store(self):
+        self.store.assert_matches(self.core)
+        ctx = self.core.ctx
+        assert set(ctx.all_topics) == set(self.store.topics)
+
+    @invariant()
+    def leadership_is_sane(self):
+        ctx = self.core.ctx
+        for t_p, info in ctx.partition_leadership_info.items():
+            lai = info.leader_and_isr
+            assert lai.isr, t_p
+            assignment = ctx.partition_replica_assignment(t_p)
+            assert set(lai.isr) <= set(assignment), t_p
+            if lai.leader >= 0:
+                assert lai.leader in lai.isr and lai.leader in assignment
+            if self.core.psm.partition_state(
+                t_p
+            ) is ONLINE_PARTITION and not ctx.is_topic_queued_up_for_deletion(t_p.topic):
+                assert lai.leader in self.live, t_p
+            if ctx.is_topic_queued_up_for_deletion(t_p.topic):
+                continue
+            live_isr = [r for r in lai.isr if r in self.live]
+            if live_isr:
+                assert lai.leader in self.live, (t_p, lai)
+
+
+TestControllerModel = ControllerModel.TestCase
+TestControllerModel.settings = settings(max_examples=60, stateful_step_count=25, deadline=None)
