@@ -55,6 +55,7 @@ NUM_BATCHES_TO_RETAIN = 5
 INT32_MAX = 0x7FFFFFFF
 SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOT_VERSION = 1
+SNAPSHOTS_TO_KEEP = 2
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms
 
 _SNAPSHOT_HEAD = struct.Struct(">hIi")
@@ -437,7 +438,11 @@ class ProducerStateManager:
 
     def take_snapshot(self) -> int | None:
         """Write the state at ``map_end_offset`` (once per offset); returns the offset written."""
-        if self.log_dir is None or self.last_snapshot_offset == self.map_end_offset:
+        if self.log_dir is None:
+            return None
+        if self.last_snapshot_offset == self.map_end_offset and os.path.exists(
+            self.snapshot_path(self.map_end_offset)
+        ):
             return None
         payload = bytearray(_SNAPSHOT_HEAD.size)
         struct.pack_into(">i", payload, 6, len(self.producers))
@@ -463,6 +468,8 @@ class ProducerStateManager:
             os.fsync(f.fileno())
         os.replace(tmp, path)
         self.last_snapshot_offset = self.map_end_offset
+        for offset in self.list_snapshot_offsets()[:-SNAPSHOTS_TO_KEEP]:
+            self._delete_snapshot(offset)
         return self.map_end_offset
 
     @staticmethod

@@ -588,6 +588,15 @@ class ReplicaManager:
             await asyncio.sleep(interval)
             self.maybe_shrink_isr()
 
+    async def run_producer_state_maintenance(self) -> None:
+        """Every producer.id.expiration.check.interval.ms: forget expired producers and
+        snapshot the producer state, so a restart replays only the log's tail."""
+        interval = max(1, self.config.producer_id_expiration_check_interval_ms) / 1000.0
+        while True:
+            await asyncio.sleep(interval)
+            self.remove_expired_producers()
+            self.take_producer_snapshots()
+
     def remove_expired_producers(self) -> None:
         now = self.time.milliseconds()
         for partition in self.partitions.values():
@@ -597,7 +606,12 @@ class ReplicaManager:
     def take_producer_snapshots(self) -> None:
         for partition in self.partitions.values():
             if partition.producer_state is not None:
-                partition.producer_state.take_snapshot()
+                try:
+                    partition.producer_state.take_snapshot()
+                except OSError as e:  # a failing log dir; the log reports it on its next I/O
+                    log.warning(
+                        "producer_snapshot_failed", partition=str(partition.topic_partition), error=repr(e)
+                    )
 
     # -- LeaderAndIsr / StopReplica -----------------------------------------------------------
 
