@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafkalite.protocol.api import ApiKey
+from kafkalite.protocol.errors import KafkaError
 from kafkalite.protocol.types import TopicPartition
 
 from .connection import KafkaConnection, RequestSpec, request_builder
@@ -92,6 +93,7 @@ class KafkaClient:
         self._bootstrap_conn: KafkaConnection | None = None
         self._conns: dict[int, KafkaConnection] = {}
         self._connecting: dict[int, asyncio.Future[KafkaConnection]] = {}
+        self._bootstrap_lock = asyncio.Lock()
         self._closed = False
 
     async def start(self) -> None:
@@ -132,8 +134,14 @@ class KafkaClient:
         for conn in list(self._conns.values()):
             if conn.connected:
                 return conn
-        if self._bootstrap_conn is not None and self._bootstrap_conn.connected:
-            return self._bootstrap_conn
+        async with self._bootstrap_lock:
+            if self._bootstrap_conn is not None and self._bootstrap_conn.connected:
+                return self._bootstrap_conn
+            if self._bootstrap_conn is not None:
+                await self._bootstrap_conn.close()
+            return await self._connect_bootstrap()
+
+    async def _connect_bootstrap(self) -> KafkaConnection:
         candidates = [(b.host, b.port) for b in self.brokers.values()] or []
         candidates += self.bootstrap
         errors = []
@@ -141,7 +149,7 @@ class KafkaClient:
             conn = self._new_connection(host, port, None)
             try:
                 await conn.connect()
-            except KafkaConnectionError as e:
+            except KafkaError as e:  # refused, timed out, or ApiVersions failed
                 errors.append(str(e))
                 continue
             self._bootstrap_conn = conn
