@@ -30,6 +30,7 @@ change; see ``partition.py`` for the rules.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -360,6 +361,19 @@ class ReplicaManager:
                 partition.make_offline()
             self.offline_partitions.add(tp)
             self._complete_delayed_requests(tp)
+
+    def handle_log_dir_failure(self, log_dir: str) -> list[TopicPartition]:
+        """A log directory failed (storage's ``on_log_dir_failure``): every partition whose log
+        lives there goes offline. Returns those partitions."""
+        failed = os.path.realpath(log_dir)
+        affected = [
+            tp
+            for tp, partition in self.partitions.items()
+            if partition.log is not None
+            and os.path.realpath(os.path.dirname(os.fspath(partition.log.dir))) == failed
+        ]
+        self.mark_log_dir_offline(affected)
+        return affected
 
     def _complete_delayed_requests(self, tp: TopicPartition) -> None:
         self.produce_purgatory.check_and_complete(tp)

@@ -452,3 +452,18 @@ async def test_producer_state_rebuilt_from_log(make_rm, log_manager, mock_time):
     assert (retry.base_offset, retry.duplicate) == (3, True)
     nxt = await produce(rm2, batch(1, producer_id=7, producer_epoch=0, base_sequence=4))
     assert nxt.error_code is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+async def test_log_dir_failure_takes_partitions_offline(make_rm, log_manager, tmp_path):
+    rm = make_rm()
+    rm.become_leader_or_follower(0, 1, [leader_state()])
+    fetch = asyncio.create_task(
+        rm.fetch_messages(FetchParams(max_wait_ms=1000), {TP: FetchInfo(0, 1 << 20)})
+    )
+    await asyncio.sleep(0)
+    assert rm.handle_log_dir_failure(str(tmp_path)) == [TP]
+    data = (await asyncio.wait_for(fetch, DEADLINE))[TP]
+    assert data.error_code is ErrorCode.KAFKA_STORAGE_ERROR
+    assert (await produce(rm, batch())).error_code is ErrorCode.KAFKA_STORAGE_ERROR
+    again = rm.become_leader_or_follower(0, 1, [leader_state(leader_epoch=1)])
+    assert again.partition_errors[TP] is ErrorCode.KAFKA_STORAGE_ERROR
