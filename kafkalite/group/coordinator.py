@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Protocol
 
 import structlog
@@ -294,6 +294,19 @@ class GroupCoordinator:
         self, group_id: str, partitions: Iterable[TopicPartition] | None = None, require_stable: bool = False
     ) -> tuple[ErrorCode, dict[TopicPartition, OffsetFetchPartition]]:
         return self.core.fetch_offsets(group_id, partitions, require_stable)
+
+    def consumer_lag(
+        self, group_id: str, high_watermark: Callable[[TopicPartition], int | None]
+    ) -> tuple[ErrorCode, dict[TopicPartition, tuple[int, int | None]]]:
+        """Committed offset and lag (high watermark - committed, never negative; None when the
+        high watermark is unknown here) of every partition the group committed, for the admin
+        API. ``high_watermark`` is typically the ReplicaManager's view or a ListOffsets answer."""
+        error, offsets = self.core.fetch_offsets(group_id)
+        result: dict[TopicPartition, tuple[int, int | None]] = {}
+        for tp, data in offsets.items():
+            hw = high_watermark(tp)
+            result[tp] = (data.offset, None if hw is None or hw < 0 else max(hw - data.offset, 0))
+        return error, result
 
     async def delete_offsets(self, group_id: str, partitions: Iterable[TopicPartition]) -> OffsetDeleteResult:
         token, fut = self._new_request()

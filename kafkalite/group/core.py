@@ -38,6 +38,8 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 
+import structlog
+
 from kafkalite.group.config import GroupConfig, OffsetConfig
 from kafkalite.group.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from kafkalite.group.metadata import (
@@ -71,6 +73,8 @@ from kafkalite.group.records import (
 from kafkalite.group.timers import TimerQueue
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.types import TopicPartition
+
+log = structlog.get_logger(__name__)
 
 Token = Hashable
 Record = tuple[bytes, bytes | None]
@@ -344,7 +348,7 @@ class GroupCoordinatorCore:
             for member in group.members.values():
                 self._schedule_heartbeat(group, member)
             if len(group) > self.group_config.group_max_size:
-                self._prepare_rebalance(group)
+                self._prepare_rebalance(group, "loaded group is over capacity")
         return self._drain()
 
     def _group_from_record(self, group_id: str, value: GroupMetadataValue, now: int) -> GroupMetadata:
@@ -614,14 +618,14 @@ class GroupCoordinatorCore:
         else:
             group.pending_members.discard(member_id)
             self.timers.cancel(("pending", group.group_id, member_id))
-        self._maybe_prepare_rebalance(group)
+        self._maybe_prepare_rebalance(group, "adding new member")
 
     def _update_member_and_rebalance(self, token, group, member, rebalance_timeout_ms, session_timeout_ms, protocols) -> None:
         group.update_member(member, protocols)
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.session_timeout_ms = session_timeout_ms
         self._set_awaiting_join(member, token)
-        self._maybe_prepare_rebalance(group)
+        self._maybe_prepare_rebalance(group, "updating member metadata")
 
     def _update_static_member_and_rebalance(
         self, token, group, new_member_id, group_instance_id, rebalance_timeout_ms, session_timeout_ms, protocols,
@@ -690,10 +694,10 @@ class GroupCoordinatorCore:
                 self._store_group(group, assignment, on_stored)
             else:
                 member.awaiting_join = token
-                self._maybe_prepare_rebalance(group)
+                self._maybe_prepare_rebalance(group, "static member joined with different protocols")
         elif state is GroupState.COMPLETING_REBALANCE:
             member.awaiting_join = token
-            self._prepare_rebalance(group)
+            self._prepare_rebalance(group, "static member rejoined during CompletingRebalance")
         elif state is GroupState.PREPARING_REBALANCE:
             member.awaiting_join = token
         else:
@@ -704,11 +708,15 @@ class GroupCoordinatorCore:
     def _rebalance_timeout_ms(self, group: GroupMetadata) -> int:
         return max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
 
-    def _maybe_prepare_rebalance(self, group: GroupMetadata) -> None:
+    def _maybe_prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
         if group.can_rebalance:
-            self._prepare_rebalance(group)
+            self._prepare_rebalance(group, reason)
 
-    def _prepare_rebalance(self, group: GroupMetadata) -> None:
+    def _prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
+        log.info(
+            "preparing to rebalance group", group=group.group_id, state=str(group.state),
+            generation=group.generation_id, reason=reason,
+        )
         if group.is_state(GroupState.COMPLETING_REBALANCE):
             self._reset_and_propagate_assignment_error(group, ErrorCode.REBALANCE_IN_PROGRESS)
         self.timers.cancel(("sync", group.group_id))
@@ -766,6 +774,10 @@ class GroupCoordinatorCore:
             self.timers.set(("join", group.group_id), self._now() + max(self._rebalance_timeout_ms(group), 1))
             return
         group.init_next_generation(self._now())
+        log.info(
+            "group completed its join phase", group=group.group_id, generation=group.generation_id,
+            state=str(group.state), members=len(group), protocol=group.protocol_name,
+        )
         if group.is_state(GroupState.EMPTY):
             self._store_group(group, {}, lambda error: None)
             return
@@ -792,7 +804,7 @@ class GroupCoordinatorCore:
         group.pending_sync_members.clear()
         if group.is_state(GroupState.DEAD):
             return
-        self._prepare_rebalance(group)
+        self._prepare_rebalance(group, "members failed to SyncGroup within the rebalance timeout")
 
     def _reset_and_propagate_assignment_error(self, group: GroupMetadata, error: ErrorCode) -> None:
         for member in group.members.values():
@@ -833,7 +845,7 @@ class GroupCoordinatorCore:
     def _remove_member_and_update_group(self, group: GroupMetadata, member: MemberMetadata) -> None:
         self._remove_member_quietly(group, member)
         if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-            self._maybe_prepare_rebalance(group)
+            self._maybe_prepare_rebalance(group, "member removed")
         elif group.is_state(GroupState.PREPARING_REBALANCE):
             self._maybe_complete_join(group)
 
@@ -842,6 +854,7 @@ class GroupCoordinatorCore:
         self.timers.cancel(("pending", group.group_id, member_id))
         if group.is_state(GroupState.PREPARING_REBALANCE):
             self._maybe_complete_join(group)
+        self._maybe_forget_unused_group(group)
 
     def _on_heartbeat_expired(self, group: GroupMetadata, member_id: str) -> None:
         member = group.members.get(member_id)
@@ -851,6 +864,7 @@ class GroupCoordinatorCore:
             # a member waiting in a rebalance cannot heartbeat: the join/sync phase deadline
             # covers it, and the session clock restarts when it is answered
             return
+        log.info("member session expired", group=group.group_id, member=member_id)
         self._remove_member_and_update_group(group, member)
 
     # ------------------------------------------------------------------ time
@@ -948,7 +962,7 @@ class GroupCoordinatorCore:
                 if group.is_state(GroupState.COMPLETING_REBALANCE) and group.generation_id == generation:
                     if error is not ErrorCode.NONE:
                         self._reset_and_propagate_assignment_error(group, error)
-                        self._maybe_prepare_rebalance(group)
+                        self._maybe_prepare_rebalance(group, "error storing the group assignment")
                     else:
                         for m in group.members.values():
                             m.assignment = assignment.get(m.member_id, b"")

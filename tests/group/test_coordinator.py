@@ -232,6 +232,9 @@ async def test_admin_calls():
     err, groups = c.list_groups()
     assert err is ErrorCode.NONE and {g.group_id for g in groups} == {"live", "idle"}
     assert c.describe_group("live")[1].state == "Stable"
+    err, lag = c.consumer_lag("idle", {TP: 10}.get)
+    assert err is ErrorCode.NONE and lag == {TP: (1, 9)}
+    assert c.consumer_lag("idle", lambda tp: None)[1] == {TP: (1, None)}
     assert await c.delete_groups(["idle", "live"]) == {"idle": ErrorCode.NONE, "live": ErrorCode.NON_EMPTY_GROUP}
     result = await c.delete_offsets("live", [TopicPartition("other", 0)])
     assert result.error is ErrorCode.NONE
