@@ -1,0 +1,469 @@
+"""All partition logs of one broker, across its log directories (Kafka's LogManager).
+
+Layout of each directory in ``log.dirs``::
+
+    <dir>/.lock                               held (flock) while this process uses the dir
+    <dir>/.kafka_cleanshutdown                present only after a clean shutdown
+    <dir>/recovery-point-offset-checkpoint    topic partition offset (see checkpoint.py)
+    <dir>/replication-offset-checkpoint       high watermarks
+    <dir>/log-start-offset-checkpoint         log start offsets
+    <dir>/<topic>-<partition>/                one Log (see log.py)
+    <dir>/<topic>-<partition>.<uuid>-delete/  a log being deleted (removed on sight)
+
+Start-up: per directory, the clean-shutdown marker is read and removed (a crash from now on
+leaves none); each log is loaded with its checkpointed recovery point and log start offset, and
+is only scanned past the recovery point if the marker was missing. Shutdown flushes every log,
+writes the checkpoints and then the marker.
+
+New logs go to the online directory holding the fewest logs. Checkpoint files are written
+atomically (temp + fsync + rename).
+
+A directory whose I/O fails (ENOSPC, EACCES, EIO, ...) goes offline: it is added to
+``offline_dirs``, its logs are closed and marked offline (operations on them raise
+``LogOfflineError``, Kafka's KAFKA_STORAGE_ERROR), listeners are told; the process keeps
+serving the other directories. Nothing here raises an OSError to callers.
+
+The periodic work (retention, flush.ms, fsync of rolled segments, checkpoints) is done by
+``run_scheduler()`` on the event loop, fsyncs in a worker thread. ``maybe_run_periodic_tasks``
+does one round synchronously (tests drive it with a fake clock).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import fcntl
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from kafkalite.storage.checkpoint import (
+    HIGH_WATERMARK_CHECKPOINT_FILE,
+    LOG_START_OFFSET_CHECKPOINT_FILE,
+    RECOVERY_POINT_CHECKPOINT_FILE,
+    OffsetCheckpointFile,
+)
+from kafkalite.storage.config import LONG_MAX, LogConfig
+from kafkalite.storage.errors import LogDirFailure, StorageError
+from kafkalite.storage.log import DELETE_DIR_SUFFIX, Log, log_dir_name, parse_topic_partition_name
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+LOCK_FILE = ".lock"
+
+TopicPartitionKey = tuple[str, int]
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class LogManager:
+    def __init__(
+        self,
+        log_dirs: list[str] | list[os.PathLike[str]],
+        default_config: LogConfig,
+        *,
+        topic_configs: Mapping[str, LogConfig] | None = None,
+        retention_check_interval_ms: int = 300_000,
+        flush_check_interval_ms: int = LONG_MAX,
+        flush_recovery_offset_checkpoint_interval_ms: int = 60_000,
+        flush_start_offset_checkpoint_interval_ms: int = 60_000,
+        high_watermark_checkpoint_interval_ms: int = 5_000,
+        time_ms: Callable[[], int] = _wall_clock_ms,
+    ) -> None:
+        if not log_dirs:
+            raise ValueError("log.dirs must name at least one directory")
+        self.log_dirs = [str(Path(d).resolve()) for d in log_dirs]
+        self.default_config = default_config
+        self.topic_configs: dict[str, LogConfig] = dict(topic_configs or {})
+        self.retention_check_interval_ms = retention_check_interval_ms
+        # Kafka's log.flush.scheduler.interval.ms; flush.ms is only checked this often (but at
+        # least every scheduler tick when a log has a finite flush.ms).
+        self.flush_check_interval_ms = flush_check_interval_ms
+        self.flush_recovery_offset_checkpoint_interval_ms = (
+            flush_recovery_offset_checkpoint_interval_ms
+        )
+        self.flush_start_offset_checkpoint_interval_ms = flush_start_offset_checkpoint_interval_ms
+        self.high_watermark_checkpoint_interval_ms = high_watermark_checkpoint_interval_ms
+        self._time_ms = time_ms
+        self._logs: dict[TopicPartitionKey, Log] = {}
+        self._offline_logs: dict[TopicPartitionKey, Log] = {}
+        self.offline_dirs: set[str] = set()
+        self.log_dir_failure_listeners: list[Callable[[str], None]] = []
+        self._locks: dict[str, int] = {}
+        self._last_run: dict[str, int] = {}
+        self._started = False
+        self._scheduler_task: asyncio.Task[None] | None = None
+
+    # ================================================================= start-up and shutdown
+
+    def startup(self) -> None:
+        """Lock each directory, load and (if needed) recover every log in it."""
+        for dir in self.log_dirs:
+            try:
+                self._load_dir(dir)
+            except LogDirFailure:
+                continue  # already offline
+            except OSError as e:
+                self._handle_log_dir_failure(dir, e)
+        if len(self.offline_dirs) == len(self.log_dirs):
+            raise StorageError(f"All log directories failed: {sorted(self.offline_dirs)}")
+        now = self._time_ms()
+        for task in ("retention", "flush", "recovery", "start", "hw"):
+            self._last_run[task] = now
+        self._started = True
+
+    def _load_dir(self, dir: str) -> None:
+        path = Path(dir)
+        path.mkdir(parents=True, exist_ok=True)
+        self._lock_dir(dir)
+        marker = path / CLEAN_SHUTDOWN_FILE
+        had_clean_shutdown = marker.exists()
+        recovery_points = self._read_checkpoint(path / RECOVERY_POINT_CHECKPOINT_FILE)
+        start_offsets = self._read_checkpoint(path / LOG_START_OFFSET_CHECKPOINT_FILE)
+        high_watermarks = self._read_checkpoint(path / HIGH_WATERMARK_CHECKPOINT_FILE)
+        # From here on a crash must lead to recovery: the marker goes before anything changes.
+        if had_clean_shutdown:
+            marker.unlink()
+        for entry in sorted(os.scandir(path), key=lambda e: e.name):
+            if not entry.is_dir():
+                continue
+            if entry.name.endswith(DELETE_DIR_SUFFIX):
+                shutil.rmtree(entry.path, ignore_errors=True)
+                continue
+            try:
+                topic, partition = parse_topic_partition_name(entry.path)
+            except ValueError:
+                continue  # not a log directory (e.g. another tool's files)
+            key = (topic, partition)
+            if key in self._logs:
+                raise StorageError(
+                    f"Duplicate log directories for {topic}-{partition}: {entry.path} and {self._logs[key].dir}"
+                )
+            log = Log(
+                entry.path,
+                self.topic_configs.get(topic, self.default_config),
+                log_start_offset=start_offsets.get(key, 0),
+                recovery_point=recovery_points.get(key, 0),
+                had_clean_shutdown=had_clean_shutdown,
+                time_ms=self._time_ms,
+                on_log_dir_failure=self._on_log_failure,
+            )
+            log.high_watermark = high_watermarks.get(key, log.log_start_offset)
+            self._logs[key] = log
+
+    def _read_checkpoint(self, path: Path) -> dict[TopicPartitionKey, int]:
+        try:
+            return OffsetCheckpointFile(path).read()
+        except StorageError:
+            # A damaged checkpoint costs a full recovery (offsets default to 0), not the broker.
+            return {}
+
+    def _lock_dir(self, dir: str) -> None:
+        fd = os.open(Path(dir) / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            os.close(fd)
+            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise StorageError(
+                    f"Failed to acquire lock on file .lock in {dir}. A Kafka instance in another "
+                    "process or thread is using this directory."
+                ) from e
+            raise
+        self._locks[dir] = fd
+
+    def shutdown(self) -> None:
+        """Flush and close every log, write the checkpoints, then the clean-shutdown marker."""
+        if self._scheduler_task is not None:
+            self._scheduler_task.cancel()
+            self._scheduler_task = None
+        failed_dirs: set[str] = set()
+        for log in list(self._logs.values()):
+            try:
+                log.flush()
+                log.close()
+            except StorageError:
+                failed_dirs.add(str(log.dir.parent))
+        for dir in self.log_dirs:
+            if dir in self.offline_dirs or dir in failed_dirs:
+                continue
+            try:
+                self._write_checkpoints(dir)
+                path = Path(dir) / CLEAN_SHUTDOWN_FILE
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+                os.fsync(fd)
+                os.close(fd)
+            except OSError as e:
+                self._handle_log_dir_failure(dir, e)
+        for fd in self._locks.values():
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._locks.clear()
+        for log in self._offline_logs.values():
+            log._close_quietly()
+        self._logs.clear()
+        self._started = False
+
+    # ================================================================= logs
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        """The log, or None if this broker has none. A log in a failed directory is returned
+        offline (its operations raise LogOfflineError)."""
+        key = (topic, partition)
+        return self._logs.get(key) or self._offline_logs.get(key)
+
+    def all_logs(self) -> list[Log]:
+        """Every online log."""
+        return list(self._logs.values())
+
+    def logs_by_dir(self) -> dict[str, list[Log]]:
+        result: dict[str, list[Log]] = {
+            dir: [] for dir in self.log_dirs if dir not in self.offline_dirs
+        }
+        for log in self._logs.values():
+            result.setdefault(str(log.dir.parent), []).append(log)
+        return result
+
+    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
+        """The existing log, or a new empty one in the least-loaded online directory."""
+        existing = self.get_log(topic, partition)
+        if existing is not None:
+            if config is not None:
+                existing.update_config(config)
+            return existing
+        if config is not None:
+            self.topic_configs.setdefault(topic, config)
+        config = config or self.topic_configs.get(topic, self.default_config)
+        for dir in self._next_log_dirs():
+            try:
+                log = Log(
+                    Path(dir) / log_dir_name(topic, partition),
+                    config,
+                    had_clean_shutdown=True,
+                    time_ms=self._time_ms,
+                    on_log_dir_failure=self._on_log_failure,
+                )
+            except LogDirFailure as e:
+                self._handle_log_dir_failure(dir, e.cause)
+                continue
+            self._logs[(topic, partition)] = log
+            return log
+        raise LogDirFailure(
+            ",".join(self.log_dirs),
+            OSError(errno.EIO, "no online log directory to create a log in"),
+        )
+
+    def _next_log_dirs(self) -> list[str]:
+        """Online directories, fewest logs first (Kafka's nextLogDirs)."""
+        counts = {dir: 0 for dir in self.log_dirs if dir not in self.offline_dirs}
+        for log in self._logs.values():
+            parent = str(log.dir.parent)
+            if parent in counts:
+                counts[parent] += 1
+        return sorted(counts, key=lambda d: (counts[d], self.log_dirs.index(d)))
+
+    def delete_log(self, topic: str, partition: int) -> Log | None:
+        """Remove the log: rename its directory to ``<topic>-<partition>.<uuid>-delete``, then
+        delete it. Returns the removed log (None if there was none)."""
+        key = (topic, partition)
+        log = self._logs.pop(key, None) or self._offline_logs.pop(key, None)
+        if log is None:
+            return None
+        log._close_quietly()
+        if log.offline:
+            return log
+        try:
+            log.rename_dir(
+                f"{log_dir_name(topic, partition)}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+            )
+            log.delete()
+        except LogDirFailure:
+            pass  # already handled: the directory is offline
+        return log
+
+    def update_topic_config(self, topic: str, config: LogConfig) -> None:
+        self.topic_configs[topic] = config
+        for (t, _), log in self._logs.items():
+            if t == topic:
+                log.update_config(config)
+
+    # ================================================================= checkpoints
+
+    def checkpoint_recovery_points(self) -> None:
+        self._for_each_online_dir(
+            lambda dir, logs: OffsetCheckpointFile(
+                Path(dir) / RECOVERY_POINT_CHECKPOINT_FILE
+            ).write({log.topic_partition: log.recovery_point for log in logs})
+        )
+
+    def checkpoint_log_start_offsets(self) -> None:
+        self._for_each_online_dir(
+            lambda dir, logs: OffsetCheckpointFile(
+                Path(dir) / LOG_START_OFFSET_CHECKPOINT_FILE
+            ).write({log.topic_partition: log.log_start_offset for log in logs})
+        )
+
+    def checkpoint_high_watermarks(
+        self, high_watermarks: Mapping[TopicPartitionKey, int] | None = None
+    ) -> None:
+        """Write replication-offset-checkpoint; ``high_watermarks`` overrides the logs' own."""
+
+        def write(dir: str, logs: list[Log]) -> None:
+            offsets = {}
+            for log in logs:
+                key = log.topic_partition
+                offsets[key] = (
+                    high_watermarks.get(key, log.high_watermark)
+                    if high_watermarks
+                    else log.high_watermark
+                )
+            OffsetCheckpointFile(Path(dir) / HIGH_WATERMARK_CHECKPOINT_FILE).write(offsets)
+
+        self._for_each_online_dir(write)
+
+    def _write_checkpoints(self, dir: str) -> None:
+        logs = self.logs_by_dir().get(dir, [])
+        OffsetCheckpointFile(Path(dir) / RECOVERY_POINT_CHECKPOINT_FILE).write(
+            {log.topic_partition: log.recovery_point for log in logs}
+        )
+        OffsetCheckpointFile(Path(dir) / LOG_START_OFFSET_CHECKPOINT_FILE).write(
+            {log.topic_partition: log.log_start_offset for log in logs}
+        )
+        OffsetCheckpointFile(Path(dir) / HIGH_WATERMARK_CHECKPOINT_FILE).write(
+            {log.topic_partition: log.high_watermark for log in logs}
+        )
+
+    def _for_each_online_dir(self, action: Callable[[str, list[Log]], None]) -> None:
+        for dir, logs in self.logs_by_dir().items():
+            if dir in self.offline_dirs:
+                continue
+            try:
+                action(dir, logs)
+            except OSError as e:
+                self._handle_log_dir_failure(dir, e)
+
+    # ================================================================= failures
+
+    def _on_log_failure(self, dir: str) -> None:
+        self._handle_log_dir_failure(dir, None)
+
+    def _handle_log_dir_failure(self, dir: str, cause: BaseException | None) -> None:
+        dir = str(Path(dir).resolve())
+        if dir in self.offline_dirs:
+            return
+        self.offline_dirs.add(dir)
+        for key, log in list(self._logs.items()):
+            if str(log.dir.parent) == dir:
+                log.offline = True
+                log._close_quietly()
+                self._offline_logs[key] = self._logs.pop(key)
+        fd = self._locks.pop(dir, None)
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        for listener in list(self.log_dir_failure_listeners):
+            listener(dir)
+
+    # ================================================================= periodic work
+
+    def maybe_run_periodic_tasks(self) -> None:
+        """One scheduler round: whatever is due of retention, flush.ms, checkpoints."""
+        now = self._time_ms()
+        if now - self._last_run["retention"] >= self.retention_check_interval_ms:
+            self._last_run["retention"] = now
+            self.cleanup_logs()
+        if now - self._last_run["flush"] >= min(self.flush_check_interval_ms, 1_000):
+            self._last_run["flush"] = now
+            self.flush_dirty_logs()
+        if now - self._last_run["hw"] >= self.high_watermark_checkpoint_interval_ms:
+            self._last_run["hw"] = now
+            self.checkpoint_high_watermarks()
+        if now - self._last_run["recovery"] >= self.flush_recovery_offset_checkpoint_interval_ms:
+            self._last_run["recovery"] = now
+            self.flush_rolled_segments()
+            self.checkpoint_recovery_points()
+        if now - self._last_run["start"] >= self.flush_start_offset_checkpoint_interval_ms:
+            self._last_run["start"] = now
+            self.checkpoint_log_start_offsets()
+
+    def cleanup_logs(self) -> int:
+        """Retention for every log (cleanup.policy=delete). Returns segments deleted."""
+        deleted = 0
+        for log in self.all_logs():
+            try:
+                deleted += log.delete_old_segments()
+            except StorageError:
+                continue
+        return deleted
+
+    def flush_dirty_logs(self) -> None:
+        """Flush logs whose flush.ms has passed since their last flush."""
+        for log in self.all_logs():
+            if log.config.flush_ms == LONG_MAX:
+                continue
+            if log.unflushed_messages > 0 and log.time_since_last_flush_ms() >= log.config.flush_ms:
+                try:
+                    log.flush()
+                except StorageError:
+                    continue
+
+    def flush_rolled_segments(self) -> None:
+        """fsync rolled segments now (synchronously) and advance recovery points."""
+        for log in self.all_logs():
+            try:
+                pending = log.pending_roll_flush()
+            except StorageError:
+                continue
+            if pending is None:
+                continue
+            target, fds, truncations = pending
+            try:
+                _fsync_and_close(fds)
+            except OSError as e:
+                self._handle_log_dir_failure(str(log.dir.parent), e)
+                continue
+            log.complete_roll_flush(target, truncations)
+
+    async def _flush_rolled_segments_async(self) -> None:
+        for log in self.all_logs():
+            try:
+                pending = log.pending_roll_flush()
+            except StorageError:
+                continue
+            if pending is None:
+                continue
+            target, fds, truncations = pending
+            try:
+                await asyncio.to_thread(_fsync_and_close, fds)
+            except OSError as e:
+                self._handle_log_dir_failure(str(log.dir.parent), e)
+                continue
+            log.complete_roll_flush(target, truncations)
+
+    async def run_scheduler(self, tick_seconds: float = 1.0) -> None:
+        """Run the periodic tasks until cancelled (start it with asyncio.create_task)."""
+        self._scheduler_task = asyncio.current_task()
+        try:
+            while True:
+                await self._flush_rolled_segments_async()
+                self.maybe_run_periodic_tasks()
+                await asyncio.sleep(tick_seconds)
+        finally:
+            self._scheduler_task = None
+
+
+def _fsync_and_close(fds: list[int]) -> None:
+    try:
+        for fd in fds:
+            os.fsync(fd)
+    finally:
+        for fd in fds:
+            os.close(fd)

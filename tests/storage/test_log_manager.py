@@ -1,0 +1,182 @@
+"""LogManager: directory layout, least-loaded placement, checkpoints in Kafka's text format,
+clean-shutdown marker, recovery limited to the unflushed tail, deletion, disk failures and the
+scheduler."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+
+import pytest
+
+from kafkalite.storage.config import LogConfig
+from kafkalite.storage.errors import LogDirFailure, LogOfflineError, StorageError
+from kafkalite.storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
+from tests.storage.conftest import FakeClock, make_batch
+
+
+def fill(log, batches: int, records: int = 2, value_size: int = 100) -> None:
+    for _ in range(batches):
+        log.append_as_leader(make_batch(records, value_size), 0)
+    log.high_watermark = log.log_end_offset
+
+
+def test_logs_spread_over_dirs_and_checkpoints_in_kafka_format(tmp_path):
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    manager = LogManager(dirs, LogConfig(segment_bytes=1000))
+    manager.startup()
+    logs = [manager.get_or_create_log("orders", p) for p in range(4)]
+    assert sorted(str(log.dir.parent) for log in logs) == sorted(
+        [str(d.resolve()) for d in dirs] * 2
+    )
+    assert all(log.dir.name == f"orders-{log.partition}" for log in logs)
+    assert manager.get_or_create_log("orders", 1) is logs[1]
+    fill(logs[0], 20)
+    fill(logs[1], 3)
+    logs[0].high_watermark = 30
+    manager.shutdown()
+
+    for d in dirs:
+        assert (d / CLEAN_SHUTDOWN_FILE).exists()
+    hw_text = (logs[0].dir.parent / "replication-offset-checkpoint").read_text()
+    lines = hw_text.splitlines()
+    assert lines[0] == "0" and int(lines[1]) == len(lines) - 2 == 2
+    assert f"orders {logs[0].partition} 30" in lines[2:]
+    rp_lines = (logs[0].dir.parent / "recovery-point-offset-checkpoint").read_text().splitlines()
+    assert f"orders {logs[0].partition} 40" in rp_lines
+    assert (logs[0].dir.parent / "log-start-offset-checkpoint").read_text().startswith("0\n2\n")
+
+    again = LogManager(dirs, LogConfig(segment_bytes=1000))
+    again.startup()
+    for d in dirs:
+        assert not (d / CLEAN_SHUTDOWN_FILE).exists(), "the marker is consumed at start-up"
+    reloaded = again.get_log("orders", logs[0].partition)
+    assert reloaded.log_end_offset == 40 and reloaded.high_watermark == 30
+    assert reloaded.recovered_segments == 0, "nothing is re-read after a clean shutdown"
+    assert again.get_log("orders", logs[1].partition).log_end_offset == 6
+    again.shutdown()
+
+
+def test_crash_recovers_only_past_recovery_point(tmp_path):
+    manager = LogManager([tmp_path], LogConfig(segment_bytes=1000))
+    manager.startup()
+    log = manager.get_or_create_log("t", 0)
+    fill(log, 30)
+    assert log.number_of_segments > 3
+    manager.flush_rolled_segments()  # fsync rolled segments: recovery point = active base offset
+    assert log.recovery_point == log.active_segment.base_offset
+    manager.checkpoint_recovery_points()
+    fill(log, 2)
+    end = log.log_end_offset
+    rp = log.recovery_point
+    unflushed = [s for s in log.segments if s.base_offset >= rp]
+    assert 1 <= len(unflushed) < log.number_of_segments
+    # Crash: no shutdown, no marker; the lock goes with the process.
+    for fd in manager._locks.values():
+        os.close(fd)
+    manager._locks.clear()
+
+    again = LogManager([tmp_path], LogConfig(segment_bytes=1000))
+    again.startup()
+    recovered = again.get_log("t", 0)
+    assert recovered.recovered_segments == len(unflushed)
+    assert recovered.log_end_offset == end
+    again.shutdown()
+
+
+def test_directory_lock_excludes_a_second_manager(tmp_path):
+    manager = LogManager([tmp_path], LogConfig())
+    manager.startup()
+    with pytest.raises(StorageError):
+        LogManager([tmp_path], LogConfig()).startup()
+    manager.shutdown()
+
+
+def test_delete_log_renames_then_removes(tmp_path):
+    manager = LogManager([tmp_path], LogConfig())
+    manager.startup()
+    fill(manager.get_or_create_log("t", 0), 3)
+    leftover = tmp_path / "t-1.0123456789abcdef0123456789abcdef-delete"
+    leftover.mkdir()
+    manager.delete_log("t", 0)
+    assert manager.get_log("t", 0) is None
+    assert not any(p.name.startswith("t-0") for p in tmp_path.iterdir())
+    manager.shutdown()
+    again = LogManager([tmp_path], LogConfig())
+    again.startup()
+    assert not leftover.exists(), "a half-deleted log is removed at start-up"
+    assert again.all_logs() == []
+    again.shutdown()
+
+
+def test_disk_error_takes_only_that_dir_offline(tmp_path, monkeypatch):
+    dirs = [tmp_path / "good", tmp_path / "full"]
+    manager = LogManager(dirs, LogConfig())
+    manager.startup()
+    failed = []
+    manager.log_dir_failure_listeners.append(failed.append)
+    good = manager.get_or_create_log("t", 0)
+    bad = manager.get_or_create_log("t", 1)
+    assert good.dir.parent != bad.dir.parent
+    bad_fd = bad.active_segment.log.fd
+    real_write = os.write
+
+    def write(fd, data):
+        if fd == bad_fd:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", write)
+    with pytest.raises(LogDirFailure) as failure:
+        bad.append_as_leader(make_batch(1), 0)
+    assert failure.value.dir == str(bad.dir.parent)
+    assert failure.value.error_code.name == "KAFKA_STORAGE_ERROR"
+    assert manager.offline_dirs == {str(bad.dir.parent)} and failed == [str(bad.dir.parent)]
+    with pytest.raises(LogOfflineError):
+        bad.read(0, 100)
+    assert manager.get_log("t", 1) is bad and bad.offline
+    good.append_as_leader(make_batch(1), 0)  # the other directory keeps working
+    assert manager.get_or_create_log("t", 2).dir.parent == good.dir.parent
+    manager.shutdown()
+    assert (dirs[0] / CLEAN_SHUTDOWN_FILE).exists() and not (dirs[1] / CLEAN_SHUTDOWN_FILE).exists()
+
+
+def test_periodic_tasks_apply_retention_and_flush_ms(tmp_path):
+    clock = FakeClock()
+    manager = LogManager(
+        [tmp_path],
+        LogConfig(segment_bytes=600, retention_bytes=700, flush_ms=5_000),
+        retention_check_interval_ms=10_000,
+        time_ms=clock,
+    )
+    manager.startup()
+    log = manager.get_or_create_log("t", 0)
+    fill(log, 12)
+    segments = log.number_of_segments
+    assert log.recovery_point < log.log_end_offset
+    clock.advance(10_000)
+    manager.maybe_run_periodic_tasks()
+    assert log.number_of_segments < segments
+    assert log.size_bytes - log.segments[0].size < 700
+    assert log.recovery_point == log.log_end_offset, "flush.ms elapsed: flushed"
+    manager.shutdown()
+
+
+async def test_run_scheduler_flushes_rolled_segments(tmp_path):
+    manager = LogManager(
+        [tmp_path], LogConfig(segment_bytes=600), flush_recovery_offset_checkpoint_interval_ms=0
+    )
+    manager.startup()
+    log = manager.get_or_create_log("t", 0)
+    fill(log, 10)
+    task = asyncio.create_task(manager.run_scheduler(tick_seconds=0.01))
+    deadline = asyncio.get_running_loop().time() + 10
+    while log.recovery_point < log.active_segment.base_offset:
+        assert asyncio.get_running_loop().time() < deadline, "rolled segments never flushed"
+        await asyncio.sleep(0.01)
+    assert (tmp_path / "recovery-point-offset-checkpoint").exists()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    manager.shutdown()
