@@ -27,6 +27,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from kafkalite.client.messages import build_message
 from kafkalite.protocol.api import (
     DEFAULT_ENABLED_KEYS,
     GROUP_KEYS,
@@ -91,6 +92,16 @@ class FakeBroker:
         self.label = label
         self.port = 0
         self.seen: set[tuple[int, int]] = set()
+        self.server: asyncio.Server | None = None
+
+    async def shutdown(self) -> None:
+        if self.server is not None:
+            self.server.close()
+        current = asyncio.current_task()
+        tasks = [t for t in asyncio.all_tasks() if t is not current]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     def answer(self, header: RequestHeader, request: Any) -> bytes | None:
         key, version = header.api_key, header.api_version
@@ -186,7 +197,95 @@ class FakeBroker:
                 for t in request.topics
             )
             return encode_response(header, build(cls, responses=responses))
-        return None
+        return self.answer_group(header, request, cls)
+
+    def answer_group(self, header: RequestHeader, request: Any, cls: type) -> bytes | None:
+        """Consumer-group APIs: one member, which leads and gets what it assigns itself.
+        Values for fields a version lacks are dropped by build_message."""
+        key = header.api_key
+        if key == ApiKey.FIND_COORDINATOR:
+            keys = list(getattr(request, "coordinator_keys", ()) or [getattr(request, "key", "")])
+            response = build_message(
+                cls,
+                node_id=0,
+                host="127.0.0.1",
+                port=self.port,
+                coordinators=[
+                    {"key": k, "node_id": 0, "host": "127.0.0.1", "port": self.port} for k in keys
+                ],
+            )
+        elif key == ApiKey.JOIN_GROUP:
+            member_id = request.member_id or f"{self.label}-member-1"
+            protocol = request.protocols[0]
+            response = build_message(
+                cls,
+                generation_id=1,
+                protocol_type="consumer",
+                protocol_name=protocol.name,
+                leader=member_id,
+                member_id=member_id,
+                members=[{"member_id": member_id, "metadata": protocol.metadata}],
+            )
+        elif key == ApiKey.SYNC_GROUP:
+            mine = [a.assignment for a in request.assignments if a.member_id == request.member_id]
+            response = build_message(
+                cls,
+                protocol_type="consumer",
+                protocol_name=getattr(request, "protocol_name", None),
+                assignment=mine[0] if mine else b"",
+            )
+        elif key == ApiKey.HEARTBEAT:
+            response = build_message(cls)
+        elif key == ApiKey.LEAVE_GROUP:
+            members = getattr(request, "members", ())
+            response = build_message(
+                cls,
+                members=[
+                    {"member_id": m.member_id, "group_instance_id": m.group_instance_id}
+                    for m in members
+                ],
+            )
+        elif key == ApiKey.OFFSET_COMMIT:
+            response = build_message(
+                cls,
+                topics=[
+                    {
+                        "name": t.name,
+                        "partitions": [
+                            {"partition_index": p.partition_index} for p in t.partitions
+                        ],
+                    }
+                    for t in request.topics
+                ],
+            )
+        elif key == ApiKey.OFFSET_FETCH:
+            groups = getattr(request, "groups", None) or [request]
+
+            def topics_of(group: Any) -> list[dict[str, Any]]:
+                return [
+                    {
+                        "name": t.name,
+                        "partitions": [
+                            {
+                                "partition_index": i,
+                                "committed_offset": -1,
+                                "committed_leader_epoch": -1,
+                                "metadata": "",
+                            }
+                            for i in t.partition_indexes
+                        ],
+                    }
+                    for t in (group.topics or ())
+                ]
+
+            response = build_message(
+                cls,
+                topics=topics_of(groups[0]),
+                groups=[{"group_id": g.group_id, "topics": topics_of(g)} for g in groups],
+            )
+        else:
+            return None
+        return encode_response(header, response)
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -210,7 +309,7 @@ class FakeBroker:
                 if reply is not None:
                     writer.write(reply)
                     await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
             pass
         finally:
             writer.close()
@@ -222,6 +321,7 @@ def serve_in_thread(broker: FakeBroker) -> tuple[asyncio.AbstractEventLoop, thre
 
     async def start() -> None:
         server = await asyncio.start_server(broker.handle, "127.0.0.1", 0)
+        broker.server = server
         broker.port = server.sockets[0].getsockname()[1]
         started.set()
 
@@ -256,6 +356,22 @@ def run_confluent(port: int) -> None:
     for _ in range(5):
         consumer.poll(0.5)
     consumer.close()
+    group = Consumer(
+        {
+            "bootstrap.servers": f"127.0.0.1:{port}",
+            "client.id": "librdkafka",
+            "group.id": "capture-group",
+            "enable.auto.commit": False,
+            "session.timeout.ms": 6000,
+        }
+    )
+    group.subscribe([TOPIC])
+    for _ in range(8):
+        group.poll(0.5)
+        if group.assignment():
+            break
+    group.commit(offsets=[TopicPartition(TOPIC, 0, 1)], asynchronous=False)
+    group.close()
 
 
 def run_kafka_python(port: int) -> None:
@@ -269,6 +385,21 @@ def run_kafka_python(port: int) -> None:
     consumer.seek(TopicPartition(TOPIC, 0), 0)
     consumer.poll(timeout_ms=1500)
     consumer.close()
+    from kafka.structs import OffsetAndMetadata
+
+    group = KafkaConsumer(
+        TOPIC,
+        bootstrap_servers=f"127.0.0.1:{port}",
+        client_id="kafka-python",
+        group_id="capture-group",
+        enable_auto_commit=False,
+    )
+    for _ in range(5):
+        group.poll(timeout_ms=500)
+        if group.assignment():
+            break
+    group.commit({TopicPartition(TOPIC, 0): OffsetAndMetadata(1, "", -1)})
+    group.close()
 
 
 def run_aiokafka(port: int) -> None:
@@ -292,6 +423,22 @@ def run_aiokafka(port: int) -> None:
             await consumer.getmany(timeout_ms=1500)
         finally:
             await consumer.stop()
+        group = AIOKafkaConsumer(
+            TOPIC,
+            bootstrap_servers=f"127.0.0.1:{port}",
+            client_id="aiokafka",
+            group_id="capture-group",
+            enable_auto_commit=False,
+        )
+        await group.start()
+        try:
+            for _ in range(5):
+                await group.getmany(timeout_ms=500)
+                if group.assignment():
+                    break
+            await group.commit({TopicPartition(TOPIC, 0): 1})
+        finally:
+            await group.stop()
 
     asyncio.run(go())
 
@@ -324,6 +471,7 @@ def main() -> None:
             run(broker.port)
         except Exception as e:  # a client giving up still leaves the frames it sent
             print(f"  {label} stopped: {e!r}")
+        asyncio.run_coroutine_threadsafe(broker.shutdown(), loop).result(10)
         loop.call_soon_threadsafe(loop.stop)
 
 

@@ -1,7 +1,9 @@
 """Byte-exact codec checks against request frames captured from real clients.
 
 The frames in tests/protocol/frames/ were recorded by capture_frames.py (run by hand) from
-confluent-kafka 2.16 (librdkafka), kafka-python 3.0, aiokafka 0.14 and kcat. kio's encoding is
+confluent-kafka 2.16 (librdkafka), kafka-python 3.0, aiokafka 0.14 and kcat: producers,
+partition-assigned consumers, and group consumers (FindCoordinator, JoinGroup, SyncGroup,
+Heartbeat, OffsetFetch, ListOffsets, OffsetCommit, LeaveGroup). kio's encoding is
 canonical for all of them: decoding and re-encoding gives the same bytes.
 """
 
@@ -30,6 +32,29 @@ def test_frames_from_every_client_are_present():
         kinds = {p.name.split(f"{client}-", 1)[1] for p in CAPTURED if p.name.startswith(client)}
         assert any(k.startswith("produce-") for k in kinds), client
         assert any(k.startswith("api_versions-") for k in kinds), client
+
+
+def test_group_frames_from_every_group_client():
+    for client in ("librdkafka", "kafka-python", "aiokafka"):
+        names = {p.name for p in CAPTURED if p.name.startswith(client + "-")}
+        for api in (
+            "find_coordinator",
+            "join_group",
+            "sync_group",
+            "offset_fetch",
+            "offset_commit",
+        ):
+            assert any(n.startswith(f"{client}-{api}-") for n in names), (client, api)
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in CAPTURED if "-join_group-" in p.name], ids=lambda p: p.stem
+)
+def test_join_group_frames_carry_consumer_protocol(path):
+    _raw, _header, request = _decode(path)
+    assert request.group_id == "capture-group"
+    assert request.protocol_type == "consumer"
+    assert request.protocols and all(p.metadata for p in request.protocols)
 
 
 def _decode(path):
