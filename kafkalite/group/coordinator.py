@@ -30,7 +30,7 @@ from typing import Protocol
 import structlog
 
 from kafkalite.broker.clock import SYSTEM_TIME, Time, TimerHandle
-from kafkalite.group.config import GroupConfig, OffsetConfig
+from kafkalite.group.config import GROUP_METADATA_TOPIC_NAME, GroupConfig, OffsetConfig
 from kafkalite.group.core import (
     Append,
     Effects,
@@ -224,6 +224,25 @@ class GroupCoordinator:
         if task is not None:
             task.cancel()
         self._apply(self.core.unload_partition(partition, epoch))
+
+    def on_leadership_change(self, broker_id: int, states: Iterable, errors: dict | None = None) -> list[asyncio.Task]:
+        """Apply the ``__consumer_offsets`` part of a LeaderAndIsr request that the
+        ReplicaManager accepted (Kafka's KafkaApis.onLeadershipChange): partitions this broker
+        now leads are loaded, the others unloaded. ``states`` are LeaderAndIsrPartitionState
+        (topic, partition, leader, leader_epoch); ``errors`` the per-TopicPartition result codes
+        (a partition with an error is left alone). Returns the load tasks."""
+        loads = []
+        for state in states:
+            if state.topic != GROUP_METADATA_TOPIC_NAME:
+                continue
+            tp = TopicPartition(state.topic, state.partition)
+            if errors is not None and errors.get(tp, ErrorCode.NONE) != ErrorCode.NONE:
+                continue
+            if state.leader == broker_id:
+                loads.append(self.on_election(state.partition, state.leader_epoch))
+            else:
+                self.on_resignation(state.partition, state.leader_epoch)
+        return loads
 
     def on_deleted_partitions(self, partitions: Iterable[TopicPartition]) -> None:
         """Topic partitions were deleted: drop the committed offsets for them."""

@@ -258,3 +258,28 @@ async def test_rebalance_sizes(n):
     ids, generation, _ = await form_group(c, time, f"g{n}", n)
     assert len(ids) == n and generation == 1
     await c.shutdown()
+
+
+async def test_leadership_change_loads_led_partitions_and_unloads_the_rest():
+    from kafkalite.broker.types import LeaderAndIsrPartitionState
+
+    writer = MemoryWriter()
+    c = GroupCoordinator(1, writer, GroupConfig(), OffsetConfig(offsets_topic_num_partitions=PARTITIONS), ManualTime())
+    c.startup()
+
+    def state(topic, p, leader, epoch):
+        return LeaderAndIsrPartitionState(topic, p, 1, leader, epoch, (1, 2), 0, (1, 2))
+
+    loads = c.on_leadership_change(
+        1,
+        [state("__consumer_offsets", 0, 1, 3), state("__consumer_offsets", 1, 2, 3), state("other", 0, 1, 3),
+         state("__consumer_offsets", 2, 1, 3)],
+        {TopicPartition("__consumer_offsets", 2): ErrorCode.KAFKA_STORAGE_ERROR},
+    )
+    assert len(loads) == 1
+    await asyncio.gather(*loads)
+    assert set(c.core.owned_partitions()) == {0}
+    # leadership of partition 0 moves to broker 2
+    c.on_leadership_change(1, [state("__consumer_offsets", 0, 2, 4)])
+    assert c.core.owned_partitions() == {}
+    await c.shutdown()
