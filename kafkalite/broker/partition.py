@@ -765,8 +765,7 @@ class Partition:
         log = self.log
         assert log is not None
         if offset < log.log_end_offset:
-            log.truncate_to(offset)
-            log.leader_epoch_cache.truncate_from_end(offset)
+            log.truncate_to(offset)  # the log also truncates its leader epoch cache
             self.reload_producer_state()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -798,7 +797,7 @@ class Partition:
         Raises POLICY_VIOLATION on a compact-only topic, OFFSET_OUT_OF_RANGE for an offset
         beyond the HW or negative."""
         log = self.leader_log_or_raise()
-        if "delete" not in str(log.config.cleanup_policy):
+        if not log.config.delete:
             raise PolicyViolationError(
                 f"Records of partition {self.topic_partition} can not be deleted due to the "
                 "configured policy"
@@ -815,8 +814,7 @@ class Partition:
                 f"{log.high_watermark}"
             )
         if converted > log.log_start_offset:
-            log.delete_records_before(converted)
-            log.leader_epoch_cache.truncate_from_start(log.log_start_offset)
+            log.delete_records_before(converted)  # also trims the leader epoch cache
             if self.producer_state is not None:
                 self.producer_state.truncate_head(log.log_start_offset)
         return self.low_watermark_if_leader

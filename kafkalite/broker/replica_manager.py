@@ -318,6 +318,9 @@ class ReplicaManager:
         self.fetch_purgatory = DelayedOperationPurgatory("Fetch", time)
         self.delete_records_purgatory = DelayedOperationPurgatory("DeleteRecords", time)
         self._isr_tasks: set[asyncio.Task] = set()
+        listeners = getattr(log_manager, "log_dir_failure_listeners", None)
+        if listeners is not None:
+            listeners.append(self.handle_log_dir_failure)
 
     # -- partitions ---------------------------------------------------------------------------
 

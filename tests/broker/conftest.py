@@ -1,5 +1,5 @@
-"""Shared helpers for broker tests: a manual clock, record batches, a replica manager on an
-in-memory log manager."""
+"""Shared helpers for broker tests: a manual clock, record batches, a replica manager on the
+real storage LogManager in a temporary directory."""
 
 from __future__ import annotations
 
@@ -12,8 +12,7 @@ from kafkalite.broker.replica_manager import ReplicaManager, ReplicaManagerConfi
 from kafkalite.broker.types import LeaderAndIsrPartitionState
 from kafkalite.protocol.records import Record, build_batch
 from kafkalite.storage.config import LogConfig
-
-from .storage_stub import StubLogManager
+from kafkalite.storage.log_manager import LogManager
 
 
 class MockTime:
@@ -106,9 +105,10 @@ def mock_time() -> MockTime:
 
 @pytest.fixture
 def log_manager(tmp_path):
-    manager = StubLogManager(str(tmp_path))
+    manager = LogManager([str(tmp_path)], LogConfig())
+    manager.startup()
     yield manager
-    manager.close()
+    manager.shutdown()
 
 
 @pytest.fixture

@@ -371,7 +371,7 @@ async def test_leader_and_isr_epochs_and_stop_replica(make_rm, log_manager):
     assert fenced.partition_errors[TP] is ErrorCode.FENCED_LEADER_EPOCH
     stopped = rm.stop_replicas(0, 1, [StopReplicaPartitionState("t", 0, -2, True)])
     assert stopped.partition_errors[TP] is ErrorCode.NONE
-    assert log_manager.deleted == [("t", 0)]
+    assert log_manager.get_log("t", 0) is None
     assert TP not in rm.partitions
     assert (await produce(rm, batch())).error_code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
