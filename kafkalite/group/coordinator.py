@@ -183,9 +183,17 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------------ partition ownership
 
-    def on_election(self, partition: int, epoch: int) -> asyncio.Task:
+    def on_election(self, partition: int, epoch: int) -> asyncio.Future:
         """This broker leads ``__consumer_offsets-<partition>`` at ``epoch``: load its groups.
-        Requests for them get COORDINATOR_LOAD_IN_PROGRESS until the returned task ends."""
+        Requests for them get COORDINATOR_LOAD_IN_PROGRESS until the returned task ends. A
+        repeated election at the same (or an older) epoch changes nothing."""
+        if not self.core.is_newer_epoch(partition, epoch):
+            current = self._loads.get(partition)
+            if current is not None:
+                return current
+            done = asyncio.get_running_loop().create_future()
+            done.set_result(None)
+            return done
         previous = self._loads.pop(partition, None)
         if previous is not None:
             previous.cancel()
@@ -225,7 +233,7 @@ class GroupCoordinator:
             task.cancel()
         self._apply(self.core.unload_partition(partition, epoch))
 
-    def on_leadership_change(self, broker_id: int, states: Iterable, errors: dict | None = None) -> list[asyncio.Task]:
+    def on_leadership_change(self, broker_id: int, states: Iterable, errors: dict | None = None) -> list[asyncio.Future]:
         """Apply the ``__consumer_offsets`` part of a LeaderAndIsr request that the
         ReplicaManager accepted (Kafka's KafkaApis.onLeadershipChange): partitions this broker
         now leads are loaded, the others unloaded. ``states`` are LeaderAndIsrPartitionState

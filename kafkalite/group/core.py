@@ -287,6 +287,11 @@ class GroupCoordinatorCore:
     def owned_partitions(self) -> dict[int, PartitionStatus]:
         return dict(self.partitions)
 
+    def is_newer_epoch(self, partition: int, epoch: int) -> bool:
+        """False when ``partition`` is already loaded or loading at ``epoch`` or later (a
+        repeated LeaderAndIsr): nothing to do then."""
+        return partition not in self.partitions or self._partition_epochs.get(partition, -1) < epoch
+
     def begin_loading(self, partition: int, epoch: int) -> Effects:
         """Became leader of ``partition`` at ``epoch``: drop whatever we held for it and start
         rebuilding its groups from the records the caller feeds to ``load_record``."""

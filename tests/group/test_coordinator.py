@@ -279,6 +279,9 @@ async def test_leadership_change_loads_led_partitions_and_unloads_the_rest():
     assert len(loads) == 1
     await asyncio.gather(*loads)
     assert set(c.core.owned_partitions()) == {0}
+    # a repeated LeaderAndIsr at the same epoch changes nothing
+    await asyncio.gather(*c.on_leadership_change(1, [state("__consumer_offsets", 0, 1, 3)]))
+    assert set(c.core.owned_partitions()) == {0}
     # leadership of partition 0 moves to broker 2
     c.on_leadership_change(1, [state("__consumer_offsets", 0, 2, 4)])
     assert c.core.owned_partitions() == {}
