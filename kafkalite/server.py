@@ -2,22 +2,23 @@
 
 Start-up order (each step needs the previous ones):
 
-1. lock every log dir (`.lock`, flock): a second broker on the same data dir is refused while the
-   first runs;
-2. coordination store: ZooKeeper when `zookeeper.connect` is set, else the embedded store kept in
-   the first log dir; open the broker's session; read or create the cluster id (`/cluster/id`);
-3. LogManager startup: load every partition, recover unflushed segments after an unclean stop;
-4. MetadataCache, ReplicaManager, fetch sessions, producer ids;
-5. network listeners are bound (so port 0 is resolved before the broker announces itself);
+1. coordination store: ZooKeeper when `zookeeper.connect` is set, else the embedded store kept in
+   the first log dir (its `coord.lock` refuses a second broker on the same data dir); open the
+   broker's session; read or create the cluster id (`/cluster/id`); read the topic configs;
+2. LogManager startup: lock every log dir (`.lock`: a second broker on the same data dir is
+   refused while the first runs), load every partition, recover unflushed segments after an
+   unclean stop;
+3. MetadataCache, ReplicaManager, fetch sessions, producer ids;
+4. network listeners are bound (so port 0 is resolved before the broker announces itself);
    requests wait until start-up finishes;
-6. register `/brokers/ids/<id>` (ephemeral, Kafka's JSON) with the advertised endpoints;
-7. KafkaController startup: every broker runs it, the one that creates `/controller` is active;
-8. background tasks (retention, flush, checkpoints, ISR expiration), then requests are served.
+5. register `/brokers/ids/<id>` (ephemeral, Kafka's JSON) with the advertised endpoints;
+6. KafkaController startup: every broker runs it, the one that creates `/controller` is active;
+7. background tasks (retention, flush, checkpoints, ISR expiration), then requests are served.
 
 Shutdown (SIGTERM/SIGINT) reverses it: stop accepting connections, answer the requests already
 read (deadline), controller resigns, replica manager completes waiters, LogManager flushes and
 writes checkpoints and the clean-shutdown marker, the session closes (the ephemeral registration
-goes away), locks are released.
+goes away), the log dirs are unlocked.
 """
 
 from __future__ import annotations
@@ -25,9 +26,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import fcntl
 import json
-import os
 import signal
 import sys
 import time
@@ -45,7 +44,6 @@ from kafkalite.network.server import SocketServer, install_uvloop
 
 log = structlog.get_logger("kafkalite.server")
 
-LOCK_FILE = ".lock"
 SHUTDOWN_DRAIN_SECONDS = 10.0
 
 
@@ -78,54 +76,6 @@ def configure_logging(level: str = "INFO", *, json_output: bool | None = None) -
     )
 
 
-class DataDirLock:
-    """An exclusive flock on `<dir>/.lock` for each log dir, held while the broker runs."""
-
-    def __init__(self, dirs: list[str]) -> None:
-        self.dirs = dirs
-        self._fds: list[int] = []
-
-    def acquire(self) -> None:
-        for d in self.dirs:
-            Path(d).mkdir(parents=True, exist_ok=True)
-            path = os.path.join(d, LOCK_FILE)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
-                self.release()
-                raise StartupError(
-                    f"log dir {d} is in use by another broker (lock {path} is held)"
-                ) from None
-            self._fds.append(fd)
-
-    def release(self) -> None:
-        for fd in self._fds:
-            with contextlib.suppress(OSError):
-                fcntl.flock(fd, fcntl.LOCK_UN)
-                os.close(fd)
-        self._fds.clear()
-
-
-def broker_registration_json(broker_id: int, endpoints: list[Endpoint], rack: str | None) -> bytes:
-    """`/brokers/ids/<id>` content, Kafka's BrokerIdZNode v5 format."""
-    first = endpoints[0]
-    return json.dumps(
-        {
-            "version": 5,
-            "host": first.host,
-            "port": first.port,
-            "jmx_port": -1,
-            "timestamp": str(int(time.time() * 1000)),
-            "endpoints": [e.connection_string for e in endpoints],
-            "listener_security_protocol_map": {e.listener_name: e.listener_name for e in endpoints},
-            "rack": rack,
-            "features": {},
-        }
-    ).encode()
-
-
 def new_cluster_id() -> str:
     """Kafka's Uuid.randomUuid().toString(): url-safe base64 of 16 bytes, no padding."""
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
@@ -137,7 +87,6 @@ class KafkaServer:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.broker_id = config.broker_id
-        self.lock = DataDirLock(config.log_dir_list)
         load_handlers()
         self.services = BrokerServices(config=config, broker_id=config.broker_id)
         self.dispatcher = ApiDispatcher(self.services)
@@ -155,21 +104,31 @@ class KafkaServer:
     # ------------------------------------------------------------------ start-up
 
     async def startup(self) -> None:
-        from kafkalite.coord import NodeExists, open_store
+        from kafkalite.coord import CoordError, NodeExists, open_store
+        from kafkalite.storage.errors import StorageError
 
         config = self.config
-        self.lock.acquire()
         log.info("starting", broker_id=self.broker_id, log_dirs=config.log_dir_list)
         try:
-            self.store = open_store(
-                config.zookeeper_connect,
-                None if config.zookeeper_connect else config.log_dir_list[0],
-                config.zookeeper_session_timeout_ms,
-                connection_timeout_ms=config.zookeeper_connection_timeout_ms,
-            )
-            self.session = await self.store.open_session(config.zookeeper_session_timeout_ms)
+            if not config.zookeeper_connect:
+                Path(config.log_dir_list[0]).mkdir(parents=True, exist_ok=True)
+            try:
+                self.store = open_store(
+                    config.zookeeper_connect,
+                    None if config.zookeeper_connect else config.log_dir_list[0],
+                    config.zookeeper_session_timeout_ms,
+                    connection_timeout_ms=config.zookeeper_connection_timeout_ms,
+                )
+                self.session = await self.store.open_session(config.zookeeper_session_timeout_ms)
+            except CoordError as e:
+                raise StartupError(f"coordination store: {e}") from None
             self.services.store = self.session
             self.services.cluster_id = await self._get_or_create_cluster_id(NodeExists)
+            await self._load_topic_configs()
+            try:
+                await self._start_log_manager()
+            except StorageError as e:
+                raise StartupError(str(e)) from None
 
             await self._start_roles()
 
@@ -212,36 +171,79 @@ class KafkaServer:
         ]
 
     async def _get_or_create_cluster_id(self, node_exists: type[Exception]) -> str:
-        from kafkalite.coord import NoNode
+        from kafkalite.coord import NoNode, paths
 
-        await self.session.ensure_path("/cluster")
         try:
-            data, _ = await self.session.get_data("/cluster/id")
-            return json.loads(data)["id"]
+            data, _ = await self.session.get_data(paths.CLUSTER_ID)
+            return paths.decode_cluster_id(data)
         except NoNode:
             pass
         cluster_id = new_cluster_id()
         try:
             await self.session.create(
-                "/cluster/id", json.dumps({"version": "1", "id": cluster_id}).encode()
+                paths.CLUSTER_ID, paths.encode_cluster_id(cluster_id), makepath=True
             )
             return cluster_id
         except node_exists:
-            data, _ = await self.session.get_data("/cluster/id")
-            return json.loads(data)["id"]
+            data, _ = await self.session.get_data(paths.CLUSTER_ID)
+            return paths.decode_cluster_id(data)
+
+    async def _load_topic_configs(self) -> None:
+        """Broker defaults, and each topic's overrides from `/config/topics/<t>`."""
+        from kafkalite.storage.config import LogConfig
+
+        self._default_log_config = LogConfig.from_properties(self.config.topic_config_defaults())
+        self._topic_configs: dict[str, Any] = {}
+        await self.session.ensure_path("/config/topics")
+        for topic in await self.session.get_children("/config/topics"):
+            await self._reload_topic_config(topic)
+
+    async def _reload_topic_config(self, topic: str) -> bool:
+        """Re-read one topic's overrides; True if its LogConfig changed."""
+        from kafkalite.coord import NoNode
+        from kafkalite.storage.config import LogConfig
+
+        try:
+            data, _ = await self.session.get_data(f"/config/topics/{topic}")
+            props = json.loads(data).get("config", {}) if data else {}
+            new = LogConfig.from_properties(props, self._default_log_config)
+        except NoNode:
+            new = self._default_log_config
+        except (ValueError, json.JSONDecodeError) as e:
+            log.warning(
+                "topic config unreadable; keeping the previous one", topic=topic, error=str(e)
+            )
+            return False
+        changed = self._topic_configs.get(topic, self._default_log_config) != new
+        self._topic_configs[topic] = new
+        return changed
+
+    async def _start_log_manager(self) -> None:
+        from kafkalite.storage.log_manager import LogManager
+
+        config = self.config
+        self.log_manager = LogManager(
+            config.log_dir_list,
+            self._default_log_config,
+            topic_configs=self._topic_configs,
+            retention_check_interval_ms=config.log_retention_check_interval_ms,
+            flush_check_interval_ms=config.log_flush_scheduler_interval_ms,
+            flush_recovery_offset_checkpoint_interval_ms=(
+                config.log_flush_offset_checkpoint_interval_ms
+            ),
+            high_watermark_checkpoint_interval_ms=(
+                config.replica_high_watermark_checkpoint_interval_ms
+            ),
+        )
+        self.log_manager.startup()
 
     async def _start_roles(self) -> None:
         from kafkalite.broker.fetch_session import FetchSessionCache
         from kafkalite.broker.metadata_cache import MetadataCache
         from kafkalite.broker.producer_id_manager import ProducerIdManager
         from kafkalite.broker.replica_manager import ReplicaManager
-        from kafkalite.storage.config import LogConfig
-        from kafkalite.storage.log_manager import LogManager
 
         config = self.config
-        default_log_config = LogConfig.from_properties(config.topic_config_defaults())
-        self.log_manager = LogManager(config.log_dir_list, default_log_config)
-        await _maybe_await(self.log_manager.startup())
         self.metadata_cache = MetadataCache(self.broker_id)
         self.replica_manager = ReplicaManager(
             self.broker_id,
@@ -258,8 +260,6 @@ class KafkaServer:
             config.max_incremental_fetch_session_cache_slots
         )
         self.services.producer_id_manager = ProducerIdManager(self.broker_id, self.session)
-        self._default_log_config = default_log_config
-        self._topic_configs: dict[str, Any] = {}
 
     def _log_config_for_topic(self, topic: str) -> Any:
         """The topic's LogConfig: broker defaults overlaid with `/config/topics/<t>` (cached by
@@ -274,15 +274,21 @@ class KafkaServer:
         )
 
     async def _register_broker(self) -> None:
-        from kafkalite.coord import NodeExists
+        from kafkalite.coord import NodeExists, paths
 
-        path = f"/brokers/ids/{self.broker_id}"
-        await self.session.ensure_path("/brokers/ids")
-        data = broker_registration_json(
-            self.broker_id, self.advertised_endpoints, self.config.broker_rack
+        path = paths.broker_path(self.broker_id)
+        await self.session.ensure_path(paths.BROKER_IDS)
+        info = paths.BrokerInfo(
+            id=self.broker_id,
+            endpoints=tuple(
+                paths.EndPoint(e.host, e.port, e.listener_name, e.listener_name)
+                for e in self.advertised_endpoints
+            ),
+            rack=self.config.broker_rack,
+            timestamp=int(time.time() * 1000),
         )
         try:
-            await self.session.create(path, data, ephemeral=True)
+            await self.session.create(path, paths.encode_broker(info), ephemeral=True)
         except NodeExists:
             raise StartupError(
                 f"broker.id {self.broker_id} is already registered at {path} "
@@ -313,19 +319,19 @@ class KafkaServer:
                 self._tasks.append(asyncio.create_task(factory(), name=name))
 
     async def _watch_topic_configs(self) -> None:
-        from kafkalite.storage.config import LogConfig
-
-        await self.session.ensure_path("/config/topics")
-        async for children in self.session.watch_children("/config/topics"):
-            for topic in children or []:
-                try:
-                    data, _ = await self.session.get_data(f"/config/topics/{topic}")
-                    props = json.loads(data).get("config", {})
-                    self._topic_configs[topic] = LogConfig.from_properties(
-                        props, self._default_log_config
-                    )
-                except Exception as e:  # a bad or vanished node: keep the defaults
-                    log.warning("topic config unreadable", topic=topic, error=repr(e))
+        """Apply topic config changes: the admin path writes `/config/topics/<t>` and then a
+        sequential `/config/changes/config_change_*` node (Kafka's change notifications)."""
+        await self.session.ensure_path("/config/changes")
+        seen: set[str] = set()
+        async for children in self.session.watch_children("/config/changes"):
+            fresh = set(children or ()) - seen
+            seen |= fresh
+            if not fresh:
+                continue
+            for topic in await self.session.get_children("/config/topics"):
+                if await self._reload_topic_config(topic):
+                    self.log_manager.update_topic_config(topic, self._topic_configs[topic])
+                    log.info("topic config changed", topic=topic)
 
     # ------------------------------------------------------------------ shutdown
 
@@ -366,7 +372,6 @@ class KafkaServer:
         if self.store is not None:
             with _logged("coordination store close"):
                 await self.store.close()
-        self.lock.release()
 
     # ------------------------------------------------------------------ running
 

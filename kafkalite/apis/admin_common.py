@@ -78,19 +78,10 @@ def validate_topic_configs(configs: dict[str, str | None]) -> str | None:
 
 
 async def read_topic_config_overrides(ctx: RequestContext, topic: str) -> dict[str, str]:
-    """The topic's overrides from `/config/topics/<t>` (Kafka's {"version":1,"config":{...}});
-    empty when the node is absent."""
-    import json
+    """The topic's overrides from `/config/topics/<t>`; empty when the node is absent."""
+    from kafkalite.controller import zk_data
 
-    from kafkalite.coord import NoNode
-
-    try:
-        data, _ = await ctx.services.store.get_data(f"/config/topics/{topic}")
-    except NoNode:
-        return {}
-    if not data:
-        return {}
-    return {str(k): str(v) for k, v in json.loads(data).get("config", {}).items()}
+    return await zk_data.get_topic_config(ctx.services.store, topic)
 
 
 # Kafka's ConfigDef types for DescribeConfigs v3+ (ConfigType: 1 BOOLEAN, 2 STRING, 3 INT,
