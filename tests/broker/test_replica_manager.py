@@ -467,3 +467,79 @@ async def test_log_dir_failure_takes_partitions_offline(make_rm, log_manager, tm
     assert (await produce(rm, batch())).error_code is ErrorCode.KAFKA_STORAGE_ERROR
     again = rm.become_leader_or_follower(0, 1, [leader_state(leader_epoch=1)])
     assert again.partition_errors[TP] is ErrorCode.KAFKA_STORAGE_ERROR
+
+
+async def test_delete_records_waits_for_followers_low_watermark(make_rm, mock_time):
+    rm = make_rm()
+    rm.become_leader_or_follower(0, 1, [leader_state(isr=(1, 2))])
+    await produce(rm, batch(4))
+    follower = FetchParams(replica_id=2)
+    await rm.fetch_messages(follower, {TP: FetchInfo(4, 1 << 20, log_start_offset=0)})
+    task = asyncio.create_task(rm.delete_records(30_000, {TP: 2}))
+    await asyncio.sleep(0)
+    assert not task.done()  # the follower still starts at 0
+    await rm.fetch_messages(follower, {TP: FetchInfo(4, 1 << 20, log_start_offset=2)})
+    res = (await asyncio.wait_for(task, DEADLINE))[TP]
+    assert (res.error_code, res.low_watermark) == (ErrorCode.NONE, 2)
+    # And a deletion the follower never follows times out.
+    task = asyncio.create_task(rm.delete_records(1_000, {TP: 3}))
+    await asyncio.sleep(0)
+    mock_time.advance(1_000)
+    res = (await asyncio.wait_for(task, DEADLINE))[TP]
+    assert res.error_code is ErrorCode.REQUEST_TIMED_OUT
+
+
+async def test_delete_records_policy_violation_on_compacted_topic(make_rm, log_manager):
+    from kafkalite.storage.config import LogConfig
+
+    rm = make_rm()
+    rm.log_config_for_topic = lambda topic: LogConfig(cleanup_policy="compact")
+    rm.become_leader_or_follower(0, 1, [leader_state()])
+    await produce(rm, batch(2))
+    res = await rm.delete_records(1000, {TP: 1})
+    assert res[TP].error_code is ErrorCode.POLICY_VIOLATION
+    assert log_manager.get_log("t", 0).config.cleanup_policy == "compact"
+
+
+async def test_acks_zero_appends_and_reports(make_rm, log_manager):
+    rm = make_rm()
+    rm.become_leader_or_follower(0, 1, [leader_state(isr=(1, 2))])
+    result = await produce(rm, batch(2), acks=0)
+    assert (result.error_code, result.base_offset) == (ErrorCode.NONE, 0)
+    assert rm.produce_purgatory.delayed == 0
+    assert log_manager.get_log("t", 0).log_end_offset == 2
+
+
+async def test_hard_max_bytes_limit_never_exceeds(make_rm):
+    rm = make_rm()
+    rm.become_leader_or_follower(0, 1, [leader_state()])
+    await produce(rm, batch(3, value=b"z" * 200))
+    size = len(batch(3, value=b"z" * 200))
+    res = await rm.fetch_messages(
+        FetchParams(max_bytes=size - 1, hard_max_bytes_limit=True), {TP: FetchInfo(0, 1 << 20)}
+    )
+    assert res[TP].error_code is ErrorCode.NONE and res[TP].records_size == 0
+    res = await rm.fetch_messages(FetchParams(max_bytes=size - 1), {TP: FetchInfo(0, 1 << 20)})
+    assert offsets_of(res[TP].records) == [0]
+
+
+async def test_list_offsets_not_available_while_new_leader_hw_lags(make_rm):
+    rm = make_rm()
+    rm.become_leader_or_follower(0, 1, [leader_state(isr=(1, 2))])
+    await produce(rm, batch(3))  # HW stays 0: follower 2 never fetched
+    rm.become_leader_or_follower(0, 1, [leader_state(leader_epoch=1, isr=(1, 2))])
+    assert rm.list_offset(TP, LATEST_TIMESTAMP).error_code is ErrorCode.OFFSET_NOT_AVAILABLE
+    assert rm.list_offset(TP, EARLIEST_TIMESTAMP).offset == 0
+    # A follower (replica id >= 0) reads to the LEO regardless.
+    assert rm.list_offset(TP, LATEST_TIMESTAMP, replica_id=2).offset == 3
+    await rm.fetch_messages(FetchParams(replica_id=2), {TP: FetchInfo(3, 1 << 20, 0)})
+    latest = rm.list_offset(TP, LATEST_TIMESTAMP)
+    assert (latest.error_code, latest.offset, latest.leader_epoch) == (ErrorCode.NONE, 3, 1)
+
+
+async def test_fetch_from_unassigned_replica_is_rejected(make_rm):
+    rm = make_rm()
+    rm.become_leader_or_follower(0, 1, [leader_state(isr=(1, 2))])
+    await produce(rm, batch())
+    res = await rm.fetch_messages(FetchParams(replica_id=9), {TP: FetchInfo(0, 1 << 20, 0)})
+    assert res[TP].error_code is ErrorCode.NOT_LEADER_OR_FOLLOWER
