@@ -18,8 +18,9 @@ what is done about each:
   ``ConnectionLoss`` and the reconnect starts. A silent network partition is still detected by
   the ping (``timeout / 3`` interval, ``2 * timeout / 3`` deadline), i.e. within the session
   timeout (``zookeeper.session.timeout.ms``, 18000 by default).
-- **Slow reconnect**: aiozk backs off 2, 4, 8 ... 60 s between attempts to find a server. We cap
-  the wait at a third of the session timeout (and at 2 s), so a restarted server is found while
+- **Slow reconnect**: aiozk backs off 2, 4, 8 ... 60 s between attempts to find a server, and
+  waits without a deadline for the ``srvr`` handshake answer. We cap the backoff and the
+  handshake at a third of the session timeout (and at 2 s), so a restarted server is found while
   the session is still alive.
 - **Resurrected sessions**: after an expiry aiozk silently opens a brand-new session. We watch
   for the LOST state (and for a changed session id) and end the session as EXPIRED instead, so
@@ -131,6 +132,11 @@ def _stat(raw) -> Stat:
     )
 
 
+def _retrieve_exception(task: asyncio.Task) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.debug("aiozk read loop ended: %r", task.exception())
+
+
 class _NeverResend(RetryPolicy):
     """Send each request once; a second attempt (after a connection error) raises FailedRetry."""
 
@@ -177,7 +183,10 @@ class _Session(_AiozkSession):
             host, port, watch_handler=self.event_dispatch, read_timeout=self.read_timeout
         )
         try:
-            await conn.connect()
+            # aiozk reads the ``srvr`` handshake answer without a deadline; a server that accepts
+            # but does not answer (starting up, stopping, paused) would hang the reconnect.
+            async with asyncio.timeout(max(0.5, min(2.0, self.timeout / 3))):
+                await conn.connect()
         except Exception as error:  # noqa: BLE001 - any failure means "try the next server"
             log.debug("cannot connect to %s:%s: %s", host, port, error)
             return None
@@ -298,6 +307,10 @@ class ZooKeeperSession(CoordSession):
             while True:
                 conn = zk.conn
                 read_loop = conn.read_loop_task if conn is not None else None
+                if read_loop is not None:
+                    # aiozk's read loop dies on a ping answer that arrives after the ping timed
+                    # out; that connection is being replaced anyway, so only retrieve the error.
+                    read_loop.add_done_callback(_retrieve_exception)
                 change = zk.state.wait_for(States.SUSPENDED, States.LOST)
                 waiting = {change} | ({read_loop} if read_loop is not None else set())
                 await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)

@@ -218,22 +218,29 @@ class ZooKeeperServer:
         """Expire a client's session: attach a second connection to it, then close that.
 
         Speaks the ZooKeeper protocol directly: ConnectRequest (protocolVersion, lastZxidSeen,
-        timeOut, sessionId, passwd, readOnly) and CloseSession (xid 1, opcode -11).
+        timeOut, sessionId, passwd, readOnly) and CloseSession (xid 1, opcode -11). Attaching
+        drops the client's own connection, and a fast client may re-attach before the close is
+        processed, so repeat until an attach is refused (the server answers session id 0).
         """
-        with socket.create_connection((self.host, self.port), timeout=5) as sock:
-            body = struct.pack(">iqiqi", 0, 0, timeout_ms, session_id, len(password))
-            body += password + b"\x00"
-            sock.sendall(struct.pack(">i", len(body)) + body)
-            reply = _read_frame(sock)
-            (got_session,) = struct.unpack_from(">q", reply, 8)
-            if got_session != session_id:
-                raise RuntimeError(f"session 0x{session_id:x} is already gone")
-            close = struct.pack(">ii", 1, -11)
-            sock.sendall(struct.pack(">i", len(close)) + close)
-            try:
-                _read_frame(sock)  # the reply, or EOF: the server drops every connection of it
-            except ConnectionError:
-                pass
+        for _attempt in range(50):
+            with socket.create_connection((self.host, self.port), timeout=5) as sock:
+                body = struct.pack(">iqiqi", 0, 0, timeout_ms, session_id, len(password))
+                body += password + b"\x00"
+                sock.sendall(struct.pack(">i", len(body)) + body)
+                try:
+                    reply = _read_frame(sock)
+                except ConnectionError:
+                    continue
+                (got_session,) = struct.unpack_from(">q", reply, 8)
+                if got_session != session_id:
+                    return  # refused: the session is gone
+                close = struct.pack(">ii", 1, -11)
+                sock.sendall(struct.pack(">i", len(close)) + close)
+                try:
+                    _read_frame(sock)  # the reply, or EOF: the server drops the session's sockets
+                except ConnectionError:
+                    pass
+        raise RuntimeError(f"session 0x{session_id:x} could not be expired")
 
 
 def _read_frame(sock: socket.socket) -> bytes:
