@@ -345,8 +345,8 @@ class GroupCoordinator:
     ) -> tuple[ErrorCode, list[GroupOverview]]:
         return self.core.list_groups(states_filter, types_filter)
 
-    def describe_group(self, group_id: str) -> tuple[ErrorCode, GroupSummary]:
-        return self.core.describe_group(group_id)
+    def describe_group(self, group_id: str, api_version: int = 0) -> tuple[ErrorCode, GroupSummary]:
+        return self.core.describe_group(group_id, api_version)
 
     async def delete_groups(self, group_ids: Iterable[str]) -> dict[str, ErrorCode]:
         token, fut = self._new_request()

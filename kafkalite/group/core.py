@@ -433,6 +433,21 @@ class GroupCoordinatorCore:
             return ErrorCode.NOT_COORDINATOR
         return None
 
+    @staticmethod
+    def _validate_current_member(group: GroupMetadata, member_id: str, group_instance_id: str | None) -> ErrorCode | None:
+        """Kafka's validateCurrentMember: a static member's instance id must map to this member
+        id (another id: FENCED_INSTANCE_ID, none: UNKNOWN_MEMBER_ID); a dynamic member must be
+        in the group."""
+        if group_instance_id is not None:
+            current = group.static_members.get(group_instance_id)
+            if current is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if current != member_id:
+                return ErrorCode.FENCED_INSTANCE_ID
+        if not group.has(member_id):
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return None
+
     # ------------------------------------------------------------------ JoinGroup
 
     def join_group(
@@ -551,11 +566,9 @@ class GroupCoordinatorCore:
                 rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
             )
             return
-        if group.is_static_member_fenced(member_id, group_instance_id):
-            self._respond(token, JoinGroupResult(member_id, error=ErrorCode.FENCED_INSTANCE_ID))
-            return
-        if not group.has(member_id) or (group_instance_id is not None and not group.has_static_member(group_instance_id)):
-            self._respond(token, JoinGroupResult(member_id, error=ErrorCode.UNKNOWN_MEMBER_ID))
+        error = self._validate_current_member(group, member_id, group_instance_id)
+        if error is not None:
+            self._respond(token, JoinGroupResult(member_id, error=error))
             return
         member = group.get(member_id)
         state = group.state
@@ -847,10 +860,10 @@ class GroupCoordinatorCore:
         self.timers.cancel(("hb", group.group_id, member.member_id))
         group.remove(member.member_id)
 
-    def _remove_member_and_update_group(self, group: GroupMetadata, member: MemberMetadata) -> None:
+    def _remove_member_and_update_group(self, group: GroupMetadata, member: MemberMetadata, reason: str) -> None:
         self._remove_member_quietly(group, member)
         if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-            self._maybe_prepare_rebalance(group, "member removed")
+            self._maybe_prepare_rebalance(group, f"{reason}: {member.member_id}")
         elif group.is_state(GroupState.PREPARING_REBALANCE):
             self._maybe_complete_join(group)
 
@@ -870,7 +883,7 @@ class GroupCoordinatorCore:
             # covers it, and the session clock restarts when it is answered
             return
         log.info("member session expired", group=group.group_id, member=member_id)
-        self._remove_member_and_update_group(group, member)
+        self._remove_member_and_update_group(group, member, "session expired")
 
     # ------------------------------------------------------------------ time
 
@@ -930,10 +943,8 @@ class GroupCoordinatorCore:
         assert group is not None
         if group.is_state(GroupState.DEAD):
             error = ErrorCode.COORDINATOR_NOT_AVAILABLE
-        elif group.is_static_member_fenced(member_id, group_instance_id):
-            error = ErrorCode.FENCED_INSTANCE_ID
-        elif not group.has(member_id):
-            error = ErrorCode.UNKNOWN_MEMBER_ID
+        elif (error := self._validate_current_member(group, member_id, group_instance_id)) is not None:
+            pass
         elif generation_id != group.generation_id:
             error = ErrorCode.ILLEGAL_GENERATION
         elif (protocol_type is not None and protocol_type != group.protocol_type) or (
@@ -990,10 +1001,8 @@ class GroupCoordinatorCore:
             result = ErrorCode.UNKNOWN_MEMBER_ID
         elif group.is_state(GroupState.DEAD):
             result = ErrorCode.COORDINATOR_NOT_AVAILABLE
-        elif group.is_static_member_fenced(member_id, group_instance_id):
-            result = ErrorCode.FENCED_INSTANCE_ID
-        elif not group.has(member_id):
-            result = ErrorCode.UNKNOWN_MEMBER_ID
+        elif (member_error := self._validate_current_member(group, member_id, group_instance_id)) is not None:
+            result = member_error
         elif generation_id != group.generation_id:
             result = ErrorCode.ILLEGAL_GENERATION
         elif group.is_state(GroupState.EMPTY):
@@ -1033,17 +1042,22 @@ class GroupCoordinatorCore:
         results = []
         for leaving in members:
             mid, gid = leaving.member_id, leaving.group_instance_id
-            if mid != NO_MEMBER_ID and group.is_static_member_fenced(mid, gid):
-                err = ErrorCode.FENCED_INSTANCE_ID
+            if mid == NO_MEMBER_ID:
+                # administrative removal of a static member by its instance id (KIP-345)
+                current = group.static_members.get(gid) if gid is not None else None
+                if current is None:
+                    err = ErrorCode.UNKNOWN_MEMBER_ID
+                else:
+                    self._remove_member_and_update_group(group, group.get(current), "member left")
+                    err = ErrorCode.NONE
             elif mid in group.pending_members:
                 self._remove_pending_member_and_update_group(group, mid)
                 err = ErrorCode.NONE
-            elif not group.has(mid) and not group.has_static_member(gid):
-                err = ErrorCode.UNKNOWN_MEMBER_ID
             else:
-                target = group.get(group.static_member_id(gid)) if group.has_static_member(gid) else group.get(mid)
-                self._remove_member_and_update_group(group, target)
-                err = ErrorCode.NONE
+                err = self._validate_current_member(group, mid, gid)
+                if err is None:
+                    self._remove_member_and_update_group(group, group.get(mid), "member left")
+                    err = ErrorCode.NONE
             results.append(LeaveMemberResult(mid, gid, err))
         self._respond(token, LeaveGroupResult(ErrorCode.NONE, tuple(results)))
         return self._drain()
@@ -1078,14 +1092,18 @@ class GroupCoordinatorCore:
         error = None
         if group.is_state(GroupState.DEAD):
             error = ErrorCode.COORDINATOR_NOT_AVAILABLE
-        elif group.is_static_member_fenced(member_id, group_instance_id):
-            error = ErrorCode.FENCED_INSTANCE_ID
         elif generation_id < 0 and group.is_state(GroupState.EMPTY):
-            pass  # offsets-only group
-        elif not group.has(member_id):
-            error = ErrorCode.UNKNOWN_MEMBER_ID
-        elif generation_id != group.generation_id:
-            error = ErrorCode.ILLEGAL_GENERATION
+            pass  # an admin tool or a consumer without group management, on an empty group
+        elif generation_id >= 0 or member_id != NO_MEMBER_ID or group_instance_id is not None:
+            error = self._validate_current_member(group, member_id, group_instance_id)
+            if error is None and generation_id != group.generation_id:
+                error = ErrorCode.ILLEGAL_GENERATION
+        elif not group.is_state(GroupState.EMPTY):
+            error = ErrorCode.UNKNOWN_MEMBER_ID  # only members commit to a group with members
+        if error is not None:
+            pass
+        elif group.is_state(GroupState.EMPTY):
+            pass
         elif group.is_state(GroupState.COMPLETING_REBALANCE):
             # it has the new generation from JoinGroup but no assignment yet
             error = ErrorCode.REBALANCE_IN_PROGRESS
@@ -1238,11 +1256,14 @@ class GroupCoordinatorCore:
     def list_groups(
         self, states_filter: Iterable[str] | None = None, types_filter: Iterable[str] | None = None
     ) -> tuple[ErrorCode, list[GroupOverview]]:
-        """ListGroups; filters compare case-insensitively as Kafka does (KIP-518, KIP-848)."""
+        """ListGroups. ``states_filter`` (v4+, KIP-518) matches state names case-insensitively;
+        ``types_filter`` (v5+, KIP-848) names group *types*: every group here is a ``classic``
+        group, so a filter without "classic" matches nothing."""
         if not self.is_active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
         states = {s.lower() for s in states_filter} if states_filter else None
-        types = {t.lower() for t in types_filter} if types_filter else None
+        if types_filter and "classic" not in {t.lower() for t in types_filter}:
+            return (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.is_loading else ErrorCode.NONE), []
         overviews = []
         for group in self.groups.values():
             if not self.is_group_local(group.group_id) or group.is_state(GroupState.DEAD):
@@ -1250,19 +1271,20 @@ class GroupCoordinatorCore:
             ov = group.overview()
             if states is not None and ov.state.lower() not in states:
                 continue
-            if types is not None and ov.protocol_type.lower() not in types:
-                continue
             overviews.append(ov)
         error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.is_loading else ErrorCode.NONE
         return error, overviews
 
-    def describe_group(self, group_id: str) -> tuple[ErrorCode, GroupSummary]:
+    def describe_group(self, group_id: str, api_version: int = 0) -> tuple[ErrorCode, GroupSummary]:
+        """DescribeGroups for one group; an unknown group is described as Dead, or (v6+)
+        answered GROUP_ID_NOT_FOUND."""
         error = self._validate_group_status(group_id, allow_empty_id=True)
         if error is not None:
             return error, GroupSummary("", "", NO_PROTOCOL, ())
         group = self.groups.get(group_id)
         if group is None:
-            return ErrorCode.NONE, GroupSummary(str(GroupState.DEAD), "", NO_PROTOCOL, ())
+            error = ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 6 else ErrorCode.NONE
+            return error, GroupSummary(str(GroupState.DEAD), "", NO_PROTOCOL, ())
         return ErrorCode.NONE, group.summary()
 
     def delete_groups(self, token: Token, group_ids: Iterable[str]) -> Effects:

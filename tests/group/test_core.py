@@ -562,12 +562,15 @@ def test_list_describe_delete_groups():
     assert err is ErrorCode.NONE
     assert {(o.group_id, o.state) for o in groups} == {("live", "Stable"), ("dormant", "Empty")}
     assert [o.group_id for o in h.core.list_groups(states_filter=["stable"])[1]] == ["live"]
-    assert [o.group_id for o in h.core.list_groups(types_filter=["consumer"])[1]] == ["live"]
+    assert {o.group_id for o in h.core.list_groups(types_filter=["Classic"])[1]} == {"live", "dormant"}
+    assert h.core.list_groups(types_filter=["consumer"])[1] == []
     err, summary = h.core.describe_group("live")
     assert err is ErrorCode.NONE and summary.state == "Stable" and summary.protocol == "range"
     assert {m.member_id for m in summary.members} == set(ids)
     assert all(m.assignment == f"{m.member_id}:{gen}".encode() for m in summary.members)
-    assert h.core.describe_group("nope") [1].state == "Dead"
+    assert h.core.describe_group("nope") == (ErrorCode.NONE, h.core.describe_group("nope")[1])
+    assert h.core.describe_group("nope")[1].state == "Dead"
+    assert h.core.describe_group("nope", api_version=6)[0] is ErrorCode.GROUP_ID_NOT_FOUND
     t = h.token()
     h.apply(h.core.delete_groups(t, ["live", "dormant", "nope"]))
     assert h.response(t) == {
@@ -660,3 +663,17 @@ def test_transitions_are_enforced_inside_the_core():
     with pytest.raises(IllegalGroupStateTransition):
         h.core.groups["g"].transition_to(GroupState.EMPTY, 0)
     assert isinstance(h.response(h.join("g", "x")), JoinGroupResult)
+
+
+def test_instance_id_must_map_to_the_member_id():
+    h = Harness()
+    (a,), gen, _ = h.form_group("g", 1)
+    # a dynamic member naming an instance id the group does not know
+    assert h.heartbeat("g", a, gen, instance_id="ghost") is ErrorCode.UNKNOWN_MEMBER_ID
+    assert h.response(h.sync("g", a, gen, instance_id="ghost")).error is ErrorCode.UNKNOWN_MEMBER_ID
+    assert h.response(h.commit("g", a, gen, {TP0: OffsetAndMetadata(1)}, instance_id="ghost")) == {
+        TP0: ErrorCode.UNKNOWN_MEMBER_ID
+    }
+    r = h.leave("g", [MemberIdentity(a, "ghost"), MemberIdentity("", "ghost")])
+    assert [m.error for m in r.members] == [ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.UNKNOWN_MEMBER_ID]
+    assert h.core.groups["g"].has(a)
