@@ -130,8 +130,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     # ------------------------------------------------------------------ asyncio callbacks
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        self._transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername") or ("?", 0)
         self.info = ConnectionInfo(str(peer[0]), int(peer[1]), self._listener_name)
 

@@ -20,6 +20,7 @@ import sys
 import time
 from pathlib import Path
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 30.0
 
@@ -117,6 +118,8 @@ class BrokerProcess:
         """Start the process without waiting for readiness."""
         env = dict(os.environ)
         env.pop("KAFKALITE_LOG_DIRS", None)
+        # run this checkout's kafkalite even when it is not pip-installed
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
         if self.env:
             env.update(self.env)
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child process

@@ -1,0 +1,162 @@
+"""confluent-kafka (librdkafka 2.x) against a kafkalite broker subprocess."""
+
+import pytest
+
+from tests.integration.common import (
+    BASE_TS,
+    CODECS,
+    DEADLINE_S,
+    MESSAGES,
+    PARTITIONS,
+    Received,
+    check_consumed,
+    expected_offset_for_time,
+    messages,
+    wait_for,
+)
+
+try:
+    import confluent_kafka
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
+except ImportError as e:  # pragma: no cover - a missing client fails loudly
+    raise ImportError("confluent-kafka is missing: pip install -e '.[test]'") from e
+
+
+def admin(broker):
+    return AdminClient({"bootstrap.servers": broker.bootstrap})
+
+
+def create_topic(broker, name, partitions=PARTITIONS, config=None):
+    client = admin(broker)  # keep a reference: the futures fail when the handle is destroyed
+    futures = client.create_topics(
+        [NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})],
+        operation_timeout=30,
+    )
+    futures[name].result(timeout=30)
+
+
+def produce_all(broker, topic, sent, codec):
+    producer = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "compression.type": codec,
+            "linger.ms": 5,
+            "acks": "all",
+            "enable.idempotence": True,
+        }
+    )
+    errors = []
+
+    def on_delivery(err, msg):
+        if err is not None:
+            errors.append(err)
+
+    for s in sent:
+        while True:
+            try:
+                producer.produce(
+                    topic,
+                    s.value,
+                    s.key,
+                    partition=s.partition,
+                    headers=list(s.headers),
+                    timestamp=s.timestamp,
+                    on_delivery=on_delivery,
+                )
+                break
+            except BufferError:
+                producer.poll(0.1)
+    assert producer.flush(DEADLINE_S) == 0
+    assert errors == []
+
+
+def consume_all(broker, topic, count, partitions=PARTITIONS):
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": "unused-manual-assignment",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+        }
+    )
+    consumer.assign(
+        [TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING) for p in range(partitions)]
+    )
+    received = []
+
+    def poll():
+        for msg in consumer.consume(1000, 0.5):
+            assert msg.error() is None, msg.error()
+            received.append(
+                Received(
+                    msg.partition(),
+                    msg.offset(),
+                    msg.key(),
+                    msg.value(),
+                    tuple(msg.headers() or ()),
+                    msg.timestamp()[1],
+                )
+            )
+        return len(received) >= count
+
+    try:
+        wait_for(poll, f"{count} messages from {topic}")
+    finally:
+        consumer.close()
+    return received
+
+
+def test_produce_and_consume_every_codec(shared_broker):
+    topic = "ck-data"
+    create_topic(shared_broker, topic)
+    sent = []
+    per_codec = MESSAGES // len(CODECS)
+    for n, codec in enumerate(CODECS):
+        batch = messages(codec, per_codec, start=n * per_codec)
+        produce_all(shared_broker, topic, batch, codec)
+        sent += batch
+    received = consume_all(shared_broker, topic, len(sent))
+    check_consumed(sent, received)
+
+    consumer = Consumer({"bootstrap.servers": shared_broker.bootstrap, "group.id": "unused"})
+    try:
+        wanted = [TopicPartition(topic, p, BASE_TS + 5001) for p in range(PARTITIONS)]
+        answers = consumer.offsets_for_times(wanted, timeout=30)
+        for tp in answers:
+            assert tp.error is None
+            assert tp.offset == expected_offset_for_time(sent, tp.partition, BASE_TS + 5001)
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 1), timeout=30)
+        assert (low, high) == (0, MESSAGES // PARTITIONS)
+    finally:
+        consumer.close()
+
+
+def test_admin_create_describe_alter_delete(shared_broker):
+    client = admin(shared_broker)
+    create_topic(shared_broker, "ck-admin", 2, {"retention.ms": "3600000"})
+    with pytest.raises(confluent_kafka.KafkaException) as info:
+        create_topic(shared_broker, "ck-admin", 2)
+    assert info.value.args[0].code() == confluent_kafka.KafkaError.TOPIC_ALREADY_EXISTS
+
+    metadata = client.list_topics(timeout=30)
+    assert len(metadata.topics["ck-admin"].partitions) == 2
+    assert metadata.topics["ck-admin"].partitions[0].leader == 0
+
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "ck-admin")
+    configs = client.describe_configs([resource])[resource].result(timeout=30)
+    assert configs["retention.ms"].value == "3600000"
+    assert configs["cleanup.policy"].value == "delete"
+
+    client.create_partitions([NewPartitions("ck-admin", 3)])["ck-admin"].result(timeout=30)
+    wait_for(
+        lambda: len(client.list_topics("ck-admin", timeout=30).topics["ck-admin"].partitions) == 3,
+        "3 partitions",
+    )
+
+    client.delete_topics(["ck-admin"], operation_timeout=30)["ck-admin"].result(timeout=30)
+    wait_for(lambda: "ck-admin" not in client.list_topics(timeout=30).topics, "deletion")
+
+    cluster = client.describe_cluster().result(timeout=30)
+    assert [n.id for n in cluster.nodes] == [0]
+    assert cluster.controller.id == 0
