@@ -271,11 +271,15 @@ class GroupCoordinator:
         protocol_type: str,
         protocols: Sequence[tuple[str, bytes]],
         reason: str | None = None,
+        supports_skip_assignment: bool = False,
     ) -> JoinGroupResult:
+        """JoinGroup; ``require_known_member_id`` = (version >= 4), ``supports_skip_assignment``
+        = (version >= 9), ``rebalance_timeout_ms`` -1 for v0. Completes when the rebalance does."""
         token, fut = self._new_request()
         effects = self.core.join_group(
             token, group_id, member_id, group_instance_id, require_known_member_id, client_id,
             client_host, rebalance_timeout_ms, session_timeout_ms, protocol_type, list(protocols), reason,
+            supports_skip_assignment,
         )
         return await self._await(token, fut, effects)
 

@@ -464,9 +464,11 @@ class GroupCoordinatorCore:
         protocol_type: str,
         protocols: list[tuple[str, bytes]],
         reason: str | None = None,
+        supports_skip_assignment: bool = False,
     ) -> Effects:
         """JoinGroup. ``require_known_member_id`` is ``version >= 4`` (KIP-394); it only applies
-        to dynamic members. ``rebalance_timeout_ms`` < 0 (v0) means the session timeout."""
+        to dynamic members. ``rebalance_timeout_ms`` < 0 (v0) means the session timeout.
+        ``supports_skip_assignment`` is ``version >= 9`` (KIP-814)."""
         if rebalance_timeout_ms < 0:
             rebalance_timeout_ms = session_timeout_ms
         protocols = list(protocols)
@@ -493,6 +495,7 @@ class GroupCoordinatorCore:
             self._do_unknown_join_group(
                 token, group, group_instance_id, require_known_member_id and group_instance_id is None,
                 client_id, client_host, rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
+                supports_skip_assignment,
             )
         else:
             self._do_join_group(
@@ -526,7 +529,7 @@ class GroupCoordinatorCore:
 
     def _do_unknown_join_group(
         self, token, group, group_instance_id, require_known_member_id, client_id, client_host,
-        rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
+        rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols, supports_skip_assignment,
     ) -> None:
         if group.is_state(GroupState.DEAD):
             self._respond(token, JoinGroupResult(NO_MEMBER_ID, error=ErrorCode.COORDINATOR_NOT_AVAILABLE))
@@ -537,7 +540,8 @@ class GroupCoordinatorCore:
         new_member_id = group.generate_member_id(client_id, group_instance_id)
         if group.has_static_member(group_instance_id):
             self._update_static_member_and_rebalance(
-                token, group, new_member_id, group_instance_id, rebalance_timeout_ms, session_timeout_ms, protocols
+                token, group, new_member_id, group_instance_id, rebalance_timeout_ms, session_timeout_ms, protocols,
+                supports_skip_assignment,
             )
         elif require_known_member_id:
             group.pending_members.add(new_member_id)
@@ -647,6 +651,7 @@ class GroupCoordinatorCore:
 
     def _update_static_member_and_rebalance(
         self, token, group, new_member_id, group_instance_id, rebalance_timeout_ms, session_timeout_ms, protocols,
+        supports_skip_assignment,
     ) -> None:
         old_member_id = group.static_member_id(group_instance_id)
         current_leader = group.leader_id or NO_LEADER
@@ -669,9 +674,10 @@ class GroupCoordinatorCore:
         state = group.state
         if state is GroupState.STABLE:
             if group.protocol_name == group.select_protocol():
-                # nothing to reassign: persist the new member id, then answer without a rebalance
-                # (the old leader id is returned so a rejoining leader does not reassign;
-                # skip_assignment tells a v9+ leader the same, KIP-814)
+                # nothing to reassign: persist the new member id, then answer without a rebalance.
+                # A rejoining leader must not run its assignor (a Stable group would ignore the
+                # result): v9+ clients are told so with skip_assignment (KIP-814), older ones
+                # get the old leader id, so they do not see themselves as leader.
                 member.awaiting_join = token
                 generation = group.generation_id
                 assignment = {m.member_id: m.assignment for m in group.members.values()}
@@ -690,12 +696,18 @@ class GroupCoordinatorCore:
                             restored = group.replace_static_member(group_instance_id, new_member_id, old_member_id)
                             self._schedule_heartbeat(group, restored)
                         member.awaiting_join = None
-                        self._respond(token, JoinGroupResult(new_member_id, error=error))
+                        self._respond(
+                            token,
+                            JoinGroupResult(
+                                NO_MEMBER_ID, group.generation_id, group.protocol_type, group.protocol_name,
+                                current_leader, error=error,
+                            ),
+                        )
                         return
                     if not unchanged:
                         return  # a rebalance started meanwhile; it answers this JoinGroup
                     member.awaiting_join = None
-                    is_leader = group.is_leader(new_member_id)
+                    is_leader = supports_skip_assignment and group.is_leader(new_member_id)
                     self._respond(
                         token,
                         JoinGroupResult(
@@ -703,7 +715,7 @@ class GroupCoordinatorCore:
                             generation_id=group.generation_id,
                             protocol_type=group.protocol_type,
                             protocol_name=group.protocol_name,
-                            leader_id=current_leader if not is_leader else new_member_id,
+                            leader_id=(group.leader_id or NO_LEADER) if supports_skip_assignment else current_leader,
                             members=tuple(group.current_member_metadata()) if is_leader else (),
                             skip_assignment=is_leader,
                         ),
@@ -832,10 +844,11 @@ class GroupCoordinatorCore:
     def _propagate_assignment(self, group: GroupMetadata, error: ErrorCode) -> None:
         for member in group.members.values():
             if member.awaiting_sync is not None:
-                self._respond(
-                    member.awaiting_sync,
-                    SyncGroupResult(member.assignment, group.protocol_type, group.protocol_name, error),
-                )
+                if error is ErrorCode.NONE:
+                    result = SyncGroupResult(member.assignment, group.protocol_type, group.protocol_name, error)
+                else:
+                    result = SyncGroupResult(error=error)
+                self._respond(member.awaiting_sync, result)
                 member.awaiting_sync = None
                 # the member may have gone quiet while waiting for the leader: restart its clock
                 self._schedule_heartbeat(group, member)

@@ -129,6 +129,7 @@ class Harness:
         rebalance_ms: int = 30_000,
         require_known: bool = True,
         client_id: str = "client",
+        skip_assignment: bool = False,
     ):
         if protocols is None:
             protocols = [("range", encode_subscription(["t"]))]
@@ -136,7 +137,7 @@ class Harness:
         self.apply(
             self.core.join_group(
                 t, group, member_id, instance_id, require_known, client_id, "/127.0.0.1",
-                rebalance_ms, session_ms, protocol_type, protocols,
+                rebalance_ms, session_ms, protocol_type, protocols, None, skip_assignment,
             )
         )
         return t

@@ -362,9 +362,15 @@ def test_static_leader_rejoin_is_told_to_skip_assignment():
     h.advance(1)
     leader = h.response(ta).member_id
     h.sync("g", leader, 1, {leader: b"A"})
-    r = h.response(h.join("g", instance_id="i-a"))
+    r = h.response(h.join("g", instance_id="i-a", skip_assignment=True))
     assert r.error is ErrorCode.NONE and r.leader_id == r.member_id and r.skip_assignment
     assert [m.member_id for m in r.members] == [r.member_id]
+    # before JoinGroup v9 the rejoining leader is given the old leader id: it does not assign
+    previous = r.member_id
+    r = h.response(h.join("g", instance_id="i-a"))
+    assert r.error is ErrorCode.NONE and r.leader_id == previous != r.member_id
+    assert r.members == () and not r.skip_assignment
+    assert state(h, "g") is GroupState.STABLE and h.core.groups["g"].leader_id == r.member_id
 
 
 def test_static_members_survive_a_rebalance_they_miss():
@@ -677,3 +683,21 @@ def test_instance_id_must_map_to_the_member_id():
     r = h.leave("g", [MemberIdentity(a, "ghost"), MemberIdentity("", "ghost")])
     assert [m.error for m in r.members] == [ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.UNKNOWN_MEMBER_ID]
     assert h.core.groups["g"].has(a)
+
+
+def test_static_replacement_is_reverted_when_it_cannot_be_persisted():
+    h = Harness()
+    ta = h.join("g", instance_id="i-a")
+    h.advance(1)
+    old = h.response(ta).member_id
+    h.sync("g", old, 1, {old: b"A"})
+    h.hold_writes = True
+    t = h.join("g", instance_id="i-a")
+    assert h.response(t) is None  # waits for the write
+    h.hold_writes = False
+    h.release_writes(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    r = h.response(t)
+    assert r.error is ErrorCode.NOT_COORDINATOR and r.member_id == ""
+    g = h.core.groups["g"]
+    assert g.static_members == {"i-a": old} and g.get(old).assignment == b"A"
+    assert h.heartbeat("g", old, 1, instance_id="i-a") is ErrorCode.NONE
