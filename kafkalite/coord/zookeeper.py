@@ -280,6 +280,7 @@ class ZooKeeperSession(CoordSession):
             ) from None
         self._session_id = self._zk.session_id
         self.password = self._zk.password
+        self.timeout_ms = self.negotiated_timeout_ms  # the server may clamp what we asked for
         self._set_state(SessionState.CONNECTED)
         self._supervisor = asyncio.create_task(self._supervise(), name="zk-session-supervisor")
 
