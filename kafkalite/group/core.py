@@ -1179,8 +1179,9 @@ class GroupCoordinatorCore:
         self, group_id: str, partitions: Iterable[TopicPartition] | None = None, require_stable: bool = False
     ) -> tuple[ErrorCode, dict[TopicPartition, OffsetFetchPartition]]:
         """OffsetFetch for one group; ``partitions`` None = all committed offsets. Offsets of
-        any group are returned whatever its state (groups may only store offsets). Nothing
-        here is transactional, so ``require_stable`` never finds unstable offsets."""
+        any group are returned whatever its state (groups may only store offsets). With
+        ``require_stable`` (KIP-447), a partition whose commit is still being written answers
+        UNSTABLE_OFFSET_COMMIT (the client retries)."""
         error = self._validate_group_status(group_id, allow_empty_id=True)
         if error is not None:
             return error, {}
@@ -1194,9 +1195,12 @@ class GroupCoordinatorCore:
         result = {}
         for tp in partitions:
             om = group.offset(tp)
-            result[tp] = (
-                OffsetFetchPartition() if om is None else OffsetFetchPartition(om.offset, om.leader_epoch, om.metadata)
-            )
+            if require_stable and group.pending_offset_commits[tp] > 0:
+                result[tp] = OffsetFetchPartition(error=ErrorCode.UNSTABLE_OFFSET_COMMIT)
+            elif om is None:
+                result[tp] = OffsetFetchPartition()
+            else:
+                result[tp] = OffsetFetchPartition(om.offset, om.leader_epoch, om.metadata)
         return ErrorCode.NONE, result
 
     def delete_offsets(self, token: Token, group_id: str, partitions: Iterable[TopicPartition]) -> Effects:

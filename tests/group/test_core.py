@@ -479,7 +479,9 @@ def test_commit_not_visible_until_written_and_write_errors_are_mapped():
     t = h.commit("g", "", -1, {TP0: OffsetAndMetadata(1)})
     assert h.response(t) is None
     assert h.core.fetch_offsets("g", [TP0])[1][TP0].offset == -1
+    assert h.core.fetch_offsets("g", [TP0], require_stable=True)[1][TP0].error is ErrorCode.UNSTABLE_OFFSET_COMMIT
     h.release_writes(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    assert h.core.fetch_offsets("g", [TP0], require_stable=True)[1][TP0].error is ErrorCode.NONE
     assert h.response(t) == {TP0: ErrorCode.NOT_COORDINATOR}
     assert h.core.fetch_offsets("g", [TP0])[1][TP0].offset == -1
     t = h.commit("g", "", -1, {TP0: OffsetAndMetadata(1)})
