@@ -71,11 +71,35 @@ class IllegalGroupStateTransition(RuntimeError):
 
 @dataclass(frozen=True, slots=True)
 class OffsetAndMetadata:
+    """A committed offset. ``leader_epoch`` -1 = unknown; ``commit_timestamp`` -1 = "now" (the
+    coordinator fills it in); ``expire_timestamp`` -1 = the broker's retention applies."""
+
     offset: int
     leader_epoch: int = -1
     metadata: str = ""
     commit_timestamp: int = -1
     expire_timestamp: int = -1
+
+    @classmethod
+    def from_request(
+        cls,
+        offset: int,
+        leader_epoch: int | None,
+        metadata: str | None,
+        now_ms: int,
+        commit_timestamp: int = -1,
+        retention_time_ms: int = -1,
+    ) -> OffsetAndMetadata:
+        """What Kafka's OffsetCommit handler stores for one partition: null metadata is "",
+        commit timestamp (v1 only) defaults to now, and an explicit retention time (v2-v4)
+        becomes an expire timestamp of now + retention."""
+        return cls(
+            offset=offset,
+            leader_epoch=-1 if leader_epoch is None else leader_epoch,
+            metadata=metadata or "",
+            commit_timestamp=now_ms if commit_timestamp == -1 else commit_timestamp,
+            expire_timestamp=-1 if retention_time_ms == -1 else now_ms + retention_time_ms,
+        )
 
 
 @dataclass(slots=True)
