@@ -1,0 +1,294 @@
+"""Topic administration through the coordination store (Kafka's ``AdminZkClient``).
+
+These functions never talk to brokers: they write the znodes the active controller watches,
+and the controller does the rest (seed 002, "创建Topic"):
+
+- ``create_topic``: writes ``/config/topics/<t>`` (the overrides) first, then creates
+  ``/brokers/topics/<t>`` with the replica assignment and a new topic id. The controller's
+  watch on ``/brokers/topics`` sees the topic, moves its partitions New -> Online (leader and
+  ISR written to each partition state node) and sends LeaderAndIsr + UpdateMetadata.
+- ``delete_topic``: creates ``/admin/delete_topics/<t>``; the controller stops and deletes the
+  replicas (StopReplica delete=true) and finally removes the topic's nodes.
+- ``add_partitions``: rewrites ``/brokers/topics/<t>`` with more partitions (compare-and-set on
+  the node's version); the controller's watch on that node starts the new ones.
+- ``alter_topic_config``: replaces ``/config/topics/<t>`` and announces the change with a
+  ``/config/changes/config_change_<seq>`` notification, as Kafka does.
+
+Validation failures raise ``KafkaError`` subclasses whose ``error_code`` the request handlers put
+in their responses: TopicAlreadyExistsError, InvalidTopicError, InvalidPartitionsError,
+InvalidReplicationFactorError, InvalidReplicaAssignmentError, InvalidConfigurationError,
+UnknownTopicOrPartitionError. The assignment follows seed 000 section 4 (``assignment.py``).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Mapping, Sequence
+
+from kafkalite.coord import paths
+from kafkalite.coord.base import CoordSession, CreateOp, SetDataOp
+from kafkalite.coord.errors import BadVersion, NodeExists, NoNode
+from kafkalite.protocol.errors import (
+    InvalidConfigurationError,
+    InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
+    InvalidTopicError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
+
+from .assignment import (
+    BrokerMetadata,
+    assign_replicas_to_brokers,
+    broker_metadatas,
+    validate_replica_assignment,
+)
+from .context import ReplicaAssignment
+from .zk_data import encode_assignment, get_all_brokers_and_epochs, get_topic_assignment
+
+ZERO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"
+"""``Uuid.ZERO_UUID`` as Kafka prints it: returned for validate-only creations."""
+
+MAX_NAME_LENGTH = 249
+_LEGAL_CHARS = re.compile(r"^[a-zA-Z0-9._-]+$")
+_CAS_RETRIES = 5
+
+
+def validate_topic_name(name: str) -> None:
+    """Kafka's ``Topic.validate``. Raises ``InvalidTopicError``."""
+    if not name:
+        raise InvalidTopicError("Topic name is illegal, it can't be empty")
+    if name in (".", ".."):
+        raise InvalidTopicError('Topic name cannot be "." or ".."')
+    if len(name) > MAX_NAME_LENGTH:
+        raise InvalidTopicError(
+            f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters, topic name: {name}"
+        )
+    if not _LEGAL_CHARS.match(name):
+        raise InvalidTopicError(
+            f'Topic name "{name}" is illegal, it contains a character other than ASCII alphanumerics, '
+            "'.', '_' and '-'"
+        )
+
+
+def _collision_key(name: str) -> str:
+    return name.replace(".", "_")
+
+
+def validate_topic_configs(configs: Mapping[str, str]) -> None:
+    """Values must parse as the topic configs they name. Raises ``InvalidConfigurationError``."""
+    from kafkalite.storage.config import LogConfig
+
+    try:
+        LogConfig.from_properties({str(k): str(v) for k, v in configs.items()})
+    except (ValueError, TypeError) as error:
+        raise InvalidConfigurationError(str(error)) from error
+
+
+async def registered_brokers(
+    session: CoordSession, rack_aware_mode: str = "enforced"
+) -> list[BrokerMetadata]:
+    """The registered brokers, sorted, with racks as ``rack_aware_mode`` wants them."""
+    found = await get_all_brokers_and_epochs(session)
+    return broker_metadatas(
+        [BrokerMetadata(b.id, b.rack) for b, _ in found.values()], rack_aware_mode
+    )
+
+
+async def topic_exists(session: CoordSession, name: str) -> bool:
+    return await session.exists(paths.topic_path(name)) is not None
+
+
+async def is_topic_marked_for_deletion(session: CoordSession, name: str) -> bool:
+    return await session.exists(paths.delete_topic_path(name)) is not None
+
+
+async def create_topic(
+    session: CoordSession,
+    name: str,
+    num_partitions: int,
+    replication_factor: int,
+    configs: Mapping[str, str] | None = None,
+    *,
+    replica_assignment: Mapping[int, Sequence[int]] | None = None,
+    validate_only: bool = False,
+    rack_aware_mode: str = "enforced",
+    rng: random.Random | None = None,
+) -> str:
+    """Create topic ``name``; returns its topic id (``ZERO_TOPIC_ID`` when ``validate_only``).
+
+    With ``replica_assignment`` (partition -> broker ids) the counts are taken from it; else
+    ``num_partitions`` x ``replication_factor`` replicas are assigned over the registered brokers.
+    """
+    configs = dict(configs or {})
+    validate_topic_name(name)
+    if await topic_exists(session, name):
+        raise TopicAlreadyExistsError(f"Topic '{name}' already exists.")
+    if await is_topic_marked_for_deletion(session, name):
+        raise TopicAlreadyExistsError(f"Topic '{name}' is marked for deletion.")
+    try:
+        existing = await session.get_children(paths.BROKER_TOPICS)
+    except NoNode:
+        existing = []
+    colliding = sorted(
+        t for t in existing if t != name and _collision_key(t) == _collision_key(name)
+    )
+    if colliding:
+        raise InvalidTopicError(
+            f"Topic '{name}' collides with existing topics: {', '.join(colliding)}"
+        )
+
+    brokers = await registered_brokers(session, rack_aware_mode)
+    if replica_assignment:
+        assignment = {int(p): [int(b) for b in r] for p, r in replica_assignment.items()}
+        validate_replica_assignment(assignment, [b.id for b in brokers])
+    else:
+        assignment = assign_replicas_to_brokers(
+            brokers, num_partitions, replication_factor, rng=rng
+        )
+    validate_topic_configs(configs)
+    if validate_only:
+        return ZERO_TOPIC_ID
+
+    topic_id = paths.new_topic_id()
+    # The config goes first, so the controller (and the brokers creating logs) never see the
+    # topic without its overrides.
+    await _set_or_create_entity_config(session, paths.topic_config_path(name), configs)
+    await session.ensure_path(paths.BROKER_TOPICS)
+    full = {p: ReplicaAssignment(tuple(r)) for p, r in sorted(assignment.items())}
+    try:
+        await session.create(paths.topic_path(name), encode_assignment(name, topic_id, full))
+    except NodeExists:
+        raise TopicAlreadyExistsError(f"Topic '{name}' already exists.") from None
+    return topic_id
+
+
+async def delete_topic(session: CoordSession, name: str) -> None:
+    """Mark ``name`` for deletion (``/admin/delete_topics/<t>``). Marking twice is harmless.
+
+    Raises ``UnknownTopicOrPartitionError`` when the topic does not exist.
+    """
+    if not await topic_exists(session, name):
+        raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
+    await session.ensure_path(paths.DELETE_TOPICS)
+    try:
+        await session.create(paths.delete_topic_path(name))
+    except NodeExists:
+        pass  # already queued (Kafka's TopicAlreadyMarkedForDeletionException is swallowed)
+
+
+async def add_partitions(
+    session: CoordSession,
+    name: str,
+    count: int,
+    *,
+    replica_assignment: Sequence[Sequence[int]] | None = None,
+    validate_only: bool = False,
+    rack_aware_mode: str = "enforced",
+) -> dict[int, list[int]]:
+    """Grow ``name`` to ``count`` partitions; returns the assignment of the new partitions.
+
+    ``replica_assignment`` lists the replicas of each new partition in order (CreatePartitions'
+    ``assignments``); without it the new partitions continue the topic's round-robin.
+    """
+    for _ in range(_CAS_RETRIES):
+        found = await get_topic_assignment(session, name)
+        if found is None:
+            raise UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
+        topic_id, existing, version = found
+        if await is_topic_marked_for_deletion(session, name):
+            raise InvalidTopicError(f"The topic '{name}' is queued for deletion.")
+        old_count = len(existing)
+        if count < old_count:
+            raise InvalidPartitionsError(
+                f"Topic currently has {old_count} partitions, which is higher than the requested {count}."
+            )
+        if count == old_count:
+            raise InvalidPartitionsError(f"Topic already has {old_count} partitions.")
+        replication_factor = (
+            len(existing[0].replicas)
+            if 0 in existing
+            else len(next(iter(existing.values())).replicas)
+        )
+        brokers = await registered_brokers(session, rack_aware_mode)
+        increment = count - old_count
+        if replica_assignment is not None:
+            if len(replica_assignment) != increment:
+                raise InvalidReplicaAssignmentError(
+                    f"Increasing the number of partitions by {increment} but {len(replica_assignment)} "
+                    "assignments provided."
+                )
+            new = {old_count + i: [int(b) for b in r] for i, r in enumerate(replica_assignment)}
+            wrong = {p: len(r) for p, r in new.items() if len(r) != replication_factor}
+            if wrong:
+                raise InvalidReplicaAssignmentError(
+                    f"Inconsistent replication factor between partitions, partition 0 has {replication_factor} "
+                    f"while partitions {sorted(wrong)} have replication factors {[wrong[p] for p in sorted(wrong)]}, "
+                    "respectively."
+                )
+            validate_replica_assignment(
+                {p - old_count: r for p, r in new.items()}, [b.id for b in brokers]
+            )
+        else:
+            first_leader = existing[min(existing)].replicas[0]
+            start_index = next((i for i, b in enumerate(brokers) if b.id >= first_leader), 0)
+            new = assign_replicas_to_brokers(
+                brokers, increment, replication_factor, start_index, start_partition_id=old_count
+            )
+        if validate_only:
+            return new
+        full = dict(existing)
+        full.update({p: ReplicaAssignment(tuple(r)) for p, r in new.items()})
+        try:
+            await session.set_data(
+                paths.topic_path(name), encode_assignment(name, topic_id, full), version
+            )
+        except BadVersion:
+            continue  # the assignment changed under us: decide again on the new one
+        except NoNode:
+            raise UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.") from None
+        return new
+    raise InvalidPartitionsError(f"The assignment of topic '{name}' kept changing; try again.")
+
+
+async def alter_topic_config(session: CoordSession, topic: str, configs: Mapping[str, str]) -> None:
+    """Replace the overrides of ``topic`` and announce the change (Kafka's ``changeTopicConfig``)."""
+    if not await topic_exists(session, topic):
+        raise UnknownTopicOrPartitionError(f"Topic '{topic}' does not exist.")
+    configs = {str(k): str(v) for k, v in configs.items()}
+    validate_topic_configs(configs)
+    await _set_or_create_entity_config(session, paths.topic_config_path(topic), configs)
+    await session.ensure_path(paths.CONFIG_CHANGES)
+    await session.create(
+        paths.config_change_sequence_path(),
+        paths.encode_config_change(f"topics/{topic}"),
+        sequential=True,
+    )
+
+
+async def get_topic_config(session: CoordSession, topic: str) -> dict[str, str]:
+    """The overrides of ``topic`` (empty when it has none)."""
+    try:
+        data, _ = await session.get_data(paths.topic_config_path(topic))
+    except NoNode:
+        return {}
+    return paths.decode_entity_config(data)
+
+
+async def _set_or_create_entity_config(
+    session: CoordSession, path: str, configs: Mapping[str, str]
+) -> None:
+    data = paths.encode_entity_config(configs)
+    await session.ensure_path(path.rsplit("/", 1)[0])
+    for _ in range(_CAS_RETRIES):
+        stat = await session.exists(path)
+        try:
+            if stat is None:
+                await session.multi([CreateOp(path, data)])
+            else:
+                await session.multi([SetDataOp(path, data, stat.version)])
+            return
+        except (NodeExists, BadVersion, NoNode):
+            continue
+    raise InvalidConfigurationError(f"{path} kept changing; try again.")

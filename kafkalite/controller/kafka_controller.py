@@ -1,0 +1,747 @@
+"""KafkaController: election, store watches and the event loop around ``ControllerCore``.
+
+Every broker runs one (seed 001: "每个KafkaServer中都会创建一个KafkaController对象, 但是集群中只允许
+存在一个Leader Controller"). The I/O shell does only this:
+
+1. **Election** (``_elect``): whoever creates the ephemeral ``/controller`` while bumping
+   ``/controller_epoch`` in the same multi is the controller with that epoch; the others watch
+   ``/controller`` and try again when it disappears.
+2. **Failover** (``_on_controller_failover``): register the watches, load the
+   ``ControllerContext`` from the store (brokers with epochs, topics, topic ids, assignments,
+   leadership, unclean-election settings), open a channel to every live broker, and apply
+   ``ControllerCore.on_controller_failover``.
+3. **Events**: watches (``/brokers/ids``, ``/brokers/topics``, ``/brokers/topics/<t>``,
+   ``/admin/delete_topics``, ``/isr_change_notification``), broker responses, API calls
+   (controlled shutdown) and the auto leader rebalance timer only enqueue events; the single
+   event task (``ControllerEventManager``) reads what the event needs from the store, asks
+   ``ControllerCore`` for a decision and applies it (``_apply``).
+4. **Applying a decision**: all store writes in one multi fenced by the controller epoch's
+   version, THEN the requests to the brokers' channels. Persist before announce: a broker never
+   hears of a leader or ISR the store does not hold. If the epoch check fails another broker
+   is controller: resign. If another write fails (a leader changed a partition state between
+   our read and our write), the context is reloaded from the store and the failover decisions
+   are recomputed, which is always safe.
+5. **Resignation** (``/controller`` moved, session expired, shutdown): stop the watches,
+   channels and timers and forget the context.
+
+Nothing depends on the number of brokers: a single broker elects itself and sends LeaderAndIsr
+and UpdateMetadata to itself over its own listener, like to any other broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from kafkalite.coord import paths
+from kafkalite.coord.base import CoordSession, SessionState
+from kafkalite.coord.errors import (
+    BadVersion,
+    CoordError,
+    NodeExists,
+    NoNode,
+    SessionClosed,
+    SessionExpired,
+)
+from kafkalite.protocol.errors import ErrorCode, NotControllerError
+from kafkalite.protocol.types import TopicPartition
+
+from . import zk_data
+from .broker_request_batch import LeaderAndIsrRequestData, StopReplicaRequestData
+from .channel_manager import (
+    ControllerChannelManager,
+    KafkaConnectionTransport,
+    TransportFactory,
+    response_errors,
+)
+from .context import Broker, ControllerContext
+from .controller_core import ControllerCore
+from .event_manager import ControllerEventManager
+from .partition_state_machine import NEW_PARTITION, OFFLINE_PARTITION
+from .results import ControllerResult, DeleteIsrChangeNotifications, DeleteTopic, SetTopicAssignment
+
+log = structlog.get_logger("kafkalite.controller")
+
+MAX_RELOADS = 3
+"""Consecutive failed writes after which the controller gives up its role (re-election)."""
+
+
+# -- events ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Startup:
+    pass
+
+
+@dataclass(frozen=True)
+class ControllerChange:
+    """``/controller`` changed: maybe another broker won."""
+
+
+@dataclass(frozen=True)
+class Reelect:
+    """``/controller`` disappeared: resign if needed and run for election."""
+
+
+@dataclass(frozen=True)
+class Expire:
+    """The session expired: the ephemeral ``/controller`` is gone with it."""
+
+
+@dataclass(frozen=True)
+class Shutdown:
+    pass
+
+
+@dataclass(frozen=True)
+class BrokerChange:
+    pass
+
+
+@dataclass(frozen=True)
+class TopicChange:
+    pass
+
+
+@dataclass(frozen=True)
+class PartitionModifications:
+    topic: str
+
+
+@dataclass(frozen=True)
+class TopicDeletion:
+    pass
+
+
+@dataclass(frozen=True)
+class IsrChangeNotification:
+    pass
+
+
+@dataclass(frozen=True)
+class ControlledShutdown:
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True)
+class LeaderAndIsrResponseReceived:
+    broker_id: int
+    partition_errors: dict[TopicPartition, int] = field(hash=False)
+
+
+@dataclass(frozen=True)
+class TopicDeletionStopReplicaResponseReceived:
+    broker_id: int
+    error_code: int
+    partition_errors: dict[TopicPartition, int] = field(hash=False)
+
+
+@dataclass(frozen=True)
+class AutoPreferredReplicaLeaderElection:
+    pass
+
+
+@dataclass(frozen=True)
+class PreferredReplicaLeaderElection:
+    partitions: tuple[TopicPartition, ...] | None = None
+    """None: every partition."""
+
+
+# -- the controller -------------------------------------------------------------------------------
+
+
+def _setting(config: Any, name: str, default: Any) -> Any:
+    return getattr(config, name, default) if config is not None else default
+
+
+class KafkaController:
+    """See the module docstring. Public: ``startup``, ``shutdown``, ``is_active``,
+    ``active_controller_id``, ``epoch``, ``controlled_shutdown``, ``elect_preferred_leaders``."""
+
+    def __init__(
+        self,
+        broker_id: int,
+        session: CoordSession,
+        config: Any = None,
+        *,
+        transport_factory: TransportFactory | None = None,
+        retry_backoff: float = 0.1,
+    ) -> None:
+        self.broker_id = broker_id
+        self.session = session
+        self.config = config
+        self.delete_topic_enable: bool = _setting(config, "delete_topic_enable", True)
+        self.unclean_leader_election_enable: bool = _setting(
+            config, "unclean_leader_election_enable", False
+        )
+        self.auto_leader_rebalance_enable: bool = _setting(
+            config, "auto_leader_rebalance_enable", True
+        )
+        self.leader_imbalance_check_interval: float = float(
+            _setting(config, "leader_imbalance_check_interval_seconds", 300)
+        )
+        self.leader_imbalance_per_broker_percentage: int = _setting(
+            config, "leader_imbalance_per_broker_percentage", 10
+        )
+        self.listener_name: str | None = _setting(config, "inter_broker_listener_name", None)
+        request_timeout = _setting(config, "controller_socket_timeout_ms", 30000) / 1000
+        self.transport_factory: TransportFactory = transport_factory or (
+            lambda broker: KafkaConnectionTransport(
+                broker,
+                listener_name=self.listener_name,
+                client_id=f"controller-{broker_id}",
+                request_timeout=request_timeout,
+            )
+        )
+        self.retry_backoff = retry_backoff
+
+        self.active_controller_id = -1
+        self.core: ControllerCore | None = None
+        self.channel_manager: ControllerChannelManager | None = None
+        self.event_manager = ControllerEventManager(
+            self.process, name=f"controller-{broker_id}-event-thread"
+        )
+        self._controller_watch: asyncio.Task[None] | None = None
+        self._session_watch: asyncio.Task[None] | None = None
+        self._watches: dict[str, asyncio.Task[None]] = {}
+        self._partition_watches: dict[str, asyncio.Task[None]] = {}
+        self._rebalance_task: asyncio.Task[None] | None = None
+        self._reloads = 0
+        self._started = False
+
+    # -- public ---------------------------------------------------------------------------------
+
+    @property
+    def is_active(self) -> bool:
+        return self.core is not None
+
+    @property
+    def epoch(self) -> int:
+        return self.core.ctx.epoch if self.core is not None else -1
+
+    @property
+    def context(self) -> ControllerContext | None:
+        return self.core.ctx if self.core is not None else None
+
+    async def startup(self) -> None:
+        """Start the event task, run for election (awaited), and watch ``/controller``."""
+        if self._started:
+            return
+        self._started = True
+        self.event_manager.start()
+        await self.event_manager.put_and_wait(Startup())
+        self._controller_watch = asyncio.get_running_loop().create_task(
+            self._watch_controller(), name=f"controller-{self.broker_id}-watch"
+        )
+        self._session_watch = asyncio.get_running_loop().create_task(
+            self._watch_session(), name=f"controller-{self.broker_id}-session"
+        )
+
+    async def shutdown(self) -> None:
+        """Resign (deleting ``/controller`` when it is ours) and stop everything."""
+        if not self._started:
+            return
+        self._started = False
+        for task in (self._controller_watch, self._session_watch):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        self._controller_watch = self._session_watch = None
+        if self.event_manager.is_running:
+            with contextlib.suppress(Exception):
+                await self.event_manager.put_and_wait(Shutdown())
+        await self.event_manager.close()
+
+    async def controlled_shutdown(
+        self, broker_id: int, broker_epoch: int = -1
+    ) -> list[TopicPartition]:
+        """Move leadership off ``broker_id``; returns the partitions it still leads (the broker
+        retries until none remain). Raises ``NotControllerError`` when not the controller,
+        ``BrokerNotAvailableError`` / STALE_BROKER_EPOCH errors from the core."""
+        if not self.is_active:
+            raise NotControllerError(f"broker {self.broker_id} is not the controller")
+        return await self.event_manager.put_and_wait(ControlledShutdown(broker_id, broker_epoch))
+
+    async def elect_preferred_leaders(
+        self, partitions: Iterable[TopicPartition] | None = None
+    ) -> None:
+        """Move leadership back to the preferred replicas (all partitions when None)."""
+        if not self.is_active:
+            raise NotControllerError(f"broker {self.broker_id} is not the controller")
+        chosen = tuple(partitions) if partitions is not None else None
+        await self.event_manager.put_and_wait(PreferredReplicaLeaderElection(chosen))
+
+    # -- event processing -----------------------------------------------------------------------
+
+    async def process(self, event: Any) -> Any:
+        try:
+            return await self._process(event)
+        except (SessionExpired, SessionClosed):
+            # The session is gone and the ephemeral /controller with it: whatever this event
+            # wanted, this broker is no longer the controller.
+            self.active_controller_id = -1
+            await self._on_controller_resignation()
+            if isinstance(event, ControlledShutdown):
+                raise NotControllerError(f"broker {self.broker_id} lost its session") from None
+            return None
+
+    async def _process(self, event: Any) -> Any:
+        match event:
+            case Startup():
+                await self._elect()
+            case ControllerChange():
+                await self._maybe_resign()
+            case Reelect():
+                await self._maybe_resign()
+                await self._elect()
+            case Expire():
+                self.active_controller_id = -1
+                await self._on_controller_resignation()
+            case Shutdown():
+                await self._shutdown_as_controller()
+            case ControlledShutdown(broker_id, broker_epoch):
+                if self.core is None:
+                    raise NotControllerError(f"broker {self.broker_id} is not the controller")
+                return await self._process_controlled_shutdown(broker_id, broker_epoch)
+            case _ if self.core is None:
+                return None  # events of a past term
+            case BrokerChange():
+                await self._process_broker_change()
+            case TopicChange():
+                await self._process_topic_change()
+            case PartitionModifications(topic):
+                await self._process_partition_modifications(topic)
+            case TopicDeletion():
+                await self._apply(
+                    self.core.process_topic_deletion(
+                        await zk_data.get_topic_deletions(self.session)
+                    )
+                )
+            case IsrChangeNotification():
+                await self._process_isr_change_notification()
+            case LeaderAndIsrResponseReceived(broker_id, errors):
+                await self._apply(self.core.on_leader_and_isr_response(broker_id, errors))
+            case TopicDeletionStopReplicaResponseReceived(broker_id, error_code, errors):
+                await self._apply(self.core.on_stop_replica_response(broker_id, error_code, errors))
+            case AutoPreferredReplicaLeaderElection():
+                await self._refresh_leadership(self.core.ctx.all_partitions())
+                await self._apply(self.core.check_and_trigger_auto_leader_rebalance())
+            case PreferredReplicaLeaderElection(partitions):
+                chosen = partitions if partitions is not None else self.core.ctx.all_partitions()
+                await self._refresh_leadership(chosen)
+                await self._apply(self.core.elect_preferred_leaders(chosen))
+            case _:
+                raise TypeError(f"unknown controller event {event!r}")
+        return None
+
+    # -- election and resignation ---------------------------------------------------------------
+
+    async def _elect(self) -> None:
+        current = await zk_data.get_controller_id(self.session)
+        if current is not None:
+            self.active_controller_id = current
+            log.debug("controller already elected", controller=current, broker=self.broker_id)
+            return
+        try:
+            (
+                epoch,
+                epoch_zk_version,
+            ) = await zk_data.register_controller_and_increment_controller_epoch(
+                self.session, self.broker_id
+            )
+        except zk_data.ControllerMovedError:
+            self.active_controller_id = await self._read_controller_id()
+            return
+        self.active_controller_id = self.broker_id
+        log.info("elected controller", broker=self.broker_id, epoch=epoch)
+        try:
+            await self._on_controller_failover(epoch, epoch_zk_version)
+        except zk_data.ControllerMovedError:
+            await self._on_controller_resignation()
+        except CoordError as error:
+            log.error("controller failover failed, resigning", error=repr(error))
+            await self._trigger_controller_move()
+
+    async def _read_controller_id(self) -> int:
+        current = await zk_data.get_controller_id(self.session)
+        return -1 if current is None else current
+
+    async def _maybe_resign(self) -> None:
+        was_active = self.is_active
+        self.active_controller_id = await self._read_controller_id()
+        if was_active and self.active_controller_id != self.broker_id:
+            log.info(
+                "controller moved", broker=self.broker_id, new_controller=self.active_controller_id
+            )
+            await self._on_controller_resignation()
+
+    async def _trigger_controller_move(self) -> None:
+        """Give up the role: resign and delete our ``/controller`` so an election runs."""
+        await self._on_controller_resignation()
+        await self._delete_own_controller_node()
+        self.active_controller_id = -1
+
+    async def _delete_own_controller_node(self) -> None:
+        with contextlib.suppress(CoordError):
+            data, stat = await self.session.get_data(paths.CONTROLLER)
+            if paths.decode_controller(data).broker_id == self.broker_id:
+                await self.session.delete(paths.CONTROLLER, stat.version)
+
+    async def _shutdown_as_controller(self) -> None:
+        if self.is_active:
+            await self._on_controller_resignation()
+            await self._delete_own_controller_node()
+        self.active_controller_id = -1
+
+    async def _on_controller_resignation(self) -> None:
+        for task in [
+            *self._watches.values(),
+            *self._partition_watches.values(),
+            self._rebalance_task,
+        ]:
+            if task is not None:
+                task.cancel()
+        for task in [
+            *self._watches.values(),
+            *self._partition_watches.values(),
+            self._rebalance_task,
+        ]:
+            if task is not None:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        self._watches.clear()
+        self._partition_watches.clear()
+        self._rebalance_task = None
+        if self.channel_manager is not None:
+            await self.channel_manager.shutdown()
+            self.channel_manager = None
+        if self.core is not None:
+            self.core.on_controller_resignation()
+            log.info("resigned as controller", broker=self.broker_id)
+        self.core = None
+
+    # -- failover -------------------------------------------------------------------------------
+
+    async def _on_controller_failover(self, epoch: int, epoch_zk_version: int) -> None:
+        ctx = ControllerContext(epoch=epoch, epoch_zk_version=epoch_zk_version)
+        self.core = ControllerCore(
+            self.broker_id,
+            ctx,
+            delete_topic_enable=self.delete_topic_enable,
+            leader_imbalance_per_broker_percentage=self.leader_imbalance_per_broker_percentage,
+        )
+        for path in (
+            paths.BROKER_IDS,
+            paths.BROKER_TOPICS,
+            paths.DELETE_TOPICS,
+            paths.ISR_CHANGE_NOTIFICATION,
+        ):
+            await self.session.ensure_path(path)
+        # Watches first: what changes while we load queues up behind this event.
+        self._start_watch(
+            "brokers", lambda: self.session.watch_children(paths.BROKER_IDS), BrokerChange
+        )
+        self._start_watch(
+            "topics", lambda: self.session.watch_children(paths.BROKER_TOPICS), TopicChange
+        )
+        self._start_watch(
+            "deletions", lambda: self.session.watch_children(paths.DELETE_TOPICS), TopicDeletion
+        )
+        self._start_watch(
+            "isr_changes",
+            lambda: self.session.watch_children(paths.ISR_CHANGE_NOTIFICATION),
+            IsrChangeNotification,
+        )
+        stale_notifications = await zk_data.get_isr_change_notifications(self.session)
+        await self._initialize_controller_context()
+        deletions = await zk_data.get_topic_deletions(self.session)
+        result = ControllerResult()
+        if stale_notifications:
+            result.writes.append(DeleteIsrChangeNotifications(tuple(stale_notifications)))
+        result += self.core.on_controller_failover(deletions)
+        await self._apply(result)
+        if self.auto_leader_rebalance_enable and self._rebalance_task is None:
+            self._rebalance_task = asyncio.get_running_loop().create_task(
+                self._auto_rebalance_timer(), name=f"controller-{self.broker_id}-auto-rebalance"
+            )
+        log.info(
+            "controller ready",
+            broker=self.broker_id,
+            epoch=epoch,
+            brokers=sorted(ctx.live_broker_ids),
+            topics=len(ctx.all_topics),
+        )
+
+    async def _initialize_controller_context(self) -> None:
+        assert self.core is not None
+        ctx = self.core.ctx
+        brokers = await zk_data.get_all_brokers_and_epochs(self.session)
+        ctx.set_live_brokers({broker: epoch for broker, epoch in brokers.values()})
+        topics = await zk_data.get_all_topics(self.session)
+        ctx.set_all_topics(topics)
+        assignments = await zk_data.get_topic_assignments(self.session, topics)
+        missing_ids = ControllerResult()
+        for topic, (topic_id, assignment) in sorted(assignments.items()):
+            if topic_id is None:
+                # A topic created without an id (an old tool): give it one, as Kafka does.
+                topic_id = paths.new_topic_id()
+                missing_ids.writes.append(SetTopicAssignment(topic, topic_id, assignment))
+            ctx.topic_ids[topic] = topic_id
+            for partition, replicas in assignment.items():
+                tp = TopicPartition(topic, partition)
+                ctx.update_partition_full_replica_assignment(tp, replicas)
+                if replicas.is_being_reassigned:
+                    ctx.partitions_being_reassigned.add(tp)
+        if missing_ids.writes:
+            await zk_data.apply_writes(self.session, missing_ids.writes, ctx.epoch_zk_version)
+        for tp, info in (
+            await zk_data.get_partition_states(self.session, ctx.all_partitions())
+        ).items():
+            if info is not None:
+                ctx.put_partition_leadership_info(tp, info)
+        ctx.unclean_leader_election_topics = await zk_data.get_unclean_leader_election_topics(
+            self.session, topics, self.unclean_leader_election_enable
+        )
+        if self.channel_manager is not None:
+            await self.channel_manager.shutdown()
+        self.channel_manager = ControllerChannelManager(
+            self.broker_id,
+            self.transport_factory,
+            self._on_response,
+            listener_name=self.listener_name,
+            retry_backoff=self.retry_backoff,
+        )
+        self.channel_manager.startup(ctx.live_or_shutting_down_brokers)
+        for topic in sorted(topics):
+            self._watch_partition_modifications(topic)
+
+    async def _reload_and_failover(self) -> None:
+        """The store moved under a decision: rebuild the context from it and start over."""
+        assert self.core is not None
+        self._reloads += 1
+        if self._reloads > MAX_RELOADS:
+            log.error(
+                "controller keeps losing write races, giving up the role", broker=self.broker_id
+            )
+            self._reloads = 0
+            await self._trigger_controller_move()
+            return
+        ctx = self.core.ctx
+        log.warning("controller context stale, reloading", broker=self.broker_id, epoch=ctx.epoch)
+        await self._on_controller_failover(ctx.epoch, ctx.epoch_zk_version)
+
+    # -- applying decisions ---------------------------------------------------------------------
+
+    async def _apply(self, result: ControllerResult) -> bool:
+        """Writes (one fenced multi), then requests. Returns False when nothing was announced."""
+        core = self.core
+        if core is None:
+            return False
+        if result.writes:
+            try:
+                await zk_data.apply_writes(self.session, result.writes, core.ctx.epoch_zk_version)
+            except zk_data.ControllerMovedError:
+                log.info(
+                    "controller epoch moved on, resigning",
+                    broker=self.broker_id,
+                    epoch=core.ctx.epoch,
+                )
+                await self._on_controller_resignation()
+                self.active_controller_id = await self._read_controller_id()
+                return False
+            except (BadVersion, NodeExists, NoNode) as error:
+                log.warning("controller write lost a race", error=repr(error))
+                await self._reload_and_failover()
+                return False
+            for write in result.writes:
+                if isinstance(write, DeleteTopic):
+                    self._stop_partition_watch(write.topic)
+        self._reloads = 0
+        if self.channel_manager is not None:
+            for request in result.requests:
+                self.channel_manager.send_request(request)
+        for key, reason in result.failed.items():
+            log.info("state change failed", item=str(key), reason=reason)
+        return True
+
+    # -- event handlers -------------------------------------------------------------------------
+
+    async def _refresh_leadership(self, partitions: Iterable[TopicPartition]) -> None:
+        """Re-read partition state nodes: leaders change ISRs in the store on their own."""
+        assert self.core is not None
+        partitions = set(partitions)
+        if partitions:
+            self.core.update_leader_and_isr_cache(
+                await zk_data.get_partition_states(self.session, partitions)
+            )
+
+    async def _process_broker_change(self) -> None:
+        core = self.core
+        assert core is not None and self.channel_manager is not None
+        ctx = core.ctx
+        brokers = await zk_data.get_all_brokers_and_epochs(self.session)
+        changes = core.broker_changes(brokers)
+        touched = set(changes.new) | set(changes.dead) | set(changes.bounced)
+        affected = {tp for b in touched for tp in ctx.partitions_on_broker(b)}
+        affected |= set(ctx.partitions_in_state(NEW_PARTITION)) | set(
+            ctx.partitions_in_state(OFFLINE_PARTITION)
+        )
+        await self._refresh_leadership(affected)
+        ctx.unclean_leader_election_topics = await zk_data.get_unclean_leader_election_topics(
+            self.session, ctx.all_topics, self.unclean_leader_election_enable
+        )
+        before = dict(ctx.live_brokers)
+        changes, result = core.process_broker_change(brokers)
+        for broker_id in (*changes.dead, *changes.bounced):
+            await self.channel_manager.remove_broker(broker_id)
+        for broker_id, broker in before.items():
+            if broker_id in ctx.live_brokers and ctx.live_brokers[broker_id] != broker:
+                await self.channel_manager.remove_broker(broker_id)  # new endpoints: reconnect
+        for broker in ctx.live_or_shutting_down_brokers:
+            self.channel_manager.add_broker(broker)
+        if not changes.is_empty:
+            log.info(
+                "broker change",
+                new=list(changes.new),
+                dead=list(changes.dead),
+                bounced=list(changes.bounced),
+            )
+        await self._apply(result)
+
+    async def _process_topic_change(self) -> None:
+        core = self.core
+        assert core is not None
+        ctx = core.ctx
+        topics = await zk_data.get_all_topics(self.session)
+        new = core.new_topics(topics)
+        deleted = ctx.all_topics - topics
+        assignments = await zk_data.get_topic_assignments(self.session, new)
+        ctx.unclean_leader_election_topics |= await zk_data.get_unclean_leader_election_topics(
+            self.session, new, self.unclean_leader_election_enable
+        )
+        result = core.process_topic_change(topics, assignments)
+        for topic in deleted:
+            self._stop_partition_watch(topic)
+        for topic in sorted(new & topics):
+            self._watch_partition_modifications(topic)
+        await self._apply(result)
+
+    async def _process_partition_modifications(self, topic: str) -> None:
+        assert self.core is not None
+        found = await zk_data.get_topic_assignment(self.session, topic)
+        if found is None:
+            return
+        _, assignment, _ = found
+        await self._apply(self.core.process_partition_modifications(topic, assignment))
+
+    async def _process_isr_change_notification(self) -> None:
+        assert self.core is not None
+        seqs = await zk_data.get_isr_change_notifications(self.session)
+        if not seqs:
+            return
+        partitions = await zk_data.get_partitions_from_isr_change_notifications(self.session, seqs)
+        leaderships = await zk_data.get_partition_states(self.session, partitions)
+        await self._apply(self.core.process_isr_change_notification(leaderships, seqs))
+
+    async def _process_controlled_shutdown(
+        self, broker_id: int, broker_epoch: int
+    ) -> list[TopicPartition]:
+        core = self.core
+        assert core is not None
+        await self._refresh_leadership(core.ctx.partitions_on_broker(broker_id))
+        outcome = core.controlled_shutdown(broker_id, broker_epoch)
+        await self._apply(outcome.result)
+        return outcome.remaining_partitions
+
+    # -- broker responses (called from the channel's sender tasks: enqueue only) ----------------
+
+    def _on_response(self, broker_id: int, request: Any, response: Any) -> None:
+        if isinstance(request, LeaderAndIsrRequestData):
+            _, errors = response_errors(request, response)
+            self.event_manager.put(LeaderAndIsrResponseReceived(broker_id, errors))
+        elif isinstance(request, StopReplicaRequestData) and request.deletes_partitions:
+            error_code, errors = response_errors(request, response)
+            deleted = {s.topic_partition for s in request.partition_states if s.delete_partition}
+            self.event_manager.put(
+                TopicDeletionStopReplicaResponseReceived(
+                    broker_id,
+                    error_code,
+                    {
+                        tp: errors.get(tp, error_code if error_code else ErrorCode.NONE)
+                        for tp in deleted
+                    },
+                )
+            )
+
+    # -- watches --------------------------------------------------------------------------------
+
+    def _start_watch(
+        self,
+        name: str,
+        make_iterator: Callable[[], AsyncIterator[Any]],
+        make_event: Callable[[], Any],
+    ) -> None:
+        task = self._watches.get(name)
+        if task is not None and not task.done():
+            return
+        self._watches[name] = asyncio.get_running_loop().create_task(
+            self._watch_loop(make_iterator, lambda _value: make_event()),
+            name=f"controller-{self.broker_id}-{name}",
+        )
+
+    def _watch_partition_modifications(self, topic: str) -> None:
+        task = self._partition_watches.get(topic)
+        if task is not None and not task.done():
+            return
+        self._partition_watches[topic] = asyncio.get_running_loop().create_task(
+            self._watch_loop(
+                lambda: self.session.watch_data(paths.topic_path(topic)),
+                lambda node: PartitionModifications(topic) if node is not None else None,
+            ),
+            name=f"controller-{self.broker_id}-topic-{topic}",
+        )
+
+    def _stop_partition_watch(self, topic: str) -> None:
+        task = self._partition_watches.pop(topic, None)
+        if task is not None:
+            task.cancel()
+
+    async def _watch_loop(
+        self, make_iterator: Callable[[], AsyncIterator[Any]], make_event: Callable[[Any], Any]
+    ) -> None:
+        try:
+            async for value in make_iterator():
+                event = make_event(value)
+                if event is not None:
+                    self.event_manager.put(event)
+        except SessionExpired:
+            self.event_manager.put(Expire())
+        except SessionClosed:
+            return
+
+    async def _watch_controller(self) -> None:
+        await self._watch_loop(
+            lambda: self.session.watch_data(paths.CONTROLLER),
+            lambda node: Reelect() if node is None else ControllerChange(),
+        )
+
+    async def _watch_session(self) -> None:
+        async for state in self.session.state_changes():
+            if state is SessionState.EXPIRED:
+                self.event_manager.clear_and_put(Expire())
+
+    async def _auto_rebalance_timer(self) -> None:
+        while True:
+            await asyncio.sleep(self.leader_imbalance_check_interval)
+            self.event_manager.put(AutoPreferredReplicaLeaderElection())
+
+
+__all__ = ["KafkaController", "Broker"]

@@ -1,0 +1,437 @@
+"""Typed access to the znodes the controller and the brokers share (Kafka's ``KafkaZkClient``).
+
+Everything here is I/O against a ``CoordSession`` and translation between the store's JSON
+(``kafkalite.coord.paths``: Kafka's exact layout) and the controller's types. Rules:
+
+- Every write the controller makes goes through ``apply_writes``: ONE multi that starts with a
+  check of ``/controller_epoch``'s version (the version this controller set when it was
+  elected), so a controller that lost its election can never change the store
+  (``ControllerMovedError`` when the check fails; Kafka's ``checkControllerEpochZkVersion``).
+- The partition state node is written with compare-and-set on its version by both the
+  controller (elections, ISR shrink on broker failure) and the partition leader
+  (``update_leader_and_isr``: ISR expansion/shrink). The loser of a race sees ``BadVersion`` and
+  re-reads; a stale leader learns this way that it is no longer leader (seed 000, "如何处理多个
+  leader").
+- A leader that changed an ISR also creates ``/isr_change_notification/isr_change_<seq>`` in the
+  same multi, which the controller watches to refresh its context and tell every broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable, Sequence
+
+from kafkalite.coord import paths
+from kafkalite.coord.base import (
+    CheckOp,
+    CoordSession,
+    CreateOp,
+    DeleteOp,
+    Op,
+    SetDataOp,
+    SetDataResult,
+)
+from kafkalite.coord.errors import BadVersion, NodeExists, NoNode
+from kafkalite.protocol.errors import ErrorCode, KafkaError
+from kafkalite.protocol.types import TopicPartition
+
+from .context import (
+    INITIAL_CONTROLLER_EPOCH,
+    Broker,
+    EndPoint,
+    LeaderAndIsr,
+    LeaderIsrAndControllerEpoch,
+    ReplicaAssignment,
+)
+from .results import (
+    CreatePartitionState,
+    DeleteIsrChangeNotifications,
+    DeleteTopic,
+    DeleteTopicDeletions,
+    SetTopicAssignment,
+    StoreWrite,
+    UpdatePartitionState,
+)
+
+
+class ControllerMovedError(KafkaError):
+    """This broker is not (or no longer) the controller: the epoch check failed."""
+
+    error_code = ErrorCode.NOT_CONTROLLER
+
+
+# -- brokers --------------------------------------------------------------------------------------
+
+
+def broker_from_info(info: paths.BrokerInfo) -> Broker:
+    return Broker(
+        info.id,
+        tuple(
+            EndPoint(e.host, e.port, e.listener_name, e.security_protocol) for e in info.endpoints
+        ),
+        info.rack,
+    )
+
+
+async def get_broker_and_epoch(session: CoordSession, broker_id: int) -> tuple[Broker, int] | None:
+    try:
+        data, stat = await session.get_data(paths.broker_path(broker_id))
+    except NoNode:
+        return None
+    return broker_from_info(paths.decode_broker(broker_id, data)), stat.czxid
+
+
+async def get_all_brokers_and_epochs(session: CoordSession) -> dict[int, tuple[Broker, int]]:
+    """Registered brokers with their broker epoch (the czxid of the registration node)."""
+    try:
+        children = await session.get_children(paths.BROKER_IDS)
+    except NoNode:
+        return {}
+    ids = sorted(int(c) for c in children if c.lstrip("-").isdigit())
+    found = await asyncio.gather(*(get_broker_and_epoch(session, i) for i in ids))
+    return {i: f for i, f in zip(ids, found, strict=True) if f is not None}
+
+
+# -- topics ---------------------------------------------------------------------------------------
+
+
+async def get_all_topics(session: CoordSession) -> set[str]:
+    try:
+        return set(await session.get_children(paths.BROKER_TOPICS))
+    except NoNode:
+        return set()
+
+
+def assignment_from_node(node: paths.TopicAssignment) -> dict[int, ReplicaAssignment]:
+    return {
+        p: ReplicaAssignment(
+            tuple(replicas),
+            tuple(node.adding_replicas.get(p, ())),
+            tuple(node.removing_replicas.get(p, ())),
+        )
+        for p, replicas in sorted(node.partitions.items())
+    }
+
+
+async def get_topic_assignment(
+    session: CoordSession, topic: str
+) -> tuple[str | None, dict[int, ReplicaAssignment], int] | None:
+    """(topic id, partition -> assignment, node version), or None when the topic is gone."""
+    try:
+        data, stat = await session.get_data(paths.topic_path(topic))
+    except NoNode:
+        return None
+    node = paths.decode_topic(topic, data)
+    return node.topic_id, assignment_from_node(node), stat.version
+
+
+async def get_topic_assignments(
+    session: CoordSession, topics: Iterable[str]
+) -> dict[str, tuple[str | None, dict[int, ReplicaAssignment]]]:
+    topics = sorted(topics)
+    found = await asyncio.gather(*(get_topic_assignment(session, t) for t in topics))
+    return {t: (f[0], f[1]) for t, f in zip(topics, found, strict=True) if f is not None}
+
+
+def encode_assignment(
+    topic: str, topic_id: str | None, assignment: dict[int, ReplicaAssignment]
+) -> bytes:
+    return paths.encode_topic(
+        paths.TopicAssignment(
+            topic=topic,
+            partitions={p: a.replicas for p, a in assignment.items()},
+            topic_id=topic_id,
+            adding_replicas={
+                p: a.adding_replicas for p, a in assignment.items() if a.adding_replicas
+            },
+            removing_replicas={
+                p: a.removing_replicas for p, a in assignment.items() if a.removing_replicas
+            },
+        )
+    )
+
+
+async def get_topic_deletions(session: CoordSession) -> list[str]:
+    try:
+        return await session.get_children(paths.DELETE_TOPICS)
+    except NoNode:
+        return []
+
+
+async def get_topic_config(session: CoordSession, topic: str) -> dict[str, str]:
+    try:
+        data, _ = await session.get_data(paths.topic_config_path(topic))
+    except NoNode:
+        return {}
+    return paths.decode_entity_config(data)
+
+
+async def get_unclean_leader_election_topics(
+    session: CoordSession, topics: Iterable[str], default: bool
+) -> set[str]:
+    """Topics whose ``unclean.leader.election.enable`` (override, else ``default``) is true."""
+    topics = sorted(topics)
+    configs = await asyncio.gather(*(get_topic_config(session, t) for t in topics))
+    enabled = set()
+    for topic, config in zip(topics, configs, strict=True):
+        value = config.get("unclean.leader.election.enable")
+        if (value.strip().lower() == "true") if value is not None else default:
+            enabled.add(topic)
+    return enabled
+
+
+# -- partition state ------------------------------------------------------------------------------
+
+
+def encode_leader_isr_and_controller_epoch(info: LeaderIsrAndControllerEpoch) -> bytes:
+    lai = info.leader_and_isr
+    return paths.encode_partition_state(
+        paths.PartitionState(lai.leader, lai.leader_epoch, tuple(lai.isr), info.controller_epoch)
+    )
+
+
+async def get_partition_state(
+    session: CoordSession, tp: TopicPartition
+) -> LeaderIsrAndControllerEpoch | None:
+    """The partition state node with its version as ``zk_version``, or None when absent."""
+    try:
+        data, stat = await session.get_data(paths.partition_state_path(tp.topic, tp.partition))
+    except NoNode:
+        return None
+    state = paths.decode_partition_state(data)
+    return LeaderIsrAndControllerEpoch(
+        LeaderAndIsr(state.leader, state.leader_epoch, state.isr, stat.version),
+        state.controller_epoch,
+    )
+
+
+async def get_partition_states(
+    session: CoordSession, partitions: Iterable[TopicPartition]
+) -> dict[TopicPartition, LeaderIsrAndControllerEpoch | None]:
+    partitions = sorted(set(partitions))
+    found = await asyncio.gather(*(get_partition_state(session, tp) for tp in partitions))
+    return dict(zip(partitions, found, strict=True))
+
+
+async def update_leader_and_isr(
+    session: CoordSession, topic: str, partition: int, leader_and_isr
+) -> int | None:
+    """A partition leader's ISR change (``kafkalite.broker.types.LeaderAndIsr``: leader,
+    leader_epoch, isr, zk_version, controller_epoch): compare-and-set of the partition state node
+    on ``zk_version`` plus an ISR change notification, atomically. Returns the node's new version,
+    or None when the version moved (the controller or a newer leader wrote it meanwhile)."""
+    info = LeaderIsrAndControllerEpoch(
+        LeaderAndIsr(leader_and_isr.leader, leader_and_isr.leader_epoch, tuple(leader_and_isr.isr)),
+        leader_and_isr.controller_epoch,
+    )
+    await session.ensure_path(paths.ISR_CHANGE_NOTIFICATION)
+    ops: list[Op] = [
+        SetDataOp(
+            paths.partition_state_path(topic, partition),
+            encode_leader_isr_and_controller_epoch(info),
+            leader_and_isr.zk_version,
+        ),
+        CreateOp(
+            paths.isr_change_sequence_path(),
+            paths.encode_isr_change([TopicPartition(topic, partition)]),
+            sequential=True,
+        ),
+    ]
+    try:
+        results = await session.multi(ops)
+    except (BadVersion, NoNode):
+        return None
+    first = results[0]
+    assert isinstance(first, SetDataResult)
+    return first.stat.version
+
+
+# -- ISR change notifications ---------------------------------------------------------------------
+
+
+async def get_isr_change_notifications(session: CoordSession) -> list[str]:
+    """Sequence numbers of the pending notifications, oldest first."""
+    try:
+        children = await session.get_children(paths.ISR_CHANGE_NOTIFICATION)
+    except NoNode:
+        return []
+    return sorted(
+        paths.sequence_number(c, paths.ISR_CHANGE_PREFIX)
+        for c in children
+        if c.startswith(paths.ISR_CHANGE_PREFIX)
+    )
+
+
+async def get_partitions_from_isr_change_notifications(
+    session: CoordSession, sequence_numbers: Iterable[str]
+) -> set[TopicPartition]:
+    partitions: set[TopicPartition] = set()
+    for seq in sequence_numbers:
+        try:
+            data, _ = await session.get_data(
+                f"{paths.ISR_CHANGE_NOTIFICATION}/{paths.ISR_CHANGE_PREFIX}{seq}"
+            )
+        except NoNode:
+            continue
+        partitions |= paths.decode_isr_change(data)
+    return partitions
+
+
+# -- controller election --------------------------------------------------------------------------
+
+
+async def get_controller_id(session: CoordSession) -> int | None:
+    try:
+        data, _ = await session.get_data(paths.CONTROLLER)
+    except NoNode:
+        return None
+    return paths.decode_controller(data).broker_id
+
+
+async def get_controller_epoch(session: CoordSession) -> tuple[int, int] | None:
+    """(epoch, zk version of /controller_epoch), or None when the node does not exist."""
+    try:
+        data, stat = await session.get_data(paths.CONTROLLER_EPOCH)
+    except NoNode:
+        return None
+    return paths.decode_controller_epoch(data), stat.version
+
+
+async def register_controller_and_increment_controller_epoch(
+    session: CoordSession, broker_id: int, now_ms: int | None = None
+) -> tuple[int, int]:
+    """Create the ephemeral ``/controller`` and bump ``/controller_epoch`` in one multi
+    (Kafka's ``registerControllerAndIncrementControllerEpoch``).
+
+    Returns (new epoch, its zk version). Raises ``ControllerMovedError`` when another broker won.
+    """
+    current = await get_controller_epoch(session)
+    if current is None:
+        try:
+            await session.create(
+                paths.CONTROLLER_EPOCH, paths.encode_controller_epoch(INITIAL_CONTROLLER_EPOCH)
+            )
+        except NodeExists:
+            pass
+        current = await get_controller_epoch(session)
+        if current is None:
+            raise ControllerMovedError("/controller_epoch vanished while electing")
+    epoch, version = current
+    new_epoch = epoch + 1
+    timestamp = int(time.time() * 1000) if now_ms is None else now_ms
+    try:
+        results = await session.multi(
+            [
+                CreateOp(
+                    paths.CONTROLLER, paths.encode_controller(broker_id, timestamp), ephemeral=True
+                ),
+                SetDataOp(
+                    paths.CONTROLLER_EPOCH, paths.encode_controller_epoch(new_epoch), version
+                ),
+            ]
+        )
+    except (NodeExists, BadVersion) as error:
+        # A retried multi may have been applied: then we are the controller with new_epoch.
+        owner = await get_controller_id(session)
+        now = await get_controller_epoch(session)
+        if owner == broker_id and now is not None and now[0] == new_epoch:
+            return now
+        raise ControllerMovedError(f"broker {owner} is the controller") from error
+    stat_result = results[1]
+    assert isinstance(stat_result, SetDataResult)
+    return new_epoch, stat_result.stat.version
+
+
+# -- applying the controller's writes -------------------------------------------------------------
+
+
+async def _delete_tree_ops(session: CoordSession, path: str) -> list[Op]:
+    """Delete ops for ``path`` and its subtree, children first (nothing when absent)."""
+    try:
+        children = await session.get_children(path)
+    except NoNode:
+        return []
+    ops: list[Op] = []
+    for child in children:
+        ops.extend(await _delete_tree_ops(session, f"{path}/{child}"))
+    ops.append(DeleteOp(path, -1))
+    return ops
+
+
+async def ops_for_writes(session: CoordSession, writes: Sequence[StoreWrite]) -> list[Op]:
+    """Translate the controller's writes into store operations (reads the trees to delete)."""
+    ops: list[Op] = []
+    created_parents: set[str] = set()
+    for write in writes:
+        match write:
+            case CreatePartitionState(tp, info):
+                for parent in (
+                    paths.topic_partitions_path(tp.topic),
+                    paths.partition_path(tp.topic, tp.partition),
+                ):
+                    if parent not in created_parents and await session.exists(parent) is None:
+                        ops.append(CreateOp(parent))
+                    created_parents.add(parent)
+                ops.append(
+                    CreateOp(
+                        paths.partition_state_path(tp.topic, tp.partition),
+                        encode_leader_isr_and_controller_epoch(info),
+                    )
+                )
+            case UpdatePartitionState(tp, info, expected_version):
+                ops.append(
+                    SetDataOp(
+                        paths.partition_state_path(tp.topic, tp.partition),
+                        encode_leader_isr_and_controller_epoch(info),
+                        expected_version,
+                    )
+                )
+            case SetTopicAssignment(topic, topic_id, assignment):
+                ops.append(
+                    SetDataOp(
+                        paths.topic_path(topic), encode_assignment(topic, topic_id, assignment), -1
+                    )
+                )
+            case DeleteTopic(topic):
+                ops.extend(await _delete_tree_ops(session, paths.topic_path(topic)))
+                ops.extend(await _delete_tree_ops(session, paths.topic_config_path(topic)))
+                ops.extend(await _delete_tree_ops(session, paths.delete_topic_path(topic)))
+            case DeleteTopicDeletions(topics):
+                for topic in topics:
+                    ops.extend(await _delete_tree_ops(session, paths.delete_topic_path(topic)))
+            case DeleteIsrChangeNotifications(seqs):
+                existing = set(await get_isr_change_notifications(session))
+                for seq in seqs:
+                    if seq in existing:
+                        ops.append(
+                            DeleteOp(
+                                f"{paths.ISR_CHANGE_NOTIFICATION}/{paths.ISR_CHANGE_PREFIX}{seq}",
+                                -1,
+                            )
+                        )
+            case _:
+                raise TypeError(f"unknown store write {write!r}")
+    return ops
+
+
+async def apply_writes(
+    session: CoordSession, writes: Sequence[StoreWrite], controller_epoch_zk_version: int
+) -> None:
+    """Apply ``writes`` atomically, fenced by the controller epoch's version.
+
+    Raises ``ControllerMovedError`` when the epoch check fails, else the store's error of the
+    first failing operation (``BadVersion``, ``NodeExists``, ``NoNode``: the context is stale).
+    """
+    if not writes:
+        return
+    ops: list[Op] = [CheckOp(paths.CONTROLLER_EPOCH, controller_epoch_zk_version)]
+    ops.extend(await ops_for_writes(session, writes))
+    try:
+        await session.multi(ops)
+    except (BadVersion, NoNode) as error:
+        if error.failed_op_index == 0:
+            raise ControllerMovedError(
+                f"controller epoch zk version {controller_epoch_zk_version} is no longer current"
+            ) from error
+        raise

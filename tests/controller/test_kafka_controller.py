@@ -1,0 +1,292 @@
+"""KafkaController's I/O shell against the embedded coordination store, with fake broker
+transports: election and failover, topic creation/deletion/partition addition end to end, broker
+failure, fenced writes, ISR change notifications, session expiry, controlled shutdown."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from kafkalite.broker.types import LeaderAndIsr as BrokerLeaderAndIsr
+from kafkalite.controller import admin, zk_data
+from kafkalite.coord import paths
+from kafkalite.coord.embedded import EmbeddedStore
+from kafkalite.protocol.api import ApiKey
+from kafkalite.protocol.errors import NotControllerError
+from kafkalite.protocol.types import TopicPartition
+
+from .shell_support import FakeCluster, eventually, settle, start_node
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+async def store():
+    s = EmbeddedStore(None)
+    yield s
+    await s.close()
+
+
+@pytest.fixture
+async def cluster(store):
+    c = FakeCluster(store)
+    c.reader = await store.open_session()
+    return c
+
+
+async def stop(*nodes):
+    for node in nodes:
+        await node.controller.shutdown()
+        if node.session.state.value not in ("expired", "closed"):
+            await node.session.close()
+
+
+def config(**values):
+    base = dict(
+        delete_topic_enable=True,
+        unclean_leader_election_enable=False,
+        auto_leader_rebalance_enable=False,
+        leader_imbalance_check_interval_seconds=300,
+    )
+    base.update(values)
+    return SimpleNamespace(**base)
+
+
+async def state(reader, topic, partition):
+    return await zk_data.get_partition_state(reader, TopicPartition(topic, partition))
+
+
+async def test_single_broker_elects_itself_and_brings_a_new_topic_online(store, cluster):
+    node = await start_node(store, cluster, 0, config=config())
+    reader = cluster.reader
+    assert node.controller.is_active and node.controller.epoch == 1
+    assert (await zk_data.get_controller_id(reader)) == 0
+    assert (await zk_data.get_controller_epoch(reader))[0] == 1
+
+    topic_id = await admin.create_topic(reader, "orders", 3, 1, {"retention.ms": "1000"})
+    await eventually(
+        lambda: len(cluster.leader_and_isr_partitions(0)) == 3,
+        message="LeaderAndIsr for 3 partitions",
+    )
+    for p in range(3):
+        info = await state(reader, "orders", p)
+        assert info.leader_and_isr.leader == 0 and info.leader_and_isr.isr == (0,)
+        assert info.controller_epoch == 1
+    partition_states = [ps for _, _, ps in cluster.leader_and_isr_partitions(0)]
+    assert all(ps.is_new and ps.leader == 0 for ps in partition_states)
+    lai = cluster.of(ApiKey.LEADER_AND_ISR, 0)[-1].message
+    assert lai.controller_id == 0 and lai.controller_epoch == 1
+    assert str(lai.topic_states[0].topic_id) and topic_id != admin.ZERO_TOPIC_ID
+    await eventually(
+        lambda: any(
+            t.topic_name == "orders"
+            for s in cluster.of(ApiKey.UPDATE_METADATA, 0)
+            for t in s.message.topic_states
+        ),
+        message="UpdateMetadata with the topic",
+    )
+    assert await admin.get_topic_config(reader, "orders") == {"retention.ms": "1000"}
+    assert cluster.violations == []
+    assert node.controller.event_manager.errors == []
+    await stop(node)
+
+
+async def test_one_controller_among_three_and_failover_on_its_death(store, cluster):
+    nodes = [await start_node(store, cluster, b, config=config()) for b in (0, 1, 2)]
+    reader = cluster.reader
+    await settle(*(n.controller for n in nodes))
+    assert [n.controller.is_active for n in nodes] == [True, False, False]
+    assert {n.controller.active_controller_id for n in nodes} == {0}
+    await admin.create_topic(reader, "t", 3, 3, replica_assignment=None)
+    await eventually(
+        lambda: len(cluster.leader_and_isr_partitions()) >= 9,
+        message="LeaderAndIsr to all replicas",
+    )
+    led_by_0 = [p for p in range(3) if (await state(reader, "t", p)).leader_and_isr.leader == 0]
+    assert len(led_by_0) == 1  # round-robin leaders
+
+    await nodes[0].controller.shutdown()
+    await nodes[0].session.close()  # broker 0 dies: registration and /controller vanish
+    await eventually(
+        lambda: any(n.controller.is_active for n in nodes[1:]), message="a new controller"
+    )
+    active = next(n for n in nodes[1:] if n.controller.is_active)
+    assert active.controller.epoch == 2
+    for p in led_by_0:
+
+        async def moved(p=p):
+            info = await state(reader, "t", p)
+            return info.leader_and_isr.leader in (1, 2) and 0 not in info.leader_and_isr.isr
+
+        await eventually(moved, message=f"t-{p} led by a survivor")
+        info = await state(reader, "t", p)
+        assert info.controller_epoch == 2
+    await settle(*(n.controller for n in nodes[1:]))
+    assert cluster.violations == []
+    assert all(n.controller.event_manager.errors == [] for n in nodes)
+    await stop(*nodes[1:])
+
+
+async def test_topic_deletion_end_to_end(store, cluster):
+    nodes = [await start_node(store, cluster, b, config=config()) for b in (0, 1)]
+    reader = cluster.reader
+    await admin.create_topic(reader, "gone", 2, 2)
+    await eventually(lambda: state(reader, "gone", 1), message="partition states")
+    await admin.delete_topic(reader, "gone")
+    await admin.delete_topic(reader, "gone")  # marking twice is harmless
+
+    async def deleted():
+        return (
+            await reader.exists(paths.topic_path("gone")) is None
+            and await reader.exists(paths.delete_topic_path("gone")) is None
+            and await reader.exists(paths.topic_config_path("gone")) is None
+        )
+
+    await eventually(deleted, message="topic nodes removed")
+    stops = [
+        (s.broker_id, t.topic_name, p.partition_index)
+        for s in cluster.of(ApiKey.STOP_REPLICA)
+        for t in s.message.topic_states
+        for p in t.partition_states
+        if p.delete_partition
+    ]
+    assert set(stops) == {(b, "gone", p) for b in (0, 1) for p in (0, 1)}
+    await settle(nodes[0].controller)
+    assert "gone" not in nodes[0].controller.context.all_topics
+    with pytest.raises(Exception) as info:
+        await admin.delete_topic(reader, "gone")
+    assert info.value.error_code.name == "UNKNOWN_TOPIC_OR_PARTITION"
+    # the name can be used again
+    await admin.create_topic(reader, "gone", 1, 1)
+    await eventually(lambda: state(reader, "gone", 0), message="recreated topic online")
+    assert all(n.controller.event_manager.errors == [] for n in nodes)
+    await stop(*nodes)
+
+
+async def test_partition_addition_continues_the_assignment(store, cluster):
+    nodes = [await start_node(store, cluster, b, config=config()) for b in (0, 1, 2)]
+    reader = cluster.reader
+    await admin.create_topic(reader, "grow", 2, 2)
+    await eventually(lambda: state(reader, "grow", 1), message="initial partitions")
+    new = await admin.add_partitions(reader, "grow", 5)
+    assert sorted(new) == [2, 3, 4] and all(len(set(r)) == 2 for r in new.values())
+    for p in (2, 3, 4):
+        await eventually(lambda p=p: state(reader, "grow", p), message=f"grow-{p} online")
+        assert (await state(reader, "grow", p)).leader_and_isr.leader == new[p][0]
+    assert await admin.add_partitions(reader, "grow", 6, replica_assignment=[[2, 0]]) == {5: [2, 0]}
+    await eventually(lambda: state(reader, "grow", 5), message="manual partition online")
+    assert (await state(reader, "grow", 5)).leader_and_isr.leader == 2
+    await stop(*nodes)
+
+
+async def test_writes_of_a_deposed_controller_are_fenced(store, cluster):
+    node = await start_node(store, cluster, 0, config=config())
+    reader = cluster.reader
+    # another controller took over in the meantime: the epoch node moved on
+    data, stat = await reader.get_data(paths.CONTROLLER_EPOCH)
+    await reader.set_data(paths.CONTROLLER_EPOCH, b"7", stat.version)
+    await admin.create_topic(reader, "late", 1, 1)
+    await eventually(lambda: not node.controller.is_active, message="resignation")
+    assert await state(reader, "late", 0) is None
+    assert cluster.of(ApiKey.LEADER_AND_ISR) == []
+    await stop(node)
+
+
+async def test_isr_change_from_a_leader_reaches_every_broker(store, cluster):
+    nodes = [await start_node(store, cluster, b, config=config()) for b in (0, 1)]
+    reader = cluster.reader
+    await admin.create_topic(reader, "isr", 1, 2, replica_assignment={0: [0, 1]})
+    await eventually(lambda: state(reader, "isr", 0), message="online")
+    current = await state(reader, "isr", 0)
+    lai = current.leader_and_isr
+    # the leader (broker 0) shrinks the ISR, as its ReplicaManager does through the server
+    new_version = await zk_data.update_leader_and_isr(
+        nodes[0].session,
+        "isr",
+        0,
+        BrokerLeaderAndIsr(0, lai.leader_epoch, (0,), lai.zk_version, current.controller_epoch),
+    )
+    assert new_version == lai.zk_version + 1
+    stale = await zk_data.update_leader_and_isr(
+        nodes[0].session,
+        "isr",
+        0,
+        BrokerLeaderAndIsr(0, lai.leader_epoch, (0, 1), lai.zk_version, 1),
+    )
+    assert stale is None  # a stale CAS loses
+
+    def told(broker):
+        return any(
+            tuple(p.isr) == (0,)
+            for s in cluster.of(ApiKey.UPDATE_METADATA, broker)
+            for t in s.message.topic_states
+            for p in t.partition_states
+        )
+
+    await eventually(lambda: told(0) and told(1), message="UpdateMetadata with the shrunk ISR")
+    await settle(nodes[0].controller)
+
+    async def processed():
+        return await zk_data.get_isr_change_notifications(reader) == []
+
+    await eventually(processed, message="the notification deleted once processed")
+    assert nodes[0].controller.context.partition_leadership_info[
+        TopicPartition("isr", 0)
+    ].leader_and_isr.isr == (0,)
+    await stop(*nodes)
+
+
+async def test_session_expiry_resigns_and_another_broker_takes_over(store, cluster):
+    nodes = [await start_node(store, cluster, b, config=config()) for b in (0, 1)]
+    assert nodes[0].controller.is_active
+    store.expire_session(nodes[0].session.session_id)
+    await eventually(lambda: not nodes[0].controller.is_active, message="resignation on expiry")
+    await eventually(lambda: nodes[1].controller.is_active, message="takeover")
+    assert nodes[1].controller.epoch == 2
+    await stop(*nodes)
+
+
+async def test_controlled_shutdown_moves_leadership(store, cluster):
+    nodes = [await start_node(store, cluster, b, config=config()) for b in (0, 1)]
+    reader = cluster.reader
+    await admin.create_topic(reader, "cs", 2, 2, replica_assignment={0: [1, 0], 1: [0, 1]})
+    await eventually(lambda: state(reader, "cs", 1), message="online")
+    epoch_1 = (await reader.exists(paths.broker_path(1))).czxid
+    remaining = await nodes[0].controller.controlled_shutdown(1, epoch_1)
+    assert remaining == []
+    info = await state(reader, "cs", 0)
+    assert info.leader_and_isr.leader == 0 and info.leader_and_isr.isr == (0,)
+    with pytest.raises(NotControllerError):
+        await nodes[1].controller.controlled_shutdown(0, -1)
+    await stop(*nodes)
+
+
+async def test_failed_sends_are_retried_in_order(store, cluster):
+    cluster.fail_next[0] = 3
+    node = await start_node(store, cluster, 0, config=config())
+    reader = cluster.reader
+    await admin.create_topic(reader, "retry", 1, 1)
+    await eventually(
+        lambda: cluster.leader_and_isr_partitions(0), message="LeaderAndIsr after retries"
+    )
+    kinds = [s.api_key for s in cluster.sent if s.broker_id == 0]
+    first_lai = kinds.index(ApiKey.LEADER_AND_ISR)
+    assert ApiKey.UPDATE_METADATA in kinds[first_lai:]
+    assert cluster.fail_next[0] == 0
+    await stop(node)
+
+
+async def test_controller_restart_reloads_from_the_store(store, cluster):
+    node = await start_node(store, cluster, 0, config=config())
+    reader = cluster.reader
+    await admin.create_topic(reader, "kept", 2, 1)
+    await eventually(lambda: state(reader, "kept", 1), message="online")
+    await stop(node)
+    cluster.sent.clear()
+    again = await start_node(store, cluster, 0, config=config())
+    assert again.controller.epoch == 2
+    ctx = again.controller.context
+    assert ctx.all_topics == {"kept"} and len(ctx.partition_leadership_info) == 2
+    await eventually(
+        lambda: len(cluster.leader_and_isr_partitions(0)) == 2, message="LeaderAndIsr on failover"
+    )
+    await stop(again)
