@@ -518,6 +518,23 @@ class Partition:
         self.producer_state.update_map_end_offset(log.log_end_offset)
         return info
 
+    def update_follower_high_watermark(self, leader_high_watermark: int) -> None:
+        """A follower's HW is the leader's, bounded by what it has: min(leader HW, LEO)."""
+        log = self.log
+        assert log is not None
+        log.high_watermark = min(leader_high_watermark, log.log_end_offset)
+
+    def maybe_advance_log_start_offset(self, leader_log_start_offset: int) -> None:
+        """Follow the leader's log start offset (retention or DeleteRecords on the leader), as
+        far as this replica's HW allows."""
+        log = self.log
+        assert log is not None
+        target = min(leader_log_start_offset, log.high_watermark)
+        if target > log.log_start_offset:
+            log.delete_records_before(target)
+            if self.producer_state is not None:
+                self.producer_state.truncate_head(log.log_start_offset)
+
     def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, ErrorCode]:
         """For a waiting acks=all produce: (done, error)."""
         if not self.is_leader or self.log is None:

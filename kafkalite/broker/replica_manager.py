@@ -697,12 +697,11 @@ class ReplicaManager:
             self.partitions[tp] = partition
             errors[tp] = ErrorCode.NONE
             self._complete_delayed_requests(tp)
-        if self.replica_fetcher_manager is not None:
-            followers = [p.topic_partition for p, _ in to_follow]
-            if followers:
-                self.replica_fetcher_manager.remove_fetcher_for_partitions(followers)
-            if new_fetchers:
-                self.replica_fetcher_manager.add_fetcher_for_partitions(new_fetchers)
+        if self.replica_fetcher_manager is not None and new_fetchers:
+            # Only partitions whose leader or leader epoch changed restart their fetch (with
+            # truncation); the others keep fetching where they are.
+            self.replica_fetcher_manager.remove_fetcher_for_partitions(list(new_fetchers))
+            self.replica_fetcher_manager.add_fetcher_for_partitions(new_fetchers)
         return LeaderAndIsrResult(ErrorCode.NONE, errors)
 
     def stop_replicas(

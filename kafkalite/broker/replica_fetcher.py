@@ -1,0 +1,575 @@
+"""Follower replication: fetchers that pull from partition leaders (Kafka's ReplicaFetcherThread).
+
+``ReplicaFetcherManager`` keeps one ``ReplicaFetcher`` (one asyncio task) per leader broker;
+the replica manager adds partitions when this broker becomes their follower and removes them
+when it leads, stops or moves. Each fetcher runs, per partition, Kafka's two phases:
+
+1. **Truncating** (KIP-101): ask the leader ``OffsetsForLeaderEpoch(latest local epoch)`` and
+   truncate the local log where it diverges (``Partition.truncate_to_leader_epoch``); repeat
+   while the leader's answer names an epoch this replica does not have. A log with no epoch
+   truncates to its high watermark (the pre-KIP-101 rule, the only information there is).
+2. **Fetching**: one Fetch per round for every fetching partition, ``replica_id`` = this broker,
+   from the local log end offset with the current leader epoch; the records are appended as
+   follower (offsets and epochs kept), the follower HW becomes min(leader HW, local LEO), the
+   log start offset follows the leader's.
+
+Errors per partition, as Kafka: OFFSET_OUT_OF_RANGE resets the fetch position from the leader's
+log end / start (truncating when the leader's log ends below ours, restarting the log when it
+starts above it); FENCED_LEADER_EPOCH drops the partition until the next LeaderAndIsr;
+NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION and storage errors
+back the partition off for ``replica_fetch_backoff_ms``; a failed request (the leader is down)
+backs every partition of that fetcher off.
+
+The leader is reached through a ``LeaderEndPoint``: ``RemoteLeaderEndPoint`` speaks the Kafka
+protocol through ``kafkalite.client`` (Fetch v12, OffsetForLeaderEpoch v4, ListOffsets v7);
+``LocalLeaderEndPoint`` calls another in-process ``ReplicaManager`` (tests, in-process cluster
+harness). Waiting uses the injected clock, so tests drive back-offs without sleeping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING, Any, Protocol
+
+import structlog
+
+from kafkalite.broker.clock import SYSTEM_TIME, Time
+from kafkalite.broker.partition import records_bytes, records_size
+from kafkalite.broker.types import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    NO_EPOCH,
+    EpochEndOffset,
+    FetchInfo,
+    FetchParams,
+    FetchPartitionData,
+)
+from kafkalite.protocol.errors import ErrorCode, KafkaError
+from kafkalite.protocol.types import TopicPartition
+
+if TYPE_CHECKING:
+    from kafkalite.broker.replica_manager import ReplicaManager
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaFetcherConfig:
+    replica_fetch_max_bytes: int = 1024 * 1024  # per partition
+    replica_fetch_response_max_bytes: int = 10 * 1024 * 1024
+    replica_fetch_wait_max_ms: int = 500
+    replica_fetch_min_bytes: int = 1
+    replica_fetch_backoff_ms: int = 1000
+
+    @classmethod
+    def from_broker_config(cls, config: Any) -> ReplicaFetcherConfig:
+        defaults = cls()
+        return cls(
+            **{
+                name: getattr(config, name, getattr(defaults, name))
+                for name in (
+                    "replica_fetch_max_bytes",
+                    "replica_fetch_response_max_bytes",
+                    "replica_fetch_wait_max_ms",
+                    "replica_fetch_min_bytes",
+                    "replica_fetch_backoff_ms",
+                )
+            }
+        )
+
+
+class LeaderEndPoint(Protocol):
+    async def fetch(
+        self, params: FetchParams, infos: Mapping[TopicPartition, FetchInfo]
+    ) -> dict[TopicPartition, FetchPartitionData]: ...
+
+    async def fetch_epoch_end_offsets(
+        self, partitions: Mapping[TopicPartition, tuple[int, int]]
+    ) -> dict[TopicPartition, EpochEndOffset]:
+        """(current leader epoch, epoch asked) per partition."""
+        ...
+
+    async def fetch_offset(self, tp: TopicPartition, current_leader_epoch: int, timestamp: int) -> int:
+        """The leader's log start (-2) or log end (-1) offset; raises KafkaError."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class LocalLeaderEndPoint:
+    """The leader is another ReplicaManager in this process."""
+
+    def __init__(self, leader: ReplicaManager, replica_id: int) -> None:
+        self.leader = leader
+        self.replica_id = replica_id
+
+    async def fetch(self, params, infos):
+        return await self.leader.fetch_messages(params, infos)
+
+    async def fetch_epoch_end_offsets(self, partitions):
+        return {
+            tp: self.leader.last_offset_for_leader_epoch(tp, current, epoch, self.replica_id)
+            for tp, (current, epoch) in partitions.items()
+        }
+
+    async def fetch_offset(self, tp, current_leader_epoch, timestamp):
+        result = self.leader.list_offset(
+            tp, timestamp, None, current_leader_epoch, replica_id=self.replica_id
+        )
+        if result.error_code is not ErrorCode.NONE:
+            raise KafkaError(error_code=result.error_code)
+        return result.offset
+
+    async def close(self) -> None:
+        pass
+
+
+def _code(value: Any) -> ErrorCode:
+    return ErrorCode(int(value))
+
+
+class RemoteLeaderEndPoint:
+    """The leader over the Kafka protocol (a ``kafkalite.client.KafkaClient``-like object with
+    ``send(api_key, request, version, node_id)``)."""
+
+    FETCH_VERSION = 12
+    OFFSET_FOR_LEADER_EPOCH_VERSION = 4
+    LIST_OFFSETS_VERSION = 7
+
+    def __init__(self, client, leader_id: int, replica_id: int) -> None:
+        self.client = client
+        self.leader_id = leader_id
+        self.replica_id = replica_id
+
+    async def _send(self, api_key, version, **values):
+        from kafkalite.client.connection import request_builder
+
+        return await self.client.send(
+            api_key, request_builder(api_key, **values), version, node_id=self.leader_id
+        )
+
+    async def fetch(self, params, infos):
+        from kafkalite.protocol.api import ApiKey
+
+        topics: dict[str, list[dict]] = {}
+        for tp, info in infos.items():
+            topics.setdefault(tp.topic, []).append(
+                {
+                    "partition": tp.partition,
+                    "current_leader_epoch": info.current_leader_epoch,
+                    "fetch_offset": info.fetch_offset,
+                    "last_fetched_epoch": info.last_fetched_epoch,
+                    "log_start_offset": info.log_start_offset,
+                    "partition_max_bytes": info.max_bytes,
+                }
+            )
+        response = await self._send(
+            ApiKey.FETCH,
+            self.FETCH_VERSION,
+            replica_id=self.replica_id,
+            max_wait=datetime.timedelta(milliseconds=params.max_wait_ms),
+            min_bytes=params.min_bytes,
+            max_bytes=params.max_bytes,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=[{"topic": t, "partitions": ps} for t, ps in topics.items()],
+            forgotten_topics_data=[],
+            rack_id="",
+        )
+        if _code(getattr(response, "error_code", 0)) is not ErrorCode.NONE:
+            raise KafkaError(error_code=_code(response.error_code))
+        out: dict[TopicPartition, FetchPartitionData] = {}
+        for topic in response.responses:
+            for p in topic.partitions:
+                diverging = getattr(p, "diverging_epoch", None)
+                out[TopicPartition(topic.topic, p.partition_index)] = FetchPartitionData(
+                    _code(p.error_code),
+                    p.high_watermark,
+                    p.last_stable_offset,
+                    p.log_start_offset,
+                    bytes(p.records) if p.records is not None else b"",
+                    diverging_epoch=(
+                        EpochEndOffset(ErrorCode.NONE, diverging.epoch, diverging.end_offset)
+                        if diverging is not None and diverging.epoch >= 0
+                        else None
+                    ),
+                )
+        return out
+
+    async def fetch_epoch_end_offsets(self, partitions):
+        from kafkalite.protocol.api import ApiKey
+
+        topics: dict[str, list[dict]] = {}
+        for tp, (current, epoch) in partitions.items():
+            topics.setdefault(tp.topic, []).append(
+                {"partition": tp.partition, "current_leader_epoch": current, "leader_epoch": epoch}
+            )
+        response = await self._send(
+            ApiKey.OFFSET_FOR_LEADER_EPOCH,
+            self.OFFSET_FOR_LEADER_EPOCH_VERSION,
+            replica_id=self.replica_id,
+            topics=[{"topic": t, "partitions": ps} for t, ps in topics.items()],
+        )
+        return {
+            TopicPartition(topic.topic, p.partition): EpochEndOffset(
+                _code(p.error_code), p.leader_epoch, p.end_offset
+            )
+            for topic in response.topics
+            for p in topic.partitions
+        }
+
+    async def fetch_offset(self, tp, current_leader_epoch, timestamp):
+        from kafkalite.protocol.api import ApiKey
+
+        response = await self._send(
+            ApiKey.LIST_OFFSETS,
+            self.LIST_OFFSETS_VERSION,
+            replica_id=self.replica_id,
+            isolation_level=0,
+            topics=[
+                {
+                    "name": tp.topic,
+                    "partitions": [
+                        {
+                            "partition_index": tp.partition,
+                            "current_leader_epoch": current_leader_epoch,
+                            "timestamp": timestamp,
+                        }
+                    ],
+                }
+            ],
+        )
+        p = response.topics[0].partitions[0]
+        if _code(p.error_code) is not ErrorCode.NONE:
+            raise KafkaError(error_code=_code(p.error_code))
+        return p.offset
+
+    async def close(self) -> None:
+        pass
+
+
+class FetchState(Enum):
+    TRUNCATING = "truncating"
+    FETCHING = "fetching"
+
+
+@dataclass(slots=True)
+class PartitionFetchState:
+    fetch_offset: int
+    current_leader_epoch: int
+    state: FetchState
+    delayed_until_ms: int = 0
+
+
+class ReplicaFetcher:
+    """Replicates the partitions this broker follows from one leader (one task)."""
+
+    def __init__(
+        self,
+        leader_id: int,
+        endpoint: LeaderEndPoint,
+        replica_manager: ReplicaManager,
+        time: Time = SYSTEM_TIME,
+        config: ReplicaFetcherConfig | None = None,
+    ) -> None:
+        self.leader_id = leader_id
+        self.endpoint = endpoint
+        self.replica_manager = replica_manager
+        self.time = time
+        self.config = config or ReplicaFetcherConfig()
+        self.partitions: dict[TopicPartition, PartitionFetchState] = {}
+        self._changed = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self.rounds = 0
+
+    # -- membership ---------------------------------------------------------------------------
+
+    def add_partitions(self, partitions: Mapping[TopicPartition, tuple[int, int]]) -> None:
+        """(fetch offset, current leader epoch) per partition; each starts truncating."""
+        for tp, (offset, epoch) in partitions.items():
+            self.partitions[tp] = PartitionFetchState(offset, epoch, FetchState.TRUNCATING)
+        self._changed.set()
+
+    def remove_partitions(self, partitions: Iterable[TopicPartition]) -> None:
+        for tp in partitions:
+            self.partitions.pop(tp, None)
+        self._changed.set()
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self.run())
+            self._task.add_done_callback(self._on_task_done)
+
+    def _on_task_done(self, task: asyncio.Task) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            log.error("replica_fetcher_died", leader=self.leader_id, error=repr(task.exception()))
+
+    async def shutdown(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        await self.endpoint.close()
+
+    # -- the loop -----------------------------------------------------------------------------
+
+    async def _sleep_ms(self, ms: int) -> None:
+        """Wait ``ms`` on the injected clock, or until the partitions change."""
+        future = asyncio.get_running_loop().create_future()
+        handle = self.time.call_later(ms, lambda: future.done() or future.set_result(None))
+        changed = asyncio.ensure_future(self._changed.wait())
+        try:
+            await asyncio.wait({future, changed}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            handle.cancel()
+            changed.cancel()
+            if not future.done():
+                future.cancel()
+
+    async def run(self) -> None:
+        while True:
+            self._changed.clear()
+            now = self.time.milliseconds()
+            ready = {
+                tp: s for tp, s in self.partitions.items() if s.delayed_until_ms <= now
+            }
+            if not ready:
+                delays = [s.delayed_until_ms - now for s in self.partitions.values()]
+                if delays:
+                    await self._sleep_ms(max(1, min(delays)))
+                else:
+                    await self._changed.wait()
+                continue
+            try:
+                await self.do_work(ready)
+            except asyncio.CancelledError:
+                raise
+            except (KafkaError, OSError) as e:
+                # The leader is unreachable (client errors are KafkaErrors) or answered the
+                # whole request with an error: back off.
+                log.info("replica_fetch_failed", leader=self.leader_id, error=repr(e))
+                self._delay(ready, self.config.replica_fetch_backoff_ms)
+            self.rounds += 1
+
+    def _delay(self, partitions: Iterable[TopicPartition], ms: int) -> None:
+        until = self.time.milliseconds() + ms
+        for tp in partitions:
+            state = self.partitions.get(tp)
+            if state is not None:
+                state.delayed_until_ms = until
+
+    async def do_work(self, ready: Mapping[TopicPartition, PartitionFetchState]) -> None:
+        """One round: truncate the truncating partitions, then one Fetch for the others."""
+        truncating = {tp: s for tp, s in ready.items() if s.state is FetchState.TRUNCATING}
+        if truncating:
+            await self.truncate_to_epoch_end_offsets(truncating)
+        fetching = {
+            tp: s
+            for tp, s in ready.items()
+            if s.state is FetchState.FETCHING and self.partitions.get(tp) is s
+        }
+        if fetching:
+            await self.fetch_once(fetching)
+
+    # -- truncation ---------------------------------------------------------------------------
+
+    async def truncate_to_epoch_end_offsets(
+        self, truncating: Mapping[TopicPartition, PartitionFetchState]
+    ) -> None:
+        asks: dict[TopicPartition, tuple[int, int]] = {}
+        for tp, state in truncating.items():
+            partition = self.replica_manager.online_partition(tp)
+            if partition is None or partition.log is None:
+                self.partitions.pop(tp, None)
+                continue
+            latest = partition.log.leader_epoch_cache.latest_epoch
+            if latest is None:
+                # No epochs known: the high watermark is all this replica can trust.
+                partition.truncate_to(partition.log.high_watermark)
+                self._start_fetching(tp, state, partition.log.log_end_offset)
+            else:
+                asks[tp] = (state.current_leader_epoch, latest)
+        if not asks:
+            return
+        answers = await self.endpoint.fetch_epoch_end_offsets(asks)
+        for tp, answer in answers.items():
+            state = self.partitions.get(tp)
+            if state is None or state is not truncating.get(tp):
+                continue  # removed or re-added meanwhile
+            partition = self.replica_manager.online_partition(tp)
+            if partition is None or partition.log is None:
+                self.partitions.pop(tp, None)
+                continue
+            if answer.error_code is not ErrorCode.NONE:
+                self._handle_partition_error(tp, answer.error_code)
+                continue
+            result = partition.truncate_to_leader_epoch(answer)
+            log.info(
+                "follower_truncated",
+                partition=str(tp),
+                offset=result.offset,
+                leader_epoch=answer.leader_epoch,
+                completed=result.truncation_completed,
+            )
+            if result.truncation_completed:
+                self._start_fetching(tp, state, partition.log.log_end_offset)
+
+    def _start_fetching(self, tp: TopicPartition, state: PartitionFetchState, offset: int) -> None:
+        state.state = FetchState.FETCHING
+        state.fetch_offset = offset
+
+    # -- fetching -----------------------------------------------------------------------------
+
+    async def fetch_once(self, fetching: Mapping[TopicPartition, PartitionFetchState]) -> None:
+        infos: dict[TopicPartition, FetchInfo] = {}
+        for tp, state in fetching.items():
+            partition = self.replica_manager.online_partition(tp)
+            if partition is None or partition.log is None:
+                self.partitions.pop(tp, None)
+                continue
+            infos[tp] = FetchInfo(
+                state.fetch_offset,
+                self.config.replica_fetch_max_bytes,
+                partition.log.log_start_offset,
+                state.current_leader_epoch,
+                NO_EPOCH,
+            )
+        if not infos:
+            return
+        params = FetchParams(
+            replica_id=self.replica_manager.broker_id,
+            max_wait_ms=self.config.replica_fetch_wait_max_ms,
+            min_bytes=self.config.replica_fetch_min_bytes,
+            max_bytes=self.config.replica_fetch_response_max_bytes,
+        )
+        response = await self.endpoint.fetch(params, infos)
+        for tp, data in response.items():
+            state = self.partitions.get(tp)
+            if state is None or state is not fetching.get(tp) or state.fetch_offset != infos[tp].fetch_offset:
+                continue  # the partition was removed, re-added or moved on meanwhile
+            if data.error_code is ErrorCode.NONE:
+                self._process_partition_data(tp, state, data)
+            elif data.error_code is ErrorCode.OFFSET_OUT_OF_RANGE:
+                await self._handle_offset_out_of_range(tp, state)
+            else:
+                self._handle_partition_error(tp, data.error_code)
+
+    def _process_partition_data(
+        self, tp: TopicPartition, state: PartitionFetchState, data: FetchPartitionData
+    ) -> None:
+        partition = self.replica_manager.online_partition(tp)
+        if partition is None or partition.log is None:
+            self.partitions.pop(tp, None)
+            return
+        if data.diverging_epoch is not None:
+            state.state = FetchState.TRUNCATING
+            return
+        try:
+            if records_size(data.records) > 0:
+                partition.append_records_to_follower(records_bytes(data.records))
+            partition.update_follower_high_watermark(data.high_watermark)
+            partition.maybe_advance_log_start_offset(data.log_start_offset)
+        except (KafkaError, OSError) as e:
+            log.warning("follower_append_failed", partition=str(tp), error=repr(e))
+            self._delay([tp], self.config.replica_fetch_backoff_ms)
+            return
+        state.fetch_offset = partition.log.log_end_offset
+
+    async def _handle_offset_out_of_range(self, tp: TopicPartition, state: PartitionFetchState) -> None:
+        """Kafka's fetchOffsetAndTruncate: follow the leader's log end down, or its start up."""
+        partition = self.replica_manager.online_partition(tp)
+        if partition is None or partition.log is None:
+            self.partitions.pop(tp, None)
+            return
+        replica_end = partition.log.log_end_offset
+        try:
+            leader_end = await self.endpoint.fetch_offset(tp, state.current_leader_epoch, LATEST_TIMESTAMP)
+            if leader_end < replica_end:
+                partition.truncate_to(leader_end)
+                state.fetch_offset = leader_end
+                return
+            leader_start = await self.endpoint.fetch_offset(
+                tp, state.current_leader_epoch, EARLIEST_TIMESTAMP
+            )
+        except KafkaError as e:
+            self._handle_partition_error(tp, e.error_code)
+            return
+        if leader_start > replica_end:
+            partition.truncate_fully_and_start_at(leader_start)
+            state.fetch_offset = leader_start
+        else:
+            state.fetch_offset = max(leader_start, replica_end)
+
+    def _handle_partition_error(self, tp: TopicPartition, error: ErrorCode) -> None:
+        if error is ErrorCode.FENCED_LEADER_EPOCH:
+            # Our epoch is older than the leader's: wait for the controller's LeaderAndIsr.
+            log.info("follower_fenced", partition=str(tp), leader=self.leader_id)
+            self.partitions.pop(tp, None)
+            return
+        self._delay([tp], self.config.replica_fetch_backoff_ms)
+
+
+class ReplicaFetcherManager:
+    """One fetcher per leader broker; implements the replica manager's fetcher hooks."""
+
+    def __init__(
+        self,
+        replica_manager: ReplicaManager,
+        endpoint_for_leader: Callable[[int], LeaderEndPoint],
+        time: Time = SYSTEM_TIME,
+        config: ReplicaFetcherConfig | None = None,
+    ) -> None:
+        self.replica_manager = replica_manager
+        self.endpoint_for_leader = endpoint_for_leader
+        self.time = time
+        self.config = config or ReplicaFetcherConfig()
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+
+    def fetcher_for(self, tp: TopicPartition) -> ReplicaFetcher | None:
+        for fetcher in self.fetchers.values():
+            if tp in fetcher.partitions:
+                return fetcher
+        return None
+
+    def add_fetcher_for_partitions(self, partitions: Mapping[TopicPartition, tuple[int, int]]) -> None:
+        by_leader: dict[int, dict[TopicPartition, tuple[int, int]]] = {}
+        for tp, (leader_id, offset) in partitions.items():
+            partition = self.replica_manager.online_partition(tp)
+            epoch = partition.leader_epoch if partition is not None else NO_EPOCH
+            by_leader.setdefault(leader_id, {})[tp] = (offset, epoch)
+        self.remove_fetcher_for_partitions(partitions)
+        for leader_id, group in by_leader.items():
+            fetcher = self.fetchers.get(leader_id)
+            if fetcher is None:
+                fetcher = ReplicaFetcher(
+                    leader_id,
+                    self.endpoint_for_leader(leader_id),
+                    self.replica_manager,
+                    self.time,
+                    self.config,
+                )
+                self.fetchers[leader_id] = fetcher
+                fetcher.start()
+            fetcher.add_partitions(group)
+
+    def remove_fetcher_for_partitions(self, partitions: Iterable[TopicPartition]) -> None:
+        partitions = list(partitions)
+        for fetcher in self.fetchers.values():
+            fetcher.remove_partitions(partitions)
+
+    async def shutdown_idle_fetchers(self) -> None:
+        for leader_id, fetcher in list(self.fetchers.items()):
+            if not fetcher.partitions:
+                del self.fetchers[leader_id]
+                await fetcher.shutdown()
+
+    async def shutdown(self) -> None:
+        fetchers = list(self.fetchers.values())
+        self.fetchers.clear()
+        for fetcher in fetchers:
+            await fetcher.shutdown()

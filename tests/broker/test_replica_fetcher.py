@@ -1,0 +1,221 @@
+"""Replication between two in-process brokers: follower fetch, ISR expansion, acks=all with a
+real follower, KIP-101 truncation after a leader change, out-of-range resets, and the remote
+endpoint's request/response mapping."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+import pytest
+
+from kafkalite.broker.replica_fetcher import (
+    FetchState,
+    LocalLeaderEndPoint,
+    RemoteLeaderEndPoint,
+    ReplicaFetcherConfig,
+    ReplicaFetcherManager,
+)
+from kafkalite.broker.replica_manager import ReplicaManager, ReplicaManagerConfig
+from kafkalite.broker.types import FetchInfo, FetchParams
+from kafkalite.protocol.errors import ErrorCode
+from kafkalite.protocol.records import iter_batch_headers
+from kafkalite.protocol.types import TopicPartition
+from kafkalite.storage.config import LogConfig
+from kafkalite.storage.log_manager import LogManager
+
+from .conftest import batch, leader_state
+
+TP = TopicPartition("t", 0)
+DEADLINE = 5.0
+
+
+async def wait_until(condition, timeout=DEADLINE):
+    """Yield to the loop until ``condition()`` holds; fail after ``timeout`` seconds."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not condition():
+        if loop.time() > end:
+            raise AssertionError("condition not reached before the deadline")
+        await asyncio.sleep(0.001)
+
+
+class Cluster:
+    """Brokers 1 and 2 in one process; each follower reaches leaders through their
+    ReplicaManager directly (LocalLeaderEndPoint)."""
+
+    def __init__(self, tmp_path, mock_time, min_isr=1):
+        self.time = mock_time
+        self.log_managers = {}
+        self.brokers: dict[int, ReplicaManager] = {}
+        for broker_id in (1, 2):
+            lm = LogManager([str(tmp_path / f"b{broker_id}")], LogConfig(min_insync_replicas=min_isr))
+            lm.startup()
+            self.log_managers[broker_id] = lm
+            rm = ReplicaManager(broker_id, lm, ReplicaManagerConfig(replica_lag_time_max_ms=10_000), mock_time)
+            rm.replica_fetcher_manager = ReplicaFetcherManager(
+                rm,
+                lambda leader_id, me=broker_id: LocalLeaderEndPoint(self.brokers[leader_id], me),
+                mock_time,
+                ReplicaFetcherConfig(replica_fetch_wait_max_ms=60_000, replica_fetch_backoff_ms=100),
+            )
+            self.brokers[broker_id] = rm
+
+    def leader_and_isr(self, leader, epoch, isr, controller_epoch=1):
+        for rm in self.brokers.values():
+            rm.become_leader_or_follower(
+                0, controller_epoch, [leader_state(leader=leader, leader_epoch=epoch, isr=isr, replicas=(1, 2))]
+            )
+
+    def log(self, broker_id):
+        return self.log_managers[broker_id].get_log("t", 0)
+
+    def batches(self, broker_id):
+        info = self.log(broker_id).read(self.log(broker_id).log_start_offset, 1 << 30)
+        return [
+            (h.base_offset, h.partition_leader_epoch, h.crc)
+            for _, h in iter_batch_headers(info.records.view())
+        ]
+
+    async def close(self):
+        for rm in self.brokers.values():
+            await rm.replica_fetcher_manager.shutdown()
+            await rm.shutdown()
+        for lm in self.log_managers.values():
+            lm.shutdown()
+
+
+@pytest.fixture
+async def cluster(tmp_path, mock_time):
+    c = Cluster(tmp_path, mock_time)
+    yield c
+    await c.close()
+
+
+async def produce(rm, data, acks=1):
+    return (await rm.append_records(30_000, acks, {TP: data}))[TP]
+
+
+async def test_follower_replicates_and_joins_isr(cluster):
+    leader, follower = cluster.brokers[1], cluster.brokers[2]
+    cluster.leader_and_isr(leader=1, epoch=0, isr=(1,))
+    for _ in range(3):
+        assert (await produce(leader, batch(2))).error_code is ErrorCode.NONE
+    await wait_until(lambda: cluster.log(2).log_end_offset == 6)
+    await wait_until(lambda: leader.partitions[TP].isr == {1, 2})
+    assert cluster.batches(2) == cluster.batches(1)
+    # The follower's HW follows the leader's on its next fetch.
+    await produce(leader, batch(1))
+    await wait_until(lambda: cluster.log(1).high_watermark == 7)  # the follower fetched 7
+    # As in Kafka, a HW move does not complete the follower's waiting fetch: it learns the HW
+    # when that fetch returns (here at replica.fetch.wait.max.ms on the manual clock).
+    await wait_until(lambda: leader.fetch_purgatory.watched(TP) == 1)
+    cluster.time.advance(60_000)
+    await wait_until(lambda: cluster.log(2).high_watermark == 7)
+    assert cluster.log(2).high_watermark <= cluster.log(2).log_end_offset
+    # The follower refuses client writes and consumer reads.
+    assert (await produce(follower, batch())).error_code is ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+async def test_acks_all_completes_through_the_real_follower(cluster):
+    leader = cluster.brokers[1]
+    cluster.leader_and_isr(leader=1, epoch=0, isr=(1, 2))
+    result = await asyncio.wait_for(produce(leader, batch(5), acks=-1), DEADLINE)
+    assert (result.error_code, result.base_offset) == (ErrorCode.NONE, 0)
+    assert cluster.log(1).high_watermark == 5
+    assert cluster.log(2).log_end_offset == 5
+
+
+async def test_leader_change_truncates_divergent_tail(cluster):
+    """Broker 1 leads epoch 0 and writes 3 records both replicas get, then 2 more (acks=1)
+    that never reach broker 2. Broker 2 becomes leader (epoch 1) and writes 1 record. When
+    broker 1 follows, it truncates its epoch-0 tail at offset 3 (not at its HW) and copies
+    the leader's log: both logs end identical."""
+    b1, b2 = cluster.brokers[1], cluster.brokers[2]
+    cluster.leader_and_isr(leader=1, epoch=0, isr=(1, 2))
+    await asyncio.wait_for(produce(b1, batch(3), acks=-1), DEADLINE)
+    await wait_until(lambda: cluster.log(2).log_end_offset == 3)
+    b2.replica_fetcher_manager.remove_fetcher_for_partitions([TP])  # broker 2 stops fetching
+    await produce(b1, batch(2))
+    assert cluster.log(1).log_end_offset == 5 and cluster.log(2).log_end_offset == 3
+
+    b2.become_leader_or_follower(0, 2, [leader_state(leader=2, leader_epoch=1, isr=(2,), replicas=(1, 2))])
+    await produce(b2, batch(1))
+    b1.become_leader_or_follower(0, 2, [leader_state(leader=2, leader_epoch=1, isr=(2,), replicas=(1, 2))])
+    await wait_until(lambda: cluster.batches(1) == cluster.batches(2))
+    assert cluster.log(1).log_end_offset == 4
+    assert [epoch for _, epoch, _ in cluster.batches(1)] == [0, 1]
+    assert cluster.log(1).leader_epoch_cache.latest_epoch == 1
+    await wait_until(lambda: b2.partitions[TP].isr == {1, 2})
+
+
+async def test_fenced_follower_stops_until_next_leader_and_isr(cluster):
+    b1, b2 = cluster.brokers[1], cluster.brokers[2]
+    b1.become_leader_or_follower(0, 1, [leader_state(leader=1, leader_epoch=3, isr=(1,), replicas=(1, 2))])
+    b2.become_leader_or_follower(0, 1, [leader_state(leader=1, leader_epoch=2, isr=(1,), replicas=(1, 2))])
+    fetcher = b2.replica_fetcher_manager.fetchers[1]
+    await wait_until(lambda: TP not in fetcher.partitions)  # FENCED_LEADER_EPOCH
+    b2.become_leader_or_follower(0, 1, [leader_state(leader=1, leader_epoch=3, isr=(1,), replicas=(1, 2))])
+    await produce(b1, batch(2))
+    await wait_until(lambda: cluster.log(2).log_end_offset == 2)
+
+
+async def test_unknown_leader_epoch_backs_off_on_the_clock(cluster, mock_time):
+    b1, b2 = cluster.brokers[1], cluster.brokers[2]
+    b1.become_leader_or_follower(0, 1, [leader_state(leader=1, leader_epoch=1, isr=(1,), replicas=(1, 2))])
+    b2.become_leader_or_follower(0, 1, [leader_state(leader=1, leader_epoch=2, isr=(1,), replicas=(1, 2))])
+    fetcher = b2.replica_fetcher_manager.fetchers[1]
+    await wait_until(lambda: fetcher.partitions[TP].delayed_until_ms > mock_time.milliseconds())
+    # The leader learns epoch 2; the follower retries after its back-off.
+    b1.become_leader_or_follower(0, 1, [leader_state(leader=1, leader_epoch=2, isr=(1,), replicas=(1, 2))])
+    await produce(b1, batch(1))
+    mock_time.advance(100)
+    await wait_until(lambda: cluster.log(2).log_end_offset == 1)
+
+
+async def test_offset_out_of_range_follows_leader_log_start(cluster):
+    b1, b2 = cluster.brokers[1], cluster.brokers[2]
+    b1.become_leader_or_follower(0, 1, [leader_state(leader=1, leader_epoch=0, isr=(1,), replicas=(1, 2))])
+    for _ in range(4):
+        await produce(b1, batch(2))
+    assert (await b1.delete_records(1000, {TP: 6}))[TP].error_code is ErrorCode.NONE
+    b2.become_leader_or_follower(0, 1, [leader_state(leader=1, leader_epoch=0, isr=(1,), replicas=(1, 2))])
+    await wait_until(lambda: cluster.log(2).log_end_offset == 8)
+    assert cluster.log(2).log_start_offset == 6
+    state = b2.replica_fetcher_manager.fetchers[1].partitions[TP]
+    assert state.state is FetchState.FETCHING and state.fetch_offset == 8
+
+
+async def test_remote_endpoint_maps_requests_and_responses():
+    sent = []
+
+    class FakeClient:
+        async def send(self, api_key, builder, version, node_id):
+            message = builder(version)
+            sent.append((int(api_key), version, node_id, message))
+            if int(api_key) == 1:
+                part = SimpleNamespace(
+                    partition_index=0, error_code=0, high_watermark=7, last_stable_offset=7,
+                    log_start_offset=2, records=bytes(batch(1)), diverging_epoch=None,
+                )
+                return SimpleNamespace(error_code=0, responses=[SimpleNamespace(topic="t", partitions=[part])])
+            if int(api_key) == 23:
+                part = SimpleNamespace(partition=0, error_code=0, leader_epoch=4, end_offset=9)
+                return SimpleNamespace(topics=[SimpleNamespace(topic="t", partitions=[part])])
+            part = SimpleNamespace(partition_index=0, error_code=74, offset=-1)
+            return SimpleNamespace(topics=[SimpleNamespace(name="t", partitions=[part])])
+
+    endpoint = RemoteLeaderEndPoint(FakeClient(), leader_id=1, replica_id=2)
+    data = await endpoint.fetch(FetchParams(replica_id=2, max_wait_ms=500), {TP: FetchInfo(5, 1024, 0, 4)})
+    assert (data[TP].error_code, data[TP].high_watermark, data[TP].log_start_offset) == (ErrorCode.NONE, 7, 2)
+    assert bytes(data[TP].records) == bytes(batch(1))
+    api_key, version, node, request = sent[0]
+    assert (api_key, version, node, request.replica_id) == (1, 12, 1, 2)
+    p = request.topics[0].partitions[0]
+    assert (p.fetch_offset, p.current_leader_epoch, p.partition_max_bytes) == (5, 4, 1024)
+    answers = await endpoint.fetch_epoch_end_offsets({TP: (4, 3)})
+    assert (answers[TP].leader_epoch, answers[TP].end_offset) == (4, 9)
+    assert sent[1][3].topics[0].partitions[0].leader_epoch == 3
+    with pytest.raises(Exception) as info:
+        await endpoint.fetch_offset(TP, 4, -1)
+    assert info.value.error_code is ErrorCode.FENCED_LEADER_EPOCH
