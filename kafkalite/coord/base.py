@@ -6,7 +6,8 @@ promises, so this interface promises the same, whatever the backend:
 - **Sessions.** A client works through a ``CoordSession`` with a timeout. Its state is observable
   (``SessionState``): CONNECTED, SUSPENDED (connection lost, the session may still be alive on the
   server; operations wait for the reconnect up to the connection timeout, then raise
-  ``ConnectionLoss``), EXPIRED (terminal: the store deleted every ephemeral node the session owned;
+  ``ConnectionLoss``; suspended longer than the session timeout means expired), EXPIRED
+  (terminal: the store deleted every ephemeral node the session owned;
   every call raises ``SessionExpired``; the owner opens a new session and re-registers, like
   Kafka's ``ZooKeeperClient.reinitialize``) and CLOSED (terminal, by the owner).
 - **Nodes** form a tree of absolute, slash-separated paths. Each has data (bytes) and a ``Stat``.

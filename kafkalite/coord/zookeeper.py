@@ -22,9 +22,15 @@ what is done about each:
   waits without a deadline for the ``srvr`` handshake answer. We cap the backoff and the
   handshake at a third of the session timeout (and at 2 s), so a restarted server is found while
   the session is still alive.
-- **Resurrected sessions**: after an expiry aiozk silently opens a brand-new session. We watch
-  for the LOST state (and for a changed session id) and end the session as EXPIRED instead, so
-  the owner knows its ephemeral nodes are gone and re-registers.
+- **Resurrected sessions and false expiry**: aiozk treats any failed handshake (a server that
+  closes the socket while starting) as session loss, then silently opens a brand-new session;
+  and a failure while re-arming watches kills its repair loop for good. Our repair loop treats
+  only a connect answer with session id 0 as expiry, retries everything else, and never opens a
+  second session: the session ends as EXPIRED so the owner knows its ephemeral nodes are gone
+  and re-registers.
+- **Expiry while cut off**: a client only hears "expired" from a server. When no server has been
+  reachable for longer than the negotiated session timeout we declare the session EXPIRED
+  ourselves (Curator's simulated expiration), so the broker stops acting on stale leadership.
 - **Chroot as container node**: ``ZKClient(chroot=...)`` creates the chroot as a CONTAINER node,
   which the server deletes once it becomes empty. We prefix paths ourselves and create the
   chroot as persistent nodes, as Kafka does.
@@ -156,7 +162,71 @@ class _NeverResend(RetryPolicy):
 
 
 class _Session(_AiozkSession):
-    """aiozk's session with a reconnect backoff bounded by the session timeout."""
+    """aiozk's session with a repair loop that tells expiry from connection failure.
+
+    aiozk's own loop treats any failure to read the connect response (the server closed the
+    socket mid-handshake, e.g. while starting) as session loss and starts a new session; and a
+    failure while re-arming watches kills the loop for good. Here only a connect response with
+    session id 0 means expired; anything else is a connection failure and the loop tries again.
+    """
+
+    async def repair_loop(self):
+        while not self.closing:
+            await self.state.wait_for(States.SUSPENDED, States.LOST)
+            if self.closing:
+                break
+            await self.find_server(allow_read_only=self.allow_read_only)
+            try:
+                async with asyncio.timeout(self.timeout):
+                    alive = await self._establish()
+            except (TimeoutError, OSError, exc.ZKError) as error:
+                log.debug("session handshake failed: %r", error)
+                self.conn.abort(exc.ConnectError)
+                asyncio.create_task(self.conn.close(self.timeout))  # noqa: RUF006
+                await asyncio.sleep(0.05)
+                continue
+            if not alive:
+                log.info("ZooKeeper session 0x%x expired", self.session_id or 0)
+                if self.state != States.LOST:
+                    self.state.transition_to(States.LOST)
+                self.conn.abort(exc.SessionLost)
+                asyncio.create_task(self.conn.close(self.timeout))  # noqa: RUF006
+                # The owner ends the session on LOST; never open a new one behind its back.
+                return
+            self.state.transition_to(
+                States.READ_ONLY if self.conn.start_read_only else States.CONNECTED
+            )
+            self.conn.start_read_loop()
+            try:
+                await self.set_existing_watches()
+            except Exception as error:  # noqa: BLE001 - the connection broke: repair again
+                log.debug("re-arming watches failed: %r", error)
+                self.conn.abort(exc.ConnectError)
+                if self.state == States.CONNECTED:
+                    self.state.transition_to(States.SUSPENDED)
+
+    async def _establish(self) -> bool:
+        """Send ConnectRequest on the new connection; False when the server says expired."""
+        answer = await self.conn.send_connect(
+            protocol.ConnectRequest(
+                protocol_version=0,
+                last_seen_zxid=self.last_zxid or 0,
+                timeout=int((self.timeout or 0) * 1000),
+                session_id=self.session_id or 0,
+                password=self.password,
+                read_only=self.allow_read_only,
+            )
+        )
+        if answer is None:
+            raise exc.ConnectError(self.conn.host, self.conn.port)
+        zxid, response = answer
+        if response.session_id == 0:
+            return False
+        self.session_id = response.session_id
+        self.password = response.password
+        self.timeout = response.timeout / 1000
+        self.last_zxid = zxid
+        return True
 
     async def find_server(self, allow_read_only):
         delay = 0.05
@@ -327,7 +397,21 @@ class ZooKeeperSession(CoordSession):
                     await self._expire()
                     return
                 self._set_state(SessionState.SUSPENDED)
-                await zk.state.wait_for(States.CONNECTED, States.LOST)
+                try:
+                    # Cut off for longer than the session timeout: the ensemble has expired the
+                    # session (or will, the moment it can count). Say so now instead of when a
+                    # reconnect finally succeeds (Curator's simulated expiration).
+                    async with asyncio.timeout(zk.timeout):
+                        await zk.state.wait_for(States.CONNECTED, States.LOST)
+                except TimeoutError:
+                    log.warning(
+                        "ZooKeeper session 0x%x disconnected for longer than its %d ms timeout; "
+                        "treating it as expired",
+                        self._session_id,
+                        self.timeout_ms,
+                    )
+                    await self._expire()
+                    return
                 if zk.state == States.LOST or zk.session_id != self._session_id:
                     await self._expire()
                     return

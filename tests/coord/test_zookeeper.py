@@ -138,3 +138,20 @@ async def test_silent_partition_is_detected_within_the_session_timeout(own_serve
             assert (await session.get_data("/n"))[0] == b""
     finally:
         await store.close()
+
+
+async def test_disconnected_longer_than_the_session_timeout_is_expired(own_server):
+    store = open_store(own_server.connect_string("/outage"), None, 1000)
+    try:
+        session = await store.open_session()
+        await asyncio.to_thread(own_server.stop)
+        try:
+            await wait_state(session, SessionState.SUSPENDED, timeout=5)
+            # No server to tell us: the client declares the expiry itself after the timeout.
+            await wait_state(session, SessionState.EXPIRED, timeout=1.0 + 5)
+        finally:
+            await asyncio.to_thread(own_server.start)
+        fresh = await store.open_session()
+        assert fresh.state is SessionState.CONNECTED and fresh.session_id != session.session_id
+    finally:
+        await store.close()
