@@ -286,3 +286,24 @@ async def test_leadership_change_loads_led_partitions_and_unloads_the_rest():
     c.on_leadership_change(1, [state("__consumer_offsets", 0, 2, 4)])
     assert c.core.owned_partitions() == {}
     await c.shutdown()
+
+
+async def test_load_skips_records_of_newer_coordinators():
+    from kafkalite.group.records import (
+        OffsetCommitValue,
+        encode_offset_commit_key,
+        encode_offset_commit_value,
+    )
+
+    writer = MemoryWriter()
+    p = 0
+    group = next(g for g in (f"grp{i}" for i in range(100)) if GroupCoordinator(1, writer, offset_config=OffsetConfig(offsets_topic_num_partitions=PARTITIONS)).partition_for(g) == p)
+    writer.partitions[p] = [
+        (0, b"\x00\x03\x00\x01x", b"\x00\x00"),  # a KIP-848 record type (key version 3)
+        (1, encode_offset_commit_key(group, "t", 0), encode_offset_commit_value(OffsetCommitValue(9, "", 1))),
+    ]
+    c = GroupCoordinator(1, writer, GroupConfig(), OffsetConfig(offsets_topic_num_partitions=PARTITIONS), ManualTime())
+    c.startup()
+    await c.on_election(p, 0)
+    assert c.fetch_offsets(group, [TP])[1][TP].offset == 9
+    await c.shutdown()
