@@ -15,8 +15,10 @@ promises, so this interface promises the same, whatever the backend:
   take the version the caller expects (``ANY_VERSION`` = -1 to skip the check) and raise
   ``BadVersion`` on mismatch. There is deliberately no default: a forgotten version is a bug.
 - **Ephemeral nodes** belong to the session that created them and vanish when it is closed or
-  expires; they cannot have children. **Sequential nodes** get the parent's child-change counter
-  (``cversion``) appended as ten zero-padded digits, so names sort in creation order.
+  expires; they cannot have children. **Sequential nodes** get a per-parent counter appended as
+  ten zero-padded digits, so names sort in creation order (the embedded store uses the parent's
+  ``cversion``, which counts child creations and deletions; ZooKeeper 3.8 counts creations only:
+  callers may rely on the order, never on the exact numbers).
 - **multi** applies check/create/set/delete operations all-or-nothing in order and returns one
   result per operation; on failure it raises the first failing operation's error with
   ``failed_op_index`` and per-operation ``results``.

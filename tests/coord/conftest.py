@@ -46,6 +46,13 @@ class Backend:
     async def expire(self, session: CoordSession) -> None:
         raise NotImplementedError
 
+    async def drop_connection(self, session: CoordSession) -> None:
+        """Cut the session's connection without ending the session."""
+        raise NotImplementedError
+
+    async def restore_connection(self, session: CoordSession) -> None:
+        """Let the session reconnect (ZooKeeper clients do it themselves)."""
+
     store: CoordStore
 
 
@@ -58,6 +65,12 @@ class EmbeddedBackend(Backend):
     async def expire(self, session: CoordSession) -> None:
         assert isinstance(session, EmbeddedSession)
         self.store.expire_session(session.session_id)
+
+    async def drop_connection(self, session: CoordSession) -> None:
+        self.store.suspend_session(session.session_id)
+
+    async def restore_connection(self, session: CoordSession) -> None:
+        self.store.resume_session(session.session_id)
 
 
 class ZooKeeperBackend(Backend):
@@ -72,6 +85,10 @@ class ZooKeeperBackend(Backend):
     async def expire(self, session: CoordSession) -> None:
         assert isinstance(session, ZooKeeperSession)
         await asyncio.to_thread(self.server.expire_session, session.session_id, session.password)
+
+    async def drop_connection(self, session: CoordSession) -> None:
+        assert isinstance(session, ZooKeeperSession)
+        await asyncio.to_thread(self.server.drop_connection, session.session_id, session.password)
 
 
 @pytest.fixture(params=["embedded", "zookeeper"])

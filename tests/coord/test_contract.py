@@ -345,6 +345,26 @@ async def test_iterators_end_on_close_and_raise_on_expiry(backend, session, othe
         await asyncio.wait_for(expiring, 15)
 
 
+async def test_watches_and_ephemerals_survive_a_dropped_connection(backend, session, other):
+    await session.create("/brokers/ids/1", b"me", ephemeral=True, makepath=True)
+    await other.create("/w", b"0")
+    _, _, watch = await session.get_data_and_watch("/w")
+    _, child_watch = await session.get_children_and_watch("/brokers/ids")
+    session_id = session.session_id
+    await backend.drop_connection(session)
+    await other.set_data("/w", b"1", 0)
+    await other.create("/brokers/ids/2", ephemeral=True)
+    await backend.restore_connection(session)
+    assert await asyncio.wait_for(watch, 10) == WatchEvent(EventType.DATA_CHANGED, "/w")
+    assert await asyncio.wait_for(child_watch, 10) == WatchEvent(
+        EventType.CHILDREN_CHANGED, "/brokers/ids"
+    )
+    await wait_state(session, SessionState.CONNECTED)
+    assert session.session_id == session_id
+    assert (await session.get_data("/w"))[0] == b"1"
+    assert (await other.exists("/brokers/ids/1")).ephemeral_owner == session_id
+
+
 async def test_session_state_is_observable(backend):
     s = await backend.open_session()
     assert s.state is SessionState.CONNECTED

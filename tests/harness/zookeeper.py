@@ -242,6 +242,20 @@ class ZooKeeperServer:
                     pass
         raise RuntimeError(f"session 0x{session_id:x} could not be expired")
 
+    def drop_connection(self, session_id: int, password: bytes, timeout_ms: int = 4000) -> None:
+        """Break a client's connection but keep its session: attach to it, then just hang up.
+
+        The client sees its socket closed, reconnects and re-arms its watches; nothing expires.
+        """
+        with socket.create_connection((self.host, self.port), timeout=5) as sock:
+            body = struct.pack(">iqiqi", 0, 0, timeout_ms, session_id, len(password))
+            body += password + b"\x00"
+            sock.sendall(struct.pack(">i", len(body)) + body)
+            reply = _read_frame(sock)
+            (got_session,) = struct.unpack_from(">q", reply, 8)
+            if got_session != session_id:
+                raise RuntimeError(f"session 0x{session_id:x} is gone")
+
 
 def _read_frame(sock: socket.socket) -> bytes:
     header = _read_exactly(sock, 4)
