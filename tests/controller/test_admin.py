@@ -1,0 +1,158 @@
+"""admin.py: the znodes topic administration writes, and its validation errors."""
+
+import json
+import random
+
+import pytest
+
+from kafkalite.controller import admin, zk_data
+from kafkalite.coord import paths
+from kafkalite.coord.embedded import EmbeddedStore
+from kafkalite.protocol.errors import (
+    ErrorCode,
+    InvalidConfigurationError,
+    InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
+    InvalidReplicationFactorError,
+    InvalidTopicError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
+
+from .shell_support import register_broker
+
+
+@pytest.fixture
+async def session():
+    store = EmbeddedStore(None)
+    s = await store.open_session()
+    for b in (0, 1, 2):
+        await register_broker(store, b)
+    yield s
+    await store.close()
+
+
+async def test_create_topic_writes_config_then_assignment(session):
+    topic_id = await admin.create_topic(
+        session, "orders", 6, 2, {"cleanup.policy": "compact"}, rng=random.Random(1)
+    )
+    data, _ = await session.get_data(paths.topic_path("orders"))
+    node = json.loads(data)
+    assert node["version"] == 3 and node["topic_id"] == topic_id
+    assert sorted(node["partitions"]) == [str(p) for p in range(6)]
+    assert all(len(set(r)) == 2 and set(r) <= {0, 1, 2} for r in node["partitions"].values())
+    leaders = [node["partitions"][str(p)][0] for p in range(6)]
+    assert sorted(leaders) == [0, 0, 1, 1, 2, 2]
+    assert await admin.get_topic_config(session, "orders") == {"cleanup.policy": "compact"}
+    assert len(paths.topic_id_bytes(topic_id)) == 16
+
+
+async def test_create_topic_with_manual_assignment(session):
+    await admin.create_topic(session, "manual", -1, -1, replica_assignment={0: [2, 1], 1: [1, 2]})
+    _, assignment, _ = await zk_data.get_topic_assignment(session, "manual")
+    assert {p: a.replicas for p, a in assignment.items()} == {0: (2, 1), 1: (1, 2)}
+
+
+async def test_validate_only_writes_nothing(session):
+    assert await admin.create_topic(session, "dry", 1, 1, validate_only=True) == admin.ZERO_TOPIC_ID
+    assert await session.exists(paths.topic_path("dry")) is None
+    assert await session.exists(paths.topic_config_path("dry")) is None
+
+
+@pytest.mark.parametrize(
+    ("name", "kwargs", "error", "code"),
+    [
+        ("", {}, InvalidTopicError, ErrorCode.INVALID_TOPIC_EXCEPTION),
+        ("..", {}, InvalidTopicError, ErrorCode.INVALID_TOPIC_EXCEPTION),
+        ("a/b", {}, InvalidTopicError, ErrorCode.INVALID_TOPIC_EXCEPTION),
+        ("x" * 250, {}, InvalidTopicError, ErrorCode.INVALID_TOPIC_EXCEPTION),
+        (
+            "t",
+            {"replication_factor": 4},
+            InvalidReplicationFactorError,
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+        ),
+        (
+            "t",
+            {"replication_factor": 0},
+            InvalidReplicationFactorError,
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+        ),
+        ("t", {"num_partitions": 0}, InvalidPartitionsError, ErrorCode.INVALID_PARTITIONS),
+        (
+            "t",
+            {"configs": {"retention.ms": "soon"}},
+            InvalidConfigurationError,
+            ErrorCode.INVALID_CONFIG,
+        ),
+        (
+            "t",
+            {"replica_assignment": {0: [0, 0]}},
+            InvalidReplicaAssignmentError,
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+        ),
+        (
+            "t",
+            {"replica_assignment": {0: [7]}},
+            InvalidReplicaAssignmentError,
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+        ),
+    ],
+)
+async def test_create_topic_validation(session, name, kwargs, error, code):
+    args = {"num_partitions": 1, "replication_factor": 1, **kwargs}
+    with pytest.raises(error) as info:
+        await admin.create_topic(
+            session, name, args.pop("num_partitions"), args.pop("replication_factor"), **args
+        )
+    assert info.value.error_code == code
+    assert await zk_data.get_all_topics(session) == set()
+
+
+async def test_existing_colliding_and_deleting_topics(session):
+    await admin.create_topic(session, "a.b", 1, 1)
+    with pytest.raises(TopicAlreadyExistsError, match="already exists"):
+        await admin.create_topic(session, "a.b", 1, 1)
+    with pytest.raises(InvalidTopicError, match="collides with existing topics: a.b"):
+        await admin.create_topic(session, "a_b", 1, 1)
+    await admin.delete_topic(session, "a.b")
+    assert await session.exists(paths.delete_topic_path("a.b")) is not None
+    with pytest.raises(InvalidTopicError, match="queued for deletion"):
+        await admin.add_partitions(session, "a.b", 3)
+    with pytest.raises(UnknownTopicOrPartitionError):
+        await admin.delete_topic(session, "nope")
+
+
+async def test_add_partitions_rules(session):
+    await admin.create_topic(session, "g", 3, 2)
+    with pytest.raises(InvalidPartitionsError, match="already has 3 partitions"):
+        await admin.add_partitions(session, "g", 3)
+    with pytest.raises(InvalidPartitionsError, match="higher than the requested 2"):
+        await admin.add_partitions(session, "g", 2)
+    with pytest.raises(InvalidReplicaAssignmentError, match="by 2 but 1 assignments"):
+        await admin.add_partitions(session, "g", 5, replica_assignment=[[0, 1]])
+    with pytest.raises(InvalidReplicaAssignmentError, match="Inconsistent replication factor"):
+        await admin.add_partitions(session, "g", 4, replica_assignment=[[0]])
+    with pytest.raises(UnknownTopicOrPartitionError):
+        await admin.add_partitions(session, "missing", 4)
+    assert await admin.add_partitions(session, "g", 4, validate_only=True)
+    _, assignment, version = await zk_data.get_topic_assignment(session, "g")
+    assert len(assignment) == 3
+    new = await admin.add_partitions(session, "g", 6)
+    _, assignment, new_version = await zk_data.get_topic_assignment(session, "g")
+    assert sorted(assignment) == list(range(6)) and new_version == version + 1
+    assert {p: list(assignment[p].replicas) for p in (3, 4, 5)} == new
+
+
+async def test_alter_topic_config_replaces_and_notifies(session):
+    await admin.create_topic(session, "c", 1, 1, {"retention.ms": "1"})
+    await admin.alter_topic_config(session, "c", {"segment.bytes": "1048576"})
+    assert await admin.get_topic_config(session, "c") == {"segment.bytes": "1048576"}
+    changes = await session.get_children(paths.CONFIG_CHANGES)
+    assert len(changes) == 1 and changes[0].startswith(paths.CONFIG_CHANGE_PREFIX)
+    data, _ = await session.get_data(f"{paths.CONFIG_CHANGES}/{changes[0]}")
+    assert paths.decode_config_change(data) == "topics/c"
+    with pytest.raises(UnknownTopicOrPartitionError):
+        await admin.alter_topic_config(session, "nope", {})
+    with pytest.raises(InvalidConfigurationError):
+        await admin.alter_topic_config(session, "c", {"segment.bytes": "big"})

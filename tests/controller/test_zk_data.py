@@ -1,0 +1,172 @@
+"""zk_data.py: controller election on the store, fenced writes, and the znodes' contents."""
+
+import asyncio
+import json
+
+import pytest
+
+from kafkalite.controller import zk_data
+from kafkalite.controller.context import (
+    LeaderAndIsr,
+    LeaderIsrAndControllerEpoch,
+    ReplicaAssignment,
+)
+from kafkalite.controller.results import (
+    CreatePartitionState,
+    DeleteTopic,
+    DeleteTopicDeletions,
+    SetTopicAssignment,
+    UpdatePartitionState,
+)
+from kafkalite.coord import paths
+from kafkalite.coord.embedded import EmbeddedStore
+from kafkalite.coord.errors import BadVersion
+from kafkalite.protocol.types import TopicPartition
+
+TP = TopicPartition("t", 0)
+
+
+@pytest.fixture
+async def store():
+    s = EmbeddedStore(None)
+    yield s
+    await s.close()
+
+
+async def test_exactly_one_of_many_wins_the_election(store):
+    sessions = [await store.open_session() for _ in range(5)]
+    results = await asyncio.gather(
+        *(
+            zk_data.register_controller_and_increment_controller_epoch(s, i)
+            for i, s in enumerate(sessions)
+        ),
+        return_exceptions=True,
+    )
+    winners = [i for i, r in enumerate(results) if not isinstance(r, Exception)]
+    assert len(winners) == 1
+    assert all(
+        isinstance(r, zk_data.ControllerMovedError) for r in results if isinstance(r, Exception)
+    )
+    assert results[winners[0]][0] == 1
+    assert await zk_data.get_controller_id(sessions[0]) == winners[0]
+    data, _ = await sessions[0].get_data(paths.CONTROLLER_EPOCH)
+    assert data == b"1"
+    controller = json.loads((await sessions[0].get_data(paths.CONTROLLER))[0])
+    assert controller["version"] == 1 and controller["brokerid"] == winners[0]
+    await sessions[winners[0]].close()  # the ephemeral goes with the session
+    loser = next(i for i in range(5) if i != winners[0])
+    epoch, version = await zk_data.register_controller_and_increment_controller_epoch(
+        sessions[loser], loser
+    )
+    assert epoch == 2 and version == (await zk_data.get_controller_epoch(sessions[loser]))[1]
+
+
+async def with_topic(session):
+    await session.ensure_path(paths.BROKER_TOPICS)
+    await session.create(
+        paths.topic_path("t"), zk_data.encode_assignment("t", "id", {0: ReplicaAssignment((0, 1))})
+    )
+
+
+async def test_writes_are_fenced_by_the_controller_epoch_version(store):
+    session = await store.open_session()
+    await with_topic(session)
+    _, epoch_version = await zk_data.register_controller_and_increment_controller_epoch(session, 0)
+    info = LeaderIsrAndControllerEpoch(LeaderAndIsr(0, 0, (0, 1)), 1)
+    await zk_data.apply_writes(session, [CreatePartitionState(TP, info)], epoch_version)
+    stored = await zk_data.get_partition_state(session, TP)
+    assert stored == LeaderIsrAndControllerEpoch(LeaderAndIsr(0, 0, (0, 1), 0), 1)
+    raw = json.loads((await session.get_data(paths.partition_state_path("t", 0)))[0])
+    assert raw == {
+        "controller_epoch": 1,
+        "leader": 0,
+        "version": 1,
+        "leader_epoch": 0,
+        "isr": [0, 1],
+    }
+
+    other = await store.open_session()
+    await other.set_data(paths.CONTROLLER_EPOCH, b"2", epoch_version)  # a newer controller
+    elected = LeaderIsrAndControllerEpoch(LeaderAndIsr(1, 1, (1,)), 1)
+    with pytest.raises(zk_data.ControllerMovedError):
+        await zk_data.apply_writes(session, [UpdatePartitionState(TP, elected, 0)], epoch_version)
+    assert (await zk_data.get_partition_state(session, TP)).leader_and_isr.leader == 0
+    with pytest.raises(BadVersion):
+        await zk_data.apply_writes(
+            session, [UpdatePartitionState(TP, elected, 5)], epoch_version + 1
+        )
+
+
+async def test_leader_isr_updates_are_compare_and_set_with_a_notification(store):
+    session = await store.open_session()
+    await with_topic(session)
+    _, epoch_version = await zk_data.register_controller_and_increment_controller_epoch(session, 0)
+    await zk_data.apply_writes(
+        session,
+        [CreatePartitionState(TP, LeaderIsrAndControllerEpoch(LeaderAndIsr(0, 3, (0, 1)), 1))],
+        epoch_version,
+    )
+
+    class Proposal:
+        leader, leader_epoch, isr, zk_version, controller_epoch = 0, 3, (0,), 0, 1
+
+    assert await zk_data.update_leader_and_isr(session, "t", 0, Proposal) == 1
+    assert await zk_data.update_leader_and_isr(session, "t", 0, Proposal) is None  # stale version
+    seqs = await zk_data.get_isr_change_notifications(session)
+    assert len(seqs) == 1
+    assert await zk_data.get_partitions_from_isr_change_notifications(session, seqs) == {TP}
+
+
+async def test_delete_topic_removes_the_tree_config_and_marker(store):
+    session = await store.open_session()
+    _, epoch_version = await zk_data.register_controller_and_increment_controller_epoch(session, 0)
+    assignment = {0: ReplicaAssignment((0,)), 1: ReplicaAssignment((0,))}
+    await session.ensure_path(paths.BROKER_TOPICS)
+    await session.create(paths.topic_path("t"), zk_data.encode_assignment("t", "id", assignment))
+    await session.ensure_path(paths.topic_config_path("t"))
+    await session.ensure_path(paths.delete_topic_path("t"))
+    info = LeaderIsrAndControllerEpoch(LeaderAndIsr(0), 1)
+    await zk_data.apply_writes(
+        session,
+        [CreatePartitionState(TopicPartition("t", p), info) for p in (0, 1)],
+        epoch_version,
+    )
+    await zk_data.apply_writes(session, [DeleteTopic("t")], epoch_version)
+    for path in (paths.topic_path("t"), paths.topic_config_path("t"), paths.delete_topic_path("t")):
+        assert await session.exists(path) is None
+    await zk_data.apply_writes(
+        session, [DeleteTopicDeletions(("never",))], epoch_version
+    )  # absent: no-op
+
+
+async def test_topic_assignment_round_trip_and_brokers(store):
+    session = await store.open_session()
+    await session.ensure_path(paths.BROKER_TOPICS)
+    await session.create(
+        paths.topic_path("t"), zk_data.encode_assignment("t", None, {0: ReplicaAssignment((1,))})
+    )
+    _, epoch_version = await zk_data.register_controller_and_increment_controller_epoch(session, 0)
+    new = {0: ReplicaAssignment((1, 2), adding_replicas=(2,)), 1: ReplicaAssignment((2, 1))}
+    await zk_data.apply_writes(session, [SetTopicAssignment("t", "abc", new)], epoch_version)
+    topic_id, assignment, version = await zk_data.get_topic_assignment(session, "t")
+    assert (topic_id, assignment, version) == ("abc", new, 1)
+    await session.ensure_path(paths.BROKER_IDS)
+    info = paths.BrokerInfo(3, (paths.EndPoint("h", 1234),), rack="r")
+    await session.create(paths.broker_path(3), paths.encode_broker(info), ephemeral=True)
+    brokers = await zk_data.get_all_brokers_and_epochs(session)
+    broker, epoch = brokers[3]
+    assert (broker.id, broker.rack, broker.endpoints[0].host, broker.endpoints[0].port) == (
+        3,
+        "r",
+        "h",
+        1234,
+    )
+    assert epoch == (await session.exists(paths.broker_path(3))).czxid
+    await session.ensure_path(paths.topic_config_path("t"))
+    await session.set_data(
+        paths.topic_config_path("t"),
+        paths.encode_entity_config({"unclean.leader.election.enable": "true"}),
+        -1,
+    )
+    assert await zk_data.get_unclean_leader_election_topics(session, ["t", "u"], False) == {"t"}
+    assert await zk_data.get_unclean_leader_election_topics(session, ["u"], True) == {"u"}
