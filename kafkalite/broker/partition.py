@@ -511,10 +511,10 @@ class Partition:
         log = self.log
         if log is None:
             raise NotLeaderOrFollowerError(f"No log for {self.topic_partition}")
-        headers = [header for _, header in iter_batch_headers(records)]
         info = log.append_as_follower(records)
         assert self.producer_state is not None
-        self.producer_state.load_batches(headers)
+        # The headers of what was appended (a trailing partial batch is dropped by the log).
+        self.producer_state.load_batches(info.batches)
         self.producer_state.update_map_end_offset(log.log_end_offset)
         return info
 

@@ -250,7 +250,84 @@ class RemoteLeaderEndPoint:
         return p.offset
 
     async def close(self) -> None:
-        pass
+        close = getattr(self.client, "close", None)
+        if close is not None:
+            await close()
+
+
+class LeaderConnection:
+    """One Kafka-protocol connection to a broker whose address ``resolve()`` gives (looked up
+    at each (re)connect, so a leader that moved or restarted is found again). Offers the
+    ``send(api_key, request, version, node_id)`` that ``RemoteLeaderEndPoint`` uses."""
+
+    def __init__(
+        self,
+        resolve: Callable[[], tuple[str, int] | None],
+        node_id: int,
+        client_id: str = "replica-fetcher",
+        request_timeout: float = 30.0,
+    ) -> None:
+        self.resolve = resolve
+        self.node_id = node_id
+        self.client_id = client_id
+        self.request_timeout = request_timeout
+        self._conn = None
+        self._address: tuple[str, int] | None = None
+
+    async def _connection(self):
+        from kafkalite.client.connection import KafkaConnection
+        from kafkalite.client.errors import KafkaConnectionError
+
+        address = self.resolve()
+        if address is None:
+            raise KafkaConnectionError(f"no live endpoint known for broker {self.node_id}")
+        if self._conn is not None and self._conn.connected and address == self._address:
+            return self._conn
+        if self._conn is not None:
+            await self._conn.close()
+            self._conn = None
+        conn = KafkaConnection(
+            address[0],
+            address[1],
+            client_id=self.client_id,
+            request_timeout=self.request_timeout,
+            node_id=self.node_id,
+        )
+        await conn.connect()
+        self._conn, self._address = conn, address
+        return conn
+
+    async def send(self, api_key, request, version=None, node_id=None):
+        conn = await self._connection()
+        return await conn.send(api_key, request, version)
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            await self._conn.close()
+            self._conn = None
+
+
+def remote_leader_endpoints(
+    metadata_cache,
+    listener_name: str,
+    replica_id: int,
+    *,
+    request_timeout: float = 30.0,
+) -> Callable[[int], RemoteLeaderEndPoint]:
+    """The ``endpoint_for_leader`` factory of a broker: leaders are reached on their
+    ``listener_name`` (``inter.broker.listener.name``) endpoint from the metadata cache."""
+
+    def make(leader_id: int) -> RemoteLeaderEndPoint:
+        def resolve() -> tuple[str, int] | None:
+            endpoint = metadata_cache.get_alive_broker_node(leader_id, listener_name)
+            return None if endpoint is None else (endpoint.host, endpoint.port)
+
+        connection = LeaderConnection(
+            resolve, leader_id, f"broker-{replica_id}-fetcher", request_timeout
+        )
+        return RemoteLeaderEndPoint(connection, leader_id, replica_id)
+
+    return make
 
 
 class FetchState(Enum):

@@ -1,0 +1,128 @@
+"""Replication over the Kafka protocol on loopback: the follower's RemoteLeaderEndPoint talks to
+the leader's real request handlers (Fetch v12, OffsetForLeaderEpoch v4, ListOffsets v7) through
+the project's socket server."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from kafkalite.apis import load_handlers
+from kafkalite.apis.base import BrokerServices
+from kafkalite.apis.dispatcher import ApiDispatcher
+from kafkalite.broker.clock import SYSTEM_TIME
+from kafkalite.broker.fetch_session import FetchSessionCache
+from kafkalite.broker.metadata_cache import BrokerEndpoint, MetadataBroker, MetadataCache
+from kafkalite.broker.replica_fetcher import (
+    ReplicaFetcherConfig,
+    ReplicaFetcherManager,
+    remote_leader_endpoints,
+)
+from kafkalite.broker.replica_manager import ReplicaManager
+from kafkalite.config import BrokerConfig, Endpoint
+from kafkalite.network.server import SocketServer
+from kafkalite.protocol.errors import ErrorCode
+from kafkalite.protocol.records import iter_batch_headers
+from kafkalite.protocol.types import TopicPartition
+from kafkalite.storage.config import LogConfig
+from kafkalite.storage.log_manager import LogManager
+
+from .conftest import batch, leader_state
+
+TP = TopicPartition("t", 0)
+
+
+async def wait_until(condition, timeout=10.0):
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not condition():
+        if loop.time() > end:
+            raise AssertionError("condition not reached before the deadline")
+        await asyncio.sleep(0.005)
+
+
+def batches(log):
+    info = log.read(log.log_start_offset, 1 << 30)
+    return [(h.base_offset, h.partition_leader_epoch, h.crc) for _, h in iter_batch_headers(info.records.view())]
+
+
+@pytest.fixture
+async def two_brokers(tmp_path):
+    load_handlers()
+    started = []
+    brokers = {}
+    servers = []
+    caches = {}
+    for broker_id in (1, 2):
+        lm = LogManager([str(tmp_path / f"b{broker_id}")], LogConfig())
+        lm.startup()
+        cache = MetadataCache(broker_id)
+        rm = ReplicaManager(broker_id, lm, None, SYSTEM_TIME, metadata_cache=cache)
+        services = BrokerServices(
+            config=BrokerConfig.load(environ={}),
+            broker_id=broker_id,
+            replica_manager=rm,
+            metadata_cache=cache,
+            fetch_sessions=FetchSessionCache(10),
+            log_manager=lm,
+        )
+        dispatcher = ApiDispatcher(services)
+        dispatcher.ready.set()
+        server = SocketServer(
+            [Endpoint("PLAINTEXT", "127.0.0.1", 0)], dispatcher, max_request_bytes=100 << 20
+        )
+        await server.start()
+        servers.append(server)
+        started.append(lm)
+        brokers[broker_id] = rm
+        caches[broker_id] = cache
+    live = [
+        MetadataBroker(
+            i,
+            {"PLAINTEXT": BrokerEndpoint("PLAINTEXT", "127.0.0.1", servers[i - 1].bound_endpoints[0].port)},
+        )
+        for i in (1, 2)
+    ]
+    for broker_id, rm in brokers.items():
+        caches[broker_id].set_alive_brokers(live)
+        rm.replica_fetcher_manager = ReplicaFetcherManager(
+            rm,
+            remote_leader_endpoints(caches[broker_id], "PLAINTEXT", broker_id),
+            SYSTEM_TIME,
+            ReplicaFetcherConfig(replica_fetch_wait_max_ms=100, replica_fetch_backoff_ms=50),
+        )
+    yield brokers
+    for rm in brokers.values():
+        await rm.replica_fetcher_manager.shutdown()
+        await rm.shutdown()
+    for server in servers:
+        await server.stop_accepting()
+        server.close_connections()
+    for lm in started:
+        lm.shutdown()
+
+
+async def test_replication_and_truncation_over_the_wire(two_brokers):
+    b1, b2 = two_brokers[1], two_brokers[2]
+    state = leader_state(leader=1, leader_epoch=0, isr=(1, 2), replicas=(1, 2))
+    b1.become_leader_or_follower(0, 1, [state])
+    b2.become_leader_or_follower(0, 1, [state])
+    for _ in range(3):
+        result = (await asyncio.wait_for(b1.append_records(10_000, -1, {TP: batch(2)}), 10))[TP]
+        assert result.error_code is ErrorCode.NONE
+    log1 = b1.log_manager.get_log("t", 0)
+    log2 = b2.log_manager.get_log("t", 0)
+    assert log1.high_watermark == 6
+    await wait_until(lambda: batches(log2) == batches(log1))
+
+    # Broker 2 takes over (epoch 1) while broker 1 holds an unreplicated tail.
+    b2.replica_fetcher_manager.remove_fetcher_for_partitions([TP])
+    await b1.append_records(10_000, 1, {TP: batch(3)})
+    new_state = leader_state(leader=2, leader_epoch=1, isr=(2,), replicas=(1, 2))
+    b2.become_leader_or_follower(0, 2, [new_state])
+    await b2.append_records(10_000, 1, {TP: batch(1)})
+    b1.become_leader_or_follower(0, 2, [new_state])
+    await wait_until(lambda: batches(log1) == batches(log2))
+    assert log1.log_end_offset == 7
+    await wait_until(lambda: b2.partitions[TP].isr == {1, 2})
