@@ -8,6 +8,7 @@ from kafkalite.broker.isr_writer import ZkIsrChangeWriter
 from kafkalite.broker.types import LeaderAndIsr
 from kafkalite.coord.embedded import EmbeddedStore
 from kafkalite.coord.paths import ISR_CHANGE_NOTIFICATION, partition_state_path
+from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.types import TopicPartition
 
 TP = TopicPartition("t", 0)
@@ -42,6 +43,44 @@ async def test_cas_write_and_notification():
         await session.set_data(PATH, b'{"controller_epoch":2,"leader":2,"version":1,"leader_epoch":1,"isr":[2]}', 1)
         assert await writer(TP, LeaderAndIsr(1, 0, (1, 2), 1, 1)) is None
         assert await writer(TopicPartition("gone", 0), LeaderAndIsr(1, 0, (1,), 0, 1)) is None
+    finally:
+        await session.close()
+        await store.close()
+
+
+async def test_replica_manager_isr_shrink_through_the_store(make_rm, mock_time):
+    """The seed's "two leaders" case end to end: the shrink of a current leader lands in the
+    store; a stale leader's shrink fails its CAS and it stops taking writes."""
+    from .conftest import batch, leader_state
+
+    store, session = await _session()
+    try:
+        rm = make_rm(alter_isr=ZkIsrChangeWriter(session), lag_ms=1_000)
+        rm.become_leader_or_follower(0, 1, [leader_state(isr=(1, 2), replicas=(1, 2), zk_version=0)])
+        mock_time.advance(1_001)
+        assert rm.maybe_shrink_isr() == 1
+        await rm.wait_for_isr_updates()
+        data, stat = await session.get_data(PATH)
+        assert json.loads(data)["isr"] == [1] and stat.version == 1
+        assert rm.partitions[TP].zk_version == 1 and rm.partitions[TP].isr == {1}
+        assert len(await session.get_children(ISR_CHANGE_NOTIFICATION)) == 1
+
+        # Broker 2 catches up and rejoins (written through the store too).
+        from kafkalite.broker.types import FetchInfo, FetchParams
+
+        await rm.fetch_messages(FetchParams(replica_id=2), {TP: FetchInfo(0, 1 << 20, 0)})
+        await rm.wait_for_isr_updates()
+        assert rm.partitions[TP].isr == {1, 2} and rm.partitions[TP].zk_version == 2
+        # The controller elects broker 2 (epoch 1) without broker 1 hearing about it yet.
+        await session.set_data(
+            PATH, b'{"controller_epoch":2,"leader":2,"version":1,"leader_epoch":1,"isr":[2]}', 2
+        )
+        await rm.append_records(1000, 1, {TP: batch()})  # broker 2 (now elsewhere) lags
+        mock_time.advance(1_001)
+        assert rm.maybe_shrink_isr() == 1
+        await rm.wait_for_isr_updates()
+        result = (await rm.append_records(1000, 1, {TP: batch()}))[TP]
+        assert result.error_code is ErrorCode.NOT_LEADER_OR_FOLLOWER
     finally:
         await session.close()
         await store.close()
