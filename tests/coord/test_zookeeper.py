@@ -155,3 +155,11 @@ async def test_disconnected_longer_than_the_session_timeout_is_expired(own_serve
         assert fresh.state is SessionState.CONNECTED and fresh.session_id != session.session_id
     finally:
         await store.close()
+
+
+def test_missing_zookeeper_fails_with_an_install_hint(monkeypatch, tmp_path):
+    from tests.harness import zookeeper as harness
+
+    monkeypatch.setattr(harness, "ZOOKEEPER_JAR", tmp_path / "absent.jar")
+    with pytest.raises(ZooKeeperMissing, match="apt-get install zookeeper"):
+        ZooKeeperServer()
