@@ -1171,6 +1171,8 @@ class GroupCoordinatorCore:
                     results[tp] = ErrorCode.NONE
                 else:
                     results[tp] = _offset_error(error)
+            if error is not ErrorCode.NONE:
+                self._maybe_forget_unused_group(group)  # a simple group whose first commit failed
             self._respond(token, {tp: results[tp] for tp in offsets})
 
         self._append(self.partition_for(group.group_id), records, on_written)
