@@ -97,9 +97,14 @@ class KafkaClient:
         self._closed = False
 
     async def start(self) -> None:
-        """Connect to a bootstrap server and load the broker list."""
-        await self._any_connection()
-        await self.refresh_metadata(topics=[])
+        """Connect to a bootstrap server and load the broker list (closes the client again if
+        that fails)."""
+        try:
+            await self._any_connection()
+            await self.refresh_metadata(topics=[])
+        except BaseException:
+            await self.close()
+            raise
 
     async def __aenter__(self) -> KafkaClient:
         await self.start()
