@@ -63,6 +63,7 @@ from kafkalite.broker.types import (
     LeaderAndIsrPartitionState,
     LeaderAndIsrResult,
     ListOffsetResult,
+    PartitionStatus,
     ProduceResult,
     StopReplicaPartitionState,
     StopReplicaResult,
@@ -342,6 +343,39 @@ class ReplicaManager:
 
     def leader_partitions(self) -> list[Partition]:
         return [p for p in self.partitions.values() if p.is_leader]
+
+    def partition_status(self, tp: TopicPartition) -> PartitionStatus | None:
+        """Role, ISR and offsets of a hosted partition (admin API, metrics)."""
+        partition = self.partitions.get(tp)
+        if partition is None:
+            return None
+        log_ = partition.log
+        return PartitionStatus(
+            tp.topic,
+            tp.partition,
+            partition.is_leader,
+            partition.leader_replica_id if partition.leader_replica_id is not None else -1,
+            partition.leader_epoch,
+            partition.assigned_replicas,
+            tuple(sorted(partition.isr)),
+            log_.log_start_offset if log_ is not None else UNKNOWN_OFFSET,
+            log_.log_end_offset if log_ is not None else UNKNOWN_OFFSET,
+            log_.high_watermark if log_ is not None else UNKNOWN_OFFSET,
+            partition.is_under_replicated,
+            partition.is_under_min_isr,
+        )
+
+    @property
+    def leader_count(self) -> int:
+        return sum(1 for p in self.partitions.values() if p.is_leader)
+
+    @property
+    def under_replicated_partition_count(self) -> int:
+        return sum(1 for p in self.partitions.values() if p.is_under_replicated)
+
+    @property
+    def under_min_isr_partition_count(self) -> int:
+        return sum(1 for p in self.partitions.values() if p.is_under_min_isr)
 
     def _new_partition(self, tp: TopicPartition) -> Partition:
         return Partition(

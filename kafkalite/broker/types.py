@@ -208,3 +208,21 @@ class ListOffsetResult:
 class DeleteRecordsResult:
     error_code: ErrorCode = ErrorCode.NONE
     low_watermark: int = UNKNOWN_OFFSET
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionStatus:
+    """One hosted partition as the admin API and metrics show it."""
+
+    topic: str
+    partition: int
+    is_leader: bool
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+    under_replicated: bool
+    under_min_isr: bool

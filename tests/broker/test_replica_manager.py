@@ -543,3 +543,19 @@ async def test_fetch_from_unassigned_replica_is_rejected(make_rm):
     await produce(rm, batch())
     res = await rm.fetch_messages(FetchParams(replica_id=9), {TP: FetchInfo(0, 1 << 20, 0)})
     assert res[TP].error_code is ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+async def test_partition_status_and_counts(make_rm, mock_time):
+    rm = make_rm(min_isr=2)
+    rm.become_leader_or_follower(0, 1, [leader_state(isr=(1, 2), replicas=(1, 2, 3), leader_epoch=4)])
+    await produce(rm, batch(3))
+    status = rm.partition_status(TP)
+    assert (status.is_leader, status.leader, status.leader_epoch) == (True, 1, 4)
+    assert (status.replicas, status.isr) == ((1, 2, 3), (1, 2))
+    assert (status.log_start_offset, status.log_end_offset, status.high_watermark) == (0, 3, 0)
+    assert status.under_replicated and not status.under_min_isr
+    assert (rm.leader_count, rm.under_replicated_partition_count) == (1, 1)
+    mock_time.advance(10_001)
+    rm.maybe_shrink_isr()
+    assert rm.under_min_isr_partition_count == 1
+    assert rm.partition_status(TopicPartition("nope", 0)) is None
