@@ -1,7 +1,9 @@
 """Kafka's ZooKeeper layout and payloads, exactly as Kafka (``kafka.zk.ZkData``) writes them.
 
 An operator who knows Kafka finds everything where Kafka keeps it, and ``zkCli.sh get`` shows the
-same JSON (compact, keys in the order Kafka's Jackson output shows them):
+same JSON: the fields, values and value types of Kafka's encoders (e.g. ``timestamp`` and
+``block_start`` as strings, ``/cluster/id``'s ``version`` as the string "1"), compact, in a fixed
+key order (Kafka's readers, and ours, do not depend on the order):
 
 =============================================  =======================================================
 path                                           data

@@ -1,4 +1,4 @@
-"""Kafka's ZooKeeper payloads: byte-exact against what Kafka writes, and round trips."""
+"""Kafka's ZooKeeper payloads: the exact JSON Kafka's ZkData encoders produce, and round trips."""
 
 from __future__ import annotations
 
@@ -18,7 +18,10 @@ from kafkalite.coord.paths import (
 )
 from kafkalite.protocol.types import TopicPartition
 
-# Captured from Kafka brokers' ZooKeeper nodes (zkCli.sh get).
+# Payloads as Kafka's ZkData encoders write them (apache/kafka core/src/main/scala/kafka/zk/
+# ZkData.scala): same fields, values and types, compact JSON. The key order is the one commonly
+# shown by zkCli.sh for Kafka nodes; Kafka's readers do not depend on it. The v3 registration is
+# the seed document's example (seeds/002).
 KAFKA_BROKER_V5 = (
     b'{"features":{},"listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT"},'
     b'"endpoints":["PLAINTEXT://localhost:9092"],"jmx_port":-1,"port":9092,'
