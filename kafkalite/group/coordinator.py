@@ -17,7 +17,28 @@ epoch)`` (this broker became leader; Kafka's handleGroupImmigration) reads the p
 through the writer and rebuilds its groups and offsets; ``on_resignation(partition, epoch)``
 (handleGroupEmigration) forgets them and answers their waiting requests with NOT_COORDINATOR.
 
-Everything runs on one event loop; the core is never re-entered.
+Everything runs on one event loop; the core is never re-entered. ``startup()`` must be called
+from the running loop.
+
+How request handlers map Kafka's request versions onto these calls (as Kafka's KafkaApis does):
+
+- JoinGroup: ``require_known_member_id = version >= 4``; ``rebalance_timeout_ms = -1`` for v0
+  (the session timeout is used); ``group_instance_id`` v5+; ``reason`` v8+;
+  ``supports_skip_assignment = version >= 9``. Response: ``protocol_name`` None -> "" before v7.
+- SyncGroup: ``protocol_type``/``protocol_name`` None before v5; assignments as
+  ``{member_id: bytes}``.
+- LeaveGroup: v0-v2 one ``MemberIdentity(member_id)`` (top-level error = the member's error
+  when the result's error is NONE); v3+ the batch.
+- OffsetCommit: build each partition with ``OffsetAndMetadata.from_request(offset,
+  leader_epoch, metadata, now_ms, commit_timestamp (v1), retention_time_ms (v2-v4))``;
+  ``generation_id`` -1 and ``member_id`` "" for simple/admin commits.
+- OffsetFetch: ``partitions=None`` when the request asks for all topics; v8+ loops over groups;
+  ``require_stable`` v7+.
+- FindCoordinator: ``partition_for(key)`` names the ``__consumer_offsets`` partition whose
+  leader is the coordinator (the topic is created on first use with
+  ``offset_config.offsets_topic_configs()``).
+- LeaderAndIsr / StopReplica: ``on_leadership_change(broker_id, states, errors)`` /
+  ``on_resignation(partition, epoch)`` for ``__consumer_offsets`` partitions.
 """
 
 from __future__ import annotations
