@@ -248,7 +248,9 @@ class GroupCoordinator:
 
     def on_resignation(self, partition: int, epoch: int | None = None) -> None:
         """Leadership of ``__consumer_offsets-<partition>`` moved away (or the replica was
-        stopped): forget its groups."""
+        stopped): forget its groups. A resignation older than the current election is ignored."""
+        if not self.core.is_current_resignation(partition, epoch):
+            return
         task = self._loads.pop(partition, None)
         if task is not None:
             task.cancel()

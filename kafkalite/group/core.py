@@ -386,10 +386,14 @@ class GroupCoordinatorCore:
             group.subscribed_topics = group.compute_subscribed_topics()
         return group
 
+    def is_current_resignation(self, partition: int, epoch: int | None) -> bool:
+        """False for a resignation older than the epoch we loaded (a stale request)."""
+        return epoch is None or self._partition_epochs.get(partition, -1) <= epoch
+
     def unload_partition(self, partition: int, epoch: int | None = None) -> Effects:
         """Leadership of ``partition`` moved away: answer everyone waiting with NOT_COORDINATOR
         and forget its groups. An ``epoch`` older than the one we loaded is ignored."""
-        if epoch is not None and self._partition_epochs.get(partition, -1) > epoch:
+        if not self.is_current_resignation(partition, epoch):
             return self._drain()
         self._unload(partition)
         return self._drain()

@@ -307,3 +307,18 @@ async def test_load_skips_records_of_newer_coordinators():
     await c.on_election(p, 0)
     assert c.fetch_offsets(group, [TP])[1][TP].offset == 9
     await c.shutdown()
+
+
+async def test_stale_resignation_does_not_stop_a_newer_load():
+    writer = MemoryWriter()
+    writer.read_gate.clear()
+    c = GroupCoordinator(1, writer, GroupConfig(), OffsetConfig(offsets_topic_num_partitions=PARTITIONS), ManualTime())
+    c.startup()
+    load = c.on_election(0, 5)
+    c.on_resignation(0, 4)  # an old StopReplica/LeaderAndIsr arriving late
+    writer.read_gate.set()
+    await load
+    assert c.core.owned_partitions()[0].value == "loaded"
+    c.on_resignation(0, 5)
+    assert 0 not in c.core.owned_partitions()
+    await c.shutdown()
