@@ -522,6 +522,9 @@ class ReplicaManager:
         limit = params.max_bytes
         min_one_message = not params.hard_max_bytes_limit
         isolation = params.isolation
+        # Kafka answers read_committed fetches with a (here always empty) aborted transaction
+        # list and read_uncommitted ones with null.
+        read_committed = isolation is FetchIsolation.TXN_COMMITTED
         result: dict[TopicPartition, FetchPartitionData] = {}
         for tp, info in fetch_infos.items():
             try:
@@ -550,7 +553,7 @@ class ReplicaManager:
                 read.records if size > 0 else EMPTY_RECORDS,
                 -1,
                 read.diverging_epoch,
-                None,
+                [] if read_committed else None,
                 read.log_end_offset,
             )
         return result

@@ -559,3 +559,17 @@ async def test_partition_status_and_counts(make_rm, mock_time):
     rm.maybe_shrink_isr()
     assert rm.under_min_isr_partition_count == 1
     assert rm.partition_status(TopicPartition("nope", 0)) is None
+
+
+async def test_read_committed_gets_an_empty_aborted_list(make_rm):
+    from kafkalite.broker.types import IsolationLevel
+
+    rm = make_rm()
+    rm.become_leader_or_follower(0, 1, [leader_state()])
+    await produce(rm, batch(2))
+    committed = await rm.fetch_messages(
+        FetchParams(isolation_level=IsolationLevel.READ_COMMITTED), {TP: FetchInfo(0, 1 << 20)}
+    )
+    uncommitted = await rm.fetch_messages(FetchParams(), {TP: FetchInfo(0, 1 << 20)})
+    assert committed[TP].aborted_transactions == [] and committed[TP].last_stable_offset == 2
+    assert uncommitted[TP].aborted_transactions is None
