@@ -867,9 +867,28 @@ class ReplicaManager:
 
     # -- lifecycle ----------------------------------------------------------------------------
 
+    def enable_replica_fetchers(
+        self,
+        endpoint_for_leader: Callable[[int], Any],
+        fetcher_config: Any = None,
+    ):
+        """Follow leaders from now on: ``endpoint_for_leader(leader_id)`` gives the way to a
+        leader (``replica_fetcher.remote_leader_endpoints(metadata_cache,
+        inter_broker_listener, broker_id)`` in a broker). Returns the fetcher manager."""
+        from kafkalite.broker.replica_fetcher import ReplicaFetcherConfig, ReplicaFetcherManager
+
+        if fetcher_config is not None and not isinstance(fetcher_config, ReplicaFetcherConfig):
+            fetcher_config = ReplicaFetcherConfig.from_broker_config(fetcher_config)
+        manager = ReplicaFetcherManager(self, endpoint_for_leader, self.time, fetcher_config)
+        self.replica_fetcher_manager = manager
+        return manager
+
     async def shutdown(self) -> None:
-        """Complete every waiter (their conditions are re-checked, the rest time out now) and
-        cancel ISR writes in flight."""
+        """Stop the fetchers, complete every waiter (their conditions are re-checked, the rest
+        time out now), cancel ISR writes in flight and snapshot the producer state."""
+        fetchers = self.replica_fetcher_manager
+        if fetchers is not None and hasattr(fetchers, "shutdown"):
+            await fetchers.shutdown()
         self.produce_purgatory.shutdown()
         self.fetch_purgatory.shutdown()
         self.delete_records_purgatory.shutdown()

@@ -16,7 +16,6 @@ from kafkalite.broker.fetch_session import FetchSessionCache
 from kafkalite.broker.metadata_cache import BrokerEndpoint, MetadataBroker, MetadataCache
 from kafkalite.broker.replica_fetcher import (
     ReplicaFetcherConfig,
-    ReplicaFetcherManager,
     remote_leader_endpoints,
 )
 from kafkalite.broker.replica_manager import ReplicaManager
@@ -86,15 +85,12 @@ async def two_brokers(tmp_path):
     ]
     for broker_id, rm in brokers.items():
         caches[broker_id].set_alive_brokers(live)
-        rm.replica_fetcher_manager = ReplicaFetcherManager(
-            rm,
+        rm.enable_replica_fetchers(
             remote_leader_endpoints(caches[broker_id], "PLAINTEXT", broker_id),
-            SYSTEM_TIME,
             ReplicaFetcherConfig(replica_fetch_wait_max_ms=100, replica_fetch_backoff_ms=50),
         )
     yield brokers
     for rm in brokers.values():
-        await rm.replica_fetcher_manager.shutdown()
         await rm.shutdown()
     for server in servers:
         await server.stop_accepting()
