@@ -206,7 +206,11 @@ class Log:
                 index_missing.add(base)
             segment = self._open_segment(base)
             self._add_segment(segment)
-            if base in index_missing or not check_index_files(segment):
+            if (
+                base in index_missing
+                or not check_index_files(segment)
+                or not segment.time_index_is_complete()
+            ):
                 needs_recovery.add(base)
 
         if not had_clean_shutdown and self._segments:
@@ -218,9 +222,17 @@ class Log:
             i = bisect.bisect_left(self._base_offsets, base)
             if i >= len(self._segments) or self._base_offsets[i] != base:
                 continue  # deleted because an earlier segment was truncated
-            truncated = self._recover_segment(self._segments[i])
-            if truncated > 0:
-                # A torn segment: everything after it was written later and cannot be trusted.
+            segment = self._segments[i]
+            truncated = self._recover_segment(segment)
+            # A torn segment, or one that lost its tail at a batch boundary (it no longer ends
+            # where the next segment starts): everything after it was written later and cannot
+            # be trusted. (Offset gaps between segments only arise from compaction, which this
+            # log does not produce; a follower re-fetches whatever is dropped here.)
+            broken = truncated > 0 or (
+                i + 1 < len(self._segments)
+                and segment.read_next_offset() != self._base_offsets[i + 1]
+            )
+            if broken:
                 for later in self._segments[i + 1 :]:
                     later.delete()
                 del self._segments[i + 1 :]

@@ -265,11 +265,25 @@ class LogSegment:
         self.offset_index.flush()
         self.time_index.flush()
 
-    def on_become_inactive_segment(self) -> None:
-        """On roll: final time index entry, indexes trimmed to their entries."""
-        self.time_index.maybe_append(
+    def _append_final_time_index_entry(self) -> None:
+        """The segment's max timestamp as the time index's last entry (lookups by time then
+        cover the whole segment); grows a full (trimmed) index by one entry if needed."""
+        index = self.time_index
+        if self.max_timestamp_so_far <= index.last_entry.timestamp:
+            return
+        if index.entries >= index.max_entries:
+            index.resize(index.length + index.entry_size)
+        index.maybe_append(
             self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far, skip_full_check=True
         )
+
+    def time_index_is_complete(self) -> bool:
+        """False if the time index misses the segment's max timestamp (a damaged index)."""
+        return self.max_timestamp_so_far <= self.time_index.last_entry.timestamp
+
+    def on_become_inactive_segment(self) -> None:
+        """On roll: final time index entry, indexes trimmed to their entries."""
+        self._append_final_time_index_entry()
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
 
@@ -382,9 +396,7 @@ class LogSegment:
         if truncated:
             self.log.truncate_to(position)
         self.offset_index.trim_to_valid_size()
-        self.time_index.maybe_append(
-            self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far, skip_full_check=True
-        )
+        self._append_final_time_index_entry()
         self.time_index.trim_to_valid_size()
         return truncated
 
@@ -415,11 +427,7 @@ class LogSegment:
         """Trim the indexes and release the files (slices handed out stay readable)."""
         try:
             if self.time_index.writable and self.time_index.file.exists():
-                self.time_index.maybe_append(
-                    self.max_timestamp_so_far,
-                    self.offset_of_max_timestamp_so_far,
-                    skip_full_check=True,
-                )
+                self._append_final_time_index_entry()
         finally:
             self.offset_index.close()
             self.time_index.close()

@@ -119,17 +119,18 @@ def test_disk_error_takes_only_that_dir_offline(tmp_path, monkeypatch):
     good = manager.get_or_create_log("t", 0)
     bad = manager.get_or_create_log("t", 1)
     assert good.dir.parent != bad.dir.parent
-    bad_fd = bad.active_segment.log.fd
+    broken_fds = {bad.active_segment.log.fd}
     real_write = os.write
 
     def write(fd, data):
-        if fd == bad_fd:
+        if fd in broken_fds:
             raise OSError(errno.ENOSPC, "No space left on device")
         return real_write(fd, data)
 
     monkeypatch.setattr(os, "write", write)
     with pytest.raises(LogDirFailure) as failure:
         bad.append_as_leader(make_batch(1), 0)
+    broken_fds.clear()  # the descriptor number is free for reuse once the dir is offline
     assert failure.value.dir == str(bad.dir.parent)
     assert failure.value.error_code.name == "KAFKA_STORAGE_ERROR"
     assert manager.offline_dirs == {str(bad.dir.parent)} and failed == [str(bad.dir.parent)]
