@@ -1,0 +1,63 @@
+"""Checkpoint files: Kafka's text format, atomic replacement, malformed input."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kafkalite.storage.checkpoint import EpochEntry, LeaderEpochCheckpointFile, OffsetCheckpointFile
+from kafkalite.storage.errors import StorageError
+
+topics = st.text(
+    alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-",
+    min_size=1,
+    max_size=20,
+)
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    offsets=st.dictionaries(
+        st.tuples(topics, st.integers(0, 10_000)), st.integers(0, 2**63 - 1), max_size=20
+    )
+)
+def test_offset_checkpoint_round_trip(tmp_path_factory, offsets):
+    path = tmp_path_factory.mktemp("cp") / "recovery-point-offset-checkpoint"
+    checkpoint = OffsetCheckpointFile(path)
+    checkpoint.write(offsets)
+    assert checkpoint.read() == offsets
+    lines = path.read_text().split("\n")
+    assert lines[0] == "0" and lines[1] == str(len(offsets)) and lines[-1] == ""
+    assert sorted(lines[2:-1]) == sorted(f"{t} {p} {o}" for (t, p), o in offsets.items())
+    assert not path.with_name(path.name + ".tmp").exists()
+
+
+def test_offset_checkpoint_exact_text(tmp_path):
+    path = tmp_path / "replication-offset-checkpoint"
+    OffsetCheckpointFile(path).write(
+        {("orders", 1): 42, ("orders", 0): 7, ("__consumer_offsets", 12): 0}
+    )
+    assert path.read_text() == "0\n3\n__consumer_offsets 12 0\norders 0 7\norders 1 42\n"
+
+
+def test_missing_checkpoint_is_empty(tmp_path):
+    assert OffsetCheckpointFile(tmp_path / "nope").read() == {}
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "1\n0\n", "0\n2\norders 0 7\n", "0\n1\norders 0\n", "0\n1\norders x 7\n", "zero\n0\n"],
+)
+def test_malformed_checkpoint_names_the_file(tmp_path, text):
+    path = tmp_path / "recovery-point-offset-checkpoint"
+    path.write_text(text)
+    with pytest.raises(StorageError, match="recovery-point-offset-checkpoint"):
+        OffsetCheckpointFile(path).read()
+
+
+def test_leader_epoch_checkpoint_format(tmp_path):
+    path = tmp_path / "leader-epoch-checkpoint"
+    LeaderEpochCheckpointFile(path).write([EpochEntry(0, 0), EpochEntry(3, 120)])
+    assert path.read_text() == "0\n2\n0 0\n3 120\n"
+    assert LeaderEpochCheckpointFile(path).read() == [(0, 0), (3, 120)]
