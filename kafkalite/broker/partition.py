@@ -243,12 +243,16 @@ def end_offset_for_epoch(log, epoch: int) -> EpochEndOffset | None:
     return EpochEndOffset(ErrorCode.NONE, found_epoch, found_offset)
 
 
-def iter_log_batch_headers(log, start_offset: int) -> Iterator[RecordBatchHeader]:
-    """Batch headers of ``log`` from the batch containing ``start_offset`` to its end."""
+def iter_log_batch_headers(
+    log, start_offset: int, chunk_bytes: int = _SCAN_CHUNK_BYTES
+) -> Iterator[RecordBatchHeader]:
+    """Batch headers of ``log`` from the batch containing ``start_offset`` to its end, read in
+    ``chunk_bytes`` slices (a slice cut inside a batch is re-read from that batch)."""
     offset = max(start_offset, log.log_start_offset)
     while offset < log.log_end_offset:
-        info = log.read(offset, _SCAN_CHUNK_BYTES, None, True)
+        info = log.read(offset, chunk_bytes, None, True)
         data = records_bytes(info.records)
+        data = data[: complete_batches_length(data)]
         if len(data) == 0:
             return
         last = None

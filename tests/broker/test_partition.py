@@ -200,3 +200,25 @@ def test_kip101_truncation_keeps_acknowledged_data(tmp_path):
     assert follower_log.latest_epoch == 0
     leader_log.close()
     follower_log.close()
+
+
+def test_producer_state_rebuild_scans_in_chunks(tmp_path):
+    """Headers are read chunk by chunk; a chunk ending inside a batch must not break the scan."""
+    from kafkalite.broker.partition import iter_log_batch_headers
+
+    partition, log, _ = new_partition(str(tmp_path))
+    partition.make_leader(leader_state(), log)
+    for seq in range(0, 40, 4):
+        partition.append_records_to_leader(
+            batch(4, value=b"q" * 50, producer_id=3, producer_epoch=0, base_sequence=seq),
+            AppendOrigin.CLIENT,
+            1,
+        )
+    size = len(batch(4, value=b"q" * 50, producer_id=3, producer_epoch=0, base_sequence=0))
+    headers = list(iter_log_batch_headers(log, 0, chunk_bytes=size + size // 2))
+    assert [h.base_offset for h in headers] == list(range(0, 40, 4))
+    assert [h.base_offset for h in iter_log_batch_headers(log, 13, chunk_bytes=7)] == list(range(12, 40, 4))
+    partition.reload_producer_state()
+    assert partition.producer_state.last_entry(3).last_seq == 39
+    assert partition.producer_state.map_end_offset == 40
+    log.close()
