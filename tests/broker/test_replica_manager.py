@@ -573,3 +573,32 @@ async def test_read_committed_gets_an_empty_aborted_list(make_rm):
     uncommitted = await rm.fetch_messages(FetchParams(), {TP: FetchInfo(0, 1 << 20)})
     assert committed[TP].aborted_transactions == [] and committed[TP].last_stable_offset == 2
     assert uncommitted[TP].aborted_transactions is None
+
+
+async def test_restart_keeps_idempotence_through_snapshots(tmp_path, mock_time):
+    import os
+
+    from kafkalite.broker.replica_manager import ReplicaManager
+    from kafkalite.storage.config import LogConfig
+    from kafkalite.storage.log_manager import LogManager
+
+    root = str(tmp_path / "data")
+    lm = LogManager([root], LogConfig())
+    lm.startup()
+    rm = ReplicaManager(1, lm, None, mock_time)
+    rm.become_leader_or_follower(0, 1, [leader_state()])
+    await produce(rm, batch(2, producer_id=4, producer_epoch=0, base_sequence=0))
+    await rm.shutdown()  # snapshots the producer state at offset 2
+    lm.shutdown()
+    assert "00000000000000000002.snapshot" in os.listdir(os.path.join(root, "t-0"))
+
+    lm = LogManager([root], LogConfig())
+    lm.startup()
+    rm = ReplicaManager(1, lm, None, mock_time)
+    rm.become_leader_or_follower(0, 2, [leader_state(leader_epoch=1)])
+    retry = await produce(rm, batch(2, producer_id=4, producer_epoch=0, base_sequence=0))
+    assert (retry.error_code, retry.base_offset, retry.duplicate) == (ErrorCode.NONE, 0, True)
+    nxt = await produce(rm, batch(1, producer_id=4, producer_epoch=0, base_sequence=2))
+    assert (nxt.error_code, nxt.base_offset) == (ErrorCode.NONE, 2)
+    await rm.shutdown()
+    lm.shutdown()
