@@ -35,7 +35,7 @@ topics_app = typer.Typer(
 app.add_typer(topics_app, name="topics")
 
 console = Console()
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, soft_wrap=True)
 
 BOOTSTRAP_OPTION = typer.Option(
     "127.0.0.1:9092", "--bootstrap-server", "-b", help="host:port[,host:port...] of any broker"
@@ -181,6 +181,9 @@ def topics_describe(name: str = typer.Argument(None), bootstrap: str = BOOTSTRAP
             )
     console.print(table)
     if failed:
+        for topic in response.topics:
+            if int(topic.error_code):
+                err_console.print(f"[red]error:[/red] {topic.name}: {error_name(topic.error_code)}")
         raise typer.Exit(1)
 
 

@@ -13,6 +13,7 @@ the request's timeout. v5+ answers with the partition count, replication factor 
 from __future__ import annotations
 
 import collections
+import uuid
 from typing import Any
 
 from kafkalite.apis.admin_common import (
@@ -109,7 +110,7 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
             result.update(error_code=e.error_code, error_message=str(e) or None)
             continue
         result.update(
-            topic_id=topic_id,
+            topic_id=as_uuid(topic_id),
             num_partitions=num_partitions,
             replication_factor=replication_factor,
             configs=describe_created_configs(ctx, configs),
@@ -126,6 +127,17 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
                 error_message="Timed out waiting for the topic's partitions to get leaders",
             )
     return ctx.response(throttle_time=0, topics=results)
+
+
+def as_uuid(topic_id: Any) -> uuid.UUID:
+    """The admin path's topic id (Kafka's base64 text form) as the wire's UUID."""
+    if isinstance(topic_id, uuid.UUID):
+        return topic_id
+    if not topic_id:
+        return uuid.UUID(int=0)
+    from kafkalite.coord import paths
+
+    return uuid.UUID(bytes=paths.topic_id_bytes(topic_id))
 
 
 def describe_created_configs(ctx: RequestContext, configs: dict[str, Any]) -> list[dict[str, Any]]:

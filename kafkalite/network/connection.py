@@ -88,6 +88,19 @@ class RequestDispatcher(Protocol):
         ...
 
 
+def _header_fields(error: Exception) -> dict[str, Any]:
+    """api_key / api_version / correlation_id / client_id of the request an error is about."""
+    header = getattr(error, "header", None)
+    if header is None:
+        return {}
+    return {
+        "api_key": getattr(header, "api_key", None),
+        "api_version": getattr(header, "api_version", None),
+        "correlation_id": getattr(header, "correlation_id", None),
+        "client_id": getattr(header, "client_id", None),
+    }
+
+
 class _Slot:
     __slots__ = ("done", "response")
 
@@ -212,7 +225,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
         try:
             result = self._dispatcher.dispatch(frame, self.info)  # type: ignore[arg-type]
         except KafkaError as e:
-            self._abort("invalid request", error=str(e), error_code=e.error_code.name)
+            self._abort(
+                "invalid request",
+                error=str(e),
+                error_code=e.error_code.name,
+                frame_head=bytes(frame[:96]).hex(),
+                **_header_fields(e),
+            )
             return
         except Exception as e:  # a parse failure of any kind closes this connection only
             self._abort("unparsable request", error=repr(e))
@@ -241,7 +260,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 log.debug("closing connection", reason=str(error))
                 self._close()
             elif isinstance(error, KafkaError):
-                self._abort("invalid request", error=str(error), error_code=error.error_code.name)
+                self._abort(
+                    "invalid request",
+                    error=str(error),
+                    error_code=error.error_code.name,
+                    **_header_fields(error),
+                )
             else:
                 log.error(
                     "request handler failed; closing connection",

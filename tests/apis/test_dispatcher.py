@@ -67,3 +67,13 @@ async def test_requests_wait_until_the_broker_is_ready(call, services):
     call.dispatcher.ready.set()
     response = await task
     assert response.error_code.value == 0
+
+
+async def test_bytes_after_the_body_are_ignored_like_kafka(call, services):
+    """librdkafka 2.16's Metadata v12 for all topics, captured: 3 bytes follow the body."""
+    from kafkalite.broker.metadata_cache import MetadataCache
+
+    services.metadata_cache = MetadataCache(0)
+    frame = bytearray.fromhex("0003000c00000005000772646b61666b610000000000010000")
+    response = await call.dispatcher.dispatch(frame, call.connection)
+    assert struct.unpack_from(">ii", response) == (len(response) - 4, 5)

@@ -97,9 +97,8 @@ def consume_everything(bootstrap, topic):
 def test_acknowledged_messages_survive_a_restart(broker_factory, hard):
     broker = broker_factory().start()
     topic = "restart"
-    AdminClient({"bootstrap.servers": broker.bootstrap}).create_topics(
-        [NewTopic(topic, PARTITIONS, 1)]
-    )[topic].result(30)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})  # keep the handle alive
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
     producer = BackgroundProducer(broker.bootstrap, topic)
     producer.thread.start()
     try:
@@ -123,7 +122,10 @@ def test_acknowledged_messages_survive_a_restart(broker_factory, hard):
     stored = {(p, o): v for p in got for o, v in got[p]}
     for key, value in producer.acked.items():
         assert stored.get(key) == value, key
+    after = {k for k in producer.acked if k not in before}
+    assert after, "nothing was acknowledged after the restart"
     for p in range(PARTITIONS):
-        last_before = max(o for (q, o) in before if q == p)
-        after = [o for (q, o) in producer.acked if q == p and (q, o) not in before]
-        assert after and min(after) > last_before
+        before_p = [o for (q, o) in before if q == p]
+        after_p = [o for (q, o) in after if q == p]
+        if before_p and after_p:
+            assert min(after_p) > max(before_p), f"offsets of {p} did not continue"
