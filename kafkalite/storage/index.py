@@ -37,6 +37,9 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+import sys
+from array import array
+from bisect import bisect_right
 from pathlib import Path
 from typing import NamedTuple
 
@@ -270,13 +273,54 @@ class AbstractIndex:
 
 
 class OffsetIndex(AbstractIndex):
-    """``.index``: offset -> file position of the batch starting there (see module docstring)."""
+    """``.index``: offset -> file position of the batch starting there (see module docstring).
+
+    Lookups are on every fetch, so besides the mmap'd file the index keeps an in-memory copy of
+    its relative offsets (``array('i')``, built on the first lookup, kept in step by append and
+    truncate) and runs the binary search -- warm section first, as above -- with C ``bisect``
+    over it. The file stays the only durable state; the copy is 4 bytes per entry.
+    """
 
     entry_size = 8
     _entry_struct = struct.Struct(">ii")
+    _relative_offsets: array | None = None
 
     def _after_load(self) -> None:
         self._last_offset = self._compute_last_offset()
+        mirror = self._relative_offsets
+        if mirror is not None and len(mirror) > self._entries:
+            del mirror[self._entries :]
+
+    def _open(self) -> None:
+        self._relative_offsets = None
+        super()._open()
+
+    def _mirror(self) -> array:
+        mirror = self._relative_offsets
+        if mirror is None:
+            mirror = array("i")
+            if self._entries:
+                assert self._mmap is not None
+                mirror.frombytes(self._mmap[: self._entries * 8])
+                mirror = mirror[::2]  # relative offsets; positions dropped
+                if sys.byteorder == "little":
+                    mirror.byteswap()
+            self._relative_offsets = mirror
+        return mirror
+
+    def largest_lower_bound_slot_for(self, target: int, by_offset: bool = True) -> int:
+        """Slot of the largest entry with offset <= ``target`` (-1 if none); warm section first."""
+        entries = self._entries
+        if entries == 0:
+            return -1
+        keys = self._mirror()
+        relative = target - self.base_offset
+        if keys[0] > relative:
+            return -1
+        first_hot = max(0, entries - 1 - WARM_SECTION_BYTES // 8)
+        if keys[first_hot] <= relative:
+            return bisect_right(keys, relative, first_hot, entries) - 1
+        return bisect_right(keys, relative, 0, first_hot) - 1
 
     def _compute_last_offset(self) -> int:
         if self._entries == 0:
@@ -332,13 +376,22 @@ class OffsetIndex(AbstractIndex):
 
     def append(self, offset: int, position: int) -> None:
         """Add an entry; ``offset`` must exceed the last entry's (InvalidOffsetError otherwise)."""
-        if self._entries != 0 and offset <= self._last_offset:
+        n = self._entries
+        if n != 0 and offset <= self._last_offset:
             raise InvalidOffsetError(
-                f"Attempt to append an offset ({offset}) to position {self._entries} no larger "
+                f"Attempt to append an offset ({offset}) to position {n} no larger "
                 f"than the last offset appended ({self._last_offset}) to {self.file}"
             )
-        self._write_entry(self.relative_offset(offset), position)
+        relative = offset - self.base_offset
+        if not 0 <= relative <= INT32_MAX:
+            self.relative_offset(offset)  # raises IndexOffsetOverflowError
+        if n >= self._max_entries:
+            raise ValueError(f"Attempt to append to a full index (size = {n}): {self.file}")
+        self._entry_struct.pack_into(self._mmap, n * 8, relative, position)  # type: ignore[arg-type]
+        self._entries = n + 1
         self._last_offset = offset
+        if self._relative_offsets is not None:
+            self._relative_offsets.append(relative)
 
     def truncate_to(self, offset: int) -> None:
         """Remove every entry with offset >= ``offset``."""
@@ -417,24 +470,26 @@ class TimeIndex(AbstractIndex):
 
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
         """Add ``(timestamp, offset)`` if ``timestamp`` is larger than the last entry's."""
-        if not skip_full_check and self.is_full():
+        last = self._last_entry
+        if self._entries != 0:
+            if offset < last.offset:
+                raise InvalidOffsetError(
+                    f"Attempt to append an offset ({offset}) smaller than the last offset "
+                    f"({last.offset}) to the time index {self.file}"
+                )
+            if timestamp < last.timestamp:
+                raise InvalidOffsetError(
+                    f"Attempt to append a timestamp ({timestamp}) smaller than the last one "
+                    f"({last.timestamp}) to the time index {self.file}"
+                )
+        if timestamp <= last.timestamp:
+            return
+        if not skip_full_check and self._entries >= self._max_entries - 1:
             raise ValueError(
                 f"Attempt to append to a full time index (size = {self._entries}): {self.file}"
             )
-        last = self._last_entry
-        if self._entries != 0 and offset < last.offset:
-            raise InvalidOffsetError(
-                f"Attempt to append an offset ({offset}) smaller than the last offset "
-                f"({last.offset}) to the time index {self.file}"
-            )
-        if self._entries != 0 and timestamp < last.timestamp:
-            raise InvalidOffsetError(
-                f"Attempt to append a timestamp ({timestamp}) smaller than the last one "
-                f"({last.timestamp}) to the time index {self.file}"
-            )
-        if timestamp > last.timestamp:
-            self._write_entry(timestamp, self.relative_offset(offset))
-            self._last_entry = TimestampOffset(timestamp, offset)
+        self._write_entry(timestamp, self.relative_offset(offset))
+        self._last_entry = TimestampOffset(timestamp, offset)
 
     def truncate_to(self, offset: int) -> None:
         """Remove every entry with offset >= ``offset``."""

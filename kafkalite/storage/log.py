@@ -50,11 +50,12 @@ from kafkalite.protocol.records import (
     LOG_OVERHEAD,
     RecordBatchHeader,
     TimestampType,
-    assign_offsets,
     decode_batch,
     record_offset,
     record_timestamp,
+    set_base_offset,
     set_max_timestamp_and_type,
+    set_partition_leader_epoch,
     validate_batches,
 )
 from kafkalite.storage.checkpoint import LEADER_EPOCH_CHECKPOINT_FILE
@@ -380,49 +381,53 @@ class Log:
             )
         now = self._time_ms()
         first_offset = self.log_end_offset
-        if config.message_timestamp_type == "LogAppendTime":
-            log_append_time = now
-            pos = 0
-            for header in headers:
-                set_max_timestamp_and_type(view, pos, TimestampType.LOG_APPEND_TIME, now)
-                pos += header.size
-            max_timestamp = now
-        else:
-            log_append_time = -1
-            max_timestamp = NO_TIMESTAMP
-            diff = config.message_timestamp_difference_max_ms
-            for header in headers:
-                if header.max_timestamp > max_timestamp:
-                    max_timestamp = header.max_timestamp
-                if (
-                    diff != LONG_MAX
-                    and header.timestamp_type == 0
-                    and abs(header.max_timestamp - now) > diff
-                ):
-                    raise InvalidTimestampError(
-                        f"Timestamp {header.max_timestamp} of a batch in append to partition "
-                        f"{self.topic}-{self.partition} is out of range [{now - diff}, {now + diff}]"
-                    )
-        next_offset = assign_offsets(view, first_offset, leader_epoch)
-        last_offset = next_offset - 1
-        # What LogSegment.append needs per batch, with the offsets just assigned.
+        log_append_time = now if config.message_timestamp_type == "LogAppendTime" else -1
+        diff = config.message_timestamp_difference_max_ms
+        # What LogSegment.append needs per batch, with the offsets about to be assigned.
         batches = []
         offset = first_offset
+        max_timestamp = NO_TIMESTAMP
         offset_of_max_timestamp = first_offset
-        best_timestamp = NO_TIMESTAMP
+        record_count = 0
         for header in headers:
+            if log_append_time < 0:
+                batch_max_timestamp = header.max_timestamp
+                if (
+                    diff != LONG_MAX
+                    and header.timestamp_type == TimestampType.CREATE_TIME
+                    and abs(batch_max_timestamp - now) > diff
+                ):
+                    raise InvalidTimestampError(
+                        f"Timestamp {batch_max_timestamp} of a batch in append to partition "
+                        f"{self.topic}-{self.partition} is out of range [{now - diff}, {now + diff}]"
+                    )
+            else:
+                batch_max_timestamp = now
             batch_last = offset + header.last_offset_delta
-            batch_max_timestamp = now if log_append_time >= 0 else header.max_timestamp
-            if batch_max_timestamp > best_timestamp:
-                best_timestamp = batch_max_timestamp
+            if batch_max_timestamp > max_timestamp:
+                max_timestamp = batch_max_timestamp
                 offset_of_max_timestamp = batch_last
-            batches.append(_AppendedBatch(offset, batch_last, header.size, batch_max_timestamp))
+            batches.append(
+                _AppendedBatch(
+                    offset, batch_last, header.batch_length + LOG_OVERHEAD, batch_max_timestamp
+                )
+            )
+            record_count += header.record_count
             offset = batch_last + 1
+        # Number the batches and stamp the epoch in place (neither field is under the CRC).
+        pos = 0
+        for batch in batches:
+            set_base_offset(view, pos, batch.base_offset)
+            set_partition_leader_epoch(view, pos, leader_epoch)
+            if log_append_time >= 0:
+                set_max_timestamp_and_type(view, pos, TimestampType.LOG_APPEND_TIME, now)
+            pos += batch.size
+        last_offset = offset - 1
         if leader_epoch >= 0:
             latest = self.leader_epoch_cache.latest_epoch
             if latest is None or leader_epoch > latest:
                 self._io(self.leader_epoch_cache.assign, leader_epoch, first_offset)
-        self._append(view, batches, first_offset, last_offset, max_timestamp, valid_bytes)
+        self._append(view, batches, first_offset, last_offset, max_timestamp, valid_bytes, now)
         return LogAppendInfo(
             first_offset,
             last_offset,
@@ -430,7 +435,7 @@ class Log:
             offset_of_max_timestamp,
             log_append_time,
             self.log_start_offset,
-            sum(h.record_count for h in headers),
+            record_count,
             len(headers),
             valid_bytes,
             headers,
@@ -484,7 +489,9 @@ class Log:
             epoch = header.partition_leader_epoch
             if epoch >= 0 and (cache.latest_epoch is None or epoch > cache.latest_epoch):
                 self._io(cache.assign, epoch, header.base_offset)
-        self._append(view, headers, first_offset, last_offset, max_timestamp, valid_bytes)
+        self._append(
+            view, headers, first_offset, last_offset, max_timestamp, valid_bytes, self._time_ms()
+        )
         return LogAppendInfo(
             first_offset,
             last_offset,
@@ -506,9 +513,10 @@ class Log:
         last_offset: int,
         max_timestamp: int,
         valid_bytes: int,
+        now: int,
     ) -> None:
         try:
-            segment = self._maybe_roll(valid_bytes, first_offset, last_offset, max_timestamp)
+            segment = self._maybe_roll(valid_bytes, first_offset, last_offset, max_timestamp, now)
             segment.append(view, batches)
         except OSError as e:
             raise self._fail(e) from e
@@ -525,21 +533,12 @@ class Log:
     # ================================================================= rolling
 
     def _maybe_roll(
-        self, messages_size: int, first_offset: int, last_offset: int, max_timestamp: int
+        self, messages_size: int, first_offset: int, last_offset: int, max_timestamp: int, now: int
     ) -> LogSegment:
         segment = self._segments[-1]
         config = self.config
         if segment.should_roll(
-            segment_bytes=config.segment_bytes,
-            segment_ms=config.segment_ms,
-            messages_size=messages_size,
-            max_timestamp_in_messages=max_timestamp,
-            max_offset_in_messages=last_offset,
-            now_ms=self._time_ms(),
-        ):
-            return self._roll(first_offset)
-        if first_offset > self.log_end_offset and not segment.can_convert_to_relative_offset(
-            last_offset
+            config.segment_bytes, config.segment_ms, messages_size, max_timestamp, last_offset, now
         ):
             return self._roll(first_offset)
         return segment

@@ -37,7 +37,13 @@ from kafkalite.storage.file_records import (
     FileRecords,
     FileRecordsSlice,
 )
-from kafkalite.storage.index import NO_TIMESTAMP, OffsetIndex, TimeIndex, TimestampOffset
+from kafkalite.storage.index import (
+    INT32_MAX,
+    NO_TIMESTAMP,
+    OffsetIndex,
+    TimeIndex,
+    TimestampOffset,
+)
 
 LOG_FILE_SUFFIX = ".log"
 INDEX_FILE_SUFFIX = ".index"
@@ -200,7 +206,6 @@ class LogSegment:
 
     def should_roll(
         self,
-        *,
         segment_bytes: int,
         segment_ms: int,
         messages_size: int,
@@ -208,18 +213,21 @@ class LogSegment:
         max_offset_in_messages: int,
         now_ms: int,
     ) -> bool:
-        """Kafka's LogSegment.shouldRoll."""
-        reached_roll_ms = (
-            self.time_waited_for_roll(now_ms, max_timestamp_in_messages)
-            > segment_ms - self.rolling_jitter_ms
-        )
-        return (
-            self.size > segment_bytes - messages_size
-            or (self.size > 0 and reached_roll_ms)
-            or self.offset_index.is_full()
-            or self.time_index.is_full()
-            or not self.can_convert_to_relative_offset(max_offset_in_messages)
-        )
+        """Kafka's LogSegment.shouldRoll: the append would overflow segment.bytes, the segment
+        is older than segment.ms (by its first batch's timestamp), an index is full, or the
+        last offset would not fit as a relative offset. Runs on every append: kept lean."""
+        size = self.log.size
+        if size > segment_bytes - messages_size:
+            return True
+        offset_index = self.offset_index
+        if offset_index._entries >= offset_index._max_entries or self.time_index.is_full():
+            return True
+        if not 0 <= max_offset_in_messages - self.base_offset <= INT32_MAX:
+            return True
+        if size > 0:
+            waited = self.time_waited_for_roll(now_ms, max_timestamp_in_messages)
+            return waited > segment_ms - self.rolling_jitter_ms
+        return False
 
     # ---------------------------------------------------------------- writing
 
@@ -235,30 +243,32 @@ class LogSegment:
         """
         if not batches:
             return
-        position = self.log.size
+        log = self.log
+        position = log.size
         if position == 0 and self._rolling_based_timestamp is None:
             self._rolling_based_timestamp = batches[0].max_timestamp
         # Check every offset fits as int32 relative offset before writing anything.
         last_offset = batches[-1].last_offset
-        if not self.can_convert_to_relative_offset(last_offset):
+        if not 0 <= last_offset - self.base_offset <= INT32_MAX:
             raise IndexOffsetOverflowError(
                 f"Offset {last_offset} cannot be stored relative to base offset {self.base_offset}"
             )
-        self.log.append(records)
+        log.append(records)
         interval = self.index_interval_bytes
+        since_last_entry = self.bytes_since_last_index_entry
+        max_timestamp = self.max_timestamp_so_far
         for batch in batches:
-            size = batch.size
-            if batch.max_timestamp > self.max_timestamp_so_far:
-                self.max_timestamp_so_far = batch.max_timestamp
+            if batch.max_timestamp > max_timestamp:
+                max_timestamp = self.max_timestamp_so_far = batch.max_timestamp
                 self.offset_of_max_timestamp_so_far = batch.last_offset
-            if self.bytes_since_last_index_entry > interval:
+            if since_last_entry > interval:
                 self.offset_index.append(batch.last_offset, position)
-                self.time_index.maybe_append(
-                    self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far
-                )
-                self.bytes_since_last_index_entry = 0
+                self.time_index.maybe_append(max_timestamp, self.offset_of_max_timestamp_so_far)
+                since_last_entry = 0
+            size = batch.size
             position += size
-            self.bytes_since_last_index_entry += size
+            since_last_entry += size
+        self.bytes_since_last_index_entry = since_last_entry
 
     def flush(self) -> None:
         self.log.flush()

@@ -193,3 +193,32 @@ def test_reset_empties_and_regrows(tmp_path):
     index.reset()
     assert index.entries == 0 and index.length == 800
     assert index.lookup(7) == OffsetPosition(0, 0)
+
+
+@HYPOTHESIS
+@given(
+    ops=st.lists(
+        st.tuples(st.sampled_from(["append", "lookup", "truncate"]), st.integers(0, 60)),
+        max_size=200,
+    )
+)
+def test_offset_index_interleaved_append_lookup_truncate(tmp_path_factory, ops):
+    """The in-memory copy used for lookups stays in step with appends and truncations."""
+    index = OffsetIndex(tmp_path_factory.mktemp("mix") / "00000000000000000500.index", 500, 8 * 64)
+    offsets: list[int] = []
+    for op, arg in ops:
+        if op == "append" and len(offsets) < 64:
+            offset = (offsets[-1] if offsets else 500) + arg + 1
+            index.append(offset, len(offsets) * 100)
+            offsets.append(offset)
+        elif op == "truncate":
+            target = 500 + arg * 20
+            index.truncate_to(target)
+            offsets = [o for o in offsets if o < target]
+        target = 500 + arg * 20
+        i = bisect.bisect_right(offsets, target) - 1
+        assert index.lookup(target) == (
+            OffsetPosition(500, 0) if i < 0 else OffsetPosition(offsets[i], i * 100)
+        )
+        assert index.entries == len(offsets)
+    index.close()
