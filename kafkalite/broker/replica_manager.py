@@ -23,8 +23,13 @@ a follower fetch that moved the HW, a committed ISR shrink, a leadership change.
 is therefore answered as soon as the data is there, not when ``max_wait_ms`` runs out.
 
 ISR changes decided by partitions are written through the injected ``alter_isr`` callback
-(compare-and-set of the partition state node plus an ISR change notification), one task per
-change; see ``partition.py`` for the rules.
+(compare-and-set of the partition state node plus an ISR change notification, e.g.
+``isr_writer.ZkIsrChangeWriter``), one task per change; see ``partition.py`` for the rules.
+Without a callback (single node, tests) a change commits locally.
+
+As follower, partitions are replicated by a ``ReplicaFetcherManager`` (``replica_fetcher.py``,
+attached with ``enable_replica_fetchers``): LeaderAndIsr starts a fetch (with KIP-101
+truncation first) for every partition whose leader or leader epoch changed.
 """
 
 from __future__ import annotations
