@@ -22,8 +22,8 @@ import json
 from dataclasses import dataclass
 from typing import Protocol
 
-from kafkalite.coord.errors import BadVersion, NodeExists, NoNode
-from kafkalite.protocol.errors import KafkaError
+from kafkalite.coord.errors import BadVersion, CoordError, NodeExists, NoNode
+from kafkalite.protocol.errors import ErrorCode, KafkaError
 
 PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
 PRODUCER_ID_BLOCK_SIZE = 1000
@@ -145,9 +145,17 @@ class ProducerIdManager:
                 return block
 
     async def generate_producer_id(self) -> int:
+        """The next id. Raises ``KafkaError`` COORDINATOR_NOT_AVAILABLE (retriable) when the
+        store cannot be reached, ``ProducerIdsExhaustedError`` when no block is left."""
         async with self._lock:
             if self.current_block is None or self.next_producer_id > self.current_block.last_producer_id:
-                self.current_block = await self.allocate_new_block()
+                try:
+                    self.current_block = await self.allocate_new_block()
+                except CoordError as e:
+                    raise KafkaError(
+                        f"Cannot allocate a producer id block: {e}",
+                        error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                    ) from e
                 self.next_producer_id = self.current_block.first_producer_id
             producer_id = self.next_producer_id
             self.next_producer_id += 1

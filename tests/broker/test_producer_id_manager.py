@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 
+import pytest
+
 from kafkalite.broker.producer_id_manager import (
     PRODUCER_ID_BLOCK_PATH,
     InMemoryProducerIdBlockStore,
@@ -63,3 +65,20 @@ async def test_over_the_embedded_coordination_store():
     finally:
         await session.close()
         await store.close()
+
+
+async def test_store_failure_is_a_retriable_kafka_error():
+    from kafkalite.coord.errors import ConnectionLoss
+    from kafkalite.protocol.errors import ErrorCode, KafkaError
+
+    class Unreachable:
+        async def get(self):
+            raise ConnectionLoss("store unreachable")
+
+        async def compare_and_set(self, data, version):
+            raise AssertionError("not reached")
+
+    manager = ProducerIdManager(1, Unreachable())
+    with pytest.raises(KafkaError) as info:
+        await manager.generate_producer_id()
+    assert info.value.error_code is ErrorCode.COORDINATOR_NOT_AVAILABLE and info.value.retriable
