@@ -143,9 +143,11 @@ class FileRecords:
         """Append all of ``data``; returns the bytes written."""
         fd = self.handle.fd
         written = os.write(fd, data)
-        total = len(data) if not isinstance(data, memoryview) else data.nbytes
-        while written < total:  # rare: a regular-file write is normally complete
-            written += os.write(fd, memoryview(data)[written:])
+        total = data.nbytes if type(data) is memoryview else len(data)
+        if written < total:  # rare: a regular-file write is normally complete
+            view = memoryview(data).cast("B")
+            while written < total:
+                written += os.write(fd, view[written:])
         self.size += total
         return total
 

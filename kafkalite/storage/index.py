@@ -46,6 +46,8 @@ from typing import NamedTuple
 from kafkalite.storage.errors import CorruptIndexError, IndexOffsetOverflowError, InvalidOffsetError
 
 WARM_SECTION_BYTES = 8192
+_WARM_OFFSET_ENTRIES = WARM_SECTION_BYTES // 8
+_OFFSET_ENTRY = struct.Struct(">ii")
 INT32_MAX = 2**31 - 1
 NO_TIMESTAMP = -1
 
@@ -351,11 +353,27 @@ class OffsetIndex(AbstractIndex):
         return self.entry(self._entries - 1)
 
     def lookup(self, target_offset: int) -> OffsetPosition:
-        """The largest entry with offset <= ``target_offset``; ``(base_offset, 0)`` if none."""
-        slot = self.largest_lower_bound_slot_for(target_offset)
-        if slot == -1:
-            return OffsetPosition(self.base_offset, 0)
-        return self.entry(slot)
+        """The largest entry with offset <= ``target_offset``; ``(base_offset, 0)`` if none.
+
+        (``largest_lower_bound_slot_for`` inlined: this runs on every fetch.)
+        """
+        entries = self._entries
+        base = self.base_offset
+        relative = target_offset - base
+        keys = self._relative_offsets
+        if keys is None:
+            keys = self._mirror()
+        if entries == 0 or keys[0] > relative:
+            return OffsetPosition(base, 0)
+        first_hot = entries - 1 - _WARM_OFFSET_ENTRIES
+        if first_hot < 0:
+            first_hot = 0
+        if keys[first_hot] <= relative:
+            slot = bisect_right(keys, relative, first_hot, entries) - 1
+        else:
+            slot = bisect_right(keys, relative, 0, first_hot) - 1
+        relative, position = _OFFSET_ENTRY.unpack_from(self._mmap, slot * 8)  # type: ignore[arg-type]
+        return OffsetPosition(base + relative, position)
 
     def fetch_upper_bound_offset(
         self, fetch_offset: OffsetPosition, fetch_size: int

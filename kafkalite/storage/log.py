@@ -358,7 +358,8 @@ class Log:
         second CRC pass). Raises CorruptRecordError / InvalidRecordError / RecordTooLargeError /
         RecordBatchTooLargeError / InvalidTimestampError without appending anything.
         """
-        self._check_online()
+        if self.offline:
+            self._check_online()
         view = memoryview(records)
         if view.readonly:
             view = memoryview(bytearray(view))

@@ -225,7 +225,13 @@ class LogSegment:
         if not 0 <= max_offset_in_messages - self.base_offset <= INT32_MAX:
             return True
         if size > 0:
-            waited = self.time_waited_for_roll(now_ms, max_timestamp_in_messages)
+            first = self._rolling_based_timestamp
+            if first is None:
+                first = self.rolling_based_timestamp()
+            if first is not None and first >= 0:
+                waited = max_timestamp_in_messages - first
+            else:
+                waited = now_ms - self.created_ms
             return waited > segment_ms - self.rolling_jitter_ms
         return False
 
