@@ -172,17 +172,27 @@ class Log:
         self.truncated_bytes_on_load = 0
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
-            self.leader_epoch_cache = LeaderEpochFileCache(
-                self.dir / LEADER_EPOCH_CHECKPOINT_FILE, lambda: self.log_end_offset
-            )
-            self._load(had_clean_shutdown)
+            epoch_checkpoint = self.dir / LEADER_EPOCH_CHECKPOINT_FILE
+            try:
+                self.leader_epoch_cache = LeaderEpochFileCache(
+                    epoch_checkpoint, lambda: self.log_end_offset
+                )
+                epochs_lost = False
+            except StorageError:
+                # A malformed checkpoint: rebuild the epochs from the batches (full scan).
+                epoch_checkpoint.unlink()
+                self.leader_epoch_cache = LeaderEpochFileCache(
+                    epoch_checkpoint, lambda: self.log_end_offset
+                )
+                epochs_lost = True
+            self._load(had_clean_shutdown, recover_all=epochs_lost)
         except OSError as e:
             self._close_quietly()
             raise LogDirFailure(str(self.dir.parent), e) from e
 
     # ================================================================= loading (LogLoader)
 
-    def _load(self, had_clean_shutdown: bool) -> None:
+    def _load(self, had_clean_shutdown: bool, recover_all: bool = False) -> None:
         config = self.config
         bases: list[int] = []
         index_missing: set[int] = set()
@@ -214,7 +224,9 @@ class Log:
             ):
                 needs_recovery.add(base)
 
-        if not had_clean_shutdown and self._segments:
+        if recover_all:
+            needs_recovery.update(self._base_offsets)
+        elif not had_clean_shutdown and self._segments:
             # Everything from the segment holding the recovery point on may be torn.
             first = max(0, bisect.bisect_right(self._base_offsets, self.recovery_point) - 1)
             needs_recovery.update(self._base_offsets[first:])

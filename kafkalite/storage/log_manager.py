@@ -104,10 +104,19 @@ class LogManager:
         """Lock each directory, load and (if needed) recover every log in it."""
         for dir in self.log_dirs:
             try:
-                self._load_dir(dir)
-            except LogDirFailure:
-                continue  # already offline
+                Path(dir).mkdir(parents=True, exist_ok=True)
+                self._lock_dir(dir)  # another process on the directory: refuse to start
             except OSError as e:
+                self._handle_log_dir_failure(dir, e)
+        for dir in self.log_dirs:
+            if dir in self.offline_dirs:
+                continue
+            try:
+                self._load_dir(dir)
+            except LogDirFailure as e:
+                self._handle_log_dir_failure(dir, e.cause)
+            except (OSError, StorageError) as e:
+                # Kafka: a log that cannot be loaded takes its directory offline.
                 self._handle_log_dir_failure(dir, e)
         if len(self.offline_dirs) == len(self.log_dirs):
             raise StorageError(f"All log directories failed: {sorted(self.offline_dirs)}")
@@ -118,8 +127,6 @@ class LogManager:
 
     def _load_dir(self, dir: str) -> None:
         path = Path(dir)
-        path.mkdir(parents=True, exist_ok=True)
-        self._lock_dir(dir)
         marker = path / CLEAN_SHUTDOWN_FILE
         had_clean_shutdown = marker.exists()
         recovery_points = self._read_checkpoint(path / RECOVERY_POINT_CHECKPOINT_FILE)

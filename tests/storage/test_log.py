@@ -386,3 +386,16 @@ def test_truncate_fully_and_start_at(tmp_path):
     assert log.leader_epoch_cache.epoch_entries == []
     assert log.append_as_leader(make_batch(1), 2).first_offset == 500
     log.close()
+
+
+def test_malformed_leader_epoch_checkpoint_is_rebuilt_from_batches(tmp_path):
+    log = Log(tmp_path / "t-0", LogConfig(segment_bytes=400))
+    for epoch in (1, 1, 2, 2, 5):
+        log.append_as_leader(make_batch(2, 50), epoch)
+    entries = log.leader_epoch_cache.epoch_entries
+    log.close()
+    (tmp_path / "t-0" / "leader-epoch-checkpoint").write_text("0\n7\ngarbage\n")
+    reopened = Log(tmp_path / "t-0", LogConfig(segment_bytes=400), had_clean_shutdown=True)
+    assert reopened.leader_epoch_cache.epoch_entries == entries == [(1, 0), (2, 4), (5, 8)]
+    assert reopened.log_end_offset == 10
+    reopened.close()

@@ -181,3 +181,17 @@ async def test_run_scheduler_flushes_rolled_segments(tmp_path):
     with pytest.raises(asyncio.CancelledError):
         await task
     manager.shutdown()
+
+
+def test_unloadable_log_takes_its_dir_offline_not_the_broker(tmp_path):
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    (good / "t-0").mkdir(parents=True)
+    (bad / "t-1" / "00000000000000000000.log").mkdir(
+        parents=True
+    )  # a directory where a file must be
+    manager = LogManager([good, bad], LogConfig())
+    manager.startup()
+    assert manager.offline_dirs == {str(bad.resolve())}
+    assert manager.get_log("t", 0) is not None and manager.get_log("t", 1) is None
+    assert manager.get_or_create_log("t", 2).dir.parent == good.resolve()
+    manager.shutdown()
