@@ -397,6 +397,9 @@ class ReplicaManager:
 
     def mark_log_dir_offline(self, topic_partitions: Iterable[TopicPartition]) -> None:
         """Partitions whose log directory failed: they answer KAFKA_STORAGE_ERROR from now on."""
+        topic_partitions = list(topic_partitions)
+        if self.replica_fetcher_manager is not None:
+            self.replica_fetcher_manager.remove_fetcher_for_partitions(topic_partitions)
         for tp in topic_partitions:
             partition = self.partitions.pop(tp, None)
             if partition is not None:
