@@ -188,6 +188,11 @@ class FileRecords:
             self._mmap = current
         return current
 
+    def release_map(self) -> None:
+        """Drop the cached map (slices' views keep theirs); the next read maps again. Keeps
+        the number of live mappings (vm.max_map_count) down to the segments being read."""
+        self._mmap = None
+
     def slice(self, position: int, size: int) -> FileRecordsSlice:
         if position < 0 or size < 0:
             raise ValueError(f"Invalid slice position {position} or size {size}")

@@ -123,6 +123,7 @@ class LogSegment:
         # rollingBasedTimestamp); None until known.
         self._rolling_based_timestamp: int | None = None
         self._load_largest_timestamp()
+        self.log.release_map()
 
     # ---------------------------------------------------------------- construction
 
@@ -300,6 +301,7 @@ class LogSegment:
     def on_become_inactive_segment(self) -> None:
         """On roll: final time index entry, indexes trimmed to their entries."""
         self._append_final_time_index_entry()
+        self.log.release_map()
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
 
@@ -414,6 +416,7 @@ class LogSegment:
         self.offset_index.trim_to_valid_size()
         self._append_final_time_index_entry()
         self.time_index.trim_to_valid_size()
+        self.log.release_map()
         return truncated
 
     def truncate_to(self, offset: int) -> int:
