@@ -3,6 +3,7 @@ real storage LogManager in a temporary directory."""
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 import itertools
 
@@ -52,6 +53,17 @@ class _Timer:
 
     def cancel(self) -> None:
         self.cancelled = True
+
+
+async def wait_until(condition, timeout: float = 10.0) -> None:
+    """Let the event loop run until ``condition()`` holds; fail after ``timeout`` seconds.
+    (Waiting for a condition with a deadline, never for a fixed time.)"""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not condition():
+        if loop.time() > deadline:
+            raise AssertionError("condition not reached before the deadline")
+        await asyncio.sleep(0.001)
 
 
 def batch(

@@ -24,20 +24,10 @@ from kafkalite.protocol.types import TopicPartition
 from kafkalite.storage.config import LogConfig
 from kafkalite.storage.log_manager import LogManager
 
-from .conftest import batch, leader_state
+from .conftest import batch, leader_state, wait_until
 
 TP = TopicPartition("t", 0)
 DEADLINE = 5.0
-
-
-async def wait_until(condition, timeout=DEADLINE):
-    """Yield to the loop until ``condition()`` holds; fail after ``timeout`` seconds."""
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not condition():
-        if loop.time() > end:
-            raise AssertionError("condition not reached before the deadline")
-        await asyncio.sleep(0.001)
 
 
 class Cluster:

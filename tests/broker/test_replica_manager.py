@@ -20,7 +20,7 @@ from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.records import iter_batch_headers
 from kafkalite.protocol.types import TopicPartition
 
-from .conftest import batch, leader_state
+from .conftest import batch, leader_state, wait_until
 
 TP = TopicPartition("t", 0)
 DEADLINE = 5.0
@@ -94,9 +94,8 @@ async def test_acks_all_completes_when_follower_fetch_moves_hw(make_rm, log_mana
     rm = make_rm()
     rm.become_leader_or_follower(0, 1, [leader_state(isr=(1, 2))])
     task = asyncio.create_task(produce(rm, batch(4), acks=-1))
-    await asyncio.sleep(0)  # let the produce append and park in purgatory
+    await wait_until(lambda: rm.produce_purgatory.delayed == 1)  # appended, parked
     assert not task.done()
-    assert rm.produce_purgatory.delayed == 1
     # The follower fetches from 0 (nothing replicated yet): HW stays, produce keeps waiting.
     follower = FetchParams(replica_id=2, max_wait_ms=0)
     await rm.fetch_messages(follower, {TP: FetchInfo(0, 1 << 20, 0)})
@@ -113,10 +112,9 @@ async def test_acks_all_times_out(make_rm, mock_time):
     rm = make_rm()
     rm.become_leader_or_follower(0, 1, [leader_state(isr=(1, 2))])
     task = asyncio.create_task(produce(rm, batch(), acks=-1, timeout_ms=1_000))
-    await asyncio.sleep(0)
+    await wait_until(lambda: rm.produce_purgatory.delayed == 1)
     mock_time.advance(999)
-    await asyncio.sleep(0)
-    assert not task.done()
+    assert rm.produce_purgatory.delayed == 1  # still waiting
     mock_time.advance(1)
     result = await asyncio.wait_for(task, DEADLINE)
     assert result.error_code is ErrorCode.REQUEST_TIMED_OUT
@@ -136,7 +134,7 @@ async def test_acks_all_not_enough_replicas_after_append(make_rm, mock_time):
     rm = make_rm(min_isr=2, lag_ms=10_000)
     rm.become_leader_or_follower(0, 1, [leader_state(isr=(1, 2))])
     task = asyncio.create_task(produce(rm, batch(), acks=-1, timeout_ms=60_000))
-    await asyncio.sleep(0)
+    await wait_until(lambda: rm.produce_purgatory.delayed == 1)
     mock_time.advance(10_001)  # the follower never fetched: out of the ISR
     assert rm.maybe_shrink_isr() == 1
     result = await asyncio.wait_for(task, DEADLINE)
@@ -149,9 +147,8 @@ async def test_waiting_fetch_completes_on_append_not_at_max_wait(make_rm):
     rm.become_leader_or_follower(0, 1, [leader_state()])
     params = FetchParams(max_wait_ms=500, min_bytes=1)
     fetch = asyncio.create_task(rm.fetch_messages(params, {TP: FetchInfo(0, 1 << 20)}))
-    await asyncio.sleep(0)
+    await wait_until(lambda: rm.fetch_purgatory.delayed == 1)
     assert not fetch.done()
-    assert rm.fetch_purgatory.delayed == 1
     # The clock does not move: only the append can complete the fetch.
     assert (await produce(rm, batch(3))).error_code is ErrorCode.NONE
     data = (await asyncio.wait_for(fetch, DEADLINE))[TP]
@@ -167,11 +164,10 @@ async def test_waiting_fetch_respects_min_bytes(make_rm, mock_time):
     one = len(batch(1))
     params = FetchParams(max_wait_ms=500, min_bytes=2 * one + 1)
     fetch = asyncio.create_task(rm.fetch_messages(params, {TP: FetchInfo(0, 1 << 20)}))
-    await asyncio.sleep(0)
+    await wait_until(lambda: rm.fetch_purgatory.delayed == 1)
     await produce(rm, batch(1))
     await produce(rm, batch(1))
-    await asyncio.sleep(0)
-    assert not fetch.done()
+    assert rm.fetch_purgatory.delayed == 1  # two batches are below min_bytes
     await produce(rm, batch(1))
     data = (await asyncio.wait_for(fetch, DEADLINE))[TP]
     assert offsets_of(data.records) == [0, 1, 2]
@@ -182,7 +178,7 @@ async def test_waiting_fetch_times_out_empty(make_rm, mock_time):
     rm.become_leader_or_follower(0, 1, [leader_state()])
     params = FetchParams(max_wait_ms=500, min_bytes=1)
     fetch = asyncio.create_task(rm.fetch_messages(params, {TP: FetchInfo(0, 1 << 20)}))
-    await asyncio.sleep(0)
+    await wait_until(lambda: rm.fetch_purgatory.delayed == 1)
     mock_time.advance(500)
     data = (await asyncio.wait_for(fetch, DEADLINE))[TP]
     assert data.error_code is ErrorCode.NONE
@@ -196,8 +192,7 @@ async def test_cancelled_fetch_leaves_purgatory(make_rm, mock_time):
     fetch = asyncio.create_task(
         rm.fetch_messages(FetchParams(max_wait_ms=500), {TP: FetchInfo(0, 1 << 20)})
     )
-    await asyncio.sleep(0)
-    assert rm.fetch_purgatory.delayed == 1
+    await wait_until(lambda: rm.fetch_purgatory.delayed == 1)
     fetch.cancel()
     await asyncio.gather(fetch, return_exceptions=True)
     assert rm.fetch_purgatory.delayed == 0
@@ -264,10 +259,9 @@ async def test_consumer_fetch_waits_for_hw_not_leo(make_rm):
     fetch = asyncio.create_task(
         rm.fetch_messages(FetchParams(max_wait_ms=1000), {TP: FetchInfo(0, 1 << 20)})
     )
-    await asyncio.sleep(0)
+    await wait_until(lambda: rm.fetch_purgatory.delayed == 1)
     await produce(rm, batch(2))
-    await asyncio.sleep(0)
-    assert not fetch.done()  # appended but not replicated: HW still 0
+    assert rm.fetch_purgatory.delayed == 1  # appended but not replicated: HW still 0
     await rm.fetch_messages(FetchParams(replica_id=2), {TP: FetchInfo(2, 1 << 20, 0)})
     data = (await asyncio.wait_for(fetch, DEADLINE))[TP]
     assert offsets_of(data.records) == [0]
@@ -380,7 +374,7 @@ async def test_leadership_change_fails_waiting_produce(make_rm):
     rm = make_rm()
     rm.become_leader_or_follower(0, 1, [leader_state(isr=(1, 2))])
     task = asyncio.create_task(produce(rm, batch(), acks=-1))
-    await asyncio.sleep(0)
+    await wait_until(lambda: rm.produce_purgatory.delayed == 1)
     rm.become_leader_or_follower(0, 1, [leader_state(leader=2, leader_epoch=1, isr=(1, 2))])
     result = await asyncio.wait_for(task, DEADLINE)
     assert result.error_code is ErrorCode.NOT_LEADER_OR_FOLLOWER
@@ -460,7 +454,7 @@ async def test_log_dir_failure_takes_partitions_offline(make_rm, log_manager, tm
     fetch = asyncio.create_task(
         rm.fetch_messages(FetchParams(max_wait_ms=1000), {TP: FetchInfo(0, 1 << 20)})
     )
-    await asyncio.sleep(0)
+    await wait_until(lambda: rm.fetch_purgatory.delayed == 1)
     assert rm.handle_log_dir_failure(str(tmp_path)) == [TP]
     data = (await asyncio.wait_for(fetch, DEADLINE))[TP]
     assert data.error_code is ErrorCode.KAFKA_STORAGE_ERROR
@@ -476,14 +470,13 @@ async def test_delete_records_waits_for_followers_low_watermark(make_rm, mock_ti
     follower = FetchParams(replica_id=2)
     await rm.fetch_messages(follower, {TP: FetchInfo(4, 1 << 20, log_start_offset=0)})
     task = asyncio.create_task(rm.delete_records(30_000, {TP: 2}))
-    await asyncio.sleep(0)
-    assert not task.done()  # the follower still starts at 0
+    await wait_until(lambda: rm.delete_records_purgatory.delayed == 1)  # the follower still starts at 0
     await rm.fetch_messages(follower, {TP: FetchInfo(4, 1 << 20, log_start_offset=2)})
     res = (await asyncio.wait_for(task, DEADLINE))[TP]
     assert (res.error_code, res.low_watermark) == (ErrorCode.NONE, 2)
     # And a deletion the follower never follows times out.
     task = asyncio.create_task(rm.delete_records(1_000, {TP: 3}))
-    await asyncio.sleep(0)
+    await wait_until(lambda: rm.delete_records_purgatory.delayed == 1)
     mock_time.advance(1_000)
     res = (await asyncio.wait_for(task, DEADLINE))[TP]
     assert res.error_code is ErrorCode.REQUEST_TIMED_OUT

@@ -22,19 +22,10 @@ from kafkalite.protocol.types import TopicPartition
 from kafkalite.storage.config import LogConfig
 from kafkalite.storage.log_manager import LogManager
 
-from .conftest import MockTime, batch, leader_state
+from .conftest import MockTime, batch, leader_state, wait_until
 
 TP = TopicPartition("t", 0)
 BROKERS = (1, 2, 3)
-
-
-async def wait_until(condition, timeout=10.0):
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not condition():
-        if loop.time() > end:
-            raise AssertionError("condition not reached before the deadline")
-        await asyncio.sleep(0.001)
 
 
 def batches(log):
