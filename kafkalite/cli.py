@@ -397,6 +397,10 @@ def consume(
 
 
 def main() -> None:
+    # kio registers hypothesis strategies for its types whenever hypothesis is importable (a
+    # test dependency); building hypothesis' character tables costs seconds per process start
+    # (its cache lives in the working directory). The command line never needs it.
+    sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
     app()
 
 
