@@ -18,7 +18,15 @@ from tests.integration.common import (
 try:
     import confluent_kafka
     from confluent_kafka import Consumer, Producer, TopicPartition
-    from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ConfigSource,
+        NewPartitions,
+        NewTopic,
+    )
 except ImportError as e:  # pragma: no cover - a missing client fails loudly
     raise ImportError("confluent-kafka is missing: pip install -e '.[test]'") from e
 
@@ -157,6 +165,36 @@ def test_admin_create_describe_alter_delete(shared_broker):
     client.delete_topics(["ck-admin"], operation_timeout=30)["ck-admin"].result(timeout=30)
     wait_for(lambda: "ck-admin" not in client.list_topics(timeout=30).topics, "deletion")
 
-    cluster = client.describe_cluster().result(timeout=30)
+    cluster = client.describe_cluster().result(timeout=30)  # DescribeCluster
     assert [n.id for n in cluster.nodes] == [0]
     assert cluster.controller.id == 0
+
+
+def test_alter_configs_and_delete_records(shared_broker):
+    client = admin(shared_broker)
+    create_topic(shared_broker, "ck-records", 1)
+    batch = messages("gzip", 10, partitions=1)
+    produce_all(shared_broker, "ck-records", batch, "gzip")
+
+    resource = ConfigResource(
+        ConfigResource.Type.TOPIC,
+        "ck-records",
+        incremental_configs=[
+            ConfigEntry("retention.bytes", "1048576", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    client.incremental_alter_configs([resource])[resource].result(timeout=30)
+    described = ConfigResource(ConfigResource.Type.TOPIC, "ck-records")
+    configs = client.describe_configs([described])[described].result(timeout=30)
+    assert configs["retention.bytes"].value == "1048576"
+    assert configs["retention.bytes"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+
+    deleted = client.delete_records([TopicPartition("ck-records", 0, 4)])
+    low = deleted[TopicPartition("ck-records", 0, 4)].result(timeout=30)
+    assert low.low_watermark == 4
+    consumer = Consumer({"bootstrap.servers": shared_broker.bootstrap, "group.id": "unused"})
+    try:
+        lo, hi = consumer.get_watermark_offsets(TopicPartition("ck-records", 0), timeout=30)
+        assert (lo, hi) == (4, 10)
+    finally:
+        consumer.close()

@@ -110,6 +110,17 @@ def test_admin_create_describe_alter_delete(shared_broker):
             [ConfigResource(ConfigResourceType.TOPIC, "kp-admin")], config_filter="all"
         )
         assert "3600000" in repr(configs)
+        client.alter_configs(  # the legacy AlterConfigs: replaces the whole override set
+            [
+                ConfigResource(
+                    ConfigResourceType.TOPIC, "kp-admin", configs={"retention.ms": "7200000"}
+                )
+            ]
+        )
+        configs = client.describe_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, "kp-admin")], config_filter="all"
+        )
+        assert "7200000" in repr(configs) and "3600000" not in repr(configs)
         client.create_partitions({"kp-admin": NewPartitions(3)})
         wait_for(
             lambda: len(client.describe_topics(["kp-admin"])[0]["partitions"]) == 3, "3 partitions"

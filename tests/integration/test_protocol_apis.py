@@ -1,0 +1,123 @@
+"""APIs the client libraries use only in corner cases, exercised with the project's client."""
+
+import asyncio
+import datetime
+
+from kafkalite.client.client import KafkaClient
+from kafkalite.client.connection import request_builder
+from kafkalite.protocol.api import ApiKey
+from kafkalite.protocol.records import Record, build_batch
+from kafkalite.protocol.types import TopicPartition
+
+
+async def scenario(bootstrap):
+    async with KafkaClient(bootstrap) as client:
+        response = await client.create_topics(
+            [{"name": "proto", "num_partitions": 1, "replication_factor": 1}]
+        )
+        assert int(response.topics[0].error_code) == 0
+        tp = TopicPartition("proto", 0)
+        await client.refresh_metadata(["proto"])
+        for i in range(3):
+            batch = build_batch(
+                [Record(0, 0, b"k", b"v"), Record(1, 1, b"k", b"w")], base_timestamp=1000 * (i + 1)
+            )
+            response = await client.produce(tp, batch, acks=-1)
+            part = response.responses[0].partition_responses[0]
+            assert (int(part.error_code), part.base_offset) == (0, 2 * i)
+
+        async def list_offset(ts):
+            part = (await client.list_offsets(tp, ts)).topics[0].partitions[0]
+            assert int(part.error_code) == 0
+            return part.offset, part.timestamp
+
+        assert (await list_offset(-2))[0] == 0  # earliest
+        assert (await list_offset(-1))[0] == 6  # latest
+        assert await list_offset(2000) == (2, 2000)  # first offset with timestamp >= 2000
+        assert await list_offset(-3) == (5, 3001)  # the record with the max timestamp
+        assert (await list_offset(10_000))[0] == -1  # none that late
+
+        epochs = await client.send(
+            ApiKey.OFFSET_FOR_LEADER_EPOCH,
+            request_builder(
+                ApiKey.OFFSET_FOR_LEADER_EPOCH,
+                replica_id=-1,
+                topics=[
+                    {
+                        "topic": "proto",
+                        "partitions": [
+                            {"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}
+                        ],
+                    }
+                ],
+            ),
+        )
+        part = epochs.topics[0].partitions[0]
+        assert (int(part.error_code), part.leader_epoch, part.end_offset) == (0, 0, 6)
+
+        pid = await client.send(
+            ApiKey.INIT_PRODUCER_ID,
+            request_builder(
+                ApiKey.INIT_PRODUCER_ID,
+                transactional_id=None,
+                transaction_timeout=datetime.timedelta(seconds=60),
+                producer_id=-1,
+                producer_epoch=-1,
+            ),
+        )
+        assert int(pid.error_code) == 0 and pid.producer_id >= 0 and pid.producer_epoch == 0
+        txn = await client.send(
+            ApiKey.INIT_PRODUCER_ID,
+            request_builder(
+                ApiKey.INIT_PRODUCER_ID,
+                transactional_id="t1",
+                transaction_timeout=datetime.timedelta(seconds=60),
+                producer_id=-1,
+                producer_epoch=-1,
+            ),
+        )
+        assert int(txn.error_code) == 15  # COORDINATOR_NOT_AVAILABLE: no transactions
+
+        configs = await client.send(
+            ApiKey.DESCRIBE_CONFIGS,
+            request_builder(
+                ApiKey.DESCRIBE_CONFIGS,
+                resources=[
+                    {
+                        "resource_type": 4,
+                        "resource_name": "0",
+                        "configuration_keys": ["log.dirs", "broker.id"],
+                    }
+                ],
+                include_synonyms=False,
+                include_documentation=False,
+            ),
+        )
+        result = configs.results[0]
+        assert int(result.error_code) == 0
+        assert {c.name: c.value for c in result.configs}["broker.id"] == "0"
+
+        # auto-creation when the client allows it (Metadata v4+ allow_auto_topic_creation)
+        metadata = await client.send(
+            ApiKey.METADATA,
+            request_builder(
+                ApiKey.METADATA, topics=[{"name": "auto-made"}], allow_auto_topic_creation=True
+            ),
+        )
+        assert int(metadata.topics[0].error_code) in (0, 5)  # NONE or LEADER_NOT_AVAILABLE
+        deadline = asyncio.get_running_loop().time() + 30
+        while True:
+            metadata = await client.metadata(["auto-made"])
+            (topic,) = metadata.topics
+            if (
+                int(topic.error_code) == 0
+                and topic.partitions
+                and topic.partitions[0].leader_id == 0
+            ):
+                break
+            assert asyncio.get_running_loop().time() < deadline, "auto-created topic has no leader"
+            await asyncio.sleep(0.05)  # polling interval
+
+
+def test_offsets_epochs_producer_ids_configs_and_auto_creation(shared_broker):
+    asyncio.run(scenario(shared_broker.bootstrap))
