@@ -80,6 +80,7 @@ from kafkalite.storage.segment import (
     FetchDataInfo,
     LogOffsetMetadata,
     LogSegment,
+    batch_summaries,
     check_index_files,
     offset_from_file_name,
     offset_index_file,
@@ -420,38 +421,40 @@ class Log:
             if batch_max_timestamp > max_timestamp:
                 max_timestamp = batch_max_timestamp
                 offset_of_max_timestamp = batch_last
-            batches.append(
-                _AppendedBatch(
-                    offset, batch_last, header.batch_length + LOG_OVERHEAD, batch_max_timestamp
-                )
-            )
+            batches.append((batch_last, header.batch_length + LOG_OVERHEAD, batch_max_timestamp))
             record_count += header.record_count
             offset = batch_last + 1
         # Number the batches and stamp the epoch in place (neither field is under the CRC).
         pos = 0
-        for batch in batches:
-            set_base_offset(view, pos, batch.base_offset)
+        base_offset = first_offset
+        for batch_last, size, _ in batches:
+            set_base_offset(view, pos, base_offset)
             set_partition_leader_epoch(view, pos, leader_epoch)
             if log_append_time >= 0:
                 set_max_timestamp_and_type(view, pos, TimestampType.LOG_APPEND_TIME, now)
-            pos += batch.size
+            pos += size
+            base_offset = batch_last + 1
         last_offset = offset - 1
         if leader_epoch >= 0:
             latest = self.leader_epoch_cache.latest_epoch
             if latest is None or leader_epoch > latest:
                 self._io(self.leader_epoch_cache.assign, leader_epoch, first_offset)
         self._append(view, batches, first_offset, last_offset, max_timestamp, valid_bytes, now)
-        return LogAppendInfo(
-            first_offset,
-            last_offset,
-            max_timestamp,
-            offset_of_max_timestamp,
-            log_append_time,
-            self.log_start_offset,
-            record_count,
-            len(headers),
-            valid_bytes,
-            headers,
+        # tuple.__new__ skips the NamedTuple's Python-level __new__ (about 1 us per append).
+        return _new_tuple(
+            LogAppendInfo,
+            (
+                first_offset,
+                last_offset,
+                max_timestamp,
+                offset_of_max_timestamp,
+                log_append_time,
+                self.log_start_offset,
+                record_count,
+                len(headers),
+                valid_bytes,
+                headers,
+            ),
         )
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
@@ -503,7 +506,13 @@ class Log:
             if epoch >= 0 and (cache.latest_epoch is None or epoch > cache.latest_epoch):
                 self._io(cache.assign, epoch, header.base_offset)
         self._append(
-            view, headers, first_offset, last_offset, max_timestamp, valid_bytes, self._time_ms()
+            view,
+            batch_summaries(headers),
+            first_offset,
+            last_offset,
+            max_timestamp,
+            valid_bytes,
+            self._time_ms(),
         )
         return LogAppendInfo(
             first_offset,
@@ -521,7 +530,7 @@ class Log:
     def _append(
         self,
         view: memoryview,
-        batches: list,
+        batches: list[tuple[int, int, int]],
         first_offset: int,
         last_offset: int,
         max_timestamp: int,
@@ -968,13 +977,7 @@ class Log:
         )
 
 
-class _AppendedBatch(NamedTuple):
-    """The header fields LogSegment.append needs, after offset assignment."""
-
-    base_offset: int
-    last_offset: int
-    size: int
-    max_timestamp: int
+_new_tuple = tuple.__new__
 
 
 def _complete_batches_length(view: memoryview) -> int:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -51,6 +51,11 @@ TIME_INDEX_FILE_SUFFIX = ".timeindex"
 DELETED_FILE_SUFFIX = ".deleted"
 CLEANED_FILE_SUFFIX = ".cleaned"
 SWAP_FILE_SUFFIX = ".swap"
+
+
+def batch_summaries(headers: Iterable[RecordBatchHeader | BatchInfo]) -> list[tuple[int, int, int]]:
+    """``(last offset, size, max timestamp)`` per batch, what ``LogSegment.append`` takes."""
+    return [(h.last_offset, h.size, h.max_timestamp) for h in headers]
 
 
 def filename_prefix_from_offset(offset: int) -> str:
@@ -241,9 +246,11 @@ class LogSegment:
     def append(
         self,
         records: bytes | bytearray | memoryview,
-        batches: Sequence[RecordBatchHeader | BatchInfo],
+        batches: Sequence[tuple[int, int, int]],
     ) -> None:
-        """Append ``records`` (whose batch headers are ``batches``, in order).
+        """Append ``records``, whose batches are summarised in order by ``batches`` as
+        ``(last offset, size in bytes, max timestamp)`` tuples (plain tuples: this is the hot
+        path, see ``batch_summaries``).
 
         Adds an index entry for each batch that starts more than ``index_interval_bytes`` after
         the previous entry.
@@ -253,9 +260,9 @@ class LogSegment:
         log = self.log
         position = log.size
         if position == 0 and self._rolling_based_timestamp is None:
-            self._rolling_based_timestamp = batches[0].max_timestamp
+            self._rolling_based_timestamp = batches[0][2]
         # Check every offset fits as int32 relative offset before writing anything.
-        last_offset = batches[-1].last_offset
+        last_offset = batches[-1][0]
         if not 0 <= last_offset - self.base_offset <= INT32_MAX:
             raise IndexOffsetOverflowError(
                 f"Offset {last_offset} cannot be stored relative to base offset {self.base_offset}"
@@ -264,15 +271,14 @@ class LogSegment:
         interval = self.index_interval_bytes
         since_last_entry = self.bytes_since_last_index_entry
         max_timestamp = self.max_timestamp_so_far
-        for batch in batches:
-            if batch.max_timestamp > max_timestamp:
-                max_timestamp = self.max_timestamp_so_far = batch.max_timestamp
-                self.offset_of_max_timestamp_so_far = batch.last_offset
+        for batch_last_offset, size, batch_max_timestamp in batches:
+            if batch_max_timestamp > max_timestamp:
+                max_timestamp = self.max_timestamp_so_far = batch_max_timestamp
+                self.offset_of_max_timestamp_so_far = batch_last_offset
             if since_last_entry > interval:
-                self.offset_index.append(batch.last_offset, position)
+                self.offset_index.append(batch_last_offset, position)
                 self.time_index.maybe_append(max_timestamp, self.offset_of_max_timestamp_so_far)
                 since_last_entry = 0
-            size = batch.size
             position += size
             since_last_entry += size
         self.bytes_since_last_index_entry = since_last_entry

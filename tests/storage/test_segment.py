@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from kafkalite.protocol.records import iter_batch_headers, set_base_offset
-from kafkalite.storage.segment import LogSegment
+from kafkalite.storage.segment import LogSegment, batch_summaries
 from tests.storage.conftest import make_batch
 
 
@@ -15,8 +15,7 @@ def append(
 ) -> bytearray:
     batch = make_batch(records, value_size, timestamp)
     set_base_offset(batch, 0, base_offset)
-    headers = [h for _, h in iter_batch_headers(batch)]
-    segment.append(batch, headers)
+    segment.append(batch, batch_summaries(h for _, h in iter_batch_headers(batch)))
     return batch
 
 
