@@ -17,7 +17,8 @@ Conventions of this module:
 - No I/O. Bodies are kio dataclasses (or the project-defined ones for keys 4-7, same shape),
   decoded by kio's native reader and encoded by ``encoder.py`` (kio's format, compiled per
   class; about ten times faster than kio's own writer, which the tests use as the oracle).
-- Malformed input raises ``InvalidRequestError`` (truncated, garbled, trailing bytes); an unknown
+- Malformed input raises ``InvalidRequestError`` (truncated, garbled; trailing bytes only with
+  ``strict=True``, Kafka ignores them); an unknown
   API key or a version outside the codec raises ``UnsupportedVersionError``. Both carry the
   parsed header when there is one (``.header``) so the network layer can answer or log it.
 - ``records`` fields: kio decodes them as ``bytes`` (one copy out of the frame) and never looks
@@ -51,19 +52,20 @@ from .api import (
     response_class,
     response_header_version,
 )
+from .decoder import decoder_for
 from .encoder import Parts, encoder_for
 from .errors import ErrorCode, InvalidRequestError, KafkaError, UnsupportedVersionError
+from .validator import validator_for
 
 Buffer = bytes | bytearray | memoryview
 
 _HEADER_FIXED = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
 _INT32 = struct.Struct(">i")
+_INT16 = struct.Struct(">h")
 _SIZE_AND_CORRELATION = struct.Struct(">ii")
 
 # What the kio readers raise on bad input besides their own DecodeError.
-# KeyError: kio's native reader rejects tagged fields it has no schema for (Kafka would skip
-# them); such a message is treated as malformed.
-_DECODE_FAILURES = (_KioDecodeError, ValueError, TypeError, IndexError, OverflowError, KeyError)
+_DECODE_FAILURES = (_KioDecodeError, ValueError, TypeError, IndexError, OverflowError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,27 +178,43 @@ def _readonly(frame: Buffer) -> bytes | memoryview:
     return view if view.readonly else view.toreadonly()
 
 
-def _decode_body(cls: type, frame: Buffer, offset: int, what: str) -> Any:
+def _decode_body(cls: type, frame: Buffer, offset: int, what: str, strict: bool) -> Any:
     buf = _readonly(frame)
     try:
+        # Lengths are checked against the bytes left before the native reader allocates
+        # anything: it would abort the process on a huge declared array (see validator.py).
+        validator_for(cls)(buf, offset)
         message, size = _reader(cls)(buf, offset)
+    except KeyError:
+        # kio's native reader refuses tagged fields it has no schema for; Kafka skips them
+        # (KIP-482), and so does the generated pure-Python decoder.
+        try:
+            message, end = decoder_for(cls)(buf, offset)
+        except InvalidRequestError as e:
+            raise InvalidRequestError(f"malformed {what}: {e}") from None
+        size = end - offset
     except _DECODE_FAILURES as e:
         raise InvalidRequestError(f"malformed {what}: {e}") from None
-    if offset + size != len(buf):
+    if strict and offset + size != len(buf):
         raise InvalidRequestError(
             f"malformed {what}: {len(buf) - offset - size} bytes left after the body"
         )
     return message
 
 
-def decode_request(header: RequestHeader, frame: Buffer, body_offset: int) -> Any:
+def decode_request(
+    header: RequestHeader, frame: Buffer, body_offset: int, *, strict: bool = False
+) -> Any:
     """Decode the body of a request whose header ``parse_request_header`` returned.
 
+    Bytes after the body are ignored, as Kafka's broker does (RequestContext.parseRequest does
+    not check what remains); ``strict=True`` rejects them (codec tests).
     Raises UnsupportedVersionError for a version outside the codec and InvalidRequestError for
     a malformed body (both with ``.header``)."""
     try:
         cls = request_class(header.api_key, header.api_version)
-        return _decode_body(cls, frame, body_offset, f"{ApiKey(header.api_key).name} request")
+        name = f"{ApiKey(header.api_key).name} request"
+        return _decode_body(cls, frame, body_offset, name, strict)
     except KafkaError as e:
         raise _attach(e, header) from None
 
@@ -285,27 +303,30 @@ def peek_correlation_id(frame: Buffer) -> int:
     return _INT32.unpack_from(frame, 0)[0]
 
 
-def decode_response(api_key: int, api_version: int, frame: Buffer) -> tuple[int, Any]:
+def decode_response(
+    api_key: int, api_version: int, frame: Buffer, *, strict: bool = False
+) -> tuple[int, Any]:
     """Decode a response payload (without the size prefix) -> (correlation_id, response).
     Raises InvalidRequestError when it is malformed, UnsupportedVersionError for a version
-    outside the codec. An ApiVersions response that does not parse at the request's version
-    is parsed as v0 (the broker's UNSUPPORTED_VERSION fallback), so the result may be an
-    ApiVersionsResponse of an older version than asked for."""
+    outside the codec. Bytes after the body are ignored unless ``strict``.
+
+    An ApiVersions response carrying UNSUPPORTED_VERSION is read as v0 whatever version was
+    asked for: a broker that does not know the request's version answers with a v0 body
+    (KIP-511), so the result is then an ApiVersionsResponse v0."""
     correlation_id = peek_correlation_id(frame)
     pos = 4
     if response_header_version(api_key, api_version) == 1:
         pos = _skip_tagged_fields(frame, pos)
-    cls = response_class(api_key, api_version)
     name = ApiKey(api_key).name
-    try:
-        return correlation_id, _decode_body(cls, frame, pos, f"{name} response")
-    except InvalidRequestError:
-        if api_key != ApiKey.API_VERSIONS or api_version == 0:
-            raise
-    # A broker that does not know this ApiVersions version answers with a v0 body carrying
-    # UNSUPPORTED_VERSION (KIP-511); read it as v0, as Kafka's ApiVersionsResponse.parse does.
-    v0 = response_class(ApiKey.API_VERSIONS, 0)
-    return correlation_id, _decode_body(v0, frame, pos, "ApiVersions v0 fallback response")
+    if api_key == ApiKey.API_VERSIONS and api_version > 0:
+        # Every ApiVersions response version starts with its int16 error code.
+        if len(frame) >= pos + 2 and _INT16.unpack_from(frame, pos)[0] == (
+            ErrorCode.UNSUPPORTED_VERSION
+        ):
+            v0 = response_class(ApiKey.API_VERSIONS, 0)
+            return correlation_id, _decode_body(v0, frame, pos, "ApiVersions v0 fallback", strict)
+    cls = response_class(api_key, api_version)
+    return correlation_id, _decode_body(cls, frame, pos, f"{name} response", strict)
 
 
 def api_versions_response(

@@ -62,7 +62,7 @@ def _decode(path):
     assert int.from_bytes(raw[:4], "big", signed=True) == len(raw) - 4
     payload = raw[4:]
     header, offset = parse_request_header(payload)
-    return raw, header, decode_request(header, payload, offset)
+    return raw, header, decode_request(header, payload, offset, strict=True)
 
 
 @pytest.mark.parametrize("path", CAPTURED, ids=lambda p: p.stem)

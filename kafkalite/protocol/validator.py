@@ -1,0 +1,195 @@
+"""Structural pre-check of message bodies before kio's native reader sees them.
+
+kio's native reader sizes every array from the length the frame declares before reading any
+element. A 40-byte frame declaring an array of 2^31 structs makes it request hundreds of GB,
+and a failed allocation in native code aborts the whole process (not an exception): any
+client could kill the broker. Kafka's own parser guards against this by refusing a length
+larger than the bytes left (``ByteBufferAccessor`` / ``MessageUtil``); this module does the
+same, once per message, before the native decode:
+
+- every array length must be null or at most the number of bytes left (each element takes at
+  least one byte), every string/bytes length must fit in what is left;
+- the walk covers nested structs, nullable structs and known tagged fields (the native reader
+  decodes those too); unknown tags are skipped by their declared size.
+
+``validator_for(cls)`` generates, once per class, a function ``(buf, pos) -> end`` that walks
+the body without building anything, raising ``InvalidRequestError`` on the first violation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import struct
+from collections.abc import Callable
+from typing import Any
+
+from kio.serial._introspect import (
+    EntityField,
+    EntityTupleField,
+    PrimitiveField,
+    PrimitiveTupleField,
+    classify_field,
+    get_field_tag,
+    is_optional,
+)
+
+from .errors import InvalidRequestError
+
+Validator = Callable[[Any, int], int]
+
+_SIZES = {
+    "int8": 1,
+    "uint8": 1,
+    "bool": 1,
+    "int16": 2,
+    "uint16": 2,
+    "error_code": 2,
+    "int32": 4,
+    "uint32": 4,
+    "timedelta_i32": 4,
+    "int64": 8,
+    "uint64": 8,
+    "float64": 8,
+    "timedelta_i64": 8,
+    "datetime_i64": 8,
+    "uuid": 16,
+}
+
+
+def _bad(message: str) -> InvalidRequestError:
+    return InvalidRequestError(message)
+
+
+def _uvarint(buf: Any, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    end = len(buf)
+    while True:
+        if pos >= end:
+            raise _bad("truncated varint")
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result, pos
+        shift += 7
+        if shift > 35:
+            raise _bad("varint longer than 5 bytes")
+
+
+_i16 = struct.Struct(">h").unpack_from
+_i32 = struct.Struct(">i").unpack_from
+
+
+def _length(buf: Any, pos: int, flexible: bool, int16: bool) -> tuple[int, int]:
+    """(declared length, new position); -1 for null. Checks it fits in what is left."""
+    if flexible:
+        n, pos = _uvarint(buf, pos)
+        size = n - 1
+    elif int16:
+        if pos + 2 > len(buf):
+            raise _bad("truncated length")
+        size = _i16(buf, pos)[0]
+        pos += 2
+    else:
+        if pos + 4 > len(buf):
+            raise _bad("truncated length")
+        size = _i32(buf, pos)[0]
+        pos += 4
+    if size < -1 or size > len(buf) - pos:
+        raise _bad(f"length {size} exceeds the {len(buf) - pos} bytes left")
+    return size, pos
+
+
+_NAMESPACE: dict[str, Any] = {"_uvarint": _uvarint, "_length": _length, "_bad": _bad}
+
+
+def _primitive(kafka_type: str, flexible: bool) -> list[str]:
+    if kafka_type in _SIZES:
+        return [f"pos += {_SIZES[kafka_type]}"]
+    if kafka_type == "string":
+        return [f"_s, pos = _length(buf, pos, {flexible}, True)", "if _s > 0: pos += _s"]
+    if kafka_type in ("bytes", "records"):
+        return [f"_s, pos = _length(buf, pos, {flexible}, False)", "if _s > 0: pos += _s"]
+    raise NotImplementedError(kafka_type)
+
+
+def _field(field: dataclasses.Field, flexible: bool, depth: int, tagged: bool) -> list[str]:
+    kind = classify_field(field)
+    kafka_type = field.metadata.get("kafka_type")
+    if isinstance(kind, PrimitiveField):
+        return _primitive(kafka_type, flexible)
+    loop = f"_i{depth}"
+    if isinstance(kind, PrimitiveTupleField):
+        lines = [f"_n, pos = _length(buf, pos, {flexible}, False)"]
+        if kafka_type in _SIZES:
+            return [*lines, f"if _n > 0: pos += _n * {_SIZES[kafka_type]}"]
+        return [
+            *lines,
+            f"for {loop} in range(max(_n, 0)):",
+            *("    " + s for s in _primitive(kafka_type, flexible)),
+        ]
+    if isinstance(kind, EntityField):
+        name = _name(kind.type_)
+        if is_optional(field) and not tagged:
+            return [
+                "if pos >= len(buf): raise _bad('truncated struct marker')",
+                "if buf[pos] == 0xFF: pos += 1",
+                f"else: pos = {name}(buf, pos + 1)",
+            ]
+        return [f"pos = {name}(buf, pos)"]
+    if isinstance(kind, EntityTupleField):
+        name = _name(kind.type_)
+        return [
+            f"_n, pos = _length(buf, pos, {flexible}, False)",
+            f"for {loop} in range(max(_n, 0)):",
+            f"    pos = {name}(buf, pos)",
+        ]
+    raise NotImplementedError(field.name)
+
+
+def _name(cls: type) -> str:
+    validator_for(cls)
+    return f"_val_{id(cls)}"
+
+
+def _source(cls: type) -> str:
+    flexible = bool(cls.__flexible__)
+    lines = [f"def _val_{id(cls)}(buf, pos):"]
+    tagged: dict[int, dataclasses.Field] = {}
+    for field in dataclasses.fields(cls):
+        tag = get_field_tag(field)
+        if tag is not None:
+            tagged[tag] = field
+            continue
+        lines += ["    " + s for s in _field(field, flexible, 0, False)]
+    if flexible:
+        lines += [
+            "    _count, pos = _uvarint(buf, pos)",
+            "    for _k in range(_count):",
+            "        _tag, pos = _uvarint(buf, pos)",
+            "        _size, pos = _uvarint(buf, pos)",
+            "        _end = pos + _size",
+            "        if _end > len(buf): raise _bad('truncated tagged field')",
+        ]
+        for tag, field in sorted(tagged.items()):
+            lines += [
+                f"        if _tag == {tag}:",
+                "            _whole = buf",
+                "            buf = buf[:_end]",  # a known tag may not read past its size
+                *("            " + s for s in _field(field, True, 1, True)),
+                "            buf = _whole",
+            ]
+        lines.append("        pos = _end")
+    lines += ["    if pos > len(buf): raise _bad('body is truncated')", "    return pos"]
+    return "\n".join(lines) + "\n"
+
+
+@functools.cache
+def validator_for(cls: type) -> Validator:
+    """``(buf, pos) -> end of the body`` for a kio-style message class; raises
+    InvalidRequestError when a length does not fit the bytes left or the body is truncated."""
+    source = _source(cls)
+    code = compile(source, f"<kafkalite validator {cls.__module__}.{cls.__name__}>", "exec")
+    exec(code, _NAMESPACE)
+    return _NAMESPACE[f"_val_{id(cls)}"]
