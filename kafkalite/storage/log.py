@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import random
 import re
 import shutil
 import time
@@ -58,7 +59,7 @@ from kafkalite.protocol.records import (
     set_partition_leader_epoch,
     validate_batches,
 )
-from kafkalite.storage.checkpoint import LEADER_EPOCH_CHECKPOINT_FILE
+from kafkalite.storage.checkpoint import LEADER_EPOCH_CHECKPOINT_FILE, fsync_dir
 from kafkalite.storage.config import LONG_MAX, LogConfig
 from kafkalite.storage.errors import (
     LogDirFailure,
@@ -169,6 +170,7 @@ class Log:
         # Bumped on every truncation so an fsync finished in the background can tell whether
         # the offsets it flushed are still the ones in the log.
         self._truncation_count = 0
+        self._dir_needs_flush = True  # a segment file was created since the last dir fsync
         self.recovered_segments = 0  # how many segments the last load scanned (for tests, metrics)
         self.truncated_bytes_on_load = 0
         try:
@@ -287,11 +289,17 @@ class Log:
             base_offset,
             index_interval_bytes=self.config.index_interval_bytes,
             max_index_size=self.config.segment_index_bytes,
-            rolling_jitter_ms=0,
+            # Kafka: a random jitter in [0, segment.jitter.ms) so logs do not all roll at once.
+            rolling_jitter_ms=(
+                random.randrange(self.config.segment_jitter_ms)
+                if self.config.segment_jitter_ms > 0
+                else 0
+            ),
             time_ms=self._time_ms,
         )
 
     def _add_segment(self, segment: LogSegment) -> None:
+        self._dir_needs_flush = True
         self._segments.append(segment)
         self._base_offsets.append(segment.base_offset)
 
@@ -884,6 +892,10 @@ class Log:
                 if self._base_offsets[i] >= target:
                     break
                 self._segments[i].flush()
+            if self._dir_needs_flush:
+                # New segment files must survive a power loss too: their directory entries.
+                fsync_dir(self.dir)
+                self._dir_needs_flush = False
         except OSError as e:
             raise self._fail(e) from e
         self.recovery_point = target
@@ -903,6 +915,9 @@ class Log:
                 if self._base_offsets[i] >= target:
                     break
                 fds.append(os.dup(self._segments[i].log.fd))
+            if self._dir_needs_flush:
+                fds.append(os.open(self.dir, os.O_RDONLY))
+                self._dir_needs_flush = False
         except OSError as e:
             for fd in fds:
                 os.close(fd)
