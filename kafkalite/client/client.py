@@ -187,8 +187,11 @@ class KafkaClient:
             future.set_result(conn)
             return conn
         except BaseException as e:
-            future.set_exception(e)
-            future.exception()  # retrieved here; waiters get it through shield
+            if isinstance(e, asyncio.CancelledError):
+                future.cancel()
+            else:
+                future.set_exception(e)
+                future.exception()  # marks it retrieved; waiters get it through shield
             raise
         finally:
             del self._connecting[node_id]

@@ -178,3 +178,12 @@ async def test_closed_client_refuses(cluster):
     await client.close()
     with pytest.raises(KafkaConnectionError):
         await client.send(ApiKey.METADATA, {"topics": []})
+
+
+async def test_concurrent_sends_share_one_new_connection(cluster):
+    async with KafkaClient(f"127.0.0.1:{cluster[0].port}") as client:
+        await asyncio.gather(
+            *(client.send(ApiKey.METADATA, {"topics": []}, node_id=2) for _ in range(10))
+        )
+        # one ApiVersions on broker 2: the ten sends waited for the same connection attempt
+        assert len(cluster[1].requests_of(ApiKey.API_VERSIONS)) == 1
