@@ -17,10 +17,15 @@ Conventions of this module:
 - No I/O. Bodies are kio dataclasses (or the project-defined ones for keys 4-7, same shape),
   decoded by kio's native reader and encoded by ``encoder.py`` (kio's format, compiled per
   class; about ten times faster than kio's own writer, which the tests use as the oracle).
+- Every body is length-checked by ``validator.py`` before the native reader sees it: declared
+  array/string lengths larger than the bytes left are rejected (the native reader would try to
+  allocate them and abort the process). Never hand untrusted bytes to kio's reader directly.
+- A body with a tagged field kio has no schema for is decoded again by ``decoder.py``, which
+  skips unknown tags as KIP-482 requires (kio's reader refuses them).
 - Malformed input raises ``InvalidRequestError`` (truncated, garbled; trailing bytes only with
-  ``strict=True``, Kafka ignores them); an unknown
-  API key or a version outside the codec raises ``UnsupportedVersionError``. Both carry the
-  parsed header when there is one (``.header``) so the network layer can answer or log it.
+  ``strict=True``, Kafka ignores them); an unknown API key or a version outside the codec
+  raises ``UnsupportedVersionError``. Both carry the parsed header when there is one
+  (``.header``) so the network layer can answer or log it.
 - ``records`` fields: kio decodes them as ``bytes`` (one copy out of the frame) and never looks
   inside; the broker reads only batch headers. On the way out, ``encode_response_parts``
   keeps large ``records`` buffers and any non-bytes object (a segment-file slice) as separate
