@@ -106,10 +106,16 @@ class FileRecordsSlice:
         return self.size
 
     def view(self) -> memoryview:
-        if self.size == 0 or self._records is None:
+        if self.size == 0 or self._handle is None:
             return memoryview(b"")
-        mapped = self._records.mapped(self.position + self.size)
-        return memoryview(mapped)[self.position : self.position + self.size]
+        end = self.position + self.size
+        records = self._records
+        if records is not None and records.handle is self._handle:
+            mapped = records.mapped(end)
+        else:
+            # The segment was closed or deleted since the read: map through our own descriptor.
+            mapped = mmap.mmap(self._handle.fd, end, access=mmap.ACCESS_READ)
+        return memoryview(mapped)[self.position : end]
 
     def __bytes__(self) -> bytes:
         if self.size == 0 or self._handle is None:

@@ -3,6 +3,7 @@ append, read, roll, truncate, retention, delete-records and close/reopen; plus f
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -399,3 +400,21 @@ def test_malformed_leader_epoch_checkpoint_is_rebuilt_from_batches(tmp_path):
     assert reopened.leader_epoch_cache.epoch_entries == entries == [(1, 0), (2, 4), (5, 8)]
     assert reopened.log_end_offset == 10
     reopened.close()
+
+
+def test_read_slices_outlive_segment_deletion(tmp_path):
+    """A fetch's zero-copy slice stays valid (view and fd) after retention deletes its segment."""
+    log = Log(tmp_path / "t-0", LogConfig(segment_bytes=300, retention_bytes=0))
+    batches = [make_batch(1, 150, fill=0x41 + i) for i in range(4)]
+    for batch in batches:
+        log.append_as_leader(batch, 0)
+    log.high_watermark = log.log_end_offset
+    first = log.read(0, 1000).records
+    second = log.read(1, 1000).records
+    assert first.view().tobytes() == bytes(batches[0])  # mapped while the segment is open
+    assert log.delete_old_segments() >= 2
+    assert not first.file.exists() and not second.file.exists()
+    assert first.view().tobytes() == bytes(batches[0])
+    assert second.view().tobytes() == bytes(batches[1])  # first mapped after deletion
+    assert os.pread(second.fd, second.size, second.position) == bytes(batches[1])
+    log.close()
