@@ -207,7 +207,6 @@ class Log:
             if name.endswith(LOG_FILE_SUFFIX):
                 bases.append(offset_from_file_name(name))
             elif name.endswith((INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX)):
-                base = offset_from_file_name(name)
                 if not (self.dir / (name.rsplit(".", 1)[0] + LOG_FILE_SUFFIX)).exists():
                     os.unlink(entry.path)  # an orphan index: its log segment is gone
         bases.sort()
