@@ -418,3 +418,27 @@ def test_read_slices_outlive_segment_deletion(tmp_path):
     assert second.view().tobytes() == bytes(batches[1])  # first mapped after deletion
     assert os.pread(second.fd, second.size, second.position) == bytes(batches[1])
     log.close()
+
+
+def test_roll_flush_completed_after_truncation_is_ignored(tmp_path):
+    log = Log(tmp_path / "t-0", LogConfig(segment_bytes=300))
+    for _ in range(6):
+        log.append_as_leader(make_batch(1, 150), 0)
+    pending = log.pending_roll_flush()
+    assert pending is not None
+    target, fds, truncations = pending
+    assert target == log.active_segment.base_offset and fds
+    for fd in fds:
+        os.fsync(fd)
+        os.close(fd)
+    log.truncate_to(1)  # the log changed while the fsync was in flight
+    log.complete_roll_flush(target, truncations)
+    assert log.recovery_point <= 1
+    for _ in range(4):
+        log.append_as_leader(make_batch(1, 150), 0)
+    target, fds, truncations = log.pending_roll_flush()
+    for fd in fds:
+        os.close(fd)
+    log.complete_roll_flush(target, truncations)
+    assert log.recovery_point == target == log.active_segment.base_offset
+    log.close()
