@@ -308,6 +308,26 @@ class KafkaServer:
         self.controller = KafkaController(self.broker_id, self.session, self.config)
         self.services.controller = self.controller
         await _maybe_await(self.controller.startup())
+        await self._wait_for_initial_metadata()
+
+    async def _wait_for_initial_metadata(self, timeout: float = 10.0) -> None:
+        """When this broker won the election, wait (bounded) until its own MetadataCache holds
+        every topic the controller knows, so the first clients after a restart see them.
+        Another broker's controller sends UpdateMetadata when it notices this broker; clients
+        retry until then, as with Kafka."""
+        context = getattr(self.controller, "context", None)
+        if context is None:
+            return
+        wanted = set(getattr(context, "all_topics", ()))
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            cache = self.metadata_cache
+            if cache.get_controller_id() is not None and wanted <= cache.get_all_topics():
+                return
+            if asyncio.get_running_loop().time() > deadline:
+                log.warning("serving before the controller's metadata arrived")
+                return
+            await asyncio.sleep(0.01)
 
     def _start_background_tasks(self) -> None:
         for name, factory in (
@@ -340,6 +360,8 @@ class KafkaServer:
             return
         self._stopping = True
         log.info("shutting down", broker_id=self.broker_id)
+        if self.socket_server is not None and self.controller is not None:
+            await self._controlled_shutdown()
         if self.socket_server is not None:
             await self.socket_server.stop_accepting()
             drained = await self.socket_server.drain(SHUTDOWN_DRAIN_SECONDS)
@@ -347,6 +369,75 @@ class KafkaServer:
                 log.warning("in-flight requests still pending at shutdown")
         await self._stop_components()
         log.info("shut down", broker_id=self.broker_id)
+
+    async def _controlled_shutdown(self) -> None:
+        """Kafka's KafkaServer.controlledShutdown: ask the controller to move this broker's
+        leaderships away before it stops serving (requests keep being served meanwhile: the
+        controller's LeaderAndIsr/StopReplica come to this broker). Up to
+        controlled.shutdown.max.retries attempts, controlled.shutdown.retry.backoff.ms apart;
+        then the shutdown goes on regardless, as in Kafka."""
+        config = self.config
+        if not config.controlled_shutdown_enable:
+            return
+        epoch = self.services.extra.get("broker_epoch", -1)
+        for attempt in range(1, config.controlled_shutdown_max_retries + 1):
+            try:
+                remaining = await self._send_controlled_shutdown(epoch)
+            except Exception as e:  # controller unreachable, moved, or refused: retry
+                log.warning("controlled shutdown attempt failed", attempt=attempt, error=str(e))
+            else:
+                if not remaining:
+                    log.info("controlled shutdown succeeded", attempt=attempt)
+                    return
+                log.info(
+                    "controlled shutdown: partitions still led here",
+                    attempt=attempt,
+                    remaining=[str(tp) for tp in remaining][:20],
+                )
+            if attempt < config.controlled_shutdown_max_retries:
+                await asyncio.sleep(config.controlled_shutdown_retry_backoff_ms / 1000)
+        log.warning("controlled shutdown did not complete; shutting down anyway")
+
+    async def _send_controlled_shutdown(self, broker_epoch: int) -> list[Any]:
+        """Send ControlledShutdown to the active controller; the partitions still led here."""
+        from kafkalite.client.connection import KafkaConnection, request_builder
+        from kafkalite.protocol.api import ApiKey
+        from kafkalite.protocol.errors import ErrorCode, KafkaError
+        from kafkalite.protocol.types import TopicPartition
+
+        if self.controller is not None and self.controller.is_active:
+            return list(await self.controller.controlled_shutdown(self.broker_id, broker_epoch))
+        controller_id = self.metadata_cache.get_controller_id()
+        broker = (
+            self.metadata_cache.get_alive_broker(controller_id)
+            if controller_id is not None
+            else None
+        )
+        listener = self.config.inter_broker_listener_name or self.bound_endpoints[0].listener_name
+        endpoint = broker.endpoint_for(listener) if broker is not None else None
+        if endpoint is None:
+            raise KafkaError("no controller known", error_code=ErrorCode.NOT_CONTROLLER)
+        conn = KafkaConnection(
+            endpoint.host,
+            endpoint.port,
+            client_id=f"broker-{self.broker_id}-controlled-shutdown",
+            request_timeout=self.config.controller_socket_timeout_ms / 1000,
+        )
+        try:
+            await conn.connect()
+            response = await conn.send(
+                ApiKey.CONTROLLED_SHUTDOWN,
+                request_builder(
+                    ApiKey.CONTROLLED_SHUTDOWN, broker_id=self.broker_id, broker_epoch=broker_epoch
+                ),
+            )
+        finally:
+            await conn.close()
+        if int(response.error_code) != ErrorCode.NONE:
+            raise KafkaError(error_code=ErrorCode.of(int(response.error_code)))
+        return [
+            TopicPartition(p.topic_name, p.partition_index) for p in response.remaining_partitions
+        ]
 
     async def _stop_components(self) -> None:
         for task in self._tasks:

@@ -27,6 +27,7 @@ from kafkalite.network.connection import NO_RESPONSE, ConnectionInfo
 from kafkalite.protocol import frames
 from kafkalite.protocol.api import (
     ADVERTISED_VERSIONS,
+    INTER_BROKER_KEYS,
     ApiKey,
     request_class,
     response_class,
@@ -35,6 +36,9 @@ from kafkalite.protocol.api import (
 from kafkalite.protocol.errors import InvalidRequestError
 
 log = structlog.get_logger("kafkalite.apis")
+
+ALWAYS_SERVED = frozenset({*INTER_BROKER_KEYS, ApiKey.API_VERSIONS})
+"""Served while the broker is still starting: what the controller's channel needs."""
 
 
 @functools.cache
@@ -82,13 +86,15 @@ class ApiDispatcher:
         self.versions = advertised_versions(self.handlers)
         services.api_versions = self.versions
         self.ready = asyncio.Event()
-        """Set when the broker has started; requests read before that wait for it."""
+        """Set when the broker has started; client requests read before that wait for it.
+        Controller requests (LeaderAndIsr, UpdateMetadata, ...) are served at once: start-up
+        waits for the controller's first UpdateMetadata."""
 
     def dispatch(self, frame: bytearray, connection: ConnectionInfo) -> Any:
-        if not self.ready.is_set():
-            return self._dispatch_when_ready(frame, connection)
         header, body_offset = frames.parse_request_header(frame)
         api_key = header.api_key
+        if not self.ready.is_set() and api_key not in ALWAYS_SERVED:
+            return self._dispatch_when_ready(frame, connection)
         if api_key == ApiKey.API_VERSIONS and header.api_version > self.versions[api_key][1]:
             return frames.api_versions_fallback(header.correlation_id, self.versions)
         frames.ensure_supported(header, self.versions)

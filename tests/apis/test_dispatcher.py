@@ -1,5 +1,6 @@
 """ApiDispatcher: version negotiation and Kafka's answers to requests it cannot serve."""
 
+import asyncio
 import struct
 
 import pytest
@@ -54,19 +55,24 @@ def test_requests_we_cannot_serve_close_the_connection(call, frame, error):
     assert isinstance(info.value, error)
 
 
-async def test_requests_wait_until_the_broker_is_ready(call, services):
+async def test_client_requests_wait_until_the_broker_is_ready(call, services):
+    from kafkalite.broker.metadata_cache import MetadataCache
+    from kafkalite.protocol.api import request_class
+
+    services.metadata_cache = MetadataCache(0)
     call.dispatcher.ready.clear()
-    pending = call(
+    metadata = request_class(ApiKey.METADATA, 12)(
+        topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
+    )
+    task = asyncio.ensure_future(call(ApiKey.METADATA, 12, metadata))
+    versions = await call(  # what the controller's channel needs is served meanwhile
         ApiKey.API_VERSIONS, 3, ApiVersionsV3(client_software_name="t", client_software_version="1")
     )
-    import asyncio
-
-    task = asyncio.ensure_future(pending)
-    await asyncio.sleep(0)
+    assert versions.error_code.value == 0
     assert not task.done()
     call.dispatcher.ready.set()
     response = await task
-    assert response.error_code.value == 0
+    assert response.topics == ()
 
 
 async def test_bytes_after_the_body_are_ignored_like_kafka(call, services):
