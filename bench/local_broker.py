@@ -8,6 +8,7 @@ of its log.
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import socket
@@ -17,7 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
-READY_TIMEOUT_S = 30.0
+READY_TIMEOUT_S = 60.0
+REPO_DIR = Path(__file__).resolve().parent.parent
 
 
 class SetupError(Exception):
@@ -57,9 +59,14 @@ class LocalBroker:
         return cmd
 
     def start(self, timeout: float = READY_TIMEOUT_S) -> LocalBroker:
+        env = dict(os.environ)
+        # The checkout's kafkalite, installed (`pip install -e .`) or not.
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(REPO_DIR), env.get("PYTHONPATH", "")) if p
+        )
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
-                self.command(), stdout=log, stderr=subprocess.STDOUT, cwd=self.data_dir
+                self.command(), stdout=log, stderr=subprocess.STDOUT, cwd=self.data_dir, env=env
             )
         deadline = time.monotonic() + timeout
         while not self._ready():
@@ -85,7 +92,9 @@ class LocalBroker:
                 pass
         except OSError:
             return False
-        admin = AdminClient({"bootstrap.servers": self.bootstrap, "socket.timeout.ms": 2000})
+        admin = AdminClient(
+            {"bootstrap.servers": self.bootstrap, "socket.timeout.ms": 2000, "log_level": 0}
+        )
         try:
             metadata = admin.list_topics(timeout=2)
         except Exception:

@@ -332,16 +332,15 @@ def run_stage(spark: Any, spec: LoadSpec, progress: Callable[[int], None] | None
     if len(tasks) != spec.tasks:
         rdd.unpersist()
         raise RuntimeError(f"expected {spec.tasks} task reports, got {len(tasks)} (stage re-run?)")
-    # Rows move from Python to the JVM once; every later check and figure reads the cached
-    # columnar copies (the persisted RDD is only there so the stage never runs twice).
+    # Rows move from Python to the JVM once; every later check and figure reads these local
+    # checkpoints. Checkpointing (not just caching) cuts the lineage back to the barrier stage:
+    # the stage never runs twice, and Spark refuses limit/take over a barrier RDD chain.
     acked = spark.createDataFrame(
         rdd.filter(functools.partial(is_tag, TAG_ACK)).map(untagged), ACKED_SCHEMA
-    ).persist(StorageLevel.MEMORY_AND_DISK)
+    ).localCheckpoint(eager=True)
     received = spark.createDataFrame(
         rdd.filter(functools.partial(is_tag, TAG_RECEIVED)).map(untagged), RECEIVED_SCHEMA
-    ).persist(StorageLevel.MEMORY_AND_DISK)
-    acked.count()
-    received.count()
+    ).localCheckpoint(eager=True)
     rdd.unpersist()
     return LoadRun(spec, tasks, acked, received, wall_s)
 
@@ -558,6 +557,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    choices=["none", "gzip", "snappy", "lz4", "zstd"])  # fmt: skip
     g.add_argument("--linger-ms", type=float, default=5.0)
     g.add_argument("--batch-size", type=int, default=1_000_000, help="producer batch bytes")
+    g.add_argument("--rate", type=float, default=0.0,
+                   help="target records/s over all producers (default: unthrottled)")  # fmt: skip
     g.add_argument("--no-idempotence", action="store_true",
                    help="plain producer (duplicates from retries are then allowed)")  # fmt: skip
     g.add_argument("--producer-config", action="append", default=[], metavar="KEY=VALUE",
@@ -655,6 +656,7 @@ def main(argv: list[str] | None = None) -> int:
             idle_timeout_s=args.idle_timeout,
             seed=args.seed,
             redis_pipeline=args.redis_pipeline,
+            rate=args.rate,
             run_id=stamp.lower(),
             extra_producer_config=tuple(extra),
         )

@@ -105,6 +105,7 @@ def print_summary(results: dict[str, Any], console: Console, path: Path | None =
         f"{config['consumers']} consumer tasks, acks={config['acks']}, "
         f"compression={config['compression']}, linger={config['linger_ms']} ms, "
         f"idempotence={'on' if config['idempotence'] else 'off'}, "
+        f"rate={config['rate'] or 'unthrottled'}, "
         f"{'sequential' if config['sequential'] else 'live'} consume, "
         f"master {results['run']['master']}"
     )

@@ -93,6 +93,7 @@ class LoadSpec:
     idle_timeout_s: float = 30.0
     seed: int = 1
     redis_pipeline: int = 500
+    rate: float = 0.0  # records/s over all producers; 0 = as fast as they go
     run_id: str = "run"
     extra_producer_config: tuple[tuple[str, str], ...] = field(default_factory=tuple)
 
@@ -275,6 +276,25 @@ class _Producer(_Role):
             self.stats["errors"].append(str(error))
 
 
+class Throttle:
+    """Keeps a producer at `rate` records/s (0: no limit) by sleeping when ahead of schedule."""
+
+    CHECK_EVERY = 50
+
+    def __init__(self, rate: float) -> None:
+        self.rate = rate
+        self.started = time.monotonic()
+        self.sent = 0
+
+    def tick(self) -> None:
+        self.sent += 1
+        if self.rate <= 0 or self.sent % self.CHECK_EVERY:
+            return
+        ahead = self.sent / self.rate - (time.monotonic() - self.started)
+        if ahead > 0:
+            time.sleep(ahead)
+
+
 class _Consumer(_Role):
     kind = "consumer"
 
@@ -348,6 +368,7 @@ class KafkaProducerTask(_Producer):
             "enable.idempotence": spec.idempotence,
             "queue.buffering.max.messages": 200_000,
             "message.timeout.ms": 60_000,
+            "log_level": 3,  # errors only: the task reports what went wrong in its figures
         }
         config.update(dict(spec.extra_producer_config))
         return config
@@ -381,7 +402,9 @@ class KafkaProducerTask(_Producer):
         stats["start_ns"] = stats["first_ns"] = time.time_ns()
         pool, size, keys, partitions = self.pool, spec.value_size, spec.keys, spec.partitions
         sent = 0
+        throttle = Throttle(spec.rate / spec.producers)
         for seq in slice_of(self.number, spec.records, keys, spec.producers):
+            throttle.tick()
             k = seq % keys
             value = make_value(pool, self.number, seq, time.time_ns(), size)
             while True:
@@ -426,6 +449,7 @@ class KafkaConsumerTask(_Consumer):
                 "auto.offset.reset": "earliest",
                 "fetch.wait.max.ms": 50,
                 "enable.partition.eof": False,
+                "log_level": 3,
             }
         )
         self.consumer.assign(
@@ -463,7 +487,8 @@ def stream_name(topic: str, partition: int) -> str:
 
 
 class RedisProducerTask(_Producer):
-    """XADD through pipelines of `redis_pipeline` entries; a pipeline's reply acknowledges it.
+    """XADD through pipelines of up to `redis_pipeline` entries, sent when full or when the oldest
+    entry is linger_ms old (as librdkafka batches); a pipeline's reply acknowledges it.
 
     Redis stream ids are not offsets, so acks carry offset -1 (the consumer numbers entries)."""
 
@@ -482,6 +507,8 @@ class RedisProducerTask(_Producer):
         pipe = self.client.pipeline(transaction=False)
         pending: list[tuple[int, int, int]] = []
         stats["start_ns"] = stats["first_ns"] = time.time_ns()
+        throttle = Throttle(spec.rate / spec.producers)
+        linger_ns = int(spec.linger_ms * 1e6)
 
         def execute() -> None:
             replies = pipe.execute(raise_on_error=False)
@@ -493,13 +520,15 @@ class RedisProducerTask(_Producer):
             pending.clear()
 
         for seq in slice_of(self.number, spec.records, keys, spec.producers):
+            throttle.tick()
             k = seq % keys
             send_ns = time.time_ns()
             partition = k % partitions
             pipe.xadd(streams[partition], {b"k": key_of(k), b"v": make_value(pool, self.number, seq, send_ns, size)})  # fmt: skip
             pending.append((seq, partition, send_ns))
             stats["attempted"] += 1
-            if len(pending) >= spec.redis_pipeline:
+            # Like librdkafka's batch.num.messages / linger.ms: send when full or old enough.
+            if len(pending) >= spec.redis_pipeline or send_ns - pending[0][2] >= linger_ns:
                 execute()
         if pending:
             execute()
