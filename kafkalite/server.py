@@ -99,6 +99,7 @@ class KafkaServer:
         self.controller: Any = None
         self._tasks: list[asyncio.Task[Any]] = []
         self._stopping = False
+        self._replica_manager_stopped = False
         self.shutdown_requested = asyncio.Event()
 
     # ------------------------------------------------------------------ start-up
@@ -363,12 +364,22 @@ class KafkaServer:
         if self.socket_server is not None and self.controller is not None:
             await self._controlled_shutdown()
         if self.socket_server is not None:
+            # No new connections and no new requests; the ones already read are answered:
+            # waiting produces and long-poll fetches are completed now by the replica manager.
             await self.socket_server.stop_accepting()
+            self.socket_server.stop_reading()
+            await self._stop_replica_manager()
             drained = await self.socket_server.drain(SHUTDOWN_DRAIN_SECONDS)
             if not drained:
                 log.warning("in-flight requests still pending at shutdown")
         await self._stop_components()
         log.info("shut down", broker_id=self.broker_id)
+
+    async def _stop_replica_manager(self) -> None:
+        if self.replica_manager is not None and not self._replica_manager_stopped:
+            self._replica_manager_stopped = True
+            with _logged("replica manager shutdown"):
+                await _maybe_await(self.replica_manager.shutdown())
 
     async def _controlled_shutdown(self) -> None:
         """Kafka's KafkaServer.controlledShutdown: ask the controller to move this broker's
@@ -449,9 +460,7 @@ class KafkaServer:
         if self.controller is not None:
             with _logged("controller shutdown"):
                 await _maybe_await(self.controller.shutdown())
-        if self.replica_manager is not None:
-            with _logged("replica manager shutdown"):
-                await _maybe_await(self.replica_manager.shutdown())
+        await self._stop_replica_manager()
         if self.socket_server is not None:
             self.socket_server.close_connections()
         if self.log_manager is not None:

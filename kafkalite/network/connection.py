@@ -138,6 +138,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._reading_paused = False
         self._writing_paused = False
         self._closing = False
+        self._stopped_reading = False
         self._idle: asyncio.Event | None = None
 
     # ------------------------------------------------------------------ asyncio callbacks
@@ -170,8 +171,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return self._rview[self._rlen :]
 
     def buffer_updated(self, nbytes: int) -> None:
-        if self._closing:
-            return
+        if self._closing or self._stopped_reading:
+            return  # a read that raced stop_reading(): the request is not taken
         if self._big is not None:
             self._big_filled += nbytes
             if self._big_filled == len(self._big):
@@ -295,7 +296,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _update_reading(self) -> None:
         if self._transport is None or self._closing:
             return
-        should_pause = self._writing_paused or len(self._pending) >= self._max_in_flight
+        should_pause = (
+            self._stopped_reading
+            or self._writing_paused
+            or len(self._pending) >= self._max_in_flight
+        )
         if should_pause and not self._reading_paused:
             self._reading_paused = True
             self._transport.pause_reading()
@@ -336,6 +341,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
         while self._pending and not self._closing:
             self._idle = asyncio.Event()
             await self._idle.wait()
+
+    def stop_reading(self) -> None:
+        """Stop reading requests for good (shutdown); pending responses are still written."""
+        self._stopped_reading = True
+        if self._transport is not None and not self._closing and not self._reading_paused:
+            self._reading_paused = True
+            self._transport.pause_reading()
 
     def close(self) -> None:
         self._close()

@@ -6,7 +6,8 @@ in-order pipeline, see connection.py) that hands frames to the `RequestDispatche
 
 Shutdown happens in the order Kafka's SocketServer uses: `stop_accepting()` closes the listening
 sockets, `drain()` waits (with a deadline) for requests already read to be answered, and
-`close_connections()` closes what remains.
+`close_connections()` closes what remains. `stop_reading()` in between keeps clients from sending
+more work on connections that are already open.
 """
 
 from __future__ import annotations
@@ -102,6 +103,11 @@ class SocketServer:
                 await asyncio.wait_for(server.wait_closed(), 0.5)
             except TimeoutError:
                 pass  # wait_closed waits for connections too (3.12+); we drain those ourselves
+
+    def stop_reading(self) -> None:
+        """Read no further requests on the open connections (shutdown); answers still go out."""
+        for conn in list(self._connections):
+            conn.stop_reading()
 
     async def drain(self, timeout: float) -> bool:
         """Wait until in-flight requests are answered; False if the deadline passed first."""

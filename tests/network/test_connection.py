@@ -135,3 +135,19 @@ async def test_drain_waits_for_in_flight_requests(server):
     assert await drained is True
     assert (await read_response(reader))[0] == 10
     writer.close()
+
+
+async def test_stop_reading_answers_pending_requests_but_takes_no_new_ones(server):
+    reader, writer = await connect(server)
+    writer.write(frame(b"\0\0\0\x0bW"))
+    await writer.drain()
+    while not server.dispatcher.seen:
+        await asyncio.sleep(0)
+    server.stop_reading()
+    writer.write(frame(b"\0\0\0\x0cE"))  # sent after the broker stopped reading
+    await writer.drain()
+    server.dispatcher.release(11)
+    assert await server.drain(5) is True
+    assert (await read_response(reader))[0] == 11
+    assert server.dispatcher.seen == [11]
+    writer.close()
