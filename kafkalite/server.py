@@ -137,6 +137,7 @@ class KafkaServer:
                 config.listener_endpoints,
                 self.dispatcher,
                 max_request_bytes=config.socket_request_max_bytes,
+                connections_max_idle_ms=config.connections_max_idle_ms,
             )
             await self.socket_server.start()
             await self._register_broker()

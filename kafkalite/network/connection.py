@@ -27,6 +27,7 @@ import asyncio
 import collections
 import inspect
 import itertools
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -140,6 +141,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._closing = False
         self._stopped_reading = False
         self._idle: asyncio.Event | None = None
+        self.last_active = time.monotonic()
+        """Last time a request was read or a response written (connections.max.idle.ms)."""
 
     # ------------------------------------------------------------------ asyncio callbacks
 
@@ -173,6 +176,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         if self._closing or self._stopped_reading:
             return  # a read that raced stop_reading(): the request is not taken
+        self.last_active = time.monotonic()
         if self._big is not None:
             self._big_filled += nbytes
             if self._big_filled == len(self._big):
@@ -286,6 +290,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _write(self, response: Any) -> None:
         if response is NO_RESPONSE or response is None or self._transport is None:
             return
+        self.last_active = time.monotonic()
         if isinstance(response, bytes | bytearray | memoryview):
             self._transport.write(response)
         else:
@@ -341,6 +346,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
         while self._pending and not self._closing:
             self._idle = asyncio.Event()
             await self._idle.wait()
+
+    def close_if_idle(self, max_idle_s: float, now: float) -> bool:
+        """Close the connection when nothing moved for `max_idle_s` and nothing is pending
+        (Kafka's connections.max.idle.ms); whether it was closed."""
+        if self._closing or self._pending or now - self.last_active < max_idle_s:
+            return False
+        log.debug("closing idle connection", client=self.info.client_address if self.info else "?")
+        self._close()
+        return True
 
     def stop_reading(self) -> None:
         """Stop reading requests for good (shutdown); pending responses are still written."""

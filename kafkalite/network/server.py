@@ -6,7 +6,8 @@ in-order pipeline, see connection.py) that hands frames to the `RequestDispatche
 
 Shutdown happens in the order Kafka's SocketServer uses: `stop_accepting()` closes the listening
 sockets, `drain()` waits (with a deadline) for requests already read to be answered, and
-`close_connections()` closes what remains. `stop_reading()` in between keeps clients from sending
+`close_connections()` closes what remains. Connections without traffic for
+`connections.max.idle.ms` are closed, as Kafka does. `stop_reading()` in between keeps clients from sending
 more work on connections that are already open.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 
 import structlog
 
@@ -45,6 +47,7 @@ class SocketServer:
         *,
         max_request_bytes: int,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+        connections_max_idle_ms: int = 600_000,
     ) -> None:
         self._endpoints = endpoints
         self._dispatcher = dispatcher
@@ -52,6 +55,8 @@ class SocketServer:
         self._max_in_flight = max_in_flight
         self._servers: list[tuple[Endpoint, asyncio.Server]] = []
         self._connections: set[KafkaConnection] = set()
+        self._max_idle_s = connections_max_idle_ms / 1000
+        self._idle_reaper: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -81,6 +86,16 @@ class SocketServer:
                     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._servers.append((endpoint, server))
         log.info("listening", listeners=[e.connection_string for e in self.bound_endpoints])
+        self._idle_reaper = loop.create_task(self._close_idle_connections(), name="idle-reaper")
+
+    async def _close_idle_connections(self) -> None:
+        """Close connections idle for connections.max.idle.ms (checked every tenth of it)."""
+        interval = max(0.01, min(self._max_idle_s / 10, 30.0))
+        while True:
+            await asyncio.sleep(interval)
+            now = time.monotonic()
+            for conn in list(self._connections):
+                conn.close_if_idle(self._max_idle_s, now)
 
     @property
     def bound_endpoints(self) -> list[Endpoint]:
@@ -96,6 +111,9 @@ class SocketServer:
         return len(self._connections)
 
     async def stop_accepting(self) -> None:
+        if self._idle_reaper is not None:
+            self._idle_reaper.cancel()
+            self._idle_reaper = None
         for _, server in self._servers:
             server.close()
         for _, server in self._servers:

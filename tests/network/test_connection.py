@@ -151,3 +151,22 @@ async def test_stop_reading_answers_pending_requests_but_takes_no_new_ones(serve
     assert (await read_response(reader))[0] == 11
     assert server.dispatcher.seen == [11]
     writer.close()
+
+
+async def test_idle_connections_are_closed():
+    dispatcher = ScriptedDispatcher()
+    srv = SocketServer(
+        [Endpoint("PLAINTEXT", "127.0.0.1", 0)],
+        dispatcher,
+        max_request_bytes=1000,
+        connections_max_idle_ms=200,
+    )
+    await srv.start()
+    try:
+        reader, writer = await connect(srv)
+        writer.write(frame(b"\0\0\0\x01E"))
+        assert (await read_response(reader))[0] == 1
+        assert await asyncio.wait_for(reader.read(), 10) == b""  # closed once idle
+        writer.close()
+    finally:
+        await srv.shutdown(1.0)
