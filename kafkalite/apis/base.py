@@ -110,13 +110,13 @@ def millis(value: Any) -> int:
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 
-def _as_datetime(ms: Any) -> Any:
+def as_datetime(ms: Any) -> Any:
     if ms is None or isinstance(ms, datetime.datetime):
         return ms
     return _EPOCH + datetime.timedelta(milliseconds=int(ms))
 
 
-def _as_timedelta(ms: Any) -> Any:
+def as_timedelta(ms: Any) -> Any:
     if isinstance(ms, datetime.timedelta):
         return ms
     return datetime.timedelta(milliseconds=int(ms))
@@ -216,11 +216,11 @@ def build(cls: type, data: dict[str, Any] | Any) -> Any:
                     value = ErrorCode.of(int(value))
             elif kind == "datetime":
                 if value is not None and not (plan.optional and value == -1):
-                    value = _as_datetime(value)
+                    value = as_datetime(value)
                 else:
-                    value = None if plan.optional else _as_datetime(-1)
+                    value = None if plan.optional else as_datetime(-1)
             elif kind == "timedelta":
-                value = _as_timedelta(value)
+                value = as_timedelta(value)
             elif isinstance(value, list):
                 value = tuple(value)
             kwargs[plan.name] = value

@@ -9,6 +9,9 @@ Layout (ProduceRequest.json; v9+ flexible: compact strings/arrays/bytes, tagged 
 
     transactional_id nullable string, acks int16, timeout_ms int32,
     topic_data: [name string, partition_data: [index int32, records nullable bytes]]
+
+A truncated or garbled request raises InvalidRequestError (the connection is closed); bytes after
+a complete body are ignored, like Kafka.
 """
 
 from __future__ import annotations
@@ -55,8 +58,13 @@ class _Reader:
             raise InvalidRequestError("truncated ProduceRequest")
 
     def uvarint(self) -> int:
+        buf, pos = self.buf, self.pos
+        if pos < len(buf):
+            b = buf[pos]
+            if b < 0x80:  # one byte: every count and length below 128, the common case
+                self.pos = pos + 1
+                return b
         result = shift = 0
-        buf = self.buf
         while True:
             if self.pos >= len(buf) or shift > 28:
                 raise InvalidRequestError("bad varint in ProduceRequest")
@@ -110,6 +118,10 @@ class _Reader:
     def skip_tagged_fields(self) -> None:
         if not self.flexible:
             return
+        pos = self.pos
+        if pos < len(self.buf) and self.buf[pos] == 0:  # no tagged fields
+            self.pos = pos + 1
+            return
         for _ in range(self.uvarint()):
             self.uvarint()  # tag
             size = self.uvarint()
@@ -142,6 +154,5 @@ def decode_produce_request(
         r.skip_tagged_fields()
         topics.append(topic)
     r.skip_tagged_fields()
-    if r.pos != len(r.buf):
-        raise InvalidRequestError(f"{len(r.buf) - r.pos} bytes left after the ProduceRequest")
+    # Bytes after the body are ignored, as Kafka's request parsing does.
     return ProduceRequestData(version, transactional_id, acks, timeout_ms, topics)

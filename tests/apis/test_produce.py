@@ -73,7 +73,7 @@ def test_decoder_agrees_with_kio(version, topics, txn, acks):
     assert got == [(name, list(parts)) for name, parts in topics]
 
 
-def test_decoder_rejects_truncation_and_trailing_bytes():
+def test_decoder_rejects_truncation_and_ignores_trailing_bytes():
     from kafkalite.protocol.errors import InvalidRequestError
 
     full = bytearray(
@@ -83,8 +83,8 @@ def test_decoder_rejects_truncation_and_trailing_bytes():
     for cut in range(offset, len(full) - 1):
         with pytest.raises(InvalidRequestError):
             decode_produce_request(header, full[:cut], offset)
-    with pytest.raises(InvalidRequestError):
-        decode_produce_request(header, full + b"\x00", offset)
+    padded = decode_produce_request(header, full + b"\x00\x01", offset)
+    assert bytes(padded.topic_data[0].partition_data[0].records) == b"abc"
 
 
 def batch():

@@ -1,5 +1,7 @@
 """kafka-python 3.x with its default settings (idempotent producer) against kafkalite."""
 
+import pytest
+
 from tests.integration.common import (
     BASE_TS,
     CODECS,
@@ -24,6 +26,9 @@ try:
     from kafka.errors import TopicAlreadyExistsError
 except ImportError as e:  # pragma: no cover - a missing client fails loudly
     raise ImportError("kafka-python is missing: pip install -e '.[test]'") from e
+
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # kafka-python internals
 
 
 def admin(broker):
