@@ -23,6 +23,10 @@ What a run does:
 6. Writes bench/results/spark_load-<stamp>.json (+ -throughput.png, -latency.png) and prints a
    one-screen summary. Exit status: 0 verified, 1 verification failed, 2 bad setup.
 
+Both systems are driven from Python tasks (confluent-kafka over librdkafka; redis-py, which
+encodes every command in Python), on the same machine as the servers, so every figure is client
+plus server, and the ratio compares the two stacks as a Python application sees them.
+
 Spark runs quietly and reproducibly: PYSPARK_PYTHON is the project venv's python,
 SPARK_LOCAL_IP=127.0.0.1, no UI, log level ERROR (bench/log4j2.properties), `local[N]` with one
 slot per task unless --master says otherwise (the barrier stage needs all tasks at once).
@@ -603,6 +607,15 @@ def main(argv: list[str] | None = None) -> int:
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
     broker: LocalBroker | None = None
     spark = None
+    timings: dict[str, float] = {}
+    clock = time.monotonic()
+
+    def lap(name: str) -> None:
+        nonlocal clock
+        now = time.monotonic()
+        timings[name] = round(now - clock, 2)
+        clock = now
+
     try:
         spark_version = check_pyspark()
         check_java()
@@ -624,6 +637,7 @@ def main(argv: list[str] | None = None) -> int:
             console.print("[dim]starting kafkalite (embedded store) ...[/dim]")
             broker = LocalBroker(python=venv_python()).start()
             bootstrap = broker.bootstrap
+            lap("broker_start")
             broker_desc = f"kafkalite started by the bench at {bootstrap} (embedded store)"
         topic = args.topic or f"spark-load-{stamp.lower()}"
         partitions = resolve_topic(
@@ -669,7 +683,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         console.print("[dim]starting Spark ...[/dim]")
         master = args.master or f"local[{spec.tasks}]"
+        lap("setup")
         spark = build_spark(master)
+        lap("spark_start")
         results: dict[str, Any] = {
             "run": {
                 "stamp": stamp,
@@ -679,6 +695,7 @@ def main(argv: list[str] | None = None) -> int:
                 "git": git_revision(),
                 "cores": os.cpu_count(),
                 "broker": broker_desc,
+                "timings_s": timings,
             },
             "config": spec_dict(spec),
             "systems": {},
@@ -690,6 +707,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         finally:
             probe.close()
+        lap("kafkalite_run")
         if broker is not None:
             broker.stop()
             broker = None
@@ -705,6 +723,7 @@ def main(argv: list[str] | None = None) -> int:
                     functools.partial(redis_server.stream_lengths, "spark-load", spec.partitions),
                     args, spark,
                 )  # fmt: skip
+            lap("redis_run")
             results["ratio_kafkalite_to_redis"] = ratios(
                 results["systems"]["kafkalite"], results["systems"]["redis"]
             )
@@ -714,6 +733,7 @@ def main(argv: list[str] | None = None) -> int:
         args.results_dir.mkdir(parents=True, exist_ok=True)
         if not args.no_plots:
             results["plots"] = [str(p) for p in write_plots(results, args.results_dir, stamp)]
+        lap("report")
         path = write_results(results, args.results_dir, stamp)
         print_summary(results, console, path)
         return 0 if results["ok"] else 1

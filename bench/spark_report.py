@@ -38,6 +38,7 @@ def write_results(results: dict[str, Any], directory: Path, stamp: str) -> Path:
 def write_plots(results: dict[str, Any], directory: Path, stamp: str) -> list[Path]:
     """throughput over time (records/s per phase and system) and the end-to-end latency histogram."""
     import matplotlib
+    import matplotlib.ticker
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -78,6 +79,7 @@ def write_plots(results: dict[str, Any], directory: Path, stamp: str) -> list[Pa
                 ax.axvline(latency[q], linestyle=":", linewidth=1, color=ax.lines[-1].get_color()
                            if ax.lines else None)  # fmt: skip
     ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: f"{x:g}"))
     ax.set_xlabel("end-to-end latency (ms), dotted: p50 and p99")
     ax.set_ylabel("records")
     ax.set_title(f"End-to-end latency ({next(iter(systems.values()))['mode']} mode)")
@@ -98,8 +100,12 @@ def _contiguous(lower: list[float], upper: list[float]) -> bool:
 def print_summary(results: dict[str, Any], console: Console, path: Path | None = None) -> None:
     systems = results["systems"]
     config = results["config"]
+
+    def say(text: str) -> None:
+        console.print(text, highlight=False)
+
     console.rule("[bold]Spark load benchmark")
-    console.print(
+    say(
         f"{config['records']} records x {config['value_size']} B, {config['keys']} keys, "
         f"{config['partitions']} partitions, {config['producers']} producer + "
         f"{config['consumers']} consumer tasks, acks={config['acks']}, "
@@ -109,7 +115,7 @@ def print_summary(results: dict[str, Any], console: Console, path: Path | None =
         f"{'sequential' if config['sequential'] else 'live'} consume, "
         f"master {results['run']['master']}"
     )
-    console.print(f"[dim]{results['run']['broker']}[/dim]")
+    say(f"[dim]{results['run']['broker']}[/dim]")
 
     table = Table(title="Throughput", title_justify="left")
     for column in ("system", "phase", "records", "MB", "seconds", "records/s", "MB/s"):
@@ -157,25 +163,33 @@ def print_summary(results: dict[str, Any], console: Console, path: Path | None =
 
     ratio = results.get("ratio_kafkalite_to_redis")
     if ratio:
-        console.print(
-            "kafkalite / redis: produce "
+        say(
+            "kafkalite / redis: throughput produce "
             + _ratio(ratio["produce_records_per_s"]) + ", consume "
-            + _ratio(ratio["consume_records_per_s"]) + " (records/s); end-to-end p50 "
-            + _ratio(ratio["end_to_end_p50"]) + ", p99 " + _ratio(ratio["end_to_end_p99"])
+            + _ratio(ratio["consume_records_per_s"]) + " (above 1: kafkalite faster); "
+            + "end-to-end latency p50 " + _ratio(ratio["end_to_end_p50"]) + ", p99 "
+            + _ratio(ratio["end_to_end_p99"]) + " (below 1: kafkalite faster)"
         )  # fmt: skip
     for name, system in systems.items():
         v = system["verification"]
         label = SYSTEM_LABELS.get(name, name)
         if v["ok"]:
-            console.print(
+            say(
                 f"[green]verified[/green] {label}: {v['acknowledged']:,} acknowledged, "
                 f"{v['received']:,} received; none missing, duplicated or reordered"
             )
         else:
-            console.print(f"[red bold]VERIFICATION FAILED[/red bold] {label}: "
+            say(f"[red bold]VERIFICATION FAILED[/red bold] {label}: "
                           + ", ".join(v["failures"]))  # fmt: skip
+    timings = results["run"].get("timings_s")
+    if timings:
+        say(
+            "[dim]seconds: "
+            + ", ".join(f"{k.replace('_', ' ')} {v:.1f}" for k, v in timings.items())
+            + "[/dim]"
+        )
     if path is not None:
-        console.print(f"[dim]results: {path}[/dim]")
+        say(f"[dim]results: {path}[/dim]")
 
 
 def _ratio(value: float | None) -> str:
