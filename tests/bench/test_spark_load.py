@@ -142,3 +142,32 @@ def test_java_absent_or_too_old_is_reported(tmp_path):
     with pytest.raises(SetupError, match="is Java 8"):
         spark_load.check_java({"PATH": str(legacy)})
     assert os.access(spark_load.check_java(), os.X_OK)
+
+
+def test_phase_figures_span_first_send_to_last_ack():
+    s = 1_000_000_000
+    tasks = [
+        {"role": "producer", "task": 0, "records": 100, "bytes": 1_000_000, "first_ns": 0,
+         "last_ns": 2 * s, "errors": []},
+        {"role": "producer", "task": 1, "records": 300, "bytes": 3_000_000, "first_ns": s,
+         "last_ns": 4 * s, "errors": []},
+        {"role": "consumer", "task": 0, "records": 0, "bytes": 0, "first_ns": 0, "last_ns": 0,
+         "errors": ["idle"], "timed_out": True},
+    ]  # fmt: skip
+    produce = spark_load.phase_figures(tasks, "producer")
+    assert produce == {"records": 400, "bytes": 4_000_000, "seconds": 4.0,
+                       "records_per_s": 100.0, "mb_per_s": 1.0}  # fmt: skip
+    assert spark_load.phase_figures(tasks, "consumer")["records"] == 0
+    per_task = spark_load.task_figures(tasks)
+    assert [t["records_per_s"] for t in per_task] == [50.0, 100.0, 0.0]
+    assert per_task[2]["timed_out"] is True
+
+
+def test_ratios_divide_kafkalite_by_redis():
+    def system(rate, p50, p99):
+        return {"produce": {"records_per_s": rate}, "consume": {"records_per_s": rate / 2},
+                "latency_ms": {"end_to_end": {"p50": p50, "p99": p99}}}  # fmt: skip
+
+    ratio = spark_load.ratios(system(300.0, 5.0, 50.0), system(100.0, 10.0, 0.0))
+    assert ratio == {"produce_records_per_s": 3.0, "consume_records_per_s": 3.0,
+                     "end_to_end_p50": 0.5, "end_to_end_p99": None}  # fmt: skip
