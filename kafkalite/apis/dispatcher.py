@@ -4,7 +4,8 @@ Kafka's rules for requests the broker cannot serve (SocketServer / RequestContex
 - ApiVersions at a version above ours: answered, as ApiVersions v0 with UNSUPPORTED_VERSION and
   our version list, so the client can retry with a version we know (KIP-511).
 - Any other unknown API key or unsupported version, or a body that does not decode: the
-  connection is closed. Bytes after a complete body are ignored, as Kafka does (an InvalidRequestError raised synchronously; the network layer logs it
+  connection is closed. Bytes after a complete body are ignored, as Kafka does (the protocol
+  layer's decoder; Produce has its own, same rule) (an InvalidRequestError raised synchronously; the network layer logs it
   once with the client address).
 
 Parsing and decoding happen synchronously in `dispatch`, so a bad frame closes the connection
@@ -15,12 +16,10 @@ before any later request on it is looked at. Handlers that return a plain value 
 from __future__ import annotations
 
 import asyncio
-import functools
 import inspect
 from typing import Any
 
 import structlog
-from kio.serial import entity_reader
 
 from kafkalite.apis.base import DECODERS, HANDLERS, BrokerServices, RequestContext
 from kafkalite.network.connection import NO_RESPONSE, ConnectionInfo
@@ -29,45 +28,14 @@ from kafkalite.protocol.api import (
     ADVERTISED_VERSIONS,
     INTER_BROKER_KEYS,
     ApiKey,
-    request_class,
     response_class,
     supported_versions,
 )
-from kafkalite.protocol.errors import InvalidRequestError
 
 log = structlog.get_logger("kafkalite.apis")
 
 ALWAYS_SERVED = frozenset({*INTER_BROKER_KEYS, ApiKey.API_VERSIONS})
 """Served while the broker is still starting: what the controller's channel needs."""
-
-
-@functools.cache
-def _reader(api_key: int, api_version: int) -> Any:
-    return entity_reader(request_class(api_key, api_version))
-
-
-def decode_request(header: Any, frame: bytearray, body_offset: int) -> Any:
-    """Decode a request body as Kafka's broker does: bytes after the body are ignored
-    (RequestContext.parseRequest never checks `remaining()`; librdkafka 2.x sends three extra
-    bytes after Metadata v12). A body that does not decode raises InvalidRequestError."""
-    view = memoryview(frame).toreadonly()
-    try:
-        message, size = _reader(header.api_key, header.api_version)(view, body_offset)
-    except Exception as e:
-        error = InvalidRequestError(
-            f"malformed {ApiKey(header.api_key).name} v{header.api_version} request: {e}"
-        )
-        error.header = header  # type: ignore[attr-defined]
-        raise error from None
-    trailing = len(view) - body_offset - size
-    if trailing:
-        log.debug(
-            "ignoring bytes after a request body",
-            api_key=header.api_key,
-            api_version=header.api_version,
-            trailing=trailing,
-        )
-    return message
 
 
 def advertised_versions(handlers: dict[int, Any] | None = None) -> dict[int, tuple[int, int]]:
@@ -99,7 +67,7 @@ class ApiDispatcher:
             return frames.api_versions_fallback(header.correlation_id, self.versions)
         frames.ensure_supported(header, self.versions)
         handler = self.handlers[api_key]
-        decoder = DECODERS.get(api_key) or decode_request
+        decoder = DECODERS.get(api_key) or frames.decode_request
         request = decoder(header, frame, body_offset)
         ctx = RequestContext(
             header, connection, self.services, response_class(api_key, header.api_version)

@@ -74,6 +74,11 @@ def healthy(shared_broker):
         pytest.param(frame(header(3, 99) + b"\x00"), id="unsupported-metadata-version"),
         pytest.param(frame(header(0, 9) + b"\x00\x01"), id="truncated-produce-body"),
         pytest.param(frame(b"\x00"), id="truncated-header"),
+        pytest.param(frame(header(3, 1) + struct.pack(">i", 0x7FFFFFFF)), id="huge-array-length"),
+        pytest.param(
+            frame(header(0, 7) + b"\xff\xff\x00\x01\x00\x00\x01\x00" + b"\x7f\xff\xff\xff"),
+            id="produce-huge-topic-count",
+        ),
     ],
 )
 def test_bad_input_closes_only_that_connection(shared_broker, healthy, data):
