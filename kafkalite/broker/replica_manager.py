@@ -370,6 +370,10 @@ class ReplicaManager:
             partition.is_under_min_isr,
         )
 
+    def partition_statuses(self) -> list[PartitionStatus]:
+        """``partition_status`` of every hosted partition, ordered by topic and partition."""
+        return [self.partition_status(tp) for tp in sorted(self.partitions)]  # type: ignore[misc]
+
     @property
     def leader_count(self) -> int:
         return sum(1 for p in self.partitions.values() if p.is_leader)

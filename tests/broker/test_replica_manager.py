@@ -552,6 +552,7 @@ async def test_partition_status_and_counts(make_rm, mock_time):
     rm.maybe_shrink_isr()
     assert rm.under_min_isr_partition_count == 1
     assert rm.partition_status(TopicPartition("nope", 0)) is None
+    assert [(st.topic, st.partition) for st in rm.partition_statuses()] == [("t", 0)]
 
 
 async def test_read_committed_gets_an_empty_aborted_list(make_rm):
