@@ -106,3 +106,14 @@ def test_properties_file_round_trip(tmp_path_factory, props):
     path = tmp_path_factory.mktemp("p") / "x.properties"
     path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
     assert read_properties(path) == props
+
+
+def test_topic_config_defaults_are_valid_topic_configs():
+    from kafkalite.storage.config import LogConfig
+
+    config = BrokerConfig.load(
+        overrides={"log.retention.hours": "1", "log.segment.bytes": "1048576"}, environ=NO_ENV
+    )
+    log_config = LogConfig.from_properties(config.topic_config_defaults(), strict=True)
+    assert log_config.retention_ms == 3_600_000
+    assert log_config.segment_bytes == 1_048_576
