@@ -326,8 +326,8 @@ class ControllerChannelManager:
             return
         if channel.task is not None:
             channel.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await channel.task
+            # asyncio.wait, not await: our own cancellation must not be swallowed
+            await asyncio.wait([channel.task])
         with contextlib.suppress(Exception):
             await channel.transport.close()
 
@@ -372,4 +372,10 @@ class ControllerChannelManager:
                     with contextlib.suppress(Exception):
                         await channel.transport.close()
                     await asyncio.sleep(self.retry_backoff)
+            log.debug(
+                "controller request answered",
+                broker=broker_id,
+                api=api_key.name,
+                partitions=len(getattr(request, "partition_states", ())),
+            )
             self.on_response(broker_id, request, response)

@@ -15,7 +15,6 @@ processed (Kafka's ControllerEventThread does the same; a dead event thread is a
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,8 +57,7 @@ class ControllerEventManager:
         if task is None:
             return
         self._queue.put_nowait(None)
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await asyncio.wait([task])
         self._drain()
 
     def put(self, event: Any) -> QueuedEvent:

@@ -42,6 +42,7 @@ from kafkalite.coord import paths
 from kafkalite.coord.base import CoordSession, SessionState
 from kafkalite.coord.errors import (
     BadVersion,
+    ConnectionLoss,
     CoordError,
     NodeExists,
     NoNode,
@@ -69,6 +70,8 @@ log = structlog.get_logger("kafkalite.controller")
 
 MAX_RELOADS = 3
 """Consecutive failed writes after which the controller gives up its role (re-election)."""
+MAX_EVENT_RETRIES = 5
+"""Times an event is re-run after the store connection dropped and came back."""
 
 
 # -- events ---------------------------------------------------------------------------------------
@@ -155,6 +158,16 @@ class PreferredReplicaLeaderElection:
 
 
 # -- the controller -------------------------------------------------------------------------------
+
+
+async def cancel_and_wait(tasks: Iterable[asyncio.Task[Any] | None]) -> None:
+    """Cancel ``tasks`` and wait for them to end. ``asyncio.wait`` rather than ``await task``:
+    the caller's own cancellation propagates instead of being taken for the task's."""
+    pending = [t for t in tasks if t is not None]
+    for task in pending:
+        task.cancel()
+    if pending:
+        await asyncio.wait(pending)
 
 
 def _setting(config: Any, name: str, default: Any) -> Any:
@@ -249,11 +262,7 @@ class KafkaController:
         if not self._started:
             return
         self._started = False
-        for task in (self._controller_watch, self._session_watch):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+        await cancel_and_wait([self._controller_watch, self._session_watch])
         self._controller_watch = self._session_watch = None
         if self.event_manager.is_running:
             with contextlib.suppress(Exception):
@@ -283,7 +292,20 @@ class KafkaController:
 
     async def process(self, event: Any) -> Any:
         try:
-            return await self._process(event)
+            for attempt in range(MAX_EVENT_RETRIES + 1):
+                try:
+                    return await self._process(event)
+                except ConnectionLoss as error:
+                    # Reads failed (writes handle it in _apply): the event re-reads what it
+                    # needs, so it is simply run again once the session is reconnected.
+                    if attempt == MAX_EVENT_RETRIES:
+                        raise
+                    log.warning(
+                        "store connection lost, event retried",
+                        event_type=type(event).__name__,
+                        error=repr(error),
+                    )
+                    await self._wait_for_reconnect()
         except (SessionExpired, SessionClosed):
             # The session is gone and the ephemeral /controller with it: whatever this event
             # wanted, this broker is no longer the controller.
@@ -292,6 +314,13 @@ class KafkaController:
             if isinstance(event, ControlledShutdown):
                 raise NotControllerError(f"broker {self.broker_id} lost its session") from None
             return None
+
+    async def _wait_for_reconnect(self) -> None:
+        state = await self.session.wait_for_state(SessionState.CONNECTED)
+        if state is SessionState.EXPIRED:
+            raise SessionExpired(f"session 0x{self.session.session_id:x} expired")
+        if state is not SessionState.CONNECTED:
+            raise SessionClosed(f"session 0x{self.session.session_id:x} closed")
 
     async def _process(self, event: Any) -> Any:
         match event:
@@ -363,9 +392,18 @@ class KafkaController:
         self.active_controller_id = self.broker_id
         log.info("elected controller", broker=self.broker_id, epoch=epoch)
         try:
-            await self._on_controller_failover(epoch, epoch_zk_version)
+            for attempt in range(MAX_EVENT_RETRIES + 1):
+                try:
+                    await self._on_controller_failover(epoch, epoch_zk_version)
+                    break
+                except ConnectionLoss:
+                    if attempt == MAX_EVENT_RETRIES:
+                        raise
+                    await self._wait_for_reconnect()
         except zk_data.ControllerMovedError:
             await self._on_controller_resignation()
+        except (SessionExpired, SessionClosed):
+            raise
         except CoordError as error:
             log.error("controller failover failed, resigning", error=repr(error))
             await self._trigger_controller_move()
@@ -402,21 +440,9 @@ class KafkaController:
         self.active_controller_id = -1
 
     async def _on_controller_resignation(self) -> None:
-        for task in [
-            *self._watches.values(),
-            *self._partition_watches.values(),
-            self._rebalance_task,
-        ]:
-            if task is not None:
-                task.cancel()
-        for task in [
-            *self._watches.values(),
-            *self._partition_watches.values(),
-            self._rebalance_task,
-        ]:
-            if task is not None:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+        await cancel_and_wait(
+            [*self._watches.values(), *self._partition_watches.values(), self._rebalance_task]
+        )
         self._watches.clear()
         self._partition_watches.clear()
         self._rebalance_task = None
@@ -559,6 +585,12 @@ class KafkaController:
                 return False
             except (BadVersion, NodeExists, NoNode) as error:
                 log.warning("controller write lost a race", error=repr(error))
+                await self._reload_and_failover()
+                return False
+            except ConnectionLoss as error:
+                # The multi may or may not have been applied: rebuild from what the store holds.
+                log.warning("store connection lost during a controller write", error=repr(error))
+                await self._wait_for_reconnect()
                 await self._reload_and_failover()
                 return False
             for write in result.writes:

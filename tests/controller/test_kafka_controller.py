@@ -10,6 +10,7 @@ from kafkalite.broker.types import LeaderAndIsr as BrokerLeaderAndIsr
 from kafkalite.controller import admin, zk_data
 from kafkalite.coord import paths
 from kafkalite.coord.embedded import EmbeddedStore
+from kafkalite.coord.errors import ConnectionLoss
 from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.errors import NotControllerError
 from kafkalite.protocol.types import TopicPartition
@@ -290,3 +291,32 @@ async def test_controller_restart_reloads_from_the_store(store, cluster):
         lambda: len(cluster.leader_and_isr_partitions(0)) == 2, message="LeaderAndIsr on failover"
     )
     await stop(again)
+
+
+@pytest.mark.parametrize(
+    ("failures", "after_apply"), [(1, False), (1, True), (4, False), (4, True)]
+)
+async def test_lost_store_connections_do_not_lose_decisions(store, cluster, failures, after_apply):
+    nodes = [await start_node(store, cluster, b, config=config()) for b in (0, 1)]
+    reader = cluster.reader
+    await admin.create_topic(reader, "flaky", 2, 2)
+    # the next operations (the controller's reads, its fenced multi, watch re-arms) fail with
+    # ConnectionLoss, before or after being applied
+    store.fail_next(failures, after_apply=after_apply)
+
+    async def online():
+        try:
+            return all([await state(reader, "flaky", p) for p in (0, 1)])
+        except ConnectionLoss:  # the test's own read may draw an injected failure too
+            return False
+
+    await eventually(online, message="partitions online despite connection losses")
+    await eventually(
+        lambda: len({(b, tp) for b, tp, _ in cluster.leader_and_isr_partitions()}) == 4,
+        message="announced",
+    )
+    await settle(*(n.controller for n in nodes))
+    assert nodes[0].controller.is_active
+    assert cluster.violations == []
+    assert all(n.controller.event_manager.errors == [] for n in nodes)
+    await stop(*nodes)
