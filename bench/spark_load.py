@@ -452,10 +452,12 @@ def latency_histogram(df: Any, column: Any, bins_per_decade: int = 10) -> dict[s
         .orderBy("b")
         .collect()
     )
+    counts = {r["b"]: r["count"] for r in rows}
+    bins = range(min(counts), max(counts) + 1) if counts else range(0)  # empty bins included
     return {
-        "lower_ms": [round(10 ** (r["b"] / bins_per_decade), 4) for r in rows],
-        "upper_ms": [round(10 ** ((r["b"] + 1) / bins_per_decade), 4) for r in rows],
-        "counts": [r["count"] for r in rows],
+        "lower_ms": [round(10 ** (b / bins_per_decade), 4) for b in bins],
+        "upper_ms": [round(10 ** ((b + 1) / bins_per_decade), 4) for b in bins],
+        "counts": [counts.get(b, 0) for b in bins],
     }
 
 

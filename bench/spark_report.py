@@ -70,14 +70,14 @@ def write_plots(results: dict[str, Any], directory: Path, stamp: str) -> list[Pa
         hist = system["histogram"]["end_to_end"]
         if not hist["counts"]:
             continue
-        lower, upper = hist["lower_ms"], hist["upper_ms"]
-        ax.stairs(hist["counts"], [*lower, upper[-1]] if _contiguous(lower, upper) else None,
-                  label=SYSTEM_LABELS.get(name, name), fill=False, linewidth=1.5)  # fmt: skip
+        # Bins are contiguous (spark_load.latency_histogram fills empty ones).
+        edges = [*hist["lower_ms"], hist["upper_ms"][-1]]
+        artist = ax.stairs(hist["counts"], edges, label=SYSTEM_LABELS.get(name, name),
+                           fill=False, linewidth=1.5)  # fmt: skip
         latency = system["latency_ms"]["end_to_end"]
         for q in ("p50", "p99"):
             if q in latency:
-                ax.axvline(latency[q], linestyle=":", linewidth=1, color=ax.lines[-1].get_color()
-                           if ax.lines else None)  # fmt: skip
+                ax.axvline(latency[q], linestyle=":", linewidth=1, color=artist.get_edgecolor())
     ax.set_xscale("log")
     ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: f"{x:g}"))
     ax.set_xlabel("end-to-end latency (ms), dotted: p50 and p99")
@@ -91,10 +91,6 @@ def write_plots(results: dict[str, Any], directory: Path, stamp: str) -> list[Pa
     plt.close(fig)
     paths.append(path)
     return paths
-
-
-def _contiguous(lower: list[float], upper: list[float]) -> bool:
-    return all(abs(u - l2) < 1e-9 for u, l2 in zip(upper, lower[1:], strict=False))
 
 
 def print_summary(results: dict[str, Any], console: Console, path: Path | None = None) -> None:

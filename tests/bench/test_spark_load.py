@@ -53,7 +53,10 @@ def test_small_run_verifies_and_reports(spark, shared_broker, tmp_path):
     assert result["produce"]["records"] == result["consume"]["records"] == RECORDS
     assert result["latency_ms"]["end_to_end"]["count"] == RECORDS
     assert set(result["latency_ms"]["end_to_end"]) >= {"p50", "p95", "p99", "p99.9"}
-    assert sum(result["histogram"]["end_to_end"]["counts"]) <= RECORDS
+    hist = result["histogram"]["end_to_end"]
+    assert sum(hist["counts"]) <= RECORDS
+    assert len(hist["lower_ms"]) == len(hist["upper_ms"]) == len(hist["counts"])
+    assert hist["upper_ms"][:-1] == hist["lower_ms"][1:]  # contiguous bins, empty ones kept
     tasks = result["tasks"]
     assert sorted((t["role"], t["task"]) for t in tasks) == [
         ("consumer", 0), ("consumer", 1), ("producer", 0), ("producer", 1),
