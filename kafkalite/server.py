@@ -97,6 +97,7 @@ class KafkaServer:
         self.replica_manager: Any = None
         self.metadata_cache: Any = None
         self.controller: Any = None
+        self.group_coordinator: Any = None
         self._tasks: list[asyncio.Task[Any]] = []
         self._stopping = False
         self._replica_manager_stopped = False
@@ -262,6 +263,28 @@ class KafkaServer:
             config.max_incremental_fetch_session_cache_slots
         )
         self.services.producer_id_manager = ProducerIdManager(self.broker_id, self.session)
+        self._start_group_coordinator()
+
+    def _start_group_coordinator(self) -> None:
+        """The consumer-group coordinator over the ReplicaManager; it owns the groups of the
+        ``__consumer_offsets`` partitions led here (LeaderAndIsr loads them)."""
+        from kafkalite.group import GroupCoordinator, ReplicaManagerLogWriter
+        from kafkalite.group.config import from_broker_config
+
+        group_config, offset_config = from_broker_config(self.config)
+        self.group_coordinator = GroupCoordinator(
+            self.broker_id,
+            ReplicaManagerLogWriter(self.replica_manager, offset_config),
+            group_config,
+            offset_config,
+        )
+        self.group_coordinator.startup()
+        self.services.group_coordinator = self.group_coordinator
+
+    async def _stop_group_coordinator(self) -> None:
+        if self.group_coordinator is not None and self.group_coordinator.is_active:
+            with _logged("group coordinator shutdown"):
+                await self.group_coordinator.shutdown()
 
     def _log_config_for_topic(self, topic: str) -> Any:
         """The topic's LogConfig: broker defaults overlaid with `/config/topics/<t>` (cached by
@@ -369,6 +392,7 @@ class KafkaServer:
             # waiting produces and long-poll fetches are completed now by the replica manager.
             await self.socket_server.stop_accepting()
             self.socket_server.stop_reading()
+            await self._stop_group_coordinator()
             await self._stop_replica_manager()
             drained = await self.socket_server.drain(SHUTDOWN_DRAIN_SECONDS)
             if not drained:
@@ -461,6 +485,7 @@ class KafkaServer:
         if self.controller is not None:
             with _logged("controller shutdown"):
                 await _maybe_await(self.controller.shutdown())
+        await self._stop_group_coordinator()
         await self._stop_replica_manager()
         if self.socket_server is not None:
             self.socket_server.close_connections()

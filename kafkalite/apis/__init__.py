@@ -27,6 +27,18 @@ HANDLER_MODULES = (
     "update_metadata",
     "stop_replica",
     "controlled_shutdown",
+    # consumer groups (kafkalite/group/)
+    "find_coordinator",
+    "join_group",
+    "sync_group",
+    "heartbeat",
+    "leave_group",
+    "offset_commit",
+    "offset_fetch",
+    "offset_delete",
+    "list_groups",
+    "describe_groups",
+    "delete_groups",
 )
 
 

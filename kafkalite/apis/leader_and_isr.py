@@ -46,6 +46,9 @@ def handle_leader_and_isr(ctx: RequestContext, request: Any) -> Any:
         request.controller_id, request.controller_epoch, states
     )
     errors = result.partition_errors
+    if services.group_coordinator is not None and result.error_code == 0:
+        # Kafka's onLeadershipChange: load/unload the __consumer_offsets partitions led here
+        services.group_coordinator.on_leadership_change(services.broker_id, states, errors)
     if ctx.api_version < 5:
         return ctx.response(
             error_code=result.error_code,

@@ -10,6 +10,7 @@ from typing import Any
 
 from kafkalite.apis.base import RequestContext, handles
 from kafkalite.broker.types import StopReplicaPartitionState
+from kafkalite.group.config import GROUP_METADATA_TOPIC_NAME
 from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.types import TopicPartition
 
@@ -33,6 +34,8 @@ def handle_stop_replica(ctx: RequestContext, request: Any) -> Any:
     result = ctx.services.replica_manager.stop_replicas(
         request.controller_id, request.controller_epoch, states
     )
+    if ctx.services.group_coordinator is not None and result.error_code == 0:
+        _notify_group_coordinator(ctx.services.group_coordinator, states, result.partition_errors)
     return ctx.response(
         error_code=result.error_code,
         partition_errors=[
@@ -44,3 +47,19 @@ def handle_stop_replica(ctx: RequestContext, request: Any) -> Any:
             for s in states
         ],
     )
+
+
+def _notify_group_coordinator(coordinator: Any, states: list, errors: dict) -> None:
+    """As Kafka's handleStopReplicaRequest: a deleted ``__consumer_offsets`` partition resigns
+    its groups; deleted partitions of other topics lose their committed offsets."""
+    deleted = []
+    for s in states:
+        tp = TopicPartition(s.topic, s.partition)
+        if not s.delete_partition or errors.get(tp, 0) != 0:
+            continue
+        if s.topic == GROUP_METADATA_TOPIC_NAME:
+            coordinator.on_resignation(s.partition, s.leader_epoch if s.leader_epoch >= 0 else None)
+        else:
+            deleted.append(tp)
+    if deleted:
+        coordinator.on_deleted_partitions(deleted)

@@ -1,0 +1,336 @@
+"""Consumer groups with real clients: confluent-kafka (librdkafka), kafka-python and aiokafka.
+
+Every consumer runs in its own process (this file run as a script: ``worker`` mode), so one can
+be killed with SIGKILL (no LeaveGroup). A worker subscribes, reports its assignment and every
+message it consumes as JSON lines on stdout, commits synchronously after each batch, and closes
+(LeaveGroup) when "close" arrives on stdin.
+
+Per client, on one broker (session.timeout.ms 6000, group.initial.rebalance.delay.ms 0):
+three consumers on a 6-partition topic get disjoint assignments covering it and consume every
+message exactly once; one leaves and the other two take its partitions; one is killed and is
+evicted after its session timeout, the last consumer then owns every partition and resumes from
+the committed offsets. A second group on the same topic sees every message too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.harness.broker import REPO_ROOT, BrokerProcess
+from tests.integration.common import wait_for
+
+CLIENTS = ("confluent-kafka", "kafka-python", "aiokafka")
+PARTITIONS = 6
+SESSION_TIMEOUT_MS = 6000
+DEADLINE_S = 60.0
+
+
+# ---------------------------------------------------------------------- the worker process
+
+
+def _emit(obj: dict) -> None:
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def _watch_stdin(stop: threading.Event) -> None:
+    for line in sys.stdin:
+        if line.strip() == "close":
+            break
+    stop.set()
+
+
+def _worker_confluent(bootstrap: str, topic: str, group: str, stop: threading.Event) -> None:
+    from confluent_kafka import Consumer
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "session.timeout.ms": SESSION_TIMEOUT_MS,
+            "heartbeat.interval.ms": 500,
+            "topic.metadata.refresh.interval.ms": 1000,
+        }
+    )
+    consumer.subscribe([topic])
+    last = None
+    while not stop.is_set():
+        batch = consumer.consume(500, 0.1)
+        assigned = sorted(tp.partition for tp in consumer.assignment())
+        if assigned != last:
+            last = assigned
+            _emit({"assigned": assigned})
+        got = [m for m in batch if m.error() is None]
+        for m in got:
+            _emit({"msg": [m.partition(), m.offset(), m.value().decode()]})
+        if got:
+            consumer.commit(asynchronous=False)
+    consumer.close()
+
+
+def _worker_kafka_python(bootstrap: str, topic: str, group: str, stop: threading.Event) -> None:
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        session_timeout_ms=SESSION_TIMEOUT_MS,
+        heartbeat_interval_ms=500,
+        metadata_max_age_ms=1000,
+    )
+    last = None
+    while not stop.is_set():
+        batch = consumer.poll(timeout_ms=100)
+        assigned = sorted(tp.partition for tp in consumer.assignment())
+        if assigned != last:
+            last = assigned
+            _emit({"assigned": assigned})
+        for records in batch.values():
+            for m in records:
+                _emit({"msg": [m.partition, m.offset, m.value.decode()]})
+        if batch:
+            consumer.commit()
+    consumer.close()
+
+
+async def _worker_aiokafka(bootstrap: str, topic: str, group: str, stop: threading.Event) -> None:
+    from aiokafka import AIOKafkaConsumer
+
+    consumer = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        session_timeout_ms=SESSION_TIMEOUT_MS,
+        heartbeat_interval_ms=500,
+        metadata_max_age_ms=1000,
+    )
+    await consumer.start()
+    last = None
+    while not stop.is_set():
+        batch = await consumer.getmany(timeout_ms=100)
+        assigned = sorted(tp.partition for tp in consumer.assignment())
+        if assigned != last:
+            last = assigned
+            _emit({"assigned": assigned})
+        for records in batch.values():
+            for m in records:
+                _emit({"msg": [m.partition, m.offset, m.value.decode()]})
+        if batch:
+            await consumer.commit()
+    await consumer.stop()
+
+
+def worker_main(client: str, bootstrap: str, topic: str, group: str) -> None:
+    stop = threading.Event()
+    threading.Thread(target=_watch_stdin, args=(stop,), daemon=True).start()
+    if client == "confluent-kafka":
+        _worker_confluent(bootstrap, topic, group, stop)
+    elif client == "kafka-python":
+        _worker_kafka_python(bootstrap, topic, group, stop)
+    else:
+        asyncio.run(_worker_aiokafka(bootstrap, topic, group, stop))
+    _emit({"closed": True})
+
+
+# ---------------------------------------------------------------------- the test side
+
+
+class Worker:
+    """A consumer process; `assigned` is its latest reported assignment, `messages` every
+    (partition, offset, value) it consumed."""
+
+    def __init__(self, client: str, bootstrap: str, topic: str, group: str, log_dir: Path) -> None:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
+        self.stderr = open(log_dir / f"worker-{client}-{group}-{time.monotonic_ns()}.log", "wb")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "worker", client, bootstrap, topic, group],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            env=env,
+            cwd=str(REPO_ROOT),
+        )
+        self.assigned: list[int] | None = None
+        self.messages: list[tuple[int, int, str]] = []
+        self.closed = False
+        self._lock = threading.Lock()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            event = json.loads(line)
+            with self._lock:
+                if "assigned" in event:
+                    self.assigned = event["assigned"]
+                elif "msg" in event:
+                    self.messages.append(tuple(event["msg"]))
+                elif "closed" in event:
+                    self.closed = True
+
+    def values(self) -> list[str]:
+        with self._lock:
+            return [v for _, _, v in self.messages]
+
+    def close(self) -> None:
+        """Close the consumer (LeaveGroup) and wait for the process to end."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(b"close\n")
+        self.proc.stdin.flush()
+        self.proc.wait(30)
+        self._reader.join(5)
+        assert self.closed, "the worker did not close its consumer"
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        self.stderr.close()
+
+
+async def _describe(bootstrap: str, group: str) -> tuple[str, int]:
+    from kafkalite.client.client import KafkaClient
+    from kafkalite.client.connection import request_builder
+    from kafkalite.protocol.api import ApiKey
+
+    client = KafkaClient(bootstrap, client_id="groups-test")
+    try:
+        await client.start()
+        response = await client.send(
+            ApiKey.DESCRIBE_GROUPS, request_builder(ApiKey.DESCRIBE_GROUPS, groups=[group])
+        )
+    finally:
+        await client.close()
+    described = response.groups[0]
+    return described.group_state, len(described.members)
+
+
+def describe(bootstrap: str, group: str) -> tuple[str, int]:
+    """(state, member count) of a group, through DescribeGroups."""
+    return asyncio.run(_describe(bootstrap, group))
+
+
+def stable_cover(broker: BrokerProcess, group: str, workers: list[Worker]) -> bool:
+    """The group is Stable with exactly these members, each with a non-empty assignment, and
+    the assignments are disjoint and cover every partition."""
+    assignments = [w.assigned for w in workers]
+    if any(not a for a in assignments):
+        return False
+    flat = sorted(p for a in assignments for p in a)
+    if flat != list(range(PARTITIONS)):
+        return False
+    return describe(broker.bootstrap, group) == ("Stable", len(workers))
+
+
+def produce(bootstrap: str, topic: str, values: list[str]) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i, v in enumerate(values):
+        producer.produce(topic, v.encode(), partition=i % PARTITIONS)
+    assert producer.flush(30) == 0
+
+
+def create_topic(bootstrap: str, topic: str) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
+
+
+@pytest.fixture(scope="module")
+def group_broker(tmp_path_factory):
+    b = BrokerProcess(
+        tmp_path_factory.mktemp("groups-broker"),
+        overrides={"offsets.topic.num.partitions": "10"},
+    )
+    b.start()
+    yield b
+    if b.running:
+        try:
+            b.stop()
+        except TimeoutError:
+            b.kill()
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("client", CLIENTS)
+def test_group_membership_lifecycle(group_broker, tmp_path, client):
+    bootstrap = group_broker.bootstrap
+    topic, group = f"orders-{client}", f"billing-{client}"
+    create_topic(bootstrap, topic)
+    workers: list[Worker] = []
+    try:
+        workers = [Worker(client, bootstrap, topic, group, tmp_path) for _ in range(3)]
+        wait_for(
+            lambda: stable_cover(group_broker, group, workers), "3 disjoint covering assignments"
+        )
+        assert all(len(w.assigned) == 2 for w in workers), [w.assigned for w in workers]
+
+        first = [f"a-{i}" for i in range(300)]
+        produce(bootstrap, topic, first)
+        consumed = lambda: sorted(v for w in workers for v in w.values())  # noqa: E731
+        wait_for(lambda: len(consumed()) >= len(first), "every message consumed")
+        assert consumed() == sorted(first), "each message exactly once across the group"
+
+        # a consumer leaves: the other two take its partitions
+        leaver, *rest = workers
+        leaver.close()
+        wait_for(lambda: stable_cover(group_broker, group, rest), "rebalance after LeaveGroup")
+        second = [f"b-{i}" for i in range(120)]
+        produce(bootstrap, topic, second)
+        consumed = lambda: sorted(v for w in workers for v in w.values())  # noqa: E731
+        wait_for(lambda: len(consumed()) >= len(first) + len(second), "messages after the leave")
+        assert consumed() == sorted(first + second)
+
+        # a consumer dies without LeaveGroup: evicted after its session timeout
+        victim, survivor = rest
+        victim.kill()
+        wait_for(
+            lambda: stable_cover(group_broker, group, [survivor]), "eviction", timeout=DEADLINE_S
+        )
+        assert survivor.assigned == list(range(PARTITIONS))
+        third = [f"c-{i}" for i in range(60)]
+        produce(bootstrap, topic, third)
+        consumed = lambda: sorted(v for w in workers for v in w.values())  # noqa: E731
+        wait_for(lambda: len(consumed()) >= len(first) + len(second) + len(third), "after eviction")
+        assert consumed() == sorted(first + second + third), "resumed from the committed offsets"
+
+        # a second group on the same topic sees every message
+        other = Worker(client, bootstrap, topic, f"audit-{client}", tmp_path)
+        workers.append(other)
+        wait_for(lambda: len(other.values()) >= len(first + second + third), "second group")
+        assert sorted(other.values()) == sorted(first + second + third)
+        survivor.close()
+        other.close()
+        wait_for(lambda: describe(bootstrap, group) == ("Empty", 0), "empty group")
+    finally:
+        for w in workers:
+            w.stop()
+
+
+if __name__ == "__main__" and len(sys.argv) == 6 and sys.argv[1] == "worker":
+    worker_main(*sys.argv[2:])
