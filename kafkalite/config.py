@@ -169,8 +169,9 @@ class BrokerConfig(BaseSettings):
     listeners: str = "PLAINTEXT://127.0.0.1:9092"
     advertised_listeners: str | None = None
     inter_broker_listener_name: str | None = None
-    admin_listener: str | None = None
-    """kafkalite: `http://host:port` of the HTTP admin API; unset = disabled."""
+    admin_listener: str | None = "http://127.0.0.1:9644"
+    """kafkalite: `http://host:port` of the HTTP admin API; empty = disabled. A port already in
+    use is logged and the broker runs without the admin API."""
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     """kafkalite: the broker's log level."""
 
@@ -267,9 +268,11 @@ class BrokerConfig(BaseSettings):
     @field_validator("admin_listener")
     @classmethod
     def _valid_admin_listener(cls, value: str | None) -> str | None:
-        if value is not None:
-            parse_endpoints(value, "admin.listener")
-        return value
+        if value:
+            endpoints = parse_endpoints(value, "admin.listener")
+            if len(endpoints) != 1 or endpoints[0].listener_name != "HTTP":
+                raise ValueError(f"{value!r} is not one http://host:port")
+        return value or None
 
     @model_validator(mode="after")
     def _consistent(self) -> BrokerConfig:

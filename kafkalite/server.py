@@ -98,6 +98,7 @@ class KafkaServer:
         self.metadata_cache: Any = None
         self.controller: Any = None
         self.group_coordinator: Any = None
+        self.admin_server: Any = None
         self._tasks: list[asyncio.Task[Any]] = []
         self._stopping = False
         self._replica_manager_stopped = False
@@ -148,12 +149,23 @@ class KafkaServer:
             await self._stop_components()
             raise
         self.dispatcher.ready.set()
+        await self._start_admin_server()
         log.info(
             "started",
             broker_id=self.broker_id,
             cluster_id=self.services.cluster_id,
             listeners=[e.connection_string for e in self.bound_endpoints],
         )
+
+    async def _start_admin_server(self) -> None:
+        """The HTTP admin API on admin.listener (kafkalite/admin/); empty = disabled."""
+        if not self.config.admin_listener:
+            return
+        from kafkalite.admin.app import AdminServer
+
+        self.admin_server = AdminServer(self, self.config.admin_listener)
+        with _logged("admin API start-up"):
+            await self.admin_server.start()
 
     @property
     def bound_endpoints(self) -> list[Endpoint]:
@@ -385,6 +397,9 @@ class KafkaServer:
             return
         self._stopping = True
         log.info("shutting down", broker_id=self.broker_id)
+        if self.admin_server is not None:
+            with _logged("admin API shutdown"):
+                await self.admin_server.stop()
         if self.socket_server is not None and self.controller is not None:
             await self._controlled_shutdown()
         if self.socket_server is not None:

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from time import perf_counter
 from typing import Any
 
 import structlog
 
+from kafkalite.admin.metrics import RequestStats, response_size
 from kafkalite.apis.base import DECODERS, HANDLERS, BrokerServices, RequestContext
 from kafkalite.network.connection import NO_RESPONSE, ConnectionInfo
 from kafkalite.protocol import frames
@@ -53,12 +55,15 @@ class ApiDispatcher:
         self.handlers = HANDLERS if handlers is None else handlers
         self.versions = advertised_versions(self.handlers)
         services.api_versions = self.versions
+        self.stats = RequestStats()
+        """Per-API count, latency and bytes (the admin API's /metrics); one record per request."""
         self.ready = asyncio.Event()
         """Set when the broker has started; client requests read before that wait for it.
         Controller requests (LeaderAndIsr, UpdateMetadata, ...) are served at once: start-up
         waits for the controller's first UpdateMetadata."""
 
     def dispatch(self, frame: bytearray, connection: ConnectionInfo) -> Any:
+        started = perf_counter()
         header, body_offset = frames.parse_request_header(frame)
         api_key = header.api_key
         if not self.ready.is_set() and api_key not in ALWAYS_SERVED:
@@ -74,8 +79,10 @@ class ApiDispatcher:
         )
         result = handler(ctx, request)
         if inspect.isawaitable(result):
-            return self._finish(header, result)
-        return self._encode(header, result)
+            return self._finish(header, result, started, len(frame))
+        encoded = self._encode(header, result)
+        self.stats.record(api_key, perf_counter() - started, len(frame), response_size(encoded))
+        return encoded
 
     async def _dispatch_when_ready(self, frame: bytearray, connection: ConnectionInfo) -> Any:
         await self.ready.wait()
@@ -84,8 +91,12 @@ class ApiDispatcher:
             result = await result
         return result
 
-    async def _finish(self, header: Any, pending: Any) -> Any:
-        return self._encode(header, await pending)
+    async def _finish(self, header: Any, pending: Any, started: float, bytes_in: int) -> Any:
+        encoded = self._encode(header, await pending)
+        self.stats.record(
+            header.api_key, perf_counter() - started, bytes_in, response_size(encoded)
+        )
+        return encoded
 
     @staticmethod
     def _encode(header: Any, result: Any) -> Any:

@@ -1,0 +1,960 @@
+"""The HTTP admin API of one broker (aiohttp), served on `admin.listener` inside the broker's loop.
+
+Routes (JSON, snake_case, Kafka's names; documented by the OpenAPI 3 document at /openapi.json,
+built in `openapi.py` from the same route table):
+
+    GET    /health                      process up
+    GET    /ready                       listening, coordination session live, logs loaded
+    GET    /cluster                     cluster id, controller (id, epoch), brokers
+    GET    /brokers, /brokers/{id}
+    GET    /topics                      POST /topics (create)
+    GET    /topics/{name}               configs and partitions (leader, replicas, ISR, epochs,
+                                        log start offset, high watermark, LEO, size on disk)
+    PATCH  /topics/{name}/config        set (string) or remove (null) topic config overrides
+    POST   /topics/{name}/partitions    grow to a new partition count
+    DELETE /topics/{name}               mark for deletion (the controller deletes it)
+    GET    /groups, /groups/{id}        state, members, assignments, committed offsets and lag
+    DELETE /groups/{id}
+    POST   /groups/{id}/offsets         reset to earliest / latest / timestamp / explicit offsets
+    GET    /partitions/reassign         POST /partitions/reassign
+    POST   /partitions/elect-leaders    preferred or unclean
+    GET    /metrics                     Prometheus text format
+    GET    /openapi.json
+
+Where the data comes from: topics, assignments, partition leader/ISR/epoch, brokers and the
+controller are read from the coordination store (the authority, so every broker answers alike);
+offsets and sizes come from this broker's own logs, so they are null for a partition not hosted
+here. Topic administration writes the store nodes the controller watches (controller/admin.py);
+reassignment and elections write `/admin/reassign_partitions`,
+`/admin/preferred_replica_election` and kafkalite's `/admin/unclean_leader_election` (same JSON
+as the preferred one), which the active controller acts on. Groups are those coordinated by this
+broker (the leader of the group's `__consumer_offsets` partition); others answer NOT_COORDINATOR.
+
+Invariant: no request can take the broker down. Every handler runs under `error_middleware`,
+which turns AdminError, Kafka errors and coordination-store errors into JSON answers and any
+other exception into a logged 500.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import struct
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import structlog
+from aiohttp import web
+
+from kafkalite.admin.errors import AdminError
+from kafkalite.admin.metrics import RequestStats, TopicStats, instrument, new_registry, render
+
+log = structlog.get_logger("kafkalite.admin")
+
+UNCLEAN_LEADER_ELECTION = "/admin/unclean_leader_election"
+"""kafkalite's own admin node for unclean elections (Kafka's ZooKeeper era had none: it used the
+ElectLeaders API). Same JSON as `/admin/preferred_replica_election`."""
+
+CREATE_WAIT_S = 10.0
+"""How long POST /topics waits for the controller to elect leaders before answering."""
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+SERVER_KEY = web.AppKey("server", Any)
+REGISTRY_KEY = web.AppKey("registry", Any)
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def json_response(data: Any, status: int = 200) -> web.Response:
+    return web.json_response(data, status=status)
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    from kafkalite.coord.errors import CoordError, NoNode
+    from kafkalite.protocol.errors import ErrorCode, KafkaError
+
+    try:
+        return await handler(request)
+    except AdminError as e:
+        return json_response(e.body(), e.status)
+    except KafkaError as e:
+        code = e.error_code if isinstance(e.error_code, ErrorCode) else ErrorCode.UNKNOWN_SERVER_ERROR
+        return json_response(AdminError.kafka(code, str(e) or None).body(), AdminError.kafka(code).status)
+    except NoNode as e:
+        return json_response({"error": "NOT_FOUND", "message": str(e) or "no such node"}, 404)
+    except CoordError as e:
+        return json_response(
+            {"error": "COORDINATION_ERROR", "message": f"coordination store: {e}"}, 503
+        )
+    except web.HTTPException as e:
+        if e.status < 400:
+            raise
+        code = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "REQUEST_TOO_LARGE"}.get(
+            e.status, "INVALID_REQUEST" if e.status < 500 else "INTERNAL_ERROR"
+        )
+        return json_response({"error": code, "message": e.reason or code}, e.status)
+    except asyncio.CancelledError:
+        raise
+    except Exception as e:  # the boundary: a bug here must not take the broker down
+        log.exception("admin request failed", method=request.method, path=request.path)
+        return json_response(
+            {"error": "INTERNAL_ERROR", "message": f"{type(e).__name__}: {e}"}, 500
+        )
+
+
+async def json_body(request: web.Request) -> dict[str, Any]:
+    """The request body as a JSON object; 400 when it is not one."""
+    raw = await request.read()
+    if not raw.strip():
+        raise AdminError(400, "INVALID_REQUEST", "a JSON object body is required")
+    try:
+        body = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise AdminError(400, "INVALID_REQUEST", f"malformed JSON: {e}") from None
+    if not isinstance(body, dict):
+        raise AdminError(400, "INVALID_REQUEST", "the body must be a JSON object")
+    return body
+
+
+def int_field(
+    body: dict[str, Any],
+    name: str,
+    *,
+    default: int | None = None,
+    minimum: int | None = None,
+    maximum: int | None = None,
+) -> int:
+    value = body.get(name, default)
+    if value is None:
+        raise AdminError.invalid(name, "is required")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise AdminError.invalid(name, f"must be an integer, got {json.dumps(value)[:50]}")
+    if minimum is not None and value < minimum:
+        raise AdminError.invalid(name, f"must be >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise AdminError.invalid(name, f"must be <= {maximum}, got {value}")
+    return value
+
+
+def str_field(body: dict[str, Any], name: str, *, default: str | None = None) -> str:
+    value = body.get(name, default)
+    if value is None:
+        raise AdminError.invalid(name, "is required")
+    if not isinstance(value, str):
+        raise AdminError.invalid(name, "must be a string")
+    return value
+
+
+def configs_field(body: dict[str, Any], name: str, *, nullable_values: bool) -> dict[str, Any]:
+    value = body.get(name, {})
+    if value is None:
+        value = {}
+    if not isinstance(value, dict):
+        raise AdminError.invalid(name, "must be an object of config name -> string value")
+    out: dict[str, Any] = {}
+    for key, v in value.items():
+        if v is None and nullable_values:
+            out[key] = None
+        elif isinstance(v, str):
+            out[key] = v
+        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+            out[key] = str(v)
+        elif isinstance(v, bool):
+            out[key] = "true" if v else "false"
+        else:
+            raise AdminError.invalid(f"{name}.{key}", "must be a string")
+    return out
+
+
+def path_int(request: web.Request, name: str) -> int:
+    text = request.match_info[name]
+    try:
+        value = int(text)
+    except ValueError:
+        raise AdminError.invalid(name, f"must be an integer, got {text!r}") from None
+    if not -(2**31) <= value < 2**31:
+        raise AdminError.invalid(name, "out of range")
+    return value
+
+
+def partitions_field(body: dict[str, Any], name: str, *, with_replicas: bool) -> list[dict[str, Any]]:
+    """A list of {"topic", "partition"[, "replicas"]} objects, validated."""
+    value = body.get(name)
+    if not isinstance(value, list) or not value:
+        raise AdminError.invalid(name, "must be a non-empty list of {topic, partition} objects")
+    out = []
+    for i, item in enumerate(value):
+        where = f"{name}[{i}]"
+        if not isinstance(item, dict):
+            raise AdminError.invalid(where, "must be an object")
+        entry: dict[str, Any] = {
+            "topic": str_field(item, "topic") if isinstance(item.get("topic"), str) else None,
+        }
+        if entry["topic"] is None:
+            raise AdminError.invalid(f"{where}.topic", "must be a string")
+        p = item.get("partition")
+        if isinstance(p, bool) or not isinstance(p, int) or p < 0:
+            raise AdminError.invalid(f"{where}.partition", "must be an integer >= 0")
+        entry["partition"] = p
+        if with_replicas:
+            replicas = item.get("replicas")
+            if (
+                not isinstance(replicas, list)
+                or not replicas
+                or not all(isinstance(b, int) and not isinstance(b, bool) for b in replicas)
+            ):
+                raise AdminError.invalid(f"{where}.replicas", "must be a non-empty list of broker ids")
+            if len(set(replicas)) != len(replicas):
+                raise AdminError.invalid(f"{where}.replicas", "lists a broker twice")
+            entry["replicas"] = list(replicas)
+        out.append(entry)
+    return out
+
+
+def decode_consumer_assignment(data: bytes) -> list[dict[str, Any]]:
+    """Kafka's ConsumerProtocolAssignment (version, [topic, [partition]], user_data) as
+    [{"topic", "partitions"}]; [] when empty or not the consumer protocol."""
+    try:
+        if len(data) < 6:
+            return []
+        pos = 2
+        (count,) = struct.unpack_from(">i", data, pos)
+        pos += 4
+        out = []
+        for _ in range(max(count, 0)):
+            (n,) = struct.unpack_from(">h", data, pos)
+            pos += 2
+            topic = data[pos : pos + n].decode()
+            pos += n
+            (pcount,) = struct.unpack_from(">i", data, pos)
+            pos += 4
+            parts = list(struct.unpack_from(f">{max(pcount, 0)}i", data, pos))
+            pos += 4 * max(pcount, 0)
+            out.append({"topic": topic, "partitions": sorted(parts)})
+        return out
+    except (struct.error, UnicodeDecodeError):
+        return []
+
+
+# ---------------------------------------------------------------------- the API
+
+
+class AdminApi:
+    """Route handlers over a running KafkaServer (duck-typed: `services`, `config`,
+    `socket_server`, `controller`, `replica_manager`, `log_manager`, `metadata_cache`,
+    `dispatcher`)."""
+
+    def __init__(self, server: Any, registry: Any) -> None:
+        self.server = server
+        self.registry = registry
+
+    # -- plumbing --------------------------------------------------------------------------
+
+    @property
+    def session(self) -> Any:
+        session = self.server.services.store
+        if session is None:
+            raise AdminError(503, "UNAVAILABLE", "the coordination session is not open")
+        return session
+
+    def group_coordinator(self) -> Any:
+        coordinator = self.server.services.group_coordinator
+        if coordinator is None:
+            raise AdminError(
+                503,
+                "UNAVAILABLE",
+                "this broker has no group coordinator (consumer groups are not served)",
+            )
+        return coordinator
+
+    # -- health ----------------------------------------------------------------------------
+
+    async def health(self, request: web.Request) -> web.Response:
+        return json_response({"status": "ok", "broker_id": self.server.broker_id})
+
+    async def ready(self, request: web.Request) -> web.Response:
+        from kafkalite.coord.base import SessionState
+
+        server = self.server
+        session = server.services.store
+        checks = {
+            "listening": bool(server.socket_server is not None and server.bound_endpoints),
+            "coordination_session": bool(
+                session is not None and session.state is SessionState.CONNECTED
+            ),
+            "logs_loaded": server.log_manager is not None,
+            "started": bool(server.dispatcher.ready.is_set()),
+        }
+        ok = all(checks.values())
+        return json_response({"ready": ok, "checks": checks}, 200 if ok else 503)
+
+    # -- cluster and brokers ---------------------------------------------------------------
+
+    async def _brokers(self) -> list[dict[str, Any]]:
+        from kafkalite.controller import zk_data
+
+        controller_id = await zk_data.get_controller_id(self.session)
+        found = await zk_data.get_all_brokers_and_epochs(self.session)
+        return [self._broker_json(b, epoch, controller_id) for b, epoch in found.values()]
+
+    @staticmethod
+    def _broker_json(broker: Any, epoch: int, controller_id: int | None) -> dict[str, Any]:
+        endpoints = [
+            {
+                "listener": e.listener_name,
+                "host": e.host,
+                "port": e.port,
+                "security_protocol": e.security_protocol,
+            }
+            for e in broker.endpoints
+        ]
+        first = endpoints[0] if endpoints else {"host": None, "port": None}
+        return {
+            "id": broker.id,
+            "host": first["host"],
+            "port": first["port"],
+            "rack": broker.rack,
+            "endpoints": endpoints,
+            "broker_epoch": epoch,
+            "is_controller": broker.id == controller_id,
+        }
+
+    async def cluster(self, request: web.Request) -> web.Response:
+        from kafkalite.controller import zk_data
+
+        controller_id = await zk_data.get_controller_id(self.session)
+        epoch = await zk_data.get_controller_epoch(self.session)
+        return json_response(
+            {
+                "cluster_id": self.server.services.cluster_id,
+                "controller": {
+                    "broker_id": controller_id if controller_id is not None else -1,
+                    "epoch": epoch[0] if epoch is not None else -1,
+                },
+                "brokers": await self._brokers(),
+                "this_broker": self.server.broker_id,
+            }
+        )
+
+    async def brokers(self, request: web.Request) -> web.Response:
+        return json_response(await self._brokers())
+
+    async def broker(self, request: web.Request) -> web.Response:
+        broker_id = path_int(request, "id")
+        for broker in await self._brokers():
+            if broker["id"] == broker_id:
+                return json_response(broker)
+        raise AdminError(404, "BROKER_NOT_AVAILABLE", f"broker {broker_id} is not registered")
+
+    # -- topics ----------------------------------------------------------------------------
+
+    async def list_topics(self, request: web.Request) -> web.Response:
+        from kafkalite.controller import zk_data
+
+        session = self.session
+        topics = await zk_data.get_all_topics(session)
+        assignments = await zk_data.get_topic_assignments(session, topics)
+        deleting = set(await zk_data.get_topic_deletions(session))
+        out = []
+        for name in sorted(assignments):
+            topic_id, parts = assignments[name]
+            rf = len(next(iter(parts.values())).replicas) if parts else 0
+            out.append(
+                {
+                    "name": name,
+                    "topic_id": topic_id,
+                    "partitions": len(parts),
+                    "replication_factor": rf,
+                    "internal": name.startswith("__"),
+                    "marked_for_deletion": name in deleting,
+                }
+            )
+        return json_response(out)
+
+    async def create_topic(self, request: web.Request) -> web.Response:
+        from kafkalite.controller import admin
+
+        body = await json_body(request)
+        config = self.server.config
+        name = str_field(body, "name")
+        if not name:
+            raise AdminError.invalid("name", "must not be empty")
+        try:
+            admin.validate_topic_name(name)
+        except Exception as e:
+            raise AdminError.invalid("name", str(e)) from None
+        partitions = int_field(
+            body, "partitions", default=config.num_partitions, minimum=1, maximum=100_000
+        )
+        replication_factor = int_field(
+            body,
+            "replication_factor",
+            default=config.default_replication_factor,
+            minimum=1,
+            maximum=32767,
+        )
+        configs = configs_field(body, "configs", nullable_values=False)
+        try:
+            admin.validate_topic_configs(configs)
+        except Exception as e:
+            raise AdminError.invalid("configs", str(e)) from None
+        brokers = await admin.registered_brokers(self.session)
+        if replication_factor > len(brokers):
+            raise AdminError(
+                400,
+                "INVALID_REPLICATION_FACTOR",
+                f"replication_factor: {replication_factor} is larger than the number of "
+                f"registered brokers ({len(brokers)})",
+                field="replication_factor",
+            )
+        topic_id = await admin.create_topic(
+            self.session, name, partitions, replication_factor, configs
+        )
+        await self._wait_for_leaders(name, partitions)
+        return json_response(
+            {
+                "name": name,
+                "topic_id": topic_id,
+                "partitions": partitions,
+                "replication_factor": replication_factor,
+                "configs": configs,
+            },
+            201,
+        )
+
+    async def _wait_for_leaders(self, topic: str, partitions: int) -> bool:
+        """Wait (bounded) until this broker's metadata has a leader for every partition."""
+        cache = self.server.metadata_cache
+        if cache is None:
+            return False
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CREATE_WAIT_S
+        while loop.time() < deadline:
+            infos = cache.get_partition_infos(topic) if cache.contains_topic(topic) else []
+            if len(infos) >= partitions and all(i.leader >= 0 for i in infos):
+                return True
+            await asyncio.sleep(0.02)
+        return False
+
+    def _local_offsets(self, topic: str, partition: int) -> dict[str, Any]:
+        from kafkalite.protocol.types import TopicPartition
+
+        empty = {
+            "log_start_offset": None,
+            "high_watermark": None,
+            "log_end_offset": None,
+            "size_bytes": None,
+        }
+        rm = self.server.replica_manager
+        status = rm.partition_status(TopicPartition(topic, partition)) if rm is not None else None
+        if status is None or status.log_end_offset < 0:
+            return empty
+        log_ = self.server.log_manager.get_log(topic, partition) if self.server.log_manager else None
+        try:
+            size = log_.size_bytes if log_ is not None else None
+        except (OSError, ValueError):
+            size = None
+        return {
+            "log_start_offset": status.log_start_offset,
+            "high_watermark": status.high_watermark,
+            "log_end_offset": status.log_end_offset,
+            "size_bytes": size,
+        }
+
+    async def describe_topic(self, request: web.Request) -> web.Response:
+        from kafkalite.controller import zk_data
+        from kafkalite.protocol.types import TopicPartition
+
+        name = request.match_info["name"]
+        session = self.session
+        found = await zk_data.get_topic_assignment(session, name)
+        if found is None:
+            raise AdminError(404, "UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
+        topic_id, assignment, _ = found
+        states = await zk_data.get_partition_states(
+            session, [TopicPartition(name, p) for p in assignment]
+        )
+        configs = await zk_data.get_topic_config(session, name)
+        deleting = name in set(await zk_data.get_topic_deletions(session))
+        partitions = []
+        for p, replicas in sorted(assignment.items()):
+            state = states.get(TopicPartition(name, p))
+            lai = state.leader_and_isr if state is not None else None
+            partitions.append(
+                {
+                    "partition": p,
+                    "leader": lai.leader if lai is not None else -1,
+                    "replicas": list(replicas.replicas),
+                    "isr": list(lai.isr) if lai is not None else [],
+                    "leader_epoch": lai.leader_epoch if lai is not None else -1,
+                    **self._local_offsets(name, p),
+                    "adding_replicas": list(replicas.adding_replicas),
+                    "removing_replicas": list(replicas.removing_replicas),
+                }
+            )
+        return json_response(
+            {
+                "name": name,
+                "topic_id": topic_id,
+                "internal": name.startswith("__"),
+                "marked_for_deletion": deleting,
+                "configs": configs,
+                "partitions": partitions,
+            }
+        )
+
+    async def alter_topic_config(self, request: web.Request) -> web.Response:
+        from kafkalite.controller import admin
+
+        name = request.match_info["name"]
+        body = await json_body(request)
+        if "configs" not in body:
+            raise AdminError.invalid("configs", "is required (config name -> value, null removes)")
+        changes = configs_field(body, "configs", nullable_values=True)
+        if not await admin.topic_exists(self.session, name):
+            raise AdminError(404, "UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
+        current = await admin.get_topic_config(self.session, name)
+        for key, value in changes.items():
+            if value is None:
+                current.pop(key, None)
+            else:
+                current[key] = value
+        try:
+            admin.validate_topic_configs(current)
+        except Exception as e:
+            raise AdminError.invalid("configs", str(e)) from None
+        await admin.alter_topic_config(self.session, name, current)
+        return json_response({"name": name, "configs": current})
+
+    async def add_partitions(self, request: web.Request) -> web.Response:
+        from kafkalite.controller import admin
+
+        name = request.match_info["name"]
+        body = await json_body(request)
+        count = int_field(body, "partitions", minimum=1, maximum=100_000)
+        new = await admin.add_partitions(self.session, name, count)
+        return json_response(
+            {
+                "name": name,
+                "partitions": count,
+                "new_partitions": [
+                    {"partition": p, "replicas": list(r)} for p, r in sorted(new.items())
+                ],
+            }
+        )
+
+    async def delete_topic(self, request: web.Request) -> web.Response:
+        from kafkalite.controller import admin
+
+        name = request.match_info["name"]
+        await admin.delete_topic(self.session, name)
+        return json_response({"name": name, "marked_for_deletion": True}, 202)
+
+    # -- groups ----------------------------------------------------------------------------
+
+    async def list_groups(self, request: web.Request) -> web.Response:
+        from kafkalite.protocol.errors import ErrorCode
+
+        error, overviews = self.group_coordinator().list_groups()
+        if error != ErrorCode.NONE:
+            raise AdminError.kafka(error)
+        return json_response(
+            [
+                {"group_id": o.group_id, "protocol_type": o.protocol_type, "state": o.state}
+                for o in sorted(overviews, key=lambda o: o.group_id)
+            ]
+        )
+
+    def _high_watermark(self, tp: Any) -> int | None:
+        rm = self.server.replica_manager
+        status = rm.partition_status(tp) if rm is not None else None
+        if status is None or not status.is_leader:
+            return None
+        return status.high_watermark
+
+    def _describe(self, group_id: str) -> Any:
+        from kafkalite.protocol.errors import ErrorCode
+
+        error, summary = self.group_coordinator().describe_group(group_id)
+        if error != ErrorCode.NONE:
+            raise AdminError.kafka(error, f"group {group_id!r}: {error.name}")
+        return summary
+
+    async def describe_group(self, request: web.Request) -> web.Response:
+        from kafkalite.protocol.errors import ErrorCode
+
+        group_id = request.match_info["id"]
+        coordinator = self.group_coordinator()
+        summary = self._describe(group_id)
+        error, lags = coordinator.consumer_lag(group_id, self._high_watermark)
+        if error != ErrorCode.NONE:
+            raise AdminError.kafka(error)
+        if summary.state == "Dead" and not lags:
+            raise AdminError(404, "GROUP_ID_NOT_FOUND", f"group {group_id!r} does not exist")
+        consumer = summary.protocol_type == "consumer"
+        members = [
+            {
+                "member_id": m.member_id,
+                "group_instance_id": m.group_instance_id,
+                "client_id": m.client_id,
+                "client_host": m.client_host,
+                "assignment": decode_consumer_assignment(m.assignment) if consumer else [],
+            }
+            for m in summary.members
+        ]
+        offsets = []
+        for tp, (committed, lag) in sorted(lags.items()):
+            offsets.append(
+                {
+                    "topic": tp.topic,
+                    "partition": tp.partition,
+                    "committed_offset": committed,
+                    "high_watermark": self._high_watermark(tp),
+                    "lag": lag,
+                }
+            )
+        return json_response(
+            {
+                "group_id": group_id,
+                "state": summary.state,
+                "protocol_type": summary.protocol_type,
+                "protocol": summary.protocol,
+                "coordinator": self.server.broker_id,
+                "members": members,
+                "offsets": offsets,
+                "total_lag": sum(o["lag"] or 0 for o in offsets),
+            }
+        )
+
+    async def delete_group(self, request: web.Request) -> web.Response:
+        from kafkalite.protocol.errors import ErrorCode
+
+        group_id = request.match_info["id"]
+        results = await self.group_coordinator().delete_groups([group_id])
+        error = results.get(group_id, ErrorCode.NONE)
+        if error != ErrorCode.NONE:
+            raise AdminError.kafka(error, f"group {group_id!r}: {error.message or error.name}")
+        return json_response({"group_id": group_id, "deleted": True})
+
+    async def reset_offsets(self, request: web.Request) -> web.Response:
+        """Kafka's kafka-consumer-groups --reset-offsets --execute, for an inactive group."""
+        from kafkalite.controller import zk_data
+        from kafkalite.group.metadata import OffsetAndMetadata
+        from kafkalite.protocol.errors import ErrorCode
+        from kafkalite.protocol.types import TopicPartition
+
+        group_id = request.match_info["id"]
+        body = await json_body(request)
+        strategy = str_field(body, "to")
+        if strategy not in ("earliest", "latest", "timestamp", "explicit"):
+            raise AdminError.invalid("to", "must be earliest, latest, timestamp or explicit")
+        dry_run = body.get("dry_run", False)
+        if not isinstance(dry_run, bool):
+            raise AdminError.invalid("dry_run", "must be a boolean")
+        coordinator = self.group_coordinator()
+        summary = self._describe(group_id)
+        if summary.state not in ("Empty", "Dead"):
+            raise AdminError(
+                409,
+                "NON_EMPTY_GROUP",
+                f"group {group_id!r} is {summary.state} with {len(summary.members)} member(s); "
+                "offsets can only be reset while the group is inactive",
+            )
+
+        targets: dict[TopicPartition, int] = {}
+        if strategy == "explicit":
+            for i, entry in enumerate(partitions_field(body, "offsets", with_replicas=False)):
+                offset = body["offsets"][i].get("offset")
+                if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+                    raise AdminError.invalid(f"offsets[{i}].offset", "must be an integer >= 0")
+                targets[TopicPartition(entry["topic"], entry["partition"])] = offset
+        else:
+            if strategy == "timestamp":
+                timestamp = int_field(body, "timestamp", minimum=0)
+            else:
+                timestamp = -2 if strategy == "earliest" else -1
+            topics = body.get("topics")
+            if topics is None:
+                _, committed = coordinator.fetch_offsets(group_id)
+                topics = sorted({tp.topic for tp in committed})
+                if not topics:
+                    raise AdminError.invalid("topics", "the group has no committed offsets; name the topics")
+            if not isinstance(topics, list) or not all(isinstance(t, str) for t in topics):
+                raise AdminError.invalid("topics", "must be a list of topic names")
+            assignments = await zk_data.get_topic_assignments(self.session, topics)
+            for topic in topics:
+                if topic not in assignments:
+                    raise AdminError(
+                        404, "UNKNOWN_TOPIC_OR_PARTITION", f"topic {topic!r} does not exist"
+                    )
+                for p in sorted(assignments[topic][1]):
+                    tp = TopicPartition(topic, p)
+                    targets[tp] = self._offset_for(tp, timestamp)
+        if not targets:
+            raise AdminError.invalid("offsets", "no partitions to reset")
+        if not dry_run:
+            now = int(asyncio.get_running_loop().time() * 1000)
+            results = await coordinator.commit_offsets(
+                group_id,
+                "",
+                None,
+                -1,
+                {tp: OffsetAndMetadata.from_request(o, None, None, now) for tp, o in targets.items()},
+            )
+            failed = {tp: e for tp, e in results.items() if e != ErrorCode.NONE}
+            if failed:
+                tp, error = next(iter(sorted(failed.items())))
+                raise AdminError.kafka(error, f"commit for {tp.topic}-{tp.partition}: {error.name}")
+        return json_response(
+            {
+                "group_id": group_id,
+                "dry_run": dry_run,
+                "offsets": [
+                    {"topic": tp.topic, "partition": tp.partition, "offset": offset}
+                    for tp, offset in sorted(targets.items())
+                ],
+            }
+        )
+
+    def _offset_for(self, tp: Any, timestamp: int) -> int:
+        """ListOffsets on this broker's leader replica (-2 earliest, -1 latest, else a time);
+        a time past the last record resolves to the log end, as kafka-consumer-groups does."""
+        from kafkalite.protocol.errors import ErrorCode
+
+        rm = self.server.replica_manager
+        if rm is None:
+            raise AdminError(503, "UNAVAILABLE", "the replica manager is not running")
+        result = rm.list_offset(tp, timestamp)
+        if result.error_code != ErrorCode.NONE:
+            raise AdminError.kafka(
+                result.error_code,
+                f"{tp.topic}-{tp.partition}: {result.error_code.name} "
+                "(offsets are resolved on the partition's leader; ask that broker)",
+            )
+        if result.offset < 0:
+            latest = rm.list_offset(tp, -1)
+            return max(latest.offset, 0)
+        return result.offset
+
+    # -- reassignment and elections --------------------------------------------------------
+
+    async def _validate_partitions(self, entries: list[dict[str, Any]], field: str) -> None:
+        from kafkalite.controller import zk_data
+
+        assignments = await zk_data.get_topic_assignments(self.session, {e["topic"] for e in entries})
+        brokers = set((await zk_data.get_all_brokers_and_epochs(self.session)).keys())
+        for i, entry in enumerate(entries):
+            found = assignments.get(entry["topic"])
+            if found is None or entry["partition"] not in found[1]:
+                raise AdminError(
+                    404,
+                    "UNKNOWN_TOPIC_OR_PARTITION",
+                    f"{field}[{i}]: {entry['topic']}-{entry['partition']} does not exist",
+                )
+            unknown = [b for b in entry.get("replicas", ()) if b not in brokers]
+            if unknown:
+                raise AdminError.invalid(
+                    f"{field}[{i}].replicas", f"brokers {unknown} are not registered"
+                )
+
+    async def reassign(self, request: web.Request) -> web.Response:
+        from kafkalite.coord import paths
+        from kafkalite.coord.errors import NodeExists
+        from kafkalite.protocol.types import TopicPartition
+
+        body = await json_body(request)
+        entries = partitions_field(body, "partitions", with_replicas=True)
+        await self._validate_partitions(entries, "partitions")
+        plan = {TopicPartition(e["topic"], e["partition"]): e["replicas"] for e in entries}
+        await self.session.ensure_path(paths.ADMIN)
+        try:
+            await self.session.create(
+                paths.REASSIGN_PARTITIONS, paths.encode_reassignment(plan)
+            )
+        except NodeExists:
+            raise AdminError(
+                409, "REASSIGNMENT_IN_PROGRESS", "a partition reassignment is already in progress"
+            ) from None
+        return json_response({"partitions": entries, "path": paths.REASSIGN_PARTITIONS}, 202)
+
+    async def reassignments(self, request: web.Request) -> web.Response:
+        from kafkalite.controller import zk_data
+        from kafkalite.coord import paths
+        from kafkalite.coord.errors import NoNode
+
+        session = self.session
+        try:
+            data, _ = await session.get_data(paths.REASSIGN_PARTITIONS)
+            pending = paths.decode_reassignment(data)
+        except NoNode:
+            pending = {}
+        except ValueError as e:
+            raise AdminError(503, "COORDINATION_ERROR", str(e)) from None
+        topics = await zk_data.get_all_topics(session)
+        assignments = await zk_data.get_topic_assignments(session, topics)
+        ongoing = []
+        for topic, (_, parts) in sorted(assignments.items()):
+            for p, replicas in sorted(parts.items()):
+                if replicas.adding_replicas or replicas.removing_replicas:
+                    ongoing.append(
+                        {
+                            "topic": topic,
+                            "partition": p,
+                            "replicas": list(replicas.replicas),
+                            "adding_replicas": list(replicas.adding_replicas),
+                            "removing_replicas": list(replicas.removing_replicas),
+                        }
+                    )
+        return json_response(
+            {
+                "pending": [
+                    {"topic": tp.topic, "partition": tp.partition, "replicas": list(r)}
+                    for tp, r in sorted(pending.items())
+                ],
+                "ongoing": ongoing,
+            }
+        )
+
+    async def elect_leaders(self, request: web.Request) -> web.Response:
+        from kafkalite.controller import zk_data
+        from kafkalite.coord import paths
+        from kafkalite.coord.errors import NodeExists
+        from kafkalite.protocol.types import TopicPartition
+
+        body = await json_body(request)
+        election_type = str_field(body, "election_type", default="preferred")
+        if election_type not in ("preferred", "unclean"):
+            raise AdminError.invalid("election_type", "must be preferred or unclean")
+        if body.get("partitions") is None:
+            topics = await zk_data.get_all_topics(self.session)
+            assignments = await zk_data.get_topic_assignments(self.session, topics)
+            partitions = sorted(
+                TopicPartition(t, p) for t, (_, parts) in assignments.items() for p in parts
+            )
+        else:
+            entries = partitions_field(body, "partitions", with_replicas=False)
+            await self._validate_partitions(entries, "partitions")
+            partitions = sorted({TopicPartition(e["topic"], e["partition"]) for e in entries})
+        path = (
+            paths.PREFERRED_REPLICA_ELECTION
+            if election_type == "preferred"
+            else UNCLEAN_LEADER_ELECTION
+        )
+        await self.session.ensure_path(paths.ADMIN)
+        try:
+            await self.session.create(path, paths.encode_preferred_replica_election(partitions))
+        except NodeExists:
+            raise AdminError(
+                409, "ELECTION_IN_PROGRESS", f"a {election_type} leader election is already pending"
+            ) from None
+        return json_response(
+            {
+                "election_type": election_type,
+                "partitions": [{"topic": tp.topic, "partition": tp.partition} for tp in partitions],
+                "path": path,
+            },
+            202,
+        )
+
+    # -- metrics and the document ----------------------------------------------------------
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        from prometheus_client import CONTENT_TYPE_LATEST
+
+        body = render(self.registry)
+        response = web.Response(body=body)
+        response.headers["Content-Type"] = CONTENT_TYPE_LATEST
+        return response
+
+    async def openapi(self, request: web.Request) -> web.Response:
+        from kafkalite.admin.openapi import openapi_document
+
+        return json_response(openapi_document())
+
+    async def not_found(self, request: web.Request) -> web.Response:
+        raise AdminError.not_found(f"no route {request.method} {request.path}")
+
+
+def create_app(server: Any, request_stats: RequestStats | None = None) -> web.Application:
+    """The aiohttp application for `server`; instruments its replica manager for /metrics."""
+    request_stats = request_stats or getattr(server.dispatcher, "stats", None) or RequestStats()
+    topic_stats = TopicStats()
+    if server.replica_manager is not None:
+        instrument(server.replica_manager, topic_stats)
+    registry = new_registry(server, request_stats, topic_stats)
+    api = AdminApi(server, registry)
+    app = web.Application(middlewares=[error_middleware], client_max_size=1024 * 1024)
+    app[SERVER_KEY] = server
+    app[REGISTRY_KEY] = registry
+    r = app.router
+    r.add_get("/health", api.health)
+    r.add_get("/ready", api.ready)
+    r.add_get("/cluster", api.cluster)
+    r.add_get("/brokers", api.brokers)
+    r.add_get("/brokers/{id}", api.broker)
+    r.add_get("/topics", api.list_topics)
+    r.add_post("/topics", api.create_topic)
+    r.add_get("/topics/{name}", api.describe_topic)
+    r.add_delete("/topics/{name}", api.delete_topic)
+    r.add_patch("/topics/{name}/config", api.alter_topic_config)
+    r.add_post("/topics/{name}/partitions", api.add_partitions)
+    r.add_get("/groups", api.list_groups)
+    r.add_get("/groups/{id}", api.describe_group)
+    r.add_delete("/groups/{id}", api.delete_group)
+    r.add_post("/groups/{id}/offsets", api.reset_offsets)
+    r.add_get("/partitions/reassign", api.reassignments)
+    r.add_post("/partitions/reassign", api.reassign)
+    r.add_post("/partitions/elect-leaders", api.elect_leaders)
+    r.add_get("/metrics", api.metrics)
+    r.add_get("/openapi.json", api.openapi)
+    return app
+
+
+class AdminServer:
+    """Runs the admin app on `admin.listener` (`http://host:port`) in the broker's loop.
+
+    A listener that cannot be bound (port in use) is logged and the broker runs on without the
+    admin API: it is an operator convenience, never a reason for the broker to stop.
+    """
+
+    def __init__(self, server: Any, url: str) -> None:
+        self.server = server
+        self.url = url
+        self.runner: web.AppRunner | None = None
+        self.site: web.TCPSite | None = None
+        self.bound_port: int | None = None
+
+    @staticmethod
+    def parse_url(url: str) -> tuple[str, int]:
+        from kafkalite.config import parse_endpoints
+
+        endpoint = parse_endpoints(url, "admin.listener")[0]
+        if endpoint.listener_name != "HTTP":
+            raise ValueError(f"admin.listener: {url!r} must be http://host:port")
+        return endpoint.host, endpoint.port
+
+    async def start(self) -> None:
+        host, port = self.parse_url(self.url)
+        self.runner = web.AppRunner(create_app(self.server), access_log=None, handle_signals=False)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, host or "0.0.0.0", port, reuse_address=True)
+        try:
+            await site.start()
+        except OSError as e:
+            log.warning("admin API not started: cannot bind", url=self.url, error=str(e))
+            await self.runner.cleanup()
+            self.runner = None
+            return
+        self.site = site
+        server = getattr(site, "_server", None)
+        sockets = getattr(server, "sockets", None) or []
+        self.bound_port = sockets[0].getsockname()[1] if sockets else port
+        log.info("admin API listening", url=f"http://{host}:{self.bound_port}")
+
+    async def stop(self) -> None:
+        if self.runner is not None:
+            runner, self.runner = self.runner, None
+            await runner.cleanup()

@@ -1,0 +1,362 @@
+"""Broker metrics in the Prometheus text format (Kafka's BrokerTopicMetrics, RequestMetrics,
+ReplicaManager and KafkaController gauges, under `kafkalite_` names).
+
+Two kinds of numbers:
+
+- **Counted on the way** (cheap, no per-record work): `RequestStats.record` is called once per
+  request by the dispatcher (count, latency bucket, bytes in and out per API key: a few list
+  increments); `instrument()` wraps the replica manager's `append_records` (messages and bytes in
+  per topic: one addition per partition of a produce, from the offsets the append assigned) and
+  its `alter_isr` callback (ISR shrinks/expands, counted once the change is committed to the
+  store).
+- **Read at scrape time** by `BrokerCollector.collect()` from the broker's own state:
+  under-replicated partitions, offline partitions, active controller, log size per partition,
+  groups per state, open connections, leader count.
+
+Latency is measured from the moment the dispatcher takes the request frame to the moment its
+response is encoded (queueing in the socket buffers is not included). Histogram buckets are
+`LATENCY_BUCKETS` seconds.
+
+Each broker has its own `CollectorRegistry` (several brokers may share a process in tests).
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+)
+from prometheus_client.registry import Collector
+
+from kafkalite.protocol.api import ApiKey
+
+LATENCY_BUCKETS: tuple[float, ...] = (
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+)
+
+# Layout of one API key's row in RequestStats.rows.
+_COUNT, _LATENCY_SUM, _BYTES_IN, _BYTES_OUT, _FIRST_BUCKET = 0, 1, 2, 3, 4
+
+
+def api_name(api_key: int) -> str:
+    """Kafka's request name (`Produce`, `FetchConsumer`-style names are not split)."""
+    try:
+        name = ApiKey(api_key).name
+    except ValueError:
+        return f"Unknown{api_key}"
+    return "".join(part.capitalize() for part in name.split("_"))
+
+
+class RequestStats:
+    """Per-API request counters, filled by the dispatcher; not thread-safe (one event loop).
+
+    `rows[api_key]` = [count, latency seconds sum, bytes in, bytes out, bucket counts...] with
+    one non-cumulative count per `LATENCY_BUCKETS` entry plus one for +Inf.
+    """
+
+    __slots__ = ("rows", "started")
+
+    def __init__(self) -> None:
+        self.rows: dict[int, list[float]] = {}
+        self.started = time.time()
+
+    def record(self, api_key: int, seconds: float, bytes_in: int, bytes_out: int) -> None:
+        row = self.rows.get(api_key)
+        if row is None:
+            row = self.rows[api_key] = [0.0] * (_FIRST_BUCKET + len(LATENCY_BUCKETS) + 1)
+        row[_COUNT] += 1
+        row[_LATENCY_SUM] += seconds
+        row[_BYTES_IN] += bytes_in
+        row[_BYTES_OUT] += bytes_out
+        row[_FIRST_BUCKET + bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
+
+    def count(self, api_key: int) -> int:
+        row = self.rows.get(api_key)
+        return int(row[_COUNT]) if row else 0
+
+
+def response_size(result: Any) -> int:
+    """Bytes of an encoded response: one buffer, or a list of buffers (Fetch's zero-copy parts)."""
+    if isinstance(result, list):
+        return sum(len(part) for part in result)
+    try:
+        return len(result)
+    except TypeError:
+        return 0
+
+
+class TopicStats:
+    """Messages and bytes appended as leader, per topic (Kafka's MessagesInPerSec/BytesInPerSec),
+    and ISR changes (IsrShrinksPerSec/IsrExpandsPerSec)."""
+
+    __slots__ = ("messages_in", "bytes_in", "isr_shrinks", "isr_expands")
+
+    def __init__(self) -> None:
+        self.messages_in: dict[str, int] = {}
+        self.bytes_in: dict[str, int] = {}
+        self.isr_shrinks = 0
+        self.isr_expands = 0
+
+    def record_append(self, topic: str, messages: int, size: int) -> None:
+        self.messages_in[topic] = self.messages_in.get(topic, 0) + messages
+        self.bytes_in[topic] = self.bytes_in.get(topic, 0) + size
+
+
+def instrument(replica_manager: Any, topic_stats: TopicStats) -> None:
+    """Wrap `replica_manager.append_records` and its `alter_isr` callback to feed `topic_stats`.
+
+    Idempotent: a replica manager already instrumented is left alone.
+    """
+    if getattr(replica_manager, "_kafkalite_instrumented", False):
+        return
+    replica_manager._kafkalite_instrumented = True
+    append_records = replica_manager.append_records
+
+    async def counted_append_records(timeout_ms, required_acks, entries, *args, **kwargs):
+        results = await append_records(timeout_ms, required_acks, entries, *args, **kwargs)
+        for tp, result in results.items():
+            if int(result.error_code) != 0 or getattr(result, "duplicate", False):
+                continue
+            last = getattr(result, "last_offset", -1)
+            first = getattr(result, "base_offset", getattr(result, "first_offset", -1))
+            if last is None or first is None or last < first or first < 0:
+                continue
+            records = entries.get(tp)
+            topic_stats.record_append(
+                tp.topic, last - first + 1, len(records) if records is not None else 0
+            )
+        return results
+
+    replica_manager.append_records = counted_append_records
+
+    alter_isr = replica_manager.alter_isr
+    if alter_isr is None:
+        return
+
+    async def counted_alter_isr(tp, leader_and_isr):
+        partition = replica_manager.partitions.get(tp)
+        before = len(partition.isr) if partition is not None else None
+        version = await alter_isr(tp, leader_and_isr)
+        if version is not None and before is not None:
+            after = len(leader_and_isr.isr)
+            if after < before:
+                topic_stats.isr_shrinks += 1
+            elif after > before:
+                topic_stats.isr_expands += 1
+        return version
+
+    replica_manager.alter_isr = counted_alter_isr
+
+
+class BrokerCollector(Collector):
+    """Reads a running broker's state at scrape time. `server` is the KafkaServer (duck-typed:
+    `services`, `socket_server`, `controller`, `replica_manager`, `log_manager`,
+    `metadata_cache`)."""
+
+    def __init__(self, server: Any, request_stats: RequestStats, topic_stats: TopicStats) -> None:
+        self.server = server
+        self.request_stats = request_stats
+        self.topic_stats = topic_stats
+
+    def collect(self) -> Iterable[Any]:
+        yield from self._request_metrics()
+        yield from self._topic_metrics()
+        yield from self._replica_metrics()
+        yield from self._controller_metrics()
+        yield from self._log_metrics()
+        yield from self._group_metrics()
+        yield from self._network_metrics()
+
+    def _request_metrics(self) -> Iterable[Any]:
+        requests = CounterMetricFamily(
+            "kafkalite_requests", "Requests handled, per API", labels=["api"]
+        )
+        latency = HistogramMetricFamily(
+            "kafkalite_request_latency_seconds",
+            "Time from reading a request to its encoded response, per API",
+            labels=["api"],
+        )
+        bytes_in = CounterMetricFamily(
+            "kafkalite_request_bytes", "Request bytes received, per API", labels=["api"]
+        )
+        bytes_out = CounterMetricFamily(
+            "kafkalite_response_bytes", "Response bytes sent, per API", labels=["api"]
+        )
+        total_in = total_out = 0.0
+        for api_key, row in sorted(self.request_stats.rows.items()):
+            name = api_name(api_key)
+            requests.add_metric([name], row[_COUNT])
+            bytes_in.add_metric([name], row[_BYTES_IN])
+            bytes_out.add_metric([name], row[_BYTES_OUT])
+            total_in += row[_BYTES_IN]
+            total_out += row[_BYTES_OUT]
+            cumulative = 0.0
+            buckets = []
+            for i, bound in enumerate((*LATENCY_BUCKETS, float("inf"))):
+                cumulative += row[_FIRST_BUCKET + i]
+                buckets.append(("+Inf" if bound == float("inf") else repr(bound), cumulative))
+            latency.add_metric([name], buckets, row[_LATENCY_SUM])
+        yield requests
+        yield latency
+        yield bytes_in
+        yield bytes_out
+        yield CounterMetricFamily(
+            "kafkalite_network_bytes_in", "Bytes received in requests, all APIs", value=total_in
+        )
+        yield CounterMetricFamily(
+            "kafkalite_network_bytes_out", "Bytes sent in responses, all APIs", value=total_out
+        )
+
+    def _topic_metrics(self) -> Iterable[Any]:
+        stats = self.topic_stats
+        messages = CounterMetricFamily(
+            "kafkalite_topic_messages_in",
+            "Messages appended as leader, per topic",
+            labels=["topic"],
+        )
+        size = CounterMetricFamily(
+            "kafkalite_topic_bytes_in", "Record bytes appended as leader, per topic", labels=["topic"]
+        )
+        for topic, count in sorted(stats.messages_in.items()):
+            messages.add_metric([topic], count)
+            size.add_metric([topic], stats.bytes_in.get(topic, 0))
+        yield messages
+        yield size
+        yield CounterMetricFamily(
+            "kafkalite_isr_shrinks", "ISR shrinks committed by this leader", value=stats.isr_shrinks
+        )
+        yield CounterMetricFamily(
+            "kafkalite_isr_expands", "ISR expands committed by this leader", value=stats.isr_expands
+        )
+
+    def _replica_metrics(self) -> Iterable[Any]:
+        rm = self.server.replica_manager
+        under = leaders = partitions = under_min_isr = 0
+        if rm is not None:
+            under = rm.under_replicated_partition_count
+            under_min_isr = rm.under_min_isr_partition_count
+            leaders = rm.leader_count
+            partitions = len(rm.partitions)
+        yield GaugeMetricFamily(
+            "kafkalite_under_replicated_partitions",
+            "Partitions led here whose ISR is smaller than their replica set",
+            value=under,
+        )
+        yield GaugeMetricFamily(
+            "kafkalite_under_min_isr_partitions",
+            "Partitions led here whose ISR is below min.insync.replicas",
+            value=under_min_isr,
+        )
+        yield GaugeMetricFamily(
+            "kafkalite_leader_partitions", "Partitions this broker leads", value=leaders
+        )
+        yield GaugeMetricFamily(
+            "kafkalite_partitions", "Partitions hosted on this broker", value=partitions
+        )
+
+    def _controller_metrics(self) -> Iterable[Any]:
+        controller = self.server.controller
+        active = 1 if controller is not None and getattr(controller, "is_active", False) else 0
+        yield GaugeMetricFamily(
+            "kafkalite_active_controller", "1 when this broker is the active controller", value=active
+        )
+        yield GaugeMetricFamily(
+            "kafkalite_offline_partitions",
+            "Partitions without a live leader, as this broker's metadata cache knows them",
+            value=offline_partition_count(self.server.metadata_cache),
+        )
+
+    def _log_metrics(self) -> Iterable[Any]:
+        size = GaugeMetricFamily(
+            "kafkalite_log_size_bytes", "Bytes on disk per partition log", labels=["topic", "partition"]
+        )
+        lm = self.server.log_manager
+        total = 0
+        offline_dirs = 0
+        if lm is not None:
+            offline_dirs = len(getattr(lm, "offline_dirs", ()))
+            for log_ in lm.all_logs():
+                try:
+                    value = log_.size_bytes
+                except (OSError, ValueError):  # a log being deleted or in a failed dir
+                    continue
+                total += value
+                size.add_metric([log_.topic, str(log_.partition)], value)
+        yield size
+        yield GaugeMetricFamily("kafkalite_log_size_bytes_total", "Bytes on disk, all logs", value=total)
+        yield GaugeMetricFamily(
+            "kafkalite_offline_log_dirs", "Log directories taken offline after a failure", value=offline_dirs
+        )
+
+    def _group_metrics(self) -> Iterable[Any]:
+        groups = GaugeMetricFamily(
+            "kafkalite_groups", "Consumer groups coordinated here, per state", labels=["state"]
+        )
+        coordinator = self.server.services.group_coordinator
+        if coordinator is not None:
+            _, overviews = coordinator.list_groups()
+            counts: dict[str, int] = {}
+            for overview in overviews:
+                counts[overview.state] = counts.get(overview.state, 0) + 1
+            for state, count in sorted(counts.items()):
+                groups.add_metric([state], count)
+        yield groups
+
+    def _network_metrics(self) -> Iterable[Any]:
+        socket_server = self.server.socket_server
+        yield GaugeMetricFamily(
+            "kafkalite_connections",
+            "Open Kafka-protocol client connections",
+            value=socket_server.connection_count if socket_server is not None else 0,
+        )
+
+
+def offline_partition_count(metadata_cache: Any) -> int:
+    """Partitions whose leader is -1 or not a live broker (Kafka's OfflinePartitionsCount)."""
+    if metadata_cache is None:
+        return 0
+    alive = {b.id for b in metadata_cache.get_alive_brokers()}
+    return sum(
+        1
+        for states in metadata_cache.partition_states.values()
+        for info in states.values()
+        if info.leader < 0 or info.leader not in alive
+    )
+
+
+def new_registry(server: Any, request_stats: RequestStats, topic_stats: TopicStats) -> CollectorRegistry:
+    """A registry with the broker collector and the process collector (CPU, memory, fds)."""
+    from prometheus_client import PROCESS_COLLECTOR  # noqa: F401 - the default one is global
+    from prometheus_client.process_collector import ProcessCollector
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(BrokerCollector(server, request_stats, topic_stats))
+    ProcessCollector(registry=registry)
+    return registry
+
+
+def render(registry: CollectorRegistry) -> bytes:
+    return generate_latest(registry)
+
+
+Clock = Callable[[], float]
