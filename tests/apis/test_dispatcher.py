@@ -21,8 +21,19 @@ async def test_api_versions_lists_registered_handlers_only(call):
     table = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
     assert table == advertised_versions()
     assert table[ApiKey.PRODUCE][0] <= 3 and table[ApiKey.FETCH] == (4, 12)
-    assert ApiKey.JOIN_GROUP not in table  # group APIs come with a later issue
-    assert ApiKey.FIND_COORDINATOR not in table
+    assert ApiKey.CREATE_ACLS not in table  # no handler, not advertised
+
+
+def test_only_registered_handlers_are_advertised(services):
+    from kafkalite.apis.base import HANDLERS
+    from kafkalite.apis.dispatcher import ApiDispatcher
+
+    subset = {k: HANDLERS[k] for k in (ApiKey.API_VERSIONS, ApiKey.METADATA)}
+    dispatcher = ApiDispatcher(services, subset)
+    assert set(dispatcher.versions) == {ApiKey.API_VERSIONS, ApiKey.METADATA}
+    with pytest.raises(UnsupportedVersionError):
+        dispatcher.ready.set()
+        dispatcher.dispatch(bytearray(header(ApiKey.PRODUCE, 9) + b"\x00"), None)
 
 
 def header(api_key, version, correlation_id=5, client=b"x"):
@@ -42,7 +53,7 @@ async def test_api_versions_above_ours_gets_v0_unsupported_version_with_our_tabl
     "frame, error",
     [
         (header(999, 0), UnsupportedVersionError),  # unknown API key
-        (header(ApiKey.JOIN_GROUP, 0), UnsupportedVersionError),  # no handler yet
+        (header(ApiKey.CREATE_ACLS, 1), UnsupportedVersionError),  # no handler
         (header(ApiKey.PRODUCE, 2), UnsupportedVersionError),  # below our range
         (header(ApiKey.METADATA, 13) + b"\x00", UnsupportedVersionError),  # above our range
         (b"\x00\x03", InvalidRequestError),  # truncated header
