@@ -81,8 +81,12 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except AdminError as e:
         return json_response(e.body(), e.status)
     except KafkaError as e:
-        code = e.error_code if isinstance(e.error_code, ErrorCode) else ErrorCode.UNKNOWN_SERVER_ERROR
-        return json_response(AdminError.kafka(code, str(e) or None).body(), AdminError.kafka(code).status)
+        code = (
+            e.error_code if isinstance(e.error_code, ErrorCode) else ErrorCode.UNKNOWN_SERVER_ERROR
+        )
+        return json_response(
+            AdminError.kafka(code, str(e) or None).body(), AdminError.kafka(code).status
+        )
     except NoNode as e:
         return json_response({"error": "NOT_FOUND", "message": str(e) or "no such node"}, 404)
     except CoordError as e:
@@ -180,7 +184,9 @@ def path_int(request: web.Request, name: str) -> int:
     return value
 
 
-def partitions_field(body: dict[str, Any], name: str, *, with_replicas: bool) -> list[dict[str, Any]]:
+def partitions_field(
+    body: dict[str, Any], name: str, *, with_replicas: bool
+) -> list[dict[str, Any]]:
     """A list of {"topic", "partition"[, "replicas"]} objects, validated."""
     value = body.get(name)
     if not isinstance(value, list) or not value:
@@ -206,7 +212,9 @@ def partitions_field(body: dict[str, Any], name: str, *, with_replicas: bool) ->
                 or not replicas
                 or not all(isinstance(b, int) and not isinstance(b, bool) for b in replicas)
             ):
-                raise AdminError.invalid(f"{where}.replicas", "must be a non-empty list of broker ids")
+                raise AdminError.invalid(
+                    f"{where}.replicas", "must be a non-empty list of broker ids"
+                )
             if len(set(replicas)) != len(replicas):
                 raise AdminError.invalid(f"{where}.replicas", "lists a broker twice")
             entry["replicas"] = list(replicas)
@@ -452,7 +460,9 @@ class AdminApi:
         status = rm.partition_status(TopicPartition(topic, partition)) if rm is not None else None
         if status is None or status.log_end_offset < 0:
             return empty
-        log_ = self.server.log_manager.get_log(topic, partition) if self.server.log_manager else None
+        log_ = (
+            self.server.log_manager.get_log(topic, partition) if self.server.log_manager else None
+        )
         try:
             size = log_.size_bytes if log_ is not None else None
         except (OSError, ValueError):
@@ -681,7 +691,9 @@ class AdminApi:
                 _, committed = coordinator.fetch_offsets(group_id)
                 topics = sorted({tp.topic for tp in committed})
                 if not topics:
-                    raise AdminError.invalid("topics", "the group has no committed offsets; name the topics")
+                    raise AdminError.invalid(
+                        "topics", "the group has no committed offsets; name the topics"
+                    )
             if not isinstance(topics, list) or not all(isinstance(t, str) for t in topics):
                 raise AdminError.invalid("topics", "must be a list of topic names")
             assignments = await zk_data.get_topic_assignments(self.session, topics)
@@ -702,7 +714,10 @@ class AdminApi:
                 "",
                 None,
                 -1,
-                {tp: OffsetAndMetadata.from_request(o, None, None, now) for tp, o in targets.items()},
+                {
+                    tp: OffsetAndMetadata.from_request(o, None, None, now)
+                    for tp, o in targets.items()
+                },
             )
             failed = {tp: e for tp, e in results.items() if e != ErrorCode.NONE}
             if failed:
@@ -744,7 +759,9 @@ class AdminApi:
     async def _validate_partitions(self, entries: list[dict[str, Any]], field: str) -> None:
         from kafkalite.controller import zk_data
 
-        assignments = await zk_data.get_topic_assignments(self.session, {e["topic"] for e in entries})
+        assignments = await zk_data.get_topic_assignments(
+            self.session, {e["topic"] for e in entries}
+        )
         brokers = set((await zk_data.get_all_brokers_and_epochs(self.session)).keys())
         for i, entry in enumerate(entries):
             found = assignments.get(entry["topic"])
@@ -771,9 +788,7 @@ class AdminApi:
         plan = {TopicPartition(e["topic"], e["partition"]): e["replicas"] for e in entries}
         await self.session.ensure_path(paths.ADMIN)
         try:
-            await self.session.create(
-                paths.REASSIGN_PARTITIONS, paths.encode_reassignment(plan)
-            )
+            await self.session.create(paths.REASSIGN_PARTITIONS, paths.encode_reassignment(plan))
         except NodeExists:
             raise AdminError(
                 409, "REASSIGNMENT_IN_PROGRESS", "a partition reassignment is already in progress"

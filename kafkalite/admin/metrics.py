@@ -235,7 +235,9 @@ class BrokerCollector(Collector):
             labels=["topic"],
         )
         size = CounterMetricFamily(
-            "kafkalite_topic_bytes_in", "Record bytes appended as leader, per topic", labels=["topic"]
+            "kafkalite_topic_bytes_in",
+            "Record bytes appended as leader, per topic",
+            labels=["topic"],
         )
         for topic, count in sorted(stats.messages_in.items()):
             messages.add_metric([topic], count)
@@ -278,7 +280,9 @@ class BrokerCollector(Collector):
         controller = self.server.controller
         active = 1 if controller is not None and getattr(controller, "is_active", False) else 0
         yield GaugeMetricFamily(
-            "kafkalite_active_controller", "1 when this broker is the active controller", value=active
+            "kafkalite_active_controller",
+            "1 when this broker is the active controller",
+            value=active,
         )
         yield GaugeMetricFamily(
             "kafkalite_offline_partitions",
@@ -288,7 +292,9 @@ class BrokerCollector(Collector):
 
     def _log_metrics(self) -> Iterable[Any]:
         size = GaugeMetricFamily(
-            "kafkalite_log_size_bytes", "Bytes on disk per partition log", labels=["topic", "partition"]
+            "kafkalite_log_size_bytes",
+            "Bytes on disk per partition log",
+            labels=["topic", "partition"],
         )
         lm = self.server.log_manager
         total = 0
@@ -303,9 +309,13 @@ class BrokerCollector(Collector):
                 total += value
                 size.add_metric([log_.topic, str(log_.partition)], value)
         yield size
-        yield GaugeMetricFamily("kafkalite_log_size_bytes_total", "Bytes on disk, all logs", value=total)
         yield GaugeMetricFamily(
-            "kafkalite_offline_log_dirs", "Log directories taken offline after a failure", value=offline_dirs
+            "kafkalite_log_size_bytes_total", "Bytes on disk, all logs", value=total
+        )
+        yield GaugeMetricFamily(
+            "kafkalite_offline_log_dirs",
+            "Log directories taken offline after a failure",
+            value=offline_dirs,
         )
 
     def _group_metrics(self) -> Iterable[Any]:
@@ -344,7 +354,9 @@ def offline_partition_count(metadata_cache: Any) -> int:
     )
 
 
-def new_registry(server: Any, request_stats: RequestStats, topic_stats: TopicStats) -> CollectorRegistry:
+def new_registry(
+    server: Any, request_stats: RequestStats, topic_stats: TopicStats
+) -> CollectorRegistry:
     """A registry with the broker collector and the process collector (CPU, memory, fds)."""
     from prometheus_client import PROCESS_COLLECTOR  # noqa: F401 - the default one is global
     from prometheus_client.process_collector import ProcessCollector

@@ -1,0 +1,89 @@
+"""A broker subprocess with its admin API on a free port, shared by the tests of a module, and
+a tiny synchronous HTTP client for it (the tests cross-check what the API says with what Kafka
+clients see)."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from tests.harness.broker import BrokerProcess, free_port
+
+
+@dataclass
+class Answer:
+    status: int
+    body: Any
+    content_type: str
+
+
+class AdminClient:
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def call(self, method: str, path: str, body: Any = None, *, raw: bytes | None = None) -> Answer:
+        data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+        request = urllib.request.Request(self.url + path, method=method, data=data)
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                status, payload, ctype = (
+                    response.status,
+                    response.read(),
+                    response.headers.get("Content-Type", ""),
+                )
+        except urllib.error.HTTPError as e:
+            status, payload, ctype = e.code, e.read(), e.headers.get("Content-Type", "")
+        except urllib.error.URLError as e:  # not listening (yet)
+            return Answer(0, str(e.reason), "")
+        if ctype.startswith("application/json"):
+            return Answer(status, json.loads(payload), ctype)
+        return Answer(status, payload.decode(), ctype)
+
+    def get(self, path: str) -> Answer:
+        return self.call("GET", path)
+
+    def post(self, path: str, body: Any = None) -> Answer:
+        return self.call("POST", path, body)
+
+    def wait_for(self, predicate, what: str, timeout: float = 20.0) -> Any:
+        """Poll `predicate()` until it returns a truthy value (a deadline, not a sleep)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            value = predicate()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for {what}")
+            time.sleep(0.05)  # polling interval
+
+
+@pytest.fixture(scope="module")
+def admin_broker(tmp_path_factory):
+    port = free_port()
+    b = BrokerProcess(
+        tmp_path_factory.mktemp("admin-broker"),
+        overrides={"admin.listener": f"http://127.0.0.1:{port}", "num.partitions": "1"},
+    )
+    b.admin_url = f"http://127.0.0.1:{port}"
+    b.start()
+    yield b
+    if b.running:
+        try:
+            b.stop()
+        except TimeoutError:
+            b.kill()
+
+
+@pytest.fixture(scope="module")
+def admin(admin_broker) -> AdminClient:
+    client = AdminClient(admin_broker.admin_url)
+    client.wait_for(lambda: client.get("/ready").status == 200, "the admin API to be ready")
+    return client

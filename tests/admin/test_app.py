@@ -1,0 +1,414 @@
+"""Every admin endpoint against a broker subprocess, cross-checked with confluent-kafka."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.admin.conftest import AdminClient
+
+try:
+    from confluent_kafka import Consumer, Producer, TopicPartition
+except ImportError as e:  # pragma: no cover - the test extras are required
+    raise RuntimeError("confluent-kafka is required: pip install -e '.[test]'") from e
+
+
+def produce(bootstrap: str, topic: str, count: int, partition: int = 0) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    delivered: list[object] = []
+    for i in range(count):
+        producer.produce(
+            topic,
+            value=f"v{i}".encode(),
+            partition=partition,
+            on_delivery=lambda err, msg: delivered.append(err),
+        )
+    assert producer.flush(30) == 0
+    assert delivered == [None] * count
+
+
+def partition_of(admin: AdminClient, topic: str, partition: int) -> dict:
+    answer = admin.get(f"/topics/{topic}")
+    assert answer.status == 200, answer.body
+    return answer.body["partitions"][partition]
+
+
+# ---------------------------------------------------------------------- health, cluster, brokers
+
+
+def test_health_and_ready(admin: AdminClient, admin_broker) -> None:
+    health = admin.get("/health")
+    assert health.status == 200 and health.body == {"status": "ok", "broker_id": 0}
+    ready = admin.get("/ready")
+    assert ready.status == 200
+    assert ready.body["ready"] is True
+    assert set(ready.body["checks"]) >= {"listening", "coordination_session", "logs_loaded"}
+
+
+def test_cluster_and_brokers(admin: AdminClient, admin_broker) -> None:
+    cluster = admin.get("/cluster").body
+    assert cluster["controller"]["broker_id"] == 0
+    assert cluster["controller"]["epoch"] >= 1
+    assert len(cluster["cluster_id"]) == 22
+    [broker] = cluster["brokers"]
+    assert broker["id"] == 0 and broker["is_controller"] is True
+    assert (broker["host"], broker["port"]) == ("127.0.0.1", admin_broker.port)
+    assert admin.get("/brokers").body == cluster["brokers"]
+    assert admin.get("/brokers/0").body == broker
+    missing = admin.get("/brokers/7")
+    assert missing.status == 404 and missing.body["error"] == "BROKER_NOT_AVAILABLE"
+    bad = admin.get("/brokers/x")
+    assert bad.status == 400 and bad.body["field"] == "id"
+
+
+def test_cluster_id_matches_what_clients_see(admin: AdminClient, admin_broker) -> None:
+    from confluent_kafka.admin import AdminClient as KafkaAdmin
+
+    kafka = KafkaAdmin({"bootstrap.servers": admin_broker.bootstrap})
+    described = kafka.describe_cluster(request_timeout=10)
+    assert described.result(10).cluster_id == admin.get("/cluster").body["cluster_id"]
+
+
+# ---------------------------------------------------------------------- topics
+
+
+def test_topic_created_over_http_is_usable_by_confluent_kafka(
+    admin: AdminClient, admin_broker
+) -> None:
+    created = admin.post(
+        "/topics",
+        {
+            "name": "http-made",
+            "partitions": 3,
+            "replication_factor": 1,
+            "configs": {"retention.ms": "86400000"},
+        },
+    )
+    assert created.status == 201, created.body
+    assert created.body["partitions"] == 3 and created.body["configs"] == {
+        "retention.ms": "86400000"
+    }
+
+    produce(admin_broker.bootstrap, "http-made", 25, partition=1)
+    topic = admin.get("/topics/http-made").body
+    assert topic["configs"] == {"retention.ms": "86400000"}
+    assert [p["partition"] for p in topic["partitions"]] == [0, 1, 2]
+    p1 = topic["partitions"][1]
+    assert p1["leader"] == 0 and p1["replicas"] == [0] and p1["isr"] == [0]
+    assert p1["leader_epoch"] >= 0
+    assert (p1["log_start_offset"], p1["high_watermark"], p1["log_end_offset"]) == (0, 25, 25)
+    assert p1["size_bytes"] > 0
+    assert topic["partitions"][0]["high_watermark"] == 0
+
+    # the high watermark is what a consumer sees as the end of the partition
+    consumer = Consumer({"bootstrap.servers": admin_broker.bootstrap, "group.id": "hw-check"})
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition("http-made", 1), timeout=10)
+    finally:
+        consumer.close()
+    assert (low, high) == (p1["log_start_offset"], p1["high_watermark"])
+
+    listed = {t["name"]: t for t in admin.get("/topics").body}
+    assert listed["http-made"]["partitions"] == 3
+    assert listed["http-made"]["replication_factor"] == 1
+    assert listed["http-made"]["topic_id"] == created.body["topic_id"]
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"partitions": 1}, "name"),
+        ({"name": "bad name!"}, "name"),
+        ({"name": "ok-name", "partitions": 0}, "partitions"),
+        ({"name": "ok-name", "partitions": "3"}, "partitions"),
+        ({"name": "ok-name", "replication_factor": 3}, "replication_factor"),
+        ({"name": "ok-name", "configs": {"retention.ms": "soon"}}, "configs"),
+        ({"name": "ok-name", "configs": ["retention.ms"]}, "configs"),
+    ],
+)
+def test_create_topic_validation_names_the_field(admin: AdminClient, body, field) -> None:
+    answer = admin.post("/topics", body)
+    assert answer.status == 400, answer.body
+    assert answer.body["field"] == field
+    assert field in answer.body["message"]
+
+
+def test_create_existing_topic_conflicts(admin: AdminClient) -> None:
+    assert admin.post("/topics", {"name": "twice"}).status == 201
+    again = admin.post("/topics", {"name": "twice"})
+    assert again.status == 409 and again.body["error"] == "TOPIC_ALREADY_EXISTS"
+
+
+def test_alter_config_add_partitions_and_delete(admin: AdminClient, admin_broker) -> None:
+    from confluent_kafka.admin import AdminClient as KafkaAdmin
+    from confluent_kafka.admin import ConfigResource
+
+    assert admin.post("/topics", {"name": "altered", "partitions": 1}).status == 201
+    changed = admin.call(
+        "PATCH",
+        "/topics/altered/config",
+        {"configs": {"retention.ms": "1000", "segment.ms": "60000"}},
+    )
+    assert changed.status == 200 and changed.body["configs"] == {
+        "retention.ms": "1000",
+        "segment.ms": "60000",
+    }
+    removed = admin.call("PATCH", "/topics/altered/config", {"configs": {"segment.ms": None}})
+    assert removed.body["configs"] == {"retention.ms": "1000"}
+    bad = admin.call("PATCH", "/topics/altered/config", {"configs": {"retention.ms": "x"}})
+    assert bad.status == 400 and bad.body["field"] == "configs"
+
+    kafka = KafkaAdmin({"bootstrap.servers": admin_broker.bootstrap})
+    resource = ConfigResource("topic", "altered")
+    described = kafka.describe_configs([resource])[resource].result(10)
+    assert described["retention.ms"].value == "1000"
+
+    grown = admin.post("/topics/altered/partitions", {"partitions": 3})
+    assert grown.status == 200
+    assert [p["partition"] for p in grown.body["new_partitions"]] == [1, 2]
+    shrink = admin.post("/topics/altered/partitions", {"partitions": 2})
+    assert shrink.status == 400 and shrink.body["error"] == "INVALID_PARTITIONS"
+
+    def client_sees_partitions():
+        md = kafka.list_topics("altered", timeout=10)
+        return len(md.topics["altered"].partitions) == 3
+
+    admin.wait_for(client_sees_partitions, "3 partitions in the client's metadata")
+
+    deleted = admin.call("DELETE", "/topics/altered")
+    assert deleted.status == 202 and deleted.body["marked_for_deletion"] is True
+    admin.wait_for(lambda: admin.get("/topics/altered").status == 404, "the topic to be deleted")
+    assert "altered" not in kafka.list_topics(timeout=10).topics
+    assert admin.call("DELETE", "/topics/altered").status == 404
+
+
+def test_unknown_topic(admin: AdminClient) -> None:
+    for method, path, body in (
+        ("GET", "/topics/nope", None),
+        ("PATCH", "/topics/nope/config", {"configs": {}}),
+        ("POST", "/topics/nope/partitions", {"partitions": 2}),
+    ):
+        answer = admin.call(method, path, body)
+        assert answer.status == 404, (path, answer.body)
+        assert answer.body["error"] == "UNKNOWN_TOPIC_OR_PARTITION"
+
+
+# ---------------------------------------------------------------------- errors
+
+
+def test_unknown_routes_and_malformed_bodies(admin: AdminClient) -> None:
+    missing = admin.get("/no/such/route")
+    assert missing.status == 404 and missing.body["error"] == "NOT_FOUND"
+    wrong_method = admin.call("PUT", "/topics")
+    assert wrong_method.status == 405 and wrong_method.body["error"] == "METHOD_NOT_ALLOWED"
+    for raw in (b"{", b"[1, 2]", b"\xff\xfe", b"null"):
+        answer = admin.call("POST", "/topics", raw=raw)
+        assert answer.status == 400, raw
+        assert answer.body["error"] == "INVALID_REQUEST"
+    assert admin.get("/health").status == 200  # still up
+
+
+# ---------------------------------------------------------------------- groups
+
+
+def test_group_lag_reset_and_delete(admin: AdminClient, admin_broker) -> None:
+    bootstrap = admin_broker.bootstrap
+    assert admin.post("/topics", {"name": "lagged", "partitions": 1}).status == 201
+    produce(bootstrap, "lagged", 30)
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "lag-group",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumed = 0
+    try:
+        consumer.subscribe(["lagged"])
+        while consumed < 12:
+            msg = consumer.poll(1.0)
+            if msg is not None and msg.error() is None:
+                consumed += 1
+        consumer.commit(asynchronous=False, offsets=[TopicPartition("lagged", 0, 12)])
+
+        # the group is active: its members and assignment are shown, resets are refused
+        group = admin.get("/groups/lag-group").body
+        assert group["state"] == "Stable"
+        [member] = group["members"]
+        assert member["assignment"] == [{"topic": "lagged", "partitions": [0]}]
+        refused = admin.post("/groups/lag-group/offsets", {"to": "earliest"})
+        assert refused.status == 409 and refused.body["error"] == "NON_EMPTY_GROUP"
+        assert admin.call("DELETE", "/groups/lag-group").status == 409
+    finally:
+        consumer.close()
+
+    produce(bootstrap, "lagged", 8)
+    listed = {g["group_id"]: g for g in admin.get("/groups").body}
+    assert listed["lag-group"]["state"] == "Empty"
+    group = admin.get("/groups/lag-group").body
+    assert group["members"] == []
+    [offset] = group["offsets"]
+    assert offset == {
+        "topic": "lagged",
+        "partition": 0,
+        "committed_offset": 12,
+        "high_watermark": 38,
+        "lag": 38 - 12,
+    }
+    assert group["total_lag"] == 26
+
+    dry = admin.post("/groups/lag-group/offsets", {"to": "latest", "dry_run": True})
+    assert dry.body["offsets"] == [{"topic": "lagged", "partition": 0, "offset": 38}]
+    assert admin.get("/groups/lag-group").body["offsets"][0]["committed_offset"] == 12
+
+    reset = admin.post("/groups/lag-group/offsets", {"to": "earliest"})
+    assert reset.status == 200 and reset.body["offsets"][0]["offset"] == 0
+    explicit = admin.post(
+        "/groups/lag-group/offsets",
+        {"to": "explicit", "offsets": [{"topic": "lagged", "partition": 0, "offset": 5}]},
+    )
+    assert explicit.status == 200
+
+    # what the API committed is where a consumer of the group starts
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "lag-group"})
+    try:
+        [committed] = consumer.committed([TopicPartition("lagged", 0)], timeout=10)
+    finally:
+        consumer.close()
+    assert committed.offset == 5
+    assert admin.get("/groups/lag-group").body["offsets"][0]["lag"] == 33
+
+    deleted = admin.call("DELETE", "/groups/lag-group")
+    assert deleted.status == 200 and deleted.body == {"group_id": "lag-group", "deleted": True}
+    assert admin.get("/groups/lag-group").status == 404
+
+
+def test_reset_by_timestamp_and_validation(admin: AdminClient, admin_broker) -> None:
+    assert admin.post("/topics", {"name": "timed", "partitions": 1}).status == 201
+    producer = Producer({"bootstrap.servers": admin_broker.bootstrap})
+    for i in range(10):
+        producer.produce("timed", value=b"x", partition=0, timestamp=1_000_000 + i * 1000)
+    assert producer.flush(30) == 0
+
+    answer = admin.post(
+        "/groups/ts-group/offsets", {"to": "timestamp", "timestamp": 1_004_500, "topics": ["timed"]}
+    )
+    assert answer.status == 200, answer.body
+    assert answer.body["offsets"] == [{"topic": "timed", "partition": 0, "offset": 5}]
+    past_end = admin.post(
+        "/groups/ts-group/offsets", {"to": "timestamp", "timestamp": 9_000_000, "topics": ["timed"]}
+    )
+    assert past_end.body["offsets"][0]["offset"] == 10
+
+    for body, field in (
+        ({"to": "sideways"}, "to"),
+        ({"to": "timestamp", "topics": ["timed"]}, "timestamp"),
+        (
+            {"to": "explicit", "offsets": [{"topic": "timed", "partition": 0, "offset": -1}]},
+            "offsets[0].offset",
+        ),
+        ({"to": "earliest", "topics": "timed"}, "topics"),
+    ):
+        bad = admin.post("/groups/ts-group/offsets", body)
+        assert bad.status == 400, (body, bad.body)
+        assert bad.body["field"] == field
+    unknown = admin.post("/groups/ts-group/offsets", {"to": "earliest", "topics": ["nope"]})
+    assert unknown.status == 404
+
+
+# ---------------------------------------------------------------------- partitions
+
+
+def test_reassignment_and_elections_write_the_admin_nodes(admin: AdminClient) -> None:
+    assert admin.post("/topics", {"name": "moved", "partitions": 2}).status == 201
+    bad = admin.post(
+        "/partitions/reassign",
+        {"partitions": [{"topic": "moved", "partition": 0, "replicas": [5]}]},
+    )
+    assert bad.status == 400 and bad.body["field"] == "partitions[0].replicas"
+    unknown = admin.post(
+        "/partitions/reassign",
+        {"partitions": [{"topic": "moved", "partition": 9, "replicas": [0]}]},
+    )
+    assert unknown.status == 404
+
+    accepted = admin.post(
+        "/partitions/reassign",
+        {"partitions": [{"topic": "moved", "partition": 1, "replicas": [0]}]},
+    )
+    assert accepted.status == 202, accepted.body
+    assert accepted.body["path"] == "/admin/reassign_partitions"
+    # pending until the controller picks it up (and removes the node)
+    status = admin.get("/partitions/reassign")
+    assert status.status == 200
+    assert status.body["pending"] in ([], [{"topic": "moved", "partition": 1, "replicas": [0]}])
+
+    elect = admin.post(
+        "/partitions/elect-leaders",
+        {"election_type": "unclean", "partitions": [{"topic": "moved", "partition": 0}]},
+    )
+    assert elect.status == 202, elect.body
+    assert elect.body["path"] == "/admin/unclean_leader_election"
+    assert elect.body["partitions"] == [{"topic": "moved", "partition": 0}]
+    wrong = admin.post("/partitions/elect-leaders", {"election_type": "random"})
+    assert wrong.status == 400 and wrong.body["field"] == "election_type"
+
+
+# ---------------------------------------------------------------------- metrics and document
+
+
+def test_metrics_after_traffic(admin: AdminClient, admin_broker) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    assert admin.post("/topics", {"name": "metered", "partitions": 1}).status == 201
+    produce(admin_broker.bootstrap, "metered", 40)
+    answer = admin.get("/metrics")
+    assert answer.status == 200 and answer.content_type.startswith("text/plain")
+    samples = {}
+    for family in text_string_to_metric_families(answer.body):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    assert samples[("kafkalite_topic_messages_in_total", (("topic", "metered"),))] == 40
+    assert samples[("kafkalite_requests_total", (("api", "Produce"),))] >= 1
+    assert samples[("kafkalite_request_latency_seconds_count", (("api", "Produce"),))] >= 1
+    assert samples[("kafkalite_network_bytes_in_total", ())] > 0
+    assert samples[("kafkalite_network_bytes_out_total", ())] > 0
+    assert samples[("kafkalite_active_controller", ())] == 1
+    assert samples[("kafkalite_under_replicated_partitions", ())] == 0
+    assert samples[("kafkalite_offline_partitions", ())] == 0
+    assert samples[("kafkalite_isr_shrinks_total", ())] == 0
+    assert samples[("kafkalite_connections", ())] >= 0
+    size = samples[("kafkalite_log_size_bytes", (("partition", "0"), ("topic", "metered")))]
+    assert size == partition_of(admin, "metered", 0)["size_bytes"] > 0
+    assert "# TYPE kafkalite_groups gauge" in answer.body
+
+
+def test_openapi_document_lists_every_route(admin: AdminClient) -> None:
+    doc = admin.get("/openapi.json").body
+    assert doc["openapi"].startswith("3.")
+    ops = {(path, method) for path, item in doc["paths"].items() for method in item}
+    assert ops >= {
+        ("/health", "get"),
+        ("/ready", "get"),
+        ("/cluster", "get"),
+        ("/brokers", "get"),
+        ("/brokers/{id}", "get"),
+        ("/topics", "get"),
+        ("/topics", "post"),
+        ("/topics/{name}", "get"),
+        ("/topics/{name}", "delete"),
+        ("/topics/{name}/config", "patch"),
+        ("/topics/{name}/partitions", "post"),
+        ("/groups", "get"),
+        ("/groups/{id}", "get"),
+        ("/groups/{id}", "delete"),
+        ("/groups/{id}/offsets", "post"),
+        ("/partitions/reassign", "get"),
+        ("/partitions/reassign", "post"),
+        ("/partitions/elect-leaders", "post"),
+        ("/metrics", "get"),
+    }
+    json.dumps(doc)  # serialisable as served
