@@ -11,6 +11,9 @@ and the controller does the rest (seed 002, "创建Topic"):
   replicas (StopReplica delete=true) and finally removes the topic's nodes.
 - ``add_partitions``: rewrites ``/brokers/topics/<t>`` with more partitions (compare-and-set on
   the node's version); the controller's watch on that node starts the new ones.
+- ``reassign_partitions``: creates ``/admin/reassign_partitions`` (Kafka's
+  ``kafka-reassign-partitions.sh``); the controller moves the replicas and deletes the node
+  when every partition is done.
 - ``alter_topic_config``: replaces ``/config/topics/<t>`` and announces the change with a
   ``/config/changes/config_change_<seq>`` notification, as Kafka does.
 
@@ -34,10 +37,13 @@ from kafkalite.protocol.errors import (
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
     InvalidTopicError,
+    ReassignmentInProgressError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
+from kafkalite.protocol.types import TopicPartition
 
+from . import zk_data
 from .assignment import (
     BrokerMetadata,
     assign_replicas_to_brokers,
@@ -292,3 +298,45 @@ async def _set_or_create_entity_config(
         except (NodeExists, BadVersion, NoNode):
             continue
     raise InvalidConfigurationError(f"{path} kept changing; try again.")
+
+
+async def reassign_partitions(
+    session: CoordSession, reassignment: Mapping[TopicPartition, Sequence[int]]
+) -> None:
+    """Ask the controller to move ``reassignment`` (partition -> new replicas, first = preferred
+    leader). Raises ``ReassignmentInProgressError`` while an earlier request is not finished,
+    ``UnknownTopicOrPartitionError`` / ``InvalidReplicaAssignmentError`` for bad input."""
+    if not reassignment:
+        raise InvalidReplicaAssignmentError("No partitions to reassign.")
+    brokers = {b.id for b in await registered_brokers(session, "disabled")}
+    assignments: dict[str, dict[int, ReplicaAssignment]] = {}
+    for tp, replicas in sorted(reassignment.items()):
+        if tp.topic not in assignments:
+            found = await get_topic_assignment(session, tp.topic)
+            if found is None:
+                raise UnknownTopicOrPartitionError(f"Topic '{tp.topic}' does not exist.")
+            assignments[tp.topic] = found[1]
+        if tp.partition not in assignments[tp.topic]:
+            raise UnknownTopicOrPartitionError(f"Partition {tp} does not exist.")
+        if not replicas or len(set(replicas)) != len(replicas):
+            raise InvalidReplicaAssignmentError(f"Bad replica list for {tp}: {list(replicas)}.")
+        unknown = sorted(set(replicas) - brokers)
+        if unknown:
+            raise InvalidReplicaAssignmentError(
+                f"Unknown broker(s) in replica assignment: {unknown}."
+            )
+    await session.ensure_path(paths.ADMIN)
+    try:
+        await session.create(
+            paths.REASSIGN_PARTITIONS,
+            paths.encode_reassignment({tp: tuple(r) for tp, r in reassignment.items()}),
+        )
+    except NodeExists:
+        raise ReassignmentInProgressError("A partition reassignment is in progress.") from None
+
+
+async def get_partition_reassignments(
+    session: CoordSession,
+) -> dict[TopicPartition, tuple[int, ...]]:
+    """The reassignments not finished yet (what ``/admin/reassign_partitions`` still holds)."""
+    return await zk_data.get_partition_reassignments(session)

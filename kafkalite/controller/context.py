@@ -192,6 +192,8 @@ class ControllerContext:
         default_factory=dict
     )
     partitions_being_reassigned: set[TopicPartition] = field(default_factory=set)
+    zk_reassignments: dict[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
+    """What ``/admin/reassign_partitions`` asks for and is not finished yet."""
 
     partition_states: dict[TopicPartition, PartitionState] = field(default_factory=dict)
     replica_states: dict[PartitionAndReplica, ReplicaState] = field(default_factory=dict)
@@ -355,6 +357,7 @@ class ControllerContext:
             self.partition_leadership_info.pop(tp, None)
             self.partition_states.pop(tp, None)
             self.partitions_being_reassigned.discard(tp)
+            self.zk_reassignments.pop(tp, None)
         for pr in [pr for pr in self.replica_states if pr.topic == topic]:
             del self.replica_states[pr]
         self.partition_assignments.pop(topic, None)

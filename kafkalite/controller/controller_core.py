@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from kafkalite.protocol.errors import BrokerNotAvailableError, ErrorCode, KafkaError
 from kafkalite.protocol.types import TopicPartition
 
-from .broker_request_batch import update_metadata_requests
+from .broker_request_batch import ControllerBrokerRequestBatch, update_metadata_requests
 from .context import (
     Broker,
     ControllerContext,
@@ -48,6 +48,7 @@ from .election import (
     ControlledShutdownPartitionLeaderElectionStrategy,
     OfflinePartitionLeaderElectionStrategy,
     PreferredReplicaPartitionLeaderElectionStrategy,
+    ReassignPartitionLeaderElectionStrategy,
 )
 from .partition_state_machine import (
     NEW_PARTITION,
@@ -57,8 +58,11 @@ from .partition_state_machine import (
 )
 from .replica_state_machine import (
     NEW_REPLICA,
+    NON_EXISTENT_REPLICA,
     OFFLINE_REPLICA,
     ONLINE_REPLICA,
+    REPLICA_DELETION_STARTED,
+    REPLICA_DELETION_SUCCESSFUL,
     ReplicaStateMachine,
     is_valid_replica_transition,
 )
@@ -67,6 +71,8 @@ from .results import (
     DeleteIsrChangeNotifications,
     DeleteTopicDeletions,
     SetTopicAssignment,
+    UpdatePartitionState,
+    UpdateReassignPartitions,
 )
 from .topic_deletion_manager import TopicDeletionManager
 
@@ -143,9 +149,14 @@ class ControllerCore:
         }
         return with_offline | {tp.topic for tp in ctx.partitions_being_reassigned}
 
-    def on_controller_failover(self, topics_to_be_deleted: Iterable[str]) -> ControllerResult:
+    def on_controller_failover(
+        self,
+        topics_to_be_deleted: Iterable[str],
+        reassignments: Mapping[TopicPartition, Iterable[int]] | None = None,
+    ) -> ControllerResult:
         """Called once the context holds what the store says (brokers, topics, assignments,
-        leadership). ``topics_to_be_deleted``: the children of ``/admin/delete_topics``."""
+        leadership). ``topics_to_be_deleted``: the children of ``/admin/delete_topics``;
+        ``reassignments``: the content of ``/admin/reassign_partitions``."""
         ctx = self.ctx
         to_delete = set(topics_to_be_deleted)
         result = ControllerResult()
@@ -157,6 +168,7 @@ class ControllerCore:
         result += self.update_metadata(ctx.live_or_shutting_down_broker_ids)
         result += self.replica_state_machine.startup()
         result += self.partition_state_machine.startup()
+        result += self.initialize_partition_reassignments(reassignments or {})
         result += self.topic_deletion_manager.try_topic_deletion()
         return result
 
@@ -382,6 +394,7 @@ class ControllerCore:
             result.writes.append(DeleteIsrChangeNotifications(seqs))
         if partitions:
             result += self.update_metadata(self.ctx.live_or_shutting_down_broker_ids, partitions)
+        result += self.maybe_complete_reassignments(partitions)
         return result
 
     def update_leader_and_isr_cache(
@@ -540,4 +553,199 @@ class ControllerCore:
                     and tp not in ctx.partitions_being_reassigned
                 ]
                 result += self.elect_preferred_leaders(candidates)
+        return result
+
+    # -- partition reassignment (``/admin/reassign_partitions``) --------------------------------
+
+    def process_zk_partition_reassignment(
+        self, requested: Mapping[TopicPartition, Iterable[int]]
+    ) -> ControllerResult:
+        """``/admin/reassign_partitions`` holds ``requested`` (partition -> target replicas):
+        start the reassignments not started yet. Invalid ones (unknown partition, topic being
+        deleted, empty or duplicate replicas) are dropped from the node, as Kafka does."""
+        ctx = self.ctx
+        result = ControllerResult()
+        dropped = False
+        for tp, replicas in sorted(requested.items()):
+            target = tuple(replicas)
+            if ctx.zk_reassignments.get(tp) == target:
+                continue
+            if (
+                not target
+                or len(set(target)) != len(target)
+                or not ctx.partition_replica_assignment(tp)
+                or ctx.is_topic_queued_up_for_deletion(tp.topic)
+            ):
+                result.failed[tp] = f"invalid reassignment of {tp} to {list(target)}"
+                dropped = True
+                continue
+            ctx.zk_reassignments[tp] = target
+            result += self.on_partition_reassignment(tp, target)
+        if dropped and not any(isinstance(w, UpdateReassignPartitions) for w in result.writes):
+            result.writes.append(UpdateReassignPartitions(dict(ctx.zk_reassignments)))
+        return result
+
+    def initialize_partition_reassignments(
+        self, requested: Mapping[TopicPartition, Iterable[int]]
+    ) -> ControllerResult:
+        """On failover: resume the reassignments found in the assignments (adding/removing
+        replicas) and in ``/admin/reassign_partitions``."""
+        ctx = self.ctx
+        targets = {
+            tp: ctx.partition_full_replica_assignment(tp).target_replicas
+            for tp in sorted(ctx.partitions_being_reassigned)
+        }
+        result = ControllerResult()
+        for tp, replicas in requested.items():
+            if ctx.partition_replica_assignment(tp) and not ctx.is_topic_queued_up_for_deletion(
+                tp.topic
+            ):
+                targets[tp] = tuple(replicas)
+                ctx.zk_reassignments[tp] = tuple(replicas)
+        for tp, target in sorted(targets.items()):
+            result += self.on_partition_reassignment(tp, target)
+        return result
+
+    def is_reassignment_complete(self, tp: TopicPartition, target: Iterable[int]) -> bool:
+        info = self.ctx.partition_leadership_info.get(tp)
+        return info is not None and set(target) <= set(info.leader_and_isr.isr)
+
+    def maybe_complete_reassignments(
+        self, partitions: Iterable[TopicPartition]
+    ) -> ControllerResult:
+        """Called when ISRs changed: finish the reassignments whose targets all caught up."""
+        result = ControllerResult()
+        for tp in sorted(set(partitions) & self.ctx.partitions_being_reassigned):
+            target = self.ctx.partition_full_replica_assignment(tp).target_replicas
+            if self.is_reassignment_complete(tp, target):
+                result += self.on_partition_reassignment(tp, target)
+        return result
+
+    def on_partition_reassignment(
+        self, tp: TopicPartition, target: Iterable[int]
+    ) -> ControllerResult:
+        """Kafka's ``onPartitionReassignment`` (RS = replicas, ORS = original, TRS = target,
+        AR = adding = TRS - ORS, RR = removing = ORS - TRS):
+
+        Until every TRS replica is in the ISR: A1 assignment := ORS + TRS with AR/RR, A2 bump
+        the leader epoch and send LeaderAndIsr to ORS + TRS, A3 AR replicas -> NewReplica (they
+        start fetching). Once TRS is in the ISR: B1 AR -> OnlineReplica, B2/B3 assignment := TRS
+        and a leader from TRS (re-elected if the leader is not in TRS or dead, else epoch bump),
+        B4 RR replicas -> Offline -> deleted, B5 write the assignment, B6 drop the request from
+        ``/admin/reassign_partitions``, B7 UpdateMetadata to every broker."""
+        ctx = self.ctx
+        target = tuple(target)
+        current = ctx.partition_full_replica_assignment(tp)
+        origin = current.origin_replicas if current.is_being_reassigned else current.replicas
+        reassignment = ReplicaAssignment(
+            tuple(dict.fromkeys(target + origin)),
+            tuple(r for r in target if r not in origin),
+            tuple(r for r in origin if r not in target),
+        )
+        ctx.partitions_being_reassigned.add(tp)
+        if self.is_reassignment_complete(tp, target):
+            return self._complete_reassignment(tp, reassignment)
+        result = ControllerResult()
+        if current != reassignment:
+            ctx.update_partition_full_replica_assignment(tp, reassignment)
+            result.writes.append(self._topic_assignment_write(tp.topic))
+        result += self._update_leader_epoch_and_send_request(tp, reassignment.replicas)
+        adding = [PartitionAndReplica(tp, r) for r in reassignment.adding_replicas]
+        result += self.rsm.handle_state_changes(
+            [
+                r
+                for r in adding
+                if is_valid_replica_transition(self.rsm.replica_state(r), NEW_REPLICA)
+            ],
+            NEW_REPLICA,
+        )
+        return result
+
+    def _complete_reassignment(
+        self, tp: TopicPartition, reassignment: ReplicaAssignment
+    ) -> ControllerResult:
+        ctx = self.ctx
+        target = reassignment.target_replicas
+        adding = [PartitionAndReplica(tp, r) for r in reassignment.adding_replicas]
+        result = self.rsm.handle_state_changes(
+            [
+                r
+                for r in adding
+                if is_valid_replica_transition(self.rsm.replica_state(r), ONLINE_REPLICA)
+            ],
+            ONLINE_REPLICA,
+        )
+        ctx.update_partition_full_replica_assignment(tp, ReplicaAssignment(target))
+        info = ctx.partition_leadership_info.get(tp)
+        if info is not None:
+            leader = info.leader_and_isr.leader
+            if leader not in target or not ctx.is_replica_online(leader, tp):
+                if self.psm.partition_state(tp) in (ONLINE_PARTITION, OFFLINE_PARTITION):
+                    result += self.psm.handle_state_changes(
+                        [tp], ONLINE_PARTITION, ReassignPartitionLeaderElectionStrategy()
+                    )
+            else:
+                result += self._update_leader_epoch_and_send_request(tp, target)
+        removed = [PartitionAndReplica(tp, r) for r in reassignment.removing_replicas]
+        result += self.rsm.handle_state_changes(
+            [
+                r
+                for r in removed
+                if is_valid_replica_transition(self.rsm.replica_state(r), OFFLINE_REPLICA)
+            ],
+            OFFLINE_REPLICA,
+        )
+        for state in (REPLICA_DELETION_STARTED, REPLICA_DELETION_SUCCESSFUL, NON_EXISTENT_REPLICA):
+            result += self.rsm.handle_state_changes(
+                [
+                    r
+                    for r in removed
+                    if is_valid_replica_transition(self.rsm.replica_state(r), state)
+                ],
+                state,
+            )
+        result.writes.append(self._topic_assignment_write(tp.topic))
+        ctx.partitions_being_reassigned.discard(tp)
+        if ctx.zk_reassignments.pop(tp, None) is not None:
+            result.writes.append(UpdateReassignPartitions(dict(ctx.zk_reassignments)))
+        result += self.update_metadata(ctx.live_or_shutting_down_broker_ids, [tp])
+        return result
+
+    def _topic_assignment_write(self, topic: str) -> SetTopicAssignment:
+        ctx = self.ctx
+        return SetTopicAssignment(
+            topic,
+            ctx.topic_ids.get(topic),
+            {
+                tp.partition: a
+                for tp, a in ctx.partition_full_replica_assignment_for_topic(topic).items()
+            },
+        )
+
+    def _update_leader_epoch_and_send_request(
+        self, tp: TopicPartition, replicas: Iterable[int]
+    ) -> ControllerResult:
+        """Bump the leader epoch (same leader and ISR) and send LeaderAndIsr to ``replicas``, so
+        they learn the new replica set (Kafka's ``updateLeaderEpochAndSendRequest``)."""
+        ctx = self.ctx
+        result = ControllerResult()
+        info = ctx.partition_leadership_info.get(tp)
+        if info is None or info.controller_epoch > ctx.epoch:
+            result.failed[tp] = f"cannot bump the leader epoch of {tp}: no usable leadership"
+            return result
+        current = info.leader_and_isr
+        bumped = LeaderIsrAndControllerEpoch(
+            current.new_leader_and_isr(current.leader, current.isr).with_zk_version(
+                current.zk_version + 1
+            ),
+            ctx.epoch,
+        )
+        result.writes.append(UpdatePartitionState(tp, bumped, current.zk_version))
+        ctx.put_partition_leadership_info(tp, bumped)
+        result.leadership[tp] = bumped.leader_and_isr
+        batch = ControllerBrokerRequestBatch(self.controller_id, ctx)
+        batch.add_leader_and_isr_request_for_brokers(
+            replicas, tp, bumped, ctx.partition_full_replica_assignment(tp), is_new=False
+        )
+        result.requests.extend(batch.build_requests(ctx.epoch))
         return result

@@ -147,6 +147,11 @@ class TopicDeletionStopReplicaResponseReceived:
 
 
 @dataclass(frozen=True)
+class ZkPartitionReassignment:
+    """``/admin/reassign_partitions`` was created or changed."""
+
+
+@dataclass(frozen=True)
 class AutoPreferredReplicaLeaderElection:
     pass
 
@@ -356,6 +361,10 @@ class KafkaController:
                 )
             case IsrChangeNotification():
                 await self._process_isr_change_notification()
+            case ZkPartitionReassignment():
+                requested = await zk_data.get_partition_reassignments(self.session)
+                await self._refresh_leadership(requested)
+                await self._apply(self.core.process_zk_partition_reassignment(requested))
             case LeaderAndIsrResponseReceived(broker_id, errors):
                 await self._apply(self.core.on_leader_and_isr_response(broker_id, errors))
             case TopicDeletionStopReplicaResponseReceived(broker_id, error_code, errors):
@@ -486,13 +495,19 @@ class KafkaController:
             lambda: self.session.watch_children(paths.ISR_CHANGE_NOTIFICATION),
             IsrChangeNotification,
         )
+        self._start_watch(
+            "reassignments",
+            lambda: self.session.watch_data(paths.REASSIGN_PARTITIONS),
+            ZkPartitionReassignment,
+        )
         stale_notifications = await zk_data.get_isr_change_notifications(self.session)
         await self._initialize_controller_context()
         deletions = await zk_data.get_topic_deletions(self.session)
         result = ControllerResult()
         if stale_notifications:
             result.writes.append(DeleteIsrChangeNotifications(tuple(stale_notifications)))
-        result += self.core.on_controller_failover(deletions)
+        reassignments = await zk_data.get_partition_reassignments(self.session)
+        result += self.core.on_controller_failover(deletions, reassignments)
         await self._apply(result)
         if self.auto_leader_rebalance_enable and self._rebalance_task is None:
             self._rebalance_task = asyncio.get_running_loop().create_task(

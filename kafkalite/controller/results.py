@@ -86,6 +86,14 @@ class DeleteIsrChangeNotifications:
     sequence_numbers: tuple[str, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class UpdateReassignPartitions:
+    """Rewrite ``/admin/reassign_partitions`` with the reassignments still to do; delete the
+    node when none remain (Kafka's ``removePartitionsFromReassignedPartitions``)."""
+
+    remaining: dict[TopicPartition, tuple[int, ...]]
+
+
 StoreWrite = (
     CreatePartitionState
     | UpdatePartitionState
@@ -93,6 +101,7 @@ StoreWrite = (
     | DeleteTopic
     | DeleteTopicDeletions
     | DeleteIsrChangeNotifications
+    | UpdateReassignPartitions
 )
 
 

@@ -52,6 +52,7 @@ from .results import (
     SetTopicAssignment,
     StoreWrite,
     UpdatePartitionState,
+    UpdateReassignPartitions,
 )
 
 
@@ -410,6 +411,17 @@ async def ops_for_writes(session: CoordSession, writes: Sequence[StoreWrite]) ->
                                 -1,
                             )
                         )
+            case UpdateReassignPartitions(remaining):
+                exists = await session.exists(paths.REASSIGN_PARTITIONS) is not None
+                if remaining:
+                    data = paths.encode_reassignment(remaining)
+                    ops.append(
+                        SetDataOp(paths.REASSIGN_PARTITIONS, data, -1)
+                        if exists
+                        else CreateOp(paths.REASSIGN_PARTITIONS, data)
+                    )
+                elif exists:
+                    ops.append(DeleteOp(paths.REASSIGN_PARTITIONS, -1))
             case _:
                 raise TypeError(f"unknown store write {write!r}")
     return ops
@@ -435,3 +447,14 @@ async def apply_writes(
                 f"controller epoch zk version {controller_epoch_zk_version} is no longer current"
             ) from error
         raise
+
+
+async def get_partition_reassignments(
+    session: CoordSession,
+) -> dict[TopicPartition, tuple[int, ...]]:
+    """The content of ``/admin/reassign_partitions`` (empty when absent)."""
+    try:
+        data, _ = await session.get_data(paths.REASSIGN_PARTITIONS)
+    except NoNode:
+        return {}
+    return paths.decode_reassignment(data)

@@ -25,6 +25,7 @@ from kafkalite.controller.results import (
     DeleteTopicDeletions,
     SetTopicAssignment,
     UpdatePartitionState,
+    UpdateReassignPartitions,
 )
 from kafkalite.protocol.types import TopicPartition
 
@@ -47,6 +48,7 @@ class StoreModel:
     topics: dict[str, dict[int, ReplicaAssignment]] = field(default_factory=dict)
     delete_markers: set[str] = field(default_factory=set)
     isr_notifications: set[str] = field(default_factory=set)
+    reassignments: dict[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
 
     def apply(self, result: ControllerResult) -> None:
         for write in result.writes:
@@ -73,12 +75,20 @@ class StoreModel:
                     self.topics[topic] = dict(assignment)
                 case DeleteIsrChangeNotifications(seqs):
                     self.isr_notifications -= set(seqs)
+                case UpdateReassignPartitions(remaining):
+                    self.reassignments = dict(remaining)
                 case _:
                     raise AssertionError(f"unknown write {write}")
 
     def assert_matches(self, core: ControllerCore) -> None:
         """The context's leadership (versions included) is what the store holds."""
         ctx = core.ctx
+        for topic, assignment in self.topics.items():
+            for p, a in assignment.items():
+                assert ctx.partition_full_replica_assignment(TopicPartition(topic, p)) == a, (
+                    topic,
+                    p,
+                )
         for tp, info in ctx.partition_leadership_info.items():
             stored, version = self.partition_states[tp]
             assert stored.leader_and_isr.leader == info.leader_and_isr.leader, tp

@@ -390,6 +390,93 @@ def test_preferred_leader_election_and_auto_rebalance():
     store.assert_matches(core)
 
 
+# -- partition reassignment -------------------------------------------------------------------
+
+
+def catch_up(core, store, t_p, members):
+    """The leader adds ``members`` to the ISR (a CAS in the store) and notifies the controller."""
+    info, version = store.partition_states[t_p]
+    lai = info.leader_and_isr
+    isr = tuple(dict.fromkeys(lai.isr + tuple(members)))
+    grown = LeaderIsrAndControllerEpoch(
+        LeaderAndIsr(lai.leader, lai.leader_epoch, isr, version + 1), info.controller_epoch
+    )
+    store.partition_states[t_p] = (grown, version + 1)
+    result = core.process_isr_change_notification({t_p: grown}, [])
+    store.apply(result)
+    return result
+
+
+def test_reassignment_moves_replicas_and_leadership():
+    core, store = new_cluster([0, 1, 2, 3])
+    create_topic(core, store, "t", {0: [0, 1]})
+    t0 = tp("t", 0)
+    store.reassignments = {t0: (2, 3)}
+    started = core.process_zk_partition_reassignment(store.reassignments)
+    store.apply(started)
+    assert store.topics["t"][0] == ReplicaAssignment(
+        (2, 3, 0, 1), adding_replicas=(2, 3), removing_replicas=(0, 1)
+    )
+    states = leader_and_isr_states(started)
+    assert {b for b, _ in states} == {0, 1, 2, 3}
+    assert states[(2, t0)].is_new and states[(3, t0)].is_new
+    assert store.partition_states[t0][0].leader_and_isr.leader_epoch == 1  # bumped
+    assert t0 in core.ctx.partitions_being_reassigned
+    # only one of the new replicas caught up: nothing moves yet
+    assert not catch_up(core, store, t0, [2]).writes[1:]
+    done = catch_up(core, store, t0, [3])
+    lai = store.partition_states[t0][0].leader_and_isr
+    assert lai.leader == 2 and set(lai.isr) == {2, 3}
+    assert store.topics["t"][0] == ReplicaAssignment((2, 3))
+    assert store.reassignments == {}
+    stops = stop_replica_states(done)
+    assert stops[(0, t0)].delete_partition and stops[(1, t0)].delete_partition
+    assert t0 not in core.ctx.partitions_being_reassigned
+    assert {r.replica for r in core.ctx.replicas_for_topic("t")} == {2, 3}
+    store.assert_matches(core)
+
+
+def test_reassignment_keeping_the_leader_only_bumps_the_epoch_and_bad_requests_are_dropped():
+    core, store = new_cluster([0, 1, 2])
+    create_topic(core, store, "t", {0: [0, 1]})
+    t0 = tp("t", 0)
+    store.reassignments = {t0: (0, 2), tp("t", 9): (0,), tp("x", 0): (1,)}
+    result = core.process_zk_partition_reassignment(store.reassignments)
+    store.apply(result)
+    assert store.reassignments == {t0: (0, 2)}
+    assert {tp("t", 9), tp("x", 0)} <= set(result.failed)
+    catch_up(core, store, t0, [2])
+    lai = store.partition_states[t0][0].leader_and_isr
+    assert lai.leader == 0 and set(lai.isr) == {0, 2}
+    assert store.topics["t"][0] == ReplicaAssignment((0, 2))
+    store.assert_matches(core)
+
+
+def test_reassignment_resumes_after_failover():
+    core, store = new_cluster([0, 1, 2])
+    create_topic(core, store, "t", {0: [0]})
+    t0 = tp("t", 0)
+    store.reassignments = {t0: (1,)}
+    store.apply(core.process_zk_partition_reassignment(store.reassignments))
+    fresh = ControllerCore(0)
+    fresh.ctx.epoch = 2
+    fresh.ctx.add_live_brokers([(broker(b), 100 + b) for b in (0, 1, 2)])
+    fresh.ctx.set_all_topics(["t"])
+    fresh.ctx.update_partition_full_replica_assignment(t0, store.topics["t"][0])
+    fresh.ctx.partitions_being_reassigned.add(t0)
+    info, version = store.partition_states[t0]
+    fresh.ctx.put_partition_leadership_info(
+        t0, LeaderIsrAndControllerEpoch(info.leader_and_isr.with_zk_version(version), 1)
+    )
+    result = fresh.on_controller_failover([], store.reassignments)
+    store.apply(result)
+    assert (1, t0) in leader_and_isr_states(result)
+    catch_up(fresh, store, t0, [1])
+    assert store.topics["t"][0] == ReplicaAssignment((1,))
+    assert store.partition_states[t0][0].leader_and_isr.leader == 1
+    store.assert_matches(fresh)
+
+
 # -- random event sequences against the store model --------------------------------------------
 
 
@@ -462,6 +549,38 @@ class ControllerModel(RuleBasedStateMachine):
         }
         self.apply(self.core.on_stop_replica_response(request.broker_id, ErrorCode.NONE, errors))
 
+    @precondition(lambda self: self.store.topics)
+    @rule(data=st.data())
+    def reassign(self, data):
+        topic = data.draw(st.sampled_from(sorted(self.store.topics)))
+        partition = data.draw(st.sampled_from(sorted(self.store.topics[topic])))
+        rf = data.draw(st.integers(1, 3))
+        target = tuple(data.draw(st.permutations(self.BROKERS))[:rf])
+        requested = dict(self.store.reassignments)
+        requested.setdefault(TopicPartition(topic, partition), target)
+        self.store.reassignments = requested
+        self.apply(self.core.process_zk_partition_reassignment(requested))
+
+    @precondition(lambda self: self.core.ctx.partitions_being_reassigned)
+    @rule(data=st.data())
+    def leader_expands_isr(self, data):
+        """A partition leader lets live caught-up replicas into the ISR (CAS + notification)."""
+        t_p = data.draw(st.sampled_from(sorted(self.core.ctx.partitions_being_reassigned)))
+        if t_p not in self.store.partition_states:
+            return
+        info, version = self.store.partition_states[t_p]
+        lai = info.leader_and_isr
+        if lai.leader < 0 or lai.leader not in self.live:
+            return
+        assigned = self.store.topics[t_p.topic][t_p.partition].replicas
+        joining = [r for r in assigned if r in self.live and r not in lai.isr]
+        grown = LeaderIsrAndControllerEpoch(
+            LeaderAndIsr(lai.leader, lai.leader_epoch, lai.isr + tuple(joining), version + 1),
+            info.controller_epoch,
+        )
+        self.store.partition_states[t_p] = (grown, version + 1)
+        self.apply(self.core.process_isr_change_notification({t_p: grown}, []))
+
     @rule()
     def failover(self):
         """A new controller loads the context from the store and takes over."""
@@ -474,6 +593,8 @@ class ControllerModel(RuleBasedStateMachine):
         for topic, assignment in self.store.topics.items():
             for p, a in assignment.items():
                 ctx.update_partition_full_replica_assignment(TopicPartition(topic, p), a)
+                if a.is_being_reassigned:
+                    ctx.partitions_being_reassigned.add(TopicPartition(topic, p))
         for t_p, (info, version) in self.store.partition_states.items():
             ctx.put_partition_leadership_info(
                 t_p,
@@ -483,7 +604,9 @@ class ControllerModel(RuleBasedStateMachine):
             )
         self.core = core
         self.pending_stop = []
-        self.apply(core.on_controller_failover(sorted(self.store.delete_markers)))
+        self.apply(
+            core.on_controller_failover(sorted(self.store.delete_markers), self.store.reassignments)
+        )
 
     @invariant()
     def context_matches_store(self):

@@ -12,7 +12,7 @@ from kafkalite.coord import paths
 from kafkalite.coord.embedded import EmbeddedStore
 from kafkalite.coord.errors import ConnectionLoss
 from kafkalite.protocol.api import ApiKey
-from kafkalite.protocol.errors import NotControllerError
+from kafkalite.protocol.errors import NotControllerError, ReassignmentInProgressError
 from kafkalite.protocol.types import TopicPartition
 
 from .shell_support import FakeCluster, eventually, settle, start_node
@@ -319,4 +319,58 @@ async def test_lost_store_connections_do_not_lose_decisions(store, cluster, fail
     assert nodes[0].controller.is_active
     assert cluster.violations == []
     assert all(n.controller.event_manager.errors == [] for n in nodes)
+    await stop(*nodes)
+
+
+async def test_partition_reassignment_through_the_admin_node(store, cluster):
+    nodes = [await start_node(store, cluster, b, config=config()) for b in (0, 1, 2)]
+    reader = cluster.reader
+    await admin.create_topic(reader, "move", 1, 2, replica_assignment={0: [0, 1]})
+    await eventually(lambda: state(reader, "move", 0), message="online")
+    t0 = TopicPartition("move", 0)
+    await admin.reassign_partitions(reader, {t0: [2, 1]})
+    with pytest.raises(ReassignmentInProgressError):
+        await admin.reassign_partitions(reader, {t0: [1]})
+
+    async def adding():
+        _, assignment, _ = await zk_data.get_topic_assignment(reader, "move")
+        return assignment[0].adding_replicas == (2,)
+
+    await eventually(adding, message="replica 2 being added")
+    await eventually(
+        lambda: any(b == 2 and ps.is_new for b, _, ps in cluster.leader_and_isr_partitions(2)),
+        message="new replica told",
+    )
+    # the leader lets replica 2 into the ISR, as its ReplicaManager would once it caught up
+    current = await state(reader, "move", 0)
+    lai = current.leader_and_isr
+    assert await zk_data.update_leader_and_isr(
+        nodes[0].session,
+        "move",
+        0,
+        BrokerLeaderAndIsr(
+            lai.leader, lai.leader_epoch, (0, 1, 2), lai.zk_version, current.controller_epoch
+        ),
+    )
+
+    async def done():
+        _, assignment, _ = await zk_data.get_topic_assignment(reader, "move")
+        return (
+            assignment[0].replicas == (2, 1)
+            and await reader.exists(paths.REASSIGN_PARTITIONS) is None
+        )
+
+    await eventually(done, message="reassignment completed")
+    info = await state(reader, "move", 0)
+    assert info.leader_and_isr.leader == 2 and set(info.leader_and_isr.isr) == {1, 2}
+    await eventually(
+        lambda: any(
+            s.broker_id == 0
+            and any(p.delete_partition for t in s.message.topic_states for p in t.partition_states)
+            for s in cluster.of(ApiKey.STOP_REPLICA)
+        ),
+        message="StopReplica(delete) to the removed replica",
+    )
+    assert await admin.get_partition_reassignments(reader) == {}
+    assert cluster.violations == [] and all(n.controller.event_manager.errors == [] for n in nodes)
     await stop(*nodes)
