@@ -45,6 +45,7 @@ from kafkalite.protocol.types import TopicPartition
 
 from . import zk_data
 from .assignment import (
+    AdminOperationError,
     BrokerMetadata,
     assign_replicas_to_brokers,
     broker_metadatas,
@@ -340,3 +341,20 @@ async def get_partition_reassignments(
 ) -> dict[TopicPartition, tuple[int, ...]]:
     """The reassignments not finished yet (what ``/admin/reassign_partitions`` still holds)."""
     return await zk_data.get_partition_reassignments(session)
+
+
+async def request_preferred_replica_election(
+    session: CoordSession, partitions: Sequence[TopicPartition]
+) -> None:
+    """Ask the controller to move leadership back to the preferred replicas of ``partitions``
+    (Kafka's ``kafka-preferred-replica-election.sh``: ``/admin/preferred_replica_election``).
+    Raises ``AdminOperationError`` while an earlier request is still being processed."""
+    await session.ensure_path(paths.ADMIN)
+    try:
+        await session.create(
+            paths.PREFERRED_REPLICA_ELECTION, paths.encode_preferred_replica_election(partitions)
+        )
+    except NodeExists:
+        raise AdminOperationError(
+            "Preferred replica leader election currently in progress."
+        ) from None

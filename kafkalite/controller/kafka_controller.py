@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,7 +64,13 @@ from .context import Broker, ControllerContext
 from .controller_core import ControllerCore
 from .event_manager import ControllerEventManager
 from .partition_state_machine import NEW_PARTITION, OFFLINE_PARTITION
-from .results import ControllerResult, DeleteIsrChangeNotifications, DeleteTopic, SetTopicAssignment
+from .results import (
+    ControllerResult,
+    DeleteIsrChangeNotifications,
+    DeletePreferredReplicaElection,
+    DeleteTopic,
+    SetTopicAssignment,
+)
 
 log = structlog.get_logger("kafkalite.controller")
 
@@ -152,6 +158,11 @@ class ZkPartitionReassignment:
 
 
 @dataclass(frozen=True)
+class ZkPreferredReplicaElection:
+    """``/admin/preferred_replica_election`` was created."""
+
+
+@dataclass(frozen=True)
 class AutoPreferredReplicaLeaderElection:
     pass
 
@@ -191,6 +202,7 @@ class KafkaController:
         *,
         transport_factory: TransportFactory | None = None,
         retry_backoff: float = 0.1,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.broker_id = broker_id
         self.session = session
@@ -219,6 +231,7 @@ class KafkaController:
             )
         )
         self.retry_backoff = retry_backoff
+        self._sleep = sleep
 
         self.active_controller_id = -1
         self.core: ControllerCore | None = None
@@ -361,6 +374,8 @@ class KafkaController:
                 )
             case IsrChangeNotification():
                 await self._process_isr_change_notification()
+            case ZkPreferredReplicaElection():
+                await self._process_zk_preferred_replica_election()
             case ZkPartitionReassignment():
                 requested = await zk_data.get_partition_reassignments(self.session)
                 await self._refresh_leadership(requested)
@@ -499,6 +514,11 @@ class KafkaController:
             "reassignments",
             lambda: self.session.watch_data(paths.REASSIGN_PARTITIONS),
             ZkPartitionReassignment,
+        )
+        self._start_watch(
+            "preferred_election",
+            lambda: self.session.watch_data(paths.PREFERRED_REPLICA_ELECTION),
+            ZkPreferredReplicaElection,
         )
         stale_notifications = await zk_data.get_isr_change_notifications(self.session)
         await self._initialize_controller_context()
@@ -698,6 +718,18 @@ class KafkaController:
         leaderships = await zk_data.get_partition_states(self.session, partitions)
         await self._apply(self.core.process_isr_change_notification(leaderships, seqs))
 
+    async def _process_zk_preferred_replica_election(self) -> None:
+        """Kafka's ``kafka-preferred-replica-election.sh``: elect the preferred leaders of the
+        named partitions, then delete the request node (fenced, with the elections)."""
+        assert self.core is not None
+        partitions = await zk_data.get_preferred_replica_election(self.session)
+        if partitions is None:
+            return
+        await self._refresh_leadership(partitions)
+        result = self.core.elect_preferred_leaders(partitions)
+        result.writes.append(DeletePreferredReplicaElection())
+        await self._apply(result)
+
     async def _process_controlled_shutdown(
         self, broker_id: int, broker_epoch: int
     ) -> list[TopicPartition]:
@@ -787,7 +819,7 @@ class KafkaController:
 
     async def _auto_rebalance_timer(self) -> None:
         while True:
-            await asyncio.sleep(self.leader_imbalance_check_interval)
+            await self._sleep(self.leader_imbalance_check_interval)
             self.event_manager.put(AutoPreferredReplicaLeaderElection())
 
 

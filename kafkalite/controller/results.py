@@ -94,6 +94,11 @@ class UpdateReassignPartitions:
     remaining: dict[TopicPartition, tuple[int, ...]]
 
 
+@dataclass(frozen=True, slots=True)
+class DeletePreferredReplicaElection:
+    """Delete ``/admin/preferred_replica_election`` once its elections were made."""
+
+
 StoreWrite = (
     CreatePartitionState
     | UpdatePartitionState
@@ -102,6 +107,7 @@ StoreWrite = (
     | DeleteTopicDeletions
     | DeleteIsrChangeNotifications
     | UpdateReassignPartitions
+    | DeletePreferredReplicaElection
 )
 
 

@@ -47,6 +47,7 @@ from .context import (
 from .results import (
     CreatePartitionState,
     DeleteIsrChangeNotifications,
+    DeletePreferredReplicaElection,
     DeleteTopic,
     DeleteTopicDeletions,
     SetTopicAssignment,
@@ -422,6 +423,9 @@ async def ops_for_writes(session: CoordSession, writes: Sequence[StoreWrite]) ->
                     )
                 elif exists:
                     ops.append(DeleteOp(paths.REASSIGN_PARTITIONS, -1))
+            case DeletePreferredReplicaElection():
+                if await session.exists(paths.PREFERRED_REPLICA_ELECTION) is not None:
+                    ops.append(DeleteOp(paths.PREFERRED_REPLICA_ELECTION, -1))
             case _:
                 raise TypeError(f"unknown store write {write!r}")
     return ops
@@ -458,3 +462,12 @@ async def get_partition_reassignments(
     except NoNode:
         return {}
     return paths.decode_reassignment(data)
+
+
+async def get_preferred_replica_election(session: CoordSession) -> set[TopicPartition] | None:
+    """The partitions ``/admin/preferred_replica_election`` names, or None when absent."""
+    try:
+        data, _ = await session.get_data(paths.PREFERRED_REPLICA_ELECTION)
+    except NoNode:
+        return None
+    return paths.decode_preferred_replica_election(data)

@@ -15,7 +15,7 @@ from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.errors import NotControllerError, ReassignmentInProgressError
 from kafkalite.protocol.types import TopicPartition
 
-from .shell_support import FakeCluster, eventually, settle, start_node
+from .shell_support import FakeCluster, eventually, register_broker, settle, start_node
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -374,3 +374,38 @@ async def test_partition_reassignment_through_the_admin_node(store, cluster):
     assert await admin.get_partition_reassignments(reader) == {}
     assert cluster.violations == [] and all(n.controller.event_manager.errors == [] for n in nodes)
     await stop(*nodes)
+
+
+async def test_preferred_replica_election_through_the_admin_node(store, cluster):
+    nodes = [await start_node(store, cluster, b, config=config()) for b in (0, 1, 2)]
+    reader = cluster.reader
+    await admin.create_topic(reader, "pref", 1, 2, replica_assignment={0: [1, 2]})
+    await eventually(lambda: state(reader, "pref", 0), message="online")
+    await nodes[1].controller.shutdown()
+    await nodes[1].session.close()  # broker 1 dies: broker 2 leads
+
+    async def led_by(broker):
+        info = await state(reader, "pref", 0)
+        return info.leader_and_isr.leader == broker
+
+    await eventually(lambda: led_by(2), message="broker 2 leads")
+    back = await register_broker(store, 1)  # broker 1 comes back and catches up
+    await settle(nodes[0].controller)
+    current = await state(reader, "pref", 0)
+    lai = current.leader_and_isr
+    assert await zk_data.update_leader_and_isr(
+        back,
+        "pref",
+        0,
+        BrokerLeaderAndIsr(2, lai.leader_epoch, (2, 1), lai.zk_version, current.controller_epoch),
+    )
+    await admin.request_preferred_replica_election(reader, [TopicPartition("pref", 0)])
+    await eventually(lambda: led_by(1), message="preferred leader restored")
+
+    async def node_gone():
+        return await reader.exists(paths.PREFERRED_REPLICA_ELECTION) is None
+
+    await eventually(node_gone, message="request node deleted")
+    assert all(n.controller.event_manager.errors == [] for n in nodes)
+    await back.close()
+    await stop(nodes[0], nodes[2])
