@@ -73,7 +73,7 @@ def json_response(data: Any, status: int = 200) -> web.Response:
 
 @web.middleware
 async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    from kafkalite.coord.errors import CoordError, NoNode
+    from kafkalite.coord.errors import BadArguments, CoordError, NoNode
     from kafkalite.protocol.errors import ErrorCode, KafkaError
 
     try:
@@ -89,6 +89,8 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         )
     except NoNode as e:
         return json_response({"error": "NOT_FOUND", "message": str(e) or "no such node"}, 404)
+    except BadArguments as e:  # e.g. a path built from a name no node can have
+        return json_response({"error": "INVALID_REQUEST", "message": str(e)}, 400)
     except CoordError as e:
         return json_response(
             {"error": "COORDINATION_ERROR", "message": f"coordination store: {e}"}, 503
@@ -196,11 +198,10 @@ def partitions_field(
         where = f"{name}[{i}]"
         if not isinstance(item, dict):
             raise AdminError.invalid(where, "must be an object")
-        entry: dict[str, Any] = {
-            "topic": str_field(item, "topic") if isinstance(item.get("topic"), str) else None,
-        }
-        if entry["topic"] is None:
-            raise AdminError.invalid(f"{where}.topic", "must be a string")
+        topic = item.get("topic")
+        if not isinstance(topic, str) or not is_valid_topic_name(topic):
+            raise AdminError.invalid(f"{where}.topic", "must be a legal topic name")
+        entry: dict[str, Any] = {"topic": topic}
         p = item.get("partition")
         if isinstance(p, bool) or not isinstance(p, int) or p < 0:
             raise AdminError.invalid(f"{where}.partition", "must be an integer >= 0")
@@ -220,6 +221,25 @@ def partitions_field(
             entry["replicas"] = list(replicas)
         out.append(entry)
     return out
+
+
+def is_valid_topic_name(name: str) -> bool:
+    from kafkalite.controller.admin import validate_topic_name
+    from kafkalite.protocol.errors import KafkaError
+
+    try:
+        validate_topic_name(name)
+    except KafkaError:
+        return False
+    return True
+
+
+def topic_name(request: web.Request) -> str:
+    """The {name} path parameter; a name that no topic can have is answered 404 at once."""
+    name = request.match_info["name"]
+    if not is_valid_topic_name(name):
+        raise AdminError(404, "UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
+    return name
 
 
 def decode_consumer_assignment(data: bytes) -> list[dict[str, Any]]:
@@ -277,6 +297,66 @@ class AdminApi:
                 "this broker has no group coordinator (consumer groups are not served)",
             )
         return coordinator
+
+    async def coordinator_for(self, group_id: str, *, create: bool = False) -> Any:
+        """This broker's group coordinator, once it owns `group_id` (leads the group's
+        `__consumer_offsets` partition and has loaded it).
+
+        No offsets topic: 404 GROUP_ID_NOT_FOUND (no group ever committed), unless `create`
+        (an offset reset may seed a new group): the topic is then created as FindCoordinator
+        does. Another broker leads the partition: 421 NOT_COORDINATOR naming it.
+        """
+        from kafkalite.group.config import GROUP_METADATA_TOPIC_NAME
+
+        coordinator = self.group_coordinator()
+        cache = self.server.metadata_cache
+        if not cache.contains_topic(GROUP_METADATA_TOPIC_NAME):
+            if not create:
+                raise AdminError(
+                    404,
+                    "GROUP_ID_NOT_FOUND",
+                    f"group {group_id!r} does not exist (no group has committed offsets yet)",
+                )
+            await self._create_offsets_topic(coordinator)
+        partition = coordinator.partition_for(group_id)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CREATE_WAIT_S
+        while True:
+            info = cache.get_partition_info(GROUP_METADATA_TOPIC_NAME, partition)
+            if info is not None and info.leader >= 0 and info.leader != self.server.broker_id:
+                raise AdminError(
+                    421,
+                    "NOT_COORDINATOR",
+                    f"group {group_id!r} is coordinated by broker {info.leader} "
+                    f"({GROUP_METADATA_TOPIC_NAME}-{partition}); ask that broker's admin API",
+                )
+            if info is not None and coordinator.core.is_group_local(group_id):
+                return coordinator
+            if loop.time() > deadline:
+                raise AdminError(
+                    503,
+                    "COORDINATOR_LOAD_IN_PROGRESS",
+                    f"the coordinator of group {group_id!r} is not ready yet; retry",
+                )
+            await asyncio.sleep(0.02)
+
+    async def _create_offsets_topic(self, coordinator: Any) -> None:
+        from kafkalite.controller import admin
+        from kafkalite.group.config import GROUP_METADATA_TOPIC_NAME
+        from kafkalite.protocol.errors import TopicAlreadyExistsError
+
+        offset_config = coordinator.offset_config
+        alive = len(self.server.metadata_cache.get_alive_brokers())
+        try:
+            await admin.create_topic(
+                self.session,
+                GROUP_METADATA_TOPIC_NAME,
+                offset_config.offsets_topic_num_partitions,
+                min(offset_config.offsets_topic_replication_factor, max(alive, 1)),
+                offset_config.offsets_topic_configs(),
+            )
+        except TopicAlreadyExistsError:
+            pass
 
     # -- health ----------------------------------------------------------------------------
 
@@ -478,7 +558,7 @@ class AdminApi:
         from kafkalite.controller import zk_data
         from kafkalite.protocol.types import TopicPartition
 
-        name = request.match_info["name"]
+        name = topic_name(request)
         session = self.session
         found = await zk_data.get_topic_assignment(session, name)
         if found is None:
@@ -519,7 +599,7 @@ class AdminApi:
     async def alter_topic_config(self, request: web.Request) -> web.Response:
         from kafkalite.controller import admin
 
-        name = request.match_info["name"]
+        name = topic_name(request)
         body = await json_body(request)
         if "configs" not in body:
             raise AdminError.invalid("configs", "is required (config name -> value, null removes)")
@@ -542,7 +622,7 @@ class AdminApi:
     async def add_partitions(self, request: web.Request) -> web.Response:
         from kafkalite.controller import admin
 
-        name = request.match_info["name"]
+        name = topic_name(request)
         body = await json_body(request)
         count = int_field(body, "partitions", minimum=1, maximum=100_000)
         new = await admin.add_partitions(self.session, name, count)
@@ -559,7 +639,7 @@ class AdminApi:
     async def delete_topic(self, request: web.Request) -> web.Response:
         from kafkalite.controller import admin
 
-        name = request.match_info["name"]
+        name = topic_name(request)
         await admin.delete_topic(self.session, name)
         return json_response({"name": name, "marked_for_deletion": True}, 202)
 
@@ -585,20 +665,20 @@ class AdminApi:
             return None
         return status.high_watermark
 
-    def _describe(self, group_id: str) -> Any:
+    async def _describe(self, group_id: str, *, create: bool = False) -> tuple[Any, Any]:
         from kafkalite.protocol.errors import ErrorCode
 
-        error, summary = self.group_coordinator().describe_group(group_id)
+        coordinator = await self.coordinator_for(group_id, create=create)
+        error, summary = coordinator.describe_group(group_id)
         if error != ErrorCode.NONE:
             raise AdminError.kafka(error, f"group {group_id!r}: {error.name}")
-        return summary
+        return coordinator, summary
 
     async def describe_group(self, request: web.Request) -> web.Response:
         from kafkalite.protocol.errors import ErrorCode
 
         group_id = request.match_info["id"]
-        coordinator = self.group_coordinator()
-        summary = self._describe(group_id)
+        coordinator, summary = await self._describe(group_id)
         error, lags = coordinator.consumer_lag(group_id, self._high_watermark)
         if error != ErrorCode.NONE:
             raise AdminError.kafka(error)
@@ -643,7 +723,8 @@ class AdminApi:
         from kafkalite.protocol.errors import ErrorCode
 
         group_id = request.match_info["id"]
-        results = await self.group_coordinator().delete_groups([group_id])
+        coordinator = await self.coordinator_for(group_id)
+        results = await coordinator.delete_groups([group_id])
         error = results.get(group_id, ErrorCode.NONE)
         if error != ErrorCode.NONE:
             raise AdminError.kafka(error, f"group {group_id!r}: {error.message or error.name}")
@@ -664,8 +745,7 @@ class AdminApi:
         dry_run = body.get("dry_run", False)
         if not isinstance(dry_run, bool):
             raise AdminError.invalid("dry_run", "must be a boolean")
-        coordinator = self.group_coordinator()
-        summary = self._describe(group_id)
+        coordinator, summary = await self._describe(group_id, create=True)
         if summary.state not in ("Empty", "Dead"):
             raise AdminError(
                 409,
@@ -696,6 +776,11 @@ class AdminApi:
                     )
             if not isinstance(topics, list) or not all(isinstance(t, str) for t in topics):
                 raise AdminError.invalid("topics", "must be a list of topic names")
+            for topic in topics:
+                if not is_valid_topic_name(topic):
+                    raise AdminError(
+                        404, "UNKNOWN_TOPIC_OR_PARTITION", f"topic {topic!r} does not exist"
+                    )
             assignments = await zk_data.get_topic_assignments(self.session, topics)
             for topic in topics:
                 if topic not in assignments:
