@@ -43,9 +43,16 @@ def kafka_spec(broker, topic: str, **overrides) -> LoadSpec:
     return LoadSpec(**fields)
 
 
-def test_small_run_verifies_and_reports(spark, shared_broker, tmp_path):
+@pytest.fixture(scope="module")
+def small_run(spark, shared_broker):
+    """One small kafkalite run, shared: analysed clean and with records dropped."""
     spec = kafka_spec(shared_broker, "bench-small")
-    result = spark_load.run_load(spark, spec)
+    return spec, spark_load.run_stage(spark, spec)
+
+
+def test_small_run_verifies_and_reports(small_run, shared_broker, tmp_path):
+    spec, run = small_run
+    result = spark_load.analyse(run)
     v = result["verification"]
     assert v["ok"], v
     assert v["acknowledged"] == v["received"] == RECORDS
@@ -79,9 +86,9 @@ def test_small_run_verifies_and_reports(spark, shared_broker, tmp_path):
     assert "verified kafkalite" in text and "p99.9" in text
 
 
-def test_records_dropped_before_verification_fail_it(spark, shared_broker):
-    spec = kafka_spec(shared_broker, "bench-dropped")
-    result = spark_load.run_load(spark, spec, drop_for_test=7)
+def test_records_dropped_before_verification_fail_it(small_run):
+    _, run = small_run
+    result = spark_load.analyse(run, drop_for_test=7)
     v = result["verification"]
     assert not v["ok"]
     assert v["missing"] == 7
