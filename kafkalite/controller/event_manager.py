@@ -7,9 +7,10 @@ state machines, channel bookkeeping) is touched only from that task, so there ar
 (CONVENTIONS.md item 3). An event may carry a future that the processor completes with its
 answer (``put_and_wait``).
 
-The processor's failures are caught at this boundary only: the event is answered with the
-error, recorded in ``errors`` (tests assert it stays empty) and logged, and the next event is
-processed (Kafka's ControllerEventThread does the same; a dead event thread is a dead cluster).
+The processor's failures are caught at this boundary only: an event someone waits for is
+answered with the error; any other failure is recorded in ``errors`` (tests assert it stays
+empty) and logged. Either way the next event is processed (Kafka's ControllerEventThread does
+the same; a dead event thread is a dead cluster).
 """
 
 from __future__ import annotations
@@ -106,10 +107,11 @@ class ControllerEventManager:
                     queued.future.cancel()
                 raise
             except Exception as error:  # the event loop boundary: see the module docstring
-                self.errors.append((queued.event, error))
-                log.exception("controller event failed", event_type=type(queued.event).__name__)
                 if queued.future is not None and not queued.future.done():
-                    queued.future.set_exception(error)
+                    queued.future.set_exception(error)  # the caller gets it (an API answer)
+                else:
+                    self.errors.append((queued.event, error))
+                    log.exception("controller event failed", event_type=type(queued.event).__name__)
             else:
                 if queued.future is not None and not queued.future.done():
                     queued.future.set_result(answer)

@@ -267,7 +267,10 @@ class KafkaController:
             return
         self._started = True
         self.event_manager.start()
-        await self.event_manager.put_and_wait(Startup())
+        # Fire-and-forget then wait: a failed election is logged (and retried on the next
+        # /controller change) instead of failing the broker's start-up.
+        self.event_manager.put(Startup())
+        await self.event_manager.wait_idle()
         self._controller_watch = asyncio.get_running_loop().create_task(
             self._watch_controller(), name=f"controller-{self.broker_id}-watch"
         )

@@ -39,7 +39,10 @@ async def test_a_failing_event_is_answered_with_its_error_and_the_loop_goes_on()
     with pytest.raises(ValueError):
         await manager.put_and_wait("bad")
     assert await manager.put_and_wait("good") == "good"
-    assert [type(e) for _, e in manager.errors] == [ValueError]
+    assert manager.errors == []  # answered to its caller
+    manager.put("bad")
+    await manager.wait_idle()
+    assert [type(e) for _, e in manager.errors] == [ValueError]  # nobody waited: recorded
     await manager.close()
 
 
