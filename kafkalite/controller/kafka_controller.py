@@ -11,8 +11,10 @@ Every broker runs one (seed 001: "每个KafkaServer中都会创建一个KafkaCon
    leadership, unclean-election settings), open a channel to every live broker, and apply
    ``ControllerCore.on_controller_failover``.
 3. **Events**: watches (``/brokers/ids``, ``/brokers/topics``, ``/brokers/topics/<t>``,
-   ``/admin/delete_topics``, ``/isr_change_notification``), broker responses, API calls
-   (controlled shutdown) and the auto leader rebalance timer only enqueue events; the single
+   ``/admin/delete_topics``, ``/isr_change_notification``, ``/admin/reassign_partitions``,
+   ``/admin/preferred_replica_election``, ``/config/changes``), broker responses, API calls
+   (controlled shutdown, preferred leader election) and the auto leader rebalance timer only
+   enqueue events; the single
    event task (``ControllerEventManager``) reads what the event needs from the store, asks
    ``ControllerCore`` for a decision and applies it (``_apply``).
 4. **Applying a decision**: all store writes in one multi fenced by the controller epoch's
@@ -160,6 +162,12 @@ class ZkPartitionReassignment:
 @dataclass(frozen=True)
 class ZkPreferredReplicaElection:
     """``/admin/preferred_replica_election`` was created."""
+
+
+@dataclass(frozen=True)
+class TopicConfigChange:
+    """A ``/config/changes`` notification: topic overrides changed (unclean election may now
+    be allowed for some topic)."""
 
 
 @dataclass(frozen=True)
@@ -377,6 +385,8 @@ class KafkaController:
                 )
             case IsrChangeNotification():
                 await self._process_isr_change_notification()
+            case TopicConfigChange():
+                await self._process_topic_config_change()
             case ZkPreferredReplicaElection():
                 await self._process_zk_preferred_replica_election()
             case ZkPartitionReassignment():
@@ -517,6 +527,12 @@ class KafkaController:
             "reassignments",
             lambda: self.session.watch_data(paths.REASSIGN_PARTITIONS),
             ZkPartitionReassignment,
+        )
+        await self.session.ensure_path(paths.CONFIG_CHANGES)
+        self._start_watch(
+            "config_changes",
+            lambda: self.session.watch_children(paths.CONFIG_CHANGES),
+            TopicConfigChange,
         )
         self._start_watch(
             "preferred_election",
@@ -720,6 +736,21 @@ class KafkaController:
         partitions = await zk_data.get_partitions_from_isr_change_notifications(self.session, seqs)
         leaderships = await zk_data.get_partition_states(self.session, partitions)
         await self._apply(self.core.process_isr_change_notification(leaderships, seqs))
+
+    async def _process_topic_config_change(self) -> None:
+        """Kafka's ``TopicUncleanLeaderElectionEnable``: a topic that now allows unclean leader
+        election gets its leaderless partitions elected at once."""
+        core = self.core
+        assert core is not None
+        ctx = core.ctx
+        enabled = await zk_data.get_unclean_leader_election_topics(
+            self.session, ctx.all_topics, self.unclean_leader_election_enable
+        )
+        newly = enabled - ctx.unclean_leader_election_topics
+        ctx.unclean_leader_election_topics = enabled
+        for topic in sorted(newly):
+            await self._refresh_leadership(ctx.partitions_for_topic(topic))
+            await self._apply(core.psm.trigger_online_partition_state_change(topic))
 
     async def _process_zk_preferred_replica_election(self) -> None:
         """Kafka's ``kafka-preferred-replica-election.sh``: elect the preferred leaders of the

@@ -409,3 +409,32 @@ async def test_preferred_replica_election_through_the_admin_node(store, cluster)
     assert all(n.controller.event_manager.errors == [] for n in nodes)
     await back.close()
     await stop(nodes[0], nodes[2])
+
+
+async def test_enabling_unclean_election_elects_leaderless_partitions(store, cluster):
+    nodes = [await start_node(store, cluster, b, config=config()) for b in (0, 1)]
+    reader = cluster.reader
+    await admin.create_topic(reader, "dirty", 1, 2, replica_assignment={0: [1, 0]})
+    await eventually(lambda: state(reader, "dirty", 0), message="online")
+    current = await state(reader, "dirty", 0)
+    lai = current.leader_and_isr
+    # broker 0 fell out of the ISR, then the leader (1) dies: no clean leader left
+    assert await zk_data.update_leader_and_isr(
+        reader,
+        "dirty",
+        0,
+        BrokerLeaderAndIsr(1, lai.leader_epoch, (1,), lai.zk_version, current.controller_epoch),
+    )
+    await settle(nodes[0].controller)
+    await nodes[1].controller.shutdown()
+    await nodes[1].session.close()
+
+    async def leader_is(broker):
+        return (await state(reader, "dirty", 0)).leader_and_isr.leader == broker
+
+    await eventually(lambda: leader_is(-1), message="partition offline")
+    await admin.alter_topic_config(reader, "dirty", {"unclean.leader.election.enable": "true"})
+    await eventually(lambda: leader_is(0), message="unclean leader elected")
+    assert (await state(reader, "dirty", 0)).leader_and_isr.isr == (0,)
+    assert nodes[0].controller.event_manager.errors == []
+    await stop(nodes[0])
