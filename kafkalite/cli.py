@@ -24,6 +24,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from kafkalite.admin.cli import cluster_app, groups_app
 from kafkalite.config import BrokerConfig, ConfigError
 
 app = typer.Typer(
@@ -33,6 +34,8 @@ topics_app = typer.Typer(
     help="Create, list, describe, alter and delete topics", no_args_is_help=True
 )
 app.add_typer(topics_app, name="topics")
+app.add_typer(cluster_app, name="cluster")
+app.add_typer(groups_app, name="groups")
 
 console = Console()
 err_console = Console(stderr=True, soft_wrap=True)

@@ -87,3 +87,20 @@ def admin(admin_broker) -> AdminClient:
     client = AdminClient(admin_broker.admin_url)
     client.wait_for(lambda: client.get("/ready").status == 200, "the admin API to be ready")
     return client
+
+
+def produce(bootstrap: str, topic: str, count: int, partition: int = 0) -> None:
+    """Produce `count` records to one partition with confluent-kafka; every one acknowledged."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    delivered: list[object] = []
+    for i in range(count):
+        producer.produce(
+            topic,
+            value=f"v{i}".encode(),
+            partition=partition,
+            on_delivery=lambda err, msg: delivered.append(err),
+        )
+    assert producer.flush(30) == 0
+    assert delivered == [None] * count

@@ -6,26 +6,12 @@ import json
 
 import pytest
 
-from tests.admin.conftest import AdminClient
+from tests.admin.conftest import AdminClient, produce
 
 try:
     from confluent_kafka import Consumer, Producer, TopicPartition
 except ImportError as e:  # pragma: no cover - the test extras are required
     raise RuntimeError("confluent-kafka is required: pip install -e '.[test]'") from e
-
-
-def produce(bootstrap: str, topic: str, count: int, partition: int = 0) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    delivered: list[object] = []
-    for i in range(count):
-        producer.produce(
-            topic,
-            value=f"v{i}".encode(),
-            partition=partition,
-            on_delivery=lambda err, msg: delivered.append(err),
-        )
-    assert producer.flush(30) == 0
-    assert delivered == [None] * count
 
 
 def partition_of(admin: AdminClient, topic: str, partition: int) -> dict:

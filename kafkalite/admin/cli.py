@@ -1,0 +1,341 @@
+"""Operator commands over the HTTP admin API (thin clients: one HTTP call each, then a table).
+
+    kafkalite cluster [--admin-url URL] [--json]            cluster id, controller, brokers
+    kafkalite cluster brokers
+    kafkalite cluster reassign TOPIC:PARTITION=B1,B2,...    (repeatable)
+    kafkalite cluster reassignments
+    kafkalite cluster elect-leaders [--type preferred|unclean] [TOPIC:PARTITION ...]
+    kafkalite groups list
+    kafkalite groups describe GROUP                          members, offsets, lag
+    kafkalite groups reset-offsets GROUP --to earliest|latest|timestamp|explicit
+              [--topic T]... [--timestamp MS] [--offset TOPIC:PARTITION=OFFSET]... [--dry-run]
+    kafkalite groups delete GROUP
+
+`--admin-url` defaults to $KAFKALITE_ADMIN_URL, else http://127.0.0.1:9644 (the broker's
+`admin.listener`). `--json` prints the API's JSON answer as is. Exit status: 0 on success, 1 when
+the API answered an error (its code and message are printed) or cannot be reached, 2 on usage
+errors.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+DEFAULT_ADMIN_URL = "http://127.0.0.1:9644"
+TIMEOUT_S = 60.0
+
+console = Console()
+err_console = Console(stderr=True, soft_wrap=True)
+
+AdminUrl = Annotated[
+    str,
+    typer.Option(
+        "--admin-url",
+        envvar="KAFKALITE_ADMIN_URL",
+        help="base URL of any broker's admin API (admin.listener)",
+    ),
+]
+JsonOutput = Annotated[bool, typer.Option("--json", help="print the API's JSON answer")]
+
+cluster_app = typer.Typer(
+    help="Cluster, brokers, reassignment and leader elections (admin API)",
+    invoke_without_command=True,
+)
+groups_app = typer.Typer(
+    help="Consumer groups: list, describe (lag), reset offsets, delete (admin API)",
+    no_args_is_help=True,
+)
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+def call(admin_url: str, method: str, path: str, body: Any = None) -> Any:
+    """One request to the admin API; the decoded JSON answer. Raises ApiError or exits 1."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(admin_url.rstrip("/") + path, method=method, data=data)
+    if data is not None:
+        request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
+            return json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as e:
+        payload = e.read()
+        try:
+            answer = json.loads(payload)
+            raise ApiError(e.code, answer.get("error", str(e.code)), answer.get("message", ""))
+        except (json.JSONDecodeError, AttributeError):
+            raise ApiError(e.code, str(e.code), payload.decode(errors="replace")[:200]) from None
+    except (urllib.error.URLError, OSError) as e:
+        reason = getattr(e, "reason", e)
+        fail(f"cannot reach the admin API at {admin_url}: {reason}")
+
+
+def fail(message: str, code: int = 1) -> None:
+    err_console.print(f"[red]error:[/red] {escape(message)}", highlight=False)
+    raise typer.Exit(code)
+
+
+def run(admin_url: str, method: str, path: str, body: Any = None) -> Any:
+    try:
+        return call(admin_url, method, path, body)
+    except ApiError as e:
+        fail(f"{e.code} (HTTP {e.status}): {e.message}")
+
+
+def emit_json(answer: Any) -> None:
+    typer.echo(json.dumps(answer, indent=2))
+
+
+def _null(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
+def parse_partition(text: str) -> tuple[str, int]:
+    topic, sep, partition = text.rpartition(":")
+    if not sep or not topic:
+        fail(f"expected TOPIC:PARTITION, got {text!r}", 2)
+    try:
+        return topic, int(partition)
+    except ValueError:
+        fail(f"partition must be an integer in {text!r}", 2)
+    raise AssertionError  # unreachable
+
+
+def parse_assignment(text: str, what: str) -> tuple[str, int, str]:
+    left, sep, right = text.partition("=")
+    if not sep:
+        fail(f"{what} expects TOPIC:PARTITION=VALUE, got {text!r}", 2)
+    topic, partition = parse_partition(left)
+    return topic, partition, right
+
+
+# ---------------------------------------------------------------------- cluster
+
+
+def print_brokers(brokers: list[dict[str, Any]]) -> None:
+    table = Table("id", "host", "port", "rack", "controller", "listeners")
+    for b in brokers:
+        table.add_row(
+            str(b["id"]),
+            _null(b["host"]),
+            _null(b["port"]),
+            _null(b["rack"]),
+            "yes" if b["is_controller"] else "",
+            ", ".join(f"{e['listener']}://{e['host']}:{e['port']}" for e in b["endpoints"]),
+        )
+    console.print(table)
+
+
+@cluster_app.callback()
+def cluster(
+    ctx: typer.Context, admin_url: AdminUrl = DEFAULT_ADMIN_URL, as_json: JsonOutput = False
+) -> None:
+    """Show the cluster: id, active controller and epoch, registered brokers."""
+    if ctx.invoked_subcommand is not None:
+        return
+    answer = run(admin_url, "GET", "/cluster")
+    if as_json:
+        emit_json(answer)
+        return
+    controller = answer["controller"]
+    console.print(f"cluster id: {answer['cluster_id']}")
+    console.print(f"controller: broker {controller['broker_id']} (epoch {controller['epoch']})")
+    print_brokers(answer["brokers"])
+
+
+@cluster_app.command("brokers")
+def cluster_brokers(admin_url: AdminUrl = DEFAULT_ADMIN_URL, as_json: JsonOutput = False) -> None:
+    """List the registered brokers."""
+    answer = run(admin_url, "GET", "/brokers")
+    if as_json:
+        emit_json(answer)
+    else:
+        print_brokers(answer)
+
+
+@cluster_app.command("reassign")
+def cluster_reassign(
+    moves: Annotated[list[str], typer.Argument(help="TOPIC:PARTITION=BROKER,BROKER,...")],
+    admin_url: AdminUrl = DEFAULT_ADMIN_URL,
+    as_json: JsonOutput = False,
+) -> None:
+    """Start a partition reassignment (written to /admin/reassign_partitions)."""
+    partitions = []
+    for move in moves:
+        topic, partition, brokers = parse_assignment(move, "reassign")
+        try:
+            replicas = [int(b) for b in brokers.split(",") if b.strip()]
+        except ValueError:
+            fail(f"replicas must be broker ids in {move!r}", 2)
+        partitions.append({"topic": topic, "partition": partition, "replicas": replicas})
+    answer = run(admin_url, "POST", "/partitions/reassign", {"partitions": partitions})
+    if as_json:
+        emit_json(answer)
+        return
+    console.print(f"reassignment of {len(answer['partitions'])} partition(s) submitted")
+
+
+@cluster_app.command("reassignments")
+def cluster_reassignments(
+    admin_url: AdminUrl = DEFAULT_ADMIN_URL, as_json: JsonOutput = False
+) -> None:
+    """Pending and ongoing partition reassignments."""
+    answer = run(admin_url, "GET", "/partitions/reassign")
+    if as_json:
+        emit_json(answer)
+        return
+    table = Table("topic", "partition", "state", "replicas", "adding", "removing")
+    for p in answer["pending"]:
+        table.add_row(p["topic"], str(p["partition"]), "pending", str(p["replicas"]), "", "")
+    for p in answer["ongoing"]:
+        table.add_row(
+            p["topic"],
+            str(p["partition"]),
+            "ongoing",
+            str(p["replicas"]),
+            str(p["adding_replicas"]),
+            str(p["removing_replicas"]),
+        )
+    console.print(table)
+
+
+@cluster_app.command("elect-leaders")
+def cluster_elect_leaders(
+    partitions: Annotated[
+        list[str] | None, typer.Argument(help="TOPIC:PARTITION ... (default: all)")
+    ] = None,
+    election_type: Annotated[
+        str, typer.Option("--type", help="preferred or unclean")
+    ] = "preferred",
+    admin_url: AdminUrl = DEFAULT_ADMIN_URL,
+    as_json: JsonOutput = False,
+) -> None:
+    """Ask the controller for a preferred (or unclean) leader election."""
+    body: dict[str, Any] = {"election_type": election_type}
+    if partitions:
+        body["partitions"] = [
+            {"topic": t, "partition": p} for t, p in (parse_partition(x) for x in partitions)
+        ]
+    answer = run(admin_url, "POST", "/partitions/elect-leaders", body)
+    if as_json:
+        emit_json(answer)
+        return
+    console.print(
+        f"{answer['election_type']} leader election requested for "
+        f"{len(answer['partitions'])} partition(s)"
+    )
+
+
+# ---------------------------------------------------------------------- groups
+
+
+@groups_app.command("list")
+def groups_list(admin_url: AdminUrl = DEFAULT_ADMIN_URL, as_json: JsonOutput = False) -> None:
+    """Consumer groups coordinated by the broker behind --admin-url."""
+    answer = run(admin_url, "GET", "/groups")
+    if as_json:
+        emit_json(answer)
+        return
+    table = Table("group", "state", "protocol type")
+    for g in answer:
+        table.add_row(g["group_id"], g["state"], g["protocol_type"])
+    console.print(table)
+
+
+@groups_app.command("describe")
+def groups_describe(
+    group: str, admin_url: AdminUrl = DEFAULT_ADMIN_URL, as_json: JsonOutput = False
+) -> None:
+    """State, members and their assignments, committed offsets and lag per partition."""
+    answer = run(admin_url, "GET", f"/groups/{urllib.request.quote(group, safe='')}")
+    if as_json:
+        emit_json(answer)
+        return
+    console.print(
+        f"group {answer['group_id']}: {answer['state']}"
+        f" (protocol {answer['protocol'] or '-'}, coordinator {answer['coordinator']}),"
+        f" total lag {answer['total_lag']}"
+    )
+    owners = {}
+    for m in answer["members"]:
+        for a in m["assignment"]:
+            for p in a["partitions"]:
+                owners[(a["topic"], p)] = f"{m['client_id']} {m['member_id']} ({m['client_host']})"
+    table = Table("topic", "partition", "committed", "high watermark", "lag", "member")
+    for o in answer["offsets"]:
+        table.add_row(
+            o["topic"],
+            str(o["partition"]),
+            str(o["committed_offset"]),
+            _null(o["high_watermark"]),
+            _null(o["lag"]),
+            owners.pop((o["topic"], o["partition"]), ""),
+        )
+    for (topic, partition), owner in sorted(owners.items()):
+        table.add_row(topic, str(partition), "-", "-", "-", owner)
+    console.print(table)
+
+
+@groups_app.command("reset-offsets")
+def groups_reset_offsets(
+    group: str,
+    to: Annotated[str, typer.Option("--to", help="earliest, latest, timestamp or explicit")],
+    topic: Annotated[list[str] | None, typer.Option("--topic", help="(repeatable)")] = None,
+    timestamp: Annotated[int | None, typer.Option("--timestamp", help="ms since the epoch")] = None,
+    offset: Annotated[
+        list[str] | None, typer.Option("--offset", help="TOPIC:PARTITION=OFFSET (repeatable)")
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="show, do not commit")] = False,
+    admin_url: AdminUrl = DEFAULT_ADMIN_URL,
+    as_json: JsonOutput = False,
+) -> None:
+    """Reset an inactive group's committed offsets (refused while it has members)."""
+    body: dict[str, Any] = {"to": to, "dry_run": dry_run}
+    if topic:
+        body["topics"] = topic
+    if timestamp is not None:
+        body["timestamp"] = timestamp
+    if offset:
+        entries = []
+        for item in offset:
+            t, p, value = parse_assignment(item, "--offset")
+            try:
+                entries.append({"topic": t, "partition": p, "offset": int(value)})
+            except ValueError:
+                fail(f"offset must be an integer in {item!r}", 2)
+        body["offsets"] = entries
+    answer = run(admin_url, "POST", f"/groups/{urllib.request.quote(group, safe='')}/offsets", body)
+    if as_json:
+        emit_json(answer)
+        return
+    table = Table("topic", "partition", "new offset")
+    for o in answer["offsets"]:
+        table.add_row(o["topic"], str(o["partition"]), str(o["offset"]))
+    console.print(table)
+    console.print("dry run: nothing committed" if answer["dry_run"] else "committed")
+
+
+@groups_app.command("delete")
+def groups_delete(
+    group: str, admin_url: AdminUrl = DEFAULT_ADMIN_URL, as_json: JsonOutput = False
+) -> None:
+    """Delete an empty group and its committed offsets."""
+    answer = run(admin_url, "DELETE", f"/groups/{urllib.request.quote(group, safe='')}")
+    if as_json:
+        emit_json(answer)
+        return
+    console.print(f"group {answer['group_id']} deleted")

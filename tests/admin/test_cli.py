@@ -1,0 +1,128 @@
+"""`kafkalite cluster` and `kafkalite groups` (typer's CliRunner) against a broker subprocess."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from kafkalite.cli import app
+from tests.admin.conftest import AdminClient, produce
+
+try:
+    from confluent_kafka import Consumer, TopicPartition
+except ImportError as e:  # pragma: no cover - the test extras are required
+    raise RuntimeError("confluent-kafka is required: pip install -e '.[test]'") from e
+
+runner = CliRunner()
+
+
+def cli(*args: str, code: int = 0) -> str:
+    result = runner.invoke(app, list(args))
+    assert result.exit_code == code, result.output
+    return result.output
+
+
+@pytest.fixture(scope="module")
+def committed_group(admin: AdminClient, admin_broker) -> str:
+    """Group `cli-group` committed offset 4 of `cli-topic`-0, which holds 10 records."""
+    assert admin.post("/topics", {"name": "cli-topic", "partitions": 1}).status == 201
+    produce(admin_broker.bootstrap, "cli-topic", 10)
+    consumer = Consumer({"bootstrap.servers": admin_broker.bootstrap, "group.id": "cli-group"})
+    try:
+        consumer.commit(offsets=[TopicPartition("cli-topic", 0, 4)], asynchronous=False)
+    finally:
+        consumer.close()
+    return "cli-group"
+
+
+def test_cluster(admin: AdminClient) -> None:
+    expected = admin.get("/cluster").body
+    shown = cli("cluster", "--admin-url", admin.url)
+    assert f"cluster id: {expected['cluster_id']}" in shown
+    assert "controller: broker 0" in shown
+    assert json.loads(cli("cluster", "--admin-url", admin.url, "--json")) == expected
+    brokers = json.loads(cli("cluster", "brokers", "--admin-url", admin.url, "--json"))
+    assert [b["id"] for b in brokers] == [0]
+    assert "PLAINTEXT://127.0.0.1" in cli("cluster", "brokers", "--admin-url", admin.url)
+
+
+def test_cluster_reassign_and_elect(admin: AdminClient) -> None:
+    assert admin.post("/topics", {"name": "cli-moved", "partitions": 1}).status == 201
+    out = cli("cluster", "reassign", "cli-moved:0=0", "--admin-url", admin.url)
+    assert "reassignment of 1 partition(s) submitted" in out
+    status = json.loads(cli("cluster", "reassignments", "--admin-url", admin.url, "--json"))
+    assert set(status) == {"pending", "ongoing"}
+    out = cli("cluster", "elect-leaders", "cli-moved:0", "--admin-url", admin.url)
+    assert "preferred leader election requested for 1 partition(s)" in out
+    cli("cluster", "reassign", "cli-moved-0=0", "--admin-url", admin.url, code=2)
+    bad = cli("cluster", "reassign", "cli-moved:7=0", "--admin-url", admin.url, code=1)
+    assert "UNKNOWN_TOPIC_OR_PARTITION" in bad
+
+
+def test_groups_list_describe_reset_delete(admin: AdminClient, committed_group: str) -> None:
+    url = ("--admin-url", admin.url)
+    listed = json.loads(cli("groups", "list", *url, "--json"))
+    assert {"group_id": "cli-group", "protocol_type": "", "state": "Empty"} in listed
+    assert "cli-group" in cli("groups", "list", *url)
+
+    described = json.loads(cli("groups", "describe", "cli-group", *url, "--json"))
+    assert described["offsets"] == [
+        {
+            "topic": "cli-topic",
+            "partition": 0,
+            "committed_offset": 4,
+            "high_watermark": 10,
+            "lag": 6,
+        }
+    ]
+    table = cli("groups", "describe", "cli-group", *url)
+    assert "total lag 6" in table and "cli-topic" in table
+
+    dry = json.loads(
+        cli("groups", "reset-offsets", "cli-group", "--to", "latest", "--dry-run", *url, "--json")
+    )
+    assert dry["offsets"] == [{"topic": "cli-topic", "partition": 0, "offset": 10}]
+    assert "dry run" in cli(
+        "groups", "reset-offsets", "cli-group", "--to", "earliest", "--dry-run", *url
+    )
+    out = cli(
+        "groups",
+        "reset-offsets",
+        "cli-group",
+        "--to",
+        "explicit",
+        "--offset",
+        "cli-topic:0=7",
+        *url,
+    )
+    assert "committed" in out
+    assert admin.get("/groups/cli-group").body["offsets"][0]["lag"] == 3
+    cli(
+        "groups",
+        "reset-offsets",
+        "cli-group",
+        "--to",
+        "explicit",
+        "--offset",
+        "cli-topic:0",
+        *url,
+        code=2,
+    )
+
+    assert "group cli-group deleted" in cli("groups", "delete", "cli-group", *url)
+    missing = cli("groups", "describe", "cli-group", *url, code=1)
+    assert "GROUP_ID_NOT_FOUND" in missing
+
+
+def test_unreachable_admin_api(admin_broker) -> None:
+    from tests.harness.broker import free_port
+
+    out = cli("groups", "list", "--admin-url", f"http://127.0.0.1:{free_port()}", code=1)
+    assert "cannot reach the admin API" in out
+
+
+def test_admin_url_from_environment(admin: AdminClient, monkeypatch) -> None:
+    monkeypatch.setenv("KAFKALITE_ADMIN_URL", admin.url)
+    assert json.loads(cli("cluster", "--json"))["controller"]["broker_id"] == 0

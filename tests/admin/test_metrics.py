@@ -1,0 +1,157 @@
+"""Unit tests of the metric counters (kafkalite/admin/metrics.py) with fake broker parts."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from prometheus_client.parser import text_string_to_metric_families
+
+from kafkalite.admin.metrics import (
+    LATENCY_BUCKETS,
+    RequestStats,
+    TopicStats,
+    api_name,
+    instrument,
+    new_registry,
+    offline_partition_count,
+    render,
+    response_size,
+)
+from kafkalite.protocol.api import ApiKey
+from kafkalite.protocol.errors import ErrorCode
+from kafkalite.protocol.types import TopicPartition
+
+
+def samples_of(registry) -> dict:
+    out = {}
+    for family in text_string_to_metric_families(render(registry).decode()):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def test_api_names_are_kafkas() -> None:
+    assert api_name(ApiKey.PRODUCE) == "Produce"
+    assert api_name(ApiKey.LEADER_AND_ISR) == "LeaderAndIsr"
+    assert api_name(ApiKey.API_VERSIONS) == "ApiVersions"
+    assert api_name(9999) == "Unknown9999"
+
+
+def test_response_size() -> None:
+    assert response_size(b"abcd") == 4
+    assert response_size([b"ab", memoryview(b"cde")]) == 5
+    assert response_size(object()) == 0  # NO_RESPONSE and other non-buffers
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.floats(min_value=0, max_value=20, allow_nan=False), min_size=1, max_size=50))
+def test_histogram_is_cumulative_and_counts_every_request(latencies) -> None:
+    stats = RequestStats()
+    for seconds in latencies:
+        stats.record(ApiKey.FETCH, seconds, 10, 20)
+    server = fake_server()
+    samples = samples_of(new_registry(server, stats, TopicStats()))
+    api = (("api", "Fetch"),)
+    assert samples[("kafkalite_requests_total", api)] == len(latencies)
+    assert samples[("kafkalite_request_bytes_total", api)] == 10 * len(latencies)
+    assert samples[("kafkalite_response_bytes_total", api)] == 20 * len(latencies)
+    assert abs(samples[("kafkalite_request_latency_seconds_sum", api)] - sum(latencies)) < 1e-6
+    previous = 0
+    for bound in LATENCY_BUCKETS:
+        count = samples[
+            ("kafkalite_request_latency_seconds_bucket", (("api", "Fetch"), ("le", str(bound))))
+        ]
+        assert count == sum(1 for x in latencies if x <= bound)
+        assert count >= previous
+        previous = count
+    assert samples[
+        ("kafkalite_request_latency_seconds_bucket", (("api", "Fetch"), ("le", "+Inf")))
+    ] == len(latencies)
+
+
+@dataclass
+class FakeResult:
+    error_code: ErrorCode
+    base_offset: int = -1
+    last_offset: int = -1
+    duplicate: bool = False
+
+
+@dataclass
+class FakePartition:
+    isr: frozenset = frozenset({0, 1})
+
+
+@dataclass
+class FakeReplicaManager:
+    results: dict = field(default_factory=dict)
+    partitions: dict = field(default_factory=dict)
+    under_replicated_partition_count: int = 2
+    under_min_isr_partition_count: int = 1
+    leader_count: int = 3
+
+    async def append_records(self, timeout_ms, required_acks, entries, origin=None):
+        return self.results
+
+    async def alter_isr(self, tp, leader_and_isr):
+        return 7
+
+
+def fake_server(rm=None, **kw):
+    cache = SimpleNamespace(
+        get_alive_brokers=lambda: [SimpleNamespace(id=0), SimpleNamespace(id=1)],
+        partition_states={
+            "a": {0: SimpleNamespace(leader=0), 1: SimpleNamespace(leader=-1)},
+            "b": {0: SimpleNamespace(leader=5)},
+        },
+    )
+    return SimpleNamespace(
+        replica_manager=rm,
+        controller=SimpleNamespace(is_active=True),
+        metadata_cache=cache,
+        log_manager=None,
+        socket_server=SimpleNamespace(connection_count=4),
+        services=SimpleNamespace(group_coordinator=None),
+        **kw,
+    )
+
+
+def test_messages_in_per_topic_and_isr_changes_are_counted() -> None:
+    tp_ok, tp_dup, tp_err = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("u", 0)
+    rm = FakeReplicaManager(
+        results={
+            tp_ok: FakeResult(ErrorCode.NONE, 10, 14),
+            tp_dup: FakeResult(ErrorCode.NONE, 0, 3, duplicate=True),
+            tp_err: FakeResult(ErrorCode.NOT_LEADER_OR_FOLLOWER),
+        }
+    )
+    rm.alter_isr = rm.alter_isr  # an instance attribute, as the broker injects it
+    rm.partitions = {tp_ok: FakePartition()}
+    stats = TopicStats()
+    instrument(rm, stats)
+    instrument(rm, stats)  # idempotent: not counted twice
+    entries = {tp_ok: b"x" * 100, tp_dup: b"y" * 50, tp_err: b"z"}
+    asyncio.run(rm.append_records(1000, 1, entries))
+    assert stats.messages_in == {"t": 5}
+    assert stats.bytes_in == {"t": 100}
+    asyncio.run(rm.alter_isr(tp_ok, SimpleNamespace(isr=(0,))))
+    asyncio.run(rm.alter_isr(tp_ok, SimpleNamespace(isr=(0, 1, 2))))
+    asyncio.run(rm.alter_isr(tp_ok, SimpleNamespace(isr=(0, 1))))
+    assert (stats.isr_shrinks, stats.isr_expands) == (1, 1)
+
+    samples = samples_of(new_registry(fake_server(rm), RequestStats(), stats))
+    assert samples[("kafkalite_topic_messages_in_total", (("topic", "t"),))] == 5
+    assert samples[("kafkalite_isr_shrinks_total", ())] == 1
+    assert samples[("kafkalite_isr_expands_total", ())] == 1
+    assert samples[("kafkalite_under_replicated_partitions", ())] == 2
+    assert samples[("kafkalite_active_controller", ())] == 1
+    assert samples[("kafkalite_offline_partitions", ())] == 2
+    assert samples[("kafkalite_connections", ())] == 4
+
+
+def test_offline_partitions_without_metadata() -> None:
+    assert offline_partition_count(None) == 0
