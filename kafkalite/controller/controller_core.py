@@ -526,6 +526,23 @@ class ControllerCore:
             eligible, ONLINE_PARTITION, PreferredReplicaPartitionLeaderElectionStrategy()
         )
 
+    def elect_unclean_leaders(self, partitions: Iterable[TopicPartition]) -> ControllerResult:
+        """ElectLeaders with UNCLEAN: partitions without a live leader get one, from the ISR if
+        possible, else any live assigned replica (records may be lost). Partitions that have a
+        live leader are left alone (Kafka: ELECTION_NOT_NEEDED)."""
+        ctx = self.ctx
+        eligible = [
+            tp
+            for tp in sorted(set(partitions))
+            if (info := ctx.partition_leadership_info.get(tp)) is not None
+            and not ctx.is_replica_online(info.leader_and_isr.leader, tp)
+            and not ctx.is_topic_queued_up_for_deletion(tp.topic)
+            and self.psm.partition_state(tp) in (ONLINE_PARTITION, OFFLINE_PARTITION)
+        ]
+        return self.psm.handle_state_changes(
+            eligible, ONLINE_PARTITION, OfflinePartitionLeaderElectionStrategy(allow_unclean=True)
+        )
+
     def check_and_trigger_auto_leader_rebalance(self) -> ControllerResult:
         """Kafka's ``checkAndTriggerAutoLeaderRebalance``: for each live preferred leader whose
         share of not-led partitions exceeds ``leader.imbalance.per.broker.percentage``, elect

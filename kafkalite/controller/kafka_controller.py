@@ -69,7 +69,7 @@ from .partition_state_machine import NEW_PARTITION, OFFLINE_PARTITION
 from .results import (
     ControllerResult,
     DeleteIsrChangeNotifications,
-    DeletePreferredReplicaElection,
+    DeleteLeaderElectionRequest,
     DeleteTopic,
     SetTopicAssignment,
 )
@@ -160,8 +160,16 @@ class ZkPartitionReassignment:
 
 
 @dataclass(frozen=True)
-class ZkPreferredReplicaElection:
-    """``/admin/preferred_replica_election`` was created."""
+class ZkLeaderElectionRequest:
+    """``/admin/preferred_replica_election`` or ``/admin/unclean_leader_election`` was created."""
+
+    path: str
+
+
+@dataclass(frozen=True)
+class UncleanLeaderElection:
+    partitions: tuple[TopicPartition, ...] | None = None
+    """None: every partition."""
 
 
 @dataclass(frozen=True)
@@ -317,6 +325,15 @@ class KafkaController:
         chosen = tuple(partitions) if partitions is not None else None
         await self.event_manager.put_and_wait(PreferredReplicaLeaderElection(chosen))
 
+    async def elect_unclean_leaders(
+        self, partitions: Iterable[TopicPartition] | None = None
+    ) -> None:
+        """Give leaderless partitions a leader even outside the ISR (ElectLeaders UNCLEAN)."""
+        if not self.is_active:
+            raise NotControllerError(f"broker {self.broker_id} is not the controller")
+        chosen = tuple(partitions) if partitions is not None else None
+        await self.event_manager.put_and_wait(UncleanLeaderElection(chosen))
+
     # -- event processing -----------------------------------------------------------------------
 
     async def process(self, event: Any) -> Any:
@@ -387,8 +404,12 @@ class KafkaController:
                 await self._process_isr_change_notification()
             case TopicConfigChange():
                 await self._process_topic_config_change()
-            case ZkPreferredReplicaElection():
-                await self._process_zk_preferred_replica_election()
+            case ZkLeaderElectionRequest(path):
+                await self._process_zk_leader_election_request(path)
+            case UncleanLeaderElection(partitions):
+                chosen = partitions if partitions is not None else self.core.ctx.all_partitions()
+                await self._refresh_leadership(chosen)
+                await self._apply(self.core.elect_unclean_leaders(chosen))
             case ZkPartitionReassignment():
                 requested = await zk_data.get_partition_reassignments(self.session)
                 await self._refresh_leadership(requested)
@@ -534,11 +555,15 @@ class KafkaController:
             lambda: self.session.watch_children(paths.CONFIG_CHANGES),
             TopicConfigChange,
         )
-        self._start_watch(
-            "preferred_election",
-            lambda: self.session.watch_data(paths.PREFERRED_REPLICA_ELECTION),
-            ZkPreferredReplicaElection,
-        )
+        for name, path in (
+            ("preferred_election", paths.PREFERRED_REPLICA_ELECTION),
+            ("unclean_election", zk_data.UNCLEAN_LEADER_ELECTION),
+        ):
+            self._start_watch(
+                name,
+                lambda path=path: self.session.watch_data(path),
+                lambda path=path: ZkLeaderElectionRequest(path),
+            )
         stale_notifications = await zk_data.get_isr_change_notifications(self.session)
         await self._initialize_controller_context()
         deletions = await zk_data.get_topic_deletions(self.session)
@@ -752,16 +777,20 @@ class KafkaController:
             await self._refresh_leadership(ctx.partitions_for_topic(topic))
             await self._apply(core.psm.trigger_online_partition_state_change(topic))
 
-    async def _process_zk_preferred_replica_election(self) -> None:
-        """Kafka's ``kafka-preferred-replica-election.sh``: elect the preferred leaders of the
-        named partitions, then delete the request node (fenced, with the elections)."""
+    async def _process_zk_leader_election_request(self, path: str) -> None:
+        """Kafka's ``kafka-preferred-replica-election.sh`` (and kafkalite's unclean variant):
+        elect the named partitions' leaders, then delete the request node (fenced, together
+        with the elections)."""
         assert self.core is not None
-        partitions = await zk_data.get_preferred_replica_election(self.session)
+        partitions = await zk_data.get_leader_election_request(self.session, path)
         if partitions is None:
             return
         await self._refresh_leadership(partitions)
-        result = self.core.elect_preferred_leaders(partitions)
-        result.writes.append(DeletePreferredReplicaElection())
+        if path == zk_data.UNCLEAN_LEADER_ELECTION:
+            result = self.core.elect_unclean_leaders(partitions)
+        else:
+            result = self.core.elect_preferred_leaders(partitions)
+        result.writes.append(DeleteLeaderElectionRequest(path))
         await self._apply(result)
 
     async def _process_controlled_shutdown(

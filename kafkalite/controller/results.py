@@ -95,8 +95,11 @@ class UpdateReassignPartitions:
 
 
 @dataclass(frozen=True, slots=True)
-class DeletePreferredReplicaElection:
-    """Delete ``/admin/preferred_replica_election`` once its elections were made."""
+class DeleteLeaderElectionRequest:
+    """Delete a leader election request node (``/admin/preferred_replica_election`` or
+    ``/admin/unclean_leader_election``) once its elections were made."""
+
+    path: str
 
 
 StoreWrite = (
@@ -107,7 +110,7 @@ StoreWrite = (
     | DeleteTopicDeletions
     | DeleteIsrChangeNotifications
     | UpdateReassignPartitions
-    | DeletePreferredReplicaElection
+    | DeleteLeaderElectionRequest
 )
 
 

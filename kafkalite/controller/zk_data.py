@@ -47,7 +47,7 @@ from .context import (
 from .results import (
     CreatePartitionState,
     DeleteIsrChangeNotifications,
-    DeletePreferredReplicaElection,
+    DeleteLeaderElectionRequest,
     DeleteTopic,
     DeleteTopicDeletions,
     SetTopicAssignment,
@@ -423,9 +423,9 @@ async def ops_for_writes(session: CoordSession, writes: Sequence[StoreWrite]) ->
                     )
                 elif exists:
                     ops.append(DeleteOp(paths.REASSIGN_PARTITIONS, -1))
-            case DeletePreferredReplicaElection():
-                if await session.exists(paths.PREFERRED_REPLICA_ELECTION) is not None:
-                    ops.append(DeleteOp(paths.PREFERRED_REPLICA_ELECTION, -1))
+            case DeleteLeaderElectionRequest(path):
+                if await session.exists(path) is not None:
+                    ops.append(DeleteOp(path, -1))
             case _:
                 raise TypeError(f"unknown store write {write!r}")
     return ops
@@ -464,10 +464,17 @@ async def get_partition_reassignments(
     return paths.decode_reassignment(data)
 
 
-async def get_preferred_replica_election(session: CoordSession) -> set[TopicPartition] | None:
-    """The partitions ``/admin/preferred_replica_election`` names, or None when absent."""
+UNCLEAN_LEADER_ELECTION = "/admin/unclean_leader_election"
+"""kafkalite's request node for unclean elections (the HTTP admin API writes it; ZooKeeper-era
+Kafka had none and used the ElectLeaders API). Same JSON as ``/admin/preferred_replica_election``."""
+
+
+async def get_leader_election_request(
+    session: CoordSession, path: str
+) -> set[TopicPartition] | None:
+    """The partitions a leader election request node names, or None when absent."""
     try:
-        data, _ = await session.get_data(paths.PREFERRED_REPLICA_ELECTION)
+        data, _ = await session.get_data(path)
     except NoNode:
         return None
     return paths.decode_preferred_replica_election(data)

@@ -390,6 +390,31 @@ def test_preferred_leader_election_and_auto_rebalance():
     store.assert_matches(core)
 
 
+def test_unclean_election_on_request_only_for_leaderless_partitions():
+    core, store = new_cluster([0, 1])
+    create_topic(core, store, "t", {0: [0, 1], 1: [1, 0]})
+    for p in (0, 1):  # broker 1 left both ISRs
+        info, version = store.partition_states[tp("t", p)]
+        shrunk = LeaderIsrAndControllerEpoch(
+            LeaderAndIsr(
+                info.leader_and_isr.leader,
+                info.leader_and_isr.leader_epoch,
+                (info.leader_and_isr.leader,),
+                version + 1,
+            ),
+            1,
+        )
+        store.partition_states[tp("t", p)] = (shrunk, version + 1)
+        core.update_leader_and_isr_cache({tp("t", p): shrunk})
+    store.apply(core.process_broker_change(registered(1))[1])
+    assert store.partition_states[tp("t", 0)][0].leader_and_isr.leader == NO_LEADER
+    result = core.elect_unclean_leaders([tp("t", 0), tp("t", 1)])
+    store.apply(result)
+    assert store.partition_states[tp("t", 0)][0].leader_and_isr.leader == 1
+    assert [w.topic_partition for w in result.writes] == [tp("t", 0)]  # t-1 had a live leader
+    store.assert_matches(core)
+
+
 # -- partition reassignment -------------------------------------------------------------------
 
 

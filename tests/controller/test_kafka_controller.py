@@ -438,3 +438,37 @@ async def test_enabling_unclean_election_elects_leaderless_partitions(store, clu
     assert (await state(reader, "dirty", 0)).leader_and_isr.isr == (0,)
     assert nodes[0].controller.event_manager.errors == []
     await stop(nodes[0])
+
+
+async def test_unclean_election_request_node(store, cluster):
+    nodes = [await start_node(store, cluster, b, config=config()) for b in (0, 1)]
+    reader = cluster.reader
+    await admin.create_topic(reader, "force", 1, 2, replica_assignment={0: [1, 0]})
+    await eventually(lambda: state(reader, "force", 0), message="online")
+    current = await state(reader, "force", 0)
+    lai = current.leader_and_isr
+    assert await zk_data.update_leader_and_isr(
+        reader,
+        "force",
+        0,
+        BrokerLeaderAndIsr(1, lai.leader_epoch, (1,), lai.zk_version, current.controller_epoch),
+    )
+    await settle(nodes[0].controller)
+    await nodes[1].controller.shutdown()
+    await nodes[1].session.close()
+
+    async def leader_is(broker):
+        return (await state(reader, "force", 0)).leader_and_isr.leader == broker
+
+    await eventually(lambda: leader_is(-1), message="partition offline")
+    await reader.create(
+        zk_data.UNCLEAN_LEADER_ELECTION,
+        paths.encode_preferred_replica_election([TopicPartition("force", 0)]),
+    )
+    await eventually(lambda: leader_is(0), message="unclean leader elected on request")
+
+    async def node_gone():
+        return await reader.exists(zk_data.UNCLEAN_LEADER_ELECTION) is None
+
+    await eventually(node_gone, message="request node deleted")
+    await stop(nodes[0])
