@@ -197,11 +197,29 @@ class AbstractIndex:
         self.truncate_to_entries(0)
         self.resize(self.max_index_size)
 
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry with offset >= ``offset``."""
+        slot = self.largest_lower_bound_slot_for(offset, by_offset=True)
+        if slot == -1:
+            keep = 0
+        elif self._key(slot, True) == offset:
+            keep = slot
+        else:
+            keep = slot + 1
+        self.truncate_to_entries(keep)
+
     def truncate_to_entries(self, entries: int) -> None:
         if not 0 <= entries <= self._entries:
             raise ValueError(f"cannot truncate {self.file} to {entries} of {self._entries} entries")
         self._entries = entries
         self._after_load()
+
+    def _check_whole_entries(self, kind: str) -> None:
+        """The start of every ``sanity_check``: the file holds whole entries."""
+        if self._length % self.entry_size != 0:
+            raise CorruptIndexError(
+                f"{kind} file {self.file} is corrupt: length {self._length} is not a multiple of {self.entry_size}"
+            )
 
     # ------------------------------------------------------------------ entries
 
@@ -284,7 +302,7 @@ class OffsetIndex(AbstractIndex):
     """
 
     entry_size = 8
-    _entry_struct = struct.Struct(">ii")
+    _entry_struct = _OFFSET_ENTRY
     _relative_offsets: array | None = None
 
     def _after_load(self) -> None:
@@ -292,10 +310,6 @@ class OffsetIndex(AbstractIndex):
         mirror = self._relative_offsets
         if mirror is not None and len(mirror) > self._entries:
             del mirror[self._entries :]
-
-    def _open(self) -> None:
-        self._relative_offsets = None
-        super()._open()
 
     def _mirror(self) -> array:
         mirror = self._relative_offsets
@@ -319,7 +333,7 @@ class OffsetIndex(AbstractIndex):
         relative = target - self.base_offset
         if keys[0] > relative:
             return -1
-        first_hot = max(0, entries - 1 - WARM_SECTION_BYTES // 8)
+        first_hot = max(0, entries - 1 - _WARM_OFFSET_ENTRIES)
         if keys[first_hot] <= relative:
             return bisect_right(keys, relative, first_hot, entries) - 1
         return bisect_right(keys, relative, 0, first_hot) - 1
@@ -333,9 +347,6 @@ class OffsetIndex(AbstractIndex):
     def last_offset(self) -> int:
         """Offset of the last entry (base offset when empty)."""
         return self._last_offset
-
-    def is_full(self) -> bool:
-        return self._entries >= self._max_entries
 
     def _key(self, slot: int, by_offset: bool) -> int:
         return self.base_offset + self._entry_struct.unpack_from(self._mmap, slot * 8)[0]  # type: ignore[arg-type]
@@ -411,23 +422,9 @@ class OffsetIndex(AbstractIndex):
         if self._relative_offsets is not None:
             self._relative_offsets.append(relative)
 
-    def truncate_to(self, offset: int) -> None:
-        """Remove every entry with offset >= ``offset``."""
-        slot = self.largest_lower_bound_slot_for(offset)
-        if slot == -1:
-            keep = 0
-        elif self._key(slot, True) == offset:
-            keep = slot
-        else:
-            keep = slot + 1
-        self.truncate_to_entries(keep)
-
     def sanity_check(self, log_size: int | None = None) -> None:
         """Raise CorruptIndexError if the file cannot be this segment's offset index."""
-        if self._length % self.entry_size != 0:
-            raise CorruptIndexError(
-                f"Index file {self.file} is corrupt: length {self._length} is not a multiple of {self.entry_size}"
-            )
+        self._check_whole_entries("Index")
         if self._entries == 0:
             return
         first_relative, first_position = self._raw_entry(0)
@@ -509,22 +506,8 @@ class TimeIndex(AbstractIndex):
         self._write_entry(timestamp, self.relative_offset(offset))
         self._last_entry = TimestampOffset(timestamp, offset)
 
-    def truncate_to(self, offset: int) -> None:
-        """Remove every entry with offset >= ``offset``."""
-        slot = self.largest_lower_bound_slot_for(offset, by_offset=True)
-        if slot == -1:
-            keep = 0
-        elif self._key(slot, True) == offset:
-            keep = slot
-        else:
-            keep = slot + 1
-        self.truncate_to_entries(keep)
-
     def sanity_check(self, log_size: int | None = None) -> None:
-        if self._length % self.entry_size != 0:
-            raise CorruptIndexError(
-                f"Time index file {self.file} is corrupt: length {self._length} is not a multiple of {self.entry_size}"
-            )
+        self._check_whole_entries("Time index")
         if self._entries == 0:
             return
         first_ts, first_rel = self._raw_entry(0)
