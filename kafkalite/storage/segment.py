@@ -402,7 +402,15 @@ class LogSegment:
             if header.max_timestamp > self.max_timestamp_so_far:
                 self.max_timestamp_so_far = header.max_timestamp
                 self.offset_of_max_timestamp_so_far = header.last_offset
-            if position - last_index_entry > self.index_interval_bytes:
+            # A full index just stops getting entries (it is sparse; lookups scan forward from
+            # the floor entry). The live appends may have added fewer entries than this scan
+            # would (bytes_since_last_index_entry starts at 0 on load, as in Kafka), or
+            # segment.index.bytes may have shrunk since the segment was written.
+            if (
+                position - last_index_entry > self.index_interval_bytes
+                and not self.offset_index.is_full()
+                and not self.time_index.is_full()
+            ):
                 self.offset_index.append(header.last_offset, position)
                 self.time_index.maybe_append(
                     self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far

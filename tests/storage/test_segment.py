@@ -94,6 +94,23 @@ def test_recover_rebuilds_indexes_and_cuts_torn_tail(tmp_path):
     assert segment.max_timestamp_so_far == 1_029
 
 
+def test_recover_into_indexes_smaller_than_the_scan_needs(tmp_path):
+    # Written with room for 9 entries, recovered with segment.index.bytes = 48 (6 offset, 4 time
+    # entries): the rebuilt indexes stop at full and lookups still find every batch.
+    segment = LogSegment.open(tmp_path, 0, index_interval_bytes=0, max_index_size=4096)
+    batches = [append(segment, i, 1, 10, 1_000 + i) for i in range(10)]
+    segment.close()
+    segment = LogSegment.open(tmp_path, 0, index_interval_bytes=0, max_index_size=48)
+    assert segment.recover() == 0
+    assert segment.offset_index.entries == 3  # the time index (one slot reserved) filled first
+    assert segment.time_index.last_entry == (1_009, 9)  # the final entry covers the segment
+    for offset in range(10):
+        batch = segment.translate_offset(offset)
+        assert batch is not None and batch.position == sum(len(b) for b in batches[:offset])
+    assert segment.find_offset_by_timestamp(1_007).base_offset == 7
+    assert segment.read_next_offset() == 10
+
+
 def test_truncate_to_drops_batches_and_index_entries(tmp_path):
     segment = LogSegment.open(tmp_path, 100, index_interval_bytes=32, max_index_size=4096)
     batches = [append(segment, 100 + 2 * i, 2, 20, 1_000 + i) for i in range(20)]
