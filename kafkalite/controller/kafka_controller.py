@@ -207,8 +207,9 @@ def _setting(config: Any, name: str, default: Any) -> Any:
 
 
 class KafkaController:
-    """See the module docstring. Public: ``startup``, ``shutdown``, ``is_active``,
-    ``active_controller_id``, ``epoch``, ``controlled_shutdown``, ``elect_preferred_leaders``."""
+    """See the module docstring. Public: ``startup``, ``shutdown``, ``reinitialize``,
+    ``is_active``, ``active_controller_id``, ``epoch``, ``context``, ``controlled_shutdown``,
+    ``elect_preferred_leaders``, ``elect_unclean_leaders``."""
 
     def __init__(
         self,
@@ -293,6 +294,18 @@ class KafkaController:
         self._session_watch = asyncio.get_running_loop().create_task(
             self._watch_session(), name=f"controller-{self.broker_id}-session"
         )
+
+    async def reinitialize(self, session: CoordSession) -> None:
+        """The owner opened a new session after the old one expired (Kafka's
+        ``ZooKeeperClient.reinitialize``): drop everything of the old session and run for
+        election again on the new one."""
+        await cancel_and_wait([self._controller_watch, self._session_watch])
+        if self.event_manager.is_running:
+            self.event_manager.clear_and_put(Expire())
+            await self.event_manager.wait_idle()
+        self.session = session
+        self._started = False
+        await self.startup()
 
     async def shutdown(self) -> None:
         """Resign (deleting ``/controller`` when it is ours) and stop everything."""

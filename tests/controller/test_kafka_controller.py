@@ -472,3 +472,18 @@ async def test_unclean_election_request_node(store, cluster):
 
     await eventually(node_gone, message="request node deleted")
     await stop(nodes[0])
+
+
+async def test_reinitialize_with_a_new_session_after_expiry(store, cluster):
+    node = await start_node(store, cluster, 0, config=config())
+    store.expire_session(node.session.session_id)
+    await eventually(lambda: not node.controller.is_active, message="resigned")
+    fresh = await register_broker(store, 0)
+    await node.controller.reinitialize(fresh)
+    assert node.controller.is_active and node.controller.epoch == 2
+    await admin.create_topic(cluster.reader, "after", 1, 1)
+    await eventually(
+        lambda: state(cluster.reader, "after", 0), message="topic online under the new session"
+    )
+    node.session = fresh
+    await stop(node)
