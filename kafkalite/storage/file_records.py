@@ -32,15 +32,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from kafkalite.protocol.records import LOG_OVERHEAD
+from kafkalite.protocol.records import BATCH_HEADER_SIZE, LOG_OVERHEAD, MAX_TIMESTAMP_OFFSET
 
 # baseOffset int64, batchLength int32, partitionLeaderEpoch int32, magic int8, crc uint32,
 # attributes int16, lastOffsetDelta int32: the first 27 bytes of a v2 batch.
 BATCH_PREFIX = struct.Struct(">qiibIhi")
-# ... and maxTimestamp at byte 35.
+# ... and maxTimestamp at MAX_TIMESTAMP_OFFSET.
 MAX_TIMESTAMP = struct.Struct(">q")
-MAX_TIMESTAMP_OFFSET = 35
-HEADER_PREFIX_SIZE = 61
 
 
 class BatchInfo(NamedTuple):
@@ -209,7 +207,7 @@ class FileRecords:
 
     def batch_at(self, position: int) -> BatchInfo | None:
         """The batch starting at ``position`` (trusted data), or None at/after the end."""
-        if position + HEADER_PREFIX_SIZE > self.size:
+        if position + BATCH_HEADER_SIZE > self.size:
             return None
         mm = self.mapped(self.size)
         base_offset, batch_length, epoch, _magic, _crc, _attrs, last_delta = (
@@ -229,7 +227,7 @@ class FileRecords:
         mm = self.mapped(size)
         unpack = BATCH_PREFIX.unpack_from
         ts_unpack = MAX_TIMESTAMP.unpack_from
-        while position + HEADER_PREFIX_SIZE <= size:
+        while position + BATCH_HEADER_SIZE <= size:
             base_offset, batch_length, epoch, _magic, _crc, _attrs, last_delta = unpack(
                 mm, position
             )

@@ -83,6 +83,7 @@ from kafkalite.storage.segment import (
     LogSegment,
     batch_summaries,
     check_index_files,
+    log_file,
     offset_from_file_name,
     offset_index_file,
     time_index_file,
@@ -270,12 +271,8 @@ class Log:
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
 
     def _recover_segment(self, segment: LogSegment) -> int:
-        cache = self.leader_epoch_cache
-
         def on_batch(header: RecordBatchHeader) -> None:
-            epoch = header.partition_leader_epoch
-            if epoch >= 0 and (cache.latest_epoch is None or epoch > cache.latest_epoch):
-                cache.assign(epoch, header.base_offset)
+            self._assign_epoch_if_newer(header.partition_leader_epoch, header.base_offset)
 
         self.recovered_segments += 1
         truncated = segment.recover(on_batch)
@@ -442,10 +439,7 @@ class Log:
             pos += size
             base_offset = batch_last + 1
         last_offset = offset - 1
-        if leader_epoch >= 0:
-            latest = self.leader_epoch_cache.latest_epoch
-            if latest is None or leader_epoch > latest:
-                self._io(self.leader_epoch_cache.assign, leader_epoch, first_offset)
+        self._io(self._assign_epoch_if_newer, leader_epoch, first_offset)
         self._append(view, batches, first_offset, last_offset, max_timestamp, valid_bytes, now)
         # tuple.__new__ skips the NamedTuple's Python-level __new__ (about 1 us per append).
         return _new_tuple(
@@ -507,11 +501,8 @@ class Log:
                 f"Message batch size is {valid_bytes} bytes in append to partition "
                 f"{self.topic}-{self.partition} which exceeds the maximum configured segment size"
             )
-        cache = self.leader_epoch_cache
         for header in headers:
-            epoch = header.partition_leader_epoch
-            if epoch >= 0 and (cache.latest_epoch is None or epoch > cache.latest_epoch):
-                self._io(cache.assign, epoch, header.base_offset)
+            self._io(self._assign_epoch_if_newer, header.partition_leader_epoch, header.base_offset)
         self._append(
             view,
             batch_summaries(headers),
@@ -553,6 +544,13 @@ class Log:
         if self.log_end_offset - self.recovery_point >= self.config.flush_messages:
             self.flush()
 
+    def _assign_epoch_if_newer(self, epoch: int, start_offset: int) -> None:
+        """Record in the leader epoch cache that ``epoch`` starts at ``start_offset`` when it is
+        newer than the latest epoch known (-1, "no epoch", is ignored)."""
+        cache = self.leader_epoch_cache
+        if epoch >= 0 and (cache.latest_epoch is None or epoch > cache.latest_epoch):
+            cache.assign(epoch, start_offset)
+
     def _io(self, fn: Callable, *args):  # type: ignore[no-untyped-def]
         try:
             return fn(*args)
@@ -593,7 +591,7 @@ class Log:
         else:
             active.on_become_inactive_segment()
         for path in (
-            self.dir / f"{new_offset:020d}{LOG_FILE_SUFFIX}",
+            log_file(self.dir, new_offset),
             offset_index_file(self.dir, new_offset),
             time_index_file(self.dir, new_offset),
         ):
@@ -797,9 +795,7 @@ class Log:
         """DeleteRecords: records below ``offset`` become unreadable, whole segments below it
         are deleted. Returns the new log start offset (the partition's low watermark)."""
         self.maybe_increment_log_start_offset(offset)
-        self._delete_segments(
-            self._deletable_segments(lambda segment, next_base: next_base <= self.log_start_offset)
-        )
+        self._delete_log_start_offset_breached_segments()
         return self.log_start_offset
 
     def delete_old_segments(self) -> int:

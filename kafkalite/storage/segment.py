@@ -203,13 +203,6 @@ class LogSegment:
                 self._rolling_based_timestamp = first.max_timestamp
         return self._rolling_based_timestamp
 
-    def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
-        """How long this segment has been open for the purpose of segment.ms."""
-        first = self.rolling_based_timestamp()
-        if first is not None and first >= 0:
-            return message_timestamp - first
-        return now_ms - self.created_ms
-
     def should_roll(
         self,
         segment_bytes: int,
