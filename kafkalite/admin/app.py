@@ -56,6 +56,9 @@ UNCLEAN_LEADER_ELECTION = "/admin/unclean_leader_election"
 ElectLeaders API). Same JSON as `/admin/preferred_replica_election`."""
 
 CREATE_WAIT_S = 10.0
+
+REMOTE_TIMEOUT_S = 5.0
+"""Timeout of the Kafka requests the admin API sends to other brokers (ListOffsets)."""
 """How long POST /topics waits for the controller to elect leaders before answering."""
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -278,8 +281,66 @@ class AdminApi:
     def __init__(self, server: Any, registry: Any) -> None:
         self.server = server
         self.registry = registry
+        self._kafka_client: Any = None
+        self._client_lock = asyncio.Lock()
 
     # -- plumbing --------------------------------------------------------------------------
+
+    async def close(self, app: web.Application | None = None) -> None:
+        client, self._kafka_client = self._kafka_client, None
+        if client is not None:
+            await client.close()
+
+    async def kafka_client(self) -> Any:
+        """The project's Kafka client, bootstrapped at this broker (for partitions led
+        elsewhere); created on first use, closed with the app."""
+        from kafkalite.client.client import KafkaClient
+
+        async with self._client_lock:
+            if self._kafka_client is None:
+                bootstrap = ",".join(f"{e.host}:{e.port}" for e in self.server.advertised_endpoints)
+                client = KafkaClient(
+                    bootstrap,
+                    client_id=f"kafkalite-admin-{self.server.broker_id}",
+                    request_timeout=REMOTE_TIMEOUT_S,
+                    connect_timeout=REMOTE_TIMEOUT_S,
+                )
+                await client.start()
+                self._kafka_client = client
+            return self._kafka_client
+
+    async def list_offset(self, tp: Any, timestamp: int) -> tuple[Any, int]:
+        """(error, offset) of ListOffsets as a consumer sees it (-2 earliest, -1 latest = the
+        high watermark, else the first offset at or after a time; -1 when none): answered by
+        this broker's replica when it leads the partition, else asked of the leader."""
+        from kafkalite.protocol.errors import ErrorCode
+
+        rm = self.server.replica_manager
+        status = rm.partition_status(tp) if rm is not None else None
+        if status is not None and status.is_leader:
+            result = rm.list_offset(tp, timestamp)
+            return result.error_code, result.offset
+        try:
+            client = await self.kafka_client()
+            response = await client.list_offsets(tp, timestamp)
+            answer = response.topics[0].partitions[0]
+            return ErrorCode.of(int(answer.error_code)), int(answer.offset)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # the client's I/O and protocol failures, at the boundary
+            log.info("remote ListOffsets failed", partition=str(tp), error=repr(e))
+            return ErrorCode.LEADER_NOT_AVAILABLE, -1
+
+    async def high_watermarks(self, partitions: Any) -> dict[Any, int | None]:
+        """The high watermark of each partition (None when its leader cannot tell)."""
+        from kafkalite.protocol.errors import ErrorCode
+
+        partitions = sorted(set(partitions))
+        found = await asyncio.gather(*(self.list_offset(tp, -1) for tp in partitions))
+        return {
+            tp: (offset if error == ErrorCode.NONE and offset >= 0 else None)
+            for tp, (error, offset) in zip(partitions, found, strict=True)
+        }
 
     @property
     def session(self) -> Any:
@@ -556,6 +617,7 @@ class AdminApi:
 
     async def describe_topic(self, request: web.Request) -> web.Response:
         from kafkalite.controller import zk_data
+        from kafkalite.protocol.errors import ErrorCode
         from kafkalite.protocol.types import TopicPartition
 
         name = topic_name(request)
@@ -569,6 +631,23 @@ class AdminApi:
         )
         configs = await zk_data.get_topic_config(session, name)
         deleting = name in set(await zk_data.get_topic_deletions(session))
+        local = {p: self._local_offsets(name, p) for p in assignment}
+        remote = [
+            TopicPartition(name, p)
+            for p, offsets in local.items()
+            if offsets["high_watermark"] is None
+            and (state := states.get(TopicPartition(name, p))) is not None
+            and state.leader_and_isr.leader >= 0
+        ]
+        if remote:
+            earliest, latest = await asyncio.gather(
+                asyncio.gather(*(self.list_offset(tp, -2) for tp in remote)),
+                self.high_watermarks(remote),
+            )
+            for tp, (error, start) in zip(remote, earliest, strict=True):
+                ok = error == ErrorCode.NONE and start >= 0
+                local[tp.partition]["log_start_offset"] = start if ok else None
+                local[tp.partition]["high_watermark"] = latest.get(tp)
         partitions = []
         for p, replicas in sorted(assignment.items()):
             state = states.get(TopicPartition(name, p))
@@ -580,7 +659,7 @@ class AdminApi:
                     "replicas": list(replicas.replicas),
                     "isr": list(lai.isr) if lai is not None else [],
                     "leader_epoch": lai.leader_epoch if lai is not None else -1,
-                    **self._local_offsets(name, p),
+                    **local[p],
                     "adding_replicas": list(replicas.adding_replicas),
                     "removing_replicas": list(replicas.removing_replicas),
                 }
@@ -658,13 +737,6 @@ class AdminApi:
             ]
         )
 
-    def _high_watermark(self, tp: Any) -> int | None:
-        rm = self.server.replica_manager
-        status = rm.partition_status(tp) if rm is not None else None
-        if status is None or not status.is_leader:
-            return None
-        return status.high_watermark
-
     async def _describe(self, group_id: str, *, create: bool = False) -> tuple[Any, Any]:
         from kafkalite.protocol.errors import ErrorCode
 
@@ -679,7 +751,9 @@ class AdminApi:
 
         group_id = request.match_info["id"]
         coordinator, summary = await self._describe(group_id)
-        error, lags = coordinator.consumer_lag(group_id, self._high_watermark)
+        _, committed = coordinator.fetch_offsets(group_id)
+        high_watermarks = await self.high_watermarks(committed)
+        error, lags = coordinator.consumer_lag(group_id, high_watermarks.get)
         if error != ErrorCode.NONE:
             raise AdminError.kafka(error)
         if summary.state == "Dead" and not lags:
@@ -702,7 +776,7 @@ class AdminApi:
                     "topic": tp.topic,
                     "partition": tp.partition,
                     "committed_offset": committed,
-                    "high_watermark": self._high_watermark(tp),
+                    "high_watermark": high_watermarks.get(tp),
                     "lag": lag,
                 }
             )
@@ -789,7 +863,7 @@ class AdminApi:
                     )
                 for p in sorted(assignments[topic][1]):
                     tp = TopicPartition(topic, p)
-                    targets[tp] = self._offset_for(tp, timestamp)
+                    targets[tp] = await self._offset_for(tp, timestamp)
         if not targets:
             raise AdminError.invalid("offsets", "no partitions to reset")
         if not dry_run:
@@ -819,25 +893,17 @@ class AdminApi:
             }
         )
 
-    def _offset_for(self, tp: Any, timestamp: int) -> int:
-        """ListOffsets on this broker's leader replica (-2 earliest, -1 latest, else a time);
-        a time past the last record resolves to the log end, as kafka-consumer-groups does."""
+    async def _offset_for(self, tp: Any, timestamp: int) -> int:
+        """Where a reset to `timestamp` (-2 earliest, -1 latest, else a time) puts `tp`; a
+        time past the last record resolves to the end, as kafka-consumer-groups does."""
         from kafkalite.protocol.errors import ErrorCode
 
-        rm = self.server.replica_manager
-        if rm is None:
-            raise AdminError(503, "UNAVAILABLE", "the replica manager is not running")
-        result = rm.list_offset(tp, timestamp)
-        if result.error_code != ErrorCode.NONE:
-            raise AdminError.kafka(
-                result.error_code,
-                f"{tp.topic}-{tp.partition}: {result.error_code.name} "
-                "(offsets are resolved on the partition's leader; ask that broker)",
-            )
-        if result.offset < 0:
-            latest = rm.list_offset(tp, -1)
-            return max(latest.offset, 0)
-        return result.offset
+        error, offset = await self.list_offset(tp, timestamp)
+        if error == ErrorCode.NONE and offset < 0:
+            error, offset = await self.list_offset(tp, -1)
+        if error != ErrorCode.NONE:
+            raise AdminError.kafka(error, f"{tp.topic}-{tp.partition}: {error.name}")
+        return max(offset, 0)
 
     # -- reassignment and elections --------------------------------------------------------
 
@@ -987,6 +1053,7 @@ def create_app(server: Any, request_stats: RequestStats | None = None) -> web.Ap
     registry = new_registry(server, request_stats, topic_stats)
     api = AdminApi(server, registry)
     app = web.Application(middlewares=[error_middleware], client_max_size=1024 * 1024)
+    app.on_cleanup.append(api.close)
     app[SERVER_KEY] = server
     app[REGISTRY_KEY] = registry
     r = app.router

@@ -1,0 +1,127 @@
+"""The admin API of a two-broker cluster on ZooKeeper: every broker answers alike, offsets of
+partitions led by the other broker are asked of it, a group is described by its coordinator and
+the other broker names that coordinator."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.admin.conftest import AdminClient, produce
+from tests.harness.broker import BrokerProcess, free_port
+from tests.harness.zookeeper import ZooKeeperServer
+
+try:
+    from confluent_kafka import Consumer, TopicPartition
+except ImportError as e:  # pragma: no cover - the test extras are required
+    raise RuntimeError("confluent-kafka is required: pip install -e '.[test]'") from e
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    root = tmp_path_factory.mktemp("admin-cluster")
+    with ZooKeeperServer(root / "zk") as zk:
+        brokers = []
+        try:
+            for broker_id in (0, 1):
+                port = free_port()
+                b = BrokerProcess(
+                    root / f"broker{broker_id}",
+                    broker_id=broker_id,
+                    overrides={
+                        "zookeeper.connect": zk.connect_string("/admin-test"),
+                        "admin.listener": f"http://127.0.0.1:{port}",
+                        "offsets.topic.num.partitions": "4",
+                    },
+                )
+                b.start()
+                brokers.append((b, AdminClient(f"http://127.0.0.1:{port}")))
+            for _, api in brokers:
+                api.wait_for(
+                    lambda api=api: len(api.get("/brokers").body) == 2, "both brokers registered"
+                )
+            yield brokers
+        finally:
+            for b, _ in brokers:
+                if b.running:
+                    try:
+                        b.stop()
+                    except TimeoutError:
+                        b.kill()
+
+
+def test_every_broker_describes_the_same_cluster(cluster) -> None:
+    (_, a), (_, b) = cluster
+    seen_a, seen_b = a.get("/cluster").body, b.get("/cluster").body
+    assert seen_a["cluster_id"] == seen_b["cluster_id"]
+    assert seen_a["controller"] == seen_b["controller"]
+    assert [x["id"] for x in seen_a["brokers"]] == [0, 1]
+    assert (seen_a["this_broker"], seen_b["this_broker"]) == (0, 1)
+    assert sum(x["is_controller"] for x in seen_a["brokers"]) == 1
+
+
+@pytest.fixture(scope="module")
+def spread(cluster) -> str:
+    """Topic `spread`: one partition on each broker; 7 records in partition 0, 11 in 1."""
+    (broker_a, a), _ = cluster
+    assert (
+        a.post("/topics", {"name": "spread", "partitions": 2, "replication_factor": 1}).status
+        == 201
+    )
+    produce(broker_a.bootstrap, "spread", 7, partition=0)
+    produce(broker_a.bootstrap, "spread", 11, partition=1)
+    return "spread"
+
+
+def test_offsets_of_partitions_led_elsewhere(cluster, spread) -> None:
+    (_, a), (_, b) = cluster
+    for api, me in ((a, 0), (b, 1)):
+        topic = api.get("/topics/spread").body
+        assert sorted(p["leader"] for p in topic["partitions"]) == [0, 1]
+        assert [p["high_watermark"] for p in topic["partitions"]] == [7, 11]
+        assert [p["log_start_offset"] for p in topic["partitions"]] == [0, 0]
+        for p in topic["partitions"]:
+            if p["leader"] == me:
+                assert p["log_end_offset"] == p["high_watermark"] and p["size_bytes"] > 0
+            else:
+                assert p["log_end_offset"] is None and p["size_bytes"] is None
+
+
+def test_replicated_topic_shows_both_replicas_in_sync(cluster) -> None:
+    (_, a), (_, b) = cluster
+    assert (
+        a.post("/topics", {"name": "mirrored", "partitions": 1, "replication_factor": 2}).status
+        == 201
+    )
+
+    def in_sync():
+        [p] = b.get("/topics/mirrored").body["partitions"]
+        return sorted(p["isr"]) == [0, 1] and p
+
+    partition = a.wait_for(in_sync, "both replicas in the ISR")
+    assert sorted(partition["replicas"]) == [0, 1]
+
+
+def test_group_lag_across_brokers_and_the_coordinator_is_named(cluster, spread) -> None:
+    (broker_a, a), (_, b) = cluster
+    consumer = Consumer({"bootstrap.servers": broker_a.bootstrap, "group.id": "spread-group"})
+    try:
+        consumer.commit(
+            offsets=[TopicPartition("spread", 0, 2), TopicPartition("spread", 1, 3)],
+            asynchronous=False,
+        )
+    finally:
+        consumer.close()
+    answers = {0: a.get("/groups/spread-group"), 1: b.get("/groups/spread-group")}
+    [coordinator] = [i for i, ans in answers.items() if ans.status == 200]
+    other = answers[1 - coordinator]
+    assert other.status == 421 and other.body["error"] == "NOT_COORDINATOR"
+    assert f"broker {coordinator}" in other.body["message"]
+    group = answers[coordinator].body
+    assert [
+        (o["partition"], o["committed_offset"], o["high_watermark"], o["lag"])
+        for o in group["offsets"]
+    ] == [
+        (0, 2, 7, 5),
+        (1, 3, 11, 8),
+    ]
+    assert group["total_lag"] == 13
