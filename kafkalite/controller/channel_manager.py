@@ -353,6 +353,7 @@ class ControllerChannelManager:
         while True:
             request = await channel.queue.get()
             api_key = api_key_of(request)
+            attempts = 0
             while True:
                 try:
                     response = await channel.transport.send(
@@ -363,10 +364,14 @@ class ControllerChannelManager:
                 except asyncio.CancelledError:
                     raise
                 except Exception as error:  # socket/protocol failures at the I/O boundary: retry
-                    log.warning(
+                    attempts += 1
+                    # Once per request at warning level: a broker that died but whose
+                    # registration has not expired yet would otherwise flood the log.
+                    (log.warning if attempts == 1 else log.debug)(
                         "controller request failed, retrying",
                         broker=broker_id,
                         api=api_key.name,
+                        attempt=attempts,
                         error=repr(error),
                     )
                     with contextlib.suppress(Exception):
