@@ -51,12 +51,11 @@ from kafkalite.protocol.records import (
     LOG_OVERHEAD,
     RecordBatchHeader,
     TimestampType,
+    assign_offsets,
     decode_batch,
     record_offset,
     record_timestamp,
-    set_base_offset,
     set_max_timestamp_and_type,
-    set_partition_leader_epoch,
     validate_batches,
 )
 from kafkalite.storage.checkpoint import LEADER_EPOCH_CHECKPOINT_FILE, fsync_dir
@@ -429,15 +428,12 @@ class Log:
             record_count += header.record_count
             offset = batch_last + 1
         # Number the batches and stamp the epoch in place (neither field is under the CRC).
-        pos = 0
-        base_offset = first_offset
-        for batch_last, size, _ in batches:
-            set_base_offset(view, pos, base_offset)
-            set_partition_leader_epoch(view, pos, leader_epoch)
-            if log_append_time >= 0:
+        assign_offsets(view, first_offset, leader_epoch)
+        if log_append_time >= 0:
+            pos = 0
+            for _, size, _ in batches:
                 set_max_timestamp_and_type(view, pos, TimestampType.LOG_APPEND_TIME, now)
-            pos += size
-            base_offset = batch_last + 1
+                pos += size
         last_offset = offset - 1
         self._io(self._assign_epoch_if_newer, leader_epoch, first_offset)
         self._append(view, batches, first_offset, last_offset, max_timestamp, valid_bytes, now)
