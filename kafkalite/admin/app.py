@@ -20,6 +20,7 @@ built in `openapi.py` from the same route table):
     POST   /partitions/elect-leaders    preferred or unclean
     GET    /metrics                     Prometheus text format
     GET    /openapi.json
+    GET    /                            the dashboard page (dashboard.py)
 
 Where the data comes from: topics, assignments, partition leader/ISR/epoch, brokers and the
 controller are read from the coordination store (the authority, so every broker answers alike);
@@ -1035,13 +1036,15 @@ class AdminApi:
         response.headers["Content-Type"] = CONTENT_TYPE_LATEST
         return response
 
+    async def dashboard(self, request: web.Request) -> web.Response:
+        from kafkalite.admin.dashboard import DASHBOARD_HTML
+
+        return web.Response(text=DASHBOARD_HTML, content_type="text/html")
+
     async def openapi(self, request: web.Request) -> web.Response:
         from kafkalite.admin.openapi import openapi_document
 
         return json_response(openapi_document())
-
-    async def not_found(self, request: web.Request) -> web.Response:
-        raise AdminError.not_found(f"no route {request.method} {request.path}")
 
 
 def create_app(server: Any, request_stats: RequestStats | None = None) -> web.Application:
@@ -1057,6 +1060,7 @@ def create_app(server: Any, request_stats: RequestStats | None = None) -> web.Ap
     app[SERVER_KEY] = server
     app[REGISTRY_KEY] = registry
     r = app.router
+    r.add_get("/", api.dashboard)
     r.add_get("/health", api.health)
     r.add_get("/ready", api.ready)
     r.add_get("/cluster", api.cluster)

@@ -334,6 +334,9 @@ PARAMS: dict[str, Any] = {
 @cache
 def openapi_document() -> dict[str, Any]:
     paths = {
+        "/": {
+            "get": _op("Dashboard", 200, {"type": "string"}, tag="health", content_type="text/html")
+        },
         "/health": {"get": _op("Health", 200, _ref("Health"), tag="health")},
         "/ready": {"get": _op("Readiness", 200, _ref("Ready"), tag="health")},
         "/cluster": {"get": _op("Describe cluster", 200, _ref("Cluster"), tag="cluster")},

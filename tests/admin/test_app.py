@@ -372,11 +372,19 @@ def test_metrics_after_traffic(admin: AdminClient, admin_broker) -> None:
     assert "# TYPE kafkalite_groups gauge" in answer.body
 
 
+def test_dashboard_page_reads_the_api(admin: AdminClient) -> None:
+    page = admin.get("/")
+    assert page.status == 200 and page.content_type.startswith("text/html")
+    for route in ("/cluster", "/topics", "/groups"):
+        assert f'"{route}' in page.body
+
+
 def test_openapi_document_lists_every_route(admin: AdminClient) -> None:
     doc = admin.get("/openapi.json").body
     assert doc["openapi"].startswith("3.")
     ops = {(path, method) for path, item in doc["paths"].items() for method in item}
     assert ops >= {
+        ("/", "get"),
         ("/health", "get"),
         ("/ready", "get"),
         ("/cluster", "get"),
