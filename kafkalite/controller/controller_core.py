@@ -372,9 +372,11 @@ class ControllerCore:
         if not to_delete:
             return result
         if self.topic_deletion_manager.is_delete_topic_enabled:
-            result += self.topic_deletion_manager.enqueue_topics_for_deletion(to_delete)
+            # A topic being reassigned waits until the reassignment is over.
+            ctx.queue_topic_deletion(to_delete)
             reassigning = {tp.topic for tp in ctx.partitions_being_reassigned} & to_delete
             self.topic_deletion_manager.mark_topic_ineligible_for_deletion(reassigning)
+            result += self.topic_deletion_manager.resume_deletions()
         else:
             result.writes.append(DeleteTopicDeletions(tuple(sorted(to_delete))))
         return result
@@ -726,6 +728,10 @@ class ControllerCore:
         if ctx.zk_reassignments.pop(tp, None) is not None:
             result.writes.append(UpdateReassignPartitions(dict(ctx.zk_reassignments)))
         result += self.update_metadata(ctx.live_or_shutting_down_broker_ids, [tp])
+        if ctx.is_topic_queued_up_for_deletion(tp.topic) and not any(
+            p.topic == tp.topic for p in ctx.partitions_being_reassigned
+        ):
+            result += self.topic_deletion_manager.resume_deletion_for_topics([tp.topic])
         return result
 
     def _topic_assignment_write(self, topic: str) -> SetTopicAssignment:

@@ -662,3 +662,29 @@ class ControllerModel(RuleBasedStateMachine):
 
 TestControllerModel = ControllerModel.TestCase
 TestControllerModel.settings = settings(max_examples=60, stateful_step_count=25, deadline=None)
+
+
+def test_deleting_a_topic_under_reassignment_waits_for_it():
+    core, store = new_cluster([0, 1, 2])
+    create_topic(core, store, "t", {0: [0, 1]})
+    t0 = tp("t", 0)
+    store.reassignments = {t0: (2, 1)}
+    store.apply(core.process_zk_partition_reassignment(store.reassignments))
+    store.delete_markers.add("t")
+    result = core.process_topic_deletion(["t"])
+    store.apply(result)
+    assert not any(s.delete_partition for s in stop_replica_states(result).values())
+    assert "t" in core.ctx.topics_ineligible_for_deletion
+    info, version = store.partition_states[t0]
+    grown = LeaderIsrAndControllerEpoch(
+        LeaderAndIsr(
+            info.leader_and_isr.leader, info.leader_and_isr.leader_epoch, (0, 1, 2), version + 1
+        ),
+        1,
+    )
+    store.partition_states[t0] = (grown, version + 1)
+    done = core.process_isr_change_notification({t0: grown}, [])
+    store.apply(done)
+    assert "t" not in core.ctx.topics_ineligible_for_deletion
+    deleting = {k for k, s in stop_replica_states(done).items() if s.delete_partition}
+    assert {(1, t0), (2, t0)} <= deleting
