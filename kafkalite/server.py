@@ -172,6 +172,15 @@ class KafkaServer:
         return self.socket_server.bound_endpoints if self.socket_server else []
 
     @property
+    def inter_broker_listener(self) -> str:
+        """inter.broker.listener.name, else the first listener's name (Kafka's default is the
+        PLAINTEXT listener; here the first one configured)."""
+        return (
+            self.config.inter_broker_listener_name
+            or self.config.listener_endpoints[0].listener_name
+        )
+
+    @property
     def advertised_endpoints(self) -> list[Endpoint]:
         """advertised.listeners, else the bound listeners (0.0.0.0 -> 127.0.0.1)."""
         if self.config.advertised_listeners is not None:
@@ -256,6 +265,7 @@ class KafkaServer:
         from kafkalite.broker.fetch_session import FetchSessionCache
         from kafkalite.broker.metadata_cache import MetadataCache
         from kafkalite.broker.producer_id_manager import ProducerIdManager
+        from kafkalite.broker.replica_fetcher import remote_leader_endpoints
         from kafkalite.broker.replica_manager import ReplicaManager
 
         config = self.config
@@ -267,6 +277,14 @@ class KafkaServer:
             metadata_cache=self.metadata_cache,
             alter_isr=self._alter_isr,
             log_config_for_topic=self._log_config_for_topic,
+        )
+        # Followers pull from their leaders over the inter-broker listener (Kafka's
+        # ReplicaFetcherThread); leader addresses come from this broker's MetadataCache.
+        self.replica_manager.enable_replica_fetchers(
+            remote_leader_endpoints(
+                self.metadata_cache, self.inter_broker_listener, self.broker_id
+            ),
+            config,
         )
         self.services.log_manager = self.log_manager
         self.services.metadata_cache = self.metadata_cache
@@ -370,6 +388,10 @@ class KafkaServer:
         for name, factory in (
             ("log-scheduler", getattr(self.log_manager, "run_scheduler", None)),
             ("isr-expiration", getattr(self.replica_manager, "run_isr_expiration", None)),
+            (
+                "producer-state-maintenance",
+                getattr(self.replica_manager, "run_producer_state_maintenance", None),
+            ),
             ("topic-config-watcher", self._watch_topic_configs),
         ):
             if factory is not None:

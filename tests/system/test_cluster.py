@@ -1,0 +1,472 @@
+"""System tests: a three-broker kafkalite cluster on a real ZooKeeper, with kill -9 faults.
+
+Three `kafkalite serve` subprocesses share one ZooKeeper (chroot `/kafkalite`), elect a
+controller through `/controller`, and replicate a topic with replication factor 3 and
+`min.insync.replicas=2`. Faults are SIGKILLs, so a dead broker is noticed only when its
+ZooKeeper session expires (`zookeeper.session.timeout.ms`), exactly as in Kafka.
+
+The check (CONVENTIONS.md item 15, Kafka's `replication_test.py`): the producer (acks=all, one
+request in flight so per-partition order is the send order) keeps a ledger of every
+acknowledged (partition, offset, value); after the faults every acknowledged offset is
+consumed with its value, acknowledged offsets grow in send order per partition, and the
+consumed offsets of a partition are strictly increasing (each offset once).
+
+Cluster state is read straight from ZooKeeper (Kafka's znodes: `/controller`,
+`/controller_epoch`, `/brokers/topics/<t>/partitions/<p>/state`). Every wait is a condition
+with a deadline (`wait_for`), never a sleep. The cluster is shared by the tests of this module;
+each test starts by bringing every broker back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.harness.broker import BrokerProcess
+from tests.harness.zookeeper import ZooKeeperServer
+
+T = TypeVar("T")
+
+CHROOT = "/kafkalite"
+BROKER_IDS = (1, 2, 3)
+SESSION_TIMEOUT_MS = 6000
+REPLICA_LAG_TIME_MAX_MS = 2000
+# A SIGKILLed broker is noticed after its session expires, then the controller elects and
+# tells the brokers; the clients find the new leader on their next metadata refresh.
+FAILOVER_DEADLINE_S = 45.0
+
+
+def wait_for(condition: Callable[[], T], what: str, deadline_s: float = FAILOVER_DEADLINE_S) -> T:
+    """Poll `condition` until it returns something truthy (returned); fail after the deadline."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        result = condition()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {deadline_s}s waiting for {what}")
+        time.sleep(0.1)  # polling interval of the condition, not synchronisation
+
+
+# -- ZooKeeper reads ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+
+
+class ZkReader:
+    """Synchronous reads of the cluster's znodes through one aiozk client on its own loop."""
+
+    def __init__(self, servers: str, chroot: str) -> None:
+        import aiozk
+
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+        self._client = aiozk.ZKClient(servers, chroot=chroot, session_timeout=10)
+        self._run(self._client.start())
+
+    def _run(self, coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(15)
+
+    def get(self, path: str) -> bytes | None:
+        from aiozk import exc
+
+        try:
+            return self._run(self._client.get_data(path))
+        except exc.NoNode:
+            return None
+
+    def controller(self) -> int | None:
+        data = self.get("/controller")
+        return None if data is None else int(json.loads(data)["brokerid"])
+
+    def controller_epoch(self) -> int:
+        data = self.get("/controller_epoch")
+        return -1 if data is None else int(data)
+
+    def registered_brokers(self) -> set[int]:
+        from aiozk import exc
+
+        try:
+            return {int(b) for b in self._run(self._client.get_children("/brokers/ids"))}
+        except exc.NoNode:
+            return set()
+
+    def partition_state(self, topic: str, partition: int) -> PartitionState | None:
+        data = self.get(f"/brokers/topics/{topic}/partitions/{partition}/state")
+        if data is None:
+            return None
+        obj = json.loads(data)
+        return PartitionState(int(obj["leader"]), int(obj["leader_epoch"]), tuple(obj["isr"]))
+
+    def close(self) -> None:
+        try:
+            self._run(self._client.close())
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(5)
+            self._loop.close()
+
+
+# -- the cluster ----------------------------------------------------------------------------------
+
+
+class Cluster:
+    def __init__(self, zk: ZooKeeperServer, base_dir) -> None:
+        self.zk = zk
+        self.brokers: dict[int, BrokerProcess] = {}
+        for broker_id in BROKER_IDS:
+            self.brokers[broker_id] = BrokerProcess(
+                base_dir / f"broker-{broker_id}",
+                broker_id=broker_id,
+                overrides={
+                    "zookeeper.connect": zk.connect_string(CHROOT),
+                    "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+                    "replica.lag.time.max.ms": str(REPLICA_LAG_TIME_MAX_MS),
+                    "replica.fetch.wait.max.ms": "200",
+                    "replica.fetch.backoff.ms": "200",
+                    "controlled.shutdown.retry.backoff.ms": "200",
+                    "admin.listener": "",
+                },
+            )
+        self.zk_reader = ZkReader(zk.servers, CHROOT)
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers.values())
+
+    def running(self) -> list[BrokerProcess]:
+        return [b for b in self.brokers.values() if b.running]
+
+    def start_all(self) -> None:
+        for broker in self.brokers.values():
+            if not broker.running:
+                self.start(broker.broker_id)
+
+    def start(self, broker_id: int) -> None:
+        """Start a broker once its previous ZooKeeper registration is gone (after a kill -9 the
+        ephemeral `/brokers/ids/<id>` lives until the old session expires)."""
+        wait_for(
+            lambda: broker_id not in self.zk_reader.registered_brokers(),
+            f"the old registration of broker {broker_id} to expire",
+        )
+        self.brokers[broker_id].start(timeout=60)
+
+    def kill(self, broker_id: int) -> None:
+        self.brokers[broker_id].kill()
+
+    def stop_all(self) -> None:
+        for broker in self.brokers.values():
+            if broker.running:
+                try:
+                    broker.stop()
+                except TimeoutError:
+                    broker.kill()
+
+    def state(self, topic: str, partition: int) -> PartitionState | None:
+        return self.zk_reader.partition_state(topic, partition)
+
+    def create_topic(self, topic: str, partitions: int, config: dict[str, str] | None = None):
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        new = NewTopic(topic, partitions, 3, config=config or {})
+        admin.create_topics([new], operation_timeout=30)[topic].result(60)
+        return wait_for(
+            lambda: all(
+                (s := self.state(topic, p)) is not None and s.leader >= 0 and len(s.isr) == 3
+                for p in range(partitions)
+            ),
+            f"{topic}: a leader and a full ISR for every partition",
+        )
+
+    def logs(self) -> str:
+        return "\n".join(f"=== broker {i} ===\n{b.log_tail(60)}" for i, b in self.brokers.items())
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    base = tmp_path_factory.mktemp("cluster")
+    with ZooKeeperServer(base / "zk", max_session_timeout_ms=60000) as zk:
+        cluster = Cluster(zk, base)
+        try:
+            for broker_id in BROKER_IDS:
+                cluster.brokers[broker_id].spawn()
+            for broker in cluster.brokers.values():
+                broker.wait_ready(60)
+            yield cluster
+        finally:
+            cluster.stop_all()
+            cluster.zk_reader.close()
+
+
+@pytest.fixture
+def healthy_cluster(cluster):
+    """Every broker running at the start. The broker logs' tails are printed at teardown
+    (pytest shows captured output of failed tests only)."""
+    cluster.start_all()
+    yield cluster
+    print(cluster.logs())
+
+
+# -- the acknowledged-writes ledger -------------------------------------------------------------
+
+
+@dataclass
+class Ledger:
+    """Acknowledged writes, in acknowledgement order per partition."""
+
+    acked: dict[int, list[tuple[int, bytes]]] = field(default_factory=lambda: defaultdict(list))
+    failed: list[tuple[bytes, str]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def count(self) -> int:
+        with self.lock:
+            return sum(len(v) for v in self.acked.values())
+
+    def on_delivery(self, err, msg) -> None:
+        with self.lock:
+            if err is None:
+                self.acked[msg.partition()].append((msg.offset(), msg.value()))
+            else:
+                self.failed.append((msg.value(), str(err)))
+
+
+class BackgroundProducer:
+    """Produces `<prefix>-<n>` round-robin over the partitions until stopped (acks=all; the
+    client retries through leader changes; one request in flight keeps the send order)."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, prefix: str) -> None:
+        self.topic = topic
+        self.partitions = partitions
+        self.prefix = prefix
+        self.ledger = Ledger()
+        self.sent = 0
+        self._stop = threading.Event()
+        self.producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "acks": "all",
+                "enable.idempotence": False,
+                "max.in.flight.requests.per.connection": 1,
+                "retries": 1_000_000,
+                "retry.backoff.ms": 100,
+                "delivery.timeout.ms": 120_000,
+                "request.timeout.ms": 10_000,
+                "linger.ms": 5,
+                "topic.metadata.refresh.interval.ms": 1000,
+            }
+        )
+        self._thread = threading.Thread(target=self._run, name="producer", daemon=True)
+
+    def start(self) -> BackgroundProducer:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            value = f"{self.prefix}-{self.sent}".encode()
+            try:
+                self.producer.produce(
+                    self.topic,
+                    value,
+                    partition=self.sent % self.partitions,
+                    on_delivery=self.ledger.on_delivery,
+                )
+            except BufferError:
+                self.producer.poll(0.1)
+                continue
+            self.sent += 1
+            self.producer.poll(0.005)  # serve delivery callbacks; paces the stream
+        assert self.producer.flush(120) == 0, "messages still unacknowledged after 120s"
+
+    def stop(self) -> Ledger:
+        self._stop.set()
+        self._thread.join(180)
+        assert not self._thread.is_alive(), "producer thread did not finish"
+        return self.ledger
+
+    def wait_acked(self, at_least: int, what: str) -> None:
+        wait_for(lambda: self.ledger.count() >= at_least, what)
+
+
+def consume_all(bootstrap: str, topic: str, partitions: int) -> dict[int, list[tuple[int, bytes]]]:
+    """Every record of the topic up to each partition's high watermark, per partition."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"verifier-{topic}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": False,
+        }
+    )
+    try:
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+            for p in range(partitions)
+        }
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        got: dict[int, list[tuple[int, bytes]]] = defaultdict(list)
+
+        def done() -> bool:
+            for m in consumer.consume(500, 0.5):
+                assert m.error() is None, m.error()
+                got[m.partition()].append((m.offset(), m.value()))
+            return all((got[p][-1][0] + 1 if got[p] else 0) >= ends[p] for p in range(partitions))
+
+        wait_for(done, f"{topic}: every record up to the high watermarks {ends}", 60)
+        return got
+    finally:
+        consumer.close()
+
+
+def check_ledger(ledger: Ledger, consumed: dict[int, list[tuple[int, bytes]]]) -> int:
+    """Every acknowledged (partition, offset, value) consumed, once per offset, in order."""
+    assert not ledger.failed, f"deliveries failed: {ledger.failed[:5]}"
+    total = 0
+    for partition, acked in ledger.acked.items():
+        offsets = [o for o, _ in acked]
+        assert offsets == sorted(offsets) and len(set(offsets)) == len(offsets), (
+            f"partition {partition}: acknowledged offsets out of send order"
+        )
+        seen = [o for o, _ in consumed.get(partition, [])]
+        assert all(a < b for a, b in zip(seen, seen[1:], strict=False)), (
+            f"partition {partition}: consumed offsets not strictly increasing"
+        )
+        by_offset = dict(consumed.get(partition, []))
+        missing = [(o, v) for o, v in acked if by_offset.get(o) != v]
+        assert not missing, (
+            f"partition {partition}: {len(missing)} acknowledged records lost or changed, "
+            f"first {missing[:5]} (consumed there: {[by_offset.get(o) for o, _ in missing[:5]]})"
+        )
+        total += len(acked)
+    return total
+
+
+# -- the tests ------------------------------------------------------------------------------------
+
+
+def test_leader_kill9_loses_no_acknowledged_write(healthy_cluster):
+    cluster = healthy_cluster
+    topic, partitions = "ledger", 3
+    cluster.create_topic(topic, partitions, {"min.insync.replicas": "2"})
+    victim_partition = 0
+    before = cluster.state(topic, victim_partition)
+    victim = before.leader
+
+    producer = BackgroundProducer(cluster.bootstrap, topic, partitions, "v").start()
+    try:
+        producer.wait_acked(300, "300 acknowledged writes before the kill")
+        cluster.kill(victim)
+        killed_at = producer.ledger.count()
+
+        def new_leader():
+            s = cluster.state(topic, victim_partition)
+            return s if s is not None and s.leader not in (victim, -1) else None
+
+        after = wait_for(new_leader, f"a new leader of {topic}-{victim_partition}")
+        assert after.leader in before.isr
+        assert after.leader_epoch > before.leader_epoch
+        assert victim not in after.isr
+        producer.wait_acked(killed_at + 300, "300 more acknowledged writes on the new leaders")
+
+        cluster.start(victim)
+        wait_for(
+            lambda: all(victim in cluster.state(topic, p).isr for p in range(partitions)),
+            f"broker {victim} back in the ISR of every partition (ISR expansion)",
+        )
+        producer.wait_acked(producer.ledger.count() + 200, "writes acknowledged after rejoining")
+    finally:
+        ledger = producer.stop()
+
+    consumed = consume_all(cluster.bootstrap, topic, partitions)
+    acked = check_ledger(ledger, consumed)
+    assert acked >= 800
+    final = cluster.state(topic, victim_partition)
+    assert set(final.isr) == set(BROKER_IDS)
+
+
+def test_follower_kill9_shrinks_the_isr(healthy_cluster):
+    cluster = healthy_cluster
+    topic = "shrink"
+    cluster.create_topic(topic, 1, {"min.insync.replicas": "2"})
+    state = cluster.state(topic, 0)
+    controller = cluster.zk_reader.controller()
+    follower = next(b for b in state.isr if b not in (state.leader, controller))
+
+    producer = BackgroundProducer(cluster.bootstrap, topic, 1, "s").start()
+    try:
+        producer.wait_acked(100, "100 acknowledged writes before the kill")
+        cluster.kill(follower)
+        shrunk = wait_for(
+            lambda: (s := cluster.state(topic, 0)) is not None and follower not in s.isr and s,
+            f"broker {follower} removed from the ISR of {topic}-0",
+        )
+        assert shrunk.leader == state.leader, "the leader did not change"
+        assert set(shrunk.isr) == set(state.isr) - {follower}
+        # two in-sync replicas remain: min.insync.replicas=2 still accepts acks=all writes
+        producer.wait_acked(producer.ledger.count() + 100, "writes acknowledged by a shrunk ISR")
+    finally:
+        ledger = producer.stop()
+    check_ledger(ledger, consume_all(cluster.bootstrap, topic, 1))
+
+    cluster.start(follower)
+    wait_for(
+        lambda: follower in cluster.state(topic, 0).isr,
+        f"broker {follower} back in the ISR of {topic}-0",
+    )
+
+
+def test_controller_kill9_fails_over(healthy_cluster):
+    cluster = healthy_cluster
+    zk = cluster.zk_reader
+    old_controller = wait_for(zk.controller, "an active controller")
+    old_epoch = zk.controller_epoch()
+    cluster.kill(old_controller)
+
+    new_controller = wait_for(
+        lambda: (c := zk.controller()) is not None and c != old_controller and c,
+        "another broker to become controller",
+    )
+    assert new_controller in BROKER_IDS
+    assert zk.controller_epoch() > old_epoch
+
+    # the new controller creates topics: leaders on the live brokers only
+    topic = "after-failover"
+    admin = AdminClient({"bootstrap.servers": ",".join(b.bootstrap for b in cluster.running())})
+    admin.create_topics([NewTopic(topic, 2, 2)], operation_timeout=30)[topic].result(60)
+    states = wait_for(
+        lambda: (
+            all((s := cluster.state(topic, p)) is not None and s.leader >= 0 for p in (0, 1))
+            and [cluster.state(topic, p) for p in (0, 1)]
+        ),
+        f"{topic}: leaders elected by the new controller",
+    )
+    for s in states:
+        assert old_controller not in s.isr and s.leader != old_controller
+    producer = Producer({"bootstrap.servers": admin_bootstrap(cluster), "acks": "all"})
+    ledger = Ledger()
+    for i in range(50):
+        producer.produce(topic, f"c-{i}".encode(), partition=i % 2, on_delivery=ledger.on_delivery)
+    assert producer.flush(60) == 0
+    assert check_ledger(ledger, consume_all(admin_bootstrap(cluster), topic, 2)) == 50
+
+    cluster.start(old_controller)
+    assert zk.controller() == new_controller, "a restarted broker does not take over"
+
+
+def admin_bootstrap(cluster: Cluster) -> str:
+    return ",".join(b.bootstrap for b in cluster.running())
