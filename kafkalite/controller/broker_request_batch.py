@@ -234,9 +234,7 @@ class ControllerBrokerRequestBatch:
             offline = tuple(r for r in replicas if not self.ctx.is_replica_online(r, tp))
             leader_and_isr = info.leader_and_isr
             if self.ctx.is_topic_queued_up_for_deletion(tp.topic):
-                leader_and_isr = LeaderAndIsr.during_delete(leader_and_isr.isr).with_zk_version(
-                    leader_and_isr.zk_version
-                )
+                leader_and_isr = LeaderAndIsr.during_delete(leader_and_isr.isr)
             self._update_metadata_partitions[tp] = UpdateMetadataPartitionState(
                 topic_name=tp.topic,
                 partition_index=tp.partition,

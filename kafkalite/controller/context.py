@@ -112,7 +112,11 @@ class LeaderAndIsr:
 
     @staticmethod
     def during_delete(isr: Iterable[int]) -> LeaderAndIsr:
-        return LeaderAndIsr(LEADER_DURING_DELETE, EPOCH_DURING_DELETE, tuple(isr))
+        """What UpdateMetadata says of a partition of a topic being deleted (Kafka's
+        ``LeaderAndIsr.duringDelete``: leader -2, initial epochs)."""
+        return LeaderAndIsr(
+            LEADER_DURING_DELETE, INITIAL_LEADER_EPOCH, tuple(isr), INITIAL_PARTITION_EPOCH
+        )
 
 
 @dataclass(frozen=True, slots=True)
