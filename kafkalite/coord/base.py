@@ -38,8 +38,9 @@ from __future__ import annotations
 import abc
 import asyncio
 import enum
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from .errors import (
     BadArguments,
@@ -55,6 +56,9 @@ ANY_VERSION = -1
 """Expected version that matches every version (ZooKeeper's -1)."""
 
 SEQUENCE_DIGITS = 10
+
+_T = TypeVar("_T")
+_NOTHING_YET = object()  # a watch iterator's "last key yielded" before its first yield
 
 
 class SessionState(enum.Enum):
@@ -404,54 +408,52 @@ class CoordSession(abc.ABC):
         except NoNode:
             pass
 
-    async def watch_data(self, path: str) -> AsyncIterator[NodeData | None]:
+    def watch_data(self, path: str) -> AsyncIterator[NodeData | None]:
         """The node's state now and after every change: ``NodeData``, or None while absent.
 
         Intermediate states between two reads may be skipped (ZooKeeper semantics), but what is
         yielded is in order and the latest state is always yielded eventually. Rides out
         connection loss; raises SessionExpired; ends when the session is closed.
         """
-        last_mzxid: int | None = -1
-        while True:
-            try:
-                try:
-                    data, stat, watch = await self.get_data_and_watch(path)
-                    current: NodeData | None = NodeData(data, stat)
-                    mzxid = stat.mzxid
-                except NoNode:
-                    stat, watch = await self.exists_and_watch(path)
-                    if stat is not None:
-                        watch.cancel()
-                        continue
-                    current, mzxid = None, None
-                if mzxid != last_mzxid:
-                    last_mzxid = mzxid
-                    yield current
-                await watch
-            except ConnectionLoss:
-                await self._wait_for_reconnect()
-            except SessionClosed:
-                return
 
-    async def watch_children(self, path: str) -> AsyncIterator[list[str] | None]:
+        async def read() -> tuple[NodeData, int, Watch]:
+            data, stat, watch = await self.get_data_and_watch(path)
+            return NodeData(data, stat), stat.mzxid, watch
+
+        return self._watch_node(path, read)
+
+    def watch_children(self, path: str) -> AsyncIterator[list[str] | None]:
         """The node's sorted children now and after every change, or None while it is absent.
 
         Same guarantees as ``watch_data``.
         """
-        last: list[str] | None | int = -1
+
+        async def read() -> tuple[list[str], list[str], Watch]:
+            children, watch = await self.get_children_and_watch(path)
+            return children, children, watch
+
+        return self._watch_node(path, read)
+
+    async def _watch_node(
+        self, path: str, read: Callable[[], Awaitable[tuple[_T, object, Watch]]]
+    ) -> AsyncIterator[_T | None]:
+        """The loop behind ``watch_data`` and ``watch_children``: ``read()`` returns the node's
+        state, the key that tells a change (data: mzxid; children: the list) and a watch, or
+        raises NoNode; the state is yielded whenever its key (None while absent) differs from
+        the last one yielded, then the watch is awaited and the node read again."""
+        last_key: object = _NOTHING_YET
         while True:
             try:
                 try:
-                    children, watch = await self.get_children_and_watch(path)
-                    current: list[str] | None = children
+                    current, key, watch = await read()
                 except NoNode:
                     stat, watch = await self.exists_and_watch(path)
                     if stat is not None:
                         watch.cancel()
-                        continue
-                    current = None
-                if current != last:
-                    last = current
+                        continue  # created between the two reads
+                    current, key = None, None
+                if key != last_key:
+                    last_key = key
                     yield current
                 await watch
             except ConnectionLoss:

@@ -452,15 +452,17 @@ class EmbeddedStore(CoordStore):
         self._sessions.pop(session.session_id, None)
         # The session's own watches fail first: a dead session hears nothing of its own cleanup.
         error_type = SessionExpired if state is SessionState.EXPIRED else SessionClosed
+
+        def fail(future: asyncio.Future) -> None:
+            if not future.done():
+                future.set_exception(error_type(f"session 0x{session.session_id:x} {state.value}"))
+                future.exception()  # retrieved: nobody may be awaiting it
+
         for key in list(self._watches):
             remaining = []
             for owner, future in self._watches[key]:
                 if owner is session:
-                    if not future.done():
-                        future.set_exception(
-                            error_type(f"session 0x{session.session_id:x} {state.value}")
-                        )
-                        future.exception()  # retrieved: nobody may be awaiting it
+                    fail(future)
                 else:
                     remaining.append((owner, future))
             if remaining:
@@ -468,9 +470,7 @@ class EmbeddedStore(CoordStore):
             else:
                 del self._watches[key]
         for future, _event in session._held:
-            if not future.done():
-                future.set_exception(error_type(f"session 0x{session.session_id:x} {state.value}"))
-                future.exception()
+            fail(future)
         session._held = []
         session._set_state(state)
         owned = [p for p, n in self._nodes.items() if n.ephemeral_owner == session.session_id]
