@@ -138,6 +138,12 @@ async def _worker_aiokafka(bootstrap: str, topic: str, group: str, stop: threadi
 
 
 def worker_main(client: str, bootstrap: str, topic: str, group: str) -> None:
+    import logging
+
+    # the client's own log goes to the worker's stderr file (kept with the test's tmp dir)
+    logging.basicConfig(
+        level=logging.DEBUG, format="%(asctime)s %(threadName)s %(name)s %(message)s"
+    )
     stop = threading.Event()
     threading.Thread(target=_watch_stdin, args=(stop,), daemon=True).start()
     if client == "confluent-kafka":
