@@ -37,7 +37,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from kafkalite.storage.checkpoint import (
@@ -422,16 +422,20 @@ class LogManager:
                 except StorageError:
                     continue
 
-    def flush_rolled_segments(self) -> None:
-        """fsync rolled segments now (synchronously) and advance recovery points."""
+    def _pending_roll_flushes(self) -> Iterator[tuple[Log, int, list[int], int]]:
+        """``(log, target, fds, truncation count)`` for each log with rolled segments waiting
+        for their fsync (see ``Log.pending_roll_flush``); asked lazily, log by log."""
         for log in self.all_logs():
             try:
                 pending = log.pending_roll_flush()
             except StorageError:
                 continue
-            if pending is None:
-                continue
-            target, fds, truncations = pending
+            if pending is not None:
+                yield (log, *pending)
+
+    def flush_rolled_segments(self) -> None:
+        """fsync rolled segments now (synchronously) and advance recovery points."""
+        for log, target, fds, truncations in self._pending_roll_flushes():
             try:
                 _fsync_and_close(fds)
             except OSError as e:
@@ -440,14 +444,7 @@ class LogManager:
             log.complete_roll_flush(target, truncations)
 
     async def _flush_rolled_segments_async(self) -> None:
-        for log in self.all_logs():
-            try:
-                pending = log.pending_roll_flush()
-            except StorageError:
-                continue
-            if pending is None:
-                continue
-            target, fds, truncations = pending
+        for log, target, fds, truncations in self._pending_roll_flushes():
             try:
                 await asyncio.to_thread(_fsync_and_close, fds)
             except OSError as e:
