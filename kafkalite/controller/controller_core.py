@@ -545,6 +545,42 @@ class ControllerCore:
             eligible, ONLINE_PARTITION, OfflinePartitionLeaderElectionStrategy(allow_unclean=True)
         )
 
+    def elect_leaders(
+        self, partitions: Iterable[TopicPartition], unclean: bool = False
+    ) -> tuple[ControllerResult, dict[TopicPartition, ErrorCode]]:
+        """The ElectLeaders API: preferred (or unclean) elections with a per-partition answer:
+        NONE (elected), ELECTION_NOT_NEEDED (already led by the preferred replica / by a live
+        leader), UNKNOWN_TOPIC_OR_PARTITION, or PREFERRED_LEADER_NOT_AVAILABLE /
+        ELIGIBLE_LEADERS_NOT_AVAILABLE when no replica qualified."""
+        ctx = self.ctx
+        requested = sorted(set(partitions))
+        errors: dict[TopicPartition, ErrorCode] = {}
+        for tp in requested:
+            info = ctx.partition_leadership_info.get(tp)
+            replicas = ctx.partition_replica_assignment(tp)
+            if not replicas or ctx.is_topic_queued_up_for_deletion(tp.topic):
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif info is not None and (
+                ctx.is_replica_online(info.leader_and_isr.leader, tp)
+                if unclean
+                else info.leader_and_isr.leader == replicas[0]
+            ):
+                errors[tp] = ErrorCode.ELECTION_NOT_NEEDED
+        candidates = [tp for tp in requested if tp not in errors]
+        result = (
+            self.elect_unclean_leaders(candidates)
+            if unclean
+            else self.elect_preferred_leaders(candidates)
+        )
+        failed = (
+            ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+            if unclean
+            else ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+        )
+        for tp in candidates:
+            errors[tp] = ErrorCode.NONE if tp in result.leadership else failed
+        return result, errors
+
     def check_and_trigger_auto_leader_rebalance(self) -> ControllerResult:
         """Kafka's ``checkAndTriggerAutoLeaderRebalance``: for each live preferred leader whose
         share of not-led partitions exceeds ``leader.imbalance.per.broker.percentage``, elect

@@ -331,21 +331,23 @@ class KafkaController:
 
     async def elect_preferred_leaders(
         self, partitions: Iterable[TopicPartition] | None = None
-    ) -> None:
-        """Move leadership back to the preferred replicas (all partitions when None)."""
+    ) -> dict[TopicPartition, ErrorCode]:
+        """Move leadership back to the preferred replicas (all partitions when None); the
+        ElectLeaders PREFERRED answer per partition (see ``ControllerCore.elect_leaders``)."""
         if not self.is_active:
             raise NotControllerError(f"broker {self.broker_id} is not the controller")
         chosen = tuple(partitions) if partitions is not None else None
-        await self.event_manager.put_and_wait(PreferredReplicaLeaderElection(chosen))
+        return await self.event_manager.put_and_wait(PreferredReplicaLeaderElection(chosen))
 
     async def elect_unclean_leaders(
         self, partitions: Iterable[TopicPartition] | None = None
-    ) -> None:
-        """Give leaderless partitions a leader even outside the ISR (ElectLeaders UNCLEAN)."""
+    ) -> dict[TopicPartition, ErrorCode]:
+        """Give leaderless partitions a leader even outside the ISR; the ElectLeaders UNCLEAN
+        answer per partition (see ``ControllerCore.elect_leaders``)."""
         if not self.is_active:
             raise NotControllerError(f"broker {self.broker_id} is not the controller")
         chosen = tuple(partitions) if partitions is not None else None
-        await self.event_manager.put_and_wait(UncleanLeaderElection(chosen))
+        return await self.event_manager.put_and_wait(UncleanLeaderElection(chosen))
 
     # -- event processing -----------------------------------------------------------------------
 
@@ -420,9 +422,7 @@ class KafkaController:
             case ZkLeaderElectionRequest(path):
                 await self._process_zk_leader_election_request(path)
             case UncleanLeaderElection(partitions):
-                chosen = partitions if partitions is not None else self.core.ctx.all_partitions()
-                await self._refresh_leadership(chosen)
-                await self._apply(self.core.elect_unclean_leaders(chosen))
+                return await self._process_elect_leaders(partitions, unclean=True)
             case ZkPartitionReassignment():
                 requested = await zk_data.get_partition_reassignments(self.session)
                 await self._refresh_leadership(requested)
@@ -435,9 +435,7 @@ class KafkaController:
                 await self._refresh_leadership(self.core.ctx.all_partitions())
                 await self._apply(self.core.check_and_trigger_auto_leader_rebalance())
             case PreferredReplicaLeaderElection(partitions):
-                chosen = partitions if partitions is not None else self.core.ctx.all_partitions()
-                await self._refresh_leadership(chosen)
-                await self._apply(self.core.elect_preferred_leaders(chosen))
+                return await self._process_elect_leaders(partitions, unclean=False)
             case _:
                 raise TypeError(f"unknown controller event {event!r}")
         return None
@@ -789,6 +787,21 @@ class KafkaController:
         for topic in sorted(newly):
             await self._refresh_leadership(ctx.partitions_for_topic(topic))
             await self._apply(core.psm.trigger_online_partition_state_change(topic))
+
+    async def _process_elect_leaders(
+        self, partitions: tuple[TopicPartition, ...] | None, *, unclean: bool
+    ) -> dict[TopicPartition, ErrorCode]:
+        assert self.core is not None
+        chosen = partitions if partitions is not None else tuple(self.core.ctx.all_partitions())
+        await self._refresh_leadership(chosen)
+        result, errors = self.core.elect_leaders(chosen, unclean=unclean)
+        if not await self._apply(result) and result.writes:
+            # the writes did not happen (controller moved or context reloaded): nothing elected
+            return {
+                tp: (ErrorCode.NOT_CONTROLLER if err == ErrorCode.NONE else err)
+                for tp, err in errors.items()
+            }
+        return errors
 
     async def _process_zk_leader_election_request(self, path: str) -> None:
         """Kafka's ``kafka-preferred-replica-election.sh`` (and kafkalite's unclean variant):

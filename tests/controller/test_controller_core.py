@@ -688,3 +688,33 @@ def test_deleting_a_topic_under_reassignment_waits_for_it():
     assert "t" not in core.ctx.topics_ineligible_for_deletion
     deleting = {k for k, s in stop_replica_states(done).items() if s.delete_partition}
     assert {(1, t0), (2, t0)} <= deleting
+
+
+def test_elect_leaders_answers_per_partition():
+    core, store = new_cluster([0, 1])
+    create_topic(core, store, "t", {0: [0, 1], 1: [1, 0], 2: [0]})
+    store.apply(core.process_broker_change(registered(1))[1])
+    store.apply(core.process_broker_change(registered(0, 1))[1])
+    # broker 0 was away: t-0 is led by 1 and 0 is not back in its ISR yet; pretend t-1's
+    # leadership moved to 0 meanwhile, with 1 (its preferred replica) in the ISR
+    info, version = store.partition_states[tp("t", 1)]
+    rejoined = LeaderIsrAndControllerEpoch(
+        LeaderAndIsr(0, info.leader_and_isr.leader_epoch, (0, 1), version + 1), 1
+    )
+    store.partition_states[tp("t", 1)] = (rejoined, version + 1)
+    core.update_leader_and_isr_cache({tp("t", 1): rejoined})
+    result, errors = core.elect_leaders([tp("t", 0), tp("t", 1), tp("nope", 0)])
+    store.apply(result)
+    assert errors == {
+        tp("t", 0): ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+        tp("t", 1): ErrorCode.NONE,
+        tp("nope", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    }
+    assert store.partition_states[tp("t", 1)][0].leader_and_isr.leader == 1
+    _, unclean = core.elect_leaders([tp("t", 2)], unclean=True)
+    assert unclean == {tp("t", 2): ErrorCode.ELECTION_NOT_NEEDED}
+    store.apply(core.process_broker_change(registered(1))[1])
+    _, unclean = core.elect_leaders([tp("t", 2)], unclean=True)
+    assert unclean == {
+        tp("t", 2): ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+    }  # its only replica is down

@@ -399,8 +399,11 @@ async def test_preferred_replica_election_through_the_admin_node(store, cluster)
         0,
         BrokerLeaderAndIsr(2, lai.leader_epoch, (2, 1), lai.zk_version, current.controller_epoch),
     )
+    await settle(nodes[0].controller)
+    answer = await nodes[0].controller.elect_preferred_leaders([TopicPartition("pref", 0)])
+    assert answer == {TopicPartition("pref", 0): 0}
+    assert await led_by(1)
     await admin.request_preferred_replica_election(reader, [TopicPartition("pref", 0)])
-    await eventually(lambda: led_by(1), message="preferred leader restored")
 
     async def node_gone():
         return await reader.exists(paths.PREFERRED_REPLICA_ELECTION) is None
