@@ -318,7 +318,6 @@ class CoordSession(abc.ABC):
 
     # -- primitive operations --
 
-    @abc.abstractmethod
     async def create(
         self,
         path: str,
@@ -330,9 +329,21 @@ class CoordSession(abc.ABC):
     ) -> str:
         """Create a node; returns its path (with the sequence suffix when sequential).
 
-        ``makepath`` first creates missing ancestors as empty persistent nodes.
-        Raises NodeExists, NoNode (parent missing), NoChildrenForEphemerals.
+        ``makepath`` creates missing ancestors as empty persistent nodes (when the first try
+        finds the parent missing). Raises NodeExists, NoNode (parent missing),
+        NoChildrenForEphemerals.
         """
+        try:
+            return await self._create(path, data, ephemeral=ephemeral, sequential=sequential)
+        except NoNode:
+            if not makepath:
+                raise
+        await self.ensure_path(parent_of(path))
+        return await self._create(path, data, ephemeral=ephemeral, sequential=sequential)
+
+    @abc.abstractmethod
+    async def _create(self, path: str, data: bytes, *, ephemeral: bool, sequential: bool) -> str:
+        """The backend's create of one node (no ancestors); see ``create``."""
 
     @abc.abstractmethod
     async def get_data(self, path: str) -> tuple[bytes, Stat]:

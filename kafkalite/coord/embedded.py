@@ -666,23 +666,8 @@ class EmbeddedSession(CoordSession):
             raise ConnectionLoss("injected connection loss (operation applied)")
         return results
 
-    async def create(
-        self,
-        path: str,
-        data: bytes = b"",
-        *,
-        ephemeral: bool = False,
-        sequential: bool = False,
-        makepath: bool = False,
-    ) -> str:
-        op = CreateOp(path, data, ephemeral, sequential)
-        try:
-            results = await self._write([op])
-        except NoNode:
-            if not makepath:
-                raise
-            await self.ensure_path(parent_of(path))
-            results = await self._write([op])
+    async def _create(self, path: str, data: bytes, *, ephemeral: bool, sequential: bool) -> str:
+        results = await self._write([CreateOp(path, data, ephemeral, sequential)])
         return results[0].path
 
     async def get_data(self, path: str) -> tuple[bytes, Stat]:

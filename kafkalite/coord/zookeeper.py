@@ -73,7 +73,6 @@ from .base import (
     Stat,
     Watch,
     WatchEvent,
-    parent_of,
     validate_path,
 )
 from .errors import (
@@ -560,29 +559,10 @@ class ZooKeeperSession(CoordSession):
 
     # -- operations --
 
-    async def create(
-        self,
-        path: str,
-        data: bytes = b"",
-        *,
-        ephemeral: bool = False,
-        sequential: bool = False,
-        makepath: bool = False,
-    ) -> str:
+    async def _create(self, path: str, data: bytes, *, ephemeral: bool, sequential: bool) -> str:
         full = self._full(path, sequential=sequential)
-        try:
-            request = self._create_request(
-                full, bytes(data), ephemeral=ephemeral, sequential=sequential
-            )
-            response = await self._send(request, path)
-        except NoNode:
-            if not makepath:
-                raise
-            await self.ensure_path(parent_of(path))
-            request = self._create_request(
-                full, bytes(data), ephemeral=ephemeral, sequential=sequential
-            )
-            response = await self._send(request, path)
+        request = self._create_request(full, bytes(data), ephemeral=ephemeral, sequential=sequential)
+        response = await self._send(request, path)
         return self._rel(response.path)
 
     async def get_data(self, path: str) -> tuple[bytes, Stat]:
