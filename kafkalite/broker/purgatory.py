@@ -46,7 +46,8 @@ class DelayedOperation:
     def on_expiration(self) -> None:
         """Called after ``on_complete`` when the operation completed by timing out."""
 
-    def force_complete(self) -> bool:
+    def _mark_completed(self) -> bool:
+        """Stop the timer and the watching; False if the operation had completed already."""
         if self._completed:
             return False
         self._completed = True
@@ -55,20 +56,17 @@ class DelayedOperation:
             self._timer = None
         if self._purgatory is not None:
             self._purgatory._unwatch(self)
+        return True
+
+    def force_complete(self) -> bool:
+        if not self._mark_completed():
+            return False
         self.on_complete()
         return True
 
     def cancel(self) -> None:
         """The waiter went away: stop watching without completing the future normally."""
-        if self._completed:
-            return
-        self._completed = True
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if self._purgatory is not None:
-            self._purgatory._unwatch(self)
-        if not self.future.done():
+        if self._mark_completed() and not self.future.done():
             self.future.cancel()
 
 
