@@ -506,7 +506,7 @@ class Partition:
         return LeaderAppendResult(
             info.first_offset,
             info.last_offset,
-            getattr(info, "log_append_time", -1),
+            info.log_append_time,
             log.log_start_offset,
         )
 

@@ -737,11 +737,7 @@ class ReplicaManager:
                 elif partition.make_follower(state, log_):
                     new_fetchers[tp] = (state.leader, log_.log_end_offset)
             except (KafkaError, OSError) as e:
-                errors[tp] = (
-                    ErrorCode.KAFKA_STORAGE_ERROR
-                    if isinstance(e, OSError)
-                    else _error_result_code(e)
-                )
+                errors[tp] = _error_result_code(e)  # an OSError is KAFKA_STORAGE_ERROR
                 continue
             self.partitions[tp] = partition
             errors[tp] = ErrorCode.NONE
