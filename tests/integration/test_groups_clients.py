@@ -50,20 +50,23 @@ def _watch_stdin(stop: threading.Event) -> None:
     stop.set()
 
 
-def _worker_confluent(bootstrap: str, topic: str, group: str, stop: threading.Event) -> None:
+def _worker_confluent(
+    bootstrap: str, topic: str, group: str, stop: threading.Event, instance_id: str | None = None
+) -> None:
     from confluent_kafka import Consumer
 
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": group,
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-            "session.timeout.ms": SESSION_TIMEOUT_MS,
-            "heartbeat.interval.ms": 500,
-            "topic.metadata.refresh.interval.ms": 1000,
-        }
-    )
+    config = {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        "session.timeout.ms": SESSION_TIMEOUT_MS,
+        "heartbeat.interval.ms": 500,
+        "topic.metadata.refresh.interval.ms": 1000,
+    }
+    if instance_id:
+        config["group.instance.id"] = instance_id  # KIP-345 static membership
+    consumer = Consumer(config)
     consumer.subscribe([topic])
     last = None
     while not stop.is_set():
@@ -137,7 +140,9 @@ async def _worker_aiokafka(bootstrap: str, topic: str, group: str, stop: threadi
     await consumer.stop()
 
 
-def worker_main(client: str, bootstrap: str, topic: str, group: str) -> None:
+def worker_main(
+    client: str, bootstrap: str, topic: str, group: str, instance_id: str | None = None
+) -> None:
     import logging
 
     # the client's own log goes to the worker's stderr file (kept with the test's tmp dir)
@@ -147,7 +152,7 @@ def worker_main(client: str, bootstrap: str, topic: str, group: str) -> None:
     stop = threading.Event()
     threading.Thread(target=_watch_stdin, args=(stop,), daemon=True).start()
     if client == "confluent-kafka":
-        _worker_confluent(bootstrap, topic, group, stop)
+        _worker_confluent(bootstrap, topic, group, stop, instance_id)
     elif client == "kafka-python":
         _worker_kafka_python(bootstrap, topic, group, stop)
     else:
@@ -162,12 +167,21 @@ class Worker:
     """A consumer process; `assigned` is its latest reported assignment, `messages` every
     (partition, offset, value) it consumed."""
 
-    def __init__(self, client: str, bootstrap: str, topic: str, group: str, log_dir: Path) -> None:
+    def __init__(
+        self,
+        client: str,
+        bootstrap: str,
+        topic: str,
+        group: str,
+        log_dir: Path,
+        instance_id: str | None = None,
+    ) -> None:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
         self.stderr = open(log_dir / f"worker-{client}-{group}-{time.monotonic_ns()}.log", "wb")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [sys.executable, __file__, "worker", client, bootstrap, topic, group],
+            [sys.executable, __file__, "worker", client, bootstrap, topic, group]
+            + ([instance_id] if instance_id else []),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.stderr,
@@ -175,6 +189,7 @@ class Worker:
             cwd=str(REPO_ROOT),
         )
         self.assigned: list[int] | None = None
+        self.history: list[list[int]] = []  # every assignment reported, in order
         self.messages: list[tuple[int, int, str]] = []
         self.closed = False
         self._lock = threading.Lock()
@@ -188,6 +203,7 @@ class Worker:
             with self._lock:
                 if "assigned" in event:
                     self.assigned = event["assigned"]
+                    self.history.append(event["assigned"])
                 elif "msg" in event:
                     self.messages.append(tuple(event["msg"]))
                 elif "closed" in event:
@@ -338,5 +354,35 @@ def test_group_membership_lifecycle(group_broker, tmp_path, client):
             w.stop()
 
 
-if __name__ == "__main__" and len(sys.argv) == 6 and sys.argv[1] == "worker":
+if __name__ == "__main__" and len(sys.argv) in (6, 7) and sys.argv[1] == "worker":
     worker_main(*sys.argv[2:])
+
+
+@pytest.mark.timeout(120)
+def test_static_member_restart_keeps_assignments_without_rebalance(group_broker, tmp_path):
+    """KIP-345 with librdkafka: a static member (group.instance.id) that closes does not leave
+    the group; restarted within its session timeout it gets its old assignment back and the
+    other member is not rebalanced (its assignment never changes)."""
+    bootstrap = group_broker.bootstrap
+    topic, group = "static-topic", "static-group"
+    create_topic(bootstrap, topic)
+    workers: list[Worker] = []
+    try:
+        a = Worker("confluent-kafka", bootstrap, topic, group, tmp_path, instance_id="inst-a")
+        b = Worker("confluent-kafka", bootstrap, topic, group, tmp_path, instance_id="inst-b")
+        workers += [a, b]
+        wait_for(lambda: stable_cover(group_broker, group, [a, b]), "static group formed")
+        b_history = len(b.history)
+        a_assignment = a.assigned
+        a.close()  # a static member's close sends no LeaveGroup
+        assert describe(bootstrap, group) == ("Stable", 2)
+        a2 = Worker("confluent-kafka", bootstrap, topic, group, tmp_path, instance_id="inst-a")
+        workers.append(a2)
+        wait_for(lambda: a2.assigned == a_assignment, "the old assignment back")
+        produce(bootstrap, topic, [f"s-{i}" for i in range(60)])
+        wait_for(lambda: len(a2.values()) + len(b.values()) >= 60, "messages consumed")
+        assert describe(bootstrap, group) == ("Stable", 2)
+        assert len(b.history) == b_history, f"the other member was rebalanced: {b.history}"
+    finally:
+        for w in workers:
+            w.stop()
