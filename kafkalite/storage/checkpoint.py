@@ -169,6 +169,11 @@ class LeaderEpochCheckpointFile:
     def path(self) -> Path:
         return self._file.path
 
+    @path.setter
+    def path(self, path: str | os.PathLike[str]) -> None:
+        """The partition directory was renamed: the file is now at ``path``."""
+        self._file.path = Path(path)
+
     def write(self, entries: Iterable[EpochEntry]) -> None:
         self._file.write(entries)
 

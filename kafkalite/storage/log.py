@@ -971,10 +971,8 @@ class Log:
             raise self._fail(e) from e
         self.dir = new_dir
         for segment in self._segments:
-            segment.log.file = new_dir / segment.log.file.name
-            segment.offset_index.file = new_dir / segment.offset_index.file.name
-            segment.time_index.file = new_dir / segment.time_index.file.name
-        self.leader_epoch_cache.checkpoint._file.path = new_dir / LEADER_EPOCH_CHECKPOINT_FILE
+            segment.update_parent_dir(new_dir)
+        self.leader_epoch_cache.checkpoint.path = new_dir / LEADER_EPOCH_CHECKPOINT_FILE
 
     def __repr__(self) -> str:
         return (

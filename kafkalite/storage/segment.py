@@ -459,6 +459,11 @@ class LogSegment:
             self.time_index.close()
             self.log.close()
 
+    def update_parent_dir(self, dir: Path) -> None:
+        """The partition directory was renamed (the files moved with it): follow it."""
+        for file in (self.log, self.offset_index, self.time_index):
+            file.file = dir / file.file.name
+
     def close_handlers(self) -> None:
         self.offset_index.close_handler()
         self.time_index.close_handler()
