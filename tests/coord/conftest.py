@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 
 import pytest
 
@@ -23,8 +23,9 @@ SESSION_TIMEOUT_MS = 4000
 _chroots = itertools.count()
 
 
-@pytest.fixture(scope="session")
-def zookeeper_server():
+def started_zookeeper() -> Iterator[ZooKeeperServer]:
+    """A ZooKeeper server, started, cleaned up when the generator closes (the body of a yield
+    fixture); a missing java/ZooKeeper fails the test with the install hint."""
     try:
         server = ZooKeeperServer()
     except ZooKeeperMissing as missing:
@@ -32,6 +33,11 @@ def zookeeper_server():
     server.start()
     yield server
     server.cleanup()
+
+
+@pytest.fixture(scope="session")
+def zookeeper_server():
+    yield from started_zookeeper()
 
 
 class Backend:

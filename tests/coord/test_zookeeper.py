@@ -22,7 +22,7 @@ from kafkalite.coord.embedded import EmbeddedStore
 from kafkalite.coord.zookeeper import ZooKeeperStore
 from tests.harness.zookeeper import ZooKeeperMissing, ZooKeeperServer, free_port
 
-from .conftest import wait_state
+from .conftest import started_zookeeper, wait_state
 
 
 def test_parse_connect():
@@ -79,13 +79,7 @@ async def test_unreachable_ensemble_raises_connection_loss():
 @pytest.fixture(scope="module")
 def own_server():
     """A server of this module's own: these tests stop and pause it."""
-    try:
-        server = ZooKeeperServer()
-    except ZooKeeperMissing as missing:
-        pytest.fail(str(missing), pytrace=False)
-    server.start()
-    yield server
-    server.cleanup()
+    yield from started_zookeeper()
 
 
 async def test_server_restart_keeps_session_ephemerals_and_watches(own_server):
