@@ -398,7 +398,7 @@ class Log:
             )
         now = self._time_ms()
         first_offset = self.log_end_offset
-        log_append_time = now if config.message_timestamp_type == "LogAppendTime" else -1
+        log_append_time = now if config.log_append_time else -1
         diff = config.message_timestamp_difference_max_ms
         # What LogSegment.append needs per batch, with the offsets about to be assigned.
         batches = []
