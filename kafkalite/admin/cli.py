@@ -2,6 +2,7 @@
 
     kafkalite cluster [--admin-url URL] [--json]            cluster id, controller, brokers
     kafkalite cluster brokers
+    kafkalite cluster topics [TOPIC ...]                    partitions with ISR, offsets, size
     kafkalite cluster reassign TOPIC:PARTITION=B1,B2,...    (repeatable)
     kafkalite cluster reassignments
     kafkalite cluster elect-leaders [--type preferred|unclean] [TOPIC:PARTITION ...]
@@ -20,6 +21,7 @@ errors.
 from __future__ import annotations
 
 import json
+import sys
 import urllib.error
 import urllib.request
 from typing import Annotated, Any
@@ -32,8 +34,15 @@ from rich.table import Table
 DEFAULT_ADMIN_URL = "http://127.0.0.1:9644"
 TIMEOUT_S = 60.0
 
-console = Console()
 err_console = Console(stderr=True, soft_wrap=True)
+PIPE_WIDTH = 250
+"""Width of tables written to a pipe or file: as wide as their content, never wrapped at 80."""
+
+
+def console() -> Console:
+    """A console on the current stdout: the terminal's width there, else PIPE_WIDTH."""
+    return Console(width=None if sys.stdout.isatty() else PIPE_WIDTH)
+
 
 AdminUrl = Annotated[
     str,
@@ -137,7 +146,7 @@ def print_brokers(brokers: list[dict[str, Any]]) -> None:
             "yes" if b["is_controller"] else "",
             ", ".join(f"{e['listener']}://{e['host']}:{e['port']}" for e in b["endpoints"]),
         )
-    console.print(table)
+    console().print(table)
 
 
 @cluster_app.callback()
@@ -152,8 +161,8 @@ def cluster(
         emit_json(answer)
         return
     controller = answer["controller"]
-    console.print(f"cluster id: {answer['cluster_id']}")
-    console.print(f"controller: broker {controller['broker_id']} (epoch {controller['epoch']})")
+    console().print(f"cluster id: {answer['cluster_id']}")
+    console().print(f"controller: broker {controller['broker_id']} (epoch {controller['epoch']})")
     print_brokers(answer["brokers"])
 
 
@@ -165,6 +174,40 @@ def cluster_brokers(admin_url: AdminUrl = DEFAULT_ADMIN_URL, as_json: JsonOutput
         emit_json(answer)
     else:
         print_brokers(answer)
+
+
+@cluster_app.command("topics")
+def cluster_topics(
+    names: Annotated[list[str] | None, typer.Argument(help="topics (default: all)")] = None,
+    admin_url: AdminUrl = DEFAULT_ADMIN_URL,
+    as_json: JsonOutput = False,
+) -> None:
+    """Partitions with leader, replicas, ISR, leader epoch, offsets and size on disk."""
+    if not names:
+        names = [t["name"] for t in run(admin_url, "GET", "/topics")]
+    topics = [run(admin_url, "GET", f"/topics/{urllib.request.quote(n, safe='')}") for n in names]
+    if as_json:
+        emit_json(topics)
+        return
+    table = Table(
+        "topic", "partition", "leader", "epoch", "replicas", "isr",
+        "log start", "high watermark", "log end", "bytes",
+    )  # fmt: skip
+    for topic in topics:
+        for p in topic["partitions"]:
+            table.add_row(
+                topic["name"],
+                str(p["partition"]),
+                str(p["leader"]) if p["leader"] >= 0 else "[red]none[/red]",
+                str(p["leader_epoch"]),
+                ",".join(map(str, p["replicas"])),
+                ",".join(map(str, p["isr"])),
+                _null(p["log_start_offset"]),
+                _null(p["high_watermark"]),
+                _null(p["log_end_offset"]),
+                _null(p["size_bytes"]),
+            )
+    console().print(table)
 
 
 @cluster_app.command("reassign")
@@ -186,7 +229,7 @@ def cluster_reassign(
     if as_json:
         emit_json(answer)
         return
-    console.print(f"reassignment of {len(answer['partitions'])} partition(s) submitted")
+    console().print(f"reassignment of {len(answer['partitions'])} partition(s) submitted")
 
 
 @cluster_app.command("reassignments")
@@ -210,7 +253,7 @@ def cluster_reassignments(
             str(p["adding_replicas"]),
             str(p["removing_replicas"]),
         )
-    console.print(table)
+    console().print(table)
 
 
 @cluster_app.command("elect-leaders")
@@ -234,7 +277,7 @@ def cluster_elect_leaders(
     if as_json:
         emit_json(answer)
         return
-    console.print(
+    console().print(
         f"{answer['election_type']} leader election requested for "
         f"{len(answer['partitions'])} partition(s)"
     )
@@ -253,7 +296,7 @@ def groups_list(admin_url: AdminUrl = DEFAULT_ADMIN_URL, as_json: JsonOutput = F
     table = Table("group", "state", "protocol type")
     for g in answer:
         table.add_row(g["group_id"], g["state"], g["protocol_type"])
-    console.print(table)
+    console().print(table)
 
 
 @groups_app.command("describe")
@@ -265,7 +308,7 @@ def groups_describe(
     if as_json:
         emit_json(answer)
         return
-    console.print(
+    console().print(
         f"group {answer['group_id']}: {answer['state']}"
         f" (protocol {answer['protocol'] or '-'}, coordinator {answer['coordinator']}),"
         f" total lag {answer['total_lag']}"
@@ -287,7 +330,7 @@ def groups_describe(
         )
     for (topic, partition), owner in sorted(owners.items()):
         table.add_row(topic, str(partition), "-", "-", "-", owner)
-    console.print(table)
+    console().print(table)
 
 
 @groups_app.command("reset-offsets")
@@ -325,8 +368,8 @@ def groups_reset_offsets(
     table = Table("topic", "partition", "new offset")
     for o in answer["offsets"]:
         table.add_row(o["topic"], str(o["partition"]), str(o["offset"]))
-    console.print(table)
-    console.print("dry run: nothing committed" if answer["dry_run"] else "committed")
+    console().print(table)
+    console().print("dry run: nothing committed" if answer["dry_run"] else "committed")
 
 
 @groups_app.command("delete")
@@ -338,4 +381,4 @@ def groups_delete(
     if as_json:
         emit_json(answer)
         return
-    console.print(f"group {answer['group_id']} deleted")
+    console().print(f"group {answer['group_id']} deleted")

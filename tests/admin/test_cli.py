@@ -48,6 +48,19 @@ def test_cluster(admin: AdminClient) -> None:
     assert "PLAINTEXT://127.0.0.1" in cli("cluster", "brokers", "--admin-url", admin.url)
 
 
+def test_cluster_topics_shows_partition_offsets(admin: AdminClient, committed_group) -> None:
+    [topic] = json.loads(cli("cluster", "topics", "cli-topic", "--admin-url", admin.url, "--json"))
+    assert topic == admin.get("/topics/cli-topic").body
+    [p] = topic["partitions"]
+    assert (p["high_watermark"], p["log_end_offset"]) == (10, 10)
+    every = json.loads(cli("cluster", "topics", "--admin-url", admin.url, "--json"))
+    assert "cli-topic" in {t["name"] for t in every}
+    table = cli("cluster", "topics", "cli-topic", "--admin-url", admin.url)
+    assert "cli-topic" in table and "10" in table
+    missing = cli("cluster", "topics", "nope", "--admin-url", admin.url, code=1)
+    assert "UNKNOWN_TOPIC_OR_PARTITION" in missing
+
+
 def test_cluster_reassign_and_elect(admin: AdminClient) -> None:
     assert admin.post("/topics", {"name": "cli-moved", "partitions": 1}).status == 201
     out = cli("cluster", "reassign", "cli-moved:0=0", "--admin-url", admin.url)
