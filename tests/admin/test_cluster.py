@@ -4,6 +4,9 @@ the other broker names that coordinator."""
 
 from __future__ import annotations
 
+import os
+import signal
+
 import pytest
 
 from tests.admin.conftest import AdminClient, produce
@@ -31,6 +34,8 @@ def cluster(tmp_path_factory):
                         "zookeeper.connect": zk.connect_string("/admin-test"),
                         "admin.listener": f"http://127.0.0.1:{port}",
                         "offsets.topic.num.partitions": "4",
+                        # a paused follower leaves the ISR quickly (test_isr_metrics)
+                        "replica.lag.time.max.ms": "1500",
                     },
                 )
                 b.start()
@@ -125,3 +130,68 @@ def test_group_lag_across_brokers_and_the_coordinator_is_named(cluster, spread) 
         (1, 3, 11, 8),
     ]
     assert group["total_lag"] == 13
+
+
+def produce_acks_1(bootstrap: str, topic: str, count: int) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1})
+    for i in range(count):
+        producer.produce(topic, value=f"v{i}".encode(), partition=0)
+    assert producer.flush(30) == 0
+
+
+def metric(api: AdminClient, name: str) -> float:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    for family in text_string_to_metric_families(api.get("/metrics").body):
+        for sample in family.samples:
+            if sample.name == name and not sample.labels:
+                return sample.value
+    raise AssertionError(f"{name} not exported")
+
+
+def test_isr_metrics_when_a_follower_stalls(cluster) -> None:
+    """A paused follower that falls behind is dropped from the ISR by the leader (ISR shrink,
+    partition under-replicated) and taken back once it catches up again (ISR expand)."""
+    brokers = dict(enumerate(cluster))
+    (_, a), _ = cluster
+    assert (
+        a.post("/topics", {"name": "stalled", "partitions": 1, "replication_factor": 2}).status
+        == 201
+    )
+
+    def partition():
+        [p] = a.get("/topics/stalled").body["partitions"]
+        return p if sorted(p["isr"]) == [0, 1] else None
+
+    leader = a.wait_for(partition, "both replicas in the ISR")["leader"]
+    follower_process, _ = brokers[1 - leader]
+    _, leader_api = brokers[leader]
+    shrinks, expands = (
+        metric(leader_api, "kafkalite_isr_shrinks_total"),
+        metric(leader_api, "kafkalite_isr_expands_total"),
+    )
+    leader_process, _ = brokers[leader]
+    os.kill(follower_process.proc.pid, signal.SIGSTOP)
+    try:
+        # an idle follower counts as caught up (its end offset equals the leader's, as in
+        # Kafka): records it does not fetch make it fall behind
+        produce_acks_1(leader_process.bootstrap, "stalled", 5)
+        leader_api.wait_for(
+            lambda: metric(leader_api, "kafkalite_isr_shrinks_total") > shrinks,
+            "an ISR shrink on the leader",
+        )
+        assert metric(leader_api, "kafkalite_under_replicated_partitions") >= 1
+        [p] = leader_api.get("/topics/stalled").body["partitions"]
+        assert p["isr"] == [leader]
+    finally:
+        os.kill(follower_process.proc.pid, signal.SIGCONT)
+    leader_api.wait_for(
+        lambda: metric(leader_api, "kafkalite_isr_expands_total") > expands,
+        "an ISR expand on the leader",
+    )
+    leader_api.wait_for(
+        lambda: metric(leader_api, "kafkalite_under_replicated_partitions") == 0,
+        "no under-replicated partition",
+    )
