@@ -1,0 +1,13 @@
+"""The HTTP admin API, its metrics and the operator commands built on it (DESIGN.md section 9).
+
+- ``app.py``: the aiohttp application (routes, JSON errors) and ``AdminServer``, started by
+  ``KafkaServer`` on ``admin.listener`` inside the broker's event loop;
+- ``openapi.py``: the OpenAPI 3 document served at ``/openapi.json``;
+- ``metrics.py``: request/topic counters fed by the dispatcher and the replica manager, and the
+  Prometheus collector behind ``/metrics``;
+- ``errors.py``: ``AdminError`` and the Kafka error -> HTTP status table;
+- ``dashboard.py``: the page at ``/``;
+- ``cli.py``: ``kafkalite cluster ...`` and ``kafkalite groups ...`` (thin HTTP clients).
+
+Importing this package imports none of them (the dispatcher imports only ``metrics``).
+"""

@@ -192,6 +192,8 @@ def test_unknown_routes_and_malformed_bodies(admin: AdminClient) -> None:
         answer = admin.call("POST", "/topics", raw=raw)
         assert answer.status == 400, raw
         assert answer.body["error"] == "INVALID_REQUEST"
+    too_large = admin.call("POST", "/topics", raw=b"{" + b" " * (2 * 1024 * 1024) + b"}")
+    assert too_large.status == 413 and too_large.body["error"] == "REQUEST_TOO_LARGE"
     assert admin.get("/health").status == 200  # still up
 
 
