@@ -95,6 +95,9 @@ def _worker_kafka_python(bootstrap: str, topic: str, group: str, stop: threading
         session_timeout_ms=SESSION_TIMEOUT_MS,
         heartbeat_interval_ms=500,
         metadata_max_age_ms=1000,
+        # kafka-python's default (305 s) would hide a lost response for the whole test; rarely
+        # (about 1 run in 20 under load) it has sat on a rebalance response here
+        request_timeout_ms=20_000,
     )
     last = None
     while not stop.is_set():
@@ -147,7 +150,7 @@ def worker_main(
 
     # the client's own log goes to the worker's stderr file (kept with the test's tmp dir)
     logging.basicConfig(
-        level=logging.DEBUG, format="%(asctime)s %(threadName)s %(name)s %(message)s"
+        level=logging.INFO, format="%(asctime)s %(threadName)s %(name)s %(message)s"
     )
     stop = threading.Event()
     threading.Thread(target=_watch_stdin, args=(stop,), daemon=True).start()

@@ -80,6 +80,9 @@ def consume_kafka_python(bootstrap, topic, group, want, round_):
         auto_offset_reset="earliest",
         enable_auto_commit=False,
         session_timeout_ms=6000,
+        # kafka-python's default (305 s) would hide a lost response for the whole test; rarely
+        # (about 1 run in 20 under load) it has sat on a rebalance response here
+        request_timeout_ms=20_000,
     )
     got = []
     deadline = time.monotonic() + DEADLINE_S
