@@ -26,9 +26,9 @@ Where the data comes from: topics, assignments, partition leader/ISR/epoch, brok
 controller are read from the coordination store (the authority, so every broker answers alike);
 offsets and sizes come from this broker's own logs, so they are null for a partition not hosted
 here. Topic administration writes the store nodes the controller watches (controller/admin.py);
-reassignment and elections write `/admin/reassign_partitions`,
-`/admin/preferred_replica_election` and kafkalite's `/admin/unclean_leader_election` (same JSON
-as the preferred one), which the active controller acts on. Groups are those coordinated by this
+reassignment and elections go through controller/admin.py too (`/admin/reassign_partitions`,
+`/admin/preferred_replica_election`, kafkalite's `/admin/unclean_leader_election`), which the
+active controller acts on; a request while an earlier one is pending is answered 409. Groups are those coordinated by this
 broker (the leader of the group's `__consumer_offsets` partition); others answer NOT_COORDINATOR.
 
 Invariant: no request can take the broker down. Every handler runs under `error_middleware`,
@@ -51,10 +51,6 @@ from kafkalite.admin.errors import AdminError
 from kafkalite.admin.metrics import RequestStats, TopicStats, instrument, new_registry, render
 
 log = structlog.get_logger("kafkalite.admin")
-
-UNCLEAN_LEADER_ELECTION = "/admin/unclean_leader_election"
-"""kafkalite's own admin node for unclean elections (Kafka's ZooKeeper era had none: it used the
-ElectLeaders API). Same JSON as `/admin/preferred_replica_election`."""
 
 CREATE_WAIT_S = 10.0
 
@@ -930,34 +926,23 @@ class AdminApi:
                 )
 
     async def reassign(self, request: web.Request) -> web.Response:
+        from kafkalite.controller import admin
         from kafkalite.coord import paths
-        from kafkalite.coord.errors import NodeExists
         from kafkalite.protocol.types import TopicPartition
 
         body = await json_body(request)
         entries = partitions_field(body, "partitions", with_replicas=True)
         await self._validate_partitions(entries, "partitions")
         plan = {TopicPartition(e["topic"], e["partition"]): e["replicas"] for e in entries}
-        await self.session.ensure_path(paths.ADMIN)
-        try:
-            await self.session.create(paths.REASSIGN_PARTITIONS, paths.encode_reassignment(plan))
-        except NodeExists:
-            raise AdminError(
-                409, "REASSIGNMENT_IN_PROGRESS", "a partition reassignment is already in progress"
-            ) from None
+        await admin.reassign_partitions(self.session, plan)  # REASSIGNMENT_IN_PROGRESS: 409
         return json_response({"partitions": entries, "path": paths.REASSIGN_PARTITIONS}, 202)
 
     async def reassignments(self, request: web.Request) -> web.Response:
-        from kafkalite.controller import zk_data
-        from kafkalite.coord import paths
-        from kafkalite.coord.errors import NoNode
+        from kafkalite.controller import admin, zk_data
 
         session = self.session
         try:
-            data, _ = await session.get_data(paths.REASSIGN_PARTITIONS)
-            pending = paths.decode_reassignment(data)
-        except NoNode:
-            pending = {}
+            pending = await admin.get_partition_reassignments(session)
         except ValueError as e:
             raise AdminError(503, "COORDINATION_ERROR", str(e)) from None
         topics = await zk_data.get_all_topics(session)
@@ -986,7 +971,8 @@ class AdminApi:
         )
 
     async def elect_leaders(self, request: web.Request) -> web.Response:
-        from kafkalite.controller import zk_data
+        from kafkalite.controller import admin, zk_data
+        from kafkalite.controller.assignment import AdminOperationError
         from kafkalite.coord import paths
         from kafkalite.coord.errors import NodeExists
         from kafkalite.protocol.types import TopicPartition
@@ -1005,15 +991,17 @@ class AdminApi:
             entries = partitions_field(body, "partitions", with_replicas=False)
             await self._validate_partitions(entries, "partitions")
             partitions = sorted({TopicPartition(e["topic"], e["partition"]) for e in entries})
-        path = (
-            paths.PREFERRED_REPLICA_ELECTION
-            if election_type == "preferred"
-            else UNCLEAN_LEADER_ELECTION
-        )
-        await self.session.ensure_path(paths.ADMIN)
+        if election_type == "preferred":
+            path = paths.PREFERRED_REPLICA_ELECTION
+        else:
+            path = zk_data.UNCLEAN_LEADER_ELECTION
         try:
-            await self.session.create(path, paths.encode_preferred_replica_election(partitions))
-        except NodeExists:
+            if election_type == "preferred":
+                await admin.request_preferred_replica_election(self.session, partitions)
+            else:
+                await self.session.ensure_path(paths.ADMIN)
+                await self.session.create(path, paths.encode_preferred_replica_election(partitions))
+        except (NodeExists, AdminOperationError):
             raise AdminError(
                 409, "ELECTION_IN_PROGRESS", f"a {election_type} leader election is already pending"
             ) from None
