@@ -106,7 +106,11 @@ def describe(bootstrap):
 
 @pytest.mark.timeout(120)
 def test_bad_group_requests_get_kafka_codes_and_corrupt_nothing(broker_factory):
-    broker = broker_factory(overrides={"offsets.topic.num.partitions": "3"}).start()
+    # Kafka's default replication factor for the offsets topic (3) on one broker: capped at the
+    # live brokers, so a single broker with default settings serves groups
+    broker = broker_factory(
+        overrides={"offsets.topic.num.partitions": "3", "offsets.topic.replication.factor": "3"}
+    ).start()
     bootstrap = broker.bootstrap
     create_topic(bootstrap, TOPIC)
     wait_for(
