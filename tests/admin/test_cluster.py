@@ -195,3 +195,47 @@ def test_isr_metrics_when_a_follower_stalls(cluster) -> None:
         lambda: metric(leader_api, "kafkalite_under_replicated_partitions") == 0,
         "no under-replicated partition",
     )
+
+
+def test_reassignment_and_preferred_election_through_the_api(cluster, spread) -> None:
+    """Partition 0 of `spread` (one replica) gets a second replica on the other broker, listed
+    first; the preferred election then moves leadership there; its records stay readable."""
+    (_, a), (_, b) = cluster
+    [p0, _] = a.get("/topics/spread").body["partitions"]
+    old = p0["leader"]
+    new = 1 - old
+    moved = a.post(
+        "/partitions/reassign",
+        {"partitions": [{"topic": "spread", "partition": 0, "replicas": [new, old]}]},
+    )
+    assert moved.status == 202, moved.body
+
+    def reassigned():
+        [p, _] = b.get("/topics/spread").body["partitions"]
+        done = (
+            p["replicas"] == [new, old]
+            and sorted(p["isr"]) == [0, 1]
+            and b.get("/partitions/reassign").body == {"pending": [], "ongoing": []}
+        )
+        return p if done else None
+
+    a.wait_for(reassigned, "the reassignment to complete", timeout=30)
+
+    elected = b.post(
+        "/partitions/elect-leaders",
+        {"election_type": "preferred", "partitions": [{"topic": "spread", "partition": 0}]},
+    )
+    assert elected.status == 202, elected.body
+
+    def led_by_new():
+        [p, _] = a.get("/topics/spread").body["partitions"]
+        return p if p["leader"] == new else None
+
+    p = a.wait_for(led_by_new, "the preferred replica to lead", timeout=30)
+    assert p["high_watermark"] == 7
+    consumer = Consumer({"bootstrap.servers": cluster[0][0].bootstrap, "group.id": "after-move"})
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition("spread", 0), timeout=10)
+    finally:
+        consumer.close()
+    assert (low, high) == (0, 7)
