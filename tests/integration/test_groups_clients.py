@@ -94,14 +94,15 @@ def _worker_kafka_python(bootstrap: str, topic: str, group: str, stop: threading
         enable_auto_commit=False,
         session_timeout_ms=SESSION_TIMEOUT_MS,
         heartbeat_interval_ms=500,
-        metadata_max_age_ms=1000,
         # kafka-python's default (305 s) would hide a lost response for the whole test; rarely
         # (about 1 run in 20 under load) it has sat on a rebalance response here
         request_timeout_ms=20_000,
     )
     last = None
     while not stop.is_set():
-        batch = consumer.poll(timeout_ms=100)
+        # kafka-python 3.0 abandons a JoinGroup wait when poll's timeout ends and picks it up
+        # on the next poll; a longer poll keeps that path (once seen to stall a rebalance) rare
+        batch = consumer.poll(timeout_ms=1000)
         assigned = sorted(tp.partition for tp in consumer.assignment())
         if assigned != last:
             last = assigned

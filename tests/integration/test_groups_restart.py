@@ -88,7 +88,8 @@ def consume_kafka_python(bootstrap, topic, group, want, round_):
     deadline = time.monotonic() + DEADLINE_S
     try:
         while len(got) < want and time.monotonic() < deadline:
-            for records in consumer.poll(timeout_ms=200).values():
+            # see test_groups_clients: a longer poll keeps kafka-python's abandoned-join path rare
+            for records in consumer.poll(timeout_ms=1000).values():
                 got.extend((m.partition, m.offset, m.value.decode()) for m in records)
         consumer.commit(
             {
