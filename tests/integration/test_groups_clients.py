@@ -33,6 +33,7 @@ CLIENTS = ("confluent-kafka", "kafka-python", "aiokafka")
 PARTITIONS = 6
 SESSION_TIMEOUT_MS = 6000
 DEADLINE_S = 60.0
+ASSIGNOR_ENV = "KAFKALITE_TEST_ASSIGNOR"  # librdkafka's partition.assignment.strategy
 
 
 # ---------------------------------------------------------------------- the worker process
@@ -66,6 +67,8 @@ def _worker_confluent(
     }
     if instance_id:
         config["group.instance.id"] = instance_id  # KIP-345 static membership
+    if os.environ.get(ASSIGNOR_ENV):
+        config["partition.assignment.strategy"] = os.environ[ASSIGNOR_ENV]
     consumer = Consumer(config)
     consumer.subscribe([topic])
     last = None
@@ -179,9 +182,12 @@ class Worker:
         group: str,
         log_dir: Path,
         instance_id: str | None = None,
+        assignor: str | None = None,
     ) -> None:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
+        if assignor:
+            env[ASSIGNOR_ENV] = assignor
         self.stderr = open(log_dir / f"worker-{client}-{group}-{time.monotonic_ns()}.log", "wb")  # noqa: SIM115
         self.proc = subprocess.Popen(
             [sys.executable, __file__, "worker", client, bootstrap, topic, group]
@@ -237,7 +243,7 @@ class Worker:
         self.stderr.close()
 
 
-async def _describe(bootstrap: str, group: str) -> tuple[str, int]:
+async def _describe_group(bootstrap: str, group: str):
     from kafkalite.client.client import KafkaClient
     from kafkalite.client.connection import request_builder
     from kafkalite.protocol.api import ApiKey
@@ -250,13 +256,13 @@ async def _describe(bootstrap: str, group: str) -> tuple[str, int]:
         )
     finally:
         await client.close()
-    described = response.groups[0]
-    return described.group_state, len(described.members)
+    return response.groups[0]
 
 
 def describe(bootstrap: str, group: str) -> tuple[str, int]:
     """(state, member count) of a group, through DescribeGroups."""
-    return asyncio.run(_describe(bootstrap, group))
+    described = asyncio.run(_describe_group(bootstrap, group))
+    return described.group_state, len(described.members)
 
 
 def stable_cover(broker: BrokerProcess, group: str, workers: list[Worker]) -> bool:
@@ -387,6 +393,46 @@ def test_static_member_restart_keeps_assignments_without_rebalance(group_broker,
         wait_for(lambda: len(a2.values()) + len(b.values()) >= 60, "messages consumed")
         assert describe(bootstrap, group) == ("Stable", 2)
         assert len(b.history) == b_history, f"the other member was rebalanced: {b.history}"
+    finally:
+        for w in workers:
+            w.stop()
+
+
+@pytest.mark.timeout(120)
+def test_cooperative_sticky_rebalances_pass_through(group_broker, tmp_path):
+    """librdkafka's cooperative-sticky assignor (KIP-429 incremental rebalances) needs nothing
+    from the broker but passing its protocol and assignments through: members join one by one
+    and one leaves, and every time the assignments end up disjoint and covering."""
+    bootstrap = group_broker.bootstrap
+    topic, group = "coop-topic", "coop-group"
+    create_topic(bootstrap, topic)
+    workers: list[Worker] = []
+
+    def start() -> Worker:
+        w = Worker(
+            "confluent-kafka", bootstrap, topic, group, tmp_path, assignor="cooperative-sticky"
+        )
+        workers.append(w)
+        return w
+
+    try:
+        a = start()
+        wait_for(lambda: stable_cover(group_broker, group, [a]), "one member")
+        b = start()
+        wait_for(lambda: stable_cover(group_broker, group, [a, b]), "two members")
+        c = start()
+        wait_for(lambda: stable_cover(group_broker, group, [a, b, c]), "three members")
+        described = asyncio.run(_describe_group(bootstrap, group))
+        assert (described.protocol_type, described.protocol_data) == (
+            "consumer",
+            "cooperative-sticky",
+        )
+        produce(bootstrap, topic, [f"k-{i}" for i in range(60)])
+        consumed = lambda: sorted(v for w in workers for v in w.values())  # noqa: E731
+        wait_for(lambda: len(consumed()) >= 60, "messages consumed")
+        assert consumed() == sorted(f"k-{i}" for i in range(60))
+        b.close()
+        wait_for(lambda: stable_cover(group_broker, group, [a, c]), "after a leave")
     finally:
         for w in workers:
             w.stop()
