@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.harness.broker import BrokerProcess
@@ -121,6 +121,41 @@ class ZkReader:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(5)
             self._loop.close()
+
+
+# -- what a broker tells clients -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BrokerView:
+    """One broker's Metadata answer: its controller, live brokers and partition leaders."""
+
+    controller_id: int
+    brokers: frozenset[int]
+    leaders: dict[tuple[str, int], int]
+
+
+def broker_view(bootstrap: str, topics: list[str]) -> BrokerView | None:
+    """Ask the broker at `bootstrap` itself (a fresh client's first connection); None if it
+    does not answer."""
+    from kafkalite.client.client import KafkaClient
+
+    async def ask() -> BrokerView | None:
+        client = KafkaClient(bootstrap, client_id="system-test", request_timeout=5.0)
+        try:
+            await client.start()
+            await client.refresh_metadata(topics=topics)
+            return BrokerView(
+                client.controller_id,
+                frozenset(client.brokers),
+                {(tp.topic, tp.partition): info.leader for tp, info in client.partitions.items()},
+            )
+        except Exception:
+            return None
+        finally:
+            await client.close()
+
+    return asyncio.run(ask())
 
 
 # -- the cluster ----------------------------------------------------------------------------------
@@ -247,9 +282,12 @@ class Ledger:
 
 class BackgroundProducer:
     """Produces `<prefix>-<n>` round-robin over the partitions until stopped (acks=all; the
-    client retries through leader changes; one request in flight keeps the send order)."""
+    client retries through leader changes; one request in flight keeps the send order, or an
+    idempotent producer's sequence numbers do)."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int, prefix: str) -> None:
+    def __init__(
+        self, bootstrap: str, topic: str, partitions: int, prefix: str, *, idempotent: bool = False
+    ) -> None:
         self.topic = topic
         self.partitions = partitions
         self.prefix = prefix
@@ -260,8 +298,9 @@ class BackgroundProducer:
             {
                 "bootstrap.servers": bootstrap,
                 "acks": "all",
-                "enable.idempotence": False,
-                "max.in.flight.requests.per.connection": 1,
+                # idempotence keeps the order with 5 in flight (sequence numbers)
+                "enable.idempotence": idempotent,
+                "max.in.flight.requests.per.connection": 5 if idempotent else 1,
                 "retries": 1_000_000,
                 "retry.backoff.ms": 100,
                 "delivery.timeout.ms": 120_000,
@@ -314,10 +353,18 @@ def consume_all(bootstrap: str, topic: str, partitions: int) -> dict[int, list[t
         }
     )
     try:
-        ends = {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
-            for p in range(partitions)
-        }
+
+        def watermarks() -> dict[int, int] | None:
+            # right after a failover the client's metadata may still lack a leader: retry
+            try:
+                return {
+                    p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1]
+                    for p in range(partitions)
+                }
+            except KafkaException:
+                return None
+
+        ends = wait_for(watermarks, f"{topic}: the high watermark of every partition", 60)
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
         got: dict[int, list[tuple[int, bytes]]] = defaultdict(list)
 
@@ -405,9 +452,52 @@ def test_leader_kill9_loses_no_acknowledged_write(healthy_cluster):
         lambda: all(cluster.state(topic, p).leader == victim for p in range(partitions)),
         f"broker {victim} leading every partition alone",
     )
+    # ZooKeeper first, then LeaderAndIsr/UpdateMetadata: wait until the broker says so too
+    wait_for(
+        lambda: (
+            (v := broker_view(cluster.brokers[victim].bootstrap, [topic])) is not None
+            and all(v.leaders.get((topic, p)) == victim for p in range(partitions))
+        ),
+        f"broker {victim}'s metadata naming itself leader of every partition",
+    )
     alone = consume_all(cluster.brokers[victim].bootstrap, topic, partitions)
     check_ledger(ledger, alone)
     assert alone == consumed
+
+
+def test_idempotent_producer_through_two_leader_kills(healthy_cluster):
+    """The producer state travels with the log: a follower that becomes leader accepts the
+    idempotent producer's next sequence numbers and rejects its retries as duplicates, so
+    every value is in the log exactly once."""
+    cluster = healthy_cluster
+    topic, partitions = "idempotent", 2
+    cluster.create_topic(topic, partitions, {"min.insync.replicas": "2"})
+    producer = BackgroundProducer(
+        cluster.bootstrap, topic, partitions, "i", idempotent=True
+    ).start()
+    try:
+        producer.wait_acked(200, "200 acknowledged writes")
+        for partition in (0, 1):
+            old = cluster.state(topic, partition).leader
+            cluster.kill(old)
+            wait_for(
+                lambda p=partition, old=old: cluster.state(topic, p).leader not in (old, -1),
+                f"a leader of {topic}-{partition} other than {old}",
+            )
+            producer.wait_acked(producer.ledger.count() + 200, "writes acknowledged after the kill")
+            cluster.start(old)
+            wait_for(
+                lambda old=old: all(old in cluster.state(topic, p).isr for p in range(partitions)),
+                f"broker {old} back in the ISRs",
+            )
+    finally:
+        ledger = producer.stop()
+
+    consumed = consume_all(cluster.bootstrap, topic, partitions)
+    check_ledger(ledger, consumed)
+    values = [v for records in consumed.values() for _, v in records]
+    assert len(values) == len(set(values)), "a value was written twice"
+    assert len(values) == producer.sent == ledger.count()
 
 
 def test_follower_kill9_shrinks_the_isr(healthy_cluster):
@@ -454,6 +544,17 @@ def test_controller_kill9_fails_over(healthy_cluster):
     )
     assert new_controller in BROKER_IDS
     assert zk.controller_epoch() > old_epoch
+    # the new controller's UpdateMetadata reaches every live broker: clients find it
+    live = frozenset(b.broker_id for b in cluster.running())
+    wait_for(
+        lambda: all(
+            (v := broker_view(b.bootstrap, [])) is not None
+            and v.controller_id == new_controller
+            and v.brokers == live
+            for b in cluster.running()
+        ),
+        f"every live broker's metadata naming controller {new_controller} and brokers {live}",
+    )
 
     # the new controller creates topics: leaders on the live brokers only
     topic = "after-failover"
