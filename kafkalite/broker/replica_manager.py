@@ -734,7 +734,9 @@ class ReplicaManager:
                 log_ = self._get_or_create_log(tp)
                 if state.leader == self.broker_id:
                     partition.make_leader(state, log_)
-                elif partition.make_follower(state, log_):
+                elif partition.make_follower(state, log_) and state.leader >= 0:
+                    # No leader (-1: offline partition): nothing to fetch from until the
+                    # controller elects one and says so in a newer LeaderAndIsr.
                     new_fetchers[tp] = (state.leader, log_.log_end_offset)
             except (KafkaError, OSError) as e:
                 errors[tp] = _error_result_code(e)  # an OSError is KAFKA_STORAGE_ERROR

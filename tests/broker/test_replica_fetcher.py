@@ -209,3 +209,16 @@ async def test_remote_endpoint_maps_requests_and_responses():
     with pytest.raises(Exception) as info:
         await endpoint.fetch_offset(TP, 4, -1)
     assert info.value.error_code is ErrorCode.FENCED_LEADER_EPOCH
+
+
+async def test_follower_of_a_leaderless_partition_starts_no_fetcher(cluster):
+    """LeaderAndIsr with leader -1 (an offline partition): the replica follows, but there is
+    no leader to fetch from until a newer LeaderAndIsr names one."""
+    b1, b2 = cluster.brokers[1], cluster.brokers[2]
+    b2.become_leader_or_follower(0, 1, [leader_state(leader=-1, leader_epoch=1, isr=(1,), replicas=(1, 2))])
+    assert TP in b2.partitions and b2.replica_fetcher_manager.fetcher_for(TP) is None
+    assert -1 not in b2.replica_fetcher_manager.fetchers
+    b1.become_leader_or_follower(0, 1, [leader_state(leader=1, leader_epoch=2, isr=(1,), replicas=(1, 2))])
+    b2.become_leader_or_follower(0, 1, [leader_state(leader=1, leader_epoch=2, isr=(1,), replicas=(1, 2))])
+    await produce(b1, batch(2))
+    await wait_until(lambda: cluster.log(2).log_end_offset == 2)
