@@ -362,6 +362,7 @@ class ReplicaFetcher:
         self.partitions: dict[TopicPartition, PartitionFetchState] = {}
         self._changed = asyncio.Event()
         self._task: asyncio.Task | None = None
+        self._running = True
         self.rounds = 0
 
     # -- membership ---------------------------------------------------------------------------
@@ -387,10 +388,20 @@ class ReplicaFetcher:
             log.error("replica_fetcher_died", leader=self.leader_id, error=repr(task.exception()))
 
     async def shutdown(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        """Stop the loop (Kafka's ShutdownableThread.initiateShutdown + awaitShutdown).
+
+        A single ``cancel()`` is not enough: on Python 3.11 ``asyncio.wait_for`` (the client's
+        request timeout) returns the answer instead of raising when the answer arrives in the
+        same loop iteration as the cancellation, and the loop then waited forever on
+        ``_changed`` with the broker's shutdown stuck behind it. So the loop also checks
+        ``_running``, and the cancellation is repeated until the task has ended."""
+        self._running = False
+        self._changed.set()
+        task, self._task = self._task, None
+        if task is not None:
+            while not task.done():
+                task.cancel()
+                await asyncio.wait({task}, timeout=0.1)
         await self.endpoint.close()
 
     # -- the loop -----------------------------------------------------------------------------
@@ -409,7 +420,7 @@ class ReplicaFetcher:
                 future.cancel()
 
     async def run(self) -> None:
-        while True:
+        while self._running:
             self._changed.clear()
             now = self.time.milliseconds()
             ready = {

@@ -222,3 +222,42 @@ async def test_follower_of_a_leaderless_partition_starts_no_fetcher(cluster):
     b2.become_leader_or_follower(0, 1, [leader_state(leader=1, leader_epoch=2, isr=(1,), replicas=(1, 2))])
     await produce(b1, batch(2))
     await wait_until(lambda: cluster.log(2).log_end_offset == 2)
+
+
+class _AnswersDespiteCancel:
+    """A leader endpoint whose fetch answers although it was cancelled, as the client's
+    asyncio.wait_for does on Python 3.11 when the answer and the cancellation coincide."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.fetching = asyncio.Event()
+        self.swallowed = 0
+
+    async def fetch(self, params, infos):
+        self.fetching.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.swallowed += 1
+            return {}
+
+    async def fetch_epoch_end_offsets(self, partitions):
+        return await self.inner.fetch_epoch_end_offsets(partitions)
+
+    async def fetch_offset(self, tp, current_leader_epoch, timestamp):
+        return await self.inner.fetch_offset(tp, current_leader_epoch, timestamp)
+
+    async def close(self):
+        await self.inner.close()
+
+
+async def test_shutdown_ends_a_fetcher_whose_cancellation_was_swallowed(cluster):
+    """Found by tests/system: a broker's SIGTERM hung in ReplicaFetcher.shutdown."""
+    b2 = cluster.brokers[2]
+    cluster.leader_and_isr(leader=1, epoch=0, isr=(1, 2))
+    fetcher = b2.replica_fetcher_manager.fetchers[1]
+    endpoint = fetcher.endpoint = _AnswersDespiteCancel(fetcher.endpoint)
+    await asyncio.wait_for(endpoint.fetching.wait(), DEADLINE)
+    await asyncio.wait_for(b2.replica_fetcher_manager.shutdown(), DEADLINE)
+    assert endpoint.swallowed >= 1
+    assert not b2.replica_fetcher_manager.fetchers
