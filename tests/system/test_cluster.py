@@ -11,6 +11,13 @@ acknowledged (partition, offset, value); after the faults every acknowledged off
 consumed with its value, acknowledged offsets grow in send order per partition, and the
 consumed offsets of a partition are strictly increasing (each offset once).
 
+Scenarios: kill -9 of a partition leader (new leader from the ISR, ISR expansion after the
+restart, then the rejoined broker alone serves the same log); an idempotent producer through
+two leader kills (every value exactly once); SIGTERM of a leader (controlled shutdown moves the
+leadership before the exit); kill -9 of a follower (ISR shrink in the partition state node);
+kill -9 of the controller (another broker wins `/controller` with a higher
+`/controller_epoch` and creates topics).
+
 Cluster state is read straight from ZooKeeper (Kafka's znodes: `/controller`,
 `/controller_epoch`, `/brokers/topics/<t>/partitions/<p>/state`). Every wait is a condition
 with a deadline (`wait_for`), never a sleep. The cluster is shared by the tests of this module;
@@ -498,6 +505,31 @@ def test_idempotent_producer_through_two_leader_kills(healthy_cluster):
     values = [v for records in consumed.values() for _, v in records]
     assert len(values) == len(set(values)), "a value was written twice"
     assert len(values) == producer.sent == ledger.count()
+
+
+def test_controlled_shutdown_moves_leadership_before_stopping(healthy_cluster):
+    """SIGTERM: the broker asks the controller to move its leaderships away (ControlledShutdown)
+    and exits 0; by then another ISR member leads and the stopped broker left the ISR."""
+    cluster = healthy_cluster
+    topic, partitions = "controlled", 2
+    cluster.create_topic(topic, partitions, {"min.insync.replicas": "2"})
+    producer = BackgroundProducer(cluster.bootstrap, topic, partitions, "t").start()
+    try:
+        producer.wait_acked(200, "200 acknowledged writes")
+        before = cluster.state(topic, 0)
+        assert cluster.brokers[before.leader].stop() == 0
+        after = cluster.state(topic, 0)
+        assert after.leader in before.isr and after.leader != before.leader
+        assert before.leader not in after.isr
+        producer.wait_acked(producer.ledger.count() + 200, "writes acknowledged by the new leader")
+        cluster.start(before.leader)
+        wait_for(
+            lambda: all(before.leader in cluster.state(topic, p).isr for p in range(partitions)),
+            f"broker {before.leader} back in the ISRs",
+        )
+    finally:
+        ledger = producer.stop()
+    check_ledger(ledger, consume_all(cluster.bootstrap, topic, partitions))
 
 
 def test_follower_kill9_shrinks_the_isr(healthy_cluster):
