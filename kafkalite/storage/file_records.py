@@ -16,9 +16,14 @@ Lifetime rules (why the file descriptor is reference-counted):
 * A slice holds the :class:`FileHandle`, so the descriptor stays open until the last slice is
   gone even if the segment is closed or deleted meanwhile (an unlinked file stays readable).
 * ``view()`` maps the file up to its current size; a grown file is remapped, older maps stay
-  alive while views into them exist. A view must be consumed before the log is *truncated*
-  below it (follower truncation): touching mapped pages past the new end of file raises SIGBUS.
-  The broker does both on one event loop and writes responses before truncating.
+  alive while views into them exist.
+* Truncation (a follower truncating to its leader's epoch end) must never shrink a file under a
+  live view: touching mapped pages past the new end of file raises SIGBUS, and a Fetch response
+  may still sit in a transport's buffer as a view. So ``truncate_to`` shrinks the file in place
+  only when no map handed out by ``mapped()`` is still exported; otherwise it copies the kept
+  prefix to a new file that replaces the old name (the old inode, with its maps and slices,
+  stays intact until they are gone). Kafka truncates in place because it reads through
+  ``FileChannel.transferTo``, never through a map.
 
 Not safe for concurrent use.
 """
@@ -28,6 +33,7 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
@@ -136,6 +142,8 @@ class FileRecords:
         self.handle = FileHandle(os.open(self.file, flags, 0o644))
         self.size = os.fstat(self.handle.fd).st_size
         self._mmap: mmap.mmap | None = None
+        # Every map mapped() made that may still be alive (views keep them): see truncate_to.
+        self._maps: list[weakref.ref[mmap.mmap]] = []
 
     @property
     def fd(self) -> int:
@@ -167,9 +175,49 @@ class FileRecords:
         removed = self.size - target_size
         if removed:
             self._mmap = None  # never extend a stale map past the new end (see module docstring)
-            os.ftruncate(self.handle.fd, target_size)
+            if self._release_maps():
+                os.ftruncate(self.handle.fd, target_size)
+            else:
+                self._replace_with_prefix(target_size)
             self.size = target_size
         return removed
+
+    def _release_maps(self) -> bool:
+        """Close every map nobody views any more; True when none is left."""
+        in_use = []
+        for ref in self._maps:
+            mapped = ref()
+            if mapped is None:
+                continue
+            try:
+                mapped.close()
+            except BufferError:  # a view (a queued Fetch response) still points into it
+                in_use.append(ref)
+        self._maps = in_use
+        return not in_use
+
+    def _replace_with_prefix(self, size: int) -> None:
+        """Copy ``[0, size)`` to a new file that takes this file's name; the old inode lives on
+        for the views and slices of it. A crash before the rename leaves a ``.tmp`` file that
+        loading deletes, and the untruncated log, which the follower truncates again."""
+        tmp = self.file.with_name(self.file.name + ".tmp")
+        source = self.handle.fd
+        target = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            copied = 0
+            while copied < size:
+                n = os.copy_file_range(source, target, size - copied, copied, copied)
+                if n <= 0:
+                    raise OSError(f"short copy of {self.file} at {copied} of {size} bytes")
+                copied += n
+            os.replace(tmp, self.file)
+        except BaseException:
+            os.close(target)
+            tmp.unlink(missing_ok=True)
+            raise
+        os.close(target)
+        self.handle = FileHandle(os.open(self.file, os.O_RDWR | os.O_APPEND))
+        self._maps = []
 
     def close(self) -> None:
         """Release this object's hold on the file; live slices keep the descriptor open."""
@@ -190,6 +238,8 @@ class FileRecords:
                 raise ValueError(f"Cannot map {end} bytes of {self.file}: size is {self.size}")
             current = mmap.mmap(self.handle.fd, self.size, access=mmap.ACCESS_READ)
             self._mmap = current
+            self._maps = [ref for ref in self._maps if ref() is not None]
+            self._maps.append(weakref.ref(current))
         return current
 
     def release_map(self) -> None:
