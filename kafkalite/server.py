@@ -45,6 +45,9 @@ from kafkalite.network.server import SocketServer, install_uvloop
 log = structlog.get_logger("kafkalite.server")
 
 SHUTDOWN_DRAIN_SECONDS = 10.0
+# A shutdown still running after this long logs every task's stack (which step is stuck, and on
+# what), and again each period after; it never cuts the shutdown short.
+SHUTDOWN_REPORT_SECONDS = 10.0
 
 
 class StartupError(Exception):
@@ -419,6 +422,14 @@ class KafkaServer:
             return
         self._stopping = True
         log.info("shutting down", broker_id=self.broker_id)
+        watchdog = asyncio.get_running_loop().create_task(_report_slow_shutdown())
+        try:
+            await self._shutdown_steps()
+        finally:
+            watchdog.cancel()
+        log.info("shut down", broker_id=self.broker_id)
+
+    async def _shutdown_steps(self) -> None:
         if self.admin_server is not None:
             with _logged("admin API shutdown"):
                 await self.admin_server.stop()
@@ -435,7 +446,6 @@ class KafkaServer:
             if not drained:
                 log.warning("in-flight requests still pending at shutdown")
         await self._stop_components()
-        log.info("shut down", broker_id=self.broker_id)
 
     async def _stop_replica_manager(self) -> None:
         if self.replica_manager is not None and not self._replica_manager_stopped:
@@ -550,6 +560,23 @@ class KafkaServer:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)
             await self.shutdown()
+
+
+async def _report_slow_shutdown() -> None:
+    """Log the stack of every pending task each SHUTDOWN_REPORT_SECONDS until cancelled."""
+    import io
+
+    me = asyncio.current_task()
+    while True:
+        await asyncio.sleep(SHUTDOWN_REPORT_SECONDS)
+        stacks = []
+        for task in asyncio.all_tasks():
+            if task is me or task.done():
+                continue
+            out = io.StringIO()
+            task.print_stack(limit=12, file=out)
+            stacks.append(out.getvalue())
+        log.warning("shutdown still in progress", pending_tasks=len(stacks), stacks=stacks)
 
 
 async def _maybe_await(value: Any) -> Any:
