@@ -38,6 +38,8 @@ from .messages import build_message
 
 _SIZE = struct.Struct(">i")
 MAX_RESPONSE_BYTES = 512 * 1024 * 1024
+# How long close() waits for a graceful close before it aborts the connection.
+CLOSE_TIMEOUT_S = 2.0
 
 RequestSpec = Any  # a message dataclass, a dict of field values, or version -> message
 
@@ -259,8 +261,14 @@ class KafkaConnection:
             with contextlib.suppress(asyncio.CancelledError, KafkaError):
                 await task
         if self._writer is not None:
-            with contextlib.suppress(OSError, RuntimeError):
-                await self._writer.wait_closed()
+            try:
+                await asyncio.wait_for(self._writer.wait_closed(), CLOSE_TIMEOUT_S)
+            except TimeoutError:
+                # A peer that stopped reading keeps unsent bytes in the buffer, and a graceful
+                # close waits for them forever: drop the connection instead.
+                self._writer.transport.abort()
+            except (OSError, RuntimeError):
+                pass
 
     async def __aenter__(self) -> KafkaConnection:
         await self.connect()

@@ -180,6 +180,23 @@ async def test_close_fails_pending(broker):
     await conn.close()  # idempotent
 
 
+async def test_close_aborts_a_connection_that_cannot_close_gracefully(broker, monkeypatch):
+    """A peer that stopped reading leaves unsent bytes, and a graceful close then waits for
+    ever (a broker's SIGTERM hung on it): close() gives up after CLOSE_TIMEOUT_S and aborts."""
+    import kafkalite.client.connection as connection
+
+    monkeypatch.setattr(connection, "CLOSE_TIMEOUT_S", 0.05)
+    conn = KafkaConnection("127.0.0.1", broker.port)
+    await conn.connect()
+    transport = conn._writer.transport
+    never = asyncio.get_running_loop().create_future()
+    monkeypatch.setattr(conn._writer, "wait_closed", lambda: never)
+    aborted = []
+    monkeypatch.setattr(transport, "abort", lambda: aborted.append(True))
+    await asyncio.wait_for(conn.close(), 5)
+    assert aborted == [True]
+
+
 async def test_connect_refused_is_typed():
     server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
