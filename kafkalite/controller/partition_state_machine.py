@@ -29,7 +29,8 @@ sending: persist before announce.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from kafkalite.protocol.types import TopicPartition
 
@@ -73,6 +74,24 @@ VALID_PREVIOUS_STATES: dict[PartitionState, frozenset[PartitionState]] = {
 
 class IllegalStateTransition(Exception):
     """A state machine was asked for a move its table does not allow."""
+
+
+def check_transitions(
+    items: Iterable[Any],
+    state_of: Callable[[Any], Any],
+    target: Any,
+    valid_previous: Mapping[Any, frozenset[Any]],
+    noun: str,
+) -> None:
+    """Raise IllegalStateTransition naming every item whose state cannot move to ``target``."""
+    illegal = [(item, state_of(item)) for item in items]
+    illegal = [(item, state) for item, state in illegal if state not in valid_previous[target]]
+    if illegal:
+        raise IllegalStateTransition(
+            f"{noun} must be in one of {sorted(str(s) for s in valid_previous[target])} "
+            f"before moving to {target}: "
+            + ", ".join(f"{item} is {state}" for item, state in illegal)
+        )
 
 
 def is_valid_partition_transition(current: PartitionState, target: PartitionState) -> bool:
@@ -143,18 +162,9 @@ class PartitionStateMachine:
         result = ControllerResult()
         if not partitions:
             return result
-        illegal = [
-            (tp, self.partition_state(tp))
-            for tp in partitions
-            if not is_valid_partition_transition(self.partition_state(tp), target_state)
-        ]
-        if illegal:
-            raise IllegalStateTransition(
-                f"partitions must be in one of "
-                f"{sorted(str(s) for s in VALID_PREVIOUS_STATES[target_state])} "
-                f"before moving to {target_state}: "
-                + ", ".join(f"{tp} is {state}" for tp, state in illegal)
-            )
+        check_transitions(
+            partitions, self.partition_state, target_state, VALID_PREVIOUS_STATES, "partitions"
+        )
         if target_state is ONLINE_PARTITION and strategy is None:
             uninitialized = [tp for tp in partitions if self.partition_state(tp) is NEW_PARTITION]
             if len(uninitialized) != len(partitions):

@@ -43,7 +43,7 @@ from .context import (
     PartitionAndReplica,
     ReplicaAssignment,
 )
-from .partition_state_machine import IllegalStateTransition
+from .partition_state_machine import check_transitions
 from .results import ControllerResult, UpdatePartitionState
 
 
@@ -133,18 +133,9 @@ class ReplicaStateMachine:
         result = ControllerResult()
         if not replicas:
             return result
-        illegal = [
-            (r, self.replica_state(r))
-            for r in replicas
-            if not is_valid_replica_transition(self.replica_state(r), target_state)
-        ]
-        if illegal:
-            raise IllegalStateTransition(
-                f"replicas must be in one of "
-                f"{sorted(str(s) for s in VALID_PREVIOUS_STATES[target_state])} "
-                f"before moving to {target_state}: "
-                + ", ".join(f"{r} is {state}" for r, state in illegal)
-            )
+        check_transitions(
+            replicas, self.replica_state, target_state, VALID_PREVIOUS_STATES, "replicas"
+        )
         self._batch.new_batch()
         try:
             by_replica = sorted(replicas, key=lambda r: (r.replica, r.topic_partition))
