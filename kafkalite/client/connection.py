@@ -23,7 +23,6 @@ Not thread-safe; use from one event loop.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import struct
 from collections.abc import Callable
@@ -258,8 +257,12 @@ class KafkaConnection:
         task, self._read_task = self._read_task, None
         if task is not None and task is not asyncio.current_task():
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, KafkaError):
-                await task
+            # asyncio.wait, not `await task` under suppress(CancelledError): a cancellation of
+            # the caller (a fetcher or controller channel being stopped while it reconnects)
+            # must propagate, not be taken for the read task's and swallowed.
+            await asyncio.wait([task])
+            if not task.cancelled():
+                task.exception()  # retrieved: the read loop's failure was already reported
         if self._writer is not None:
             try:
                 await asyncio.wait_for(self._writer.wait_closed(), CLOSE_TIMEOUT_S)

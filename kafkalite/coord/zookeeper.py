@@ -439,14 +439,10 @@ class ZooKeeperSession(CoordSession):
         zk = self._zk
         zk.closing = True
         if self._supervisor is not None and not from_supervisor:
-            self._supervisor.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._supervisor
+            await _cancel_and_wait(self._supervisor)
         for task in (zk.repair_loop_task, zk.heartbeat_task):
             if task is not None and not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+                await _cancel_and_wait(task)
         if zk.heartbeat_handle is not None:
             zk.heartbeat_handle.cancel()
             zk.heartbeat_handle = None
@@ -470,9 +466,7 @@ class ZooKeeperSession(CoordSession):
                 closed.cancel()
         conn.closing = True
         if conn.read_loop_task is not None and not conn.read_loop_task.done():
-            conn.read_loop_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await conn.read_loop_task
+            await _cancel_and_wait(conn.read_loop_task)
         conn.abort(exc.ConnectError)
         if conn.writer is not None:
             conn.writer.close()
@@ -561,7 +555,9 @@ class ZooKeeperSession(CoordSession):
 
     async def _create(self, path: str, data: bytes, *, ephemeral: bool, sequential: bool) -> str:
         full = self._full(path, sequential=sequential)
-        request = self._create_request(full, bytes(data), ephemeral=ephemeral, sequential=sequential)
+        request = self._create_request(
+            full, bytes(data), ephemeral=ephemeral, sequential=sequential
+        )
         response = await self._send(request, path)
         return self._rel(response.path)
 
@@ -706,3 +702,14 @@ class ZooKeeperSession(CoordSession):
             watch.cancel()
             raise
         return sorted(response.children), watch
+
+
+async def _cancel_and_wait(task: asyncio.Task) -> None:
+    """Cancel ``task`` and wait for its end. ``asyncio.wait`` rather than ``await task`` under
+    ``suppress(CancelledError)``: the caller's own cancellation must propagate, not be taken for
+    the task's and swallowed. The task's failure, if any, is retrieved and dropped (aiozk's
+    loops end with connection errors when they are stopped)."""
+    task.cancel()
+    await asyncio.wait([task])
+    if not task.cancelled():
+        task.exception()

@@ -197,6 +197,30 @@ async def test_close_aborts_a_connection_that_cannot_close_gracefully(broker, mo
     assert aborted == [True]
 
 
+async def test_cancelling_a_close_in_progress_propagates(broker):
+    """A fetcher or controller channel stopped while it closes a connection must end: close()
+    waits for its read task without taking the caller's cancellation for the read task's."""
+    conn = KafkaConnection("127.0.0.1", broker.port)
+    await conn.connect()
+    real_read_task = conn._read_task
+
+    async def slow_to_stop():
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.2)  # cleanup that takes a while, then a normal return
+
+    conn._read_task = asyncio.ensure_future(slow_to_stop())
+    await asyncio.sleep(0)
+    closing = asyncio.ensure_future(conn.close())
+    await _until(lambda: conn._read_task is None)  # close() is waiting for the read task
+    closing.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(closing, 5)
+    real_read_task.cancel()
+    await asyncio.wait([real_read_task])
+
+
 async def test_connect_refused_is_typed():
     server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
