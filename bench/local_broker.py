@@ -52,6 +52,7 @@ class LocalBroker:
             "log.dirs": str(self.data_dir / "logs"),
             "offsets.topic.replication.factor": "1",
             "group.initial.rebalance.delay.ms": "0",
+            "admin.listener": "",  # the benchmark does not use it; leave 9644 to `make serve`
         }
         cmd = [self.python, "-m", "kafkalite", "serve"]
         for key, value in overrides.items():

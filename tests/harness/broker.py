@@ -107,6 +107,9 @@ class BrokerProcess:
             "log.dirs": str(self.log_dir),
             "group.initial.rebalance.delay.ms": "0",
             "offsets.topic.replication.factor": "1",
+            # off unless a test asks for it: brokers of parallel tests (or a developer's
+            # `make serve`) would otherwise race for the default port 9644
+            "admin.listener": "",
             **self.overrides,
         }
         cmd = [sys.executable, "-m", "kafkalite", "serve"]
