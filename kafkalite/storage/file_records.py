@@ -15,12 +15,13 @@ Lifetime rules (why the file descriptor is reference-counted):
 
 * A slice holds the :class:`FileHandle`, so the descriptor stays open until the last slice is
   gone even if the segment is closed or deleted meanwhile (an unlinked file stays readable).
-* ``view()`` maps the file up to its current size; a grown file is remapped, older maps stay
-  alive while views into them exist.
+* ``view()`` maps only the slice's pages; the map lives as long as views into it (a Fetch
+  response until it is written), then the pages leave the process again. Scans of batch headers
+  use one cached map of the whole file, dropped on roll and after recovery (``release_map``).
 * Truncation (a follower truncating to its leader's epoch end) must never shrink a file under a
   live view: touching mapped pages past the new end of file raises SIGBUS, and a Fetch response
   may still sit in a transport's buffer as a view. So ``truncate_to`` shrinks the file in place
-  only when no map handed out by ``mapped()`` is still exported; otherwise it copies the kept
+  only when no map of it (``mapped()``, ``view()``) is still exported; otherwise it copies the kept
   prefix to a new file that replaces the old name (the old inode, with its maps and slices,
   stays intact until they are gone). Kafka truncates in place because it reads through
   ``FileChannel.transferTo``, never through a map.
@@ -110,16 +111,21 @@ class FileRecordsSlice:
         return self.size
 
     def view(self) -> memoryview:
+        """A memoryview over a map of just this slice's pages (from the allocation boundary
+        at or below ``position``): when the response that carries it has been sent and the view
+        dropped, the pages are unmapped again, so a consumer reading a whole segment does not
+        leave the segment mapped into the broker (its RSS)."""
         if self.size == 0 or self._handle is None:
             return memoryview(b"")
-        end = self.position + self.size
+        start = self.position - self.position % mmap.ALLOCATIONGRANULARITY
+        skip = self.position - start
+        mapped = mmap.mmap(self._handle.fd, skip + self.size, access=mmap.ACCESS_READ, offset=start)
         records = self._records
         if records is not None and records.handle is self._handle:
-            mapped = records.mapped(end)
-        else:
-            # The segment was closed or deleted since the read: map through our own descriptor.
-            mapped = mmap.mmap(self._handle.fd, end, access=mmap.ACCESS_READ)
-        return memoryview(mapped)[self.position : end]
+            records.track_map(mapped)
+        # else the segment was closed, replaced or deleted since the read: nothing truncates
+        # that inode any more.
+        return memoryview(mapped)[skip : skip + self.size]
 
     def __bytes__(self) -> bytes:
         if self.size == 0 or self._handle is None:
@@ -142,7 +148,7 @@ class FileRecords:
         self.handle = FileHandle(os.open(self.file, flags, 0o644))
         self.size = os.fstat(self.handle.fd).st_size
         self._mmap: mmap.mmap | None = None
-        # Every map mapped() made that may still be alive (views keep them): see truncate_to.
+        # Every map of the file that may still be alive (views keep them): see truncate_to.
         self._maps: list[weakref.ref[mmap.mmap]] = []
 
     @property
@@ -238,9 +244,14 @@ class FileRecords:
                 raise ValueError(f"Cannot map {end} bytes of {self.file}: size is {self.size}")
             current = mmap.mmap(self.handle.fd, self.size, access=mmap.ACCESS_READ)
             self._mmap = current
-            self._maps = [ref for ref in self._maps if ref() is not None]
-            self._maps.append(weakref.ref(current))
+            self.track_map(current)
         return current
+
+    def track_map(self, mapped: mmap.mmap) -> None:
+        """Remember a live map of this file, so that truncate_to never shrinks the file under
+        it (the list holds weak references: dead maps are pruned here)."""
+        self._maps = [ref for ref in self._maps if ref() is not None]
+        self._maps.append(weakref.ref(mapped))
 
     def release_map(self) -> None:
         """Drop the cached map (slices' views keep theirs); the next read maps again. Keeps

@@ -68,3 +68,28 @@ def test_reading_a_truncated_view_does_not_crash_the_process(tmp_path):
     )
     assert child.returncode == 0, child.stderr
     assert child.stdout.strip() == "ok"
+
+
+def mapped_ranges(path) -> list[tuple[int, int]]:
+    """This process's mappings of ``path`` as (start, end) addresses, from /proc/self/maps."""
+    out = []
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            if line.rstrip().endswith(str(path)):
+                start, end = line.split()[0].split("-")
+                out.append((int(start, 16), int(end, 16)))
+    return out
+
+
+def test_a_view_maps_only_its_own_pages_and_only_while_it_lives(tmp_path):
+    records = filled(tmp_path, [bytes([i]) * 65536 for i in range(64)])  # 4 MiB
+    records.release_map()
+    view = records.slice(40 * 65536 + 10, 100).view()
+    assert view.tobytes() == bytes([40]) * 100
+    ranges = mapped_ranges(records.file)
+    assert len(ranges) == 1
+    start, end = ranges[0]
+    assert end - start < 128 * 1024  # the slice's pages, not the 4 MiB file
+    view.release()
+    del view
+    assert mapped_ranges(records.file) == []
