@@ -538,6 +538,8 @@ def build_batch(
     keep_offset_deltas: bool = False,
     compression_level: int | None = None,
     delete_horizon_ms: int | None = None,
+    last_offset_delta: int | None = None,
+    max_timestamp: int | None = None,
 ) -> bytes:
     """Encode ``records`` as one v2 batch (what a producer sends, or what compaction rewrites).
 
@@ -546,8 +548,12 @@ def build_batch(
     (then the records' own deltas are written, e.g. to rebuild a compacted batch; they must be
     increasing). With LogAppendTime, maxTimestamp is ``base_timestamp`` (the append time) as
     Kafka's broker writes it. ``delete_horizon_ms`` (compaction, KIP-534) sets attribute bit 6
-    and takes the place of ``base_timestamp``: record deltas are then relative to it. The CRC is
-    computed; ``validate_batches`` accepts the result.
+    and takes the place of ``base_timestamp``: record deltas are then relative to it.
+    ``last_offset_delta`` overrides the header's lastOffsetDelta (compaction keeps the original
+    batch's, so the producer's last sequence survives: Kafka's ``overrideLastOffset``); it must
+    not be below the last record's delta. ``max_timestamp`` overrides the header's (compaction
+    keeps a LogAppendTime batch's append time). The CRC is computed; ``validate_batches``
+    accepts the result.
     """
     records = list(records)
     if delete_horizon_ms is not None:
@@ -555,22 +561,24 @@ def build_batch(
     elif base_timestamp is None:
         base_timestamp = _now_ms()
     body = bytearray()
-    last_offset_delta = -1
+    last_delta = -1
     max_timestamp_delta = None
     for index, record in enumerate(records):
         offset_delta = record.offset_delta if keep_offset_deltas else index
-        if offset_delta <= last_offset_delta:
-            raise ValueError(
-                f"offset deltas must increase: {offset_delta} after {last_offset_delta}"
-            )
-        last_offset_delta = offset_delta
+        if offset_delta <= last_delta:
+            raise ValueError(f"offset deltas must increase: {offset_delta} after {last_delta}")
+        last_delta = offset_delta
         _encode_record(body, record, offset_delta)
         if max_timestamp_delta is None or record.timestamp_delta > max_timestamp_delta:
             max_timestamp_delta = record.timestamp_delta
-    if timestamp_type == TimestampType.LOG_APPEND_TIME or max_timestamp_delta is None:
+    if max_timestamp is not None:
+        pass
+    elif timestamp_type == TimestampType.LOG_APPEND_TIME or max_timestamp_delta is None:
         max_timestamp = base_timestamp
     else:
         max_timestamp = base_timestamp + max_timestamp_delta
+    if last_offset_delta is not None and last_offset_delta < last_delta:
+        raise ValueError(f"last offset delta {last_offset_delta} is below a record's {last_delta}")
     if compression < 0 or compression > CompressionType.ZSTD:
         raise ValueError(f"Unknown compression type id {compression}")
     payload = compress(compression, body, compression_level) if compression else body
@@ -593,7 +601,7 @@ def build_batch(
         CURRENT_MAGIC,
         0,
         attributes,
-        max(last_offset_delta, 0),
+        max(last_delta, 0) if last_offset_delta is None else last_offset_delta,
         base_timestamp,
         max_timestamp,
         producer_id,

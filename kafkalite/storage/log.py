@@ -52,6 +52,7 @@ from kafkalite.protocol.records import (
     RecordBatchHeader,
     TimestampType,
     decode_batch,
+    parse_batch_header,
     record_offset,
     record_timestamp,
     set_base_offset,
@@ -172,6 +173,8 @@ class Log:
         # the offsets it flushed are still the ones in the log.
         self._truncation_count = 0
         self._dir_needs_flush = True  # a segment file was created since the last dir fsync
+        # Told the offset of every truncation (the LogManager moves the cleaner's checkpoint).
+        self.on_truncation: Callable[[int], None] | None = None
         self.recovered_segments = 0  # how many segments the last load scanned (for tests, metrics)
         self.truncated_bytes_on_load = 0
         try:
@@ -200,10 +203,11 @@ class Log:
         config = self.config
         bases: list[int] = []
         index_missing: set[int] = set()
+        self._complete_interrupted_swaps()
         for entry in os.scandir(self.dir):
             name = entry.name
-            if name.endswith((DELETED_FILE_SUFFIX, CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX, ".tmp")):
-                os.unlink(entry.path)  # leftovers of an interrupted delete, swap or write
+            if name.endswith((DELETED_FILE_SUFFIX, CLEANED_FILE_SUFFIX, ".tmp")):
+                os.unlink(entry.path)  # leftovers of an interrupted delete, clean or write
                 continue
             if name.endswith(LOG_FILE_SUFFIX):
                 bases.append(offset_from_file_name(name))
@@ -242,12 +246,14 @@ class Log:
             truncated = self._recover_segment(segment)
             # A torn segment, or one that lost its tail at a batch boundary (it no longer ends
             # where the next segment starts): everything after it was written later and cannot
-            # be trusted. (Offset gaps between segments only arise from compaction, which this
-            # log does not produce; a follower re-fetches whatever is dropped here.)
-            broken = truncated > 0 or (
-                i + 1 < len(self._segments)
-                and segment.read_next_offset() != self._base_offsets[i + 1]
-            )
+            # be trusted; a follower re-fetches whatever is dropped here. A compacted log has
+            # legitimate gaps (the cleaner drops a segment's last records), so there only an
+            # overlap with the next segment counts (Kafka checks neither).
+            broken = truncated > 0
+            if not broken and i + 1 < len(self._segments):
+                next_offset = segment.read_next_offset()
+                next_base = self._base_offsets[i + 1]
+                broken = next_offset > next_base or (next_offset < next_base and not config.compact)
             if broken:
                 for later in self._segments[i + 1 :]:
                     later.delete()
@@ -269,6 +275,49 @@ class Log:
         self._high_watermark = self.log_start_offset
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+
+    def _complete_interrupted_swaps(self) -> None:
+        """Finish a cleaner swap a crash interrupted (Kafka's LogLoader, swap files).
+
+        A ``.log.swap`` exists only once its cleaned segment was completely written and
+        fsynced: the swap is committed. The segments it replaces (those whose base offset lies
+        in ``[swap base, swap next offset)``) are deleted and the ``.swap`` suffix dropped; an
+        index still named ``.cleaned``/``.swap`` is deleted and rebuilt by the load. Index swap
+        files without their log swap file belong to no committed swap and are deleted.
+        """
+        swaps: list[tuple[int, int, str]] = []  # (base, next offset, path)
+        for entry in os.scandir(self.dir):
+            name = entry.name
+            if not name.endswith(SWAP_FILE_SUFFIX):
+                continue
+            if name.endswith(LOG_FILE_SUFFIX + SWAP_FILE_SUFFIX):
+                base = offset_from_file_name(name)
+                swaps.append((base, _next_offset_of_file(entry.path, base), entry.path))
+            elif not os.path.exists(
+                self.dir / (name.split(".", 1)[0] + LOG_FILE_SUFFIX + SWAP_FILE_SUFFIX)
+            ):
+                os.unlink(entry.path)
+        if not swaps:
+            return
+        low = min(base for base, _, _ in swaps)
+        high = max(next_offset for _, next_offset, _ in swaps)
+        swap_bases = {base for base, _, _ in swaps}
+        for entry in os.scandir(self.dir):
+            name = entry.name
+            if name.endswith(SWAP_FILE_SUFFIX) or not name[:1].isdigit():
+                continue
+            if name.endswith((LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX)):
+                offset = offset_from_file_name(name)
+                if low <= offset < high or offset in swap_bases:
+                    os.unlink(entry.path)  # replaced by the swap, not yet deleted
+        for entry in os.scandir(self.dir):
+            name = entry.name
+            if name.endswith(SWAP_FILE_SUFFIX):
+                if name.endswith(LOG_FILE_SUFFIX + SWAP_FILE_SUFFIX):
+                    os.replace(entry.path, entry.path[: -len(SWAP_FILE_SUFFIX)])
+                else:
+                    os.unlink(entry.path)  # the index is rebuilt from the log
+        fsync_dir(self.dir)
 
     def _recover_segment(self, segment: LogSegment) -> int:
         def on_batch(header: RecordBatchHeader) -> None:
@@ -753,6 +802,8 @@ class Log:
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self._roll_flush_offset = min(self._roll_flush_offset, self.log_end_offset)
         self._high_watermark = min(self._high_watermark, self.log_end_offset)
+        if self.on_truncation is not None:
+            self.on_truncation(self.log_end_offset)
         return True
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
@@ -767,6 +818,8 @@ class Log:
             self._truncate_fully_and_start_at(new_offset)
         except OSError as e:
             raise self._fail(e) from e
+        if self.on_truncation is not None:
+            self.on_truncation(new_offset)
 
     def _truncate_fully_and_start_at(self, new_offset: int) -> None:
         for segment in self._segments:
@@ -877,6 +930,64 @@ class Log:
             raise self._fail(e) from e
         self._high_watermark = max(self._high_watermark, self.log_start_offset)
         return len(deletable)
+
+    # ================================================================= compaction swap
+
+    @property
+    def truncation_count(self) -> int:
+        """Bumped by every truncation: work prepared from the log's files before a truncation
+        (a cleaned segment) no longer matches them."""
+        return self._truncation_count
+
+    def replace_segments(
+        self, new_segment: LogSegment, old_segments: list[LogSegment], truncation_count: int
+    ) -> bool:
+        """Swap a cleaned segment in for ``old_segments`` (Kafka's replaceSegments).
+
+        ``new_segment``'s files carry the ``.cleaned`` suffix and are fsynced; it starts at the
+        first old segment's base offset. Steps, each a point a crash may stop at (``_load``
+        finishes or undoes the swap): rename ``.cleaned`` -> ``.swap`` (committed), put the new
+        segment in the old ones' place, rename the old files to ``.deleted`` and delete them
+        (readers' slices keep their descriptors), rename ``.swap`` to the final names.
+
+        Returns False and changes nothing when the log changed since the cleaning started
+        (truncated, offline, deleted, or the old segments are no longer contiguous in it:
+        Kafka aborts cleaning on truncation and deletion); the caller deletes the new files.
+        """
+        if self.offline or truncation_count != self._truncation_count or not old_segments:
+            return False
+        try:
+            i = next(n for n, seg in enumerate(self._segments) if seg is old_segments[0])
+        except StopIteration:
+            return False
+        count = len(old_segments)
+        if i + count >= len(self._segments) or any(
+            a is not b for a, b in zip(self._segments[i : i + count], old_segments, strict=True)
+        ):
+            return False  # never the active segment, and the group must be intact
+        try:
+            new_segment.change_file_suffixes(CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)
+            fsync_dir(self.dir)
+            self._segments[i : i + count] = [new_segment]
+            self._base_offsets[i : i + count] = [new_segment.base_offset]
+            for old in old_segments:
+                old.close_handlers()
+                for path in (old.log.file, old.offset_index.file, old.time_index.file):
+                    try:
+                        os.replace(path, str(path) + DELETED_FILE_SUFFIX)
+                    except FileNotFoundError:
+                        pass
+            new_segment.change_file_suffixes(SWAP_FILE_SUFFIX, "")
+            for old in old_segments:
+                for path in (old.log.file, old.offset_index.file, old.time_index.file):
+                    try:
+                        os.unlink(str(path) + DELETED_FILE_SUFFIX)
+                    except FileNotFoundError:
+                        pass
+            fsync_dir(self.dir)
+        except OSError as e:
+            raise self._fail(e) from e
+        return True
 
     # ================================================================= flushing
 
@@ -992,6 +1103,27 @@ class Log:
 
 
 _new_tuple = tuple.__new__
+
+
+def _next_offset_of_file(path: str, base_offset: int) -> int:
+    """The offset after the last complete batch of a segment file (``base_offset`` if none)."""
+    next_offset = base_offset
+    with open(path, "rb") as f:
+        position = 0
+        while True:
+            prefix = os.pread(f.fileno(), LOG_OVERHEAD, position)
+            if len(prefix) < LOG_OVERHEAD:
+                return next_offset
+            length = int.from_bytes(prefix[LENGTH_OFFSET:], "big", signed=True)
+            if length + LOG_OVERHEAD < BATCH_HEADER_SIZE:
+                return next_offset
+            header = os.pread(f.fileno(), BATCH_HEADER_SIZE, position)
+            if len(header) < BATCH_HEADER_SIZE or (
+                os.fstat(f.fileno()).st_size < position + length + LOG_OVERHEAD
+            ):
+                return next_offset
+            next_offset = parse_batch_header(header).next_offset
+            position += length + LOG_OVERHEAD
 
 
 def _complete_batches_length(view: memoryview) -> int:

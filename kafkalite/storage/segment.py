@@ -464,6 +464,22 @@ class LogSegment:
         for file in (self.log, self.offset_index, self.time_index):
             file.file = dir / file.file.name
 
+    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
+        """Rename the three files from ``<name><old_suffix>`` to ``<name><new_suffix>`` (Kafka's
+        changeFileSuffixes): the ``.log`` first, so during a cleaner swap the log file's name is
+        the commit point; an index left behind under the old suffix is rebuilt on load."""
+        for file in (self.log, self.offset_index, self.time_index):
+            name = file.file.name
+            if not name.endswith(old_suffix):
+                raise ValueError(f"{file.file} does not end with {old_suffix!r}")
+            file.rename_to(file.file.with_name(name[: len(name) - len(old_suffix)] + new_suffix))
+
+    def set_last_modified(self, ms: int) -> None:
+        """Set the ``.log`` file's mtime (a cleaned segment keeps its source's: the delete
+        horizon of tombstones is measured from it)."""
+        ns = ms * 1_000_000
+        os.utime(self.log.file, ns=(ns, ns))
+
     def close_handlers(self) -> None:
         self.offset_index.close_handler()
         self.time_index.close_handler()

@@ -1,0 +1,688 @@
+"""Log compaction for ``cleanup.policy=compact`` (Kafka's LogCleaner, LogCleanerManager and
+SkimpyOffsetMap).
+
+A compacted log is split at the *first dirty offset* (the cleaner's checkpoint, else the log
+start offset): below it the log has been cleaned, from it on records are as appended. One
+cleaning of a log:
+
+1. ``LogToClean``: the cleanable range is ``[first dirty, first uncleanable)`` with the first
+   uncleanable offset ``min(active segment base, high watermark)``, lowered to the base of the
+   first segment younger than ``min.compaction.lag.ms``. The active segment is never cleaned,
+   nothing at or past the high watermark is ever removed. The log qualifies when its dirty ratio
+   (cleanable bytes / (clean + cleanable bytes)) exceeds ``min.cleanable.dirty.ratio``, or a
+   dirty segment's first batch is older than ``max.compaction.lag.ms``; the most overdue, else
+   the dirtiest, log is cleaned first.
+2. ``OffsetMap``: the dirty range is scanned and every keyed record's offset recorded under the
+   MD5 digest of its key (latest offset wins). The map holds at most
+   ``log.cleaner.dedupe.buffer.size * io.buffer.load.factor / 24`` keys (Kafka's 16-byte digest
+   plus 8-byte offset per slot, so a pass covers as many keys as Kafka's would; the Python dict
+   costs several times that in memory). When it fills, the pass ends after the last batch that
+   fit and cleaning covers only up to there; the rest stays dirty for the next pass.
+3. Segments from the log's start up to the map's end are grouped (``group_segments_by_size``:
+   at most ``segment.bytes`` of log and ``segment.index.bytes`` of each index per group) and each
+   group recopied into one ``<base>.log.cleaned`` (+ indexes) keeping a record when it is past
+   the map's last offset, or its offset is >= the map's offset for its key; keyless records are
+   dropped (a compacted topic refuses them at produce). Tombstones (null values) are dropped
+   once their segment's last-modified time is at or before the delete horizon: the
+   last-modified time of the last already-clean segment minus ``delete.retention.ms``, so a
+   tombstone stays readable for at least that long after it was first cleaned. Offsets never
+   change: a batch losing records is rebuilt with its base offset, offset deltas,
+   lastOffsetDelta (so the producer's last sequence survives), codec, timestamp type,
+   timestamps, leader epoch and producer id/epoch/sequence; an untouched batch is copied byte
+   for byte; a batch losing every record is dropped unless it is the last batch of its producer
+   id in the log, which is kept empty (header only) so producer state survives. Control batches
+   are kept.
+4. The cleaned segment is fsynced, gets the last source segment's mtime and is swapped in by
+   ``Log.replace_segments`` (``.cleaned`` -> ``.swap`` -> old files ``.deleted`` and removed ->
+   final names); ``Log._load`` completes or discards a swap a crash interrupted.
+5. The first dirty offset becomes the map's end offset and is written to
+   ``cleaner-offset-checkpoint`` in the log's directory (``checkpoint.py`` format).
+
+Concurrency: the scans and recopies run in a worker thread (``asyncio.to_thread``) over
+``FileRecordsSlice`` descriptors taken on the event loop, read with ``pread`` (never mapped, so a
+concurrent truncation cannot SIGBUS it); the Log itself is only touched on the event loop. If the
+log is truncated, deleted or loses the group's segments to retention while a group is being
+recopied, the swap is skipped (Kafka's abortAndPauseCleaning) and the cleaned files deleted.
+Appends only go to the active segment, which is never part of a group.
+
+Not done (Kafka does more): transactional data is kept as is (aborted transactions are not
+removed, transaction markers are never dropped); producers' last batches are kept whether or
+not the producer expired.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from kafkalite.protocol.records import (
+    BATCH_HEADER_SIZE,
+    TIMESTAMP_TYPE_MASK,
+    RecordBatchHeader,
+    build_batch,
+    decode_batch,
+    parse_batch_header,
+)
+from kafkalite.storage.checkpoint import OffsetCheckpointFile
+from kafkalite.storage.config import LONG_MAX
+from kafkalite.storage.errors import StorageError
+from kafkalite.storage.file_records import FileRecordsSlice
+from kafkalite.storage.log import Log
+from kafkalite.storage.segment import (
+    CLEANED_FILE_SUFFIX,
+    LogSegment,
+    log_file,
+    offset_index_file,
+    time_index_file,
+)
+
+CLEANER_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
+
+# Kafka's SkimpyOffsetMap slot: a 16-byte MD5 digest and an 8-byte offset.
+BYTES_PER_ENTRY = 16 + 8
+INT32_MAX = 2**31 - 1
+_READ_CHUNK = 1 << 20
+
+TopicPartitionKey = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class CleanerConfig:
+    """Broker-level cleaner settings (Kafka's ``log.cleaner.*``, Kafka's defaults)."""
+
+    enable: bool = True
+    num_threads: int = 1
+    backoff_ms: int = 15_000
+    dedupe_buffer_size: int = 128 * 1024 * 1024
+    io_buffer_load_factor: float = 0.9
+    io_buffer_size: int = 512 * 1024  # accepted; reads are chunked by _READ_CHUNK
+    io_max_bytes_per_second: float = float("inf")  # accepted, not enforced
+
+    def max_map_entries(self) -> int:
+        """Keys one cleaning pass may map (the buffer is shared by the cleaner threads)."""
+        slots = self.dedupe_buffer_size // max(1, self.num_threads) // BYTES_PER_ENTRY
+        return max(1, int(slots * self.io_buffer_load_factor))
+
+
+# ===================================================================== offset map
+
+
+class OffsetMap:
+    """key digest -> latest offset seen (Kafka's SkimpyOffsetMap, on a dict)."""
+
+    __slots__ = ("_map", "capacity", "latest_offset")
+
+    def __init__(self, capacity: int) -> None:
+        self._map: dict[bytes, int] = {}
+        self.capacity = capacity
+        self.latest_offset = -1
+
+    @staticmethod
+    def digest(key: bytes) -> bytes:
+        return hashlib.md5(key, usedforsecurity=False).digest()
+
+    def put(self, key: bytes, offset: int) -> None:
+        self._map[hashlib.md5(key, usedforsecurity=False).digest()] = offset
+        if offset > self.latest_offset:
+            self.latest_offset = offset
+
+    def get(self, key: bytes) -> int:
+        """The latest offset recorded for ``key``, -1 if none."""
+        return self._map.get(hashlib.md5(key, usedforsecurity=False).digest(), -1)
+
+    def __len__(self) -> int:
+        return len(self._map)
+
+    def clear(self) -> None:
+        self._map.clear()
+        self.latest_offset = -1
+
+
+# ===================================================================== choosing a log
+
+
+class LogToClean(NamedTuple):
+    """A compacted log and its cleanable range (Kafka's LogToClean)."""
+
+    log: Log
+    first_dirty_offset: int
+    first_uncleanable_offset: int
+    clean_bytes: int
+    cleanable_bytes: int
+    max_compaction_delay_ms: int
+
+    @property
+    def total_bytes(self) -> int:
+        return self.clean_bytes + self.cleanable_bytes
+
+    @property
+    def cleanable_ratio(self) -> float:
+        total = self.total_bytes
+        return self.cleanable_bytes / total if total else 0.0
+
+
+def cleanable_offsets(log: Log, checkpoint: int | None, now_ms: int) -> tuple[int, int]:
+    """(first dirty offset, first uncleanable offset) of ``log`` (Kafka's
+    LogCleanerManager.cleanableOffsets)."""
+    log_start = log.log_start_offset
+    if checkpoint is None or checkpoint < log_start or checkpoint > log.log_end_offset:
+        first_dirty = log_start  # no checkpoint, or one the log moved away from
+    else:
+        first_dirty = checkpoint
+    segments = log.segments
+    active_base = segments[-1].base_offset
+    first_uncleanable = min(log.high_watermark, active_base)
+    lag = log.config.min_compaction_lag_ms
+    if lag > 0:
+        for i, segment in enumerate(segments[:-1]):
+            if segments[i + 1].base_offset <= first_dirty:
+                continue
+            if segment.base_offset >= first_uncleanable:
+                break
+            if segment.largest_timestamp > now_ms - lag:
+                first_uncleanable = min(first_uncleanable, segment.base_offset)
+                break
+    return first_dirty, max(first_dirty, first_uncleanable)
+
+
+def _segments_overlapping(segments: list[LogSegment], start: int, end: int) -> list[LogSegment]:
+    """Segments holding offsets in [start, end) (Kafka's logSegments(from, to))."""
+    if end <= start:
+        return []
+    result = []
+    for i, segment in enumerate(segments):
+        next_base = segments[i + 1].base_offset if i + 1 < len(segments) else LONG_MAX
+        if next_base > start and segment.base_offset < end:
+            result.append(segment)
+    return result
+
+
+def log_to_clean(log: Log, checkpoint: int | None, now_ms: int) -> LogToClean:
+    first_dirty, first_uncleanable = cleanable_offsets(log, checkpoint, now_ms)
+    segments = log.segments
+    clean_bytes = sum(s.size for s in segments if s.base_offset < first_dirty)
+    dirty = _segments_overlapping(segments, first_dirty, first_uncleanable)
+    cleanable_bytes = sum(s.size for s in dirty)
+    delay = 0
+    max_lag = log.config.max_compaction_lag_ms
+    if max_lag < LONG_MAX and first_uncleanable > first_dirty:
+        firsts = [
+            ts
+            for s in _segments_overlapping(segments[:-1], first_dirty, LONG_MAX)
+            if (ts := s.rolling_based_timestamp()) is not None and ts > 0
+        ]
+        if firsts:
+            clean_until = now_ms - max_lag
+            if min(firsts) < clean_until:
+                delay = clean_until - min(firsts)
+    return LogToClean(log, first_dirty, first_uncleanable, clean_bytes, cleanable_bytes, delay)
+
+
+def filthiest_log(candidates: list[LogToClean]) -> LogToClean | None:
+    """The log to clean next: the most overdue by ``max.compaction.lag.ms``, else the one with
+    the highest dirty ratio above its ``min.cleanable.dirty.ratio`` (Kafka:
+    grabFilthiestCompactedLog; the ratio must be strictly greater, as in Kafka)."""
+    cleanable = [
+        c
+        for c in candidates
+        if c.first_uncleanable_offset > c.first_dirty_offset
+        and c.cleanable_bytes > 0
+        and (
+            c.max_compaction_delay_ms > 0
+            or c.cleanable_ratio > c.log.config.min_cleanable_dirty_ratio
+        )
+    ]
+    if not cleanable:
+        return None
+    overdue = [c for c in cleanable if c.max_compaction_delay_ms > 0]
+    if overdue:
+        return max(overdue, key=lambda c: c.max_compaction_delay_ms)
+    return max(cleanable, key=lambda c: c.cleanable_ratio)
+
+
+def group_segments_by_size(
+    segments: list[LogSegment], max_size: int, max_index_size: int, first_uncleanable: int
+) -> list[list[LogSegment]]:
+    """Consecutive segments grouped so that each group's log, offset index and time index fit
+    one segment (Kafka's groupSegmentsBySize) and its offsets fit int32 relative offsets."""
+    groups: list[list[LogSegment]] = []
+    rest = list(segments)
+    while rest:
+        group = [rest.pop(0)]
+        log_size = group[0].size
+        index_size = group[0].offset_index.size_in_bytes
+        time_index_size = group[0].time_index.size_in_bytes
+        while rest:
+            nxt = rest[0]
+            last_offset = (rest[1].base_offset - 1) if len(rest) > 1 else first_uncleanable - 1
+            if (
+                log_size + nxt.size <= max_size
+                and index_size + nxt.offset_index.size_in_bytes <= max_index_size
+                and time_index_size + nxt.time_index.size_in_bytes <= max_index_size
+                and last_offset - group[0].base_offset <= INT32_MAX
+            ):
+                group.append(rest.pop(0))
+                log_size += nxt.size
+                index_size += nxt.offset_index.size_in_bytes
+                time_index_size += nxt.time_index.size_in_bytes
+            else:
+                break
+        groups.append(group)
+    return groups
+
+
+# ===================================================================== reading and recopying
+
+
+class SegmentSnapshot(NamedTuple):
+    """A segment's bytes as they were when taken on the event loop (a slice holds the file
+    descriptor), and its last-modified time."""
+
+    base_offset: int
+    records: FileRecordsSlice
+    last_modified_ms: int
+
+
+def snapshot(segment: LogSegment) -> SegmentSnapshot:
+    return SegmentSnapshot(
+        segment.base_offset, segment.log.slice(0, segment.size), segment.last_modified_ms
+    )
+
+
+def _raw_batches(records: FileRecordsSlice) -> Iterator[tuple[RecordBatchHeader, bytes]]:
+    """(header, bytes) of each complete batch of ``records``, read with ``pread``; stops at a
+    short read (the file was truncated meanwhile: the caller's swap will be refused)."""
+    fd, position, end = records.fd, records.position, records.position + records.size
+    if fd < 0:
+        return
+    buffer = b""
+    buffer_start = position
+    while position < end:
+        offset = position - buffer_start
+        if len(buffer) - offset < BATCH_HEADER_SIZE:
+            buffer = os.pread(fd, min(_READ_CHUNK, end - position), position)
+            buffer_start, offset = position, 0
+            if len(buffer) < BATCH_HEADER_SIZE:
+                return
+        header = parse_batch_header(buffer, offset)
+        size = header.size
+        if offset + size > len(buffer):
+            buffer = os.pread(fd, min(max(_READ_CHUNK, size), end - position), position)
+            buffer_start, offset = position, 0
+            if len(buffer) < size:
+                return
+        yield header, buffer[offset : offset + size]
+        position += size
+
+
+def build_offset_map(
+    dirty: list[SegmentSnapshot], start: int, end: int, offset_map: OffsetMap
+) -> int:
+    """Map every keyed record in [start, end) of ``dirty`` (Kafka's buildOffsetMap). Returns
+    the offset the map covers up to (exclusive): ``end``, or less when the map filled."""
+    covered = start
+    full = False
+    for segment in dirty:
+        for header, raw in _raw_batches(segment.records):
+            if header.last_offset < start:
+                continue
+            if header.base_offset >= end:
+                break
+            if not header.is_control:
+                if len(offset_map) + header.record_count > offset_map.capacity and len(offset_map):
+                    full = True  # clean up to the batches mapped so far
+                    break
+                _, records = decode_batch(raw)
+                base = header.base_offset
+                for record in records:
+                    offset = base + record.offset_delta
+                    if record.key is not None and start <= offset < end:
+                        offset_map.put(record.key, offset)
+            covered = min(header.next_offset, end)
+        if full:
+            break
+    if not full:
+        covered = end
+    # Kafka's updateLatestOffset: records past it are kept as they are.
+    offset_map.latest_offset = covered - 1
+    return covered
+
+
+def producer_last_offsets(segments: list[SegmentSnapshot]) -> dict[int, int]:
+    """producer id -> last offset of its last batch in the log (header scan)."""
+    last: dict[int, int] = {}
+    for segment in segments:
+        for header, _ in _raw_batches(segment.records):
+            if header.producer_id >= 0:
+                last[header.producer_id] = header.last_offset
+    return last
+
+
+def filter_batch(
+    header: RecordBatchHeader,
+    raw: bytes,
+    offset_map: OffsetMap,
+    retain_deletes: bool,
+    producer_last: dict[int, int],
+) -> bytes | None:
+    """The batch as it stays in the cleaned log: ``raw`` itself when nothing goes, a rebuilt
+    batch when some records go, an empty batch when all go but it is its producer's last,
+    None when it goes whole (Kafka's cleanInto / MemoryRecords.filterTo)."""
+    if header.is_control:
+        return raw
+    _, records = decode_batch(raw)
+    latest = offset_map.latest_offset
+    base = header.base_offset
+    retained = []
+    for record in records:
+        offset = base + record.offset_delta
+        if offset > latest:
+            retained.append(record)
+        elif record.key is None:
+            continue
+        elif offset >= offset_map.get(record.key) and (record.value is not None or retain_deletes):
+            retained.append(record)
+    if len(retained) == len(records):
+        return raw
+    log_append_time = bool(header.attributes & TIMESTAMP_TYPE_MASK)
+    common: dict[str, Any] = dict(
+        base_offset=base,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        is_transactional=header.is_transactional,
+        partition_leader_epoch=header.partition_leader_epoch,
+        timestamp_type=header.timestamp_type,
+        last_offset_delta=header.last_offset_delta,
+    )
+    if retained:
+        return build_batch(
+            retained,
+            compression=header.compression,
+            base_timestamp=header.base_timestamp,
+            keep_offset_deltas=True,
+            max_timestamp=header.max_timestamp if log_append_time else None,
+            **common,
+        )
+    if header.producer_id >= 0 and producer_last.get(header.producer_id) == header.last_offset:
+        # Kafka's writeEmptyHeader: no records, no codec, both timestamps the batch's max.
+        return build_batch(
+            [], base_timestamp=header.max_timestamp, max_timestamp=header.max_timestamp, **common
+        )
+    return None
+
+
+def clean_into_segment(
+    dir: Path,
+    group: list[SegmentSnapshot],
+    offset_map: OffsetMap,
+    delete_horizon_ms: int,
+    producer_last: dict[int, int],
+    index_interval_bytes: int,
+    max_index_size: int,
+) -> LogSegment:
+    """Recopy ``group`` into a new fsynced ``<base>.log.cleaned`` segment (Kafka's
+    cleanSegments without the swap); it keeps the last source segment's mtime."""
+    base = group[0].base_offset
+    for path in (
+        log_file(dir, base, CLEANED_FILE_SUFFIX),
+        offset_index_file(dir, base, CLEANED_FILE_SUFFIX),
+        time_index_file(dir, base, CLEANED_FILE_SUFFIX),
+    ):
+        path.unlink(missing_ok=True)
+    cleaned = LogSegment.open(
+        dir,
+        base,
+        index_interval_bytes=index_interval_bytes,
+        max_index_size=max_index_size,
+        file_suffix=CLEANED_FILE_SUFFIX,
+    )
+    try:
+        for source in group:
+            retain_deletes = source.last_modified_ms > delete_horizon_ms
+            out = bytearray()
+            summaries: list[tuple[int, int, int]] = []
+            for header, raw in _raw_batches(source.records):
+                kept = filter_batch(header, raw, offset_map, retain_deletes, producer_last)
+                if kept is None:
+                    continue
+                kept_header = header if kept is raw else parse_batch_header(kept)
+                summaries.append((kept_header.last_offset, len(kept), kept_header.max_timestamp))
+                out += kept
+                if len(out) >= _READ_CHUNK:
+                    cleaned.append(out, summaries)
+                    out, summaries = bytearray(), []
+            cleaned.append(out, summaries)
+        cleaned.on_become_inactive_segment()
+        cleaned.flush()
+        cleaned.set_last_modified(group[-1].last_modified_ms)
+    except BaseException:
+        cleaned.delete()
+        raise
+    return cleaned
+
+
+# ===================================================================== one cleaning
+
+
+class CleanResult(NamedTuple):
+    end_offset: int  # the new first dirty offset
+    groups_swapped: int
+    aborted: bool
+    bytes_before: int
+    bytes_after: int
+
+
+Offload = Callable[..., Awaitable[Any]]
+
+
+async def _inline(fn: Callable[..., Any], *args: Any) -> Any:
+    return fn(*args)
+
+
+class Cleaner:
+    """Cleans one log at a time (Kafka's Cleaner). ``offload`` runs the CPU and file work:
+    ``asyncio.to_thread`` in the broker; ``clean_now`` runs everything inline (tests)."""
+
+    def __init__(self, max_map_entries: int, time_ms: Callable[[], int]) -> None:
+        self.offset_map = OffsetMap(max_map_entries)
+        self._time_ms = time_ms
+
+    def clean_now(self, to_clean: LogToClean) -> CleanResult:
+        coro = self.clean(to_clean, _inline)
+        try:
+            coro.send(None)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        coro.close()
+        raise RuntimeError("inline cleaning suspended")
+
+    async def clean(
+        self, to_clean: LogToClean, offload: Offload = asyncio.to_thread
+    ) -> CleanResult:
+        log = to_clean.log
+        start, upper = to_clean.first_dirty_offset, to_clean.first_uncleanable_offset
+        truncations = log.truncation_count
+        segments = log.segments
+        bytes_before = sum(s.size for s in segments[:-1])
+        dirty = [snapshot(s) for s in _segments_overlapping(segments, start, upper)]
+        whole_log = [snapshot(s) for s in segments]
+        offset_map = self.offset_map
+        offset_map.clear()
+        try:
+            end = await offload(build_offset_map, dirty, start, upper, offset_map)
+            producer_last = await offload(producer_last_offsets, whole_log)
+            del dirty, whole_log
+            if log.truncation_count != truncations or log.offline:
+                return CleanResult(start, 0, True, bytes_before, bytes_before)
+            clean_segments = [s for s in log.segments if s.base_offset < start]
+            delete_horizon_ms = (
+                clean_segments[-1].last_modified_ms - log.config.delete_retention_ms
+                if clean_segments
+                else 0
+            )
+            config = log.config
+            groups = group_segments_by_size(
+                [s for s in log.segments[:-1] if s.base_offset < end],
+                config.segment_bytes,
+                config.segment_index_bytes,
+                upper,
+            )
+            swapped = 0
+            for group in groups:
+                if log.truncation_count != truncations or log.offline:
+                    return CleanResult(start, swapped, True, bytes_before, log.size_bytes)
+                cleaned = await offload(
+                    clean_into_segment,
+                    log.dir,
+                    [snapshot(s) for s in group],
+                    offset_map,
+                    delete_horizon_ms,
+                    producer_last,
+                    config.index_interval_bytes,
+                    config.segment_index_bytes,
+                )
+                if not log.replace_segments(cleaned, group, truncations):
+                    cleaned.delete()
+                    return CleanResult(start, swapped, True, bytes_before, log.size_bytes)
+                swapped += 1
+        finally:
+            offset_map.clear()
+        bytes_after = sum(s.size for s in log.segments[:-1])
+        return CleanResult(end, swapped, False, bytes_before, bytes_after)
+
+
+# ===================================================================== scheduling
+
+
+class LogCleaner:
+    """Chooses logs to compact, cleans them, keeps ``cleaner-offset-checkpoint`` per log
+    directory (Kafka's LogCleaner + LogCleanerManager).
+
+    ``logs`` returns the online logs; ``run()`` is the background loop (one coroutine per
+    ``log.cleaner.threads``, each offloading its work to a worker thread), backing off
+    ``log.cleaner.backoff.ms`` when nothing needed cleaning. A log is cleaned by one worker at
+    a time; ``abort`` (deletion) makes a running cleaning skip its swap and forgets the log's
+    checkpoint.
+    """
+
+    def __init__(
+        self,
+        config: CleanerConfig,
+        logs: Callable[[], list[Log]],
+        time_ms: Callable[[], int],
+        on_log_dir_failure: Callable[[str, OSError], None] | None = None,
+    ) -> None:
+        self.config = config
+        self._logs = logs
+        self._time_ms = time_ms
+        self._on_log_dir_failure = on_log_dir_failure
+        self.checkpoints: dict[str, dict[TopicPartitionKey, int]] = {}
+        self.in_progress: set[TopicPartitionKey] = set()
+        self.cleanings = 0  # completed cleanings (tests, metrics)
+
+    # ---------------------------------------------------------------- checkpoints
+
+    def load_checkpoints(self, dirs: list[str]) -> None:
+        for dir in dirs:
+            try:
+                self.checkpoints[dir] = OffsetCheckpointFile(
+                    Path(dir) / CLEANER_CHECKPOINT_FILE
+                ).read()
+            except StorageError:
+                self.checkpoints[dir] = {}  # damaged: everything is dirty again
+            except OSError:
+                self.checkpoints[dir] = {}
+
+    def checkpoint_for(self, log: Log) -> int | None:
+        return self.checkpoints.get(str(log.dir.parent), {}).get(log.topic_partition)
+
+    def _write_checkpoint(self, dir: str) -> None:
+        live = {log.topic_partition for log in self._logs() if str(log.dir.parent) == dir}
+        entries = {tp: o for tp, o in self.checkpoints.get(dir, {}).items() if tp in live}
+        self.checkpoints[dir] = entries
+        try:
+            OffsetCheckpointFile(Path(dir) / CLEANER_CHECKPOINT_FILE).write(entries)
+        except OSError as e:
+            if self._on_log_dir_failure is not None:
+                self._on_log_dir_failure(dir, e)
+
+    def update_checkpoint(self, log: Log, offset: int) -> None:
+        dir = str(log.dir.parent)
+        self.checkpoints.setdefault(dir, {})[log.topic_partition] = offset
+        self._write_checkpoint(dir)
+
+    def maybe_truncate_checkpoint(self, log: Log, offset: int) -> None:
+        """The log was truncated to ``offset``: nothing past it is clean any more."""
+        dir = str(log.dir.parent)
+        current = self.checkpoints.get(dir, {}).get(log.topic_partition)
+        if current is not None and current > offset:
+            self.checkpoints[dir][log.topic_partition] = offset
+            self._write_checkpoint(dir)
+
+    def remove_log(self, dir: str, tp: TopicPartitionKey) -> None:
+        """The log was deleted: forget its checkpoint (a running cleaning's swap fails)."""
+        if self.checkpoints.get(dir, {}).pop(tp, None) is not None:
+            self._write_checkpoint(dir)
+
+    # ---------------------------------------------------------------- choosing and cleaning
+
+    def grab_filthiest_compacted_log(self) -> LogToClean | None:
+        now = self._time_ms()
+        candidates = []
+        for log in self._logs():
+            if not log.config.compact or log.offline or log.topic_partition in self.in_progress:
+                continue
+            try:
+                candidates.append(log_to_clean(log, self.checkpoint_for(log), now))
+            except (OSError, StorageError):
+                continue
+        return filthiest_log(candidates)
+
+    async def clean_filthiest_log(self, offload: Offload = asyncio.to_thread) -> bool:
+        """Clean the dirtiest log if one qualifies; True if one was cleaned."""
+        to_clean = self.grab_filthiest_compacted_log()
+        if to_clean is None:
+            return False
+        log = to_clean.log
+        tp = log.topic_partition
+        self.in_progress.add(tp)
+        try:
+            cleaner = Cleaner(self.config.max_map_entries(), self._time_ms)
+            result = await cleaner.clean(to_clean, offload)
+        except StorageError:
+            return False
+        except OSError as e:
+            if self._on_log_dir_failure is not None:
+                self._on_log_dir_failure(str(log.dir.parent), e)
+            return False
+        finally:
+            self.in_progress.discard(tp)
+        if result.aborted:
+            return False
+        self.cleanings += 1
+        if log in self._logs():
+            self.update_checkpoint(log, result.end_offset)
+        return True
+
+    async def run(self) -> None:
+        """The cleaner threads (run until cancelled)."""
+        workers = [
+            asyncio.create_task(self._work(), name=f"log-cleaner-{i}")
+            for i in range(max(1, self.config.num_threads))
+        ]
+        try:
+            await asyncio.gather(*workers)
+        finally:
+            for worker in workers:
+                worker.cancel()
+
+    async def _work(self) -> None:
+        while True:
+            if not await self.clean_filthiest_log():
+                await asyncio.sleep(self.config.backoff_ms / 1000)

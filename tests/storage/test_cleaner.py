@@ -1,0 +1,419 @@
+"""The log cleaner against a model: every appended record, per key the latest one."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kafkalite.protocol.records import Record, build_batch, iter_batches
+from kafkalite.storage.cleaner import (
+    CLEANER_CHECKPOINT_FILE,
+    Cleaner,
+    CleanerConfig,
+    LogCleaner,
+    OffsetMap,
+    filthiest_log,
+    log_to_clean,
+)
+from kafkalite.storage.config import LogConfig
+from kafkalite.storage.log import Log
+from kafkalite.storage.segment import CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX, SWAP_FILE_SUFFIX
+from tests.storage.conftest import FakeClock
+
+KEYS = [b"k%d" % i for i in range(6)]
+T0 = 1_700_000_000_000
+
+append_op = st.tuples(
+    st.just("append"),
+    st.lists(
+        st.tuples(st.integers(0, len(KEYS) - 1), st.one_of(st.none(), st.binary(max_size=30))),
+        min_size=1,
+        max_size=6,
+    ),
+    st.sampled_from([0, 0, 1, 2, 3, 4]),  # compression codec
+    st.sampled_from([None, None, 7, 8]),  # idempotent producer id
+)
+ops = st.lists(
+    st.one_of(append_op, st.just(("roll",)), st.just(("clean",))), min_size=1, max_size=40
+)
+
+
+def _config(**changes) -> LogConfig:
+    return dataclasses.replace(
+        LogConfig(cleanup_policy="compact", segment_bytes=600, index_interval_bytes=100), **changes
+    )
+
+
+class Model:
+    """What was appended: offset -> (key, value); per producer its last batch's last offset."""
+
+    def __init__(self) -> None:
+        self.records: dict[int, tuple[bytes, bytes | None]] = {}
+        self.sequences: dict[int, int] = {}
+        self.producer_last: dict[int, tuple[int, int]] = {}  # pid -> (last offset, base seq)
+
+    def append(self, log: Log, records, compression: int, pid: int | None) -> None:
+        built = [Record(offset_delta=i, key=KEYS[k], value=v) for i, (k, v) in enumerate(records)]
+        extra = {}
+        if pid is not None:
+            seq = self.sequences.get(pid, 0)
+            extra = dict(producer_id=pid, producer_epoch=0, base_sequence=seq)
+            self.sequences[pid] = seq + len(built)
+        batch = bytearray(build_batch(built, compression=compression, base_timestamp=T0, **extra))
+        info = log.append_as_leader(batch, leader_epoch=3)
+        for i, (k, v) in enumerate(records):
+            self.records[info.first_offset + i] = (KEYS[k], v)
+        if pid is not None:
+            self.producer_last[pid] = (info.last_offset, extra["base_sequence"])
+
+
+def read_all(log: Log) -> list[tuple[int, bytes | None, bytes | None]]:
+    out = []
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        info = log.read(offset, 1 << 20)
+        data = bytes(info.records)
+        if not data:
+            break
+        for header, records in iter_batches(data):
+            for r in records:
+                if header.base_offset + r.offset_delta >= offset:
+                    out.append((header.base_offset + r.offset_delta, r.key, r.value))
+            offset = header.next_offset
+    return out
+
+
+def batch_headers(log: Log):
+    headers = []
+    for segment in log.segments:
+        data = bytes(segment.log.slice(0, segment.size))
+        headers.extend(h for h, _ in iter_batches(data))
+    return headers
+
+
+def stamp_mtimes(log: Log) -> None:
+    """Segment mtimes grow with base offsets (as when written in order)."""
+    for segment in log.segments[:-1]:
+        segment.set_last_modified(T0 + segment.base_offset * 10)
+
+
+def check_cleaned(
+    log: Log,
+    model: Model,
+    end: int,
+    horizon: int,
+    source_mtime: dict[int, int],
+    present_before: set[int],
+):
+    got = read_all(log)
+    offsets = [o for o, _, _ in got]
+    assert offsets == sorted(set(offsets)), "offsets must stay increasing and unique"
+    for offset, key, value in got:
+        assert model.records[offset] == (key, value), f"record at {offset} changed"
+    present = {o for o, _, _ in got}
+    # Nothing at or past the end of the cleaned range goes.
+    for offset in present_before:
+        if offset >= end:
+            assert offset in present, f"record {offset} past the cleaned range is gone"
+    by_key_latest: dict[bytes, int] = {}
+    for offset, (key, _) in sorted(model.records.items()):
+        by_key_latest[key] = offset
+    # No record survives with a later one of its key in the cleaned range.
+    for offset, key, _ in got:
+        if offset >= end:
+            continue
+        later = [o for o, (k, _) in model.records.items() if k == key and offset < o < end]
+        assert not later, f"{key!r} at {offset} survived its update at {later}"
+    # Every key's latest value is readable at its original offset; tombstones go only past
+    # the delete horizon.
+    for key, offset in by_key_latest.items():
+        value = model.records[offset][1]
+        if value is not None or offset >= end:
+            assert offset in present, f"latest {key!r} at {offset} is gone"
+        elif offset in present_before and source_mtime.get(offset, horizon + 1) > horizon:
+            assert offset in present, f"tombstone {key!r} at {offset} went before its horizon"
+    for offset, _, value in got:
+        if value is None and offset < end and offset in source_mtime:
+            assert source_mtime[offset] > horizon, f"tombstone at {offset} outlived the horizon"
+    # Each idempotent producer's last batch is still there (its sequence survives).
+    headers = {h.last_offset: h for h in batch_headers(log)}
+    for pid, (last_offset, base_seq) in model.producer_last.items():
+        assert last_offset in headers, f"last batch of producer {pid} was dropped"
+        assert headers[last_offset].producer_id == pid
+        assert headers[last_offset].base_sequence == base_seq
+
+
+def source_mtimes(log: Log) -> dict[int, int]:
+    """offset -> mtime of the segment holding it now (what the cleaner compares)."""
+    out = {}
+    for segment in log.segments[:-1]:
+        mtime = segment.last_modified_ms
+        data = bytes(segment.log.slice(0, segment.size))
+        for header, records in iter_batches(data):
+            for r in records:
+                out[header.base_offset + r.offset_delta] = mtime
+    return out
+
+
+def run_clean(log: Log, checkpoint: int | None, capacity: int):
+    """One cleaning; returns (result or None, horizon, source mtimes)."""
+    stamp_mtimes(log)
+    to_clean = log_to_clean(log, checkpoint, T0)
+    if to_clean.first_uncleanable_offset <= to_clean.first_dirty_offset:
+        return None, 0, {}
+    clean = [s for s in log.segments if s.base_offset < to_clean.first_dirty_offset]
+    horizon = clean[-1].last_modified_ms - log.config.delete_retention_ms if clean else 0
+    mtimes = source_mtimes(log)
+    result = Cleaner(capacity, lambda: T0).clean_now(to_clean)
+    return result, horizon, mtimes
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    ops=ops,
+    capacity=st.sampled_from([2, 4, 1000]),
+    retention=st.sampled_from([0, 50, 10**12]),
+    hw_lag=st.integers(0, 3),
+)
+def test_cleaning_matches_the_model(ops, capacity, retention, hw_lag):
+    tmp = Path(tempfile.mkdtemp())
+    try:
+        config = _config(delete_retention_ms=retention)
+        log = Log(tmp / "t-0", config, time_ms=FakeClock())
+        model = Model()
+        checkpoint = None
+        for op in ops + [("roll",), ("clean",), ("clean",)]:
+            if op[0] == "append":
+                model.append(log, op[1], op[2], op[3])
+            elif op[0] == "roll":
+                log.roll()
+            else:
+                log.high_watermark = max(log.log_start_offset, log.log_end_offset - hw_lag)
+                active = log.active_segment
+                active_bytes = bytes(active.log.slice(0, active.size))
+                present_before = {o for o, _, _ in read_all(log)}
+                result, horizon, mtimes = run_clean(log, checkpoint, capacity)
+                if result is None:
+                    continue
+                assert not result.aborted
+                assert log.active_segment is active
+                assert bytes(active.log.slice(0, active.size)) == active_bytes
+                assert result.end_offset <= log.high_watermark
+                checkpoint = result.end_offset
+                check_cleaned(log, model, result.end_offset, horizon, mtimes, present_before)
+                expected = read_all(log)
+                assert not [p for p in os.listdir(log.dir) if not p[0].isdigit() and "." in p]
+                # Reopened after a crash (full recovery) and after a clean shutdown: the same.
+                log._close_quietly()
+                log = Log(tmp / "t-0", config, time_ms=FakeClock(), recovery_point=0)
+                log.high_watermark = log.log_end_offset
+                assert read_all(log) == expected
+                log.close()
+                log = Log(tmp / "t-0", config, time_ms=FakeClock(), had_clean_shutdown=True)
+                log.high_watermark = max(log.log_start_offset, log.log_end_offset - hw_lag)
+                assert read_all(log) == expected
+        log.close()
+    finally:
+        shutil.rmtree(tmp)
+
+
+class Crash(Exception):
+    pass
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=ops, step=st.sampled_from(["cleaned", "swap", "deleted", "renamed"]))
+def test_crash_at_each_swap_step(ops, step):
+    """A crash while swapping: a ``.cleaned`` leftover is discarded (the log is as before); once
+    the ``.log.swap`` exists the swap is committed and loading completes it."""
+    tmp = Path(tempfile.mkdtemp())
+    try:
+        config = _config()
+        log = Log(tmp / "t-0", config, time_ms=FakeClock())
+        model = Model()
+        for op in ops:
+            if op[0] == "append":
+                model.append(log, op[1], op[2], op[3])
+            elif op[0] == "roll":
+                log.roll()
+        log.roll()
+        log.high_watermark = log.log_end_offset
+        before = read_all(log)
+        stamp_mtimes(log)
+        to_clean = log_to_clean(log, None, T0)
+        if to_clean.first_uncleanable_offset <= to_clean.first_dirty_offset:
+            return
+        seen = {}
+
+        def crashing_replace(new, old, truncations):
+            seen["cleaned"] = [
+                (h.base_offset + r.offset_delta, r.key, r.value)
+                for h, recs in iter_batches(bytes(new.log.slice(0, new.size)))
+                for r in recs
+            ]
+            seen["range"] = (old[0].base_offset, log.segments[log.segments.index(old[-1]) + 1])
+            if step != "cleaned":
+                new.change_file_suffixes(CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)
+            if step in ("deleted", "renamed"):
+                for segment in old:
+                    os.replace(segment.log.file, str(segment.log.file) + DELETED_FILE_SUFFIX)
+            if step == "renamed":
+                new.log.rename_to(str(new.log.file)[: -len(SWAP_FILE_SUFFIX)])
+            new.close_handlers()
+            raise Crash
+
+        log.replace_segments = crashing_replace
+        with pytest.raises(Crash):
+            Cleaner(1000, lambda: T0).clean_now(to_clean)
+        low, next_segment = seen["range"]
+        high = next_segment.base_offset
+        log._close_quietly()
+        log = Log(tmp / "t-0", config, time_ms=FakeClock(), recovery_point=0)
+        log.high_watermark = log.log_end_offset
+        if step == "cleaned":
+            expected = before
+        else:
+            expected = (
+                [r for r in before if r[0] < low]
+                + seen["cleaned"]
+                + [r for r in before if r[0] >= high]
+            )
+        assert read_all(log) == expected
+        leftovers = [
+            p for p in os.listdir(log.dir) if p.endswith((CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX))
+        ]
+        assert leftovers == []
+        log.close()
+    finally:
+        shutil.rmtree(tmp)
+
+
+# ----------------------------------------------------------------------------- unit tests
+
+
+def _fill(log: Log, updates: int, keys: int = 3) -> None:
+    for i in range(updates):
+        batch = bytearray(
+            build_batch([Record(key=b"k%d" % (i % keys), value=b"v%d" % i)], base_timestamp=T0)
+        )
+        log.append_as_leader(batch, leader_epoch=0)
+
+
+def test_offset_map_keeps_the_latest_offset():
+    offset_map = OffsetMap(10)
+    offset_map.put(b"a", 1)
+    offset_map.put(b"a", 5)
+    assert offset_map.get(b"a") == 5
+    assert offset_map.get(b"b") == -1
+    assert len(offset_map) == 1
+    assert CleanerConfig().max_map_entries() == int(128 * 1024 * 1024 // 24 * 0.9)
+
+
+def test_never_cleans_past_the_high_watermark_or_the_active_segment(tmp_path):
+    log = Log(tmp_path / "t-0", _config(), time_ms=FakeClock())
+    _fill(log, 60)
+    log.high_watermark = 10
+    to_clean = log_to_clean(log, None, T0)
+    assert to_clean.first_uncleanable_offset == 10
+    log.high_watermark = log.log_end_offset
+    to_clean = log_to_clean(log, None, T0)
+    assert to_clean.first_uncleanable_offset == log.active_segment.base_offset
+    log.close()
+
+
+def test_min_compaction_lag_holds_young_segments_back(tmp_path):
+    log = Log(tmp_path / "t-0", _config(min_compaction_lag_ms=1000), time_ms=FakeClock())
+    _fill(log, 60)
+    log.high_watermark = log.log_end_offset
+    # Records are stamped T0: at T0 + 500 every segment is too young, at T0 + 2000 none is.
+    assert log_to_clean(log, None, T0 + 500).first_uncleanable_offset == 0
+    assert log_to_clean(log, None, T0 + 2000).first_uncleanable_offset > 0
+    log.close()
+
+
+def test_dirty_ratio_and_max_compaction_lag_choose_the_log(tmp_path):
+    log = Log(tmp_path / "t-0", _config(min_cleanable_dirty_ratio=0.99), time_ms=FakeClock())
+    _fill(log, 60)
+    log.high_watermark = log.log_end_offset
+    checkpoint = log.segments[-2].base_offset  # almost everything clean
+    candidate = log_to_clean(log, checkpoint, T0)
+    assert candidate.cleanable_ratio < 0.99
+    assert filthiest_log([candidate]) is None
+    log.update_config(_config(min_cleanable_dirty_ratio=0.99, max_compaction_lag_ms=1000))
+    overdue = log_to_clean(log, checkpoint, T0 + 5000)
+    assert overdue.max_compaction_delay_ms > 0
+    assert filthiest_log([overdue]) is overdue
+    log.close()
+
+
+def test_swap_is_skipped_when_the_log_is_truncated_meanwhile(tmp_path):
+    log = Log(tmp_path / "t-0", _config(), time_ms=FakeClock())
+    _fill(log, 60)
+    log.high_watermark = log.log_end_offset
+    to_clean = log_to_clean(log, None, T0)
+    before = read_all(log)
+
+    async def truncating_offload(fn, *args):
+        result = fn(*args)
+        if fn.__name__ == "clean_into_segment":
+            log.truncate_to(log.log_end_offset - 1)
+        return result
+
+    coro = Cleaner(1000, lambda: T0).clean(to_clean, truncating_offload)
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        result = done.value
+    assert result.aborted
+    assert read_all(log) == before[:-1]
+    assert not [p for p in os.listdir(log.dir) if p.endswith(CLEANED_FILE_SUFFIX)]
+    log.close()
+
+
+def test_readers_of_replaced_segments_keep_reading(tmp_path):
+    log = Log(tmp_path / "t-0", _config(), time_ms=FakeClock())
+    _fill(log, 60)
+    log.high_watermark = log.log_end_offset
+    held = log.read(0, 1 << 20).records
+    view = held.view()
+    expected = bytes(held)
+    Cleaner(1000, lambda: T0).clean_now(log_to_clean(log, None, T0))
+    assert bytes(view) == expected and bytes(held) == expected
+    del view
+    log.close()
+
+
+def test_checkpoint_file_survives_restart_and_forgets_deleted_logs(tmp_path):
+    log = Log(tmp_path / "t-0", _config(min_cleanable_dirty_ratio=0.01), time_ms=FakeClock())
+    _fill(log, 60)
+    log.high_watermark = log.log_end_offset
+    logs = [log]
+    cleaner = LogCleaner(CleanerConfig(), lambda: logs, lambda: T0)
+    cleaner.load_checkpoints([str(tmp_path)])
+
+    async def inline(fn, *args):
+        return fn(*args)
+
+    coro = cleaner.clean_filthiest_log(inline)
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        assert done.value is True
+    end = log.active_segment.base_offset
+    assert (tmp_path / CLEANER_CHECKPOINT_FILE).read_text() == f"0\n1\nt 0 {end}\n"
+    again = LogCleaner(CleanerConfig(), lambda: logs, lambda: T0)
+    again.load_checkpoints([str(tmp_path)])
+    assert again.checkpoint_for(log) == end
+    again.maybe_truncate_checkpoint(log, 5)
+    assert again.checkpoint_for(log) == 5
+    logs.clear()
+    again.remove_log(str(tmp_path), ("t", 0))
+    assert (tmp_path / CLEANER_CHECKPOINT_FILE).read_text() == "0\n0\n"
+    log.close()
