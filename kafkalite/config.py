@@ -205,6 +205,16 @@ class BrokerConfig(BaseSettings):
     log_flush_offset_checkpoint_interval_ms: int = Field(60000, ge=0)
     log_cleanup_policy: str = "delete"
     log_cleaner_enable: bool = True
+    log_cleaner_threads: int = Field(1, ge=0)
+    log_cleaner_backoff_ms: int = Field(15000, ge=0)
+    log_cleaner_dedupe_buffer_size: int = Field(134217728, ge=1)
+    log_cleaner_io_buffer_size: int = Field(524288, ge=0)
+    log_cleaner_io_buffer_load_factor: float = Field(0.9, gt=0, le=1)
+    log_cleaner_io_max_bytes_per_second: float = Field(1.7976931348623157e308, ge=0)
+    log_cleaner_min_cleanable_ratio: float = Field(0.5, ge=0, le=1)
+    log_cleaner_delete_retention_ms: int = Field(86400000, ge=0)
+    log_cleaner_min_compaction_lag_ms: int = Field(0, ge=0)
+    log_cleaner_max_compaction_lag_ms: int = Field(9223372036854775807, ge=1)
     log_message_timestamp_type: Literal["CreateTime", "LogAppendTime"] = "CreateTime"
     log_preallocate: bool = False
     log_segment_delete_delay_ms: int = Field(60000, ge=0)
@@ -409,6 +419,10 @@ class BrokerConfig(BaseSettings):
             "compression.type": self.compression_type,
             "preallocate": str(self.log_preallocate).lower(),
             "file.delete.delay.ms": str(self.log_segment_delete_delay_ms),
+            "delete.retention.ms": str(self.log_cleaner_delete_retention_ms),
+            "min.compaction.lag.ms": str(self.log_cleaner_min_compaction_lag_ms),
+            "max.compaction.lag.ms": str(self.log_cleaner_max_compaction_lag_ms),
+            "min.cleanable.dirty.ratio": str(self.log_cleaner_min_cleanable_ratio),
         }
 
     def properties(self) -> dict[str, str | None]:

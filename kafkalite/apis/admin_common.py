@@ -132,4 +132,8 @@ def topic_config_from_broker_name() -> dict[str, str]:
         "compression.type": "compression.type",
         "preallocate": "log.preallocate",
         "file.delete.delay.ms": "log.segment.delete.delay.ms",
+        "delete.retention.ms": "log.cleaner.delete.retention.ms",
+        "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
+        "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
+        "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
     }

@@ -73,6 +73,7 @@ from kafkalite.protocol.errors import (
 from kafkalite.protocol.records import (
     LOG_OVERHEAD,
     RecordBatchHeader,
+    has_record_without_key,
     iter_batch_headers,
     validate_batches,
 )
@@ -125,7 +126,9 @@ class ReplicaState:
             self.last_fetch_leader_log_end_offset = UNKNOWN_OFFSET
             self.last_fetch_time_ms = 0
 
-    def is_caught_up(self, leader_end_offset: int, now_ms: int, replica_lag_time_max_ms: int) -> bool:
+    def is_caught_up(
+        self, leader_end_offset: int, now_ms: int, replica_lag_time_max_ms: int
+    ) -> bool:
         return (
             leader_end_offset == self.log_end_offset
             or now_ms - self.last_caught_up_time_ms <= replica_lag_time_max_ms
@@ -325,8 +328,10 @@ class Partition:
 
     @property
     def is_under_min_isr(self) -> bool:
-        return self.is_leader and self.log is not None and (
-            len(self.isr) < self.log.config.min_insync_replicas
+        return (
+            self.is_leader
+            and self.log is not None
+            and (len(self.isr) < self.log.config.min_insync_replicas)
         )
 
     def leader_and_isr(self) -> LeaderAndIsr:
@@ -378,7 +383,9 @@ class Partition:
         with entries from an epoch the new leader never saw learns where to truncate.
         """
         self.attach_log(log)
-        is_new_leader = self.leader_replica_id != self.local_broker_id or self.fenced_by_isr_conflict
+        is_new_leader = (
+            self.leader_replica_id != self.local_broker_id or self.fenced_by_isr_conflict
+        )
         self.controller_epoch = state.controller_epoch
         self._update_assignment_and_isr(state)
         now = self.time.milliseconds()
@@ -481,6 +488,13 @@ class Partition:
         )
         if not headers:
             raise InvalidRecordError(f"Empty record set in produce to {self.topic_partition}")
+        if log.config.compact and has_record_without_key(records, headers):
+            # Kafka's LogValidator.validateKey: the only produce check that reads records, and
+            # only for compacted topics (the cleaner could not keep a keyless record).
+            raise InvalidRecordError(
+                "Compacted topic cannot accept message without key in topic partition "
+                f"{self.topic_partition}."
+            )
         first_offset = log.log_end_offset
         infos, duplicate = producer_state.prepare(headers, first_offset, origin)
         if duplicate is not None:
@@ -581,7 +595,9 @@ class Partition:
         replica = self.remote_replicas.get(replica_id)
         if replica is None:
             return False
-        replica.update_fetch_state(fetch_offset, follower_start_offset, fetch_time_ms, leader_end_offset)
+        replica.update_fetch_state(
+            fetch_offset, follower_start_offset, fetch_time_ms, leader_end_offset
+        )
         return True
 
     def _is_follower_in_sync(self, replica: ReplicaState) -> bool:
@@ -612,7 +628,9 @@ class Partition:
             if rid == self.local_broker_id:
                 continue
             replica = self.remote_replicas.get(rid)
-            if replica is None or not replica.is_caught_up(leader_end, now_ms, self.replica_lag_time_max_ms):
+            if replica is None or not replica.is_caught_up(
+                leader_end, now_ms, self.replica_lag_time_max_ms
+            ):
                 out.add(rid)
         return out
 

@@ -744,6 +744,24 @@ def iter_batches(
         pos += size
 
 
+def has_record_without_key(
+    buf: bytes | bytearray | memoryview, headers: list[RecordBatchHeader]
+) -> bool:
+    """True if a record of a non-control batch in ``buf`` has a null key (a compacted topic
+    refuses it). ``headers`` are the buffer's validated batch headers, in order; each batch is
+    decompressed and decoded."""
+    mv = _as_bytes_view(buf)
+    pos = 0
+    for header in headers:
+        size = header.size
+        if not header.attributes & CONTROL_FLAG_MASK and header.record_count > 0:
+            _, records = decode_batch(mv[pos : pos + size])
+            if any(record.key is None for record in records):
+                return True
+        pos += size
+    return False
+
+
 def record_offset(header: RecordBatchHeader, record: Record) -> int:
     return header.base_offset + record.offset_delta
 

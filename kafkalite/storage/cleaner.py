@@ -53,9 +53,10 @@ not the producer expired.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import os
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -69,7 +70,7 @@ from kafkalite.protocol.records import (
     parse_batch_header,
 )
 from kafkalite.storage.checkpoint import OffsetCheckpointFile
-from kafkalite.storage.config import LONG_MAX
+from kafkalite.storage.config import LONG_MAX, _parse_bool, _parse_float, _parse_int
 from kafkalite.storage.errors import StorageError
 from kafkalite.storage.file_records import FileRecordsSlice
 from kafkalite.storage.log import Log
@@ -103,10 +104,42 @@ class CleanerConfig:
     io_buffer_size: int = 512 * 1024  # accepted; reads are chunked by _READ_CHUNK
     io_max_bytes_per_second: float = float("inf")  # accepted, not enforced
 
+    @classmethod
+    def from_broker_properties(cls, props: Mapping[str, Any]) -> CleanerConfig:
+        """From server properties (``log.cleaner.enable``, ``log.cleaner.threads``,
+        ``log.cleaner.backoff.ms``, ``log.cleaner.dedupe.buffer.size``,
+        ``log.cleaner.io.buffer.load.factor``, ``log.cleaner.io.buffer.size``,
+        ``log.cleaner.io.max.bytes.per.second``); a bad value raises ValueError naming the key."""
+        changes: dict[str, Any] = {}
+        for key, (field, parse) in _BROKER_KEYS.items():
+            value = props.get(key)
+            if value is not None:
+                changes[field] = parse(key, value)
+        if changes.get("io_buffer_load_factor", 0.9) <= 0:
+            raise ValueError("Invalid value for configuration log.cleaner.io.buffer.load.factor")
+        return dataclasses.replace(cls(), **changes)
+
     def max_map_entries(self) -> int:
         """Keys one cleaning pass may map (the buffer is shared by the cleaner threads)."""
         slots = self.dedupe_buffer_size // max(1, self.num_threads) // BYTES_PER_ENTRY
         return max(1, int(slots * self.io_buffer_load_factor))
+
+
+_BROKER_KEYS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
+    "log.cleaner.enable": ("enable", _parse_bool),
+    "log.cleaner.threads": ("num_threads", lambda k, v: _parse_int(k, v, 0)),
+    "log.cleaner.backoff.ms": ("backoff_ms", lambda k, v: _parse_int(k, v, 0)),
+    "log.cleaner.dedupe.buffer.size": ("dedupe_buffer_size", lambda k, v: _parse_int(k, v, 1)),
+    "log.cleaner.io.buffer.load.factor": (
+        "io_buffer_load_factor",
+        lambda k, v: _parse_float(k, v, 0.0, 1.0),
+    ),
+    "log.cleaner.io.buffer.size": ("io_buffer_size", lambda k, v: _parse_int(k, v, 0)),
+    "log.cleaner.io.max.bytes.per.second": (
+        "io_max_bytes_per_second",
+        lambda k, v: _parse_float(k, v, 0.0, float("inf")),
+    ),
+}
 
 
 # ===================================================================== offset map
@@ -674,7 +707,7 @@ class LogCleaner:
         """The cleaner threads (run until cancelled)."""
         workers = [
             asyncio.create_task(self._work(), name=f"log-cleaner-{i}")
-            for i in range(max(1, self.config.num_threads))
+            for i in range(self.config.num_threads)
         ]
         try:
             await asyncio.gather(*workers)

@@ -7,6 +7,7 @@ Layout of each directory in ``log.dirs``::
     <dir>/recovery-point-offset-checkpoint    topic partition offset (see checkpoint.py)
     <dir>/replication-offset-checkpoint       high watermarks
     <dir>/log-start-offset-checkpoint         log start offsets
+    <dir>/cleaner-offset-checkpoint           first dirty offset of compacted logs
     <dir>/<topic>-<partition>/                one Log (see log.py)
     <dir>/<topic>-<partition>.<uuid>-delete/  a log being deleted (removed on sight)
 
@@ -25,7 +26,11 @@ serving the other directories. Nothing here raises an OSError to callers.
 
 The periodic work (retention, flush.ms, fsync of rolled segments, checkpoints) is done by
 ``run_scheduler()`` on the event loop, fsyncs in a worker thread. ``maybe_run_periodic_tasks``
-does one round synchronously (tests drive it with a fake clock).
+does one round synchronously (tests drive it with a fake clock). ``run_scheduler()`` also starts
+the log cleaner (``cleaner.py``, compaction of ``cleanup.policy=compact`` logs, when
+``log.cleaner.enable``) and stops it when it ends; the cleaner keeps
+``<dir>/cleaner-offset-checkpoint``, forgets deleted logs and moves its checkpoint back when a
+log is truncated below it.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ from kafkalite.storage.checkpoint import (
     RECOVERY_POINT_CHECKPOINT_FILE,
     OffsetCheckpointFile,
 )
+from kafkalite.storage.cleaner import CleanerConfig, LogCleaner
 from kafkalite.storage.config import LONG_MAX, LogConfig
 from kafkalite.storage.errors import LogDirFailure, StorageError
 from kafkalite.storage.log import DELETE_DIR_SUFFIX, Log, log_dir_name, parse_topic_partition_name
@@ -72,6 +78,7 @@ class LogManager:
         flush_recovery_offset_checkpoint_interval_ms: int = 60_000,
         flush_start_offset_checkpoint_interval_ms: int = 60_000,
         high_watermark_checkpoint_interval_ms: int = 5_000,
+        cleaner_config: CleanerConfig | None = None,
         time_ms: Callable[[], int] = _wall_clock_ms,
     ) -> None:
         if not log_dirs:
@@ -97,6 +104,13 @@ class LogManager:
         self._last_run: dict[str, int] = {}
         self._started = False
         self._scheduler_task: asyncio.Task[None] | None = None
+        self.cleaner = LogCleaner(
+            cleaner_config or CleanerConfig(),
+            self.all_logs,
+            time_ms,
+            on_log_dir_failure=self._handle_log_dir_failure,
+        )
+        self._cleaner_task: asyncio.Task[None] | None = None
 
     # ================================================================= start-up and shutdown
 
@@ -120,6 +134,7 @@ class LogManager:
                 self._handle_log_dir_failure(dir, e)
         if len(self.offline_dirs) == len(self.log_dirs):
             raise StorageError(f"All log directories failed: {sorted(self.offline_dirs)}")
+        self.cleaner.load_checkpoints([d for d in self.log_dirs if d not in self.offline_dirs])
         now = self._time_ms()
         for task in ("retention", "flush", "recovery", "start", "hw"):
             self._last_run[task] = now
@@ -160,6 +175,7 @@ class LogManager:
                 on_log_dir_failure=self._on_log_failure,
             )
             log.high_watermark = high_watermarks.get(key, log.log_start_offset)
+            self._watch_truncation(log)
             self._logs[key] = log
 
     def _read_checkpoint(self, path: Path) -> dict[TopicPartitionKey, int]:
@@ -188,6 +204,9 @@ class LogManager:
         if self._scheduler_task is not None:
             self._scheduler_task.cancel()
             self._scheduler_task = None
+        if self._cleaner_task is not None:
+            self._cleaner_task.cancel()
+            self._cleaner_task = None
         failed_dirs: set[str] = set()
         for log in list(self._logs.values()):
             try:
@@ -259,12 +278,18 @@ class LogManager:
             except LogDirFailure as e:
                 self._handle_log_dir_failure(dir, e.cause)
                 continue
+            self._watch_truncation(log)
             self._logs[(topic, partition)] = log
             return log
         raise LogDirFailure(
             ",".join(self.log_dirs),
             OSError(errno.EIO, "no online log directory to create a log in"),
         )
+
+    def _watch_truncation(self, log: Log) -> None:
+        """A truncation below the cleaner's checkpoint makes those offsets dirty again (Kafka's
+        LogManager.truncateTo -> maybeTruncateCheckpoint)."""
+        log.on_truncation = lambda offset: self.cleaner.maybe_truncate_checkpoint(log, offset)
 
     def _next_log_dirs(self) -> list[str]:
         """Online directories, fewest logs first (Kafka's nextLogDirs)."""
@@ -283,6 +308,8 @@ class LogManager:
         if log is None:
             return None
         log._close_quietly()
+        log.on_truncation = None
+        self.cleaner.remove_log(str(log.dir.parent), key)
         if log.offline:
             return log
         try:
@@ -455,6 +482,8 @@ class LogManager:
     async def run_scheduler(self, tick_seconds: float = 1.0) -> None:
         """Run the periodic tasks until cancelled (start it with asyncio.create_task)."""
         self._scheduler_task = asyncio.current_task()
+        if self.cleaner.config.enable and self._cleaner_task is None:
+            self._cleaner_task = asyncio.create_task(self.cleaner.run(), name="log-cleaner")
         try:
             while True:
                 await self._flush_rolled_segments_async()
@@ -462,6 +491,9 @@ class LogManager:
                 await asyncio.sleep(tick_seconds)
         finally:
             self._scheduler_task = None
+            if self._cleaner_task is not None:
+                self._cleaner_task.cancel()
+                self._cleaner_task = None
 
 
 def _fsync_and_close(fds: list[int]) -> None:

@@ -69,7 +69,9 @@ def test_hw_is_min_leo_over_maximal_isr(events, initial_isr):
                 # Followers only move forward (a truncating follower is another test).
                 offset = max(follower_leo[rid], int(frac * log.log_end_offset))
                 follower_leo[rid] = offset
-                partition.update_follower_fetch_state(rid, offset, 0, time.milliseconds(), log.log_end_offset)
+                partition.update_follower_fetch_state(
+                    rid, offset, 0, time.milliseconds(), log.log_end_offset
+                )
                 proposal = partition.maybe_expand_isr(rid)
                 if proposal is not None:
                     assert rid in proposal.isr and rid not in partition.isr
@@ -127,7 +129,9 @@ def test_isr_shrink_and_expand_proposals(tmp_path):
     partition.append_records_to_leader(batch(1), AppendOrigin.CLIENT, 1)
     assert log.high_watermark == 5
     # A stale result (LeaderAndIsr arrived meanwhile) is ignored.
-    partition.make_leader(leader_state(leader_epoch=1, isr=(1, 3), replicas=(1, 2, 3), zk_version=9), log)
+    partition.make_leader(
+        leader_state(leader_epoch=1, isr=(1, 3), replicas=(1, 2, 3), zk_version=9), log
+    )
     assert partition.complete_isr_update(proposal, 6) is False
     assert partition.zk_version == 9
     log.close()
@@ -142,7 +146,9 @@ def test_failed_cas_stops_leadership_until_next_leader_and_isr(tmp_path):
     assert not partition.is_leader
     done, error = partition.check_enough_replicas_reach_offset(0)
     assert done and error is ErrorCode.NOT_LEADER_OR_FOLLOWER
-    assert partition.make_leader(leader_state(leader_epoch=1, isr=(1,), replicas=(1, 2)), log) is True
+    assert (
+        partition.make_leader(leader_state(leader_epoch=1, isr=(1,), replicas=(1, 2)), log) is True
+    )
     assert partition.is_leader
     log.close()
 
@@ -182,12 +188,18 @@ def test_kip101_truncation_keeps_acknowledged_data(tmp_path):
     leader_root, follower_root = tmp_path / "l", tmp_path / "f"
     leader, leader_log, _ = new_partition(str(leader_root), broker_id=1)
     follower, follower_log, _ = new_partition(str(follower_root), broker_id=2)
-    leader.make_leader(leader_state(leader=1, leader_epoch=0, isr=(1,), replicas=(1, 2)), leader_log)
+    leader.make_leader(
+        leader_state(leader=1, leader_epoch=0, isr=(1,), replicas=(1, 2)), leader_log
+    )
     leader.append_records_to_leader(batch(3), AppendOrigin.CLIENT, 1)  # epoch 0: 0..2
-    leader.make_leader(leader_state(leader=1, leader_epoch=2, isr=(1,), replicas=(1, 2)), leader_log)
+    leader.make_leader(
+        leader_state(leader=1, leader_epoch=2, isr=(1,), replicas=(1, 2)), leader_log
+    )
     leader.append_records_to_leader(batch(2), AppendOrigin.CLIENT, 1)  # epoch 2: 3..4
 
-    follower.make_follower(leader_state(leader=1, leader_epoch=2, isr=(1, 2), replicas=(1, 2)), follower_log)
+    follower.make_follower(
+        leader_state(leader=1, leader_epoch=2, isr=(1, 2), replicas=(1, 2)), follower_log
+    )
     follower.append_records_to_follower(epoch_batch(0, 0, 3))  # same as the leader
     follower.append_records_to_follower(epoch_batch(3, 1, 3))  # divergent epoch 1: 3..5
     assert follower_log.high_watermark == 0 and follower_log.log_end_offset == 6
@@ -217,8 +229,33 @@ def test_producer_state_rebuild_scans_in_chunks(tmp_path):
     size = len(batch(4, value=b"q" * 50, producer_id=3, producer_epoch=0, base_sequence=0))
     headers = list(iter_log_batch_headers(log, 0, chunk_bytes=size + size // 2))
     assert [h.base_offset for h in headers] == list(range(0, 40, 4))
-    assert [h.base_offset for h in iter_log_batch_headers(log, 13, chunk_bytes=7)] == list(range(12, 40, 4))
+    assert [h.base_offset for h in iter_log_batch_headers(log, 13, chunk_bytes=7)] == list(
+        range(12, 40, 4)
+    )
     partition.reload_producer_state()
     assert partition.producer_state.last_entry(3).last_seq == 39
     assert partition.producer_state.map_end_offset == 40
+    log.close()
+
+
+def test_compacted_topic_refuses_records_without_key(tmp_path):
+    import pytest
+
+    from kafkalite.protocol.errors import InvalidRecordError
+
+    time = MockTime()
+    log = Log(os.path.join(str(tmp_path), "t-0"), LogConfig(cleanup_policy="compact,delete"))
+    partition = Partition(TopicPartition("t", 0), 1, time, LAG_MS)
+    partition.make_leader(leader_state(isr=(1,), replicas=(1,)), log)
+    keyed = build_batch([Record(key=b"k", value=b"v")], compression=1)
+    mixed = build_batch([Record(key=b"k", value=b"v"), Record(value=b"no key")], compression=1)
+    partition.append_records_to_leader(bytearray(keyed), AppendOrigin.CLIENT, 1)
+    with pytest.raises(
+        InvalidRecordError, match="Compacted topic cannot accept message without key"
+    ):
+        partition.append_records_to_leader(bytearray(keyed + mixed), AppendOrigin.CLIENT, 1)
+    assert log.log_end_offset == 1  # nothing of the refused request was appended
+    log.update_config(LogConfig())
+    partition.append_records_to_leader(bytearray(mixed), AppendOrigin.CLIENT, 1)
+    assert log.log_end_offset == 3
     log.close()

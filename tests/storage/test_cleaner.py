@@ -417,3 +417,49 @@ def test_checkpoint_file_survives_restart_and_forgets_deleted_logs(tmp_path):
     again.remove_log(str(tmp_path), ("t", 0))
     assert (tmp_path / CLEANER_CHECKPOINT_FILE).read_text() == "0\n0\n"
     log.close()
+
+
+async def test_log_manager_cleans_compacted_logs_in_the_background(tmp_path):
+    import asyncio
+    import time
+
+    from kafkalite.storage.log_manager import LogManager
+
+    manager = LogManager(
+        [tmp_path], LogConfig(), cleaner_config=CleanerConfig(backoff_ms=10, num_threads=2)
+    )
+    manager.startup()
+    compacted = manager.get_or_create_log("c", 0, _config(min_cleanable_dirty_ratio=0.01))
+    plain = manager.get_or_create_log("d", 0, _config(cleanup_policy="delete"))
+    for log in (compacted, plain):
+        _fill(log, 300)
+        log.roll()
+        log.high_watermark = log.log_end_offset
+    before = compacted.size_bytes
+    plain_before = read_all(plain)
+    task = asyncio.create_task(manager.run_scheduler(0.01))
+    deadline = time.monotonic() + 30
+    while manager.cleaner.checkpoint_for(compacted) != compacted.log_end_offset:
+        assert time.monotonic() < deadline, "the cleaner never caught up"
+        await asyncio.sleep(0.01)
+    assert compacted.size_bytes < before / 10
+    assert [v for _, _, v in read_all(compacted)] == [b"v297", b"v298", b"v299"]
+    assert read_all(plain) == plain_before  # cleanup.policy=delete: never compacted
+    checkpoint = (tmp_path / CLEANER_CHECKPOINT_FILE).read_text()
+    assert checkpoint == f"0\n1\nc 0 {compacted.log_end_offset}\n"
+    # A truncation below the checkpoint moves it back; deleting the log forgets it.
+    compacted.truncate_to(100)
+    assert manager.cleaner.checkpoint_for(compacted) == compacted.log_end_offset
+    task.cancel()
+    manager.delete_log("c", 0)
+    assert (tmp_path / CLEANER_CHECKPOINT_FILE).read_text() == "0\n0\n"
+    manager.shutdown()
+
+
+def test_cleaner_broker_config_names_the_bad_key():
+    config = CleanerConfig.from_broker_properties(
+        {"log.cleaner.backoff.ms": "20", "log.cleaner.enable": "false"}
+    )
+    assert (config.backoff_ms, config.enable, config.num_threads) == (20, False, 1)
+    with pytest.raises(ValueError, match="log.cleaner.dedupe.buffer.size"):
+        CleanerConfig.from_broker_properties({"log.cleaner.dedupe.buffer.size": "lots"})
