@@ -23,6 +23,7 @@ HANDLER_MODULES = (
     "incremental_alter_configs",
     "describe_cluster",
     "delete_records",
+    "describe_log_dirs",
     "leader_and_isr",
     "update_metadata",
     "stop_replica",

@@ -1,0 +1,73 @@
+"""The admin protocol APIs behind tools' partition operations, on one broker, through the real
+clients that expose them: DescribeLogDirs (kafka-python), ElectLeaders (confluent-kafka and
+kafka-python), Alter/ListPartitionReassignments (kafka-python). Elections and reassignments
+that move something between brokers are in tests/admin/test_cluster_protocol.py."""
+
+import os
+
+import pytest
+
+from tests.integration.common import wait_for
+
+try:
+    from kafka import KafkaProducer
+    from kafka.admin import KafkaAdminClient, NewTopic
+except ImportError as e:  # pragma: no cover - a missing client fails loudly
+    raise ImportError("kafka-python is missing: pip install -e '.[test]'") from e
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # kafka-python internals
+
+
+@pytest.fixture
+def kp_admin(shared_broker):
+    client = KafkaAdminClient(bootstrap_servers=shared_broker.bootstrap, client_id="kp-admin")
+    yield client
+    client.close()
+
+
+def create_topic(admin, name, partitions=1):
+    admin.create_topics([NewTopic(name, partitions, 1)])
+
+
+def produce(broker, topic, partition, count):
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
+    for f in [producer.send(topic, b"x" * 100, partition=partition) for _ in range(count)]:
+        f.get(timeout=30)
+    producer.close()
+
+
+def test_describe_log_dirs_sizes_and_lag(shared_broker, kp_admin):
+    create_topic(kp_admin, "ld", 2)
+    produce(shared_broker, "ld", 1, 20)
+    log_dir = os.path.realpath(shared_broker.log_dir)
+
+    def described():
+        [answer] = kp_admin.describe_log_dirs({"ld": [0, 1]})
+        return answer
+
+    answer = described()
+    assert answer["broker"] == 0
+    [result] = answer["log_dirs"]
+    assert result["error_code"] == 0 and result["log_dir"] == log_dir
+    statvfs = os.statvfs(log_dir)
+    assert result["total_bytes"] == statvfs.f_blocks * statvfs.f_frsize
+    assert 0 < result["usable_bytes"] <= result["total_bytes"]
+    [topic] = [t for t in result["topics"] if t["name"] == "ld"]
+    parts = {p["partition_index"]: p for p in topic["partitions"]}
+    assert set(parts) == {0, 1}
+    assert parts[0]["partition_size"] == 0
+    on_disk = sum(
+        e.stat().st_size
+        for e in os.scandir(os.path.join(log_dir, "ld-1"))
+        if e.name.endswith(".log")
+    )
+    assert parts[1]["partition_size"] == on_disk > 20 * 100
+    assert all(p["offset_lag"] == 0 and p["is_future_key"] is False for p in parts.values())
+
+    # only what was asked: a topic not named is absent or listed without partitions
+    create_topic(kp_admin, "ld-other")
+    wait_for(lambda: os.path.isdir(os.path.join(log_dir, "ld-other-0")), "ld-other's log")
+    [answer] = kp_admin.describe_log_dirs({"ld": [1]})
+    topics = {t["name"]: t["partitions"] for t in answer["log_dirs"][0]["topics"]}
+    assert [p["partition_index"] for p in topics["ld"]] == [1]
+    assert topics.get("ld-other", []) == []
