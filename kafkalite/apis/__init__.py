@@ -24,6 +24,7 @@ HANDLER_MODULES = (
     "describe_cluster",
     "delete_records",
     "describe_log_dirs",
+    "elect_leaders",
     "leader_and_isr",
     "update_metadata",
     "stop_replica",

@@ -550,7 +550,8 @@ class ControllerCore:
     ) -> tuple[ControllerResult, dict[TopicPartition, ErrorCode]]:
         """The ElectLeaders API: preferred (or unclean) elections with a per-partition answer:
         NONE (elected), ELECTION_NOT_NEEDED (already led by the preferred replica / by a live
-        leader), UNKNOWN_TOPIC_OR_PARTITION, or PREFERRED_LEADER_NOT_AVAILABLE /
+        leader), UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION (topic being deleted, as
+        Kafka's ``processReplicaLeaderElection``), or PREFERRED_LEADER_NOT_AVAILABLE /
         ELIGIBLE_LEADERS_NOT_AVAILABLE when no replica qualified."""
         ctx = self.ctx
         requested = sorted(set(partitions))
@@ -558,8 +559,10 @@ class ControllerCore:
         for tp in requested:
             info = ctx.partition_leadership_info.get(tp)
             replicas = ctx.partition_replica_assignment(tp)
-            if not replicas or ctx.is_topic_queued_up_for_deletion(tp.topic):
+            if not replicas:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif ctx.is_topic_queued_up_for_deletion(tp.topic):
+                errors[tp] = ErrorCode.INVALID_TOPIC_EXCEPTION
             elif info is not None and (
                 ctx.is_replica_online(info.leader_and_isr.leader, tp)
                 if unclean

@@ -189,6 +189,15 @@ class PreferredReplicaLeaderElection:
     """None: every partition."""
 
 
+@dataclass(frozen=True)
+class ElectionOutcome:
+    """One partition's answer to an ElectLeaders request."""
+
+    error_code: ErrorCode
+    leader: int = -1
+    """The elected leader when ``error_code`` is NONE."""
+
+
 # -- the controller -------------------------------------------------------------------------------
 
 
@@ -209,7 +218,7 @@ def _setting(config: Any, name: str, default: Any) -> Any:
 class KafkaController:
     """See the module docstring. Public: ``startup``, ``shutdown``, ``reinitialize``,
     ``is_active``, ``active_controller_id``, ``epoch``, ``context``, ``controlled_shutdown``,
-    ``elect_preferred_leaders``, ``elect_unclean_leaders``."""
+    ``elect_leaders``, ``elect_preferred_leaders``, ``elect_unclean_leaders``."""
 
     def __init__(
         self,
@@ -334,20 +343,31 @@ class KafkaController:
     ) -> dict[TopicPartition, ErrorCode]:
         """Move leadership back to the preferred replicas (all partitions when None); the
         ElectLeaders PREFERRED answer per partition (see ``ControllerCore.elect_leaders``)."""
-        if not self.is_active:
-            raise NotControllerError(f"broker {self.broker_id} is not the controller")
-        chosen = tuple(partitions) if partitions is not None else None
-        return await self.event_manager.put_and_wait(PreferredReplicaLeaderElection(chosen))
+        outcomes = await self.elect_leaders(partitions, unclean=False)
+        return {tp: outcome.error_code for tp, outcome in outcomes.items()}
 
     async def elect_unclean_leaders(
         self, partitions: Iterable[TopicPartition] | None = None
     ) -> dict[TopicPartition, ErrorCode]:
         """Give leaderless partitions a leader even outside the ISR; the ElectLeaders UNCLEAN
         answer per partition (see ``ControllerCore.elect_leaders``)."""
+        outcomes = await self.elect_leaders(partitions, unclean=True)
+        return {tp: outcome.error_code for tp, outcome in outcomes.items()}
+
+    async def elect_leaders(
+        self, partitions: Iterable[TopicPartition] | None = None, *, unclean: bool = False
+    ) -> dict[TopicPartition, ElectionOutcome]:
+        """Kafka's ``KafkaController.electLeaders`` (the ElectLeaders API): per partition the
+        error code and, when NONE, the leader the controller elected (the API handler waits for
+        its metadata to show it). Raises ``NotControllerError`` when not the controller."""
         if not self.is_active:
             raise NotControllerError(f"broker {self.broker_id} is not the controller")
         chosen = tuple(partitions) if partitions is not None else None
-        return await self.event_manager.put_and_wait(UncleanLeaderElection(chosen))
+        event = UncleanLeaderElection(chosen) if unclean else PreferredReplicaLeaderElection(chosen)
+        outcomes = await self.event_manager.put_and_wait(event)
+        if outcomes is None:  # the session ended while the event ran: no longer controller
+            raise NotControllerError(f"broker {self.broker_id} is no longer the controller")
+        return outcomes
 
     # -- event processing -----------------------------------------------------------------------
 
@@ -790,7 +810,7 @@ class KafkaController:
 
     async def _process_elect_leaders(
         self, partitions: tuple[TopicPartition, ...] | None, *, unclean: bool
-    ) -> dict[TopicPartition, ErrorCode]:
+    ) -> dict[TopicPartition, ElectionOutcome]:
         assert self.core is not None
         chosen = partitions if partitions is not None else tuple(self.core.ctx.all_partitions())
         await self._refresh_leadership(chosen)
@@ -798,10 +818,15 @@ class KafkaController:
         if not await self._apply(result) and result.writes:
             # the writes did not happen (controller moved or context reloaded): nothing elected
             return {
-                tp: (ErrorCode.NOT_CONTROLLER if err == ErrorCode.NONE else err)
+                tp: ElectionOutcome(ErrorCode.NOT_CONTROLLER if err == ErrorCode.NONE else err)
                 for tp, err in errors.items()
             }
-        return errors
+        return {
+            tp: ElectionOutcome(err, result.leadership[tp].leader)
+            if err == ErrorCode.NONE
+            else ElectionOutcome(err)
+            for tp, err in errors.items()
+        }
 
     async def _process_zk_leader_election_request(self, path: str) -> None:
         """Kafka's ``kafka-preferred-replica-election.sh`` (and kafkalite's unclean variant):
@@ -912,4 +937,4 @@ class KafkaController:
             self.event_manager.put(AutoPreferredReplicaLeaderElection())
 
 
-__all__ = ["KafkaController", "Broker"]
+__all__ = ["KafkaController", "Broker", "ElectionOutcome"]

@@ -718,3 +718,9 @@ def test_elect_leaders_answers_per_partition():
     assert unclean == {
         tp("t", 2): ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
     }  # its only replica is down
+    core.ctx.topics_to_be_deleted.add("t")  # Kafka: "The topic is being deleted"
+    _, deleting = core.elect_leaders([tp("t", 0), tp("nope", 0)])
+    assert deleting == {
+        tp("t", 0): ErrorCode.INVALID_TOPIC_EXCEPTION,
+        tp("nope", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    }

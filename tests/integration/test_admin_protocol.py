@@ -71,3 +71,45 @@ def test_describe_log_dirs_sizes_and_lag(shared_broker, kp_admin):
     topics = {t["name"]: t["partitions"] for t in answer["log_dirs"][0]["topics"]}
     assert [p["partition_index"] for p in topics["ld"]] == [1]
     assert topics.get("ld-other", []) == []
+
+
+def test_elect_leaders_on_one_broker_kafka_python(shared_broker, kp_admin):
+    create_topic(kp_admin, "el-kp", 2)
+    # the only replica leads already: nothing to elect (the client ignores ELECTION_NOT_NEEDED)
+    response = kp_admin.elect_leaders(0, {"el-kp": [0, 1]}, timeout_ms=10_000)
+    assert response.error_code == 0
+    got = {
+        (r.topic, p.partition_id): p.error_code
+        for r in response.replica_election_results
+        for p in r.partition_result
+    }
+    assert got == {("el-kp", 0): 84, ("el-kp", 1): 84}  # ELECTION_NOT_NEEDED
+    response = kp_admin.elect_leaders(1, {"el-kp": [0, 7]}, timeout_ms=10_000, raise_errors=False)
+    got = {
+        (r.topic, p.partition_id): (p.error_code, p.error_message)
+        for r in response.replica_election_results
+        for p in r.partition_result
+    }
+    assert got == {
+        ("el-kp", 0): (84, None),
+        ("el-kp", 7): (3, "The partition does not exist."),  # UNKNOWN_TOPIC_OR_PARTITION
+    }
+
+
+def test_elect_leaders_on_one_broker_confluent_kafka(shared_broker, kp_admin):
+    from confluent_kafka import ElectionType, KafkaError
+    from confluent_kafka import TopicPartition as CkTopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    create_topic(kp_admin, "el-ck", 1)
+    ck = AdminClient({"bootstrap.servers": shared_broker.bootstrap})
+    result = ck.elect_leaders(
+        ElectionType.PREFERRED,
+        [CkTopicPartition("el-ck", 0), CkTopicPartition("el-ck", 5)],
+    ).result(timeout=30)  # (no timeout kwargs: this binding's elect_leaders rejects them)
+    errors = {(tp.topic, tp.partition): e for tp, e in result.items()}
+    assert errors[("el-ck", 0)].code() == KafkaError.ELECTION_NOT_NEEDED
+    assert errors[("el-ck", 5)].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+    # every partition (null): those not needing an election are left out of the answer
+    result = ck.elect_leaders(ElectionType.UNCLEAN, None).result(timeout=30)
+    assert result == {}
