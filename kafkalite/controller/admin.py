@@ -168,6 +168,11 @@ async def create_topic(
         await session.create(paths.topic_path(name), encode_assignment(name, topic_id, full))
     except NodeExists:
         raise TopicAlreadyExistsError(f"Topic '{name}' already exists.") from None
+    if configs:
+        # Brokers cache topic configs and refresh them on change notifications; without one a
+        # broker would create the new topic's logs with its defaults (a compacted topic would
+        # never be compacted). Kafka's brokers read the config node when creating a log.
+        await _announce_config_change(session, name)
     return topic_id
 
 
@@ -266,6 +271,10 @@ async def alter_topic_config(session: CoordSession, topic: str, configs: Mapping
     configs = {str(k): str(v) for k, v in configs.items()}
     validate_topic_configs(configs)
     await _set_or_create_entity_config(session, paths.topic_config_path(topic), configs)
+    await _announce_config_change(session, topic)
+
+
+async def _announce_config_change(session: CoordSession, topic: str) -> None:
     await session.ensure_path(paths.CONFIG_CHANGES)
     await session.create(
         paths.config_change_sequence_path(),

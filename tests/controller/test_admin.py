@@ -146,12 +146,17 @@ async def test_add_partitions_rules(session):
 
 async def test_alter_topic_config_replaces_and_notifies(session):
     await admin.create_topic(session, "c", 1, 1, {"retention.ms": "1"})
+    # A topic created with overrides is announced too (brokers refresh their cached configs).
+    assert len(await session.get_children(paths.CONFIG_CHANGES)) == 1
+    await admin.create_topic(session, "plain", 1, 1)
+    assert len(await session.get_children(paths.CONFIG_CHANGES)) == 1
     await admin.alter_topic_config(session, "c", {"segment.bytes": "1048576"})
     assert await admin.get_topic_config(session, "c") == {"segment.bytes": "1048576"}
-    changes = await session.get_children(paths.CONFIG_CHANGES)
-    assert len(changes) == 1 and changes[0].startswith(paths.CONFIG_CHANGE_PREFIX)
-    data, _ = await session.get_data(f"{paths.CONFIG_CHANGES}/{changes[0]}")
-    assert paths.decode_config_change(data) == "topics/c"
+    changes = sorted(await session.get_children(paths.CONFIG_CHANGES))
+    assert len(changes) == 2 and all(c.startswith(paths.CONFIG_CHANGE_PREFIX) for c in changes)
+    for change in changes:
+        data, _ = await session.get_data(f"{paths.CONFIG_CHANGES}/{change}")
+        assert paths.decode_config_change(data) == "topics/c"
     with pytest.raises(UnknownTopicOrPartitionError):
         await admin.alter_topic_config(session, "nope", {})
     with pytest.raises(InvalidConfigurationError):
