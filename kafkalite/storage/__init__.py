@@ -8,6 +8,8 @@
   ``LogAppendInfo``.
 - ``leader_epoch``: ``LeaderEpochFileCache`` (``leader-epoch-checkpoint``).
 - ``checkpoint``: Kafka's checkpoint file format, written atomically.
+- ``cleaner``: log compaction (``LogCleaner``: cleanup.policy=compact, offset map, recopy and
+  swap of segment groups, ``cleaner-offset-checkpoint``).
 - ``log_manager``: ``LogManager`` (all logs across ``log.dirs``, checkpoints, clean shutdown,
   offline directories, the retention/flush scheduler).
 - ``errors``: ``StorageError``, ``LogDirFailure`` (both KAFKA_STORAGE_ERROR on the wire).

@@ -43,7 +43,10 @@ Concurrency: the scans and recopies run in a worker thread (``asyncio.to_thread`
 concurrent truncation cannot SIGBUS it); the Log itself is only touched on the event loop. If the
 log is truncated, deleted or loses the group's segments to retention while a group is being
 recopied, the swap is skipped (Kafka's abortAndPauseCleaning) and the cleaned files deleted.
-Appends only go to the active segment, which is never part of a group.
+Appends only go to the active segment, which is never part of a group. Cancelling the cleaner
+(shutdown) or deleting the log sets the cleaning's stop event: the worker thread gives up at its
+next batch instead of finishing a long recopy nobody will swap in. A log whose records cannot be
+decoded is marked uncleanable and skipped from then on (Kafka's uncleanable partitions).
 
 Not done (Kafka does more): transactional data is kept as is (aborted transactions are not
 removed, transaction markers are never dropped); producers' last batches are kept whether or
@@ -56,11 +59,13 @@ import asyncio
 import dataclasses
 import hashlib
 import os
+import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from kafkalite.protocol.errors import CorruptRecordError
 from kafkalite.protocol.records import (
     BATCH_HEADER_SIZE,
     TIMESTAMP_TYPE_MASK,
@@ -312,30 +317,39 @@ def group_segments_by_size(
 # ===================================================================== reading and recopying
 
 
+class CleaningStopped(Exception):
+    """The cleaner is shutting down: work in a worker thread stops at the next batch."""
+
+
 class SegmentSnapshot(NamedTuple):
     """A segment's bytes as they were when taken on the event loop (a slice holds the file
-    descriptor), and its last-modified time."""
+    descriptor), its last-modified time, and the event that stops reading it."""
 
     base_offset: int
     records: FileRecordsSlice
     last_modified_ms: int
+    stop: threading.Event | None = None
 
 
-def snapshot(segment: LogSegment) -> SegmentSnapshot:
+def snapshot(segment: LogSegment, stop: threading.Event | None = None) -> SegmentSnapshot:
     return SegmentSnapshot(
-        segment.base_offset, segment.log.slice(0, segment.size), segment.last_modified_ms
+        segment.base_offset, segment.log.slice(0, segment.size), segment.last_modified_ms, stop
     )
 
 
-def _raw_batches(records: FileRecordsSlice) -> Iterator[tuple[RecordBatchHeader, bytes]]:
-    """(header, bytes) of each complete batch of ``records``, read with ``pread``; stops at a
-    short read (the file was truncated meanwhile: the caller's swap will be refused)."""
+def _raw_batches(segment: SegmentSnapshot) -> Iterator[tuple[RecordBatchHeader, bytes]]:
+    """(header, bytes) of each complete batch of the segment, read with ``pread``; stops at a
+    short read (the file was truncated meanwhile: the caller's swap will be refused). Raises
+    CleaningStopped once the snapshot's stop event is set."""
+    records, stop = segment.records, segment.stop
     fd, position, end = records.fd, records.position, records.position + records.size
     if fd < 0:
         return
     buffer = b""
     buffer_start = position
     while position < end:
+        if stop is not None and stop.is_set():
+            raise CleaningStopped
         offset = position - buffer_start
         if len(buffer) - offset < BATCH_HEADER_SIZE:
             buffer = os.pread(fd, min(_READ_CHUNK, end - position), position)
@@ -361,7 +375,7 @@ def build_offset_map(
     covered = start
     full = False
     for segment in dirty:
-        for header, raw in _raw_batches(segment.records):
+        for header, raw in _raw_batches(segment):
             if header.last_offset < start:
                 continue
             if header.base_offset >= end:
@@ -390,7 +404,7 @@ def producer_last_offsets(segments: list[SegmentSnapshot]) -> dict[int, int]:
     """producer id -> last offset of its last batch in the log (header scan)."""
     last: dict[int, int] = {}
     for segment in segments:
-        for header, _ in _raw_batches(segment.records):
+        for header, _ in _raw_batches(segment):
             if header.producer_id >= 0:
                 last[header.producer_id] = header.last_offset
     return last
@@ -480,7 +494,7 @@ def clean_into_segment(
             retain_deletes = source.last_modified_ms > delete_horizon_ms
             out = bytearray()
             summaries: list[tuple[int, int, int]] = []
-            for header, raw in _raw_batches(source.records):
+            for header, raw in _raw_batches(source):
                 kept = filter_batch(header, raw, offset_map, retain_deletes, producer_last)
                 if kept is None:
                     continue
@@ -524,6 +538,8 @@ class Cleaner:
 
     def __init__(self, max_map_entries: int, time_ms: Callable[[], int]) -> None:
         self.offset_map = OffsetMap(max_map_entries)
+        # Set to make a worker thread give up (shutdown must not wait for a whole cleaning).
+        self.stop = threading.Event()
         self._time_ms = time_ms
 
     def clean_now(self, to_clean: LogToClean) -> CleanResult:
@@ -543,8 +559,9 @@ class Cleaner:
         truncations = log.truncation_count
         segments = log.segments
         bytes_before = sum(s.size for s in segments[:-1])
-        dirty = [snapshot(s) for s in _segments_overlapping(segments, start, upper)]
-        whole_log = [snapshot(s) for s in segments]
+        stop = self.stop
+        dirty = [snapshot(s, stop) for s in _segments_overlapping(segments, start, upper)]
+        whole_log = [snapshot(s, stop) for s in segments]
         offset_map = self.offset_map
         offset_map.clear()
         try:
@@ -573,7 +590,7 @@ class Cleaner:
                 cleaned = await offload(
                     clean_into_segment,
                     log.dir,
-                    [snapshot(s) for s in group],
+                    [snapshot(s, stop) for s in group],
                     offset_map,
                     delete_horizon_ms,
                     producer_last,
@@ -616,7 +633,8 @@ class LogCleaner:
         self._time_ms = time_ms
         self._on_log_dir_failure = on_log_dir_failure
         self.checkpoints: dict[str, dict[TopicPartitionKey, int]] = {}
-        self.in_progress: set[TopicPartitionKey] = set()
+        self.in_progress: dict[TopicPartitionKey, Cleaner] = {}
+        self.uncleanable: set[TopicPartitionKey] = set()
         self.cleanings = 0  # completed cleanings (tests, metrics)
 
     # ---------------------------------------------------------------- checkpoints
@@ -659,7 +677,12 @@ class LogCleaner:
             self._write_checkpoint(dir)
 
     def remove_log(self, dir: str, tp: TopicPartitionKey) -> None:
-        """The log was deleted: forget its checkpoint (a running cleaning's swap fails)."""
+        """The log was deleted: forget its checkpoint; a running cleaning stops (its swap
+        would fail anyway)."""
+        running = self.in_progress.get(tp)
+        if running is not None:
+            running.stop.set()
+        self.uncleanable.discard(tp)
         if self.checkpoints.get(dir, {}).pop(tp, None) is not None:
             self._write_checkpoint(dir)
 
@@ -669,7 +692,13 @@ class LogCleaner:
         now = self._time_ms()
         candidates = []
         for log in self._logs():
-            if not log.config.compact or log.offline or log.topic_partition in self.in_progress:
+            tp = log.topic_partition
+            if (
+                not log.config.compact
+                or log.offline
+                or tp in self.in_progress
+                or tp in self.uncleanable
+            ):
                 continue
             try:
                 candidates.append(log_to_clean(log, self.checkpoint_for(log), now))
@@ -684,18 +713,27 @@ class LogCleaner:
             return False
         log = to_clean.log
         tp = log.topic_partition
-        self.in_progress.add(tp)
+        cleaner = Cleaner(self.config.max_map_entries(), self._time_ms)
+        self.in_progress[tp] = cleaner
         try:
-            cleaner = Cleaner(self.config.max_map_entries(), self._time_ms)
             result = await cleaner.clean(to_clean, offload)
+        except asyncio.CancelledError:
+            cleaner.stop.set()  # the worker thread gives up at its next batch
+            raise
         except StorageError:
             return False
         except OSError as e:
             if self._on_log_dir_failure is not None:
                 self._on_log_dir_failure(str(log.dir.parent), e)
             return False
+        except CleaningStopped:
+            return False  # the log was deleted meanwhile
+        except CorruptRecordError:
+            # Kafka marks such a partition uncleanable and goes on with the others.
+            self.uncleanable.add(tp)
+            return False
         finally:
-            self.in_progress.discard(tp)
+            del self.in_progress[tp]
         if result.aborted:
             return False
         self.cleanings += 1

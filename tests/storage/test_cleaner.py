@@ -463,3 +463,26 @@ def test_cleaner_broker_config_names_the_bad_key():
     assert (config.backoff_ms, config.enable, config.num_threads) == (20, False, 1)
     with pytest.raises(ValueError, match="log.cleaner.dedupe.buffer.size"):
         CleanerConfig.from_broker_properties({"log.cleaner.dedupe.buffer.size": "lots"})
+
+
+def test_a_stopped_cleaning_leaves_the_log_as_it_was(tmp_path):
+    from kafkalite.storage.cleaner import CleaningStopped
+
+    log = Log(tmp_path / "t-0", _config(), time_ms=FakeClock())
+    _fill(log, 60)
+    log.high_watermark = log.log_end_offset
+    before = read_all(log)
+    cleaner = Cleaner(1000, lambda: T0)
+    to_clean = log_to_clean(log, None, T0)
+
+    async def stop_before_recopy(fn, *args):
+        if fn.__name__ == "clean_into_segment":
+            cleaner.stop.set()  # what cancelling the cleaner task does
+        return fn(*args)
+
+    coro = cleaner.clean(to_clean, stop_before_recopy)
+    with pytest.raises(CleaningStopped):
+        coro.send(None)
+    assert read_all(log) == before
+    assert not [p for p in os.listdir(log.dir) if p.endswith(CLEANED_FILE_SUFFIX)]
+    log.close()
