@@ -60,6 +60,10 @@ def test_env_var_for_log_dirs():
         ("log.cleanup.policy=shred", "log.cleanup.policy"),
         ("no.such.key=1", "no.such.key"),
         ("advertised.listeners=SSL://h:1", "advertised.listeners"),
+        ("log.cleaner.backoff.ms=-1", "log.cleaner.backoff.ms"),
+        ("log.cleaner.min.cleanable.ratio=1.5", "log.cleaner.min.cleanable.ratio"),
+        ("log.cleaner.dedupe.buffer.size=lots", "log.cleaner.dedupe.buffer.size"),
+        ("log.cleaner.threads=-1", "log.cleaner.threads"),
     ],
 )
 def test_a_wrong_value_or_unknown_key_names_the_key(override, key):
@@ -117,3 +121,27 @@ def test_topic_config_defaults_are_valid_topic_configs():
     log_config = LogConfig.from_properties(config.topic_config_defaults(), strict=True)
     assert log_config.retention_ms == 3_600_000
     assert log_config.segment_bytes == 1_048_576
+
+
+def test_cleaner_settings_reach_the_cleaner_and_the_topic_defaults():
+    from kafkalite.storage.cleaner import CleanerConfig
+    from kafkalite.storage.config import LogConfig
+
+    config = BrokerConfig.load(
+        overrides={
+            "log.cleaner.backoff.ms": "250",
+            "log.cleaner.threads": "2",
+            "log.cleaner.min.cleanable.ratio": "0.25",
+            "log.cleaner.delete.retention.ms": "1000",
+            "log.cleaner.min.compaction.lag.ms": "5",
+        },
+        environ=NO_ENV,
+    )
+    cleaner = CleanerConfig.from_broker_properties(config.properties())
+    assert (cleaner.enable, cleaner.backoff_ms, cleaner.num_threads) == (True, 250, 2)
+    assert cleaner.dedupe_buffer_size == 128 * 1024 * 1024
+    log_config = LogConfig.from_properties(config.topic_config_defaults(), strict=True)
+    assert log_config.min_cleanable_dirty_ratio == 0.25
+    assert log_config.delete_retention_ms == 1000
+    assert log_config.min_compaction_lag_ms == 5
+    assert log_config.max_compaction_lag_ms == 2**63 - 1
