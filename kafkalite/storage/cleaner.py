@@ -302,7 +302,9 @@ def group_segments_by_size(
                 log_size + nxt.size <= max_size
                 and index_size + nxt.offset_index.size_in_bytes <= max_index_size
                 and time_index_size + nxt.time_index.size_in_bytes <= max_index_size
-                and last_offset - group[0].base_offset <= INT32_MAX
+                # An empty segment needs no offset range check (Kafka: no empty segment is
+                # left behind every 2^31 offsets).
+                and (nxt.size == 0 or last_offset - group[0].base_offset <= INT32_MAX)
             ):
                 group.append(rest.pop(0))
                 log_size += nxt.size

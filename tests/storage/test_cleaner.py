@@ -486,3 +486,28 @@ def test_a_stopped_cleaning_leaves_the_log_as_it_was(tmp_path):
     assert read_all(log) == before
     assert not [p for p in os.listdir(log.dir) if p.endswith(CLEANED_FILE_SUFFIX)]
     log.close()
+
+
+def test_group_segments_by_size_like_kafka():
+    from types import SimpleNamespace
+
+    from kafkalite.storage.cleaner import group_segments_by_size
+
+    def seg(base, size, index=8):
+        return SimpleNamespace(
+            base_offset=base,
+            size=size,
+            offset_index=SimpleNamespace(size_in_bytes=index),
+            time_index=SimpleNamespace(size_in_bytes=index + 4),
+        )
+
+    a, b, c, d = seg(0, 400), seg(10, 500), seg(20, 200), seg(30, 100)
+    sizes = [[s.base_offset for s in g] for g in group_segments_by_size([a, b, c, d], 1000, 64, 40)]
+    assert sizes == [[0, 10], [20, 30]]  # 400 + 500 + 200 > 1000
+    # Index bytes bound a group too; so does the int32 offset range (not for empty segments).
+    assert len(group_segments_by_size([seg(0, 1, 40), seg(1, 1, 40)], 1000, 64, 2)) == 2
+    far = [seg(0, 10), seg(2**31 + 5, 10)]
+    assert len(group_segments_by_size(far, 1000, 64, 2**31 + 10)) == 2
+    empty_far = [seg(0, 10), seg(10, 0), seg(2**31 + 5, 10)]
+    groups = group_segments_by_size(empty_far, 1000, 64, 2**31 + 10)
+    assert [len(g) for g in groups] == [2, 1]
