@@ -25,6 +25,8 @@ HANDLER_MODULES = (
     "delete_records",
     "describe_log_dirs",
     "elect_leaders",
+    "alter_partition_reassignments",
+    "list_partition_reassignments",
     "leader_and_isr",
     "update_metadata",
     "stop_replica",

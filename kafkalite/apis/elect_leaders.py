@@ -13,7 +13,8 @@ As Kafka's ZooKeeper-mode ``KafkaApis.handleElectLeaders`` / ``ReplicaManager.el
   replica if it is live and in the ISR), 1 = UNCLEAN (a partition without a live leader gets one
   from the ISR, else any live assigned replica). Another value fails the whole request with
   UNKNOWN_SERVER_ERROR, as Kafka's ``ElectionType.valueOf`` throwing in the handler does.
-- Per partition: NONE, ELECTION_NOT_NEEDED, UNKNOWN_TOPIC_OR_PARTITION ("The partition does not
+- Per partition: NONE, ELECTION_NOT_NEEDED (with Errors' default message),
+  UNKNOWN_TOPIC_OR_PARTITION ("The partition does not
   exist."), INVALID_TOPIC_EXCEPTION ("The topic is being deleted"),
   PREFERRED_LEADER_NOT_AVAILABLE / ELIGIBLE_LEADERS_NOT_AVAILABLE (Kafka's
   StateChangeFailedException message), NOT_CONTROLLER.
@@ -46,6 +47,8 @@ STRATEGY_NAMES = {
 
 def error_message(error: ErrorCode, tp: TopicPartition, election_type: int) -> str | None:
     """Kafka's message for a partition's election error (None where Kafka sends none)."""
+    if error == ErrorCode.ELECTION_NOT_NEEDED:  # Kafka's ApiError(error): the default message
+        return error.message
     if error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
         return "The partition does not exist."
     if error == ErrorCode.INVALID_TOPIC_EXCEPTION:

@@ -694,16 +694,20 @@ class ControllerCore:
         ctx = self.ctx
         target = tuple(target)
         current = ctx.partition_full_replica_assignment(tp)
-        origin = current.origin_replicas if current.is_being_reassigned else current.replicas
-        reassignment = ReplicaAssignment(
-            tuple(dict.fromkeys(target + origin)),
-            tuple(r for r in target if r not in origin),
-            tuple(r for r in origin if r not in target),
-        )
+        reassignment = reassign_to(current, target)
         ctx.partitions_being_reassigned.add(tp)
-        if self.is_reassignment_complete(tp, target):
-            return self._complete_reassignment(tp, reassignment)
         result = ControllerResult()
+        unneeded = [r for r in current.replicas if r not in reassignment.replicas]
+        if unneeded:
+            # Kafka's updateCurrentReassignment: a new target, or a cancellation, drops replicas
+            # the previous reassignment was adding; they are stopped and deleted now.
+            ctx.update_partition_full_replica_assignment(tp, reassignment)
+            result.writes.append(self._topic_assignment_write(tp.topic))
+            result += self._stop_removed_replicas(tp, unneeded)
+            current = reassignment
+        if self.is_reassignment_complete(tp, target):
+            result += self._complete_reassignment(tp, reassignment)
+            return result
         if current != reassignment:
             ctx.update_partition_full_replica_assignment(tp, reassignment)
             result.writes.append(self._topic_assignment_write(tp.topic))
@@ -744,24 +748,7 @@ class ControllerCore:
                     )
             else:
                 result += self._update_leader_epoch_and_send_request(tp, target)
-        removed = [PartitionAndReplica(tp, r) for r in reassignment.removing_replicas]
-        result += self.rsm.handle_state_changes(
-            [
-                r
-                for r in removed
-                if is_valid_replica_transition(self.rsm.replica_state(r), OFFLINE_REPLICA)
-            ],
-            OFFLINE_REPLICA,
-        )
-        for state in (REPLICA_DELETION_STARTED, REPLICA_DELETION_SUCCESSFUL, NON_EXISTENT_REPLICA):
-            result += self.rsm.handle_state_changes(
-                [
-                    r
-                    for r in removed
-                    if is_valid_replica_transition(self.rsm.replica_state(r), state)
-                ],
-                state,
-            )
+        result += self._stop_removed_replicas(tp, reassignment.removing_replicas)
         result.writes.append(self._topic_assignment_write(tp.topic))
         ctx.partitions_being_reassigned.discard(tp)
         if ctx.zk_reassignments.pop(tp, None) is not None:
@@ -772,6 +759,115 @@ class ControllerCore:
         ):
             result += self.topic_deletion_manager.resume_deletion_for_topics([tp.topic])
         return result
+
+    def _stop_removed_replicas(
+        self, tp: TopicPartition, replicas: Iterable[int]
+    ) -> ControllerResult:
+        """Kafka's ``stopRemovedReplicasOfReassignedPartition``: the replicas go Offline (out of
+        the ISR, StopReplica), then through deletion to NonExistent."""
+        removed = [PartitionAndReplica(tp, r) for r in replicas]
+        result = ControllerResult()
+        for state in (
+            OFFLINE_REPLICA,
+            REPLICA_DELETION_STARTED,
+            REPLICA_DELETION_SUCCESSFUL,
+            NON_EXISTENT_REPLICA,
+        ):
+            result += self.rsm.handle_state_changes(
+                [
+                    r
+                    for r in removed
+                    if is_valid_replica_transition(self.rsm.replica_state(r), state)
+                ],
+                state,
+            )
+        return result
+
+    # -- the reassignment APIs (AlterPartitionReassignments, ListPartitionReassignments) -------
+
+    def process_api_partition_reassignment(
+        self, reassignments: Mapping[TopicPartition, Iterable[int] | None]
+    ) -> tuple[ControllerResult, dict[TopicPartition, tuple[ErrorCode, str | None]]]:
+        """Kafka's ``processApiPartitionReassignment``: per partition, a target replica list
+        (start or replace a reassignment) or None (cancel: back to the original replicas).
+
+        Answers: INVALID_REPLICA_ASSIGNMENT for an empty list, duplicates, a negative id or
+        added replicas on brokers that are not live; NO_REASSIGNMENT_IN_PROGRESS for a cancel
+        of a partition not being reassigned; UNKNOWN_TOPIC_OR_PARTITION for an unknown
+        partition or a topic being deleted; NONE once the reassignment is started. The API
+        takes precedence over ``/admin/reassign_partitions``: its partitions are removed from
+        that node."""
+        ctx = self.ctx
+        answers: dict[TopicPartition, tuple[ErrorCode, str | None]] = {}
+        targets: dict[TopicPartition, tuple[int, ...]] = {}
+        for tp, replicas in reassignments.items():
+            current = ctx.partition_full_replica_assignment(tp)
+            if replicas is not None:
+                target = tuple(replicas)
+                problem = self._invalid_reassignment_reason(current, target)
+                if problem is not None:
+                    answers[tp] = (ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem)
+                    continue
+                targets[tp] = target
+            elif current.is_being_reassigned:
+                targets[tp] = current.origin_replicas
+            else:
+                answers[tp] = (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None)
+        result = ControllerResult()
+        overridden = [tp for tp in targets if tp in ctx.zk_reassignments]
+        for tp in overridden:
+            del ctx.zk_reassignments[tp]
+        if overridden:
+            result.writes.append(UpdateReassignPartitions(dict(ctx.zk_reassignments)))
+        for tp, target in targets.items():
+            if ctx.is_topic_queued_up_for_deletion(
+                tp.topic
+            ) or not ctx.partition_replica_assignment(tp):
+                answers[tp] = (
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    "The partition does not exist.",
+                )
+                continue
+            result += self.on_partition_reassignment(tp, target)
+            answers[tp] = (ErrorCode.NONE, None)
+        return result, answers
+
+    def _invalid_reassignment_reason(
+        self, current: ReplicaAssignment, target: tuple[int, ...]
+    ) -> str | None:
+        """Kafka's ``validateReplicas`` (its messages)."""
+        if not target:
+            return "Empty replica list specified in partition reassignment."
+        if len(set(target)) != len(target):
+            return (
+                "Duplicate replica ids in partition reassignment replica list: "
+                f"{_scala_seq(target)}"
+            )
+        if any(r < 0 for r in target):
+            return f"Invalid broker id in replica list: {_scala_seq(target)}"
+        adding = reassign_to(current, target).adding_replicas
+        live = self.ctx.live_broker_ids
+        if not set(adding) <= set(live):
+            live_text = ", ".join(str(b) for b in sorted(live))
+            return (
+                f"Replica assignment has brokers that are not alive. Replica list: "
+                f"{_scala_seq(adding)}, live broker list: Set({live_text})"
+            )
+        return None
+
+    def list_partition_reassignments(
+        self, partitions: Iterable[TopicPartition] | None
+    ) -> dict[TopicPartition, ReplicaAssignment]:
+        """Kafka's ``processListPartitionReassignments``: the assignments (replicas, adding,
+        removing) of the given partitions (None: all) that are being reassigned."""
+        ctx = self.ctx
+        chosen = ctx.partitions_being_reassigned if partitions is None else partitions
+        out = {}
+        for tp in sorted(set(chosen)):
+            assignment = ctx.partition_full_replica_assignment(tp)
+            if assignment.is_being_reassigned:
+                out[tp] = assignment
+        return out
 
     def _topic_assignment_write(self, topic: str) -> SetTopicAssignment:
         ctx = self.ctx
@@ -811,3 +907,20 @@ class ControllerCore:
         )
         result.requests.extend(batch.build_requests(ctx.epoch))
         return result
+
+
+def reassign_to(current: ReplicaAssignment, target: Iterable[int]) -> ReplicaAssignment:
+    """Kafka's ``ReplicaAssignment.reassignTo``: the full set is the target then the original
+    replicas; adding = full - original, removing = full - target."""
+    target = tuple(target)
+    origin = current.origin_replicas if current.is_being_reassigned else current.replicas
+    return ReplicaAssignment(
+        tuple(dict.fromkeys(target + origin)),
+        tuple(r for r in target if r not in origin),
+        tuple(r for r in origin if r not in target),
+    )
+
+
+def _scala_seq(values: Iterable[int]) -> str:
+    """How Kafka's messages print a Scala Seq/Set of broker ids."""
+    return "List(" + ", ".join(str(v) for v in values) + ")"

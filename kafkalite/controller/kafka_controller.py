@@ -13,10 +13,10 @@ Every broker runs one (seed 001: "每个KafkaServer中都会创建一个KafkaCon
 3. **Events**: watches (``/brokers/ids``, ``/brokers/topics``, ``/brokers/topics/<t>``,
    ``/admin/delete_topics``, ``/isr_change_notification``, ``/admin/reassign_partitions``,
    ``/admin/preferred_replica_election``, ``/config/changes``), broker responses, API calls
-   (controlled shutdown, preferred leader election) and the auto leader rebalance timer only
-   enqueue events; the single
-   event task (``ControllerEventManager``) reads what the event needs from the store, asks
-   ``ControllerCore`` for a decision and applies it (``_apply``).
+   (controlled shutdown, leader elections, partition reassignments) and the auto leader
+   rebalance timer only enqueue events; the single event task (``ControllerEventManager``)
+   reads what the event needs from the store, asks ``ControllerCore`` for a decision and
+   applies it (``_apply``).
 4. **Applying a decision**: all store writes in one multi fenced by the controller epoch's
    version, THEN the requests to the brokers' channels. Persist before announce: a broker never
    hears of a leader or ISR the store does not hold. If the epoch check fails another broker
@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,7 +62,7 @@ from .channel_manager import (
     TransportFactory,
     response_errors,
 )
-from .context import Broker, ControllerContext
+from .context import Broker, ControllerContext, ReplicaAssignment
 from .controller_core import ControllerCore
 from .event_manager import ControllerEventManager
 from .partition_state_machine import NEW_PARTITION, OFFLINE_PARTITION
@@ -190,6 +190,19 @@ class PreferredReplicaLeaderElection:
 
 
 @dataclass(frozen=True)
+class ApiPartitionReassignment:
+    """AlterPartitionReassignments: partition -> target replicas, or None to cancel."""
+
+    reassignments: dict[TopicPartition, tuple[int, ...] | None] = field(hash=False)
+
+
+@dataclass(frozen=True)
+class ListPartitionReassignments:
+    partitions: tuple[TopicPartition, ...] | None = None
+    """None: every partition being reassigned."""
+
+
+@dataclass(frozen=True)
 class ElectionOutcome:
     """One partition's answer to an ElectLeaders request."""
 
@@ -218,7 +231,8 @@ def _setting(config: Any, name: str, default: Any) -> Any:
 class KafkaController:
     """See the module docstring. Public: ``startup``, ``shutdown``, ``reinitialize``,
     ``is_active``, ``active_controller_id``, ``epoch``, ``context``, ``controlled_shutdown``,
-    ``elect_leaders``, ``elect_preferred_leaders``, ``elect_unclean_leaders``."""
+    ``elect_leaders``, ``elect_preferred_leaders``, ``elect_unclean_leaders``,
+    ``alter_partition_reassignments``, ``list_partition_reassignments``."""
 
     def __init__(
         self,
@@ -369,6 +383,37 @@ class KafkaController:
             raise NotControllerError(f"broker {self.broker_id} is no longer the controller")
         return outcomes
 
+    async def alter_partition_reassignments(
+        self, reassignments: Mapping[TopicPartition, Iterable[int] | None]
+    ) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
+        """Kafka's ``KafkaController.alterPartitionReassignments``: start, replace (a target
+        list) or cancel (None) reassignments; per partition the error code and message (see
+        ``ControllerCore.process_api_partition_reassignment``). Raises ``NotControllerError``
+        when not the controller."""
+        if not self.is_active:
+            raise NotControllerError(f"broker {self.broker_id} is not the controller")
+        event = ApiPartitionReassignment(
+            {tp: (tuple(r) if r is not None else None) for tp, r in reassignments.items()}
+        )
+        answers = await self.event_manager.put_and_wait(event)
+        if answers is None:
+            raise NotControllerError(f"broker {self.broker_id} is no longer the controller")
+        return answers
+
+    async def list_partition_reassignments(
+        self, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, ReplicaAssignment]:
+        """Kafka's ``KafkaController.listPartitionReassignments``: the assignments (replicas,
+        adding, removing) of the given partitions (None: all) that are being reassigned.
+        Raises ``NotControllerError`` when not the controller."""
+        if not self.is_active:
+            raise NotControllerError(f"broker {self.broker_id} is not the controller")
+        chosen = tuple(partitions) if partitions is not None else None
+        answer = await self.event_manager.put_and_wait(ListPartitionReassignments(chosen))
+        if answer is None:
+            raise NotControllerError(f"broker {self.broker_id} is no longer the controller")
+        return answer
+
     # -- event processing -----------------------------------------------------------------------
 
     async def process(self, event: Any) -> Any:
@@ -456,6 +501,10 @@ class KafkaController:
                 await self._apply(self.core.check_and_trigger_auto_leader_rebalance())
             case PreferredReplicaLeaderElection(partitions):
                 return await self._process_elect_leaders(partitions, unclean=False)
+            case ApiPartitionReassignment(reassignments):
+                return await self._process_api_partition_reassignment(reassignments)
+            case ListPartitionReassignments(partitions):
+                return self.core.list_partition_reassignments(partitions)
             case _:
                 raise TypeError(f"unknown controller event {event!r}")
         return None
@@ -826,6 +875,26 @@ class KafkaController:
             if err == ErrorCode.NONE
             else ElectionOutcome(err)
             for tp, err in errors.items()
+        }
+
+    async def _process_api_partition_reassignment(
+        self, reassignments: dict[TopicPartition, tuple[int, ...] | None]
+    ) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
+        """Decide and apply; a write that lost a race reloads the context, and the decision is
+        made again on it (the reassignments were not started)."""
+        for _attempt in range(MAX_RELOADS):
+            core = self.core
+            if core is None:
+                raise NotControllerError(f"broker {self.broker_id} is no longer the controller")
+            await self._refresh_leadership(reassignments)
+            result, answers = core.process_api_partition_reassignment(reassignments)
+            if await self._apply(result) or not result.writes:
+                return answers
+        if self.core is None:
+            raise NotControllerError(f"broker {self.broker_id} is no longer the controller")
+        return {
+            tp: (ErrorCode.UNKNOWN_SERVER_ERROR, "the controller's writes kept losing races")
+            for tp in reassignments
         }
 
     async def _process_zk_leader_election_request(self, path: str) -> None:

@@ -10,8 +10,13 @@ import pytest
 from tests.integration.common import wait_for
 
 try:
-    from kafka import KafkaProducer
+    from kafka import KafkaProducer, TopicPartition
     from kafka.admin import KafkaAdminClient, NewTopic
+    from kafka.errors import (
+        InvalidReplicationAssignmentError,
+        NoReassignmentInProgressError,
+        UnknownTopicOrPartitionError,
+    )
 except ImportError as e:  # pragma: no cover - a missing client fails loudly
     raise ImportError("kafka-python is missing: pip install -e '.[test]'") from e
 
@@ -91,7 +96,7 @@ def test_elect_leaders_on_one_broker_kafka_python(shared_broker, kp_admin):
         for p in r.partition_result
     }
     assert got == {
-        ("el-kp", 0): (84, None),
+        ("el-kp", 0): (84, "Leader election not needed for topic partition."),
         ("el-kp", 7): (3, "The partition does not exist."),  # UNKNOWN_TOPIC_OR_PARTITION
     }
 
@@ -113,3 +118,21 @@ def test_elect_leaders_on_one_broker_confluent_kafka(shared_broker, kp_admin):
     # every partition (null): those not needing an election are left out of the answer
     result = ck.elect_leaders(ElectionType.UNCLEAN, None).result(timeout=30)
     assert result == {}
+
+
+def test_partition_reassignments_on_one_broker(shared_broker, kp_admin):
+    create_topic(kp_admin, "ra", 2)
+    t0, t1 = TopicPartition("ra", 0), TopicPartition("ra", 1)
+    assert kp_admin.list_partition_reassignments() == {}
+    answers = kp_admin.alter_partition_reassignments(
+        {t0: [0], t1: [7], TopicPartition("ra", 9): [0], TopicPartition("ra-none", 0): None}
+    )
+    assert answers == {
+        t0: None,  # to its own replica set: nothing to move, done at once
+        t1: InvalidReplicationAssignmentError,  # broker 7 is not alive
+        TopicPartition("ra", 9): UnknownTopicOrPartitionError,
+        TopicPartition("ra-none", 0): NoReassignmentInProgressError,
+    }
+    assert kp_admin.list_partition_reassignments({"ra": [0, 1]}) == {}
+    assert kp_admin.alter_partition_reassignments({t0: None}) == {t0: NoReassignmentInProgressError}
+    assert kp_admin.describe_topics(["ra"])[0]["partitions"][0]["replica_nodes"] == [0]
