@@ -10,8 +10,8 @@ cleaning of a log:
    first segment younger than ``min.compaction.lag.ms``. The active segment is never cleaned,
    nothing at or past the high watermark is ever removed. The log qualifies when its dirty ratio
    (cleanable bytes / (clean + cleanable bytes)) exceeds ``min.cleanable.dirty.ratio``, or a
-   dirty segment's first batch is older than ``max.compaction.lag.ms``; the most overdue, else
-   the dirtiest, log is cleaned first.
+   dirty segment's first batch is older than ``max.compaction.lag.ms``; of those the one with
+   the highest dirty ratio is cleaned first.
 2. ``OffsetMap``: the dirty range is scanned and every keyed record's offset recorded under the
    MD5 digest of its key (latest offset wins). The map holds at most
    ``log.cleaner.dedupe.buffer.size * io.buffer.load.factor / 24`` keys (Kafka's 16-byte digest
@@ -262,9 +262,9 @@ def log_to_clean(log: Log, checkpoint: int | None, now_ms: int) -> LogToClean:
 
 
 def filthiest_log(candidates: list[LogToClean]) -> LogToClean | None:
-    """The log to clean next: the most overdue by ``max.compaction.lag.ms``, else the one with
-    the highest dirty ratio above its ``min.cleanable.dirty.ratio`` (Kafka:
-    grabFilthiestCompactedLog; the ratio must be strictly greater, as in Kafka)."""
+    """The log to clean next (Kafka's grabFilthiestCompactedLog): among those whose dirty ratio
+    exceeds their ``min.cleanable.dirty.ratio`` (strictly, as in Kafka) or that have cleanable
+    bytes past ``max.compaction.lag.ms``, the one with the highest dirty ratio."""
     cleanable = [
         c
         for c in candidates
@@ -277,9 +277,6 @@ def filthiest_log(candidates: list[LogToClean]) -> LogToClean | None:
     ]
     if not cleanable:
         return None
-    overdue = [c for c in cleanable if c.max_compaction_delay_ms > 0]
-    if overdue:
-        return max(overdue, key=lambda c: c.max_compaction_delay_ms)
     return max(cleanable, key=lambda c: c.cleanable_ratio)
 
 
