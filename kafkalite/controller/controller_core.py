@@ -700,10 +700,16 @@ class ControllerCore:
         unneeded = [r for r in current.replicas if r not in reassignment.replicas]
         if unneeded:
             # Kafka's updateCurrentReassignment: a new target, or a cancellation, drops replicas
-            # the previous reassignment was adding; they are stopped and deleted now.
+            # the previous reassignment was adding; they are stopped and deleted now. Unlike
+            # Kafka, the leader epoch is bumped first (LeaderAndIsr to the replicas that stay):
+            # a dropped replica not in the ISR already has the current epoch, and a broker
+            # ignores a StopReplica whose epoch is not newer than its own (FENCED_LEADER_EPOCH),
+            # which in Kafka leaves the cancelled replica's log behind.
             ctx.update_partition_full_replica_assignment(tp, reassignment)
             result.writes.append(self._topic_assignment_write(tp.topic))
+            result += self._update_leader_epoch_and_send_request(tp, reassignment.replicas)
             result += self._stop_removed_replicas(tp, unneeded)
+            result += self._elect_if_leaderless(tp)
             current = reassignment
         if self.is_reassignment_complete(tp, target):
             result += self._complete_reassignment(tp, reassignment)
@@ -782,6 +788,21 @@ class ControllerCore:
                 state,
             )
         return result
+
+    def _elect_if_leaderless(self, tp: TopicPartition) -> ControllerResult:
+        """A stopped replica may have been the leader (an adding replica elected while the
+        original ones were down): elect one of the remaining replicas, as for an offline
+        partition, rather than leave the partition leaderless until the next broker change."""
+        info = self.ctx.partition_leadership_info.get(tp)
+        if (
+            info is None
+            or self.ctx.is_replica_online(info.leader_and_isr.leader, tp)
+            or self.psm.partition_state(tp) not in (ONLINE_PARTITION, OFFLINE_PARTITION)
+        ):
+            return ControllerResult()
+        return self.psm.handle_state_changes(
+            [tp], ONLINE_PARTITION, OfflinePartitionLeaderElectionStrategy(allow_unclean=False)
+        )
 
     # -- the reassignment APIs (AlterPartitionReassignments, ListPartitionReassignments) -------
 

@@ -512,6 +512,7 @@ def test_api_reassignment_lists_and_cancels_stopping_the_added_replica():
         t0: (ErrorCode.NONE, None),
         t1: (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None),
     }
+    told = leader_and_isr_states(result)[(2, t0)].leader_epoch  # what replica 2 knows
     being = ReplicaAssignment((0, 2), adding_replicas=(2,))
     assert store.topics["t"][0] == being
     assert core.list_partition_reassignments(None) == {t0: being}
@@ -522,7 +523,9 @@ def test_api_reassignment_lists_and_cancels_stopping_the_added_replica():
     store.apply(result)
     assert answers == {t0: (ErrorCode.NONE, None)}
     assert store.topics["t"][0] == ReplicaAssignment((0,))
-    assert stop_replica_states(result)[(2, t0)].delete_partition
+    stop = stop_replica_states(result)[(2, t0)]
+    # a newer epoch than replica 2 has, or its broker would ignore the StopReplica
+    assert stop.delete_partition and stop.leader_epoch > told
     assert core.list_partition_reassignments(None) == {}
     assert {r.replica for r in core.ctx.replicas_for_topic("t") if r.topic_partition == t0} == {0}
     _, answers = core.process_api_partition_reassignment({t0: None})
