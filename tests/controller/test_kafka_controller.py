@@ -12,7 +12,7 @@ from kafkalite.coord import paths
 from kafkalite.coord.embedded import EmbeddedStore
 from kafkalite.coord.errors import ConnectionLoss
 from kafkalite.protocol.api import ApiKey
-from kafkalite.protocol.errors import NotControllerError, ReassignmentInProgressError
+from kafkalite.protocol.errors import ErrorCode, NotControllerError, ReassignmentInProgressError
 from kafkalite.protocol.types import TopicPartition
 
 from .shell_support import FakeCluster, eventually, register_broker, settle, start_node
@@ -372,6 +372,55 @@ async def test_partition_reassignment_through_the_admin_node(store, cluster):
         message="StopReplica(delete) to the removed replica",
     )
     assert await admin.get_partition_reassignments(reader) == {}
+    assert cluster.violations == [] and all(n.controller.event_manager.errors == [] for n in nodes)
+    await stop(*nodes)
+
+
+async def test_api_reassignment_replaces_the_admin_node_and_cancels(store, cluster):
+    nodes = [await start_node(store, cluster, b, config=config()) for b in (0, 1, 2)]
+    reader = cluster.reader
+    await admin.create_topic(reader, "api", 1, 1, replica_assignment={0: [0]})
+    await eventually(lambda: state(reader, "api", 0), message="online")
+    t0 = TopicPartition("api", 0)
+    await admin.reassign_partitions(reader, {t0: [1]})
+
+    async def adding(replicas):
+        _, assignment, _ = await zk_data.get_topic_assignment(reader, "api")
+        return assignment[0].adding_replicas == replicas
+
+    await eventually(lambda: adding((1,)), message="replica 1 being added")
+    controller = next(n.controller for n in nodes if n.controller.is_active)
+    other = next(n.controller for n in nodes if not n.controller.is_active)
+    with pytest.raises(NotControllerError):
+        await other.alter_partition_reassignments({t0: None})
+    with pytest.raises(NotControllerError):
+        await other.list_partition_reassignments()
+    assert await controller.alter_partition_reassignments({t0: [2]}) == {t0: (ErrorCode.NONE, None)}
+    assert await adding((2,))
+    assert await reader.exists(paths.REASSIGN_PARTITIONS) is None  # the API took it over
+    listed = await controller.list_partition_reassignments()
+    assert {
+        tp: (a.replicas, a.adding_replicas, a.removing_replicas) for tp, a in listed.items()
+    } == {t0: ((2, 0), (2,), (0,))}
+
+    def deleted_on(broker):
+        return any(
+            s.broker_id == broker
+            and any(p.delete_partition for t in s.message.topic_states for p in t.partition_states)
+            for s in cluster.of(ApiKey.STOP_REPLICA)
+        )
+
+    await eventually(lambda: deleted_on(1), message="StopReplica(delete) to replica 1")
+    assert await controller.alter_partition_reassignments({t0: None}) == {
+        t0: (ErrorCode.NONE, None)
+    }
+    _, assignment, _ = await zk_data.get_topic_assignment(reader, "api")
+    assert (assignment[0].replicas, assignment[0].is_being_reassigned) == ((0,), False)
+    await eventually(lambda: deleted_on(2), message="StopReplica(delete) to replica 2")
+    assert await controller.list_partition_reassignments([t0]) == {}
+    assert await controller.alter_partition_reassignments({t0: None}) == {
+        t0: (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None)
+    }
     assert cluster.violations == [] and all(n.controller.event_manager.errors == [] for n in nodes)
     await stop(*nodes)
 
