@@ -722,7 +722,9 @@ class LogCleaner:
         except StorageError:
             return False
         except OSError as e:
-            if self._on_log_dir_failure is not None:
+            # A log deleted (its directory renamed away) while being cleaned is no disk failure.
+            deleted = cleaner.stop.is_set() or log not in self._logs()
+            if not deleted and self._on_log_dir_failure is not None:
                 self._on_log_dir_failure(str(log.dir.parent), e)
             return False
         except CleaningStopped:

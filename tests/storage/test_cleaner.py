@@ -511,3 +511,32 @@ def test_group_segments_by_size_like_kafka():
     empty_far = [seg(0, 10), seg(10, 0), seg(2**31 + 5, 10)]
     groups = group_segments_by_size(empty_far, 1000, 64, 2**31 + 10)
     assert [len(g) for g in groups] == [2, 1]
+
+
+def test_deleting_a_log_during_cleaning_is_no_log_dir_failure(tmp_path):
+    log = Log(tmp_path / "t-0", _config(min_cleanable_dirty_ratio=0.01), time_ms=FakeClock())
+    _fill(log, 60)
+    log.high_watermark = log.log_end_offset
+    logs = [log]
+    failures = []
+    cleaner = LogCleaner(
+        CleanerConfig(), lambda: logs, lambda: T0, lambda d, e: failures.append((d, e))
+    )
+    cleaner.load_checkpoints([str(tmp_path)])
+
+    async def delete_meanwhile(fn, *args):
+        if fn.__name__ == "clean_into_segment":
+            # LogManager.delete_log: renamed away, then removed; the recopy cannot open files.
+            logs.clear()
+            cleaner.remove_log(str(tmp_path), ("t", 0))
+            log.rename_dir("t-0.0123456789abcdef0123456789abcdef-delete")
+            log.delete()
+        return fn(*args)
+
+    coro = cleaner.clean_filthiest_log(delete_meanwhile)
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        assert done.value is False
+    assert failures == []
+    assert not (tmp_path / "t-0").exists()
