@@ -415,3 +415,56 @@ def test_flags_and_delete_horizon():
     assert header.last_offset == 23 and header.record_count == 1
     with pytest.raises(ValueError):
         build_batch([Record()], compression=7)
+
+
+def test_compaction_rebuild_keeps_last_offset_delta_and_max_timestamp():
+    from kafkalite.protocol.records import (
+        Record,
+        TimestampType,
+        build_batch,
+        decode_batch,
+        validate_batches,
+    )
+
+    records = [Record(offset_delta=1, key=b"a", value=b"x"), Record(offset_delta=3, key=b"b")]
+    batch = build_batch(
+        records,
+        base_offset=100,
+        compression=2,
+        keep_offset_deltas=True,
+        last_offset_delta=7,
+        timestamp_type=TimestampType.LOG_APPEND_TIME,
+        base_timestamp=1_000,
+        max_timestamp=5_000,
+        producer_id=9,
+        producer_epoch=1,
+        base_sequence=40,
+    )
+    (header,) = validate_batches(bytearray(batch))
+    assert (header.last_offset, header.max_timestamp, header.last_sequence) == (107, 5_000, 47)
+    assert [r.offset_delta for r in decode_batch(batch)[1]] == [1, 3]
+    with pytest.raises(ValueError):
+        build_batch(records, keep_offset_deltas=True, last_offset_delta=2)
+    empty = build_batch([], base_offset=5, last_offset_delta=4, producer_id=9, base_timestamp=7)
+    (header,) = validate_batches(bytearray(empty), origin_client=False)
+    assert (header.record_count, header.last_offset, header.max_timestamp) == (0, 9, 7)
+
+
+def test_has_record_without_key_decodes_only_data_batches():
+    from kafkalite.protocol.records import (
+        Record,
+        build_batch,
+        build_end_txn_marker_batch,
+        has_record_without_key,
+        validate_batches,
+    )
+
+    keyed = build_batch([Record(key=b"k", value=b"v")], compression=4)
+    keyless = build_batch([Record(key=b"k"), Record(value=b"v")], compression=1)
+    marker = build_end_txn_marker_batch(
+        producer_id=1, producer_epoch=0, commit=True, coordinator_epoch=0
+    )
+    buf = bytearray(keyed + marker)
+    assert not has_record_without_key(buf, validate_batches(buf, origin_client=False))
+    buf = bytearray(keyed + keyless)
+    assert has_record_without_key(buf, validate_batches(buf))
