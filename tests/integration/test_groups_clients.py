@@ -86,6 +86,29 @@ def _worker_confluent(
     consumer.close()
 
 
+def kafka_python_metadata_before_poll(consumer, topic: str) -> None:
+    """Have kafka-python 3.0.12 learn the topic's partitions before its first poll: this keeps
+    it off a client bug that stalls a rebalance whatever the broker (Kafka included).
+
+    The bug: ``join_group_async`` runs ``while need_rejoin()`` and, when poll's timeout ends
+    first, leaves its JoinGroup+SyncGroup task running for the next poll to pick up. A leader
+    that rejoins because its topic-metadata snapshot changed has ``rejoin_needed`` False, and
+    the assignment the task performs copies the new snapshot, so ``need_rejoin()`` turns
+    False. If the task completes between two polls, no poll ever looks at it again: the
+    member stays REBALANCING with heartbeats off and its new assignment unused, is evicted
+    after its session timeout and never rejoins. (Java's client loops on
+    ``rejoinNeededOrPending()``, which counts the pending join.) A consumer that polls before
+    it knows the topic's partitions assigns nothing as the first generation's leader (with
+    group.initial.rebalance.delay.ms 0) and then rejoins on exactly that snapshot change.
+    bench/group_rebalance_stress.py runs this test's scenario: with 5 ms polls 7 runs of 11
+    stalled so, none of 40 with the partitions known first (with 100 ms polls, 1 in 5 to 1 in
+    20 stalled). Knowing them first, the snapshot never changes in these tests, and every
+    rejoin is one the coordinator asked for (``rejoin_needed`` stays True until the join is
+    consumed), which kafka-python handles."""
+    partitions = consumer.partitions_for_topic(topic)  # a blocking metadata request if unknown
+    assert partitions == set(range(PARTITIONS)), f"kafka-python sees {topic} as {partitions}"
+
+
 def _worker_kafka_python(bootstrap: str, topic: str, group: str, stop: threading.Event) -> None:
     from kafka import KafkaConsumer
 
@@ -97,15 +120,13 @@ def _worker_kafka_python(bootstrap: str, topic: str, group: str, stop: threading
         enable_auto_commit=False,
         session_timeout_ms=SESSION_TIMEOUT_MS,
         heartbeat_interval_ms=500,
-        # kafka-python's default (305 s) would hide a lost response for the whole test; rarely
-        # (about 1 run in 20 under load) it has sat on a rebalance response here
-        request_timeout_ms=20_000,
     )
+    # kafka-python 3.0.12 needs its topic metadata before its first poll; see
+    # kafka_python_metadata_before_poll
+    kafka_python_metadata_before_poll(consumer, topic)
     last = None
     while not stop.is_set():
-        # kafka-python 3.0 abandons a JoinGroup wait when poll's timeout ends and picks it up
-        # on the next poll; a longer poll keeps that path (once seen to stall a rebalance) rare
-        batch = consumer.poll(timeout_ms=1000)
+        batch = consumer.poll(timeout_ms=100)
         assigned = sorted(tp.partition for tp in consumer.assignment())
         if assigned != last:
             last = assigned
