@@ -22,6 +22,11 @@ async def test_api_versions_lists_registered_handlers_only(call):
     assert table == advertised_versions()
     assert table[ApiKey.PRODUCE][0] <= 3 and table[ApiKey.FETCH] == (4, 12)
     assert ApiKey.CREATE_ACLS not in table  # no handler, not advertised
+    # the partition admin APIs, at a Kafka 3.x ZooKeeper-mode broker's versions
+    assert table[ApiKey.DESCRIBE_LOG_DIRS] == (1, 4)
+    assert table[ApiKey.ELECT_LEADERS] == (0, 2)
+    assert table[ApiKey.ALTER_PARTITION_REASSIGNMENTS] == (0, 0)
+    assert table[ApiKey.LIST_PARTITION_REASSIGNMENTS] == (0, 0)
 
 
 def test_only_registered_handlers_are_advertised(services):
