@@ -111,13 +111,15 @@ class LogConfig:
 
     # ---------------------------------------------------------------- derived
 
+    # Substring tests: the validated policy is a list of "delete" and "compact" only, and
+    # ``compact`` is read on every produce (a compacted topic refuses keyless records).
     @property
     def compact(self) -> bool:
-        return COMPACT in self.cleanup_policy.split(",")
+        return COMPACT in self.cleanup_policy
 
     @property
     def delete(self) -> bool:
-        return DELETE in self.cleanup_policy.split(",")
+        return DELETE in self.cleanup_policy
 
     @property
     def log_append_time(self) -> bool:
