@@ -563,45 +563,44 @@ class Cleaner:
         whole_log = [snapshot(s, stop) for s in segments]
         offset_map = self.offset_map
         offset_map.clear()
-        try:
-            end = await offload(build_offset_map, dirty, start, upper, offset_map)
-            producer_last = await offload(producer_last_offsets, whole_log)
-            del dirty, whole_log
+        # No clearing of the map on the way out: after a cancellation the worker thread may
+        # still read it until it sees the stop event (its result is thrown away).
+        end = await offload(build_offset_map, dirty, start, upper, offset_map)
+        producer_last = await offload(producer_last_offsets, whole_log)
+        del dirty, whole_log
+        if log.truncation_count != truncations or log.offline:
+            return CleanResult(start, 0, True, bytes_before, bytes_before)
+        clean_segments = [s for s in log.segments if s.base_offset < start]
+        delete_horizon_ms = (
+            clean_segments[-1].last_modified_ms - log.config.delete_retention_ms
+            if clean_segments
+            else 0
+        )
+        config = log.config
+        groups = group_segments_by_size(
+            [s for s in log.segments[:-1] if s.base_offset < end],
+            config.segment_bytes,
+            config.segment_index_bytes,
+            upper,
+        )
+        swapped = 0
+        for group in groups:
             if log.truncation_count != truncations or log.offline:
-                return CleanResult(start, 0, True, bytes_before, bytes_before)
-            clean_segments = [s for s in log.segments if s.base_offset < start]
-            delete_horizon_ms = (
-                clean_segments[-1].last_modified_ms - log.config.delete_retention_ms
-                if clean_segments
-                else 0
-            )
-            config = log.config
-            groups = group_segments_by_size(
-                [s for s in log.segments[:-1] if s.base_offset < end],
-                config.segment_bytes,
+                return CleanResult(start, swapped, True, bytes_before, log.size_bytes)
+            cleaned = await offload(
+                clean_into_segment,
+                log.dir,
+                [snapshot(s, stop) for s in group],
+                offset_map,
+                delete_horizon_ms,
+                producer_last,
+                config.index_interval_bytes,
                 config.segment_index_bytes,
-                upper,
             )
-            swapped = 0
-            for group in groups:
-                if log.truncation_count != truncations or log.offline:
-                    return CleanResult(start, swapped, True, bytes_before, log.size_bytes)
-                cleaned = await offload(
-                    clean_into_segment,
-                    log.dir,
-                    [snapshot(s, stop) for s in group],
-                    offset_map,
-                    delete_horizon_ms,
-                    producer_last,
-                    config.index_interval_bytes,
-                    config.segment_index_bytes,
-                )
-                if not log.replace_segments(cleaned, group, truncations):
-                    cleaned.delete()
-                    return CleanResult(start, swapped, True, bytes_before, log.size_bytes)
-                swapped += 1
-        finally:
-            offset_map.clear()
+            if not log.replace_segments(cleaned, group, truncations):
+                cleaned.delete()
+                return CleanResult(start, swapped, True, bytes_before, log.size_bytes)
+            swapped += 1
         bytes_after = sum(s.size for s in log.segments[:-1])
         return CleanResult(end, swapped, False, bytes_before, bytes_after)
 
@@ -616,7 +615,7 @@ class LogCleaner:
     ``logs`` returns the online logs; ``run()`` is the background loop (one coroutine per
     ``log.cleaner.threads``, each offloading its work to a worker thread), backing off
     ``log.cleaner.backoff.ms`` when nothing needed cleaning. A log is cleaned by one worker at
-    a time; ``abort`` (deletion) makes a running cleaning skip its swap and forgets the log's
+    a time; ``remove_log`` (deletion) stops a running cleaning and forgets the log's
     checkpoint.
     """
 
