@@ -71,13 +71,20 @@ class Cluster:
         return [b for b in BROKER_IDS if b != controller]
 
     def partition(self, topic: str, partition: int = 0) -> dict:
+        state = self.partition_if_known(topic, partition)
+        assert state is not None, f"{topic}-{partition} is not in the metadata"
+        return state
+
+    def partition_if_known(self, topic: str, partition: int = 0) -> dict | None:
+        """The partition's metadata, or None while the answering broker does not know it yet
+        (a topic just created is in ZooKeeper before UpdateMetadata reaches every broker)."""
         admin = self.admin()
         try:
             [described] = admin.describe_topics([topic])
         finally:
             admin.close()
-        [state] = [p for p in described["partitions"] if p["partition_index"] == partition]
-        return state
+        states = [p for p in described["partitions"] if p["partition_index"] == partition]
+        return states[0] if states else None
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +158,11 @@ def create_topic(cluster: Cluster, name: str, assignment: dict[int, list[int]]) 
         admin.create_topics([NewTopic(name, replica_assignments=assignment)])
     finally:
         admin.close()
-    wait_for(lambda: cluster.partition(name)["leader_id"] >= 0, f"{name} has a leader", DEADLINE_S)
+    def has_leader() -> bool:
+        state = cluster.partition_if_known(name)
+        return state is not None and state["leader_id"] >= 0
+
+    wait_for(has_leader, f"{name} has a leader", DEADLINE_S)
 
 
 def log_dir_partitions(cluster: Cluster, broker_id: int, topic: str) -> dict[int, dict]:
