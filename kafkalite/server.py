@@ -246,6 +246,7 @@ class KafkaServer:
         return changed
 
     async def _start_log_manager(self) -> None:
+        from kafkalite.storage.cleaner import CleanerConfig
         from kafkalite.storage.log_manager import LogManager
 
         config = self.config
@@ -261,6 +262,7 @@ class KafkaServer:
             high_watermark_checkpoint_interval_ms=(
                 config.replica_high_watermark_checkpoint_interval_ms
             ),
+            cleaner_config=CleanerConfig.from_broker_properties(config.properties()),
         )
         self.log_manager.startup()
 

@@ -8,9 +8,8 @@
   SIGKILL restart (recovery of a compacted log with offset gaps) the group still resumes at its
   last committed offset.
 
-Waits are polls of a condition with a deadline. The broker is given log.cleaner.backoff.ms=200;
-until server.py hands the broker's log.cleaner.* settings to the LogManager the cleaner runs
-with Kafka's default back-off (15 s), which the deadlines allow for.
+Waits are polls of a condition with a deadline. The broker is given log.cleaner.backoff.ms=200
+(Kafka's default is 15 s).
 """
 
 from __future__ import annotations

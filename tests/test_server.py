@@ -1,0 +1,31 @@
+"""The composition root in-process: what start-up builds from the broker's configuration."""
+
+from __future__ import annotations
+
+from kafkalite.config import BrokerConfig
+from kafkalite.server import KafkaServer
+from tests.harness.broker import free_port
+
+
+async def test_log_cleaner_settings_reach_the_running_log_manager(tmp_path):
+    config = BrokerConfig.load(
+        overrides={
+            "log.dirs": str(tmp_path / "data"),
+            "listeners": f"PLAINTEXT://127.0.0.1:{free_port()}",
+            "admin.listener": "",
+            "log.cleaner.backoff.ms": "250",
+            "log.cleaner.threads": "2",
+            "log.cleaner.dedupe.buffer.size": "1048576",
+            "log.cleaner.io.max.bytes.per.second": "5000000",
+        },
+        environ={},
+    )
+    server = KafkaServer(config)
+    await server.startup()
+    try:
+        cleaner = server.log_manager.cleaner
+        assert (cleaner.config.backoff_ms, cleaner.config.num_threads) == (250, 2)
+        assert cleaner.config.dedupe_buffer_size == 1048576
+        assert cleaner.throttler.desired_rate_per_second == 5_000_000
+    finally:
+        await server.shutdown()
