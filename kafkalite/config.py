@@ -210,7 +210,7 @@ class BrokerConfig(BaseSettings):
     log_cleaner_dedupe_buffer_size: int = Field(134217728, ge=1)
     log_cleaner_io_buffer_size: int = Field(524288, ge=0)
     log_cleaner_io_buffer_load_factor: float = Field(0.9, gt=0, le=1)
-    log_cleaner_io_max_bytes_per_second: float = Field(1.7976931348623157e308, ge=0)
+    log_cleaner_io_max_bytes_per_second: float = Field(1.7976931348623157e308, gt=0)
     log_cleaner_min_cleanable_ratio: float = Field(0.5, ge=0, le=1)
     log_cleaner_delete_retention_ms: int = Field(86400000, ge=0)
     log_cleaner_min_compaction_lag_ms: int = Field(0, ge=0)

@@ -46,7 +46,9 @@ recopied, the swap is skipped (Kafka's abortAndPauseCleaning) and the cleaned fi
 Appends only go to the active segment, which is never part of a group. Cancelling the cleaner
 (shutdown) or deleting the log sets the cleaning's stop event: the worker thread gives up at its
 next batch instead of finishing a long recopy nobody will swap in. A log whose records cannot be
-decoded is marked uncleanable and skipped from then on (Kafka's uncleanable partitions).
+decoded is marked uncleanable and skipped from then on (Kafka's uncleanable partitions). Every
+byte read or written by a worker thread is counted by one ``Throttler`` shared by the cleaner
+threads (``log.cleaner.io.max.bytes.per.second``); its delays are waited out on the stop event.
 
 Not done (Kafka does more): transactional data is kept as is (aborted transactions are not
 removed, transaction markers are never dropped); producers' last batches are kept whether or
@@ -86,6 +88,7 @@ from kafkalite.storage.segment import (
     offset_index_file,
     time_index_file,
 )
+from kafkalite.storage.throttler import Throttler
 
 CLEANER_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 
@@ -107,7 +110,7 @@ class CleanerConfig:
     dedupe_buffer_size: int = 128 * 1024 * 1024
     io_buffer_load_factor: float = 0.9
     io_buffer_size: int = 512 * 1024  # accepted; reads are chunked by _READ_CHUNK
-    io_max_bytes_per_second: float = float("inf")  # accepted, not enforced
+    io_max_bytes_per_second: float = float("inf")  # reads and writes of all cleaner threads
 
     @classmethod
     def from_broker_properties(cls, props: Mapping[str, Any]) -> CleanerConfig:
@@ -122,6 +125,12 @@ class CleanerConfig:
                 changes[field] = parse(key, value)
         if changes.get("io_buffer_load_factor", 0.9) <= 0:
             raise ValueError("Invalid value for configuration log.cleaner.io.buffer.load.factor")
+        if changes.get("io_max_bytes_per_second", 1.0) <= 0:
+            # Kafka accepts 0 and its cleaner then sleeps for ever; refuse it at start-up.
+            raise ValueError(
+                "Invalid value for configuration log.cleaner.io.max.bytes.per.second: "
+                "must be positive"
+            )
         return dataclasses.replace(cls(), **changes)
 
     def max_map_entries(self) -> int:
@@ -320,39 +329,65 @@ class CleaningStopped(Exception):
     """The cleaner is shutting down: work in a worker thread stops at the next batch."""
 
 
+class CleanerIo:
+    """What a worker thread checks as it reads and writes: the cleaning's stop event and the
+    throttler shared by the cleaner threads (``log.cleaner.io.max.bytes.per.second``)."""
+
+    __slots__ = ("stop", "throttler")
+
+    def __init__(self, stop: threading.Event, throttler: Throttler | None = None) -> None:
+        self.stop = stop
+        self.throttler = throttler
+
+    def check_stopped(self) -> None:
+        if self.stop.is_set():
+            raise CleaningStopped
+
+    def throttle(self, nbytes: int) -> None:
+        """Count ``nbytes`` of I/O; wait as long as the throttler says (a stop ends the wait
+        and raises CleaningStopped)."""
+        if self.throttler is None:
+            return
+        delay = self.throttler.maybe_throttle(nbytes)
+        if delay > 0 and self.stop.wait(delay):
+            raise CleaningStopped
+
+
 class SegmentSnapshot(NamedTuple):
     """A segment's bytes as they were when taken on the event loop (a slice holds the file
-    descriptor), its last-modified time, and the event that stops reading it."""
+    descriptor), its last-modified time, and the stop event and throttle its reads obey."""
 
     base_offset: int
     records: FileRecordsSlice
     last_modified_ms: int
-    stop: threading.Event | None = None
+    io: CleanerIo | None = None
 
 
-def snapshot(segment: LogSegment, stop: threading.Event | None = None) -> SegmentSnapshot:
+def snapshot(segment: LogSegment, io: CleanerIo | None = None) -> SegmentSnapshot:
     return SegmentSnapshot(
-        segment.base_offset, segment.log.slice(0, segment.size), segment.last_modified_ms, stop
+        segment.base_offset, segment.log.slice(0, segment.size), segment.last_modified_ms, io
     )
 
 
 def _raw_batches(segment: SegmentSnapshot) -> Iterator[tuple[RecordBatchHeader, bytes]]:
     """(header, bytes) of each complete batch of the segment, read with ``pread``; stops at a
     short read (the file was truncated meanwhile: the caller's swap will be refused). Raises
-    CleaningStopped once the snapshot's stop event is set."""
-    records, stop = segment.records, segment.stop
+    CleaningStopped once the snapshot's stop event is set; each read is counted by its throttle."""
+    records, io = segment.records, segment.io
     fd, position, end = records.fd, records.position, records.position + records.size
     if fd < 0:
         return
     buffer = b""
     buffer_start = position
     while position < end:
-        if stop is not None and stop.is_set():
-            raise CleaningStopped
+        if io is not None:
+            io.check_stopped()
         offset = position - buffer_start
         if len(buffer) - offset < BATCH_HEADER_SIZE:
             buffer = os.pread(fd, min(_READ_CHUNK, end - position), position)
             buffer_start, offset = position, 0
+            if io is not None:
+                io.throttle(len(buffer))
             if len(buffer) < BATCH_HEADER_SIZE:
                 return
         header = parse_batch_header(buffer, offset)
@@ -360,6 +395,8 @@ def _raw_batches(segment: SegmentSnapshot) -> Iterator[tuple[RecordBatchHeader, 
         if offset + size > len(buffer):
             buffer = os.pread(fd, min(max(_READ_CHUNK, size), end - position), position)
             buffer_start, offset = position, 0
+            if io is not None:
+                io.throttle(len(buffer))
             if len(buffer) < size:
                 return
         yield header, buffer[offset : offset + size]
@@ -471,9 +508,11 @@ def clean_into_segment(
     producer_last: dict[int, int],
     index_interval_bytes: int,
     max_index_size: int,
+    io: CleanerIo | None = None,
 ) -> LogSegment:
     """Recopy ``group`` into a new fsynced ``<base>.log.cleaned`` segment (Kafka's
-    cleanSegments without the swap); it keeps the last source segment's mtime."""
+    cleanSegments without the swap); it keeps the last source segment's mtime. Writes are
+    counted by ``io``'s throttle, as Kafka's cleaner counts its read and written bytes."""
     base = group[0].base_offset
     for path in (
         log_file(dir, base, CLEANED_FILE_SUFFIX),
@@ -502,8 +541,12 @@ def clean_into_segment(
                 out += kept
                 if len(out) >= _READ_CHUNK:
                     cleaned.append(out, summaries)
+                    if io is not None:
+                        io.throttle(len(out))
                     out, summaries = bytearray(), []
             cleaned.append(out, summaries)
+            if io is not None:
+                io.throttle(len(out))
         cleaned.on_become_inactive_segment()
         cleaned.flush()
         cleaned.set_last_modified(group[-1].last_modified_ms)
@@ -535,10 +578,16 @@ class Cleaner:
     """Cleans one log at a time (Kafka's Cleaner). ``offload`` runs the CPU and file work:
     ``asyncio.to_thread`` in the broker; ``clean_now`` runs everything inline (tests)."""
 
-    def __init__(self, max_map_entries: int, time_ms: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        max_map_entries: int,
+        time_ms: Callable[[], int],
+        throttler: Throttler | None = None,
+    ) -> None:
         self.offset_map = OffsetMap(max_map_entries)
         # Set to make a worker thread give up (shutdown must not wait for a whole cleaning).
         self.stop = threading.Event()
+        self.io = CleanerIo(self.stop, throttler)
         self._time_ms = time_ms
 
     def clean_now(self, to_clean: LogToClean) -> CleanResult:
@@ -558,9 +607,9 @@ class Cleaner:
         truncations = log.truncation_count
         segments = log.segments
         bytes_before = sum(s.size for s in segments[:-1])
-        stop = self.stop
-        dirty = [snapshot(s, stop) for s in _segments_overlapping(segments, start, upper)]
-        whole_log = [snapshot(s, stop) for s in segments]
+        io = self.io
+        dirty = [snapshot(s, io) for s in _segments_overlapping(segments, start, upper)]
+        whole_log = [snapshot(s, io) for s in segments]
         offset_map = self.offset_map
         offset_map.clear()
         # No clearing of the map on the way out: after a cancellation the worker thread may
@@ -590,12 +639,13 @@ class Cleaner:
             cleaned = await offload(
                 clean_into_segment,
                 log.dir,
-                [snapshot(s, stop) for s in group],
+                [snapshot(s, io) for s in group],
                 offset_map,
                 delete_horizon_ms,
                 producer_last,
                 config.index_interval_bytes,
                 config.segment_index_bytes,
+                io,
             )
             if not log.replace_segments(cleaned, group, truncations):
                 cleaned.delete()
@@ -634,6 +684,8 @@ class LogCleaner:
         self.in_progress: dict[TopicPartitionKey, Cleaner] = {}
         self.uncleanable: set[TopicPartitionKey] = set()
         self.cleanings = 0  # completed cleanings (tests, metrics)
+        # One budget for every cleaner thread, as in Kafka (checked every 300 ms of work).
+        self.throttler = Throttler(config.io_max_bytes_per_second, check_interval_ms=300)
 
     # ---------------------------------------------------------------- checkpoints
 
@@ -711,7 +763,7 @@ class LogCleaner:
             return False
         log = to_clean.log
         tp = log.topic_partition
-        cleaner = Cleaner(self.config.max_map_entries(), self._time_ms)
+        cleaner = Cleaner(self.config.max_map_entries(), self._time_ms, self.throttler)
         self.in_progress[tp] = cleaner
         try:
             result = await cleaner.clean(to_clean, offload)

@@ -25,6 +25,7 @@ from kafkalite.storage.cleaner import (
 from kafkalite.storage.config import LogConfig
 from kafkalite.storage.log import Log
 from kafkalite.storage.segment import CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX, SWAP_FILE_SUFFIX
+from kafkalite.storage.throttler import Throttler
 from tests.storage.conftest import FakeClock
 
 KEYS = [b"k%d" % i for i in range(6)]
@@ -587,3 +588,63 @@ def test_recovery_of_a_swap_keeps_an_old_segment_past_the_cleaned_one_like_kafka
     Cleaner(1000, lambda: T0).clean_now(log_to_clean(log, None, T0))
     assert [(o, k) for o, k, _ in read_all(log)] == [(0, b"a"), (2, b"b"), (3, b"c")]
     log.close()
+
+
+class CountingThrottler(Throttler):
+    """Counts what the cleaner reports; `delay` is what every call answers."""
+
+    def __init__(self, delay: float = 0.0) -> None:
+        super().__init__(1.0)
+        self.counted = 0
+        self.delay = delay
+
+    def maybe_throttle(self, observed: float) -> float:
+        self.counted += int(observed)
+        return self.delay
+
+
+def test_the_throttle_counts_every_byte_the_cleaner_reads_and_writes(tmp_path):
+    log = Log(tmp_path / "t-0", _config(), time_ms=FakeClock())
+    _fill(log, 60)
+    log.high_watermark = log.log_end_offset
+    to_clean = log_to_clean(log, None, T0)
+    inactive = log.segments[:-1]
+    dirty_bytes = sum(s.size for s in inactive)  # nothing cleaned yet: all of it is dirty
+    whole_bytes = sum(s.size for s in log.segments)
+    throttler = CountingThrottler()
+    result = Cleaner(1000, lambda: T0, throttler).clean_now(to_clean)
+    assert result.groups_swapped > 0 and result.bytes_after < result.bytes_before
+    # The offset map's scan, the producer scan of the whole log, the recopy's reads and writes.
+    assert throttler.counted == dirty_bytes + whole_bytes + dirty_bytes + result.bytes_after
+    log.close()
+
+
+def test_a_stop_during_a_throttle_wait_ends_the_cleaning(tmp_path):
+    from kafkalite.storage.cleaner import CleaningStopped
+
+    log = Log(tmp_path / "t-0", _config(), time_ms=FakeClock())
+    _fill(log, 60)
+    log.high_watermark = log.log_end_offset
+    before = read_all(log)
+    throttler = CountingThrottler(delay=3600.0)
+    cleaner = Cleaner(1000, lambda: T0, throttler)
+    stop_at_first_wait = throttler.maybe_throttle
+
+    def stopping(observed: float) -> float:
+        cleaner.stop.set()  # a shutdown while the cleaner waits out an hour's delay
+        return stop_at_first_wait(observed)
+
+    throttler.maybe_throttle = stopping
+    with pytest.raises(CleaningStopped):
+        cleaner.clean_now(log_to_clean(log, None, T0))
+    assert throttler.counted > 0  # it was waiting on the throttle, not stopped before reading
+    assert read_all(log) == before
+    log.close()
+
+
+def test_cleaner_io_rate_is_read_and_must_be_positive():
+    config = CleanerConfig.from_broker_properties({"log.cleaner.io.max.bytes.per.second": "1e6"})
+    assert config.io_max_bytes_per_second == 1e6
+    assert LogCleaner(config, list, lambda: T0).throttler.desired_rate_per_second == 1e6
+    with pytest.raises(ValueError, match="log.cleaner.io.max.bytes.per.second"):
+        CleanerConfig.from_broker_properties({"log.cleaner.io.max.bytes.per.second": "0"})
