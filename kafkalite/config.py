@@ -293,6 +293,13 @@ class BrokerConfig(BaseSettings):
                     raise ValueError(
                         f"advertised.listeners: {endpoint.listener_name} is not in listeners"
                     )
+        if self.replica_socket_timeout_ms < self.replica_fetch_wait_max_ms:
+            # Kafka's rule: a follower's fetch would time out while the leader holds it.
+            raise ValueError(
+                f"replica.socket.timeout.ms: {self.replica_socket_timeout_ms} is less than "
+                f"replica.fetch.wait.max.ms ({self.replica_fetch_wait_max_ms}); it should always "
+                "be at least that, to prevent unnecessary socket timeouts"
+            )
         return self
 
     @classmethod

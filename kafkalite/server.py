@@ -287,7 +287,10 @@ class KafkaServer:
         # ReplicaFetcherThread); leader addresses come from this broker's MetadataCache.
         self.replica_manager.enable_replica_fetchers(
             remote_leader_endpoints(
-                self.metadata_cache, self.inter_broker_listener, self.broker_id
+                self.metadata_cache,
+                self.inter_broker_listener,
+                self.broker_id,
+                request_timeout=config.replica_socket_timeout_ms / 1000,
             ),
             config,
         )

@@ -64,6 +64,8 @@ def test_env_var_for_log_dirs():
         ("log.cleaner.min.cleanable.ratio=1.5", "log.cleaner.min.cleanable.ratio"),
         ("log.cleaner.dedupe.buffer.size=lots", "log.cleaner.dedupe.buffer.size"),
         ("log.cleaner.threads=-1", "log.cleaner.threads"),
+        ("log.cleaner.io.max.bytes.per.second=0", "log.cleaner.io.max.bytes.per.second"),
+        ("replica.socket.timeout.ms=100", "replica.socket.timeout.ms"),  # < fetch wait 500
     ],
 )
 def test_a_wrong_value_or_unknown_key_names_the_key(override, key):

@@ -7,7 +7,7 @@ from kafkalite.server import KafkaServer
 from tests.harness.broker import free_port
 
 
-async def test_log_cleaner_settings_reach_the_running_log_manager(tmp_path):
+async def test_cleaner_and_fetcher_settings_reach_the_running_roles(tmp_path):
     config = BrokerConfig.load(
         overrides={
             "log.dirs": str(tmp_path / "data"),
@@ -17,6 +17,7 @@ async def test_log_cleaner_settings_reach_the_running_log_manager(tmp_path):
             "log.cleaner.threads": "2",
             "log.cleaner.dedupe.buffer.size": "1048576",
             "log.cleaner.io.max.bytes.per.second": "5000000",
+            "replica.socket.timeout.ms": "7000",
         },
         environ={},
     )
@@ -27,5 +28,7 @@ async def test_log_cleaner_settings_reach_the_running_log_manager(tmp_path):
         assert (cleaner.config.backoff_ms, cleaner.config.num_threads) == (250, 2)
         assert cleaner.config.dedupe_buffer_size == 1048576
         assert cleaner.throttler.desired_rate_per_second == 5_000_000
+        fetchers = server.replica_manager.replica_fetcher_manager
+        assert fetchers.endpoint_for_leader(1).client.request_timeout == 7.0
     finally:
         await server.shutdown()
