@@ -63,7 +63,9 @@ def violations() -> list[str]:
             if LAYER[other] > LAYER[own]:
                 found.append(f"{path.relative_to(PACKAGE.parent)} imports {module}")
             if own == "broker" and other == "group":
-                found.append(f"{path.relative_to(PACKAGE.parent)} imports {module} (group uses broker)")
+                found.append(
+                    f"{path.relative_to(PACKAGE.parent)} imports {module} (group uses broker)"
+                )
             if LAYER[own] == 2 and other == "apis":
                 found.append(f"{path.relative_to(PACKAGE.parent)} imports handlers {module}")
     return found

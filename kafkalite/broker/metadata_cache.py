@@ -262,7 +262,12 @@ class MetadataCache:
             else:
                 error = ErrorCode.LEADER_NOT_AVAILABLE
             return PartitionMetadata(
-                error, info.partition_index, NO_LEADER, info.leader_epoch, replicas, isr,
+                error,
+                info.partition_index,
+                NO_LEADER,
+                info.leader_epoch,
+                replicas,
+                isr,
                 info.offline_replicas,
             )
         error = ErrorCode.NONE
@@ -271,7 +276,12 @@ class MetadataCache:
         ):
             error = ErrorCode.REPLICA_NOT_AVAILABLE
         return PartitionMetadata(
-            error, info.partition_index, info.leader, info.leader_epoch, replicas, isr,
+            error,
+            info.partition_index,
+            info.leader,
+            info.leader_epoch,
+            replicas,
+            isr,
             info.offline_replicas,
         )
 

@@ -138,7 +138,9 @@ class ProducerIdManager:
                     raise ProducerIdsExhaustedError(
                         "Have exhausted all producerIds; no more blocks to allocate"
                     )
-                block = ProducerIdBlock(self.broker_id, current.last_producer_id + 1, self.block_size)
+                block = ProducerIdBlock(
+                    self.broker_id, current.last_producer_id + 1, self.block_size
+                )
             else:
                 block = ProducerIdBlock(self.broker_id, 0, self.block_size)
             if await self.store.compare_and_set(block.to_json(), version):
@@ -148,7 +150,10 @@ class ProducerIdManager:
         """The next id. Raises ``KafkaError`` COORDINATOR_NOT_AVAILABLE (retriable) when the
         store cannot be reached, ``ProducerIdsExhaustedError`` when no block is left."""
         async with self._lock:
-            if self.current_block is None or self.next_producer_id > self.current_block.last_producer_id:
+            if (
+                self.current_block is None
+                or self.next_producer_id > self.current_block.last_producer_id
+            ):
                 try:
                     self.current_block = await self.allocate_new_block()
                 except CoordError as e:

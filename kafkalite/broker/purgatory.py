@@ -77,7 +77,9 @@ class DelayedOperationPurgatory:
         self._watchers: dict[Hashable, dict[int, DelayedOperation]] = {}
         self._delayed = 0
 
-    def try_complete_else_watch(self, operation: DelayedOperation, keys: Iterable[Hashable]) -> bool:
+    def try_complete_else_watch(
+        self, operation: DelayedOperation, keys: Iterable[Hashable]
+    ) -> bool:
         """Complete ``operation`` now if it can, else watch it under ``keys`` until an event or
         its timeout completes it. Returns True if it completed now."""
         if operation.try_complete():

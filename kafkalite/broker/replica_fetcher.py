@@ -93,7 +93,9 @@ class LeaderEndPoint(Protocol):
         """(current leader epoch, epoch asked) per partition."""
         ...
 
-    async def fetch_offset(self, tp: TopicPartition, current_leader_epoch: int, timestamp: int) -> int:
+    async def fetch_offset(
+        self, tp: TopicPartition, current_leader_epoch: int, timestamp: int
+    ) -> int:
         """The leader's log start (-2) or log end (-1) offset; raises KafkaError."""
         ...
 
@@ -423,9 +425,7 @@ class ReplicaFetcher:
         while self._running:
             self._changed.clear()
             now = self.time.milliseconds()
-            ready = {
-                tp: s for tp, s in self.partitions.items() if s.delayed_until_ms <= now
-            }
+            ready = {tp: s for tp, s in self.partitions.items() if s.delayed_until_ms <= now}
             if not ready:
                 delays = [s.delayed_until_ms - now for s in self.partitions.values()]
                 if delays:
@@ -538,7 +538,11 @@ class ReplicaFetcher:
         response = await self.endpoint.fetch(params, infos)
         for tp, data in response.items():
             state = self.partitions.get(tp)
-            if state is None or state is not fetching.get(tp) or state.fetch_offset != infos[tp].fetch_offset:
+            if (
+                state is None
+                or state is not fetching.get(tp)
+                or state.fetch_offset != infos[tp].fetch_offset
+            ):
                 continue  # the partition was removed, re-added or moved on meanwhile
             if data.error_code is ErrorCode.NONE:
                 self._process_partition_data(tp, state, data)
@@ -568,7 +572,9 @@ class ReplicaFetcher:
             return
         state.fetch_offset = partition.log.log_end_offset
 
-    async def _handle_offset_out_of_range(self, tp: TopicPartition, state: PartitionFetchState) -> None:
+    async def _handle_offset_out_of_range(
+        self, tp: TopicPartition, state: PartitionFetchState
+    ) -> None:
         """Kafka's fetchOffsetAndTruncate: follow the leader's log end down, or its start up."""
         partition = self.replica_manager.online_partition(tp)
         if partition is None or partition.log is None:
@@ -576,7 +582,9 @@ class ReplicaFetcher:
             return
         replica_end = partition.log.log_end_offset
         try:
-            leader_end = await self.endpoint.fetch_offset(tp, state.current_leader_epoch, LATEST_TIMESTAMP)
+            leader_end = await self.endpoint.fetch_offset(
+                tp, state.current_leader_epoch, LATEST_TIMESTAMP
+            )
             if leader_end < replica_end:
                 partition.truncate_to(leader_end)
                 state.fetch_offset = leader_end
@@ -624,7 +632,9 @@ class ReplicaFetcherManager:
                 return fetcher
         return None
 
-    def add_fetcher_for_partitions(self, partitions: Mapping[TopicPartition, tuple[int, int]]) -> None:
+    def add_fetcher_for_partitions(
+        self, partitions: Mapping[TopicPartition, tuple[int, int]]
+    ) -> None:
         by_leader: dict[int, dict[TopicPartition, tuple[int, int]]] = {}
         for tp, (leader_id, offset) in partitions.items():
             partition = self.replica_manager.online_partition(tp)

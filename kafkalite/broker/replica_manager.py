@@ -94,7 +94,9 @@ AlterIsr = Callable[[TopicPartition, LeaderAndIsr], Awaitable[int | None]]
 class ReplicaFetcherManager(Protocol):
     """What the replica manager needs from the follower side (replica fetchers)."""
 
-    def add_fetcher_for_partitions(self, partitions: Mapping[TopicPartition, tuple[int, int]]) -> None:
+    def add_fetcher_for_partitions(
+        self, partitions: Mapping[TopicPartition, tuple[int, int]]
+    ) -> None:
         """Start fetching each partition from (leader broker id, fetch offset)."""
         ...
 
@@ -214,7 +216,9 @@ class DelayedFetch(DelayedOperation):
             if info.current_leader_epoch not in (NO_EPOCH, partition.leader_epoch):
                 return True
             log_ = partition.log
-            end = log_.log_end_offset if isolation is FetchIsolation.LOG_END else log_.high_watermark
+            end = (
+                log_.log_end_offset if isolation is FetchIsolation.LOG_END else log_.high_watermark
+            )
             if info.fetch_offset != end:
                 return True
         return False
@@ -676,7 +680,9 @@ class ReplicaManager:
                     partition.producer_state.take_snapshot()
                 except OSError as e:  # a failing log dir; the log reports it on its next I/O
                     log.warning(
-                        "producer_snapshot_failed", partition=str(partition.topic_partition), error=repr(e)
+                        "producer_snapshot_failed",
+                        partition=str(partition.topic_partition),
+                        error=repr(e),
                     )
 
     # -- LeaderAndIsr / StopReplica -----------------------------------------------------------
@@ -778,7 +784,9 @@ class ReplicaManager:
             if partition is None:
                 to_stop[tp] = state.delete_partition
                 errors[tp] = (
-                    ErrorCode.KAFKA_STORAGE_ERROR if tp in self.offline_partitions else ErrorCode.NONE
+                    ErrorCode.KAFKA_STORAGE_ERROR
+                    if tp in self.offline_partitions
+                    else ErrorCode.NONE
                 )
                 continue
             epoch = state.leader_epoch

@@ -58,7 +58,9 @@ class LeaderAndIsr:
     controller_epoch: int = -1
 
     def with_isr(self, isr: tuple[int, ...]) -> LeaderAndIsr:
-        return LeaderAndIsr(self.leader, self.leader_epoch, isr, self.zk_version, self.controller_epoch)
+        return LeaderAndIsr(
+            self.leader, self.leader_epoch, isr, self.zk_version, self.controller_epoch
+        )
 
 
 @dataclass(frozen=True, slots=True)

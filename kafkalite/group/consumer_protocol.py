@@ -40,7 +40,9 @@ def subscribed_topics(subscription: bytes) -> set[str] | None:
         return None
 
 
-def encode_subscription(topics: list[str], user_data: bytes | None = None, version: int = 0) -> bytes:
+def encode_subscription(
+    topics: list[str], user_data: bytes | None = None, version: int = 0
+) -> bytes:
     """A ConsumerProtocolSubscription v0 (test helper and tooling; clients write their own)."""
     out = bytearray(struct.pack(">hi", version, len(topics)))
     for t in topics:

@@ -77,7 +77,9 @@ LOAD_YIELD_EVERY = 1000
 class GroupLogWriter(Protocol):
     """Access to the ``__consumer_offsets`` partitions this broker leads."""
 
-    async def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> tuple[ErrorCode, int | None]:
+    async def append(
+        self, partition: int, records: Sequence[tuple[bytes, bytes | None]]
+    ) -> tuple[ErrorCode, int | None]:
         """Append ``records`` (key, value-or-None) as one batch to the partition and wait until
         written as the offsets topic requires (``offsets.commit.required.acks``). Returns the
         error (NONE on success) and the offset of the first record. The records must be in
@@ -100,7 +102,9 @@ class GroupCoordinator:
     ) -> None:
         self.writer = writer
         self.time = time
-        self.core = GroupCoordinatorCore(broker_id, group_config, offset_config, time_ms=time.milliseconds)
+        self.core = GroupCoordinatorCore(
+            broker_id, group_config, offset_config, time_ms=time.milliseconds
+        )
         self._tokens = itertools.count()
         self._futures: dict[int, asyncio.Future] = {}
         self._timer: TimerHandle | None = None
@@ -195,7 +199,9 @@ class GroupCoordinator:
             self._timer = None
         self._timer_deadline = deadline
         if deadline is not None:
-            self._timer = self.time.call_later(max(0, deadline - self.time.milliseconds()), self._on_timer)
+            self._timer = self.time.call_later(
+                max(0, deadline - self.time.milliseconds()), self._on_timer
+            )
 
     def _on_timer(self) -> None:
         self._timer = None
@@ -221,7 +227,9 @@ class GroupCoordinator:
         self._apply(self.core.begin_loading(partition, epoch))
         task = asyncio.get_running_loop().create_task(self._load(partition, epoch))
         self._loads[partition] = task
-        task.add_done_callback(lambda t, p=partition: self._loads.get(p) is t and self._loads.pop(p))
+        task.add_done_callback(
+            lambda t, p=partition: self._loads.get(p) is t and self._loads.pop(p)
+        )
         return task
 
     async def _load(self, partition: int, epoch: int) -> None:
@@ -233,7 +241,12 @@ class GroupCoordinator:
                 except RecordFormatError as e:
                     # record types of newer coordinators (KIP-848 ...) are not ours to interpret
                     skipped += 1
-                    log.warning("skipping unreadable offsets record", partition=partition, offset=offset, error=str(e))
+                    log.warning(
+                        "skipping unreadable offsets record",
+                        partition=partition,
+                        offset=offset,
+                        error=str(e),
+                    )
                 loaded += 1
                 if loaded % LOAD_YIELD_EVERY == 0:
                     await asyncio.sleep(0)
@@ -244,7 +257,13 @@ class GroupCoordinator:
             self._apply(self.core.unload_partition(partition, epoch))
             return
         self._apply(self.core.complete_loading(partition, epoch))
-        log.info("loaded offsets partition", partition=partition, epoch=epoch, records=loaded, skipped=skipped)
+        log.info(
+            "loaded offsets partition",
+            partition=partition,
+            epoch=epoch,
+            records=loaded,
+            skipped=skipped,
+        )
 
     def on_resignation(self, partition: int, epoch: int | None = None) -> None:
         """Leadership of ``__consumer_offsets-<partition>`` moved away (or the replica was
@@ -256,7 +275,9 @@ class GroupCoordinator:
             task.cancel()
         self._apply(self.core.unload_partition(partition, epoch))
 
-    def on_leadership_change(self, broker_id: int, states: Iterable, errors: dict | None = None) -> list[asyncio.Future]:
+    def on_leadership_change(
+        self, broker_id: int, states: Iterable, errors: dict | None = None
+    ) -> list[asyncio.Future]:
         """Apply the ``__consumer_offsets`` part of a LeaderAndIsr request that the
         ReplicaManager accepted (Kafka's KafkaApis.onLeadershipChange): partitions this broker
         now leads are loaded, the others unloaded. ``states`` are LeaderAndIsrPartitionState
@@ -300,8 +321,18 @@ class GroupCoordinator:
         = (version >= 9), ``rebalance_timeout_ms`` -1 for v0. Completes when the rebalance does."""
         token, fut = self._new_request()
         effects = self.core.join_group(
-            token, group_id, member_id, group_instance_id, require_known_member_id, client_id,
-            client_host, rebalance_timeout_ms, session_timeout_ms, protocol_type, list(protocols), reason,
+            token,
+            group_id,
+            member_id,
+            group_instance_id,
+            require_known_member_id,
+            client_id,
+            client_host,
+            rebalance_timeout_ms,
+            session_timeout_ms,
+            protocol_type,
+            list(protocols),
+            reason,
             supports_skip_assignment,
         )
         return await self._await(token, fut, effects)
@@ -318,16 +349,27 @@ class GroupCoordinator:
     ) -> SyncGroupResult:
         token, fut = self._new_request()
         effects = self.core.sync_group(
-            token, group_id, generation_id, member_id, group_instance_id, protocol_type, protocol_name, assignments
+            token,
+            group_id,
+            generation_id,
+            member_id,
+            group_instance_id,
+            protocol_type,
+            protocol_name,
+            assignments,
         )
         return await self._await(token, fut, effects)
 
-    async def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int) -> ErrorCode:
+    async def heartbeat(
+        self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int
+    ) -> ErrorCode:
         token, fut = self._new_request()
         effects = self.core.heartbeat(token, group_id, member_id, group_instance_id, generation_id)
         return await self._await(token, fut, effects)
 
-    async def leave_group(self, group_id: str, members: Iterable[MemberIdentity]) -> LeaveGroupResult:
+    async def leave_group(
+        self, group_id: str, members: Iterable[MemberIdentity]
+    ) -> LeaveGroupResult:
         token, fut = self._new_request()
         effects = self.core.leave_group(token, group_id, members)
         return await self._await(token, fut, effects)
@@ -341,11 +383,16 @@ class GroupCoordinator:
         offsets: dict[TopicPartition, OffsetAndMetadata],
     ) -> dict[TopicPartition, ErrorCode]:
         token, fut = self._new_request()
-        effects = self.core.commit_offsets(token, group_id, member_id, group_instance_id, generation_id, offsets)
+        effects = self.core.commit_offsets(
+            token, group_id, member_id, group_instance_id, generation_id, offsets
+        )
         return await self._await(token, fut, effects)
 
     def fetch_offsets(
-        self, group_id: str, partitions: Iterable[TopicPartition] | None = None, require_stable: bool = False
+        self,
+        group_id: str,
+        partitions: Iterable[TopicPartition] | None = None,
+        require_stable: bool = False,
     ) -> tuple[ErrorCode, dict[TopicPartition, OffsetFetchPartition]]:
         return self.core.fetch_offsets(group_id, partitions, require_stable)
 
@@ -362,7 +409,9 @@ class GroupCoordinator:
             result[tp] = (data.offset, None if hw is None or hw < 0 else max(hw - data.offset, 0))
         return error, result
 
-    async def delete_offsets(self, group_id: str, partitions: Iterable[TopicPartition]) -> OffsetDeleteResult:
+    async def delete_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition]
+    ) -> OffsetDeleteResult:
         token, fut = self._new_request()
         effects = self.core.delete_offsets(token, group_id, partitions)
         return await self._await(token, fut, effects)

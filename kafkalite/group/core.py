@@ -171,7 +171,9 @@ class PartitionStatus(Enum):
 @dataclass(slots=True)
 class _Loading:
     epoch: int
-    offsets: dict[tuple[str, TopicPartition], tuple[int, OffsetAndMetadata]] = field(default_factory=dict)
+    offsets: dict[tuple[str, TopicPartition], tuple[int, OffsetAndMetadata]] = field(
+        default_factory=dict
+    )
     groups: dict[str, GroupMetadataValue | None] = field(default_factory=dict)
 
 
@@ -185,7 +187,11 @@ def _offset_error(error: ErrorCode) -> ErrorCode:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
     if error in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
         return ErrorCode.NOT_COORDINATOR
-    if error in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_FETCH_SIZE):
+    if error in (
+        ErrorCode.MESSAGE_TOO_LARGE,
+        ErrorCode.RECORD_LIST_TOO_LARGE,
+        ErrorCode.INVALID_FETCH_SIZE,
+    ):
         return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
     return error
 
@@ -202,7 +208,11 @@ def _group_store_error(error: ErrorCode) -> ErrorCode:
         return ErrorCode.NOT_COORDINATOR
     if error is ErrorCode.REQUEST_TIMED_OUT:
         return ErrorCode.REBALANCE_IN_PROGRESS
-    if error in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_FETCH_SIZE):
+    if error in (
+        ErrorCode.MESSAGE_TOO_LARGE,
+        ErrorCode.RECORD_LIST_TOO_LARGE,
+        ErrorCode.INVALID_FETCH_SIZE,
+    ):
         return ErrorCode.UNKNOWN_SERVER_ERROR
     return error
 
@@ -249,7 +259,10 @@ class GroupCoordinatorCore:
 
     def startup(self) -> None:
         self.is_active = True
-        self.timers.set(_EXPIRE_OFFSETS_TIMER, self._now() + self.offset_config.offsets_retention_check_interval_ms)
+        self.timers.set(
+            _EXPIRE_OFFSETS_TIMER,
+            self._now() + self.offset_config.offsets_retention_check_interval_ms,
+        )
 
     def shutdown(self) -> Effects:
         for partition in list(self.partitions):
@@ -316,7 +329,9 @@ class GroupCoordinatorCore:
                 assert isinstance(v, OffsetCommitValue)
                 state.offsets[tp_key] = (
                     offset,
-                    OffsetAndMetadata(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp),
+                    OffsetAndMetadata(
+                        v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp
+                    ),
                 )
         else:
             assert isinstance(k, GroupMetadataKey)
@@ -356,11 +371,15 @@ class GroupCoordinatorCore:
                 self._prepare_rebalance(group, "loaded group is over capacity")
         return self._drain()
 
-    def _group_from_record(self, group_id: str, value: GroupMetadataValue, now: int) -> GroupMetadata:
+    def _group_from_record(
+        self, group_id: str, value: GroupMetadataValue, now: int
+    ) -> GroupMetadata:
         group = GroupMetadata(
             group_id,
             state=GroupState.STABLE if value.members else GroupState.EMPTY,
-            current_state_timestamp=value.current_state_timestamp if value.current_state_timestamp >= 0 else None,
+            current_state_timestamp=value.current_state_timestamp
+            if value.current_state_timestamp >= 0
+            else None,
             generation_id=value.generation,
             protocol_type=value.protocol_type or None,
             protocol_name=value.protocol if value.members else None,
@@ -382,7 +401,9 @@ class GroupCoordinatorCore:
             if m.group_instance_id is not None:
                 group.static_members[m.group_instance_id] = m.member_id
         if value.members:
-            group.leader_id = value.leader if value.leader in group.members else next(iter(group.members))
+            group.leader_id = (
+                value.leader if value.leader in group.members else next(iter(group.members))
+            )
             group.subscribed_topics = group.compute_subscribed_topics()
         return group
 
@@ -406,10 +427,15 @@ class GroupCoordinatorCore:
             group = self.groups.pop(group_id)
             for member in group.members.values():
                 if member.awaiting_join is not None:
-                    self._respond(member.awaiting_join, JoinGroupResult(member.member_id, error=ErrorCode.NOT_COORDINATOR))
+                    self._respond(
+                        member.awaiting_join,
+                        JoinGroupResult(member.member_id, error=ErrorCode.NOT_COORDINATOR),
+                    )
                     member.awaiting_join = None
                 if member.awaiting_sync is not None:
-                    self._respond(member.awaiting_sync, SyncGroupResult(error=ErrorCode.NOT_COORDINATOR))
+                    self._respond(
+                        member.awaiting_sync, SyncGroupResult(error=ErrorCode.NOT_COORDINATOR)
+                    )
                     member.awaiting_sync = None
                 self.timers.cancel(("hb", group_id, member.member_id))
             for pending in group.pending_members:
@@ -425,7 +451,9 @@ class GroupCoordinatorCore:
 
     # ------------------------------------------------------------------ validation
 
-    def _validate_group_status(self, group_id: str | None, allow_empty_id: bool) -> ErrorCode | None:
+    def _validate_group_status(
+        self, group_id: str | None, allow_empty_id: bool
+    ) -> ErrorCode | None:
         if group_id is None or (not allow_empty_id and group_id == ""):
             return ErrorCode.INVALID_GROUP_ID
         if not self.is_active:
@@ -438,7 +466,9 @@ class GroupCoordinatorCore:
         return None
 
     @staticmethod
-    def _validate_current_member(group: GroupMetadata, member_id: str, group_instance_id: str | None) -> ErrorCode | None:
+    def _validate_current_member(
+        group: GroupMetadata, member_id: str, group_instance_id: str | None
+    ) -> ErrorCode | None:
         """Kafka's validateCurrentMember: a static member's instance id must map to this member
         id (another id: FENCED_INSTANCE_ID, none: UNKNOWN_MEMBER_ID); a dynamic member must be
         in the group."""
@@ -481,8 +511,14 @@ class GroupCoordinatorCore:
             self._respond(token, JoinGroupResult(member_id, error=error))
             return self._drain()
         gc = self.group_config
-        if not gc.group_min_session_timeout_ms <= session_timeout_ms <= gc.group_max_session_timeout_ms:
-            self._respond(token, JoinGroupResult(member_id, error=ErrorCode.INVALID_SESSION_TIMEOUT))
+        if (
+            not gc.group_min_session_timeout_ms
+            <= session_timeout_ms
+            <= gc.group_max_session_timeout_ms
+        ):
+            self._respond(
+                token, JoinGroupResult(member_id, error=ErrorCode.INVALID_SESSION_TIMEOUT)
+            )
             return self._drain()
         is_unknown_member = member_id == NO_MEMBER_ID
         group = self.groups.get(group_id)
@@ -490,21 +526,41 @@ class GroupCoordinatorCore:
             if not is_unknown_member:
                 self._respond(token, JoinGroupResult(member_id, error=ErrorCode.UNKNOWN_MEMBER_ID))
                 return self._drain()
-            group = self.groups[group_id] = GroupMetadata(group_id, current_state_timestamp=self._now())
+            group = self.groups[group_id] = GroupMetadata(
+                group_id, current_state_timestamp=self._now()
+            )
         if not self._accept_joining_member(group, member_id):
             group.remove(member_id)
             self.timers.cancel(("hb", group_id, member_id))
-            self._respond(token, JoinGroupResult(NO_MEMBER_ID, error=ErrorCode.GROUP_MAX_SIZE_REACHED))
+            self._respond(
+                token, JoinGroupResult(NO_MEMBER_ID, error=ErrorCode.GROUP_MAX_SIZE_REACHED)
+            )
         elif is_unknown_member:
             self._do_unknown_join_group(
-                token, group, group_instance_id, require_known_member_id and group_instance_id is None,
-                client_id, client_host, rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
+                token,
+                group,
+                group_instance_id,
+                require_known_member_id and group_instance_id is None,
+                client_id,
+                client_host,
+                rebalance_timeout_ms,
+                session_timeout_ms,
+                protocol_type,
+                protocols,
                 supports_skip_assignment,
             )
         else:
             self._do_join_group(
-                token, group, member_id, group_instance_id, client_id, client_host,
-                rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
+                token,
+                group,
+                member_id,
+                group_instance_id,
+                client_id,
+                client_host,
+                rebalance_timeout_ms,
+                session_timeout_ms,
+                protocol_type,
+                protocols,
             )
         if group.is_state(GroupState.PREPARING_REBALANCE):
             self._maybe_complete_join(group)
@@ -516,7 +572,9 @@ class GroupCoordinatorCore:
         if group.state in (GroupState.EMPTY, GroupState.DEAD):
             return True
         if group.is_state(GroupState.PREPARING_REBALANCE):
-            return (group.has(member_id) and group.get(member_id).is_awaiting_join) or group.num_members_awaiting_join < limit
+            return (
+                group.has(member_id) and group.get(member_id).is_awaiting_join
+            ) or group.num_members_awaiting_join < limit
         return group.has(member_id) or len(group) < limit
 
     def _maybe_forget_unused_group(self, group: GroupMetadata) -> None:
@@ -532,46 +590,97 @@ class GroupCoordinatorCore:
             del self.groups[group.group_id]
 
     def _do_unknown_join_group(
-        self, token, group, group_instance_id, require_known_member_id, client_id, client_host,
-        rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols, supports_skip_assignment,
+        self,
+        token,
+        group,
+        group_instance_id,
+        require_known_member_id,
+        client_id,
+        client_host,
+        rebalance_timeout_ms,
+        session_timeout_ms,
+        protocol_type,
+        protocols,
+        supports_skip_assignment,
     ) -> None:
         if group.is_state(GroupState.DEAD):
-            self._respond(token, JoinGroupResult(NO_MEMBER_ID, error=ErrorCode.COORDINATOR_NOT_AVAILABLE))
+            self._respond(
+                token, JoinGroupResult(NO_MEMBER_ID, error=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            )
             return
         if not group.supports_protocols(protocol_type, {name for name, _ in protocols}):
-            self._respond(token, JoinGroupResult(NO_MEMBER_ID, error=ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+            self._respond(
+                token, JoinGroupResult(NO_MEMBER_ID, error=ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+            )
             return
         new_member_id = group.generate_member_id(client_id, group_instance_id)
         if group.has_static_member(group_instance_id):
             self._update_static_member_and_rebalance(
-                token, group, new_member_id, group_instance_id, rebalance_timeout_ms, session_timeout_ms, protocols,
+                token,
+                group,
+                new_member_id,
+                group_instance_id,
+                rebalance_timeout_ms,
+                session_timeout_ms,
+                protocols,
                 supports_skip_assignment,
             )
         elif require_known_member_id:
             group.pending_members.add(new_member_id)
-            self.timers.set(("pending", group.group_id, new_member_id), self._now() + session_timeout_ms)
+            self.timers.set(
+                ("pending", group.group_id, new_member_id), self._now() + session_timeout_ms
+            )
             self._respond(token, JoinGroupResult(new_member_id, error=ErrorCode.MEMBER_ID_REQUIRED))
         else:
             self._add_member_and_rebalance(
-                token, group, new_member_id, group_instance_id, client_id, client_host,
-                rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
+                token,
+                group,
+                new_member_id,
+                group_instance_id,
+                client_id,
+                client_host,
+                rebalance_timeout_ms,
+                session_timeout_ms,
+                protocol_type,
+                protocols,
             )
 
     def _do_join_group(
-        self, token, group, member_id, group_instance_id, client_id, client_host,
-        rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
+        self,
+        token,
+        group,
+        member_id,
+        group_instance_id,
+        client_id,
+        client_host,
+        rebalance_timeout_ms,
+        session_timeout_ms,
+        protocol_type,
+        protocols,
     ) -> None:
         if group.is_state(GroupState.DEAD):
-            self._respond(token, JoinGroupResult(member_id, error=ErrorCode.COORDINATOR_NOT_AVAILABLE))
+            self._respond(
+                token, JoinGroupResult(member_id, error=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            )
             return
         if not group.supports_protocols(protocol_type, {name for name, _ in protocols}):
-            self._respond(token, JoinGroupResult(member_id, error=ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+            self._respond(
+                token, JoinGroupResult(member_id, error=ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+            )
             return
         if member_id in group.pending_members:
             # a dynamic member coming back with the id we handed it (KIP-394)
             self._add_member_and_rebalance(
-                token, group, member_id, group_instance_id, client_id, client_host,
-                rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
+                token,
+                group,
+                member_id,
+                group_instance_id,
+                client_id,
+                client_host,
+                rebalance_timeout_ms,
+                session_timeout_ms,
+                protocol_type,
+                protocols,
             )
             return
         error = self._validate_current_member(group, member_id, group_instance_id)
@@ -581,24 +690,40 @@ class GroupCoordinatorCore:
         member = group.get(member_id)
         state = group.state
         if state is GroupState.PREPARING_REBALANCE:
-            self._update_member_and_rebalance(token, group, member, rebalance_timeout_ms, session_timeout_ms, protocols)
+            self._update_member_and_rebalance(
+                token, group, member, rebalance_timeout_ms, session_timeout_ms, protocols
+            )
         elif state is GroupState.COMPLETING_REBALANCE:
             if member.matches(protocols):
                 # the member lost our JoinGroup response: give it the current generation again
                 self._respond(token, self._join_result(group, member))
             else:
-                self._update_member_and_rebalance(token, group, member, rebalance_timeout_ms, session_timeout_ms, protocols)
+                self._update_member_and_rebalance(
+                    token, group, member, rebalance_timeout_ms, session_timeout_ms, protocols
+                )
         elif state is GroupState.STABLE:
             if group.is_leader(member_id) or not member.matches(protocols):
                 # metadata changed, or the leader asks for a rebalance (e.g. topic metadata changed)
-                self._update_member_and_rebalance(token, group, member, rebalance_timeout_ms, session_timeout_ms, protocols)
+                self._update_member_and_rebalance(
+                    token, group, member, rebalance_timeout_ms, session_timeout_ms, protocols
+                )
             else:
                 self._respond(token, self._join_result(group, member, with_members=False))
         else:
             self._respond(token, JoinGroupResult(member_id, error=ErrorCode.UNKNOWN_MEMBER_ID))
 
-    def _join_result(self, group: GroupMetadata, member: MemberMetadata, with_members: bool = True, skip_assignment: bool = False) -> JoinGroupResult:
-        members = tuple(group.current_member_metadata()) if with_members and group.is_leader(member.member_id) else ()
+    def _join_result(
+        self,
+        group: GroupMetadata,
+        member: MemberMetadata,
+        with_members: bool = True,
+        skip_assignment: bool = False,
+    ) -> JoinGroupResult:
+        members = (
+            tuple(group.current_member_metadata())
+            if with_members and group.is_leader(member.member_id)
+            else ()
+        )
         return JoinGroupResult(
             member_id=member.member_id,
             generation_id=group.generation_id,
@@ -613,12 +738,24 @@ class GroupCoordinatorCore:
         if member.awaiting_join is not None and member.awaiting_join != token:
             # a second JoinGroup while the first still waits: the first is answered so nobody
             # waits forever; the client only listens to the latest
-            self._respond(member.awaiting_join, JoinGroupResult(member.member_id, error=ErrorCode.REBALANCE_IN_PROGRESS))
+            self._respond(
+                member.awaiting_join,
+                JoinGroupResult(member.member_id, error=ErrorCode.REBALANCE_IN_PROGRESS),
+            )
         member.awaiting_join = token
 
     def _add_member_and_rebalance(
-        self, token, group, member_id, group_instance_id, client_id, client_host,
-        rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
+        self,
+        token,
+        group,
+        member_id,
+        group_instance_id,
+        client_id,
+        client_host,
+        rebalance_timeout_ms,
+        session_timeout_ms,
+        protocol_type,
+        protocols,
     ) -> None:
         member = MemberMetadata(
             member_id=member_id,
@@ -646,7 +783,9 @@ class GroupCoordinatorCore:
             self.timers.cancel(("pending", group.group_id, member_id))
         self._maybe_prepare_rebalance(group, "adding new member")
 
-    def _update_member_and_rebalance(self, token, group, member, rebalance_timeout_ms, session_timeout_ms, protocols) -> None:
+    def _update_member_and_rebalance(
+        self, token, group, member, rebalance_timeout_ms, session_timeout_ms, protocols
+    ) -> None:
         group.update_member(member, protocols)
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.session_timeout_ms = session_timeout_ms
@@ -654,20 +793,35 @@ class GroupCoordinatorCore:
         self._maybe_prepare_rebalance(group, "updating member metadata")
 
     def _update_static_member_and_rebalance(
-        self, token, group, new_member_id, group_instance_id, rebalance_timeout_ms, session_timeout_ms, protocols,
+        self,
+        token,
+        group,
+        new_member_id,
+        group_instance_id,
+        rebalance_timeout_ms,
+        session_timeout_ms,
+        protocols,
         supports_skip_assignment,
     ) -> None:
         old_member_id = group.static_member_id(group_instance_id)
         current_leader = group.leader_id or NO_LEADER
         old_member = group.get(old_member_id)
         old_protocols = list(old_member.supported_protocols)
-        old_rebalance_timeout, old_session_timeout = old_member.rebalance_timeout_ms, old_member.session_timeout_ms
+        old_rebalance_timeout, old_session_timeout = (
+            old_member.rebalance_timeout_ms,
+            old_member.session_timeout_ms,
+        )
         # the old incarnation is fenced: whatever it still waits for is answered
         if old_member.awaiting_join is not None:
-            self._respond(old_member.awaiting_join, JoinGroupResult(old_member_id, error=ErrorCode.FENCED_INSTANCE_ID))
+            self._respond(
+                old_member.awaiting_join,
+                JoinGroupResult(old_member_id, error=ErrorCode.FENCED_INSTANCE_ID),
+            )
             old_member.awaiting_join = None
         if old_member.awaiting_sync is not None:
-            self._respond(old_member.awaiting_sync, SyncGroupResult(error=ErrorCode.FENCED_INSTANCE_ID))
+            self._respond(
+                old_member.awaiting_sync, SyncGroupResult(error=ErrorCode.FENCED_INSTANCE_ID)
+            )
             old_member.awaiting_sync = None
         self.timers.cancel(("hb", group.group_id, old_member_id))
         member = group.replace_static_member(group_instance_id, old_member_id, new_member_id)
@@ -689,7 +843,9 @@ class GroupCoordinatorCore:
                 def on_stored(error: ErrorCode) -> None:
                     if member.awaiting_join != token:
                         return  # already answered (fenced again, or its group was unloaded)
-                    unchanged = group.is_state(GroupState.STABLE) and group.generation_id == generation
+                    unchanged = (
+                        group.is_state(GroupState.STABLE) and group.generation_id == generation
+                    )
                     if error is not ErrorCode.NONE:
                         if unchanged and group.has(new_member_id):
                             # the new member id is not durable: give the old one back
@@ -697,14 +853,20 @@ class GroupCoordinatorCore:
                             member.rebalance_timeout_ms = old_rebalance_timeout
                             member.session_timeout_ms = old_session_timeout
                             self.timers.cancel(("hb", group.group_id, new_member_id))
-                            restored = group.replace_static_member(group_instance_id, new_member_id, old_member_id)
+                            restored = group.replace_static_member(
+                                group_instance_id, new_member_id, old_member_id
+                            )
                             self._schedule_heartbeat(group, restored)
                         member.awaiting_join = None
                         self._respond(
                             token,
                             JoinGroupResult(
-                                NO_MEMBER_ID, group.generation_id, group.protocol_type, group.protocol_name,
-                                current_leader, error=error,
+                                NO_MEMBER_ID,
+                                group.generation_id,
+                                group.protocol_type,
+                                group.protocol_name,
+                                current_leader,
+                                error=error,
                             ),
                         )
                         return
@@ -719,7 +881,9 @@ class GroupCoordinatorCore:
                             generation_id=group.generation_id,
                             protocol_type=group.protocol_type,
                             protocol_name=group.protocol_name,
-                            leader_id=(group.leader_id or NO_LEADER) if supports_skip_assignment else current_leader,
+                            leader_id=(group.leader_id or NO_LEADER)
+                            if supports_skip_assignment
+                            else current_leader,
                             members=tuple(group.current_member_metadata()) if is_leader else (),
                             skip_assignment=is_leader,
                         ),
@@ -728,7 +892,9 @@ class GroupCoordinatorCore:
                 self._store_group(group, assignment, on_stored)
             else:
                 member.awaiting_join = token
-                self._maybe_prepare_rebalance(group, "static member joined with different protocols")
+                self._maybe_prepare_rebalance(
+                    group, "static member joined with different protocols"
+                )
         elif state is GroupState.COMPLETING_REBALANCE:
             member.awaiting_join = token
             self._prepare_rebalance(group, "static member rejoined during CompletingRebalance")
@@ -748,8 +914,11 @@ class GroupCoordinatorCore:
 
     def _prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
         log.info(
-            "preparing to rebalance group", group=group.group_id, state=str(group.state),
-            generation=group.generation_id, reason=reason,
+            "preparing to rebalance group",
+            group=group.group_id,
+            state=str(group.state),
+            generation=group.generation_id,
+            reason=reason,
         )
         if group.is_state(GroupState.COMPLETING_REBALANCE):
             self._reset_and_propagate_assignment_error(group, ErrorCode.REBALANCE_IN_PROGRESS)
@@ -768,7 +937,9 @@ class GroupCoordinatorCore:
             self.timers.set(("join", group.group_id), now + delay)
         else:
             self._join_phase[group.group_id] = (False, 0)
-            self.timers.set(("join", group.group_id), now + max(self._rebalance_timeout_ms(group), 1))
+            self.timers.set(
+                ("join", group.group_id), now + max(self._rebalance_timeout_ms(group), 1)
+            )
             self._maybe_complete_join(group)
 
     def _maybe_complete_join(self, group: GroupMetadata) -> None:
@@ -805,12 +976,18 @@ class GroupCoordinatorCore:
         if not group.maybe_elect_new_joined_leader() and group.members:
             # nobody rejoined yet: wait another rebalance timeout; session timeouts will clean up
             self._join_phase[group.group_id] = (False, 0)
-            self.timers.set(("join", group.group_id), self._now() + max(self._rebalance_timeout_ms(group), 1))
+            self.timers.set(
+                ("join", group.group_id), self._now() + max(self._rebalance_timeout_ms(group), 1)
+            )
             return
         group.init_next_generation(self._now())
         log.info(
-            "group completed its join phase", group=group.group_id, generation=group.generation_id,
-            state=str(group.state), members=len(group), protocol=group.protocol_name,
+            "group completed its join phase",
+            group=group.group_id,
+            generation=group.generation_id,
+            state=str(group.state),
+            members=len(group),
+            protocol=group.protocol_name,
         )
         if group.is_state(GroupState.EMPTY):
             self._store_group(group, {}, lambda error: None)
@@ -823,11 +1000,16 @@ class GroupCoordinatorCore:
             member.is_new = False
         # Kafka's DelayedSync: every member must SyncGroup within the rebalance timeout
         self._sync_generation[group.group_id] = group.generation_id
-        self.timers.set(("sync", group.group_id), self._now() + max(self._rebalance_timeout_ms(group), 1))
+        self.timers.set(
+            ("sync", group.group_id), self._now() + max(self._rebalance_timeout_ms(group), 1)
+        )
 
     def _on_sync_timer(self, group: GroupMetadata) -> None:
         generation = self._sync_generation.pop(group.group_id, None)
-        if generation != group.generation_id or group.state not in (GroupState.COMPLETING_REBALANCE, GroupState.STABLE):
+        if generation != group.generation_id or group.state not in (
+            GroupState.COMPLETING_REBALANCE,
+            GroupState.STABLE,
+        ):
             return
         if not group.pending_sync_members:
             return
@@ -849,7 +1031,9 @@ class GroupCoordinatorCore:
         for member in group.members.values():
             if member.awaiting_sync is not None:
                 if error is ErrorCode.NONE:
-                    result = SyncGroupResult(member.assignment, group.protocol_type, group.protocol_name, error)
+                    result = SyncGroupResult(
+                        member.assignment, group.protocol_type, group.protocol_name, error
+                    )
                 else:
                     result = SyncGroupResult(error=error)
                 self._respond(member.awaiting_sync, result)
@@ -862,13 +1046,18 @@ class GroupCoordinatorCore:
     def _schedule_heartbeat(self, group: GroupMetadata, member: MemberMetadata) -> None:
         self._schedule_expiration(group, member, member.session_timeout_ms)
 
-    def _schedule_expiration(self, group: GroupMetadata, member: MemberMetadata, timeout_ms: int) -> None:
+    def _schedule_expiration(
+        self, group: GroupMetadata, member: MemberMetadata, timeout_ms: int
+    ) -> None:
         self.timers.set(("hb", group.group_id, member.member_id), self._now() + timeout_ms)
 
     def _remove_member_quietly(self, group: GroupMetadata, member: MemberMetadata) -> None:
         """Remove a member; answer its pending requests with UNKNOWN_MEMBER_ID."""
         if member.awaiting_join is not None:
-            self._respond(member.awaiting_join, JoinGroupResult(NO_MEMBER_ID, error=ErrorCode.UNKNOWN_MEMBER_ID))
+            self._respond(
+                member.awaiting_join,
+                JoinGroupResult(NO_MEMBER_ID, error=ErrorCode.UNKNOWN_MEMBER_ID),
+            )
             member.awaiting_join = None
         if member.awaiting_sync is not None:
             self._respond(member.awaiting_sync, SyncGroupResult(error=ErrorCode.UNKNOWN_MEMBER_ID))
@@ -877,7 +1066,9 @@ class GroupCoordinatorCore:
         self.timers.cancel(("hb", group.group_id, member.member_id))
         group.remove(member.member_id)
 
-    def _remove_member_and_update_group(self, group: GroupMetadata, member: MemberMetadata, reason: str) -> None:
+    def _remove_member_and_update_group(
+        self, group: GroupMetadata, member: MemberMetadata, reason: str
+    ) -> None:
         self._remove_member_quietly(group, member)
         if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
             self._maybe_prepare_rebalance(group, f"{reason}: {member.member_id}")
@@ -917,7 +1108,10 @@ class GroupCoordinatorCore:
             kind = key[0]
             if kind == "expire-offsets":
                 self._expire_offsets()
-                self.timers.set(_EXPIRE_OFFSETS_TIMER, now + self.offset_config.offsets_retention_check_interval_ms)
+                self.timers.set(
+                    _EXPIRE_OFFSETS_TIMER,
+                    now + self.offset_config.offsets_retention_check_interval_ms,
+                )
                 continue
             group = self.groups.get(key[1])
             if group is None or group.is_state(GroupState.DEAD):
@@ -960,7 +1154,9 @@ class GroupCoordinatorCore:
         assert group is not None
         if group.is_state(GroupState.DEAD):
             error = ErrorCode.COORDINATOR_NOT_AVAILABLE
-        elif (error := self._validate_current_member(group, member_id, group_instance_id)) is not None:
+        elif (
+            error := self._validate_current_member(group, member_id, group_instance_id)
+        ) is not None:
             pass
         elif generation_id != group.generation_id:
             error = ErrorCode.ILLEGAL_GENERATION
@@ -978,12 +1174,16 @@ class GroupCoordinatorCore:
         member = group.get(member_id)
         group.pending_sync_members.discard(member_id)
         if group.is_state(GroupState.STABLE):
-            self._respond(token, SyncGroupResult(member.assignment, group.protocol_type, group.protocol_name))
+            self._respond(
+                token, SyncGroupResult(member.assignment, group.protocol_type, group.protocol_name)
+            )
             self._schedule_heartbeat(group, member)
             return self._drain()
         # CompletingRebalance
         if member.awaiting_sync is not None and member.awaiting_sync != token:
-            self._respond(member.awaiting_sync, SyncGroupResult(error=ErrorCode.REBALANCE_IN_PROGRESS))
+            self._respond(
+                member.awaiting_sync, SyncGroupResult(error=ErrorCode.REBALANCE_IN_PROGRESS)
+            )
         member.awaiting_sync = token
         if group.is_leader(member_id):
             # members the leader left out get an empty assignment; unknown ids are ignored
@@ -992,7 +1192,10 @@ class GroupCoordinatorCore:
 
             def on_stored(error: ErrorCode) -> None:
                 # another member may have joined meanwhile: only act on the same generation
-                if group.is_state(GroupState.COMPLETING_REBALANCE) and group.generation_id == generation:
+                if (
+                    group.is_state(GroupState.COMPLETING_REBALANCE)
+                    and group.generation_id == generation
+                ):
                     if error is not ErrorCode.NONE:
                         self._reset_and_propagate_assignment_error(group, error)
                         self._maybe_prepare_rebalance(group, "error storing the group assignment")
@@ -1007,18 +1210,29 @@ class GroupCoordinatorCore:
 
     # ------------------------------------------------------------------ Heartbeat
 
-    def heartbeat(self, token: Token, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int) -> Effects:
+    def heartbeat(
+        self,
+        token: Token,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+    ) -> Effects:
         error = self._validate_group_status(group_id, allow_empty_id=False)
         if error is not None:
             # while loading, answer blindly: the member learns of trouble on its next request
-            self._respond(token, ErrorCode.NONE if error is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else error)
+            self._respond(
+                token, ErrorCode.NONE if error is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else error
+            )
             return self._drain()
         group = self.groups.get(group_id)
         if group is None:
             result = ErrorCode.UNKNOWN_MEMBER_ID
         elif group.is_state(GroupState.DEAD):
             result = ErrorCode.COORDINATOR_NOT_AVAILABLE
-        elif (member_error := self._validate_current_member(group, member_id, group_instance_id)) is not None:
+        elif (
+            member_error := self._validate_current_member(group, member_id, group_instance_id)
+        ) is not None:
             result = member_error
         elif generation_id != group.generation_id:
             result = ErrorCode.ILLEGAL_GENERATION
@@ -1037,7 +1251,9 @@ class GroupCoordinatorCore:
 
     # ------------------------------------------------------------------ LeaveGroup
 
-    def leave_group(self, token: Token, group_id: str, members: Iterable[MemberIdentity]) -> Effects:
+    def leave_group(
+        self, token: Token, group_id: str, members: Iterable[MemberIdentity]
+    ) -> Effects:
         members = list(members)
         error = self._validate_group_status(group_id, allow_empty_id=False)
         if error is not None:
@@ -1049,7 +1265,12 @@ class GroupCoordinatorCore:
                 token,
                 LeaveGroupResult(
                     ErrorCode.NONE,
-                    tuple(LeaveMemberResult(m.member_id, m.group_instance_id, ErrorCode.UNKNOWN_MEMBER_ID) for m in members),
+                    tuple(
+                        LeaveMemberResult(
+                            m.member_id, m.group_instance_id, ErrorCode.UNKNOWN_MEMBER_ID
+                        )
+                        for m in members
+                    ),
                 ),
             )
             return self._drain()
@@ -1101,7 +1322,9 @@ class GroupCoordinatorCore:
         if group is None:
             if generation_id < 0:
                 # the group does not use Kafka's group management: just store offsets
-                group = self.groups[group_id] = GroupMetadata(group_id, current_state_timestamp=self._now())
+                group = self.groups[group_id] = GroupMetadata(
+                    group_id, current_state_timestamp=self._now()
+                )
             else:
                 # or the request comes from an older generation: either way, refuse
                 self._respond(token, dict.fromkeys(offsets, ErrorCode.ILLEGAL_GENERATION))
@@ -1134,7 +1357,9 @@ class GroupCoordinatorCore:
         self._store_offsets(token, group, offsets)
         return self._drain()
 
-    def _store_offsets(self, token: Token, group: GroupMetadata, offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
+    def _store_offsets(
+        self, token: Token, group: GroupMetadata, offsets: dict[TopicPartition, OffsetAndMetadata]
+    ) -> None:
         now = self._now()
         max_size = self.offset_config.offset_metadata_max_bytes
         results: dict[TopicPartition, ErrorCode] = {}
@@ -1144,9 +1369,13 @@ class GroupCoordinatorCore:
                 results[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
                 continue
             if om.commit_timestamp < 0:
-                om = OffsetAndMetadata(om.offset, om.leader_epoch, om.metadata or "", now, om.expire_timestamp)
+                om = OffsetAndMetadata(
+                    om.offset, om.leader_epoch, om.metadata or "", now, om.expire_timestamp
+                )
             elif om.metadata is None:
-                om = OffsetAndMetadata(om.offset, om.leader_epoch, "", om.commit_timestamp, om.expire_timestamp)
+                om = OffsetAndMetadata(
+                    om.offset, om.leader_epoch, "", om.commit_timestamp, om.expire_timestamp
+                )
             valid[tp] = om
         if not valid:
             self._respond(token, results)
@@ -1155,7 +1384,13 @@ class GroupCoordinatorCore:
             (
                 encode_offset_commit_key(group.group_id, tp.topic, tp.partition),
                 encode_offset_commit_value(
-                    OffsetCommitValue(om.offset, om.metadata, om.commit_timestamp, om.leader_epoch, om.expire_timestamp)
+                    OffsetCommitValue(
+                        om.offset,
+                        om.metadata,
+                        om.commit_timestamp,
+                        om.leader_epoch,
+                        om.expire_timestamp,
+                    )
                 ),
             )
             for tp, om in valid.items()
@@ -1182,7 +1417,10 @@ class GroupCoordinatorCore:
         self._append(self.partition_for(group.group_id), records, on_written)
 
     def fetch_offsets(
-        self, group_id: str, partitions: Iterable[TopicPartition] | None = None, require_stable: bool = False
+        self,
+        group_id: str,
+        partitions: Iterable[TopicPartition] | None = None,
+        require_stable: bool = False,
     ) -> tuple[ErrorCode, dict[TopicPartition, OffsetFetchPartition]]:
         """OffsetFetch for one group; ``partitions`` None = all committed offsets. Offsets of
         any group are returned whatever its state (groups may only store offsets). With
@@ -1209,7 +1447,9 @@ class GroupCoordinatorCore:
                 result[tp] = OffsetFetchPartition(om.offset, om.leader_epoch, om.metadata)
         return ErrorCode.NONE, result
 
-    def delete_offsets(self, token: Token, group_id: str, partitions: Iterable[TopicPartition]) -> Effects:
+    def delete_offsets(
+        self, token: Token, group_id: str, partitions: Iterable[TopicPartition]
+    ) -> Effects:
         """OffsetDelete (KIP-496); the response is ``OffsetDeleteResult``. Offsets of topics a
         live consumer group subscribes to are refused with GROUP_SUBSCRIBED_TO_TOPIC."""
         partitions = list(partitions)
@@ -1248,10 +1488,18 @@ class GroupCoordinatorCore:
     def _group_is_finished(self, group: GroupMetadata) -> bool:
         return group.is_state(GroupState.EMPTY) and not group.has_offsets()
 
-    def _append_cleanup(self, group: GroupMetadata, removed: Iterable[TopicPartition], done: Callable[[ErrorCode], None]) -> None:
+    def _append_cleanup(
+        self,
+        group: GroupMetadata,
+        removed: Iterable[TopicPartition],
+        done: Callable[[ErrorCode], None],
+    ) -> None:
         """Tombstones for removed offsets, and for the group itself when it is now Empty with no
         offsets left (it becomes Dead and is forgotten), as Kafka's cleanupGroupMetadata."""
-        records = [(encode_offset_commit_key(group.group_id, tp.topic, tp.partition), None) for tp in removed]
+        records = [
+            (encode_offset_commit_key(group.group_id, tp.topic, tp.partition), None)
+            for tp in removed
+        ]
         if self._group_is_finished(group):
             group.transition_to(GroupState.DEAD, self._now())
             self._cancel_group_timers(group)
@@ -1259,7 +1507,11 @@ class GroupCoordinatorCore:
                 del self.groups[group.group_id]
             records.append((encode_group_metadata_key(group.group_id), None))
         if records:
-            self._append(self.partition_for(group.group_id), tuple(records), lambda error, _offset: done(error))
+            self._append(
+                self.partition_for(group.group_id),
+                tuple(records),
+                lambda error, _offset: done(error),
+            )
         else:
             done(ErrorCode.NONE)
 
@@ -1286,7 +1538,9 @@ class GroupCoordinatorCore:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
         states = {s.lower() for s in states_filter} if states_filter else None
         if types_filter and "classic" not in {t.lower() for t in types_filter}:
-            return (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.is_loading else ErrorCode.NONE), []
+            return (
+                ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.is_loading else ErrorCode.NONE
+            ), []
         overviews = []
         for group in self.groups.values():
             if not self.is_group_local(group.group_id) or group.is_state(GroupState.DEAD):
@@ -1319,7 +1573,9 @@ class GroupCoordinatorCore:
 
         def finished(group_id: str, error: ErrorCode) -> None:
             waiting.discard(group_id)
-            results[group_id] = _offset_error(error) if error is not ErrorCode.NONE else ErrorCode.NONE
+            results[group_id] = (
+                _offset_error(error) if error is not ErrorCode.NONE else ErrorCode.NONE
+            )
             if not waiting:
                 self._respond(token, {g: results[g] for g in group_ids})
 
@@ -1342,7 +1598,9 @@ class GroupCoordinatorCore:
         waiting.update(g.group_id for g in to_delete)
         for group in to_delete:
             removed = group.remove_all_offsets()
-            self._append_cleanup(group, removed, lambda error, gid=group.group_id: finished(gid, error))
+            self._append_cleanup(
+                group, removed, lambda error, gid=group.group_id: finished(gid, error)
+            )
         return self._drain()
 
     def delete_partitions(self, partitions: Iterable[TopicPartition]) -> Effects:
@@ -1358,13 +1616,17 @@ class GroupCoordinatorCore:
 
     # ------------------------------------------------------------------ writes
 
-    def _store_group(self, group: GroupMetadata, assignment: dict[str, bytes], done: Callable[[ErrorCode], None]) -> None:
+    def _store_group(
+        self, group: GroupMetadata, assignment: dict[str, bytes], done: Callable[[ErrorCode], None]
+    ) -> None:
         value = GroupMetadataValue(
             protocol_type=group.protocol_type or "",
             generation=group.generation_id,
             protocol=group.protocol_name,
             leader=group.leader_id,
-            current_state_timestamp=group.current_state_timestamp if group.current_state_timestamp is not None else -1,
+            current_state_timestamp=group.current_state_timestamp
+            if group.current_state_timestamp is not None
+            else -1,
             members=tuple(
                 MemberMetadataValue(
                     member_id=m.member_id,
@@ -1383,16 +1645,25 @@ class GroupCoordinatorCore:
         self._append(
             self.partition_for(group.group_id),
             (record,),
-            lambda error, _offset: done(_group_store_error(error) if error is not ErrorCode.NONE else error),
+            lambda error, _offset: done(
+                _group_store_error(error) if error is not ErrorCode.NONE else error
+            ),
         )
 
-    def _append(self, partition: int, records: tuple[Record, ...], callback: Callable[[ErrorCode, int | None], None]) -> None:
+    def _append(
+        self,
+        partition: int,
+        records: tuple[Record, ...],
+        callback: Callable[[ErrorCode, int | None], None],
+    ) -> None:
         append_id = self._next_append_id
         self._next_append_id += 1
         self._append_callbacks[append_id] = callback
         self._out.appends.append(Append(append_id, partition, records))
 
-    def on_append_complete(self, append_id: int, error: ErrorCode, base_offset: int | None = None) -> Effects:
+    def on_append_complete(
+        self, append_id: int, error: ErrorCode, base_offset: int | None = None
+    ) -> Effects:
         """The records of ``Append(append_id)`` were written (error NONE, first record at
         ``base_offset``) or not (error as ReplicaManager reported it)."""
         callback = self._append_callbacks.pop(append_id)

@@ -323,7 +323,9 @@ class GroupMetadata:
             and self.static_members[group_instance_id] != member_id
         )
 
-    def replace_static_member(self, group_instance_id: str, old_member_id: str, new_member_id: str) -> MemberMetadata:
+    def replace_static_member(
+        self, group_instance_id: str, old_member_id: str, new_member_id: str
+    ) -> MemberMetadata:
         """Move a static member to a new member id, keeping its assignment and leadership.
         The caller answers the old member's pending requests (FENCED_INSTANCE_ID)."""
         member = self.members.pop(old_member_id)
@@ -360,7 +362,9 @@ class GroupMetadata:
         leader's preference order so the choice is deterministic."""
         candidates = self.candidate_protocols()
         if not candidates:
-            raise IllegalGroupStateTransition(f"group {self.group_id}: no protocol supported by all members")
+            raise IllegalGroupStateTransition(
+                f"group {self.group_id}: no protocol supported by all members"
+            )
         votes = Counter(m.vote(candidates) for m in self.members.values())
         best = max(votes.values())
         order = self.members[self.leader_id].supported_protocols if self.leader_id else []
@@ -397,10 +401,17 @@ class GroupMetadata:
 
     def current_member_metadata(self) -> list[JoinGroupResponseMember]:
         """What the leader's JoinGroup response carries: every member's chosen-protocol metadata."""
-        if self.protocol_name is None or self.state in (GroupState.DEAD, GroupState.PREPARING_REBALANCE):
-            raise IllegalGroupStateTransition(f"group {self.group_id} has no current member metadata")
+        if self.protocol_name is None or self.state in (
+            GroupState.DEAD,
+            GroupState.PREPARING_REBALANCE,
+        ):
+            raise IllegalGroupStateTransition(
+                f"group {self.group_id} has no current member metadata"
+            )
         return [
-            JoinGroupResponseMember(m.member_id, m.group_instance_id, m.metadata(self.protocol_name))
+            JoinGroupResponseMember(
+                m.member_id, m.group_instance_id, m.metadata(self.protocol_name)
+            )
             for m in self.members.values()
         ]
 
@@ -413,7 +424,9 @@ class GroupMetadata:
         else:
             protocol = NO_PROTOCOL
             members = tuple(
-                MemberSummary(m.member_id, m.group_instance_id, m.client_id, m.client_host, b"", b"")
+                MemberSummary(
+                    m.member_id, m.group_instance_id, m.client_id, m.client_host, b"", b""
+                )
                 for m in self.members.values()
             )
         return GroupSummary(str(self.state), self.protocol_type or "", protocol, members)
@@ -430,7 +443,9 @@ class GroupMetadata:
         entry = self.offsets.get(tp)
         return entry.offset_and_metadata if entry else None
 
-    def remove_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata]:
+    def remove_offsets(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
         removed = {}
         for tp in partitions:
             entry = self.offsets.pop(tp, None)
@@ -450,20 +465,30 @@ class GroupMetadata:
         an explicit expire timestamp (OffsetCommit v1) always wins. Offsets with a commit in
         flight are kept."""
         if self.protocol_type and self.is_state(GroupState.EMPTY):
+
             def base(o: OffsetAndMetadata) -> int:
-                return self.current_state_timestamp if self.current_state_timestamp is not None else o.commit_timestamp
+                return (
+                    self.current_state_timestamp
+                    if self.current_state_timestamp is not None
+                    else o.commit_timestamp
+                )
+
             subscribed: set[str] = set()
         elif (
             self.protocol_type == CONSUMER_PROTOCOL_TYPE
             and self.subscribed_topics is not None
             and self.is_state(GroupState.STABLE)
         ):
+
             def base(o: OffsetAndMetadata) -> int:
                 return o.commit_timestamp
+
             subscribed = self.subscribed_topics
         elif not self.protocol_type:
+
             def base(o: OffsetAndMetadata) -> int:
                 return o.commit_timestamp
+
             subscribed = set()
         else:
             return []

@@ -26,7 +26,9 @@ from kafkalite.protocol.types import TopicPartition
 
 
 class ReplicaManagerLogWriter:
-    def __init__(self, replica_manager, offset_config: OffsetConfig | None = None, time: Time = SYSTEM_TIME) -> None:
+    def __init__(
+        self, replica_manager, offset_config: OffsetConfig | None = None, time: Time = SYSTEM_TIME
+    ) -> None:
         self.replica_manager = replica_manager
         self.offset_config = offset_config or OffsetConfig()
         self.time = time
@@ -35,7 +37,9 @@ class ReplicaManagerLogWriter:
     def topic_partition(partition: int) -> TopicPartition:
         return TopicPartition(GROUP_METADATA_TOPIC_NAME, partition)
 
-    async def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> tuple[ErrorCode, int | None]:
+    async def append(
+        self, partition: int, records: Sequence[tuple[bytes, bytes | None]]
+    ) -> tuple[ErrorCode, int | None]:
         tp = self.topic_partition(partition)
         batch = build_batch(
             [Record(offset_delta=i, key=k, value=v) for i, (k, v) in enumerate(records)],
@@ -60,7 +64,12 @@ class ReplicaManagerLogWriter:
         offset = log.log_start_offset
         end = log.log_end_offset
         while offset < end:
-            data = log.read(offset, self.offset_config.offsets_load_buffer_size, max_offset=end, min_one_message=True)
+            data = log.read(
+                offset,
+                self.offset_config.offsets_load_buffer_size,
+                max_offset=end,
+                min_one_message=True,
+            )
             # a copy: the coordinator yields to the loop while loading, and the log may roll,
             # clean or truncate under a view of its segment meanwhile
             buf = bytes(records_bytes(data.records)) if data.records is not None else b""

@@ -345,7 +345,9 @@ def decode_offset_commit_value(buf: bytes | memoryview | None) -> OffsetCommitVa
 # --------------------------------------------------------------------------- group values
 
 
-def encode_group_metadata_value(value: GroupMetadataValue, version: int = GROUP_METADATA_VALUE_VERSION) -> bytes:
+def encode_group_metadata_value(
+    value: GroupMetadataValue, version: int = GROUP_METADATA_VALUE_VERSION
+) -> bytes:
     if not 0 <= version <= 4:
         raise ValueError(f"unknown group metadata value version {version}")
     w = _Writer(flexible=version >= 4)
@@ -418,7 +420,10 @@ def decode_group_metadata_value(buf: bytes | memoryview | None) -> GroupMetadata
 # --------------------------------------------------------------------------- whole records
 
 
-GroupRecord = tuple[OffsetCommitKey, OffsetCommitValue | None] | tuple[GroupMetadataKey, GroupMetadataValue | None]
+GroupRecord = (
+    tuple[OffsetCommitKey, OffsetCommitValue | None]
+    | tuple[GroupMetadataKey, GroupMetadataValue | None]
+)
 
 
 def decode_record(key: bytes | memoryview, value: bytes | memoryview | None) -> GroupRecord:

@@ -61,7 +61,9 @@ def test_fetch_matches_oracle(sizes, follower_at, queries):
                 batches.append((result.base_offset, result.last_offset + 1, len(data)))
             leo = batches[-1][1]
             hw_target = min(follower_at, leo)
-            await rm.fetch_messages(FetchParams(replica_id=2), {TP: FetchInfo(hw_target, 1 << 20, 0)})
+            await rm.fetch_messages(
+                FetchParams(replica_id=2), {TP: FetchInfo(hw_target, 1 << 20, 0)}
+            )
             log = lm.get_log("t", 0)
             assert log.high_watermark == hw_target
             for offset, part_max, req_max, follower in queries:

@@ -137,7 +137,9 @@ def test_eviction_order():
     _, none = open_session(cache, {A: FetchInfo(0, 1), B: FetchInfo(0, 1), C: FetchInfo(0, 1)})
     assert none == INVALID_SESSION_ID
     # A follower (privileged) evicts the least valuable unprivileged session.
-    context = cache.new_context(INVALID_SESSION_ID, INITIAL_EPOCH, {A: FetchInfo(0, 1)}, is_follower=True)
+    context = cache.new_context(
+        INVALID_SESSION_ID, INITIAL_EPOCH, {A: FetchInfo(0, 1)}, is_follower=True
+    )
     _, follower = context.update_and_generate_response({A: data()})
     assert follower != INVALID_SESSION_ID
     assert cache.get(small) is None and cache.get(big) is not None

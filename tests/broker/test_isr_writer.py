@@ -31,7 +31,11 @@ async def test_cas_write_and_notification():
         assert version == 1
         data, _ = await session.get_data(PATH)
         assert json.loads(data) == {
-            "controller_epoch": 1, "leader": 1, "version": 1, "leader_epoch": 0, "isr": [1]
+            "controller_epoch": 1,
+            "leader": 1,
+            "version": 1,
+            "leader_epoch": 0,
+            "isr": [1],
         }
         [name] = await session.get_children(ISR_CHANGE_NOTIFICATION)
         assert name.startswith("isr_change_")
@@ -40,7 +44,9 @@ async def test_cas_write_and_notification():
         # Retrying the same write at the old version: the data is ours, so it succeeded.
         assert await writer(TP, LeaderAndIsr(1, 0, (1,), 0, 1)) == 1
         # The controller moved on (new leader epoch): the stale leader's CAS fails.
-        await session.set_data(PATH, b'{"controller_epoch":2,"leader":2,"version":1,"leader_epoch":1,"isr":[2]}', 1)
+        await session.set_data(
+            PATH, b'{"controller_epoch":2,"leader":2,"version":1,"leader_epoch":1,"isr":[2]}', 1
+        )
         assert await writer(TP, LeaderAndIsr(1, 0, (1, 2), 1, 1)) is None
         assert await writer(TopicPartition("gone", 0), LeaderAndIsr(1, 0, (1,), 0, 1)) is None
     finally:
@@ -56,7 +62,9 @@ async def test_replica_manager_isr_shrink_through_the_store(make_rm, mock_time):
     store, session = await _session()
     try:
         rm = make_rm(alter_isr=ZkIsrChangeWriter(session), lag_ms=1_000)
-        rm.become_leader_or_follower(0, 1, [leader_state(isr=(1, 2), replicas=(1, 2), zk_version=0)])
+        rm.become_leader_or_follower(
+            0, 1, [leader_state(isr=(1, 2), replicas=(1, 2), zk_version=0)]
+        )
         mock_time.advance(1_001)
         assert rm.maybe_shrink_isr() == 1
         await rm.wait_for_isr_updates()

@@ -54,7 +54,9 @@ def request(topic_states, brokers, controller_id=0, controller_epoch=1):
 
 
 def topic(name, partitions, topic_id=TOPIC_ID):
-    return UpdateMetadataTopicState(topic_name=name, topic_id=topic_id, partition_states=tuple(partitions))
+    return UpdateMetadataTopicState(
+        topic_name=name, topic_id=topic_id, partition_states=tuple(partitions)
+    )
 
 
 def test_update_and_query():
@@ -102,13 +104,17 @@ def test_dead_leader_and_missing_listener_and_dead_replica():
             [broker(0, ("PLAINTEXT", "INTERNAL")), broker(1)],
         )
     )
-    parts = cache.get_topic_metadata(["t"], "INTERNAL", error_unavailable_listeners=True)[0].partitions
+    parts = cache.get_topic_metadata(["t"], "INTERNAL", error_unavailable_listeners=True)[
+        0
+    ].partitions
     assert (parts[0].error_code, parts[0].leader_id) == (ErrorCode.LEADER_NOT_AVAILABLE, -1)
     assert parts[1].error_code is ErrorCode.LISTENER_NOT_FOUND
     assert parts[2].error_code is ErrorCode.NONE and parts[2].offline_replicas == (2,)
     parts = cache.get_topic_metadata(["t"], "INTERNAL")[0].partitions
     assert parts[1].error_code is ErrorCode.LEADER_NOT_AVAILABLE
-    v0 = cache.get_topic_metadata(["t"], "PLAINTEXT", error_unavailable_endpoints=True)[0].partitions
+    v0 = cache.get_topic_metadata(["t"], "PLAINTEXT", error_unavailable_endpoints=True)[
+        0
+    ].partitions
     assert (v0[2].error_code, v0[2].replica_nodes) == (ErrorCode.REPLICA_NOT_AVAILABLE, (0,))
 
 
@@ -129,7 +135,9 @@ def test_delete_partitions_and_stale_controller():
     with pytest.raises(StaleControllerEpochError):
         cache.update_metadata(request([], [broker(0)], controller_epoch=1))
     # Brokers only: partitions kept, broker list replaced.
-    cache.update_metadata(request([topic("u", [pstate(0, 0, (0,), (0,))])], [broker(0)], controller_epoch=3))
+    cache.update_metadata(
+        request([topic("u", [pstate(0, 0, (0,), (0,))])], [broker(0)], controller_epoch=3)
+    )
     cache.update_metadata(request([], [broker(0), broker(5)], controller_epoch=3))
     assert cache.contains_topic("u") and [b.id for b in cache.get_alive_brokers()] == [0, 5]
 

@@ -21,7 +21,12 @@ async def test_ids_are_consecutive_within_a_block_and_blocks_advance():
     manager = ProducerIdManager(3, store, block_size=5)
     ids = [await manager.generate_producer_id() for _ in range(7)]
     assert ids == [0, 1, 2, 3, 4, 5, 6]
-    assert json.loads(store.data) == {"version": 1, "broker": 3, "block_start": "5", "block_end": "9"}
+    assert json.loads(store.data) == {
+        "version": 1,
+        "broker": 3,
+        "block_start": "5",
+        "block_end": "9",
+    }
 
 
 async def test_two_brokers_never_share_ids_and_concurrent_calls_are_serialised():
@@ -57,7 +62,12 @@ async def test_over_the_embedded_coordination_store():
         first = ProducerIdManager(1, session)
         assert await first.generate_producer_id() == 0
         data, stat = await session.get_data(PRODUCER_ID_BLOCK_PATH)
-        assert json.loads(data) == {"version": 1, "broker": 1, "block_start": "0", "block_end": "999"}
+        assert json.loads(data) == {
+            "version": 1,
+            "broker": 1,
+            "block_start": "0",
+            "block_end": "999",
+        }
         second = ProducerIdManager(2, session)
         assert await second.generate_producer_id() == 1000
         _, stat2 = await session.get_data(PRODUCER_ID_BLOCK_PATH)

@@ -93,19 +93,33 @@ def test_expiration_and_snapshot_round_trip():
         append(psm, header(2, 1, 7, 1, ts=9_000), 2)
         assert psm.take_snapshot() == 3
         assert psm.take_snapshot() is None  # once per offset
-        entries = {e.producer_id: e for e in ProducerStateManager.read_snapshot(psm.snapshot_path(3))}
-        assert (entries[1].producer_epoch, entries[1].last_seq, entries[1].last_data_offset) == (0, 1, 1)
-        assert (entries[2].producer_epoch, entries[2].last_seq, entries[2].last_data_offset) == (1, 7, 2)
+        entries = {
+            e.producer_id: e for e in ProducerStateManager.read_snapshot(psm.snapshot_path(3))
+        }
+        assert (entries[1].producer_epoch, entries[1].last_seq, entries[1].last_data_offset) == (
+            0,
+            1,
+            1,
+        )
+        assert (entries[2].producer_epoch, entries[2].last_seq, entries[2].last_data_offset) == (
+            1,
+            7,
+            2,
+        )
         assert psm.remove_expired_producers(9_500) == [1]
         # Rebuild: snapshot at 3, then batch headers from 3 to the log end (5).
         later = [header(1, 0, 2, 2, base_offset=3)]
         fresh = ProducerStateManager("t-0", d)
-        fresh.truncate_and_reload(0, 5, lambda offset: iter(h for h in later if h.last_offset >= offset))
+        fresh.truncate_and_reload(
+            0, 5, lambda offset: iter(h for h in later if h.last_offset >= offset)
+        )
         assert fresh.map_end_offset == 5
         assert fresh.last_entry(1).last_seq == 3 and fresh.last_entry(2).last_seq == 7
         # A truncated log (end 2) drops the snapshot at 3 and rescans from the start.
         scanned = []
-        fresh.truncate_and_reload(0, 2, lambda offset: scanned.append(offset) or iter([header(1, 0, 0, 2)]))
+        fresh.truncate_and_reload(
+            0, 2, lambda offset: scanned.append(offset) or iter([header(1, 0, 0, 2)])
+        )
         assert scanned == [0] and fresh.list_snapshot_offsets() == []
         assert fresh.last_entry(1).last_seq == 1 and fresh.last_entry(2) is None
         # A corrupt snapshot is deleted and ignored.
@@ -136,7 +150,9 @@ class ProducerModel(RuleBasedStateMachine):
         entry = self.model.setdefault(pid, {"epoch": epoch, "batches": []})
         if entry["epoch"] != epoch:
             entry["epoch"], entry["batches"] = epoch, []
-        entry["batches"].append((first_seq, h.last_sequence, self.next_offset, self.next_offset + count - 1))
+        entry["batches"].append(
+            (first_seq, h.last_sequence, self.next_offset, self.next_offset + count - 1)
+        )
         entry["batches"] = entry["batches"][-5:]
         self.log.append(header(pid, epoch, first_seq, count, base_offset=self.next_offset))
         self.next_offset += count
@@ -151,7 +167,9 @@ class ProducerModel(RuleBasedStateMachine):
         if entry is None:
             self._append_ok(pid, 0, start, count)
         else:
-            self._append_ok(pid, entry["epoch"], increment_sequence(entry["batches"][-1][1], 1), count)
+            self._append_ok(
+                pid, entry["epoch"], increment_sequence(entry["batches"][-1][1], 1), count
+            )
 
     @precondition(lambda self: self.model)
     @rule(data=st.data())
@@ -196,7 +214,9 @@ class ProducerModel(RuleBasedStateMachine):
         for pid, entry in self.model.items():
             live = self.psm.last_entry(pid)
             assert live.producer_epoch == entry["epoch"]
-            assert [(b.first_seq, b.last_seq, b.first_offset, b.last_offset) for b in live.batches] == entry["batches"]
+            assert [
+                (b.first_seq, b.last_seq, b.first_offset, b.last_offset) for b in live.batches
+            ] == entry["batches"]
         assert self.psm.map_end_offset == self.next_offset
 
     @invariant()

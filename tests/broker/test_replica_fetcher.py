@@ -39,22 +39,30 @@ class Cluster:
         self.log_managers = {}
         self.brokers: dict[int, ReplicaManager] = {}
         for broker_id in (1, 2):
-            lm = LogManager([str(tmp_path / f"b{broker_id}")], LogConfig(min_insync_replicas=min_isr))
+            lm = LogManager(
+                [str(tmp_path / f"b{broker_id}")], LogConfig(min_insync_replicas=min_isr)
+            )
             lm.startup()
             self.log_managers[broker_id] = lm
-            rm = ReplicaManager(broker_id, lm, ReplicaManagerConfig(replica_lag_time_max_ms=10_000), mock_time)
+            rm = ReplicaManager(
+                broker_id, lm, ReplicaManagerConfig(replica_lag_time_max_ms=10_000), mock_time
+            )
             rm.replica_fetcher_manager = ReplicaFetcherManager(
                 rm,
                 lambda leader_id, me=broker_id: LocalLeaderEndPoint(self.brokers[leader_id], me),
                 mock_time,
-                ReplicaFetcherConfig(replica_fetch_wait_max_ms=60_000, replica_fetch_backoff_ms=100),
+                ReplicaFetcherConfig(
+                    replica_fetch_wait_max_ms=60_000, replica_fetch_backoff_ms=100
+                ),
             )
             self.brokers[broker_id] = rm
 
     def leader_and_isr(self, leader, epoch, isr, controller_epoch=1):
         for rm in self.brokers.values():
             rm.become_leader_or_follower(
-                0, controller_epoch, [leader_state(leader=leader, leader_epoch=epoch, isr=isr, replicas=(1, 2))]
+                0,
+                controller_epoch,
+                [leader_state(leader=leader, leader_epoch=epoch, isr=isr, replicas=(1, 2))],
             )
 
     def log(self, broker_id):
@@ -129,9 +137,13 @@ async def test_leader_change_truncates_divergent_tail(cluster):
     await produce(b1, batch(2))
     assert cluster.log(1).log_end_offset == 5 and cluster.log(2).log_end_offset == 3
 
-    b2.become_leader_or_follower(0, 2, [leader_state(leader=2, leader_epoch=1, isr=(2,), replicas=(1, 2))])
+    b2.become_leader_or_follower(
+        0, 2, [leader_state(leader=2, leader_epoch=1, isr=(2,), replicas=(1, 2))]
+    )
     await produce(b2, batch(1))
-    b1.become_leader_or_follower(0, 2, [leader_state(leader=2, leader_epoch=1, isr=(2,), replicas=(1, 2))])
+    b1.become_leader_or_follower(
+        0, 2, [leader_state(leader=2, leader_epoch=1, isr=(2,), replicas=(1, 2))]
+    )
     await wait_until(lambda: cluster.batches(1) == cluster.batches(2))
     assert cluster.log(1).log_end_offset == 4
     assert [epoch for _, epoch, _ in cluster.batches(1)] == [0, 1]
@@ -141,23 +153,35 @@ async def test_leader_change_truncates_divergent_tail(cluster):
 
 async def test_fenced_follower_stops_until_next_leader_and_isr(cluster):
     b1, b2 = cluster.brokers[1], cluster.brokers[2]
-    b1.become_leader_or_follower(0, 1, [leader_state(leader=1, leader_epoch=3, isr=(1,), replicas=(1, 2))])
-    b2.become_leader_or_follower(0, 1, [leader_state(leader=1, leader_epoch=2, isr=(1,), replicas=(1, 2))])
+    b1.become_leader_or_follower(
+        0, 1, [leader_state(leader=1, leader_epoch=3, isr=(1,), replicas=(1, 2))]
+    )
+    b2.become_leader_or_follower(
+        0, 1, [leader_state(leader=1, leader_epoch=2, isr=(1,), replicas=(1, 2))]
+    )
     fetcher = b2.replica_fetcher_manager.fetchers[1]
     await wait_until(lambda: TP not in fetcher.partitions)  # FENCED_LEADER_EPOCH
-    b2.become_leader_or_follower(0, 1, [leader_state(leader=1, leader_epoch=3, isr=(1,), replicas=(1, 2))])
+    b2.become_leader_or_follower(
+        0, 1, [leader_state(leader=1, leader_epoch=3, isr=(1,), replicas=(1, 2))]
+    )
     await produce(b1, batch(2))
     await wait_until(lambda: cluster.log(2).log_end_offset == 2)
 
 
 async def test_unknown_leader_epoch_backs_off_on_the_clock(cluster, mock_time):
     b1, b2 = cluster.brokers[1], cluster.brokers[2]
-    b1.become_leader_or_follower(0, 1, [leader_state(leader=1, leader_epoch=1, isr=(1,), replicas=(1, 2))])
-    b2.become_leader_or_follower(0, 1, [leader_state(leader=1, leader_epoch=2, isr=(1,), replicas=(1, 2))])
+    b1.become_leader_or_follower(
+        0, 1, [leader_state(leader=1, leader_epoch=1, isr=(1,), replicas=(1, 2))]
+    )
+    b2.become_leader_or_follower(
+        0, 1, [leader_state(leader=1, leader_epoch=2, isr=(1,), replicas=(1, 2))]
+    )
     fetcher = b2.replica_fetcher_manager.fetchers[1]
     await wait_until(lambda: fetcher.partitions[TP].delayed_until_ms > mock_time.milliseconds())
     # The leader learns epoch 2; the follower retries after its back-off.
-    b1.become_leader_or_follower(0, 1, [leader_state(leader=1, leader_epoch=2, isr=(1,), replicas=(1, 2))])
+    b1.become_leader_or_follower(
+        0, 1, [leader_state(leader=1, leader_epoch=2, isr=(1,), replicas=(1, 2))]
+    )
     await produce(b1, batch(1))
     mock_time.advance(100)
     await wait_until(lambda: cluster.log(2).log_end_offset == 1)
@@ -165,11 +189,15 @@ async def test_unknown_leader_epoch_backs_off_on_the_clock(cluster, mock_time):
 
 async def test_offset_out_of_range_follows_leader_log_start(cluster):
     b1, b2 = cluster.brokers[1], cluster.brokers[2]
-    b1.become_leader_or_follower(0, 1, [leader_state(leader=1, leader_epoch=0, isr=(1,), replicas=(1, 2))])
+    b1.become_leader_or_follower(
+        0, 1, [leader_state(leader=1, leader_epoch=0, isr=(1,), replicas=(1, 2))]
+    )
     for _ in range(4):
         await produce(b1, batch(2))
     assert (await b1.delete_records(1000, {TP: 6}))[TP].error_code is ErrorCode.NONE
-    b2.become_leader_or_follower(0, 1, [leader_state(leader=1, leader_epoch=0, isr=(1,), replicas=(1, 2))])
+    b2.become_leader_or_follower(
+        0, 1, [leader_state(leader=1, leader_epoch=0, isr=(1,), replicas=(1, 2))]
+    )
     await wait_until(lambda: cluster.log(2).log_end_offset == 8)
     assert cluster.log(2).log_start_offset == 6
     state = b2.replica_fetcher_manager.fetchers[1].partitions[TP]
@@ -185,10 +213,17 @@ async def test_remote_endpoint_maps_requests_and_responses():
             sent.append((int(api_key), version, node_id, message))
             if int(api_key) == 1:
                 part = SimpleNamespace(
-                    partition_index=0, error_code=0, high_watermark=7, last_stable_offset=7,
-                    log_start_offset=2, records=bytes(batch(1)), diverging_epoch=None,
+                    partition_index=0,
+                    error_code=0,
+                    high_watermark=7,
+                    last_stable_offset=7,
+                    log_start_offset=2,
+                    records=bytes(batch(1)),
+                    diverging_epoch=None,
                 )
-                return SimpleNamespace(error_code=0, responses=[SimpleNamespace(topic="t", partitions=[part])])
+                return SimpleNamespace(
+                    error_code=0, responses=[SimpleNamespace(topic="t", partitions=[part])]
+                )
             if int(api_key) == 23:
                 part = SimpleNamespace(partition=0, error_code=0, leader_epoch=4, end_offset=9)
                 return SimpleNamespace(topics=[SimpleNamespace(topic="t", partitions=[part])])
@@ -196,8 +231,14 @@ async def test_remote_endpoint_maps_requests_and_responses():
             return SimpleNamespace(topics=[SimpleNamespace(name="t", partitions=[part])])
 
     endpoint = RemoteLeaderEndPoint(FakeClient(), leader_id=1, replica_id=2)
-    data = await endpoint.fetch(FetchParams(replica_id=2, max_wait_ms=500), {TP: FetchInfo(5, 1024, 0, 4)})
-    assert (data[TP].error_code, data[TP].high_watermark, data[TP].log_start_offset) == (ErrorCode.NONE, 7, 2)
+    data = await endpoint.fetch(
+        FetchParams(replica_id=2, max_wait_ms=500), {TP: FetchInfo(5, 1024, 0, 4)}
+    )
+    assert (data[TP].error_code, data[TP].high_watermark, data[TP].log_start_offset) == (
+        ErrorCode.NONE,
+        7,
+        2,
+    )
     assert bytes(data[TP].records) == bytes(batch(1))
     api_key, version, node, request = sent[0]
     assert (api_key, version, node, request.replica_id) == (1, 12, 1, 2)
@@ -215,11 +256,17 @@ async def test_follower_of_a_leaderless_partition_starts_no_fetcher(cluster):
     """LeaderAndIsr with leader -1 (an offline partition): the replica follows, but there is
     no leader to fetch from until a newer LeaderAndIsr names one."""
     b1, b2 = cluster.brokers[1], cluster.brokers[2]
-    b2.become_leader_or_follower(0, 1, [leader_state(leader=-1, leader_epoch=1, isr=(1,), replicas=(1, 2))])
+    b2.become_leader_or_follower(
+        0, 1, [leader_state(leader=-1, leader_epoch=1, isr=(1,), replicas=(1, 2))]
+    )
     assert TP in b2.partitions and b2.replica_fetcher_manager.fetcher_for(TP) is None
     assert -1 not in b2.replica_fetcher_manager.fetchers
-    b1.become_leader_or_follower(0, 1, [leader_state(leader=1, leader_epoch=2, isr=(1,), replicas=(1, 2))])
-    b2.become_leader_or_follower(0, 1, [leader_state(leader=1, leader_epoch=2, isr=(1,), replicas=(1, 2))])
+    b1.become_leader_or_follower(
+        0, 1, [leader_state(leader=1, leader_epoch=2, isr=(1,), replicas=(1, 2))]
+    )
+    b2.become_leader_or_follower(
+        0, 1, [leader_state(leader=1, leader_epoch=2, isr=(1,), replicas=(1, 2))]
+    )
     await produce(b1, batch(2))
     await wait_until(lambda: cluster.log(2).log_end_offset == 2)
 

@@ -34,7 +34,10 @@ TP = TopicPartition("t", 0)
 
 def batches(log):
     info = log.read(log.log_start_offset, 1 << 30)
-    return [(h.base_offset, h.partition_leader_epoch, h.crc) for _, h in iter_batch_headers(info.records.view())]
+    return [
+        (h.base_offset, h.partition_leader_epoch, h.crc)
+        for _, h in iter_batch_headers(info.records.view())
+    ]
 
 
 @pytest.fixture
@@ -70,7 +73,11 @@ async def two_brokers(tmp_path):
     live = [
         MetadataBroker(
             i,
-            {"PLAINTEXT": BrokerEndpoint("PLAINTEXT", "127.0.0.1", servers[i - 1].bound_endpoints[0].port)},
+            {
+                "PLAINTEXT": BrokerEndpoint(
+                    "PLAINTEXT", "127.0.0.1", servers[i - 1].bound_endpoints[0].port
+                )
+            },
         )
         for i in (1, 2)
     ]

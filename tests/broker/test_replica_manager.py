@@ -284,7 +284,9 @@ async def test_leader_epoch_fencing(make_rm):
         FetchParams(), {TP: FetchInfo(0, 1 << 20, current_leader_epoch=5)}
     )
     assert res[TP].error_code is ErrorCode.NONE
-    assert rm.list_offset(TP, -1, current_leader_epoch=4).error_code is ErrorCode.FENCED_LEADER_EPOCH
+    assert (
+        rm.list_offset(TP, -1, current_leader_epoch=4).error_code is ErrorCode.FENCED_LEADER_EPOCH
+    )
 
 
 async def test_diverging_epoch_for_last_fetched_epoch(make_rm):
@@ -319,7 +321,10 @@ async def test_list_offsets(make_rm):
     assert rm.list_offset(TP, 10_000).offset == -1
     max_ts = rm.list_offset(TP, MAX_TIMESTAMP)
     assert (max_ts.offset, max_ts.timestamp) == (3, 5_001)
-    assert rm.list_offset(TopicPartition("x", 0), -1).error_code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert (
+        rm.list_offset(TopicPartition("x", 0), -1).error_code
+        is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    )
 
 
 async def test_last_offset_for_leader_epoch(make_rm):
@@ -353,7 +358,10 @@ async def test_delete_records(make_rm, log_manager):
 
 async def test_leader_and_isr_epochs_and_stop_replica(make_rm, log_manager):
     rm = make_rm()
-    assert rm.become_leader_or_follower(0, 1, [leader_state(leader_epoch=3)]).error_code is ErrorCode.NONE
+    assert (
+        rm.become_leader_or_follower(0, 1, [leader_state(leader_epoch=3)]).error_code
+        is ErrorCode.NONE
+    )
     stale = rm.become_leader_or_follower(0, 1, [leader_state(leader_epoch=3)])
     assert stale.partition_errors[TP] is ErrorCode.STALE_CONTROLLER_EPOCH
     old_controller = rm.become_leader_or_follower(0, 0, [leader_state(leader_epoch=9)])
@@ -470,7 +478,9 @@ async def test_delete_records_waits_for_followers_low_watermark(make_rm, mock_ti
     follower = FetchParams(replica_id=2)
     await rm.fetch_messages(follower, {TP: FetchInfo(4, 1 << 20, log_start_offset=0)})
     task = asyncio.create_task(rm.delete_records(30_000, {TP: 2}))
-    await wait_until(lambda: rm.delete_records_purgatory.delayed == 1)  # the follower still starts at 0
+    await wait_until(
+        lambda: rm.delete_records_purgatory.delayed == 1
+    )  # the follower still starts at 0
     await rm.fetch_messages(follower, {TP: FetchInfo(4, 1 << 20, log_start_offset=2)})
     res = (await asyncio.wait_for(task, DEADLINE))[TP]
     assert (res.error_code, res.low_watermark) == (ErrorCode.NONE, 2)
@@ -540,7 +550,9 @@ async def test_fetch_from_unassigned_replica_is_rejected(make_rm):
 
 async def test_partition_status_and_counts(make_rm, mock_time):
     rm = make_rm(min_isr=2)
-    rm.become_leader_or_follower(0, 1, [leader_state(isr=(1, 2), replicas=(1, 2, 3), leader_epoch=4)])
+    rm.become_leader_or_follower(
+        0, 1, [leader_state(isr=(1, 2), replicas=(1, 2, 3), leader_epoch=4)]
+    )
     await produce(rm, batch(3))
     status = rm.partition_status(TP)
     assert (status.is_leader, status.leader, status.leader_epoch) == (True, 1, 4)

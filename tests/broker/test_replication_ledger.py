@@ -96,9 +96,7 @@ async def test_acknowledged_writes_survive_leader_changes(tmp_path, seed):
             await wait_until(lambda rm=new_leader: set(rm.partitions[TP].isr) == set(BROKERS))
 
         final = logs()
-        await wait_until(
-            lambda: all(batches(final[b]) == batches(final[leader]) for b in BROKERS)
-        )
+        await wait_until(lambda: all(batches(final[b]) == batches(final[leader]) for b in BROKERS))
         present = dict(batches(final[leader]))
         for offset, crc in acked.items():
             assert present.get(offset) == crc, f"acknowledged batch at {offset} lost"

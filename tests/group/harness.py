@@ -136,8 +136,19 @@ class Harness:
         t = self.token()
         self.apply(
             self.core.join_group(
-                t, group, member_id, instance_id, require_known, client_id, "/127.0.0.1",
-                rebalance_ms, session_ms, protocol_type, protocols, None, skip_assignment,
+                t,
+                group,
+                member_id,
+                instance_id,
+                require_known,
+                client_id,
+                "/127.0.0.1",
+                rebalance_ms,
+                session_ms,
+                protocol_type,
+                protocols,
+                None,
+                skip_assignment,
             )
         )
         return t
@@ -151,12 +162,28 @@ class Harness:
         assert r.member_id
         return r.member_id, self.join(group, r.member_id, **kw)
 
-    def sync(self, group: str, member_id: str, generation: int, assignments=None, instance_id=None,
-             protocol_type=None, protocol_name=None):
+    def sync(
+        self,
+        group: str,
+        member_id: str,
+        generation: int,
+        assignments=None,
+        instance_id=None,
+        protocol_type=None,
+        protocol_name=None,
+    ):
         t = self.token()
         self.apply(
-            self.core.sync_group(t, group, generation, member_id, instance_id, protocol_type, protocol_name,
-                                 assignments or {})
+            self.core.sync_group(
+                t,
+                group,
+                generation,
+                member_id,
+                instance_id,
+                protocol_type,
+                protocol_name,
+                assignments or {},
+            )
         )
         return t
 
@@ -188,14 +215,18 @@ class Harness:
                 break
             self.advance(self.core.group_config.group_initial_rebalance_delay_ms + 1)
         results = [self.response(t) for t in tokens]
-        assert all(isinstance(r, JoinGroupResult) and r.error is ErrorCode.NONE for r in results), results
+        assert all(isinstance(r, JoinGroupResult) and r.error is ErrorCode.NONE for r in results), (
+            results
+        )
         generation = results[0].generation_id
         leader = results[0].leader_id
         syncs = {}
         for mid in ids:
             if mid != leader:
                 syncs[mid] = self.sync(group, mid, generation)
-        syncs[leader] = self.sync(group, leader, generation, {m: f"{m}:{generation}".encode() for m in ids})
+        syncs[leader] = self.sync(
+            group, leader, generation, {m: f"{m}:{generation}".encode() for m in ids}
+        )
         for mid in ids:
             r = self.response(syncs[mid])
             assert isinstance(r, SyncGroupResult) and r.error is ErrorCode.NONE, r

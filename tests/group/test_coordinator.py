@@ -91,7 +91,9 @@ async def until(predicate, timeout=5.0):
             await asyncio.sleep(0)
 
 
-async def start(writer=None, time=None, delay_ms=3000) -> tuple[GroupCoordinator, MemoryWriter, ManualTime]:
+async def start(
+    writer=None, time=None, delay_ms=3000
+) -> tuple[GroupCoordinator, MemoryWriter, ManualTime]:
     writer = writer or MemoryWriter()
     time = time or ManualTime()
     coordinator = GroupCoordinator(
@@ -109,8 +111,18 @@ async def start(writer=None, time=None, delay_ms=3000) -> tuple[GroupCoordinator
 
 def join(c: GroupCoordinator, group: str, member_id: str = "", **kw):
     return asyncio.ensure_future(
-        c.join_group(group, member_id, kw.get("instance"), True, "client", "/127.0.0.1",
-                     30_000, kw.get("session_ms", 10_000), "consumer", PROTOCOLS)
+        c.join_group(
+            group,
+            member_id,
+            kw.get("instance"),
+            True,
+            "client",
+            "/127.0.0.1",
+            30_000,
+            kw.get("session_ms", 10_000),
+            "consumer",
+            PROTOCOLS,
+        )
     )
 
 
@@ -131,8 +143,15 @@ async def form_group(c: GroupCoordinator, time: ManualTime, group: str, n: int):
     generation = results[0].generation_id
     syncs = [
         asyncio.ensure_future(
-            c.sync_group(group, generation, mid, None, "consumer", "range",
-                         {m: m.encode() for m in ids} if mid == leader else {})
+            c.sync_group(
+                group,
+                generation,
+                mid,
+                None,
+                "consumer",
+                "range",
+                {m: m.encode() for m in ids} if mid == leader else {},
+            )
         )
         for mid in ids
     ]
@@ -147,7 +166,9 @@ async def test_group_forms_through_the_shell_with_a_manual_clock():
     assert generation == 1 and leader in ids
     assert c.core.groups["g"].state is GroupState.STABLE
     assert await c.heartbeat("g", ids[0], None, generation) is ErrorCode.NONE
-    result = await c.commit_offsets("g", ids[0], None, generation, {TP: OffsetAndMetadata(42, metadata="m")})
+    result = await c.commit_offsets(
+        "g", ids[0], None, generation, {TP: OffsetAndMetadata(42, metadata="m")}
+    )
     assert result == {TP: ErrorCode.NONE}
     err, offsets = c.fetch_offsets("g", [TP])
     assert err is ErrorCode.NONE and (offsets[TP].offset, offsets[TP].metadata) == (42, "m")
@@ -196,7 +217,9 @@ async def test_restart_rebuilds_groups_and_offsets_from_the_log():
     await c.shutdown()
 
     writer.read_gate.clear()
-    c2 = GroupCoordinator(1, writer, GroupConfig(), OffsetConfig(offsets_topic_num_partitions=PARTITIONS), time)
+    c2 = GroupCoordinator(
+        1, writer, GroupConfig(), OffsetConfig(offsets_topic_num_partitions=PARTITIONS), time
+    )
     c2.startup()
     loads = [c2.on_election(p, 1) for p in range(PARTITIONS)]
     # while loading: clients are told to wait
@@ -205,7 +228,11 @@ async def test_restart_rebuilds_groups_and_offsets_from_the_log():
     writer.read_gate.set()
     await asyncio.gather(*loads)
     group = c2.core.groups["g"]
-    assert group.state is GroupState.STABLE and group.generation_id == generation and set(group.members) == set(ids)
+    assert (
+        group.state is GroupState.STABLE
+        and group.generation_id == generation
+        and set(group.members) == set(ids)
+    )
     offsets = c2.fetch_offsets("g", [TP])[1]
     assert (offsets[TP].offset, offsets[TP].metadata) == (7, "meta")
     assert c2.fetch_offsets("simple", [TP])[1][TP].offset == 3
@@ -235,7 +262,10 @@ async def test_admin_calls():
     err, lag = c.consumer_lag("idle", {TP: 10}.get)
     assert err is ErrorCode.NONE and lag == {TP: (1, 9)}
     assert c.consumer_lag("idle", lambda tp: None)[1] == {TP: (1, None)}
-    assert await c.delete_groups(["idle", "live"]) == {"idle": ErrorCode.NONE, "live": ErrorCode.NON_EMPTY_GROUP}
+    assert await c.delete_groups(["idle", "live"]) == {
+        "idle": ErrorCode.NONE,
+        "live": ErrorCode.NON_EMPTY_GROUP,
+    }
     result = await c.delete_offsets("live", [TopicPartition("other", 0)])
     assert result.error is ErrorCode.NONE
     await c.shutdown()
@@ -249,7 +279,10 @@ async def test_shutdown_cancels_waiting_requests():
     await c.shutdown()
     result = await asyncio.gather(waiting, return_exceptions=True)
     # answered NOT_COORDINATOR on unload (or cancelled): never left hanging
-    assert isinstance(result[0], asyncio.CancelledError) or result[0].error is ErrorCode.NOT_COORDINATOR
+    assert (
+        isinstance(result[0], asyncio.CancelledError)
+        or result[0].error is ErrorCode.NOT_COORDINATOR
+    )
 
 
 @pytest.mark.parametrize("n", [1, 10])
@@ -264,7 +297,13 @@ async def test_leadership_change_loads_led_partitions_and_unloads_the_rest():
     from kafkalite.broker.types import LeaderAndIsrPartitionState
 
     writer = MemoryWriter()
-    c = GroupCoordinator(1, writer, GroupConfig(), OffsetConfig(offsets_topic_num_partitions=PARTITIONS), ManualTime())
+    c = GroupCoordinator(
+        1,
+        writer,
+        GroupConfig(),
+        OffsetConfig(offsets_topic_num_partitions=PARTITIONS),
+        ManualTime(),
+    )
     c.startup()
 
     def state(topic, p, leader, epoch):
@@ -272,8 +311,12 @@ async def test_leadership_change_loads_led_partitions_and_unloads_the_rest():
 
     loads = c.on_leadership_change(
         1,
-        [state("__consumer_offsets", 0, 1, 3), state("__consumer_offsets", 1, 2, 3), state("other", 0, 1, 3),
-         state("__consumer_offsets", 2, 1, 3)],
+        [
+            state("__consumer_offsets", 0, 1, 3),
+            state("__consumer_offsets", 1, 2, 3),
+            state("other", 0, 1, 3),
+            state("__consumer_offsets", 2, 1, 3),
+        ],
         {TopicPartition("__consumer_offsets", 2): ErrorCode.KAFKA_STORAGE_ERROR},
     )
     assert len(loads) == 1
@@ -297,12 +340,29 @@ async def test_load_skips_records_of_newer_coordinators():
 
     writer = MemoryWriter()
     p = 0
-    group = next(g for g in (f"grp{i}" for i in range(100)) if GroupCoordinator(1, writer, offset_config=OffsetConfig(offsets_topic_num_partitions=PARTITIONS)).partition_for(g) == p)
+    group = next(
+        g
+        for g in (f"grp{i}" for i in range(100))
+        if GroupCoordinator(
+            1, writer, offset_config=OffsetConfig(offsets_topic_num_partitions=PARTITIONS)
+        ).partition_for(g)
+        == p
+    )
     writer.partitions[p] = [
         (0, b"\x00\x03\x00\x01x", b"\x00\x00"),  # a KIP-848 record type (key version 3)
-        (1, encode_offset_commit_key(group, "t", 0), encode_offset_commit_value(OffsetCommitValue(9, "", 1))),
+        (
+            1,
+            encode_offset_commit_key(group, "t", 0),
+            encode_offset_commit_value(OffsetCommitValue(9, "", 1)),
+        ),
     ]
-    c = GroupCoordinator(1, writer, GroupConfig(), OffsetConfig(offsets_topic_num_partitions=PARTITIONS), ManualTime())
+    c = GroupCoordinator(
+        1,
+        writer,
+        GroupConfig(),
+        OffsetConfig(offsets_topic_num_partitions=PARTITIONS),
+        ManualTime(),
+    )
     c.startup()
     await c.on_election(p, 0)
     assert c.fetch_offsets(group, [TP])[1][TP].offset == 9
@@ -312,7 +372,13 @@ async def test_load_skips_records_of_newer_coordinators():
 async def test_stale_resignation_does_not_stop_a_newer_load():
     writer = MemoryWriter()
     writer.read_gate.clear()
-    c = GroupCoordinator(1, writer, GroupConfig(), OffsetConfig(offsets_topic_num_partitions=PARTITIONS), ManualTime())
+    c = GroupCoordinator(
+        1,
+        writer,
+        GroupConfig(),
+        OffsetConfig(offsets_topic_num_partitions=PARTITIONS),
+        ManualTime(),
+    )
     c.startup()
     load = c.on_election(0, 5)
     c.on_resignation(0, 4)  # an old StopReplica/LeaderAndIsr arriving late

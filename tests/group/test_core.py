@@ -217,7 +217,13 @@ def test_members_that_do_not_rejoin_within_rebalance_timeout_are_dropped():
     h = Harness()
     (a, b), gen, _ = h.form_group("g", 2, rebalance_ms=20_000, session_ms=30_000)
     # a changes its subscription: rebalance; b never rejoins
-    ta = h.join("g", a, protocols=[("range", encode_subscription(["t", "u"]))], rebalance_ms=20_000, session_ms=30_000)
+    ta = h.join(
+        "g",
+        a,
+        protocols=[("range", encode_subscription(["t", "u"]))],
+        rebalance_ms=20_000,
+        session_ms=30_000,
+    )
     assert h.response(ta) is None
     h.advance(20_001)
     r = h.response(ta)
@@ -229,7 +235,10 @@ def test_last_member_leaving_empties_the_group():
     h = Harness()
     (a,), gen, _ = h.form_group("g", 1)
     r = h.leave("g", [MemberIdentity(a)])
-    assert r == LeaveGroupResult(ErrorCode.NONE, (r.members[0],)) and r.members[0].error is ErrorCode.NONE
+    assert (
+        r == LeaveGroupResult(ErrorCode.NONE, (r.members[0],))
+        and r.members[0].error is ErrorCode.NONE
+    )
     g = h.core.groups["g"]
     assert g.state is GroupState.EMPTY and g.generation_id == gen + 1
     assert g.leader_id is None and g.protocol_name is None
@@ -239,7 +248,11 @@ def test_batched_leave_with_unknown_members():
     h = Harness()
     (a, b, c), gen, _ = h.form_group("g", 3)
     r = h.leave("g", [MemberIdentity(a), MemberIdentity("ghost"), MemberIdentity(b)])
-    assert [m.error for m in r.members] == [ErrorCode.NONE, ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.NONE]
+    assert [m.error for m in r.members] == [
+        ErrorCode.NONE,
+        ErrorCode.UNKNOWN_MEMBER_ID,
+        ErrorCode.NONE,
+    ]
     r = h.response(h.join("g", c))
     assert r.error is ErrorCode.NONE and r.generation_id == gen + 1 and r.leader_id == c
     r = h.leave("nope", [MemberIdentity(a)])
@@ -346,9 +359,9 @@ def test_static_member_rejoin_gets_new_id_without_rebalance_and_fences_old_id():
     assert h.core.groups["g"].get(r.member_id).assignment == b"B"
     assert h.heartbeat("g", old_b, 1, instance_id="i-b") is ErrorCode.FENCED_INSTANCE_ID
     assert h.response(h.join("g", old_b, instance_id="i-b")).error is ErrorCode.FENCED_INSTANCE_ID
-    assert h.response(h.commit("g", old_b, 1, {TP0: OffsetAndMetadata(1)}, instance_id="i-b"))[TP0] is (
-        ErrorCode.FENCED_INSTANCE_ID
-    )
+    assert h.response(h.commit("g", old_b, 1, {TP0: OffsetAndMetadata(1)}, instance_id="i-b"))[
+        TP0
+    ] is (ErrorCode.FENCED_INSTANCE_ID)
     assert h.heartbeat("g", r.member_id, 1, instance_id="i-b") is ErrorCode.NONE
     # the replacement was persisted
     last = h.log.partitions[h.core.partition_for("g")][-1]
@@ -382,8 +395,14 @@ def test_static_members_survive_a_rebalance_they_miss():
     leader = h.response(ta).leader_id
     h.sync("g", leader, 1, {a: b"A", b: b"B"})
     h.sync("g", b if leader == a else a, 1)
-    ta2 = h.join("g", a, instance_id="i-a", protocols=[("range", encode_subscription(["z"]))],
-                 rebalance_ms=10_000, session_ms=60_000)
+    ta2 = h.join(
+        "g",
+        a,
+        instance_id="i-a",
+        protocols=[("range", encode_subscription(["z"]))],
+        rebalance_ms=10_000,
+        session_ms=60_000,
+    )
     h.advance(10_001)
     assert h.response(ta2).generation_id == 2
     assert h.core.groups["g"].has(b)  # static member kept until its session times out
@@ -415,7 +434,11 @@ def test_commit_and_fetch_in_a_stable_group():
     assert h.response(t) == {TP0: ErrorCode.NONE, TP1: ErrorCode.NONE}
     err, offsets = h.core.fetch_offsets("g", [TP0, TP1, TopicPartition("t", 9)])
     assert err is ErrorCode.NONE
-    assert (offsets[TP0].offset, offsets[TP0].leader_epoch, offsets[TP0].metadata) == (10, 3, "meta-ü")
+    assert (offsets[TP0].offset, offsets[TP0].leader_epoch, offsets[TP0].metadata) == (
+        10,
+        3,
+        "meta-ü",
+    )
     assert offsets[TP1].offset == 20 and offsets[TopicPartition("t", 9)].offset == -1
     assert set(h.core.fetch_offsets("g")[1]) == {TP0, TP1}
     # the records are in Kafka's format in the group's partition
@@ -450,9 +473,9 @@ def test_commit_during_preparing_rebalance_is_allowed():
 
 def test_simple_commit_from_a_groupless_consumer():
     h = Harness()
-    assert h.response(h.commit("standalone", "", -1, {TP0: OffsetAndMetadata(3, metadata="x")})) == {
-        TP0: ErrorCode.NONE
-    }
+    assert h.response(
+        h.commit("standalone", "", -1, {TP0: OffsetAndMetadata(3, metadata="x")})
+    ) == {TP0: ErrorCode.NONE}
     g = h.core.groups["standalone"]
     assert g.state is GroupState.EMPTY and g.protocol_type is None
     assert h.core.fetch_offsets("standalone", [TP0])[1][TP0].metadata == "x"
@@ -464,12 +487,19 @@ def test_oversized_metadata_is_refused_per_partition():
     h = Harness()
     ok = "m" * 4096
     too_big = "m" * 4097
-    r = h.response(h.commit("g", "", -1, {TP0: OffsetAndMetadata(1, metadata=too_big), TP1: OffsetAndMetadata(2, metadata=ok)}))
+    r = h.response(
+        h.commit(
+            "g",
+            "",
+            -1,
+            {TP0: OffsetAndMetadata(1, metadata=too_big), TP1: OffsetAndMetadata(2, metadata=ok)},
+        )
+    )
     assert r == {TP0: ErrorCode.OFFSET_METADATA_TOO_LARGE, TP1: ErrorCode.NONE}
     offsets = h.core.fetch_offsets("g", [TP0, TP1])[1]
     assert offsets[TP0].offset == -1 and offsets[TP1].metadata == ok
     # Java counts UTF-16 units: 2049 astral characters are 4098 units
-    r = h.response(h.commit("g", "", -1, {TP0: OffsetAndMetadata(1, metadata="\U0001F600" * 2049)}))
+    r = h.response(h.commit("g", "", -1, {TP0: OffsetAndMetadata(1, metadata="\U0001f600" * 2049)}))
     assert r == {TP0: ErrorCode.OFFSET_METADATA_TOO_LARGE}
 
 
@@ -479,7 +509,10 @@ def test_commit_not_visible_until_written_and_write_errors_are_mapped():
     t = h.commit("g", "", -1, {TP0: OffsetAndMetadata(1)})
     assert h.response(t) is None
     assert h.core.fetch_offsets("g", [TP0])[1][TP0].offset == -1
-    assert h.core.fetch_offsets("g", [TP0], require_stable=True)[1][TP0].error is ErrorCode.UNSTABLE_OFFSET_COMMIT
+    assert (
+        h.core.fetch_offsets("g", [TP0], require_stable=True)[1][TP0].error
+        is ErrorCode.UNSTABLE_OFFSET_COMMIT
+    )
     h.release_writes(ErrorCode.NOT_LEADER_OR_FOLLOWER)
     assert h.core.fetch_offsets("g", [TP0], require_stable=True)[1][TP0].error is ErrorCode.NONE
     assert h.response(t) == {TP0: ErrorCode.NOT_COORDINATOR}
@@ -504,7 +537,9 @@ def test_offset_delete():
     t = h.token()
     h.apply(h.core.delete_offsets(t, "g", [TP0, other]))
     r = h.response(t)
-    assert r == OffsetDeleteResult(ErrorCode.NONE, {TP0: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC, other: ErrorCode.NONE})
+    assert r == OffsetDeleteResult(
+        ErrorCode.NONE, {TP0: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC, other: ErrorCode.NONE}
+    )
     offsets = h.core.fetch_offsets("g", [TP0, other])[1]
     assert offsets[TP0].offset == 1 and offsets[other].offset == -1
     h.leave("g", [MemberIdentity(a)])
@@ -527,9 +562,13 @@ def test_offset_delete_of_a_non_consumer_group_with_members():
 
 
 def test_offsets_of_an_empty_group_expire_after_retention():
-    h = Harness(offset_config=OffsetConfig(offsets_topic_num_partitions=NUM_PARTITIONS,
-                                           offsets_retention_minutes=10,
-                                           offsets_retention_check_interval_ms=60_000))
+    h = Harness(
+        offset_config=OffsetConfig(
+            offsets_topic_num_partitions=NUM_PARTITIONS,
+            offsets_retention_minutes=10,
+            offsets_retention_check_interval_ms=60_000,
+        )
+    )
     (a,), gen, _ = h.form_group("g", 1, session_ms=300_000)
     h.commit("g", a, gen, {TP0: OffsetAndMetadata(1)})
     # still active: a stable group subscribed to "t" keeps its offsets forever
@@ -548,9 +587,13 @@ def test_offsets_of_an_empty_group_expire_after_retention():
 
 
 def test_simple_group_offsets_expire_from_their_commit_time():
-    h = Harness(offset_config=OffsetConfig(offsets_topic_num_partitions=NUM_PARTITIONS,
-                                           offsets_retention_minutes=1,
-                                           offsets_retention_check_interval_ms=10_000))
+    h = Harness(
+        offset_config=OffsetConfig(
+            offsets_topic_num_partitions=NUM_PARTITIONS,
+            offsets_retention_minutes=1,
+            offsets_retention_check_interval_ms=10_000,
+        )
+    )
     h.commit("s", "", -1, {TP0: OffsetAndMetadata(1)})
     h.advance(30_000)
     h.commit("s", "", -1, {TP1: OffsetAndMetadata(2)})
@@ -570,7 +613,10 @@ def test_list_describe_delete_groups():
     assert err is ErrorCode.NONE
     assert {(o.group_id, o.state) for o in groups} == {("live", "Stable"), ("dormant", "Empty")}
     assert [o.group_id for o in h.core.list_groups(states_filter=["stable"])[1]] == ["live"]
-    assert {o.group_id for o in h.core.list_groups(types_filter=["Classic"])[1]} == {"live", "dormant"}
+    assert {o.group_id for o in h.core.list_groups(types_filter=["Classic"])[1]} == {
+        "live",
+        "dormant",
+    }
     assert h.core.list_groups(types_filter=["consumer"])[1] == []
     err, summary = h.core.describe_group("live")
     assert err is ErrorCode.NONE and summary.state == "Stable" and summary.protocol == "range"
@@ -588,7 +634,9 @@ def test_list_describe_delete_groups():
     }
     assert "dormant" not in h.core.groups
     assert h.core.fetch_offsets("dormant", [TP0])[1][TP0].offset == -1
-    tail = [decode_record(k, v) for _, k, v in h.log.partitions[h.core.partition_for("dormant")]][-2:]
+    tail = [decode_record(k, v) for _, k, v in h.log.partitions[h.core.partition_for("dormant")]][
+        -2:
+    ]
     assert tail == [(OffsetCommitKey("dormant", "t", 0), None), (GroupMetadataKey("dormant"), None)]
 
 
@@ -683,7 +731,10 @@ def test_instance_id_must_map_to_the_member_id():
         TP0: ErrorCode.UNKNOWN_MEMBER_ID
     }
     r = h.leave("g", [MemberIdentity(a, "ghost"), MemberIdentity("", "ghost")])
-    assert [m.error for m in r.members] == [ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.UNKNOWN_MEMBER_ID]
+    assert [m.error for m in r.members] == [
+        ErrorCode.UNKNOWN_MEMBER_ID,
+        ErrorCode.UNKNOWN_MEMBER_ID,
+    ]
     assert h.core.groups["g"].has(a)
 
 

@@ -75,8 +75,12 @@ class GroupMachine(RuleBasedStateMachine):
         if c.join_token is not None:
             return
         c.join_token = self.h.join(
-            GROUP, c.member_id, instance_id=c.instance_id, protocols=PROTOCOLS[variant],
-            session_ms=6_000, rebalance_ms=8_000,
+            GROUP,
+            c.member_id,
+            instance_id=c.instance_id,
+            protocols=PROTOCOLS[variant],
+            session_ms=6_000,
+            rebalance_ms=8_000,
         )
         self._track(c.join_token)
 
@@ -89,9 +93,12 @@ class GroupMachine(RuleBasedStateMachine):
         assignments = {}
         if r.leader_id == c.member_id and r.members:
             assignments = {
-                m.member_id: f"{m.group_instance_id or m.member_id}:{r.generation_id}".encode() for m in r.members
+                m.member_id: f"{m.group_instance_id or m.member_id}:{r.generation_id}".encode()
+                for m in r.members
             }
-        c.sync_token = self.h.sync(GROUP, c.member_id, r.generation_id, assignments, instance_id=c.instance_id)
+        c.sync_token = self.h.sync(
+            GROUP, c.member_id, r.generation_id, assignments, instance_id=c.instance_id
+        )
         self._track(c.sync_token)
 
     @rule(i=st.integers(0, 4))
@@ -115,12 +122,22 @@ class GroupMachine(RuleBasedStateMachine):
     @rule(i=st.integers(0, 4), offset=st.integers(0, 100))
     def commit(self, i, offset):
         c = self.clients[i]
-        t = self.h.commit(GROUP, c.member_id, c.generation, {TopicPartition("t", 0): OffsetAndMetadata(offset)},
-                          instance_id=c.instance_id)
+        t = self.h.commit(
+            GROUP,
+            c.member_id,
+            c.generation,
+            {TopicPartition("t", 0): OffsetAndMetadata(offset)},
+            instance_id=c.instance_id,
+        )
         r = self.h.response(t)
         assert r is not None
         if r[TopicPartition("t", 0)] is ErrorCode.NONE:
-            assert self.h.core.fetch_offsets(GROUP, [TopicPartition("t", 0)])[1][TopicPartition("t", 0)].offset == offset
+            assert (
+                self.h.core.fetch_offsets(GROUP, [TopicPartition("t", 0)])[1][
+                    TopicPartition("t", 0)
+                ].offset
+                == offset
+            )
 
     @rule(variant=st.integers(0, 1), rounds=st.integers(1, 3))
     def everyone_cooperates(self, variant, rounds):
@@ -164,9 +181,10 @@ class GroupMachine(RuleBasedStateMachine):
         if g.state is GroupState.STABLE:
             for m in g.members.values():
                 assert not m.is_awaiting_join and not m.is_awaiting_sync
-                assert m.assignment == f"{m.group_instance_id or m.member_id}:{g.generation_id}".encode(), (
-                    "a stable member holds an assignment of another generation"
-                )
+                assert (
+                    m.assignment
+                    == f"{m.group_instance_id or m.member_id}:{g.generation_id}".encode()
+                ), "a stable member holds an assignment of another generation"
 
     def teardown(self):
         # liveness: once every timeout has passed, every request has been answered exactly once

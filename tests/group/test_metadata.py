@@ -113,7 +113,9 @@ def test_expired_offsets_of_an_empty_group_count_from_when_it_became_empty():
 
 
 def test_offset_and_metadata_from_request():
-    assert OffsetAndMetadata.from_request(5, None, None, now_ms=100) == OffsetAndMetadata(5, -1, "", 100, -1)
-    assert OffsetAndMetadata.from_request(5, 3, "m", 100, commit_timestamp=50, retention_time_ms=10) == (
-        OffsetAndMetadata(5, 3, "m", 50, 110)
+    assert OffsetAndMetadata.from_request(5, None, None, now_ms=100) == OffsetAndMetadata(
+        5, -1, "", 100, -1
     )
+    assert OffsetAndMetadata.from_request(
+        5, 3, "m", 100, commit_timestamp=50, retention_time_ms=10
+    ) == (OffsetAndMetadata(5, 3, "m", 50, 110))

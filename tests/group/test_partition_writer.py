@@ -37,7 +37,9 @@ class DirLogManager:
     def get_or_create_log(self, topic, partition, config=None):
         key = (topic, partition)
         if key not in self.logs:
-            self.logs[key] = Log(os.path.join(self.root, f"{topic}-{partition}"), config or LogConfig())
+            self.logs[key] = Log(
+                os.path.join(self.root, f"{topic}-{partition}"), config or LogConfig()
+            )
         return self.logs[key]
 
     def close(self):
@@ -46,7 +48,9 @@ class DirLogManager:
         self.logs.clear()
 
 
-def make_broker(root: str, time: ManualTime, epoch: int) -> tuple[ReplicaManager, DirLogManager, GroupCoordinator]:
+def make_broker(
+    root: str, time: ManualTime, epoch: int
+) -> tuple[ReplicaManager, DirLogManager, GroupCoordinator]:
     logs = DirLogManager(root)
     rm = ReplicaManager(1, logs, ReplicaManagerConfig(), time)
     states = [
@@ -69,10 +73,12 @@ async def test_offsets_and_groups_survive_a_restart(tmp_path):
     for p in range(PARTITIONS):
         await c.on_election(p, 0)
     ids, generation, leader = await form_group(c, time, "g", 2)
-    assert await c.commit_offsets("g", ids[0], None, generation, {TP: OffsetAndMetadata(100, 4, "from-g")}) == {
+    assert await c.commit_offsets(
+        "g", ids[0], None, generation, {TP: OffsetAndMetadata(100, 4, "from-g")}
+    ) == {TP: ErrorCode.NONE}
+    assert await c.commit_offsets("tool", "", None, -1, {TP: OffsetAndMetadata(5)}) == {
         TP: ErrorCode.NONE
     }
-    assert await c.commit_offsets("tool", "", None, -1, {TP: OffsetAndMetadata(5)}) == {TP: ErrorCode.NONE}
 
     # the topic holds Kafka-format records a Kafka tool could read
     log = logs.get_log(GROUP_METADATA_TOPIC_NAME, c.partition_for("g"))
@@ -100,7 +106,9 @@ async def test_offsets_and_groups_survive_a_restart(tmp_path):
     assert c2.fetch_offsets("tool", [TP])[1][TP].offset == 5
     # and the group carries on: a member rejoins, commits land after the loaded records
     assert await c2.heartbeat("g", ids[0], None, generation) is ErrorCode.NONE
-    assert await c2.commit_offsets("g", ids[0], None, generation, {TP: OffsetAndMetadata(101)}) == {TP: ErrorCode.NONE}
+    assert await c2.commit_offsets("g", ids[0], None, generation, {TP: OffsetAndMetadata(101)}) == {
+        TP: ErrorCode.NONE
+    }
     await c2.shutdown()
     await rm2.shutdown()
     logs2.close()

@@ -158,6 +158,7 @@ def create_topic(cluster: Cluster, name: str, assignment: dict[int, list[int]]) 
         admin.create_topics([NewTopic(name, replica_assignments=assignment)])
     finally:
         admin.close()
+
     def has_leader() -> bool:
         state = cluster.partition_if_known(name)
         return state is not None and state["leader_id"] >= 0
