@@ -18,6 +18,7 @@ async def test_cleaner_and_fetcher_settings_reach_the_running_roles(tmp_path):
             "log.cleaner.dedupe.buffer.size": "1048576",
             "log.cleaner.io.max.bytes.per.second": "5000000",
             "replica.socket.timeout.ms": "7000",
+            "num.replica.fetchers": "3",
         },
         environ={},
     )
@@ -30,5 +31,6 @@ async def test_cleaner_and_fetcher_settings_reach_the_running_roles(tmp_path):
         assert cleaner.throttler.desired_rate_per_second == 5_000_000
         fetchers = server.replica_manager.replica_fetcher_manager
         assert fetchers.endpoint_for_leader(1).client.request_timeout == 7.0
+        assert fetchers.config.num_replica_fetchers == 3
     finally:
         await server.shutdown()

@@ -1,7 +1,8 @@
 """Follower replication: fetchers that pull from partition leaders (Kafka's ReplicaFetcherThread).
 
-``ReplicaFetcherManager`` keeps one ``ReplicaFetcher`` (one asyncio task) per leader broker;
-the replica manager adds partitions when this broker becomes their follower and removes them
+``ReplicaFetcherManager`` keeps ``num.replica.fetchers`` ``ReplicaFetcher``s (one asyncio task
+and one connection each) per leader broker, a partition on the one Kafka's hash picks; the
+replica manager adds partitions when this broker becomes their follower and removes them
 when it leads, stops or moves. Each fetcher runs, per partition, Kafka's two phases:
 
 1. **Truncating** (KIP-101): ask the leader ``OffsetsForLeaderEpoch(latest local epoch)`` and
@@ -33,7 +34,7 @@ import datetime
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import structlog
 
@@ -49,7 +50,7 @@ from kafkalite.broker.types import (
     FetchPartitionData,
 )
 from kafkalite.protocol.errors import ErrorCode, KafkaError
-from kafkalite.protocol.types import TopicPartition
+from kafkalite.protocol.types import TopicPartition, java_string_hash_code, kafka_abs
 
 if TYPE_CHECKING:
     from kafkalite.broker.replica_manager import ReplicaManager
@@ -64,6 +65,7 @@ class ReplicaFetcherConfig:
     replica_fetch_wait_max_ms: int = 500
     replica_fetch_min_bytes: int = 1
     replica_fetch_backoff_ms: int = 1000
+    num_replica_fetchers: int = 1  # fetchers (connections) per leader broker
 
     @classmethod
     def from_broker_config(cls, config: Any) -> ReplicaFetcherConfig:
@@ -77,6 +79,7 @@ class ReplicaFetcherConfig:
                     "replica_fetch_wait_max_ms",
                     "replica_fetch_min_bytes",
                     "replica_fetch_backoff_ms",
+                    "num_replica_fetchers",
                 )
             }
         )
@@ -610,8 +613,22 @@ class ReplicaFetcher:
         self._delay([tp], self.config.replica_fetch_backoff_ms)
 
 
+class BrokerIdAndFetcherId(NamedTuple):
+    broker_id: int
+    fetcher_id: int
+
+
+def fetcher_id(tp: TopicPartition, num_fetchers: int) -> int:
+    """Which of a leader's ``num.replica.fetchers`` fetchers follows ``tp`` (Kafka's
+    AbstractFetcherManager.getFetcherId, so partitions spread over fetchers as in Kafka)."""
+    h = (31 * java_string_hash_code(tp.topic) + tp.partition) & 0xFFFFFFFF
+    return kafka_abs(h - (1 << 32) if h & 0x80000000 else h) % num_fetchers
+
+
 class ReplicaFetcherManager:
-    """One fetcher per leader broker; implements the replica manager's fetcher hooks."""
+    """``num.replica.fetchers`` fetchers per leader broker, each a task with its own
+    connection, a partition always on the same one (``fetcher_id``); implements the replica
+    manager's fetcher hooks."""
 
     def __init__(
         self,
@@ -624,7 +641,7 @@ class ReplicaFetcherManager:
         self.endpoint_for_leader = endpoint_for_leader
         self.time = time
         self.config = config or ReplicaFetcherConfig()
-        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self.fetchers: dict[BrokerIdAndFetcherId, ReplicaFetcher] = {}
 
     def fetcher_for(self, tp: TopicPartition) -> ReplicaFetcher | None:
         for fetcher in self.fetchers.values():
@@ -635,23 +652,25 @@ class ReplicaFetcherManager:
     def add_fetcher_for_partitions(
         self, partitions: Mapping[TopicPartition, tuple[int, int]]
     ) -> None:
-        by_leader: dict[int, dict[TopicPartition, tuple[int, int]]] = {}
+        by_fetcher: dict[BrokerIdAndFetcherId, dict[TopicPartition, tuple[int, int]]] = {}
+        num_fetchers = self.config.num_replica_fetchers
         for tp, (leader_id, offset) in partitions.items():
             partition = self.replica_manager.online_partition(tp)
             epoch = partition.leader_epoch if partition is not None else NO_EPOCH
-            by_leader.setdefault(leader_id, {})[tp] = (offset, epoch)
+            key = BrokerIdAndFetcherId(leader_id, fetcher_id(tp, num_fetchers))
+            by_fetcher.setdefault(key, {})[tp] = (offset, epoch)
         self.remove_fetcher_for_partitions(partitions)
-        for leader_id, group in by_leader.items():
-            fetcher = self.fetchers.get(leader_id)
+        for key, group in by_fetcher.items():
+            fetcher = self.fetchers.get(key)
             if fetcher is None:
                 fetcher = ReplicaFetcher(
-                    leader_id,
-                    self.endpoint_for_leader(leader_id),
+                    key.broker_id,
+                    self.endpoint_for_leader(key.broker_id),
                     self.replica_manager,
                     self.time,
                     self.config,
                 )
-                self.fetchers[leader_id] = fetcher
+                self.fetchers[key] = fetcher
                 fetcher.start()
             fetcher.add_partitions(group)
 
@@ -661,9 +680,9 @@ class ReplicaFetcherManager:
             fetcher.remove_partitions(partitions)
 
     async def shutdown_idle_fetchers(self) -> None:
-        for leader_id, fetcher in list(self.fetchers.items()):
+        for key, fetcher in list(self.fetchers.items()):
             if not fetcher.partitions:
-                del self.fetchers[leader_id]
+                del self.fetchers[key]
                 await fetcher.shutdown()
 
     async def shutdown(self) -> None:

@@ -15,6 +15,7 @@ from kafkalite.broker.replica_fetcher import (
     RemoteLeaderEndPoint,
     ReplicaFetcherConfig,
     ReplicaFetcherManager,
+    fetcher_id,
 )
 from kafkalite.broker.replica_manager import ReplicaManager, ReplicaManagerConfig
 from kafkalite.broker.types import FetchInfo, FetchParams
@@ -34,7 +35,7 @@ class Cluster:
     """Brokers 1 and 2 in one process; each follower reaches leaders through their
     ReplicaManager directly (LocalLeaderEndPoint)."""
 
-    def __init__(self, tmp_path, mock_time, min_isr=1):
+    def __init__(self, tmp_path, mock_time, min_isr=1, num_fetchers=1):
         self.time = mock_time
         self.log_managers = {}
         self.brokers: dict[int, ReplicaManager] = {}
@@ -52,7 +53,9 @@ class Cluster:
                 lambda leader_id, me=broker_id: LocalLeaderEndPoint(self.brokers[leader_id], me),
                 mock_time,
                 ReplicaFetcherConfig(
-                    replica_fetch_wait_max_ms=60_000, replica_fetch_backoff_ms=100
+                    replica_fetch_wait_max_ms=60_000,
+                    replica_fetch_backoff_ms=100,
+                    num_replica_fetchers=num_fetchers,
                 ),
             )
             self.brokers[broker_id] = rm
@@ -159,7 +162,7 @@ async def test_fenced_follower_stops_until_next_leader_and_isr(cluster):
     b2.become_leader_or_follower(
         0, 1, [leader_state(leader=1, leader_epoch=2, isr=(1,), replicas=(1, 2))]
     )
-    fetcher = b2.replica_fetcher_manager.fetchers[1]
+    fetcher = b2.replica_fetcher_manager.fetchers[(1, 0)]
     await wait_until(lambda: TP not in fetcher.partitions)  # FENCED_LEADER_EPOCH
     b2.become_leader_or_follower(
         0, 1, [leader_state(leader=1, leader_epoch=3, isr=(1,), replicas=(1, 2))]
@@ -176,7 +179,7 @@ async def test_unknown_leader_epoch_backs_off_on_the_clock(cluster, mock_time):
     b2.become_leader_or_follower(
         0, 1, [leader_state(leader=1, leader_epoch=2, isr=(1,), replicas=(1, 2))]
     )
-    fetcher = b2.replica_fetcher_manager.fetchers[1]
+    fetcher = b2.replica_fetcher_manager.fetchers[(1, 0)]
     await wait_until(lambda: fetcher.partitions[TP].delayed_until_ms > mock_time.milliseconds())
     # The leader learns epoch 2; the follower retries after its back-off.
     b1.become_leader_or_follower(
@@ -200,7 +203,7 @@ async def test_offset_out_of_range_follows_leader_log_start(cluster):
     )
     await wait_until(lambda: cluster.log(2).log_end_offset == 8)
     assert cluster.log(2).log_start_offset == 6
-    state = b2.replica_fetcher_manager.fetchers[1].partitions[TP]
+    state = b2.replica_fetcher_manager.fetchers[(1, 0)].partitions[TP]
     assert state.state is FetchState.FETCHING and state.fetch_offset == 8
 
 
@@ -260,7 +263,7 @@ async def test_follower_of_a_leaderless_partition_starts_no_fetcher(cluster):
         0, 1, [leader_state(leader=-1, leader_epoch=1, isr=(1,), replicas=(1, 2))]
     )
     assert TP in b2.partitions and b2.replica_fetcher_manager.fetcher_for(TP) is None
-    assert -1 not in b2.replica_fetcher_manager.fetchers
+    assert all(key.broker_id != -1 for key in b2.replica_fetcher_manager.fetchers)
     b1.become_leader_or_follower(
         0, 1, [leader_state(leader=1, leader_epoch=2, isr=(1,), replicas=(1, 2))]
     )
@@ -302,9 +305,65 @@ async def test_shutdown_ends_a_fetcher_whose_cancellation_was_swallowed(cluster)
     """Found by tests/system: a broker's SIGTERM hung in ReplicaFetcher.shutdown."""
     b2 = cluster.brokers[2]
     cluster.leader_and_isr(leader=1, epoch=0, isr=(1, 2))
-    fetcher = b2.replica_fetcher_manager.fetchers[1]
+    fetcher = b2.replica_fetcher_manager.fetchers[(1, 0)]
     endpoint = fetcher.endpoint = _AnswersDespiteCancel(fetcher.endpoint)
     await asyncio.wait_for(endpoint.fetching.wait(), DEADLINE)
     await asyncio.wait_for(b2.replica_fetcher_manager.shutdown(), DEADLINE)
     assert endpoint.swallowed >= 1
     assert not b2.replica_fetcher_manager.fetchers
+
+
+# (topic, partition, num.replica.fetchers, fetcher id) computed by Java with Kafka's
+# getFetcherId: Utils.abs(31 * topic.hashCode() + partition) % numFetchersPerBroker.
+KAFKA_FETCHER_IDS = [
+    ("t", 0, 3, 2),
+    ("t", 1, 4, 1),
+    ("t", 7, 4, 3),
+    ("t", 2147483647, 3, 1),
+    ("orders", 0, 4, 1),
+    ("orders", 7, 3, 1),
+    ("orders", 2147483647, 4, 2),
+    ("__consumer_offsets", 0, 4, 3),
+    ("__consumer_offsets", 2147483647, 3, 2),
+    ("grüße-日本", 1, 3, 2),
+    ("grüße-日本", 7, 4, 2),
+    ("zzzzzzzzzzzzzzzzzzzzzzzzzzzz", 1, 4, 3),
+    ("zzzzzzzzzzzzzzzzzzzzzzzzzzzz", 2147483647, 4, 3),
+]
+
+
+@pytest.mark.parametrize(("topic", "partition", "fetchers", "expected"), KAFKA_FETCHER_IDS)
+def test_fetcher_id_is_kafkas(topic, partition, fetchers, expected):
+    assert fetcher_id(TopicPartition(topic, partition), fetchers) == expected
+    assert fetcher_id(TopicPartition(topic, partition), 1) == 0
+
+
+async def test_partitions_spread_over_num_replica_fetchers(tmp_path, mock_time):
+    cluster = Cluster(tmp_path, mock_time, num_fetchers=3)
+    try:
+        leader, follower = cluster.brokers[1], cluster.brokers[2]
+        tps = [TopicPartition("t", p) for p in range(6)]
+        for rm in cluster.brokers.values():
+            rm.become_leader_or_follower(
+                0,
+                1,
+                [
+                    leader_state(partition=tp.partition, leader=1, isr=(1,), replicas=(1, 2))
+                    for tp in tps
+                ],
+            )
+        fetchers = follower.replica_fetcher_manager.fetchers
+        assert {key: set(f.partitions) for key, f in fetchers.items()} == {
+            (1, fid): {tp for tp in tps if fetcher_id(tp, 3) == fid}
+            for fid in {fetcher_id(tp, 3) for tp in tps}
+        }
+        assert len(fetchers) > 1  # six partitions of "t" do not all hash to one fetcher
+        for tp in tps:
+            result = (await leader.append_records(30_000, 1, {tp: batch(tp.partition + 1)}))[tp]
+            assert result.error_code is ErrorCode.NONE
+        for tp in tps:
+            log = cluster.log_managers[2].get_log(tp.topic, tp.partition)
+            await wait_until(lambda log=log, n=tp.partition + 1: log.log_end_offset == n)
+        await wait_until(lambda: all(leader.partitions[tp].isr == {1, 2} for tp in tps))
+    finally:
+        await cluster.close()
