@@ -511,7 +511,9 @@ class ControllerCore:
 
     def elect_preferred_leaders(self, partitions: Iterable[TopicPartition]) -> ControllerResult:
         """Move leadership back to the preferred (first assigned) replica where it is live and in
-        the ISR. Partitions already led by it, unknown, or of topics being deleted are skipped."""
+        the ISR. Partitions already led by it, unknown, or of topics being deleted are skipped.
+        A partition being reassigned is not (Kafka's onReplicaElection has no such filter; only
+        the automatic rebalance leaves those alone)."""
         ctx = self.ctx
         eligible = []
         for tp in sorted(set(partitions)):
@@ -519,7 +521,7 @@ class ControllerCore:
             replicas = ctx.partition_replica_assignment(tp)
             if info is None or not replicas or ctx.is_topic_queued_up_for_deletion(tp.topic):
                 continue
-            if tp in ctx.partitions_being_reassigned or info.leader_and_isr.leader == replicas[0]:
+            if info.leader_and_isr.leader == replicas[0]:
                 continue
             if self.psm.partition_state(tp) not in (ONLINE_PARTITION, OFFLINE_PARTITION):
                 continue
@@ -664,9 +666,14 @@ class ControllerCore:
             result += self.on_partition_reassignment(tp, target)
         return result
 
-    def is_reassignment_complete(self, tp: TopicPartition, target: Iterable[int]) -> bool:
+    def is_reassignment_complete(self, tp: TopicPartition, assignment: ReplicaAssignment) -> bool:
+        """Kafka's isReassignmentComplete: nothing to add or remove (a cancellation, a reorder,
+        the current replicas) is complete at once, whatever the ISR; else every target replica
+        must be in the ISR."""
+        if not assignment.is_being_reassigned:
+            return True
         info = self.ctx.partition_leadership_info.get(tp)
-        return info is not None and set(target) <= set(info.leader_and_isr.isr)
+        return info is not None and set(assignment.target_replicas) <= set(info.leader_and_isr.isr)
 
     def maybe_complete_reassignments(
         self, partitions: Iterable[TopicPartition]
@@ -674,9 +681,9 @@ class ControllerCore:
         """Called when ISRs changed: finish the reassignments whose targets all caught up."""
         result = ControllerResult()
         for tp in sorted(set(partitions) & self.ctx.partitions_being_reassigned):
-            target = self.ctx.partition_full_replica_assignment(tp).target_replicas
-            if self.is_reassignment_complete(tp, target):
-                result += self.on_partition_reassignment(tp, target)
+            assignment = self.ctx.partition_full_replica_assignment(tp)
+            if self.is_reassignment_complete(tp, assignment):
+                result += self.on_partition_reassignment(tp, assignment.target_replicas)
         return result
 
     def on_partition_reassignment(
@@ -711,7 +718,7 @@ class ControllerCore:
             result += self._stop_removed_replicas(tp, unneeded)
             result += self._elect_if_leaderless(tp)
             current = reassignment
-        if self.is_reassignment_complete(tp, target):
+        if self.is_reassignment_complete(tp, reassignment):
             result += self._complete_reassignment(tp, reassignment)
             return result
         if current != reassignment:
@@ -833,7 +840,11 @@ class ControllerCore:
             elif current.is_being_reassigned:
                 targets[tp] = current.origin_replicas
             else:
-                answers[tp] = (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None)
+                # Kafka's ApiError(Errors.NO_REASSIGNMENT_IN_PROGRESS): the default message.
+                answers[tp] = (
+                    ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
+                    ErrorCode.NO_REASSIGNMENT_IN_PROGRESS.message,
+                )
         result = ControllerResult()
         overridden = [tp for tp in targets if tp in ctx.zk_reassignments]
         for tp in overridden:

@@ -7,6 +7,11 @@ state machines, channel bookkeeping) is touched only from that task, so there ar
 (CONVENTIONS.md item 3). An event may carry a future that the processor completes with its
 answer (``put_and_wait``).
 
+Events dropped from the queue (``clear_and_put`` on session expiry, ``close``) are answered
+with ``NotControllerError``, as Kafka's events ``preempt()`` with NOT_CONTROLLER: the API
+request waiting for one gets an answer its client retries, never a cancellation that would leave
+the request unanswered.
+
 The processor's failures are caught at this boundary only: an event someone waits for is
 answered with the error; any other failure is recorded in ``errors`` (tests assert it stays
 empty) and logged. Either way the next event is processed (Kafka's ControllerEventThread does
@@ -21,6 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
+
+from kafkalite.protocol.errors import NotControllerError
 
 log = structlog.get_logger("kafkalite.controller.events")
 
@@ -53,7 +60,8 @@ class ControllerEventManager:
             self._task = asyncio.get_running_loop().create_task(self._run(), name=self._name)
 
     async def close(self) -> None:
-        """Stop after the event in progress; events still queued are answered with CancelledError."""
+        """Stop after the event in progress; events still queued are answered with
+        NotControllerError."""
         task, self._task = self._task, None
         if task is None:
             return
@@ -75,7 +83,7 @@ class ControllerEventManager:
         return await queued.future  # type: ignore[misc]
 
     def clear_and_put(self, event: Any) -> QueuedEvent:
-        """Drop every queued event (answered with CancelledError), then enqueue ``event``
+        """Drop every queued event (answered with NotControllerError), then enqueue ``event``
         (Kafka uses it for session expiry: nothing queued before it matters any more)."""
         self._drain()
         return self.put(event)
@@ -88,7 +96,9 @@ class ControllerEventManager:
         while not self._queue.empty():
             queued = self._queue.get_nowait()
             if queued is not None and queued.future is not None and not queued.future.done():
-                queued.future.cancel()
+                queued.future.set_exception(
+                    NotControllerError(f"{type(queued.event).__name__} was preempted")
+                )
 
     async def _run(self) -> None:
         while True:

@@ -52,6 +52,8 @@ from .support import (
     update_metadata_brokers,
 )
 
+NO_REASSIGNMENT = "No partition reassignment is in progress."  # Kafka's default message
+
 
 def registered(*ids, epochs=None):
     epochs = epochs or {}
@@ -510,7 +512,7 @@ def test_api_reassignment_lists_and_cancels_stopping_the_added_replica():
     store.apply(result)
     assert answers == {
         t0: (ErrorCode.NONE, None),
-        t1: (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None),
+        t1: (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, NO_REASSIGNMENT),
     }
     told = leader_and_isr_states(result)[(2, t0)].leader_epoch  # what replica 2 knows
     being = ReplicaAssignment((0, 2), adding_replicas=(2,))
@@ -529,7 +531,76 @@ def test_api_reassignment_lists_and_cancels_stopping_the_added_replica():
     assert core.list_partition_reassignments(None) == {}
     assert {r.replica for r in core.ctx.replicas_for_topic("t") if r.topic_partition == t0} == {0}
     _, answers = core.process_api_partition_reassignment({t0: None})
-    assert answers == {t0: (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None)}
+    assert answers == {t0: (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, NO_REASSIGNMENT)}
+    store.assert_matches(core)
+
+
+def shrink_isr(core, store, t_p, isr):
+    """The leader drops replicas from the ISR (a CAS in the store) and notifies the controller."""
+    info, version = store.partition_states[t_p]
+    lai = info.leader_and_isr
+    shrunk = LeaderIsrAndControllerEpoch(
+        LeaderAndIsr(lai.leader, lai.leader_epoch, tuple(isr), version + 1), info.controller_epoch
+    )
+    store.partition_states[t_p] = (shrunk, version + 1)
+    store.apply(core.process_isr_change_notification({t_p: shrunk}, []))
+
+
+@pytest.mark.parametrize(
+    "target",
+    [(1, 0, 2), (0, 1, 2)],  # a reorder; the current replicas
+)
+def test_a_reassignment_moving_no_replica_completes_whatever_the_isr(target):
+    """Kafka's isReassignmentComplete: nothing to add or remove is complete at once, even with a
+    replica out of the ISR (it was left 'in progress' for ever, blocking deletion)."""
+    core, store = new_cluster([0, 1, 2])
+    create_topic(core, store, "t", {0: [0, 1, 2]})
+    t0 = tp("t", 0)
+    shrink_isr(core, store, t0, [0, 1])
+    result, answers = core.process_api_partition_reassignment({t0: target})
+    store.apply(result)
+    assert answers == {t0: (ErrorCode.NONE, None)}
+    assert store.topics["t"][0] == ReplicaAssignment(target)
+    assert t0 not in core.ctx.partitions_being_reassigned
+    assert core.list_partition_reassignments(None) == {}
+    store.apply(core.process_topic_deletion(["t"]))
+    assert "t" not in core.ctx.topics_ineligible_for_deletion
+    store.assert_matches(core)
+
+
+def test_cancelling_while_an_original_replica_is_out_of_the_isr_completes():
+    core, store = new_cluster([0, 1, 2])
+    create_topic(core, store, "t", {0: [0, 1]})
+    t0 = tp("t", 0)
+    result, _ = core.process_api_partition_reassignment({t0: (0, 1, 2)})
+    store.apply(result)
+    shrink_isr(core, store, t0, [0])  # replica 1 falls behind before the cancel
+    result, answers = core.process_api_partition_reassignment({t0: None})
+    store.apply(result)
+    assert answers == {t0: (ErrorCode.NONE, None)}
+    assert store.topics["t"][0] == ReplicaAssignment((0, 1))
+    assert t0 not in core.ctx.partitions_being_reassigned
+    assert stop_replica_states(result)[(2, t0)].delete_partition
+    _, answers = core.process_api_partition_reassignment({t0: None})
+    assert answers == {t0: (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, NO_REASSIGNMENT)}
+    store.assert_matches(core)
+
+
+def test_preferred_election_of_a_partition_being_reassigned():
+    """Kafka's onReplicaElection elects the preferred replica of a partition being reassigned
+    (only the automatic rebalance leaves such partitions alone)."""
+    core, store = new_cluster([0, 1, 2])
+    create_topic(core, store, "t", {0: [0, 1]})
+    t0 = tp("t", 0)
+    result, _ = core.process_api_partition_reassignment({t0: (1, 0, 2)})
+    store.apply(result)
+    assert store.topics["t"][0] == ReplicaAssignment((1, 0, 2), adding_replicas=(2,))
+    assert core.ctx.partition_leadership_info[t0].leader_and_isr.leader == 0
+    result, errors = core.elect_leaders([t0])
+    store.apply(result)
+    assert errors == {t0: ErrorCode.NONE}
+    assert core.ctx.partition_leadership_info[t0].leader_and_isr.leader == 1
+    assert t0 in core.ctx.partitions_being_reassigned  # replica 2 has not caught up yet
     store.assert_matches(core)
 
 

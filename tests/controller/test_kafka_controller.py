@@ -18,6 +18,7 @@ from kafkalite.protocol.types import TopicPartition
 from .shell_support import FakeCluster, eventually, register_broker, settle, start_node
 
 pytestmark = pytest.mark.timeout(60)
+NO_REASSIGNMENT = "No partition reassignment is in progress."  # Kafka's default message
 
 
 @pytest.fixture
@@ -419,7 +420,7 @@ async def test_api_reassignment_replaces_the_admin_node_and_cancels(store, clust
     await eventually(lambda: deleted_on(2), message="StopReplica(delete) to replica 2")
     assert await controller.list_partition_reassignments([t0]) == {}
     assert await controller.alter_partition_reassignments({t0: None}) == {
-        t0: (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None)
+        t0: (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, NO_REASSIGNMENT)
     }
     assert cluster.violations == [] and all(n.controller.event_manager.errors == [] for n in nodes)
     await stop(*nodes)
