@@ -244,16 +244,15 @@ class Log:
                 continue  # deleted because an earlier segment was truncated
             segment = self._segments[i]
             truncated = self._recover_segment(segment)
-            # A torn segment, or one that lost its tail at a batch boundary (it no longer ends
-            # where the next segment starts): everything after it was written later and cannot
-            # be trusted; a follower re-fetches whatever is dropped here. A compacted log has
-            # legitimate gaps (the cleaner drops a segment's last records), so there only an
-            # overlap with the next segment counts (Kafka checks neither).
+            # Kafka's LogLoader.recoverLog: a segment recovery had to truncate was torn, and
+            # everything after it was written later and cannot be trusted (a follower re-fetches
+            # whatever is dropped here). A segment that merely ends before the next one starts
+            # is no evidence of damage: compaction leaves such gaps, and they outlive a later
+            # change of cleanup.policy, so offset gaps never discard segments (as in Kafka). An
+            # overlap with the next segment does: offsets would no longer be unique.
             broken = truncated > 0
             if not broken and i + 1 < len(self._segments):
-                next_offset = segment.read_next_offset()
-                next_base = self._base_offsets[i + 1]
-                broken = next_offset > next_base or (next_offset < next_base and not config.compact)
+                broken = segment.read_next_offset() > self._base_offsets[i + 1]
             if broken:
                 for later in self._segments[i + 1 :]:
                     later.delete()

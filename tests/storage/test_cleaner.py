@@ -648,3 +648,34 @@ def test_cleaner_io_rate_is_read_and_must_be_positive():
     assert LogCleaner(config, list, lambda: T0).throttler.desired_rate_per_second == 1e6
     with pytest.raises(ValueError, match="log.cleaner.io.max.bytes.per.second"):
         CleanerConfig.from_broker_properties({"log.cleaner.io.max.bytes.per.second": "0"})
+
+
+def test_a_compacted_log_keeps_its_gaps_through_recovery_after_a_policy_change(tmp_path):
+    """Compaction leaves segments ending before the next one starts; once the topic is switched
+    to cleanup.policy=delete, a recovery scan from offset 0 must keep every segment (it used to
+    take such a gap for damage and delete the rest of the log)."""
+    config = _config(segment_bytes=400)
+    log = Log(tmp_path / "t-0", config, time_ms=FakeClock())
+    _fill(log, 30)
+    log.high_watermark = log.log_end_offset
+    Cleaner(1000, lambda: T0).clean_now(log_to_clean(log, None, T0))
+    for i in range(30, 60):
+        batch = build_batch([Record(key=b"x%d" % i, value=b"v%d" % i)], base_timestamp=T0)
+        log.append_as_leader(bytearray(batch), leader_epoch=0)
+    segments = log.segments
+    assert any(
+        s.read_next_offset() < after.base_offset
+        for s, after in zip(segments[:-1], segments[1:], strict=True)
+    ), "the cleaning left no gap between segments: the test proves nothing"
+    before = read_all(log)
+    log.close()
+    reopened = Log(
+        tmp_path / "t-0",
+        dataclasses.replace(config, cleanup_policy="delete"),
+        recovery_point=0,
+        had_clean_shutdown=False,
+        time_ms=FakeClock(),
+    )
+    assert reopened.log_end_offset == 60
+    assert read_all(reopened) == before
+    reopened.close()
