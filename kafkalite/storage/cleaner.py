@@ -22,10 +22,13 @@ cleaning of a log:
    at most ``segment.bytes`` of log and ``segment.index.bytes`` of each index per group) and each
    group recopied into one ``<base>.log.cleaned`` (+ indexes) keeping a record when it is past
    the map's last offset, or its offset is >= the map's offset for its key; keyless records are
-   dropped (a compacted topic refuses them at produce). Tombstones (null values) are dropped
-   once their segment's last-modified time is at or before the delete horizon: the
-   last-modified time of the last already-clean segment minus ``delete.retention.ms``, so a
-   tombstone stays readable for at least that long after it was first cleaned. Offsets never
+   dropped (a compacted topic refuses them at produce). Tombstones (null values) follow
+   KIP-534 (Kafka 3.1+, v2 batches): the first cleaning that keeps a tombstone stamps its
+   batch with a delete horizon (now + ``delete.retention.ms``, written as the batch's base
+   timestamp with attribute bit 6, record timestamp deltas rebased so every record keeps its
+   timestamp); a later cleaning drops the tombstone once the horizon has passed. So a
+   tombstone stays readable for at least ``delete.retention.ms`` after it was first cleaned,
+   whatever the segments' modification times. Offsets never
    change: a batch losing records is rebuilt with its base offset, offset deltas,
    lastOffsetDelta (so the producer's last sequence survives), codec, timestamp type,
    timestamps, leader epoch and producer id/epoch/sequence; an untouched batch is copied byte
@@ -50,9 +53,10 @@ decoded is marked uncleanable and skipped from then on (Kafka's uncleanable part
 byte read or written by a worker thread is counted by one ``Throttler`` shared by the cleaner
 threads (``log.cleaner.io.max.bytes.per.second``); its delays are waited out on the stop event.
 
-Not done (Kafka does more): transactional data is kept as is (aborted transactions are not
-removed, transaction markers are never dropped); producers' last batches are kept whether or
-not the producer expired.
+Not done (Kafka does more): transactional batches and markers are kept as they are and their
+keys never supersede other records (Kafka removes aborted transactions and, once their
+records are gone, markers, which needs the aborted-transaction index kafkalite does not keep
+yet); producers' last batches are kept whether or not the producer expired.
 """
 
 from __future__ import annotations
@@ -67,9 +71,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import structlog
+
 from kafkalite.protocol.errors import CorruptRecordError
 from kafkalite.protocol.records import (
     BATCH_HEADER_SIZE,
+    NO_TIMESTAMP,
     TIMESTAMP_TYPE_MASK,
     RecordBatchHeader,
     build_batch,
@@ -91,6 +98,8 @@ from kafkalite.storage.segment import (
 from kafkalite.storage.throttler import Throttler
 
 CLEANER_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
+
+logger = structlog.get_logger("kafkalite.storage.cleaner")
 
 # Kafka's SkimpyOffsetMap slot: a 16-byte MD5 digest and an 8-byte offset.
 BYTES_PER_ENTRY = 16 + 8
@@ -416,7 +425,10 @@ def build_offset_map(
                 continue
             if header.base_offset >= end:
                 break
-            if not header.is_control:
+            # Transactional batches are neither mapped nor filtered (see the module docstring):
+            # without the aborted-transaction index an aborted value could supersede a
+            # committed one.
+            if not header.is_control and not header.is_transactional:
                 if len(offset_map) + header.record_count > offset_map.capacity and len(offset_map):
                     full = True  # clean up to the batches mapped so far
                     break
@@ -450,17 +462,21 @@ def filter_batch(
     header: RecordBatchHeader,
     raw: bytes,
     offset_map: OffsetMap,
-    retain_deletes: bool,
+    now_ms: int,
+    delete_retention_ms: int,
     producer_last: dict[int, int],
 ) -> bytes | None:
-    """The batch as it stays in the cleaned log: ``raw`` itself when nothing goes, a rebuilt
-    batch when some records go, an empty batch when all go but it is its producer's last,
-    None when it goes whole (Kafka's cleanInto / MemoryRecords.filterTo)."""
-    if header.is_control:
+    """The batch as it stays in the cleaned log: ``raw`` itself when nothing changes, a
+    rebuilt batch when some records go or its retained tombstones get their delete horizon, an
+    empty batch when all go but it is its producer's last, None when it goes whole (Kafka's
+    cleanInto / MemoryRecords.filterTo and Cleaner.shouldRetainRecord for v2 batches)."""
+    if header.is_control or header.is_transactional:
         return raw
     _, records = decode_batch(raw)
     latest = offset_map.latest_offset
     base = header.base_offset
+    horizon = header.delete_horizon_ms
+    retain_deletes = horizon == NO_TIMESTAMP or now_ms < horizon
     retained = []
     for record in records:
         offset = base + record.offset_delta
@@ -470,8 +486,14 @@ def filter_batch(
             continue
         elif offset >= offset_map.get(record.key) and (record.value is not None or retain_deletes):
             retained.append(record)
-    if len(retained) == len(records):
+    stamp_horizon = horizon == NO_TIMESTAMP and any(r.value is None for r in retained)
+    if len(retained) == len(records) and not stamp_horizon:
         return raw
+    if stamp_horizon:
+        # KIP-534: the horizon takes the base timestamp's place; deltas are rebased onto it.
+        horizon = now_ms + delete_retention_ms
+        shift = header.base_timestamp - horizon
+        retained = [r._replace(timestamp_delta=r.timestamp_delta + shift) for r in retained]
     log_append_time = bool(header.attributes & TIMESTAMP_TYPE_MASK)
     common: dict[str, Any] = dict(
         base_offset=base,
@@ -488,6 +510,7 @@ def filter_batch(
             retained,
             compression=header.compression,
             base_timestamp=header.base_timestamp,
+            delete_horizon_ms=None if horizon == NO_TIMESTAMP else horizon,
             keep_offset_deltas=True,
             max_timestamp=header.max_timestamp if log_append_time else None,
             **common,
@@ -504,7 +527,8 @@ def clean_into_segment(
     dir: Path,
     group: list[SegmentSnapshot],
     offset_map: OffsetMap,
-    delete_horizon_ms: int,
+    now_ms: int,
+    delete_retention_ms: int,
     producer_last: dict[int, int],
     index_interval_bytes: int,
     max_index_size: int,
@@ -529,11 +553,12 @@ def clean_into_segment(
     )
     try:
         for source in group:
-            retain_deletes = source.last_modified_ms > delete_horizon_ms
             out = bytearray()
             summaries: list[tuple[int, int, int]] = []
             for header, raw in _raw_batches(source):
-                kept = filter_batch(header, raw, offset_map, retain_deletes, producer_last)
+                kept = filter_batch(
+                    header, raw, offset_map, now_ms, delete_retention_ms, producer_last
+                )
                 if kept is None:
                     continue
                 kept_header = header if kept is raw else parse_batch_header(kept)
@@ -619,12 +644,7 @@ class Cleaner:
         del dirty, whole_log
         if log.truncation_count != truncations or log.offline:
             return CleanResult(start, 0, True, bytes_before, bytes_before)
-        clean_segments = [s for s in log.segments if s.base_offset < start]
-        delete_horizon_ms = (
-            clean_segments[-1].last_modified_ms - log.config.delete_retention_ms
-            if clean_segments
-            else 0
-        )
+        now_ms = self._time_ms()
         config = log.config
         groups = group_segments_by_size(
             [s for s in log.segments[:-1] if s.base_offset < end],
@@ -641,7 +661,8 @@ class Cleaner:
                 log.dir,
                 [snapshot(s, io) for s in group],
                 offset_map,
-                delete_horizon_ms,
+                now_ms,
+                config.delete_retention_ms,
                 producer_last,
                 config.index_interval_bytes,
                 config.segment_index_bytes,
@@ -765,6 +786,7 @@ class LogCleaner:
         tp = log.topic_partition
         cleaner = Cleaner(self.config.max_map_entries(), self._time_ms, self.throttler)
         self.in_progress[tp] = cleaner
+        truncations = log.truncation_count
         try:
             result = await cleaner.clean(to_clean, offload)
         except asyncio.CancelledError:
@@ -781,8 +803,19 @@ class LogCleaner:
         except CleaningStopped:
             return False  # the log was deleted meanwhile
         except CorruptRecordError:
-            # Kafka marks such a partition uncleanable and goes on with the others.
+            if log.truncation_count == truncations:  # not damage a truncation caused mid-read
+                # Kafka marks such a partition uncleanable and goes on with the others.
+                self.uncleanable.add(tp)
+            return False
+        except Exception as e:
+            # Kafka's cleaner thread: any other failure makes this partition uncleanable (and
+            # is logged); the cleaner goes on with the others instead of ending.
             self.uncleanable.add(tp)
+            logger.error(
+                "log cleaning failed; partition marked uncleanable",
+                partition=f"{tp[0]}-{tp[1]}",
+                error=repr(e),
+            )
             return False
         finally:
             del self.in_progress[tp]

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafkalite.protocol.records import Record, build_batch, iter_batches
+from kafkalite.protocol.records import NO_TIMESTAMP, Record, build_batch, iter_batches
 from kafkalite.storage.cleaner import (
     CLEANER_CHECKPOINT_FILE,
     Cleaner,
@@ -41,9 +41,8 @@ append_op = st.tuples(
     st.sampled_from([0, 0, 1, 2, 3, 4]),  # compression codec
     st.sampled_from([None, None, 7, 8]),  # idempotent producer id
 )
-ops = st.lists(
-    st.one_of(append_op, st.just(("roll",)), st.just(("clean",))), min_size=1, max_size=40
-)
+clean_op = st.tuples(st.just("clean"), st.sampled_from([0, 30, 60]))  # ms since the last
+ops = st.lists(st.one_of(append_op, st.just(("roll",)), clean_op), min_size=1, max_size=40)
 
 
 def _config(**changes) -> LogConfig:
@@ -109,8 +108,9 @@ def check_cleaned(
     log: Log,
     model: Model,
     end: int,
-    horizon: int,
-    source_mtime: dict[int, int],
+    now: int,
+    retention: int,
+    horizons_before: dict[int, int],
     present_before: set[int],
 ):
     got = read_all(log)
@@ -132,17 +132,25 @@ def check_cleaned(
             continue
         later = [o for o, (k, _) in model.records.items() if k == key and offset < o < end]
         assert not later, f"{key!r} at {offset} survived its update at {later}"
-    # Every key's latest value is readable at its original offset; tombstones go only past
-    # the delete horizon.
+    # Every key's latest value is readable at its original offset. A tombstone (KIP-534) is
+    # kept by the first cleaning, which stamps its batch's delete horizon (now + retention),
+    # and goes at the first cleaning at or past that horizon.
     for key, offset in by_key_latest.items():
         value = model.records[offset][1]
         if value is not None or offset >= end:
             assert offset in present, f"latest {key!r} at {offset} is gone"
-        elif offset in present_before and source_mtime.get(offset, horizon + 1) > horizon:
-            assert offset in present, f"tombstone {key!r} at {offset} went before its horizon"
+        elif offset in present_before:
+            before = horizons_before[offset]
+            if before == NO_TIMESTAMP or now < before:
+                assert offset in present, f"tombstone {key!r} at {offset} went before its horizon"
+            else:
+                assert offset not in present, f"tombstone at {offset} outlived its horizon"
+    horizons_after = record_horizons(log)
     for offset, _, value in got:
-        if value is None and offset < end and offset in source_mtime:
-            assert source_mtime[offset] > horizon, f"tombstone at {offset} outlived the horizon"
+        if value is None and offset < end:
+            before = horizons_before[offset]
+            stamped = now + retention if before == NO_TIMESTAMP else before
+            assert horizons_after[offset] == stamped, f"delete horizon of {offset}"
     # Each idempotent producer's last batch is still there (its sequence survives).
     headers = {h.last_offset: h for h in batch_headers(log)}
     for pid, (last_offset, base_seq) in model.producer_last.items():
@@ -151,36 +159,35 @@ def check_cleaned(
         assert headers[last_offset].base_sequence == base_seq
 
 
-def source_mtimes(log: Log) -> dict[int, int]:
-    """offset -> mtime of the segment holding it now (what the cleaner compares)."""
+def record_horizons(log: Log) -> dict[int, int]:
+    """offset -> delete horizon of the batch holding it (NO_TIMESTAMP: none yet); also checks
+    that every record kept its timestamp through the rebasing."""
     out = {}
-    for segment in log.segments[:-1]:
-        mtime = segment.last_modified_ms
+    for segment in log.segments:
         data = bytes(segment.log.slice(0, segment.size))
         for header, records in iter_batches(data):
             for r in records:
-                out[header.base_offset + r.offset_delta] = mtime
+                out[header.base_offset + r.offset_delta] = header.delete_horizon_ms
+                assert header.base_timestamp + r.timestamp_delta == T0, "a timestamp changed"
     return out
 
 
-def run_clean(log: Log, checkpoint: int | None, capacity: int):
-    """One cleaning; returns (result or None, horizon, source mtimes)."""
+def run_clean(log: Log, checkpoint: int | None, capacity: int, now: int):
+    """One cleaning at ``now``; returns (result or None, record horizons before)."""
     stamp_mtimes(log)
-    to_clean = log_to_clean(log, checkpoint, T0)
+    to_clean = log_to_clean(log, checkpoint, now)
     if to_clean.first_uncleanable_offset <= to_clean.first_dirty_offset:
-        return None, 0, {}
-    clean = [s for s in log.segments if s.base_offset < to_clean.first_dirty_offset]
-    horizon = clean[-1].last_modified_ms - log.config.delete_retention_ms if clean else 0
-    mtimes = source_mtimes(log)
-    result = Cleaner(capacity, lambda: T0).clean_now(to_clean)
-    return result, horizon, mtimes
+        return None, {}
+    horizons = record_horizons(log)
+    result = Cleaner(capacity, lambda: now).clean_now(to_clean)
+    return result, horizons
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     ops=ops,
     capacity=st.sampled_from([2, 4, 1000]),
-    retention=st.sampled_from([0, 50, 10**12]),
+    retention=st.sampled_from([0, 50, 10**12]),  # delete.retention.ms
     hw_lag=st.integers(0, 3),
 )
 def test_cleaning_matches_the_model(ops, capacity, retention, hw_lag):
@@ -190,7 +197,8 @@ def test_cleaning_matches_the_model(ops, capacity, retention, hw_lag):
         log = Log(tmp / "t-0", config, time_ms=FakeClock())
         model = Model()
         checkpoint = None
-        for op in ops + [("roll",), ("clean",), ("clean",)]:
+        now = T0
+        for op in ops + [("roll",), ("clean", 0), ("clean", 60)]:
             if op[0] == "append":
                 model.append(log, op[1], op[2], op[3])
             elif op[0] == "roll":
@@ -200,7 +208,8 @@ def test_cleaning_matches_the_model(ops, capacity, retention, hw_lag):
                 active = log.active_segment
                 active_bytes = bytes(active.log.slice(0, active.size))
                 present_before = {o for o, _, _ in read_all(log)}
-                result, horizon, mtimes = run_clean(log, checkpoint, capacity)
+                now += op[1]
+                result, horizons = run_clean(log, checkpoint, capacity, now)
                 if result is None:
                     continue
                 assert not result.aborted
@@ -208,7 +217,9 @@ def test_cleaning_matches_the_model(ops, capacity, retention, hw_lag):
                 assert bytes(active.log.slice(0, active.size)) == active_bytes
                 assert result.end_offset <= log.high_watermark
                 checkpoint = result.end_offset
-                check_cleaned(log, model, result.end_offset, horizon, mtimes, present_before)
+                check_cleaned(
+                    log, model, result.end_offset, now, retention, horizons, present_before
+                )
                 expected = read_all(log)
                 assert not [p for p in os.listdir(log.dir) if not p[0].isdigit() and "." in p]
                 # Reopened after a crash (full recovery) and after a clean shutdown: the same.
@@ -679,3 +690,103 @@ def test_a_compacted_log_keeps_its_gaps_through_recovery_after_a_policy_change(t
     assert reopened.log_end_offset == 60
     assert read_all(reopened) == before
     reopened.close()
+
+
+def test_a_tombstone_stays_for_delete_retention_after_its_first_cleaning(tmp_path):
+    """KIP-534: however old its segment, a tombstone survives the first cleaning, which stamps
+    its batch's delete horizon, and goes at the first cleaning once that horizon has passed
+    (the old segment-mtime rule dropped a 10-day-old tombstone a minute after it was first
+    compacted, so a consumer that had read the key never saw its deletion)."""
+    day = 86_400_000
+    now = T0
+    config = _config(segment_bytes=100, delete_retention_ms=day)
+    log = Log(tmp_path / "t-0", config, time_ms=lambda: now)
+
+    def segment(key, value, mtime):
+        log.append_as_leader(
+            bytearray(build_batch([Record(key=key, value=value)], base_timestamp=mtime)), 0
+        )
+        written = log.active_segment
+        log.roll()
+        written.set_last_modified(mtime)
+        log.high_watermark = log.log_end_offset
+
+    def clean(checkpoint):
+        return Cleaner(1000, lambda: now).clean_now(log_to_clean(log, checkpoint, now))
+
+    segment(b"k0", b"v", T0 - 30 * day)
+    checkpoint = clean(None).end_offset
+    segment(b"k1", b"v1", T0 - 10 * day)
+    segment(b"k1", None, T0 - 10 * day)  # the tombstone, 10 days old
+    segment(b"k2", b"v2", T0)
+    checkpoint = clean(checkpoint).end_offset
+    assert (2, b"k1", None) in read_all(log)
+    [horizon] = {h.delete_horizon_ms for h in batch_headers(log) if h.base_offset == 2}
+    assert horizon == T0 + day
+    assert [h.max_timestamp for h in batch_headers(log) if h.base_offset == 2] == [T0 - 10 * day]
+    for now, kept in ((T0 + 60_000, True), (T0 + day - 1, True), (T0 + day, False)):
+        segment(b"k%d" % now, b"v", now)
+        checkpoint = clean(0).end_offset  # the whole log is dirty again: the tombstone is seen
+        assert ((2, b"k1", None) in read_all(log)) is kept, now - T0
+
+
+def test_transactional_batches_are_kept_as_they_are(tmp_path):
+    """No aborted-transaction index yet: a transaction's value must not replace a committed
+    one (an aborted value used to win), nor be replaced."""
+    from kafkalite.protocol.records import build_end_txn_marker_batch
+
+    log = Log(tmp_path / "t-0", _config(), time_ms=FakeClock())
+
+    def transactional(value: bytes, sequence: int, commit: bool) -> None:
+        batch = build_batch(
+            [Record(key=b"k", value=value)],
+            base_timestamp=T0,
+            producer_id=5,
+            producer_epoch=0,
+            base_sequence=sequence,
+            is_transactional=True,
+        )
+        log.append_as_leader(bytearray(batch), 0)
+        marker = build_end_txn_marker_batch(
+            producer_id=5, producer_epoch=0, commit=commit, coordinator_epoch=0, timestamp=T0
+        )
+        log.append_as_leader(bytearray(marker), 0, origin_client=False)
+
+    _fill(log, 6)
+    transactional(b"committed", 0, commit=True)
+    transactional(b"aborted", 1, commit=False)
+    _fill(log, 6)
+    log.roll()
+    log.high_watermark = log.log_end_offset
+    result = Cleaner(1000, lambda: T0).clean_now(log_to_clean(log, None, T0))
+    assert result.groups_swapped > 0 and result.bytes_after < result.bytes_before
+    kept = read_all(log)
+    assert (6, b"k", b"committed") in kept and (8, b"k", b"aborted") in kept
+    assert len([h for h in batch_headers(log) if h.is_control]) == 2
+
+
+def test_an_unexpected_failure_makes_only_that_partition_uncleanable(tmp_path):
+    """Kafka's cleaner thread marks the partition uncleanable and goes on; the cleaner task
+    used to end on any exception it did not list."""
+    bad = Log(tmp_path / "bad-0", _config(min_cleanable_dirty_ratio=0.01), time_ms=FakeClock())
+    good = Log(tmp_path / "good-0", _config(min_cleanable_dirty_ratio=0.01), time_ms=FakeClock())
+    for log in (bad, good):
+        _fill(log, 60 if log is bad else 30)  # the bad log is the dirtiest: cleaned first
+        log.high_watermark = log.log_end_offset
+    cleaner = LogCleaner(CleanerConfig(), lambda: [bad, good], lambda: T0)
+
+    async def failing_for_bad(fn, *args):
+        if fn.__name__ == "clean_into_segment" and args[0] == bad.dir:
+            raise ValueError("a bug in the recopy")
+        return fn(*args)
+
+    def run_once() -> bool:
+        coro = cleaner.clean_filthiest_log(failing_for_bad)
+        with pytest.raises(StopIteration) as done:
+            coro.send(None)
+        return done.value.value
+
+    assert run_once() is False
+    assert cleaner.uncleanable == {("bad", 0)}
+    assert run_once() is True  # the next pass cleans the other log
+    assert cleaner.checkpoint_for(good) is not None and cleaner.checkpoint_for(bad) is None
