@@ -147,29 +147,35 @@ def offset_truncation_state(
     log_end_offset: int,
     high_watermark: int,
 ) -> OffsetTruncationState:
-    """Where a follower truncates given the leader's OffsetsForLeaderEpoch answer (KIP-101/279).
+    """Where a follower truncates given the leader's OffsetsForLeaderEpoch answer (KIP-101/279;
+    Kafka's AbstractFetcherThread.getOffsetTruncationState).
 
     ``leader_epoch_end`` is the leader's (epoch, end offset) for the follower's latest epoch;
-    ``local_end_offset_for_epoch`` the follower's own end offset for the epoch the leader
-    answered with. Without an answer from the leader (old leader, undefined) the follower falls
-    back to its HW. If the follower does not have the leader's epoch it truncates to its own
-    end of the largest epoch below and asks again (not completed).
+    ``local_end_offset_for_epoch`` the follower's own (epoch, end offset) for the largest epoch
+    at or below the one the leader answered with. Without an answer from the leader (undefined
+    end offset) the follower falls back to its HW. If the follower does not have the leader's
+    epoch it truncates to its own end of the largest epoch below and asks again (not
+    completed). With the same epoch on both sides it truncates to the smaller of the two ends
+    of that epoch: the follower may have led a later epoch from its own end on, writing records
+    the leader never had (KIP-279), so its log end alone is not enough. A follower with no
+    epoch at or below the answered one takes the leader's end.
     """
     if leader_epoch_end.end_offset == UNKNOWN_OFFSET:
         return OffsetTruncationState(min(high_watermark, log_end_offset), True)
-    if leader_epoch_end.leader_epoch == NO_EPOCH:
-        return OffsetTruncationState(min(leader_epoch_end.end_offset, log_end_offset), True)
     if (
-        local_end_offset_for_epoch is None
+        leader_epoch_end.leader_epoch == NO_EPOCH
+        or local_end_offset_for_epoch is None
         or local_end_offset_for_epoch.end_offset == UNKNOWN_OFFSET
     ):
-        return OffsetTruncationState(min(high_watermark, log_end_offset), True)
+        return OffsetTruncationState(min(leader_epoch_end.end_offset, log_end_offset), True)
     if local_end_offset_for_epoch.leader_epoch != leader_epoch_end.leader_epoch:
         return OffsetTruncationState(
-            min(local_end_offset_for_epoch.end_offset, leader_epoch_end.end_offset, log_end_offset),
-            False,
+            min(local_end_offset_for_epoch.end_offset, log_end_offset), False
         )
-    return OffsetTruncationState(min(leader_epoch_end.end_offset, log_end_offset), True)
+    return OffsetTruncationState(
+        min(local_end_offset_for_epoch.end_offset, leader_epoch_end.end_offset, log_end_offset),
+        True,
+    )
 
 
 @dataclass(slots=True)

@@ -564,6 +564,17 @@ class ReplicaFetcher:
         if data.diverging_epoch is not None:
             state.state = FetchState.TRUNCATING
             return
+        if state.fetch_offset != partition.log.log_end_offset:
+            # The log moved under the fetch (Kafka: "Offset mismatch", the partition fails);
+            # appending would leave a gap or an overlap: find the position from the leader again.
+            log.warning(
+                "follower_offset_mismatch",
+                partition=str(tp),
+                fetch_offset=state.fetch_offset,
+                log_end_offset=partition.log.log_end_offset,
+            )
+            state.state = FetchState.TRUNCATING
+            return
         try:
             if records_size(data.records) > 0:
                 partition.append_records_to_follower(records_bytes(data.records))
@@ -578,16 +589,24 @@ class ReplicaFetcher:
     async def _handle_offset_out_of_range(
         self, tp: TopicPartition, state: PartitionFetchState
     ) -> None:
-        """Kafka's fetchOffsetAndTruncate: follow the leader's log end down, or its start up."""
+        """Kafka's fetchOffsetAndTruncate: follow the leader's log end down, or its start up.
+
+        The leader is asked with awaits in between, while a LeaderAndIsr may remove the
+        partition from this fetcher (this broker now leads it) or re-add it with a new state:
+        nothing is truncated unless the partition is still this fetcher's, with this state
+        (Kafka holds the partition map lock across the same steps).
+        """
         partition = self.replica_manager.online_partition(tp)
         if partition is None or partition.log is None:
             self.partitions.pop(tp, None)
             return
-        replica_end = partition.log.log_end_offset
         try:
             leader_end = await self.endpoint.fetch_offset(
                 tp, state.current_leader_epoch, LATEST_TIMESTAMP
             )
+            if self.partitions.get(tp) is not state:
+                return
+            replica_end = partition.log.log_end_offset
             if leader_end < replica_end:
                 partition.truncate_to(leader_end)
                 state.fetch_offset = leader_end
@@ -598,6 +617,9 @@ class ReplicaFetcher:
         except KafkaError as e:
             self._handle_partition_error(tp, e.error_code)
             return
+        if self.partitions.get(tp) is not state:
+            return
+        replica_end = partition.log.log_end_offset
         if leader_start > replica_end:
             partition.truncate_fully_and_start_at(leader_start)
             state.fetch_offset = leader_start

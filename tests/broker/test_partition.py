@@ -174,12 +174,18 @@ def test_offset_truncation_state_rules():
 
     # No answer from the leader: fall back to the HW.
     assert offset_truncation_state(eo(-1, -1), None, 10, 7) == OffsetTruncationState(7, True)
-    # Same epoch on both sides: the smaller end offset.
+    # Same epoch on both sides: the smaller end offset of that epoch.
     assert offset_truncation_state(eo(3, 8), eo(3, 9), 12, 5) == OffsetTruncationState(8, True)
-    assert offset_truncation_state(eo(3, 20), eo(3, 9), 12, 5) == OffsetTruncationState(12, True)
+    assert offset_truncation_state(eo(3, 20), eo(3, 12), 12, 5) == OffsetTruncationState(12, True)
+    # KIP-279: the follower's epoch 3 ended at 9 (it led epoch 4 from there, records the
+    # leader never had): it truncates to 9, not to its log end.
+    assert offset_truncation_state(eo(3, 20), eo(3, 9), 12, 5) == OffsetTruncationState(9, True)
     # The follower does not know the leader's epoch: truncate to its own end for the epoch
     # below, and ask again.
     assert offset_truncation_state(eo(3, 8), eo(2, 6), 12, 5) == OffsetTruncationState(6, False)
+    assert offset_truncation_state(eo(3, 4), eo(2, 6), 12, 5) == OffsetTruncationState(6, False)
+    # No epoch of the follower's at or below the leader's answer: the leader's end.
+    assert offset_truncation_state(eo(3, 8), None, 12, 5) == OffsetTruncationState(8, True)
 
 
 def test_kip101_truncation_keeps_acknowledged_data(tmp_path):

@@ -18,7 +18,7 @@ from kafkalite.broker.replica_fetcher import (
     fetcher_id,
 )
 from kafkalite.broker.replica_manager import ReplicaManager, ReplicaManagerConfig
-from kafkalite.broker.types import FetchInfo, FetchParams
+from kafkalite.broker.types import EARLIEST_TIMESTAMP, FetchInfo, FetchParams
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.records import iter_batch_headers
 from kafkalite.protocol.types import TopicPartition
@@ -152,6 +152,91 @@ async def test_leader_change_truncates_divergent_tail(cluster):
     assert [epoch for _, epoch, _ in cluster.batches(1)] == [0, 1]
     assert cluster.log(1).leader_epoch_cache.latest_epoch == 1
     await wait_until(lambda: b2.partitions[TP].isr == {1, 2})
+
+
+async def test_a_follower_that_led_an_epoch_the_leader_missed_truncates_it(cluster):
+    """KIP-279: broker 2 leads epoch 1 briefly (broker 1 cut off) and writes records that never
+    reach broker 1; broker 1 then leads epoch 2. As follower, broker 2 asks about epoch 1, the
+    leader answers with epoch 0 and its end: broker 2 must drop its epoch-1 records (its own
+    epoch 0 ended earlier than the leader's) before fetching, or it keeps different records at
+    the same offsets and joins the ISR with them."""
+    b1, b2 = cluster.brokers[1], cluster.brokers[2]
+    cluster.leader_and_isr(leader=1, epoch=0, isr=(1, 2))
+    await asyncio.wait_for(produce(b1, batch(3, value=b"common"), acks=-1), DEADLINE)
+    await wait_until(lambda: cluster.log(2).log_end_offset == 3)
+    b2.replica_fetcher_manager.remove_fetcher_for_partitions([TP])
+    await produce(b1, batch(2, value=b"only-on-1"))
+    b2.become_leader_or_follower(
+        0, 2, [leader_state(leader=2, leader_epoch=1, isr=(2,), replicas=(1, 2))]
+    )
+    assert (await produce(b2, batch(2, value=b"only-on-2"))).error_code is ErrorCode.NONE
+    new_epoch = [leader_state(leader=1, leader_epoch=2, isr=(1,), replicas=(1, 2))]
+    b1.become_leader_or_follower(0, 3, new_epoch)
+    await produce(b1, batch(1, value=b"epoch-2"))
+    b2.become_leader_or_follower(0, 3, new_epoch)
+    await wait_until(lambda: cluster.log(2).log_end_offset == cluster.log(1).log_end_offset)
+    await wait_until(lambda: b1.partitions[TP].isr == {1, 2})
+    assert cluster.batches(2) == cluster.batches(1)
+
+
+class HeldListOffsets:
+    """A leader endpoint whose ListOffsets(earliest) answer, computed at once, is delivered only
+    when ``release`` is set (a slow network)."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.held = asyncio.Event()
+        self.release = asyncio.Event()
+        self.delivered = asyncio.Event()
+
+    async def fetch(self, params, infos):
+        return await self.inner.fetch(params, infos)
+
+    async def fetch_epoch_end_offsets(self, partitions):
+        return await self.inner.fetch_epoch_end_offsets(partitions)
+
+    async def fetch_offset(self, tp, epoch, timestamp):
+        answer = await self.inner.fetch_offset(tp, epoch, timestamp)
+        if timestamp == EARLIEST_TIMESTAMP:
+            self.held.set()
+            await self.release.wait()
+            self.delivered.set()
+        return answer
+
+    async def close(self):
+        pass
+
+
+async def test_an_out_of_range_reset_never_touches_a_log_this_broker_now_leads(cluster):
+    """Broker 2's fetch is out of range (the leader deleted records); while it asks the leader
+    for its log start, the controller makes broker 2 leader and clients write to it. The late
+    answer must not restart broker 2's log at the old leader's start (acknowledged records
+    were wiped)."""
+    b1, b2 = cluster.brokers[1], cluster.brokers[2]
+    endpoints = {}
+
+    def held_endpoint(leader_id):
+        endpoints[leader_id] = HeldListOffsets(LocalLeaderEndPoint(cluster.brokers[leader_id], 2))
+        return endpoints[leader_id]
+
+    b2.replica_fetcher_manager.endpoint_for_leader = held_endpoint
+    epoch0 = [leader_state(leader=1, leader_epoch=0, isr=(1,), replicas=(1, 2))]
+    b1.become_leader_or_follower(0, 1, epoch0)
+    await produce(b1, batch(10))
+    await b1.delete_records(1000, {TP: 10})
+    b2.become_leader_or_follower(0, 1, epoch0)
+    await asyncio.wait_for(endpoints[1].held.wait(), DEADLINE)
+    b2.become_leader_or_follower(
+        0, 2, [leader_state(leader=2, leader_epoch=1, isr=(2,), replicas=(1, 2))]
+    )
+    assert (await produce(b2, batch(3, value=b"acked"))).error_code is ErrorCode.NONE
+    endpoints[1].release.set()
+    await asyncio.wait_for(endpoints[1].delivered.wait(), DEADLINE)
+    await wait_until(
+        lambda: all(not f.partitions for f in b2.replica_fetcher_manager.fetchers.values())
+    )
+    assert b2.partitions[TP].is_leader
+    assert (cluster.log(2).log_start_offset, cluster.log(2).log_end_offset) == (0, 3)
 
 
 async def test_fenced_follower_stops_until_next_leader_and_isr(cluster):
