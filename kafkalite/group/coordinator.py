@@ -213,8 +213,12 @@ class GroupCoordinator:
     def on_election(self, partition: int, epoch: int) -> asyncio.Future:
         """This broker leads ``__consumer_offsets-<partition>`` at ``epoch``: load its groups.
         Requests for them get COORDINATOR_LOAD_IN_PROGRESS until the returned task ends. A
-        repeated election at the same (or an older) epoch changes nothing."""
-        if not self.core.is_newer_epoch(partition, epoch):
+        repeated election at the same (or an older) epoch changes nothing, and neither does a
+        newer epoch of a partition already loaded here (the groups stay as they are: waiting
+        joins and syncs, members that joined since the last stored generation)."""
+        if not self.core.is_newer_epoch(partition, epoch) or self.core.continue_leading(
+            partition, epoch
+        ):
             current = self._loads.get(partition)
             if current is not None:
                 return current

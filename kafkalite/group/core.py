@@ -305,6 +305,16 @@ class GroupCoordinatorCore:
         repeated LeaderAndIsr): nothing to do then."""
         return partition not in self.partitions or self._partition_epochs.get(partition, -1) < epoch
 
+    def continue_leading(self, partition: int, epoch: int) -> bool:
+        """A new leader epoch for a partition this coordinator has loaded and still leads (a
+        follower went offline, a reassignment): keep its groups, only take the epoch (Kafka's
+        makeLeaders skips a partition already led here, so no reload). False when the
+        partition is not loaded (then the caller loads it)."""
+        if self.partitions.get(partition) is not PartitionStatus.LOADED:
+            return False
+        self._partition_epochs[partition] = max(epoch, self._partition_epochs.get(partition, -1))
+        return True
+
     def begin_loading(self, partition: int, epoch: int) -> Effects:
         """Became leader of ``partition`` at ``epoch``: drop whatever we held for it and start
         rebuilding its groups from the records the caller feeds to ``load_record``."""

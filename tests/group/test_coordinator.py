@@ -331,6 +331,32 @@ async def test_leadership_change_loads_led_partitions_and_unloads_the_rest():
     await c.shutdown()
 
 
+async def test_a_new_epoch_of_a_partition_led_here_keeps_its_groups():
+    """The controller bumps the leader epoch with the same leader when a follower of an offsets
+    partition goes offline: the rebalance in progress, its waiting join and the members are
+    kept (the partition used to be unloaded and reloaded from the log)."""
+    from kafkalite.broker.types import LeaderAndIsrPartitionState
+
+    c, _, time = await start()
+    (a,), generation, _ = await form_group(c, time, "g", 1)
+    partition = c.partition_for("g")
+    first = await join(c, "g")
+    assert first.error is ErrorCode.MEMBER_ID_REQUIRED
+    newcomer = join(c, "g", first.member_id)
+    await until(lambda: c.core.groups["g"].state is GroupState.PREPARING_REBALANCE)
+    bumped = LeaderAndIsrPartitionState("__consumer_offsets", partition, 1, 1, 1, (1,), 0, (1, 2))
+    await asyncio.gather(*c.on_leadership_change(1, [bumped]))
+    assert c.core.owned_partitions()[partition].name == "LOADED"
+    rejoin = join(c, "g", a)  # every member has joined: the rebalance completes
+    results = await asyncio.gather(newcomer, rejoin)
+    assert [r.error for r in results] == [ErrorCode.NONE, ErrorCode.NONE]
+    assert {r.generation_id for r in results} == {generation + 1}
+    # a resignation at the old epoch is stale now
+    c.on_resignation(partition, 0)
+    assert c.core.is_group_local("g")
+    await c.shutdown()
+
+
 async def test_load_skips_records_of_newer_coordinators():
     from kafkalite.group.records import (
         OffsetCommitValue,
