@@ -177,6 +177,12 @@ class _Loading:
     groups: dict[str, GroupMetadataValue | None] = field(default_factory=dict)
 
 
+def _older(append_offset: int | None, than: int | None) -> bool:
+    """Kafka's CommitRecordMetadataAndOffset.olderThan: was the first written before the
+    second? Unknown positions (offsets loaded from the log) count as older."""
+    return append_offset is None or than is None or append_offset < than
+
+
 def _offset_error(error: ErrorCode) -> ErrorCode:
     """Kafka's mapping of a failed offset-commit append onto what the client may act on."""
     if error in (
@@ -1410,12 +1416,22 @@ class GroupCoordinatorCore:
 
         def on_written(error: ErrorCode, base_offset: int | None) -> None:
             for i, (tp, om) in enumerate(valid.items()):
-                group.pending_offset_commits[tp] -= 1
+                # Kafka's onOffsetCommitAppend: only a commit still pending is installed (an
+                # OffsetDelete, DeleteGroups or topic deletion meanwhile cancelled it), and
+                # only over an offset written before it.
+                still_pending = group.pending_offset_commits[tp] > 0
+                if still_pending:
+                    group.pending_offset_commits[tp] -= 1
                 if group.pending_offset_commits[tp] <= 0:
                     del group.pending_offset_commits[tp]
                 if error is ErrorCode.NONE:
-                    if not group.is_state(GroupState.DEAD):
-                        append_offset = None if base_offset is None else base_offset + i
+                    append_offset = None if base_offset is None else base_offset + i
+                    current = group.offsets.get(tp)
+                    if (
+                        still_pending
+                        and not group.is_state(GroupState.DEAD)
+                        and (current is None or _older(current.append_offset, append_offset))
+                    ):
                         group.offsets[tp] = CommitRecordMetadataAndOffset(append_offset, om)
                     results[tp] = ErrorCode.NONE
                 else:
@@ -1503,14 +1519,18 @@ class GroupCoordinatorCore:
         group: GroupMetadata,
         removed: Iterable[TopicPartition],
         done: Callable[[ErrorCode], None],
+        delete_group: bool | None = None,
     ) -> None:
         """Tombstones for removed offsets, and for the group itself when it is now Empty with no
-        offsets left (it becomes Dead and is forgotten), as Kafka's cleanupGroupMetadata."""
+        offsets left, or ``delete_group`` (DeleteGroups): it becomes Dead and is forgotten, as
+        Kafka's cleanupGroupMetadata."""
         records = [
             (encode_offset_commit_key(group.group_id, tp.topic, tp.partition), None)
             for tp in removed
         ]
-        if self._group_is_finished(group):
+        if delete_group is None:
+            delete_group = self._group_is_finished(group)
+        if delete_group:
             group.transition_to(GroupState.DEAD, self._now())
             self._cancel_group_timers(group)
             if self.groups.get(group.group_id) is group:
@@ -1608,8 +1628,13 @@ class GroupCoordinatorCore:
         waiting.update(g.group_id for g in to_delete)
         for group in to_delete:
             removed = group.remove_all_offsets()
+            # An Empty group goes Dead whatever commits are still being written (Kafka's
+            # handleDeleteGroups); their completion then installs nothing.
             self._append_cleanup(
-                group, removed, lambda error, gid=group.group_id: finished(gid, error)
+                group,
+                removed,
+                lambda error, gid=group.group_id: finished(gid, error),
+                delete_group=True,
             )
         return self._drain()
 

@@ -446,8 +446,12 @@ class GroupMetadata:
     def remove_offsets(
         self, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """Forget the committed offsets of ``partitions``; commits of them still being written
+        are cancelled too (their completion installs nothing, as Kafka's removeOffsets drops
+        them from pendingOffsetCommits). Returns the offsets that were committed."""
         removed = {}
         for tp in partitions:
+            self.pending_offset_commits.pop(tp, None)
             entry = self.offsets.pop(tp, None)
             if entry is not None:
                 removed[tp] = entry.offset_and_metadata

@@ -754,3 +754,55 @@ def test_static_replacement_is_reverted_when_it_cannot_be_persisted():
     g = h.core.groups["g"]
     assert g.static_members == {"i-a": old} and g.get(old).assignment == b"A"
     assert h.heartbeat("g", old, 1, instance_id="i-a") is ErrorCode.NONE
+
+
+def test_a_commit_still_being_written_is_cancelled_by_offset_delete():
+    """Its record precedes the tombstone in the log: installing it on completion left an
+    offset in memory that a reload from the log does not have."""
+    h = Harness()
+    tp = TopicPartition("t", 0)
+    assert h.response(h.commit("g", "", -1, {tp: OffsetAndMetadata(1)})) == {tp: ErrorCode.NONE}
+    h.hold_writes = True
+    pending = h.commit("g", "", -1, {tp: OffsetAndMetadata(2)})
+    deleted = h.token()
+    h.apply(h.core.delete_offsets(deleted, "g", [tp]))
+    h.hold_writes = False
+    h.release_writes()
+    assert h.response(pending) == {tp: ErrorCode.NONE}
+    assert h.response(deleted).partitions == {tp: ErrorCode.NONE}
+    assert h.core.fetch_offsets("g", [tp])[1][tp].offset == -1
+    h.load(h.core.partition_for("g"), epoch=1)
+    assert h.core.fetch_offsets("g", [tp])[1][tp].offset == -1
+
+
+def test_delete_groups_of_an_empty_group_with_a_commit_in_flight():
+    """Kafka's handleDeleteGroups: an Empty group goes Dead whatever is still being written."""
+    h = Harness()
+    tp = TopicPartition("t", 0)
+    h.commit("g", "", -1, {tp: OffsetAndMetadata(1)})
+    h.hold_writes = True
+    h.commit("g", "", -1, {tp: OffsetAndMetadata(2)})
+    deleted = h.token()
+    h.apply(h.core.delete_groups(deleted, ["g"]))
+    h.hold_writes = False
+    h.release_writes()
+    assert h.response(deleted) == {"g": ErrorCode.NONE}
+    assert [g.group_id for g in h.core.list_groups()[1]] == []
+    assert h.core.fetch_offsets("g", [tp])[1][tp].offset == -1
+    h.load(h.core.partition_for("g"), epoch=1)
+    assert h.core.fetch_offsets("g", [tp])[1][tp].offset == -1
+
+
+def test_commits_completing_out_of_order_keep_the_one_written_last():
+    h = Harness()
+    tp = TopicPartition("t", 0)
+    h.hold_writes = True
+    h.commit("g", "", -1, {tp: OffsetAndMetadata(1)})
+    h.commit("g", "", -1, {tp: OffsetAndMetadata(2)})
+    first, second = h.held
+    h.held = []
+    first_base = h.log.append(first.partition, first.records)
+    second_base = h.log.append(second.partition, second.records)
+    h.apply(h.core.on_append_complete(second.append_id, ErrorCode.NONE, second_base))
+    h.apply(h.core.on_append_complete(first.append_id, ErrorCode.NONE, first_base))
+    assert h.core.fetch_offsets("g", [tp])[1][tp].offset == 2
