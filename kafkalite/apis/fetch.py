@@ -49,13 +49,14 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
         for t in getattr(request, "forgotten_topics_data", ())
         for p in t.partitions
     ]
+    # Kafka's handleFetchRequest: fetch.max.bytes caps consumers and followers alike, and
+    # min_bytes never exceeds the cap (it could never be met early).
+    max_bytes = min(request.max_bytes, services.config.fetch_max_bytes)
     params = FetchParams(
         replica_id=request.replica_id,
         max_wait_ms=millis(request.max_wait),
-        min_bytes=request.min_bytes,
-        max_bytes=min(request.max_bytes, services.config.fetch_max_bytes)
-        if request.replica_id < 0
-        else request.max_bytes,
+        min_bytes=min(request.min_bytes, max_bytes),
+        max_bytes=max_bytes,
         isolation_level=IsolationLevel(getattr(request, "isolation_level", 0)),
     )
 

@@ -1,4 +1,4 @@
-"""ListOffsets (key 2, v1-v9): offset by timestamp; -2 earliest, -1 latest, -3 max timestamp.
+"""ListOffsets (key 2, v1-v9): offset by timestamp; -2 earliest, -1 latest, -3 max timestamp,
 
 Per partition the ReplicaManager answers (leader only unless replica_id is the debugging
 consumer -2); unknown partitions and leadership errors come back as error codes.

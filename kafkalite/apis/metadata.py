@@ -10,18 +10,21 @@ Unknown topics: with `auto.create.topics.enable` (default true) and the request 
 the controller's admin path (num.partitions, default.replication.factor) and answered
 LEADER_NOT_AVAILABLE until the controller has elected its leaders; otherwise
 UNKNOWN_TOPIC_OR_PARTITION (INVALID_TOPIC_EXCEPTION for an illegal name). A partition whose
-leader is not alive is LEADER_NOT_AVAILABLE.
+leader is not alive is LEADER_NOT_AVAILABLE with leader -1 (the cache's getTopicMetadata rules).
+v12 topics asked by id: known ids are answered like their names, unknown ones UNKNOWN_TOPIC_ID.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from typing import Any
 
 import structlog
 
 from kafkalite.apis.base import RequestContext, handles
 from kafkalite.apis.topic_names import invalid_topic_reason, is_internal
+from kafkalite.broker.metadata_cache import PartitionMetadata
 from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.errors import ErrorCode, KafkaError, TopicAlreadyExistsError
 
@@ -49,28 +52,19 @@ def broker_entries(ctx: RequestContext) -> list[dict[str, Any]]:
     return out
 
 
-def partition_entries(ctx: RequestContext, topic: str) -> list[dict[str, Any]]:
-    cache = ctx.services.metadata_cache
-    alive = {b.id for b in cache.get_alive_brokers()}
-    out = []
-    for state in cache.get_partition_infos(topic):
-        error = ErrorCode.NONE
-        if state.leader < 0 or state.leader not in alive:
-            error = ErrorCode.LEADER_NOT_AVAILABLE
-        offline = list(getattr(state, "offline_replicas", ()) or ())
-        out.append(
-            {
-                "error_code": error,
-                "partition_index": state.partition_index,
-                "leader_id": state.leader,
-                "leader_epoch": state.leader_epoch,
-                "replica_nodes": list(state.replicas),
-                "isr_nodes": list(state.isr),
-                "offline_replicas": offline,
-            }
-        )
-    out.sort(key=lambda p: p["partition_index"])
-    return out
+def partition_entries(partitions: Iterable[PartitionMetadata]) -> list[dict[str, Any]]:
+    return [
+        {
+            "error_code": p.error_code,
+            "partition_index": p.partition_index,
+            "leader_id": p.leader_id,
+            "leader_epoch": p.leader_epoch,
+            "replica_nodes": list(p.replica_nodes),
+            "isr_nodes": list(p.isr_nodes),
+            "offline_replicas": list(p.offline_replicas),
+        }
+        for p in sorted(partitions, key=lambda p: p.partition_index)
+    ]
 
 
 async def auto_create_topic(ctx: RequestContext, name: str) -> ErrorCode:
@@ -101,25 +95,55 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
     cache = services.metadata_cache
     version = ctx.api_version
     requested = request.topics
+    topics = []
+    by_id: list = []
     if requested is not None:
-        names = [t.name for t in requested]
+        # v12 (KIP-516): a topic may be asked by id (name null); an unknown id is
+        # UNKNOWN_TOPIC_ID, a known one is answered like its name (never auto-created).
+        by_id = [t.topic_id for t in requested if t.name is None and _has_topic_id(t)]
+        names = [t.name for t in requested if t.name is not None or not _has_topic_id(t)]
+        for topic_id in dict.fromkeys(by_id):
+            name = cache.get_topic_name(topic_id)
+            if name is None:
+                topics.append(
+                    {
+                        "error_code": ErrorCode.UNKNOWN_TOPIC_ID,
+                        "name": None,
+                        "topic_id": topic_id,
+                        "is_internal": False,
+                        "partitions": [],
+                    }
+                )
+            elif name not in names:
+                names.append(name)
         if version == 0 and not names:
             names = None  # v0: an empty list means every topic
     else:
         names = None
-    allow_auto = getattr(request, "allow_auto_topic_creation", True)
+    allow_auto = getattr(request, "allow_auto_topic_creation", True) and not by_id
     known = cache.get_all_topics()
-    topics = []
-    for name in sorted(known) if names is None else names:
-        if name in known:
-            topic_id = cache.get_topic_id(name) or ZERO_UUID
+    wanted = sorted(known) if names is None else names
+    # Kafka's getTopicMetadata: a dead leader is -1 with LEADER_NOT_AVAILABLE, a leader
+    # without this listener LISTENER_NOT_FOUND (v6+), v0 lists only reachable replicas.
+    found = {
+        m.name: m
+        for m in cache.get_topic_metadata(
+            [n for n in wanted if n in known],
+            ctx.connection.listener_name,
+            error_unavailable_endpoints=version == 0,
+            error_unavailable_listeners=version >= 6,
+        )
+    }
+    for name in wanted:
+        metadata = found.get(name)
+        if metadata is not None:
             topics.append(
                 {
                     "error_code": ErrorCode.NONE,
                     "name": name,
-                    "topic_id": topic_id,
+                    "topic_id": metadata.topic_id,
                     "is_internal": is_internal(name),
-                    "partitions": partition_entries(ctx, name),
+                    "partitions": partition_entries(metadata.partitions),
                 }
             )
             continue
@@ -147,3 +171,7 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
         topics=topics,
         cluster_authorized_operations=-2147483648,
     )
+
+
+def _has_topic_id(topic: Any) -> bool:
+    return getattr(topic, "topic_id", None) not in (None, ZERO_UUID)

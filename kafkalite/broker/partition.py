@@ -48,7 +48,9 @@ from dataclasses import dataclass
 from kafkalite.broker.clock import Time
 from kafkalite.broker.producer_state import AppendOrigin, ProducerStateManager
 from kafkalite.broker.types import (
+    EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
     LATEST_TIMESTAMP,
     NO_EPOCH,
     UNKNOWN_OFFSET,
@@ -712,10 +714,17 @@ class Partition:
         log_start = log.log_start_offset
         leo = log.log_end_offset
         if last_fetched_epoch != NO_EPOCH and last_fetched_epoch >= 0:
+            # Kafka's Partition.readRecords: an epoch this log cannot place and an offset below
+            # the log start are out of range (the fetcher resets), before any divergence.
             epoch_end = end_offset_for_epoch(log, last_fetched_epoch)
             if epoch_end is None:
-                epoch_end = EpochEndOffset(ErrorCode.NONE, NO_EPOCH, UNKNOWN_OFFSET)
-            if epoch_end.leader_epoch < last_fetched_epoch or epoch_end.end_offset < fetch_offset:
+                raise OffsetOutOfRangeError(
+                    "Could not determine the end offset of the last fetched epoch "
+                    f"{last_fetched_epoch} from the request"
+                )
+            if fetch_offset >= log_start and (
+                epoch_end.leader_epoch < last_fetched_epoch or epoch_end.end_offset < fetch_offset
+            ):
                 return LogReadInfo(EMPTY_RECORDS, hw, hw, log_start, leo, epoch_end)
         if fetch_offset < log_start or fetch_offset > leo:
             raise OffsetOutOfRangeError(
@@ -770,9 +779,13 @@ class Partition:
             if offsets_error is not None:
                 raise offsets_error
             return ListOffsetResult(ErrorCode.NONE, -1, last_fetchable, self.leader_epoch)
-        if timestamp == EARLIEST_TIMESTAMP:
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            # Without tiered storage the local log start is the log start.
             start = log.log_start_offset
             return ListOffsetResult(ErrorCode.NONE, -1, start, self._epoch_for_offset(log, start))
+        if timestamp == LATEST_TIERED_TIMESTAMP:
+            # Kafka's answer when no offset is in remote storage.
+            return ListOffsetResult(ErrorCode.NONE, -1, -1, NO_EPOCH)
         # The log answers MAX_TIMESTAMP (-3) itself: the record with the largest timestamp.
         found = log.offset_for_timestamp(timestamp)
         if found is not None and found[0] >= last_fetchable:

@@ -20,6 +20,8 @@ UNKNOWN_OFFSET = -1
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4  # ListOffsets v8+ (KIP-405): the local log start
+LATEST_TIERED_TIMESTAMP = -5  # ListOffsets v9+ (KIP-1005): nothing is tiered here
 
 # Replica ids in Fetch / ListOffsets requests.
 CONSUMER_REPLICA_ID = -1

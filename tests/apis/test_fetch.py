@@ -1,5 +1,6 @@
 """Fetch handler: request -> FetchParams/FetchInfo, response encoding, sessionless sessions."""
 
+import dataclasses
 import datetime
 import sys
 
@@ -75,3 +76,12 @@ async def test_max_bytes_is_capped_by_fetch_max_bytes(call, services):
     await call(ApiKey.FETCH, 11, fetch_request(11, [("t", [0])], max_bytes=2**31 - 1))
     params, _ = services.replica_manager.fetches[-1]
     assert params.max_bytes == services.config.fetch_max_bytes
+
+
+async def test_followers_are_capped_too_and_min_bytes_never_exceeds_the_cap(call, services):
+    request = fetch_request(11, [("t", [0])], max_bytes=2**31 - 1)
+    follower = dataclasses.replace(request, replica_id=2, min_bytes=2**31 - 1)
+    await call(ApiKey.FETCH, 11, follower)
+    params, _ = services.replica_manager.fetches[-1]
+    cap = services.config.fetch_max_bytes
+    assert (params.replica_id, params.max_bytes, params.min_bytes) == (2, cap, cap)

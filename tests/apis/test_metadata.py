@@ -8,6 +8,7 @@ from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
 
 from kafkalite.broker.metadata_cache import MetadataCache
 from kafkalite.protocol.api import ApiKey, request_class
+from kafkalite.protocol.errors import ErrorCode
 
 TOPIC_ID = uuid.UUID(int=7)
 
@@ -122,6 +123,27 @@ async def test_leader_not_available_when_leader_is_not_alive(call, services):
     await call(ApiKey.UPDATE_METADATA, 7, update_metadata_request(leader=5))
     response = await call(ApiKey.METADATA, 9, metadata_request(9, ["orders"]))
     assert {p.error_code.value for p in response.topics[0].partitions} == {5}
+    assert {p.leader_id for p in response.topics[0].partitions} == {-1}  # Kafka's NO_LEADER_ID
+
+
+async def test_v12_topics_asked_by_id(call, cache):
+    cls = request_class(ApiKey.METADATA, 12)
+    m = sys.modules[cls.__module__]
+    unknown = uuid.uuid4()
+    request = cls(
+        topics=(
+            m.MetadataRequestTopic(name=None, topic_id=TOPIC_ID),
+            m.MetadataRequestTopic(name=None, topic_id=unknown),
+        ),
+        allow_auto_topic_creation=True,
+        include_topic_authorized_operations=False,
+    )
+    response = await call(ApiKey.METADATA, 12, request)
+    answers = {t.topic_id: (t.error_code, t.name, len(t.partitions)) for t in response.topics}
+    assert answers == {
+        TOPIC_ID: (ErrorCode.NONE, "orders", 3),
+        unknown: (ErrorCode.UNKNOWN_TOPIC_ID, None, 0),
+    }
 
 
 async def test_stale_update_metadata_is_refused(call, cache):

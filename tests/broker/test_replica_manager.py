@@ -304,6 +304,12 @@ async def test_diverging_epoch_for_last_fetched_epoch(make_rm):
     res = await rm.fetch_messages(FetchParams(), {TP: FetchInfo(3, 1 << 20, last_fetched_epoch=1)})
     assert res[TP].diverging_epoch is None
     assert offsets_of(res[TP].records) == [3]
+    # An epoch newer than any the leader knows is out of range, answered at once (Kafka's
+    # readRecords; an empty success without a diverging epoch made the client loop).
+    res = await rm.fetch_messages(
+        FetchParams(max_wait_ms=60_000), {TP: FetchInfo(5, 1 << 20, last_fetched_epoch=9)}
+    )
+    assert (res[TP].error_code, res[TP].diverging_epoch) == (ErrorCode.OFFSET_OUT_OF_RANGE, None)
 
 
 async def test_list_offsets(make_rm):
@@ -321,6 +327,12 @@ async def test_list_offsets(make_rm):
     assert rm.list_offset(TP, 10_000).offset == -1
     max_ts = rm.list_offset(TP, MAX_TIMESTAMP)
     assert (max_ts.offset, max_ts.timestamp) == (3, 5_001)
+    # v8/v9 specs (KIP-405, KIP-1005) without tiered storage: the local start is the start,
+    # nothing is tiered (-1), never a lookup by timestamp.
+    local = rm.list_offset(TP, -4)
+    assert (local.offset, local.timestamp, local.leader_epoch) == (0, -1, 2)
+    tiered = rm.list_offset(TP, -5)
+    assert (tiered.offset, tiered.timestamp, tiered.leader_epoch) == (-1, -1, -1)
     assert (
         rm.list_offset(TopicPartition("x", 0), -1).error_code
         is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
