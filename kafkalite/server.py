@@ -268,6 +268,7 @@ class KafkaServer:
 
     async def _start_roles(self) -> None:
         from kafkalite.broker.fetch_session import FetchSessionCache
+        from kafkalite.broker.isr_writer import ZkIsrChangeWriter
         from kafkalite.broker.metadata_cache import MetadataCache
         from kafkalite.broker.producer_id_manager import ProducerIdManager
         from kafkalite.broker.replica_fetcher import remote_leader_endpoints
@@ -280,7 +281,7 @@ class KafkaServer:
             self.log_manager,
             config,
             metadata_cache=self.metadata_cache,
-            alter_isr=self._alter_isr,
+            alter_isr=ZkIsrChangeWriter(self.session),
             log_config_for_topic=self._log_config_for_topic,
         )
         # Followers pull from their leaders over the inter-broker listener (Kafka's
@@ -328,13 +329,6 @@ class KafkaServer:
         """The topic's LogConfig: broker defaults overlaid with `/config/topics/<t>` (cached by
         the config-change watcher; read when the controller's LeaderAndIsr creates a log)."""
         return self._topic_configs.get(topic, self._default_log_config)
-
-    async def _alter_isr(self, tp: Any, leader_and_isr: Any) -> int | None:
-        from kafkalite.controller import zk_data
-
-        return await zk_data.update_leader_and_isr(
-            self.session, tp.topic, tp.partition, leader_and_isr
-        )
 
     async def _register_broker(self) -> None:
         from kafkalite.coord import NodeExists, paths

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kafkalite.broker.isr_writer import ZkIsrChangeWriter
 from kafkalite.config import BrokerConfig
 from kafkalite.server import KafkaServer
 from tests.harness.broker import free_port
@@ -32,5 +33,7 @@ async def test_cleaner_and_fetcher_settings_reach_the_running_roles(tmp_path):
         fetchers = server.replica_manager.replica_fetcher_manager
         assert fetchers.endpoint_for_leader(1).client.request_timeout == 7.0
         assert fetchers.config.num_replica_fetchers == 3
+        # ISR changes go through the writer that treats a lost-but-applied write as done
+        assert isinstance(server.replica_manager.alter_isr, ZkIsrChangeWriter)
     finally:
         await server.shutdown()

@@ -9,7 +9,7 @@ Everything here is I/O against a ``CoordSession`` and translation between the st
   (``ControllerMovedError`` when the check fails; Kafka's ``checkControllerEpochZkVersion``).
 - The partition state node is written with compare-and-set on its version by both the
   controller (elections, ISR shrink on broker failure) and the partition leader
-  (``update_leader_and_isr``: ISR expansion/shrink). The loser of a race sees ``BadVersion`` and
+  (``broker/isr_writer.py``: ISR expansion/shrink). The loser of a race sees ``BadVersion`` and
   re-reads; a stale leader learns this way that it is no longer leader (seed 000, "如何处理多个
   leader").
 - A leader that changed an ISR also creates ``/isr_change_notification/isr_change_<seq>`` in the
@@ -214,39 +214,6 @@ async def get_partition_states(
     partitions = sorted(set(partitions))
     found = await asyncio.gather(*(get_partition_state(session, tp) for tp in partitions))
     return dict(zip(partitions, found, strict=True))
-
-
-async def update_leader_and_isr(
-    session: CoordSession, topic: str, partition: int, leader_and_isr
-) -> int | None:
-    """A partition leader's ISR change (``kafkalite.broker.types.LeaderAndIsr``: leader,
-    leader_epoch, isr, zk_version, controller_epoch): compare-and-set of the partition state node
-    on ``zk_version`` plus an ISR change notification, atomically. Returns the node's new version,
-    or None when the version moved (the controller or a newer leader wrote it meanwhile)."""
-    info = LeaderIsrAndControllerEpoch(
-        LeaderAndIsr(leader_and_isr.leader, leader_and_isr.leader_epoch, tuple(leader_and_isr.isr)),
-        leader_and_isr.controller_epoch,
-    )
-    await session.ensure_path(paths.ISR_CHANGE_NOTIFICATION)
-    ops: list[Op] = [
-        SetDataOp(
-            paths.partition_state_path(topic, partition),
-            encode_leader_isr_and_controller_epoch(info),
-            leader_and_isr.zk_version,
-        ),
-        CreateOp(
-            paths.isr_change_sequence_path(),
-            paths.encode_isr_change([TopicPartition(topic, partition)]),
-            sequential=True,
-        ),
-    ]
-    try:
-        results = await session.multi(ops)
-    except (BadVersion, NoNode):
-        return None
-    first = results[0]
-    assert isinstance(first, SetDataResult)
-    return first.stat.version
 
 
 # -- ISR change notifications ---------------------------------------------------------------------

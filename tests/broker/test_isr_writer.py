@@ -41,8 +41,10 @@ async def test_cas_write_and_notification():
         assert name.startswith("isr_change_")
         note, _ = await session.get_data(f"{ISR_CHANGE_NOTIFICATION}/{name}")
         assert json.loads(note) == {"version": 1, "partitions": [{"topic": "t", "partition": 0}]}
-        # Retrying the same write at the old version: the data is ours, so it succeeded.
+        # Retrying the same write at the old version (its answer was lost to a connection
+        # loss): the data is ours, so it succeeded, and nothing more is written.
         assert await writer(TP, LeaderAndIsr(1, 0, (1,), 0, 1)) == 1
+        assert len(await session.get_children(ISR_CHANGE_NOTIFICATION)) == 1
         # The controller moved on (new leader epoch): the stale leader's CAS fails.
         await session.set_data(
             PATH, b'{"controller_epoch":2,"leader":2,"version":1,"leader_epoch":1,"isr":[2]}', 1

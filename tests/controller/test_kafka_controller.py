@@ -6,6 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from kafkalite.broker.isr_writer import ZkIsrChangeWriter
 from kafkalite.broker.types import LeaderAndIsr as BrokerLeaderAndIsr
 from kafkalite.controller import admin, zk_data
 from kafkalite.coord import paths
@@ -201,17 +202,13 @@ async def test_isr_change_from_a_leader_reaches_every_broker(store, cluster):
     current = await state(reader, "isr", 0)
     lai = current.leader_and_isr
     # the leader (broker 0) shrinks the ISR, as its ReplicaManager does through the server
-    new_version = await zk_data.update_leader_and_isr(
-        nodes[0].session,
-        "isr",
-        0,
+    new_version = await ZkIsrChangeWriter(nodes[0].session)(
+        TopicPartition("isr", 0),
         BrokerLeaderAndIsr(0, lai.leader_epoch, (0,), lai.zk_version, current.controller_epoch),
     )
     assert new_version == lai.zk_version + 1
-    stale = await zk_data.update_leader_and_isr(
-        nodes[0].session,
-        "isr",
-        0,
+    stale = await ZkIsrChangeWriter(nodes[0].session)(
+        TopicPartition("isr", 0),
         BrokerLeaderAndIsr(0, lai.leader_epoch, (0, 1), lai.zk_version, 1),
     )
     assert stale is None  # a stale CAS loses
@@ -345,10 +342,8 @@ async def test_partition_reassignment_through_the_admin_node(store, cluster):
     # the leader lets replica 2 into the ISR, as its ReplicaManager would once it caught up
     current = await state(reader, "move", 0)
     lai = current.leader_and_isr
-    assert await zk_data.update_leader_and_isr(
-        nodes[0].session,
-        "move",
-        0,
+    assert await ZkIsrChangeWriter(nodes[0].session)(
+        TopicPartition("move", 0),
         BrokerLeaderAndIsr(
             lai.leader, lai.leader_epoch, (0, 1, 2), lai.zk_version, current.controller_epoch
         ),
@@ -443,10 +438,8 @@ async def test_preferred_replica_election_through_the_admin_node(store, cluster)
     await settle(nodes[0].controller)
     current = await state(reader, "pref", 0)
     lai = current.leader_and_isr
-    assert await zk_data.update_leader_and_isr(
-        back,
-        "pref",
-        0,
+    assert await ZkIsrChangeWriter(back)(
+        TopicPartition("pref", 0),
         BrokerLeaderAndIsr(2, lai.leader_epoch, (2, 1), lai.zk_version, current.controller_epoch),
     )
     await settle(nodes[0].controller)
@@ -472,10 +465,8 @@ async def test_enabling_unclean_election_elects_leaderless_partitions(store, clu
     current = await state(reader, "dirty", 0)
     lai = current.leader_and_isr
     # broker 0 fell out of the ISR, then the leader (1) dies: no clean leader left
-    assert await zk_data.update_leader_and_isr(
-        reader,
-        "dirty",
-        0,
+    assert await ZkIsrChangeWriter(reader)(
+        TopicPartition("dirty", 0),
         BrokerLeaderAndIsr(1, lai.leader_epoch, (1,), lai.zk_version, current.controller_epoch),
     )
     await settle(nodes[0].controller)
@@ -500,10 +491,8 @@ async def test_unclean_election_request_node(store, cluster):
     await eventually(lambda: state(reader, "force", 0), message="online")
     current = await state(reader, "force", 0)
     lai = current.leader_and_isr
-    assert await zk_data.update_leader_and_isr(
-        reader,
-        "force",
-        0,
+    assert await ZkIsrChangeWriter(reader)(
+        TopicPartition("force", 0),
         BrokerLeaderAndIsr(1, lai.leader_epoch, (1,), lai.zk_version, current.controller_epoch),
     )
     await settle(nodes[0].controller)

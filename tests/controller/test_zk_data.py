@@ -5,6 +5,8 @@ import json
 
 import pytest
 
+from kafkalite.broker.isr_writer import ZkIsrChangeWriter
+from kafkalite.broker.types import LeaderAndIsr as BrokerLeaderAndIsr
 from kafkalite.controller import zk_data
 from kafkalite.controller.context import (
     LeaderAndIsr,
@@ -107,11 +109,11 @@ async def test_leader_isr_updates_are_compare_and_set_with_a_notification(store)
         epoch_version,
     )
 
-    class Proposal:
-        leader, leader_epoch, isr, zk_version, controller_epoch = 0, 3, (0,), 0, 1
-
-    assert await zk_data.update_leader_and_isr(session, "t", 0, Proposal) == 1
-    assert await zk_data.update_leader_and_isr(session, "t", 0, Proposal) is None  # stale version
+    # The partition leader's write (broker/isr_writer.py), as the controller reads it.
+    write = ZkIsrChangeWriter(session)
+    assert await write(TP, BrokerLeaderAndIsr(0, 3, (0,), 0, 1)) == 1
+    assert await write(TP, BrokerLeaderAndIsr(0, 3, (0,), 0, 1)) == 1  # a retry: ours already
+    assert await write(TP, BrokerLeaderAndIsr(0, 3, (0, 1), 0, 1)) is None  # stale version
     seqs = await zk_data.get_isr_change_notifications(session)
     assert len(seqs) == 1
     assert await zk_data.get_partitions_from_isr_change_notifications(session, seqs) == {TP}
