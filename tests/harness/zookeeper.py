@@ -246,15 +246,23 @@ class ZooKeeperServer:
         """Break a client's connection but keep its session: attach to it, then just hang up.
 
         The client sees its socket closed, reconnects and re-arms its watches; nothing expires.
+        The server may hang up on an attach that races the client's own traffic (seen in CI, as
+        for ``expire_session``): that attempt is repeated.
         """
-        with socket.create_connection((self.host, self.port), timeout=5) as sock:
-            body = struct.pack(">iqiqi", 0, 0, timeout_ms, session_id, len(password))
-            body += password + b"\x00"
-            sock.sendall(struct.pack(">i", len(body)) + body)
-            reply = _read_frame(sock)
-            (got_session,) = struct.unpack_from(">q", reply, 8)
-            if got_session != session_id:
-                raise RuntimeError(f"session 0x{session_id:x} is gone")
+        for _attempt in range(50):
+            with socket.create_connection((self.host, self.port), timeout=5) as sock:
+                body = struct.pack(">iqiqi", 0, 0, timeout_ms, session_id, len(password))
+                body += password + b"\x00"
+                sock.sendall(struct.pack(">i", len(body)) + body)
+                try:
+                    reply = _read_frame(sock)
+                except ConnectionError:
+                    continue
+                (got_session,) = struct.unpack_from(">q", reply, 8)
+                if got_session != session_id:
+                    raise RuntimeError(f"session 0x{session_id:x} is gone")
+                return
+        raise RuntimeError(f"could not attach to session 0x{session_id:x}")
 
 
 def _read_frame(sock: socket.socket) -> bytes:
