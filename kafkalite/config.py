@@ -65,6 +65,9 @@ def field_name(key: str) -> str:
     return key.strip().replace(".", "_").replace("-", "_")
 
 
+UNSUPPORTED_SECURITY_PROTOCOLS = ("SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
 def parse_endpoints(value: str, key: str = "listeners") -> list[Endpoint]:
     """Parse a comma-separated listener list; raise ValueError naming the bad entry."""
     endpoints = []
@@ -86,6 +89,13 @@ def parse_endpoints(value: str, key: str = "listeners") -> list[Endpoint]:
             raise ValueError(f"{raw!r} has a non-numeric port") from None
         if not 0 <= port <= 65535:
             raise ValueError(f"{raw!r}: port out of range")
+        if name.upper() in UNSUPPORTED_SECURITY_PROTOCOLS:
+            # Kafka maps these names to their protocols; kafkalite has no TLS or SASL, and a
+            # listener by that name would be announced as what it is not.
+            raise ValueError(
+                f"{raw!r}: the {name.upper()} security protocol is not supported "
+                "(kafkalite listeners are PLAINTEXT; any other name is a plaintext listener)"
+            )
         endpoints.append(Endpoint(name.upper(), host, port))
     names = [e.listener_name for e in endpoints]
     if len(set(names)) != len(names):

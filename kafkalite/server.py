@@ -338,7 +338,9 @@ class KafkaServer:
         info = paths.BrokerInfo(
             id=self.broker_id,
             endpoints=tuple(
-                paths.EndPoint(e.host, e.port, e.listener_name, e.listener_name)
+                # every kafkalite listener is plaintext, whatever its name (Kafka's tooling
+                # decodes the protocol with SecurityProtocol.forName)
+                paths.EndPoint(e.host, e.port, e.listener_name, "PLAINTEXT")
                 for e in self.advertised_endpoints
             ),
             rack=self.config.broker_rack,

@@ -37,3 +37,30 @@ async def test_cleaner_and_fetcher_settings_reach_the_running_roles(tmp_path):
         assert isinstance(server.replica_manager.alter_isr, ZkIsrChangeWriter)
     finally:
         await server.shutdown()
+
+
+async def test_a_listener_of_any_name_is_registered_as_plaintext(tmp_path):
+    """Kafka's tooling decodes /brokers/ids/<id> with SecurityProtocol.forName: a listener named
+    INTERNAL must be announced with protocol PLAINTEXT (and give the top-level host and port)."""
+    import json
+
+    port = free_port()
+    config = BrokerConfig.load(
+        overrides={
+            "log.dirs": str(tmp_path / "data"),
+            "listeners": f"INTERNAL://127.0.0.1:{port}",
+            "inter.broker.listener.name": "INTERNAL",
+            "admin.listener": "",
+        },
+        environ={},
+    )
+    server = KafkaServer(config)
+    await server.startup()
+    try:
+        data, _ = await server.session.get_data("/brokers/ids/0")
+        registration = json.loads(data)
+        assert registration["listener_security_protocol_map"] == {"INTERNAL": "PLAINTEXT"}
+        assert (registration["host"], registration["port"]) == ("127.0.0.1", port)
+        assert registration["endpoints"] == [f"INTERNAL://127.0.0.1:{port}"]
+    finally:
+        await server.shutdown()

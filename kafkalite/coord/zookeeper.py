@@ -224,7 +224,11 @@ class _Session(_AiozkSession):
         self.session_id = response.session_id
         self.password = response.password
         self.timeout = response.timeout / 1000
-        self.last_zxid = zxid
+        # The connect reply carries no zxid (aiozk answers None): keep the last one seen, as
+        # the Java client does, so re-armed watches (SetWatches relativeZxid) fire only for
+        # changes made while disconnected and a lagging server refuses us.
+        if zxid is not None:
+            self.last_zxid = zxid
         return True
 
     async def find_server(self, allow_read_only):

@@ -365,6 +365,22 @@ async def test_watches_and_ephemerals_survive_a_dropped_connection(backend, sess
     assert (await other.exists("/brokers/ids/1")).ephemeral_owner == session_id
 
 
+async def test_a_dropped_connection_alone_fires_no_watch(backend, session, other):
+    """Re-armed watches fire for changes made while disconnected, not for every watch (aiozk
+    reconnected with zxid 0, so ZooKeeper fired all of them)."""
+    await other.create("/quiet", b"0")
+    _, _, watch = await session.get_data_and_watch("/quiet")
+    _, child_watch = await session.get_children_and_watch("/")
+    await backend.drop_connection(session)
+    await backend.restore_connection(session)
+    await wait_state(session, SessionState.CONNECTED)
+    # one round trip after the reconnect: an event for the re-armed watches would be ahead of it
+    assert (await session.get_data("/quiet"))[0] == b"0"
+    assert not watch.done() and not child_watch.done()
+    await other.set_data("/quiet", b"1", 0)
+    assert await asyncio.wait_for(watch, 10) == WatchEvent(EventType.DATA_CHANGED, "/quiet")
+
+
 async def test_session_state_is_observable(backend):
     s = await backend.open_session()
     assert s.state is SessionState.CONNECTED
