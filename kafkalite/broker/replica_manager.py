@@ -764,8 +764,9 @@ class ReplicaManager:
         partitions: Iterable[StopReplicaPartitionState],
     ) -> StopReplicaResult:
         """Apply a StopReplica request: stop fetching; with ``delete_partition`` forget the
-        partition and delete its log. An epoch not newer than ours (unless -1 or -2 during
-        topic deletion) is FENCED_LEADER_EPOCH."""
+        partition and delete its log. An epoch older than ours (-1 and -2 during topic
+        deletion excepted) is FENCED_LEADER_EPOCH; the current one is accepted, as Kafka's
+        stopReplicas does (a shutting-down follower is stopped at the epoch it already has)."""
         states = list(partitions)
         if controller_epoch < self.controller_epoch:
             return StopReplicaResult(
@@ -790,7 +791,7 @@ class ReplicaManager:
                 )
                 continue
             epoch = state.leader_epoch
-            if epoch in (EPOCH_DURING_DELETE, NO_EPOCH) or epoch > partition.leader_epoch:
+            if epoch in (EPOCH_DURING_DELETE, NO_EPOCH) or epoch >= partition.leader_epoch:
                 to_stop[tp] = state.delete_partition
                 errors[tp] = ErrorCode.NONE
             else:

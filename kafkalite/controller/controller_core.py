@@ -708,10 +708,8 @@ class ControllerCore:
         if unneeded:
             # Kafka's updateCurrentReassignment: a new target, or a cancellation, drops replicas
             # the previous reassignment was adding; they are stopped and deleted now. Unlike
-            # Kafka, the leader epoch is bumped first (LeaderAndIsr to the replicas that stay):
-            # a dropped replica not in the ISR already has the current epoch, and a broker
-            # ignores a StopReplica whose epoch is not newer than its own (FENCED_LEADER_EPOCH),
-            # which in Kafka leaves the cancelled replica's log behind.
+            # Kafka, the leader epoch is bumped first (LeaderAndIsr to the replicas that stay),
+            # so the replicas that stay learn the new replica set before the dropped ones stop.
             ctx.update_partition_full_replica_assignment(tp, reassignment)
             result.writes.append(self._topic_assignment_write(tp.topic))
             result += self._update_leader_epoch_and_send_request(tp, reassignment.replicas)

@@ -383,6 +383,10 @@ async def test_leader_and_isr_epochs_and_stop_replica(make_rm, log_manager):
 
     fenced = rm.stop_replicas(0, 1, [StopReplicaPartitionState("t", 0, 2, True)])
     assert fenced.partition_errors[TP] is ErrorCode.FENCED_LEADER_EPOCH
+    # the current epoch is accepted (Kafka: requestLeaderEpoch >= currentLeaderEpoch)
+    kept = rm.stop_replicas(0, 1, [StopReplicaPartitionState("t", 0, 3, False)])
+    assert kept.partition_errors[TP] is ErrorCode.NONE
+    assert log_manager.get_log("t", 0) is not None  # stopped, not deleted
     stopped = rm.stop_replicas(0, 1, [StopReplicaPartitionState("t", 0, -2, True)])
     assert stopped.partition_errors[TP] is ErrorCode.NONE
     assert log_manager.get_log("t", 0) is None
