@@ -399,9 +399,9 @@ class ReplicaManager:
             self.config.producer_id_expiration_ms,
         )
 
-    def _get_or_create_log(self, tp: TopicPartition):
+    def _get_or_create_log(self, tp: TopicPartition, is_new: bool = True):
         config = self.log_config_for_topic(tp.topic) if self.log_config_for_topic else None
-        return self.log_manager.get_or_create_log(tp.topic, tp.partition, config)
+        return self.log_manager.get_or_create_log(tp.topic, tp.partition, config, is_new)
 
     def mark_log_dir_offline(self, topic_partitions: Iterable[TopicPartition]) -> None:
         """Partitions whose log directory failed: they answer KAFKA_STORAGE_ERROR from now on."""
@@ -737,7 +737,7 @@ class ReplicaManager:
         for partition, state in to_lead + to_follow:
             tp = partition.topic_partition
             try:
-                log_ = self._get_or_create_log(tp)
+                log_ = self._get_or_create_log(tp, state.is_new)
                 if state.leader == self.broker_id:
                     partition.make_leader(state, log_)
                 elif partition.make_follower(state, log_) and state.leader >= 0:

@@ -256,13 +256,28 @@ class LogManager:
             result.setdefault(str(log.dir.parent), []).append(log)
         return result
 
-    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
-        """The existing log, or a new empty one in the least-loaded online directory."""
+    def get_or_create_log(
+        self,
+        topic: str,
+        partition: int,
+        config: LogConfig | None = None,
+        is_new: bool = True,
+    ) -> Log:
+        """The existing log, or a new empty one in the least-loaded online directory.
+
+        A log that should already exist (``is_new`` False: the controller says the replica is
+        not new) is not created while a log directory is offline: its data may be there, and an
+        empty log in its place would be served as the partition (Kafka's getOrCreateLog)."""
         existing = self.get_log(topic, partition)
         if existing is not None:
             if config is not None:
                 existing.update_config(config)
             return existing
+        if not is_new and self.offline_dirs:
+            raise StorageError(
+                f"Can not create log for {topic}-{partition} because log directories "
+                f"{','.join(sorted(self.offline_dirs))} are offline"
+            )
         if config is not None:
             self.topic_configs.setdefault(topic, config)
         config = config or self.topic_configs.get(topic, self.default_config)

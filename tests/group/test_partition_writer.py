@@ -34,7 +34,7 @@ class DirLogManager:
     def get_log(self, topic, partition):
         return self.logs.get((topic, partition))
 
-    def get_or_create_log(self, topic, partition, config=None):
+    def get_or_create_log(self, topic, partition, config=None, is_new=True):
         key = (topic, partition)
         if key not in self.logs:
             self.logs[key] = Log(

@@ -139,6 +139,12 @@ def test_disk_error_takes_only_that_dir_offline(tmp_path, monkeypatch):
     assert manager.get_log("t", 1) is bad and bad.offline
     good.append_as_leader(make_batch(1), 0)  # the other directory keeps working
     assert manager.get_or_create_log("t", 2).dir.parent == good.dir.parent
+    # A replica that is not new may have its log in the offline directory: no empty stand-in
+    # (Kafka's getOrCreateLog), so the controller elects elsewhere on KAFKA_STORAGE_ERROR.
+    with pytest.raises(StorageError, match="offline") as refused:
+        manager.get_or_create_log("t", 3, is_new=False)
+    assert refused.value.error_code.name == "KAFKA_STORAGE_ERROR"
+    assert manager.get_log("t", 3) is None
     manager.shutdown()
     assert (dirs[0] / CLEAN_SHUTDOWN_FILE).exists() and not (dirs[1] / CLEAN_SHUTDOWN_FILE).exists()
 
