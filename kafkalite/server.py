@@ -111,6 +111,7 @@ class KafkaServer:
 
     async def startup(self) -> None:
         from kafkalite.coord import CoordError, NodeExists, open_store
+        from kafkalite.coord.renewable import RenewableSession
         from kafkalite.storage.errors import StorageError
 
         config = self.config
@@ -125,7 +126,9 @@ class KafkaServer:
                     config.zookeeper_session_timeout_ms,
                     connection_timeout_ms=config.zookeeper_connection_timeout_ms,
                 )
-                self.session = await self.store.open_session(config.zookeeper_session_timeout_ms)
+                self.session = await RenewableSession(
+                    self.store, config.zookeeper_session_timeout_ms
+                ).open()
             except CoordError as e:
                 raise StartupError(f"coordination store: {e}") from None
             self.services.store = self.session
@@ -330,7 +333,12 @@ class KafkaServer:
         the config-change watcher; read when the controller's LeaderAndIsr creates a log)."""
         return self._topic_configs.get(topic, self._default_log_config)
 
-    async def _register_broker(self) -> None:
+    async def _register_broker(self, renewed: bool = False) -> None:
+        """Create this broker's ephemeral ``/brokers/ids/<id>``. At start-up an existing node is
+        another broker with this id: start-up stops. After a session renewal it may be this
+        broker's own node from the expired session, which the server has not removed yet: wait
+        for it to go (Kafka's checkedEphemeralCreate accepts only a node of the current
+        session)."""
         from kafkalite.coord import NodeExists, paths
 
         path = paths.broker_path(self.broker_id)
@@ -346,13 +354,24 @@ class KafkaServer:
             rack=self.config.broker_rack,
             timestamp=int(time.time() * 1000),
         )
-        try:
-            await self.session.create(path, paths.encode_broker(info), ephemeral=True)
-        except NodeExists:
-            raise StartupError(
-                f"broker.id {self.broker_id} is already registered at {path} "
-                "(another broker with the same id is running)"
-            ) from None
+        while True:
+            try:
+                await self.session.create(path, paths.encode_broker(info), ephemeral=True)
+                break
+            except NodeExists:
+                if not renewed:
+                    raise StartupError(
+                        f"broker.id {self.broker_id} is already registered at {path} "
+                        "(another broker with the same id is running)"
+                    ) from None
+            stat, gone = await self.session.exists_and_watch(path)
+            if stat is not None and stat.ephemeral_owner == self.session.session_id:
+                break
+            if stat is not None:
+                log.info("waiting for the registration of the expired session to go", path=path)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(2 * self.config.zookeeper_session_timeout_ms / 1000):
+                        await gone
         stat = await self.session.exists(path)
         self.services.extra["broker_epoch"] = stat.czxid if stat else -1
         log.info(
@@ -397,9 +416,40 @@ class KafkaServer:
                 getattr(self.replica_manager, "run_producer_state_maintenance", None),
             ),
             ("topic-config-watcher", self._watch_topic_configs),
+            ("session-renewal", self._renew_expired_sessions),
         ):
             if factory is not None:
                 self._tasks.append(asyncio.create_task(factory(), name=name))
+
+    async def _renew_expired_sessions(self) -> None:
+        """Kafka's session expiry handling: when the coordination session expires (the
+        ephemeral registration is gone and the other brokers see this one as dead), open a
+        new one, register again, run for controller again (Kafka's RegisterBrokerAndReelect)
+        and restart the config watcher. The broker keeps serving meanwhile; its roles see
+        SessionExpired from the store until the new session is in place."""
+        from kafkalite.coord import SessionClosed, SessionState
+
+        while not self._stopping:
+            if await self.session.wait_for_expiry() is SessionState.CLOSED:
+                return
+            if self._stopping:
+                return
+            log.warning("coordination session expired; opening a new one")
+            try:
+                await self.session.renew()
+            except SessionClosed:
+                return
+            await self._register_broker(renewed=True)
+            if self.controller is not None:
+                await self.controller.reinitialize(self.session)
+            self._restart_task("topic-config-watcher", self._watch_topic_configs)
+            log.info("coordination session renewed", session_renewals=self.session.renewals)
+
+    def _restart_task(self, name: str, factory: Any) -> None:
+        for task in [t for t in self._tasks if t.get_name() == name]:
+            task.cancel()
+            self._tasks.remove(task)
+        self._tasks.append(asyncio.create_task(factory(), name=name))
 
     async def _watch_topic_configs(self) -> None:
         """Apply topic config changes: the admin path writes `/config/topics/<t>` and then a

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from kafkalite.broker.isr_writer import ZkIsrChangeWriter
 from kafkalite.config import BrokerConfig
 from kafkalite.server import KafkaServer
@@ -42,7 +44,6 @@ async def test_cleaner_and_fetcher_settings_reach_the_running_roles(tmp_path):
 async def test_a_listener_of_any_name_is_registered_as_plaintext(tmp_path):
     """Kafka's tooling decodes /brokers/ids/<id> with SecurityProtocol.forName: a listener named
     INTERNAL must be announced with protocol PLAINTEXT (and give the top-level host and port)."""
-    import json
 
     port = free_port()
     config = BrokerConfig.load(
@@ -62,5 +63,42 @@ async def test_a_listener_of_any_name_is_registered_as_plaintext(tmp_path):
         assert registration["listener_security_protocol_map"] == {"INTERNAL": "PLAINTEXT"}
         assert (registration["host"], registration["port"]) == ("127.0.0.1", port)
         assert registration["endpoints"] == [f"INTERNAL://127.0.0.1:{port}"]
+    finally:
+        await server.shutdown()
+
+
+async def test_a_broker_whose_session_expires_registers_and_leads_again(tmp_path):
+    """Kafka's session expiry handling: a new session, /brokers/ids/<id> again (with a new
+    broker epoch), a new controller election, and the broker keeps serving its topics (it
+    stayed unregistered for good, and the controller was gone)."""
+    from tests.controller.shell_support import eventually
+
+    config = BrokerConfig.load(
+        overrides={
+            "log.dirs": str(tmp_path / "data"),
+            "listeners": f"PLAINTEXT://127.0.0.1:{free_port()}",
+            "admin.listener": "",
+        },
+        environ={},
+    )
+    server = KafkaServer(config)
+    await server.startup()
+    try:
+        old_id = server.session.session_id
+        old_epoch = server.services.extra["broker_epoch"]
+        assert server.controller.is_active
+        server.store.expire_session(old_id)
+
+        async def registered_again() -> bool:
+            if server.session.session_id == old_id or not server.controller.is_active:
+                return False
+            stat = await server.session.exists("/brokers/ids/0")
+            return stat is not None and stat.ephemeral_owner == server.session.session_id
+
+        await eventually(registered_again, message="registered on a new session")
+        assert server.session.renewals == 1
+        assert server.services.extra["broker_epoch"] > old_epoch
+        controller, _ = await server.session.get_data("/controller")
+        assert json.loads(controller)["brokerid"] == 0
     finally:
         await server.shutdown()

@@ -45,3 +45,51 @@ def test_broker_on_zookeeper(broker_factory, tmp_path):
             consumer.close()
         assert sorted(values) == sorted(f"v{i}".encode() for i in range(100))
         broker.stop()
+
+
+def test_broker_registers_again_after_zookeeper_was_gone_longer_than_its_session(
+    broker_factory, tmp_path
+):
+    """ZooKeeper down for longer than zookeeper.session.timeout.ms: the broker's session is
+    expired, so it opens a new one when ZooKeeper is back, registers under /brokers/ids again,
+    is elected controller again and serves its topic (it used to stay unregistered for good)."""
+    import asyncio
+
+    from kafkalite.coord import open_store
+    from kafkalite.coord.paths import BROKER_IDS
+
+    with ZooKeeperServer(tmp_path / "zk") as zk:
+        broker = broker_factory(
+            overrides={
+                "zookeeper.connect": zk.connect_string("/kafkalite"),
+                "zookeeper.session.timeout.ms": "4000",
+            }
+        ).start()
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic("survivor", 1, 1)])["survivor"].result(30)
+        zk.stop()
+        wait_for(
+            lambda: "coordination session expired" in broker.log_text(),
+            "the broker to declare its session expired",
+        )
+        zk.start()
+        wait_for(
+            lambda: "coordination session renewed" in broker.log_text(),
+            "a new session, registration and election",
+        )
+
+        async def registered() -> list[str]:
+            store = open_store(zk.connect_string("/kafkalite"), None, 4000)
+            session = await store.open_session()
+            try:
+                return await session.get_children(BROKER_IDS)
+            finally:
+                await session.close()
+                await store.close()
+
+        assert asyncio.run(registered()) == [str(broker.broker_id)]
+        assert admin.list_topics(timeout=30).controller_id == broker.broker_id
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all"})
+        producer.produce("survivor", b"after")
+        assert producer.flush(30) == 0
+        broker.stop()
