@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import struct
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -49,6 +48,7 @@ from aiohttp import web
 
 from kafkalite.admin.errors import AdminError
 from kafkalite.admin.metrics import RequestStats, TopicStats, instrument, new_registry, render
+from kafkalite.group.consumer_protocol import assigned_partitions
 
 log = structlog.get_logger("kafkalite.admin")
 
@@ -118,7 +118,9 @@ async def json_body(request: web.Request) -> dict[str, Any]:
         raise AdminError(400, "INVALID_REQUEST", "a JSON object body is required")
     try:
         body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    except (ValueError, RecursionError) as e:
+        # JSONDecodeError and UnicodeDecodeError are ValueErrors; so is an integer with more
+        # digits than Python converts; RecursionError is a too deeply nested document.
         raise AdminError(400, "INVALID_REQUEST", f"malformed JSON: {e}") from None
     if not isinstance(body, dict):
         raise AdminError(400, "INVALID_REQUEST", "the body must be a JSON object")
@@ -243,28 +245,10 @@ def topic_name(request: web.Request) -> str:
 
 
 def decode_consumer_assignment(data: bytes) -> list[dict[str, Any]]:
-    """Kafka's ConsumerProtocolAssignment (version, [topic, [partition]], user_data) as
-    [{"topic", "partitions"}]; [] when empty or not the consumer protocol."""
-    try:
-        if len(data) < 6:
-            return []
-        pos = 2
-        (count,) = struct.unpack_from(">i", data, pos)
-        pos += 4
-        out = []
-        for _ in range(max(count, 0)):
-            (n,) = struct.unpack_from(">h", data, pos)
-            pos += 2
-            topic = data[pos : pos + n].decode()
-            pos += n
-            (pcount,) = struct.unpack_from(">i", data, pos)
-            pos += 4
-            parts = list(struct.unpack_from(f">{max(pcount, 0)}i", data, pos))
-            pos += 4 * max(pcount, 0)
-            out.append({"topic": topic, "partitions": sorted(parts)})
-        return out
-    except (struct.error, UnicodeDecodeError):
-        return []
+    """Kafka's ConsumerProtocolAssignment as [{"topic", "partitions"}]; [] when empty or not the
+    consumer protocol."""
+    decoded = assigned_partitions(data) if len(data) >= 6 else None
+    return [{"topic": t, "partitions": p} for t, p in decoded or ()]
 
 
 # ---------------------------------------------------------------------- the API

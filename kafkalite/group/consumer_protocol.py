@@ -40,6 +40,35 @@ def subscribed_topics(subscription: bytes) -> set[str] | None:
         return None
 
 
+def assigned_partitions(assignment: bytes) -> list[tuple[str, list[int]]] | None:
+    """(topic, sorted partitions) of a ConsumerProtocolAssignment (version int16, [topic string,
+    partitions [int32]], user_data bytes), or None if it does not parse. Every length is checked
+    against the bytes left, so a hostile assignment costs no more than its own size."""
+    try:
+        pos = 2  # version; every version starts with the assignment list
+        (count,) = struct.unpack_from(">i", assignment, pos)
+        pos += 4
+        if count < 0 or count * 6 > len(assignment) - pos:
+            return None
+        out = []
+        for _ in range(count):
+            (n,) = struct.unpack_from(">h", assignment, pos)
+            pos += 2
+            if n < 0 or pos + n > len(assignment):
+                return None
+            topic = assignment[pos : pos + n].decode("utf-8")
+            pos += n
+            (partitions,) = struct.unpack_from(">i", assignment, pos)
+            pos += 4
+            if partitions < 0 or pos + 4 * partitions > len(assignment):
+                return None
+            out.append((topic, sorted(struct.unpack_from(f">{partitions}i", assignment, pos))))
+            pos += 4 * partitions
+        return out
+    except (struct.error, UnicodeDecodeError):
+        return None
+
+
 def encode_subscription(
     topics: list[str], user_data: bytes | None = None, version: int = 0
 ) -> bytes:

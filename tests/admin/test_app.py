@@ -188,7 +188,9 @@ def test_unknown_routes_and_malformed_bodies(admin: AdminClient) -> None:
     assert missing.status == 404 and missing.body["error"] == "NOT_FOUND"
     wrong_method = admin.call("PUT", "/topics")
     assert wrong_method.status == 405 and wrong_method.body["error"] == "METHOD_NOT_ALLOWED"
-    for raw in (b"{", b"[1, 2]", b"\xff\xfe", b"null"):
+    deep = b"[" * 100_000 + b"]" * 100_000  # deeper than the JSON parser recurses
+    huge_int = b'{"partitions": ' + b"9" * 5000 + b"}"  # more digits than Python converts
+    for raw in (b"{", b"[1, 2]", b"\xff\xfe", b"null", deep, huge_int):
         answer = admin.call("POST", "/topics", raw=raw)
         assert answer.status == 400, raw
         assert answer.body["error"] == "INVALID_REQUEST"
