@@ -12,8 +12,13 @@ Invariants:
   only when every slot before it has been written.
 - A request for which the dispatcher returns `NO_RESPONSE` (Produce with acks=0) occupies a
   slot but writes nothing.
-- Reading pauses while `max_in_flight` requests are pending or the transport's write buffer is
-  above its high-water mark, so a fast producer cannot queue unbounded work.
+- No new request is taken while `max_in_flight` requests are pending or the transport's write
+  buffer is above its high-water mark: frames already received wait in the receive buffer and
+  reading pauses, so a client that pipelines requests without reading the answers costs a
+  bounded amount of memory and work, and other connections are served meanwhile (Kafka mutes
+  a channel until its response is sent).
+- A close whose responses the peer never reads is turned into an abort after
+  `CLOSE_LINGER_SECONDS` (a graceful close waits for the write buffer to drain).
 
 Reading uses `asyncio.BufferedProtocol`: small frames are cut out of one reusable receive buffer
 (one copy per frame, into the `bytearray` the handler owns and may patch in place: the broker
@@ -40,6 +45,7 @@ log = structlog.get_logger("kafkalite.network")
 
 RECEIVE_BUFFER_BYTES = 256 * 1024
 DEFAULT_MAX_IN_FLIGHT = 256
+CLOSE_LINGER_SECONDS = 5.0
 
 Buffers = bytes | bytearray | memoryview | Sequence[bytes | bytearray | memoryview]
 """A response: one buffer, or a sequence of buffers written back to back (e.g. a Fetch response
@@ -166,7 +172,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def resume_writing(self) -> None:
         self._writing_paused = False
-        self._update_reading()
+        self._take_buffered_frames()
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._big is not None:
@@ -191,9 +197,23 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     # ------------------------------------------------------------------ framing
 
+    def _can_take_request(self) -> bool:
+        return not (
+            self._closing
+            or self._stopped_reading
+            or self._writing_paused
+            or len(self._pending) >= self._max_in_flight
+        )
+
+    def _take_buffered_frames(self) -> None:
+        """Requests received while the connection was busy, then reading again if it may."""
+        if self._big is None and self._rlen >= 4:
+            self._cut_frames()
+        self._update_reading()
+
     def _cut_frames(self) -> None:
         buf, pos, end = self._rbuf, 0, self._rlen
-        while end - pos >= 4 and not self._closing:
+        while end - pos >= 4 and self._can_take_request():
             size = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
             if size < 0 or size > self._max_request_bytes:
                 self._abort(
@@ -283,7 +303,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         pending = self._pending
         while pending and pending[0].done:
             self._write(pending.popleft().response)
-        self._update_reading()
+        self._take_buffered_frames()
         if not pending:
             self._set_idle()
 
@@ -332,6 +352,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._write(pending.popleft().response)
         if self._transport is not None:
             self._transport.close()
+            # close() waits until the write buffer drains, which a peer that stopped reading
+            # never lets happen: then the socket is aborted (Kafka closes it outright).
+            transport = self._transport
+            asyncio.get_running_loop().call_later(CLOSE_LINGER_SECONDS, transport.abort)
 
     def _set_idle(self) -> None:
         if self._idle is not None:

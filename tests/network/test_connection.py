@@ -170,3 +170,34 @@ async def test_idle_connections_are_closed():
         writer.close()
     finally:
         await srv.shutdown(1.0)
+
+
+async def test_pipelined_requests_wait_in_the_buffer_beyond_max_in_flight():
+    """Frames already received are not all taken at once: at most max_in_flight requests are
+    being handled, the rest wait in the receive buffer (one write of many small requests used to
+    start every one of them, however many, and buffer every answer)."""
+    dispatcher = ScriptedDispatcher()
+    srv = SocketServer(
+        [Endpoint("PLAINTEXT", "127.0.0.1", 0)],
+        dispatcher,
+        max_request_bytes=1_000_000,
+        max_in_flight=4,
+    )
+    await srv.start()
+    try:
+        reader, writer = await connect(srv)
+        writer.write(b"".join(frame(struct.pack(">i", i) + b"W") for i in range(10)))
+        await writer.drain()
+        async with asyncio.timeout(10):
+            while len(dispatcher.seen) < 4:
+                await asyncio.sleep(0)
+        assert dispatcher.seen == [0, 1, 2, 3]
+        dispatcher.release(0)
+        assert (await read_response(reader))[0] == 0
+        assert dispatcher.seen == [0, 1, 2, 3, 4]  # one answer out, one more request in
+        for i in range(1, 10):
+            dispatcher.release(i)
+        assert [(await read_response(reader))[0] for _ in range(1, 10)] == list(range(1, 10))
+        writer.close()
+    finally:
+        await srv.shutdown(1.0)
