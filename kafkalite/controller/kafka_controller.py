@@ -511,22 +511,38 @@ class KafkaController:
 
     # -- election and resignation ---------------------------------------------------------------
 
+    async def _owns_controller_node(self) -> bool:
+        """Whether ``/controller`` is this session's ephemeral node."""
+        stat = await self.session.exists(paths.CONTROLLER)
+        return stat is not None and stat.ephemeral_owner == self.session.session_id
+
     async def _elect(self) -> None:
         current = await zk_data.get_controller_id(self.session)
-        if current is not None:
+        won = current == self.broker_id and await self._owns_controller_node()
+        if current is not None and not won:
             self.active_controller_id = current
             log.debug("controller already elected", controller=current, broker=self.broker_id)
             return
-        try:
-            (
-                epoch,
-                epoch_zk_version,
-            ) = await zk_data.register_controller_and_increment_controller_epoch(
-                self.session, self.broker_id
-            )
-        except zk_data.ControllerMovedError:
-            self.active_controller_id = await self._read_controller_id()
-            return
+        if won:
+            # Our election multi was applied but its answer lost (the event is being retried):
+            # /controller and /controller_epoch were written together, so the epoch is ours
+            # (Kafka's checkControllerAndEpoch).
+            found = await zk_data.get_controller_epoch(self.session)
+            if found is None:
+                self.active_controller_id = await self._read_controller_id()
+                return
+            epoch, epoch_zk_version = found
+        else:
+            try:
+                (
+                    epoch,
+                    epoch_zk_version,
+                ) = await zk_data.register_controller_and_increment_controller_epoch(
+                    self.session, self.broker_id
+                )
+            except zk_data.ControllerMovedError:
+                self.active_controller_id = await self._read_controller_id()
+                return
         self.active_controller_id = self.broker_id
         log.info("elected controller", broker=self.broker_id, epoch=epoch)
         try:

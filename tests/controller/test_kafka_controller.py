@@ -9,6 +9,7 @@ import pytest
 from kafkalite.broker.isr_writer import ZkIsrChangeWriter
 from kafkalite.broker.types import LeaderAndIsr as BrokerLeaderAndIsr
 from kafkalite.controller import admin, zk_data
+from kafkalite.controller.kafka_controller import KafkaController
 from kafkalite.coord import paths
 from kafkalite.coord.embedded import EmbeddedStore
 from kafkalite.coord.errors import ConnectionLoss
@@ -91,6 +92,34 @@ async def test_single_broker_elects_itself_and_brings_a_new_topic_online(store, 
     assert cluster.violations == []
     assert node.controller.event_manager.errors == []
     await stop(node)
+
+
+async def test_an_election_whose_answer_was_lost_still_takes_office(store, cluster):
+    """The election multi is applied but its answer lost (connection loss); the retried event
+    finds /controller naming this broker: it is ours (this session's ephemeral node), so the
+    broker becomes the active controller instead of leaving the cluster without one."""
+    from kafkalite.coord.base import CreateOp
+
+    session = await register_broker(store, 0)
+    multi = session.multi
+
+    async def losing_the_first_election_answer(ops):
+        if any(isinstance(op, CreateOp) and op.path == paths.CONTROLLER for op in ops):
+            if not getattr(session, "lost_once", False):
+                session.lost_once = True
+                store.fail_next(1, after_apply=True)
+        return await multi(ops)
+
+    session.multi = losing_the_first_election_answer
+    controller = KafkaController(
+        0, session, config(), transport_factory=cluster.transport_factory, retry_backoff=0.001
+    )
+    await controller.startup()
+    await settle(controller)
+    assert session.lost_once
+    assert controller.is_active and controller.epoch == 1
+    await controller.shutdown()
+    await session.close()
 
 
 async def test_one_controller_among_three_and_failover_on_its_death(store, cluster):
