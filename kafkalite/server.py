@@ -287,6 +287,7 @@ class KafkaServer:
             alter_isr=ZkIsrChangeWriter(self.session),
             log_config_for_topic=self._log_config_for_topic,
         )
+        self.log_manager.log_dir_failure_listeners.append(self._propagate_log_dir_failure)
         # Followers pull from their leaders over the inter-broker listener (Kafka's
         # ReplicaFetcherThread); leader addresses come from this broker's MetadataCache.
         self.replica_manager.enable_replica_fetchers(
@@ -327,6 +328,20 @@ class KafkaServer:
         if self.group_coordinator is not None and self.group_coordinator.is_active:
             with _logged("group coordinator shutdown"):
                 await self.group_coordinator.shutdown()
+
+    def _propagate_log_dir_failure(self, log_dir: str) -> None:
+        """After the replica manager took the directory's partitions offline: tell the
+        controller, which moves their leadership elsewhere (Kafka's propagateLogDirEvent)."""
+        from kafkalite.controller import zk_data
+
+        async def propagate() -> None:
+            try:
+                await zk_data.propagate_log_dir_event(self.session, self.broker_id)
+            except Exception as e:  # the store is unreachable: the log says why
+                log.error("log dir failure not propagated", log_dir=log_dir, error=repr(e))
+
+        task = asyncio.get_running_loop().create_task(propagate(), name="log-dir-event")
+        self._tasks.append(task)
 
     def _log_config_for_topic(self, topic: str) -> Any:
         """The topic's LogConfig: broker defaults overlaid with `/config/topics/<t>` (cached by

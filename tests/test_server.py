@@ -37,6 +37,12 @@ async def test_cleaner_and_fetcher_settings_reach_the_running_roles(tmp_path):
         assert fetchers.config.num_replica_fetchers == 3
         # ISR changes go through the writer that treats a lost-but-applied write as done
         assert isinstance(server.replica_manager.alter_isr, ZkIsrChangeWriter)
+        # a failed log dir takes its partitions offline, then the controller is told
+        listeners = server.log_manager.log_dir_failure_listeners
+        assert listeners == [
+            server.replica_manager.handle_log_dir_failure,
+            server._propagate_log_dir_failure,
+        ]
     finally:
         await server.shutdown()
 

@@ -69,6 +69,7 @@ from .replica_state_machine import (
 from .results import (
     ControllerResult,
     DeleteIsrChangeNotifications,
+    DeleteLogDirEventNotifications,
     DeleteTopicDeletions,
     SetTopicAssignment,
     UpdatePartitionState,
@@ -379,6 +380,27 @@ class ControllerCore:
             result += self.topic_deletion_manager.resume_deletions()
         else:
             result.writes.append(DeleteTopicDeletions(tuple(sorted(to_delete))))
+        return result
+
+    def process_log_dir_event_notification(
+        self, broker_ids: Iterable[int], sequence_numbers: Iterable[str]
+    ) -> ControllerResult:
+        """Brokers reported a failed log directory (Kafka's onBrokerLogDirFailure): every
+        replica they hold is moved to Online again, which sends them LeaderAndIsr; those on the
+        failed directory answer KAFKA_STORAGE_ERROR, go offline (``on_leader_and_isr_response``)
+        and their partitions get other leaders."""
+        result = ControllerResult()
+        seqs = tuple(sequence_numbers)
+        if seqs:
+            result.writes.append(DeleteLogDirEventNotifications(seqs))
+        live = set(broker_ids) & self.ctx.live_or_shutting_down_broker_ids
+        replicas = [
+            r
+            for r in self.ctx.replicas_on_brokers(live)
+            if is_valid_replica_transition(self.rsm.replica_state(r), ONLINE_REPLICA)
+        ]
+        if replicas:
+            result += self.rsm.handle_state_changes(replicas, ONLINE_REPLICA)
         return result
 
     def process_isr_change_notification(

@@ -70,6 +70,7 @@ from .results import (
     ControllerResult,
     DeleteIsrChangeNotifications,
     DeleteLeaderElectionRequest,
+    DeleteLogDirEventNotifications,
     DeleteTopic,
     SetTopicAssignment,
 )
@@ -132,6 +133,11 @@ class TopicDeletion:
 
 @dataclass(frozen=True)
 class IsrChangeNotification:
+    pass
+
+
+@dataclass(frozen=True)
+class LogDirEventNotification:
     pass
 
 
@@ -482,6 +488,8 @@ class KafkaController:
                 )
             case IsrChangeNotification():
                 await self._process_isr_change_notification()
+            case LogDirEventNotification():
+                await self._process_log_dir_event_notification()
             case TopicConfigChange():
                 await self._process_topic_config_change()
             case ZkLeaderElectionRequest(path):
@@ -623,6 +631,7 @@ class KafkaController:
             paths.BROKER_TOPICS,
             paths.DELETE_TOPICS,
             paths.ISR_CHANGE_NOTIFICATION,
+            paths.LOG_DIR_EVENT_NOTIFICATION,
         ):
             await self.session.ensure_path(path)
         # Watches first: what changes while we load queues up behind this event.
@@ -639,6 +648,11 @@ class KafkaController:
             "isr_changes",
             lambda: self.session.watch_children(paths.ISR_CHANGE_NOTIFICATION),
             IsrChangeNotification,
+        )
+        self._start_watch(
+            "log_dir_events",
+            lambda: self.session.watch_children(paths.LOG_DIR_EVENT_NOTIFICATION),
+            LogDirEventNotification,
         )
         self._start_watch(
             "reassignments",
@@ -661,11 +675,15 @@ class KafkaController:
                 lambda path=path: ZkLeaderElectionRequest(path),
             )
         stale_notifications = await zk_data.get_isr_change_notifications(self.session)
+        # Failover sends every live broker LeaderAndIsr anyway: older log dir events are moot.
+        stale_log_dir_events = await zk_data.get_log_dir_event_notifications(self.session)
         await self._initialize_controller_context()
         deletions = await zk_data.get_topic_deletions(self.session)
         result = ControllerResult()
         if stale_notifications:
             result.writes.append(DeleteIsrChangeNotifications(tuple(stale_notifications)))
+        if stale_log_dir_events:
+            result.writes.append(DeleteLogDirEventNotifications(tuple(stale_log_dir_events)))
         reassignments = await zk_data.get_partition_reassignments(self.session)
         result += self.core.on_controller_failover(deletions, reassignments)
         await self._apply(result)
@@ -848,6 +866,14 @@ class KafkaController:
             return
         _, assignment, _ = found
         await self._apply(self.core.process_partition_modifications(topic, assignment))
+
+    async def _process_log_dir_event_notification(self) -> None:
+        assert self.core is not None
+        seqs = await zk_data.get_log_dir_event_notifications(self.session)
+        if not seqs:
+            return
+        brokers = await zk_data.get_broker_ids_from_log_dir_events(self.session, seqs)
+        await self._apply(self.core.process_log_dir_event_notification(brokers, seqs))
 
     async def _process_isr_change_notification(self) -> None:
         assert self.core is not None

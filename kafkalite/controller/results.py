@@ -87,6 +87,13 @@ class DeleteIsrChangeNotifications:
 
 
 @dataclass(frozen=True, slots=True)
+class DeleteLogDirEventNotifications:
+    """Delete the processed ``/log_dir_event_notification/log_dir_event_<seq>`` nodes."""
+
+    sequence_numbers: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class UpdateReassignPartitions:
     """Rewrite ``/admin/reassign_partitions`` with the reassignments still to do; delete the
     node when none remain (Kafka's ``removePartitionsFromReassignedPartitions``)."""
@@ -109,6 +116,7 @@ StoreWrite = (
     | DeleteTopic
     | DeleteTopicDeletions
     | DeleteIsrChangeNotifications
+    | DeleteLogDirEventNotifications
     | UpdateReassignPartitions
     | DeleteLeaderElectionRequest
 )

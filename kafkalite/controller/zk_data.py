@@ -48,6 +48,7 @@ from .results import (
     CreatePartitionState,
     DeleteIsrChangeNotifications,
     DeleteLeaderElectionRequest,
+    DeleteLogDirEventNotifications,
     DeleteTopic,
     DeleteTopicDeletions,
     SetTopicAssignment,
@@ -232,6 +233,45 @@ async def get_isr_change_notifications(session: CoordSession) -> list[str]:
     )
 
 
+async def get_log_dir_event_notifications(session: CoordSession) -> list[str]:
+    """Sequence numbers of the pending log directory failure events, oldest first."""
+    try:
+        children = await session.get_children(paths.LOG_DIR_EVENT_NOTIFICATION)
+    except NoNode:
+        return []
+    return sorted(
+        paths.sequence_number(c, paths.LOG_DIR_EVENT_PREFIX)
+        for c in children
+        if c.startswith(paths.LOG_DIR_EVENT_PREFIX)
+    )
+
+
+async def get_broker_ids_from_log_dir_events(
+    session: CoordSession, sequence_numbers: Iterable[str]
+) -> set[int]:
+    """The brokers that reported a failed log directory (unreadable events are skipped)."""
+    brokers: set[int] = set()
+    for seq in sequence_numbers:
+        try:
+            data, _ = await session.get_data(
+                f"{paths.LOG_DIR_EVENT_NOTIFICATION}/{paths.LOG_DIR_EVENT_PREFIX}{seq}"
+            )
+            brokers.add(paths.decode_log_dir_event(data))
+        except (NoNode, ValueError):
+            continue
+    return brokers
+
+
+async def propagate_log_dir_event(session: CoordSession, broker_id: int) -> None:
+    """A broker's log directory failed: tell the controller (Kafka's propagateLogDirEvent)."""
+    await session.create(
+        paths.log_dir_event_sequence_path(),
+        paths.encode_log_dir_event(broker_id),
+        sequential=True,
+        makepath=True,
+    )
+
+
 async def get_partitions_from_isr_change_notifications(
     session: CoordSession, sequence_numbers: Iterable[str]
 ) -> set[TopicPartition]:
@@ -369,6 +409,15 @@ async def ops_for_writes(session: CoordSession, writes: Sequence[StoreWrite]) ->
             case DeleteTopicDeletions(topics):
                 for topic in topics:
                     ops.extend(await _delete_tree_ops(session, paths.delete_topic_path(topic)))
+            case DeleteLogDirEventNotifications(seqs):
+                existing = set(await get_log_dir_event_notifications(session))
+                ops.extend(
+                    DeleteOp(
+                        f"{paths.LOG_DIR_EVENT_NOTIFICATION}/{paths.LOG_DIR_EVENT_PREFIX}{seq}", -1
+                    )
+                    for seq in seqs
+                    if seq in existing
+                )
             case DeleteIsrChangeNotifications(seqs):
                 existing = set(await get_isr_change_notifications(session))
                 for seq in seqs:

@@ -59,6 +59,8 @@ class FakeCluster:
     fail_next: dict[int, int] = field(default_factory=dict)
     stop_replica_error: int = 0
     hold: dict[int, asyncio.Event] = field(default_factory=dict)
+    # partitions a broker answers KAFKA_STORAGE_ERROR for (their log dir failed)
+    offline: dict[int, set[TopicPartition]] = field(default_factory=dict)
 
     def transport_factory(self, broker: Broker) -> FakeTransport:
         return FakeTransport(self, broker)
@@ -110,7 +112,13 @@ class FakeTransport:
                     {
                         "topic_id": t.topic_id,
                         "partition_errors": [
-                            {"partition_index": p.partition_index, "error_code": ErrorCode.NONE}
+                            {
+                                "partition_index": p.partition_index,
+                                "error_code": ErrorCode.KAFKA_STORAGE_ERROR
+                                if TopicPartition(t.topic_name, p.partition_index)
+                                in cluster.offline.get(self.broker.id, ())
+                                else ErrorCode.NONE,
+                            }
                             for p in t.partition_states
                         ],
                     }

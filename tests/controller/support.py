@@ -21,6 +21,7 @@ from kafkalite.controller.results import (
     ControllerResult,
     CreatePartitionState,
     DeleteIsrChangeNotifications,
+    DeleteLogDirEventNotifications,
     DeleteTopic,
     DeleteTopicDeletions,
     SetTopicAssignment,
@@ -48,6 +49,7 @@ class StoreModel:
     topics: dict[str, dict[int, ReplicaAssignment]] = field(default_factory=dict)
     delete_markers: set[str] = field(default_factory=set)
     isr_notifications: set[str] = field(default_factory=set)
+    log_dir_events: set[str] = field(default_factory=set)
     reassignments: dict[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
 
     def apply(self, result: ControllerResult) -> None:
@@ -75,6 +77,8 @@ class StoreModel:
                     self.topics[topic] = dict(assignment)
                 case DeleteIsrChangeNotifications(seqs):
                     self.isr_notifications -= set(seqs)
+                case DeleteLogDirEventNotifications(seqs):
+                    self.log_dir_events -= set(seqs)
                 case UpdateReassignPartitions(remaining):
                     self.reassignments = dict(remaining)
                 case _:

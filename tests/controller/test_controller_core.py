@@ -34,6 +34,7 @@ from kafkalite.controller.replica_state_machine import (
 from kafkalite.controller.results import (
     CreatePartitionState,
     DeleteIsrChangeNotifications,
+    DeleteLogDirEventNotifications,
     DeleteTopic,
     DeleteTopicDeletions,
     SetTopicAssignment,
@@ -370,6 +371,23 @@ def test_storage_error_in_leader_and_isr_response_takes_the_replica_offline():
     assert core.on_leader_and_isr_response(0, {tp("t", 0): ErrorCode.KAFKA_STORAGE_ERROR}).is_empty
     core.on_leader_and_isr_response(0, {tp("t", 0): ErrorCode.NONE})
     assert core.ctx.is_replica_online(0, tp("t", 0))
+
+
+def test_a_log_dir_event_asks_the_broker_about_each_of_its_replicas():
+    """Kafka's onBrokerLogDirFailure: LeaderAndIsr to every replica of the reporting broker;
+    its storage errors then move leadership away; the events are deleted."""
+    core, store = new_cluster([0, 1])
+    create_topic(core, store, "t", {0: [0, 1], 1: [1, 0]})
+    result = core.process_log_dir_event_notification([0], ["0000000003"])
+    store.apply(result)
+    assert any(isinstance(w, DeleteLogDirEventNotifications) for w in result.writes)
+    asked = {t_p for (broker, t_p) in leader_and_isr_states(result) if broker == 0}
+    assert asked == {tp("t", 0), tp("t", 1)}
+    store.apply(core.on_leader_and_isr_response(0, {tp("t", 0): ErrorCode.KAFKA_STORAGE_ERROR}))
+    assert store.partition_states[tp("t", 0)][0].leader_and_isr.leader == 1
+    # an event of a broker that is not alive asks nobody
+    assert not leader_and_isr_states(core.process_log_dir_event_notification([7], []))
+    store.assert_matches(core)
 
 
 def test_preferred_leader_election_and_auto_rebalance():

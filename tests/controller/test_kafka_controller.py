@@ -122,6 +122,32 @@ async def test_an_election_whose_answer_was_lost_still_takes_office(store, clust
     await session.close()
 
 
+async def test_a_log_dir_failure_moves_leadership_to_a_healthy_replica(store, cluster):
+    """Kafka's log dir event path: the broker writes /log_dir_event_notification, the controller
+    asks it about its replicas, the ones on the failed directory answer KAFKA_STORAGE_ERROR and
+    get another leader; the event is deleted."""
+    nodes = [await start_node(store, cluster, b, config=config()) for b in (0, 1)]
+    reader = cluster.reader
+    await admin.create_topic(reader, "ld", 1, 2, replica_assignment={0: [0, 1]})
+    t0 = TopicPartition("ld", 0)
+
+    async def leader() -> int | None:
+        info = await state(reader, "ld", 0)
+        return info.leader_and_isr.leader if info is not None else None
+
+    await eventually(lambda: _equals(leader(), 0), message="broker 0 leads")
+    cluster.offline[0] = {t0}
+    await zk_data.propagate_log_dir_event(nodes[0].session, 0)
+    await eventually(lambda: _equals(leader(), 1), message="broker 1 leads")
+    assert await zk_data.get_log_dir_event_notifications(reader) == []
+    assert all(n.controller.event_manager.errors == [] for n in nodes)
+    await stop(*nodes)
+
+
+async def _equals(value, expected) -> bool:
+    return await value == expected
+
+
 async def test_one_controller_among_three_and_failover_on_its_death(store, cluster):
     nodes = [await start_node(store, cluster, b, config=config()) for b in (0, 1, 2)]
     reader = cluster.reader
