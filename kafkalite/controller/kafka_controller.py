@@ -51,7 +51,7 @@ from kafkalite.coord.errors import (
     SessionClosed,
     SessionExpired,
 )
-from kafkalite.protocol.errors import ErrorCode, NotControllerError
+from kafkalite.protocol.errors import ErrorCode, NotControllerError, UnknownServerError
 from kafkalite.protocol.types import TopicPartition
 
 from . import zk_data
@@ -958,12 +958,20 @@ class KafkaController:
     async def _process_controlled_shutdown(
         self, broker_id: int, broker_epoch: int
     ) -> list[TopicPartition]:
-        core = self.core
-        assert core is not None
-        await self._refresh_leadership(core.ctx.partitions_on_broker(broker_id))
-        outcome = core.controlled_shutdown(broker_id, broker_epoch)
-        await self._apply(outcome.result)
-        return outcome.remaining_partitions
+        """Decide and apply; a write that lost a race reloads the context and the decision is
+        made again on it (the answer must describe what the store holds: a broker told
+        'nothing remains' stops, and must not while it still leads)."""
+        for _attempt in range(MAX_RELOADS):
+            core = self.core
+            if core is None:
+                raise NotControllerError(f"broker {self.broker_id} is no longer the controller")
+            await self._refresh_leadership(core.ctx.partitions_on_broker(broker_id))
+            outcome = core.controlled_shutdown(broker_id, broker_epoch)
+            if await self._apply(outcome.result) or not outcome.result.writes:
+                return outcome.remaining_partitions
+        if self.core is None:
+            raise NotControllerError(f"broker {self.broker_id} is no longer the controller")
+        raise UnknownServerError("the controller's writes kept losing races; retry")
 
     # -- broker responses (called from the channel's sender tasks: enqueue only) ----------------
 

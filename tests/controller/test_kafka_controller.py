@@ -148,6 +148,39 @@ async def _equals(value, expected) -> bool:
     return await value == expected
 
 
+async def test_controlled_shutdown_answers_what_the_store_holds(store, cluster, monkeypatch):
+    """The leader changes the partition state between the controller's read and its election
+    write: the write loses, and the answer must come from a decision that was applied (it
+    said 'nothing remains' while the shutting-down broker still led)."""
+    nodes = [await start_node(store, cluster, b, config=config()) for b in (0, 1)]
+    reader = cluster.reader
+    await admin.create_topic(reader, "cs", 1, 2, replica_assignment={0: [1, 0]})
+    t0 = TopicPartition("cs", 0)
+    await eventually(lambda: zk_data.get_partition_state(reader, t0), message="online")
+    await settle(nodes[0].controller)
+    apply_writes = zk_data.apply_writes
+    raced = []
+
+    async def racing(session, writes, version):
+        if not raced:
+            raced.append(True)
+            info = await zk_data.get_partition_state(reader, t0)
+            await reader.set_data(
+                paths.partition_state_path("cs", 0),
+                zk_data.encode_leader_isr_and_controller_epoch(info),
+                info.leader_and_isr.zk_version,
+            )
+        return await apply_writes(session, writes, version)
+
+    monkeypatch.setattr(zk_data, "apply_writes", racing)
+    epoch = (await reader.exists(paths.broker_path(1))).czxid
+    remaining = await nodes[0].controller.controlled_shutdown(1, epoch)
+    info = await zk_data.get_partition_state(reader, t0)
+    assert raced and remaining == []
+    assert info.leader_and_isr.leader == 0  # really moved before 'nothing remains'
+    await stop(*nodes)
+
+
 async def test_one_controller_among_three_and_failover_on_its_death(store, cluster):
     nodes = [await start_node(store, cluster, b, config=config()) for b in (0, 1, 2)]
     reader = cluster.reader
