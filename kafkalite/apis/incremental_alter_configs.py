@@ -59,8 +59,15 @@ def apply_ops(
 async def handle_incremental_alter_configs(ctx: RequestContext, request: Any) -> Any:
     responses = []
     for resource in request.resources:
-        if resource.resource_type == RESOURCE_TOPIC:
-            name = resource.resource_name
+        name = resource.resource_name
+        if resource.resource_type == RESOURCE_TOPIC and not name:
+            # Kafka's ConfigAdminManager: there are no topic-level defaults to alter this way
+            error, message = ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed."
+        elif resource.resource_type == RESOURCE_TOPIC and (
+            name not in ctx.services.metadata_cache.get_all_topics()
+        ):
+            error, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist."
+        elif resource.resource_type == RESOURCE_TOPIC:
             current = await read_topic_config_overrides(ctx, name)
             new, error, message = apply_ops(
                 current,

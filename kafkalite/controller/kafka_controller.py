@@ -800,9 +800,12 @@ class KafkaController:
     # -- event handlers -------------------------------------------------------------------------
 
     async def _refresh_leadership(self, partitions: Iterable[TopicPartition]) -> None:
-        """Re-read partition state nodes: leaders change ISRs in the store on their own."""
+        """Re-read partition state nodes: leaders change ISRs in the store on their own. Only
+        partitions the context knows are read (a request may name any partition, even one no
+        store path can hold, like topic ''): the others are answered unknown from the context."""
         assert self.core is not None
-        partitions = set(partitions)
+        ctx = self.core.ctx
+        partitions = {tp for tp in partitions if ctx.partition_replica_assignment(tp)}
         if partitions:
             self.core.update_leader_and_isr_cache(
                 await zk_data.get_partition_states(self.session, partitions)

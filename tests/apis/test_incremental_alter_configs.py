@@ -50,3 +50,37 @@ def test_set_and_delete_behave_like_a_dict(current, ops):
     new, error, _ = apply_ops(current, DEFAULTS, ops)
     assert error == ErrorCode.NONE and new == model
     assert current == dict(current)  # the input is not modified
+
+
+async def test_empty_and_unknown_topic_names_are_answered_without_touching_the_store(
+    call, services
+):
+    """An empty name is Kafka's 'default topic resource' (INVALID_REQUEST); an unknown or
+    unwritable name ('..') is UNKNOWN_TOPIC_OR_PARTITION; the store is never asked (it refused
+    such paths with an error that closed the connection)."""
+    import sys
+
+    from kafkalite.broker.metadata_cache import MetadataCache
+    from kafkalite.protocol.api import ApiKey, request_class
+    from kafkalite.protocol.errors import ErrorCode
+
+    services.metadata_cache = MetadataCache(0)
+    services.store = None  # any store access would fail the request
+    cls = request_class(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1)
+    m = sys.modules[cls.__module__]
+    request = cls(
+        resources=tuple(
+            m.AlterConfigsResource(
+                resource_type=2,
+                resource_name=name,
+                configs=(m.AlterableConfig(name="retention.ms", config_operation=0, value="1"),),
+            )
+            for name in ("", "..")
+        ),
+        validate_only=False,
+    )
+    response = await call(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, request)
+    assert [(r.resource_name, r.error_code.value) for r in response.responses] == [
+        ("", ErrorCode.INVALID_REQUEST.value),
+        ("..", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.value),
+    ]

@@ -181,6 +181,24 @@ async def test_controlled_shutdown_answers_what_the_store_holds(store, cluster, 
     await stop(*nodes)
 
 
+async def test_requests_naming_partitions_no_store_path_can_hold(store, cluster):
+    """ElectLeaders and AlterPartitionReassignments name any partition a client sends, even of
+    topic '' or '..': they are unknown, and the store is not asked (its path check raised
+    through the handler and closed the client's connection)."""
+    [node] = [await start_node(store, cluster, 0, config=config())]
+    weird = [TopicPartition("", 0), TopicPartition("..", 0)]
+    elected = await node.controller.elect_leaders(weird)
+    assert {tp: o.error_code for tp, o in elected.items()} == {
+        tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for tp in weird
+    }
+    answers = await node.controller.alter_partition_reassignments({tp: [0] for tp in weird})
+    assert {tp: code for tp, (code, _) in answers.items()} == {
+        tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for tp in weird
+    }
+    assert node.controller.event_manager.errors == []
+    await stop(node)
+
+
 async def test_one_controller_among_three_and_failover_on_its_death(store, cluster):
     nodes = [await start_node(store, cluster, b, config=config()) for b in (0, 1, 2)]
     reader = cluster.reader
