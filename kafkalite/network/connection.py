@@ -23,7 +23,8 @@ Invariants:
 Reading uses `asyncio.BufferedProtocol`: small frames are cut out of one reusable receive buffer
 (one copy per frame, into the `bytearray` the handler owns and may patch in place: the broker
 writes offsets into record batches before appending them); a frame larger than that buffer is
-received straight into its own `bytearray`, with no further copy.
+received straight into its own `bytearray`, which starts at 1 MiB and doubles as bytes arrive (a
+declared size alone reserves no memory).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ log = structlog.get_logger("kafkalite.network")
 RECEIVE_BUFFER_BYTES = 256 * 1024
 DEFAULT_MAX_IN_FLIGHT = 256
 CLOSE_LINGER_SECONDS = 5.0
+BIG_FRAME_INITIAL_BYTES = 1 << 20
 
 Buffers = bytes | bytearray | memoryview | Sequence[bytes | bytearray | memoryview]
 """A response: one buffer, or a sequence of buffers written back to back (e.g. a Fetch response
@@ -140,6 +142,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._rlen = 0
         self._big: bytearray | None = None
         self._big_filled = 0
+        self._big_size = 0
         self._pending: collections.deque[_Slot] = collections.deque()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._reading_paused = False
@@ -175,8 +178,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._take_buffered_frames()
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        if self._big is not None:
-            return memoryview(self._big)[self._big_filled :]
+        big = self._big
+        if big is not None:
+            if self._big_filled == len(big):
+                # Grown as the bytes arrive (here, where no view of it is alive), so a declared
+                # size costs memory only once the client actually sends that much.
+                big += bytearray(min(self._big_size, 2 * len(big)) - len(big))
+            return memoryview(big)[self._big_filled :]
         return self._rview[self._rlen :]
 
     def buffer_updated(self, nbytes: int) -> None:
@@ -185,7 +193,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.last_active = time.monotonic()
         if self._big is not None:
             self._big_filled += nbytes
-            if self._big_filled == len(self._big):
+            if self._big_filled == self._big_size:
                 frame, self._big = self._big, None
                 self._handle_frame(frame)
             return
@@ -229,11 +237,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._handle_frame(frame)
                 continue
             if 4 + size > len(buf):
-                # Too big for the receive buffer: receive the rest straight into the frame.
-                big = bytearray(size)
+                # Too big for the receive buffer: receive the rest straight into the frame,
+                # which starts at 1 MiB (a typical large produce needs no growth) and grows with
+                # what arrives.
                 have = end - start
+                big = bytearray(min(size, max(BIG_FRAME_INITIAL_BYTES, have)))
                 big[:have] = buf[start:end]
-                self._big, self._big_filled = big, have
+                self._big, self._big_filled, self._big_size = big, have, size
                 pos = end
             break
         if pos:

@@ -201,3 +201,33 @@ async def test_pipelined_requests_wait_in_the_buffer_beyond_max_in_flight():
         writer.close()
     finally:
         await srv.shutdown(1.0)
+
+
+async def test_a_big_frame_reserves_memory_only_as_its_bytes_arrive():
+    """A declared size costs nothing until sent (8 bytes declaring 50 MB used to allocate
+    50 MB); a frame bigger than the first allocation still arrives whole."""
+    dispatcher = ScriptedDispatcher()
+    srv = SocketServer(
+        [Endpoint("PLAINTEXT", "127.0.0.1", 0)], dispatcher, max_request_bytes=64 * 1024 * 1024
+    )
+    await srv.start()
+    try:
+        reader, writer = await connect(srv)
+        writer.write(struct.pack(">i", 50 * 1024 * 1024) + b"\0\0\0\x01E" + b"x" * 10)
+        await writer.drain()
+        async with asyncio.timeout(10):
+            while not any(c._big is not None for c in srv._connections):
+                await asyncio.sleep(0)
+        [conn] = srv._connections
+        assert len(conn._big) <= 1024 * 1024
+        writer.close()
+        reader, writer = await connect(srv)
+        payload = b"\0\0\0\x02E" + os.urandom(3 * 1024 * 1024)
+        data = frame(payload)
+        for i in range(0, len(data), 64 * 1024):
+            writer.write(data[i : i + 64 * 1024])
+            await writer.drain()
+        assert await read_response(reader) == (2, len(payload))
+        writer.close()
+    finally:
+        await srv.shutdown(1.0)
