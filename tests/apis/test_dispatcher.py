@@ -99,3 +99,24 @@ async def test_bytes_after_the_body_are_ignored_like_kafka(call, services):
     frame = bytearray.fromhex("0003000c00000005000772646b61666b610000000000010000")
     response = await call.dispatcher.dispatch(frame, call.connection)
     assert struct.unpack_from(">ii", response) == (len(response) - 4, 5)
+
+
+async def test_api_versions_v3_with_an_invalid_software_name_is_invalid_request(call):
+    """Kafka's ApiVersionsRequest.isValid: name and version match
+    [a-zA-Z0-9](?:[a-zA-Z0-9-.]*[a-zA-Z0-9])?; otherwise INVALID_REQUEST and no table."""
+    for name, version in (("bad name", "1"), ("librdkafka", "2.3.0-"), ("", "1")):
+        answer = await call(
+            ApiKey.API_VERSIONS,
+            3,
+            ApiVersionsV3(client_software_name=name, client_software_version=version),
+        )
+        assert (answer.error_code.value, answer.api_keys) == (42, ()), (name, version)
+    ok = await call(
+        ApiKey.API_VERSIONS,
+        3,
+        ApiVersionsV3(
+            client_software_name="confluent-kafka-python",
+            client_software_version="2.13.0-rdkafka-2.13.0",
+        ),
+    )
+    assert ok.error_code.value == 0 and ok.api_keys
