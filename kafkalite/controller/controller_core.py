@@ -678,12 +678,19 @@ class ControllerCore:
             for tp in sorted(ctx.partitions_being_reassigned)
         }
         result = ControllerResult()
+        refused = False
         for tp, replicas in requested.items():
             if ctx.partition_replica_assignment(tp) and not ctx.is_topic_queued_up_for_deletion(
                 tp.topic
             ):
                 targets[tp] = tuple(replicas)
                 ctx.zk_reassignments[tp] = tuple(replicas)
+            else:
+                refused = True
+        if refused:
+            # Kafka's maybeRemoveFromZkReassignment: an entry for an unknown partition or one of
+            # a topic being deleted goes (it would start on a later topic of the same name).
+            result.writes.append(UpdateReassignPartitions(dict(ctx.zk_reassignments)))
         for tp, target in sorted(targets.items()):
             result += self.on_partition_reassignment(tp, target)
         return result

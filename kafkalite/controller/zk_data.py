@@ -372,6 +372,7 @@ async def ops_for_writes(session: CoordSession, writes: Sequence[StoreWrite]) ->
     """Translate the controller's writes into store operations (reads the trees to delete)."""
     ops: list[Op] = []
     created_parents: set[str] = set()
+    reassign_exists: bool | None = None
     for write in writes:
         match write:
             case CreatePartitionState(tp, info):
@@ -429,16 +430,20 @@ async def ops_for_writes(session: CoordSession, writes: Sequence[StoreWrite]) ->
                             )
                         )
             case UpdateReassignPartitions(remaining):
-                exists = await session.exists(paths.REASSIGN_PARTITIONS) is not None
+                # Several such writes in one batch: what the earlier ops did to the node counts.
+                if reassign_exists is None:
+                    reassign_exists = await session.exists(paths.REASSIGN_PARTITIONS) is not None
                 if remaining:
                     data = paths.encode_reassignment(remaining)
                     ops.append(
                         SetDataOp(paths.REASSIGN_PARTITIONS, data, -1)
-                        if exists
+                        if reassign_exists
                         else CreateOp(paths.REASSIGN_PARTITIONS, data)
                     )
-                elif exists:
+                    reassign_exists = True
+                elif reassign_exists:
                     ops.append(DeleteOp(paths.REASSIGN_PARTITIONS, -1))
+                    reassign_exists = False
             case DeleteLeaderElectionRequest(path):
                 if await session.exists(path) is not None:
                     ops.append(DeleteOp(path, -1))

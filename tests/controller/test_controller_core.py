@@ -622,6 +622,17 @@ def test_preferred_election_of_a_partition_being_reassigned():
     store.assert_matches(core)
 
 
+def test_failover_drops_zk_reassignments_it_cannot_start():
+    """Kafka's maybeRemoveFromZkReassignment: an entry for an unknown partition (its topic was
+    deleted) goes, or it would start on a later topic of the same name."""
+    core, store = new_cluster([0, 1])
+    create_topic(core, store, "t", {0: [0]})
+    store.reassignments = {tp("gone", 0): (1,), tp("t", 0): (1,)}
+    store.apply(core.initialize_partition_reassignments(store.reassignments))
+    assert tp("gone", 0) not in store.reassignments
+    assert store.topics["t"][0].adding_replicas == (1,)  # the valid one was started
+
+
 def test_api_reassignment_replaces_a_target_and_the_zk_request():
     core, store = new_cluster([0, 1, 2, 3])
     create_topic(core, store, "t", {0: [0]})

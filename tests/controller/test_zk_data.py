@@ -19,6 +19,7 @@ from kafkalite.controller.results import (
     DeleteTopicDeletions,
     SetTopicAssignment,
     UpdatePartitionState,
+    UpdateReassignPartitions,
 )
 from kafkalite.coord import paths
 from kafkalite.coord.embedded import EmbeddedStore
@@ -172,3 +173,22 @@ async def test_topic_assignment_round_trip_and_brokers(store):
     )
     assert await zk_data.get_unclean_leader_election_topics(session, ["t", "u"], False) == {"t"}
     assert await zk_data.get_unclean_leader_election_topics(session, ["u"], True) == {"u"}
+
+
+async def test_several_reassignment_node_updates_in_one_batch(store):
+    """Two completions in one batch both leave nothing: one delete, not two (the second made
+    the whole multi fail with NoNode)."""
+    session = await store.open_session()
+    _, epoch_version = await zk_data.register_controller_and_increment_controller_epoch(session, 0)
+    await session.create(
+        paths.REASSIGN_PARTITIONS, paths.encode_reassignment({TP: (1,)}), makepath=True
+    )
+    writes = [UpdateReassignPartitions({}), UpdateReassignPartitions({})]
+    await zk_data.apply_writes(session, writes, epoch_version)
+    assert await session.exists(paths.REASSIGN_PARTITIONS) is None
+    await zk_data.apply_writes(
+        session,
+        [UpdateReassignPartitions({TP: (2,)}), UpdateReassignPartitions({TP: (3,)})],
+        epoch_version,
+    )
+    assert await zk_data.get_partition_reassignments(session) == {TP: (3,)}
