@@ -902,45 +902,50 @@ class KafkaController:
             await self._refresh_leadership(ctx.partitions_for_topic(topic))
             await self._apply(core.psm.trigger_online_partition_state_change(topic))
 
-    async def _process_elect_leaders(
-        self, partitions: tuple[TopicPartition, ...] | None, *, unclean: bool
-    ) -> dict[TopicPartition, ElectionOutcome]:
-        assert self.core is not None
-        chosen = partitions if partitions is not None else tuple(self.core.ctx.all_partitions())
-        await self._refresh_leadership(chosen)
-        result, errors = self.core.elect_leaders(chosen, unclean=unclean)
-        if not await self._apply(result) and result.writes:
-            # the writes did not happen (controller moved or context reloaded): nothing elected
-            return {
-                tp: ElectionOutcome(ErrorCode.NOT_CONTROLLER if err == ErrorCode.NONE else err)
-                for tp, err in errors.items()
-            }
-        return {
-            tp: ElectionOutcome(err, result.leadership[tp].leader)
-            if err == ErrorCode.NONE
-            else ElectionOutcome(err)
-            for tp, err in errors.items()
-        }
-
-    async def _process_api_partition_reassignment(
-        self, reassignments: dict[TopicPartition, tuple[int, ...] | None]
-    ) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
-        """Decide and apply; a write that lost a race reloads the context, and the decision is
-        made again on it (the reassignments were not started)."""
+    async def _decide_and_apply(
+        self, decide: Callable[[ControllerCore], Awaitable[tuple[ControllerResult, Any]]]
+    ) -> Any:
+        """An API event's decision, applied: ``decide`` refreshes what it needs and returns the
+        result and the answer. A write that lost a race reloads the context and the decision
+        is made again on it (Kafka retries its ZooKeeper updates within the same event), so the
+        answer always describes what the store holds. NotControllerError once this broker is
+        not the controller; UnknownServerError (retriable by the caller) when the writes keep
+        losing."""
         for _attempt in range(MAX_RELOADS):
             core = self.core
             if core is None:
                 raise NotControllerError(f"broker {self.broker_id} is no longer the controller")
-            await self._refresh_leadership(reassignments)
-            result, answers = core.process_api_partition_reassignment(reassignments)
+            result, answer = await decide(core)
             if await self._apply(result) or not result.writes:
-                return answers
+                return answer
         if self.core is None:
             raise NotControllerError(f"broker {self.broker_id} is no longer the controller")
-        return {
-            tp: (ErrorCode.UNKNOWN_SERVER_ERROR, "the controller's writes kept losing races")
-            for tp in reassignments
-        }
+        raise UnknownServerError("the controller's writes kept losing races; retry")
+
+    async def _process_elect_leaders(
+        self, partitions: tuple[TopicPartition, ...] | None, *, unclean: bool
+    ) -> dict[TopicPartition, ElectionOutcome]:
+        async def decide(core: ControllerCore):
+            chosen = partitions if partitions is not None else tuple(core.ctx.all_partitions())
+            await self._refresh_leadership(chosen)
+            result, errors = core.elect_leaders(chosen, unclean=unclean)
+            return result, {
+                tp: ElectionOutcome(err, result.leadership[tp].leader)
+                if err == ErrorCode.NONE
+                else ElectionOutcome(err)
+                for tp, err in errors.items()
+            }
+
+        return await self._decide_and_apply(decide)
+
+    async def _process_api_partition_reassignment(
+        self, reassignments: dict[TopicPartition, tuple[int, ...] | None]
+    ) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
+        async def decide(core: ControllerCore):
+            await self._refresh_leadership(reassignments)
+            return core.process_api_partition_reassignment(reassignments)
+
+        return await self._decide_and_apply(decide)
 
     async def _process_zk_leader_election_request(self, path: str) -> None:
         """Kafka's ``kafka-preferred-replica-election.sh`` (and kafkalite's unclean variant):
@@ -961,20 +966,15 @@ class KafkaController:
     async def _process_controlled_shutdown(
         self, broker_id: int, broker_epoch: int
     ) -> list[TopicPartition]:
-        """Decide and apply; a write that lost a race reloads the context and the decision is
-        made again on it (the answer must describe what the store holds: a broker told
-        'nothing remains' stops, and must not while it still leads)."""
-        for _attempt in range(MAX_RELOADS):
-            core = self.core
-            if core is None:
-                raise NotControllerError(f"broker {self.broker_id} is no longer the controller")
+        """The answer must describe what the store holds: a broker told 'nothing remains'
+        stops, and must not while it still leads."""
+
+        async def decide(core: ControllerCore):
             await self._refresh_leadership(core.ctx.partitions_on_broker(broker_id))
             outcome = core.controlled_shutdown(broker_id, broker_epoch)
-            if await self._apply(outcome.result) or not outcome.result.writes:
-                return outcome.remaining_partitions
-        if self.core is None:
-            raise NotControllerError(f"broker {self.broker_id} is no longer the controller")
-        raise UnknownServerError("the controller's writes kept losing races; retry")
+            return outcome.result, outcome.remaining_partitions
+
+        return await self._decide_and_apply(decide)
 
     # -- broker responses (called from the channel's sender tasks: enqueue only) ----------------
 
