@@ -94,6 +94,14 @@ class RequestContext:
     def response(self, **data: Any) -> Any:
         return build(self.response_class, data)
 
+    def broker_epoch_is_stale(self, request: Any) -> bool:
+        """KIP-380 (Kafka's isBrokerEpochStale): a controller request addressed to an earlier
+        registration of this broker (before a restart or a session renewal) is refused with
+        STALE_BROKER_EPOCH. -1 is an unknown epoch; a newer one than ours is possible (the
+        controller saw the registration before this broker read it back) and accepted."""
+        epoch = getattr(request, "broker_epoch", -1)
+        return epoch != -1 and epoch < self.services.extra.get("broker_epoch", -1)
+
 
 # ---------------------------------------------------------------------- building kio entities
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from kafkalite.apis.base import RequestContext, handles
-from kafkalite.broker.types import LeaderAndIsrPartitionState
+from kafkalite.broker.types import LeaderAndIsrPartitionState, LeaderAndIsrResult
 from kafkalite.protocol.api import ApiKey
+from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.types import TopicPartition
 
 
@@ -38,13 +39,21 @@ def handle_leader_and_isr(ctx: RequestContext, request: Any) -> Any:
                 )
             )
     services = ctx.services
-    if services.metadata_cache is not None and hasattr(services.metadata_cache, "record_topic_ids"):
-        services.metadata_cache.record_topic_ids(
-            {name: tid for name, tid in topic_ids.items() if tid is not None}
+    if ctx.broker_epoch_is_stale(request):
+        stale = ErrorCode.STALE_BROKER_EPOCH
+        result = LeaderAndIsrResult(
+            stale, {TopicPartition(s.topic, s.partition): stale for s in states}
         )
-    result = services.replica_manager.become_leader_or_follower(
-        request.controller_id, request.controller_epoch, states
-    )
+    else:
+        if services.metadata_cache is not None and hasattr(
+            services.metadata_cache, "record_topic_ids"
+        ):
+            services.metadata_cache.record_topic_ids(
+                {name: tid for name, tid in topic_ids.items() if tid is not None}
+            )
+        result = services.replica_manager.become_leader_or_follower(
+            request.controller_id, request.controller_epoch, states
+        )
     errors = result.partition_errors
     if services.group_coordinator is not None and result.error_code == 0:
         # Kafka's onLeadershipChange: load/unload the __consumer_offsets partitions led here

@@ -9,9 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from kafkalite.apis.base import RequestContext, handles
-from kafkalite.broker.types import StopReplicaPartitionState
+from kafkalite.broker.types import StopReplicaPartitionState, StopReplicaResult
 from kafkalite.group.config import GROUP_METADATA_TOPIC_NAME
 from kafkalite.protocol.api import ApiKey
+from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.types import TopicPartition
 
 
@@ -31,9 +32,15 @@ def handle_stop_replica(ctx: RequestContext, request: Any) -> Any:
                         topic.topic_name, p.partition_index, p.leader_epoch, p.delete_partition
                     )
                 )
-    result = ctx.services.replica_manager.stop_replicas(
-        request.controller_id, request.controller_epoch, states
-    )
+    if ctx.broker_epoch_is_stale(request):
+        stale = ErrorCode.STALE_BROKER_EPOCH
+        result = StopReplicaResult(
+            stale, {TopicPartition(s.topic, s.partition): stale for s in states}
+        )
+    else:
+        result = ctx.services.replica_manager.stop_replicas(
+            request.controller_id, request.controller_epoch, states
+        )
     if ctx.services.group_coordinator is not None and result.error_code == 0:
         _notify_group_coordinator(ctx.services.group_coordinator, states, result.partition_errors)
     return ctx.response(

@@ -15,6 +15,8 @@ from kafkalite.protocol.errors import ErrorCode, KafkaError
 
 @handles(ApiKey.UPDATE_METADATA)
 def handle_update_metadata(ctx: RequestContext, request: Any) -> Any:
+    if ctx.broker_epoch_is_stale(request):
+        return ctx.response(error_code=ErrorCode.STALE_BROKER_EPOCH)
     try:
         ctx.services.metadata_cache.update_metadata(request)
     except KafkaError as e:

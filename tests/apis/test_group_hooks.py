@@ -180,3 +180,21 @@ async def test_stop_replica_resigns_offsets_partitions_and_drops_deleted_offsets
     error, offsets = coordinator.fetch_offsets(group)
     assert error == ErrorCode.NONE
     assert sorted(offsets) == [TopicPartition("kept", 0)]
+
+
+async def test_requests_for_an_earlier_registration_are_stale(call, services, coordinator):
+    """KIP-380: LeaderAndIsr and StopReplica carrying a broker epoch older than this broker's
+    registration (queued before a restart or a session renewal) change nothing and answer
+    STALE_BROKER_EPOCH; a newer epoch is accepted."""
+    services.extra["broker_epoch"] = 5  # registered again since the requests were built
+    r = await call(ApiKey.LEADER_AND_ISR, 5, leader_and_isr({0: 0}))
+    assert r.error_code == ErrorCode.STALE_BROKER_EPOCH
+    assert {p.error_code for t in r.topics for p in t.partition_errors} == {
+        ErrorCode.STALE_BROKER_EPOCH
+    }
+    assert await loaded(coordinator) == []
+    r = await call(ApiKey.STOP_REPLICA, 3, stop_replica(OFFSETS, [0]))
+    assert r.error_code == ErrorCode.STALE_BROKER_EPOCH
+    services.extra["broker_epoch"] = 1
+    r = await call(ApiKey.LEADER_AND_ISR, 5, leader_and_isr({0: 0}))
+    assert r.error_code == ErrorCode.NONE and await loaded(coordinator) == [0]
