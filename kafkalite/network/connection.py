@@ -253,6 +253,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._rlen = rest
         else:
             self._rlen = end
+        if not self._can_take_request():
+            # Frames left in the buffer wait for a slot: stop reading so it cannot fill up
+            # (an empty get_buffer is a fatal error for the transport).
+            self._update_reading()
 
     def _handle_frame(self, frame: bytearray) -> None:
         if self._closing:
@@ -282,6 +286,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             slot = _Slot()
             slot.done, slot.response = True, result
             self._pending.append(slot)
+            self._update_reading()  # an answered slot still counts until it is written
         else:
             self._write(result)
 

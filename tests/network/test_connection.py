@@ -231,3 +231,38 @@ async def test_a_big_frame_reserves_memory_only_as_its_bytes_arrive():
         writer.close()
     finally:
         await srv.shutdown(1.0)
+
+
+async def test_answers_queued_behind_a_slow_request_pause_reading_before_the_buffer_fills():
+    """One slow request, then thousands answered at once: their answers wait behind it and
+    count as in flight, so reading pauses (a full receive buffer gave the transport an empty
+    buffer, a fatal error that dropped the connection)."""
+    dispatcher = ScriptedDispatcher()
+    srv = SocketServer(
+        [Endpoint("PLAINTEXT", "127.0.0.1", 0)],
+        dispatcher,
+        max_request_bytes=1_000_000,
+        max_in_flight=4,
+    )
+    await srv.start()
+    errors = []
+    asyncio.get_running_loop().set_exception_handler(lambda _, context: errors.append(context))
+    try:
+        reader, writer = await connect(srv)
+        count = 5000
+        writer.write(
+            frame(struct.pack(">i", 0) + b"W")
+            + b"".join(frame(struct.pack(">i", i) + b"E" + b"p" * 100) for i in range(1, count))
+        )
+        async with asyncio.timeout(10):
+            while len(dispatcher.seen) < 4:
+                await asyncio.sleep(0)
+        [conn] = srv._connections
+        assert conn._reading_paused and len(dispatcher.seen) == 4
+        dispatcher.release(0)
+        async with asyncio.timeout(30):
+            got = [(await read_response(reader))[0] for _ in range(count)]
+        assert got == list(range(count)) and errors == []
+        writer.close()
+    finally:
+        await srv.shutdown(1.0)
