@@ -45,6 +45,7 @@ from kafkalite.network.server import SocketServer, install_uvloop
 log = structlog.get_logger("kafkalite.server")
 
 SHUTDOWN_DRAIN_SECONDS = 10.0
+SESSION_RETRY_BACKOFF_SECONDS = 0.5
 # A shutdown still running after this long logs every task's stack (which step is stuck, and on
 # what), and again each period after; it never cuts the shutdown short.
 SHUTDOWN_REPORT_SECONDS = 10.0
@@ -333,12 +334,20 @@ class KafkaServer:
         """After the replica manager took the directory's partitions offline: tell the
         controller, which moves their leadership elsewhere (Kafka's propagateLogDirEvent)."""
         from kafkalite.controller import zk_data
+        from kafkalite.coord import CoordError
 
         async def propagate() -> None:
-            try:
-                await zk_data.propagate_log_dir_event(self.session, self.broker_id)
-            except Exception as e:  # the store is unreachable: the log says why
-                log.error("log dir failure not propagated", log_dir=log_dir, error=repr(e))
+            # Retried until it is written: without it the controller never moves leadership off
+            # the failed directory (a renewed session is picked up by the next attempt).
+            while not self._stopping:
+                try:
+                    await zk_data.propagate_log_dir_event(self.session, self.broker_id)
+                    return
+                except CoordError as e:
+                    log.warning(
+                        "log dir failure not propagated yet", log_dir=log_dir, error=repr(e)
+                    )
+                    await asyncio.sleep(SESSION_RETRY_BACKOFF_SECONDS)
 
         task = asyncio.get_running_loop().create_task(propagate(), name="log-dir-event")
         self._tasks.append(task)
@@ -454,11 +463,30 @@ class KafkaServer:
                 await self.session.renew()
             except SessionClosed:
                 return
-            await self._register_broker(renewed=True)
-            if self.controller is not None:
-                await self.controller.reinitialize(self.session)
-            self._restart_task("topic-config-watcher", self._watch_topic_configs)
-            log.info("coordination session renewed", session_renewals=self.session.renewals)
+            if await self._register_again():
+                log.info("coordination session renewed", session_renewals=self.session.renewals)
+
+    async def _register_again(self) -> bool:
+        """On a renewed session: register, run for controller, restart the config watcher.
+        Store errors are retried (ZooKeeper may still be settling); False when the new session
+        expired meanwhile (the caller renews again) or the broker is stopping."""
+        from kafkalite.coord import CoordError, SessionClosed, SessionExpired
+
+        while not self._stopping:
+            try:
+                await self._register_broker(renewed=True)
+                if self._stopping:
+                    return False
+                if self.controller is not None:
+                    await self.controller.reinitialize(self.session)
+                self._restart_task("topic-config-watcher", self._watch_topic_configs)
+                return True
+            except (SessionExpired, SessionClosed):
+                return False
+            except CoordError as e:
+                log.warning("registering again failed; retrying", error=repr(e))
+                await asyncio.sleep(SESSION_RETRY_BACKOFF_SECONDS)
+        return False
 
     def _restart_task(self, name: str, factory: Any) -> None:
         for task in [t for t in self._tasks if t.get_name() == name]:

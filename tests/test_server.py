@@ -108,3 +108,41 @@ async def test_a_broker_whose_session_expires_registers_and_leads_again(tmp_path
         assert json.loads(controller)["brokerid"] == 0
     finally:
         await server.shutdown()
+
+
+async def test_a_store_error_while_registering_again_is_retried(tmp_path):
+    """The first store operation on the renewed session loses its connection: registering
+    again is retried (the renewal task ended, leaving the broker unregistered for good)."""
+    from tests.controller.shell_support import eventually
+
+    config = BrokerConfig.load(
+        overrides={
+            "log.dirs": str(tmp_path / "data"),
+            "listeners": f"PLAINTEXT://127.0.0.1:{free_port()}",
+            "admin.listener": "",
+        },
+        environ={},
+    )
+    server = KafkaServer(config)
+    await server.startup()
+    try:
+        old_id = server.session.session_id
+        renew = server.session.renew
+
+        async def renew_then_lose_the_next_answer():
+            new = await renew()
+            server.store.fail_next(1)
+            return new
+
+        server.session.renew = renew_then_lose_the_next_answer
+        server.store.expire_session(old_id)
+
+        async def registered_again() -> bool:
+            if server.session.session_id == old_id or not server.controller.is_active:
+                return False
+            stat = await server.session.exists("/brokers/ids/0")
+            return stat is not None and stat.ephemeral_owner == server.session.session_id
+
+        await eventually(registered_again, message="registered on the renewed session")
+    finally:
+        await server.shutdown()

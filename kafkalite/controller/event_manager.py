@@ -95,7 +95,11 @@ class ControllerEventManager:
     def _drain(self) -> None:
         while not self._queue.empty():
             queued = self._queue.get_nowait()
-            if queued is not None and queued.future is not None and not queued.future.done():
+            if queued is None or queued.future is None or queued.future.done():
+                continue
+            if isinstance(queued.event, _Idle):
+                queued.future.set_result(None)  # wait_idle: nothing is queued any more
+            else:
                 queued.future.set_exception(
                     NotControllerError(f"{type(queued.event).__name__} was preempted")
                 )

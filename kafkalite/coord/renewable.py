@@ -77,8 +77,9 @@ class RenewableSession:
         self.current = new
         self.renewals += 1
         if old is not None:
-            # The old session may still live on the server (an expiry this client declared
-            # after a long disconnection): closing it removes its ephemeral nodes now.
+            # Release what the old session holds on this side; its ephemeral nodes may outlive
+            # it on the server for a while (an expiry this client declared after a long
+            # disconnection): the owner waits for them to go before creating its own again.
             with contextlib.suppress(CoordError, OSError, TimeoutError):
                 async with asyncio.timeout(self.timeout_ms / 1000):
                     await old.close()
