@@ -264,6 +264,12 @@ class Log:
         active = self._segments[-1]
         active.resize_indexes(config.segment_index_bytes)
         self.log_end_offset = active.read_next_offset()
+        if self.log_start_offset > self.log_end_offset:
+            # The checkpointed start is past what survived (a crash lost unflushed records
+            # behind a DeleteRecords): start over there rather than hand out those offsets
+            # again (Kafka's deleteSegmentsIfLogStartGreaterThanLogEnd).
+            self._truncate_fully_and_start_at(self.log_start_offset)
+            active = self._segments[-1]
         self.log_start_offset = min(
             max(self.log_start_offset, self._segments[0].base_offset), self.log_end_offset
         )
@@ -726,11 +732,18 @@ class Log:
                 if segment.max_timestamp_so_far < timestamp:
                     continue
                 batch = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
-                if batch is None:
-                    continue
-                found = self._record_at_or_after(segment, batch.position, batch.size, timestamp)
-                if found is not None:
-                    return found
+                while batch is not None:
+                    # A batch's max timestamp may come from a record below the log start offset
+                    # (or below the target): then the answer is in a later batch of the segment
+                    # (Kafka's FileRecords.searchForTimestamp goes on the same way).
+                    found = self._record_at_or_after(
+                        segment, batch.position, batch.size, timestamp
+                    )
+                    if found is not None:
+                        return found
+                    batch = segment.log.search_for_timestamp(
+                        timestamp, batch.position + batch.size, self.log_start_offset
+                    )
         except OSError as e:
             raise self._fail(e) from e
         return None
@@ -780,6 +793,10 @@ class Log:
                 f"Cannot truncate partition {self.topic}-{self.partition} to a negative offset ({target_offset})."
             )
         if target_offset >= self.log_end_offset:
+            # Nothing to remove, but the epoch cache may end with an entry at the log end that
+            # this broker wrote on becoming leader before it appended anything; the new
+            # leader's records will carry an older epoch there (Kafka's truncateTo does this).
+            self._io(self.leader_epoch_cache.truncate_from_end, self.log_end_offset)
             return False
         try:
             self._truncation_count += 1

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
@@ -20,7 +20,7 @@ from kafkalite.protocol.errors import (
     RecordBatchTooLargeError,
     RecordTooLargeError,
 )
-from kafkalite.protocol.records import iter_batch_headers
+from kafkalite.protocol.records import Record, build_batch, iter_batch_headers
 from kafkalite.storage.config import LogConfig
 from kafkalite.storage.errors import UnexpectedAppendOffsetError
 from kafkalite.storage.log import MAX_TIMESTAMP, Log
@@ -442,3 +442,110 @@ def test_roll_flush_completed_after_truncation_is_ignored(tmp_path):
     log.complete_roll_flush(target, truncations)
     assert log.recovery_point == target == log.active_segment.base_offset
     log.close()
+
+
+def test_a_no_op_truncation_still_drops_an_epoch_entry_at_the_log_end(tmp_path):
+    """This broker became leader at epoch 5 (an entry at its log end) and was demoted before
+    appending; the new leader's records there carry epoch 4. Kafka's truncateTo trims the
+    epoch cache even when no record goes."""
+    clock = FakeClock()
+    log = Log(tmp_path / "t-0", LogConfig(retention_ms=-1), time_ms=clock)
+    log.append_as_follower(make_batch(10, timestamp=clock.now, partition_leader_epoch=4))
+    log.leader_epoch_cache.assign(5, log.log_end_offset)
+    assert log.truncate_to(10) is False
+    log.append_as_follower(
+        make_batch(5, timestamp=clock.now, base_offset=10, partition_leader_epoch=4)
+    )
+    assert log.leader_epoch_cache.epoch_for_offset(12) == 4
+    assert log.end_offset_for_epoch(4) == (4, 15)
+    log.close()
+
+
+def test_a_log_start_beyond_what_survived_a_crash_starts_the_log_there(tmp_path):
+    """DeleteRecords moved the start to 10, then a crash lost the unflushed records: the log
+    restarts at 10 instead of handing out offsets 0-9 again (Kafka's
+    deleteSegmentsIfLogStartGreaterThanLogEnd)."""
+    clock = FakeClock()
+    log = Log(tmp_path / "t-0", LogConfig(retention_ms=-1), time_ms=clock)
+    for _ in range(5):
+        log.append_as_leader(make_batch(2, timestamp=clock.now), 0)
+    log.high_watermark = log.log_end_offset
+    assert log.delete_records_before(10) == 10
+    log._close_quietly()
+    os.truncate(tmp_path / "t-0" / "00000000000000000000.log", 0)  # nothing was fsynced
+    log = Log(
+        tmp_path / "t-0",
+        LogConfig(retention_ms=-1),
+        log_start_offset=10,
+        recovery_point=0,
+        had_clean_shutdown=False,
+        time_ms=clock,
+    )
+    assert (log.log_start_offset, log.log_end_offset) == (10, 10)
+    assert log.append_as_leader(make_batch(1, timestamp=clock.now), 0).first_offset == 10
+    log.close()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    steps=st.lists(
+        st.one_of(
+            st.tuples(st.just("append"), st.lists(st.integers(0, 1000), min_size=1, max_size=4)),
+            st.tuples(st.just("truncate"), st.floats(0, 1)),
+            st.tuples(st.just("delete_records"), st.floats(0, 1)),
+            st.tuples(st.just("reopen"), st.booleans()),
+        ),
+        min_size=1,
+        max_size=30,
+    ),
+    segment_bytes=st.sampled_from([300, 600, 5000]),
+    index_interval=st.sampled_from([0, 100]),
+    targets=st.lists(st.integers(0, 1100), min_size=1, max_size=5),
+)
+def test_offset_for_timestamp_matches_an_oracle(steps, segment_bytes, index_interval, targets):
+    """Records with timestamps out of order inside batches, truncation, DeleteRecords and
+    reopening: the answer is the first record at or after the log start whose timestamp is
+    >= the target (a batch whose matching records were all below the log start made the
+    search skip the rest of its segment)."""
+    t0 = 1_700_000_000_000
+    tmp = Path(tempfile.mkdtemp())
+    try:
+        config = LogConfig(
+            retention_ms=-1, segment_bytes=segment_bytes, index_interval_bytes=index_interval
+        )
+        log = Log(tmp / "t-0", config, time_ms=lambda: t0)
+        model: list[tuple[int, int]] = []  # (offset, timestamp)
+        for kind, arg in steps:
+            if kind == "append":
+                batch = bytearray(
+                    build_batch(
+                        [Record(timestamp_delta=d, value=b"v") for d in arg], base_timestamp=t0
+                    )
+                )
+                info = log.append_as_leader(batch, 0)
+                model += [(info.first_offset + i, t0 + d) for i, d in enumerate(arg)]
+            elif kind == "truncate":
+                log.truncate_to(int(arg * log.log_end_offset))
+                model = [m for m in model if m[0] < log.log_end_offset]
+            elif kind == "delete_records" and log.log_end_offset > log.log_start_offset:
+                log.high_watermark = log.log_end_offset
+                span = log.log_end_offset - log.log_start_offset
+                log.delete_records_before(log.log_start_offset + int(arg * span))
+            elif kind == "reopen":
+                start, recovery = log.log_start_offset, log.recovery_point
+                log.close()
+                log = Log(
+                    tmp / "t-0",
+                    config,
+                    log_start_offset=start,
+                    recovery_point=recovery,
+                    had_clean_shutdown=arg,
+                    time_ms=lambda: t0,
+                )
+            live = [m for m in model if m[0] >= log.log_start_offset]
+            for target in targets:
+                expected = next(((o, ts) for o, ts in live if ts >= t0 + target), None)
+                assert log.offset_for_timestamp(t0 + target) == expected, (kind, target)
+        log.close()
+    finally:
+        shutil.rmtree(tmp)
