@@ -34,6 +34,7 @@ Not safe to call concurrently: one caller at a time (the asyncio shell runs it o
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from enum import Enum
@@ -252,6 +253,7 @@ class GroupCoordinatorCore:
         self.groups: dict[str, GroupMetadata] = {}
         self.partitions: dict[int, PartitionStatus] = {}
         self._partition_epochs: dict[int, int] = {}
+        self._commit_ids = itertools.count()  # tells pending commits of a partition apart
         self._loading: dict[int, _Loading] = {}
         self.timers = TimerQueue()
         #: per group in PreparingRebalance: (initial delayed join?, configured delay, remaining)
@@ -1411,19 +1413,20 @@ class GroupCoordinatorCore:
             )
             for tp, om in valid.items()
         )
+        commit_id = next(self._commit_ids)
         for tp in valid:
-            group.pending_offset_commits[tp] += 1
+            group.pending_offset_commits.setdefault(tp, set()).add(commit_id)
 
         def on_written(error: ErrorCode, base_offset: int | None) -> None:
             for i, (tp, om) in enumerate(valid.items()):
                 # Kafka's onOffsetCommitAppend: only a commit still pending is installed (an
                 # OffsetDelete, DeleteGroups or topic deletion meanwhile cancelled it), and
                 # only over an offset written before it.
-                still_pending = group.pending_offset_commits[tp] > 0
-                if still_pending:
-                    group.pending_offset_commits[tp] -= 1
-                if group.pending_offset_commits[tp] <= 0:
-                    del group.pending_offset_commits[tp]
+                pending = group.pending_offset_commits.get(tp, set())
+                still_pending = commit_id in pending
+                pending.discard(commit_id)
+                if not pending:
+                    group.pending_offset_commits.pop(tp, None)
                 if error is ErrorCode.NONE:
                     append_offset = None if base_offset is None else base_offset + i
                     current = group.offsets.get(tp)
@@ -1465,7 +1468,7 @@ class GroupCoordinatorCore:
         result = {}
         for tp in partitions:
             om = group.offset(tp)
-            if require_stable and group.pending_offset_commits[tp] > 0:
+            if require_stable and group.pending_offset_commits.get(tp):
                 result[tp] = OffsetFetchPartition(error=ErrorCode.UNSTABLE_OFFSET_COMMIT)
             elif om is None:
                 result[tp] = OffsetFetchPartition()

@@ -223,7 +223,9 @@ class GroupMetadata:
     pending_sync_members: set[str] = field(default_factory=set)
     subscribed_topics: set[str] | None = None
     offsets: dict[TopicPartition, CommitRecordMetadataAndOffset] = field(default_factory=dict)
-    pending_offset_commits: Counter = field(default_factory=Counter)
+    #: commits being written, per partition, by commit id (Kafka's
+    #: pendingOffsetCommits); OffsetDelete and friends remove them to cancel those commits.
+    pending_offset_commits: dict[TopicPartition, set[int]] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ state
 
@@ -437,7 +439,7 @@ class GroupMetadata:
     # ------------------------------------------------------------------ offsets
 
     def has_offsets(self) -> bool:
-        return bool(self.offsets) or bool(+self.pending_offset_commits)
+        return bool(self.offsets) or any(self.pending_offset_commits.values())
 
     def offset(self, tp: TopicPartition) -> OffsetAndMetadata | None:
         entry = self.offsets.get(tp)
@@ -498,7 +500,7 @@ class GroupMetadata:
             return []
         expired = []
         for tp, entry in self.offsets.items():
-            if tp.topic in subscribed or self.pending_offset_commits[tp] > 0:
+            if tp.topic in subscribed or self.pending_offset_commits.get(tp):
                 continue
             o = entry.offset_and_metadata
             if o.expire_timestamp >= 0:

@@ -736,9 +736,7 @@ class Log:
                     # A batch's max timestamp may come from a record below the log start offset
                     # (or below the target): then the answer is in a later batch of the segment
                     # (Kafka's FileRecords.searchForTimestamp goes on the same way).
-                    found = self._record_at_or_after(
-                        segment, batch.position, batch.size, timestamp
-                    )
+                    found = self._record_at_or_after(segment, batch.position, batch.size, timestamp)
                     if found is not None:
                         return found
                     batch = segment.log.search_for_timestamp(

@@ -806,3 +806,28 @@ def test_commits_completing_out_of_order_keep_the_one_written_last():
     h.apply(h.core.on_append_complete(second.append_id, ErrorCode.NONE, second_base))
     h.apply(h.core.on_append_complete(first.append_id, ErrorCode.NONE, first_base))
     assert h.core.fetch_offsets("g", [tp])[1][tp].offset == 2
+
+
+def test_a_cancelled_commit_completing_late_does_not_take_a_newer_ones_place():
+    """A in flight, OffsetDelete cancels it, B is committed, then A completes: A must install
+    nothing and B must (a pending count let A take B's place: memory said A, the log B)."""
+    h = Harness()
+    tp, other = TopicPartition("t", 0), TopicPartition("t", 1)
+    h.commit("g", "", -1, {other: OffsetAndMetadata(7)})  # keeps the group alive
+    h.hold_writes = True
+    h.commit("g", "", -1, {tp: OffsetAndMetadata(2)})  # A
+    [a] = h.held
+    h.held = []
+    h.hold_writes = False
+    h.apply(h.core.delete_offsets(h.token(), "g", [tp]))
+    h.hold_writes = True
+    h.commit("g", "", -1, {tp: OffsetAndMetadata(3)})  # B
+    [b] = h.held
+    h.held = []
+    a_base = h.log.append(a.partition, a.records)
+    b_base = h.log.append(b.partition, b.records)
+    h.apply(h.core.on_append_complete(a.append_id, ErrorCode.NONE, a_base))
+    h.apply(h.core.on_append_complete(b.append_id, ErrorCode.NONE, b_base))
+    assert h.core.fetch_offsets("g", [tp])[1][tp].offset == 3
+    h.load(h.core.partition_for("g"), epoch=1)
+    assert h.core.fetch_offsets("g", [tp])[1][tp].offset == 3

@@ -108,7 +108,7 @@ def test_expired_offsets_of_an_empty_group_count_from_when_it_became_empty():
     g.offsets[tp] = CommitRecordMetadataAndOffset(0, OffsetAndMetadata(5, commit_timestamp=0))
     assert g.expired_offsets(now_ms=1000 + 99, retention_ms=100) == []
     assert g.expired_offsets(now_ms=1000 + 100, retention_ms=100) == [tp]
-    g.pending_offset_commits[tp] = 1
+    g.pending_offset_commits[tp] = {1}
     assert g.expired_offsets(now_ms=10**9, retention_ms=100) == []
 
 
