@@ -873,7 +873,8 @@ class Log:
 
     def delete_old_segments(self) -> int:
         """Apply retention (retention.ms, retention.bytes, log start offset): delete whole
-        non-active segments wholly below the high watermark. Returns how many were deleted."""
+        segments wholly below the high watermark, the active one included once everything is
+        replicated (a new empty segment takes its place). Returns how many were deleted."""
         self._check_online()
         if not self.config.delete:
             return self._delete_log_start_offset_breached_segments()
@@ -917,13 +918,18 @@ class Log:
         )
 
     def _deletable_segments(self, predicate: Callable[[LogSegment, int], bool]) -> list[LogSegment]:
-        """Leading non-active segments below the high watermark for which ``predicate`` holds."""
+        """Leading segments wholly below the high watermark for which ``predicate`` holds
+        (Kafka's deletableSegments): the active one too, unless it is empty, so an idle
+        partition's data does not outlive retention until the next roll."""
         result = []
         segments = self._segments
-        for i in range(len(segments) - 1):  # never the active segment
-            next_base = segments[i + 1].base_offset
-            if self._high_watermark >= next_base and predicate(segments[i], next_base):
-                result.append(segments[i])
+        for i, segment in enumerate(segments):
+            last = i == len(segments) - 1
+            if last and segment.size == 0:
+                break
+            upper = self.log_end_offset if last else segments[i + 1].base_offset
+            if self._high_watermark >= upper and predicate(segment, upper):
+                result.append(segment)
             else:
                 break
         return result
@@ -932,6 +938,9 @@ class Log:
         if not deletable:
             return 0
         try:
+            if len(deletable) == len(self._segments):
+                # A log always has a segment: roll first, the new empty one stays.
+                self._roll(0)
             for segment in deletable:
                 segment.delete()
             count = len(deletable)

@@ -177,8 +177,12 @@ class LogMachine(RuleBasedStateMachine):
         segments_before = self.log.segments
         deleted = self.log.delete_old_segments()
         self.log.update_config(self.config)
-        assert self.log.active_segment is segments_before[-1], "the active segment is never deleted"
-        assert self.log.segments == segments_before[deleted:]
+        if deleted < len(segments_before):
+            assert self.log.segments == segments_before[deleted:]
+        else:  # all of it, the active segment too: a new empty one at the log end
+            assert self.log.high_watermark == self.log.log_end_offset
+            [active] = self.log.segments
+            assert active.size == 0 and active.base_offset == self.log.log_end_offset
         after = self.log.size_bytes
         assert after == before - sum(s.size for s in segments_before[:deleted])
         remaining = self.log.segments
@@ -318,7 +322,10 @@ def test_follower_append_keeps_offsets_and_drops_partial_tail(tmp_path):
     follower.close()
 
 
-def test_roll_on_segment_ms_and_retention_never_deletes_active(tmp_path):
+def test_roll_on_segment_ms_and_retention_of_an_idle_partition(tmp_path):
+    """Retention takes the active segment too once it is replicated (Kafka's
+    deletableSegments): an idle partition's data does not outlive retention.ms until the next
+    roll; a new empty segment at the log end takes its place. Not above the high watermark."""
     clock = FakeClock()
     log = Log(tmp_path / "t-0", LogConfig(segment_ms=1000, retention_ms=5000), time_ms=clock)
     log.append_as_leader(make_batch(1, timestamp=clock.now), 0)
@@ -326,11 +333,17 @@ def test_roll_on_segment_ms_and_retention_never_deletes_active(tmp_path):
     assert log.number_of_segments == 1
     log.append_as_leader(make_batch(1, timestamp=clock.now + 1500), 0)
     assert log.number_of_segments == 2
-    log.high_watermark = log.log_end_offset
+    log.high_watermark = 2  # the active segment's record is not replicated yet
     clock.advance(100_000)
     assert log.delete_old_segments() == 1
     assert log.number_of_segments == 1 and log.log_start_offset == 2
     assert bytes(log.read(2, 1000).records)
+    log.high_watermark = log.log_end_offset
+    assert log.delete_old_segments() == 1
+    assert (log.number_of_segments, log.log_start_offset, log.log_end_offset) == (1, 3, 3)
+    assert log.active_segment.base_offset == 3 and log.active_segment.size == 0
+    assert log.delete_old_segments() == 0  # an empty active segment stays
+    assert log.append_as_leader(make_batch(1, timestamp=clock.now), 0).first_offset == 3
     log.close()
 
 
@@ -462,27 +475,27 @@ def test_a_no_op_truncation_still_drops_an_epoch_entry_at_the_log_end(tmp_path):
 
 
 def test_a_log_start_beyond_what_survived_a_crash_starts_the_log_there(tmp_path):
-    """DeleteRecords moved the start to 10, then a crash lost the unflushed records: the log
-    restarts at 10 instead of handing out offsets 0-9 again (Kafka's
+    """DeleteRecords moved the start to 8, then a crash lost the unflushed records: the log
+    restarts at 8 instead of handing out offsets 0-7 again (Kafka's
     deleteSegmentsIfLogStartGreaterThanLogEnd)."""
     clock = FakeClock()
     log = Log(tmp_path / "t-0", LogConfig(retention_ms=-1), time_ms=clock)
     for _ in range(5):
         log.append_as_leader(make_batch(2, timestamp=clock.now), 0)
     log.high_watermark = log.log_end_offset
-    assert log.delete_records_before(10) == 10
+    assert log.delete_records_before(8) == 8
     log._close_quietly()
     os.truncate(tmp_path / "t-0" / "00000000000000000000.log", 0)  # nothing was fsynced
     log = Log(
         tmp_path / "t-0",
         LogConfig(retention_ms=-1),
-        log_start_offset=10,
+        log_start_offset=8,
         recovery_point=0,
         had_clean_shutdown=False,
         time_ms=clock,
     )
-    assert (log.log_start_offset, log.log_end_offset) == (10, 10)
-    assert log.append_as_leader(make_batch(1, timestamp=clock.now), 0).first_offset == 10
+    assert (log.log_start_offset, log.log_end_offset) == (8, 8)
+    assert log.append_as_leader(make_batch(1, timestamp=clock.now), 0).first_offset == 8
     log.close()
 
 
