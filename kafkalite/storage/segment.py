@@ -246,7 +246,7 @@ class LogSegment:
         path, see ``batch_summaries``).
 
         Adds an index entry for each batch that starts more than ``index_interval_bytes`` after
-        the previous entry.
+        the previous entry, while the indexes have room.
         """
         if not batches:
             return
@@ -268,7 +268,12 @@ class LogSegment:
             if batch_max_timestamp > max_timestamp:
                 max_timestamp = self.max_timestamp_so_far = batch_max_timestamp
                 self.offset_of_max_timestamp_so_far = batch_last_offset
-            if since_last_entry > interval:
+            if since_last_entry > interval and not (
+                self.offset_index.is_full() or self.time_index.is_full()
+            ):
+                # A full index (several batches in one append, few slots left) just gets no
+                # more entries: lookups scan a little further, and the next append rolls. An
+                # error here, after the bytes were written, left the log end behind them.
                 self.offset_index.append(batch_last_offset, position)
                 self.time_index.maybe_append(max_timestamp, self.offset_of_max_timestamp_so_far)
                 since_last_entry = 0

@@ -562,3 +562,26 @@ def test_offset_for_timestamp_matches_an_oracle(steps, segment_bytes, index_inte
         log.close()
     finally:
         shutil.rmtree(tmp)
+
+
+def test_an_append_that_fills_the_index_keeps_the_log_consistent(tmp_path):
+    """A follower append of more batches than the index has slots for: the indexes stop
+    taking entries, every record is appended and readable, the next append rolls (the index
+    error after the write left the log end behind the bytes and two segments at offset 0)."""
+    clock = FakeClock()
+    config = LogConfig(segment_index_bytes=48, index_interval_bytes=0, retention_ms=-1)
+    log = Log(tmp_path / "t-0", config, time_ms=clock)
+    batches = bytearray()
+    for i in range(10):
+        batches += make_batch(1, timestamp=clock.now + i, base_offset=i, partition_leader_epoch=0)
+    log.append_as_follower(batches)
+    assert log.log_end_offset == 10
+    assert log.append_as_leader(make_batch(1, timestamp=clock.now), 0).first_offset == 10
+    assert [s.base_offset for s in log.segments] == [0, 10]
+    offsets = [h.base_offset for _, h in iter_batch_headers(log.read(0, 1 << 20).records.view())]
+    assert offsets == list(range(10))
+    assert log.offset_for_timestamp(clock.now + 7) == (7, clock.now + 7)
+    log.close()
+    log = Log(tmp_path / "t-0", config, recovery_point=0, time_ms=clock)
+    assert log.log_end_offset == 11
+    log.close()
