@@ -1049,7 +1049,12 @@ class Log:
             for i in range(start, len(self._segments)):
                 if self._base_offsets[i] >= target:
                     break
-                fds.append(os.dup(self._segments[i].log.fd))
+                segment = self._segments[i]
+                fds.append(os.dup(segment.log.fd))
+                # The indexes too (Kafka's LogSegment.flush): recovery will not rebuild them
+                # below the recovery point, and fsync of the file writes back mapped pages.
+                for index in (segment.offset_index, segment.time_index):
+                    fds.append(os.open(index.file, os.O_RDONLY))
             if self._dir_needs_flush:
                 fds.append(os.open(self.dir, os.O_RDONLY))
                 self._dir_needs_flush = False

@@ -201,3 +201,26 @@ def test_unloadable_log_takes_its_dir_offline_not_the_broker(tmp_path):
     assert manager.get_log("t", 0) is not None and manager.get_log("t", 1) is None
     assert manager.get_or_create_log("t", 2).dir.parent == good.resolve()
     manager.shutdown()
+
+
+def test_a_rolled_segment_is_fsynced_with_its_indexes(tmp_path, monkeypatch):
+    """The recovery point moves past a rolled segment only once its log and both indexes are
+    on disk (Kafka's LogSegment.flush): recovery does not rebuild them below that point."""
+    manager = LogManager([tmp_path], LogConfig(index_interval_bytes=0))
+    manager.startup()
+    log = manager.get_or_create_log("t", 0)
+    fill(log, 3)
+    log.roll()
+    synced = []
+    real_fsync = os.fsync
+
+    def recording_fsync(fd):
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    manager.flush_rolled_segments()
+    base = str(tmp_path / "t-0" / "00000000000000000000")
+    assert {base + ".log", base + ".index", base + ".timeindex"} <= set(synced)
+    assert log.recovery_point == log.log_end_offset
+    manager.shutdown()
