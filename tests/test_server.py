@@ -7,15 +7,43 @@ import json
 from kafkalite.broker.isr_writer import ZkIsrChangeWriter
 from kafkalite.config import BrokerConfig
 from kafkalite.server import KafkaServer
+from tests.controller.shell_support import eventually
 from tests.harness.broker import free_port
 
 
-async def test_cleaner_and_fetcher_settings_reach_the_running_roles(tmp_path):
+async def started(tmp_path, **overrides: str) -> KafkaServer:
+    """A broker in this process on the embedded store, without the admin API."""
     config = BrokerConfig.load(
         overrides={
             "log.dirs": str(tmp_path / "data"),
             "listeners": f"PLAINTEXT://127.0.0.1:{free_port()}",
             "admin.listener": "",
+            **overrides,
+        },
+        environ={},
+    )
+    server = KafkaServer(config)
+    await server.startup()
+    return server
+
+
+async def registered_on_a_new_session(server: KafkaServer, old_session_id: int) -> None:
+    """Wait until the broker registered on a session other than ``old_session_id`` and
+    leads the controller again."""
+
+    async def registered_again() -> bool:
+        if server.session.session_id == old_session_id or not server.controller.is_active:
+            return False
+        stat = await server.session.exists("/brokers/ids/0")
+        return stat is not None and stat.ephemeral_owner == server.session.session_id
+
+    await eventually(registered_again, message="registered on a new session")
+
+
+async def test_cleaner_and_fetcher_settings_reach_the_running_roles(tmp_path):
+    server = await started(
+        tmp_path,
+        **{
             "log.cleaner.backoff.ms": "250",
             "log.cleaner.threads": "2",
             "log.cleaner.dedupe.buffer.size": "1048576",
@@ -23,10 +51,7 @@ async def test_cleaner_and_fetcher_settings_reach_the_running_roles(tmp_path):
             "replica.socket.timeout.ms": "7000",
             "num.replica.fetchers": "3",
         },
-        environ={},
     )
-    server = KafkaServer(config)
-    await server.startup()
     try:
         cleaner = server.log_manager.cleaner
         assert (cleaner.config.backoff_ms, cleaner.config.num_threads) == (250, 2)
@@ -50,19 +75,11 @@ async def test_cleaner_and_fetcher_settings_reach_the_running_roles(tmp_path):
 async def test_a_listener_of_any_name_is_registered_as_plaintext(tmp_path):
     """Kafka's tooling decodes /brokers/ids/<id> with SecurityProtocol.forName: a listener named
     INTERNAL must be announced with protocol PLAINTEXT (and give the top-level host and port)."""
-
     port = free_port()
-    config = BrokerConfig.load(
-        overrides={
-            "log.dirs": str(tmp_path / "data"),
-            "listeners": f"INTERNAL://127.0.0.1:{port}",
-            "inter.broker.listener.name": "INTERNAL",
-            "admin.listener": "",
-        },
-        environ={},
+    server = await started(
+        tmp_path,
+        **{"listeners": f"INTERNAL://127.0.0.1:{port}", "inter.broker.listener.name": "INTERNAL"},
     )
-    server = KafkaServer(config)
-    await server.startup()
     try:
         data, _ = await server.session.get_data("/brokers/ids/0")
         registration = json.loads(data)
@@ -77,31 +94,13 @@ async def test_a_broker_whose_session_expires_registers_and_leads_again(tmp_path
     """Kafka's session expiry handling: a new session, /brokers/ids/<id> again (with a new
     broker epoch), a new controller election, and the broker keeps serving its topics (it
     stayed unregistered for good, and the controller was gone)."""
-    from tests.controller.shell_support import eventually
-
-    config = BrokerConfig.load(
-        overrides={
-            "log.dirs": str(tmp_path / "data"),
-            "listeners": f"PLAINTEXT://127.0.0.1:{free_port()}",
-            "admin.listener": "",
-        },
-        environ={},
-    )
-    server = KafkaServer(config)
-    await server.startup()
+    server = await started(tmp_path)
     try:
         old_id = server.session.session_id
         old_epoch = server.services.extra["broker_epoch"]
         assert server.controller.is_active
         server.store.expire_session(old_id)
-
-        async def registered_again() -> bool:
-            if server.session.session_id == old_id or not server.controller.is_active:
-                return False
-            stat = await server.session.exists("/brokers/ids/0")
-            return stat is not None and stat.ephemeral_owner == server.session.session_id
-
-        await eventually(registered_again, message="registered on a new session")
+        await registered_on_a_new_session(server, old_id)
         assert server.session.renewals == 1
         assert server.services.extra["broker_epoch"] > old_epoch
         controller, _ = await server.session.get_data("/controller")
@@ -113,18 +112,7 @@ async def test_a_broker_whose_session_expires_registers_and_leads_again(tmp_path
 async def test_a_store_error_while_registering_again_is_retried(tmp_path):
     """The first store operation on the renewed session loses its connection: registering
     again is retried (the renewal task ended, leaving the broker unregistered for good)."""
-    from tests.controller.shell_support import eventually
-
-    config = BrokerConfig.load(
-        overrides={
-            "log.dirs": str(tmp_path / "data"),
-            "listeners": f"PLAINTEXT://127.0.0.1:{free_port()}",
-            "admin.listener": "",
-        },
-        environ={},
-    )
-    server = KafkaServer(config)
-    await server.startup()
+    server = await started(tmp_path)
     try:
         old_id = server.session.session_id
         renew = server.session.renew
@@ -136,13 +124,6 @@ async def test_a_store_error_while_registering_again_is_retried(tmp_path):
 
         server.session.renew = renew_then_lose_the_next_answer
         server.store.expire_session(old_id)
-
-        async def registered_again() -> bool:
-            if server.session.session_id == old_id or not server.controller.is_active:
-                return False
-            stat = await server.session.exists("/brokers/ids/0")
-            return stat is not None and stat.ephemeral_owner == server.session.session_id
-
-        await eventually(registered_again, message="registered on the renewed session")
+        await registered_on_a_new_session(server, old_id)
     finally:
         await server.shutdown()

@@ -19,6 +19,7 @@ fixtures let it fail the test (never skip).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -223,16 +224,8 @@ class ZooKeeperServer:
         processed, so repeat until an attach is refused (the server answers session id 0).
         """
         for _attempt in range(50):
-            with socket.create_connection((self.host, self.port), timeout=5) as sock:
-                body = struct.pack(">iqiqi", 0, 0, timeout_ms, session_id, len(password))
-                body += password + b"\x00"
-                sock.sendall(struct.pack(">i", len(body)) + body)
-                try:
-                    reply = _read_frame(sock)
-                except ConnectionError:
-                    continue
-                (got_session,) = struct.unpack_from(">q", reply, 8)
-                if got_session != session_id:
+            with self._attached(session_id, password, timeout_ms) as sock:
+                if sock is None:
                     return  # refused: the session is gone
                 close = struct.pack(">ii", 1, -11)
                 sock.sendall(struct.pack(">i", len(close)) + close)
@@ -246,9 +239,16 @@ class ZooKeeperServer:
         """Break a client's connection but keep its session: attach to it, then just hang up.
 
         The client sees its socket closed, reconnects and re-arms its watches; nothing expires.
-        The server may hang up on an attach that races the client's own traffic (seen in CI, as
-        for ``expire_session``): that attempt is repeated.
         """
+        with self._attached(session_id, password, timeout_ms) as sock:
+            if sock is None:
+                raise RuntimeError(f"session 0x{session_id:x} is gone")
+
+    @contextlib.contextmanager
+    def _attached(self, session_id: int, password: bytes, timeout_ms: int):
+        """A connection attached to the session (the client's own is dropped), or None when
+        the server refuses it because the session is gone. The server may hang up on an attach
+        that races the client's own traffic (seen in CI): that attempt is repeated."""
         for _attempt in range(50):
             with socket.create_connection((self.host, self.port), timeout=5) as sock:
                 body = struct.pack(">iqiqi", 0, 0, timeout_ms, session_id, len(password))
@@ -259,8 +259,7 @@ class ZooKeeperServer:
                 except ConnectionError:
                     continue
                 (got_session,) = struct.unpack_from(">q", reply, 8)
-                if got_session != session_id:
-                    raise RuntimeError(f"session 0x{session_id:x} is gone")
+                yield sock if got_session == session_id else None
                 return
         raise RuntimeError(f"could not attach to session 0x{session_id:x}")
 

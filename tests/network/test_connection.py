@@ -1,6 +1,7 @@
 """KafkaConnection + SocketServer over real loopback sockets with a scripted dispatcher."""
 
 import asyncio
+import contextlib
 import os
 import struct
 
@@ -57,6 +58,19 @@ async def server():
     srv.dispatcher = dispatcher
     yield srv
     await srv.shutdown(1.0)
+
+
+@contextlib.asynccontextmanager
+async def serving(**options):
+    """A started SocketServer over a ScriptedDispatcher (``srv.dispatcher``), shut down after."""
+    dispatcher = ScriptedDispatcher()
+    srv = SocketServer([Endpoint("PLAINTEXT", "127.0.0.1", 0)], dispatcher, **options)
+    await srv.start()
+    srv.dispatcher = dispatcher
+    try:
+        yield srv
+    finally:
+        await srv.shutdown(1.0)
 
 
 async def connect(srv):
@@ -172,25 +186,23 @@ async def test_idle_connections_are_closed():
         await srv.shutdown(1.0)
 
 
+async def until(predicate, timeout: float = 10.0) -> None:
+    """Let the loop run until ``predicate()`` holds; fail after ``timeout`` seconds."""
+    async with asyncio.timeout(timeout):
+        while not predicate():
+            await asyncio.sleep(0)
+
+
 async def test_pipelined_requests_wait_in_the_buffer_beyond_max_in_flight():
     """Frames already received are not all taken at once: at most max_in_flight requests are
     being handled, the rest wait in the receive buffer (one write of many small requests used to
     start every one of them, however many, and buffer every answer)."""
-    dispatcher = ScriptedDispatcher()
-    srv = SocketServer(
-        [Endpoint("PLAINTEXT", "127.0.0.1", 0)],
-        dispatcher,
-        max_request_bytes=1_000_000,
-        max_in_flight=4,
-    )
-    await srv.start()
-    try:
+    async with serving(max_request_bytes=1_000_000, max_in_flight=4) as srv:
+        dispatcher = srv.dispatcher
         reader, writer = await connect(srv)
         writer.write(b"".join(frame(struct.pack(">i", i) + b"W") for i in range(10)))
         await writer.drain()
-        async with asyncio.timeout(10):
-            while len(dispatcher.seen) < 4:
-                await asyncio.sleep(0)
+        await until(lambda: len(dispatcher.seen) >= 4)
         assert dispatcher.seen == [0, 1, 2, 3]
         dispatcher.release(0)
         assert (await read_response(reader))[0] == 0
@@ -199,25 +211,16 @@ async def test_pipelined_requests_wait_in_the_buffer_beyond_max_in_flight():
             dispatcher.release(i)
         assert [(await read_response(reader))[0] for _ in range(1, 10)] == list(range(1, 10))
         writer.close()
-    finally:
-        await srv.shutdown(1.0)
 
 
 async def test_a_big_frame_reserves_memory_only_as_its_bytes_arrive():
     """A declared size costs nothing until sent (8 bytes declaring 50 MB used to allocate
     50 MB); a frame bigger than the first allocation still arrives whole."""
-    dispatcher = ScriptedDispatcher()
-    srv = SocketServer(
-        [Endpoint("PLAINTEXT", "127.0.0.1", 0)], dispatcher, max_request_bytes=64 * 1024 * 1024
-    )
-    await srv.start()
-    try:
+    async with serving(max_request_bytes=64 * 1024 * 1024) as srv:
         reader, writer = await connect(srv)
         writer.write(struct.pack(">i", 50 * 1024 * 1024) + b"\0\0\0\x01E" + b"x" * 10)
         await writer.drain()
-        async with asyncio.timeout(10):
-            while not any(c._big is not None for c in srv._connections):
-                await asyncio.sleep(0)
+        await until(lambda: any(c._big is not None for c in srv._connections))
         [conn] = srv._connections
         assert len(conn._big) <= 1024 * 1024
         writer.close()
@@ -229,34 +232,23 @@ async def test_a_big_frame_reserves_memory_only_as_its_bytes_arrive():
             await writer.drain()
         assert await read_response(reader) == (2, len(payload))
         writer.close()
-    finally:
-        await srv.shutdown(1.0)
 
 
 async def test_answers_queued_behind_a_slow_request_pause_reading_before_the_buffer_fills():
     """One slow request, then thousands answered at once: their answers wait behind it and
     count as in flight, so reading pauses (a full receive buffer gave the transport an empty
     buffer, a fatal error that dropped the connection)."""
-    dispatcher = ScriptedDispatcher()
-    srv = SocketServer(
-        [Endpoint("PLAINTEXT", "127.0.0.1", 0)],
-        dispatcher,
-        max_request_bytes=1_000_000,
-        max_in_flight=4,
-    )
-    await srv.start()
     errors = []
     asyncio.get_running_loop().set_exception_handler(lambda _, context: errors.append(context))
-    try:
+    async with serving(max_request_bytes=1_000_000, max_in_flight=4) as srv:
+        dispatcher = srv.dispatcher
         reader, writer = await connect(srv)
         count = 5000
         writer.write(
             frame(struct.pack(">i", 0) + b"W")
             + b"".join(frame(struct.pack(">i", i) + b"E" + b"p" * 100) for i in range(1, count))
         )
-        async with asyncio.timeout(10):
-            while len(dispatcher.seen) < 4:
-                await asyncio.sleep(0)
+        await until(lambda: len(dispatcher.seen) >= 4)
         [conn] = srv._connections
         assert conn._reading_paused and len(dispatcher.seen) == 4
         dispatcher.release(0)
@@ -264,5 +256,3 @@ async def test_answers_queued_behind_a_slow_request_pause_reading_before_the_buf
             got = [(await read_response(reader))[0] for _ in range(count)]
         assert got == list(range(count)) and errors == []
         writer.close()
-    finally:
-        await srv.shutdown(1.0)
