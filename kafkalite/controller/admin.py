@@ -58,7 +58,7 @@ ZERO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"
 """``Uuid.ZERO_UUID`` as Kafka prints it: returned for validate-only creations."""
 
 MAX_NAME_LENGTH = 249
-_LEGAL_CHARS = re.compile(r"^[a-zA-Z0-9._-]+$")
+_LEGAL_CHARS = re.compile(r"[a-zA-Z0-9._-]+")
 _CAS_RETRIES = 5
 
 
@@ -72,7 +72,7 @@ def validate_topic_name(name: str) -> None:
         raise InvalidTopicError(
             f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters, topic name: {name}"
         )
-    if not _LEGAL_CHARS.match(name):
+    if not _LEGAL_CHARS.fullmatch(name):  # not match(): '$' would accept a trailing newline
         raise InvalidTopicError(
             f'Topic name "{name}" is illegal, it contains a character other than ASCII alphanumerics, '
             "'.', '_' and '-'"

@@ -96,14 +96,14 @@ EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 
 DELETE_DIR_SUFFIX = "-delete"
-_DELETE_DIR_PATTERN = re.compile(r"^(\S+)-(\d+)\.([0-9a-f]{32})-delete$")
-_LOG_DIR_PATTERN = re.compile(r"^(\S+)-(\d+)$")
+_DELETE_DIR_PATTERN = re.compile(r"(\S+)-(\d+)\.([0-9a-f]{32})-delete")
+_LOG_DIR_PATTERN = re.compile(r"(\S+)-(\d+)")
 
 
 def parse_topic_partition_name(dir: str | os.PathLike[str]) -> tuple[str, int]:
     """``<topic>-<partition>`` (or its ``.<uuid>-delete`` form) -> (topic, partition)."""
     name = Path(dir).name
-    match = _DELETE_DIR_PATTERN.match(name) or _LOG_DIR_PATTERN.match(name)
+    match = _DELETE_DIR_PATTERN.fullmatch(name) or _LOG_DIR_PATTERN.fullmatch(name)
     if match is None:
         raise ValueError(f"Found directory {dir}, '{name}' is not in the form of topic-partition")
     return match.group(1), int(match.group(2))

@@ -65,6 +65,7 @@ async def test_validate_only_writes_nothing(session):
         ("", {}, InvalidTopicError, ErrorCode.INVALID_TOPIC_EXCEPTION),
         ("..", {}, InvalidTopicError, ErrorCode.INVALID_TOPIC_EXCEPTION),
         ("a/b", {}, InvalidTopicError, ErrorCode.INVALID_TOPIC_EXCEPTION),
+        ("evt\n", {}, InvalidTopicError, ErrorCode.INVALID_TOPIC_EXCEPTION),  # not via '$'
         ("x" * 250, {}, InvalidTopicError, ErrorCode.INVALID_TOPIC_EXCEPTION),
         (
             "t",
