@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from kafkalite.apis.base import RequestContext
 
@@ -30,12 +30,19 @@ RESOURCE_BROKER = 4
 
 async def wait_until(condition: Callable[[], bool], timeout_ms: int) -> bool:
     """Poll `condition` until true or `timeout_ms` passes; whether it became true."""
+    return (await wait_for_all([condition], timeout_ms))[0]
+
+
+async def wait_for_all(conditions: Sequence[Callable[[], bool]], timeout_ms: int) -> list[bool]:
+    """Poll every condition until all hold or ``timeout_ms`` passes, one deadline for the whole
+    request (Kafka's single DelayedOperation per admin request); which ones held."""
     deadline = time.monotonic() + max(0, timeout_ms) / 1000
+    held = [False] * len(conditions)
     while True:
-        if condition():
-            return True
-        if time.monotonic() >= deadline:
-            return False
+        for i, condition in enumerate(conditions):
+            held[i] = held[i] or condition()
+        if all(held) or time.monotonic() >= deadline:
+            return held
         await asyncio.sleep(POLL_INTERVAL_S)
 
 

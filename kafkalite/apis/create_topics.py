@@ -22,7 +22,7 @@ from kafkalite.apis.admin_common import (
     broker_topic_defaults,
     topic_has_leaders,
     validate_topic_configs,
-    wait_until,
+    wait_for_all,
 )
 from kafkalite.apis.base import RequestContext, handles, millis
 from kafkalite.apis.topic_names import invalid_topic_reason
@@ -117,11 +117,15 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
         )
         if not validate_only:
             created.append((result, num_partitions))
-    for result, partitions in created:
-        done = await wait_until(
-            lambda r=result, n=partitions: topic_has_leaders(ctx, r["name"], n), timeout_ms
-        )
-        if not done:
+    done = await wait_for_all(
+        [
+            lambda r=result, n=partitions: topic_has_leaders(ctx, r["name"], n)
+            for result, partitions in created
+        ],
+        timeout_ms,
+    )
+    for (result, _), has_leaders in zip(created, done, strict=True):
+        if not has_leaders:
             result.update(
                 error_code=ErrorCode.REQUEST_TIMED_OUT,
                 error_message="Timed out waiting for the topic's partitions to get leaders",

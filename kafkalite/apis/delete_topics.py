@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from kafkalite.apis.admin_common import topic_absent, wait_until
+from kafkalite.apis.admin_common import topic_absent, wait_for_all
 from kafkalite.apis.base import RequestContext, handles, millis
 from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.errors import ErrorCode, KafkaError
@@ -58,7 +58,10 @@ async def handle_delete_topics(ctx: RequestContext, request: Any) -> Any:
             result.update(error_code=e.error_code, error_message=str(e) or None)
             continue
         pending.append(result)
-    for result in pending:
-        if not await wait_until(lambda r=result: topic_absent(ctx, r["name"]), timeout_ms):
+    done = await wait_for_all(
+        [lambda r=result: topic_absent(ctx, r["name"]) for result in pending], timeout_ms
+    )
+    for result, absent in zip(pending, done, strict=True):
+        if not absent:
             result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
     return ctx.response(throttle_time=0, responses=results)
