@@ -29,11 +29,16 @@ DELETE = "delete"
 COMPACT = "compact"
 
 
-def _parse_int(key: str, value: Any, minimum: int | None = None) -> int:
+def _parse_int(key: str, value: Any, minimum: int | None = None, maximum: int = LONG_MAX) -> int:
+    """Java's parseInt/parseLong: decimal digits (no '_' separators), within the type's range
+    (``maximum``: 2**31 - 1 for Kafka's INT configs)."""
     if isinstance(value, bool):
         raise ValueError(f"Invalid value {value!r} for configuration {key}: not an integer")
+    text = str(value).strip()
     try:
-        result = int(str(value).strip())
+        if "_" in text:
+            raise ValueError(text)
+        result = int(text)
     except (TypeError, ValueError):
         raise ValueError(
             f"Invalid value {value!r} for configuration {key}: not an integer"
@@ -41,6 +46,10 @@ def _parse_int(key: str, value: Any, minimum: int | None = None) -> int:
     if minimum is not None and result < minimum:
         raise ValueError(
             f"Invalid value {value!r} for configuration {key}: value must be at least {minimum}"
+        )
+    if result > maximum:
+        raise ValueError(
+            f"Invalid value {value!r} for configuration {key}: value must be at most {maximum}"
         )
     return result
 
@@ -190,8 +199,21 @@ def _parse_field(key: str, field: str, value: Any) -> Any:
             key, value, ("uncompressed", "gzip", "snappy", "lz4", "zstd", "producer")
         )
     minimum = _MINIMUMS.get(field)
-    return _parse_int(key, value, minimum)
+    return _parse_int(key, value, minimum, INT_MAX if field in _INT_FIELDS else LONG_MAX)
 
+
+INT_MAX = 2**31 - 1
+# Kafka's LogConfig declares these INT (the others LONG): a segment over 2 GiB would overflow
+# the 32-bit positions of the offset index.
+_INT_FIELDS = frozenset(
+    {
+        "segment_bytes",
+        "segment_index_bytes",
+        "index_interval_bytes",
+        "max_message_bytes",
+        "min_insync_replicas",
+    }
+)
 
 _MINIMUMS = {
     "segment_bytes": 14,  # Kafka: LegacyRecord.RECORD_OVERHEAD_V0

@@ -36,6 +36,9 @@ def test_from_properties_overlays_defaults():
     [
         ("segment.bytes", "abc"),
         ("segment.bytes", "10"),
+        ("segment.bytes", "3000000000"),  # Kafka's INT: the offset index holds int32 positions
+        ("max.message.bytes", "2147483648"),
+        ("retention.ms", "1_000"),  # Java's parseLong takes no separators
         ("retention.ms", "-5"),
         ("message.timestamp.type", "Whenever"),
         ("cleanup.policy", "shred"),
