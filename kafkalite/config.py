@@ -34,6 +34,7 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 ENV_PREFIX = "KAFKALITE_"
+INT_MAX = 2**31 - 1  # Kafka's INT configs
 
 
 class ConfigError(ValueError):
@@ -196,10 +197,10 @@ class BrokerConfig(BaseSettings):
     log_dirs: str | None = "./data"
     num_partitions: int = Field(1, gt=0)
     default_replication_factor: int = Field(1, gt=0)
-    min_insync_replicas: int = Field(1, ge=1)
+    min_insync_replicas: int = Field(1, ge=1, le=INT_MAX)
     auto_create_topics_enable: bool = True
     delete_topic_enable: bool = True
-    log_segment_bytes: int = Field(1073741824, ge=14)
+    log_segment_bytes: int = Field(1073741824, ge=14, le=INT_MAX)
     log_roll_ms: int | None = Field(None, gt=0)
     log_roll_hours: int = Field(168, ge=1)
     log_retention_ms: int | None = Field(None, ge=-1)
@@ -207,8 +208,8 @@ class BrokerConfig(BaseSettings):
     log_retention_hours: int = Field(168, ge=-1)
     log_retention_bytes: int = Field(-1, ge=-1)
     log_retention_check_interval_ms: int = Field(300000, ge=1)
-    log_index_interval_bytes: int = Field(4096, ge=0)
-    log_index_size_max_bytes: int = Field(10485760, ge=4)
+    log_index_interval_bytes: int = Field(4096, ge=0, le=INT_MAX)
+    log_index_size_max_bytes: int = Field(10485760, ge=4, le=INT_MAX)
     log_flush_interval_messages: int = Field(9223372036854775807, ge=1)
     log_flush_interval_ms: int | None = Field(None, ge=0)
     log_flush_scheduler_interval_ms: int = Field(9223372036854775807, ge=0)
@@ -231,7 +232,7 @@ class BrokerConfig(BaseSettings):
     compression_type: Literal["producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"] = (
         "producer"
     )
-    message_max_bytes: int = Field(1048588, ge=0)
+    message_max_bytes: int = Field(1048588, ge=0, le=INT_MAX)
 
     # --- network
     socket_request_max_bytes: int = Field(104857600, ge=1)

@@ -67,6 +67,7 @@ def test_env_var_for_log_dirs():
         ("log.cleaner.io.max.bytes.per.second=0", "log.cleaner.io.max.bytes.per.second"),
         ("replica.socket.timeout.ms=100", "replica.socket.timeout.ms"),  # < fetch wait 500
         ("listeners=SSL://127.0.0.1:9093", "listeners"),  # no TLS here
+        ("log.segment.bytes=3000000000", "log.segment.bytes"),  # Kafka's INT
     ],
 )
 def test_a_wrong_value_or_unknown_key_names_the_key(override, key):
