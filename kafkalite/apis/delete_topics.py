@@ -3,7 +3,8 @@
 The controller's TopicDeletionManager does the work (StopReplica, then the nodes are removed).
 Each topic is answered once it has left this broker's metadata, or REQUEST_TIMED_OUT.
 Unknown topic -> UNKNOWN_TOPIC_OR_PARTITION; v6 may name topics by id (UNKNOWN_TOPIC_ID when the
-id is unknown); `delete.topic.enable=false` -> TOPIC_DELETION_DISABLED.
+id is unknown); `delete.topic.enable=false` -> TOPIC_DELETION_DISABLED (INVALID_REQUEST before
+v3, as Kafka).
 """
 
 from __future__ import annotations
@@ -46,7 +47,12 @@ async def handle_delete_topics(ctx: RequestContext, request: Any) -> Any:
                 continue
             result["name"] = name
         if not ctx.services.config.delete_topic_enable:
-            result["error_code"] = ErrorCode.TOPIC_DELETION_DISABLED
+            # Kafka: v3+ names the reason; older clients do not know that code
+            result["error_code"] = (
+                ErrorCode.TOPIC_DELETION_DISABLED
+                if ctx.api_version >= 3
+                else ErrorCode.INVALID_REQUEST
+            )
             continue
         if name not in cache.get_all_topics():
             result["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

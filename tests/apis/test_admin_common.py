@@ -1,6 +1,12 @@
 """The admin handlers' shared waits."""
 
+import datetime
+
 from kafkalite.apis.admin_common import wait_for_all, wait_until
+from kafkalite.broker.metadata_cache import MetadataCache
+from kafkalite.config import BrokerConfig
+from kafkalite.protocol.api import ApiKey, request_class
+from kafkalite.protocol.errors import ErrorCode
 
 
 def after(calls: int):
@@ -24,3 +30,18 @@ async def test_one_deadline_for_every_condition_of_a_request():
     assert await wait_for_all([after(2), after(4)], timeout_ms=60_000) == [True, True]
     assert await wait_until(after(2), timeout_ms=60_000) is True
     assert await wait_for_all([], timeout_ms=0) == []
+
+
+async def test_delete_topics_when_deletion_is_disabled(call, services):
+    """Kafka answers TOPIC_DELETION_DISABLED from v3 on, INVALID_REQUEST to older clients."""
+    services.config = BrokerConfig.load(overrides={"delete.topic.enable": "false"}, environ={})
+    services.metadata_cache = MetadataCache(0)
+    for version, expected in (
+        (1, ErrorCode.INVALID_REQUEST),
+        (4, ErrorCode.TOPIC_DELETION_DISABLED),
+    ):
+        request = request_class(ApiKey.DELETE_TOPICS, version)(
+            topic_names=("t",), timeout=datetime.timedelta(seconds=1)
+        )
+        response = await call(ApiKey.DELETE_TOPICS, version, request)
+        assert [r.error_code.value for r in response.responses] == [expected.value], version
