@@ -75,7 +75,12 @@ class KafkaConnection:
 
     @property
     def connected(self) -> bool:
-        return self._writer is not None and self._closed_error is None
+        task = self._read_task
+        return (
+            self._writer is not None
+            and self._closed_error is None
+            and (task is None or not task.done())
+        )
 
     @property
     def in_flight(self) -> int:
@@ -187,13 +192,14 @@ class KafkaConnection:
         try:
             return await asyncio.wait_for(asyncio.shield(future), self.request_timeout)
         except TimeoutError:
-            if self._pending.pop(correlation_id, None) is not None:
-                self._abandoned.add(correlation_id)
-                future.cancel()
-            raise KafkaTimeoutError(
+            error = KafkaTimeoutError(
                 f"{ApiKey(api_key).name} v{version} to {self.host}:{self.port}: no response "
                 f"in {self.request_timeout}s"
-            ) from None
+            )
+            # Kafka's NetworkClient disconnects on a request timeout: the peer may be hung or
+            # the link half-open, and the next request must not wait on the same socket.
+            self._fail(KafkaConnectionError(f"{error}; disconnected"))
+            raise error from None
         except asyncio.CancelledError:
             if self._pending.pop(correlation_id, None) is not None:
                 self._abandoned.add(correlation_id)
@@ -212,15 +218,15 @@ class KafkaConnection:
                 self._complete(payload)
         except asyncio.IncompleteReadError:
             self._fail(KafkaConnectionError(f"{self.host}:{self.port} closed the connection"))
-        except (OSError, KafkaError) as e:
-            self._fail(
-                e
-                if isinstance(e, KafkaConnectionError)
-                else KafkaConnectionError(f"connection to {self.host}:{self.port} failed: {e}")
-            )
         except asyncio.CancelledError:
             self._fail(KafkaConnectionError(f"connection to {self.host}:{self.port} closed"))
             raise
+        except Exception as e:  # whatever ends the read loop ends the connection, loudly
+            self._fail(
+                e
+                if isinstance(e, KafkaConnectionError)
+                else KafkaConnectionError(f"connection to {self.host}:{self.port} failed: {e!r}")
+            )
 
     def _complete(self, payload: bytes) -> None:
         correlation_id = peek_correlation_id(payload)
@@ -233,11 +239,12 @@ class KafkaConnection:
         api_key, version, future = entry
         try:
             _cid, response = decode_response(api_key, version, payload)
-        except KafkaError as e:
-            future.set_exception(
-                KafkaConnectionError(f"undecodable {ApiKey(api_key).name} v{version} response: {e}")
+        except Exception as e:  # the codec's own errors included (a value out of its bounds)
+            error = KafkaConnectionError(
+                f"undecodable {ApiKey(api_key).name} v{version} response: {e!r}"
             )
-            raise
+            future.set_exception(error)
+            raise error from e
         if not future.done():
             future.set_result(response)
 

@@ -126,15 +126,16 @@ async def test_pipelined_requests_matched_by_correlation_id():
         await broker.stop()
 
 
-async def test_timeout_then_late_response_is_dropped():
-    late = []
+async def test_a_request_timeout_disconnects():
+    """Kafka's NetworkClient disconnects on a request timeout (the peer may be hung or the link
+    half-open): the connection is no longer used, and a new one works."""
+    answered = []
 
     def first_unanswered(header, request):
-        if not late:
-            late.append(encode_response(header, list_offsets_response(header, request, 1)))
+        if not answered:
+            answered.append(None)
             return None
-        # Send the stale answer to the first request, then the real one.
-        return late[0] + encode_response(header, list_offsets_response(header, request, 2))
+        return encode_response(header, list_offsets_response(header, request, 2))
 
     broker = await FakeBroker(handlers={ApiKey.LIST_OFFSETS: first_unanswered}).start()
     try:
@@ -143,11 +144,15 @@ async def test_timeout_then_late_response_is_dropped():
         with pytest.raises(KafkaTimeoutError) as info:
             await conn.send(ApiKey.LIST_OFFSETS, LIST_OFFSETS)
         assert isinstance(info.value, TimeoutError) and info.value.retriable
-        conn.request_timeout = 5
-        response = await conn.send(ApiKey.LIST_OFFSETS, LIST_OFFSETS)
-        assert response.topics[0].partitions[0].offset == 2
-        assert conn.connected
+        assert not conn.connected
+        with pytest.raises(KafkaConnectionError):
+            await conn.send(ApiKey.LIST_OFFSETS, LIST_OFFSETS)
         await conn.close()
+        again = KafkaConnection("127.0.0.1", broker.port, request_timeout=5)
+        await again.connect()
+        response = await again.send(ApiKey.LIST_OFFSETS, LIST_OFFSETS)
+        assert response.topics[0].partitions[0].offset == 2
+        await again.close()
     finally:
         await broker.stop()
 
@@ -263,3 +268,56 @@ async def test_api_versions_error_is_raised(broker):
     with pytest.raises(KafkaError) as info:
         await KafkaConnection("127.0.0.1", broker.port).connect()
     assert info.value.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
+async def test_a_response_the_codec_rejects_ends_the_connection_loudly():
+    """A value outside the codec's bounds (a log_append_time of -5 ms) raised an error the read
+    loop did not catch: the loop died, the request waited for its timeout and the connection
+    still counted as connected, so every later request timed out too."""
+    import datetime
+    import struct
+
+    from kafkalite.client.messages import build_message
+    from kafkalite.protocol.api import response_class
+
+    append_time_ms = 1_700_000_000_123
+
+    def produce(header, request):
+        response = build_message(
+            response_class(ApiKey.PRODUCE, header.api_version),
+            responses=[
+                {
+                    "name": "t",
+                    "partition_responses": [
+                        {
+                            "index": 0,
+                            "error_code": 0,
+                            "base_offset": 0,
+                            "log_append_time": datetime.datetime.fromtimestamp(
+                                append_time_ms / 1000, datetime.UTC
+                            ),
+                            "log_start_offset": 0,
+                        }
+                    ],
+                }
+            ],
+        )
+        raw = encode_response(header, response)
+        return raw.replace(struct.pack(">q", append_time_ms), struct.pack(">q", -5))
+
+    broker = await FakeBroker(handlers={ApiKey.PRODUCE: produce}).start()
+    try:
+        conn = KafkaConnection("127.0.0.1", broker.port, request_timeout=60)
+        await conn.connect()
+        request = {
+            "transactional_id": None,
+            "acks": -1,
+            "timeout": datetime.timedelta(seconds=1),
+            "topic_data": [],
+        }
+        with pytest.raises(KafkaConnectionError, match="undecodable"):
+            await asyncio.wait_for(conn.send(ApiKey.PRODUCE, request), 10)
+        assert not conn.connected
+        await conn.close()
+    finally:
+        await broker.stop()
