@@ -155,6 +155,16 @@ def cluster(
 ) -> None:
     """Show the cluster: id, active controller and epoch, registered brokers."""
     if ctx.invoked_subcommand is not None:
+        source = ctx.get_parameter_source("admin_url")
+        given = source is not None and source.name == "COMMANDLINE"  # not the env var
+        if given or as_json:
+            # They belong to the subcommand: silently ignoring them would act on whatever
+            # cluster answers at the default address.
+            fail(
+                f"give --admin-url and --json after the subcommand: "
+                f"kafkalite cluster {ctx.invoked_subcommand} --admin-url URL",
+                2,
+            )
         return
     answer = run(admin_url, "GET", "/cluster")
     if as_json:

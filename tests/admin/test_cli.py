@@ -139,3 +139,14 @@ def test_unreachable_admin_api(admin_broker) -> None:
 def test_admin_url_from_environment(admin: AdminClient, monkeypatch) -> None:
     monkeypatch.setenv("KAFKALITE_ADMIN_URL", admin.url)
     assert json.loads(cli("cluster", "--json"))["controller"]["broker_id"] == 0
+
+
+def test_group_options_before_a_subcommand_are_refused(admin: AdminClient, monkeypatch) -> None:
+    """`kafkalite cluster --admin-url URL brokers` used the default URL: on a machine with
+    another cluster there it acted on that one. Refused with a hint; the environment variable
+    still applies to subcommands."""
+    out = cli("cluster", "--admin-url", admin.url, "brokers", code=2)
+    assert "after the subcommand" in out
+    assert "after the subcommand" in cli("cluster", "--json", "brokers", code=2)
+    monkeypatch.setenv("KAFKALITE_ADMIN_URL", admin.url)
+    assert [b["id"] for b in json.loads(cli("cluster", "brokers", "--json"))] == [0]
