@@ -181,17 +181,24 @@ class KafkaClient:
         try:
             conn = self._new_connection(address.host, address.port, node_id)
             await conn.connect()
+            if self._closed:  # closed while connecting: do not keep it
+                await conn.close()
+                raise KafkaConnectionError("client is closed")
             if old := self._conns.get(node_id):
                 await old.close()
             self._conns[node_id] = conn
             future.set_result(conn)
             return conn
         except BaseException as e:
-            if isinstance(e, asyncio.CancelledError):
-                future.cancel()
-            else:
-                future.set_exception(e)
-                future.exception()  # marks it retrieved; waiters get it through shield
+            # Waiters get a retriable error, never this caller's cancellation (they were not
+            # cancelled themselves).
+            error = (
+                KafkaConnectionError(f"connecting to broker {node_id} was abandoned")
+                if isinstance(e, asyncio.CancelledError)
+                else e
+            )
+            future.set_exception(error)
+            future.exception()  # marks it retrieved; waiters get it through shield
             raise
         finally:
             del self._connecting[node_id]

@@ -187,3 +187,42 @@ async def test_concurrent_sends_share_one_new_connection(cluster):
         )
         # one ApiVersions on broker 2: the ten sends waited for the same connection attempt
         assert len(cluster[1].requests_of(ApiKey.API_VERSIONS)) == 1
+
+
+async def test_a_cancelled_connect_gives_the_other_waiters_an_error_not_a_cancellation(
+    cluster, monkeypatch
+):
+    """Two callers wait for the same new connection; the first is cancelled. The second was
+    not cancelled and must not see a CancelledError (the admin API shares one client between
+    requests); a connect that finishes after close() is not kept."""
+    from kafkalite.client.connection import KafkaConnection
+
+    started = asyncio.Event()
+    release = asyncio.Event()
+    connect = KafkaConnection.connect
+
+    async def held_connect(self):
+        if self.node_id is not None:
+            started.set()
+            await release.wait()
+        await connect(self)
+
+    monkeypatch.setattr(KafkaConnection, "connect", held_connect)
+    client = KafkaClient(f"127.0.0.1:{cluster[0].port}")
+    await client.start()
+    first = asyncio.create_task(client.connection(2))
+    await asyncio.wait_for(started.wait(), 10)
+    second = asyncio.create_task(client.connection(2))
+    await asyncio.wait([second], timeout=0)  # let it join the attempt
+    first.cancel()
+    results = await asyncio.gather(first, second, return_exceptions=True)
+    assert isinstance(results[0], asyncio.CancelledError)
+    assert isinstance(results[1], KafkaConnectionError) and not second.cancelled()
+    started.clear()
+    late = asyncio.create_task(client.connection(2))
+    await asyncio.wait_for(started.wait(), 10)
+    await client.close()
+    release.set()
+    with pytest.raises(KafkaConnectionError, match="closed"):
+        await late
+    assert client._conns == {}
