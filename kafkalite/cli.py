@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import threading
 import time
 from typing import Annotated, Any
 
@@ -67,7 +68,9 @@ def parse_pairs(items: list[str], what: str) -> dict[str, str]:
 
 
 def run(coro: Any) -> Any:
+    """Run a command's coroutine; what goes wrong is a one-line error, never a traceback."""
     from kafkalite.client.errors import KafkaConnectionError
+    from kafkalite.protocol.errors import KafkaError
 
     try:
         return asyncio.run(coro)
@@ -75,6 +78,10 @@ def run(coro: Any) -> Any:
         fail(f"cannot reach the broker: {e}")
     except OSError as e:
         fail(f"cannot reach the broker: {e}")
+    except KafkaError as e:  # an answer the command cannot use (unsupported version, ...)
+        fail(str(e))
+    except ValueError as e:  # a bad argument found on the way (--bootstrap-server, ...)
+        fail(str(e), 2)
 
 
 async def _client(bootstrap: str) -> Any:
@@ -287,16 +294,17 @@ def produce(
 
     tp = TopicPartition(topic, partition)
 
-    async def send(client: Any, lines: list[str]) -> None:
+    separator = key_separator.encode() if key_separator is not None else None
+
+    async def send(client: Any, lines: list[bytes]) -> None:
         now = int(time.time() * 1000)
         records = []
         for i, line in enumerate(lines):
             key = None
             value = line
-            if key_separator is not None and key_separator in line:
-                k, _, value = line.partition(key_separator)
-                key = k.encode()
-            records.append(Record(i, 0, key, value.encode()))
+            if separator is not None and separator in line:
+                key, _, value = line.partition(separator)
+            records.append(Record(i, 0, key, value))
         response = await client.produce(tp, build_batch(records, base_timestamp=now), acks=acks)
         if response is not None:
             part = response.responses[0].partition_responses[0]
@@ -304,19 +312,35 @@ def produce(
                 fail(f"{error_name(part.error_code)}: {getattr(part, 'error_message', '') or ''}")
 
     async def go() -> int:
+        # stdin is read (as bytes: values pass through undecoded) by a thread, and whatever
+        # has arrived is sent at once, up to --batch-size records a request: piped bursts are
+        # batched, and a line typed or tailed in is sent without waiting for more.
+        loop = asyncio.get_running_loop()
+        lines: asyncio.Queue[bytes | None] = asyncio.Queue()
+
+        def read_stdin() -> None:
+            for raw in sys.stdin.buffer:
+                loop.call_soon_threadsafe(lines.put_nowait, raw.rstrip(b"\r\n"))
+            loop.call_soon_threadsafe(lines.put_nowait, None)
+
         client = await _client(bootstrap)
+        threading.Thread(target=read_stdin, name="stdin", daemon=True).start()
         sent = 0
         try:
-            lines: list[str] = []
-            for raw in sys.stdin:
-                lines.append(raw.rstrip("\n"))
-                if len(lines) >= batch_size:
-                    await send(client, lines)
-                    sent += len(lines)
-                    lines = []
-            if lines:
-                await send(client, lines)
-                sent += len(lines)
+            done = False
+            while not done:
+                line = await lines.get()
+                if line is None:
+                    break
+                batch = [line]
+                while len(batch) < batch_size and not lines.empty():
+                    more = lines.get_nowait()
+                    if more is None:
+                        done = True
+                        break
+                    batch.append(more)
+                await send(client, batch)
+                sent += len(batch)
         finally:
             await client.close()
         return sent

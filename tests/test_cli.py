@@ -80,3 +80,46 @@ def test_topics_lifecycle_and_console_tools(broker):
     assert result.returncode == 0, result.stderr
     result = kafkalite("topics", "describe", "cli-topic", *b)
     assert result.returncode == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in result.stderr
+
+
+def test_produce_sends_each_line_as_it_arrives_and_passes_bytes_through(broker):
+    """A line is sent without waiting for more input (tail -f | kafkalite produce), values are
+    the bytes read (not decoded: invalid UTF-8 used to crash the command), and bad bootstrap
+    addresses are a one-line error with exit code 2, not a traceback."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    from tests.integration.common import wait_for
+
+    b = ["--bootstrap-server", broker.bootstrap]
+    assert kafkalite("topics", "create", "live", "--partitions", "1", *b).returncode == 0
+    producer = subprocess.Popen(
+        [sys.executable, "-m", "kafkalite", "produce", "live", *b],
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "cli-live"})
+    consumer.assign([TopicPartition("live", 0, OFFSET_BEGINNING)])
+    got = []
+
+    def received(count):
+        def poll():
+            got.extend(m.value() for m in consumer.consume(10, 0.2) if m.error() is None)
+            return len(got) >= count
+
+        return poll
+
+    try:
+        producer.stdin.write(b"first\n")
+        producer.stdin.flush()  # and the pipe stays open: no end of input yet
+        wait_for(received(1), "the first line while stdin is still open")
+        producer.stdin.write(b"\xff\xfe not utf-8\n")
+        producer.stdin.close()
+        assert producer.wait(60) == 0, producer.stderr.read()
+        wait_for(received(2), "the second line")
+    finally:
+        consumer.close()
+        if producer.poll() is None:
+            producer.kill()
+    assert got == [b"first", b"\xff\xfe not utf-8"]
+    bad = kafkalite("produce", "live", "--bootstrap-server", "127.0.0.1:abc", input="x\n")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr and "error:" in bad.stderr
