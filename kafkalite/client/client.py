@@ -18,12 +18,12 @@ from __future__ import annotations
 import asyncio
 import datetime
 import random
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from kafkalite.protocol.api import ApiKey
-from kafkalite.protocol.errors import KafkaError
+from kafkalite.protocol.errors import ErrorCode, KafkaError
 from kafkalite.protocol.types import TopicPartition
 
 from .connection import KafkaConnection, RequestSpec, request_builder
@@ -300,6 +300,30 @@ class KafkaClient:
 
     # -- data -------------------------------------------------------------------------------
 
+    def _forget_if_stale(self, tp: TopicPartition, error_code: Any) -> None:
+        """An answer saying the cached leader is wrong (NOT_LEADER_OR_FOLLOWER, an unknown
+        partition, a fenced epoch...): drop the cache entry so the next call asks for metadata
+        again (the client used to keep asking the old leader for ever)."""
+        if ErrorCode.of(int(error_code)).invalid_metadata:
+            self.partitions.pop(tp, None)
+
+    async def _send_to_leader(
+        self,
+        tp: TopicPartition,
+        api_key: ApiKey,
+        request: Any,
+        error_of: Callable[[Any], Any],
+    ) -> Any:
+        leader = await self._leader(tp)
+        try:
+            response = await self.send(api_key, request, node_id=leader)
+        except KafkaConnectionError:
+            self.partitions.pop(tp, None)  # the leader may be gone: learn the new one next time
+            raise
+        if response is not None:
+            self._forget_if_stale(tp, error_of(response))
+        return response
+
     async def _leader(self, tp: TopicPartition) -> int:
         leader = self.leader_for(tp)
         if leader < 0:
@@ -313,8 +337,8 @@ class KafkaClient:
         self, tp: TopicPartition, timestamp: int = -1, *, isolation_level: int = 0
     ) -> Any:
         """ListOffsets for one partition (-1 latest, -2 earliest, or a timestamp in ms)."""
-        leader = await self._leader(tp)
-        return await self.send(
+        return await self._send_to_leader(
+            tp,
             ApiKey.LIST_OFFSETS,
             request_builder(
                 ApiKey.LIST_OFFSETS,
@@ -333,7 +357,7 @@ class KafkaClient:
                     }
                 ],
             ),
-            node_id=leader,
+            lambda r: r.topics[0].partitions[0].error_code,
         )
 
     async def produce(
@@ -346,8 +370,8 @@ class KafkaClient:
     ) -> Any:
         """Produce one record-batch buffer (build it with protocol.records.build_batch) to the
         partition's leader. Returns None for acks=0."""
-        leader = await self._leader(tp)
-        return await self.send(
+        return await self._send_to_leader(
+            tp,
             ApiKey.PRODUCE,
             request_builder(
                 ApiKey.PRODUCE,
@@ -361,7 +385,7 @@ class KafkaClient:
                     }
                 ],
             ),
-            node_id=leader,
+            lambda r: r.responses[0].partition_responses[0].error_code,
         )
 
     async def fetch(
@@ -375,8 +399,8 @@ class KafkaClient:
         isolation_level: int = 0,
     ) -> Any:
         """One Fetch (no fetch session) for one partition from its leader."""
-        leader = await self._leader(tp)
-        return await self.send(
+        return await self._send_to_leader(
+            tp,
             ApiKey.FETCH,
             request_builder(
                 ApiKey.FETCH,
@@ -404,7 +428,7 @@ class KafkaClient:
                 forgotten_topics_data=[],
                 rack_id="",
             ),
-            node_id=leader,
+            lambda r: r.responses[0].partitions[0].error_code,
         )
 
     def random_node(self) -> int:

@@ -226,3 +226,30 @@ async def test_a_cancelled_connect_gives_the_other_waiters_an_error_not_a_cancel
     with pytest.raises(KafkaConnectionError, match="closed"):
         await late
     assert client._conns == {}
+
+
+async def test_an_answer_naming_a_stale_leader_refreshes_the_leader(cluster):
+    """Leadership of orders-0 moves from broker 1 to 2: broker 1 answers NOT_LEADER_OR_FOLLOWER
+    and the next call asks for metadata again and goes to broker 2 (the cached leader was
+    asked for ever)."""
+    tp = TopicPartition("orders", 0)
+
+    def not_leader(header, request):
+        return build_message(
+            response_class(ApiKey.LIST_OFFSETS, header.api_version),
+            topics=[
+                {
+                    "name": "orders",
+                    "partitions": [{"partition_index": 0, "error_code": 6, "offset": -1}],
+                }
+            ],
+        )
+
+    async with KafkaClient(f"127.0.0.1:{cluster[0].port}") as client:
+        assert (await client.list_offsets(tp)).topics[0].partitions[0].offset == 1
+        cluster[0].handlers[ApiKey.LIST_OFFSETS] = not_leader
+        for broker in cluster:
+            broker.topics = {"orders": [2, 2]}
+        stale = await client.list_offsets(tp)
+        assert int(stale.topics[0].partitions[0].error_code) == 6
+        assert (await client.list_offsets(tp)).topics[0].partitions[0].offset == 2
