@@ -11,6 +11,7 @@ from kafkalite.config import Endpoint
 from kafkalite.network.connection import NO_RESPONSE, RECEIVE_BUFFER_BYTES
 from kafkalite.network.server import SocketServer
 from kafkalite.protocol.errors import InvalidRequestError
+from tests.controller.shell_support import eventually
 
 
 def frame(payload: bytes) -> bytes:
@@ -186,13 +187,6 @@ async def test_idle_connections_are_closed():
         await srv.shutdown(1.0)
 
 
-async def until(predicate, timeout: float = 10.0) -> None:
-    """Let the loop run until ``predicate()`` holds; fail after ``timeout`` seconds."""
-    async with asyncio.timeout(timeout):
-        while not predicate():
-            await asyncio.sleep(0)
-
-
 async def test_pipelined_requests_wait_in_the_buffer_beyond_max_in_flight():
     """Frames already received are not all taken at once: at most max_in_flight requests are
     being handled, the rest wait in the receive buffer (one write of many small requests used to
@@ -202,7 +196,7 @@ async def test_pipelined_requests_wait_in_the_buffer_beyond_max_in_flight():
         reader, writer = await connect(srv)
         writer.write(b"".join(frame(struct.pack(">i", i) + b"W") for i in range(10)))
         await writer.drain()
-        await until(lambda: len(dispatcher.seen) >= 4)
+        await eventually(lambda: len(dispatcher.seen) >= 4)
         assert dispatcher.seen == [0, 1, 2, 3]
         dispatcher.release(0)
         assert (await read_response(reader))[0] == 0
@@ -220,7 +214,7 @@ async def test_a_big_frame_reserves_memory_only_as_its_bytes_arrive():
         reader, writer = await connect(srv)
         writer.write(struct.pack(">i", 50 * 1024 * 1024) + b"\0\0\0\x01E" + b"x" * 10)
         await writer.drain()
-        await until(lambda: any(c._big is not None for c in srv._connections))
+        await eventually(lambda: any(c._big is not None for c in srv._connections))
         [conn] = srv._connections
         assert len(conn._big) <= 1024 * 1024
         writer.close()
@@ -248,7 +242,7 @@ async def test_answers_queued_behind_a_slow_request_pause_reading_before_the_buf
             frame(struct.pack(">i", 0) + b"W")
             + b"".join(frame(struct.pack(">i", i) + b"E" + b"p" * 100) for i in range(1, count))
         )
-        await until(lambda: len(dispatcher.seen) >= 4)
+        await eventually(lambda: len(dispatcher.seen) >= 4)
         [conn] = srv._connections
         assert conn._reading_paused and len(dispatcher.seen) == 4
         dispatcher.release(0)
