@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from kafkalite.apis.base import RequestContext
 
@@ -62,6 +62,27 @@ def topic_absent(ctx: RequestContext, topic: str) -> bool:
 
 def broker_topic_defaults(ctx: RequestContext) -> dict[str, str]:
     return ctx.services.config.topic_config_defaults()
+
+
+def statically_set_topic_defaults(ctx: RequestContext) -> dict[str, str]:
+    """Topic config name -> the broker property (server.properties, environment or
+    --override) that sets its default explicitly: DescribeConfigs and CreateTopics report those
+    as STATIC_BROKER_CONFIG, the others as DEFAULT_CONFIG (Kafka's config sources)."""
+    from kafkalite.config import property_name
+    from kafkalite.storage.config import BROKER_CONFIG_FIELDS, TOPIC_CONFIG_FIELDS
+
+    explicit = {property_name(f) for f in getattr(ctx.services.config, "model_fields_set", ())}
+    out = {}
+    for topic_name, field in TOPIC_CONFIG_FIELDS.items():
+        for broker_name, (broker_field, _unit) in BROKER_CONFIG_FIELDS.items():
+            if broker_field == field and broker_name in explicit:
+                out[topic_name] = broker_name
+                break
+    return out
+
+
+def default_source(name: str, static: Mapping[str, str]) -> int:
+    return SOURCE_STATIC_BROKER_CONFIG if name in static else SOURCE_DEFAULT_CONFIG
 
 
 def topic_config_names() -> list[str]:

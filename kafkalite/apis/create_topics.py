@@ -17,9 +17,10 @@ import uuid
 from typing import Any
 
 from kafkalite.apis.admin_common import (
-    SOURCE_DEFAULT_CONFIG,
     SOURCE_TOPIC_CONFIG,
     broker_topic_defaults,
+    default_source,
+    statically_set_topic_defaults,
     topic_has_leaders,
     validate_topic_configs,
     wait_for_all,
@@ -146,6 +147,7 @@ def as_uuid(topic_id: Any) -> uuid.UUID:
 
 def describe_created_configs(ctx: RequestContext, configs: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
+    static = statically_set_topic_defaults(ctx)
     for name, default in sorted(broker_topic_defaults(ctx).items()):
         explicit = name in configs
         out.append(
@@ -153,7 +155,7 @@ def describe_created_configs(ctx: RequestContext, configs: dict[str, Any]) -> li
                 "name": name,
                 "value": configs[name] if explicit else default,
                 "read_only": False,
-                "config_source": SOURCE_TOPIC_CONFIG if explicit else SOURCE_DEFAULT_CONFIG,
+                "config_source": SOURCE_TOPIC_CONFIG if explicit else default_source(name, static),
                 "is_sensitive": False,
             }
         )

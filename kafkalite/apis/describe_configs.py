@@ -19,7 +19,9 @@ from kafkalite.apis.admin_common import (
     SOURCE_STATIC_BROKER_CONFIG,
     SOURCE_TOPIC_CONFIG,
     broker_topic_defaults,
+    default_source,
     read_topic_config_overrides,
+    statically_set_topic_defaults,
     topic_config_from_broker_name,
 )
 from kafkalite.apis.base import RequestContext, handles
@@ -77,6 +79,7 @@ def topic_configs(
 ) -> list[dict[str, Any]]:
     defaults = broker_topic_defaults(ctx)
     broker_names = topic_config_from_broker_name()
+    static = statically_set_topic_defaults(ctx)
     out = []
     for name in sorted(set(defaults) | set(overrides)):
         if wanted is not None and name not in wanted:
@@ -86,13 +89,13 @@ def topic_configs(
             value, source = overrides[name], SOURCE_TOPIC_CONFIG
             synonyms.append({"name": name, "value": value, "source": SOURCE_TOPIC_CONFIG})
         else:
-            value, source = defaults.get(name), SOURCE_DEFAULT_CONFIG
+            value, source = defaults.get(name), default_source(name, static)
         if name in broker_names and name in defaults:
             synonyms.append(
                 {
-                    "name": broker_names[name],
+                    "name": static.get(name, broker_names[name]),
                     "value": defaults[name],
-                    "source": SOURCE_DEFAULT_CONFIG,
+                    "source": default_source(name, static),
                 }
             )
         out.append(

@@ -198,3 +198,22 @@ def test_alter_configs_and_delete_records(shared_broker):
         assert (lo, hi) == (4, 10)
     finally:
         consumer.close()
+
+
+def test_describe_configs_names_the_source_of_a_default(broker_factory):
+    """A topic default set in the broker's configuration is STATIC_BROKER_CONFIG, with the
+    property that set it as synonym; an untouched one is DEFAULT_CONFIG (all were reported
+    DEFAULT_CONFIG, so ConfigEntry.is_default was wrong)."""
+    from confluent_kafka.admin import ConfigResource, ConfigSource
+
+    broker = broker_factory(overrides={"log.retention.hours": "2"}).start()
+    create_topic(broker, "sources", 1)
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "sources")
+    client = admin(broker)  # keep a reference: the futures fail when the handle is destroyed
+    configs = client.describe_configs([resource])[resource].result(timeout=30)
+    retention = configs["retention.ms"]
+    assert retention.value == "7200000"
+    assert retention.source == ConfigSource.STATIC_BROKER_CONFIG.value
+    assert not retention.is_default
+    assert [s.name for s in retention.synonyms.values()] == ["log.retention.hours"]
+    assert configs["segment.ms"].source == ConfigSource.DEFAULT_CONFIG.value
