@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from kafkalite.apis.base import RequestContext
 
@@ -44,6 +45,23 @@ async def wait_for_all(conditions: Sequence[Callable[[], bool]], timeout_ms: int
         if all(held) or time.monotonic() >= deadline:
             return held
         await asyncio.sleep(POLL_INTERVAL_S)
+
+
+async def results_without_leaders(
+    ctx: RequestContext, pending: Sequence[tuple[dict[str, Any], int]], timeout_ms: int
+) -> list[dict[str, Any]]:
+    """Of ``pending`` (a topic's result entry, its partition count), the entries whose topic
+    did not get leaders for every partition within the request's one timeout."""
+    done = await wait_for_all(
+        [
+            lambda r=result, n=count: topic_has_leaders(ctx, r["name"], n)
+            for result, count in pending
+        ],
+        timeout_ms,
+    )
+    return [
+        result for (result, _), has_leaders in zip(pending, done, strict=True) if not has_leaders
+    ]
 
 
 def topic_has_leaders(ctx: RequestContext, topic: str, partitions: int | None = None) -> bool:

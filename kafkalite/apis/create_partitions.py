@@ -12,7 +12,7 @@ from __future__ import annotations
 import collections
 from typing import Any
 
-from kafkalite.apis.admin_common import topic_has_leaders, wait_for_all
+from kafkalite.apis.admin_common import results_without_leaders
 from kafkalite.apis.base import RequestContext, handles, millis
 from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.errors import ErrorCode, KafkaError
@@ -67,14 +67,6 @@ async def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
             continue
         if not request.validate_only:
             pending.append((result, topic.count))
-    done = await wait_for_all(
-        [
-            lambda r=result, n=count: topic_has_leaders(ctx, r["name"], n)
-            for result, count in pending
-        ],
-        timeout_ms,
-    )
-    for (result, _), has_leaders in zip(pending, done, strict=True):
-        if not has_leaders:
-            result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
+    for result in await results_without_leaders(ctx, pending, timeout_ms):
+        result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
     return ctx.response(throttle_time=0, results=results)

@@ -20,10 +20,9 @@ from kafkalite.apis.admin_common import (
     SOURCE_TOPIC_CONFIG,
     broker_topic_defaults,
     default_source,
+    results_without_leaders,
     statically_set_topic_defaults,
-    topic_has_leaders,
     validate_topic_configs,
-    wait_for_all,
 )
 from kafkalite.apis.base import RequestContext, handles, millis
 from kafkalite.apis.topic_names import invalid_topic_reason
@@ -118,19 +117,11 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
         )
         if not validate_only:
             created.append((result, num_partitions))
-    done = await wait_for_all(
-        [
-            lambda r=result, n=partitions: topic_has_leaders(ctx, r["name"], n)
-            for result, partitions in created
-        ],
-        timeout_ms,
-    )
-    for (result, _), has_leaders in zip(created, done, strict=True):
-        if not has_leaders:
-            result.update(
-                error_code=ErrorCode.REQUEST_TIMED_OUT,
-                error_message="Timed out waiting for the topic's partitions to get leaders",
-            )
+    for result in await results_without_leaders(ctx, created, timeout_ms):
+        result.update(
+            error_code=ErrorCode.REQUEST_TIMED_OUT,
+            error_message="Timed out waiting for the topic's partitions to get leaders",
+        )
     return ctx.response(throttle_time=0, topics=results)
 
 

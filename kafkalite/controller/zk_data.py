@@ -220,29 +220,32 @@ async def get_partition_states(
 # -- ISR change notifications ---------------------------------------------------------------------
 
 
-async def get_isr_change_notifications(session: CoordSession) -> list[str]:
-    """Sequence numbers of the pending notifications, oldest first."""
+async def _sequence_numbers(session: CoordSession, parent: str, prefix: str) -> list[str]:
+    """Sequence numbers of the ``<parent>/<prefix><seq>`` nodes, oldest first."""
     try:
-        children = await session.get_children(paths.ISR_CHANGE_NOTIFICATION)
+        children = await session.get_children(parent)
     except NoNode:
         return []
-    return sorted(
-        paths.sequence_number(c, paths.ISR_CHANGE_PREFIX)
-        for c in children
-        if c.startswith(paths.ISR_CHANGE_PREFIX)
-    )
+    return sorted(paths.sequence_number(c, prefix) for c in children if c.startswith(prefix))
+
+
+async def _delete_sequence_ops(
+    session: CoordSession, parent: str, prefix: str, sequence_numbers: Iterable[str]
+) -> list[Op]:
+    """Deletes of those of the named ``<parent>/<prefix><seq>`` nodes that still exist."""
+    existing = set(await _sequence_numbers(session, parent, prefix))
+    return [DeleteOp(f"{parent}/{prefix}{seq}", -1) for seq in sequence_numbers if seq in existing]
+
+
+async def get_isr_change_notifications(session: CoordSession) -> list[str]:
+    """Sequence numbers of the pending notifications, oldest first."""
+    return await _sequence_numbers(session, paths.ISR_CHANGE_NOTIFICATION, paths.ISR_CHANGE_PREFIX)
 
 
 async def get_log_dir_event_notifications(session: CoordSession) -> list[str]:
     """Sequence numbers of the pending log directory failure events, oldest first."""
-    try:
-        children = await session.get_children(paths.LOG_DIR_EVENT_NOTIFICATION)
-    except NoNode:
-        return []
-    return sorted(
-        paths.sequence_number(c, paths.LOG_DIR_EVENT_PREFIX)
-        for c in children
-        if c.startswith(paths.LOG_DIR_EVENT_PREFIX)
+    return await _sequence_numbers(
+        session, paths.LOG_DIR_EVENT_NOTIFICATION, paths.LOG_DIR_EVENT_PREFIX
     )
 
 
@@ -411,24 +414,13 @@ async def ops_for_writes(session: CoordSession, writes: Sequence[StoreWrite]) ->
                 for topic in topics:
                     ops.extend(await _delete_tree_ops(session, paths.delete_topic_path(topic)))
             case DeleteLogDirEventNotifications(seqs):
-                existing = set(await get_log_dir_event_notifications(session))
-                ops.extend(
-                    DeleteOp(
-                        f"{paths.LOG_DIR_EVENT_NOTIFICATION}/{paths.LOG_DIR_EVENT_PREFIX}{seq}", -1
-                    )
-                    for seq in seqs
-                    if seq in existing
+                ops += await _delete_sequence_ops(
+                    session, paths.LOG_DIR_EVENT_NOTIFICATION, paths.LOG_DIR_EVENT_PREFIX, seqs
                 )
             case DeleteIsrChangeNotifications(seqs):
-                existing = set(await get_isr_change_notifications(session))
-                for seq in seqs:
-                    if seq in existing:
-                        ops.append(
-                            DeleteOp(
-                                f"{paths.ISR_CHANGE_NOTIFICATION}/{paths.ISR_CHANGE_PREFIX}{seq}",
-                                -1,
-                            )
-                        )
+                ops += await _delete_sequence_ops(
+                    session, paths.ISR_CHANGE_NOTIFICATION, paths.ISR_CHANGE_PREFIX, seqs
+                )
             case UpdateReassignPartitions(remaining):
                 # Several such writes in one batch: what the earlier ops did to the node counts.
                 if reassign_exists is None:
