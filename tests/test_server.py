@@ -27,15 +27,28 @@ async def started(tmp_path, **overrides: str) -> KafkaServer:
     return server
 
 
-async def registered_on_a_new_session(server: KafkaServer, old_session_id: int) -> None:
-    """Wait until the broker registered on a session other than ``old_session_id`` and
-    leads the controller again."""
+async def expire_and_wait_until_registered_again(server: KafkaServer) -> None:
+    """Expire the broker's session, then wait until it registered on a new session and was
+    elected controller again on it. The controller stays active with the old epoch until it
+    has processed the expiry, so being active is not enough: the epoch must have moved past
+    the one it held on the old session, and ``/controller`` must belong to the new session."""
+    old_session_id = server.session.session_id
+    old_controller_epoch = server.controller.epoch
+    assert server.controller.is_active
+    server.store.expire_session(old_session_id)
+
+    async def owned_by_the_new_session(path: str) -> bool:
+        stat = await server.session.exists(path)
+        return stat is not None and stat.ephemeral_owner == server.session.session_id
 
     async def registered_again() -> bool:
-        if server.session.session_id == old_session_id or not server.controller.is_active:
+        if server.session.session_id == old_session_id:
             return False
-        stat = await server.session.exists("/brokers/ids/0")
-        return stat is not None and stat.ephemeral_owner == server.session.session_id
+        if not server.controller.is_active or server.controller.epoch <= old_controller_epoch:
+            return False
+        return await owned_by_the_new_session("/brokers/ids/0") and await owned_by_the_new_session(
+            "/controller"
+        )
 
     await eventually(registered_again, message="registered on a new session")
 
@@ -96,11 +109,8 @@ async def test_a_broker_whose_session_expires_registers_and_leads_again(tmp_path
     stayed unregistered for good, and the controller was gone)."""
     server = await started(tmp_path)
     try:
-        old_id = server.session.session_id
         old_epoch = server.services.extra["broker_epoch"]
-        assert server.controller.is_active
-        server.store.expire_session(old_id)
-        await registered_on_a_new_session(server, old_id)
+        await expire_and_wait_until_registered_again(server)
         assert server.session.renewals == 1
         assert server.services.extra["broker_epoch"] > old_epoch
         controller, _ = await server.session.get_data("/controller")
@@ -114,7 +124,6 @@ async def test_a_store_error_while_registering_again_is_retried(tmp_path):
     again is retried (the renewal task ended, leaving the broker unregistered for good)."""
     server = await started(tmp_path)
     try:
-        old_id = server.session.session_id
         renew = server.session.renew
 
         async def renew_then_lose_the_next_answer():
@@ -123,7 +132,6 @@ async def test_a_store_error_while_registering_again_is_retried(tmp_path):
             return new
 
         server.session.renew = renew_then_lose_the_next_answer
-        server.store.expire_session(old_id)
-        await registered_on_a_new_session(server, old_id)
+        await expire_and_wait_until_registered_again(server)
     finally:
         await server.shutdown()
