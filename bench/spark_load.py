@@ -461,15 +461,20 @@ def latency_histogram(df: Any, column: Any, bins_per_decade: int = 10) -> dict[s
     }
 
 
-def analyse(run: LoadRun, *, drop_for_test: int = 0) -> dict[str, Any]:
-    """Verification and figures of one stage, as the results file's per-system section."""
+def analyse(run: LoadRun, *, drop_for_test: int = 0,
+            step: Callable[[str], None] | None = None) -> dict[str, Any]:  # fmt: skip
+    """Verification and figures of one stage, as the results file's per-system section.
+    ``step`` is told the name of each Spark phase as it starts (they take minutes on a big
+    run, so the command line shows them)."""
     from pyspark.sql import functions as F
     from spark_verify import verify
 
+    step = step or (lambda _name: None)
     spec = run.spec
     received = run.received
     if drop_for_test:
         received = drop_received(received, drop_for_test)
+    step("verifying: every acknowledged record received once, in order, intact")
     verification = verify(
         run.acked,
         received,
@@ -489,16 +494,19 @@ def analyse(run: LoadRun, *, drop_for_test: int = 0) -> dict[str, Any]:
     span = max(produce["seconds"], consume["seconds"], 1.0)
     bucket_s = max(0.1, round(span / 60, 1))
     record_bytes = spec.value_size + len(key_of(0))
+    step("latency percentiles")
+    latency = {
+        "end_to_end": latency_percentiles(data, end_to_end),
+        "produce_ack": latency_percentiles(run.acked, ack),
+    }
+    step("throughput timeline and latency histogram")
     return {
         "transport": spec.transport,
         "mode": "sequential" if spec.sequential else "live",
         "wall_s": round(run.wall_s, 3),
         "produce": produce,
         "consume": consume,
-        "latency_ms": {
-            "end_to_end": latency_percentiles(data, end_to_end),
-            "produce_ack": latency_percentiles(run.acked, ack),
-        },
+        "latency_ms": latency,
         "tasks": task_figures(run.tasks),
         "verification": verification.to_dict(),
         "timeline": {
@@ -512,10 +520,11 @@ def analyse(run: LoadRun, *, drop_for_test: int = 0) -> dict[str, Any]:
 
 def run_load(spark: Any, spec: LoadSpec, *, drop_for_test: int = 0,
              progress: Callable[[int], None] | None = None,
-             probe: Callable[[], int] | None = None) -> dict[str, Any]:  # fmt: skip
+             probe: Callable[[], int] | None = None,
+             step: Callable[[str], None] | None = None) -> dict[str, Any]:  # fmt: skip
     run = run_stage(spark, spec, progress, probe)
     try:
-        return analyse(run, drop_for_test=drop_for_test)
+        return analyse(run, drop_for_test=drop_for_test, step=step)
     finally:
         run.release()
 
@@ -751,10 +760,16 @@ def main(argv: list[str] | None = None) -> int:
 
 def with_progress(console: Any, label: str, spec: LoadSpec, probe: Callable[[], int],
                   args: argparse.Namespace, spark: Any) -> dict[str, Any]:  # fmt: skip
-    """run_load with a rich progress bar of records written (when stdout is a terminal)."""
+    """run_load with a rich progress bar of records written (when stdout is a terminal), and a
+    line with the elapsed time as each verification phase starts."""
+    started = time.monotonic()
+
+    def step(name: str) -> None:
+        console.print(f"[dim]{label}: {name} ... ({time.monotonic() - started:.0f} s)[/dim]")
+
     if args.no_progress or not console.is_terminal:
         console.print(f"[dim]{label}: {spec.records} records ...[/dim]")
-        return run_load(spark, spec, drop_for_test=args.drop_for_test)
+        return run_load(spark, spec, drop_for_test=args.drop_for_test, step=step)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(
@@ -771,7 +786,7 @@ def with_progress(console: Any, label: str, spec: LoadSpec, probe: Callable[[], 
             bar.update(task, completed=min(done, spec.records))
 
         result = run_load(spark, spec, drop_for_test=args.drop_for_test, progress=update,
-                          probe=probe)  # fmt: skip
+                          probe=probe, step=step)  # fmt: skip
     return result
 
 

@@ -44,15 +44,19 @@ def kafka_spec(broker, topic: str, **overrides) -> LoadSpec:
 
 
 @pytest.fixture(scope="module")
-def small_run(spark, shared_broker):
+def small_run(spark_holder, shared_broker):
     """One small kafkalite run, shared: analysed clean and with records dropped."""
     spec = kafka_spec(shared_broker, "bench-small")
-    return spec, spark_load.run_stage(spark, spec)
+    return spec, spark_load.run_stage(spark_holder.get(), spec)
 
 
 def test_small_run_verifies_and_reports(small_run, shared_broker, tmp_path):
     spec, run = small_run
-    result = spark_load.analyse(run)
+    phases = []
+    result = spark_load.analyse(run, step=phases.append)
+    assert [p.split(":")[0] for p in phases] == [
+        "verifying", "latency percentiles", "throughput timeline and latency histogram",
+    ]  # fmt: skip
     v = result["verification"]
     assert v["ok"], v
     assert v["acknowledged"] == v["received"] == RECORDS
@@ -181,3 +185,15 @@ def test_ratios_divide_kafkalite_by_redis():
     ratio = spark_load.ratios(system(300.0, 5.0, 50.0), system(100.0, 10.0, 0.0))
     assert ratio == {"produce_records_per_s": 3.0, "consume_records_per_s": 3.0,
                      "end_to_end_p50": 0.5, "end_to_end_p99": None}  # fmt: skip
+
+
+def test_a_broken_spark_session_is_replaced_for_the_next_test(spark_holder):
+    """A session broken by a failed test (here: stopped behind the holder's back, so every call
+    fails) is thrown away with its JVM, and the next test gets a new one that works."""
+    broken = spark_holder.get()
+    builds = spark_holder.builds
+    broken.stop()
+    fresh = spark_holder.get()
+    assert spark_holder.builds == builds + 1
+    assert fresh is not broken
+    assert fresh.sparkContext.parallelize(range(100), 4).sum() == 4950
