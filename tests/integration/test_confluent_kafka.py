@@ -217,3 +217,37 @@ def test_describe_configs_names_the_source_of_a_default(broker_factory):
     assert not retention.is_default
     assert [s.name for s in retention.synonyms.values()] == ["log.retention.hours"]
     assert configs["segment.ms"].source == ConfigSource.DEFAULT_CONFIG.value
+
+
+def test_authorized_operations_without_authorizer(shared_broker):
+    """KIP-430 through librdkafka: with no authorizer every operation the resource supports."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AclOperation
+
+    client = admin(shared_broker)
+    create_topic(shared_broker, "ck-acl-ops", 1)
+    described = client.describe_topics(
+        TopicCollection(["ck-acl-ops"]), include_authorized_operations=True
+    )["ck-acl-ops"].result(timeout=30)
+    assert set(described.authorized_operations) == {
+        AclOperation.READ,
+        AclOperation.WRITE,
+        AclOperation.CREATE,
+        AclOperation.DESCRIBE,
+        AclOperation.DELETE,
+        AclOperation.ALTER,
+        AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS,
+    }
+    cluster = client.describe_cluster(include_authorized_operations=True).result(timeout=30)
+    assert set(cluster.authorized_operations) == {
+        AclOperation.CREATE,
+        AclOperation.CLUSTER_ACTION,
+        AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS,
+        AclOperation.IDEMPOTENT_WRITE,
+        AclOperation.ALTER,
+        AclOperation.DESCRIBE,
+    }
+    # not asked: librdkafka reports None
+    assert client.describe_cluster().result(timeout=30).authorized_operations is None
