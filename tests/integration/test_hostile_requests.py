@@ -129,3 +129,48 @@ def test_hostile_requests_are_answered_and_logged_as_json(broker):
     # 51 refused Fetch requests (one all-null v12, fifty with isolation_level 9), one line for
     # each kind of failure within the minute
     assert len(fetch_refusals) == 1
+
+
+def send_hostile(s, key, version):
+    from hypothesis import HealthCheck, given, settings
+
+    from tests.apis.test_hostile_requests import hostile
+
+    @settings(
+        max_examples=4,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+    @given(hostile(request_class(key, version)))
+    def check(request):
+        if key == ApiKey.PRODUCE and request.acks == 0:
+            return  # no answer to wait for
+        s.sendall(frames.encode_request(key, version, 5, "hostile", request))
+        correlation_id, _ = frames.decode_response(key, version, read_frame(s))
+        assert correlation_id == 5
+
+    check()
+
+
+def test_generated_hostile_requests_against_a_real_broker(broker):
+    """Hypothesis-generated hostile requests (tests/apis/test_hostile_requests.py's strategy)
+    for every advertised API and version, on one connection of a real broker whose handlers
+    have real roles behind them: each is answered with its API's response, and nothing the
+    handlers do with what passes the checks makes them fail (no error line in the log)."""
+    from tests.apis.test_hostile_requests import ADVERTISED
+
+    s = socket.create_connection((broker.host, broker.port))
+    s.settimeout(60)
+    try:
+        for key, version in ADVERTISED:
+            send_hostile(s, key, version)
+    finally:
+        s.close()
+    broker.stop()
+    records = [
+        json.loads(line)
+        for line in broker.log_text().splitlines()
+        if line.strip() and not line.startswith("--- start ")
+    ]
+    assert [r for r in records if r.get("level") == "error"] == []
