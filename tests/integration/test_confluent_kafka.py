@@ -252,6 +252,21 @@ def test_authorized_operations_without_authorizer(shared_broker):
     # not asked: librdkafka reports None
     assert client.describe_cluster().result(timeout=30).authorized_operations is None
 
+    consumer = Consumer({"bootstrap.servers": shared_broker.bootstrap, "group.id": "ck-acl-group"})
+    try:
+        consumer.subscribe(["ck-acl-ops"])
+        wait_for(lambda: consumer.poll(0.2) is None and consumer.assignment(), "an assignment")
+        group = client.describe_consumer_groups(
+            ["ck-acl-group"], include_authorized_operations=True
+        )["ck-acl-group"].result(timeout=30)
+        assert set(group.authorized_operations) == {
+            AclOperation.READ,
+            AclOperation.DESCRIBE,
+            AclOperation.DELETE,
+        }
+    finally:
+        consumer.close()
+
 
 def test_deprecated_topic_configs_are_accepted_as_kafka_39_does(shared_broker):
     """message.format.version and message.downconversion.enable (deprecated, no-ops since the
