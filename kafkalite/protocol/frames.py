@@ -185,16 +185,23 @@ def _readonly(frame: Buffer) -> bytes | memoryview:
 
 
 def _decode_body(
-    cls: type, frame: Buffer, offset: int, what: str, strict: bool, *, nulls: bool = False
+    cls: type,
+    frame: Buffer,
+    offset: int,
+    what: str,
+    strict: bool,
+    *,
+    nulls: list[str] | None = None,
 ) -> Any:
-    """Decode one message body. ``nulls``: a null where the schema has none (kio's native reader
-    refuses it in a string, accepts it in an array) is read as None by the pure-Python decoder
-    instead of failing, for request_checks to refuse with an answer."""
+    """Decode one message body. With a ``nulls`` list, the paths of nulls the schema does not
+    allow are appended to it, and such a null (kio's native reader refuses it in a string,
+    accepts it in an array) is read as None by the pure-Python decoder instead of failing, for
+    request_checks to refuse with an answer."""
     buf = _readonly(frame)
     try:
         # Lengths are checked against the bytes left before the native reader allocates
         # anything: it would abort the process on a huge declared array (see validator.py).
-        validator_for(cls)(buf, offset)
+        validator_for(cls)(buf, offset, nulls)
         message, size = _reader(cls)(buf, offset)
     except KeyError:
         # kio's native reader refuses tagged fields it has no schema for; Kafka skips them
@@ -205,7 +212,7 @@ def _decode_body(
             raise InvalidRequestError(f"malformed {what}: {e}") from None
         size = end - offset
     except _DECODE_FAILURES as e:
-        if not nulls:
+        if not nulls:  # no list, or no forbidden null to explain the failure
             raise InvalidRequestError(f"malformed {what}: {e}") from None
         try:
             message, end = decoder_for(cls)(buf, offset)
@@ -233,8 +240,9 @@ def decode_request(
     try:
         cls = request_class(header.api_key, header.api_version)
         name = f"{ApiKey(header.api_key).name} request"
-        request = _decode_body(cls, frame, body_offset, name, strict, nulls=True)
-        check_request(header.api_key, request)
+        nulls: list[str] = []
+        request = _decode_body(cls, frame, body_offset, name, strict, nulls=nulls)
+        check_request(header.api_key, request, nulls)
         return request
     except KafkaError as e:
         raise _attach(e, header) from None

@@ -2,7 +2,9 @@
 
 kio's native reader accepts a null (length -1) for any array, nullable or not, and an int8
 "enum" or an int32 size is just a number: a request can decode and still be impossible under
-Kafka's schema. Kafka's generated readers refuse a null where the JSON schema gives no
+Kafka's schema. (The nulls are noted by the structural walk of validator.py, which reads every
+length before decoding anyway; ``null_field`` walks a decoded message, for tests and for
+messages built in memory.) Kafka's generated readers refuse a null where the JSON schema gives no
 ``nullableVersions`` ("non-nullable field topics was serialized as null"), and its handlers
 refuse out-of-range values (IsolationLevel.forId, a negative fetch size). Here both are checked
 once, where requests are decoded, so handlers may iterate every non-nullable array and trust the
@@ -135,10 +137,12 @@ RANGE_CHECKS: dict[int, Callable[[Any], str | None]] = {
 }
 
 
-def check_request(api_key: int, request: Any) -> None:
+def check_request(api_key: int, request: Any, nulls: list[str] | None = None) -> None:
     """Raise ``InvalidRequestFieldError`` when a decoded kio request breaks its schema's
-    nullability or a range (see the module docstring)."""
-    where = null_field(request)
+    nullability or a range (see the module docstring). ``nulls``: the forbidden nulls the
+    validator noted while walking the frame (frames.decode_request); without it the decoded
+    request is walked (``null_field``, slower)."""
+    where = null_field(request) if nulls is None else (nulls[0] if nulls else None)
     if where is not None:
         name = ApiKey(api_key).name
         raise InvalidRequestFieldError(

@@ -81,3 +81,38 @@ def test_nested_null_is_found_with_its_path():
     ):
         with pytest.raises(InvalidRequestFieldError):
             check_request(ApiKey.FETCH, bad)
+
+
+@pytest.mark.parametrize(
+    "key,version",
+    [
+        (ApiKey.FETCH, 4),
+        (ApiKey.FETCH, 12),
+        (ApiKey.OFFSET_COMMIT, 2),
+        (ApiKey.OFFSET_COMMIT, 8),
+        (ApiKey.JOIN_GROUP, 5),
+        (ApiKey.SYNC_GROUP, 5),
+        (ApiKey.CREATE_TOPICS, 7),
+        (ApiKey.OFFSET_FETCH, 8),
+        (ApiKey.LEADER_AND_ISR, 7),
+    ],
+)
+def test_the_validator_notes_exactly_the_forbidden_nulls(key, version):
+    """Oracle: null_field's walk of the message sent finds a forbidden null exactly when the
+    frame's structural walk (validator.py) notes one."""
+    from kafkalite.protocol.frames import encode_request, parse_request_header
+    from kafkalite.protocol.validator import validator_for
+    from tests.apis.test_hostile_requests import hostile
+
+    cls = request_class(key, version)
+
+    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(hostile(cls))
+    def check(request):
+        frame = encode_request(key, version, 1, None, request)[4:]
+        _, offset = parse_request_header(frame)
+        nulls = []
+        assert validator_for(cls)(frame, offset, nulls) == len(frame)
+        assert bool(nulls) == (null_field(request) is not None)
+
+    check()
