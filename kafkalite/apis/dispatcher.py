@@ -210,7 +210,9 @@ class ApiDispatcher:
         )
         if header.api_key == ApiKey.PRODUCE and getattr(request, "acks", None) == 0:
             return _close_connection(f"acks=0 produce failed: {error}")
-        message = str(error) if isinstance(error, KafkaError) else None
+        # A KafkaError's own message (without the "[Error n] NAME:" prefix of its str());
+        # anything else gets the code's default text, not the internals of a bug.
+        message = error.args[0] if isinstance(error, KafkaError) and error.args else None
         response = error_response(
             header.api_key,
             request,

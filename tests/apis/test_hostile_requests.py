@@ -299,3 +299,24 @@ def test_handler_exception_becomes_unknown_server_error_logged_once(services):
         assert all(isinstance(f["exc_info"], Boom) for f in failures)
 
     asyncio.run(run())
+
+
+def test_create_topics_with_null_configs_names_the_field(dispatcher):
+    cls = request_class(ApiKey.CREATE_TOPICS, 7)
+    m = inspect.getmodule(cls)
+    request = cls(
+        topics=(
+            m.CreatableTopic(
+                name="t1", num_partitions=1, replication_factor=1, assignments=(), configs=None
+            ),
+        ),
+        timeout=datetime.timedelta(seconds=1),
+        validate_only=False,
+    )
+    response = asyncio.run(answer(dispatcher, ApiKey.CREATE_TOPICS, 7, request))
+    (topic,) = response.topics
+    assert (topic.name, topic.error_code) == ("t1", ErrorCode.INVALID_REQUEST)
+    assert topic.error_message == (
+        "malformed CREATE_TOPICS request: CreatableTopic.configs is null, "
+        "which its schema does not allow"
+    )
