@@ -100,7 +100,9 @@ def configure_logging(level: str = "INFO", *, json_output: bool | None = None) -
     for old in list(root.handlers):
         root.removeHandler(old)
     root.addHandler(handler)
-    root.setLevel(numeric_level)
+    # Libraries' info lines (aiozk's connection chatter) stay out, as before they were routed
+    # here (Python's last-resort handler showed warnings and up only).
+    root.setLevel(max(numeric_level, logging.WARNING))
     logging.captureWarnings(True)
 
 

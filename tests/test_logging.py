@@ -16,6 +16,7 @@ from kafkalite.server import configure_logging, loop_exception_handler
 configure_logging("INFO", json_output=True)
 structlog.get_logger("kafkalite.test").info("structlog line", n=1)
 logging.getLogger("aiozk.connection").warning("stdlib line %s", "x")
+logging.getLogger("aiozk.connection").info("chatter below warning stays out")
 try:
     raise ValueError("stdlib traceback")
 except ValueError:
@@ -62,6 +63,7 @@ def test_every_line_is_json():
     assert events["stdlib line x"]["level"] == "warning"
     assert "ValueError: stdlib traceback" in events["stdlib exception"]["exception"]
     assert any("a user warning" in r["event"] for r in records)
+    assert not any("chatter" in r["event"] for r in records)
     unretrieved = events["Task exception was never retrieved"]
     assert unretrieved["level"] == "error"
     assert "RuntimeError: nobody awaited me" in unretrieved["exception"]
