@@ -56,7 +56,14 @@ class StartupError(Exception):
 
 
 def configure_logging(level: str = "INFO", *, json_output: bool | None = None) -> None:
-    """structlog: a console renderer on a terminal, JSON lines otherwise."""
+    """structlog: a console renderer on a terminal, JSON lines otherwise.
+
+    Every line the process logs goes through the same renderer: structlog's own loggers, the
+    standard library's `logging` (aiozk, asyncio, uvloop, aiohttp, any library), Python warnings
+    (`logging.captureWarnings`), and the event loop's exception handler
+    (`loop_exception_handler`, installed by `KafkaServer.run`). A traceback is a field of its
+    line (`exception`), never loose text on stderr.
+    """
     import logging
 
     if json_output is None:
@@ -66,17 +73,51 @@ def configure_logging(level: str = "INFO", *, json_output: bool | None = None) -
         if json_output
         else structlog.dev.ConsoleRenderer(colors=True)
     )
+    numeric_level = logging.getLevelName(level.upper())
+    shared: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
     structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,
-            renderer,
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
+        processors=[*shared, structlog.processors.format_exc_info, renderer],
+        wrapper_class=structlog.make_filtering_bound_logger(numeric_level),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=True,
+    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=[*shared, structlog.stdlib.add_logger_name],
+            processors=[
+                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                structlog.processors.format_exc_info,
+                renderer,
+            ],
+        )
+    )
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    # Libraries' info lines (aiozk's connection chatter) stay out, as before they were routed
+    # here (Python's last-resort handler showed warnings and up only).
+    root.setLevel(max(numeric_level, logging.WARNING))
+    logging.captureWarnings(True)
+
+
+def loop_exception_handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """The event loop's exception handler ("Task exception was never retrieved", a failing
+    callback): one structlog line with the exception as a field, not plain text on stderr."""
+    error = context.get("exception")
+    fields: dict[str, Any] = {}
+    for key in ("task", "future", "handle", "protocol", "transport"):
+        if key in context:
+            fields[key] = repr(context[key])[:300]
+    structlog.get_logger("kafkalite.asyncio").error(
+        context.get("message", "unhandled exception in the event loop"),
+        exc_info=error if isinstance(error, BaseException) else None,
+        **fields,
     )
 
 
@@ -645,6 +686,7 @@ class KafkaServer:
     async def run(self) -> None:
         """Start, serve until SIGTERM/SIGINT, shut down cleanly."""
         loop = asyncio.get_running_loop()
+        loop.set_exception_handler(loop_exception_handler)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.shutdown_requested.set)
         try:
@@ -697,5 +739,8 @@ def serve(config: BrokerConfig) -> int:
         asyncio.run(server.run())
     except StartupError as e:
         log.error("start-up failed", error=str(e))
+        return 1
+    except Exception:
+        log.exception("broker failed")  # one JSON line with the traceback, not plain text
         return 1
     return 0

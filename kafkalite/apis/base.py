@@ -7,8 +7,10 @@ matching response class (build it with `ctx.response(**fields)` or `build(cls, .
 what the version has and drop what it has not), or `NO_RESPONSE`.
 
 Invariant (CONVENTIONS 9): per-partition and per-topic failures are returned as error codes in the
-response, never raised. An exception escaping a handler is a bug or a malformed request and closes
-the connection (network/connection.py).
+response, never raised. An exception escaping a handler is a bug; the dispatcher answers the
+request with the API's error response (UNKNOWN_SERVER_ERROR, or a KafkaError's own code) and logs
+it, rate limited (dispatcher.py). Handlers never see a null where the version's schema has none,
+nor a Fetch/ListOffsets isolation level or size out of range (protocol/request_checks.py).
 
 Advertised versions (ApiVersions) are `SUPPORTED_VERSIONS` restricted to the keys that have a
 handler here, so an API (e.g. the group APIs, a later issue) is advertised exactly when its handler

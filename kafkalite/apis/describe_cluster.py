@@ -1,4 +1,8 @@
-"""DescribeCluster (key 60, v0-v1): cluster id, controller and brokers (KIP-700)."""
+"""DescribeCluster (key 60, v0-v1): cluster id, controller and brokers (KIP-700).
+
+`include_cluster_authorized_operations` is answered with every operation the CLUSTER resource
+supports (no authorizer: Kafka's AuthHelper.authorizedOperations), else Int.MinValue (omitted).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,11 @@ from typing import Any
 
 from kafkalite.apis.base import RequestContext, handles
 from kafkalite.apis.metadata import broker_entries
+from kafkalite.protocol.acl import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    ResourceType,
+    authorized_operations,
+)
 from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.errors import ErrorCode
 
@@ -34,5 +43,7 @@ def handle_describe_cluster(ctx: RequestContext, request: Any) -> Any:
             {"broker_id": b["node_id"], "host": b["host"], "port": b["port"], "rack": b["rack"]}
             for b in broker_entries(ctx)
         ],
-        cluster_authorized_operations=-2147483648,
+        cluster_authorized_operations=authorized_operations(ResourceType.CLUSTER)
+        if request.include_cluster_authorized_operations
+        else AUTHORIZED_OPERATIONS_OMITTED,
     )

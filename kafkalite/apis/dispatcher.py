@@ -11,20 +11,33 @@ Kafka's rules for requests the broker cannot serve (SocketServer / RequestContex
 Parsing and decoding happen synchronously in `dispatch`, so a bad frame closes the connection
 before any later request on it is looked at. Handlers that return a plain value are encoded at once
 (no task is created); `async` handlers return an awaitable the connection schedules.
+
+Requests that decode but cannot be served are answered, never dropped (Kafka's
+RequestHandlerHelper.handleError / AbstractRequest.getErrorResponse): a body with a null its
+schema forbids or a value out of range (protocol/request_checks.py) gets the API's error
+response with INVALID_REQUEST; an exception escaping a handler gets it with the exception's
+error code (a KafkaError's own, UNKNOWN_SERVER_ERROR for anything else). Every topic, partition,
+group or resource the request named carries the error (protocol/error_response.py). A Produce
+with acks=0 has no response to carry it, so its connection is closed instead, as Kafka does.
+The awaitable returned for an async handler never raises anything but CloseConnection (and
+cancellation), so no task fails unseen. Failures are logged once per (API, exception class) per
+`ERROR_LOG_INTERVAL_S`, with how many were suppressed in between (RateLimitedErrorLog): a flood
+of bad requests does not flood the log.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-from time import perf_counter
+from collections.abc import Callable
+from time import monotonic, perf_counter
 from typing import Any
 
 import structlog
 
 from kafkalite.admin.metrics import RequestStats, response_size
 from kafkalite.apis.base import DECODERS, HANDLERS, BrokerServices, RequestContext
-from kafkalite.network.connection import NO_RESPONSE, ConnectionInfo
+from kafkalite.network.connection import NO_RESPONSE, CloseConnection, ConnectionInfo
 from kafkalite.protocol import frames
 from kafkalite.protocol.api import (
     ADVERTISED_VERSIONS,
@@ -33,8 +46,62 @@ from kafkalite.protocol.api import (
     response_class,
     supported_versions,
 )
+from kafkalite.protocol.error_response import error_response
+from kafkalite.protocol.errors import ErrorCode, KafkaError
+from kafkalite.protocol.request_checks import InvalidRequestFieldError
 
 log = structlog.get_logger("kafkalite.apis")
+
+ERROR_LOG_INTERVAL_S = 60.0
+
+
+class RateLimitedErrorLog:
+    """Logs a failure once per (API key, exception class) per `interval_s`; the ones in
+    between are counted and reported with the next line logged for that pair."""
+
+    def __init__(
+        self, interval_s: float = ERROR_LOG_INTERVAL_S, clock: Callable[[], float] = monotonic
+    ) -> None:
+        self.interval_s = interval_s
+        self.clock = clock
+        self._next_at: dict[tuple[int, str], float] = {}
+        self._suppressed: dict[tuple[int, str], int] = {}
+
+    def report(
+        self, header: Any, error: BaseException, connection: ConnectionInfo, *, expected: bool
+    ) -> bool:
+        """Log `error` unless its kind was logged less than `interval_s` ago; whether it was.
+        Unexpected errors (handler bugs) are logged at error level with their traceback,
+        expected ones (a malformed request, a KafkaError) as a warning without."""
+        kind = (int(header.api_key), type(error).__qualname__)
+        now = self.clock()
+        if now < self._next_at.get(kind, float("-inf")):
+            self._suppressed[kind] = self._suppressed.get(kind, 0) + 1
+            return False
+        self._next_at[kind] = now + self.interval_s
+        fields: dict[str, Any] = {
+            "api_key": _api_name(header.api_key),
+            "api_version": header.api_version,
+            "correlation_id": header.correlation_id,
+            "client_id": header.client_id,
+            "client": connection.client_address,
+            "error": str(error) or type(error).__name__,
+            "error_class": type(error).__qualname__,
+            "suppressed_since_last": self._suppressed.pop(kind, 0),
+        }
+        if expected:
+            log.warning("request refused", **fields)
+        else:
+            log.error("request handler failed; answered with an error", exc_info=error, **fields)
+        return True
+
+
+def _api_name(api_key: int) -> str:
+    try:
+        return ApiKey(api_key).name
+    except ValueError:
+        return str(api_key)
+
 
 ALWAYS_SERVED = frozenset({*INTER_BROKER_KEYS, ApiKey.API_VERSIONS})
 """Served while the broker is still starting: what the controller's channel needs."""
@@ -55,6 +122,7 @@ class ApiDispatcher:
         self.handlers = HANDLERS if handlers is None else handlers
         self.versions = advertised_versions(self.handlers)
         services.api_versions = self.versions
+        self.error_log = RateLimitedErrorLog()
         self.stats = RequestStats()
         """Per-API count, latency and bytes (the admin API's /metrics); one record per request."""
         self.ready = asyncio.Event()
@@ -73,16 +141,24 @@ class ApiDispatcher:
         frames.ensure_supported(header, self.versions)
         handler = self.handlers[api_key]
         decoder = DECODERS.get(api_key) or frames.decode_request
-        request = decoder(header, frame, body_offset)
+        try:
+            request = decoder(header, frame, body_offset)
+        except InvalidRequestFieldError as e:
+            encoded = self._error_answer(header, e.request, e, connection, expected=True)
+            return self._recorded(header, encoded, started, len(frame))
         ctx = RequestContext(
             header, connection, self.services, response_class(api_key, header.api_version)
         )
-        result = handler(ctx, request)
-        if inspect.isawaitable(result):
-            return self._finish(header, result, started, len(frame))
-        encoded = self._encode(header, result)
-        self.stats.record(api_key, perf_counter() - started, len(frame), response_size(encoded))
-        return encoded
+        try:
+            result = handler(ctx, request)
+            if inspect.isawaitable(result):
+                return self._finish(header, request, connection, result, started, len(frame))
+            encoded = self._encode(header, result)
+        except CloseConnection:
+            raise
+        except Exception as e:
+            encoded = self._error_answer(header, request, e, connection)
+        return self._recorded(header, encoded, started, len(frame))
 
     async def _dispatch_when_ready(self, frame: bytearray, connection: ConnectionInfo) -> Any:
         await self.ready.wait()
@@ -91,15 +167,67 @@ class ApiDispatcher:
             result = await result
         return result
 
-    async def _finish(self, header: Any, pending: Any, started: float, bytes_in: int) -> Any:
-        encoded = self._encode(header, await pending)
-        self.stats.record(
-            header.api_key, perf_counter() - started, bytes_in, response_size(encoded)
-        )
+    async def _finish(
+        self,
+        header: Any,
+        request: Any,
+        connection: ConnectionInfo,
+        pending: Any,
+        started: float,
+        bytes_in: int,
+    ) -> Any:
+        try:
+            encoded = self._encode(header, await pending)
+        except CloseConnection:
+            raise
+        except Exception as e:
+            encoded = self._error_answer(header, request, e, connection)
+        if inspect.isawaitable(encoded):
+            return await encoded  # acks=0: closes the connection
+        return self._recorded(header, encoded, started, bytes_in)
+
+    def _recorded(self, header: Any, encoded: Any, started: float, bytes_in: int) -> Any:
+        if not inspect.isawaitable(encoded):
+            self.stats.record(
+                header.api_key, perf_counter() - started, bytes_in, response_size(encoded)
+            )
         return encoded
+
+    def _error_answer(
+        self,
+        header: Any,
+        request: Any,
+        error: Exception,
+        connection: ConnectionInfo,
+        *,
+        expected: bool = False,
+    ) -> Any:
+        """The encoded error response for a request that failed as a whole (see the module
+        docstring); an awaitable that closes the connection for an acks=0 Produce."""
+        code = error.error_code if isinstance(error, KafkaError) else ErrorCode.UNKNOWN_SERVER_ERROR
+        self.error_log.report(
+            header, error, connection, expected=expected or isinstance(error, KafkaError)
+        )
+        if header.api_key == ApiKey.PRODUCE and getattr(request, "acks", None) == 0:
+            return _close_connection(f"acks=0 produce failed: {error}")
+        # A KafkaError's own message (without the "[Error n] NAME:" prefix of its str());
+        # anything else gets the code's default text, not the internals of a bug.
+        message = error.args[0] if isinstance(error, KafkaError) and error.args else None
+        response = error_response(
+            header.api_key,
+            request,
+            response_class(header.api_key, header.api_version),
+            code,
+            message,
+        )
+        return frames.encode_response(header, response)
 
     @staticmethod
     def _encode(header: Any, result: Any) -> Any:
         if result is NO_RESPONSE or isinstance(result, list):
             return result  # nothing to send, or an already encoded frame (Fetch)
         return frames.encode_response(header, result)
+
+
+async def _close_connection(reason: str) -> Any:
+    raise CloseConnection(reason)

@@ -12,6 +12,11 @@ LEADER_NOT_AVAILABLE until the controller has elected its leaders; otherwise
 UNKNOWN_TOPIC_OR_PARTITION (INVALID_TOPIC_EXCEPTION for an illegal name). A partition whose
 leader is not alive is LEADER_NOT_AVAILABLE with leader -1 (the cache's getTopicMetadata rules).
 v12 topics asked by id: known ids are answered like their names, unknown ones UNKNOWN_TOPIC_ID.
+
+Authorized operations (v8+, KIP-430): asked for with `include_topic_authorized_operations`
+(every topic answered by name, as Kafka's handleTopicMetadataRequest sets them; not the unknown
+ids) and `include_cluster_authorized_operations` (v8-10); with no authorizer they are every
+operation the resource type supports (protocol/acl.py), otherwise Int.MinValue (omitted).
 """
 
 from __future__ import annotations
@@ -25,6 +30,11 @@ import structlog
 from kafkalite.apis.base import RequestContext, handles
 from kafkalite.apis.topic_names import invalid_topic_reason, is_internal
 from kafkalite.broker.metadata_cache import PartitionMetadata
+from kafkalite.protocol.acl import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    ResourceType,
+    authorized_operations,
+)
 from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.errors import ErrorCode, KafkaError, TopicAlreadyExistsError
 
@@ -162,6 +172,14 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
                 "partitions": [],
             }
         )
+    if getattr(request, "include_topic_authorized_operations", False):
+        topic_operations = authorized_operations(ResourceType.TOPIC)
+        for topic in topics:
+            if topic["name"] is not None:
+                topic["topic_authorized_operations"] = topic_operations
+    cluster_operations = AUTHORIZED_OPERATIONS_OMITTED
+    if getattr(request, "include_cluster_authorized_operations", False):
+        cluster_operations = authorized_operations(ResourceType.CLUSTER)
     controller_id = cache.get_controller_id()
     return ctx.response(
         throttle_time=0,
@@ -169,7 +187,7 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
         cluster_id=services.cluster_id,
         controller_id=-1 if controller_id is None else controller_id,
         topics=topics,
-        cluster_authorized_operations=-2147483648,
+        cluster_authorized_operations=cluster_operations,
     )
 
 

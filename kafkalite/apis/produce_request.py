@@ -11,7 +11,10 @@ Layout (ProduceRequest.json; v9+ flexible: compact strings/arrays/bytes, tagged 
     topic_data: [name string, partition_data: [index int32, records nullable bytes]]
 
 A truncated or garbled request raises InvalidRequestError (the connection is closed); bytes after
-a complete body are ignored, like Kafka.
+a complete body are ignored, like Kafka. A null where the schema allows none (topic_data,
+partition_data, a topic name) is read as empty and raises InvalidRequestFieldError with the
+request decoded that way, so it is answered with INVALID_REQUEST for every partition it names
+(protocol/request_checks.py, the same rule as for the other APIs).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import struct
 from dataclasses import dataclass, field
 
 from kafkalite.protocol.errors import InvalidRequestError
+from kafkalite.protocol.request_checks import InvalidRequestFieldError
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -48,10 +52,12 @@ class ProduceRequestData:
 
 
 class _Reader:
-    __slots__ = ("buf", "pos", "flexible")
+    __slots__ = ("buf", "pos", "flexible", "null_field")
 
     def __init__(self, buf: memoryview, pos: int, flexible: bool) -> None:
         self.buf, self.pos, self.flexible = buf, pos, flexible
+        self.null_field: str | None = None
+        """The first non-nullable field found null (read as empty)."""
 
     def need(self, n: int) -> None:
         if n < 0 or self.pos + n > len(self.buf):
@@ -93,12 +99,16 @@ class _Reader:
             return self.uvarint() - 1
         return self.int32()
 
-    def string(self, nullable: bool = False) -> str | None:
+    def string(self, what: str | None = None) -> str | None:
+        """A string; None for null when nullable (`what` is None), else "" and noted."""
         n = self.uvarint() - 1 if self.flexible else self.int16()
-        if n < 0:
-            if nullable:
+        if n < -1:
+            raise InvalidRequestError("negative string length in ProduceRequest")
+        if n == -1:
+            if what is None:
                 return None
-            raise InvalidRequestError("null string in ProduceRequest")
+            self.null_field = self.null_field or what
+            return ""
         self.need(n)
         try:
             value = bytes(self.buf[self.pos : self.pos + n]).decode()
@@ -107,10 +117,13 @@ class _Reader:
         self.pos += n
         return value
 
-    def array_length(self) -> int:
+    def array_length(self, what: str) -> int:
         n = self.length()
-        if n < 0:
-            raise InvalidRequestError("null array in ProduceRequest")
+        if n < -1:
+            raise InvalidRequestError("negative array length in ProduceRequest")
+        if n == -1:
+            self.null_field = self.null_field or what
+            return 0
         if n > len(self.buf):
             raise InvalidRequestError("array longer than the request")
         return n
@@ -134,14 +147,14 @@ def decode_produce_request(
 ) -> ProduceRequestData:
     version = header.api_version  # type: ignore[attr-defined]
     r = _Reader(memoryview(frame), body_offset, version >= 9)
-    transactional_id = r.string(nullable=True)
+    transactional_id = r.string()
     r.need(6)
     acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(r.buf, r.pos)
     r.pos += 6
     topics = []
-    for _ in range(r.array_length()):
-        topic = ProduceTopicData(r.string())  # type: ignore[arg-type]
-        for _ in range(r.array_length()):
+    for _ in range(r.array_length("topic_data")):
+        topic = ProduceTopicData(r.string("topic_data.name"))  # type: ignore[arg-type]
+        for _ in range(r.array_length("topic_data.partition_data")):
             index = r.int32()
             n = r.length()
             records = None
@@ -155,4 +168,10 @@ def decode_produce_request(
         topics.append(topic)
     r.skip_tagged_fields()
     # Bytes after the body are ignored, as Kafka's request parsing does.
-    return ProduceRequestData(version, transactional_id, acks, timeout_ms, topics)
+    request = ProduceRequestData(version, transactional_id, acks, timeout_ms, topics)
+    if r.null_field is not None:
+        raise InvalidRequestFieldError(
+            f"malformed PRODUCE request: {r.null_field} is null, which its schema does not allow",
+            request,
+        )
+    return request

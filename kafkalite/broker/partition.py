@@ -70,13 +70,15 @@ from kafkalite.protocol.errors import (
     OffsetNotAvailableError,
     OffsetOutOfRangeError,
     PolicyViolationError,
+    RecordError,
+    RecordValidationError,
     UnknownLeaderEpochError,
 )
 from kafkalite.protocol.records import (
     LOG_OVERHEAD,
     RecordBatchHeader,
-    has_record_without_key,
     iter_batch_headers,
+    records_without_key,
     validate_batches,
 )
 from kafkalite.protocol.types import TopicPartition
@@ -496,13 +498,15 @@ class Partition:
         )
         if not headers:
             raise InvalidRecordError(f"Empty record set in produce to {self.topic_partition}")
-        if log.config.compact and has_record_without_key(records, headers):
+        if log.config.compact and (keyless := records_without_key(records, headers)):
             # Kafka's LogValidator.validateKey: the only produce check that reads records, and
-            # only for compacted topics (the cleaner could not keep a keyless record).
-            raise InvalidRecordError(
+            # only for compacted topics (the cleaner could not keep a keyless record). Each
+            # refused record is named in the response's record_errors (KIP-467).
+            message = (
                 "Compacted topic cannot accept message without key in topic partition "
                 f"{self.topic_partition}."
             )
+            raise RecordValidationError([RecordError(i, message) for i in keyless])
         first_offset = log.log_end_offset
         infos, duplicate = producer_state.prepare(headers, first_offset, origin)
         if duplicate is not None:

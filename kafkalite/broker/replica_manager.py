@@ -470,7 +470,11 @@ class ReplicaManager:
                 partition = self.get_partition_or_raise(tp)
                 appended = partition.append_records_to_leader(records, origin, required_acks)
             except (KafkaError, OSError) as e:
-                results[tp] = ProduceResult(_error_result_code(e), error_message=str(e) or None)
+                results[tp] = ProduceResult(
+                    _error_result_code(e),
+                    error_message=str(e) or None,
+                    record_errors=getattr(e, "record_errors", ()),
+                )
                 continue
             results[tp] = ProduceResult(
                 ErrorCode.NONE,

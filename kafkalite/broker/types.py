@@ -125,6 +125,8 @@ class ProduceResult:
     error_message: str | None = None
     last_offset: int = UNKNOWN_OFFSET
     duplicate: bool = False
+    record_errors: tuple[Any, ...] = ()
+    """The records refused (protocol.errors.RecordError), for INVALID_RECORD (KIP-467)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -192,6 +192,11 @@ class KafkaConnection:
         try:
             return await asyncio.wait_for(asyncio.shield(future), self.request_timeout)
         except TimeoutError:
+            # Nobody waits for this request's answer any more: drop its future before failing
+            # the others, or its exception is never retrieved (and asyncio reports it).
+            if self._pending.pop(correlation_id, None) is not None:
+                self._abandoned.add(correlation_id)
+                future.cancel()
             error = KafkaTimeoutError(
                 f"{ApiKey(api_key).name} v{version} to {self.host}:{self.port}: no response "
                 f"in {self.request_timeout}s"

@@ -18,7 +18,8 @@ maps them to ``UNKNOWN_SERVER_ERROR`` instead of raising).
 from __future__ import annotations
 
 import enum
-from typing import ClassVar
+from collections.abc import Sequence
+from typing import ClassVar, NamedTuple
 
 
 class ErrorCode(enum.IntEnum):
@@ -733,6 +734,31 @@ class GroupSubscribedToTopicError(KafkaError):
 
 class InvalidRecordError(KafkaError):
     error_code = ErrorCode.INVALID_RECORD
+
+
+class RecordError(NamedTuple):
+    """One record of a produced batch the broker refused (KIP-467): its index in the batch
+    and why; ProduceResponse's record_errors entry (Kafka's ProduceResponse.RecordError)."""
+
+    batch_index: int
+    message: str | None
+
+    def __str__(self) -> str:
+        message = "null" if self.message is None else f"'{self.message}'"
+        return f"RecordError(batchIndex={self.batch_index}, message={message})"
+
+
+class RecordValidationError(InvalidRecordError):
+    """INVALID_RECORD naming the records refused (Kafka's RecordValidationException, raised by
+    LogValidator.processRecordErrors, with its message)."""
+
+    def __init__(self, record_errors: Sequence[RecordError]) -> None:
+        self.record_errors = tuple(record_errors)
+        shown = ", ".join(str(e) for e in self.record_errors[:3])
+        super().__init__(
+            f"One or more records have been rejected due to {len(self.record_errors)} record "
+            f"errors in total, and only showing the first three errors at most: [{shown}]"
+        )
 
 
 class UnstableOffsetCommitError(KafkaError):

@@ -60,6 +60,7 @@ from .api import (
 from .decoder import decoder_for
 from .encoder import Parts, encoder_for
 from .errors import ErrorCode, InvalidRequestError, KafkaError, UnsupportedVersionError
+from .request_checks import check_request
 from .validator import validator_for
 
 Buffer = bytes | bytearray | memoryview
@@ -183,12 +184,24 @@ def _readonly(frame: Buffer) -> bytes | memoryview:
     return view if view.readonly else view.toreadonly()
 
 
-def _decode_body(cls: type, frame: Buffer, offset: int, what: str, strict: bool) -> Any:
+def _decode_body(
+    cls: type,
+    frame: Buffer,
+    offset: int,
+    what: str,
+    strict: bool,
+    *,
+    nulls: list[str] | None = None,
+) -> Any:
+    """Decode one message body. With a ``nulls`` list, the paths of nulls the schema does not
+    allow are appended to it, and such a null (kio's native reader refuses it in a string,
+    accepts it in an array) is read as None by the pure-Python decoder instead of failing, for
+    request_checks to refuse with an answer."""
     buf = _readonly(frame)
     try:
         # Lengths are checked against the bytes left before the native reader allocates
         # anything: it would abort the process on a huge declared array (see validator.py).
-        validator_for(cls)(buf, offset)
+        validator_for(cls)(buf, offset, nulls)
         message, size = _reader(cls)(buf, offset)
     except KeyError:
         # kio's native reader refuses tagged fields it has no schema for; Kafka skips them
@@ -199,7 +212,13 @@ def _decode_body(cls: type, frame: Buffer, offset: int, what: str, strict: bool)
             raise InvalidRequestError(f"malformed {what}: {e}") from None
         size = end - offset
     except _DECODE_FAILURES as e:
-        raise InvalidRequestError(f"malformed {what}: {e}") from None
+        if not nulls:  # no list, or no forbidden null to explain the failure
+            raise InvalidRequestError(f"malformed {what}: {e}") from None
+        try:
+            message, end = decoder_for(cls)(buf, offset)
+        except InvalidRequestError:
+            raise InvalidRequestError(f"malformed {what}: {e}") from None
+        size = end - offset
     if strict and offset + size != len(buf):
         raise InvalidRequestError(
             f"malformed {what}: {len(buf) - offset - size} bytes left after the body"
@@ -215,11 +234,16 @@ def decode_request(
     Bytes after the body are ignored, as Kafka's broker does (RequestContext.parseRequest does
     not check what remains); ``strict=True`` rejects them (codec tests).
     Raises UnsupportedVersionError for a version outside the codec and InvalidRequestError for
-    a malformed body (both with ``.header``)."""
+    a malformed body (both with ``.header``); InvalidRequestFieldError (with the decoded
+    request) for a body that decodes but has a null its schema forbids or a value out of range
+    (request_checks.py)."""
     try:
         cls = request_class(header.api_key, header.api_version)
         name = f"{ApiKey(header.api_key).name} request"
-        return _decode_body(cls, frame, body_offset, name, strict)
+        nulls: list[str] = []
+        request = _decode_body(cls, frame, body_offset, name, strict, nulls=nulls)
+        check_request(header.api_key, request, nulls)
+        return request
     except KafkaError as e:
         raise _attach(e, header) from None
 

@@ -744,6 +744,25 @@ def iter_batches(
         pos += size
 
 
+def records_without_key(
+    buf: bytes | bytearray | memoryview, headers: list[RecordBatchHeader]
+) -> list[int]:
+    """The indexes of the records with a null key in the non-control batches of ``buf``,
+    counted from its first record (Kafka's batchIndex: one batch per produced partition, so
+    the record's index in its batch). ``headers`` are the buffer's validated batch headers."""
+    mv = _as_bytes_view(buf)
+    out: list[int] = []
+    pos = index = 0
+    for header in headers:
+        size = header.size
+        if not header.attributes & CONTROL_FLAG_MASK and header.record_count > 0:
+            _, records = decode_batch(mv[pos : pos + size])
+            out += [index + i for i, record in enumerate(records) if record.key is None]
+            index += len(records)
+        pos += size
+    return out
+
+
 def has_record_without_key(
     buf: bytes | bytearray | memoryview, headers: list[RecordBatchHeader]
 ) -> bool:

@@ -14,6 +14,8 @@ same, once per message, before the native decode:
 
 ``validator_for(cls)`` generates, once per class, a function ``(buf, pos) -> end`` that walks
 the body without building anything, raising ``InvalidRequestError`` on the first violation.
+Given a list, it also notes every null where the version's schema allows none (a comparison per
+field on a walk that happens anyway), for request_checks to refuse the request with an answer.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from kio.serial._introspect import (
 
 from .errors import InvalidRequestError
 
-Validator = Callable[[Any, int], int]
+Validator = Callable[..., int]
 
 _SIZES = {
     "int8": 1,
@@ -104,24 +106,41 @@ def _length(buf: Any, pos: int, flexible: bool, int16: bool) -> tuple[int, int]:
 _NAMESPACE: dict[str, Any] = {"_uvarint": _uvarint, "_length": _length, "_bad": _bad}
 
 
-def _primitive(kafka_type: str, flexible: bool) -> list[str]:
+def _primitive(kafka_type: str, flexible: bool, null: str | None = None) -> list[str]:
+    """Statements skipping one value; ``null``: the field path to record in ``nulls`` when a
+    string or bytes the schema does not allow to be null is null."""
     if kafka_type in _SIZES:
         return [f"pos += {_SIZES[kafka_type]}"]
-    if kafka_type == "string":
-        return [f"_s, pos = _length(buf, pos, {flexible}, True)", "if _s > 0: pos += _s"]
-    if kafka_type in ("bytes", "records"):
-        return [f"_s, pos = _length(buf, pos, {flexible}, False)", "if _s > 0: pos += _s"]
+    if kafka_type in ("string", "bytes", "records"):
+        short = kafka_type == "string"
+        lines = [f"_s, pos = _length(buf, pos, {flexible}, {short})", "if _s > 0: pos += _s"]
+        if null is not None:
+            lines.append(f"elif _s == -1 and nulls is not None: nulls.append({null!r})")
+        return lines
     raise NotImplementedError(kafka_type)
 
 
-def _field(field: dataclasses.Field, flexible: bool, depth: int, tagged: bool) -> list[str]:
+def _null_check(field: dataclasses.Field, tagged: bool, owner: str) -> str | None:
+    """The path recorded when this field is null but its schema does not allow it."""
+    if tagged or is_optional(field):
+        return None
+    return f"{owner}.{field.name}"
+
+
+def _field(
+    field: dataclasses.Field, flexible: bool, depth: int, tagged: bool, owner: str = ""
+) -> list[str]:
     kind = classify_field(field)
     kafka_type = field.metadata.get("kafka_type")
+    null = _null_check(field, tagged, owner)
     if isinstance(kind, PrimitiveField):
-        return _primitive(kafka_type, flexible)
+        return _primitive(kafka_type, flexible, null)
     loop = f"_i{depth}"
+    record_null = (
+        [f"if _n == -1 and nulls is not None: nulls.append({null!r})"] if null is not None else []
+    )
     if isinstance(kind, PrimitiveTupleField):
-        lines = [f"_n, pos = _length(buf, pos, {flexible}, False)"]
+        lines = [f"_n, pos = _length(buf, pos, {flexible}, False)", *record_null]
         if kafka_type in _SIZES:
             return [*lines, f"if _n > 0: pos += _n * {_SIZES[kafka_type]}"]
         return [
@@ -135,15 +154,16 @@ def _field(field: dataclasses.Field, flexible: bool, depth: int, tagged: bool) -
             return [
                 "if pos >= len(buf): raise _bad('truncated struct marker')",
                 "if buf[pos] == 0xFF: pos += 1",
-                f"else: pos = {name}(buf, pos + 1)",
+                f"else: pos = {name}(buf, pos + 1, nulls)",
             ]
-        return [f"pos = {name}(buf, pos)"]
+        return [f"pos = {name}(buf, pos, nulls)"]
     if isinstance(kind, EntityTupleField):
         name = _name(kind.type_)
         return [
             f"_n, pos = _length(buf, pos, {flexible}, False)",
+            *record_null,
             f"for {loop} in range(max(_n, 0)):",
-            f"    pos = {name}(buf, pos)",
+            f"    pos = {name}(buf, pos, nulls)",
         ]
     raise NotImplementedError(field.name)
 
@@ -155,14 +175,14 @@ def _name(cls: type) -> str:
 
 def _source(cls: type) -> str:
     flexible = bool(cls.__flexible__)
-    lines = [f"def _val_{id(cls)}(buf, pos):"]
+    lines = [f"def _val_{id(cls)}(buf, pos, nulls=None):"]
     tagged: dict[int, dataclasses.Field] = {}
     for field in dataclasses.fields(cls):
         tag = get_field_tag(field)
         if tag is not None:
             tagged[tag] = field
             continue
-        lines += ["    " + s for s in _field(field, flexible, 0, False)]
+        lines += ["    " + s for s in _field(field, flexible, 0, False, cls.__name__)]
     if flexible:
         lines += [
             "    _count, pos = _uvarint(buf, pos)",
@@ -187,8 +207,11 @@ def _source(cls: type) -> str:
 
 @functools.cache
 def validator_for(cls: type) -> Validator:
-    """``(buf, pos) -> end of the body`` for a kio-style message class; raises
-    InvalidRequestError when a length does not fit the bytes left or the body is truncated."""
+    """``(buf, pos, nulls=None) -> end of the body`` for a kio-style message class; raises
+    InvalidRequestError when a length does not fit the bytes left or the body is truncated.
+    With a ``nulls`` list, the path (``Struct.field``) of every null found where the version's
+    schema does not allow one is appended to it (the walk goes on: every length is still
+    checked)."""
     source = _source(cls)
     code = compile(source, f"<kafkalite validator {cls.__module__}.{cls.__name__}>", "exec")
     exec(code, _NAMESPACE)

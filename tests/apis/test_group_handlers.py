@@ -486,6 +486,13 @@ async def test_list_describe_delete_groups_and_offset_delete(call):
     assert (m.member_metadata, m.member_assignment) == (SUBSCRIPTION, b"all of t")
     assert live.authorized_operations == -(2**31)
     assert (unknown.error_code, unknown.group_state, unknown.members) == (0, "Dead", ())
+    r = await call(
+        ApiKey.DESCRIBE_GROUPS,
+        5,
+        req(ApiKey.DESCRIBE_GROUPS, 5, groups=["live"], include_authorized_operations=True),
+    )
+    # KIP-430 without an authorizer: every operation a GROUP supports (READ, DELETE, DESCRIBE)
+    assert r.groups[0].authorized_operations == (1 << 3) | (1 << 6) | (1 << 8)
 
     r = await call(
         ApiKey.OFFSET_DELETE,

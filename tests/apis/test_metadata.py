@@ -1,5 +1,6 @@
 """Metadata, DescribeCluster and UpdateMetadata over the real MetadataCache."""
 
+import dataclasses
 import sys
 import uuid
 
@@ -7,6 +8,7 @@ import pytest
 from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
 
 from kafkalite.broker.metadata_cache import MetadataCache
+from kafkalite.protocol.acl import from_32bit_field
 from kafkalite.protocol.api import ApiKey, request_class
 from kafkalite.protocol.errors import ErrorCode
 
@@ -164,3 +166,59 @@ async def test_describe_cluster(call, cache):
     )
     assert response.cluster_id == "test-cluster" and response.controller_id == 0
     assert [(b.broker_id, b.host, b.port) for b in response.brokers] == [(0, "h0", 9092)]
+
+
+TOPIC_OPERATIONS = {"READ", "WRITE", "CREATE", "DESCRIBE", "DELETE", "ALTER"} | {
+    "DESCRIBE_CONFIGS",
+    "ALTER_CONFIGS",
+}
+CLUSTER_OPERATIONS = {"CREATE", "CLUSTER_ACTION", "DESCRIBE_CONFIGS", "ALTER_CONFIGS"} | {
+    "IDEMPOTENT_WRITE",
+    "ALTER",
+    "DESCRIBE",
+}
+
+
+def operation_names(field):
+    return {op.name for op in from_32bit_field(field)}
+
+
+@pytest.mark.parametrize("version", [8, 10, 12])
+async def test_metadata_authorized_operations_when_asked(call, cache, version):
+    request = metadata_request(version, ["orders", "nope"], allow_auto=False)
+    names = request.__dataclass_fields__
+    request = dataclasses.replace(
+        request,
+        include_topic_authorized_operations=True,
+        **(
+            {"include_cluster_authorized_operations": True}
+            if "include_cluster_authorized_operations" in names
+            else {}
+        ),
+    )
+    response = await call(ApiKey.METADATA, version, request)
+    ops = {t.name: operation_names(t.topic_authorized_operations) for t in response.topics}
+    assert ops == {"orders": TOPIC_OPERATIONS, "nope": TOPIC_OPERATIONS}
+    if version <= 10:
+        assert operation_names(response.cluster_authorized_operations) == CLUSTER_OPERATIONS
+    else:  # v11 dropped the cluster field (DescribeCluster answers it)
+        assert not hasattr(response, "cluster_authorized_operations")
+
+
+async def test_metadata_authorized_operations_omitted_unless_asked(call, cache):
+    response = await call(ApiKey.METADATA, 10, metadata_request(10, ["orders"]))
+    assert response.cluster_authorized_operations == -(2**31)
+    assert [t.topic_authorized_operations for t in response.topics] == [-(2**31)]
+
+
+@pytest.mark.parametrize("asked", [True, False])
+async def test_describe_cluster_authorized_operations(call, cache, asked):
+    response = await call(
+        ApiKey.DESCRIBE_CLUSTER,
+        1,
+        DescribeClusterRequest(include_cluster_authorized_operations=asked, endpoint_type=1),
+    )
+    if asked:
+        assert operation_names(response.cluster_authorized_operations) == CLUSTER_OPERATIONS
+    else:
+        assert response.cluster_authorized_operations == -(2**31)

@@ -258,8 +258,10 @@ def test_compacted_topic_refuses_records_without_key(tmp_path):
     partition.append_records_to_leader(bytearray(keyed), AppendOrigin.CLIENT, 1)
     with pytest.raises(
         InvalidRecordError, match="Compacted topic cannot accept message without key"
-    ):
+    ) as refused:
         partition.append_records_to_leader(bytearray(keyed + mixed), AppendOrigin.CLIENT, 1)
+    # KIP-467: the keyless record is named by its index (third record of the request)
+    assert [e.batch_index for e in refused.value.record_errors] == [2]
     assert log.log_end_offset == 1  # nothing of the refused request was appended
     log.update_config(LogConfig())
     partition.append_records_to_leader(bytearray(mixed), AppendOrigin.CLIENT, 1)

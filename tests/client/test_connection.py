@@ -321,3 +321,30 @@ async def test_a_response_the_codec_rejects_ends_the_connection_loudly():
         await conn.close()
     finally:
         await broker.stop()
+
+
+async def test_a_request_timeout_leaves_no_unretrieved_exception():
+    """The timed-out request's future is dropped, not failed and forgotten: asyncio reported
+    'Future exception was never retrieved' for it (in the broker, for a controller or fetcher
+    request that timed out)."""
+    import gc
+
+    loop = asyncio.get_running_loop()
+    reported = []
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _loop, context: reported.append(context))
+    broker = await FakeBroker(handlers={ApiKey.LIST_OFFSETS: lambda header, request: None}).start()
+    try:
+        conn = KafkaConnection("127.0.0.1", broker.port, request_timeout=0.2)
+        await conn.connect()
+        with pytest.raises(KafkaTimeoutError):
+            await conn.send(ApiKey.LIST_OFFSETS, LIST_OFFSETS)
+        await conn.close()
+        del conn
+        for _ in range(3):
+            gc.collect()
+            await asyncio.sleep(0)
+        assert [c.get("message") for c in reported] == []
+    finally:
+        loop.set_exception_handler(previous)
+        await broker.stop()

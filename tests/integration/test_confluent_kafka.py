@@ -217,3 +217,114 @@ def test_describe_configs_names_the_source_of_a_default(broker_factory):
     assert not retention.is_default
     assert [s.name for s in retention.synonyms.values()] == ["log.retention.hours"]
     assert configs["segment.ms"].source == ConfigSource.DEFAULT_CONFIG.value
+
+
+def test_authorized_operations_without_authorizer(shared_broker):
+    """KIP-430 through librdkafka: with no authorizer every operation the resource supports."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AclOperation
+
+    client = admin(shared_broker)
+    create_topic(shared_broker, "ck-acl-ops", 1)
+    described = client.describe_topics(
+        TopicCollection(["ck-acl-ops"]), include_authorized_operations=True
+    )["ck-acl-ops"].result(timeout=30)
+    assert set(described.authorized_operations) == {
+        AclOperation.READ,
+        AclOperation.WRITE,
+        AclOperation.CREATE,
+        AclOperation.DESCRIBE,
+        AclOperation.DELETE,
+        AclOperation.ALTER,
+        AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS,
+    }
+    cluster = client.describe_cluster(include_authorized_operations=True).result(timeout=30)
+    assert set(cluster.authorized_operations) == {
+        AclOperation.CREATE,
+        AclOperation.CLUSTER_ACTION,
+        AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS,
+        AclOperation.IDEMPOTENT_WRITE,
+        AclOperation.ALTER,
+        AclOperation.DESCRIBE,
+    }
+    # not asked: librdkafka reports None
+    assert client.describe_cluster().result(timeout=30).authorized_operations is None
+
+    consumer = Consumer({"bootstrap.servers": shared_broker.bootstrap, "group.id": "ck-acl-group"})
+    try:
+        consumer.subscribe(["ck-acl-ops"])
+        wait_for(lambda: consumer.poll(0.2) is None and consumer.assignment(), "an assignment")
+        group = client.describe_consumer_groups(
+            ["ck-acl-group"], include_authorized_operations=True
+        )["ck-acl-group"].result(timeout=30)
+        assert set(group.authorized_operations) == {
+            AclOperation.READ,
+            AclOperation.DESCRIBE,
+            AclOperation.DELETE,
+        }
+    finally:
+        consumer.close()
+
+
+def test_deprecated_topic_configs_are_accepted_as_kafka_39_does(shared_broker):
+    """message.format.version and message.downconversion.enable (deprecated, no-ops since the
+    3.0 inter-broker protocol) are accepted by CreateTopics / AlterConfigs /
+    IncrementalAlterConfigs, stored and described; a bad version is INVALID_CONFIG."""
+    client = admin(shared_broker)
+    create_topic(shared_broker, "ck-deprecated", 1, {"message.format.version": "2.8"})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "ck-deprecated")
+
+    def described():
+        return client.describe_configs([resource])[resource].result(timeout=30)
+
+    configs = described()
+    assert configs["message.format.version"].value == "2.8"
+    assert configs["message.format.version"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    assert configs["message.downconversion.enable"].value == "true"
+    assert configs["message.downconversion.enable"].source == ConfigSource.DEFAULT_CONFIG.value
+
+    incremental = ConfigResource(
+        ConfigResource.Type.TOPIC,
+        "ck-deprecated",
+        incremental_configs=[
+            ConfigEntry(
+                "message.downconversion.enable",
+                "false",
+                incremental_operation=AlterConfigOpType.SET,
+            ),
+            ConfigEntry(
+                "message.format.version", None, incremental_operation=AlterConfigOpType.DELETE
+            ),
+        ],
+    )
+    client.incremental_alter_configs([incremental])[incremental].result(timeout=30)
+    configs = described()
+    assert configs["message.downconversion.enable"].value == "false"
+    assert configs["message.format.version"].value == "3.0-IV1"  # Kafka 3.x's default
+    assert configs["message.format.version"].source == ConfigSource.DEFAULT_CONFIG.value
+
+    bad = ConfigResource(
+        ConfigResource.Type.TOPIC,
+        "ck-deprecated",
+        incremental_configs=[
+            ConfigEntry(
+                "message.format.version", "9.9", incremental_operation=AlterConfigOpType.SET
+            )
+        ],
+    )
+    with pytest.raises(confluent_kafka.KafkaException) as info:
+        client.incremental_alter_configs([bad])[bad].result(timeout=30)
+    assert info.value.args[0].code() == confluent_kafka.KafkaError.INVALID_CONFIG
+    assert "message.format.version" in info.value.args[0].str()
+    assert described()["message.downconversion.enable"].value == "false"  # nothing lost
+
+    # AlterConfigs replaces the whole override set
+    whole = ConfigResource(
+        ConfigResource.Type.TOPIC, "ck-deprecated", set_config={"message.format.version": "0.10.2"}
+    )
+    client.alter_configs([whole])[whole].result(timeout=30)
+    configs = described()
+    assert configs["message.format.version"].value == "0.10.2"
+    assert configs["message.downconversion.enable"].value == "true"

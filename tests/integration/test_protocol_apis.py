@@ -121,3 +121,57 @@ async def scenario(bootstrap):
 
 def test_offsets_epochs_producer_ids_configs_and_auto_creation(shared_broker):
     asyncio.run(scenario(shared_broker.bootstrap))
+
+
+async def keyless_records_scenario(bootstrap):
+    async with KafkaClient(bootstrap) as client:
+        response = await client.create_topics(
+            [
+                {
+                    "name": "proto-compacted",
+                    "num_partitions": 1,
+                    "replication_factor": 1,
+                    "configs": [{"name": "cleanup.policy", "value": "compact"}],
+                }
+            ]
+        )
+        assert int(response.topics[0].error_code) == 0
+        await client.refresh_metadata(["proto-compacted"])
+        batch = build_batch(
+            [
+                Record(0, 0, b"k0", b"v"),
+                Record(1, 0, None, b"no key"),
+                Record(2, 0, b"k2", b"v"),
+                Record(3, 0, None, b"no key either"),
+            ],
+            compression=1,
+        )
+        produce = await client.send(
+            ApiKey.PRODUCE,
+            request_builder(
+                ApiKey.PRODUCE,
+                transactional_id=None,
+                acks=-1,
+                timeout=datetime.timedelta(seconds=30),
+                topic_data=[
+                    {"name": "proto-compacted", "partition_data": [{"index": 0, "records": batch}]}
+                ],
+            ),
+        )
+        part = produce.responses[0].partition_responses[0]
+        reason = "Compacted topic cannot accept message without key in topic partition proto-compacted-0."
+        assert int(part.error_code) == 87  # INVALID_RECORD
+        assert [(e.batch_index, e.batch_index_error_message) for e in part.record_errors] == [
+            (1, reason),
+            (3, reason),
+        ]
+        assert "One or more records have been rejected due to 2 record errors" in part.error_message
+        assert part.base_offset == -1
+        # nothing of the refused batch was appended
+        latest = (await client.list_offsets(TopicPartition("proto-compacted", 0), -1)).topics[0]
+        assert latest.partitions[0].offset == 0
+
+
+def test_keyless_records_on_a_compacted_topic_are_named_in_record_errors(shared_broker):
+    """KIP-467: the refused records of a batch are named by batch_index with Kafka's message."""
+    asyncio.run(keyless_records_scenario(shared_broker.bootstrap))

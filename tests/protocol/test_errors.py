@@ -82,3 +82,18 @@ def test_raise_for_error_code():
 
 def test_pickle_round_trip_of_enum():
     assert pickle.loads(pickle.dumps(ErrorCode.INVALID_RECORD)) is ErrorCode.INVALID_RECORD
+
+
+def test_record_validation_error_reads_like_kafkas():
+    from kafkalite.protocol.errors import RecordError, RecordValidationError
+
+    errors = [RecordError(i, f"bad {i}") for i in range(5)] + [RecordError(7, None)]
+    e = RecordValidationError(errors)
+    assert e.error_code is ErrorCode.INVALID_RECORD
+    assert e.record_errors == tuple(errors)
+    assert e.args[0] == (
+        "One or more records have been rejected due to 6 record errors in total, and only "
+        "showing the first three errors at most: [RecordError(batchIndex=0, message='bad 0'), "
+        "RecordError(batchIndex=1, message='bad 1'), RecordError(batchIndex=2, message='bad 2')]"
+    )
+    assert str(RecordError(7, None)) == "RecordError(batchIndex=7, message=null)"

@@ -468,3 +468,27 @@ def test_has_record_without_key_decodes_only_data_batches():
     assert not has_record_without_key(buf, validate_batches(buf, origin_client=False))
     buf = bytearray(keyed + keyless)
     assert has_record_without_key(buf, validate_batches(buf))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.lists(st.booleans(), min_size=1, max_size=6), min_size=1, max_size=3),
+    st.sampled_from([0, 1, 4]),
+)
+def test_records_without_key_names_each_keyless_record(batches, compression):
+    """Oracle: the indexes, counted over the partition's records, of the keys left out."""
+    from kafkalite.protocol.records import (
+        Record,
+        build_batch,
+        records_without_key,
+        validate_batches,
+    )
+
+    buf = bytearray()
+    for keyed in batches:
+        buf += build_batch(
+            [Record(i, 0, b"k" if k else None, b"v") for i, k in enumerate(keyed)],
+            compression=compression,
+        )
+    expected = [i for i, k in enumerate(k for keyed in batches for k in keyed) if not k]
+    assert records_without_key(buf, validate_batches(buf)) == expected
