@@ -157,6 +157,9 @@ def str_field(body: dict[str, Any], name: str, *, default: str | None = None) ->
 
 
 def configs_field(body: dict[str, Any], name: str, *, nullable_values: bool) -> dict[str, Any]:
+    """Topic configs as CreateTopics and IncrementalAlterConfigs carry them: string values (null
+    removes an override where ``nullable_values``). A number or boolean is refused, not turned
+    into a string: the Kafka protocol has only strings, and the document says so."""
     value = body.get(name, {})
     if value is None:
         value = {}
@@ -168,13 +171,20 @@ def configs_field(body: dict[str, Any], name: str, *, nullable_values: bool) -> 
             out[key] = None
         elif isinstance(v, str):
             out[key] = v
-        elif isinstance(v, (int, float)) and not isinstance(v, bool):
-            out[key] = str(v)
-        elif isinstance(v, bool):
-            out[key] = "true" if v else "false"
         else:
-            raise AdminError.invalid(f"{name}.{key}", "must be a string")
+            raise AdminError.invalid(name, f"{key}: must be a string, got {json.dumps(v)[:50]}")
     return out
+
+
+def validate_topic_configs(name: str, configs: dict[str, str]) -> None:
+    """Refuse what CreateTopics refuses (unknown names, bad values), with the same code: stored
+    once, an override Kafka's validation rejects makes every later Kafka-protocol alter of the
+    topic fail."""
+    from kafkalite.apis.admin_common import validate_topic_configs as kafka_validation
+
+    problem = kafka_validation(dict(configs))
+    if problem is not None:
+        raise AdminError.invalid(name, problem)
 
 
 def path_int(request: web.Request, name: str) -> int:
@@ -527,10 +537,7 @@ class AdminApi:
             maximum=32767,
         )
         configs = configs_field(body, "configs", nullable_values=False)
-        try:
-            admin.validate_topic_configs(configs)
-        except Exception as e:
-            raise AdminError.invalid("configs", str(e)) from None
+        validate_topic_configs("configs", configs)
         brokers = await admin.registered_brokers(self.session)
         if replication_factor > len(brokers):
             raise AdminError(
@@ -672,10 +679,7 @@ class AdminApi:
                 current.pop(key, None)
             else:
                 current[key] = value
-        try:
-            admin.validate_topic_configs(current)
-        except Exception as e:
-            raise AdminError.invalid("configs", str(e)) from None
+        validate_topic_configs("configs", current)
         await admin.alter_topic_config(self.session, name, current)
         return json_response({"name": name, "configs": current})
 
