@@ -5,12 +5,17 @@
     kafkalite topics list | describe [NAME] | delete NAME
     kafkalite topics alter NAME [--partitions N] [--config k=v]... [--delete-config k]...
     kafkalite produce TOPIC [--partition P] [--key-separator SEP] [--acks A]   (lines on stdin)
-    kafkalite consume TOPIC [--partition P] [--from-beginning | --offset N] [--max-messages N]
+    kafkalite consume TOPIC [--partition P] [--from-beginning | --offset N] [--group G]
+              [--max-messages N] [--timeout-ms MS]
+    kafkalite --version
 
 The tools speak the Kafka protocol to any broker (`--bootstrap-server`, default
-127.0.0.1:9092) through the project's async client (kafkalite/client/). Exit status: 0 on
-success, 1 when the broker answered an error (printed with Kafka's error name), 2 on usage or
-configuration errors (the message names the bad key).
+127.0.0.1:9092) through the project's async client (kafkalite/client/); the console producer
+and consumer are in kafkalite/admin/console_*.py. Exit status: 0 on success, 1 when the broker
+answered an error (printed with Kafka's error name) or the command cannot do what was asked (a
+missing topic or partition, said so), 2 on usage or configuration errors (the message names the
+bad option or key). Anything else is a bug: one line with the path of a report file holding the
+traceback, exit 1 (see main).
 """
 
 from __future__ import annotations
