@@ -76,9 +76,10 @@ async def partitions_of(client: KafkaClient, topic: str, *, create: bool) -> int
         if code != ErrorCode.NONE and not code.retriable:
             raise TopicProblem(f"topic {topic!r}: {explain(code)}")
         if loop.time() > deadline:
+            why = f" ({code.name})" if code != ErrorCode.NONE else ""
             raise TopicProblem(
                 f"topic {topic!r} still has a partition without a leader after "
-                f"{TOPIC_WAIT_S:.0f} s ({code.name})"
+                f"{TOPIC_WAIT_S:.0f} s{why}"
             )
         await asyncio.sleep(0.1)
 
