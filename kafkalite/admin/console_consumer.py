@@ -129,8 +129,7 @@ class ConsoleConsumer:
     async def _finish_group(self) -> None:
         assert self.member is not None
         with contextlib.suppress(KafkaConnectionError):
-            if not self.member.needs_rejoin:
-                await self.member.commit(self._uncommitted())
+            await self._commit()
             await self.member.leave()
 
     def _uncommitted(self) -> dict[int, int]:
@@ -147,6 +146,8 @@ class ConsoleConsumer:
         while not self._done():
             if self.member is not None:
                 if self.member.needs_rejoin:
+                    with contextlib.suppress(KafkaConnectionError):
+                        await self._commit()  # what was printed, before the partitions move
                     await self._assign(0)
                 elif time.monotonic() - last_commit > COMMIT_INTERVAL_S:
                     await self._commit()
@@ -162,8 +163,7 @@ class ConsoleConsumer:
     async def _commit(self) -> None:
         assert self.member is not None
         pending = self._uncommitted()
-        await self.member.commit(pending)
-        if not self.member.needs_rejoin:
+        if pending and self.member.generation_id >= 0 and await self.member.commit(pending):
             self._committed.update(pending)
 
     async def _fetch_round(self) -> int:

@@ -223,10 +223,12 @@ class GroupMember:
                     out[p.partition_index] = p.committed_offset
         return out
 
-    async def commit(self, offsets: Mapping[int, int]) -> None:
-        """Commit the next offsets to consume; a rebalance under way sets needs_rejoin."""
+    async def commit(self, offsets: Mapping[int, int]) -> bool:
+        """Commit the next offsets to consume; whether every one was stored. A rebalance under
+        way sets needs_rejoin (a commit with the current generation is still accepted while the
+        group prepares the rebalance: the consumer commits before it joins again)."""
         if not offsets:
-            return
+            return True
         response = await self._send(
             ApiKey.OFFSET_COMMIT,
             group_id=self.group_id,
@@ -251,15 +253,20 @@ class GroupMember:
                 }
             ],
         )
+        stored = True
         for topic in response.topics:
             for p in topic.partitions:
                 code = ErrorCode.of(int(p.error_code))
+                if code == ErrorCode.NONE:
+                    continue
+                stored = False
                 if code in REJOIN_ERRORS:
                     self.needs_rejoin = True
                 elif code in COORDINATOR_ERRORS:
                     self.coordinator = -1
-                elif code != ErrorCode.NONE:
+                else:
                     raise TopicProblem(f"group {self.group_id!r}: OffsetCommit: {explain(code)}")
+        return stored
 
     async def heartbeat_loop(self) -> None:
         """Heartbeats every third of the session timeout until cancelled."""
