@@ -5,20 +5,26 @@
     kafkalite topics list | describe [NAME] | delete NAME
     kafkalite topics alter NAME [--partitions N] [--config k=v]... [--delete-config k]...
     kafkalite produce TOPIC [--partition P] [--key-separator SEP] [--acks A]   (lines on stdin)
-    kafkalite consume TOPIC [--partition P] [--from-beginning | --offset N] [--max-messages N]
+    kafkalite consume TOPIC [--partition P] [--from-beginning | --offset N] [--group G]
+              [--max-messages N] [--timeout-ms MS]
+    kafkalite --version
 
 The tools speak the Kafka protocol to any broker (`--bootstrap-server`, default
-127.0.0.1:9092) through the project's async client (kafkalite/client/). Exit status: 0 on
-success, 1 when the broker answered an error (printed with Kafka's error name), 2 on usage or
-configuration errors (the message names the bad key).
+127.0.0.1:9092) through the project's async client (kafkalite/client/); the console producer
+and consumer are in kafkalite/admin/console_*.py. Exit status: 0 on success, 1 when the broker
+answered an error (printed with Kafka's error name) or the command cannot do what was asked (a
+missing topic or partition, said so), 2 on usage or configuration errors (the message names the
+bad option or key). Anything else is a bug: one line with the path of a report file holding the
+traceback, exit 1 (see main).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 import sys
 import threading
-import time
 from typing import Annotated, Any
 
 import typer
@@ -29,8 +35,33 @@ from kafkalite.admin.cli import cluster_app, groups_app
 from kafkalite.config import BrokerConfig, ConfigError
 
 app = typer.Typer(
-    help="kafkalite: a Kafka broker in Python", no_args_is_help=True, add_completion=False
+    help="kafkalite: a Kafka broker in Python",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
 )
+
+
+def show_version(value: bool) -> None:
+    if value:
+        from kafkalite import __version__
+
+        typer.echo(f"kafkalite {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=show_version, is_eager=True, help="print the version and exit"
+        ),
+    ] = False,
+) -> None:
+    """kafkalite: a Kafka broker in Python, and the tools to operate it."""
+
+
 topics_app = typer.Typer(
     help="Create, list, describe, alter and delete topics", no_args_is_help=True
 )
@@ -41,8 +72,36 @@ app.add_typer(groups_app, name="groups")
 console = Console()
 err_console = Console(stderr=True, soft_wrap=True)
 
+
+def checked_bootstrap(value: str) -> str:
+    """``--bootstrap-server`` as host:port[,host:port...]; a bad entry is a usage error naming
+    the option and the entry (int() said "invalid literal for int() with base 10")."""
+    entries = [e.strip() for e in value.split(",")]
+    if not any(entries):
+        fail("--bootstrap-server: no address given (expected host:port[,host:port...])", 2)
+    for entry in entries:
+        if entry.startswith("["):
+            host, _, rest = entry[1:].partition("]")
+            port = rest[1:] if rest.startswith(":") else "9092"
+        elif entry.count(":") == 1:
+            host, port = entry.split(":")
+        else:
+            host, port = entry, "9092"
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            fail(
+                f"--bootstrap-server: {entry!r} is not host:port "
+                f"(the port must be a number from 1 to 65535)",
+                2,
+            )
+    return value
+
+
 BOOTSTRAP_OPTION = typer.Option(
-    "127.0.0.1:9092", "--bootstrap-server", "-b", help="host:port[,host:port...] of any broker"
+    "127.0.0.1:9092",
+    "--bootstrap-server",
+    "-b",
+    help="host:port[,host:port...] of any broker",
+    callback=checked_bootstrap,
 )
 
 
@@ -50,6 +109,16 @@ def error_name(code: int) -> str:
     from kafkalite.protocol.errors import ErrorCode
 
     return ErrorCode.of(int(code)).name
+
+
+def error_text(code: int, message: str | None, topic: str | None = None) -> str:
+    """Kafka's error name and the broker's message, else one that says what happened."""
+    from kafkalite.protocol.errors import ErrorCode
+
+    error = ErrorCode.of(int(code))
+    if not message and topic is not None and error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+        message = f"topic {topic!r} does not exist"
+    return f"{error.name}: {message or error.message}"
 
 
 def fail(message: str, code: int = 1) -> None:
@@ -69,19 +138,20 @@ def parse_pairs(items: list[str], what: str) -> dict[str, str]:
 
 def run(coro: Any) -> Any:
     """Run a command's coroutine; what goes wrong is a one-line error, never a traceback."""
+    from kafkalite.admin.console_producer import TopicProblem
     from kafkalite.client.errors import KafkaConnectionError
     from kafkalite.protocol.errors import KafkaError
 
     try:
         return asyncio.run(coro)
-    except KafkaConnectionError as e:
+    except BrokenPipeError:  # stdout, not the broker: see main
+        raise
+    except (KafkaConnectionError, ConnectionError, socket.gaierror) as e:
         fail(f"cannot reach the broker: {e}")
-    except OSError as e:
-        fail(f"cannot reach the broker: {e}")
+    except TopicProblem as e:  # a missing topic or partition, an illegal name...
+        fail(str(e))
     except KafkaError as e:  # an answer the command cannot use (unsupported version, ...)
         fail(str(e))
-    except ValueError as e:  # a bad argument found on the way (--bootstrap-server, ...)
-        fail(str(e), 2)
 
 
 async def _client(bootstrap: str) -> Any:
@@ -122,6 +192,7 @@ def topics_create(
     validate_only: bool = typer.Option(False, "--validate-only"),
     bootstrap: str = BOOTSTRAP_OPTION,
 ) -> None:
+    """Create a topic (CreateTopics on the controller)."""
     configs = parse_pairs(config or [], "--config")
 
     async def go() -> Any:
@@ -145,12 +216,14 @@ def topics_create(
     response = run(go())
     (topic,) = response.topics
     if int(topic.error_code):
-        fail(f"{error_name(topic.error_code)}: {topic.error_message or ''}")
+        fail(error_text(topic.error_code, topic.error_message, name))
     console.print(f"Created topic {name}." if not validate_only else f"Topic {name} is valid.")
 
 
 @topics_app.command("list")
 def topics_list(bootstrap: str = BOOTSTRAP_OPTION) -> None:
+    """List the topics' names."""
+
     async def go() -> Any:
         client = await _client(bootstrap)
         try:
@@ -163,15 +236,40 @@ def topics_list(bootstrap: str = BOOTSTRAP_OPTION) -> None:
 
 
 @topics_app.command("describe")
-def topics_describe(name: str = typer.Argument(None), bootstrap: str = BOOTSTRAP_OPTION) -> None:
-    async def go() -> Any:
+def topics_describe(
+    name: str = typer.Argument(None, help="a topic (default: every topic)"),
+    bootstrap: str = BOOTSTRAP_OPTION,
+) -> None:
+    """Partitions (leader, epoch, replicas, ISR) and config overrides of topics."""
+    from kafkalite.client.connection import request_builder
+    from kafkalite.protocol.api import ApiKey
+
+    async def go() -> tuple[Any, dict[str, dict[str, str]]]:
         client = await _client(bootstrap)
         try:
-            return await client.metadata(None if name is None else [name])
+            metadata = await client.metadata(None if name is None else [name])
+            names = [t.name for t in metadata.topics if not int(t.error_code)]
+            configs: dict[str, dict[str, str]] = {}
+            if names:
+                response = await client.send(
+                    ApiKey.DESCRIBE_CONFIGS,
+                    request_builder(
+                        ApiKey.DESCRIBE_CONFIGS,
+                        resources=[
+                            {"resource_type": 2, "resource_name": n, "configuration_keys": None}
+                            for n in names
+                        ],
+                        include_synonyms=False,
+                        include_documentation=False,
+                    ),
+                )
+                for result in response.results:
+                    configs[result.resource_name] = topic_overrides(result)
+            return metadata, configs
         finally:
             await client.close()
 
-    response = run(go())
+    response, configs = run(go())
     table = Table("Topic", "Partition", "Leader", "Epoch", "Replicas", "Isr", "Error")
     failed = False
     for topic in sorted(response.topics, key=lambda t: t.name):
@@ -179,7 +277,18 @@ def topics_describe(name: str = typer.Argument(None), bootstrap: str = BOOTSTRAP
             failed = True
             table.add_row(topic.name, "", "", "", "", "", error_name(topic.error_code))
             continue
-        for p in sorted(topic.partitions, key=lambda p: p.partition_index):
+        partitions = sorted(topic.partitions, key=lambda p: p.partition_index)
+        overrides = configs.get(topic.name, {})
+        replication = len(partitions[0].replica_nodes) if partitions else 0
+        console.print(
+            f"Topic: {topic.name}\tPartitionCount: {len(partitions)}\t"
+            f"ReplicationFactor: {replication}\t"
+            f"Configs: {','.join(f'{k}={v}' for k, v in sorted(overrides.items()))}",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
+        for p in partitions:
             table.add_row(
                 topic.name,
                 str(p.partition_index),
@@ -197,8 +306,22 @@ def topics_describe(name: str = typer.Argument(None), bootstrap: str = BOOTSTRAP
         raise typer.Exit(1)
 
 
+def topic_overrides(result: Any) -> dict[str, str]:
+    """The configs a DescribeConfigs result says are set on the topic itself (what
+    kafka-topics --describe lists): config_source TOPIC_CONFIG, or not is_default in v0."""
+    out = {}
+    for entry in result.configs:
+        source = getattr(entry, "config_source", None)
+        own = source == 1 if source is not None else not getattr(entry, "is_default", True)
+        if own and entry.value is not None:
+            out[entry.name] = "<sensitive>" if entry.is_sensitive else entry.value
+    return out
+
+
 @topics_app.command("delete")
 def topics_delete(name: str, bootstrap: str = BOOTSTRAP_OPTION) -> None:
+    """Delete a topic (DeleteTopics on the controller)."""
+
     async def go() -> Any:
         client = await _client(bootstrap)
         try:
@@ -208,7 +331,7 @@ def topics_delete(name: str, bootstrap: str = BOOTSTRAP_OPTION) -> None:
 
     (result,) = run(go()).responses
     if int(result.error_code):
-        fail(f"{error_name(result.error_code)}: {getattr(result, 'error_message', '') or ''}")
+        fail(error_text(result.error_code, getattr(result, "error_message", None), name))
     console.print(f"Deleted topic {name}.")
 
 
@@ -222,6 +345,7 @@ def topics_alter(
     ] = None,
     bootstrap: str = BOOTSTRAP_OPTION,
 ) -> None:
+    """Add partitions, set or remove topic config overrides."""
     import datetime
 
     from kafkalite.client.client import CONTROLLER
@@ -270,7 +394,7 @@ def topics_alter(
 
     for what, code, message in run(go()):
         if code:
-            fail(f"{what}: {error_name(code)}: {message or ''}")
+            fail(f"{what}: {error_text(code, message, name)}")
         console.print(f"Altered {what} of topic {name}.")
 
 
@@ -280,38 +404,32 @@ def topics_alter(
 @app.command()
 def produce(
     topic: str,
-    partition: int = typer.Option(0, "--partition", "-p"),
+    partition: int = typer.Option(
+        None, "--partition", "-p", help="send every record here (default: Kafka's partitioner)"
+    ),
     key_separator: str = typer.Option(
         None, "--key-separator", "-K", help="split each line into key and value"
     ),
-    acks: int = typer.Option(-1, "--acks"),
+    acks: int = typer.Option(-1, "--acks", help="-1 (all), 0 or 1"),
     batch_size: int = typer.Option(500, "--batch-size", help="records per produce request"),
     bootstrap: str = BOOTSTRAP_OPTION,
 ) -> None:
-    """Send each line of stdin as one record."""
-    from kafkalite.protocol.records import Record, build_batch
-    from kafkalite.protocol.types import TopicPartition
+    """Send each line of stdin as one record.
 
-    tp = TopicPartition(topic, partition)
+    Keyed records go to Kafka's murmur2 partition of their key (the partition Kafka's and
+    librdkafka's default partitioners choose); unkeyed ones fill one partition per batch in
+    turn. A missing topic is created if the broker creates topics on first use."""
+    from kafkalite.admin.console_producer import ConsoleProducer, partitions_of
 
     separator = key_separator.encode() if key_separator is not None else None
 
-    async def send(client: Any, lines: list[bytes]) -> None:
-        now = int(time.time() * 1000)
-        records = []
-        for i, line in enumerate(lines):
-            key = None
-            value = line
-            if separator is not None and separator in line:
-                key, _, value = line.partition(separator)
-            records.append(Record(i, 0, key, value))
-        response = await client.produce(tp, build_batch(records, base_timestamp=now), acks=acks)
-        if response is not None:
-            part = response.responses[0].partition_responses[0]
-            if int(part.error_code):
-                fail(f"{error_name(part.error_code)}: {getattr(part, 'error_message', '') or ''}")
+    def record(line: bytes) -> tuple[bytes | None, bytes]:
+        if separator is not None and separator in line:
+            key, _, value = line.partition(separator)
+            return key, value
+        return None, line
 
-    async def go() -> int:
+    async def go() -> ConsoleProducer:
         # stdin is read (as bytes: values pass through undecoded) by a thread, and whatever
         # has arrived is sent at once, up to --batch-size records a request: piped bursts are
         # batched, and a line typed or tailed in is sent without waiting for more.
@@ -324,111 +442,146 @@ def produce(
             loop.call_soon_threadsafe(lines.put_nowait, None)
 
         client = await _client(bootstrap)
-        threading.Thread(target=read_stdin, name="stdin", daemon=True).start()
-        sent = 0
         try:
+            count = await partitions_of(client, topic, create=True)
+            producer = ConsoleProducer(client, topic, count, partition=partition, acks=acks)
+            threading.Thread(target=read_stdin, name="stdin", daemon=True).start()
             done = False
             while not done:
                 line = await lines.get()
                 if line is None:
                     break
-                batch = [line]
+                batch = [record(line)]
                 while len(batch) < batch_size and not lines.empty():
                     more = lines.get_nowait()
                     if more is None:
                         done = True
                         break
-                    batch.append(more)
-                await send(client, batch)
-                sent += len(batch)
+                    batch.append(record(more))
+                await producer.send(batch)
         finally:
             await client.close()
-        return sent
+        return producer
 
-    sent = run(go())
-    err_console.print(f"{sent} records sent to {tp}")
+    producer = run(go())
+    sent = sum(producer.sent_per_partition.values())
+    where = ", ".join(f"{topic}-{p}: {n}" for p, n in sorted(producer.sent_per_partition.items()))
+    err_console.print(f"{sent} records sent" + (f" ({where})" if where else ""), highlight=False)
 
 
 @app.command()
 def consume(
     topic: str,
-    partition: int = typer.Option(0, "--partition", "-p"),
-    from_beginning: bool = typer.Option(False, "--from-beginning"),
-    offset: int = typer.Option(None, "--offset", help="start at this offset"),
-    max_messages: int = typer.Option(None, "--max-messages", "-n"),
+    partition: int = typer.Option(
+        None, "--partition", "-p", help="read only this partition (default: every partition)"
+    ),
+    from_beginning: bool = typer.Option(
+        False, "--from-beginning", help="start at the log start (default: at the end)"
+    ),
+    offset: int = typer.Option(None, "--offset", help="start at this offset (needs --partition)"),
+    group: str = typer.Option(
+        None, "--group", "-g", help="join this consumer group and commit offsets"
+    ),
+    max_messages: int = typer.Option(
+        None, "--max-messages", "-n", help="exit after this many records"
+    ),
     timeout_ms: int = typer.Option(
         None, "--timeout-ms", help="exit when no record arrives for this long"
     ),
-    print_key: bool = typer.Option(False, "--print-key"),
-    print_offset: bool = typer.Option(False, "--print-offset"),
+    print_key: bool = typer.Option(False, "--print-key", help="print KEY<TAB>VALUE"),
+    print_offset: bool = typer.Option(False, "--print-offset", help="print the offset first"),
+    print_partition: bool = typer.Option(
+        False, "--print-partition", help="print the partition first"
+    ),
     bootstrap: str = BOOTSTRAP_OPTION,
 ) -> None:
-    """Print records of one partition, one per line."""
-    from kafkalite.protocol.records import iter_batches
-    from kafkalite.protocol.types import TopicPartition
+    """Print the records of a topic, one per line.
 
-    tp = TopicPartition(topic, partition)
+    Every partition is read unless --partition names one. With --group the tool joins that
+    consumer group: it starts at the group's committed offsets and commits what it printed."""
+    from kafkalite.admin.console_consumer import ConsoleConsumer, ConsumedRecord, ConsumeOptions
+
+    if offset is not None and partition is None:
+        fail("--offset needs --partition (offsets are per partition)", 2)
+    if offset is not None and group is not None:
+        fail("--offset and --group exclude each other: a group starts at its committed offsets", 2)
+
+    def emit(record: ConsumedRecord) -> None:
+        fields = []
+        if print_partition:
+            fields.append(str(record.partition))
+        if print_offset:
+            fields.append(str(record.offset))
+        if print_key:
+            fields.append((record.key or b"").decode(errors="replace"))
+        fields.append((record.value or b"").decode(errors="replace"))
+        sys.stdout.write("\t".join(fields) + "\n")
+        sys.stdout.flush()
+
+    options = ConsumeOptions(
+        partition=partition,
+        from_beginning=from_beginning,
+        offset=offset,
+        group=group,
+        max_messages=max_messages,
+        timeout_ms=timeout_ms,
+    )
 
     async def go() -> int:
         client = await _client(bootstrap)
-        count = 0
         try:
-            if offset is not None:
-                position = offset
-            else:
-                when = -2 if from_beginning else -1
-                response = await client.list_offsets(tp, when)
-                part = response.topics[0].partitions[0]
-                if int(part.error_code):
-                    fail(error_name(part.error_code))
-                position = part.offset
-            last_data = time.monotonic()
-            while max_messages is None or count < max_messages:
-                response = await client.fetch(tp, position, max_wait_ms=500)
-                part = response.responses[0].partitions[0]
-                if int(part.error_code):
-                    fail(error_name(part.error_code))
-                got = False
-                for header, records in iter_batches(part.records or b""):
-                    for record in records:
-                        record_offset = header.base_offset + record.offset_delta
-                        if record_offset < position:
-                            continue
-                        fields = []
-                        if print_offset:
-                            fields.append(str(record_offset))
-                        if print_key:
-                            fields.append((record.key or b"").decode(errors="replace"))
-                        fields.append((record.value or b"").decode(errors="replace"))
-                        sys.stdout.write("\t".join(fields) + "\n")
-                        count += 1
-                        got = True
-                        position = record_offset + 1
-                        if max_messages is not None and count >= max_messages:
-                            break
-                    else:
-                        position = max(position, header.next_offset)
-                        continue
-                    break
-                sys.stdout.flush()
-                if got:
-                    last_data = time.monotonic()
-                elif timeout_ms is not None and (time.monotonic() - last_data) * 1000 > timeout_ms:
-                    break
+            return await ConsoleConsumer(client, topic, options, emit).run()
         finally:
             await client.close()
-        return count
 
     count = run(go())
-    err_console.print(f"{count} records consumed from {tp}")
+    where = f"{topic}-{partition}" if partition is not None else topic
+    err_console.print(f"{count} records consumed from {where}", highlight=False)
+
+
+def write_error_report() -> str:
+    """The current exception's traceback, with the command and versions, in a new file; its
+    path."""
+    import platform
+    import tempfile
+    import traceback
+
+    from kafkalite import __version__
+
+    fd, path = tempfile.mkstemp(prefix="kafkalite-error-", suffix=".txt")
+    with open(fd, "w", encoding="utf-8") as report:
+        report.write(f"command: {' '.join(sys.argv)}\n")
+        report.write(f"kafkalite {__version__}, Python {platform.python_version()}\n\n")
+        report.write(traceback.format_exc())
+    return path
 
 
 def main() -> None:
+    """The command line's entry point. The rule: a command explains what it can in one line
+    (exit 1 or 2); anything else is a bug, reported in one line with the path of a file holding
+    the full traceback (exit 1), never a traceback on the terminal."""
     # kio registers hypothesis strategies for its types whenever hypothesis is importable (a
     # test dependency); building hypothesis' character tables costs seconds per process start
     # (its cache lives in the working directory). The command line never needs it.
     sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
-    app()
+    try:
+        app()
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+    except BrokenPipeError:  # `kafkalite consume ... | head`: the reader has had enough
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(0) from None
+    except Exception as e:
+        try:
+            where = f"full report in {write_error_report()}"
+        except OSError as report_error:
+            where = f"no report written: {report_error}"
+        err_console.print(
+            f"[red]error:[/red] unexpected {type(e).__name__}: {e} ({where})",
+            markup=True,
+            highlight=False,
+        )
+        raise SystemExit(1) from None
 
 
 if __name__ == "__main__":

@@ -345,6 +345,12 @@ class BrokerConfig(BaseSettings):
                 file_props = read_properties(config_file)
             except OSError as e:
                 raise ConfigError("--config", f"cannot read {config_file}: {e}") from None
+            except UnicodeDecodeError as e:
+                raise ConfigError(
+                    "--config",
+                    f"--config: {config_file} is not UTF-8 text (byte {e.object[e.start]:#04x} at "
+                    f"position {e.start}): save it as UTF-8",
+                ) from None
         if isinstance(overrides, Mapping):
             override_props = {str(k): v for k, v in overrides.items()}
         else:

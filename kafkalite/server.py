@@ -55,6 +55,13 @@ class StartupError(Exception):
     """The broker cannot start (data dir in use, bad config value, store unreachable)."""
 
 
+def log_dir_problem(log_dir: str, error: OSError) -> str:
+    """Why a log.dirs entry cannot be used, in one line naming the key."""
+    if Path(log_dir).exists() and not Path(log_dir).is_dir():
+        return f"log.dirs: {log_dir} is a file, not a directory"
+    return f"log.dirs: cannot create {log_dir}: {error.strerror or error}"
+
+
 def configure_logging(level: str = "INFO", *, json_output: bool | None = None) -> None:
     """structlog: a console renderer on a terminal, JSON lines otherwise.
 
@@ -160,7 +167,10 @@ class KafkaServer:
         log.info("starting", broker_id=self.broker_id, log_dirs=config.log_dir_list)
         try:
             if not config.zookeeper_connect:
-                Path(config.log_dir_list[0]).mkdir(parents=True, exist_ok=True)
+                try:
+                    Path(config.log_dir_list[0]).mkdir(parents=True, exist_ok=True)
+                except OSError as e:
+                    raise StartupError(log_dir_problem(config.log_dir_list[0], e)) from None
             try:
                 self.store = open_store(
                     config.zookeeper_connect,
@@ -189,7 +199,10 @@ class KafkaServer:
                 max_request_bytes=config.socket_request_max_bytes,
                 connections_max_idle_ms=config.connections_max_idle_ms,
             )
-            await self.socket_server.start()
+            try:
+                await self.socket_server.start()
+            except OSError as e:  # the port is taken, the address is not this host's...
+                raise StartupError(f"listeners: {e.strerror or e}") from None
             await self._register_broker()
             await self._start_controller()
             self._start_background_tasks()

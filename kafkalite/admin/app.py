@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -101,7 +102,10 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         code = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "REQUEST_TOO_LARGE"}.get(
             e.status, "INVALID_REQUEST" if e.status < 500 else "INTERNAL_ERROR"
         )
-        return json_response({"error": code, "message": e.reason or code}, e.status)
+        response = json_response({"error": code, "message": e.reason or code}, e.status)
+        if isinstance(e, web.HTTPMethodNotAllowed):  # RFC 9110: a 405 names what is allowed
+            response.headers["Allow"] = ", ".join(sorted(e.allowed_methods))
+        return response
     except asyncio.CancelledError:
         raise
     except Exception as e:  # the boundary: a bug here must not take the broker down
@@ -157,9 +161,10 @@ def str_field(body: dict[str, Any], name: str, *, default: str | None = None) ->
 
 
 def configs_field(body: dict[str, Any], name: str, *, nullable_values: bool) -> dict[str, Any]:
+    """Topic configs as CreateTopics and IncrementalAlterConfigs carry them: string values (null
+    removes an override where ``nullable_values``). A number or boolean is refused, not turned
+    into a string: the Kafka protocol has only strings, and the document says so."""
     value = body.get(name, {})
-    if value is None:
-        value = {}
     if not isinstance(value, dict):
         raise AdminError.invalid(name, "must be an object of config name -> string value")
     out: dict[str, Any] = {}
@@ -168,13 +173,40 @@ def configs_field(body: dict[str, Any], name: str, *, nullable_values: bool) -> 
             out[key] = None
         elif isinstance(v, str):
             out[key] = v
-        elif isinstance(v, (int, float)) and not isinstance(v, bool):
-            out[key] = str(v)
-        elif isinstance(v, bool):
-            out[key] = "true" if v else "false"
         else:
-            raise AdminError.invalid(f"{name}.{key}", "must be a string")
+            raise AdminError.invalid(name, f"{key}: must be a string, got {json.dumps(v)[:50]}")
     return out
+
+
+def check_config_changes(name: str, changes: dict[str, str | None]) -> None:
+    """Every name is a topic config and every value has the form the OpenAPI document states
+    for it (the same schemas: openapi.CONFIG_VALUES, searched as JSON Schema does); a null value
+    removes an override. What the document says is what is enforced."""
+    import re
+
+    from kafkalite.admin.openapi import CONFIG_VALUES
+
+    for key, value in changes.items():
+        schema = CONFIG_VALUES.get(key)
+        if schema is None:
+            raise AdminError.invalid(name, f"Unknown topic config name: {key}")
+        if value is None:
+            continue
+        if "enum" in schema and value not in schema["enum"]:
+            raise AdminError.invalid(name, f"{key}: must be one of {', '.join(schema['enum'])}")
+        if "pattern" in schema and not re.search(schema["pattern"], value):
+            raise AdminError.invalid(name, f"{key}: must be {schema['description']}")
+
+
+def validate_topic_configs(name: str, configs: dict[str, str]) -> None:
+    """Refuse what CreateTopics refuses (unknown names, bad values), with the same code: stored
+    once, an override Kafka's validation rejects makes every later Kafka-protocol alter of the
+    topic fail."""
+    from kafkalite.apis.admin_common import validate_topic_configs as kafka_validation
+
+    problem = kafka_validation(dict(configs))
+    if problem is not None:
+        raise AdminError.invalid(name, problem)
 
 
 def path_int(request: web.Request, name: str) -> int:
@@ -205,15 +237,18 @@ def partitions_field(
             raise AdminError.invalid(f"{where}.topic", "must be a legal topic name")
         entry: dict[str, Any] = {"topic": topic}
         p = item.get("partition")
-        if isinstance(p, bool) or not isinstance(p, int) or p < 0:
-            raise AdminError.invalid(f"{where}.partition", "must be an integer >= 0")
+        if isinstance(p, bool) or not isinstance(p, int) or not 0 <= p < 2**31:
+            raise AdminError.invalid(f"{where}.partition", "must be an int32 >= 0")
         entry["partition"] = p
         if with_replicas:
             replicas = item.get("replicas")
             if (
                 not isinstance(replicas, list)
                 or not replicas
-                or not all(isinstance(b, int) and not isinstance(b, bool) for b in replicas)
+                or not all(
+                    isinstance(b, int) and not isinstance(b, bool) and -(2**31) <= b < 2**31
+                    for b in replicas
+                )
             ):
                 raise AdminError.invalid(
                     f"{where}.replicas", "must be a non-empty list of broker ids"
@@ -527,10 +562,8 @@ class AdminApi:
             maximum=32767,
         )
         configs = configs_field(body, "configs", nullable_values=False)
-        try:
-            admin.validate_topic_configs(configs)
-        except Exception as e:
-            raise AdminError.invalid("configs", str(e)) from None
+        check_config_changes("configs", configs)
+        validate_topic_configs("configs", configs)
         brokers = await admin.registered_brokers(self.session)
         if replication_factor > len(brokers):
             raise AdminError(
@@ -664,6 +697,7 @@ class AdminApi:
         if "configs" not in body:
             raise AdminError.invalid("configs", "is required (config name -> value, null removes)")
         changes = configs_field(body, "configs", nullable_values=True)
+        check_config_changes("configs", changes)
         if not await admin.topic_exists(self.session, name):
             raise AdminError(404, "UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
         current = await admin.get_topic_config(self.session, name)
@@ -672,10 +706,7 @@ class AdminApi:
                 current.pop(key, None)
             else:
                 current[key] = value
-        try:
-            admin.validate_topic_configs(current)
-        except Exception as e:
-            raise AdminError.invalid("configs", str(e)) from None
+        validate_topic_configs("configs", current)
         await admin.alter_topic_config(self.session, name, current)
         return json_response({"name": name, "configs": current})
 
@@ -684,8 +715,17 @@ class AdminApi:
 
         name = topic_name(request)
         body = await json_body(request)
+        from kafkalite.protocol.errors import ErrorCode, KafkaError
+
         count = int_field(body, "partitions", minimum=1, maximum=100_000)
-        new = await admin.add_partitions(self.session, name, count)
+        try:
+            new = await admin.add_partitions(self.session, name, count)
+        except KafkaError as e:
+            if e.error_code in (ErrorCode.INVALID_PARTITIONS, ErrorCode.INVALID_TOPIC_EXCEPTION):
+                # partitions may only grow, and not while the topic is being deleted: the
+                # request conflicts with the topic's state
+                raise AdminError(409, e.error_code.name, str(e)) from None
+            raise
         return json_response(
             {
                 "name": name,
@@ -701,7 +741,17 @@ class AdminApi:
 
         name = topic_name(request)
         await admin.delete_topic(self.session, name)
-        return json_response({"name": name, "marked_for_deletion": True}, 202)
+        # Like Kafka's DeleteTopics, wait (bounded) for the controller to finish: 200 when the
+        # topic is gone, 202 when it is still marked for deletion.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CREATE_WAIT_S
+        while await admin.topic_exists(self.session, name):
+            if loop.time() > deadline:
+                return json_response(
+                    {"name": name, "deleted": False, "marked_for_deletion": True}, 202
+                )
+            await asyncio.sleep(0.02)
+        return json_response({"name": name, "deleted": True, "marked_for_deletion": False})
 
     # -- groups ----------------------------------------------------------------------------
 
@@ -813,12 +863,16 @@ class AdminApi:
         if strategy == "explicit":
             for i, entry in enumerate(partitions_field(body, "offsets", with_replicas=False)):
                 offset = body["offsets"][i].get("offset")
-                if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-                    raise AdminError.invalid(f"offsets[{i}].offset", "must be an integer >= 0")
+                if (
+                    isinstance(offset, bool)
+                    or not isinstance(offset, int)
+                    or not 0 <= offset < 2**63
+                ):
+                    raise AdminError.invalid(f"offsets[{i}].offset", "must be an int64 >= 0")
                 targets[TopicPartition(entry["topic"], entry["partition"])] = offset
         else:
             if strategy == "timestamp":
-                timestamp = int_field(body, "timestamp", minimum=0)
+                timestamp = int_field(body, "timestamp", minimum=0, maximum=2**63 - 1)
             else:
                 timestamp = -2 if strategy == "earliest" else -1
             topics = body.get("topics")
@@ -826,8 +880,10 @@ class AdminApi:
                 _, committed = coordinator.fetch_offsets(group_id)
                 topics = sorted({tp.topic for tp in committed})
                 if not topics:
-                    raise AdminError.invalid(
-                        "topics", "the group has no committed offsets; name the topics"
+                    raise AdminError(
+                        404,
+                        "GROUP_ID_NOT_FOUND",
+                        f"group {group_id!r} has no committed offsets to reset; name the topics",
                     )
             if not isinstance(topics, list) or not all(isinstance(t, str) for t in topics):
                 raise AdminError.invalid("topics", "must be a list of topic names")
@@ -848,7 +904,7 @@ class AdminApi:
         if not targets:
             raise AdminError.invalid("offsets", "no partitions to reset")
         if not dry_run:
-            now = int(asyncio.get_running_loop().time() * 1000)
+            now = int(time.time() * 1000)  # a commit timestamp is wall-clock time
             results = await coordinator.commit_offsets(
                 group_id,
                 "",
@@ -905,8 +961,11 @@ class AdminApi:
                 )
             unknown = [b for b in entry.get("replicas", ()) if b not in brokers]
             if unknown:
-                raise AdminError.invalid(
-                    f"{field}[{i}].replicas", f"brokers {unknown} are not registered"
+                raise AdminError(
+                    404,
+                    "BROKER_NOT_AVAILABLE",
+                    f"{field}[{i}].replicas: brokers {unknown} are not registered",
+                    field=f"{field}[{i}].replicas",
                 )
 
     async def reassign(self, request: web.Request) -> web.Response:

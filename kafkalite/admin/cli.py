@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Annotated, Any
 
@@ -44,12 +45,40 @@ def console() -> Console:
     return Console(width=None if sys.stdout.isatty() else PIPE_WIDTH)
 
 
+def checked_admin_url(value: str | None) -> str | None:
+    """``--admin-url`` must be http(s)://host[:port][/prefix]; anything else is a usage error
+    naming the option (urllib's own messages, 'unknown url type', 'nonnumeric port', said
+    nothing about where the bad value came from)."""
+    if value is None:
+        return value
+    problem = None
+    try:
+        parts = urllib.parse.urlsplit(value)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number in range
+    except ValueError as e:
+        problem = str(e)
+    else:
+        if parts.scheme not in ("http", "https"):
+            problem = "expected http://host:port"
+        elif not parts.hostname:
+            problem = "no host"
+        elif parts.query or parts.fragment:
+            problem = "a base URL takes no query or fragment"
+    if problem is not None:
+        fail(
+            f"--admin-url: {value!r} is not an admin API URL ({problem}), e.g. {DEFAULT_ADMIN_URL}",
+            2,
+        )
+    return value
+
+
 AdminUrl = Annotated[
     str,
     typer.Option(
         "--admin-url",
         envvar="KAFKALITE_ADMIN_URL",
         help="base URL of any broker's admin API (admin.listener)",
+        callback=checked_admin_url,
     ),
 ]
 JsonOutput = Annotated[bool, typer.Option("--json", help="print the API's JSON answer")]
@@ -135,6 +164,24 @@ def parse_assignment(text: str, what: str) -> tuple[str, int, str]:
 # ---------------------------------------------------------------------- cluster
 
 
+def given(ctx: typer.Context, name: str) -> bool:
+    """Whether option ``name`` was on the command line (not its default, nor the env var)."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name == "COMMANDLINE"
+
+
+def inherited(ctx: typer.Context, admin_url: str, as_json: bool) -> tuple[str, bool]:
+    """A cluster subcommand's --admin-url and --json, given after it or before it
+    (`kafkalite cluster --admin-url URL brokers`); given in both places, they must agree."""
+    parent = ctx.obj if isinstance(ctx.obj, dict) else {}
+    outer_url = parent.get("admin_url")
+    if outer_url is not None:
+        if given(ctx, "admin_url") and admin_url != outer_url:
+            fail(f"--admin-url given twice: {outer_url!r} and {admin_url!r}", 2)
+        admin_url = outer_url
+    return admin_url, as_json or bool(parent.get("json"))
+
+
 def print_brokers(brokers: list[dict[str, Any]]) -> None:
     table = Table("id", "host", "port", "rack", "controller", "listeners")
     for b in brokers:
@@ -153,18 +200,13 @@ def print_brokers(brokers: list[dict[str, Any]]) -> None:
 def cluster(
     ctx: typer.Context, admin_url: AdminUrl = DEFAULT_ADMIN_URL, as_json: JsonOutput = False
 ) -> None:
-    """Show the cluster: id, active controller and epoch, registered brokers."""
+    """Show the cluster: id, active controller and epoch, registered brokers.
+
+    --admin-url and --json may be given here or after a subcommand."""
     if ctx.invoked_subcommand is not None:
-        source = ctx.get_parameter_source("admin_url")
-        given = source is not None and source.name == "COMMANDLINE"  # not the env var
-        if given or as_json:
-            # They belong to the subcommand: silently ignoring them would act on whatever
-            # cluster answers at the default address.
-            fail(
-                f"give --admin-url and --json after the subcommand: "
-                f"kafkalite cluster {ctx.invoked_subcommand} --admin-url URL",
-                2,
-            )
+        # Handed to the subcommand (see inherited): ignoring them would act on whatever
+        # cluster answers at the default address.
+        ctx.obj = {"admin_url": admin_url if given(ctx, "admin_url") else None, "json": as_json}
         return
     answer = run(admin_url, "GET", "/cluster")
     if as_json:
@@ -177,8 +219,11 @@ def cluster(
 
 
 @cluster_app.command("brokers")
-def cluster_brokers(admin_url: AdminUrl = DEFAULT_ADMIN_URL, as_json: JsonOutput = False) -> None:
+def cluster_brokers(
+    ctx: typer.Context, admin_url: AdminUrl = DEFAULT_ADMIN_URL, as_json: JsonOutput = False
+) -> None:
     """List the registered brokers."""
+    admin_url, as_json = inherited(ctx, admin_url, as_json)
     answer = run(admin_url, "GET", "/brokers")
     if as_json:
         emit_json(answer)
@@ -188,11 +233,13 @@ def cluster_brokers(admin_url: AdminUrl = DEFAULT_ADMIN_URL, as_json: JsonOutput
 
 @cluster_app.command("topics")
 def cluster_topics(
+    ctx: typer.Context,
     names: Annotated[list[str] | None, typer.Argument(help="topics (default: all)")] = None,
     admin_url: AdminUrl = DEFAULT_ADMIN_URL,
     as_json: JsonOutput = False,
 ) -> None:
     """Partitions with leader, replicas, ISR, leader epoch, offsets and size on disk."""
+    admin_url, as_json = inherited(ctx, admin_url, as_json)
     if not names:
         names = [t["name"] for t in run(admin_url, "GET", "/topics")]
     topics = [run(admin_url, "GET", f"/topics/{urllib.request.quote(n, safe='')}") for n in names]
@@ -222,11 +269,13 @@ def cluster_topics(
 
 @cluster_app.command("reassign")
 def cluster_reassign(
+    ctx: typer.Context,
     moves: Annotated[list[str], typer.Argument(help="TOPIC:PARTITION=BROKER,BROKER,...")],
     admin_url: AdminUrl = DEFAULT_ADMIN_URL,
     as_json: JsonOutput = False,
 ) -> None:
     """Start a partition reassignment (written to /admin/reassign_partitions)."""
+    admin_url, as_json = inherited(ctx, admin_url, as_json)
     partitions = []
     for move in moves:
         topic, partition, brokers = parse_assignment(move, "reassign")
@@ -244,9 +293,10 @@ def cluster_reassign(
 
 @cluster_app.command("reassignments")
 def cluster_reassignments(
-    admin_url: AdminUrl = DEFAULT_ADMIN_URL, as_json: JsonOutput = False
+    ctx: typer.Context, admin_url: AdminUrl = DEFAULT_ADMIN_URL, as_json: JsonOutput = False
 ) -> None:
     """Pending and ongoing partition reassignments."""
+    admin_url, as_json = inherited(ctx, admin_url, as_json)
     answer = run(admin_url, "GET", "/partitions/reassign")
     if as_json:
         emit_json(answer)
@@ -268,6 +318,7 @@ def cluster_reassignments(
 
 @cluster_app.command("elect-leaders")
 def cluster_elect_leaders(
+    ctx: typer.Context,
     partitions: Annotated[
         list[str] | None, typer.Argument(help="TOPIC:PARTITION ... (default: all)")
     ] = None,
@@ -278,6 +329,7 @@ def cluster_elect_leaders(
     as_json: JsonOutput = False,
 ) -> None:
     """Ask the controller for a preferred (or unclean) leader election."""
+    admin_url, as_json = inherited(ctx, admin_url, as_json)
     body: dict[str, Any] = {"election_type": election_type}
     if partitions:
         body["partitions"] = [

@@ -17,8 +17,104 @@ INT32 = {"type": "integer", "format": "int32"}
 INT64 = {"type": "integer", "format": "int64"}
 NULLABLE_INT64 = {"type": "integer", "format": "int64", "nullable": True}
 BROKER_ID = {"type": "integer", "format": "int32"}
-TOPIC_NAME = {"type": "string", "minLength": 1, "maxLength": 249, "pattern": "^[a-zA-Z0-9._-]+$"}
+# JSON Schema patterns are searched, not matched, and '$' also matches before a final newline:
+# END is an end anchor with no such exception (a topic named "t\n" is illegal).
+END = r"(?![\s\S])"
+TOPIC_NAME_PATTERN = rf"^(?!\.\.?{END})[a-zA-Z0-9._-]{{1,249}}{END}"
+TOPIC_NAME = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 249,
+    "pattern": TOPIC_NAME_PATTERN,
+    "description": "Kafka's legal topic names: 1 to 249 of [a-zA-Z0-9._-], not '.' or '..'",
+}
 CONFIGS = {"type": "object", "additionalProperties": {"type": "string"}}
+"""Topic configs as answered (whatever Kafka's own validation let through)."""
+
+
+def integer_pattern(low: int, high: int) -> str:
+    """A regular expression matching exactly the decimal integers from ``low`` to ``high``
+    (``low`` >= -1), without sign or leading zeros, anchored at both ends."""
+
+    def same_length(a: str, b: str) -> list[str]:
+        # the numbers from a to b, both with len(a) digits
+        if not a:
+            return [""]
+        rest = len(a) - 1
+        if a[1:] == "0" * rest and b[1:] == "9" * rest:
+            first = a[0] if a[0] == b[0] else f"[{a[0]}-{b[0]}]"
+            return [first + ("[0-9]" * rest if rest < 3 else f"[0-9]{{{rest}}}")]
+        if a[0] == b[0]:
+            return [a[0] + tail for tail in same_length(a[1:], b[1:])]
+        out = [a[0] + tail for tail in same_length(a[1:], "9" * rest)]
+        if int(a[0]) + 1 <= int(b[0]) - 1:
+            out += same_length(str(int(a[0]) + 1) + "0" * rest, str(int(b[0]) - 1) + "9" * rest)
+        out += [b[0] + tail for tail in same_length("0" * rest, b[1:])]
+        return out
+
+    alternatives = ["-1"] if low < 0 else []
+    low = max(low, 0)
+    for digits in range(len(str(low)), len(str(high)) + 1):
+        a = max(low, 10 ** (digits - 1) if digits > 1 else 0)
+        b = min(high, 10**digits - 1)
+        if a <= b:
+            alternatives += same_length(str(a), str(b))
+    return f"^({'|'.join(alternatives)}){END}"
+
+
+def _config_value_schemas() -> dict[str, dict[str, Any]]:
+    """Topic config name -> the schema of the values the admin API accepts for it: Kafka's
+    validation (storage/config.py: types, minimums, INT or LONG range) in a form a schema can
+    state; the API checks values against these very patterns before Kafka's validation."""
+    from kafkalite.storage.config import (  # the validation's own tables, not a copy
+        _INT_FIELDS,
+        _MINIMUMS,
+        INT_MAX,
+        LONG_MAX,
+        TOPIC_CONFIG_FIELDS,
+    )
+
+    special: dict[str, dict[str, Any]] = {
+        "unclean_leader_election_enable": {"enum": ["true", "false"]},
+        "preallocate": {"enum": ["true", "false"]},
+        "min_cleanable_dirty_ratio": {
+            "pattern": rf"^(0(\.[0-9]*)?|1(\.0*)?|\.[0-9]+){END}",
+            "description": "a decimal number from 0 to 1",
+        },
+        "message_timestamp_type": {"enum": ["CreateTime", "LogAppendTime"]},
+        "cleanup_policy": {"enum": ["delete", "compact", "compact,delete", "delete,compact"]},
+        "compression_type": {"enum": ["uncompressed", "gzip", "snappy", "lz4", "zstd", "producer"]},
+    }
+    out = {}
+    for name, field in TOPIC_CONFIG_FIELDS.items():
+        if field in special:
+            out[name] = {"type": "string", **special[field]}
+            continue
+        low = _MINIMUMS.get(field, 0)
+        high = INT_MAX if field in _INT_FIELDS else LONG_MAX
+        out[name] = {
+            "type": "string",
+            "pattern": integer_pattern(low, high),
+            "description": f"a decimal integer from {low} to {high}",
+        }
+    return out
+
+
+CONFIG_VALUES = _config_value_schemas()
+"""Topic config name -> schema of its value in a request."""
+
+
+def config_changes_schema(*, removable: bool) -> dict[str, Any]:
+    """The configs object of a request: known names only, each value in its form (null removes
+    an override where ``removable``)."""
+    properties = {}
+    for name, schema in CONFIG_VALUES.items():
+        if removable:  # OpenAPI 3.0.3: a nullable enum lists null among its values
+            schema = {**schema, "nullable": True}
+            if "enum" in schema:
+                schema["enum"] = [*schema["enum"], None]
+        properties[name] = schema
+    return {"type": "object", "properties": properties, "additionalProperties": False}
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -93,8 +189,13 @@ SCHEMAS: dict[str, Any] = {
         {
             "name": TOPIC_NAME,
             "partitions": {**INT32, "minimum": 1, "maximum": 100000},
-            "replication_factor": {**INT32, "minimum": 1, "maximum": 32767},
-            "configs": CONFIGS,
+            "replication_factor": {
+                **INT32,
+                "minimum": 1,
+                "maximum": 32767,
+                "description": "at most the number of registered brokers",
+            },
+            "configs": config_changes_schema(removable=False),
         },
         ["name"],
         example={
@@ -142,8 +243,7 @@ SCHEMAS: dict[str, Any] = {
     "ConfigChange": _obj(
         {
             "configs": {
-                "type": "object",
-                "additionalProperties": {"type": "string", "nullable": True},
+                **config_changes_schema(removable=True),
                 "description": "config name -> new value; null removes the override",
             }
         },
@@ -152,7 +252,8 @@ SCHEMAS: dict[str, Any] = {
     "TopicConfigs": _obj({"name": {"type": "string"}, "configs": CONFIGS}),
     "PartitionCount": _obj(
         {"partitions": {**INT32, "minimum": 1, "maximum": 100000}},
-        description="the new total number of partitions",
+        description="the new total number of partitions: partitions may only be added, so it "
+        "must be larger than the topic's current count (409 INVALID_PARTITIONS otherwise)",
     ),
     "AddedPartitions": _obj(
         {
@@ -161,7 +262,15 @@ SCHEMAS: dict[str, Any] = {
             "new_partitions": _array(_obj({"partition": INT32, "replicas": _array(BROKER_ID)})),
         }
     ),
-    "DeletedTopic": _obj({"name": {"type": "string"}, "marked_for_deletion": {"type": "boolean"}}),
+    "DeletedTopic": _obj(
+        {
+            "name": {"type": "string"},
+            "deleted": {"type": "boolean"},
+            "marked_for_deletion": {"type": "boolean"},
+        },
+        description="200: the topic is gone; 202: marked for deletion, not gone within the wait "
+        "(a replica is offline, or deletion is slow)",
+    ),
     "GroupSummary": _obj(
         {
             "group_id": {"type": "string"},
@@ -200,26 +309,49 @@ SCHEMAS: dict[str, Any] = {
         }
     ),
     "DeletedGroup": _obj({"group_id": {"type": "string"}, "deleted": {"type": "boolean"}}),
-    "OffsetReset": _obj(
-        {
-            "to": {"type": "string", "enum": ["earliest", "latest", "timestamp", "explicit"]},
-            "topics": _array({"type": "string"}),
-            "timestamp": {**INT64, "minimum": 0},
-            "offsets": _array(
-                _obj(
-                    {
-                        "topic": {"type": "string"},
-                        "partition": {**INT32, "minimum": 0},
-                        "offset": {**INT64, "minimum": 0},
-                    }
-                )
+    "OffsetReset": {
+        "oneOf": [
+            _obj(
+                {
+                    "to": {"type": "string", "enum": ["earliest", "latest"]},
+                    "topics": {**_array(TOPIC_NAME), "minItems": 1},
+                    "dry_run": {"type": "boolean"},
+                },
+                ["to"],
             ),
-            "dry_run": {"type": "boolean"},
-        },
-        ["to"],
-        description="earliest/latest/timestamp apply to `topics` (default: the topics the "
-        "group committed); explicit takes `offsets`. Refused (409) while the group has members.",
-    ),
+            _obj(
+                {
+                    "to": {"type": "string", "enum": ["timestamp"]},
+                    "timestamp": {**INT64, "minimum": 0},
+                    "topics": {**_array(TOPIC_NAME), "minItems": 1},
+                    "dry_run": {"type": "boolean"},
+                },
+                ["to", "timestamp"],
+            ),
+            _obj(
+                {
+                    "to": {"type": "string", "enum": ["explicit"]},
+                    "offsets": {
+                        **_array(
+                            _obj(
+                                {
+                                    "topic": TOPIC_NAME,
+                                    "partition": {**INT32, "minimum": 0},
+                                    "offset": {**INT64, "minimum": 0},
+                                }
+                            )
+                        ),
+                        "minItems": 1,
+                    },
+                    "dry_run": {"type": "boolean"},
+                },
+                ["to", "offsets"],
+            ),
+        ],
+        "description": "earliest/latest/timestamp apply to `topics` (default: the topics the "
+        "group committed; 404 when it committed none); explicit takes `offsets`. Refused (409) "
+        "while the group has members.",
+    },
     "OffsetResetResult": _obj(
         {
             "group_id": {"type": "string"},
@@ -229,18 +361,26 @@ SCHEMAS: dict[str, Any] = {
             ),
         }
     ),
-    "TopicPartition": _obj({"topic": {"type": "string"}, "partition": {**INT32, "minimum": 0}}),
+    "TopicPartition": _obj({"topic": TOPIC_NAME, "partition": {**INT32, "minimum": 0}}),
     "Reassignment": _obj(
         {
-            "partitions": _array(
-                _obj(
-                    {
-                        "topic": {"type": "string"},
-                        "partition": {**INT32, "minimum": 0},
-                        "replicas": _array(BROKER_ID),
-                    }
-                )
-            )
+            "partitions": {
+                **_array(
+                    _obj(
+                        {
+                            "topic": TOPIC_NAME,
+                            "partition": {**INT32, "minimum": 0},
+                            "replicas": {
+                                **_array(BROKER_ID),
+                                "minItems": 1,
+                                "uniqueItems": True,
+                                "description": "registered brokers (404 otherwise)",
+                            },
+                        }
+                    )
+                ),
+                "minItems": 1,
+            }
         }
     ),
     "ReassignmentAccepted": _obj(
@@ -276,7 +416,7 @@ SCHEMAS: dict[str, Any] = {
     "Election": _obj(
         {
             "election_type": {"type": "string", "enum": ["preferred", "unclean"]},
-            "partitions": {**_array(_ref("TopicPartition")), "nullable": True},
+            "partitions": {**_array(_ref("TopicPartition")), "nullable": True, "minItems": 1},
         },
         [],
         description="partitions omitted or null: every partition",
@@ -324,9 +464,16 @@ def _op(
     return op
 
 
+def _also(op: dict[str, Any], status: int) -> dict[str, Any]:
+    """``op`` with a second success status answering the same schema."""
+    first = next(code for code in op["responses"] if code != "default")
+    op["responses"][str(status)] = op["responses"][first]
+    return op
+
+
 PARAMS: dict[str, Any] = {
     "broker_id": {"name": "id", "in": "path", "required": True, "schema": BROKER_ID},
-    "topic": {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}},
+    "topic": {"name": "name", "in": "path", "required": True, "schema": TOPIC_NAME},
     "group": {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}},
 }
 
@@ -350,8 +497,9 @@ def openapi_document() -> dict[str, Any]:
         },
         "/topics/{name}": {
             "get": _op("Describe topic", 200, _ref("Topic"), params=["topic"], tag="topics"),
-            "delete": _op(
-                "Delete topic", 202, _ref("DeletedTopic"), params=["topic"], tag="topics"
+            "delete": _also(
+                _op("Delete topic", 200, _ref("DeletedTopic"), params=["topic"], tag="topics"),
+                202,
             ),
         },
         "/topics/{name}/config": {

@@ -153,8 +153,9 @@ def test_alter_config_add_partitions_and_delete(admin: AdminClient, admin_broker
     grown = admin.post("/topics/altered/partitions", {"partitions": 3})
     assert grown.status == 200
     assert [p["partition"] for p in grown.body["new_partitions"]] == [1, 2]
-    shrink = admin.post("/topics/altered/partitions", {"partitions": 2})
-    assert shrink.status == 400 and shrink.body["error"] == "INVALID_PARTITIONS"
+    for count in (2, 3):  # partitions may only grow: a conflict with the topic's state
+        shrink = admin.post("/topics/altered/partitions", {"partitions": count})
+        assert shrink.status == 409 and shrink.body["error"] == "INVALID_PARTITIONS"
 
     def client_sees_partitions():
         md = kafka.list_topics("altered", timeout=10)
@@ -162,9 +163,13 @@ def test_alter_config_add_partitions_and_delete(admin: AdminClient, admin_broker
 
     admin.wait_for(client_sees_partitions, "3 partitions in the client's metadata")
 
-    deleted = admin.call("DELETE", "/topics/altered")
-    assert deleted.status == 202 and deleted.body["marked_for_deletion"] is True
-    admin.wait_for(lambda: admin.get("/topics/altered").status == 404, "the topic to be deleted")
+    deleted = admin.call("DELETE", "/topics/altered")  # answered once the topic is gone
+    assert deleted.status == 200 and deleted.body == {
+        "name": "altered",
+        "deleted": True,
+        "marked_for_deletion": False,
+    }
+    assert admin.get("/topics/altered").status == 404
     assert "altered" not in kafka.list_topics(timeout=10).topics
     assert admin.call("DELETE", "/topics/altered").status == 404
 
@@ -318,7 +323,8 @@ def test_reassignment_and_elections_write_the_admin_nodes(admin: AdminClient) ->
         "/partitions/reassign",
         {"partitions": [{"topic": "moved", "partition": 0, "replicas": [5]}]},
     )
-    assert bad.status == 400 and bad.body["field"] == "partitions[0].replicas"
+    assert bad.status == 404 and bad.body["field"] == "partitions[0].replicas"
+    assert bad.body["error"] == "BROKER_NOT_AVAILABLE"  # as GET /brokers/5 answers
     unknown = admin.post(
         "/partitions/reassign",
         {"partitions": [{"topic": "moved", "partition": 9, "replicas": [0]}]},
@@ -410,3 +416,84 @@ def test_openapi_document_lists_every_route(admin: AdminClient) -> None:
         ("/metrics", "get"),
     }
     json.dumps(doc)  # serialisable as served
+
+
+@pytest.mark.parametrize(
+    "configs",
+    [{"no.such.config": "1"}, {"retention.ms": 1000}, {"preallocate": True}],
+    ids=["unknown-key", "number", "boolean"],
+)
+def test_alter_config_validates_as_create_topics_does(
+    admin: AdminClient, admin_broker, configs
+) -> None:
+    """An unknown key or a non-string value is refused (it was stored, after which every
+    Kafka-protocol alter of the topic failed); the topic stays alterable through Kafka's API."""
+    from confluent_kafka.admin import AdminClient as KafkaAdmin
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    name = "validated-" + next(iter(configs)).replace(".", "-")
+    assert admin.post("/topics", {"name": name, "partitions": 1}).status == 201
+    answer = admin.call("PATCH", f"/topics/{name}/config", {"configs": configs})
+    assert answer.status == 400, answer.body
+    assert answer.body["field"] == "configs"
+    assert next(iter(configs)) in answer.body["message"]
+    assert admin.get(f"/topics/{name}").body["configs"] == {}
+    created = admin.post("/topics", {"name": name + "-new", "configs": configs})
+    assert created.status == 400 and created.body["field"] == "configs"
+
+    kafka = KafkaAdmin({"bootstrap.servers": admin_broker.bootstrap})
+    entry = ConfigEntry("retention.ms", "5000", incremental_operation=AlterConfigOpType.SET)
+    resource = ConfigResource("topic", name, incremental_configs=[entry])
+    kafka.incremental_alter_configs([resource])[resource].result(30)
+    assert admin.get(f"/topics/{name}").body["configs"] == {"retention.ms": "5000"}
+
+
+def test_every_405_names_the_allowed_methods(admin: AdminClient) -> None:
+    import urllib.error
+    import urllib.request
+
+    for method, path, allowed in [
+        ("PUT", "/topics", {"GET", "HEAD", "POST"}),
+        ("POST", "/topics/some-topic", {"GET", "HEAD", "DELETE"}),
+        ("GET", "/topics/some-topic/config", {"PATCH"}),
+        ("TRACE", "/cluster", {"GET", "HEAD"}),
+    ]:
+        request = urllib.request.Request(admin.url + path, method=method)
+        with pytest.raises(urllib.error.HTTPError) as answer:
+            urllib.request.urlopen(request, timeout=30)
+        assert answer.value.code == 405
+        header = answer.value.headers.get("Allow")
+        assert header is not None and set(header.split(", ")) == allowed, (path, header)
+
+
+def test_the_document_states_what_the_server_enforces(admin: AdminClient) -> None:
+    """minItems, the topic-name pattern, config names and value forms, partitions that only
+    grow: each stated in the document and refused by the server."""
+    import re
+
+    doc = admin.get("/openapi.json").body
+    schemas = doc["components"]["schemas"]
+    pattern = schemas["NewTopic"]["properties"]["name"]["pattern"]
+    for name in ("ok", "a.b_c-9", "x" * 249):
+        assert re.search(pattern, name)
+    for name in (".", "..", "bad name", "t\n", "x" * 250, "ü"):
+        assert not re.search(pattern, name), name
+        assert admin.post("/topics", {"name": name}).status == 400
+    assert schemas["Election"]["properties"]["partitions"]["minItems"] == 1
+    assert schemas["Reassignment"]["properties"]["partitions"]["minItems"] == 1
+    for path in ("/partitions/elect-leaders", "/partitions/reassign"):
+        assert admin.post(path, {"partitions": []}).status == 400
+    configs = schemas["NewTopic"]["properties"]["configs"]
+    assert configs["additionalProperties"] is False
+    retention = configs["properties"]["retention.ms"]["pattern"]
+    assert re.search(retention, "-1") and re.search(retention, str(2**63 - 1))
+    assert not re.search(retention, str(2**63)) and not re.search(retention, "-2")
+    assert not re.search(retention, "1000\n") and not re.search(retention, "soon")
+    assert admin.post("/topics", {"name": "form", "configs": {"retention.ms": "-2"}}).status == 400
+    assert "may only be added" in schemas["PartitionCount"]["description"]
+    assert admin.post("/topics", {"name": "form", "partitions": 2}).status == 201
+    grow = admin.post("/topics/form/partitions", {"partitions": 1})
+    assert grow.status == 409 and grow.body["error"] == "INVALID_PARTITIONS"
+    assert admin.call("PATCH", "/topics/form/config", {"configs": None}).status == 400
+    unknown_removal = admin.call("PATCH", "/topics/form/config", {"configs": {"nope": None}})
+    assert unknown_removal.status == 400

@@ -141,12 +141,33 @@ def test_admin_url_from_environment(admin: AdminClient, monkeypatch) -> None:
     assert json.loads(cli("cluster", "--json"))["controller"]["broker_id"] == 0
 
 
-def test_group_options_before_a_subcommand_are_refused(admin: AdminClient, monkeypatch) -> None:
-    """`kafkalite cluster --admin-url URL brokers` used the default URL: on a machine with
-    another cluster there it acted on that one. Refused with a hint; the environment variable
-    still applies to subcommands."""
-    out = cli("cluster", "--admin-url", admin.url, "brokers", code=2)
-    assert "after the subcommand" in out
-    assert "after the subcommand" in cli("cluster", "--json", "brokers", code=2)
+def test_group_options_work_before_or_after_a_subcommand(admin: AdminClient, monkeypatch) -> None:
+    """`kafkalite cluster --admin-url URL brokers` is what `--help` offers: it was refused (and
+    before that silently used the default URL). Both places work; given twice they must agree;
+    the environment variable still applies to subcommands."""
+    monkeypatch.setenv("KAFKALITE_ADMIN_URL", "http://127.0.0.1:1")  # nothing listens there
+    before = json.loads(cli("cluster", "--admin-url", admin.url, "--json", "brokers"))
+    assert [b["id"] for b in before] == [0]
+    after = json.loads(cli("cluster", "brokers", "--admin-url", admin.url, "--json"))
+    assert after == before
+    mixed = cli("cluster", "--admin-url", admin.url, "topics", "--json")
+    assert isinstance(json.loads(mixed), list)
+    same = cli("cluster", "--admin-url", admin.url, "brokers", "--admin-url", admin.url)
+    assert "PLAINTEXT://127.0.0.1" in same
+    assert "given twice" in cli(
+        "cluster", "--admin-url", admin.url, "brokers", "--admin-url", "http://10.0.0.1:9", code=2
+    )
     monkeypatch.setenv("KAFKALITE_ADMIN_URL", admin.url)
     assert [b["id"] for b in json.loads(cli("cluster", "brokers", "--json"))] == [0]
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["localhost:9644", "http://127.0.0.1:abc", "http://127.0.0.1:99999", "ftp://h:1", "http://"],
+)
+def test_admin_url_that_is_not_a_url_is_one_line_naming_the_option(url: str) -> None:
+    result = runner.invoke(app, ["groups", "list", "--admin-url", url])
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert "--admin-url" in result.output and "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output
