@@ -204,8 +204,6 @@ class KafkaConnection:
             # Kafka's NetworkClient disconnects on a request timeout: the peer may be hung or
             # the link half-open, and the next request must not wait on the same socket.
             self._fail(KafkaConnectionError(f"{error}; disconnected"))
-            if future.done() and not future.cancelled():
-                future.exception()  # failed by _fail just now: the caller gets `error` instead
             raise error from None
         except asyncio.CancelledError:
             if self._pending.pop(correlation_id, None) is not None:

@@ -157,30 +157,6 @@ async def test_a_request_timeout_disconnects():
         await broker.stop()
 
 
-async def test_a_request_timeout_leaves_no_unretrieved_exception():
-    """The timed-out request's future, failed by the disconnect, was never read: asyncio logged
-    "Future exception was never retrieved" with a traceback (on the CLI's terminal)."""
-    import gc
-
-    broker = await FakeBroker(handlers={ApiKey.LIST_OFFSETS: lambda header, request: None}).start()
-    loop = asyncio.get_running_loop()
-    reported = []
-    previous = loop.get_exception_handler()
-    loop.set_exception_handler(lambda _loop, context: reported.append(context))
-    try:
-        conn = KafkaConnection("127.0.0.1", broker.port, request_timeout=0.2)
-        await conn.connect()
-        with pytest.raises(KafkaTimeoutError):
-            await conn.send(ApiKey.LIST_OFFSETS, LIST_OFFSETS)
-        await conn.close()
-        del conn
-        gc.collect()
-        assert [c.get("message") for c in reported] == []
-    finally:
-        loop.set_exception_handler(previous)
-        await broker.stop()
-
-
 async def test_connection_loss_fails_pending_and_later_sends(broker):
     broker.handlers[ApiKey.LIST_OFFSETS] = lambda h, r: None  # never answers
     conn = KafkaConnection("127.0.0.1", broker.port)
