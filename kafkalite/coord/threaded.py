@@ -65,6 +65,7 @@ class CoordinationThread:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._stopping = False
+        self._on_exit: Callable[[], None] | None = None
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop | None:
@@ -95,6 +96,8 @@ class CoordinationThread:
             finally:
                 asyncio.set_event_loop(None)
                 loop.close()
+                if self._on_exit is not None:
+                    self._on_exit()
 
     def submit(self, coro: Coroutine[Any, Any, _T]) -> concurrent.futures.Future[_T]:
         """Run ``coro`` as a task on the thread's loop. Raises SessionClosed (and closes the
@@ -121,13 +124,18 @@ class CoordinationThread:
             self._stopping = True
             # Queued after every coroutine submitted so far: their tasks exist when it runs.
             drained = asyncio.run_coroutine_threadsafe(_cancel_other_tasks(), loop)
+        caller = asyncio.get_running_loop()
+        exited = caller.create_future()
+        self._on_exit = lambda: _relay(caller, _set_result_unless_done, exited)
         try:
             await asyncio.wrap_future(drained)
         finally:
             loop.call_soon_threadsafe(loop.stop)
-            await asyncio.to_thread(thread.join)
+            await exited
+            thread.join()  # returns at once: the thread is past its last statement
             with self._lock:
                 self._loop, self._thread, self._stopping = None, None, False
+                self._on_exit = None
 
 
 async def _cancel_other_tasks() -> None:
@@ -148,6 +156,11 @@ def _relay(loop: asyncio.AbstractEventLoop, callback: Callable[..., object], *ar
     """``loop.call_soon_threadsafe`` that does nothing once the caller's loop is closed."""
     with contextlib.suppress(RuntimeError):
         loop.call_soon_threadsafe(callback, *args)
+
+
+def _set_result_unless_done(future: asyncio.Future) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def _copy_outcome(source: asyncio.Future, destination: asyncio.Future) -> None:
