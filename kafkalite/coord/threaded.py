@@ -381,19 +381,25 @@ def _close_in_background(session: CoordSession) -> None:
 
 
 class ThreadedStore(CoordStore):
-    """A store whose sessions live on a ``CoordinationThread``; subclasses say which store runs
-    there (``_make_inner``, called on the thread's loop) and which proxy class to hand out."""
+    """A store whose sessions live on a ``CoordinationThread``. Which store runs there is
+    ``make_inner()`` (or a subclass's ``_make_inner``), called on the thread's loop; a subclass
+    may also choose the proxy class (``session_class``)."""
 
     session_class: type[ThreadedSession] = ThreadedSession
 
-    def __init__(self, *, thread_name: str) -> None:
+    def __init__(
+        self, *, thread_name: str, make_inner: Callable[[], CoordStore] | None = None
+    ) -> None:
         self.thread_name = thread_name
+        self._make_inner_store = make_inner
         self._thread: CoordinationThread | None = None
         self._inner: CoordStore | None = None  # built, used and closed on the thread's loop
         self._sessions: set[ThreadedSession] = set()
 
     def _make_inner(self) -> CoordStore:
-        raise NotImplementedError
+        if self._make_inner_store is None:
+            raise NotImplementedError("pass make_inner or override _make_inner")
+        return self._make_inner_store()
 
     @property
     def thread(self) -> CoordinationThread | None:
