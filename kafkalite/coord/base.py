@@ -294,6 +294,11 @@ class CoordSession(abc.ABC):
         on the session's loop, ``state_changes`` and ``wait_for_state`` are the tools."""
         self._state_callbacks.append(callback)
 
+    def remove_state_callback(self, callback: Callable[[SessionState], None]) -> None:
+        """Stop calling ``callback`` (added by ``add_state_callback``); no error if absent."""
+        if callback in self._state_callbacks:
+            self._state_callbacks.remove(callback)
+
     async def wait_for_state(
         self, *states: SessionState, timeout: float | None = None
     ) -> SessionState:
