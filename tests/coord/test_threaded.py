@@ -224,6 +224,34 @@ async def test_a_timeout_around_a_call_still_raises_timeout_error(threaded):
     await wait_until(lambda: not tasks_running(threaded, "get_data"), what="the call cancelled")
 
 
+def inner_watches(store: ThreadedEmbeddedStore, path: str) -> list[asyncio.Future]:
+    """The watch futures the embedded store on the thread holds for ``path`` (read from here:
+    a snapshot of a dict only the thread changes)."""
+    return [
+        future
+        for key, entries in list(store._inner._watches.items())
+        if key[1] == path
+        for _session, future in entries
+    ]
+
+
+async def test_a_watch_answered_after_the_caller_gave_up_is_cancelled_over_there(threaded):
+    session = await threaded.open_session()
+    call = asyncio.create_task(session.exists_and_watch("/x"))
+    await asyncio.sleep(0)  # the call's first step runs: the read is on its way to the thread
+    # Hold this loop (without yielding to it) until the thread has set the watch, so that the
+    # answer is still waiting to be relayed here when the caller gives up.
+    deadline = time.monotonic() + 10
+    while not inner_watches(threaded, "/x"):
+        assert time.monotonic() < deadline, "the read never reached the thread"
+        time.sleep(0.001)
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    (inner,) = inner_watches(threaded, "/x")
+    await wait_until(inner.cancelled, what="the abandoned watch to be cancelled on the thread")
+
+
 async def test_a_watch_cancelled_by_the_caller_never_fires(threaded):
     session = await threaded.open_session()
     other = await threaded.open_session()
