@@ -12,8 +12,9 @@ call holds the GIL for longer than the session timeout.
 
 Shape: ``ThreadedStore`` builds an ordinary single-loop ``CoordStore`` (``_make_inner``) inside
 its ``CoordinationThread`` and hands out ``ThreadedSession`` proxies. A proxy implements the whole
-``CoordSession`` interface by submitting each call to the thread's loop
-(``run_coroutine_threadsafe``) and awaiting the answer on the caller's loop. Guarantees across
+``CoordSession`` interface by running each call as a task on the thread's loop
+(``CoordinationThread.run``: one ``call_soon_threadsafe`` there, one back with the outcome) and
+awaiting the answer on the caller's loop. Guarantees across
 the thread boundary:
 
 - **Same answers, same exceptions.** The result or exception object raised on the thread's loop
