@@ -328,3 +328,42 @@ async def test_the_zookeeper_store_stops_its_thread_on_close(zookeeper_server):
         assert await observer.get_children(root) == []  # closeSession was sent
     finally:
         await observer_store.close()
+
+
+async def test_a_broker_whose_loop_is_held_keeps_its_registration_and_controller(
+    tmp_path, zookeeper_server
+):
+    """The issue itself, end to end: a broker on ZooKeeper whose loop is held past its session
+    timeout (bulk work) is still registered on the same session and still controller in the
+    same epoch; nothing was renewed."""
+    from kafkalite.config import BrokerConfig
+    from kafkalite.server import KafkaServer
+    from tests.harness.broker import free_port
+
+    config = BrokerConfig.load(
+        overrides={
+            "log.dirs": str(tmp_path / "data"),
+            "listeners": f"PLAINTEXT://127.0.0.1:{free_port()}",
+            "admin.listener": "",
+            "zookeeper.connect": zookeeper_server.connect_string(chroot("held-broker")),
+            "zookeeper.session.timeout.ms": str(HELD_SESSION_MS),
+        },
+        environ={},
+    )
+    server = KafkaServer(config)
+    await server.startup()
+    try:
+        await wait_until(lambda: server.controller.is_active, what="the broker to be controller")
+        session_id = server.session.session_id
+        epoch = server.controller.epoch
+
+        hold_the_loop(HELD_FOR_S, "busy")
+
+        registration = await server.session.exists("/brokers/ids/0")
+        assert registration is not None and registration.ephemeral_owner == session_id
+        controller = await server.session.exists("/controller")
+        assert controller is not None and controller.ephemeral_owner == session_id
+        assert server.session.session_id == session_id and server.session.renewals == 0
+        assert server.controller.is_active and server.controller.epoch == epoch
+    finally:
+        await server.shutdown()
