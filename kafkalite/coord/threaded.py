@@ -14,8 +14,7 @@ Shape: ``ThreadedStore`` builds an ordinary single-loop ``CoordStore`` (``_make_
 its ``CoordinationThread`` and hands out ``ThreadedSession`` proxies. A proxy implements the whole
 ``CoordSession`` interface by running each call as a task on the thread's loop
 (``CoordinationThread.run``: one ``call_soon_threadsafe`` there, one back with the outcome) and
-awaiting the answer on the caller's loop. Guarantees across
-the thread boundary:
+awaiting the answer on the caller's loop. Guarantees across the thread boundary:
 
 - **Same answers, same exceptions.** The result or exception object raised on the thread's loop
   is the one the caller gets (``SessionExpired``, ``ConnectionLoss``, ``NoNode``, ... keep their
