@@ -2,8 +2,10 @@
 
 ``open_store(connect, data_dir, session_timeout_ms)`` picks the backend the way the broker config
 does: ``zookeeper.connect`` set -> ZooKeeper through aiozk (``host:port[,host:port...][/chroot]``,
-the chroot created if missing, like Kafka); absent -> the embedded store kept in ``data_dir``,
-shared by every broker of the process that names the same directory.
+the chroot created if missing, like Kafka), the client running on a coordination thread of its
+own so that a busy caller loop cannot starve the session's pings (``threaded.py``); absent -> the
+embedded store kept in ``data_dir``, shared by every broker of the process that names the same
+directory.
 """
 
 from __future__ import annotations

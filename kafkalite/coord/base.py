@@ -257,6 +257,7 @@ class CoordSession(abc.ABC):
         self._state = SessionState.CONNECTING
         self._state_waiters: list[tuple[frozenset[SessionState], asyncio.Future]] = []
         self._state_listeners: list[asyncio.Queue[SessionState]] = []
+        self._state_callbacks: list[Callable[[SessionState], None]] = []
 
     # -- state --
 
@@ -273,6 +274,8 @@ class CoordSession(abc.ABC):
         if state == self._state or self._state.is_terminal:
             return
         self._state = state
+        for callback in self._state_callbacks:
+            callback(state)
         for listener in self._state_listeners:
             listener.put_nowait(state)
         still_waiting = []
@@ -284,6 +287,17 @@ class CoordSession(abc.ABC):
             else:
                 still_waiting.append((states, future))
         self._state_waiters = still_waiting
+
+    def add_state_callback(self, callback: Callable[[SessionState], None]) -> None:
+        """Call ``callback(state)`` on every state change from now on, synchronously, on the
+        session's own loop (it must not block). For a bridge that relays the states elsewhere;
+        on the session's loop, ``state_changes`` and ``wait_for_state`` are the tools."""
+        self._state_callbacks.append(callback)
+
+    def remove_state_callback(self, callback: Callable[[SessionState], None]) -> None:
+        """Stop calling ``callback`` (added by ``add_state_callback``); no error if absent."""
+        if callback in self._state_callbacks:
+            self._state_callbacks.remove(callback)
 
     async def wait_for_state(
         self, *states: SessionState, timeout: float | None = None

@@ -1,5 +1,10 @@
 """The ZooKeeper backend: a real ensemble through aiozk (ZooKeeper >= 3.5).
 
+``ZooKeeperStore`` / ``ZooKeeperSession`` are what callers get: proxies whose aiozk client runs
+on an event loop of its own in a dedicated thread (``threaded.py``), so the session's pings and
+reconnects never wait for a busy broker loop. ``AiozkStore`` / ``AiozkSession`` below are the
+client itself, written for one loop (the coordination thread's).
+
 aiozk is used for its wire protocol and connection handling only; this module owns the session
 semantics, because aiozk's defaults contradict the ones the controller needs. The pitfalls and
 what is done about each:
@@ -52,7 +57,7 @@ from aiozk import exc, protocol
 from aiozk.connection import Connection
 from aiozk.features import Features
 from aiozk.retry import RetryPolicy
-from aiozk.session import Session as _AiozkSession
+from aiozk.session import Session as _AiozkClientSession
 from aiozk.states import States
 
 from .base import (
@@ -88,6 +93,7 @@ from .errors import (
     SessionClosed,
     SessionExpired,
 )
+from .threaded import ThreadedSession, ThreadedStore
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +166,7 @@ class _NeverResend(RetryPolicy):
         self._sent.discard(id(request))
 
 
-class _Session(_AiozkSession):
+class _Session(_AiozkClientSession):
     """aiozk's session with a repair loop that tells expiry from connection failure.
 
     aiozk's own loop treats any failure to read the connect response (the server closed the
@@ -266,8 +272,9 @@ class _Session(_AiozkSession):
         return conn
 
 
-class ZooKeeperStore(CoordStore):
-    """Sessions on one ZooKeeper ensemble under one chroot."""
+class AiozkStore(CoordStore):
+    """Sessions on one ZooKeeper ensemble under one chroot, all on the loop that uses them
+    (``ZooKeeperStore`` runs one in its coordination thread)."""
 
     kind = "zookeeper"
 
@@ -283,13 +290,13 @@ class ZooKeeperStore(CoordStore):
         self.chroot = validate_path(chroot) if chroot and chroot != "/" else None
         self.session_timeout_ms = session_timeout_ms
         self.connection_timeout_ms = connection_timeout_ms
-        self._sessions: set[ZooKeeperSession] = set()
+        self._sessions: set[AiozkSession] = set()
         self._chroot_ready = self.chroot is None
 
     async def open_session(
         self, timeout_ms: int | None = None, *, connection_timeout_ms: int | None = None
-    ) -> ZooKeeperSession:
-        session = ZooKeeperSession(
+    ) -> AiozkSession:
+        session = AiozkSession(
             self.servers,
             chroot=self.chroot,
             timeout_ms=timeout_ms or self.session_timeout_ms,
@@ -309,8 +316,8 @@ class ZooKeeperStore(CoordStore):
             await session.close()
 
 
-class ZooKeeperSession(CoordSession):
-    """One ZooKeeper session (one aiozk ``Session``)."""
+class AiozkSession(CoordSession):
+    """One ZooKeeper session (one aiozk ``Session``), on the loop that opened it."""
 
     def __init__(
         self,
@@ -717,3 +724,54 @@ async def _cancel_and_wait(task: asyncio.Task) -> None:
     await asyncio.wait([task])
     if not task.cancelled():
         task.exception()
+
+
+class ZooKeeperSession(ThreadedSession):
+    """A ZooKeeper session whose client runs in the store's coordination thread."""
+
+    @property
+    def password(self) -> bytes:
+        return self._inner.password if self._inner is not None else b""
+
+    @property
+    def negotiated_timeout_ms(self) -> int:
+        return self._inner.negotiated_timeout_ms if self._inner is not None else 0
+
+
+class ZooKeeperStore(ThreadedStore):
+    """Sessions on one ZooKeeper ensemble under one chroot, served by one coordination thread
+    (started by the first ``open_session``, stopped by ``close``)."""
+
+    kind = "zookeeper"
+    session_class = ZooKeeperSession
+
+    def __init__(
+        self,
+        servers: str,
+        *,
+        chroot: str | None = None,
+        session_timeout_ms: int = 18000,
+        connection_timeout_ms: int | None = None,
+    ) -> None:
+        super().__init__(thread_name=f"zookeeper-session {servers}{chroot or ''}")
+        self.servers = servers
+        self.chroot = validate_path(chroot) if chroot and chroot != "/" else None
+        self.session_timeout_ms = session_timeout_ms
+        self.connection_timeout_ms = connection_timeout_ms
+
+    def _make_inner(self) -> AiozkStore:
+        return AiozkStore(
+            self.servers,
+            chroot=self.chroot,
+            session_timeout_ms=self.session_timeout_ms,
+            connection_timeout_ms=self.connection_timeout_ms,
+        )
+
+    async def open_session(
+        self, timeout_ms: int | None = None, *, connection_timeout_ms: int | None = None
+    ) -> ZooKeeperSession:
+        session = await super().open_session(
+            timeout_ms, connection_timeout_ms=connection_timeout_ms
+        )
+        assert isinstance(session, ZooKeeperSession)
+        return session

@@ -53,7 +53,8 @@ class Backend:
         raise NotImplementedError
 
     async def drop_connection(self, session: CoordSession) -> None:
-        """Cut the session's connection without ending the session."""
+        """Cut the session's connection without ending the session; returns once the session
+        has seen the cut (SUSPENDED), so that what follows is not sent on the dying connection."""
         raise NotImplementedError
 
     async def restore_connection(self, session: CoordSession) -> None:
@@ -94,7 +95,17 @@ class ZooKeeperBackend(Backend):
 
     async def drop_connection(self, session: CoordSession) -> None:
         assert isinstance(session, ZooKeeperSession)
-        await asyncio.to_thread(self.server.drop_connection, session.session_id, session.password)
+        seen: list[SessionState] = []
+        session.add_state_callback(seen.append)
+        try:
+            await asyncio.to_thread(
+                self.server.drop_connection, session.session_id, session.password
+            )
+            await wait_until(
+                lambda: SessionState.SUSPENDED in seen, what="the client to notice the cut"
+            )
+        finally:
+            session.remove_state_callback(seen.append)
 
 
 @pytest.fixture(params=["embedded", "zookeeper"])
