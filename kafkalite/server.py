@@ -267,8 +267,11 @@ class KafkaServer:
                 config.replica_high_watermark_checkpoint_interval_ms
             ),
             cleaner_config=CleanerConfig.from_broker_properties(config.properties()),
+            num_recovery_threads_per_data_dir=config.num_recovery_threads_per_data_dir,
         )
-        self.log_manager.startup()
+        # In a worker thread: loading thousands of logs must not hold the event loop (the
+        # coordination session is already open and must keep answering).
+        await asyncio.to_thread(self.log_manager.startup)
 
     async def _start_roles(self) -> None:
         from kafkalite.broker.fetch_session import FetchSessionCache
@@ -632,7 +635,7 @@ class KafkaServer:
             self.socket_server.close_connections()
         if self.log_manager is not None:
             with _logged("log manager shutdown"):
-                await _maybe_await(self.log_manager.shutdown())
+                await self.log_manager.shutdown_async()
         if self.session is not None:
             with _logged("coordination session close"):
                 await self.session.close()

@@ -440,6 +440,11 @@ class ProducerStateManager:
         """Write the state at ``map_end_offset`` (once per offset); returns the offset written."""
         if self.log_dir is None:
             return None
+        if self.map_end_offset == 0 and self.last_snapshot_offset is None:
+            # Nothing appended since offset 0 (Kafka's lastSnapOffset starts at 0): a reload
+            # replays nothing, so there is nothing to save (an idle partition costs no file
+            # and no fsync at every shutdown).
+            return None
         if self.last_snapshot_offset == self.map_end_offset and os.path.exists(
             self.snapshot_path(self.map_end_offset)
         ):

@@ -29,8 +29,12 @@ class LeaderEpochFileCache:
         self,
         checkpoint_path: str | os.PathLike[str],
         log_end_offset: Callable[[], int] | None = None,
+        *,
+        deferred: bool = False,
     ) -> None:
         self.checkpoint = LeaderEpochCheckpointFile(checkpoint_path)
+        self.deferred = deferred
+        self.dirty = False  # changed since the checkpoint was last written
         self._log_end_offset = log_end_offset
         self._epochs: list[int] = []
         self._start_offsets: list[int] = []
@@ -104,7 +108,7 @@ class LeaderEpochFileCache:
             raise ValueError(f"Invalid leader epoch entry ({epoch}, {start_offset})")
         if not self._assign(EpochEntry(epoch, start_offset)):
             return False
-        self.flush()
+        self._changed()
         return True
 
     def _assign(self, entry: EpochEntry) -> bool:
@@ -128,7 +132,7 @@ class LeaderEpochFileCache:
         keep = bisect.bisect_left(self._start_offsets, end_offset)
         del self._epochs[keep:]
         del self._start_offsets[keep:]
-        self.flush()
+        self._changed()
 
     def truncate_from_start(self, start_offset: int) -> None:
         """The log now starts at ``start_offset``: drop epochs wholly before it and move the
@@ -141,12 +145,20 @@ class LeaderEpochFileCache:
         del self._start_offsets[: i + 1]
         self._epochs.insert(0, epoch)
         self._start_offsets.insert(0, start_offset)
-        self.flush()
+        self._changed()
 
     def clear_and_flush(self) -> None:
         self._epochs.clear()
         self._start_offsets.clear()
-        self.flush()
+        self.flush(force=True)
 
-    def flush(self) -> None:
-        self.checkpoint.write(self.epoch_entries)
+    def _changed(self) -> None:
+        self.dirty = True
+        if not self.deferred:
+            self.flush()
+
+    def flush(self, *, force: bool = False) -> None:
+        """Write the checkpoint if anything changed since the last write (or ``force``)."""
+        if self.dirty or force:
+            self.checkpoint.write(self.epoch_entries)
+            self.dirty = False

@@ -175,6 +175,9 @@ class Log:
         self._dir_needs_flush = True  # a segment file was created since the last dir fsync
         # Told the offset of every truncation (the LogManager moves the cleaner's checkpoint).
         self.on_truncation: Callable[[int], None] | None = None
+        # Bumped by appends and reads: the LogManager releases the files of logs whose count
+        # did not move between two of its idle checks (release_resources).
+        self.uses = 0
         self.recovered_segments = 0  # how many segments the last load scanned (for tests, metrics)
         self.truncated_bytes_on_load = 0
         try:
@@ -182,14 +185,14 @@ class Log:
             epoch_checkpoint = self.dir / LEADER_EPOCH_CHECKPOINT_FILE
             try:
                 self.leader_epoch_cache = LeaderEpochFileCache(
-                    epoch_checkpoint, lambda: self.log_end_offset
+                    epoch_checkpoint, lambda: self.log_end_offset, deferred=True
                 )
                 epochs_lost = False
             except StorageError:
                 # A malformed checkpoint: rebuild the epochs from the batches (full scan).
                 epoch_checkpoint.unlink()
                 self.leader_epoch_cache = LeaderEpochFileCache(
-                    epoch_checkpoint, lambda: self.log_end_offset
+                    epoch_checkpoint, lambda: self.log_end_offset, deferred=True
                 )
                 epochs_lost = True
             self._load(had_clean_shutdown, recover_all=epochs_lost)
@@ -280,6 +283,9 @@ class Log:
         self._high_watermark = self.log_start_offset
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        # Loaded: no descriptor or map stays open until the log is used (see LazyIndex).
+        for segment in self._segments:
+            segment.release_resources()
 
     def _complete_interrupted_swaps(self) -> None:
         """Finish a cleaner swap a crash interrupted (Kafka's LogLoader, swap files).
@@ -595,6 +601,7 @@ class Log:
         valid_bytes: int,
         now: int,
     ) -> None:
+        self.uses += 1
         try:
             segment = self._maybe_roll(valid_bytes, first_offset, last_offset, max_timestamp, now)
             segment.append(view, batches)
@@ -679,6 +686,7 @@ class Log:
         Raises OffsetOutOfRangeError outside [log_start_offset, log_end_offset].
         """
         self._check_online()
+        self.uses += 1
         end = self.log_end_offset
         if start_offset == end:
             return FetchDataInfo(
@@ -1027,6 +1035,9 @@ class Log:
                 if self._base_offsets[i] >= target:
                     break
                 self._segments[i].flush()
+            # The epochs below the new recovery point must be on disk before it moves
+            # (recovery re-assigns only those of batches past it).
+            self.leader_epoch_cache.flush()
             if self._dir_needs_flush:
                 # New segment files must survive a power loss too: their directory entries.
                 fsync_dir(self.dir)
@@ -1050,7 +1061,8 @@ class Log:
                 if self._base_offsets[i] >= target:
                     break
                 segment = self._segments[i]
-                fds.append(os.dup(segment.log.fd))
+                # Opened for the fsync only: a rolled segment keeps no descriptor of its own.
+                fds.append(os.open(segment.log.file, os.O_RDONLY))
                 # The indexes too (Kafka's LogSegment.flush): recovery will not rebuild them
                 # below the recovery point, and fsync of the file writes back mapped pages.
                 for index in (segment.offset_index, segment.time_index):
@@ -1068,6 +1080,12 @@ class Log:
         if truncation_count != self._truncation_count or self.offline:
             return
         if target > self.recovery_point and target <= self.log_end_offset:
+            # As in flush: the epochs below the recovery point are written before it moves.
+            try:
+                self.leader_epoch_cache.flush()
+            except OSError as e:
+                self._fail(e)
+                return
             self.recovery_point = target
         if self._roll_flush_offset <= target:
             self._roll_flush_offset = -1
@@ -1086,10 +1104,22 @@ class Log:
             self._close_quietly()
             return
         try:
+            self.leader_epoch_cache.flush()
             for segment in self._segments:
                 segment.close()
         except OSError as e:
             raise self._fail(e) from e
+
+    def release_resources(self) -> None:
+        """Close every segment's descriptor and unmap its indexes; the next append or read
+        opens what it needs again (an idle log holds nothing open)."""
+        for segment in self._segments:
+            segment.release_resources()
+
+    @property
+    def open_segment_count(self) -> int:
+        """Segments holding a descriptor or a map now (tests, metrics)."""
+        return sum(1 for segment in self._segments if segment.holds_resources)
 
     def _close_quietly(self) -> None:
         for segment in self._segments:

@@ -305,9 +305,9 @@ class LogSegment:
     def on_become_inactive_segment(self) -> None:
         """On roll: final time index entry, indexes trimmed to their entries."""
         self._append_final_time_index_entry()
-        self.log.release_map()
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
+        self.release_resources()
 
     def resize_indexes(self, size: int) -> None:
         self.offset_index.resize(size)
@@ -484,6 +484,17 @@ class LogSegment:
         horizon of tombstones is measured from it)."""
         ns = ms * 1_000_000
         os.utime(self.log.file, ns=(ns, ns))
+
+    def release_resources(self) -> None:
+        """Unmap the indexes and close the ``.log`` descriptor; all are opened again on the
+        next use (an idle segment holds no descriptor, map or resident index page)."""
+        self.log.release_handle()
+        self.offset_index.release()
+        self.time_index.release()
+
+    @property
+    def holds_resources(self) -> bool:
+        return self.log.is_open or self.offset_index.is_mapped or self.time_index.is_mapped
 
     def close_handlers(self) -> None:
         self.offset_index.close_handler()

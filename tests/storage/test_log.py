@@ -585,3 +585,27 @@ def test_an_append_that_fills_the_index_keeps_the_log_consistent(tmp_path):
     log = Log(tmp_path / "t-0", config, recovery_point=0, time_ms=clock)
     assert log.log_end_offset == 11
     log.close()
+
+
+def test_leader_epoch_checkpoint_is_written_when_the_recovery_point_moves_not_per_assign(
+    tmp_path,
+):
+    """Kafka 3.7 (KAFKA-15046): becoming leader of thousands of partitions must not fsync a
+    checkpoint per partition. The epochs are written by flush (before the recovery point
+    moves past them) and close; a crash before that loses nothing recovery cannot rebuild."""
+    checkpoint = tmp_path / "t-0" / "leader-epoch-checkpoint"
+    log = Log(tmp_path / "t-0", LogConfig())
+    log.leader_epoch_cache.assign(3, 0)
+    assert not checkpoint.exists(), "assign wrote the checkpoint"
+    log.append_as_leader(make_batch(2), 3)
+    log.append_as_leader(make_batch(2), 4)
+    assert not checkpoint.exists()
+    log.flush()
+    assert checkpoint.read_text() == "0\n2\n3 0\n4 2\n"
+    log.append_as_leader(make_batch(1), 6)
+    # a crash now (no close): the epoch 6 entry is not on disk, recovery finds it in the batch
+    reopened = Log(tmp_path / "t-0", LogConfig(), recovery_point=log.recovery_point)
+    assert reopened.leader_epoch_cache.epoch_entries == [(3, 0), (4, 2), (6, 4)]
+    reopened.leader_epoch_cache.assign(7, 5)
+    reopened.close()
+    assert checkpoint.read_text() == "0\n4\n3 0\n4 2\n6 4\n7 5\n"
