@@ -103,6 +103,7 @@ class MetadataCache:
         self.partition_states: dict[str, dict[int, PartitionInfo]] = {}
         self.topic_ids: dict[str, uuid.UUID] = {}
         self.topic_names: dict[uuid.UUID, str] = {}
+        self._all_topics: frozenset[str] | None = None  # get_all_topics' answer, until it changes
 
     # -- updates ------------------------------------------------------------------------------
 
@@ -199,11 +200,16 @@ class MetadataCache:
             partitions.pop(info.partition_index, None)
             if not partitions:
                 del self.partition_states[info.topic]
+                self._all_topics = None
                 topic_id = self.topic_ids.pop(info.topic, None)
                 if topic_id is not None:
                     self.topic_names.pop(topic_id, None)
             return True
-        self.partition_states.setdefault(info.topic, {})[info.partition_index] = info
+        partitions = self.partition_states.get(info.topic)
+        if partitions is None:
+            partitions = self.partition_states[info.topic] = {}
+            self._all_topics = None
+        partitions[info.partition_index] = info
         return False
 
     def set_alive_brokers(self, brokers: Iterable[MetadataBroker]) -> None:
@@ -248,8 +254,15 @@ class MetadataCache:
                 out.append((broker.id, endpoint, broker.rack))
         return out
 
-    def get_all_topics(self) -> set[str]:
-        return set(self.partition_states)
+    def get_all_topics(self) -> frozenset[str]:
+        """Every topic known; the same frozen set until a topic comes or goes, so the many
+        ``name in cache.get_all_topics()`` checks of an admin request cost O(1) each (a copy
+        per call made a CreateTopics of N topics, polling until each has leaders, cost
+        O(N x topics in the cluster))."""
+        topics = self._all_topics
+        if topics is None:
+            topics = self._all_topics = frozenset(self.partition_states)
+        return topics
 
     def contains_topic(self, topic: str) -> bool:
         return topic in self.partition_states

@@ -516,12 +516,15 @@ class ProducerStateManager:
         batch headers of the log from ``offset`` to its end) is replayed. Without a snapshot the
         whole log is scanned.
         """
-        for offset in self.list_snapshot_offsets():
+        kept = []
+        for offset in self.list_snapshot_offsets():  # one listing of the directory
             if offset > log_end_offset or offset < log_start_offset:
                 self._delete_snapshot(offset)
+            else:
+                kept.append(offset)
         self.reset()
         self.last_snapshot_offset = None
-        for offset in reversed(self.list_snapshot_offsets()):
+        for offset in reversed(kept):
             try:
                 entries = self.read_snapshot(self.snapshot_path(offset))
             except (OSError, ValueError):

@@ -31,6 +31,7 @@ class LeaderEpochFileCache:
         log_end_offset: Callable[[], int] | None = None,
         *,
         deferred: bool = False,
+        read: bool = True,
     ) -> None:
         self.checkpoint = LeaderEpochCheckpointFile(checkpoint_path)
         self.deferred = deferred
@@ -38,8 +39,9 @@ class LeaderEpochFileCache:
         self._log_end_offset = log_end_offset
         self._epochs: list[int] = []
         self._start_offsets: list[int] = []
-        for entry in self.checkpoint.read():
-            self._assign(entry)
+        if read:  # False: a new partition directory, there is no file yet
+            for entry in self.checkpoint.read():
+                self._assign(entry)
 
     # ---------------------------------------------------------------- queries
 
@@ -157,8 +159,9 @@ class LeaderEpochFileCache:
         if not self.deferred:
             self.flush()
 
-    def flush(self, *, force: bool = False) -> None:
-        """Write the checkpoint if anything changed since the last write (or ``force``)."""
+    def flush(self, *, force: bool = False, sync: bool = True) -> None:
+        """Write the checkpoint if anything changed since the last write (or ``force``);
+        without fsync if not ``sync`` (the caller syncs the filesystem)."""
         if self.dirty or force:
-            self.checkpoint.write(self.epoch_entries)
+            self.checkpoint.write(self.epoch_entries, sync=sync)
             self.dirty = False

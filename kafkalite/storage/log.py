@@ -180,9 +180,24 @@ class Log:
         self.uses = 0
         self.recovered_segments = 0  # how many segments the last load scanned (for tests, metrics)
         self.truncated_bytes_on_load = 0
+        # True when this object created the directory: it holds nothing to load or recover.
+        self.newly_created = False
         try:
-            self.dir.mkdir(parents=True, exist_ok=True)
+            try:
+                self.dir.mkdir(parents=True)
+                self.newly_created = True
+            except FileExistsError:
+                pass
             epoch_checkpoint = self.dir / LEADER_EPOCH_CHECKPOINT_FILE
+            if self.newly_created:
+                self.leader_epoch_cache = LeaderEpochFileCache(
+                    epoch_checkpoint, lambda: self.log_end_offset, deferred=True, read=False
+                )
+                self._add_segment(self._open_segment(self.log_start_offset))
+                self.log_end_offset = self.log_start_offset
+                self.recovery_point = self.log_start_offset
+                self._high_watermark = self.log_start_offset
+                return
             try:
                 self.leader_epoch_cache = LeaderEpochFileCache(
                     epoch_checkpoint, lambda: self.log_end_offset, deferred=True
@@ -1090,6 +1105,11 @@ class Log:
         if self._roll_flush_offset <= target:
             self._roll_flush_offset = -1
 
+    def mark_flushed(self) -> None:
+        """Everything up to the log end is on disk (the caller synced the filesystem)."""
+        self.recovery_point = self.log_end_offset
+        self.last_flush_ms = self._time_ms()
+
     def time_since_last_flush_ms(self) -> int:
         return self._time_ms() - self.last_flush_ms
 
@@ -1098,13 +1118,15 @@ class Log:
     def update_config(self, config: LogConfig) -> None:
         self.config = config
 
-    def close(self) -> None:
-        """Flush nothing extra; trim indexes and release files (LogManager flushes first)."""
+    def close(self, *, sync: bool = True) -> None:
+        """Write the leader-epoch checkpoint if it changed, trim indexes and release files
+        (LogManager flushes first). With ``sync`` False the checkpoint is not fsynced: the
+        caller syncs the whole filesystem once for all the logs it closes."""
         if self.offline:
             self._close_quietly()
             return
         try:
-            self.leader_epoch_cache.flush()
+            self.leader_epoch_cache.flush(sync=sync)
             for segment in self._segments:
                 segment.close()
         except OSError as e:

@@ -57,6 +57,7 @@ from kafkalite.storage.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT_FILE,
     RECOVERY_POINT_CHECKPOINT_FILE,
     OffsetCheckpointFile,
+    sync_filesystem,
 )
 from kafkalite.storage.cleaner import CleanerConfig, LogCleaner
 from kafkalite.storage.config import LONG_MAX, LogConfig
@@ -295,17 +296,25 @@ class LogManager:
             self._cleaner_task = None
 
     def _close_logs(self) -> None:
+        """Close every log without an fsync each (the leader-epoch checkpoints written, the
+        indexes trimmed), then per directory: one sync of the filesystem (every log's data,
+        index and checkpoint is then on disk: each log counts as flushed to its end), the
+        offset checkpoints, the clean-shutdown marker. A log or sync failing leaves its
+        directory without marker: the next start recovers it."""
         failed_dirs: set[str] = set()
         for log in list(self._logs.values()):
             try:
-                log.flush()
-                log.close()
+                log.close(sync=False)
             except StorageError:
                 failed_dirs.add(str(log.dir.parent))
+        logs_by_dir = self.logs_by_dir()
         for dir in self.log_dirs:
             if dir in self.offline_dirs or dir in failed_dirs:
                 continue
             try:
+                sync_filesystem(dir)
+                for log in logs_by_dir.get(dir, []):
+                    log.mark_flushed()
                 self._write_checkpoints(dir)
                 path = Path(dir) / CLEAN_SHUTDOWN_FILE
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
