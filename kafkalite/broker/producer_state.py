@@ -438,6 +438,19 @@ class ProducerStateManager:
 
     def take_snapshot(self) -> int | None:
         """Write the state at ``map_end_offset`` (once per offset); returns the offset written."""
+        snapshot = self.prepare_snapshot()
+        if snapshot is None:
+            return None
+        offset, path, payload = snapshot
+        self.write_snapshot(path, payload)
+        self.complete_snapshot(offset)
+        return offset
+
+    def prepare_snapshot(self) -> tuple[int, str, bytes] | None:
+        """``(offset, path, bytes)`` of the snapshot to write now, or None when there is
+        nothing new to save. Reads the state (on its owner's loop); the bytes may then be
+        written anywhere (``write_snapshot``, e.g. in a worker thread), and
+        ``complete_snapshot`` records it."""
         if self.log_dir is None:
             return None
         if self.map_end_offset == 0 and self.last_snapshot_offset is None:
@@ -465,17 +478,32 @@ class ProducerStateManager:
             )
         struct.pack_into(">h", payload, 0, SNAPSHOT_VERSION)
         struct.pack_into(">I", payload, 2, crc32c(memoryview(payload)[6:]))
-        path = self.snapshot_path(self.map_end_offset)
+        return self.map_end_offset, self.snapshot_path(self.map_end_offset), bytes(payload)
+
+    @staticmethod
+    def write_snapshot(path: str, payload: bytes) -> None:
+        """Write a snapshot file atomically (temp + fsync + rename) and delete the older ones
+        beyond SNAPSHOTS_TO_KEEP in its directory. File work only: safe in a worker thread."""
         tmp = path + ".tmp"
         with open(tmp, "wb") as f:
             f.write(payload)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-        self.last_snapshot_offset = self.map_end_offset
-        for offset in self.list_snapshot_offsets()[:-SNAPSHOTS_TO_KEEP]:
-            self._delete_snapshot(offset)
-        return self.map_end_offset
+        dir = os.path.dirname(path)
+        offsets = sorted(
+            int(stem)
+            for stem, ext in (os.path.splitext(name) for name in os.listdir(dir))
+            if ext == SNAPSHOT_SUFFIX and stem.isdigit()
+        )
+        for offset in offsets[:-SNAPSHOTS_TO_KEEP]:
+            try:
+                os.unlink(os.path.join(dir, f"{offset:020d}{SNAPSHOT_SUFFIX}"))
+            except FileNotFoundError:
+                pass
+
+    def complete_snapshot(self, offset: int) -> None:
+        self.last_snapshot_offset = offset
 
     @staticmethod
     def read_snapshot(path: str) -> list[ProducerStateEntry]:

@@ -49,7 +49,7 @@ from kafkalite.broker.partition import (
     Partition,
     records_size,
 )
-from kafkalite.broker.producer_state import AppendOrigin
+from kafkalite.broker.producer_state import AppendOrigin, ProducerStateManager
 from kafkalite.broker.purgatory import DelayedOperation, DelayedOperationPurgatory
 from kafkalite.broker.types import (
     CONSUMER_REPLICA_ID,
@@ -297,6 +297,18 @@ class DelayedDeleteRecords(DelayedOperation):
             self.results[tp] = DeleteRecordsResult(ErrorCode.REQUEST_TIMED_OUT)
         if not self.future.done():
             self.future.set_result(dict(self.results))
+
+
+def _write_snapshots(snapshots: list[tuple[int, str, bytes]]) -> list[OSError | None]:
+    """In a worker thread: write each prepared producer snapshot; the error of each, if any."""
+    errors: list[OSError | None] = []
+    for _, path, payload in snapshots:
+        try:
+            ProducerStateManager.write_snapshot(path, payload)
+            errors.append(None)
+        except OSError as e:
+            errors.append(e)
+    return errors
 
 
 async def _await_operation(operation: DelayedOperation):
@@ -684,13 +696,40 @@ class ReplicaManager:
         while True:
             await asyncio.sleep(interval)
             self.remove_expired_producers()
-            self.take_producer_snapshots()
+            await self.take_producer_snapshots_async()
 
     def remove_expired_producers(self) -> None:
         now = self.time.milliseconds()
         for partition in self.partitions.values():
             if partition.producer_state is not None:
                 partition.producer_state.remove_expired_producers(now)
+
+    async def take_producer_snapshots_async(self, batch_size: int = 200) -> int:
+        """``take_producer_snapshots`` with the files written (and fsynced) in a worker
+        thread, ``batch_size`` at a time: the state is read here, on the loop, and the loop
+        is never held by thousands of fsyncs. Returns the snapshots written."""
+        prepared = []
+        for partition in list(self.partitions.values()):
+            state = partition.producer_state
+            if state is not None:
+                snapshot = state.prepare_snapshot()
+                if snapshot is not None:
+                    prepared.append((partition, state, snapshot))
+        written = 0
+        for start in range(0, len(prepared), batch_size):
+            chunk = prepared[start : start + batch_size]
+            errors = await asyncio.to_thread(_write_snapshots, [s for _, _, s in chunk])
+            for (partition, state, snapshot), error in zip(chunk, errors, strict=True):
+                if error is None:
+                    state.complete_snapshot(snapshot[0])
+                    written += 1
+                else:  # a failing log dir; the log reports it on its next I/O
+                    log.warning(
+                        "producer_snapshot_failed",
+                        partition=str(partition.topic_partition),
+                        error=repr(error),
+                    )
+        return written
 
     def take_producer_snapshots(self) -> None:
         for partition in self.partitions.values():
@@ -1065,4 +1104,4 @@ class ReplicaManager:
         for task in list(self._isr_tasks):
             task.cancel()
         await asyncio.gather(*list(self._isr_tasks), return_exceptions=True)
-        self.take_producer_snapshots()
+        await self.take_producer_snapshots_async()

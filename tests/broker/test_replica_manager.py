@@ -687,3 +687,23 @@ async def test_bulk_stop_replica_deletes_logs_off_the_loop(make_rm, log_manager)
         assert not any(p.name.startswith(f"gone-{i}.") for p in dir.parent.iterdir())
     stale = await rm.stop_replicas_async(0, 0, stops[:3])
     assert stale.error_code is ErrorCode.STALE_CONTROLLER_EPOCH
+
+
+async def test_producer_snapshots_are_written_off_the_loop_once_per_offset(make_rm, log_manager):
+    """The maintenance task and shutdown write producer snapshots in a worker thread: the
+    state is read on the loop, the files written and fsynced elsewhere; an idle partition
+    writes none."""
+    rm = make_rm()
+    states = [leader_state(topic=f"snap-{i}", leader_epoch=1) for i in range(30)]
+    await rm.become_leader_or_follower_async(0, 1, states)
+    for i in range(0, 30, 3):
+        tp = TopicPartition(f"snap-{i}", 0)
+        data = batch(2, producer_id=100 + i, producer_epoch=0, base_sequence=0)
+        assert (await produce(rm, data, tp=tp)).error_code is ErrorCode.NONE
+    with LoopTicker() as ticker:
+        assert await rm.take_producer_snapshots_async(batch_size=4) == 10
+    assert ticker.turns >= 3
+    for i in range(30):
+        files = list(log_manager.get_log(f"snap-{i}", 0).dir.glob("*.snapshot"))
+        assert [f.name for f in files] == (["00000000000000000002.snapshot"] if i % 3 == 0 else [])
+    assert await rm.take_producer_snapshots_async() == 0  # nothing new since
