@@ -87,6 +87,7 @@ class AbstractIndex:
         self._entries = 0
         self._max_entries = 0
         self._reading_fd = -1  # while _open reads the last entry without a map
+        self._ends: tuple[int, tuple[int, int], tuple[int, int]] | None = None
         self._open()
 
     # ------------------------------------------------------------------ file handling
@@ -114,9 +115,21 @@ class AbstractIndex:
             self._entries = 0 if newly_created else self._round_down(length) // self.entry_size
             self._reading_fd = fd
             self._after_load()
+            # The ends, for the sanity check on load (no second open of the file).
+            self._ends = (
+                (self._entries, self._raw_entry(0), self._raw_entry(self._entries - 1))
+                if self._entries
+                else None
+            )
         finally:
             self._reading_fd = -1
             os.close(fd)
+
+    def _first_and_last_entries(self) -> tuple[tuple[int, int], tuple[int, int]]:
+        ends = self._ends
+        if ends is not None and ends[0] == self._entries and self._mmap is None:
+            return ends[1], ends[2]
+        return self._raw_entry(0), self._raw_entry(self._entries - 1)
 
     def _mapped(self) -> mmap.mmap:
         """The map of the file, made now if the index is not mapped (see module docstring)."""
@@ -467,8 +480,9 @@ class OffsetIndex(AbstractIndex):
         self._check_whole_entries("Index")
         if self._entries == 0:
             return
-        first_relative, first_position = self._raw_entry(0)
-        last_relative, last_position = self._raw_entry(self._entries - 1)
+        (first_relative, first_position), (last_relative, last_position) = (
+            self._first_and_last_entries()
+        )
         if first_relative < 0 or last_relative < first_relative:
             raise CorruptIndexError(f"Index file {self.file} is corrupt: offsets not increasing")
         if self._entries > 1 and (
@@ -550,8 +564,7 @@ class TimeIndex(AbstractIndex):
         self._check_whole_entries("Time index")
         if self._entries == 0:
             return
-        first_ts, first_rel = self._raw_entry(0)
-        last_ts, last_rel = self._raw_entry(self._entries - 1)
+        (first_ts, first_rel), (last_ts, last_rel) = self._first_and_last_entries()
         if first_rel < 0 or last_rel < first_rel or last_ts < first_ts:
             raise CorruptIndexError(
                 f"Time index file {self.file} is corrupt: entries not increasing"

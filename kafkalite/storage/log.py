@@ -84,6 +84,7 @@ from kafkalite.storage.segment import (
     LogSegment,
     batch_summaries,
     check_index_files,
+    filename_prefix_from_offset,
     log_file,
     offset_from_file_name,
     offset_index_file,
@@ -221,23 +222,30 @@ class Log:
         config = self.config
         bases: list[int] = []
         index_missing: set[int] = set()
-        self._complete_interrupted_swaps()
-        for entry in os.scandir(self.dir):
-            name = entry.name
+        # One listing of the directory answers every "does this file exist" below (a broker
+        # loads thousands of logs: no stat per file).
+        names = set(os.listdir(self.dir))
+        if any(name.endswith(SWAP_FILE_SUFFIX) for name in names):
+            self._complete_interrupted_swaps()
+            names = set(os.listdir(self.dir))
+        for name in list(names):
             if name.endswith((DELETED_FILE_SUFFIX, CLEANED_FILE_SUFFIX, ".tmp")):
-                os.unlink(entry.path)  # leftovers of an interrupted delete, clean or write
+                os.unlink(os.path.join(self.dir, name))  # leftovers: interrupted delete/clean/write
+                names.discard(name)
                 continue
             if name.endswith(LOG_FILE_SUFFIX):
                 bases.append(offset_from_file_name(name))
             elif name.endswith((INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX)):
-                if not (self.dir / (name.rsplit(".", 1)[0] + LOG_FILE_SUFFIX)).exists():
-                    os.unlink(entry.path)  # an orphan index: its log segment is gone
+                if name.rsplit(".", 1)[0] + LOG_FILE_SUFFIX not in names:
+                    os.unlink(os.path.join(self.dir, name))  # an orphan index: its log is gone
+                    names.discard(name)
         bases.sort()
         needs_recovery: set[int] = set()
         for base in bases:
+            prefix = filename_prefix_from_offset(base)
             if (
-                not offset_index_file(self.dir, base).exists()
-                or not time_index_file(self.dir, base).exists()
+                prefix + INDEX_FILE_SUFFIX not in names
+                or prefix + TIME_INDEX_FILE_SUFFIX not in names
             ):
                 index_missing.add(base)
             segment = self._open_segment(base)
