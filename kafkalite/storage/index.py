@@ -77,8 +77,13 @@ class AbstractIndex:
         base_offset: int,
         max_index_size: int = -1,
         writable: bool = True,
+        preallocate: bool = True,
     ) -> None:
         self.file = Path(file)
+        # False: a new file is created empty (the owner grows it with ``resize`` before the
+        # first append), so an index that is never written costs no ftruncate to create,
+        # trim or re-grow.
+        self.preallocate = preallocate
         self.base_offset = base_offset
         self.max_index_size = max_index_size
         self.writable = writable
@@ -107,8 +112,9 @@ class AbstractIndex:
             if newly_created:
                 if self.max_index_size < self.entry_size:
                     raise ValueError(f"Invalid max index size: {self.max_index_size}")
-                length = self._round_down(self.max_index_size)
-                os.ftruncate(fd, length)
+                if self.preallocate:
+                    length = self._round_down(self.max_index_size)
+                    os.ftruncate(fd, length)
             self._length = length
             self._max_entries = length // self.entry_size
             # A new index is empty; an existing one is whatever whole entries the file holds.

@@ -39,9 +39,14 @@ class LeaderEpochFileCache:
         self._log_end_offset = log_end_offset
         self._epochs: list[int] = []
         self._start_offsets: list[int] = []
+        # What the file holds (None: unknown), so a close that would write the same skips it.
+        self._persisted: list[EpochEntry] | None = None
         if read:  # False: a new partition directory, there is no file yet
             for entry in self.checkpoint.read():
                 self._assign(entry)
+            self._persisted = self.epoch_entries
+        else:
+            self._persisted = []
 
     # ---------------------------------------------------------------- queries
 
@@ -163,5 +168,20 @@ class LeaderEpochFileCache:
         """Write the checkpoint if anything changed since the last write (or ``force``);
         without fsync if not ``sync`` (the caller syncs the filesystem)."""
         if self.dirty or force:
-            self.checkpoint.write(self.epoch_entries, sync=sync)
+            entries = self.epoch_entries
+            self.checkpoint.write(entries, sync=sync)
+            self._persisted = entries
             self.dirty = False
+
+    def flush_on_close(self, log_end_offset: int, *, sync: bool = True) -> None:
+        """The last write before the log closes: the entries that start below
+        ``log_end_offset`` (loading drops the others: ``truncate_from_end`` at the log end),
+        and nothing at all when the file already holds exactly those, which is the case of
+        every idle empty partition whose epoch moved while the broker ran."""
+        if not self.dirty:
+            return
+        entries = [e for e in self.epoch_entries if e.start_offset < log_end_offset]
+        if entries != self._persisted:
+            self.checkpoint.write(entries, sync=sync)
+            self._persisted = entries
+        self.dirty = False

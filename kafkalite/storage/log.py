@@ -194,7 +194,9 @@ class Log:
                 self.leader_epoch_cache = LeaderEpochFileCache(
                     epoch_checkpoint, lambda: self.log_end_offset, deferred=True, read=False
                 )
-                self._add_segment(self._open_segment(self.log_start_offset))
+                segment = self._open_segment(self.log_start_offset, preallocate=False)
+                segment.defer_index_growth(self.config.segment_index_bytes)
+                self._add_segment(segment)
                 self.log_end_offset = self.log_start_offset
                 self.recovery_point = self.log_start_offset
                 self._high_watermark = self.log_start_offset
@@ -288,7 +290,7 @@ class Log:
         if not self._segments:
             self._add_segment(self._open_segment(self.log_start_offset))
         active = self._segments[-1]
-        active.resize_indexes(config.segment_index_bytes)
+        active.defer_index_growth(config.segment_index_bytes)
         self.log_end_offset = active.read_next_offset()
         if self.log_start_offset > self.log_end_offset:
             # The checkpointed start is past what survived (a crash lost unflushed records
@@ -362,10 +364,11 @@ class Log:
         self.truncated_bytes_on_load += truncated
         return truncated
 
-    def _open_segment(self, base_offset: int) -> LogSegment:
+    def _open_segment(self, base_offset: int, preallocate: bool = True) -> LogSegment:
         return LogSegment.open(
             self.dir,
             base_offset,
+            preallocate=preallocate,
             index_interval_bytes=self.config.index_interval_bytes,
             max_index_size=self.config.segment_index_bytes,
             # Kafka: a random jitter in [0, segment.jitter.ms) so logs do not all roll at once.
@@ -1134,7 +1137,7 @@ class Log:
             self._close_quietly()
             return
         try:
-            self.leader_epoch_cache.flush(sync=sync)
+            self.leader_epoch_cache.flush_on_close(self.log_end_offset, sync=sync)
             for segment in self._segments:
                 segment.close()
         except OSError as e:
