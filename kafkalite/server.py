@@ -424,10 +424,16 @@ class KafkaServer:
         if context is None:
             return
         wanted = set(getattr(context, "all_topics", ()))
-        deadline = asyncio.get_running_loop().time() + timeout
+        started = asyncio.get_running_loop().time()
+        deadline = started + timeout
         while True:
             cache = self.metadata_cache
             if cache.get_controller_id() is not None and wanted <= cache.get_all_topics():
+                log.info(
+                    "controller metadata arrived",
+                    topics=len(wanted),
+                    waited_ms=round((asyncio.get_running_loop().time() - started) * 1000),
+                )
                 return
             if asyncio.get_running_loop().time() > deadline:
                 log.warning("serving before the controller's metadata arrived")

@@ -421,10 +421,14 @@ class ProducerStateManager:
         return os.path.join(self.log_dir, f"{offset:020d}{SNAPSHOT_SUFFIX}")
 
     def list_snapshot_offsets(self) -> list[int]:
-        if self.log_dir is None or not os.path.isdir(self.log_dir):
+        if self.log_dir is None:
+            return []
+        try:
+            names = os.listdir(self.log_dir)
+        except (FileNotFoundError, NotADirectoryError):
             return []
         offsets = []
-        for name in os.listdir(self.log_dir):
+        for name in names:
             stem, ext = os.path.splitext(name)
             if ext == SNAPSHOT_SUFFIX and stem.isdigit():
                 offsets.append(int(stem))
