@@ -50,6 +50,34 @@ def open_fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
+def phases(log_text: str) -> dict[str, float]:
+    """Seconds from the broker's "starting" line to each start-up milestone it logged."""
+    from datetime import datetime
+
+    marks: dict[str, float] = {}
+    for line in log_text.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        event = entry.get("event")
+        if (
+            event
+            in (
+                "starting",
+                "listening",
+                "registered",
+                "controller ready",
+                "controller metadata arrived",
+                "started",
+            )
+            and event not in marks
+        ):
+            marks[event] = datetime.fromisoformat(entry["timestamp"].rstrip("Z")).timestamp()
+    start = marks.get("starting")
+    return {k: round(v - start, 2) for k, v in marks.items()} if start else {}
+
+
 class ProfiledBroker(BrokerProcess):
     """The broker under cProfile (the profile is written when it exits cleanly)."""
 
@@ -151,7 +179,9 @@ def main(topics: int = 10_000, batch: int = 1_000, profile: str | None = None) -
                 raise RuntimeError(f"restart failed:\n{broker.log_tail()}")
             time.sleep(0.02)  # readiness polling interval
         start_s = time.perf_counter() - t0
-        waited = METADATA_WAIT_MESSAGE in broker.log_text()[log_before:]
+        restart_log = broker.log_text()[log_before:]
+        waited = METADATA_WAIT_MESSAGE in restart_log
+        result["restart_phases_s"] = phases(restart_log)
         result["restart"] = {
             "clean_stop_s": {"value": round(stop_s, 2), "target": "<= 3"},
             "start_to_serving_s": {"value": round(start_s, 2), "target": "<= 5"},
