@@ -128,6 +128,10 @@ class ReplicaManagerConfig:
         )
 
 
+INLINE_LOG_CREATIONS = 16
+"""Up to this many new logs a LeaderAndIsr creates on the event loop (about 0.1-0.3 ms each);
+more are created in a worker thread."""
+
 LEADER_AND_ISR_SLICE = 500
 """Partitions handled between two yields to the event loop by the bulk LeaderAndIsr and
 StopReplica paths (about 10-20 ms of work per slice here)."""
@@ -804,7 +808,9 @@ class ReplicaManager:
                 if self.log_manager.get_log(state.topic, state.partition) is None
             ]
             create_logs = getattr(self.log_manager, "create_logs", None)
-            if missing and create_logs is not None:
+            # A few logs are created inline below (a hand-off to a thread costs more than
+            # creating them); many go to the worker thread.
+            if len(missing) > INLINE_LOG_CREATIONS and create_logs is not None:
                 failures = await create_logs(missing, batch_size=slice_size)
                 for (topic, partition), error in failures.items():
                     errors[TopicPartition(topic, partition)] = _error_result_code_or_storage(error)
