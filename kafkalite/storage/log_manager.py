@@ -285,7 +285,17 @@ class LogManager:
         """``shutdown`` with the file work (flush, close, checkpoints) in a worker thread, so
         the event loop stays responsive while thousands of logs are closed."""
         self._cancel_tasks()
-        await asyncio.to_thread(self._close_logs)
+        # Listeners run on the event loop: failures met in the thread are told afterwards.
+        listeners = self.log_dir_failure_listeners
+        failed: list[str] = []
+        self.log_dir_failure_listeners = [failed.append]
+        try:
+            await asyncio.to_thread(self._close_logs)
+        finally:
+            self.log_dir_failure_listeners = listeners
+        for dir in failed:
+            for listener in list(listeners):
+                listener(dir)
 
     def _cancel_tasks(self) -> None:
         if self._scheduler_task is not None:

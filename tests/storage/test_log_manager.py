@@ -341,3 +341,33 @@ def test_clean_shutdown_syncs_once_and_marks_every_log_flushed(tmp_path, monkeyp
     assert all(log.recovery_point == log.log_end_offset == 6 for log in logs)
     assert all(log.leader_epoch_cache.epoch_entries == [(0, 0), (2, 4)] for log in logs)
     again.shutdown()
+
+
+async def test_shutdown_in_a_thread_tells_failure_listeners_on_the_loop(tmp_path, monkeypatch):
+    """A directory failing while the logs are closed in the worker thread is still reported
+    to the listeners, on the event loop (they create tasks there)."""
+    import threading
+
+    import kafkalite.storage.log_manager as log_manager_module
+
+    manager = LogManager([tmp_path / "ok", tmp_path / "bad"], LogConfig())
+    manager.startup()
+    for p in range(4):
+        fill(manager.get_or_create_log("t", p), 1)
+    bad = str((tmp_path / "bad").resolve())
+    real_sync = log_manager_module.sync_filesystem
+
+    def failing_sync(dir):
+        if str(dir) == bad:
+            raise OSError(errno.EIO, "injected")
+        real_sync(dir)
+
+    monkeypatch.setattr(log_manager_module, "sync_filesystem", failing_sync)
+    told = []
+    manager.log_dir_failure_listeners.append(
+        lambda d: told.append((d, threading.current_thread() is threading.main_thread()))
+    )
+    await manager.shutdown_async()
+    assert told == [(bad, True)]
+    assert (tmp_path / "ok" / CLEAN_SHUTDOWN_FILE).exists()
+    assert not (tmp_path / "bad" / CLEAN_SHUTDOWN_FILE).exists()
