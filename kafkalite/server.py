@@ -45,6 +45,7 @@ from kafkalite.network.server import SocketServer, install_uvloop
 log = structlog.get_logger("kafkalite.server")
 
 SHUTDOWN_DRAIN_SECONDS = 10.0
+TOPIC_CONFIG_READS_IN_FLIGHT = 256
 SESSION_RETRY_BACKOFF_SECONDS = 0.5
 # A shutdown still running after this long logs every task's stack (which step is stuck, and on
 # what), and again each period after; it never cuts the shutdown short.
@@ -117,6 +118,13 @@ class KafkaServer:
 
         config = self.config
         log.info("starting", broker_id=self.broker_id, log_dirs=config.log_dir_list)
+        clock = asyncio.get_running_loop().time
+        phases: dict[str, float] = {}
+        began = clock()
+
+        def phase(name: str) -> None:
+            phases[name] = round(clock() - began, 3)
+
         try:
             if not config.zookeeper_connect:
                 Path(config.log_dir_list[0]).mkdir(parents=True, exist_ok=True)
@@ -134,11 +142,14 @@ class KafkaServer:
                 raise StartupError(f"coordination store: {e}") from None
             self.services.store = self.session
             self.services.cluster_id = await self._get_or_create_cluster_id(NodeExists)
+            phase("store_open_s")
             await self._load_topic_configs()
+            phase("topic_configs_s")
             try:
                 await self._start_log_manager()
             except StorageError as e:
                 raise StartupError(str(e)) from None
+            phase("logs_loaded_s")
 
             await self._start_roles()
 
@@ -150,7 +161,9 @@ class KafkaServer:
             )
             await self.socket_server.start()
             await self._register_broker()
+            phase("registered_s")
             await self._start_controller()
+            phase("controller_metadata_s")
             self._start_background_tasks()
         except BaseException:
             await self._stop_components()
@@ -162,6 +175,8 @@ class KafkaServer:
             broker_id=self.broker_id,
             cluster_id=self.services.cluster_id,
             listeners=[e.connection_string for e in self.bound_endpoints],
+            logs=len(self.log_manager.all_logs()) if self.log_manager is not None else 0,
+            phases=phases,
         )
 
     async def _start_admin_server(self) -> None:
@@ -226,8 +241,17 @@ class KafkaServer:
         self._default_log_config = LogConfig.from_properties(self.config.topic_config_defaults())
         self._topic_configs: dict[str, Any] = {}
         await self.session.ensure_path("/config/topics")
-        for topic in await self.session.get_children("/config/topics"):
-            await self._reload_topic_config(topic)
+        topics = await self.session.get_children("/config/topics")
+        # Many reads in flight at once (pipelined on one ZooKeeper session, as Kafka's
+        # getEntitiesConfigs does): one round trip after another made a start with
+        # thousands of topics wait seconds here.
+        for start in range(0, len(topics), TOPIC_CONFIG_READS_IN_FLIGHT):
+            await asyncio.gather(
+                *(
+                    self._reload_topic_config(topic)
+                    for topic in topics[start : start + TOPIC_CONFIG_READS_IN_FLIGHT]
+                )
+            )
 
     async def _reload_topic_config(self, topic: str) -> bool:
         """Re-read one topic's overrides; True if its LogConfig changed."""

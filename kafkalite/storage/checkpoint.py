@@ -106,7 +106,7 @@ class CheckpointFile(Generic[T]):
         fields: int,
         version: int = CURRENT_VERSION,
     ) -> None:
-        self.path = Path(path)
+        self.path = path if isinstance(path, Path) else Path(path)
         self._format = format_entry
         self._parse = parse_entry
         self._fields = fields

@@ -144,7 +144,7 @@ class FileRecords:
     """An append-only file of record batches with a logical ``size``."""
 
     def __init__(self, file: str | os.PathLike[str], *, create: bool = True) -> None:
-        self.file = Path(file)
+        self.file = file if isinstance(file, Path) else Path(file)
         flags = os.O_RDWR | os.O_APPEND | (os.O_CREAT if create else 0)
         fd = os.open(self.file, flags, 0o644)
         try:

@@ -79,7 +79,7 @@ class AbstractIndex:
         writable: bool = True,
         preallocate: bool = True,
     ) -> None:
-        self.file = Path(file)
+        self.file = file if isinstance(file, Path) else Path(file)
         # False: a new file is created empty (the owner grows it with ``resize`` before the
         # first append), so an index that is never written costs no ftruncate to create,
         # trim or re-grow.

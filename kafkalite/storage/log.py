@@ -103,7 +103,7 @@ _LOG_DIR_PATTERN = re.compile(r"(\S+)-(\d+)")
 
 def parse_topic_partition_name(dir: str | os.PathLike[str]) -> tuple[str, int]:
     """``<topic>-<partition>`` (or its ``.<uuid>-delete`` form) -> (topic, partition)."""
-    name = Path(dir).name
+    name = os.path.basename(os.fspath(dir))
     match = _DELETE_DIR_PATTERN.fullmatch(name) or _LOG_DIR_PATTERN.fullmatch(name)
     if match is None:
         raise ValueError(f"Found directory {dir}, '{name}' is not in the form of topic-partition")
@@ -155,7 +155,7 @@ class Log:
         time_ms: Callable[[], int] = _wall_clock_ms,
         on_log_dir_failure: Callable[[str], None] | None = None,
     ) -> None:
-        self.dir = Path(dir)
+        self.dir = dir if isinstance(dir, Path) else Path(dir)
         self.topic, self.partition = parse_topic_partition_name(self.dir)
         self.config = config
         self._time_ms = time_ms

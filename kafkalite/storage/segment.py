@@ -149,7 +149,7 @@ class LogSegment:
         file_suffix: str = "",
         preallocate: bool = True,
     ) -> LogSegment:
-        dir = Path(dir)
+        dir = dir if isinstance(dir, Path) else Path(dir)
         return cls(
             FileRecords(log_file(dir, base_offset, file_suffix)),
             OffsetIndex(
