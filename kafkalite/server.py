@@ -737,7 +737,8 @@ def serve(config: BrokerConfig, *, exit_when_stopped: bool = False) -> int:
     except StartupError as e:
         log.error("start-up failed", error=str(e))
         return 1
-    if exit_when_stopped:
+    if exit_when_stopped and sys.getprofile() is None and sys.gettrace() is None:
+        # (not under a profiler or a coverage tracer: they write their data at exit)
         import os
 
         sys.stdout.flush()
