@@ -177,7 +177,7 @@ def serve(
         broker_config = BrokerConfig.load(config, override or [])
     except ConfigError as e:
         fail(str(e), 2)
-    raise typer.Exit(serve_broker(broker_config))
+    raise typer.Exit(serve_broker(broker_config, exit_when_stopped=True))
 
 
 # ---------------------------------------------------------------------- topics

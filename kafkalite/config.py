@@ -214,6 +214,7 @@ class BrokerConfig(BaseSettings):
     log_flush_interval_ms: int | None = Field(None, ge=0)
     log_flush_scheduler_interval_ms: int = Field(9223372036854775807, ge=0)
     log_flush_offset_checkpoint_interval_ms: int = Field(60000, ge=0)
+    num_recovery_threads_per_data_dir: int = Field(1, ge=1)
     log_cleanup_policy: str = "delete"
     log_cleaner_enable: bool = True
     log_cleaner_threads: int = Field(1, ge=0)

@@ -45,6 +45,7 @@ from kafkalite.network.server import SocketServer, install_uvloop
 log = structlog.get_logger("kafkalite.server")
 
 SHUTDOWN_DRAIN_SECONDS = 10.0
+TOPIC_CONFIG_READS_IN_FLIGHT = 256
 SESSION_RETRY_BACKOFF_SECONDS = 0.5
 # A shutdown still running after this long logs every task's stack (which step is stuck, and on
 # what), and again each period after; it never cuts the shutdown short.
@@ -165,6 +166,13 @@ class KafkaServer:
 
         config = self.config
         log.info("starting", broker_id=self.broker_id, log_dirs=config.log_dir_list)
+        clock = asyncio.get_running_loop().time
+        phases: dict[str, float] = {}
+        began = clock()
+
+        def phase(name: str) -> None:
+            phases[name] = round(clock() - began, 3)
+
         try:
             if not config.zookeeper_connect:
                 try:
@@ -185,11 +193,14 @@ class KafkaServer:
                 raise StartupError(f"coordination store: {e}") from None
             self.services.store = self.session
             self.services.cluster_id = await self._get_or_create_cluster_id(NodeExists)
+            phase("store_open_s")
             await self._load_topic_configs()
+            phase("topic_configs_s")
             try:
                 await self._start_log_manager()
             except StorageError as e:
                 raise StartupError(str(e)) from None
+            phase("logs_loaded_s")
 
             await self._start_roles()
 
@@ -204,7 +215,9 @@ class KafkaServer:
             except OSError as e:  # the port is taken, the address is not this host's...
                 raise StartupError(f"listeners: {e.strerror or e}") from None
             await self._register_broker()
+            phase("registered_s")
             await self._start_controller()
+            phase("controller_metadata_s")
             self._start_background_tasks()
         except BaseException:
             await self._stop_components()
@@ -216,6 +229,8 @@ class KafkaServer:
             broker_id=self.broker_id,
             cluster_id=self.services.cluster_id,
             listeners=[e.connection_string for e in self.bound_endpoints],
+            logs=len(self.log_manager.all_logs()) if self.log_manager is not None else 0,
+            phases=phases,
         )
 
     async def _start_admin_server(self) -> None:
@@ -280,8 +295,17 @@ class KafkaServer:
         self._default_log_config = LogConfig.from_properties(self.config.topic_config_defaults())
         self._topic_configs: dict[str, Any] = {}
         await self.session.ensure_path("/config/topics")
-        for topic in await self.session.get_children("/config/topics"):
-            await self._reload_topic_config(topic)
+        topics = await self.session.get_children("/config/topics")
+        # Many reads in flight at once (pipelined on one ZooKeeper session, as Kafka's
+        # getEntitiesConfigs does): one round trip after another made a start with
+        # thousands of topics wait seconds here.
+        for start in range(0, len(topics), TOPIC_CONFIG_READS_IN_FLIGHT):
+            await asyncio.gather(
+                *(
+                    self._reload_topic_config(topic)
+                    for topic in topics[start : start + TOPIC_CONFIG_READS_IN_FLIGHT]
+                )
+            )
 
     async def _reload_topic_config(self, topic: str) -> bool:
         """Re-read one topic's overrides; True if its LogConfig changed."""
@@ -321,8 +345,11 @@ class KafkaServer:
                 config.replica_high_watermark_checkpoint_interval_ms
             ),
             cleaner_config=CleanerConfig.from_broker_properties(config.properties()),
+            num_recovery_threads_per_data_dir=config.num_recovery_threads_per_data_dir,
         )
-        self.log_manager.startup()
+        # In a worker thread: loading thousands of logs must not hold the event loop (the
+        # coordination session is already open and must keep answering).
+        await asyncio.to_thread(self.log_manager.startup)
 
     async def _start_roles(self) -> None:
         from kafkalite.broker.fetch_session import FetchSessionCache
@@ -475,10 +502,16 @@ class KafkaServer:
         if context is None:
             return
         wanted = set(getattr(context, "all_topics", ()))
-        deadline = asyncio.get_running_loop().time() + timeout
+        started = asyncio.get_running_loop().time()
+        deadline = started + timeout
         while True:
             cache = self.metadata_cache
             if cache.get_controller_id() is not None and wanted <= cache.get_all_topics():
+                log.info(
+                    "controller metadata arrived",
+                    topics=len(wanted),
+                    waited_ms=round((asyncio.get_running_loop().time() - started) * 1000),
+                )
                 return
             if asyncio.get_running_loop().time() > deadline:
                 log.warning("serving before the controller's metadata arrived")
@@ -686,7 +719,7 @@ class KafkaServer:
             self.socket_server.close_connections()
         if self.log_manager is not None:
             with _logged("log manager shutdown"):
-                await _maybe_await(self.log_manager.shutdown())
+                await self.log_manager.shutdown_async()
         if self.session is not None:
             with _logged("coordination session close"):
                 await self.session.close()
@@ -742,8 +775,14 @@ def _logged(what: str):
         log.exception(f"{what} failed")
 
 
-def serve(config: BrokerConfig) -> int:
-    """Run a broker in this process until a signal; the exit status."""
+def serve(config: BrokerConfig, *, exit_when_stopped: bool = False) -> int:
+    """Run a broker in this process until a signal; the exit status.
+
+    ``exit_when_stopped`` (the ``kafkalite serve`` command): after a clean shutdown the
+    process exits at once (``os._exit``, output flushed) instead of returning: every log is
+    closed and synced, every connection and the session closed, and the interpreter's
+    teardown of the broker's objects (about a second with 10,000 partitions) would only
+    delay the exit an operator or a supervisor waits for."""
     configure_logging(config.log_level)
     load_handlers()
     install_uvloop()
@@ -756,4 +795,11 @@ def serve(config: BrokerConfig) -> int:
     except Exception:
         log.exception("broker failed")  # one JSON line with the traceback, not plain text
         return 1
+    if exit_when_stopped and sys.getprofile() is None and sys.gettrace() is None:
+        # (not under a profiler or a coverage tracer: they write their data at exit)
+        import os
+
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
     return 0

@@ -1,8 +1,10 @@
 """LeaderAndIsr (key 4, v4-v7): the controller tells this broker which replicas to lead/follow.
 
-Applied by the ReplicaManager (`become_leader_or_follower`): a stale controller epoch fails the
-whole request (STALE_CONTROLLER_EPOCH), other failures are per partition. Response v4 lists
-partition errors flat; v5+ groups them by topic id.
+Applied by the ReplicaManager (`become_leader_or_follower_async`: in slices that yield to the
+event loop, new logs created in a worker thread, so a request for thousands of partitions never
+holds the loop for long): a stale controller epoch fails the whole request
+(STALE_CONTROLLER_EPOCH), other failures are per partition. Response v4 lists partition errors
+flat; v5+ groups them by topic id.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from kafkalite.protocol.types import TopicPartition
 
 
 @handles(ApiKey.LEADER_AND_ISR)
-def handle_leader_and_isr(ctx: RequestContext, request: Any) -> Any:
+async def handle_leader_and_isr(ctx: RequestContext, request: Any) -> Any:
     states = []
     topic_ids = {}
     for topic in request.topic_states:
@@ -51,7 +53,7 @@ def handle_leader_and_isr(ctx: RequestContext, request: Any) -> Any:
             services.metadata_cache.record_topic_ids(
                 {name: tid for name, tid in topic_ids.items() if tid is not None}
             )
-        result = services.replica_manager.become_leader_or_follower(
+        result = await services.replica_manager.become_leader_or_follower_async(
             request.controller_id, request.controller_epoch, states
         )
     errors = result.partition_errors

@@ -1,7 +1,8 @@
 """StopReplica (key 5, v2-v4): stop replicas; with delete_partition also delete their logs.
 
 v2 lists partitions per topic with one delete flag for the whole request; v3+ carry a leader
-epoch and a delete flag per partition. Applied by the ReplicaManager (`stop_replicas`).
+epoch and a delete flag per partition. Applied by the ReplicaManager (`stop_replicas_async`:
+in slices that yield to the event loop, deleted logs removed in a worker thread).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from kafkalite.protocol.types import TopicPartition
 
 
 @handles(ApiKey.STOP_REPLICA)
-def handle_stop_replica(ctx: RequestContext, request: Any) -> Any:
+async def handle_stop_replica(ctx: RequestContext, request: Any) -> Any:
     states: list[StopReplicaPartitionState] = []
     if ctx.api_version < 3:
         delete = request.delete_partitions
@@ -38,7 +39,7 @@ def handle_stop_replica(ctx: RequestContext, request: Any) -> Any:
             stale, {TopicPartition(s.topic, s.partition): stale for s in states}
         )
     else:
-        result = ctx.services.replica_manager.stop_replicas(
+        result = await ctx.services.replica_manager.stop_replicas_async(
             request.controller_id, request.controller_epoch, states
         )
     if ctx.services.group_coordinator is not None and result.error_code == 0:

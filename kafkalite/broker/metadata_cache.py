@@ -25,6 +25,7 @@ Not thread-safe; updated and read on the broker's event loop.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -35,6 +36,8 @@ from kafkalite.protocol.errors import ErrorCode, StaleControllerEpochError
 from kafkalite.protocol.types import TopicPartition
 
 ZERO_UUID = uuid.UUID(int=0)
+UPDATE_METADATA_SLICE = 2000
+"""Partition states read between two yields to the event loop by ``update_metadata_async``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +103,7 @@ class MetadataCache:
         self.partition_states: dict[str, dict[int, PartitionInfo]] = {}
         self.topic_ids: dict[str, uuid.UUID] = {}
         self.topic_names: dict[uuid.UUID, str] = {}
+        self._all_topics: frozenset[str] | None = None  # get_all_topics' answer, until it changes
 
     # -- updates ------------------------------------------------------------------------------
 
@@ -108,29 +112,50 @@ class MetadataCache:
         topic_states[topic_name, topic_id, partition_states[...]], live_brokers[id,
         endpoints[port, host, listener, security_protocol], rack]). Returns the partitions
         deleted. Raises ``StaleControllerEpochError`` for an older controller epoch."""
+        self._check_epoch(request)
+        topic_ids: list[tuple[str, Any]] = []
+        infos: list[PartitionInfo] = []
+        for topic_state in request.topic_states:
+            self._read_topic_state(topic_state, topic_ids, infos)
+        return self._apply(request, topic_ids, infos)
+
+    async def update_metadata_async(
+        self, request: Any, slice_size: int = UPDATE_METADATA_SLICE
+    ) -> list[TopicPartition]:
+        """``update_metadata`` without holding the event loop on a request for many
+        partitions: the partition states are read ``slice_size`` at a time with a yield
+        between slices, then applied at once (a Metadata answer never sees half of it)."""
+        self._check_epoch(request)
+        topic_ids: list[tuple[str, Any]] = []
+        infos: list[PartitionInfo] = []
+        since_yield = 0
+        for topic_state in request.topic_states:
+            self._read_topic_state(topic_state, topic_ids, infos)
+            since_yield += len(topic_state.partition_states)
+            if since_yield >= slice_size:
+                since_yield = 0
+                await asyncio.sleep(0)
+        self._check_epoch(request)  # a newer controller may have spoken meanwhile
+        return self._apply(request, topic_ids, infos)
+
+    def _check_epoch(self, request: Any) -> None:
         if request.controller_epoch < self.controller_epoch:
             raise StaleControllerEpochError(
                 f"UpdateMetadata from controller epoch {request.controller_epoch} is older than "
                 f"{self.controller_epoch}"
             )
-        self.controller_epoch = request.controller_epoch
-        self.controller_id = request.controller_id if request.controller_id >= 0 else None
-        brokers = {}
-        for broker in request.live_brokers:
-            endpoints = {
-                ep.listener: BrokerEndpoint(ep.listener, ep.host, ep.port, ep.security_protocol)
-                for ep in broker.endpoints
-            }
-            brokers[broker.id] = MetadataBroker(broker.id, endpoints, broker.rack)
-        self.alive_brokers = brokers
-        deleted: list[TopicPartition] = []
-        for topic_state in request.topic_states:
-            name = topic_state.topic_name
-            topic_id = getattr(topic_state, "topic_id", None)
-            if topic_id is not None and topic_id != ZERO_UUID:
-                self._set_topic_id(name, topic_id)
-            for p in topic_state.partition_states:
-                info = PartitionInfo(
+
+    @staticmethod
+    def _read_topic_state(
+        topic_state: Any, topic_ids: list[tuple[str, Any]], infos: list[PartitionInfo]
+    ) -> None:
+        name = topic_state.topic_name
+        topic_id = getattr(topic_state, "topic_id", None)
+        if topic_id is not None and topic_id != ZERO_UUID:
+            topic_ids.append((name, topic_id))
+        for p in topic_state.partition_states:
+            infos.append(
+                PartitionInfo(
                     name,
                     p.partition_index,
                     p.leader,
@@ -141,8 +166,29 @@ class MetadataCache:
                     p.zk_version,
                     p.controller_epoch,
                 )
-                if self.update_partition(info):
-                    deleted.append(TopicPartition(name, p.partition_index))
+            )
+
+    def _apply(
+        self, request: Any, topic_ids: list[tuple[str, Any]], infos: list[PartitionInfo]
+    ) -> list[TopicPartition]:
+        """The delta: the live brokers are replaced, the partitions named are added, replaced
+        or removed, every other partition stays as it is."""
+        self.controller_epoch = request.controller_epoch
+        self.controller_id = request.controller_id if request.controller_id >= 0 else None
+        brokers = {}
+        for broker in request.live_brokers:
+            endpoints = {
+                ep.listener: BrokerEndpoint(ep.listener, ep.host, ep.port, ep.security_protocol)
+                for ep in broker.endpoints
+            }
+            brokers[broker.id] = MetadataBroker(broker.id, endpoints, broker.rack)
+        self.alive_brokers = brokers
+        for name, topic_id in topic_ids:
+            self._set_topic_id(name, topic_id)
+        deleted: list[TopicPartition] = []
+        for info in infos:
+            if self.update_partition(info):
+                deleted.append(TopicPartition(info.topic, info.partition_index))
         return deleted
 
     def update_partition(self, info: PartitionInfo) -> bool:
@@ -154,11 +200,16 @@ class MetadataCache:
             partitions.pop(info.partition_index, None)
             if not partitions:
                 del self.partition_states[info.topic]
+                self._all_topics = None
                 topic_id = self.topic_ids.pop(info.topic, None)
                 if topic_id is not None:
                     self.topic_names.pop(topic_id, None)
             return True
-        self.partition_states.setdefault(info.topic, {})[info.partition_index] = info
+        partitions = self.partition_states.get(info.topic)
+        if partitions is None:
+            partitions = self.partition_states[info.topic] = {}
+            self._all_topics = None
+        partitions[info.partition_index] = info
         return False
 
     def set_alive_brokers(self, brokers: Iterable[MetadataBroker]) -> None:
@@ -203,8 +254,15 @@ class MetadataCache:
                 out.append((broker.id, endpoint, broker.rack))
         return out
 
-    def get_all_topics(self) -> set[str]:
-        return set(self.partition_states)
+    def get_all_topics(self) -> frozenset[str]:
+        """Every topic known; the same frozen set until a topic comes or goes, so the many
+        ``name in cache.get_all_topics()`` checks of an admin request cost O(1) each (a copy
+        per call made a CreateTopics of N topics, polling until each has leaders, cost
+        O(N x topics in the cluster))."""
+        topics = self._all_topics
+        if topics is None:
+            topics = self._all_topics = frozenset(self.partition_states)
+        return topics
 
     def contains_topic(self, topic: str) -> bool:
         return topic in self.partition_states

@@ -421,10 +421,14 @@ class ProducerStateManager:
         return os.path.join(self.log_dir, f"{offset:020d}{SNAPSHOT_SUFFIX}")
 
     def list_snapshot_offsets(self) -> list[int]:
-        if self.log_dir is None or not os.path.isdir(self.log_dir):
+        if self.log_dir is None:
+            return []
+        try:
+            names = os.listdir(self.log_dir)
+        except (FileNotFoundError, NotADirectoryError):
             return []
         offsets = []
-        for name in os.listdir(self.log_dir):
+        for name in names:
             stem, ext = os.path.splitext(name)
             if ext == SNAPSHOT_SUFFIX and stem.isdigit():
                 offsets.append(int(stem))
@@ -438,7 +442,25 @@ class ProducerStateManager:
 
     def take_snapshot(self) -> int | None:
         """Write the state at ``map_end_offset`` (once per offset); returns the offset written."""
+        snapshot = self.prepare_snapshot()
+        if snapshot is None:
+            return None
+        offset, path, payload = snapshot
+        self.write_snapshot(path, payload)
+        self.complete_snapshot(offset)
+        return offset
+
+    def prepare_snapshot(self) -> tuple[int, str, bytes] | None:
+        """``(offset, path, bytes)`` of the snapshot to write now, or None when there is
+        nothing new to save. Reads the state (on its owner's loop); the bytes may then be
+        written anywhere (``write_snapshot``, e.g. in a worker thread), and
+        ``complete_snapshot`` records it."""
         if self.log_dir is None:
+            return None
+        if self.map_end_offset == 0 and self.last_snapshot_offset is None:
+            # Nothing appended since offset 0 (Kafka's lastSnapOffset starts at 0): a reload
+            # replays nothing, so there is nothing to save (an idle partition costs no file
+            # and no fsync at every shutdown).
             return None
         if self.last_snapshot_offset == self.map_end_offset and os.path.exists(
             self.snapshot_path(self.map_end_offset)
@@ -460,17 +482,32 @@ class ProducerStateManager:
             )
         struct.pack_into(">h", payload, 0, SNAPSHOT_VERSION)
         struct.pack_into(">I", payload, 2, crc32c(memoryview(payload)[6:]))
-        path = self.snapshot_path(self.map_end_offset)
+        return self.map_end_offset, self.snapshot_path(self.map_end_offset), bytes(payload)
+
+    @staticmethod
+    def write_snapshot(path: str, payload: bytes) -> None:
+        """Write a snapshot file atomically (temp + fsync + rename) and delete the older ones
+        beyond SNAPSHOTS_TO_KEEP in its directory. File work only: safe in a worker thread."""
         tmp = path + ".tmp"
         with open(tmp, "wb") as f:
             f.write(payload)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-        self.last_snapshot_offset = self.map_end_offset
-        for offset in self.list_snapshot_offsets()[:-SNAPSHOTS_TO_KEEP]:
-            self._delete_snapshot(offset)
-        return self.map_end_offset
+        dir = os.path.dirname(path)
+        offsets = sorted(
+            int(stem)
+            for stem, ext in (os.path.splitext(name) for name in os.listdir(dir))
+            if ext == SNAPSHOT_SUFFIX and stem.isdigit()
+        )
+        for offset in offsets[:-SNAPSHOTS_TO_KEEP]:
+            try:
+                os.unlink(os.path.join(dir, f"{offset:020d}{SNAPSHOT_SUFFIX}"))
+            except FileNotFoundError:
+                pass
+
+    def complete_snapshot(self, offset: int) -> None:
+        self.last_snapshot_offset = offset
 
     @staticmethod
     def read_snapshot(path: str) -> list[ProducerStateEntry]:
@@ -511,12 +548,15 @@ class ProducerStateManager:
         batch headers of the log from ``offset`` to its end) is replayed. Without a snapshot the
         whole log is scanned.
         """
-        for offset in self.list_snapshot_offsets():
+        kept = []
+        for offset in self.list_snapshot_offsets():  # one listing of the directory
             if offset > log_end_offset or offset < log_start_offset:
                 self._delete_snapshot(offset)
+            else:
+                kept.append(offset)
         self.reset()
         self.last_snapshot_offset = None
-        for offset in reversed(self.list_snapshot_offsets()):
+        for offset in reversed(kept):
             try:
                 entries = self.read_snapshot(self.snapshot_path(offset))
             except (OSError, ValueError):

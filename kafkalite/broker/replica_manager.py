@@ -49,7 +49,7 @@ from kafkalite.broker.partition import (
     Partition,
     records_size,
 )
-from kafkalite.broker.producer_state import AppendOrigin
+from kafkalite.broker.producer_state import AppendOrigin, ProducerStateManager
 from kafkalite.broker.purgatory import DelayedOperation, DelayedOperationPurgatory
 from kafkalite.broker.types import (
     CONSUMER_REPLICA_ID,
@@ -126,6 +126,23 @@ class ReplicaManagerConfig:
                 defaults.producer_id_expiration_check_interval_ms,
             ),
         )
+
+
+INLINE_LOG_CREATIONS = 16
+"""Up to this many new logs a LeaderAndIsr creates on the event loop (about 0.1-0.3 ms each);
+more are created in a worker thread."""
+
+LEADER_AND_ISR_SLICE = 500
+"""Partitions handled between two yields to the event loop by the bulk LeaderAndIsr and
+StopReplica paths (about 10-20 ms of work per slice here)."""
+
+
+def _error_result_code_or_storage(exc: BaseException) -> ErrorCode:
+    """A log creation failure: a Kafka error keeps its code, anything else from storage is
+    KAFKA_STORAGE_ERROR."""
+    if isinstance(exc, KafkaError):
+        return exc.error_code
+    return ErrorCode.KAFKA_STORAGE_ERROR
 
 
 def _error_result_code(exc: BaseException) -> ErrorCode:
@@ -286,6 +303,18 @@ class DelayedDeleteRecords(DelayedOperation):
             self.future.set_result(dict(self.results))
 
 
+def _write_snapshots(snapshots: list[tuple[int, str, bytes]]) -> list[OSError | None]:
+    """In a worker thread: write each prepared producer snapshot; the error of each, if any."""
+    errors: list[OSError | None] = []
+    for _, path, payload in snapshots:
+        try:
+            ProducerStateManager.write_snapshot(path, payload)
+            errors.append(None)
+        except OSError as e:
+            errors.append(e)
+    return errors
+
+
 async def _await_operation(operation: DelayedOperation):
     try:
         return await operation.future
@@ -328,6 +357,8 @@ class ReplicaManager:
         self.fetch_purgatory = DelayedOperationPurgatory("Fetch", time)
         self.delete_records_purgatory = DelayedOperationPurgatory("DeleteRecords", time)
         self._isr_tasks: set[asyncio.Task] = set()
+        # Held by the bulk LeaderAndIsr / StopReplica paths across their yields.
+        self._state_change_lock = asyncio.Lock()
         listeners = getattr(log_manager, "log_dir_failure_listeners", None)
         if listeners is not None:
             listeners.append(self.handle_log_dir_failure)
@@ -399,9 +430,13 @@ class ReplicaManager:
             self.config.producer_id_expiration_ms,
         )
 
+    def _log_config(self, topic: str) -> Any:
+        return self.log_config_for_topic(topic) if self.log_config_for_topic else None
+
     def _get_or_create_log(self, tp: TopicPartition, is_new: bool = True):
-        config = self.log_config_for_topic(tp.topic) if self.log_config_for_topic else None
-        return self.log_manager.get_or_create_log(tp.topic, tp.partition, config, is_new)
+        return self.log_manager.get_or_create_log(
+            tp.topic, tp.partition, self._log_config(tp.topic), is_new
+        )
 
     def mark_log_dir_offline(self, topic_partitions: Iterable[TopicPartition]) -> None:
         """Partitions whose log directory failed: they answer KAFKA_STORAGE_ERROR from now on."""
@@ -669,13 +704,40 @@ class ReplicaManager:
         while True:
             await asyncio.sleep(interval)
             self.remove_expired_producers()
-            self.take_producer_snapshots()
+            await self.take_producer_snapshots_async()
 
     def remove_expired_producers(self) -> None:
         now = self.time.milliseconds()
         for partition in self.partitions.values():
             if partition.producer_state is not None:
                 partition.producer_state.remove_expired_producers(now)
+
+    async def take_producer_snapshots_async(self, batch_size: int = 200) -> int:
+        """``take_producer_snapshots`` with the files written (and fsynced) in a worker
+        thread, ``batch_size`` at a time: the state is read here, on the loop, and the loop
+        is never held by thousands of fsyncs. Returns the snapshots written."""
+        prepared = []
+        for partition in list(self.partitions.values()):
+            state = partition.producer_state
+            if state is not None:
+                snapshot = state.prepare_snapshot()
+                if snapshot is not None:
+                    prepared.append((partition, state, snapshot))
+        written = 0
+        for start in range(0, len(prepared), batch_size):
+            chunk = prepared[start : start + batch_size]
+            errors = await asyncio.to_thread(_write_snapshots, [s for _, _, s in chunk])
+            for (partition, state, snapshot), error in zip(chunk, errors, strict=True):
+                if error is None:
+                    state.complete_snapshot(snapshot[0])
+                    written += 1
+                else:  # a failing log dir; the log reports it on its next I/O
+                    log.warning(
+                        "producer_snapshot_failed",
+                        partition=str(partition.topic_partition),
+                        error=repr(error),
+                    )
+        return written
 
     def take_producer_snapshots(self) -> None:
         for partition in self.partitions.values():
@@ -699,8 +761,77 @@ class ReplicaManager:
     ) -> LeaderAndIsrResult:
         """Apply a LeaderAndIsr request: logs are created (with the topic's config) as needed,
         only states with a newer leader epoch change anything (else STALE_CONTROLLER_EPOCH),
-        a broker missing from the replicas answers UNKNOWN_TOPIC_OR_PARTITION."""
+        a broker missing from the replicas answers UNKNOWN_TOPIC_OR_PARTITION.
+
+        All at once, on the caller's thread; ``become_leader_or_follower_async`` is the same
+        in slices that yield to the event loop (what the LeaderAndIsr handler uses)."""
         states = list(partition_states)
+        stale = self._stale_controller_epoch(controller_epoch, states)
+        if stale is not None:
+            return stale
+        errors: dict[TopicPartition, ErrorCode] = {}
+        to_lead, to_follow = self._partitions_to_change(states, errors)
+        self._stop_fetchers_of_new_leaders(to_lead)
+        new_fetchers: dict[TopicPartition, tuple[int, int]] = {}
+        for partition, state in to_lead + to_follow:
+            self._make_leader_or_follower(partition, state, errors, new_fetchers)
+        self._restart_fetchers(new_fetchers)
+        return LeaderAndIsrResult(ErrorCode.NONE, errors)
+
+    async def become_leader_or_follower_async(
+        self,
+        controller_id: int,
+        controller_epoch: int,
+        partition_states: Iterable[LeaderAndIsrPartitionState],
+        slice_size: int = LEADER_AND_ISR_SLICE,
+    ) -> LeaderAndIsrResult:
+        """``become_leader_or_follower`` for requests of any size without holding the event
+        loop: partitions are classified and made leader or follower ``slice_size`` at a time
+        with a yield between slices, and the missing logs are created by the LogManager in a
+        worker thread. One request at a time (Kafka's replicaStateChangeLock): a LeaderAndIsr
+        or StopReplica arriving meanwhile waits for this one."""
+        states = list(partition_states)
+        async with self._state_change_lock:
+            stale = self._stale_controller_epoch(controller_epoch, states)
+            if stale is not None:
+                return stale
+            errors: dict[TopicPartition, ErrorCode] = {}
+            to_lead: list[tuple[Partition, LeaderAndIsrPartitionState]] = []
+            to_follow: list[tuple[Partition, LeaderAndIsrPartitionState]] = []
+            for start in range(0, len(states), slice_size):
+                lead, follow = self._partitions_to_change(
+                    states[start : start + slice_size], errors
+                )
+                to_lead += lead
+                to_follow += follow
+                await asyncio.sleep(0)
+            changes = to_lead + to_follow
+            missing = [
+                (state.topic, state.partition, self._log_config(state.topic), state.is_new)
+                for _, state in changes
+                if self.log_manager.get_log(state.topic, state.partition) is None
+            ]
+            create_logs = getattr(self.log_manager, "create_logs", None)
+            # A few logs are created inline below (a hand-off to a thread costs more than
+            # creating them); many go to the worker thread.
+            if len(missing) > INLINE_LOG_CREATIONS and create_logs is not None:
+                failures = await create_logs(missing, batch_size=slice_size)
+                for (topic, partition), error in failures.items():
+                    errors[TopicPartition(topic, partition)] = _error_result_code_or_storage(error)
+            self._stop_fetchers_of_new_leaders(to_lead)
+            new_fetchers: dict[TopicPartition, tuple[int, int]] = {}
+            for start in range(0, len(changes), slice_size):
+                for partition, state in changes[start : start + slice_size]:
+                    if partition.topic_partition in errors:
+                        continue  # its log could not be created
+                    self._make_leader_or_follower(partition, state, errors, new_fetchers)
+                await asyncio.sleep(0)
+            self._restart_fetchers(new_fetchers)
+            return LeaderAndIsrResult(ErrorCode.NONE, errors)
+
+    def _stale_controller_epoch(
+        self, controller_epoch: int, states: list[LeaderAndIsrPartitionState]
+    ) -> LeaderAndIsrResult | None:
         if controller_epoch < self.controller_epoch:
             return LeaderAndIsrResult(
                 ErrorCode.STALE_CONTROLLER_EPOCH,
@@ -710,7 +841,16 @@ class ReplicaManager:
                 },
             )
         self.controller_epoch = controller_epoch
-        errors: dict[TopicPartition, ErrorCode] = {}
+        return None
+
+    def _partitions_to_change(
+        self, states: list[LeaderAndIsrPartitionState], errors: dict[TopicPartition, ErrorCode]
+    ) -> tuple[
+        list[tuple[Partition, LeaderAndIsrPartitionState]],
+        list[tuple[Partition, LeaderAndIsrPartitionState]],
+    ]:
+        """The states that change something, split into (to lead, to follow); the others get
+        their error in ``errors``."""
         to_lead: list[tuple[Partition, LeaderAndIsrPartitionState]] = []
         to_follow: list[tuple[Partition, LeaderAndIsrPartitionState]] = []
         for state in states:
@@ -732,40 +872,99 @@ class ReplicaManager:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             (to_lead if state.leader == self.broker_id else to_follow).append((partition, state))
+        return to_lead, to_follow
 
+    def _stop_fetchers_of_new_leaders(
+        self, to_lead: list[tuple[Partition, LeaderAndIsrPartitionState]]
+    ) -> None:
         if self.replica_fetcher_manager is not None and to_lead:
             self.replica_fetcher_manager.remove_fetcher_for_partitions(
                 [p.topic_partition for p, _ in to_lead]
             )
-        new_fetchers: dict[TopicPartition, tuple[int, int]] = {}
-        for partition, state in to_lead + to_follow:
-            tp = partition.topic_partition
-            try:
-                log_ = self._get_or_create_log(tp, state.is_new)
-                if state.leader == self.broker_id:
-                    partition.make_leader(state, log_)
-                elif partition.make_follower(state, log_) and state.leader >= 0:
-                    # No leader (-1: offline partition): nothing to fetch from until the
-                    # controller elects one and says so in a newer LeaderAndIsr.
-                    new_fetchers[tp] = (state.leader, log_.log_end_offset)
-            except (KafkaError, OSError) as e:
-                errors[tp] = _error_result_code(e)  # an OSError is KAFKA_STORAGE_ERROR
-                continue
-            self.partitions[tp] = partition
-            errors[tp] = ErrorCode.NONE
-            self._complete_delayed_requests(tp)
+
+    def _make_leader_or_follower(
+        self,
+        partition: Partition,
+        state: LeaderAndIsrPartitionState,
+        errors: dict[TopicPartition, ErrorCode],
+        new_fetchers: dict[TopicPartition, tuple[int, int]],
+    ) -> None:
+        tp = partition.topic_partition
+        try:
+            log_ = self._get_or_create_log(tp, state.is_new)
+            if state.leader == self.broker_id:
+                partition.make_leader(state, log_)
+            elif partition.make_follower(state, log_) and state.leader >= 0:
+                # No leader (-1: offline partition): nothing to fetch from until the
+                # controller elects one and says so in a newer LeaderAndIsr.
+                new_fetchers[tp] = (state.leader, log_.log_end_offset)
+        except (KafkaError, OSError) as e:
+            errors[tp] = _error_result_code(e)  # an OSError is KAFKA_STORAGE_ERROR
+            return
+        self.partitions[tp] = partition
+        errors[tp] = ErrorCode.NONE
+        self._complete_delayed_requests(tp)
+
+    def _restart_fetchers(self, new_fetchers: dict[TopicPartition, tuple[int, int]]) -> None:
         if self.replica_fetcher_manager is not None and new_fetchers:
             # Only partitions whose leader or leader epoch changed restart their fetch (with
             # truncation); the others keep fetching where they are.
             self.replica_fetcher_manager.remove_fetcher_for_partitions(list(new_fetchers))
             self.replica_fetcher_manager.add_fetcher_for_partitions(new_fetchers)
-        return LeaderAndIsrResult(ErrorCode.NONE, errors)
+
+    async def stop_replicas_async(
+        self,
+        controller_id: int,
+        controller_epoch: int,
+        partitions: Iterable[StopReplicaPartitionState],
+        slice_size: int = LEADER_AND_ISR_SLICE,
+    ) -> StopReplicaResult:
+        """``stop_replicas`` in slices that yield to the event loop, the deleted logs' files
+        removed in a worker thread; under the same lock as the bulk LeaderAndIsr."""
+        states = list(partitions)
+        async with self._state_change_lock:
+            if controller_epoch < self.controller_epoch:
+                return self.stop_replicas(controller_id, controller_epoch, states)
+            errors: dict[TopicPartition, ErrorCode] = {}
+            for start in range(0, len(states), slice_size):
+                chunk = states[start : start + slice_size]
+                result = self.stop_replicas(
+                    controller_id, controller_epoch, chunk, delete_logs=False
+                )
+                errors.update(result.partition_errors)
+                to_delete = [
+                    (s.topic, s.partition)
+                    for s in chunk
+                    if s.delete_partition
+                    and errors.get(TopicPartition(s.topic, s.partition)) is ErrorCode.NONE
+                ]
+                delete_logs = getattr(self.log_manager, "delete_logs", None)
+                if to_delete and delete_logs is not None:
+                    try:
+                        await delete_logs(to_delete, batch_size=slice_size)
+                    except (KafkaError, OSError) as e:
+                        for topic, partition in to_delete:
+                            errors[TopicPartition(topic, partition)] = _error_result_code(e)
+                elif to_delete:
+                    for topic, partition in to_delete:
+                        self._delete_log(TopicPartition(topic, partition), errors)
+                await asyncio.sleep(0)
+            return StopReplicaResult(ErrorCode.NONE, errors)
+
+    def _delete_log(self, tp: TopicPartition, errors: dict[TopicPartition, ErrorCode]) -> None:
+        try:
+            if self.log_manager.get_log(tp.topic, tp.partition) is not None:
+                self.log_manager.delete_log(tp.topic, tp.partition)
+        except (KafkaError, OSError) as e:
+            errors[tp] = _error_result_code(e)
 
     def stop_replicas(
         self,
         controller_id: int,
         controller_epoch: int,
         partitions: Iterable[StopReplicaPartitionState],
+        *,
+        delete_logs: bool = True,
     ) -> StopReplicaResult:
         """Apply a StopReplica request: stop fetching; with ``delete_partition`` forget the
         partition and delete its log. An epoch older than ours (-1 and -2 during topic
@@ -807,11 +1006,8 @@ class ReplicaManager:
                 partition = self.partitions.pop(tp, None)
                 if partition is not None:
                     partition.make_offline()
-                try:
-                    if self.log_manager.get_log(tp.topic, tp.partition) is not None:
-                        self.log_manager.delete_log(tp.topic, tp.partition)
-                except (KafkaError, OSError) as e:
-                    errors[tp] = _error_result_code(e)
+                if delete_logs:
+                    self._delete_log(tp, errors)
             self._complete_delayed_requests(tp)
         return StopReplicaResult(ErrorCode.NONE, errors)
 
@@ -918,4 +1114,4 @@ class ReplicaManager:
         for task in list(self._isr_tasks):
             task.cancel()
         await asyncio.gather(*list(self._isr_tasks), return_exceptions=True)
-        self.take_producer_snapshots()
+        await self.take_producer_snapshots_async()

@@ -21,6 +21,7 @@ checkpoint file").
 
 from __future__ import annotations
 
+import ctypes
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -46,8 +47,37 @@ def fsync_dir(dir: str | os.PathLike[str]) -> None:
         os.close(fd)
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` via temp file + fsync + rename + directory fsync."""
+def sync_filesystem(dir: str | os.PathLike[str]) -> None:
+    """Write back everything of the filesystem holding ``dir`` (Linux ``syncfs``; ``sync``
+    elsewhere): one call instead of one fsync per file when thousands of logs close."""
+    fd = os.open(dir, os.O_RDONLY)
+    try:
+        syncfs = _libc_syncfs()
+        if syncfs is None:
+            os.sync()
+        elif syncfs(fd) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err), str(dir))
+    finally:
+        os.close(fd)
+
+
+_SYNCFS: list = []
+
+
+def _libc_syncfs():  # type: ignore[no-untyped-def]
+    if not _SYNCFS:
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            _SYNCFS.append(libc.syncfs)
+        except (OSError, AttributeError):
+            _SYNCFS.append(None)
+    return _SYNCFS[0]
+
+
+def atomic_write_text(path: Path, text: str, *, sync: bool = True) -> None:
+    """Write ``text`` to ``path`` via temp file + fsync + rename + directory fsync (without
+    the fsyncs when ``sync`` is False: the caller syncs the filesystem afterwards)."""
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
@@ -56,11 +86,13 @@ def atomic_write_text(path: Path, text: str) -> None:
         while view:
             written = os.write(fd, view)
             view = view[written:]
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    fsync_dir(path.parent)
+    if sync:
+        fsync_dir(path.parent)
 
 
 class CheckpointFile(Generic[T]):
@@ -74,16 +106,18 @@ class CheckpointFile(Generic[T]):
         fields: int,
         version: int = CURRENT_VERSION,
     ) -> None:
-        self.path = Path(path)
+        self.path = path if isinstance(path, Path) else Path(path)
         self._format = format_entry
         self._parse = parse_entry
         self._fields = fields
         self.version = version
 
-    def write(self, entries: Iterable[T]) -> None:
+    def write(self, entries: Iterable[T], *, sync: bool = True) -> None:
         lines = [self._format(entry) for entry in entries]
         atomic_write_text(
-            self.path, f"{self.version}\n{len(lines)}\n" + "".join(f"{line}\n" for line in lines)
+            self.path,
+            f"{self.version}\n{len(lines)}\n" + "".join(f"{line}\n" for line in lines),
+            sync=sync,
         )
 
     def read(self) -> list[T]:
@@ -174,8 +208,8 @@ class LeaderEpochCheckpointFile:
         """The partition directory was renamed: the file is now at ``path``."""
         self._file.path = Path(path)
 
-    def write(self, entries: Iterable[EpochEntry]) -> None:
-        self._file.write(entries)
+    def write(self, entries: Iterable[EpochEntry], *, sync: bool = True) -> None:
+        self._file.write(entries, sync=sync)
 
     def read(self) -> list[EpochEntry]:
         return self._file.read()

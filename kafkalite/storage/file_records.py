@@ -121,7 +121,7 @@ class FileRecordsSlice:
         skip = self.position - start
         mapped = mmap.mmap(self._handle.fd, skip + self.size, access=mmap.ACCESS_READ, offset=start)
         records = self._records
-        if records is not None and records.handle is self._handle:
+        if records is not None and records._handle is self._handle:
             records.track_map(mapped)
         # else the segment was closed, replaced or deleted since the read: nothing truncates
         # that inode any more.
@@ -137,19 +137,49 @@ class FileRecordsSlice:
 
 
 EMPTY_RECORDS = FileRecordsSlice(None, 0, 0)
+_CLOSED_HANDLE = FileHandle(-1)
 
 
 class FileRecords:
     """An append-only file of record batches with a logical ``size``."""
 
     def __init__(self, file: str | os.PathLike[str], *, create: bool = True) -> None:
-        self.file = Path(file)
+        self.file = file if isinstance(file, Path) else Path(file)
         flags = os.O_RDWR | os.O_APPEND | (os.O_CREAT if create else 0)
-        self.handle = FileHandle(os.open(self.file, flags, 0o644))
-        self.size = os.fstat(self.handle.fd).st_size
+        fd = os.open(self.file, flags, 0o644)
+        try:
+            self.size = os.fstat(fd).st_size
+        finally:
+            os.close(fd)
+        # Opened on first use and dropped again by release_handle (an idle segment holds no
+        # descriptor: a broker with thousands of idle partitions would otherwise hold one
+        # each); a slice keeps the handle it was cut from.
+        self._handle: FileHandle | None = None
+        self._closed = False
         self._mmap: mmap.mmap | None = None
         # Every map of the file that may still be alive (views keep them): see truncate_to.
         self._maps: list[weakref.ref[mmap.mmap]] = []
+
+    @property
+    def handle(self) -> FileHandle:
+        """The open descriptor (opened now if released); FileHandle(-1) once closed."""
+        handle = self._handle
+        if handle is None:
+            if self._closed:
+                return _CLOSED_HANDLE
+            handle = self._handle = FileHandle(os.open(self.file, os.O_RDWR | os.O_APPEND))
+        return handle
+
+    @property
+    def is_open(self) -> bool:
+        """True while this object holds a descriptor (or a cached map, which holds one)."""
+        return self._handle is not None or self._mmap is not None
+
+    def release_handle(self) -> None:
+        """Drop the descriptor and the cached map; the next access opens the file again.
+        Slices cut earlier keep theirs."""
+        self._mmap = None
+        self._handle = None
 
     @property
     def fd(self) -> int:
@@ -222,13 +252,14 @@ class FileRecords:
             tmp.unlink(missing_ok=True)
             raise
         os.close(target)
-        self.handle = FileHandle(os.open(self.file, os.O_RDWR | os.O_APPEND))
+        self._handle = FileHandle(os.open(self.file, os.O_RDWR | os.O_APPEND))
         self._maps = []
 
     def close(self) -> None:
         """Release this object's hold on the file; live slices keep the descriptor open."""
         self._mmap = None
-        self.handle = FileHandle(-1)
+        self._handle = None
+        self._closed = True
 
     def rename_to(self, path: str | os.PathLike[str]) -> None:
         os.replace(self.file, path)

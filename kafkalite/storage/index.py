@@ -18,8 +18,11 @@ for the time index, in timestamp). The index is sparse: the segment adds an entr
 log forward from its position.
 
 Life cycle (Kafka's AbstractIndex): a new index file is preallocated to ``max_index_size``
-(``segment.index.bytes``, rounded down to whole entries) and memory-mapped; ``entries`` counts the
-valid ones. When the segment rolls or the log closes, the file is trimmed to
+(``segment.index.bytes``, rounded down to whole entries); ``entries`` counts the valid ones. The
+file is memory-mapped only when first used (Kafka's LazyIndex, KAFKA-7283): opening an index
+reads its length and last entry with ``pread`` and maps nothing, so an idle partition's indexes
+cost no mapping, no descriptor (CPython's mmap keeps a duplicate of the file's descriptor for
+as long as the map lives) and no resident pages; ``release()`` unmaps an index again. When the segment rolls or the log closes, the file is trimmed to
 ``entries * entry_size`` so an index reopened later is exactly its entries (and is full: the
 active segment's index is re-grown with ``resize`` on load). An index left untrimmed by a crash
 belongs to a segment past the recovery point, which recovery rebuilds.
@@ -74,8 +77,13 @@ class AbstractIndex:
         base_offset: int,
         max_index_size: int = -1,
         writable: bool = True,
+        preallocate: bool = True,
     ) -> None:
-        self.file = Path(file)
+        self.file = file if isinstance(file, Path) else Path(file)
+        # False: a new file is created empty (the owner grows it with ``resize`` before the
+        # first append), so an index that is never written costs no ftruncate to create,
+        # trim or re-grow.
+        self.preallocate = preallocate
         self.base_offset = base_offset
         self.max_index_size = max_index_size
         self.writable = writable
@@ -83,35 +91,71 @@ class AbstractIndex:
         self._length = 0
         self._entries = 0
         self._max_entries = 0
+        self._reading_fd = -1  # while _open reads the last entry without a map
+        self._ends: tuple[int, tuple[int, int], tuple[int, int]] | None = None
         self._open()
 
     # ------------------------------------------------------------------ file handling
 
     def _open(self) -> None:
-        newly_created = not self.file.exists()
-        flags = os.O_RDWR | os.O_CREAT if self.writable else os.O_RDONLY
-        fd = os.open(self.file, flags, 0o644)
+        newly_created = False
+        if self.writable:
+            try:
+                fd = os.open(self.file, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+                newly_created = True
+            except FileExistsError:
+                fd = os.open(self.file, os.O_RDWR)
+        else:
+            fd = os.open(self.file, os.O_RDONLY)
         try:
+            length = os.fstat(fd).st_size
             if newly_created:
                 if self.max_index_size < self.entry_size:
                     raise ValueError(f"Invalid max index size: {self.max_index_size}")
-                os.ftruncate(fd, self._round_down(self.max_index_size))
-            length = os.fstat(fd).st_size
+                if self.preallocate:
+                    length = self._round_down(self.max_index_size)
+                    os.ftruncate(fd, length)
             self._length = length
-            self._map(fd, length)
+            self._max_entries = length // self.entry_size
+            # A new index is empty; an existing one is whatever whole entries the file holds.
+            self._entries = 0 if newly_created else self._round_down(length) // self.entry_size
+            self._reading_fd = fd
+            self._after_load()
+            # The ends, for the sanity check on load (no second open of the file).
+            self._ends = (
+                (self._entries, self._raw_entry(0), self._raw_entry(self._entries - 1))
+                if self._entries
+                else None
+            )
         finally:
+            self._reading_fd = -1
             os.close(fd)
-        self._max_entries = self._length // self.entry_size
-        # A new index is empty; an existing one is whatever whole entries the file holds.
-        self._entries = 0 if newly_created else self._round_down(self._length) // self.entry_size
-        self._after_load()
 
-    def _map(self, fd: int, length: int) -> None:
-        if length == 0:
-            self._mmap = None
-            return
-        access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
-        self._mmap = mmap.mmap(fd, length, access=access)
+    def _first_and_last_entries(self) -> tuple[tuple[int, int], tuple[int, int]]:
+        ends = self._ends
+        if ends is not None and ends[0] == self._entries and self._mmap is None:
+            return ends[1], ends[2]
+        return self._raw_entry(0), self._raw_entry(self._entries - 1)
+
+    def _mapped(self) -> mmap.mmap:
+        """The map of the file, made now if the index is not mapped (see module docstring)."""
+        mapped = self._mmap
+        if mapped is None:
+            fd = os.open(self.file, os.O_RDWR if self.writable else os.O_RDONLY)
+            try:
+                access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
+                mapped = self._mmap = mmap.mmap(fd, self._length, access=access)
+            finally:
+                os.close(fd)
+        return mapped
+
+    @property
+    def is_mapped(self) -> bool:
+        return self._mmap is not None
+
+    def release(self) -> None:
+        """Unmap (the pages stay in the page cache; the next use maps again)."""
+        self._close_mmap()
 
     def _after_load(self) -> None:
         """Hook for subclasses to cache the last entry after (re)mapping."""
@@ -146,12 +190,11 @@ class AbstractIndex:
         rounded = max(self._round_down(new_size), self.size_in_bytes)
         if rounded == self._length:
             return False
-        self._close_mmap()
+        self._close_mmap()  # mapped again, at the new length, when next used
         fd = os.open(self.file, os.O_RDWR)
         try:
             os.ftruncate(fd, rounded)
             self._length = rounded
-            self._map(fd, rounded)
         finally:
             os.close(fd)
         self._max_entries = rounded // self.entry_size
@@ -235,16 +278,27 @@ class AbstractIndex:
         return 0 <= offset - self.base_offset <= INT32_MAX
 
     def _raw_entry(self, n: int) -> tuple[int, int]:
-        assert self._mmap is not None
-        return self._entry_struct.unpack_from(self._mmap, n * self.entry_size)
+        mapped = self._mmap
+        if mapped is not None:
+            return self._entry_struct.unpack_from(mapped, n * self.entry_size)
+        # Not mapped: read the entry (the last one on open, the ends in a sanity check).
+        fd = self._reading_fd
+        if fd < 0:
+            fd = os.open(self.file, os.O_RDONLY)
+            try:
+                data = os.pread(fd, self.entry_size, n * self.entry_size)
+            finally:
+                os.close(fd)
+        else:
+            data = os.pread(fd, self.entry_size, n * self.entry_size)
+        return self._entry_struct.unpack(data)
 
     def _write_entry(self, a: int, b: int) -> None:
         if self._entries >= self._max_entries:
             raise ValueError(
                 f"Attempt to append to a full index (size = {self._entries}): {self.file}"
             )
-        assert self._mmap is not None
-        self._entry_struct.pack_into(self._mmap, self._entries * self.entry_size, a, b)
+        self._entry_struct.pack_into(self._mapped(), self._entries * self.entry_size, a, b)
         self._entries += 1
 
     # Subclasses say which field of an entry is searched; key(slot) returns it.
@@ -316,8 +370,7 @@ class OffsetIndex(AbstractIndex):
         if mirror is None:
             mirror = array("i")
             if self._entries:
-                assert self._mmap is not None
-                mirror.frombytes(self._mmap[: self._entries * 8])
+                mirror.frombytes(self._mapped()[: self._entries * 8])
                 mirror = mirror[::2]  # relative offsets; positions dropped
                 if sys.byteorder == "little":
                     mirror.byteswap()
@@ -349,7 +402,7 @@ class OffsetIndex(AbstractIndex):
         return self._last_offset
 
     def _key(self, slot: int, by_offset: bool) -> int:
-        return self.base_offset + self._entry_struct.unpack_from(self._mmap, slot * 8)[0]  # type: ignore[arg-type]
+        return self.base_offset + self._entry_struct.unpack_from(self._mapped(), slot * 8)[0]
 
     def entry(self, n: int) -> OffsetPosition:
         if not 0 <= n < self._entries:
@@ -383,7 +436,10 @@ class OffsetIndex(AbstractIndex):
             slot = bisect_right(keys, relative, first_hot, entries) - 1
         else:
             slot = bisect_right(keys, relative, 0, first_hot) - 1
-        relative, position = _OFFSET_ENTRY.unpack_from(self._mmap, slot * 8)  # type: ignore[arg-type]
+        mapped = self._mmap
+        if mapped is None:
+            mapped = self._mapped()
+        relative, position = _OFFSET_ENTRY.unpack_from(mapped, slot * 8)
         return OffsetPosition(base + relative, position)
 
     def fetch_upper_bound_offset(
@@ -416,7 +472,10 @@ class OffsetIndex(AbstractIndex):
             self.relative_offset(offset)  # raises IndexOffsetOverflowError
         if n >= self._max_entries:
             raise ValueError(f"Attempt to append to a full index (size = {n}): {self.file}")
-        self._entry_struct.pack_into(self._mmap, n * 8, relative, position)  # type: ignore[arg-type]
+        mapped = self._mmap
+        if mapped is None:
+            mapped = self._mapped()
+        self._entry_struct.pack_into(mapped, n * 8, relative, position)
         self._entries = n + 1
         self._last_offset = offset
         if self._relative_offsets is not None:
@@ -427,8 +486,9 @@ class OffsetIndex(AbstractIndex):
         self._check_whole_entries("Index")
         if self._entries == 0:
             return
-        first_relative, first_position = self._raw_entry(0)
-        last_relative, last_position = self._raw_entry(self._entries - 1)
+        (first_relative, first_position), (last_relative, last_position) = (
+            self._first_and_last_entries()
+        )
         if first_relative < 0 or last_relative < first_relative:
             raise CorruptIndexError(f"Index file {self.file} is corrupt: offsets not increasing")
         if self._entries > 1 and (
@@ -467,7 +527,7 @@ class TimeIndex(AbstractIndex):
         return self._entries >= self._max_entries - 1
 
     def _key(self, slot: int, by_offset: bool) -> int:
-        timestamp, relative = self._entry_struct.unpack_from(self._mmap, slot * 12)  # type: ignore[arg-type]
+        timestamp, relative = self._entry_struct.unpack_from(self._mapped(), slot * 12)
         return self.base_offset + relative if by_offset else timestamp
 
     def entry(self, n: int) -> TimestampOffset:
@@ -510,8 +570,7 @@ class TimeIndex(AbstractIndex):
         self._check_whole_entries("Time index")
         if self._entries == 0:
             return
-        first_ts, first_rel = self._raw_entry(0)
-        last_ts, last_rel = self._raw_entry(self._entries - 1)
+        (first_ts, first_rel), (last_ts, last_rel) = self._first_and_last_entries()
         if first_rel < 0 or last_rel < first_rel or last_ts < first_ts:
             raise CorruptIndexError(
                 f"Time index file {self.file} is corrupt: entries not increasing"

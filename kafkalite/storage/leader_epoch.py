@@ -29,13 +29,24 @@ class LeaderEpochFileCache:
         self,
         checkpoint_path: str | os.PathLike[str],
         log_end_offset: Callable[[], int] | None = None,
+        *,
+        deferred: bool = False,
+        read: bool = True,
     ) -> None:
         self.checkpoint = LeaderEpochCheckpointFile(checkpoint_path)
+        self.deferred = deferred
+        self.dirty = False  # changed since the checkpoint was last written
         self._log_end_offset = log_end_offset
         self._epochs: list[int] = []
         self._start_offsets: list[int] = []
-        for entry in self.checkpoint.read():
-            self._assign(entry)
+        # What the file holds (None: unknown), so a close that would write the same skips it.
+        self._persisted: list[EpochEntry] | None = None
+        if read:  # False: a new partition directory, there is no file yet
+            for entry in self.checkpoint.read():
+                self._assign(entry)
+            self._persisted = self.epoch_entries
+        else:
+            self._persisted = []
 
     # ---------------------------------------------------------------- queries
 
@@ -104,7 +115,7 @@ class LeaderEpochFileCache:
             raise ValueError(f"Invalid leader epoch entry ({epoch}, {start_offset})")
         if not self._assign(EpochEntry(epoch, start_offset)):
             return False
-        self.flush()
+        self._changed()
         return True
 
     def _assign(self, entry: EpochEntry) -> bool:
@@ -128,7 +139,7 @@ class LeaderEpochFileCache:
         keep = bisect.bisect_left(self._start_offsets, end_offset)
         del self._epochs[keep:]
         del self._start_offsets[keep:]
-        self.flush()
+        self._changed()
 
     def truncate_from_start(self, start_offset: int) -> None:
         """The log now starts at ``start_offset``: drop epochs wholly before it and move the
@@ -141,12 +152,36 @@ class LeaderEpochFileCache:
         del self._start_offsets[: i + 1]
         self._epochs.insert(0, epoch)
         self._start_offsets.insert(0, start_offset)
-        self.flush()
+        self._changed()
 
     def clear_and_flush(self) -> None:
         self._epochs.clear()
         self._start_offsets.clear()
-        self.flush()
+        self.flush(force=True)
 
-    def flush(self) -> None:
-        self.checkpoint.write(self.epoch_entries)
+    def _changed(self) -> None:
+        self.dirty = True
+        if not self.deferred:
+            self.flush()
+
+    def flush(self, *, force: bool = False, sync: bool = True) -> None:
+        """Write the checkpoint if anything changed since the last write (or ``force``);
+        without fsync if not ``sync`` (the caller syncs the filesystem)."""
+        if self.dirty or force:
+            entries = self.epoch_entries
+            self.checkpoint.write(entries, sync=sync)
+            self._persisted = entries
+            self.dirty = False
+
+    def flush_on_close(self, log_end_offset: int, *, sync: bool = True) -> None:
+        """The last write before the log closes: the entries that start below
+        ``log_end_offset`` (loading drops the others: ``truncate_from_end`` at the log end),
+        and nothing at all when the file already holds exactly those, which is the case of
+        every idle empty partition whose epoch moved while the broker ran."""
+        if not self.dirty:
+            return
+        entries = [e for e in self.epoch_entries if e.start_offset < log_end_offset]
+        if entries != self._persisted:
+            self.checkpoint.write(entries, sync=sync)
+            self._persisted = entries
+        self.dirty = False

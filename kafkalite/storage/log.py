@@ -84,6 +84,7 @@ from kafkalite.storage.segment import (
     LogSegment,
     batch_summaries,
     check_index_files,
+    filename_prefix_from_offset,
     log_file,
     offset_from_file_name,
     offset_index_file,
@@ -102,7 +103,7 @@ _LOG_DIR_PATTERN = re.compile(r"(\S+)-(\d+)")
 
 def parse_topic_partition_name(dir: str | os.PathLike[str]) -> tuple[str, int]:
     """``<topic>-<partition>`` (or its ``.<uuid>-delete`` form) -> (topic, partition)."""
-    name = Path(dir).name
+    name = os.path.basename(os.fspath(dir))
     match = _DELETE_DIR_PATTERN.fullmatch(name) or _LOG_DIR_PATTERN.fullmatch(name)
     if match is None:
         raise ValueError(f"Found directory {dir}, '{name}' is not in the form of topic-partition")
@@ -154,7 +155,7 @@ class Log:
         time_ms: Callable[[], int] = _wall_clock_ms,
         on_log_dir_failure: Callable[[str], None] | None = None,
     ) -> None:
-        self.dir = Path(dir)
+        self.dir = dir if isinstance(dir, Path) else Path(dir)
         self.topic, self.partition = parse_topic_partition_name(self.dir)
         self.config = config
         self._time_ms = time_ms
@@ -175,21 +176,41 @@ class Log:
         self._dir_needs_flush = True  # a segment file was created since the last dir fsync
         # Told the offset of every truncation (the LogManager moves the cleaner's checkpoint).
         self.on_truncation: Callable[[int], None] | None = None
+        # Bumped by appends and reads: the LogManager releases the files of logs whose count
+        # did not move between two of its idle checks (release_resources).
+        self.uses = 0
         self.recovered_segments = 0  # how many segments the last load scanned (for tests, metrics)
         self.truncated_bytes_on_load = 0
+        # True when this object created the directory: it holds nothing to load or recover.
+        self.newly_created = False
         try:
-            self.dir.mkdir(parents=True, exist_ok=True)
+            try:
+                self.dir.mkdir(parents=True)
+                self.newly_created = True
+            except FileExistsError:
+                pass
             epoch_checkpoint = self.dir / LEADER_EPOCH_CHECKPOINT_FILE
+            if self.newly_created:
+                self.leader_epoch_cache = LeaderEpochFileCache(
+                    epoch_checkpoint, lambda: self.log_end_offset, deferred=True, read=False
+                )
+                segment = self._open_segment(self.log_start_offset, preallocate=False)
+                segment.defer_index_growth(self.config.segment_index_bytes)
+                self._add_segment(segment)
+                self.log_end_offset = self.log_start_offset
+                self.recovery_point = self.log_start_offset
+                self._high_watermark = self.log_start_offset
+                return
             try:
                 self.leader_epoch_cache = LeaderEpochFileCache(
-                    epoch_checkpoint, lambda: self.log_end_offset
+                    epoch_checkpoint, lambda: self.log_end_offset, deferred=True
                 )
                 epochs_lost = False
             except StorageError:
                 # A malformed checkpoint: rebuild the epochs from the batches (full scan).
                 epoch_checkpoint.unlink()
                 self.leader_epoch_cache = LeaderEpochFileCache(
-                    epoch_checkpoint, lambda: self.log_end_offset
+                    epoch_checkpoint, lambda: self.log_end_offset, deferred=True
                 )
                 epochs_lost = True
             self._load(had_clean_shutdown, recover_all=epochs_lost)
@@ -203,23 +224,30 @@ class Log:
         config = self.config
         bases: list[int] = []
         index_missing: set[int] = set()
-        self._complete_interrupted_swaps()
-        for entry in os.scandir(self.dir):
-            name = entry.name
+        # One listing of the directory answers every "does this file exist" below (a broker
+        # loads thousands of logs: no stat per file).
+        names = set(os.listdir(self.dir))
+        if any(name.endswith(SWAP_FILE_SUFFIX) for name in names):
+            self._complete_interrupted_swaps()
+            names = set(os.listdir(self.dir))
+        for name in list(names):
             if name.endswith((DELETED_FILE_SUFFIX, CLEANED_FILE_SUFFIX, ".tmp")):
-                os.unlink(entry.path)  # leftovers of an interrupted delete, clean or write
+                os.unlink(os.path.join(self.dir, name))  # leftovers: interrupted delete/clean/write
+                names.discard(name)
                 continue
             if name.endswith(LOG_FILE_SUFFIX):
                 bases.append(offset_from_file_name(name))
             elif name.endswith((INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX)):
-                if not (self.dir / (name.rsplit(".", 1)[0] + LOG_FILE_SUFFIX)).exists():
-                    os.unlink(entry.path)  # an orphan index: its log segment is gone
+                if name.rsplit(".", 1)[0] + LOG_FILE_SUFFIX not in names:
+                    os.unlink(os.path.join(self.dir, name))  # an orphan index: its log is gone
+                    names.discard(name)
         bases.sort()
         needs_recovery: set[int] = set()
         for base in bases:
+            prefix = filename_prefix_from_offset(base)
             if (
-                not offset_index_file(self.dir, base).exists()
-                or not time_index_file(self.dir, base).exists()
+                prefix + INDEX_FILE_SUFFIX not in names
+                or prefix + TIME_INDEX_FILE_SUFFIX not in names
             ):
                 index_missing.add(base)
             segment = self._open_segment(base)
@@ -262,7 +290,7 @@ class Log:
         if not self._segments:
             self._add_segment(self._open_segment(self.log_start_offset))
         active = self._segments[-1]
-        active.resize_indexes(config.segment_index_bytes)
+        active.defer_index_growth(config.segment_index_bytes)
         self.log_end_offset = active.read_next_offset()
         if self.log_start_offset > self.log_end_offset:
             # The checkpointed start is past what survived (a crash lost unflushed records
@@ -280,6 +308,9 @@ class Log:
         self._high_watermark = self.log_start_offset
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        # Loaded: no descriptor or map stays open until the log is used (see LazyIndex).
+        for segment in self._segments:
+            segment.release_resources()
 
     def _complete_interrupted_swaps(self) -> None:
         """Finish a cleaner swap a crash interrupted (Kafka's LogLoader, swap files).
@@ -333,10 +364,11 @@ class Log:
         self.truncated_bytes_on_load += truncated
         return truncated
 
-    def _open_segment(self, base_offset: int) -> LogSegment:
+    def _open_segment(self, base_offset: int, preallocate: bool = True) -> LogSegment:
         return LogSegment.open(
             self.dir,
             base_offset,
+            preallocate=preallocate,
             index_interval_bytes=self.config.index_interval_bytes,
             max_index_size=self.config.segment_index_bytes,
             # Kafka: a random jitter in [0, segment.jitter.ms) so logs do not all roll at once.
@@ -595,6 +627,7 @@ class Log:
         valid_bytes: int,
         now: int,
     ) -> None:
+        self.uses += 1
         try:
             segment = self._maybe_roll(valid_bytes, first_offset, last_offset, max_timestamp, now)
             segment.append(view, batches)
@@ -679,6 +712,7 @@ class Log:
         Raises OffsetOutOfRangeError outside [log_start_offset, log_end_offset].
         """
         self._check_online()
+        self.uses += 1
         end = self.log_end_offset
         if start_offset == end:
             return FetchDataInfo(
@@ -1027,6 +1061,9 @@ class Log:
                 if self._base_offsets[i] >= target:
                     break
                 self._segments[i].flush()
+            # The epochs below the new recovery point must be on disk before it moves
+            # (recovery re-assigns only those of batches past it).
+            self.leader_epoch_cache.flush()
             if self._dir_needs_flush:
                 # New segment files must survive a power loss too: their directory entries.
                 fsync_dir(self.dir)
@@ -1050,7 +1087,8 @@ class Log:
                 if self._base_offsets[i] >= target:
                     break
                 segment = self._segments[i]
-                fds.append(os.dup(segment.log.fd))
+                # Opened for the fsync only: a rolled segment keeps no descriptor of its own.
+                fds.append(os.open(segment.log.file, os.O_RDONLY))
                 # The indexes too (Kafka's LogSegment.flush): recovery will not rebuild them
                 # below the recovery point, and fsync of the file writes back mapped pages.
                 for index in (segment.offset_index, segment.time_index):
@@ -1068,9 +1106,20 @@ class Log:
         if truncation_count != self._truncation_count or self.offline:
             return
         if target > self.recovery_point and target <= self.log_end_offset:
+            # As in flush: the epochs below the recovery point are written before it moves.
+            try:
+                self.leader_epoch_cache.flush()
+            except OSError as e:
+                self._fail(e)
+                return
             self.recovery_point = target
         if self._roll_flush_offset <= target:
             self._roll_flush_offset = -1
+
+    def mark_flushed(self) -> None:
+        """Everything up to the log end is on disk (the caller synced the filesystem)."""
+        self.recovery_point = self.log_end_offset
+        self.last_flush_ms = self._time_ms()
 
     def time_since_last_flush_ms(self) -> int:
         return self._time_ms() - self.last_flush_ms
@@ -1080,16 +1129,30 @@ class Log:
     def update_config(self, config: LogConfig) -> None:
         self.config = config
 
-    def close(self) -> None:
-        """Flush nothing extra; trim indexes and release files (LogManager flushes first)."""
+    def close(self, *, sync: bool = True) -> None:
+        """Write the leader-epoch checkpoint if it changed, trim indexes and release files
+        (LogManager flushes first). With ``sync`` False the checkpoint is not fsynced: the
+        caller syncs the whole filesystem once for all the logs it closes."""
         if self.offline:
             self._close_quietly()
             return
         try:
+            self.leader_epoch_cache.flush_on_close(self.log_end_offset, sync=sync)
             for segment in self._segments:
                 segment.close()
         except OSError as e:
             raise self._fail(e) from e
+
+    def release_resources(self) -> None:
+        """Close every segment's descriptor and unmap its indexes; the next append or read
+        opens what it needs again (an idle log holds nothing open)."""
+        for segment in self._segments:
+            segment.release_resources()
+
+    @property
+    def open_segment_count(self) -> int:
+        """Segments holding a descriptor or a map now (tests, metrics)."""
+        return sum(1 for segment in self._segments if segment.holds_resources)
 
     def _close_quietly(self) -> None:
         for segment in self._segments:

@@ -13,8 +13,15 @@ Layout of each directory in ``log.dirs``::
 
 Start-up: per directory, the clean-shutdown marker is read and removed (a crash from now on
 leaves none); each log is loaded with its checkpointed recovery point and log start offset, and
-is only scanned past the recovery point if the marker was missing. Shutdown flushes every log,
-writes the checkpoints and then the marker.
+is only scanned past the recovery point if the marker was missing. The logs of a directory are
+loaded by ``num.recovery.threads.per.data.dir`` threads, every directory at once (Kafka's
+loadLogs); the broker runs the whole start-up in a worker thread, off its event loop. Shutdown
+flushes every log, writes the checkpoints (once per directory) and then the marker.
+
+Scale: nothing per log costs O(number of logs) (the directory of a new log is chosen from kept
+counts); ``create_logs`` creates many logs in a worker thread, in batches, so a LeaderAndIsr for
+thousands of new partitions does its file work off the event loop; a log idle for two
+``release_idle_logs`` rounds closes its descriptors and unmaps its indexes (see Log.uses).
 
 New logs go to the online directory holding the fewest logs. Checkpoint files are written
 atomically (temp + fsync + rename).
@@ -50,6 +57,7 @@ from kafkalite.storage.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT_FILE,
     RECOVERY_POINT_CHECKPOINT_FILE,
     OffsetCheckpointFile,
+    sync_filesystem,
 )
 from kafkalite.storage.cleaner import CleanerConfig, LogCleaner
 from kafkalite.storage.config import LONG_MAX, LogConfig
@@ -80,6 +88,8 @@ class LogManager:
         high_watermark_checkpoint_interval_ms: int = 5_000,
         cleaner_config: CleanerConfig | None = None,
         time_ms: Callable[[], int] = _wall_clock_ms,
+        num_recovery_threads_per_data_dir: int = 1,
+        idle_release_interval_ms: int = 10_000,
     ) -> None:
         if not log_dirs:
             raise ValueError("log.dirs must name at least one directory")
@@ -96,7 +106,11 @@ class LogManager:
         self.flush_start_offset_checkpoint_interval_ms = flush_start_offset_checkpoint_interval_ms
         self.high_watermark_checkpoint_interval_ms = high_watermark_checkpoint_interval_ms
         self._time_ms = time_ms
+        self.num_recovery_threads_per_data_dir = max(1, num_recovery_threads_per_data_dir)
+        self.idle_release_interval_ms = idle_release_interval_ms
         self._logs: dict[TopicPartitionKey, Log] = {}
+        self._log_counts: dict[str, int] = {dir: 0 for dir in self.log_dirs}
+        self._uses_seen: dict[TopicPartitionKey, int] = {}
         self._offline_logs: dict[TopicPartitionKey, Log] = {}
         self.offline_dirs: set[str] = set()
         self.log_dir_failure_listeners: list[Callable[[str], None]] = []
@@ -122,34 +136,77 @@ class LogManager:
                 self._lock_dir(dir)  # another process on the directory: refuse to start
             except OSError as e:
                 self._handle_log_dir_failure(dir, e)
-        for dir in self.log_dirs:
-            if dir in self.offline_dirs:
-                continue
-            try:
-                self._load_dir(dir)
-            except LogDirFailure as e:
-                self._handle_log_dir_failure(dir, e.cause)
-            except (OSError, StorageError) as e:
-                # Kafka: a log that cannot be loaded takes its directory offline.
-                self._handle_log_dir_failure(dir, e)
+        self._load_dirs([dir for dir in self.log_dirs if dir not in self.offline_dirs])
         if len(self.offline_dirs) == len(self.log_dirs):
             raise StorageError(f"All log directories failed: {sorted(self.offline_dirs)}")
         self.cleaner.load_checkpoints([d for d in self.log_dirs if d not in self.offline_dirs])
         now = self._time_ms()
-        for task in ("retention", "flush", "recovery", "start", "hw"):
+        for task in ("retention", "flush", "recovery", "start", "hw", "idle"):
             self._last_run[task] = now
         self._started = True
 
     def _load_dir(self, dir: str) -> None:
+        self._load_dirs([dir])
+
+    def _load_dirs(self, dirs: list[str]) -> None:
+        """Load the logs of ``dirs``: ``num_recovery_threads_per_data_dir`` threads per
+        directory, all directories at once. A directory whose loading fails goes offline."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        threads = self.num_recovery_threads_per_data_dir
+        with ThreadPoolExecutor(max_workers=threads * len(dirs)) as pool:
+            jobs = []
+            for dir in dirs:
+                try:
+                    jobs.append((dir, self._plan_dir(dir)))
+                except LogDirFailure as e:
+                    self._handle_log_dir_failure(dir, e.cause)
+                except (OSError, StorageError) as e:
+                    self._handle_log_dir_failure(dir, e)
+            running = [(dir, key, pool.submit(load)) for dir, plan in jobs for key, load in plan]
+            failed: set[str] = set()
+            for dir, key, future in running:
+                try:
+                    log = future.result()
+                except LogDirFailure as e:
+                    failed.add(dir)
+                    self._handle_log_dir_failure(dir, e.cause)
+                    continue
+                except (OSError, StorageError) as e:
+                    # Kafka: a log that cannot be loaded takes its directory offline.
+                    failed.add(dir)
+                    self._handle_log_dir_failure(dir, e)
+                    continue
+                if dir in failed or dir in self.offline_dirs:
+                    log._close_quietly()
+                    continue
+                if key in self._logs:
+                    failed.add(dir)
+                    self._handle_log_dir_failure(
+                        dir,
+                        StorageError(
+                            f"Duplicate log directories for {key[0]}-{key[1]}: {log.dir} and "
+                            f"{self._logs[key].dir}"
+                        ),
+                    )
+                    log._close_quietly()
+                    continue
+                log.on_log_dir_failure = self._on_log_failure
+                self._add_log(key, log)
+
+    def _plan_dir(self, dir: str) -> list[tuple[TopicPartitionKey, Callable[[], Log]]]:
+        """Read the directory's checkpoints and marker (removed: from here on a crash must lead
+        to recovery) and return one loader per log directory in it."""
         path = Path(dir)
         marker = path / CLEAN_SHUTDOWN_FILE
         had_clean_shutdown = marker.exists()
         recovery_points = self._read_checkpoint(path / RECOVERY_POINT_CHECKPOINT_FILE)
         start_offsets = self._read_checkpoint(path / LOG_START_OFFSET_CHECKPOINT_FILE)
         high_watermarks = self._read_checkpoint(path / HIGH_WATERMARK_CHECKPOINT_FILE)
-        # From here on a crash must lead to recovery: the marker goes before anything changes.
         if had_clean_shutdown:
             marker.unlink()
+        plan = []
+        seen: dict[TopicPartitionKey, str] = {}
         for entry in sorted(os.scandir(path), key=lambda e: e.name):
             if not entry.is_dir():
                 continue
@@ -161,22 +218,42 @@ class LogManager:
             except ValueError:
                 continue  # not a log directory (e.g. another tool's files)
             key = (topic, partition)
-            if key in self._logs:
+            if key in seen:
                 raise StorageError(
-                    f"Duplicate log directories for {topic}-{partition}: {entry.path} and {self._logs[key].dir}"
+                    f"Duplicate log directories for {topic}-{partition}: {entry.path} and {seen[key]}"
                 )
-            log = Log(
-                entry.path,
-                self.topic_configs.get(topic, self.default_config),
-                log_start_offset=start_offsets.get(key, 0),
-                recovery_point=recovery_points.get(key, 0),
-                had_clean_shutdown=had_clean_shutdown,
-                time_ms=self._time_ms,
-                on_log_dir_failure=self._on_log_failure,
-            )
-            log.high_watermark = high_watermarks.get(key, log.log_start_offset)
-            self._watch_truncation(log)
-            self._logs[key] = log
+            seen[key] = entry.path
+
+            def load(
+                path: str = entry.path, key: TopicPartitionKey = key, topic: str = topic
+            ) -> Log:
+                log = Log(
+                    path,
+                    self.topic_configs.get(topic, self.default_config),
+                    log_start_offset=start_offsets.get(key, 0),
+                    recovery_point=recovery_points.get(key, 0),
+                    had_clean_shutdown=had_clean_shutdown,
+                    time_ms=self._time_ms,
+                )
+                log.high_watermark = high_watermarks.get(key, log.log_start_offset)
+                return log
+
+            plan.append((key, load))
+        return plan
+
+    def _add_log(self, key: TopicPartitionKey, log: Log) -> None:
+        self._watch_truncation(log)
+        self._logs[key] = log
+        parent = str(log.dir.parent)
+        self._log_counts[parent] = self._log_counts.get(parent, 0) + 1
+
+    def _pop_log(self, key: TopicPartitionKey) -> Log | None:
+        log = self._logs.pop(key, None)
+        if log is not None:
+            parent = str(log.dir.parent)
+            self._log_counts[parent] = self._log_counts.get(parent, 1) - 1
+            self._uses_seen.pop(key, None)
+        return log
 
     def _read_checkpoint(self, path: Path) -> dict[TopicPartitionKey, int]:
         try:
@@ -201,23 +278,53 @@ class LogManager:
 
     def shutdown(self) -> None:
         """Flush and close every log, write the checkpoints, then the clean-shutdown marker."""
+        self._cancel_tasks()
+        self._close_logs()
+
+    async def shutdown_async(self) -> None:
+        """``shutdown`` with the file work (flush, close, checkpoints) in a worker thread, so
+        the event loop stays responsive while thousands of logs are closed."""
+        self._cancel_tasks()
+        # Listeners run on the event loop: failures met in the thread are told afterwards.
+        listeners = self.log_dir_failure_listeners
+        failed: list[str] = []
+        self.log_dir_failure_listeners = [failed.append]
+        try:
+            await asyncio.to_thread(self._close_logs)
+        finally:
+            self.log_dir_failure_listeners = listeners
+        for dir in failed:
+            for listener in list(listeners):
+                listener(dir)
+
+    def _cancel_tasks(self) -> None:
         if self._scheduler_task is not None:
             self._scheduler_task.cancel()
             self._scheduler_task = None
         if self._cleaner_task is not None:
             self._cleaner_task.cancel()
             self._cleaner_task = None
+
+    def _close_logs(self) -> None:
+        """Close every log without an fsync each (the leader-epoch checkpoints written, the
+        indexes trimmed), then per directory: one sync of the filesystem (every log's data,
+        index and checkpoint is then on disk: each log counts as flushed to its end), the
+        offset checkpoints, the clean-shutdown marker. A log or sync failing leaves its
+        directory without marker: the next start recovers it."""
         failed_dirs: set[str] = set()
         for log in list(self._logs.values()):
             try:
-                log.flush()
-                log.close()
+                log.close(sync=False)
             except StorageError:
                 failed_dirs.add(str(log.dir.parent))
+        logs_by_dir = self.logs_by_dir()
         for dir in self.log_dirs:
             if dir in self.offline_dirs or dir in failed_dirs:
                 continue
             try:
+                sync_filesystem(dir)
+                for log in logs_by_dir.get(dir, []):
+                    log.mark_flushed()
                 self._write_checkpoints(dir)
                 path = Path(dir) / CLEAN_SHUTDOWN_FILE
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
@@ -234,6 +341,8 @@ class LogManager:
         for log in self._offline_logs.values():
             log._close_quietly()
         self._logs.clear()
+        self._log_counts = {dir: 0 for dir in self.log_dirs}
+        self._uses_seen.clear()
         self._started = False
 
     # ================================================================= logs
@@ -293,8 +402,7 @@ class LogManager:
             except LogDirFailure as e:
                 self._handle_log_dir_failure(dir, e.cause)
                 continue
-            self._watch_truncation(log)
-            self._logs[(topic, partition)] = log
+            self._add_log((topic, partition), log)
             return log
         raise LogDirFailure(
             ",".join(self.log_dirs),
@@ -307,19 +415,115 @@ class LogManager:
         log.on_truncation = lambda offset: self.cleaner.maybe_truncate_checkpoint(log, offset)
 
     def _next_log_dirs(self) -> list[str]:
-        """Online directories, fewest logs first (Kafka's nextLogDirs)."""
-        counts = {dir: 0 for dir in self.log_dirs if dir not in self.offline_dirs}
-        for log in self._logs.values():
-            parent = str(log.dir.parent)
-            if parent in counts:
-                counts[parent] += 1
-        return sorted(counts, key=lambda d: (counts[d], self.log_dirs.index(d)))
+        """Online directories, fewest logs first (Kafka's nextLogDirs); from kept counts."""
+        counts = self._log_counts
+        online = [dir for dir in self.log_dirs if dir not in self.offline_dirs]
+        return sorted(online, key=lambda d: (counts.get(d, 0), self.log_dirs.index(d)))
 
-    def delete_log(self, topic: str, partition: int) -> Log | None:
+    async def create_logs(
+        self,
+        specs: list[tuple[str, int, LogConfig | None, bool]],
+        batch_size: int = 500,
+    ) -> dict[TopicPartitionKey, BaseException]:
+        """``get_or_create_log`` for many ``(topic, partition, config, is_new)`` at once: the
+        directories and files of the new logs are created in a worker thread, ``batch_size``
+        logs per hand-off, and registered here on the event loop between batches. Returns the
+        failures by partition (the others exist afterwards)."""
+        errors: dict[TopicPartitionKey, BaseException] = {}
+        for start in range(0, len(specs), batch_size):
+            planned: list[tuple[TopicPartitionKey, str, LogConfig]] = []
+            planned_keys: set[TopicPartitionKey] = set()
+            for topic, partition, config, is_new in specs[start : start + batch_size]:
+                key = (topic, partition)
+                existing = self.get_log(topic, partition)
+                if existing is not None:
+                    if config is not None:
+                        existing.update_config(config)
+                    continue
+                if not is_new and self.offline_dirs:
+                    errors[key] = StorageError(
+                        f"Can not create log for {topic}-{partition} because log directories "
+                        f"{','.join(sorted(self.offline_dirs))} are offline"
+                    )
+                    continue
+                if key in planned_keys:
+                    continue
+                planned_keys.add(key)
+                if config is not None:
+                    self.topic_configs.setdefault(topic, config)
+                config = config or self.topic_configs.get(topic, self.default_config)
+                dirs = self._next_log_dirs()
+                if not dirs:
+                    errors[key] = LogDirFailure(
+                        ",".join(self.log_dirs),
+                        OSError(errno.EIO, "no online log directory to create a log in"),
+                    )
+                    continue
+                # Counted now so the batch spreads over the directories like single creations.
+                self._log_counts[dirs[0]] = self._log_counts.get(dirs[0], 0) + 1
+                planned.append((key, dirs[0], config))
+            if not planned:
+                continue
+            results = await asyncio.to_thread(self._construct_logs, planned)
+            for (key, dir, config), result in zip(planned, results, strict=True):
+                self._log_counts[dir] -= 1
+                if isinstance(result, Log):
+                    if key in self._logs or dir in self.offline_dirs:
+                        result._close_quietly()
+                        if key in self._logs:
+                            continue
+                    else:
+                        result.on_log_dir_failure = self._on_log_failure
+                        self._add_log(key, result)
+                        continue
+                if isinstance(result, LogDirFailure):
+                    self._handle_log_dir_failure(dir, result.cause)
+                # Its directory failed: try the others the way a single creation does.
+                try:
+                    self.get_or_create_log(key[0], key[1], config, True)
+                except (StorageError, OSError) as e:
+                    errors[key] = e
+        return errors
+
+    def _construct_logs(
+        self, planned: list[tuple[TopicPartitionKey, str, LogConfig]]
+    ) -> list[Log | BaseException]:
+        """In a worker thread: create the logs (their files only; nothing shared is touched)."""
+        results: list[Log | BaseException] = []
+        for (topic, partition), dir, config in planned:
+            try:
+                results.append(
+                    Log(
+                        Path(dir) / log_dir_name(topic, partition),
+                        config,
+                        had_clean_shutdown=True,
+                        time_ms=self._time_ms,
+                    )
+                )
+            except (LogDirFailure, OSError, StorageError) as e:
+                results.append(e)
+        return results
+
+    async def delete_logs(self, keys: list[TopicPartitionKey], batch_size: int = 500) -> None:
+        """``delete_log`` for many logs: each is renamed to its ``-delete`` name here (it is
+        gone for the broker at once), and the renamed directories are removed in a worker
+        thread, ``batch_size`` at a time (a failure there leaves a ``-delete`` directory that
+        the next start-up removes; Kafka also deletes asynchronously)."""
+        for start in range(0, len(keys), batch_size):
+            renamed = []
+            for topic, partition in keys[start : start + batch_size]:
+                log = self.delete_log(topic, partition, remove_files=False)
+                if log is not None and not log.offline:
+                    renamed.append(log.dir)
+            if renamed:
+                await asyncio.to_thread(_remove_dirs, renamed)
+
+    def delete_log(self, topic: str, partition: int, *, remove_files: bool = True) -> Log | None:
         """Remove the log: rename its directory to ``<topic>-<partition>.<uuid>-delete``, then
-        delete it. Returns the removed log (None if there was none)."""
+        delete it (unless ``remove_files`` is False: the caller removes the renamed directory).
+        Returns the removed log (None if there was none)."""
         key = (topic, partition)
-        log = self._logs.pop(key, None) or self._offline_logs.pop(key, None)
+        log = self._pop_log(key) or self._offline_logs.pop(key, None)
         if log is None:
             return None
         log._close_quietly()
@@ -331,7 +535,8 @@ class LogManager:
             log.rename_dir(
                 f"{log_dir_name(topic, partition)}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
             )
-            log.delete()
+            if remove_files:
+                log.delete()
         except LogDirFailure:
             pass  # already handled: the directory is offline
         return log
@@ -411,7 +616,7 @@ class LogManager:
             if str(log.dir.parent) == dir:
                 log.offline = True
                 log._close_quietly()
-                self._offline_logs[key] = self._logs.pop(key)
+                self._offline_logs[key] = self._pop_log(key)  # type: ignore[assignment]
         fd = self._locks.pop(dir, None)
         if fd is not None:
             try:
@@ -442,6 +647,26 @@ class LogManager:
         if now - self._last_run["start"] >= self.flush_start_offset_checkpoint_interval_ms:
             self._last_run["start"] = now
             self.checkpoint_log_start_offsets()
+        if now - self._last_run.get("idle", now) >= self.idle_release_interval_ms:
+            self._last_run["idle"] = now
+            self.release_idle_logs()
+
+    def release_idle_logs(self) -> int:
+        """Close the files of every log not appended to or read since the previous call (its
+        ``uses`` count did not move); returns how many logs were released. Run every
+        ``idle_release_interval_ms`` by the scheduler: open descriptors and maps are bounded
+        by the logs in use, not by the logs hosted."""
+        released = 0
+        seen = self._uses_seen
+        for key, log in self._logs.items():
+            uses = log.uses
+            if seen.get(key) == uses:
+                if log.open_segment_count:
+                    log.release_resources()
+                    released += 1
+            else:
+                seen[key] = uses
+        return released
 
     def cleanup_logs(self) -> int:
         """Retention for every log (cleanup.policy=delete). Returns segments deleted."""
@@ -509,6 +734,11 @@ class LogManager:
             if self._cleaner_task is not None:
                 self._cleaner_task.cancel()
                 self._cleaner_task = None
+
+
+def _remove_dirs(dirs: list[Path]) -> None:
+    for dir in dirs:
+        shutil.rmtree(dir, ignore_errors=True)
 
 
 def _fsync_and_close(fds: list[int]) -> None:

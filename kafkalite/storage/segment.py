@@ -127,6 +127,10 @@ class LogSegment:
         # Timestamp of the first batch: a segment.ms roll counts from it (Kafka's
         # rollingBasedTimestamp); None until known.
         self._rolling_based_timestamp: int | None = None
+        # False while the indexes are kept at their valid entries and grown to their maximum
+        # size only on the first append (defer_index_growth): an idle active segment then
+        # costs no ftruncate to re-grow on load and to trim again on close.
+        self._index_room = True
         self._load_largest_timestamp()
         self.log.release_map()
 
@@ -143,14 +147,23 @@ class LogSegment:
         rolling_jitter_ms: int = 0,
         time_ms: Callable[[], int] = _wall_clock_ms,
         file_suffix: str = "",
+        preallocate: bool = True,
     ) -> LogSegment:
-        dir = Path(dir)
+        dir = dir if isinstance(dir, Path) else Path(dir)
         return cls(
             FileRecords(log_file(dir, base_offset, file_suffix)),
             OffsetIndex(
-                offset_index_file(dir, base_offset, file_suffix), base_offset, max_index_size
+                offset_index_file(dir, base_offset, file_suffix),
+                base_offset,
+                max_index_size,
+                preallocate=preallocate,
             ),
-            TimeIndex(time_index_file(dir, base_offset, file_suffix), base_offset, max_index_size),
+            TimeIndex(
+                time_index_file(dir, base_offset, file_suffix),
+                base_offset,
+                max_index_size,
+                preallocate=preallocate,
+            ),
             base_offset,
             index_interval_bytes,
             rolling_jitter_ms,
@@ -215,6 +228,8 @@ class LogSegment:
         """Kafka's LogSegment.shouldRoll: the append would overflow segment.bytes, the segment
         is older than segment.ms (by its first batch's timestamp), an index is full, or the
         last offset would not fit as a relative offset. Runs on every append: kept lean."""
+        if not self._index_room:
+            self.ensure_index_room()
         size = self.log.size
         if size > segment_bytes - messages_size:
             return True
@@ -250,6 +265,8 @@ class LogSegment:
         """
         if not batches:
             return
+        if not self._index_room:
+            self.ensure_index_room()
         log = self.log
         position = log.size
         if position == 0 and self._rolling_based_timestamp is None:
@@ -305,13 +322,24 @@ class LogSegment:
     def on_become_inactive_segment(self) -> None:
         """On roll: final time index entry, indexes trimmed to their entries."""
         self._append_final_time_index_entry()
-        self.log.release_map()
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
+        self.release_resources()
 
     def resize_indexes(self, size: int) -> None:
         self.offset_index.resize(size)
         self.time_index.resize(size)
+        self._index_room = True
+
+    def defer_index_growth(self, size: int) -> None:
+        """The active segment's indexes may grow to ``size``, on the first append (until then
+        they stay as they are on disk)."""
+        self.offset_index.max_index_size = size
+        self.time_index.max_index_size = size
+        self._index_room = False
+
+    def ensure_index_room(self) -> None:
+        self.resize_indexes(self.offset_index.max_index_size)
 
     # ---------------------------------------------------------------- reading
 
@@ -438,8 +466,7 @@ class LogSegment:
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
         # The active segment's indexes must be able to grow again after truncation.
-        self.offset_index.resize(self.offset_index.max_index_size)
-        self.time_index.resize(self.time_index.max_index_size)
+        self.resize_indexes(self.offset_index.max_index_size)
         if batch is None:
             return 0
         removed = self.log.truncate_to(batch.position)
@@ -484,6 +511,17 @@ class LogSegment:
         horizon of tombstones is measured from it)."""
         ns = ms * 1_000_000
         os.utime(self.log.file, ns=(ns, ns))
+
+    def release_resources(self) -> None:
+        """Unmap the indexes and close the ``.log`` descriptor; all are opened again on the
+        next use (an idle segment holds no descriptor, map or resident index page)."""
+        self.log.release_handle()
+        self.offset_index.release()
+        self.time_index.release()
+
+    @property
+    def holds_resources(self) -> bool:
+        return self.log.is_open or self.offset_index.is_mapped or self.time_index.is_mapped
 
     def close_handlers(self) -> None:
         self.offset_index.close_handler()

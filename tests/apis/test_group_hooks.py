@@ -44,10 +44,16 @@ class FakeReplicaManager:
             },
         )
 
+    async def become_leader_or_follower_async(self, controller_id, controller_epoch, states):
+        return self.become_leader_or_follower(controller_id, controller_epoch, states)
+
     def stop_replicas(self, controller_id, controller_epoch, states):
         return StopReplicaResult(
             self.top_error, {TopicPartition(s.topic, s.partition): ErrorCode.NONE for s in states}
         )
+
+    async def stop_replicas_async(self, controller_id, controller_epoch, states):
+        return self.stop_replicas(controller_id, controller_epoch, states)
 
 
 @pytest.fixture

@@ -149,3 +149,52 @@ def test_record_topic_ids_from_leader_and_isr():
     assert cache.get_topic_id("a") == TOPIC_ID and cache.get_topic_id("b") is None
     cache.record_topic_ids({"a": other})
     assert cache.get_topic_name(TOPIC_ID) is None and cache.get_topic_name(other) == "a"
+
+
+async def test_bulk_update_is_read_in_slices_and_applied_at_once():
+    """An UpdateMetadata for thousands of partitions yields to the loop while it is read, and
+    a reader running between the slices sees the cache as before, never half of the update."""
+    import asyncio
+
+    cache = MetadataCache(0)
+    cache.update_metadata(request([topic("old", [pstate(0, 0, [0], [0])])], [broker(0)]))
+    names = [f"t{i}" for i in range(3_000)]
+    bulk = request(
+        [topic(n, [pstate(0, 0, [0], [0])], topic_id=uuid.uuid4()) for n in names], [broker(0)]
+    )
+    seen: list[frozenset[str]] = []
+
+    async def reader() -> None:
+        while True:
+            seen.append(cache.get_all_topics())
+            await asyncio.sleep(0)
+
+    task = asyncio.get_running_loop().create_task(reader())
+    await asyncio.sleep(0)
+    await cache.update_metadata_async(bulk, slice_size=100)
+    task.cancel()
+    assert len(seen) >= 3_000 // 100
+    assert all(s == {"old"} for s in seen)
+    assert cache.get_all_topics() == {"old", *names}
+    assert cache.get_partition_info("t2999", 0).leader == 0
+
+
+def test_all_topics_is_one_frozen_set_until_a_topic_comes_or_goes():
+    cache = MetadataCache(0)
+    cache.update_metadata(request([topic("a", [pstate(0, 0, [0], [0])])], [broker(0)]))
+    first = cache.get_all_topics()
+    assert first == {"a"} and isinstance(first, frozenset)
+    # a partition change of a known topic keeps the same set
+    cache.update_metadata(request([topic("a", [pstate(1, 0, [0], [0])])], [broker(0)]))
+    assert cache.get_all_topics() is first
+    # one topic gone and another come: the same size, a different set
+    cache.update_metadata(
+        request(
+            [
+                topic("a", [pstate(0, -2, [0], [0]), pstate(1, -2, [0], [0])]),
+                topic("b", [pstate(0, 0, [0], [0])], topic_id=uuid.uuid4()),
+            ],
+            [broker(0)],
+        )
+    )
+    assert cache.get_all_topics() == {"b"}

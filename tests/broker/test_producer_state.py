@@ -231,3 +231,13 @@ class ProducerModel(RuleBasedStateMachine):
 
 TestProducerModel = ProducerModel.TestCase
 TestProducerModel.settings = settings(max_examples=60, stateful_step_count=25, deadline=None)
+
+
+def test_no_snapshot_of_a_log_with_nothing_appended(tmp_path):
+    """An idle partition (nothing appended since offset 0) writes no snapshot file, so a
+    broker with thousands of them does not fsync one each at shutdown."""
+    psm = ProducerStateManager("t-0", str(tmp_path))
+    assert psm.take_snapshot() is None
+    assert psm.list_snapshot_offsets() == [] and list(tmp_path.iterdir()) == []
+    append(psm, header(1, 0, 0, 1), 0)
+    assert psm.take_snapshot() == 1

@@ -624,3 +624,86 @@ async def test_restart_keeps_idempotence_through_snapshots(tmp_path, mock_time):
     assert (nxt.error_code, nxt.base_offset) == (ErrorCode.NONE, 2)
     await rm.shutdown()
     lm.shutdown()
+
+
+class LoopTicker:
+    """A task that counts its turns on the event loop while a handler runs: a handler that
+    never yields lets it run about once, one that works in slices lets it run between them."""
+
+    def __init__(self) -> None:
+        self.turns = 0
+        self._task: asyncio.Task | None = None
+
+    async def _run(self) -> None:
+        while True:
+            self.turns += 1
+            await asyncio.sleep(0)
+
+    def __enter__(self) -> LoopTicker:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+        return self
+
+    def __exit__(self, *exc) -> None:
+        assert self._task is not None
+        self._task.cancel()
+
+
+async def test_bulk_leader_and_isr_yields_to_the_loop_and_creates_every_log(make_rm, log_manager):
+    """A LeaderAndIsr for thousands of new partitions is applied in slices with the files
+    created in a worker thread: the loop keeps turning (a concurrent task runs many times)
+    and every partition ends up led, with its log."""
+    rm = make_rm()
+    states = [leader_state(topic=f"bulk-{i}", leader_epoch=1) for i in range(2_000)]
+    with LoopTicker() as ticker:
+        result = await rm.become_leader_or_follower_async(0, 1, states, slice_size=100)
+    assert result.error_code is ErrorCode.NONE
+    assert set(result.partition_errors.values()) == {ErrorCode.NONE}
+    # at least one turn per slice of each of the two passes, and per worker-thread hand-off
+    assert ticker.turns >= 2 * len(states) // 100
+    assert all(log_manager.get_log(f"bulk-{i}", 0) is not None for i in range(2_000))
+    assert len(rm.leader_partitions()) == 2_000
+    assert (
+        await produce(rm, batch(), tp=TopicPartition("bulk-1999", 0))
+    ).error_code is ErrorCode.NONE
+    # the same request again is stale per partition, as with the synchronous path
+    again = await rm.become_leader_or_follower_async(0, 1, states[:10], slice_size=100)
+    assert set(again.partition_errors.values()) == {ErrorCode.STALE_CONTROLLER_EPOCH}
+
+
+async def test_bulk_stop_replica_deletes_logs_off_the_loop(make_rm, log_manager):
+    rm = make_rm()
+    states = [leader_state(topic=f"gone-{i}", leader_epoch=1) for i in range(600)]
+    await rm.become_leader_or_follower_async(0, 1, states, slice_size=200)
+    dirs = [log_manager.get_log(f"gone-{i}", 0).dir for i in range(600)]
+    stops = [StopReplicaPartitionState(f"gone-{i}", 0, -2, i % 2 == 0) for i in range(600)]
+    with LoopTicker() as ticker:
+        result = await rm.stop_replicas_async(0, 1, stops, slice_size=200)
+    assert set(result.partition_errors.values()) == {ErrorCode.NONE}
+    assert ticker.turns >= 3
+    for i, dir in enumerate(dirs):
+        deleted = i % 2 == 0
+        assert (log_manager.get_log(f"gone-{i}", 0) is None) == deleted
+        assert dir.exists() != deleted
+        assert not any(p.name.startswith(f"gone-{i}.") for p in dir.parent.iterdir())
+    stale = await rm.stop_replicas_async(0, 0, stops[:3])
+    assert stale.error_code is ErrorCode.STALE_CONTROLLER_EPOCH
+
+
+async def test_producer_snapshots_are_written_off_the_loop_once_per_offset(make_rm, log_manager):
+    """The maintenance task and shutdown write producer snapshots in a worker thread: the
+    state is read on the loop, the files written and fsynced elsewhere; an idle partition
+    writes none."""
+    rm = make_rm()
+    states = [leader_state(topic=f"snap-{i}", leader_epoch=1) for i in range(30)]
+    await rm.become_leader_or_follower_async(0, 1, states)
+    for i in range(0, 30, 3):
+        tp = TopicPartition(f"snap-{i}", 0)
+        data = batch(2, producer_id=100 + i, producer_epoch=0, base_sequence=0)
+        assert (await produce(rm, data, tp=tp)).error_code is ErrorCode.NONE
+    with LoopTicker() as ticker:
+        assert await rm.take_producer_snapshots_async(batch_size=4) == 10
+    assert ticker.turns >= 3
+    for i in range(30):
+        files = list(log_manager.get_log(f"snap-{i}", 0).dir.glob("*.snapshot"))
+        assert [f.name for f in files] == (["00000000000000000002.snapshot"] if i % 3 == 0 else [])
+    assert await rm.take_producer_snapshots_async() == 0  # nothing new since

@@ -198,12 +198,16 @@ def test_reset_empties_and_regrows(tmp_path):
 @HYPOTHESIS
 @given(
     ops=st.lists(
-        st.tuples(st.sampled_from(["append", "lookup", "truncate"]), st.integers(0, 60)),
+        st.tuples(
+            st.sampled_from(["append", "lookup", "truncate", "release", "reopen"]),
+            st.integers(0, 60),
+        ),
         max_size=200,
     )
 )
 def test_offset_index_interleaved_append_lookup_truncate(tmp_path_factory, ops):
-    """The in-memory copy used for lookups stays in step with appends and truncations."""
+    """The in-memory copy used for lookups stays in step with appends and truncations, and
+    with the index unmapped (release) or closed and reopened from its file at any point."""
     index = OffsetIndex(tmp_path_factory.mktemp("mix") / "00000000000000000500.index", 500, 8 * 64)
     offsets: list[int] = []
     for op, arg in ops:
@@ -215,6 +219,14 @@ def test_offset_index_interleaved_append_lookup_truncate(tmp_path_factory, ops):
             target = 500 + arg * 20
             index.truncate_to(target)
             offsets = [o for o in offsets if o < target]
+        elif op == "release":
+            index.release()
+            assert not index.is_mapped
+        elif op == "reopen":
+            index.close()  # trimmed to its entries, as on roll or shutdown
+            index = OffsetIndex(index.file, 500, 8 * 64)
+            assert not index.is_mapped and index.entries == len(offsets)
+            index.resize(8 * 64)  # as the active segment's index is re-grown on load
         target = 500 + arg * 20
         i = bisect.bisect_right(offsets, target) - 1
         assert index.lookup(target) == (
@@ -222,3 +234,33 @@ def test_offset_index_interleaved_append_lookup_truncate(tmp_path_factory, ops):
         )
         assert index.entries == len(offsets)
     index.close()
+
+
+def test_index_is_not_mapped_until_first_use(tmp_path):
+    """Kafka's LazyIndex (KAFKA-7283): opening an index, new or existing, maps nothing (no
+    descriptor, no resident page); the first lookup or append maps it, release unmaps it."""
+    path = tmp_path / "00000000000000000100.index"
+    index = OffsetIndex(path, 100, 8 * 16)
+    assert not index.is_mapped and path.stat().st_size == 8 * 16  # preallocated
+    index.append(105, 0)
+    index.append(110, 4096)
+    assert index.is_mapped
+    index.close()
+    reopened = OffsetIndex(path, 100, 8 * 16)
+    assert not reopened.is_mapped
+    assert reopened.entries == 2 and reopened.last_offset == 110  # read without a map
+    reopened.sanity_check(log_size=8192)
+    assert not reopened.is_mapped
+    assert reopened.lookup(111) == OffsetPosition(110, 4096)
+    assert reopened.is_mapped
+    reopened.release()
+    assert not reopened.is_mapped
+    assert reopened.lookup(107) == OffsetPosition(105, 0)
+
+    times = TimeIndex(tmp_path / "00000000000000000100.timeindex", 100, 12 * 16)
+    times.maybe_append(1_000, 105)
+    times.close()
+    lazy_times = TimeIndex(tmp_path / "00000000000000000100.timeindex", 100, 12 * 16)
+    assert lazy_times.last_entry == TimestampOffset(1_000, 105) and not lazy_times.is_mapped
+    assert lazy_times.lookup(2_000) == TimestampOffset(1_000, 105)
+    assert lazy_times.is_mapped

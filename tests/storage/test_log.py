@@ -585,3 +585,68 @@ def test_an_append_that_fills_the_index_keeps_the_log_consistent(tmp_path):
     log = Log(tmp_path / "t-0", config, recovery_point=0, time_ms=clock)
     assert log.log_end_offset == 11
     log.close()
+
+
+def test_leader_epoch_checkpoint_is_written_when_the_recovery_point_moves_not_per_assign(
+    tmp_path,
+):
+    """Kafka 3.7 (KAFKA-15046): becoming leader of thousands of partitions must not fsync a
+    checkpoint per partition. The epochs are written by flush (before the recovery point
+    moves past them) and close; a crash before that loses nothing recovery cannot rebuild."""
+    checkpoint = tmp_path / "t-0" / "leader-epoch-checkpoint"
+    log = Log(tmp_path / "t-0", LogConfig())
+    log.leader_epoch_cache.assign(3, 0)
+    assert not checkpoint.exists(), "assign wrote the checkpoint"
+    log.append_as_leader(make_batch(2), 3)
+    log.append_as_leader(make_batch(2), 4)
+    assert not checkpoint.exists()
+    log.flush()
+    assert checkpoint.read_text() == "0\n2\n3 0\n4 2\n"
+    log.append_as_leader(make_batch(1), 6)
+    # a crash now (no close): the epoch 6 entry is not on disk, recovery finds it in the batch
+    reopened = Log(tmp_path / "t-0", LogConfig(), recovery_point=log.recovery_point)
+    assert reopened.leader_epoch_cache.epoch_entries == [(3, 0), (4, 2), (6, 4)]
+    reopened.leader_epoch_cache.assign(7, 5)  # at the log end: the next load drops it anyway
+    reopened.close()
+    assert checkpoint.read_text() == "0\n3\n3 0\n4 2\n6 4\n"
+
+
+def test_closing_an_idle_log_whose_epoch_moved_writes_nothing(tmp_path):
+    """A restart makes every idle partition leader in a new epoch, starting at its (empty)
+    end: loading would drop that entry, so closing the log writes no checkpoint for it (ten
+    thousand idle partitions cost no file write at a clean stop)."""
+    Log(tmp_path / "t-0", LogConfig()).close()
+    checkpoint = tmp_path / "t-0" / "leader-epoch-checkpoint"
+    assert not checkpoint.exists()
+    for epoch in (1, 2):
+        log = Log(tmp_path / "t-0", LogConfig(), had_clean_shutdown=True)
+        log.leader_epoch_cache.assign(epoch, 0)
+        log.close()
+        assert not checkpoint.exists()
+    log = Log(tmp_path / "t-0", LogConfig(), had_clean_shutdown=True)
+    log.leader_epoch_cache.assign(3, 0)
+    log.append_as_leader(make_batch(1), 3)
+    log.close()
+    assert checkpoint.read_text() == "0\n1\n3 0\n"
+
+
+def test_idle_active_segment_indexes_are_grown_on_first_append_not_on_load(tmp_path):
+    """A new or reloaded log keeps its active indexes at their valid entries (no preallocation
+    to re-grow on load and trim on close); the first append grows them and indexes as usual."""
+    config = LogConfig(segment_index_bytes=8 * 100, index_interval_bytes=0)
+    log = Log(tmp_path / "t-0", config)
+    index = tmp_path / "t-0" / "00000000000000000000.index"
+    assert index.stat().st_size == 0
+    log.close()
+    log = Log(tmp_path / "t-0", config, had_clean_shutdown=True)
+    assert index.stat().st_size == 0
+    for _ in range(5):
+        log.append_as_leader(make_batch(1), 0)
+    assert index.stat().st_size == 8 * 100
+    assert log.active_segment.offset_index.entries == 4  # the first batch sits at position 0
+    assert bytes(log.read(3, 10_000).records)[:8] == (3).to_bytes(8, "big")
+    log.close()
+    assert index.stat().st_size == 8 * 4
+    log = Log(tmp_path / "t-0", config, had_clean_shutdown=True)
+    assert log.recovered_segments == 0 and log.log_end_offset == 5
+    log.close()

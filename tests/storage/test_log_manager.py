@@ -224,3 +224,150 @@ def test_a_rolled_segment_is_fsynced_with_its_indexes(tmp_path, monkeypatch):
     assert {base + ".log", base + ".index", base + ".timeindex"} <= set(synced)
     assert log.recovery_point == log.log_end_offset
     manager.shutdown()
+
+
+def open_files_under(dir) -> int:
+    """Descriptors of this process (mmaps keep one each) on files under ``dir``."""
+    prefix = str(dir.resolve())
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}").startswith(prefix):
+                count += 1
+        except OSError:
+            continue
+    return count
+
+
+async def test_many_logs_hold_no_descriptors_until_used_and_again_when_idle(tmp_path):
+    """Idle partitions cost no descriptor and no map (LazyIndex; files closed when idle): a
+    broker with thousands of them stays far below its open-files limit."""
+    manager = LogManager([tmp_path / "d"], LogConfig(), idle_release_interval_ms=1)
+    manager.startup()
+    errors = await manager.create_logs([(f"idle-{i}", 0, None, True) for i in range(300)])
+    assert errors == {}
+    assert len(manager.all_logs()) == 300
+    assert open_files_under(tmp_path) <= 1  # the directory lock only
+    busy = [manager.get_log(f"idle-{i}", 0) for i in range(20)]
+    for log in busy:
+        fill(log, 2)
+        assert log.read(0, 1000).records.size > 0
+    assert 20 <= open_files_under(tmp_path) <= 1 + 20 * 3  # .log and two index maps each
+    # two idle checks with no use in between release them; a used log keeps its files
+    manager.release_idle_logs()
+    fill(busy[0], 1)
+    assert manager.release_idle_logs() == 19
+    assert busy[0].open_segment_count == 1 and busy[1].open_segment_count == 0
+    assert manager.release_idle_logs() == 1
+    assert open_files_under(tmp_path) <= 1
+    # a released log reads and appends as before
+    assert busy[1].read(0, 10_000).records.size > 0
+    fill(busy[1], 1)
+    assert busy[1].log_end_offset == 6
+    manager.shutdown()
+    assert open_files_under(tmp_path) == 0
+
+
+def test_parallel_loading_finds_every_log_as_loaded(tmp_path):
+    """num.recovery.threads.per.data.dir threads per directory load the same logs, with the
+    same offsets, as one thread; after a crash (no marker) each log recovers its tail."""
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    manager = LogManager(dirs, LogConfig(segment_bytes=1000))
+    manager.startup()
+    ends = {}
+    for p in range(40):
+        log = manager.get_or_create_log("loaded", p)
+        fill(log, p % 7)
+        ends[("loaded", p)] = log.log_end_offset
+    manager.shutdown()
+    for threads in (1, 4):
+        again = LogManager(
+            dirs, LogConfig(segment_bytes=1000), num_recovery_threads_per_data_dir=threads
+        )
+        again.startup()
+        assert {log.topic_partition: log.log_end_offset for log in again.all_logs()} == ends
+        assert all(log.recovered_segments == 0 for log in again.all_logs())  # clean shutdown
+        again.shutdown()
+    for d in dirs:
+        (d / CLEAN_SHUTDOWN_FILE).unlink()  # as after a crash
+    crashed = LogManager(dirs, LogConfig(segment_bytes=1000), num_recovery_threads_per_data_dir=3)
+    crashed.startup()
+    assert {log.topic_partition: log.log_end_offset for log in crashed.all_logs()} == ends
+    crashed.shutdown()
+
+
+def test_duplicate_log_directory_takes_its_directory_offline_with_parallel_loading(tmp_path):
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    manager = LogManager(dirs, LogConfig())
+    manager.startup()
+    for p in range(4):
+        manager.get_or_create_log("dup", p)
+    manager.shutdown()
+    (tmp_path / "b" / "dup-0").mkdir(exist_ok=True)
+    (tmp_path / "a" / "dup-0").mkdir(exist_ok=True)
+    again = LogManager(dirs, LogConfig(), num_recovery_threads_per_data_dir=2)
+    again.startup()
+    assert len(again.offline_dirs) == 1
+    again.shutdown()
+
+
+def test_clean_shutdown_syncs_once_and_marks_every_log_flushed(tmp_path, monkeypatch):
+    """Closing thousands of logs costs one filesystem sync per directory, not fsyncs per log;
+    the recovery points written are the log ends, so the next start recovers nothing."""
+    import kafkalite.storage.log_manager as log_manager_module
+
+    syncs = []
+    real_sync = log_manager_module.sync_filesystem
+    monkeypatch.setattr(
+        log_manager_module, "sync_filesystem", lambda d: syncs.append(d) or real_sync(d)
+    )
+    fsyncs = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: fsyncs.append(fd) or real_fsync(fd))
+    manager = LogManager([tmp_path / "d"], LogConfig())
+    manager.startup()
+    for p in range(50):
+        log = manager.get_or_create_log("flushed", p)
+        fill(log, 3)
+        log.leader_epoch_cache.assign(2, 4)  # written at close, without an fsync of its own
+    fsyncs.clear()
+    manager.shutdown()
+    assert len(syncs) == 1
+    assert len(fsyncs) <= 7  # the three offset checkpoints (file and dir) and the marker
+    again = LogManager([tmp_path / "d"], LogConfig())
+    again.startup()
+    logs = again.all_logs()
+    assert len(logs) == 50
+    assert all(log.recovery_point == log.log_end_offset == 6 for log in logs)
+    assert all(log.leader_epoch_cache.epoch_entries == [(0, 0), (2, 4)] for log in logs)
+    again.shutdown()
+
+
+async def test_shutdown_in_a_thread_tells_failure_listeners_on_the_loop(tmp_path, monkeypatch):
+    """A directory failing while the logs are closed in the worker thread is still reported
+    to the listeners, on the event loop (they create tasks there)."""
+    import threading
+
+    import kafkalite.storage.log_manager as log_manager_module
+
+    manager = LogManager([tmp_path / "ok", tmp_path / "bad"], LogConfig())
+    manager.startup()
+    for p in range(4):
+        fill(manager.get_or_create_log("t", p), 1)
+    bad = str((tmp_path / "bad").resolve())
+    real_sync = log_manager_module.sync_filesystem
+
+    def failing_sync(dir):
+        if str(dir) == bad:
+            raise OSError(errno.EIO, "injected")
+        real_sync(dir)
+
+    monkeypatch.setattr(log_manager_module, "sync_filesystem", failing_sync)
+    told = []
+    manager.log_dir_failure_listeners.append(
+        lambda d: told.append((d, threading.current_thread() is threading.main_thread()))
+    )
+    await manager.shutdown_async()
+    assert told == [(bad, True)]
+    assert (tmp_path / "ok" / CLEAN_SHUTDOWN_FILE).exists()
+    assert not (tmp_path / "bad" / CLEAN_SHUTDOWN_FILE).exists()

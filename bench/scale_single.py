@@ -1,0 +1,204 @@
+"""Scale on one broker (issue 11): topic creation, idle footprint, stop and start.
+
+Run: ``PYTHONPATH=. .venv/bin/python bench/scale_single.py`` (``--topics``, ``--batch``,
+``--profile FILE`` to run the broker under cProfile). Prints JSON; ``main()`` returns the same
+dict (``bench/scale.py`` calls it). Asserts nothing: each figure is printed next to its target.
+
+Scenarios, on one broker subprocess (``tests/harness/broker.py``) on the embedded store:
+
+1. CreateTopics of ``--topics`` single-partition topics through confluent-kafka's AdminClient,
+   ``--batch`` topics per request, each request waited for before the next: partitions/s
+   overall, each batch's seconds (the last against the first), broker CPU per partition
+   (utime + stime of the broker process over the whole creation, from /proc);
+2. the broker idle with those partitions: RSS and open file descriptors (from /proc);
+3. SIGTERM to exit (clean stop), then spawn to serving (Metadata lists the broker and a
+   controller, and every topic has a leader), and whether the broker logged the
+   "serving before the controller's metadata arrived" wait.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.harness.broker import BrokerProcess, api_versions_ok  # noqa: E402
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+METADATA_WAIT_MESSAGE = "serving before the controller's metadata arrived"
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def open_fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def phases(log_text: str) -> dict[str, float]:
+    """Seconds from the broker's "starting" line to each start-up milestone it logged."""
+    from datetime import datetime
+
+    marks: dict[str, float] = {}
+    for line in log_text.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        event = entry.get("event")
+        if (
+            event
+            in (
+                "starting",
+                "listening",
+                "registered",
+                "controller ready",
+                "controller metadata arrived",
+                "started",
+            )
+            and event not in marks
+        ):
+            marks[event] = datetime.fromisoformat(entry["timestamp"].rstrip("Z")).timestamp()
+    start = marks.get("starting")
+    return {k: round(v - start, 2) for k, v in marks.items()} if start else {}
+
+
+class ProfiledBroker(BrokerProcess):
+    """The broker under cProfile (the profile is written when it exits cleanly)."""
+
+    def __init__(self, *args, profile: str | None = None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.profile = profile
+
+    def command(self) -> list[str]:
+        cmd = super().command()
+        if self.profile:
+            out = f"{self.profile}.{self.starts}"
+            cmd = [cmd[0], "-m", "cProfile", "-o", out, *cmd[1:]]
+        return cmd
+
+
+def create_topics(bootstrap: str, names: list[str], batch: int) -> list[float]:
+    """Seconds per CreateTopics batch (each waited for until every topic is created)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 120_000})
+    seconds = []
+    for i in range(0, len(names), batch):
+        chunk = names[i : i + batch]
+        start = time.perf_counter()
+        futures = admin.create_topics(
+            [NewTopic(n, num_partitions=1, replication_factor=1) for n in chunk],
+            request_timeout=300,
+            operation_timeout=300,
+        )
+        for future in futures.values():
+            future.result()
+        seconds.append(time.perf_counter() - start)
+    return seconds
+
+
+def all_led(bootstrap: str, count: int) -> bool:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        md = admin.list_topics(timeout=10)
+    except Exception:
+        return False
+    led = sum(
+        1
+        for name, t in md.topics.items()
+        if name.startswith("scale-")
+        and t.error is None
+        and t.partitions
+        and all(p.leader >= 0 for p in t.partitions.values())
+    )
+    return led >= count
+
+
+def main(topics: int = 10_000, batch: int = 1_000, profile: str | None = None) -> dict:
+    data_dir = tempfile.mkdtemp(prefix="kafkalite-scale-")
+    broker = ProfiledBroker(
+        data_dir,
+        profile=profile,
+        overrides={"num.partitions": "1", "log.retention.check.interval.ms": "300000"},
+    )
+    result: dict = {"topics": topics, "batch": batch, "data_dir": data_dir}
+    names = [f"scale-{i:05d}" for i in range(topics)]
+    try:
+        broker.start(timeout=120)
+        pid = broker.proc.pid
+        cpu0 = cpu_seconds(pid)
+        t0 = time.perf_counter()
+        batches = create_topics(broker.bootstrap, names, batch)
+        elapsed = time.perf_counter() - t0
+        cpu = cpu_seconds(pid) - cpu0
+        result["create"] = {
+            "partitions_per_s": {"value": round(topics / elapsed), "target": ">= 1000"},
+            "last_over_first_batch": {
+                "value": round(batches[-1] / batches[0], 2),
+                "target": "<= 1.5",
+            },
+            "broker_cpu_ms_per_partition": {
+                "value": round(cpu * 1000 / topics, 3),
+                "target": "<= 1.0",
+            },
+            "batch_seconds": [round(s, 3) for s in batches],
+            "total_seconds": round(elapsed, 2),
+        }
+        time.sleep(3)  # let the broker settle before the idle figures (a measurement, not a sync)
+        result["idle"] = {
+            "rss_mb": {"value": round(rss_mb(pid), 1), "target": "<= 300"},
+            "open_fds": {"value": open_fds(pid), "target": "<= 2000"},
+        }
+        t0 = time.perf_counter()
+        broker.stop(timeout=120)
+        stop_s = time.perf_counter() - t0
+        log_before = len(broker.log_text())
+        t0 = time.perf_counter()
+        broker.spawn()
+        deadline = t0 + 300
+        while not (api_versions_ok(broker.host, broker.port) and all_led(broker.bootstrap, topics)):
+            if broker.proc.poll() is not None or time.perf_counter() > deadline:
+                raise RuntimeError(f"restart failed:\n{broker.log_tail()}")
+            time.sleep(0.02)  # readiness polling interval
+        start_s = time.perf_counter() - t0
+        restart_log = broker.log_text()[log_before:]
+        waited = METADATA_WAIT_MESSAGE in restart_log
+        result["restart_phases_s"] = phases(restart_log)
+        result["restart"] = {
+            "clean_stop_s": {"value": round(stop_s, 2), "target": "<= 3"},
+            "start_to_serving_s": {"value": round(start_s, 2), "target": "<= 5"},
+            "serving_before_metadata_wait": {"value": waited, "target": False},
+            "rss_mb_after_restart": round(rss_mb(broker.proc.pid), 1),
+            "open_fds_after_restart": open_fds(broker.proc.pid),
+        }
+        broker.stop(timeout=120)
+    finally:
+        broker.kill()
+    return result
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--topics", type=int, default=10_000)
+    parser.add_argument("--batch", type=int, default=1_000)
+    parser.add_argument("--profile", help="run the broker under cProfile, writing FILE.<start>")
+    args = parser.parse_args()
+    print(json.dumps(main(args.topics, args.batch, args.profile), indent=2))
