@@ -19,7 +19,13 @@ log forward from its position.
 
 Life cycle (Kafka's AbstractIndex): a new index file is preallocated to ``max_index_size``
 (``segment.index.bytes``, rounded down to whole entries) and memory-mapped; ``entries`` counts the
-valid ones. When the segment rolls or the log closes, the file is trimmed to
+valid ones. Preallocation reserves the blocks for real (``posix_fallocate``), never as a sparse
+file: the first touch of a mapped page of a hole must allocate it, and on a full filesystem that
+fault is a SIGBUS that kills the process (Kafka's ``setLength`` makes a sparse file; the JVM turns
+the fault into an exception, Python cannot). With the blocks reserved, a full filesystem refuses
+at creation or resize with ENOSPC, an ``OSError`` the log turns into a log-dir failure. An
+existing writable index found sparse on load (written by an older version, or by a crash on a
+filesystem without fallocate) is filled in before it is mapped. When the segment rolls or the log closes, the file is trimmed to
 ``entries * entry_size`` so an index reopened later is exactly its entries (and is full: the
 active segment's index is re-grown with ``resize`` on load). An index left untrimmed by a crash
 belongs to a segment past the recovery point, which recovery rebuilds.
@@ -34,6 +40,7 @@ Not safe for concurrent use; the owning Log serialises access (one event loop).
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import struct
@@ -50,6 +57,24 @@ _WARM_OFFSET_ENTRIES = WARM_SECTION_BYTES // 8
 _OFFSET_ENTRY = struct.Struct(">ii")
 INT32_MAX = 2**31 - 1
 NO_TIMESTAMP = -1
+
+
+def preallocate(fd: int, size: int) -> None:
+    """Make ``[0, size)`` of the file real blocks (extending it if shorter); ENOSPC if the
+    filesystem has no room. Falls back to a plain (sparse) resize only where the filesystem
+    cannot reserve blocks at all."""
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as e:
+        if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+            raise
+        if os.fstat(fd).st_size < size:
+            os.ftruncate(fd, size)
+
+
+def is_sparse(stat: os.stat_result) -> bool:
+    """True if the file has fewer blocks than its length needs (holes)."""
+    return stat.st_blocks * 512 < stat.st_size
 
 
 class OffsetPosition(NamedTuple):
@@ -95,7 +120,15 @@ class AbstractIndex:
             if newly_created:
                 if self.max_index_size < self.entry_size:
                     raise ValueError(f"Invalid max index size: {self.max_index_size}")
-                os.ftruncate(fd, self._round_down(self.max_index_size))
+                try:
+                    preallocate(fd, self._round_down(self.max_index_size))
+                except OSError:
+                    self.file.unlink(missing_ok=True)  # no half-made index left behind
+                    raise
+            elif self.writable:
+                stat = os.fstat(fd)
+                if is_sparse(stat):
+                    preallocate(fd, stat.st_size)
             length = os.fstat(fd).st_size
             self._length = length
             self._map(fd, length)
@@ -149,7 +182,14 @@ class AbstractIndex:
         self._close_mmap()
         fd = os.open(self.file, os.O_RDWR)
         try:
-            os.ftruncate(fd, rounded)
+            if rounded > self._length:
+                try:
+                    preallocate(fd, rounded)
+                except OSError:
+                    self._map(fd, self._length)  # keep the entries readable; the caller fails
+                    raise
+            else:
+                os.ftruncate(fd, rounded)
             self._length = rounded
             self._map(fd, rounded)
         finally:

@@ -22,7 +22,9 @@ atomically (temp + fsync + rename).
 A directory whose I/O fails (ENOSPC, EACCES, EIO, ...) goes offline: it is added to
 ``offline_dirs``, its logs are closed and marked offline (operations on them raise
 ``LogOfflineError``, Kafka's KAFKA_STORAGE_ERROR), listeners are told; the process keeps
-serving the other directories. Nothing here raises an OSError to callers.
+serving the other directories. Nothing here raises an OSError to callers. Each failure is
+logged once, as an error naming the directory and the OS error (errno name and message); a
+start-up that leaves directories offline also logs a warning listing them.
 
 The periodic work (retention, flush.ms, fsync of rolled segments, checkpoints) is done by
 ``run_scheduler()`` on the event loop, fsyncs in a worker thread. ``maybe_run_periodic_tasks``
@@ -45,6 +47,8 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
+import structlog
+
 from kafkalite.storage.checkpoint import (
     HIGH_WATERMARK_CHECKPOINT_FILE,
     LOG_START_OFFSET_CHECKPOINT_FILE,
@@ -60,6 +64,21 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 
 TopicPartitionKey = tuple[str, int]
+
+logger = structlog.get_logger("kafkalite.storage.log_manager")
+
+
+def describe_os_error(cause: BaseException | None) -> dict[str, str]:
+    """Log fields for the cause of a log-dir failure: ``errno`` (its name, e.g. ENOSPC) and
+    ``error`` (the message); a LogDirFailure is unwrapped to the OS error it carries."""
+    while isinstance(cause, LogDirFailure) and cause.cause is not None:
+        cause = cause.cause
+    if cause is None:
+        return {"errno": "unknown", "error": "unknown cause"}
+    if isinstance(cause, OSError) and cause.errno is not None:
+        name = errno.errorcode.get(cause.errno, str(cause.errno))
+        return {"errno": name, "error": str(cause)}
+    return {"errno": "none", "error": f"{type(cause).__name__}: {cause}"}
 
 
 def _wall_clock_ms() -> int:
@@ -134,6 +153,12 @@ class LogManager:
                 self._handle_log_dir_failure(dir, e)
         if len(self.offline_dirs) == len(self.log_dirs):
             raise StorageError(f"All log directories failed: {sorted(self.offline_dirs)}")
+        if self.offline_dirs:
+            logger.warning(
+                "starting with offline log directories",
+                offline_log_dirs=sorted(self.offline_dirs),
+                online_log_dirs=[d for d in self.log_dirs if d not in self.offline_dirs],
+            )
         self.cleaner.load_checkpoints([d for d in self.log_dirs if d not in self.offline_dirs])
         now = self._time_ms()
         for task in ("retention", "flush", "recovery", "start", "hw"):
@@ -399,14 +424,20 @@ class LogManager:
 
     # ================================================================= failures
 
-    def _on_log_failure(self, dir: str) -> None:
-        self._handle_log_dir_failure(dir, None)
+    def _on_log_failure(self, dir: str, cause: BaseException | None = None) -> None:
+        self._handle_log_dir_failure(dir, cause)
 
     def _handle_log_dir_failure(self, dir: str, cause: BaseException | None) -> None:
         dir = str(Path(dir).resolve())
         if dir in self.offline_dirs:
             return
         self.offline_dirs.add(dir)
+        logger.error(
+            "log directory failed, it goes offline",
+            log_dir=dir,
+            phase="running" if self._started else "startup",
+            **describe_os_error(cause),
+        )
         for key, log in list(self._logs.items()):
             if str(log.dir.parent) == dir:
                 log.offline = True

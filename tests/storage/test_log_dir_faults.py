@@ -1,0 +1,148 @@
+"""Log-directory faults on a real filesystem: a full tmpfs (ENOSPC), a file where a directory
+should be, and what is logged about them."""
+
+from __future__ import annotations
+
+import errno
+import os
+
+import pytest
+from structlog.testing import capture_logs
+
+from kafkalite.storage.config import LogConfig
+from kafkalite.storage.errors import LogDirFailure
+from kafkalite.storage.index import OffsetIndex, TimeIndex
+from kafkalite.storage.log import Log
+from kafkalite.storage.log_manager import LogManager
+from tests.harness.tmpfs import fill, mounted_tmpfs
+from tests.storage.conftest import make_batch
+
+
+def is_sparse(stat: os.stat_result) -> bool:
+    return stat.st_blocks * 512 < stat.st_size
+
+
+@pytest.fixture
+def full_fs(tmp_path):
+    with mounted_tmpfs(tmp_path / "full", "1m") as path:
+        yield path
+
+
+@pytest.mark.parametrize("index_class", [OffsetIndex, TimeIndex])
+def test_an_index_on_a_full_filesystem_is_refused_at_creation(full_fs, index_class):
+    """A sparse preallocated index would be accepted and then fault (SIGBUS) on first touch."""
+    fill(full_fs)
+    file = full_fs / "00000000000000000000.index"
+    with pytest.raises(OSError) as refused:
+        index_class(file, 0, 256 * 1024)
+    assert refused.value.errno == errno.ENOSPC
+    assert not file.exists(), "no half-made index is left behind"
+
+
+def test_growing_an_index_on_a_full_filesystem_raises_enospc(full_fs):
+    index = OffsetIndex(full_fs / "00000000000000000000.index", 0, 4096)
+    index.append(5, 100)
+    index.trim_to_valid_size()
+    fill(full_fs)
+    with pytest.raises(OSError) as refused:
+        index.resize(256 * 1024)
+    assert refused.value.errno == errno.ENOSPC
+    assert index.entry(0) == (5, 100), "the entries stay readable"
+    index.close()
+
+
+def test_a_sparse_index_found_on_load_is_filled_in_before_it_is_mapped(tmp_path):
+    file = tmp_path / "00000000000000000000.index"
+    fd = os.open(file, os.O_RDWR | os.O_CREAT, 0o644)
+    os.ftruncate(fd, 1024 * 1024)  # what an older version (or a crash) left: all holes
+    os.close(fd)
+    assert is_sparse(os.stat(file))
+    index = OffsetIndex(file, 0, 1024 * 1024)
+    assert not is_sparse(os.stat(file))
+    index.close_handler()
+
+
+def test_a_new_index_has_real_blocks(tmp_path):
+    index = OffsetIndex(tmp_path / "00000000000000000000.index", 0, 1024 * 1024)
+    stat = os.stat(index.file)
+    assert stat.st_size == 1024 * 1024 and not is_sparse(stat)
+    index.resize(2 * 1024 * 1024)
+    assert not is_sparse(os.stat(index.file))
+    index.close()
+
+
+def test_a_sparse_index_on_a_full_filesystem_takes_the_log_dir_offline(tmp_path, full_fs):
+    """The issue's start-up crash, in-process: loading a crashed segment whose preallocated
+    index is sparse, on a full filesystem, is a log-dir failure naming the directory."""
+    log = Log(full_fs / "t-1", LogConfig(segment_index_bytes=4096))
+    log.append_as_leader(make_batch(3), 0)
+    log._close_quietly()  # a crash: the index is not trimmed, nothing is checkpointed
+    index = full_fs / "t-1" / "00000000000000000000.index"
+    os.truncate(index, 0)
+    os.truncate(index, 256 * 1024)  # sparse, as the old preallocation made it
+    fill(full_fs)
+    good = tmp_path / "good"
+    with capture_logs() as logs:
+        manager = LogManager([good, full_fs], LogConfig())
+        manager.startup()
+    assert manager.offline_dirs == {str(full_fs.resolve())}
+    errors = [e for e in logs if e["log_level"] == "error"]
+    assert errors and errors[0]["log_dir"] == str(full_fs.resolve())
+    assert errors[0]["errno"] == "ENOSPC" and errors[0]["phase"] == "startup"
+    warnings = [e for e in logs if e["log_level"] == "warning"]
+    assert warnings and warnings[0]["offline_log_dirs"] == [str(full_fs.resolve())]
+    assert manager.get_or_create_log("t", 0).dir.parent == good.resolve()
+    manager.shutdown()
+
+
+def test_a_failure_while_running_is_logged_with_its_errno(tmp_path, full_fs):
+    manager = LogManager([tmp_path / "good", full_fs], LogConfig(segment_index_bytes=4096))
+    manager.startup()
+    manager.get_or_create_log("t", 0)
+    log = manager.get_or_create_log("t", 1)
+    assert log.dir.parent == full_fs.resolve()
+    fill(full_fs)
+    with capture_logs() as logs:
+        with pytest.raises(LogDirFailure):
+            for _ in range(100):
+                log.append_as_leader(make_batch(10, value_size=1000), 0)
+    assert manager.offline_dirs == {str(full_fs.resolve())}
+    [error] = [e for e in logs if e["log_level"] == "error"]
+    assert error["log_dir"] == str(full_fs.resolve())
+    assert error["errno"] == "ENOSPC" and "No space left" in error["error"]
+    assert error["phase"] == "running"
+    manager.shutdown()
+
+
+def test_a_file_where_a_log_dir_should_be_is_a_logged_offline_dir(tmp_path):
+    """EACCES-like failures cannot be made with chmod as root: a file in the way of the
+    directory fails its creation the same way."""
+    blocked = tmp_path / "blocked"
+    blocked.write_text("not a directory")
+    with capture_logs() as logs:
+        manager = LogManager([tmp_path / "good", blocked], LogConfig())
+        manager.startup()
+    assert manager.offline_dirs == {str(blocked.resolve())}
+    [error] = [e for e in logs if e["log_level"] == "error"]
+    assert error["log_dir"] == str(blocked.resolve()) and error["errno"] == "EEXIST"
+    [warning] = [e for e in logs if e["log_level"] == "warning"]
+    assert warning["offline_log_dirs"] == [str(blocked.resolve())]
+    manager.shutdown()
+
+
+def test_recovery_logs_the_tail_it_truncates(tmp_path):
+    log = Log(tmp_path / "t-0", LogConfig())
+    for _ in range(3):
+        log.append_as_leader(make_batch(2), 0)
+    segment_file = log.active_segment.log.file
+    kept = log.active_segment.size
+    log.close()
+    with open(segment_file, "ab") as f:
+        f.write(bytes(make_batch(4))[:50])  # a torn batch: the crash cut it
+    with capture_logs() as logs:
+        again = Log(tmp_path / "t-0", LogConfig(), recovery_point=0, had_clean_shutdown=False)
+    assert again.log_end_offset == 6
+    [warning] = [e for e in logs if e["event"] == "recovery truncated a torn or corrupt tail"]
+    assert warning["partition"] == "t-0" and warning["bytes"] == 50
+    assert warning["kept_up_to_offset"] == 6 and warning["position"] == kept
+    again.close()
