@@ -1,0 +1,189 @@
+"""Storage faults against a broker subprocess on a real full filesystem (a 2 MiB tmpfs).
+
+The broker has two log directories: ``good`` (on the test's disk, which also holds the embedded
+coordination store) and ``full`` (the tmpfs). A topic of two partitions puts ``t-0`` in
+``good`` and ``t-1`` in ``full`` (new logs go to the directory holding fewest).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from tests.harness.broker import BrokerProcess
+from tests.harness.tmpfs import fill, mounted_tmpfs
+from tests.integration.common import DEADLINE_S, wait_for
+
+try:
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+except ImportError as e:  # pragma: no cover - a missing client fails loudly
+    raise ImportError("confluent-kafka is missing: pip install -e '.[test]'") from e
+
+TOPIC = "t"
+
+
+@pytest.fixture
+def dirs(tmp_path):
+    good = tmp_path / "good"
+    with mounted_tmpfs(tmp_path / "full", "2m") as full:
+        yield good, full
+
+
+def start_broker(tmp_path, good, full) -> BrokerProcess:
+    return BrokerProcess(
+        tmp_path / "broker",
+        overrides={
+            "log.dirs": f"{good},{full}",
+            # 64 KiB indexes: preallocated for real, they must fit the 2 MiB filesystem
+            "log.index.size.max.bytes": "65536",
+        },
+    ).start()
+
+
+def create_topic(broker: BrokerProcess) -> None:
+    client = AdminClient({"bootstrap.servers": broker.bootstrap})
+    futures = client.create_topics([NewTopic(TOPIC, 2, 1)], operation_timeout=30)
+    futures[TOPIC].result(timeout=30)
+
+
+def log_events(broker: BrokerProcess) -> list[dict]:
+    events = []
+    for line in broker.log_text().splitlines():
+        if line.startswith("{"):
+            try:
+                events.append(json.loads(line))
+            except ValueError:
+                continue
+    return events
+
+
+def produce(broker: BrokerProcess, partition: int, count: int, size: int = 1000):
+    """``count`` values of ``size`` bytes, acks=all, no client retries (so the application
+    sees the broker's own error code); returns ({offset: value}, [error names])."""
+    producer = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "acks": "all",
+            "retries": 0,
+            "linger.ms": 5,
+            "batch.size": 16384,
+            "message.timeout.ms": 30000,
+        }
+    )
+    acked: dict[int, bytes] = {}
+    errors: list[str] = []
+
+    def on_delivery(err, msg):
+        if err is None:
+            acked[msg.offset()] = msg.value()
+        else:
+            errors.append(err.name())
+
+    for i in range(count):
+        producer.produce(
+            TOPIC, (b"%08d" % i) * (size // 8), partition=partition, on_delivery=on_delivery
+        )
+        producer.poll(0)
+    assert producer.flush(DEADLINE_S) == 0, "deliveries still pending"
+    return acked, errors
+
+
+def consume(broker: BrokerProcess, partition: int, count: int) -> dict[int, bytes]:
+    consumer = Consumer(
+        {"bootstrap.servers": broker.bootstrap, "group.id": "check", "enable.auto.commit": False}
+    )
+    consumer.assign([TopicPartition(TOPIC, partition, 0)])
+    received: dict[int, bytes] = {}
+
+    def done():
+        for msg in consumer.consume(500, timeout=0.5):
+            if msg.error() is None:
+                received[msg.offset()] = msg.value()
+        return len(received) >= count
+
+    try:
+        wait_for(done, f"{count} records of {TOPIC}-{partition}")
+    finally:
+        consumer.close()
+    return received
+
+
+def test_disk_full_while_producing_answers_kafka_storage_error_and_loses_no_ack(tmp_path, dirs):
+    good, full = dirs
+    broker = start_broker(tmp_path, good, full)
+    try:
+        create_topic(broker)
+        wait_for(lambda: (full / f"{TOPIC}-1").is_dir(), "t-1 in the full directory")
+        assert (good / f"{TOPIC}-0").is_dir()
+        fill(full, leave_bytes=300 * 1024)
+        acked, errors = produce(broker, 1, 1000)
+        assert errors, "the filesystem filled up: some records must have been refused"
+        assert set(errors) == {"KAFKA_STORAGE_ERROR"}, errors
+        assert acked, "records written before the disk filled up are acknowledged"
+        assert broker.running
+        failures = [
+            e for e in log_events(broker) if e.get("event", "").startswith("log directory failed")
+        ]
+        assert len(failures) == 1, failures
+        assert failures[0]["log_dir"] == str(full) and failures[0]["errno"] == "ENOSPC"
+        # the healthy directory keeps serving
+        good_acked, good_errors = produce(broker, 0, 10)
+        assert len(good_acked) == 10 and not good_errors
+        broker.stop()
+
+        os.unlink(full / "filler")  # the operator frees space and restarts
+        broker.start()
+        received = consume(broker, 1, len(acked))
+        assert {o: received.get(o) for o in acked} == acked, "an acknowledged record is lost"
+        truncations = [
+            e
+            for e in log_events(broker)
+            if e.get("event") == "recovery truncated a torn or corrupt tail"
+        ]
+        assert truncations and truncations[0]["partition"] == f"{TOPIC}-1"
+        assert truncations[0]["kept_up_to_offset"] == max(acked) + 1
+        assert truncations[0]["bytes"] > 0
+    finally:
+        broker.kill()
+
+
+def test_a_broker_starts_with_a_full_directory_holding_a_sparse_index(tmp_path, dirs):
+    """The issue's SIGBUS: a crashed segment's preallocated index left sparse, on a full
+    filesystem, killed the broker while loading (exit 135, nothing logged)."""
+    good, full = dirs
+    broker = start_broker(tmp_path, good, full)
+    try:
+        create_topic(broker)
+        wait_for(lambda: (full / f"{TOPIC}-1").is_dir(), "t-1 in the full directory")
+        for partition in (0, 1):
+            acked, errors = produce(broker, partition, 20)
+            assert len(acked) == 20 and not errors
+        broker.kill()  # a crash: the active indexes stay preallocated
+        index = full / f"{TOPIC}-1" / "00000000000000000000.index"
+        os.truncate(index, 0)
+        os.truncate(index, 256 * 1024)  # sparse, as the old preallocation left it
+        fill(full)
+
+        broker.start()
+        failures = [
+            e for e in log_events(broker) if e.get("event", "").startswith("log directory failed")
+        ]
+        assert failures and failures[0]["log_dir"] == str(full)
+        assert failures[0]["errno"] == "ENOSPC"
+        assert len(consume(broker, 0, 20)) == 20, "the healthy directory serves"
+        acked, errors = produce(broker, 0, 5)
+        assert len(acked) == 5 and not errors
+
+        def t1_has_no_leader():
+            metadata = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(
+                TOPIC, timeout=10
+            )
+            partition = metadata.topics[TOPIC].partitions[1]
+            return partition.leader == -1
+
+        wait_for(t1_has_no_leader, "t-1 offline (its only replica is in the full directory)")
+    finally:
+        broker.kill()
