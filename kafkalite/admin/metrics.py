@@ -184,6 +184,7 @@ class BrokerCollector(Collector):
         yield from self._replica_metrics()
         yield from self._controller_metrics()
         yield from self._log_metrics()
+        yield from storage_fault_metrics(self.server)
         yield from self._group_metrics()
         yield from self._network_metrics()
 
@@ -339,6 +340,18 @@ class BrokerCollector(Collector):
             "Open Kafka-protocol client connections",
             value=socket_server.connection_count if socket_server is not None else 0,
         )
+
+
+def storage_fault_metrics(server: Any) -> Iterable[Any]:
+    """Storage faults this broker knows of (see ``storage_status``): partitions offline
+    because of storage, and what the segment verifier found."""
+    from kafkalite.admin.storage_status import offline_storage_partitions
+
+    yield GaugeMetricFamily(
+        "kafkalite_offline_storage_partitions",
+        "Hosted partitions offline because their log directory failed or vanished",
+        value=len(offline_storage_partitions(server)),
+    )
 
 
 def offline_partition_count(metadata_cache: Any) -> int:

@@ -12,7 +12,8 @@ import os
 
 import pytest
 
-from tests.harness.broker import BrokerProcess
+from tests.admin.conftest import AdminClient as AdminApi
+from tests.harness.broker import BrokerProcess, free_port
 from tests.harness.tmpfs import fill, mounted_tmpfs
 from tests.integration.common import DEADLINE_S, wait_for
 
@@ -33,14 +34,31 @@ def dirs(tmp_path):
 
 
 def start_broker(tmp_path, good, full) -> BrokerProcess:
-    return BrokerProcess(
+    admin_port = free_port()
+    broker = BrokerProcess(
         tmp_path / "broker",
         overrides={
             "log.dirs": f"{good},{full}",
             # 64 KiB indexes: preallocated for real, they must fit the 2 MiB filesystem
             "log.index.size.max.bytes": "65536",
+            "admin.listener": f"http://127.0.0.1:{admin_port}",
         },
-    ).start()
+    )
+    broker.admin = AdminApi(f"http://127.0.0.1:{admin_port}")
+    return broker.start()
+
+
+def metric_samples(broker: BrokerProcess) -> dict[str, float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    answer = broker.admin.get("/metrics")
+    assert answer.status == 200
+    return {
+        sample.name: sample.value
+        for family in text_string_to_metric_families(answer.body)
+        for sample in family.samples
+        if not sample.labels
+    }
 
 
 def create_topic(broker: BrokerProcess) -> None:
@@ -129,6 +147,13 @@ def test_disk_full_while_producing_answers_kafka_storage_error_and_loses_no_ack(
         ]
         assert len(failures) == 1, failures
         assert failures[0]["log_dir"] == str(full) and failures[0]["errno"] == "ENOSPC"
+        # counted in /metrics, shown in /brokers and on the dashboard
+        samples = metric_samples(broker)
+        assert samples["kafkalite_offline_log_dirs"] == 1
+        assert samples["kafkalite_offline_storage_partitions"] == 1
+        [listed] = broker.admin.get("/brokers").body
+        assert listed["offline_log_dirs"] == [str(full)] and listed["offline_partitions"] == 1
+        assert "offline log dirs" in broker.admin.get("/").body
         # the healthy directory keeps serving
         good_acked, good_errors = produce(broker, 0, 10)
         assert len(good_acked) == 10 and not good_errors
@@ -136,6 +161,8 @@ def test_disk_full_while_producing_answers_kafka_storage_error_and_loses_no_ack(
 
         os.unlink(full / "filler")  # the operator frees space and restarts
         broker.start()
+        [listed] = broker.admin.get("/brokers").body
+        assert listed["offline_log_dirs"] == [] and listed["offline_partitions"] == 0
         received = consume(broker, 1, len(acked))
         assert {o: received.get(o) for o in acked} == acked, "an acknowledged record is lost"
         truncations = [
