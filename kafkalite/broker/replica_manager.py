@@ -331,6 +331,9 @@ class ReplicaManager:
         listeners = getattr(log_manager, "log_dir_failure_listeners", None)
         if listeners is not None:
             listeners.append(self.handle_log_dir_failure)
+        partition_listeners = getattr(log_manager, "partition_failure_listeners", None)
+        if partition_listeners is not None:
+            partition_listeners.append(self.handle_partition_failure)
 
     # -- partitions ---------------------------------------------------------------------------
 
@@ -427,6 +430,10 @@ class ReplicaManager:
         ]
         self.mark_log_dir_offline(affected)
         return affected
+
+    def handle_partition_failure(self, topic: str, partition: int) -> None:
+        """One partition's storage failed (its directory vanished): it alone goes offline."""
+        self.mark_log_dir_offline([TopicPartition(topic, partition)])
 
     def _complete_delayed_requests(self, tp: TopicPartition) -> None:
         self.produce_purgatory.check_and_complete(tp)
@@ -746,6 +753,11 @@ class ReplicaManager:
                     new_fetchers[tp] = (state.leader, log_.log_end_offset)
             except (KafkaError, OSError) as e:
                 errors[tp] = _error_result_code(e)  # an OSError is KAFKA_STORAGE_ERROR
+                if errors[tp] is ErrorCode.KAFKA_STORAGE_ERROR:
+                    # Kafka's makeLeaders/makeFollowers: the replica is offline from now on
+                    # (its log is in a failed directory, or its own directory is missing).
+                    log.error("replica offline", partition=str(tp), error=str(e))
+                    self.offline_partitions.add(tp)
                 continue
             self.partitions[tp] = partition
             errors[tp] = ErrorCode.NONE
@@ -803,9 +815,14 @@ class ReplicaManager:
                 partition = self.partitions.pop(tp, None)
                 if partition is not None:
                     partition.make_offline()
+                is_missing = getattr(self.log_manager, "is_missing", None)
+                missing = is_missing is not None and is_missing(tp.topic, tp.partition)
                 try:
-                    if self.log_manager.get_log(tp.topic, tp.partition) is not None:
+                    if missing or self.log_manager.get_log(tp.topic, tp.partition) is not None:
                         self.log_manager.delete_log(tp.topic, tp.partition)
+                    if missing:  # deleting the partition accepts the loss of its directory
+                        self.offline_partitions.discard(tp)
+                        errors[tp] = ErrorCode.NONE
                 except (KafkaError, OSError) as e:
                     errors[tp] = _error_result_code(e)
             self._complete_delayed_requests(tp)

@@ -26,6 +26,15 @@ serving the other directories. Nothing here raises an OSError to callers. Each f
 logged once, as an error naming the directory and the OS error (errno name and message); a
 start-up that leaves directories offline also logs a warning listing them.
 
+A partition directory that vanished (deleted by hand, a botched cleanup) is never replaced by
+an empty log: a partition named in a directory's recovery-point checkpoint whose directory is
+missing at start-up, or an online log whose directory disappears while running (checked every
+``log_dir_check_interval_ms``), is *missing*: offline (KAFKA_STORAGE_ERROR), reported as an
+error, its checkpoint entries kept so a restart remembers it, and ``get_or_create_log`` refuses
+to create it until the directory is back (a restart loads it) or the partition is deleted.
+``partition_failure_listeners`` are told ``(topic, partition)`` so leadership moves to another
+replica. Kafka recreates such a log empty and serves it, losing every acknowledged record.
+
 The periodic work (retention, flush.ms, fsync of rolled segments, checkpoints) is done by
 ``run_scheduler()`` on the event loop, fsyncs in a worker thread. ``maybe_run_periodic_tasks``
 does one round synchronously (tests drive it with a fake clock). ``run_scheduler()`` also starts
@@ -46,6 +55,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import NamedTuple
 
 import structlog
 
@@ -97,6 +107,7 @@ class LogManager:
         flush_recovery_offset_checkpoint_interval_ms: int = 60_000,
         flush_start_offset_checkpoint_interval_ms: int = 60_000,
         high_watermark_checkpoint_interval_ms: int = 5_000,
+        log_dir_check_interval_ms: int = 10_000,
         cleaner_config: CleanerConfig | None = None,
         time_ms: Callable[[], int] = _wall_clock_ms,
     ) -> None:
@@ -114,11 +125,15 @@ class LogManager:
         )
         self.flush_start_offset_checkpoint_interval_ms = flush_start_offset_checkpoint_interval_ms
         self.high_watermark_checkpoint_interval_ms = high_watermark_checkpoint_interval_ms
+        self.log_dir_check_interval_ms = log_dir_check_interval_ms
         self._time_ms = time_ms
         self._logs: dict[TopicPartitionKey, Log] = {}
         self._offline_logs: dict[TopicPartitionKey, Log] = {}
         self.offline_dirs: set[str] = set()
         self.log_dir_failure_listeners: list[Callable[[str], None]] = []
+        # Partitions whose own directory is missing: key -> (log dir, checkpointed offsets).
+        self._missing_logs: dict[TopicPartitionKey, tuple[str, MissingLogOffsets]] = {}
+        self.partition_failure_listeners: list[Callable[[str, int], None]] = []
         self._locks: dict[str, int] = {}
         self._last_run: dict[str, int] = {}
         self._started = False
@@ -161,7 +176,7 @@ class LogManager:
             )
         self.cleaner.load_checkpoints([d for d in self.log_dirs if d not in self.offline_dirs])
         now = self._time_ms()
-        for task in ("retention", "flush", "recovery", "start", "hw"):
+        for task in ("retention", "flush", "recovery", "start", "hw", "dirs"):
             self._last_run[task] = now
         self._started = True
 
@@ -202,6 +217,21 @@ class LogManager:
             log.high_watermark = high_watermarks.get(key, log.log_start_offset)
             self._watch_truncation(log)
             self._logs[key] = log
+        for key in sorted(recovery_points.keys() - self._logs.keys()):
+            if key in self._missing_logs:
+                continue
+            offsets = MissingLogOffsets(
+                recovery_points[key], start_offsets.get(key, 0), high_watermarks.get(key, 0)
+            )
+            self._missing_logs[key] = (dir, offsets)
+            logger.error(
+                "partition directory missing, the partition stays offline (not recreated empty)",
+                partition=f"{key[0]}-{key[1]}",
+                log_dir=dir,
+                partition_dir=str(path / log_dir_name(*key)),
+                checkpointed_recovery_point=offsets.recovery_point,
+                checkpointed_high_watermark=offsets.high_watermark,
+            )
 
     def _read_checkpoint(self, path: Path) -> dict[TopicPartitionKey, int]:
         try:
@@ -269,6 +299,14 @@ class LogManager:
         key = (topic, partition)
         return self._logs.get(key) or self._offline_logs.get(key)
 
+    def offline_log_keys(self) -> list[TopicPartitionKey]:
+        """(topic, partition) of every log this manager holds offline, or knows is missing."""
+        return sorted(self._offline_logs.keys() | self._missing_logs.keys())
+
+    def is_missing(self, topic: str, partition: int) -> bool:
+        """True if the partition's directory vanished (see the module docstring)."""
+        return (topic, partition) in self._missing_logs
+
     def all_logs(self) -> list[Log]:
         """Every online log."""
         return list(self._logs.values())
@@ -298,6 +336,12 @@ class LogManager:
             if config is not None:
                 existing.update_config(config)
             return existing
+        missing = self._missing_logs.get((topic, partition))
+        if missing is not None:
+            raise StorageError(
+                f"The log directory of {topic}-{partition} in {missing[0]} is missing: not "
+                "recreated empty (restore it and restart, or move the replica elsewhere)"
+            )
         if not is_new and self.offline_dirs:
             raise StorageError(
                 f"Can not create log for {topic}-{partition} because log directories "
@@ -344,6 +388,7 @@ class LogManager:
         """Remove the log: rename its directory to ``<topic>-<partition>.<uuid>-delete``, then
         delete it. Returns the removed log (None if there was none)."""
         key = (topic, partition)
+        self._missing_logs.pop(key, None)  # deleting the partition accepts its loss
         log = self._logs.pop(key, None) or self._offline_logs.pop(key, None)
         if log is None:
             return None
@@ -373,15 +418,30 @@ class LogManager:
         self._for_each_online_dir(
             lambda dir, logs: OffsetCheckpointFile(
                 Path(dir) / RECOVERY_POINT_CHECKPOINT_FILE
-            ).write({log.topic_partition: log.recovery_point for log in logs})
+            ).write(
+                {log.topic_partition: log.recovery_point for log in logs}
+                | self._missing_offsets(dir, 0)
+            )
         )
 
     def checkpoint_log_start_offsets(self) -> None:
         self._for_each_online_dir(
             lambda dir, logs: OffsetCheckpointFile(
                 Path(dir) / LOG_START_OFFSET_CHECKPOINT_FILE
-            ).write({log.topic_partition: log.log_start_offset for log in logs})
+            ).write(
+                {log.topic_partition: log.log_start_offset for log in logs}
+                | self._missing_offsets(dir, 1)
+            )
         )
+
+    def _missing_offsets(self, dir: str, field: int) -> dict[TopicPartitionKey, int]:
+        """A field of the checkpointed offsets of the missing partitions of ``dir``: they stay
+        in the checkpoints, so a restart still knows the partition existed there."""
+        return {
+            key: offsets[field]
+            for key, (missing_dir, offsets) in self._missing_logs.items()
+            if missing_dir == dir
+        }
 
     def checkpoint_high_watermarks(
         self, high_watermarks: Mapping[TopicPartitionKey, int] | None = None
@@ -397,7 +457,9 @@ class LogManager:
                     if high_watermarks
                     else log.high_watermark
                 )
-            OffsetCheckpointFile(Path(dir) / HIGH_WATERMARK_CHECKPOINT_FILE).write(offsets)
+            OffsetCheckpointFile(Path(dir) / HIGH_WATERMARK_CHECKPOINT_FILE).write(
+                offsets | self._missing_offsets(dir, 2)
+            )
 
         self._for_each_online_dir(write)
 
@@ -405,12 +467,15 @@ class LogManager:
         logs = self.logs_by_dir().get(dir, [])
         OffsetCheckpointFile(Path(dir) / RECOVERY_POINT_CHECKPOINT_FILE).write(
             {log.topic_partition: log.recovery_point for log in logs}
+            | self._missing_offsets(dir, 0)
         )
         OffsetCheckpointFile(Path(dir) / LOG_START_OFFSET_CHECKPOINT_FILE).write(
             {log.topic_partition: log.log_start_offset for log in logs}
+            | self._missing_offsets(dir, 1)
         )
         OffsetCheckpointFile(Path(dir) / HIGH_WATERMARK_CHECKPOINT_FILE).write(
             {log.topic_partition: log.high_watermark for log in logs}
+            | self._missing_offsets(dir, 2)
         )
 
     def _for_each_online_dir(self, action: Callable[[str, list[Log]], None]) -> None:
@@ -473,6 +538,40 @@ class LogManager:
         if now - self._last_run["start"] >= self.flush_start_offset_checkpoint_interval_ms:
             self._last_run["start"] = now
             self.checkpoint_log_start_offsets()
+        if now - self._last_run.get("dirs", now) >= self.log_dir_check_interval_ms:
+            self._last_run["dirs"] = now
+            self.check_partition_dirs()
+
+    def check_partition_dirs(self) -> list[TopicPartitionKey]:
+        """Take offline every online log whose directory vanished (one stat per log); returns
+        them. Writes to the open files of a deleted directory still succeed, so without this
+        the loss would only show at the next restart."""
+        vanished = [
+            key
+            for key, log in self._logs.items()
+            if not os.path.isdir(log.dir) and str(log.dir.parent) not in self.offline_dirs
+        ]
+        for key in vanished:
+            log = self._logs.pop(key)
+            dir = str(log.dir.parent)
+            self._missing_logs[key] = (
+                dir,
+                MissingLogOffsets(log.recovery_point, log.log_start_offset, log.high_watermark),
+            )
+            log.offline = True
+            log._close_quietly()
+            self._offline_logs[key] = log
+            logger.error(
+                "partition directory vanished while running, the partition goes offline",
+                partition=f"{key[0]}-{key[1]}",
+                log_dir=dir,
+                partition_dir=str(log.dir),
+                log_end_offset=log.log_end_offset,
+                high_watermark=log.high_watermark,
+            )
+            for listener in list(self.partition_failure_listeners):
+                listener(*key)
+        return vanished
 
     def cleanup_logs(self) -> int:
         """Retention for every log (cleanup.policy=delete). Returns segments deleted."""
@@ -540,6 +639,14 @@ class LogManager:
             if self._cleaner_task is not None:
                 self._cleaner_task.cancel()
                 self._cleaner_task = None
+
+
+class MissingLogOffsets(NamedTuple):
+    """The checkpointed offsets of a partition whose directory is missing."""
+
+    recovery_point: int
+    log_start_offset: int
+    high_watermark: int
 
 
 def _fsync_and_close(fds: list[int]) -> None:

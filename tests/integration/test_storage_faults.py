@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 
 import pytest
 
@@ -214,3 +215,74 @@ def test_a_broker_starts_with_a_full_directory_holding_a_sparse_index(tmp_path, 
         wait_for(t1_has_no_leader, "t-1 offline (its only replica is in the full directory)")
     finally:
         broker.kill()
+
+
+def test_a_deleted_partition_directory_moves_leadership_and_is_never_served_empty(tmp_path):
+    """The issue's vanished partition: 1,500 acknowledged records, the leader's partition
+    directory deleted while it runs. The leader notices, the controller elects the other
+    replica (which has every record), and the old leader, restarted, does not come back with
+    an empty log: its replica stays offline, with an error naming the partition."""
+    from tests.harness.zookeeper import ZooKeeperServer
+
+    with ZooKeeperServer(tmp_path / "zk") as zk:
+        brokers = {
+            broker_id: BrokerProcess(
+                tmp_path / f"broker{broker_id}",
+                broker_id=broker_id,
+                overrides={
+                    "zookeeper.connect": zk.connect_string("/vanished"),
+                    "replica.lag.time.max.ms": "5000",
+                    "unclean.leader.election.enable": "false",
+                },
+            )
+            for broker_id in (1, 2)
+        }
+        try:
+            for broker in brokers.values():
+                broker.start()
+            bootstrap = ",".join(b.bootstrap for b in brokers.values())
+            admin = AdminClient({"bootstrap.servers": bootstrap})
+            admin.create_topics([NewTopic(TOPIC, 1, 2)], operation_timeout=30)[TOPIC].result(30)
+
+            def leader():
+                metadata = admin.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions[0]
+                return metadata.leader if len(metadata.isrs) == 2 else None
+
+            first = wait_for(leader, "a leader with both replicas in sync")
+            acked, errors = produce(brokers[first], 0, 1500, size=16)
+            assert len(acked) == 1500 and not errors
+            old = brokers[first]
+            survivor = brokers[3 - first]
+            partition_dir = old.log_dir / f"{TOPIC}-0"
+            wait_for(partition_dir.is_dir, "the leader's partition directory")
+            shutil.rmtree(partition_dir)
+
+            def new_leader():
+                metadata = admin.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions[0]
+                return metadata.leader == survivor.broker_id
+
+            wait_for(new_leader, "leadership moved off the vanished directory", timeout=60)
+            received = consume(survivor, 0, 1500)
+            assert {o: received.get(o) for o in acked} == acked
+            vanished = [
+                e
+                for e in log_events(old)
+                if e.get("event", "").startswith("partition directory vanished")
+            ]
+            assert vanished and vanished[0]["partition"] == f"{TOPIC}-0"
+
+            old.stop()
+            old.start()
+            missing = [
+                e
+                for e in log_events(old)
+                if e.get("event", "").startswith("partition directory missing")
+            ]
+            assert missing and missing[0]["partition"] == f"{TOPIC}-0"
+            assert not partition_dir.exists(), "not recreated empty"
+            metadata = admin.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions[0]
+            assert metadata.leader == survivor.broker_id
+            assert metadata.isrs == [survivor.broker_id]
+        finally:
+            for broker in brokers.values():
+                broker.kill()

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 
 import pytest
 from structlog.testing import capture_logs
 
 from kafkalite.storage.config import LogConfig
-from kafkalite.storage.errors import LogDirFailure
+from kafkalite.storage.errors import LogDirFailure, LogOfflineError, StorageError
 from kafkalite.storage.index import OffsetIndex, TimeIndex
 from kafkalite.storage.log import Log
 from kafkalite.storage.log_manager import LogManager
@@ -146,3 +147,72 @@ def test_recovery_logs_the_tail_it_truncates(tmp_path):
     assert warning["partition"] == "t-0" and warning["bytes"] == 50
     assert warning["kept_up_to_offset"] == 6 and warning["position"] == kept
     again.close()
+
+
+# ---------------------------------------------------------------- a partition directory vanishes
+
+
+def test_a_partition_dir_missing_at_start_up_is_not_recreated_empty(tmp_path):
+    manager = LogManager([tmp_path], LogConfig())
+    manager.startup()
+    log = manager.get_or_create_log("t", 0)
+    for _ in range(5):
+        log.append_as_leader(make_batch(300), 0)
+    manager.get_or_create_log("t", 1)
+    manager.shutdown()
+    shutil.rmtree(tmp_path / "t-0")  # an operator's mistake while the broker was down
+
+    with capture_logs() as logs:
+        again = LogManager([tmp_path], LogConfig())
+        again.startup()
+    assert again.get_log("t", 0) is None and again.is_missing("t", 0)
+    assert again.offline_log_keys() == [("t", 0)]
+    [error] = [e for e in logs if e["log_level"] == "error"]
+    assert error["partition"] == "t-0" and error["checkpointed_recovery_point"] == 1500
+    for is_new in (False, True):
+        with pytest.raises(StorageError, match="missing") as refused:
+            again.get_or_create_log("t", 0, is_new=is_new)
+        assert refused.value.error_code.name == "KAFKA_STORAGE_ERROR"
+    assert not (tmp_path / "t-0").exists(), "no empty stand-in was created"
+    assert again.get_log("t", 1) is not None, "the other partitions serve"
+    again.shutdown()
+
+    third = LogManager([tmp_path], LogConfig())  # remembered across any number of restarts
+    third.startup()
+    assert third.is_missing("t", 0)
+    third.delete_log("t", 0)  # deleting the partition accepts the loss
+    assert not third.is_missing("t", 0)
+    assert third.get_or_create_log("t", 0).log_end_offset == 0
+    third.shutdown()
+
+
+def test_a_partition_dir_deleted_while_running_goes_offline(tmp_path, clock):
+    manager = LogManager([tmp_path], LogConfig(), log_dir_check_interval_ms=10_000, time_ms=clock)
+    manager.startup()
+    told = []
+    manager.partition_failure_listeners.append(
+        lambda topic, partition: told.append((topic, partition))
+    )
+    log = manager.get_or_create_log("t", 0)
+    log.append_as_leader(make_batch(1500), 0)
+    log.high_watermark = 1500
+    other = manager.get_or_create_log("t", 1)
+    shutil.rmtree(log.dir)
+    log.append_as_leader(make_batch(1), 0)  # writes to the unlinked files still succeed
+    clock.advance(10_000)
+    with capture_logs() as logs:
+        manager.maybe_run_periodic_tasks()
+    assert told == [("t", 0)] and log.offline and manager.is_missing("t", 0)
+    [error] = [e for e in logs if e["log_level"] == "error"]
+    assert error["partition"] == "t-0" and error["high_watermark"] == 1500
+    with pytest.raises(LogOfflineError):
+        log.read(0, 100)
+    other.append_as_leader(make_batch(1), 0)
+    manager.shutdown()
+
+    again = LogManager([tmp_path], LogConfig())
+    again.startup()
+    assert again.is_missing("t", 0) and again.get_log("t", 1) is not None
+    with pytest.raises(StorageError):
+        again.get_or_create_log("t", 0, is_new=False)
+    again.shutdown()
