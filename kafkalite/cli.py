@@ -6,6 +6,7 @@
     kafkalite topics alter NAME [--partitions N] [--config k=v]... [--delete-config k]...
     kafkalite produce TOPIC [--partition P] [--key-separator SEP] [--acks A]   (lines on stdin)
     kafkalite consume TOPIC [--partition P] [--from-beginning | --offset N] [--max-messages N]
+    kafkalite storage verify PATH   (offline check of segments and indexes, kafkalite/admin/storage_cli.py)
 
 The tools speak the Kafka protocol to any broker (`--bootstrap-server`, default
 127.0.0.1:9092) through the project's async client (kafkalite/client/). Exit status: 0 on
@@ -26,6 +27,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kafkalite.admin.cli import cluster_app, groups_app
+from kafkalite.admin.storage_cli import storage_app
 from kafkalite.config import BrokerConfig, ConfigError
 
 app = typer.Typer(
@@ -37,6 +39,7 @@ topics_app = typer.Typer(
 app.add_typer(topics_app, name="topics")
 app.add_typer(cluster_app, name="cluster")
 app.add_typer(groups_app, name="groups")
+app.add_typer(storage_app, name="storage")
 
 console = Console()
 err_console = Console(stderr=True, soft_wrap=True)

@@ -39,7 +39,8 @@ The periodic work (retention, flush.ms, fsync of rolled segments, checkpoints) i
 ``run_scheduler()`` on the event loop, fsyncs in a worker thread. ``maybe_run_periodic_tasks``
 does one round synchronously (tests drive it with a fake clock). ``run_scheduler()`` also starts
 the log cleaner (``cleaner.py``, compaction of ``cleanup.policy=compact`` logs, when
-``log.cleaner.enable``) and stops it when it ends; the cleaner keeps
+``log.cleaner.enable``) and the segment verifier (``verifier.py``: a throttled check of every
+closed segment's batches and indexes, once each) and stops them when it ends; the cleaner keeps
 ``<dir>/cleaner-offset-checkpoint``, forgets deleted logs and moves its checkpoint back when a
 log is truncated below it.
 """
@@ -69,6 +70,7 @@ from kafkalite.storage.cleaner import CleanerConfig, LogCleaner
 from kafkalite.storage.config import LONG_MAX, LogConfig
 from kafkalite.storage.errors import LogDirFailure, StorageError
 from kafkalite.storage.log import DELETE_DIR_SUFFIX, Log, log_dir_name, parse_topic_partition_name
+from kafkalite.storage.verifier import SegmentVerifier
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
@@ -145,6 +147,8 @@ class LogManager:
             on_log_dir_failure=self._handle_log_dir_failure,
         )
         self._cleaner_task: asyncio.Task[None] | None = None
+        self.verifier = SegmentVerifier(self.all_logs)
+        self._verifier_task: asyncio.Task[None] | None = None
 
     # ================================================================= start-up and shutdown
 
@@ -262,6 +266,9 @@ class LogManager:
         if self._cleaner_task is not None:
             self._cleaner_task.cancel()
             self._cleaner_task = None
+        if self._verifier_task is not None:
+            self._verifier_task.cancel()
+            self._verifier_task = None
         failed_dirs: set[str] = set()
         for log in list(self._logs.values()):
             try:
@@ -629,6 +636,8 @@ class LogManager:
         self._scheduler_task = asyncio.current_task()
         if self.cleaner.config.enable and self._cleaner_task is None:
             self._cleaner_task = asyncio.create_task(self.cleaner.run(), name="log-cleaner")
+        if self._verifier_task is None:
+            self._verifier_task = asyncio.create_task(self.verifier.run(), name="log-verifier")
         try:
             while True:
                 await self._flush_rolled_segments_async()
@@ -639,6 +648,9 @@ class LogManager:
             if self._cleaner_task is not None:
                 self._cleaner_task.cancel()
                 self._cleaner_task = None
+            if self._verifier_task is not None:
+                self._verifier_task.cancel()
+                self._verifier_task = None
 
 
 class MissingLogOffsets(NamedTuple):
