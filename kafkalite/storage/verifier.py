@@ -253,7 +253,11 @@ def _read_entries(path: Path, entry: struct.Struct) -> list[tuple[int, int]]:
         data = path.read_bytes()
     except FileNotFoundError:
         return []
-    whole = len(data) - len(data) % entry.size
+    # The zero tail of a preallocated index (the active segment of a running or crashed
+    # broker) holds no entries: a real entry is never all zeros (no entry at position 0).
+    used = len(data.rstrip(b"\0"))
+    used += -used % entry.size
+    whole = min(used, len(data) - len(data) % entry.size)
     return [entry.unpack_from(data, i) for i in range(0, whole, entry.size)]
 
 
@@ -374,16 +378,18 @@ def verify_path(path: str | os.PathLike[str]) -> Iterator[Finding]:
         return
     if not path.is_dir():
         raise FileNotFoundError(f"{path} does not exist")
-    logs = sorted(path.glob("*.log"))
-    if logs:
+    if _segment_files(path):
         partition_dirs = [path]
-    else:
-        partition_dirs = sorted(p for p in path.iterdir() if p.is_dir() and any(p.glob("*.log")))
+    else:  # a log directory (its own files, such as the embedded store's, are not segments)
+        partition_dirs = sorted(p for p in path.iterdir() if p.is_dir() and _segment_files(p))
     for partition_dir in partition_dirs:
-        for log_file in sorted(partition_dir.glob("*.log")):
-            if not log_file.name.split(".", 1)[0].isdigit():
-                continue
+        for log_file in _segment_files(partition_dir):
             yield from verify_segment_files(log_file, int(log_file.name.split(".", 1)[0]))
+
+
+def _segment_files(dir: Path) -> list[Path]:
+    """``<20 digits>.log`` files of a directory, in offset order."""
+    return sorted(p for p in dir.glob("*.log") if p.name.split(".", 1)[0].isdigit())
 
 
 # ---------------------------------------------------------------------------------- background

@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 
 from tests.admin.conftest import AdminClient as AdminApi
-from tests.harness.broker import BrokerProcess, free_port
+from tests.harness.broker import REPO_ROOT, BrokerProcess, free_port
 from tests.harness.tmpfs import fill, mounted_tmpfs
 from tests.integration.common import DEADLINE_S, wait_for
 
@@ -286,3 +288,63 @@ def test_a_deleted_partition_directory_moves_leadership_and_is_never_served_empt
         finally:
             for broker in brokers.values():
                 broker.kill()
+
+
+def test_a_consumer_never_gets_a_batch_that_fails_its_crc(tmp_path):
+    """librdkafka's default check.crcs=false handed the application a corrupted value before
+    it stopped for good; now the broker refuses the bad batch (CORRUPT_MESSAGE)."""
+    from kafkalite.protocol.records import iter_batch_headers
+
+    broker = BrokerProcess(tmp_path / "broker", overrides={"log.segment.bytes": "100000"}).start()
+    try:
+        create_topic(broker)
+        acked, errors = produce(broker, 0, 200, size=400)
+        assert len(acked) == 200 and not errors
+        broker.stop()
+        segment = sorted((broker.log_dir / f"{TOPIC}-0").glob("*.log"))[0]
+        data = bytearray(segment.read_bytes())
+        batches = list(iter_batch_headers(bytes(data)))
+        assert len(batches) >= 3
+        pos, bad = batches[1]
+        data[pos + bad.batch_length + 12 - 5] ^= 0x55  # a byte of the last record's value
+        segment.write_bytes(data)
+        broker.start()
+
+        consumer = Consumer(
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "group.id": "crc",
+                "enable.auto.commit": False,
+                "check.crcs": False,
+            }
+        )
+        consumer.assign([TopicPartition(TOPIC, 0, 0)])
+        received: dict[int, bytes] = {}
+
+        def refused_after_the_good_batches():
+            for msg in consumer.consume(500, timeout=0.5):
+                if msg.error() is None:
+                    received[msg.offset()] = msg.value()
+            refusals = [
+                e
+                for e in log_events(broker)
+                if e.get("event") == "corrupt batch refused to a fetch"
+            ]
+            return len(received) >= bad.base_offset and refusals
+
+        try:
+            wait_for(refused_after_the_good_batches, "the good batches, then the refusal")
+        finally:
+            consumer.close()
+        assert all(received[o] == acked[o] for o in received), "a corrupted value was delivered"
+        assert not any(bad.base_offset <= o <= bad.last_offset for o in received)
+        verify = subprocess.run(
+            [sys.executable, "-m", "kafkalite", "storage", "verify", str(broker.log_dir)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        )
+        assert verify.returncode == 1 and f"corrupt-batch at position {pos}" in verify.stdout
+    finally:
+        broker.kill()
