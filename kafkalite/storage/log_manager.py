@@ -194,10 +194,15 @@ class LogManager:
         # From here on a crash must lead to recovery: the marker goes before anything changes.
         if had_clean_shutdown:
             marker.unlink()
+        being_deleted: set[TopicPartitionKey] = set()
         for entry in sorted(os.scandir(path), key=lambda e: e.name):
             if not entry.is_dir():
                 continue
             if entry.name.endswith(DELETE_DIR_SUFFIX):
+                try:  # a deletion a crash interrupted: that partition is gone on purpose
+                    being_deleted.add(parse_topic_partition_name(entry.path))
+                except ValueError:
+                    pass
                 shutil.rmtree(entry.path, ignore_errors=True)
                 continue
             try:
@@ -221,7 +226,7 @@ class LogManager:
             log.high_watermark = high_watermarks.get(key, log.log_start_offset)
             self._watch_truncation(log)
             self._logs[key] = log
-        for key in sorted(recovery_points.keys() - self._logs.keys()):
+        for key in sorted(recovery_points.keys() - self._logs.keys() - being_deleted):
             if key in self._missing_logs:
                 continue
             offsets = MissingLogOffsets(
@@ -395,9 +400,11 @@ class LogManager:
         """Remove the log: rename its directory to ``<topic>-<partition>.<uuid>-delete``, then
         delete it. Returns the removed log (None if there was none)."""
         key = (topic, partition)
-        self._missing_logs.pop(key, None)  # deleting the partition accepts its loss
+        missing = self._missing_logs.pop(key, None)  # deleting the partition accepts its loss
         log = self._logs.pop(key, None) or self._offline_logs.pop(key, None)
         if log is None:
+            if missing is not None:
+                self._checkpoint_after_delete(missing[0])
             return None
         log._close_quietly()
         log.on_truncation = None
@@ -410,8 +417,19 @@ class LogManager:
             )
             log.delete()
         except LogDirFailure:
-            pass  # already handled: the directory is offline
+            return log  # already handled: the directory is offline
+        self._checkpoint_after_delete(str(log.dir.parent))
         return log
+
+    def _checkpoint_after_delete(self, dir: str) -> None:
+        """The checkpoints stop naming a deleted partition at once (Kafka checkpoints on
+        deletion too): one the checkpoint names without a directory is taken for vanished."""
+        if dir in self.offline_dirs:
+            return
+        try:
+            self._write_checkpoints(dir)
+        except OSError as e:
+            self._handle_log_dir_failure(dir, e)
 
     def update_topic_config(self, topic: str, config: LogConfig) -> None:
         self.topic_configs[topic] = config

@@ -216,3 +216,33 @@ def test_a_partition_dir_deleted_while_running_goes_offline(tmp_path, clock):
     with pytest.raises(StorageError):
         again.get_or_create_log("t", 0, is_new=False)
     again.shutdown()
+
+
+def crash(manager: LogManager) -> None:
+    """Drop the manager as a crash would: nothing flushed or checkpointed, locks released."""
+    for log in manager.all_logs():
+        log._close_quietly()
+    for fd in manager._locks.values():
+        os.close(fd)
+    manager._locks.clear()
+
+
+def test_a_deleted_partition_is_not_taken_for_a_vanished_one(tmp_path):
+    manager = LogManager([tmp_path], LogConfig())
+    manager.startup()
+    for partition in (0, 1, 2):
+        manager.get_or_create_log("t", partition).append_as_leader(make_batch(2), 0)
+    manager.checkpoint_recovery_points()
+    manager.delete_log("t", 0)
+    # a deletion a crash interrupted after the rename: the checkpoint still names t-1
+    interrupted = manager.get_log("t", 1)
+    interrupted.rename_dir("t-1.0123456789abcdef0123456789abcdef-delete")
+    crash(manager)
+
+    with capture_logs() as logs:
+        again = LogManager([tmp_path], LogConfig())
+        again.startup()
+    assert not again.is_missing("t", 0) and not again.is_missing("t", 1)
+    assert again.offline_log_keys() == [] and not [e for e in logs if e["log_level"] == "error"]
+    assert again.get_log("t", 2) is not None
+    again.shutdown()
