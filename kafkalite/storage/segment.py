@@ -28,6 +28,7 @@ Not safe for concurrent use; the owning Log serialises access.
 
 from __future__ import annotations
 
+import mmap
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -371,12 +372,19 @@ class LogSegment:
         end (before a bad batch), raises CorruptRecordError if the first batch is bad."""
         verified = self.verified
         size = self.log.size
-        mapped = self.log.mapped(size)
         begin = verified.unverified_start(start)
-        good_end, problem = check_batches(mapped, begin, end, size)
-        if problem is not None and good_end < start:
-            begin = start  # the bad batch lies before this read: check the read alone
-            good_end, problem = check_batches(mapped, start, end, size)
+        # A map of just these pages, unmapped at once: the segment's cached whole-file map
+        # would keep every segment ever read mapped (RSS, vm.max_map_count).
+        base = begin - begin % mmap.ALLOCATIONGRANULARITY
+        mapped = mmap.mmap(self.log.fd, end - base, access=mmap.ACCESS_READ, offset=base)
+        try:
+            good_end, problem = check_batches(mapped, begin - base, end - base, size - base)
+            if problem is not None and good_end + base < start:
+                begin = start  # the bad batch lies before this read: check the read alone
+                good_end, problem = check_batches(mapped, start - base, end - base, size - base)
+        finally:
+            mapped.close()
+        good_end += base
         verified.mark(begin, good_end)
         if problem is None:
             return end
