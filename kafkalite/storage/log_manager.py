@@ -271,6 +271,7 @@ class LogManager:
         if self._cleaner_task is not None:
             self._cleaner_task.cancel()
             self._cleaner_task = None
+        self.verifier.stop()
         if self._verifier_task is not None:
             self._verifier_task.cancel()
             self._verifier_task = None

@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import os
 import struct
-import time
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -395,6 +395,10 @@ def _segment_files(dir: Path) -> list[Path]:
 # ---------------------------------------------------------------------------------- background
 
 
+class VerifierStopped(Exception):
+    """The verifier was stopped while a segment was being read."""
+
+
 @dataclass
 class VerifierStats:
     segments_verified: int = 0
@@ -409,7 +413,8 @@ class SegmentVerifier:
     ``bytes_per_second``, then waits ``pass_interval_s`` and looks for new closed segments.
 
     Segments are identified by (file, size): a segment rewritten by the cleaner or truncated is
-    verified again. Work is read in a worker thread; findings are acted on back on the event
+    verified again. ``stop()`` (called by the LogManager on shutdown) ends a verification in
+    progress at its next chunk, so a throttled read never holds up the process's exit. Work is read in a worker thread; findings are acted on back on the event
     loop, and dropped if the log was truncated or the segment replaced meanwhile (a short read
     of a file being truncated is not corruption).
     """
@@ -426,16 +431,25 @@ class SegmentVerifier:
         self.stats = VerifierStats()
         self.findings: list[Finding] = []  # the latest ones (bounded), for tests and tools
         self._verified: set[tuple[str, int]] = set()
+        self._stop = threading.Event()
+
+    def stop(self) -> None:
+        self._stop.set()
 
     def _throttle(self, observed: int) -> None:
+        """In the worker thread, after each chunk read: wait out the rate, or give up."""
         delay = self.throttler.maybe_throttle(observed)
-        if delay > 0:
-            time.sleep(delay)  # in the worker thread
+        if self._stop.is_set() or (delay > 0 and self._stop.wait(delay)):
+            raise VerifierStopped
 
     async def run(self) -> None:
-        while True:
-            await self.verify_once()
-            await asyncio.sleep(self.pass_interval_s)
+        self._stop.clear()
+        try:
+            while True:
+                await self.verify_once()
+                await asyncio.sleep(self.pass_interval_s)
+        finally:
+            self._stop.set()
 
     async def verify_once(self) -> int:
         """One pass; returns the segments verified."""
@@ -458,6 +472,8 @@ class SegmentVerifier:
                     )
                 except OSError:
                     continue  # deleted or replaced meanwhile; an I/O error shows on use
+                except VerifierStopped:
+                    return done
                 if (
                     log.offline
                     or log.truncation_count != truncations

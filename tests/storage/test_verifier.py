@@ -18,6 +18,7 @@ from kafkalite.protocol.errors import CorruptRecordError
 from kafkalite.protocol.records import iter_batch_headers
 from kafkalite.storage.config import LogConfig
 from kafkalite.storage.log import Log
+from kafkalite.storage.throttler import Throttler
 from kafkalite.storage.verifier import (
     FETCH_STATS,
     SegmentVerifier,
@@ -210,3 +211,33 @@ def test_storage_verify_command(tmp_path):
     assert run(segment).returncode == 1
     missing = run(tmp_path / "nothing-here")
     assert missing.returncode == 2 and "cannot check" in missing.stderr
+
+
+async def test_stopping_the_verifier_ends_a_throttled_read(tmp_path, monkeypatch):
+    """A shutdown must not wait for a throttled verification (the worker thread would hold up
+    the process's exit for as long as the segment takes at the configured rate)."""
+    import kafkalite.storage.verifier as verifier_module
+
+    dir = tmp_path / "t-0"
+    config = build_log(dir)
+    monkeypatch.setattr(verifier_module, "READ_CHUNK", 256)
+    log = Log(dir, config, had_clean_shutdown=True)
+    verifier = SegmentVerifier(lambda: [log], bytes_per_second=64, pass_interval_s=3600)
+    verifier.throttler = Throttler(64, check_interval_ms=0)  # 4 s per 256-byte chunk
+    throttled = asyncio.Event()
+    real = verifier.throttler.maybe_throttle
+    loop = asyncio.get_running_loop()
+
+    def observe(observed):
+        delay = real(observed)
+        if delay > 1:
+            loop.call_soon_threadsafe(throttled.set)
+        return delay
+
+    verifier.throttler.maybe_throttle = observe
+    task = asyncio.create_task(verifier.verify_once())
+    await asyncio.wait_for(throttled.wait(), 30)
+    verifier.stop()
+    assert await asyncio.wait_for(task, 30) == 0
+    assert verifier.stats.segments_verified == 0
+    log.close()
