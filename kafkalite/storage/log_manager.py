@@ -571,7 +571,13 @@ class LogManager:
     def check_partition_dirs(self) -> list[TopicPartitionKey]:
         """Take offline every online log whose directory vanished (one stat per log); returns
         them. Writes to the open files of a deleted directory still succeed, so without this
-        the loss would only show at the next restart."""
+        the loss would only show at the next restart. A log directory gone as a whole
+        (unmounted, deleted) is a log-dir failure, not one missing partition per log."""
+        for dir in self.log_dirs:
+            if dir not in self.offline_dirs and not os.path.isdir(dir):
+                self._handle_log_dir_failure(
+                    dir, FileNotFoundError(errno.ENOENT, "log directory vanished", dir)
+                )
         vanished = [
             key
             for key, log in self._logs.items()

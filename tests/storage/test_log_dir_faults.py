@@ -246,3 +246,20 @@ def test_a_deleted_partition_is_not_taken_for_a_vanished_one(tmp_path):
     assert again.offline_log_keys() == [] and not [e for e in logs if e["log_level"] == "error"]
     assert again.get_log("t", 2) is not None
     again.shutdown()
+
+
+def test_a_whole_log_dir_vanishing_is_a_log_dir_failure(tmp_path):
+    good, gone = tmp_path / "good", tmp_path / "gone"
+    manager = LogManager([good, gone], LogConfig())
+    manager.startup()
+    told = []
+    manager.partition_failure_listeners.append(lambda *key: told.append(key))
+    failed = []
+    manager.log_dir_failure_listeners.append(failed.append)
+    logs = [manager.get_or_create_log("t", p) for p in range(4)]
+    assert {str(log.dir.parent) for log in logs} == {str(good.resolve()), str(gone.resolve())}
+    shutil.rmtree(gone)
+    assert manager.check_partition_dirs() == []
+    assert failed == [str(gone.resolve())] and told == [], "one dir failure, not one per log"
+    assert manager.offline_dirs == {str(gone.resolve())}
+    manager.shutdown()
