@@ -239,6 +239,8 @@ def _iter_file_batches(
                     chunk = os.pread(fd, length, pos)
                     if throttle is not None:
                         throttle(len(chunk))
+                    if len(chunk) < length:
+                        return  # the file shrank under the reader: nothing to say
                     continue
                 break
             base, _, _, _, _, _, delta = _PREFIX.unpack_from(chunk, off)

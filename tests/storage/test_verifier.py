@@ -241,3 +241,18 @@ async def test_stopping_the_verifier_ends_a_throttled_read(tmp_path, monkeypatch
     assert await asyncio.wait_for(task, 30) == 0
     assert verifier.stats.segments_verified == 0
     log.close()
+
+
+@pytest.mark.parametrize("chunk", [64, 200, 1000])
+def test_verification_does_not_depend_on_the_read_chunk(tmp_path, monkeypatch, chunk):
+    """Batches larger than a chunk, and batches cut by a chunk's end, are read whole."""
+    import kafkalite.storage.verifier as verifier_module
+
+    dir = tmp_path / "t-0"
+    build_log(dir, segments=1)
+    segment = first_segment(dir)
+    monkeypatch.setattr(verifier_module, "READ_CHUNK", chunk)
+    assert verify_segment_files(segment, 0) == []
+    pos, _ = flip_payload_byte(segment, 3)
+    [finding] = [f for f in verify_segment_files(segment, 0) if not f.is_index]
+    assert finding.kind == "corrupt-batch" and finding.position == pos
