@@ -19,13 +19,14 @@ log forward from its position.
 
 Life cycle (Kafka's AbstractIndex): a new index file is preallocated to ``max_index_size``
 (``segment.index.bytes``, rounded down to whole entries) and memory-mapped; ``entries`` counts the
-valid ones. Preallocation reserves the blocks for real (``posix_fallocate``), never as a sparse
-file: the first touch of a mapped page of a hole must allocate it, and on a full filesystem that
-fault is a SIGBUS that kills the process (Kafka's ``setLength`` makes a sparse file; the JVM turns
-the fault into an exception, Python cannot). With the blocks reserved, a full filesystem refuses
-at creation or resize with ENOSPC, an ``OSError`` the log turns into a log-dir failure. An
-existing writable index found sparse on load (written by an older version, or by a crash on a
-filesystem without fallocate) is filled in before it is mapped. When the segment rolls or the log closes, the file is trimmed to
+valid ones. The preallocated file is sparse, as Kafka's ``setLength`` makes it, so an idle index
+costs no disk; but a write to a mapped page of a hole must allocate a block, and on a full
+filesystem that fault is a SIGBUS that kills the process (the JVM turns it into an exception,
+Python cannot). So no entry is written through the map into space that is not reserved: before
+an entry lands past ``_reserved`` the next chunk of the file is reserved with
+``posix_fallocate``, and a full filesystem answers that with ENOSPC, an ``OSError`` the log turns
+into a log-dir failure. An index loaded with holes (any index left untrimmed by a crash) starts
+with only the data before its first hole reserved, and that many entries. When the segment rolls or the log closes, the file is trimmed to
 ``entries * entry_size`` so an index reopened later is exactly its entries (and is full: the
 active segment's index is re-grown with ``resize`` on load). An index left untrimmed by a crash
 belongs to a segment past the recovery point, which recovery rebuilds.
@@ -59,17 +60,9 @@ INT32_MAX = 2**31 - 1
 NO_TIMESTAMP = -1
 
 
-def preallocate(fd: int, size: int) -> None:
-    """Make ``[0, size)`` of the file real blocks (extending it if shorter); ENOSPC if the
-    filesystem has no room. Falls back to a plain (sparse) resize only where the filesystem
-    cannot reserve blocks at all."""
-    try:
-        os.posix_fallocate(fd, 0, size)
-    except OSError as e:
-        if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
-            raise
-        if os.fstat(fd).st_size < size:
-            os.ftruncate(fd, size)
+# Bytes reserved at a time ahead of the entries written: one fallocate per 8,192 offset-index
+# entries (32 MiB of log at the default index interval).
+RESERVE_CHUNK_BYTES = 64 * 1024
 
 
 def is_sparse(stat: os.stat_result) -> bool:
@@ -106,6 +99,7 @@ class AbstractIndex:
         self.writable = writable
         self._mmap: mmap.mmap | None = None
         self._length = 0
+        self._reserved = 0  # bytes from the start known to have blocks (see module docstring)
         self._entries = 0
         self._max_entries = 0
         self._open()
@@ -120,23 +114,22 @@ class AbstractIndex:
             if newly_created:
                 if self.max_index_size < self.entry_size:
                     raise ValueError(f"Invalid max index size: {self.max_index_size}")
-                try:
-                    preallocate(fd, self._round_down(self.max_index_size))
-                except OSError:
-                    self.file.unlink(missing_ok=True)  # no half-made index left behind
-                    raise
-            elif self.writable:
-                stat = os.fstat(fd)
-                if is_sparse(stat):
-                    preallocate(fd, stat.st_size)
-            length = os.fstat(fd).st_size
+                os.ftruncate(fd, self._round_down(self.max_index_size))
+            stat = os.fstat(fd)
+            length = stat.st_size
             self._length = length
+            # Entries are written from the start, each reserved before: the data is the prefix
+            # before the first hole, and nothing past it may be touched through the map (on
+            # tmpfs even reading a hole of a full filesystem faults).
+            self._reserved = (
+                self._round_down(os.lseek(fd, 0, os.SEEK_HOLE)) if is_sparse(stat) else length
+            )
             self._map(fd, length)
         finally:
             os.close(fd)
         self._max_entries = self._length // self.entry_size
-        # A new index is empty; an existing one is whatever whole entries the file holds.
-        self._entries = 0 if newly_created else self._round_down(self._length) // self.entry_size
+        # A new index is empty; an existing one is whatever whole entries its data holds.
+        self._entries = 0 if newly_created else self._round_down(self._reserved) // self.entry_size
         self._after_load()
 
     def _map(self, fd: int, length: int) -> None:
@@ -182,15 +175,9 @@ class AbstractIndex:
         self._close_mmap()
         fd = os.open(self.file, os.O_RDWR)
         try:
-            if rounded > self._length:
-                try:
-                    preallocate(fd, rounded)
-                except OSError:
-                    self._map(fd, self._length)  # keep the entries readable; the caller fails
-                    raise
-            else:
-                os.ftruncate(fd, rounded)
+            os.ftruncate(fd, rounded)
             self._length = rounded
+            self._reserved = min(self._reserved, rounded)
             self._map(fd, rounded)
         finally:
             os.close(fd)
@@ -278,13 +265,32 @@ class AbstractIndex:
         assert self._mmap is not None
         return self._entry_struct.unpack_from(self._mmap, n * self.entry_size)
 
+    def _reserve(self, end: int) -> None:
+        """Give ``[0, end)`` real blocks before an entry is written there through the map, a
+        chunk ahead; ENOSPC (an OSError) on a full filesystem instead of a SIGBUS. Where the
+        filesystem cannot reserve blocks at all, the map is written as it is."""
+        new_end = min(self._length, max(end, self._reserved + RESERVE_CHUNK_BYTES))
+        fd = os.open(self.file, os.O_RDWR)
+        try:
+            os.posix_fallocate(fd, self._reserved, new_end - self._reserved)
+        except OSError as e:
+            if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                raise
+            new_end = self._length
+        finally:
+            os.close(fd)
+        self._reserved = new_end
+
     def _write_entry(self, a: int, b: int) -> None:
         if self._entries >= self._max_entries:
             raise ValueError(
                 f"Attempt to append to a full index (size = {self._entries}): {self.file}"
             )
         assert self._mmap is not None
-        self._entry_struct.pack_into(self._mmap, self._entries * self.entry_size, a, b)
+        position = self._entries * self.entry_size
+        if position + self.entry_size > self._reserved:
+            self._reserve(position + self.entry_size)
+        self._entry_struct.pack_into(self._mmap, position, a, b)
         self._entries += 1
 
     # Subclasses say which field of an entry is searched; key(slot) returns it.
@@ -456,6 +462,8 @@ class OffsetIndex(AbstractIndex):
             self.relative_offset(offset)  # raises IndexOffsetOverflowError
         if n >= self._max_entries:
             raise ValueError(f"Attempt to append to a full index (size = {n}): {self.file}")
+        if n * 8 + 8 > self._reserved:
+            self._reserve(n * 8 + 8)
         self._entry_struct.pack_into(self._mmap, n * 8, relative, position)  # type: ignore[arg-type]
         self._entries = n + 1
         self._last_offset = offset

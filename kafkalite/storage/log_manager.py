@@ -516,6 +516,14 @@ class LogManager:
     # ================================================================= failures
 
     def _on_log_failure(self, dir: str, cause: BaseException | None = None) -> None:
+        """A log's I/O failed. A file missing because its partition directory vanished (the
+        log dir itself still there) takes that partition offline, not the whole directory."""
+        if (
+            isinstance(cause, FileNotFoundError)
+            and os.path.isdir(dir)
+            and self.check_partition_dirs()
+        ):
+            return
         self._handle_log_dir_failure(dir, cause)
 
     def _handle_log_dir_failure(self, dir: str, cause: BaseException | None) -> None:

@@ -30,45 +30,63 @@ def full_fs(tmp_path):
 
 
 @pytest.mark.parametrize("index_class", [OffsetIndex, TimeIndex])
-def test_an_index_on_a_full_filesystem_is_refused_at_creation(full_fs, index_class):
-    """A sparse preallocated index would be accepted and then fault (SIGBUS) on first touch."""
+def test_an_entry_on_a_full_filesystem_is_refused_with_enospc(full_fs, index_class):
+    """The preallocated index is sparse: writing its first entry through the map would fault
+    (SIGBUS) on a full filesystem. The space is reserved first, and refused with ENOSPC."""
     fill(full_fs)
-    file = full_fs / "00000000000000000000.index"
+    index = index_class(full_fs / "00000000000000000000.index", 0, 256 * 1024)
     with pytest.raises(OSError) as refused:
-        index_class(file, 0, 256 * 1024)
+        add_entry(index, 5, 100)
     assert refused.value.errno == errno.ENOSPC
-    assert not file.exists(), "no half-made index is left behind"
+    assert index.entries == 0
+    index.close_handler()
 
 
-def test_growing_an_index_on_a_full_filesystem_raises_enospc(full_fs):
+def add_entry(index, offset: int, value: int) -> None:
+    if isinstance(index, TimeIndex):
+        index.maybe_append(value, offset)
+    else:
+        index.append(offset, value)
+
+
+def test_growing_an_index_on_a_full_filesystem_then_appending_raises_enospc(full_fs):
     index = OffsetIndex(full_fs / "00000000000000000000.index", 0, 4096)
     index.append(5, 100)
     index.trim_to_valid_size()
     fill(full_fs)
+    index.resize(256 * 1024)
     with pytest.raises(OSError) as refused:
-        index.resize(256 * 1024)
+        index.append(6, 200)
     assert refused.value.errno == errno.ENOSPC
-    assert index.entry(0) == (5, 100), "the entries stay readable"
-    index.close()
-
-
-def test_a_sparse_index_found_on_load_is_filled_in_before_it_is_mapped(tmp_path):
-    file = tmp_path / "00000000000000000000.index"
-    fd = os.open(file, os.O_RDWR | os.O_CREAT, 0o644)
-    os.ftruncate(fd, 1024 * 1024)  # what an older version (or a crash) left: all holes
-    os.close(fd)
-    assert is_sparse(os.stat(file))
-    index = OffsetIndex(file, 0, 1024 * 1024)
-    assert not is_sparse(os.stat(file))
+    assert index.entries == 1 and index.entry(0) == (5, 100), "the entries stay readable"
     index.close_handler()
 
 
-def test_a_new_index_has_real_blocks(tmp_path):
+def test_an_idle_index_costs_no_disk_and_entries_get_blocks_before_they_are_written(tmp_path):
+    """10,000 idle partitions must not hold 20 GB of preallocated indexes: the file is sparse
+    until entries are written, and the entries' space is reserved a chunk ahead of them."""
     index = OffsetIndex(tmp_path / "00000000000000000000.index", 0, 1024 * 1024)
     stat = os.stat(index.file)
-    assert stat.st_size == 1024 * 1024 and not is_sparse(stat)
-    index.resize(2 * 1024 * 1024)
-    assert not is_sparse(os.stat(index.file))
+    assert stat.st_size == 1024 * 1024 and stat.st_blocks == 0
+    for n in range(1000):
+        index.append(n, n * 10)
+    stat = os.stat(index.file)
+    assert 1000 * 8 <= stat.st_blocks * 512 < 1024 * 1024
+    index.close()
+
+
+def test_an_index_loaded_with_holes_reserves_before_its_first_entry(tmp_path):
+    """An index left untrimmed by a crash is all holes past its entries: nothing of it counts
+    as reserved, so the rebuild's first entry reserves first."""
+    file = tmp_path / "00000000000000000000.index"
+    fd = os.open(file, os.O_RDWR | os.O_CREAT, 0o644)
+    os.ftruncate(fd, 1024 * 1024)
+    os.close(fd)
+    assert is_sparse(os.stat(file))
+    index = OffsetIndex(file, 0, 1024 * 1024)
+    index.reset()
+    index.append(3, 0)
+    assert os.stat(file).st_blocks > 0
     index.close()
 
 
@@ -198,11 +216,11 @@ def test_a_partition_dir_deleted_while_running_goes_offline(tmp_path, clock):
     log.high_watermark = 1500
     other = manager.get_or_create_log("t", 1)
     shutil.rmtree(log.dir)
-    log.append_as_leader(make_batch(1), 0)  # writes to the unlinked files still succeed
     clock.advance(10_000)
     with capture_logs() as logs:
-        manager.maybe_run_periodic_tasks()
+        manager.maybe_run_periodic_tasks()  # nothing was written since: the check finds it
     assert told == [("t", 0)] and log.offline and manager.is_missing("t", 0)
+    assert not manager.offline_dirs
     [error] = [e for e in logs if e["log_level"] == "error"]
     assert error["partition"] == "t-0" and error["high_watermark"] == 1500
     with pytest.raises(LogOfflineError):
@@ -262,4 +280,26 @@ def test_a_whole_log_dir_vanishing_is_a_log_dir_failure(tmp_path):
     assert manager.check_partition_dirs() == []
     assert failed == [str(gone.resolve())] and told == [], "one dir failure, not one per log"
     assert manager.offline_dirs == {str(gone.resolve())}
+    manager.shutdown()
+
+
+def test_a_write_into_a_vanished_partition_dir_takes_only_that_partition_offline(tmp_path, clock):
+    """The index's next entry needs its file (to reserve space): ENOENT. The partition
+    directory is gone, the log directory is not: that partition goes offline at once, and the
+    other partitions of the directory keep serving."""
+    manager = LogManager([tmp_path], LogConfig(), time_ms=clock)
+    manager.startup()
+    told = []
+    manager.partition_failure_listeners.append(
+        lambda topic, partition: told.append((topic, partition))
+    )
+    log = manager.get_or_create_log("t", 0)
+    other = manager.get_or_create_log("t", 1)
+    shutil.rmtree(log.dir)
+    with pytest.raises(StorageError):
+        for _ in range(10):
+            log.append_as_leader(make_batch(100, value_size=100), 0)
+    assert told == [("t", 0)] and manager.is_missing("t", 0)
+    assert not manager.offline_dirs
+    other.append_as_leader(make_batch(1), 0)
     manager.shutdown()
