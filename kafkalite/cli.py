@@ -8,6 +8,7 @@
     kafkalite consume TOPIC [--partition P] [--from-beginning | --offset N] [--group G]
               [--max-messages N] [--timeout-ms MS]
     kafkalite --version
+    kafkalite storage verify PATH   (offline check of segments and indexes, kafkalite/admin/storage_cli.py)
 
 The tools speak the Kafka protocol to any broker (`--bootstrap-server`, default
 127.0.0.1:9092) through the project's async client (kafkalite/client/); the console producer
@@ -32,6 +33,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kafkalite.admin.cli import cluster_app, groups_app
+from kafkalite.admin.storage_cli import storage_app
 from kafkalite.config import BrokerConfig, ConfigError
 
 app = typer.Typer(
@@ -68,6 +70,7 @@ topics_app = typer.Typer(
 app.add_typer(topics_app, name="topics")
 app.add_typer(cluster_app, name="cluster")
 app.add_typer(groups_app, name="groups")
+app.add_typer(storage_app, name="storage")
 
 console = Console()
 err_console = Console(stderr=True, soft_wrap=True)

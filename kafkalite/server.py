@@ -370,6 +370,9 @@ class KafkaServer:
             log_config_for_topic=self._log_config_for_topic,
         )
         self.log_manager.log_dir_failure_listeners.append(self._propagate_log_dir_failure)
+        self.log_manager.partition_failure_listeners.append(
+            lambda topic, partition: self._propagate_log_dir_failure(f"{topic}-{partition}")
+        )
         # Followers pull from their leaders over the inter-broker listener (Kafka's
         # ReplicaFetcherThread); leader addresses come from this broker's MetadataCache.
         self.replica_manager.enable_replica_fetchers(

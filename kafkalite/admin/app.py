@@ -49,6 +49,7 @@ from aiohttp import web
 
 from kafkalite.admin.errors import AdminError
 from kafkalite.admin.metrics import RequestStats, TopicStats, instrument, new_registry, render
+from kafkalite.admin.storage_status import broker_storage_fields
 from kafkalite.group.consumer_protocol import assigned_partitions
 
 log = structlog.get_logger("kafkalite.admin")
@@ -463,7 +464,13 @@ class AdminApi:
 
         controller_id = await zk_data.get_controller_id(self.session)
         found = await zk_data.get_all_brokers_and_epochs(self.session)
-        return [self._broker_json(b, epoch, controller_id) for b, epoch in found.values()]
+        return [
+            {
+                **self._broker_json(b, epoch, controller_id),
+                **broker_storage_fields(self.server, b.id),
+            }
+            for b, epoch in found.values()
+        ]
 
     @staticmethod
     def _broker_json(broker: Any, epoch: int, controller_id: int | None) -> dict[str, Any]:

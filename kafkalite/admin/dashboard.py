@@ -47,8 +47,14 @@ async function refresh() {
   if (cluster) {
     document.getElementById("cluster").textContent =
       `cluster ${cluster.cluster_id}, controller ${cluster.controller.broker_id} (epoch ${cluster.controller.epoch})`;
-    fill("brokers", ["id", "host", "port", "rack", "controller"],
-      cluster.brokers.map((b) => [b.id, b.host, b.port, b.rack, b.is_controller ? "yes" : ""]));
+    const dirs = (b) => (b.offline_log_dirs === null || b.offline_log_dirs === undefined ? "-"
+      : b.offline_log_dirs.length ? { bad: true, text: b.offline_log_dirs.join(", ") } : "none");
+    const parts = (b) => (b.offline_partitions ? { bad: true, text: b.offline_partitions }
+      : b.offline_partitions);
+    fill("brokers", ["id", "host", "port", "rack", "controller", "offline log dirs",
+      "offline partitions"],
+      cluster.brokers.map((b) => [b.id, b.host, b.port, b.rack, b.is_controller ? "yes" : "",
+        dirs(b), parts(b)]));
   }
   const topics = (await json("/topics")) || [];
   const rows = [];

@@ -184,6 +184,7 @@ class BrokerCollector(Collector):
         yield from self._replica_metrics()
         yield from self._controller_metrics()
         yield from self._log_metrics()
+        yield from storage_fault_metrics(self.server)
         yield from self._group_metrics()
         yield from self._network_metrics()
 
@@ -339,6 +340,35 @@ class BrokerCollector(Collector):
             "Open Kafka-protocol client connections",
             value=socket_server.connection_count if socket_server is not None else 0,
         )
+
+
+def storage_fault_metrics(server: Any) -> Iterable[Any]:
+    """Storage faults this broker knows of (see ``storage_status``): partitions offline
+    because of storage, and what the segment verifier found."""
+    from kafkalite.admin.storage_status import offline_storage_partitions
+    from kafkalite.storage.verifier import FETCH_STATS
+
+    yield GaugeMetricFamily(
+        "kafkalite_offline_storage_partitions",
+        "Hosted partitions offline because their log directory failed or vanished",
+        value=len(offline_storage_partitions(server)),
+    )
+    verifier = getattr(getattr(server, "log_manager", None), "verifier", None)
+    stats = getattr(verifier, "stats", None)
+    if stats is not None:
+        for name, value, text in (
+            ("segments_verified", stats.segments_verified, "Closed segments verified"),
+            ("bytes_verified", stats.bytes_verified, "Bytes of closed segments verified"),
+            ("corrupt_batches", stats.corrupt_batches, "Corrupt batches found in segments"),
+            ("index_findings", stats.index_findings, "Wrong index entries found"),
+            ("indexes_rebuilt", stats.indexes_rebuilt, "Indexes rebuilt from their segment"),
+        ):
+            yield CounterMetricFamily(f"kafkalite_storage_verifier_{name}", text, value=value)
+    yield CounterMetricFamily(
+        "kafkalite_fetch_corrupt_batches_refused",
+        "Fetches refused because a batch failed its CRC (every broker of this process)",
+        value=FETCH_STATS.corrupt_batches_refused,
+    )
 
 
 def offline_partition_count(metadata_cache: Any) -> int:

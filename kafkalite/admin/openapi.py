@@ -165,6 +165,18 @@ SCHEMAS: dict[str, Any] = {
             "endpoints": _array(_ref("Endpoint")),
             "broker_epoch": INT64,
             "is_controller": {"type": "boolean"},
+            "offline_log_dirs": {
+                "type": "array",
+                "items": {"type": "string"},
+                "nullable": True,
+                "description": "Log directories offline after a failure; null for a broker "
+                "other than the one answering (each broker knows only its own)",
+            },
+            "offline_partitions": {
+                **INT32,
+                "nullable": True,
+                "description": "Hosted partitions offline because of storage; null as above",
+            },
         }
     ),
     "Cluster": _obj(

@@ -362,6 +362,9 @@ class ReplicaManager:
         listeners = getattr(log_manager, "log_dir_failure_listeners", None)
         if listeners is not None:
             listeners.append(self.handle_log_dir_failure)
+        partition_listeners = getattr(log_manager, "partition_failure_listeners", None)
+        if partition_listeners is not None:
+            partition_listeners.append(self.handle_partition_failure)
 
     # -- partitions ---------------------------------------------------------------------------
 
@@ -462,6 +465,10 @@ class ReplicaManager:
         ]
         self.mark_log_dir_offline(affected)
         return affected
+
+    def handle_partition_failure(self, topic: str, partition: int) -> None:
+        """One partition's storage failed (its directory vanished): it alone goes offline."""
+        self.mark_log_dir_offline([TopicPartition(topic, partition)])
 
     def _complete_delayed_requests(self, tp: TopicPartition) -> None:
         self.produce_purgatory.check_and_complete(tp)
@@ -900,6 +907,11 @@ class ReplicaManager:
                 new_fetchers[tp] = (state.leader, log_.log_end_offset)
         except (KafkaError, OSError) as e:
             errors[tp] = _error_result_code(e)  # an OSError is KAFKA_STORAGE_ERROR
+            if errors[tp] is ErrorCode.KAFKA_STORAGE_ERROR:
+                # Kafka's makeLeaders/makeFollowers: the replica is offline from now on (its
+                # log is in a failed directory, or its own directory is missing).
+                log.error("replica offline", partition=str(tp), error=str(e))
+                self.offline_partitions.add(tp)
             return
         self.partitions[tp] = partition
         errors[tp] = ErrorCode.NONE
@@ -950,6 +962,22 @@ class ReplicaManager:
                         self._delete_log(TopicPartition(topic, partition), errors)
                 await asyncio.sleep(0)
             return StopReplicaResult(ErrorCode.NONE, errors)
+
+    def _forget_missing_log(
+        self, tp: TopicPartition, errors: dict[TopicPartition, ErrorCode]
+    ) -> bool:
+        """Deleting a partition whose directory vanished accepts its loss: the log manager
+        forgets it and the replica is no longer offline. False if it is not missing."""
+        is_missing = getattr(self.log_manager, "is_missing", None)
+        if is_missing is None or not is_missing(tp.topic, tp.partition):
+            return False
+        try:
+            self.log_manager.delete_log(tp.topic, tp.partition)
+            self.offline_partitions.discard(tp)
+            errors[tp] = ErrorCode.NONE
+        except (KafkaError, OSError) as e:
+            errors[tp] = _error_result_code(e)
+        return True
 
     def _delete_log(self, tp: TopicPartition, errors: dict[TopicPartition, ErrorCode]) -> None:
         try:
@@ -1006,7 +1034,7 @@ class ReplicaManager:
                 partition = self.partitions.pop(tp, None)
                 if partition is not None:
                     partition.make_offline()
-                if delete_logs:
+                if not self._forget_missing_log(tp, errors) and delete_logs:
                     self._delete_log(tp, errors)
             self._complete_delayed_requests(tp)
         return StopReplicaResult(ErrorCode.NONE, errors)

@@ -22,7 +22,18 @@ Life cycle (Kafka's AbstractIndex): a new index file is preallocated to ``max_in
 file is memory-mapped only when first used (Kafka's LazyIndex, KAFKA-7283): opening an index
 reads its length and last entry with ``pread`` and maps nothing, so an idle partition's indexes
 cost no mapping, no descriptor (CPython's mmap keeps a duplicate of the file's descriptor for
-as long as the map lives) and no resident pages; ``release()`` unmaps an index again. When the segment rolls or the log closes, the file is trimmed to
+as long as the map lives) and no resident pages; ``release()`` unmaps an index again.
+
+The preallocated file is sparse, as Kafka's ``setLength`` makes it, so an idle index costs no
+disk; but a write to a mapped page of a hole must allocate a block, and on a full filesystem
+that fault is a SIGBUS that kills the process (the JVM turns it into an exception, Python
+cannot). So no entry is written through the map into space that is not reserved: before an
+entry lands past ``_reserved`` the next chunk of the file is reserved with ``posix_fallocate``,
+and a full filesystem answers that with ENOSPC, an ``OSError`` the log turns into a log-dir
+failure. An index loaded with holes (any index left untrimmed by a crash) counts only the data
+before its first hole as reserved, and as its entries (on tmpfs even reading a hole of a full
+filesystem through a map faults; ``pread`` does not). When the segment rolls or the log closes,
+the file is trimmed to
 ``entries * entry_size`` so an index reopened later is exactly its entries (and is full: the
 active segment's index is re-grown with ``resize`` on load). An index left untrimmed by a crash
 belongs to a segment past the recovery point, which recovery rebuilds.
@@ -37,6 +48,7 @@ Not safe for concurrent use; the owning Log serialises access (one event loop).
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import struct
@@ -53,6 +65,15 @@ _WARM_OFFSET_ENTRIES = WARM_SECTION_BYTES // 8
 _OFFSET_ENTRY = struct.Struct(">ii")
 INT32_MAX = 2**31 - 1
 NO_TIMESTAMP = -1
+
+# Bytes reserved at a time ahead of the entries written: one fallocate per 8,192 offset-index
+# entries (32 MiB of log at the default index interval).
+RESERVE_CHUNK_BYTES = 64 * 1024
+
+
+def is_sparse(stat: os.stat_result) -> bool:
+    """True if the file has fewer blocks than its length needs (holes)."""
+    return stat.st_blocks * 512 < stat.st_size
 
 
 class OffsetPosition(NamedTuple):
@@ -89,6 +110,7 @@ class AbstractIndex:
         self.writable = writable
         self._mmap: mmap.mmap | None = None
         self._length = 0
+        self._reserved = 0  # bytes from the start known to have blocks (see module docstring)
         self._entries = 0
         self._max_entries = 0
         self._reading_fd = -1  # while _open reads the last entry without a map
@@ -108,7 +130,13 @@ class AbstractIndex:
         else:
             fd = os.open(self.file, os.O_RDONLY)
         try:
-            length = os.fstat(fd).st_size
+            stat = os.fstat(fd)
+            length = stat.st_size
+            # Entries are written from the start, each reserved first: the data is the prefix
+            # before the first hole (see module docstring).
+            self._reserved = (
+                self._round_down(os.lseek(fd, 0, os.SEEK_HOLE)) if is_sparse(stat) else length
+            )
             if newly_created:
                 if self.max_index_size < self.entry_size:
                     raise ValueError(f"Invalid max index size: {self.max_index_size}")
@@ -117,8 +145,10 @@ class AbstractIndex:
                     os.ftruncate(fd, length)
             self._length = length
             self._max_entries = length // self.entry_size
-            # A new index is empty; an existing one is whatever whole entries the file holds.
-            self._entries = 0 if newly_created else self._round_down(length) // self.entry_size
+            # A new index is empty; an existing one is whatever whole entries its data holds.
+            self._entries = (
+                0 if newly_created else self._round_down(self._reserved) // self.entry_size
+            )
             self._reading_fd = fd
             self._after_load()
             # The ends, for the sanity check on load (no second open of the file).
@@ -195,6 +225,7 @@ class AbstractIndex:
         try:
             os.ftruncate(fd, rounded)
             self._length = rounded
+            self._reserved = min(self._reserved, rounded)
         finally:
             os.close(fd)
         self._max_entries = rounded // self.entry_size
@@ -293,12 +324,31 @@ class AbstractIndex:
             data = os.pread(fd, self.entry_size, n * self.entry_size)
         return self._entry_struct.unpack(data)
 
+    def _reserve(self, end: int) -> None:
+        """Give ``[0, end)`` real blocks before an entry is written there through the map, a
+        chunk ahead; ENOSPC (an OSError) on a full filesystem instead of a SIGBUS. Where the
+        filesystem cannot reserve blocks at all, the map is written as it is."""
+        new_end = min(self._length, max(end, self._reserved + RESERVE_CHUNK_BYTES))
+        fd = os.open(self.file, os.O_RDWR)
+        try:
+            os.posix_fallocate(fd, self._reserved, new_end - self._reserved)
+        except OSError as e:
+            if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                raise
+            new_end = self._length
+        finally:
+            os.close(fd)
+        self._reserved = new_end
+
     def _write_entry(self, a: int, b: int) -> None:
         if self._entries >= self._max_entries:
             raise ValueError(
                 f"Attempt to append to a full index (size = {self._entries}): {self.file}"
             )
-        self._entry_struct.pack_into(self._mapped(), self._entries * self.entry_size, a, b)
+        position = self._entries * self.entry_size
+        if position + self.entry_size > self._reserved:
+            self._reserve(position + self.entry_size)
+        self._entry_struct.pack_into(self._mapped(), position, a, b)
         self._entries += 1
 
     # Subclasses say which field of an entry is searched; key(slot) returns it.
@@ -472,6 +522,8 @@ class OffsetIndex(AbstractIndex):
             self.relative_offset(offset)  # raises IndexOffsetOverflowError
         if n >= self._max_entries:
             raise ValueError(f"Attempt to append to a full index (size = {n}): {self.file}")
+        if n * 8 + 8 > self._reserved:
+            self._reserve(n * 8 + 8)
         mapped = self._mmap
         if mapped is None:
             mapped = self._mapped()

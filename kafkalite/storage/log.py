@@ -40,6 +40,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
+import structlog
+
 from kafkalite.protocol.errors import (
     InvalidTimestampError,
     OffsetOutOfRangeError,
@@ -95,6 +97,8 @@ from kafkalite.storage.segment import (
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
+
+logger = structlog.get_logger("kafkalite.storage.log")
 
 DELETE_DIR_SUFFIX = "-delete"
 _DELETE_DIR_PATTERN = re.compile(r"(\S+)-(\d+)\.([0-9a-f]{32})-delete")
@@ -153,7 +157,7 @@ class Log:
         recovery_point: int = 0,
         had_clean_shutdown: bool = False,
         time_ms: Callable[[], int] = _wall_clock_ms,
-        on_log_dir_failure: Callable[[str], None] | None = None,
+        on_log_dir_failure: Callable[[str, BaseException], None] | None = None,
     ) -> None:
         self.dir = dir if isinstance(dir, Path) else Path(dir)
         self.topic, self.partition = parse_topic_partition_name(self.dir)
@@ -281,8 +285,26 @@ class Log:
             broken = truncated > 0
             if not broken and i + 1 < len(self._segments):
                 broken = segment.read_next_offset() > self._base_offsets[i + 1]
+            if truncated:
+                logger.warning(
+                    "recovery truncated a torn or corrupt tail",
+                    partition=f"{self.topic}-{self.partition}",
+                    segment=segment.base_offset,
+                    kept_up_to_offset=segment.read_next_offset(),
+                    position=segment.size,
+                    bytes=truncated,
+                )
             if broken:
-                for later in self._segments[i + 1 :]:
+                later_segments = self._segments[i + 1 :]
+                if later_segments:
+                    logger.warning(
+                        "recovery deleted the segments after a damaged one",
+                        partition=f"{self.topic}-{self.partition}",
+                        segments=[later.base_offset for later in later_segments],
+                        from_offset=later_segments[0].base_offset,
+                        bytes=sum(later.size for later in later_segments),
+                    )
+                for later in later_segments:
                     later.delete()
                 del self._segments[i + 1 :]
                 del self._base_offsets[i + 1 :]
@@ -437,7 +459,7 @@ class Log:
         self.offline = True
         failure = LogDirFailure(str(self.dir.parent), error)
         if self.on_log_dir_failure is not None:
-            self.on_log_dir_failure(str(self.dir.parent))
+            self.on_log_dir_failure(str(self.dir.parent), error)
         return failure
 
     def _segment_index_for(self, offset: int) -> int:

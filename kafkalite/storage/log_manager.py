@@ -29,13 +29,25 @@ atomically (temp + fsync + rename).
 A directory whose I/O fails (ENOSPC, EACCES, EIO, ...) goes offline: it is added to
 ``offline_dirs``, its logs are closed and marked offline (operations on them raise
 ``LogOfflineError``, Kafka's KAFKA_STORAGE_ERROR), listeners are told; the process keeps
-serving the other directories. Nothing here raises an OSError to callers.
+serving the other directories. Nothing here raises an OSError to callers. Each failure is
+logged once, as an error naming the directory and the OS error (errno name and message); a
+start-up that leaves directories offline also logs a warning listing them.
+
+A partition directory that vanished (deleted by hand, a botched cleanup) is never replaced by
+an empty log: a partition named in a directory's recovery-point checkpoint whose directory is
+missing at start-up, or an online log whose directory disappears while running (checked every
+``log_dir_check_interval_ms``), is *missing*: offline (KAFKA_STORAGE_ERROR), reported as an
+error, its checkpoint entries kept so a restart remembers it, and ``get_or_create_log`` refuses
+to create it until the directory is back (a restart loads it) or the partition is deleted.
+``partition_failure_listeners`` are told ``(topic, partition)`` so leadership moves to another
+replica. Kafka recreates such a log empty and serves it, losing every acknowledged record.
 
 The periodic work (retention, flush.ms, fsync of rolled segments, checkpoints) is done by
 ``run_scheduler()`` on the event loop, fsyncs in a worker thread. ``maybe_run_periodic_tasks``
 does one round synchronously (tests drive it with a fake clock). ``run_scheduler()`` also starts
 the log cleaner (``cleaner.py``, compaction of ``cleanup.policy=compact`` logs, when
-``log.cleaner.enable``) and stops it when it ends; the cleaner keeps
+``log.cleaner.enable``) and the segment verifier (``verifier.py``: a throttled check of every
+closed segment's batches and indexes, once each) and stops them when it ends; the cleaner keeps
 ``<dir>/cleaner-offset-checkpoint``, forgets deleted logs and moves its checkpoint back when a
 log is truncated below it.
 """
@@ -51,6 +63,9 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import NamedTuple
+
+import structlog
 
 from kafkalite.storage.checkpoint import (
     HIGH_WATERMARK_CHECKPOINT_FILE,
@@ -63,11 +78,27 @@ from kafkalite.storage.cleaner import CleanerConfig, LogCleaner
 from kafkalite.storage.config import LONG_MAX, LogConfig
 from kafkalite.storage.errors import LogDirFailure, StorageError
 from kafkalite.storage.log import DELETE_DIR_SUFFIX, Log, log_dir_name, parse_topic_partition_name
+from kafkalite.storage.verifier import SegmentVerifier
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 
 TopicPartitionKey = tuple[str, int]
+
+logger = structlog.get_logger("kafkalite.storage.log_manager")
+
+
+def describe_os_error(cause: BaseException | None) -> dict[str, str]:
+    """Log fields for the cause of a log-dir failure: ``errno`` (its name, e.g. ENOSPC) and
+    ``error`` (the message); a LogDirFailure is unwrapped to the OS error it carries."""
+    while isinstance(cause, LogDirFailure) and cause.cause is not None:
+        cause = cause.cause
+    if cause is None:
+        return {"errno": "unknown", "error": "unknown cause"}
+    if isinstance(cause, OSError) and cause.errno is not None:
+        name = errno.errorcode.get(cause.errno, str(cause.errno))
+        return {"errno": name, "error": str(cause)}
+    return {"errno": "none", "error": f"{type(cause).__name__}: {cause}"}
 
 
 def _wall_clock_ms() -> int:
@@ -86,6 +117,7 @@ class LogManager:
         flush_recovery_offset_checkpoint_interval_ms: int = 60_000,
         flush_start_offset_checkpoint_interval_ms: int = 60_000,
         high_watermark_checkpoint_interval_ms: int = 5_000,
+        log_dir_check_interval_ms: int = 10_000,
         cleaner_config: CleanerConfig | None = None,
         time_ms: Callable[[], int] = _wall_clock_ms,
         num_recovery_threads_per_data_dir: int = 1,
@@ -105,6 +137,7 @@ class LogManager:
         )
         self.flush_start_offset_checkpoint_interval_ms = flush_start_offset_checkpoint_interval_ms
         self.high_watermark_checkpoint_interval_ms = high_watermark_checkpoint_interval_ms
+        self.log_dir_check_interval_ms = log_dir_check_interval_ms
         self._time_ms = time_ms
         self.num_recovery_threads_per_data_dir = max(1, num_recovery_threads_per_data_dir)
         self.idle_release_interval_ms = idle_release_interval_ms
@@ -114,6 +147,9 @@ class LogManager:
         self._offline_logs: dict[TopicPartitionKey, Log] = {}
         self.offline_dirs: set[str] = set()
         self.log_dir_failure_listeners: list[Callable[[str], None]] = []
+        # Partitions whose own directory is missing: key -> (log dir, checkpointed offsets).
+        self._missing_logs: dict[TopicPartitionKey, tuple[str, MissingLogOffsets]] = {}
+        self.partition_failure_listeners: list[Callable[[str, int], None]] = []
         self._locks: dict[str, int] = {}
         self._last_run: dict[str, int] = {}
         self._started = False
@@ -125,6 +161,8 @@ class LogManager:
             on_log_dir_failure=self._handle_log_dir_failure,
         )
         self._cleaner_task: asyncio.Task[None] | None = None
+        self.verifier = SegmentVerifier(self.all_logs)
+        self._verifier_task: asyncio.Task[None] | None = None
 
     # ================================================================= start-up and shutdown
 
@@ -139,9 +177,15 @@ class LogManager:
         self._load_dirs([dir for dir in self.log_dirs if dir not in self.offline_dirs])
         if len(self.offline_dirs) == len(self.log_dirs):
             raise StorageError(f"All log directories failed: {sorted(self.offline_dirs)}")
+        if self.offline_dirs:
+            logger.warning(
+                "starting with offline log directories",
+                offline_log_dirs=sorted(self.offline_dirs),
+                online_log_dirs=[d for d in self.log_dirs if d not in self.offline_dirs],
+            )
         self.cleaner.load_checkpoints([d for d in self.log_dirs if d not in self.offline_dirs])
         now = self._time_ms()
-        for task in ("retention", "flush", "recovery", "start", "hw", "idle"):
+        for task in ("retention", "flush", "recovery", "start", "hw", "idle", "dirs"):
             self._last_run[task] = now
         self._started = True
 
@@ -207,10 +251,15 @@ class LogManager:
             marker.unlink()
         plan = []
         seen: dict[TopicPartitionKey, str] = {}
+        being_deleted: set[TopicPartitionKey] = set()
         for entry in sorted(os.scandir(path), key=lambda e: e.name):
             if not entry.is_dir():
                 continue
             if entry.name.endswith(DELETE_DIR_SUFFIX):
+                try:  # a deletion a crash interrupted: that partition is gone on purpose
+                    being_deleted.add(parse_topic_partition_name(entry.path))
+                except ValueError:
+                    pass
                 shutil.rmtree(entry.path, ignore_errors=True)
                 continue
             try:
@@ -239,6 +288,21 @@ class LogManager:
                 return log
 
             plan.append((key, load))
+        for key in sorted(recovery_points.keys() - seen.keys() - being_deleted):
+            if key in self._missing_logs:
+                continue
+            offsets = MissingLogOffsets(
+                recovery_points[key], start_offsets.get(key, 0), high_watermarks.get(key, 0)
+            )
+            self._missing_logs[key] = (dir, offsets)
+            logger.error(
+                "partition directory missing, the partition stays offline (not recreated empty)",
+                partition=f"{key[0]}-{key[1]}",
+                log_dir=dir,
+                partition_dir=str(path / log_dir_name(*key)),
+                checkpointed_recovery_point=offsets.recovery_point,
+                checkpointed_high_watermark=offsets.high_watermark,
+            )
         return plan
 
     def _add_log(self, key: TopicPartitionKey, log: Log) -> None:
@@ -304,6 +368,10 @@ class LogManager:
         if self._cleaner_task is not None:
             self._cleaner_task.cancel()
             self._cleaner_task = None
+        self.verifier.stop()
+        if self._verifier_task is not None:
+            self._verifier_task.cancel()
+            self._verifier_task = None
 
     def _close_logs(self) -> None:
         """Close every log without an fsync each (the leader-epoch checkpoints written, the
@@ -353,6 +421,14 @@ class LogManager:
         key = (topic, partition)
         return self._logs.get(key) or self._offline_logs.get(key)
 
+    def offline_log_keys(self) -> list[TopicPartitionKey]:
+        """(topic, partition) of every log this manager holds offline, or knows is missing."""
+        return sorted(self._offline_logs.keys() | self._missing_logs.keys())
+
+    def is_missing(self, topic: str, partition: int) -> bool:
+        """True if the partition's directory vanished (see the module docstring)."""
+        return (topic, partition) in self._missing_logs
+
     def all_logs(self) -> list[Log]:
         """Every online log."""
         return list(self._logs.values())
@@ -382,6 +458,12 @@ class LogManager:
             if config is not None:
                 existing.update_config(config)
             return existing
+        missing = self._missing_logs.get((topic, partition))
+        if missing is not None:
+            raise StorageError(
+                f"The log directory of {topic}-{partition} in {missing[0]} is missing: not "
+                "recreated empty (restore it and restart, or move the replica elsewhere)"
+            )
         if not is_new and self.offline_dirs:
             raise StorageError(
                 f"Can not create log for {topic}-{partition} because log directories "
@@ -523,8 +605,11 @@ class LogManager:
         delete it (unless ``remove_files`` is False: the caller removes the renamed directory).
         Returns the removed log (None if there was none)."""
         key = (topic, partition)
+        missing = self._missing_logs.pop(key, None)  # deleting the partition accepts its loss
         log = self._pop_log(key) or self._offline_logs.pop(key, None)
         if log is None:
+            if missing is not None:
+                self._checkpoint_after_delete(missing[0])
             return None
         log._close_quietly()
         log.on_truncation = None
@@ -538,8 +623,19 @@ class LogManager:
             if remove_files:
                 log.delete()
         except LogDirFailure:
-            pass  # already handled: the directory is offline
+            return log  # already handled: the directory is offline
+        self._checkpoint_after_delete(str(log.dir.parent))
         return log
+
+    def _checkpoint_after_delete(self, dir: str) -> None:
+        """The checkpoints stop naming a deleted partition at once (Kafka checkpoints on
+        deletion too): one the checkpoint names without a directory is taken for vanished."""
+        if dir in self.offline_dirs:
+            return
+        try:
+            self._write_checkpoints(dir)
+        except OSError as e:
+            self._handle_log_dir_failure(dir, e)
 
     def update_topic_config(self, topic: str, config: LogConfig) -> None:
         self.topic_configs[topic] = config
@@ -553,15 +649,30 @@ class LogManager:
         self._for_each_online_dir(
             lambda dir, logs: OffsetCheckpointFile(
                 Path(dir) / RECOVERY_POINT_CHECKPOINT_FILE
-            ).write({log.topic_partition: log.recovery_point for log in logs})
+            ).write(
+                {log.topic_partition: log.recovery_point for log in logs}
+                | self._missing_offsets(dir, 0)
+            )
         )
 
     def checkpoint_log_start_offsets(self) -> None:
         self._for_each_online_dir(
             lambda dir, logs: OffsetCheckpointFile(
                 Path(dir) / LOG_START_OFFSET_CHECKPOINT_FILE
-            ).write({log.topic_partition: log.log_start_offset for log in logs})
+            ).write(
+                {log.topic_partition: log.log_start_offset for log in logs}
+                | self._missing_offsets(dir, 1)
+            )
         )
+
+    def _missing_offsets(self, dir: str, field: int) -> dict[TopicPartitionKey, int]:
+        """A field of the checkpointed offsets of the missing partitions of ``dir``: they stay
+        in the checkpoints, so a restart still knows the partition existed there."""
+        return {
+            key: offsets[field]
+            for key, (missing_dir, offsets) in self._missing_logs.items()
+            if missing_dir == dir
+        }
 
     def checkpoint_high_watermarks(
         self, high_watermarks: Mapping[TopicPartitionKey, int] | None = None
@@ -577,7 +688,9 @@ class LogManager:
                     if high_watermarks
                     else log.high_watermark
                 )
-            OffsetCheckpointFile(Path(dir) / HIGH_WATERMARK_CHECKPOINT_FILE).write(offsets)
+            OffsetCheckpointFile(Path(dir) / HIGH_WATERMARK_CHECKPOINT_FILE).write(
+                offsets | self._missing_offsets(dir, 2)
+            )
 
         self._for_each_online_dir(write)
 
@@ -585,12 +698,15 @@ class LogManager:
         logs = self.logs_by_dir().get(dir, [])
         OffsetCheckpointFile(Path(dir) / RECOVERY_POINT_CHECKPOINT_FILE).write(
             {log.topic_partition: log.recovery_point for log in logs}
+            | self._missing_offsets(dir, 0)
         )
         OffsetCheckpointFile(Path(dir) / LOG_START_OFFSET_CHECKPOINT_FILE).write(
             {log.topic_partition: log.log_start_offset for log in logs}
+            | self._missing_offsets(dir, 1)
         )
         OffsetCheckpointFile(Path(dir) / HIGH_WATERMARK_CHECKPOINT_FILE).write(
             {log.topic_partition: log.high_watermark for log in logs}
+            | self._missing_offsets(dir, 2)
         )
 
     def _for_each_online_dir(self, action: Callable[[str, list[Log]], None]) -> None:
@@ -604,14 +720,28 @@ class LogManager:
 
     # ================================================================= failures
 
-    def _on_log_failure(self, dir: str) -> None:
-        self._handle_log_dir_failure(dir, None)
+    def _on_log_failure(self, dir: str, cause: BaseException | None = None) -> None:
+        """A log's I/O failed. A file missing because its partition directory vanished (the
+        log dir itself still there) takes that partition offline, not the whole directory."""
+        if (
+            isinstance(cause, FileNotFoundError)
+            and os.path.isdir(dir)
+            and self.check_partition_dirs()
+        ):
+            return
+        self._handle_log_dir_failure(dir, cause)
 
     def _handle_log_dir_failure(self, dir: str, cause: BaseException | None) -> None:
         dir = str(Path(dir).resolve())
         if dir in self.offline_dirs:
             return
         self.offline_dirs.add(dir)
+        logger.error(
+            "log directory failed, it goes offline",
+            log_dir=dir,
+            phase="running" if self._started else "startup",
+            **describe_os_error(cause),
+        )
         for key, log in list(self._logs.items()):
             if str(log.dir.parent) == dir:
                 log.offline = True
@@ -650,6 +780,9 @@ class LogManager:
         if now - self._last_run.get("idle", now) >= self.idle_release_interval_ms:
             self._last_run["idle"] = now
             self.release_idle_logs()
+        if now - self._last_run.get("dirs", now) >= self.log_dir_check_interval_ms:
+            self._last_run["dirs"] = now
+            self.check_partition_dirs()
 
     def release_idle_logs(self) -> int:
         """Close the files of every log not appended to or read since the previous call (its
@@ -667,6 +800,43 @@ class LogManager:
             else:
                 seen[key] = uses
         return released
+
+    def check_partition_dirs(self) -> list[TopicPartitionKey]:
+        """Take offline every online log whose directory vanished (one stat per log); returns
+        them. Writes to the open files of a deleted directory still succeed, so without this
+        the loss would only show at the next restart. A log directory gone as a whole
+        (unmounted, deleted) is a log-dir failure, not one missing partition per log."""
+        for dir in self.log_dirs:
+            if dir not in self.offline_dirs and not os.path.isdir(dir):
+                self._handle_log_dir_failure(
+                    dir, FileNotFoundError(errno.ENOENT, "log directory vanished", dir)
+                )
+        vanished = [
+            key
+            for key, log in self._logs.items()
+            if not os.path.isdir(log.dir) and str(log.dir.parent) not in self.offline_dirs
+        ]
+        for key in vanished:
+            log = self._pop_log(key)
+            dir = str(log.dir.parent)
+            self._missing_logs[key] = (
+                dir,
+                MissingLogOffsets(log.recovery_point, log.log_start_offset, log.high_watermark),
+            )
+            log.offline = True
+            log._close_quietly()
+            self._offline_logs[key] = log
+            logger.error(
+                "partition directory vanished while running, the partition goes offline",
+                partition=f"{key[0]}-{key[1]}",
+                log_dir=dir,
+                partition_dir=str(log.dir),
+                log_end_offset=log.log_end_offset,
+                high_watermark=log.high_watermark,
+            )
+            for listener in list(self.partition_failure_listeners):
+                listener(*key)
+        return vanished
 
     def cleanup_logs(self) -> int:
         """Retention for every log (cleanup.policy=delete). Returns segments deleted."""
@@ -724,6 +894,8 @@ class LogManager:
         self._scheduler_task = asyncio.current_task()
         if self.cleaner.config.enable and self._cleaner_task is None:
             self._cleaner_task = asyncio.create_task(self.cleaner.run(), name="log-cleaner")
+        if self._verifier_task is None:
+            self._verifier_task = asyncio.create_task(self.verifier.run(), name="log-verifier")
         try:
             while True:
                 await self._flush_rolled_segments_async()
@@ -734,6 +906,17 @@ class LogManager:
             if self._cleaner_task is not None:
                 self._cleaner_task.cancel()
                 self._cleaner_task = None
+            if self._verifier_task is not None:
+                self._verifier_task.cancel()
+                self._verifier_task = None
+
+
+class MissingLogOffsets(NamedTuple):
+    """The checkpointed offsets of a partition whose directory is missing."""
+
+    recovery_point: int
+    log_start_offset: int
+    high_watermark: int
 
 
 def _remove_dirs(dirs: list[Path]) -> None:

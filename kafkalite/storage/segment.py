@@ -18,17 +18,24 @@ Invariants: batches are in offset order, all offsets within ``[base_offset, base
 ``recover()`` rebuilds both indexes from the log, checking every batch (length, magic, CRC),
 and truncates a torn or corrupt tail: it is how a crashed segment is brought back.
 
+Reads never hand out a batch that fails its CRC: ``verified`` (``verifier.VerifiedRanges``)
+holds the byte ranges already checked (appends, which were checked in memory, and recovery
+count); a read reaching past them checks the new batches first, once. A bad batch ends the read
+before it, or, first in the read, raises ``CorruptRecordError`` (CORRUPT_MESSAGE) and is logged.
+
 Not safe for concurrent use; the owning Log serialises access.
 """
 
 from __future__ import annotations
 
+import mmap
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+from kafkalite.protocol.errors import CorruptRecordError
 from kafkalite.protocol.records import RecordBatchHeader, scan_valid_prefix
 from kafkalite.storage.errors import CorruptIndexError, IndexOffsetOverflowError
 from kafkalite.storage.file_records import (
@@ -44,6 +51,7 @@ from kafkalite.storage.index import (
     TimeIndex,
     TimestampOffset,
 )
+from kafkalite.storage.verifier import VerifiedRanges, check_batches, report_corrupt_fetch
 
 LOG_FILE_SUFFIX = ".log"
 INDEX_FILE_SUFFIX = ".index"
@@ -131,6 +139,7 @@ class LogSegment:
         # size only on the first append (defer_index_growth): an idle active segment then
         # costs no ftruncate to re-grow on load and to trim again on close.
         self._index_room = True
+        self.verified = VerifiedRanges()
         self._load_largest_timestamp()
         self.log.release_map()
 
@@ -278,6 +287,7 @@ class LogSegment:
                 f"Offset {last_offset} cannot be stored relative to base offset {self.base_offset}"
             )
         log.append(records)
+        self.verified.mark(position, log.size)  # validated (CRC) before the append
         interval = self.index_interval_bytes
         since_last_entry = self.bytes_since_last_index_entry
         max_timestamp = self.max_timestamp_so_far
@@ -377,9 +387,41 @@ class LogSegment:
         if adjusted_max_size == 0 or max_position <= batch.position:
             return FetchDataInfo(metadata, EMPTY_RECORDS)
         fetch_size = min(max_position - batch.position, adjusted_max_size)
+        end = batch.position + fetch_size
+        verified = self.verified
+        if end > verified.prefix and not verified.covered(batch.position, end):
+            fetch_size = self._checked_end(batch.position, end) - batch.position
         return FetchDataInfo(
             metadata, self.log.slice(batch.position, fetch_size), adjusted_max_size < batch.size
         )
+
+    def _checked_end(self, start: int, end: int) -> int:
+        """Check the batches of ``[start, end)`` not verified yet; returns where the read must
+        end (before a bad batch), raises CorruptRecordError if the first batch is bad."""
+        verified = self.verified
+        size = self.log.size
+        begin = verified.unverified_start(start)
+        # A map of just these pages, unmapped at once: the segment's cached whole-file map
+        # would keep every segment ever read mapped (RSS, vm.max_map_count).
+        base = begin - begin % mmap.ALLOCATIONGRANULARITY
+        mapped = mmap.mmap(self.log.fd, end - base, access=mmap.ACCESS_READ, offset=base)
+        try:
+            good_end, problem = check_batches(mapped, begin - base, end - base, size - base)
+            if problem is not None and good_end + base < start:
+                begin = start  # the bad batch lies before this read: check the read alone
+                good_end, problem = check_batches(mapped, start - base, end - base, size - base)
+        finally:
+            mapped.close()
+        good_end += base
+        verified.mark(begin, good_end)
+        if problem is None:
+            return end
+        report_corrupt_fetch(self.log.file, good_end, problem)
+        if good_end <= start:
+            raise CorruptRecordError(
+                f"Record batch at position {good_end} of {self.log.file} is corrupt: {problem}"
+            )
+        return good_end
 
     def read_next_offset(self) -> int:
         """Offset after the last batch (base offset when empty)."""
@@ -457,6 +499,7 @@ class LogSegment:
         self._append_final_time_index_entry()
         self.time_index.trim_to_valid_size()
         self.log.release_map()
+        self.verified = VerifiedRanges(position)  # every batch kept was just checked
         return truncated
 
     def truncate_to(self, offset: int) -> int:
@@ -470,6 +513,7 @@ class LogSegment:
         if batch is None:
             return 0
         removed = self.log.truncate_to(batch.position)
+        self.verified.forget_from(batch.position)
         if self.log.size == 0:
             self.created_ms = self._time_ms()
             self._rolling_based_timestamp = None

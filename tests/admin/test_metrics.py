@@ -155,3 +155,38 @@ def test_messages_in_per_topic_and_isr_changes_are_counted() -> None:
 
 def test_offline_partitions_without_metadata() -> None:
     assert offline_partition_count(None) == 0
+
+
+def test_storage_faults_are_counted() -> None:
+    from prometheus_client import CollectorRegistry
+
+    from kafkalite.admin.metrics import storage_fault_metrics
+    from kafkalite.storage.verifier import VerifierStats
+
+    stats = VerifierStats(
+        segments_verified=7, bytes_verified=7000, corrupt_batches=2, index_findings=3
+    )
+    stats.indexes_rebuilt = 1
+    server = SimpleNamespace(
+        broker_id=0,
+        replica_manager=SimpleNamespace(offline_partitions={TopicPartition("t", 1)}),
+        log_manager=SimpleNamespace(
+            offline_dirs={"/d"},
+            offline_log_keys=lambda: [("t", 1), ("u", 0)],
+            verifier=SimpleNamespace(stats=stats),
+        ),
+    )
+
+    class Collector:
+        def collect(self):
+            return storage_fault_metrics(server)
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(Collector())
+    samples = samples_of(registry)
+    assert samples[("kafkalite_offline_storage_partitions", ())] == 2
+    assert samples[("kafkalite_storage_verifier_segments_verified_total", ())] == 7
+    assert samples[("kafkalite_storage_verifier_corrupt_batches_total", ())] == 2
+    assert samples[("kafkalite_storage_verifier_index_findings_total", ())] == 3
+    assert samples[("kafkalite_storage_verifier_indexes_rebuilt_total", ())] == 1
+    assert ("kafkalite_fetch_corrupt_batches_refused_total", ()) in samples

@@ -7,6 +7,7 @@ Waiting operations are driven by events (appends, follower fetches) and by the m
 from __future__ import annotations
 
 import asyncio
+import shutil
 
 from kafkalite.broker.types import (
     EARLIEST_TIMESTAMP,
@@ -707,3 +708,22 @@ async def test_producer_snapshots_are_written_off_the_loop_once_per_offset(make_
         files = list(log_manager.get_log(f"snap-{i}", 0).dir.glob("*.snapshot"))
         assert [f.name for f in files] == (["00000000000000000002.snapshot"] if i % 3 == 0 else [])
     assert await rm.take_producer_snapshots_async() == 0  # nothing new since
+
+
+async def test_a_partition_whose_directory_vanished_is_offline_not_recreated(make_rm, log_manager):
+    """A replica the controller says exists (not new) whose directory is missing answers
+    KAFKA_STORAGE_ERROR, so the controller elects another replica (Kafka recreates it empty)."""
+    rm = make_rm()
+    rm.become_leader_or_follower(0, 1, [leader_state()])
+    assert (await produce(rm, batch(3))).error_code is ErrorCode.NONE
+    log_dir = log_manager.get_log("t", 0).dir
+    shutil.rmtree(log_dir)
+    assert log_manager.check_partition_dirs() == [("t", 0)]
+    assert TP in rm.offline_partitions and TP not in rm.partitions
+    assert (await produce(rm, batch())).error_code is ErrorCode.KAFKA_STORAGE_ERROR
+    again = rm.become_leader_or_follower(0, 1, [leader_state(leader_epoch=1)])
+    assert again.partition_errors[TP] is ErrorCode.KAFKA_STORAGE_ERROR
+    assert not log_dir.exists()
+    deleted = rm.stop_replicas(0, 1, [StopReplicaPartitionState("t", 0, -2, True)])
+    assert deleted.partition_errors[TP] is ErrorCode.NONE
+    assert TP not in rm.offline_partitions and not log_manager.is_missing("t", 0)

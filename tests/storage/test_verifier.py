@@ -1,0 +1,258 @@
+"""Corruption in closed segments and indexes: the fetch path's CRC check (once per batch), the
+background verifier, the offline `kafkalite storage verify` check."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from structlog.testing import capture_logs
+
+import kafkalite.storage.segment as segment_module
+from kafkalite.protocol.errors import CorruptRecordError
+from kafkalite.protocol.records import iter_batch_headers
+from kafkalite.storage.config import LogConfig
+from kafkalite.storage.log import Log
+from kafkalite.storage.throttler import Throttler
+from kafkalite.storage.verifier import (
+    FETCH_STATS,
+    SegmentVerifier,
+    VerifiedRanges,
+    verify_path,
+    verify_segment_files,
+)
+from tests.harness.broker import REPO_ROOT
+from tests.storage.conftest import make_batch
+
+BATCHES_PER_SEGMENT = 5
+
+
+def build_log(dir, segments=3, index_interval_bytes=0):
+    """A log of ``segments`` closed-and-reopened segments of 5 batches of 10 records each,
+    closed cleanly: reopened, nothing is verified yet (as after a restart)."""
+    config = LogConfig(
+        segment_bytes=BATCHES_PER_SEGMENT * 200, index_interval_bytes=index_interval_bytes
+    )
+    log = Log(dir, config)
+    for i in range(segments * BATCHES_PER_SEGMENT):
+        log.append_as_leader(make_batch(10, value_size=5, fill=0x61 + i % 20), 0)
+    assert log.number_of_segments >= segments
+    log.close()
+    return config
+
+
+def batch_positions(segment_file):
+    data = segment_file.read_bytes()
+    return [(pos, header) for pos, header in iter_batch_headers(data)]
+
+
+def flip_payload_byte(segment_file, batch_number):
+    pos, header = batch_positions(segment_file)[batch_number]
+    data = bytearray(segment_file.read_bytes())
+    data[pos + header.batch_length + 12 - 3] ^= 0xFF  # inside the last record's value
+    segment_file.write_bytes(data)
+    return pos, header
+
+
+def first_segment(dir):
+    return sorted(dir.glob("*.log"))[0]
+
+
+def offsets_in(records):
+    return [h.base_offset for _, h in iter_batch_headers(bytes(records))]
+
+
+def test_a_fetch_stops_before_a_corrupt_batch_and_refuses_it(tmp_path):
+    dir = tmp_path / "t-0"
+    config = build_log(dir)
+    pos, header = flip_payload_byte(first_segment(dir), 2)
+    log = Log(dir, config, had_clean_shutdown=True)
+    before = FETCH_STATS.corrupt_batches_refused
+    with capture_logs() as logs:
+        read = log.read(0, 1 << 20)
+        assert offsets_in(read.records) == [0, 10], "only the batches before the bad one"
+        with pytest.raises(CorruptRecordError) as refused:
+            log.read(header.base_offset, 1 << 20)
+        assert refused.value.error_code.name == "CORRUPT_MESSAGE"
+    [error] = [e for e in logs if e["event"] == "corrupt batch refused to a fetch"]
+    assert error["position"] == pos and "crc" in error["problem"]
+    assert FETCH_STATS.corrupt_batches_refused > before
+    # the segments after it still serve
+    later = log.segments[1].base_offset
+    assert offsets_in(log.read(later, 1 << 20).records)[0] == later
+    log.close()
+
+
+def test_each_batch_is_checked_once(tmp_path, monkeypatch):
+    dir = tmp_path / "t-0"
+    config = build_log(dir, segments=1)
+    log = Log(dir, config, had_clean_shutdown=True)
+    checked = []
+    real = segment_module.check_batches
+
+    def counting(buf, start, end, limit):
+        checked.append((start, end))
+        return real(buf, start, end, limit)
+
+    monkeypatch.setattr(segment_module, "check_batches", counting)
+    for _ in range(3):
+        assert len(offsets_in(log.read(0, 1 << 20).records)) == BATCHES_PER_SEGMENT
+    assert len(checked) == 1, "later fetches of verified bytes do not check again"
+    mid = log.read(20, 1 << 20)  # inside the verified range
+    assert offsets_in(mid.records)[0] == 20 and len(checked) == 1
+    log.append_as_leader(make_batch(3), 0)  # checked in memory before the append
+    assert offsets_in(log.read(50, 1 << 20).records) == [50] and len(checked) == 1
+    log.close()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["mark", "forget", "check"]),
+            st.integers(0, 60),
+            st.integers(0, 60),
+        ),
+        max_size=40,
+    )
+)
+def test_verified_ranges_never_claim_an_unchecked_byte(ops):
+    """Oracle: the set of bytes marked and not forgotten since. ``covered`` may say no to a
+    checked range (it re-checks), never yes to an unchecked one."""
+    ranges = VerifiedRanges()
+    checked: set[int] = set()
+    for op, a, b in ops:
+        start, end = min(a, b), max(a, b)
+        if op == "mark":
+            begin = ranges.unverified_start(start)
+            if begin > start:  # already verified up to begin
+                assert all(i in checked for i in range(start, begin))
+            ranges.mark(begin, end)
+            checked.update(range(begin, end))
+        elif op == "forget":
+            ranges.forget_from(start)
+            checked = {i for i in checked if i < start}
+        elif ranges.covered(start, end):
+            assert all(i in checked for i in range(start, end))
+
+
+def test_verify_segment_files_finds_batch_and_index_damage(tmp_path):
+    dir = tmp_path / "t-0"
+    build_log(dir, segments=2)
+    segment = first_segment(dir)
+    assert verify_segment_files(segment, 0) == []
+    assert list(verify_path(tmp_path)) == [] and list(verify_path(dir)) == []
+
+    index = segment.with_suffix(".index")
+    entries = bytearray(index.read_bytes())
+    struct.pack_into(">i", entries, 0, 15)  # entry 0 names offset 15 at a batch ending at 19
+    index.write_bytes(entries)
+    [finding] = verify_segment_files(segment, 0)
+    assert finding.kind == "bad-index-entry" and finding.offset == 15 and finding.is_index
+
+    pos, _ = flip_payload_byte(segment, 3)
+    findings = verify_segment_files(segment, 0)
+    assert [f.kind for f in findings if not f.is_index] == ["corrupt-batch"]
+    bad = [f for f in findings if not f.is_index][0]
+    assert bad.position == pos and "crc" in bad.detail and str(segment) in bad.line()
+
+
+async def test_the_background_verifier_rebuilds_a_wrong_index_and_reports_bad_batches(tmp_path):
+    dir = tmp_path / "t-0"
+    config = build_log(dir)
+    segments = sorted(dir.glob("*.log"))
+    index = segments[0].with_suffix(".index")
+    entries = bytearray(index.read_bytes())
+    struct.pack_into(">i", entries, 0, 15)
+    index.write_bytes(entries)
+    bad_pos, bad_header = flip_payload_byte(segments[1], 1)
+    log = Log(dir, config, had_clean_shutdown=True)
+    verifier = SegmentVerifier(lambda: [log], bytes_per_second=10 << 20, pass_interval_s=3600)
+    with capture_logs() as logs:
+        verified = await asyncio.wait_for(verifier.verify_once(), 30)
+    assert verified == log.number_of_segments - 1, "closed segments only"
+    assert verifier.stats.indexes_rebuilt == 1 and verifier.stats.corrupt_batches == 1
+    assert verify_segment_files(segments[0], 0) == [], "the index was rebuilt from the log"
+    kinds = {e["kind"] for e in logs if e["event"] == "segment verification found corruption"}
+    assert kinds == {"bad-index-entry", "corrupt-batch"}
+    assert any(e["event"] == "index rebuilt from its segment" for e in logs)
+    with pytest.raises(CorruptRecordError):
+        log.read(bad_header.base_offset, 1 << 20)
+    assert await verifier.verify_once() == 0, "each segment is verified once"
+    log.close()
+
+
+def test_storage_verify_command(tmp_path):
+    dir = tmp_path / "logs" / "t-0"
+    build_log(dir, segments=2)
+
+    def run(path):
+        return subprocess.run(
+            [sys.executable, "-m", "kafkalite", "storage", "verify", str(path)],
+            capture_output=True,
+            text=True,
+            cwd=REPO_ROOT,
+            timeout=60,
+        )
+
+    clean = run(tmp_path / "logs")
+    assert clean.returncode == 0 and clean.stdout == "", clean.stderr
+    segment = first_segment(dir)
+    pos, _ = flip_payload_byte(segment, 2)
+    found = run(tmp_path / "logs")
+    assert found.returncode == 1, found.stderr
+    [line] = found.stdout.splitlines()
+    assert line.startswith(f"{segment}: corrupt-batch at position {pos}")
+    assert run(segment).returncode == 1
+    missing = run(tmp_path / "nothing-here")
+    assert missing.returncode == 2 and "cannot check" in missing.stderr
+
+
+async def test_stopping_the_verifier_ends_a_throttled_read(tmp_path, monkeypatch):
+    """A shutdown must not wait for a throttled verification (the worker thread would hold up
+    the process's exit for as long as the segment takes at the configured rate)."""
+    import kafkalite.storage.verifier as verifier_module
+
+    dir = tmp_path / "t-0"
+    config = build_log(dir)
+    monkeypatch.setattr(verifier_module, "READ_CHUNK", 256)
+    log = Log(dir, config, had_clean_shutdown=True)
+    verifier = SegmentVerifier(lambda: [log], bytes_per_second=64, pass_interval_s=3600)
+    verifier.throttler = Throttler(64, check_interval_ms=0)  # 4 s per 256-byte chunk
+    throttled = asyncio.Event()
+    real = verifier.throttler.maybe_throttle
+    loop = asyncio.get_running_loop()
+
+    def observe(observed):
+        delay = real(observed)
+        if delay > 1:
+            loop.call_soon_threadsafe(throttled.set)
+        return delay
+
+    verifier.throttler.maybe_throttle = observe
+    task = asyncio.create_task(verifier.verify_once())
+    await asyncio.wait_for(throttled.wait(), 30)
+    verifier.stop()
+    assert await asyncio.wait_for(task, 30) == 0
+    assert verifier.stats.segments_verified == 0
+    log.close()
+
+
+@pytest.mark.parametrize("chunk", [64, 200, 1000])
+def test_verification_does_not_depend_on_the_read_chunk(tmp_path, monkeypatch, chunk):
+    """Batches larger than a chunk, and batches cut by a chunk's end, are read whole."""
+    import kafkalite.storage.verifier as verifier_module
+
+    dir = tmp_path / "t-0"
+    build_log(dir, segments=1)
+    segment = first_segment(dir)
+    monkeypatch.setattr(verifier_module, "READ_CHUNK", chunk)
+    assert verify_segment_files(segment, 0) == []
+    pos, _ = flip_payload_byte(segment, 3)
+    [finding] = [f for f in verify_segment_files(segment, 0) if not f.is_index]
+    assert finding.kind == "corrupt-batch" and finding.position == pos
