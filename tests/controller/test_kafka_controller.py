@@ -158,21 +158,24 @@ async def test_controlled_shutdown_answers_what_the_store_holds(store, cluster, 
     t0 = TopicPartition("cs", 0)
     await eventually(lambda: zk_data.get_partition_state(reader, t0), message="online")
     await settle(nodes[0].controller)
-    apply_writes = zk_data.apply_writes
     raced = []
 
-    async def racing(session, writes, version):
-        if not raced:
-            raced.append(True)
-            info = await zk_data.get_partition_state(reader, t0)
-            await reader.set_data(
-                paths.partition_state_path("cs", 0),
-                zk_data.encode_leader_isr_and_controller_epoch(info),
-                info.leader_and_isr.zk_version,
-            )
-        return await apply_writes(session, writes, version)
+    def racing(apply):
+        async def apply_after_a_leader_write(session, writes, version):
+            if not raced:
+                raced.append(True)
+                info = await zk_data.get_partition_state(reader, t0)
+                await reader.set_data(
+                    paths.partition_state_path("cs", 0),
+                    zk_data.encode_leader_isr_and_controller_epoch(info),
+                    info.leader_and_isr.zk_version,
+                )
+            return await apply(session, writes, version)
 
-    monkeypatch.setattr(zk_data, "apply_writes", racing)
+        return apply_after_a_leader_write
+
+    for name in ("apply_writes", "apply_partition_state_writes"):
+        monkeypatch.setattr(zk_data, name, racing(getattr(zk_data, name)))
     epoch = (await reader.exists(paths.broker_path(1))).czxid
     remaining = await nodes[0].controller.controlled_shutdown(1, epoch)
     info = await zk_data.get_partition_state(reader, t0)
