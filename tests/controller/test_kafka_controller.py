@@ -2,6 +2,7 @@
 transports: election and failover, topic creation/deletion/partition addition end to end, broker
 failure, fenced writes, ISR change notifications, session expiry, controlled shutdown."""
 
+import asyncio
 from types import SimpleNamespace
 
 import pytest
@@ -181,6 +182,32 @@ async def test_controlled_shutdown_answers_what_the_store_holds(store, cluster, 
     info = await zk_data.get_partition_state(reader, t0)
     assert raced and remaining == []
     assert info.leader_and_isr.leader == 0  # really moved before 'nothing remains'
+    await stop(*nodes)
+
+
+async def test_controlled_shutdown_answers_once_the_new_leader_knows(store, cluster):
+    """The stopping broker exits on the answer: the brokers taking over must have been told
+    first, or clients find its leaderships everywhere after it is gone (and a resigning
+    controller's queued requests would die with it)."""
+    nodes = [await start_node(store, cluster, b, config=config()) for b in (0, 1)]
+    reader = cluster.reader
+    await admin.create_topic(reader, "cs", 1, 2, replica_assignment={0: [1, 0]})
+    t0 = TopicPartition("cs", 0)
+    await eventually(lambda: zk_data.get_partition_state(reader, t0), message="online")
+    await settle(nodes[0].controller)
+    cluster.hold[0] = asyncio.Event()
+    epoch = (await reader.exists(paths.broker_path(1))).czxid
+    answer = asyncio.create_task(nodes[0].controller.controlled_shutdown(1, epoch))
+
+    async def moved():
+        return (await zk_data.get_partition_state(reader, t0)).leader_and_isr.leader == 0
+
+    await eventually(moved, message="the leadership moved in the store")
+    await nodes[0].controller.event_manager.wait_idle()
+    assert not answer.done()
+    cluster.hold[0].set()
+    assert await asyncio.wait_for(answer, 10) == []
+    assert any(ps.leader == 0 for b, tp, ps in cluster.leader_and_isr_partitions(0) if tp == t0)
     await stop(*nodes)
 
 

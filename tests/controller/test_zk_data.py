@@ -192,3 +192,78 @@ async def test_several_reassignment_node_updates_in_one_batch(store):
         epoch_version,
     )
     assert await zk_data.get_partition_reassignments(session) == {TP: (3,)}
+
+
+class CountingSession:
+    """A session whose reads are counted (the per-partition round trips a big topic must not
+    cost)."""
+
+    def __init__(self, session):
+        self._session = session
+        self.reads = 0
+
+    def __getattr__(self, name):
+        attr = getattr(self._session, name)
+        if name in ("exists", "get_children", "get_data"):
+
+            async def counted(*args, **kwargs):
+                self.reads += 1
+                return await attr(*args, **kwargs)
+
+            return counted
+        return attr
+
+
+async def test_partition_states_are_written_in_chunks_and_fail_per_partition(store):
+    """Kafka's updateLeaderAndIsr: each partition's write succeeds or fails alone. A leader
+    changed partition 3 between the controller's read and its write: only partition 3 fails;
+    the other elections (in several chunked multis) are in the store."""
+    session = await store.open_session()
+    await with_topic(session)
+    _, epoch_version = await zk_data.register_controller_and_increment_controller_epoch(session, 0)
+    partitions = [TopicPartition("t", p) for p in range(10)]
+    initial = LeaderIsrAndControllerEpoch(LeaderAndIsr(0, 0, (0, 1)), 1)
+    counting = CountingSession(session)
+    failed = await zk_data.apply_partition_state_writes(
+        counting,
+        [CreatePartitionState(tp, initial) for tp in partitions],
+        epoch_version,
+        max_ops=4,
+    )
+    assert failed == set()
+    assert counting.reads == 1  # one listing of /brokers/topics/t/partitions, not one per node
+    for tp in partitions:
+        assert (await zk_data.get_partition_state(session, tp)).leader_and_isr.leader == 0
+
+    leader_write = LeaderIsrAndControllerEpoch(LeaderAndIsr(0, 0, (0,)), 1)
+    await session.set_data(
+        paths.partition_state_path("t", 3),
+        zk_data.encode_leader_isr_and_controller_epoch(leader_write),
+        0,
+    )
+    elected = LeaderIsrAndControllerEpoch(LeaderAndIsr(1, 1, (0, 1), 1), 1)
+    failed = await zk_data.apply_partition_state_writes(
+        session,
+        [UpdatePartitionState(tp, elected, 0) for tp in partitions],
+        epoch_version,
+        max_ops=3,
+    )
+    assert failed == {TopicPartition("t", 3)}
+    for tp in partitions:
+        stored = (await zk_data.get_partition_state(session, tp)).leader_and_isr
+        assert stored.leader == (0 if tp.partition == 3 else 1)
+
+    other = await store.open_session()
+    await other.set_data(paths.CONTROLLER_EPOCH, b"2", epoch_version)  # a newer controller
+    with pytest.raises(zk_data.ControllerMovedError):
+        await zk_data.apply_partition_state_writes(
+            session, [UpdatePartitionState(TP, elected, 1)], epoch_version
+        )
+
+
+async def test_only_partition_state_writes_are_applied_per_partition():
+    info = LeaderIsrAndControllerEpoch(LeaderAndIsr(0), 1)
+    assert zk_data.can_apply_per_partition(
+        [CreatePartitionState(TP, info), UpdatePartitionState(TP, info, 0)]
+    )
+    assert not zk_data.can_apply_per_partition([CreatePartitionState(TP, info), DeleteTopic("t")])
