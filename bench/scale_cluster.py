@@ -246,11 +246,17 @@ def main(
     topics: int = 100,
     topic_partitions: int = 4,
     session_timeout_ms: int = 6000,
-    base_dir: str | None = None,
+    keep_dir: str | None = None,
 ) -> dict[str, Any]:
-    """Run the phases (module docstring) and return {row: {figure..., target}}."""
+    """Run the phases (module docstring) and return {row: {figure..., target}}. With
+    ``keep_dir`` the ZooKeeper and broker data and logs are kept there."""
     figures: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory(prefix="kafkalite-scale-", dir=base_dir) as tmp:
+    with contextlib.ExitStack() as stack:
+        if keep_dir is None:
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="kafkalite-scale-"))
+        else:
+            tmp = keep_dir
+            Path(tmp).mkdir(parents=True, exist_ok=True)
         bench = ClusterBench(Path(tmp), session_timeout_ms)
         try:
             _run(bench, figures, partitions, topics, topic_partitions)
@@ -431,10 +437,9 @@ if __name__ == "__main__":
     parser.add_argument("--topics", type=int, default=100)
     parser.add_argument("--topic-partitions", type=int, default=4)
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
+    parser.add_argument("--keep-dir", help="keep data and logs there (default: a temporary dir)")
     args = parser.parse_args()
-    print(
-        json.dumps(
-            main(args.partitions, args.topics, args.topic_partitions, args.session_timeout_ms),
-            indent=2,
-        )
+    figures = main(
+        args.partitions, args.topics, args.topic_partitions, args.session_timeout_ms, args.keep_dir
     )
+    print(json.dumps(figures, indent=2))

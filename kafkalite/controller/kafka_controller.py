@@ -86,6 +86,9 @@ MAX_RELOADS = 3
 """Consecutive failed writes after which the controller gives up its role (re-election)."""
 MAX_EVENT_RETRIES = 5
 """Times an event is re-run after the store connection dropped and came back."""
+PARTITIONS_PER_SLICE = 500
+"""Partitions decided between two yields to the event loop when an event creates thousands
+(the decisions of one slice take a few tens of milliseconds)."""
 
 
 # -- events ---------------------------------------------------------------------------------------
@@ -906,7 +909,14 @@ class KafkaController:
         ctx.unclean_leader_election_topics |= await zk_data.get_unclean_leader_election_topics(
             self.session, new, self.unclean_leader_election_enable
         )
-        result = core.process_topic_change(topics, assignments)
+        result = ControllerResult()
+        new_partitions = core.register_topic_change(topics, assignments)
+        for start in range(0, len(new_partitions), PARTITIONS_PER_SLICE):
+            if start:
+                await asyncio.sleep(0)  # bulk work yields (DESIGN.md section 1)
+            result += core.on_new_partition_creation(
+                new_partitions[start : start + PARTITIONS_PER_SLICE]
+            )
         for topic in deleted:
             self._stop_partition_watch(topic)
         for topic in sorted(new & topics):

@@ -265,6 +265,56 @@ async def test_one_controller_among_three_and_failover_on_its_death(store, clust
     await stop(*nodes[1:])
 
 
+async def test_a_big_topic_is_created_in_slices_with_one_request_of_each_kind_per_broker(
+    store, cluster, monkeypatch
+):
+    """The creation of many partitions yields to the event loop between slices (other tasks,
+    such as the session's heartbeats, run meanwhile), yet each broker receives one
+    LeaderAndIsr and one UpdateMetadata for the whole topic (Kafka's request batch)."""
+    from kafkalite.controller import kafka_controller
+    from kafkalite.controller.controller_core import ControllerCore
+
+    monkeypatch.setattr(kafka_controller, "PARTITIONS_PER_SLICE", 4)
+    nodes = [await start_node(store, cluster, b, config=config()) for b in (0, 1, 2)]
+    reader = cluster.reader
+    await settle(*(n.controller for n in nodes))
+    ticks = 0
+
+    async def ticker():
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    seen_ticks = []
+    create = ControllerCore.on_new_partition_creation
+
+    def recording(self, partitions):
+        seen_ticks.append(ticks)
+        return create(self, partitions)
+
+    monkeypatch.setattr(ControllerCore, "on_new_partition_creation", recording)
+    running = asyncio.create_task(ticker())
+    sent_before = len(cluster.sent)
+    await admin.create_topic(reader, "wide", 10, 3, replica_assignment=None)
+    await eventually(
+        lambda: len(cluster.leader_and_isr_partitions()) >= 30,
+        message="LeaderAndIsr for every replica",
+    )
+    await settle(*(n.controller for n in nodes))
+    running.cancel()
+    assert len(seen_ticks) == 3  # 10 partitions in slices of 4
+    assert seen_ticks == sorted(set(seen_ticks))  # the loop ran between slices
+    creation = [(s.broker_id, s.api_key) for s in cluster.sent[sent_before:]]
+    for broker_id in (0, 1, 2):
+        assert creation.count((broker_id, ApiKey.LEADER_AND_ISR)) == 1
+        assert creation.count((broker_id, ApiKey.UPDATE_METADATA)) == 1
+    for p in range(10):
+        assert (await state(reader, "wide", p)).leader_and_isr.isr
+    assert cluster.violations == []
+    await stop(*nodes)
+
+
 async def test_topic_deletion_end_to_end(store, cluster):
     nodes = [await start_node(store, cluster, b, config=config()) for b in (0, 1)]
     reader = cluster.reader
