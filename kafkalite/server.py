@@ -366,8 +366,9 @@ class KafkaServer:
 
         A lost connection (ConnectionLoss: a busy start-up, ZooKeeper settling) is retried
         until the session itself ends, as Kafka's ZooKeeperClient retries until connected; a
-        create whose answer was lost shows up as a node this session owns."""
-        from kafkalite.coord import ConnectionLoss
+        create whose answer was lost shows up as a node this session owns. A session that
+        expired before the first registration is replaced by a new one."""
+        from kafkalite.coord import ConnectionLoss, SessionExpired
 
         while True:
             try:
@@ -378,6 +379,13 @@ class KafkaServer:
                     "registering: coordination store connection lost; retrying", error=str(e)
                 )
                 await asyncio.sleep(SESSION_RETRY_BACKOFF_SECONDS)
+            except SessionExpired:
+                if renewed:
+                    raise  # the renewal task opens another session and calls again
+                # A long start-up (thousands of logs loaded) outlived the session opened
+                # first; nothing is registered on it yet: open a new one and go on.
+                log.warning("coordination session expired during start-up; opening a new one")
+                await self.session.renew()
 
     async def _try_register_broker(self, renewed: bool) -> None:
         from kafkalite.coord import NodeExists, paths

@@ -169,3 +169,27 @@ async def test_a_lost_connection_while_registering_at_start_up_is_retried(
         assert server.services.extra["broker_epoch"] == stat.czxid
     finally:
         await server.shutdown()
+
+
+async def test_a_session_that_expired_before_the_first_registration_is_replaced(
+    tmp_path, monkeypatch
+):
+    """Loading thousands of logs may outlive the session opened first: start-up opens a new
+    one and registers on it instead of failing."""
+    start_roles = KafkaServer._start_roles
+    expired = []
+
+    async def start_roles_then_expire(self):
+        await start_roles(self)
+        expired.append(self.session.session_id)
+        self.store.expire_session(self.session.session_id)
+
+    monkeypatch.setattr(KafkaServer, "_start_roles", start_roles_then_expire)
+    server = await started(tmp_path)
+    try:
+        assert len(expired) == 1 and server.session.session_id != expired[0]
+        stat = await server.session.exists("/brokers/ids/0")
+        assert stat is not None and stat.ephemeral_owner == server.session.session_id
+        assert server.controller.is_active
+    finally:
+        await server.shutdown()
