@@ -530,7 +530,7 @@ async def apply_partition_state_writes(
     leader changed meanwhile (its ISR) does not undo the elections of thousands of others.
 
     The writes go in multis of at most ``max_ops`` operations, each starting with the epoch
-    check; a multi that fails on one partition's operation (BadVersion, NodeExists, NoNode) is
+    check, sent without waiting for each other's answers; a multi that fails on one partition's operation (BadVersion, NodeExists, NoNode) is
     sent again without that partition. Returns the partitions whose writes failed (their
     context entries are stale: the caller re-reads them). The clean-up writes go last, in one
     multi, once every partition state was attempted. Raises ``ControllerMovedError`` when the
@@ -551,7 +551,9 @@ async def apply_partition_state_writes(
         size += len(ops)
     if chunk:
         chunks.append(chunk)
-    for pending in chunks:
+
+    async def apply_chunk(pending: list[tuple[TopicPartition, list[Op]]]) -> set[TopicPartition]:
+        lost: set[TopicPartition] = set()
         while pending:
             ops = [check] + [op for _, group in pending for op in group]
             try:
@@ -562,8 +564,13 @@ async def apply_partition_state_writes(
                 if index is None:
                     raise
                 culprit = _owner_of_op(pending, index - 1)
-                failed.add(culprit)
+                lost.add(culprit)
                 pending = [(tp, group) for tp, group in pending if tp != culprit]
+        return lost
+
+    # Pipelined: the store applies one session's requests in order, and each chunk stands alone.
+    for lost in await asyncio.gather(*(apply_chunk(chunk) for chunk in chunks)):
+        failed |= lost
     if others:
         await _fenced_multi(session, [check, *others], controller_epoch_zk_version)
     return failed
