@@ -389,15 +389,16 @@ async def ops_for_writes(session: CoordSession, writes: Sequence[StoreWrite]) ->
 
 async def _grouped_ops_for_writes(
     session: CoordSession, writes: Sequence[StoreWrite]
-) -> list[tuple[TopicPartition | None, list[Op]]]:
+) -> list[tuple[TopicPartition | str | None, list[Op]]]:
     """The store operations of each write, in order, with the partition a partition state
-    write is about (None for the others)."""
-    grouped: list[tuple[TopicPartition | None, list[Op]]] = []
+    write is about, the path of a topic's ``partitions`` node created for them, or None for
+    the other writes."""
+    grouped: list[tuple[TopicPartition | str | None, list[Op]]] = []
     existing_partitions: dict[str, set[int] | None] = {}
     reassign_exists: bool | None = None
     for write in writes:
         ops: list[Op] = []
-        key: TopicPartition | None = None
+        key: TopicPartition | str | None = None
         match write:
             case CreatePartitionState(tp, info):
                 key = tp
@@ -407,7 +408,9 @@ async def _grouped_ops_for_writes(
                     )
                 existing = existing_partitions[tp.topic]
                 if existing is None:
-                    ops.append(CreateOp(paths.topic_partitions_path(tp.topic)))
+                    # its own group: the topic's partitions need it whichever of them fails
+                    parent = paths.topic_partitions_path(tp.topic)
+                    grouped.append((parent, [CreateOp(parent)]))
                     existing = existing_partitions[tp.topic] = set()
                 if tp.partition not in existing:
                     ops.append(CreateOp(paths.partition_path(tp.topic, tp.partition)))
@@ -536,12 +539,16 @@ async def apply_partition_state_writes(
     multi, once every partition state was attempted. Raises ``ControllerMovedError`` when the
     epoch check fails, ``ConnectionLoss`` and session errors as the store raises them."""
     grouped = await _grouped_ops_for_writes(session, writes)
-    per_partition = [(tp, ops) for tp, ops in grouped if tp is not None and ops]
-    others = [op for tp, ops in grouped if tp is None for op in ops]
+    by_key: dict[TopicPartition | str, list[Op]] = {}
+    for key, ops in grouped:
+        if key is not None and ops:
+            by_key.setdefault(key, []).extend(ops)  # a partition's writes stay together
+    per_partition = list(by_key.items())
+    others = [op for key, ops in grouped if key is None for op in ops]
     check = CheckOp(paths.CONTROLLER_EPOCH, controller_epoch_zk_version)
     failed: set[TopicPartition] = set()
-    chunk: list[tuple[TopicPartition, list[Op]]] = []
-    chunks: list[list[tuple[TopicPartition, list[Op]]]] = []
+    chunk: list[tuple[TopicPartition | str, list[Op]]] = []
+    chunks: list[list[tuple[TopicPartition | str, list[Op]]]] = []
     size = 0
     for tp, ops in per_partition:
         if chunk and size + len(ops) > max_ops:
@@ -552,7 +559,9 @@ async def apply_partition_state_writes(
     if chunk:
         chunks.append(chunk)
 
-    async def apply_chunk(pending: list[tuple[TopicPartition, list[Op]]]) -> set[TopicPartition]:
+    async def apply_chunk(
+        pending: list[tuple[TopicPartition | str, list[Op]]],
+    ) -> set[TopicPartition]:
         lost: set[TopicPartition] = set()
         while pending:
             ops = [check] + [op for _, group in pending for op in group]
@@ -564,8 +573,9 @@ async def apply_partition_state_writes(
                 if index is None:
                     raise
                 culprit = _owner_of_op(pending, index - 1)
-                lost.add(culprit)
-                pending = [(tp, group) for tp, group in pending if tp != culprit]
+                if isinstance(culprit, TopicPartition):
+                    lost.add(culprit)
+                pending = [(key, group) for key, group in pending if key != culprit]
         return lost
 
     # Pipelined: the store applies one session's requests in order, and each chunk stands alone.

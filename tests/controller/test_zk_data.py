@@ -267,3 +267,25 @@ async def test_only_partition_state_writes_are_applied_per_partition():
         [CreatePartitionState(TP, info), UpdatePartitionState(TP, info, 0)]
     )
     assert not zk_data.can_apply_per_partition([CreatePartitionState(TP, info), DeleteTopic("t")])
+
+
+async def test_a_failing_first_partition_does_not_take_the_topics_partitions_node_along(store):
+    """The ``partitions`` node of a new topic is created with its first partition's writes;
+    when that partition's writes fail (here a stale compare-and-set after its creation), the
+    node is still created for the others, which succeed."""
+    session = await store.open_session()
+    await with_topic(session)
+    await session.create(paths.topic_path("u"), b"{}")
+    _, epoch_version = await zk_data.register_controller_and_increment_controller_epoch(session, 0)
+    info = LeaderIsrAndControllerEpoch(LeaderAndIsr(0, 0, (0, 1)), 1)
+    partitions = [TopicPartition("u", p) for p in range(4)]
+    stale = UpdatePartitionState(partitions[0], info, 5)
+    failed = await zk_data.apply_partition_state_writes(
+        session,
+        [CreatePartitionState(tp, info) for tp in partitions] + [stale],
+        epoch_version,
+    )
+    assert failed == {partitions[0]}
+    assert await zk_data.get_partition_state(session, partitions[0]) is None
+    for tp in partitions[1:]:
+        assert (await zk_data.get_partition_state(session, tp)).leader_and_isr.leader == 0
