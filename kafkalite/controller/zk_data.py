@@ -278,15 +278,22 @@ async def propagate_log_dir_event(session: CoordSession, broker_id: int) -> None
 async def get_partitions_from_isr_change_notifications(
     session: CoordSession, sequence_numbers: Iterable[str]
 ) -> set[TopicPartition]:
-    partitions: set[TopicPartition] = set()
-    for seq in sequence_numbers:
+    """The partitions the named notifications list (read concurrently: a burst of ISR changes
+    after a broker restart leaves hundreds of notifications, and one round trip each in turn
+    held the controller's event queue for seconds)."""
+
+    async def read(seq: str) -> set[TopicPartition]:
         try:
             data, _ = await session.get_data(
                 f"{paths.ISR_CHANGE_NOTIFICATION}/{paths.ISR_CHANGE_PREFIX}{seq}"
             )
         except NoNode:
-            continue
-        partitions |= paths.decode_isr_change(data)
+            return set()
+        return paths.decode_isr_change(data)
+
+    partitions: set[TopicPartition] = set()
+    for found in await asyncio.gather(*(read(seq) for seq in sequence_numbers)):
+        partitions |= found
     return partitions
 
 

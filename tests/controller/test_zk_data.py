@@ -289,3 +289,34 @@ async def test_a_failing_first_partition_does_not_take_the_topics_partitions_nod
     assert await zk_data.get_partition_state(session, partitions[0]) is None
     for tp in partitions[1:]:
         assert (await zk_data.get_partition_state(session, tp)).leader_and_isr.leader == 0
+
+
+async def test_isr_change_notifications_are_read_concurrently(store):
+    """Hundreds of notifications after a restart: one round trip each in turn held the
+    controller's event queue for seconds; they are read together."""
+    session = await store.open_session()
+    for p in range(5):
+        await session.create(
+            f"{paths.ISR_CHANGE_NOTIFICATION}/{paths.ISR_CHANGE_PREFIX}",
+            paths.encode_isr_change({TopicPartition("t", p)}),
+            sequential=True,
+            makepath=True,
+        )
+    in_flight = peak = 0
+
+    class Slow:
+        def __getattr__(self, name):
+            return getattr(session, name)
+
+        async def get_data(self, path):
+            nonlocal in_flight, peak
+            in_flight += 1
+            peak = max(peak, in_flight)
+            await asyncio.sleep(0.01)
+            in_flight -= 1
+            return await session.get_data(path)
+
+    seqs = await zk_data.get_isr_change_notifications(session)
+    partitions = await zk_data.get_partitions_from_isr_change_notifications(Slow(), seqs)
+    assert partitions == {TopicPartition("t", p) for p in range(5)}
+    assert peak == 5
