@@ -132,6 +132,11 @@ class TopicChange:
 @dataclass(frozen=True)
 class PartitionModifications:
     topic: str
+    data: bytes | None = field(default=None, compare=False)
+    """The ``/brokers/topics/<t>`` content the watch delivered (None: read it). Each new topic's
+    watch delivers the node once when it starts: deciding from that content spares one store
+    round trip per topic, which a CreateTopics of a hundred topics paid in turn while the
+    other events waited."""
 
 
 @dataclass(frozen=True)
@@ -498,8 +503,8 @@ class KafkaController:
                 await self._process_broker_change()
             case TopicChange():
                 await self._process_topic_change()
-            case PartitionModifications(topic):
-                await self._process_partition_modifications(topic)
+            case PartitionModifications(topic, data):
+                await self._process_partition_modifications(topic, data)
             case TopicDeletion():
                 await self._apply(
                     self.core.process_topic_deletion(
@@ -923,12 +928,15 @@ class KafkaController:
             self._watch_partition_modifications(topic)
         await self._apply(result)
 
-    async def _process_partition_modifications(self, topic: str) -> None:
+    async def _process_partition_modifications(self, topic: str, data: bytes | None) -> None:
         assert self.core is not None
-        found = await zk_data.get_topic_assignment(self.session, topic)
-        if found is None:
-            return
-        _, assignment, _ = found
+        if data is not None:
+            assignment = zk_data.assignment_from_node(paths.decode_topic(topic, data))
+        else:
+            found = await zk_data.get_topic_assignment(self.session, topic)
+            if found is None:
+                return
+            _, assignment, _ = found
         await self._apply(self.core.process_partition_modifications(topic, assignment))
 
     async def _process_log_dir_event_notification(self) -> None:
@@ -1104,7 +1112,7 @@ class KafkaController:
         self._partition_watches[topic] = asyncio.get_running_loop().create_task(
             self._watch_loop(
                 lambda: self.session.watch_data(paths.topic_path(topic)),
-                lambda node: PartitionModifications(topic) if node is not None else None,
+                lambda node: PartitionModifications(topic, node.data) if node is not None else None,
             ),
             name=f"controller-{self.broker_id}-topic-{topic}",
         )

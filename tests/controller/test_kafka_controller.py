@@ -315,6 +315,39 @@ async def test_a_big_topic_is_created_in_slices_with_one_request_of_each_kind_pe
     await stop(*nodes)
 
 
+async def test_a_new_topics_first_watch_event_is_decided_from_the_watched_content(
+    store, cluster, monkeypatch
+):
+    """The partition-modifications watch of a new topic delivers the node once when it starts;
+    the event decides from that content instead of reading the node again (one round trip per
+    topic, in turn, for a CreateTopics of a hundred topics)."""
+    node = await start_node(store, cluster, 0, config=config())
+    reads = []
+    get_topic_assignment = zk_data.get_topic_assignment
+
+    async def counted(session, topic):
+        reads.append(topic)
+        return await get_topic_assignment(session, topic)
+
+    monkeypatch.setattr(zk_data, "get_topic_assignment", counted)
+    processed = []
+    process = node.controller.process
+
+    async def recording(event):
+        processed.append(type(event).__name__)
+        return await process(event)
+
+    node.controller.event_manager._process = recording
+    await admin.create_topic(cluster.reader, "t", 2, 1, replica_assignment=None)
+    await eventually(
+        lambda: "PartitionModifications" in processed, message="the topic's watch event"
+    )
+    await settle(node.controller)
+    assert reads == ["t"]  # the TopicChange's read only
+    assert (await state(cluster.reader, "t", 1)).leader_and_isr.leader == 0
+    await stop(node)
+
+
 async def test_topic_deletion_end_to_end(store, cluster):
     nodes = [await start_node(store, cluster, b, config=config()) for b in (0, 1)]
     reader = cluster.reader
