@@ -139,9 +139,7 @@ async def create_topic(
         existing = await session.get_children(paths.BROKER_TOPICS)
     except NoNode:
         existing = []
-    colliding = sorted(
-        t for t in existing if t != name and collision_key(t) == collision_key(name)
-    )
+    colliding = sorted(t for t in existing if t != name and collision_key(t) == collision_key(name))
     if colliding:
         raise InvalidTopicError(
             f"Topic '{name}' collides with existing topics: {', '.join(colliding)}"

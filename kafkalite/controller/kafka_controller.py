@@ -17,12 +17,16 @@ Every broker runs one (seed 001: "每个KafkaServer中都会创建一个KafkaCon
    rebalance timer only enqueue events; the single event task (``ControllerEventManager``)
    reads what the event needs from the store, asks ``ControllerCore`` for a decision and
    applies it (``_apply``).
-4. **Applying a decision**: all store writes in one multi fenced by the controller epoch's
-   version, THEN the requests to the brokers' channels. Persist before announce: a broker never
-   hears of a leader or ISR the store does not hold. If the epoch check fails another broker
-   is controller: resign. If another write fails (a leader changed a partition state between
-   our read and our write), the context is reloaded from the store and the failover decisions
-   are recomputed, which is always safe.
+4. **Applying a decision**: the store writes, fenced by the controller epoch's version (in one
+   multi; partition state writes alone per partition, in chunked multis), THEN the requests to
+   the brokers' channels, coalesced into one LeaderAndIsr and one UpdateMetadata per broker.
+   Persist before announce: a broker never hears of a leader or ISR the store does not hold
+   (a partition whose write failed is left out of the requests). If the epoch check fails
+   another broker is controller: resign. If another write fails (a leader changed a partition
+   state between our read and our write), an API event (elections, controlled shutdown)
+   re-reads the failed partitions and decides again for them alone; other events reload the
+   context from the store and recompute the failover decisions, which is always safe. Work on
+   thousands of partitions yields to the event loop between slices.
 5. **Resignation** (``/controller`` moved, session expired, shutdown): stop the watches,
    channels and timers and forget the context.
 

@@ -3,10 +3,13 @@
 Everything here is I/O against a ``CoordSession`` and translation between the store's JSON
 (``kafkalite.coord.paths``: Kafka's exact layout) and the controller's types. Rules:
 
-- Every write the controller makes goes through ``apply_writes``: ONE multi that starts with a
-  check of ``/controller_epoch``'s version (the version this controller set when it was
-  elected), so a controller that lost its election can never change the store
-  (``ControllerMovedError`` when the check fails; Kafka's ``checkControllerEpochZkVersion``).
+- Every write the controller makes goes through a multi that starts with a check of
+  ``/controller_epoch``'s version (the version this controller set when it was elected), so a
+  controller that lost its election can never change the store (``ControllerMovedError`` when
+  the check fails; Kafka's ``checkControllerEpochZkVersion``): ``apply_writes`` puts all of a
+  decision's writes in ONE multi; ``apply_partition_state_writes`` (partition states only:
+  elections, ISR shrinks, new partitions) makes each partition's writes succeed or fail alone,
+  in multis of at most ``MAX_MULTI_OPS`` operations, as Kafka's ``updateLeaderAndIsr`` does.
 - The partition state node is written with compare-and-set on its version by both the
   controller (elections, ISR shrink on broker failure) and the partition leader
   (``broker/isr_writer.py``: ISR expansion/shrink). The loser of a race sees ``BadVersion`` and
