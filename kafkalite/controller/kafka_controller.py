@@ -1016,9 +1016,20 @@ class KafkaController:
             if only is not None:
                 chosen: tuple[TopicPartition, ...] = tuple(sorted(only))
             else:
-                chosen = partitions if partitions is not None else tuple(core.ctx.all_partitions())
+                chosen = tuple(
+                    sorted(set(partitions if partitions is not None else core.ctx.all_partitions()))
+                )
                 await self._refresh_leadership(chosen)
-            result, errors = core.elect_leaders(chosen, unclean=unclean)
+            result = ControllerResult()
+            errors: dict[TopicPartition, ErrorCode] = {}
+            for start in range(0, len(chosen), PARTITIONS_PER_SLICE):
+                if start:
+                    await asyncio.sleep(0)  # bulk work yields (DESIGN.md section 1)
+                sliced, sliced_errors = core.elect_leaders(
+                    chosen[start : start + PARTITIONS_PER_SLICE], unclean=unclean
+                )
+                result += sliced
+                errors.update(sliced_errors)
             return result, {
                 tp: ElectionOutcome(err, result.leadership[tp].leader)
                 if err == ErrorCode.NONE

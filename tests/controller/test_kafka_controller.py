@@ -676,6 +676,53 @@ async def test_preferred_replica_election_through_the_admin_node(store, cluster)
     await stop(nodes[0], nodes[2])
 
 
+async def test_a_preferred_election_of_many_partitions_yields_between_slices(
+    store, cluster, monkeypatch
+):
+    from kafkalite.controller import kafka_controller
+    from kafkalite.controller.controller_core import ControllerCore
+
+    monkeypatch.setattr(kafka_controller, "PARTITIONS_PER_SLICE", 2)
+    nodes = [await start_node(store, cluster, b, config=config()) for b in (0, 1)]
+    reader = cluster.reader
+    await admin.create_topic(reader, "many", 5, 2, replica_assignment={p: [1, 0] for p in range(5)})
+    for p in range(5):
+        await eventually(lambda p=p: state(reader, "many", p), message="online")
+        current = await state(reader, "many", p)
+        lai = current.leader_and_isr  # a leader moved to broker 0 meanwhile, 1 still in sync
+        await reader.set_data(
+            paths.partition_state_path("many", p),
+            zk_data.encode_leader_isr_and_controller_epoch(
+                type(current)(type(lai)(0, lai.leader_epoch + 1, (1, 0)), current.controller_epoch)
+            ),
+            lai.zk_version,
+        )
+    ticks = 0
+
+    async def ticker():
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    seen_ticks = []
+    elect = ControllerCore.elect_leaders
+
+    def recording(self, partitions, unclean=False):
+        seen_ticks.append(ticks)
+        return elect(self, partitions, unclean)
+
+    monkeypatch.setattr(ControllerCore, "elect_leaders", recording)
+    running = asyncio.create_task(ticker())
+    answer = await nodes[0].controller.elect_preferred_leaders(None)
+    running.cancel()
+    assert answer == {TopicPartition("many", p): ErrorCode.NONE for p in range(5)}
+    assert len(seen_ticks) == 3 and seen_ticks == sorted(set(seen_ticks))
+    for p in range(5):
+        assert (await state(reader, "many", p)).leader_and_isr.leader == 1
+    await stop(*nodes)
+
+
 async def test_enabling_unclean_election_elects_leaderless_partitions(store, cluster):
     nodes = [await start_node(store, cluster, b, config=config()) for b in (0, 1)]
     reader = cluster.reader
