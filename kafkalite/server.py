@@ -446,7 +446,32 @@ class KafkaServer:
         another broker with this id: start-up stops. After a session renewal it may be this
         broker's own node from the expired session, which the server has not removed yet: wait
         for it to go (Kafka's checkedEphemeralCreate accepts only a node of the current
-        session)."""
+        session).
+
+        A lost connection (ConnectionLoss: a busy start-up, ZooKeeper settling) is retried
+        until the session itself ends, as Kafka's ZooKeeperClient retries until connected; a
+        create whose answer was lost shows up as a node this session owns. A session that
+        expired before the first registration is replaced by a new one."""
+        from kafkalite.coord import ConnectionLoss, SessionExpired
+
+        while True:
+            try:
+                await self._try_register_broker(renewed)
+                return
+            except ConnectionLoss as e:
+                log.warning(
+                    "registering: coordination store connection lost; retrying", error=str(e)
+                )
+                await asyncio.sleep(SESSION_RETRY_BACKOFF_SECONDS)
+            except SessionExpired:
+                if renewed:
+                    raise  # the renewal task opens another session and calls again
+                # A long start-up (thousands of logs loaded) outlived the session opened
+                # first; nothing is registered on it yet: open a new one and go on.
+                log.warning("coordination session expired during start-up; opening a new one")
+                await self.session.renew()
+
+    async def _try_register_broker(self, renewed: bool) -> None:
         from kafkalite.coord import NodeExists, paths
 
         path = paths.broker_path(self.broker_id)
@@ -467,6 +492,9 @@ class KafkaServer:
                 await self.session.create(path, paths.encode_broker(info), ephemeral=True)
                 break
             except NodeExists:
+                stat = await self.session.exists(path)
+                if stat is not None and stat.ephemeral_owner == self.session.session_id:
+                    break  # ours: created by an attempt whose answer was lost
                 if not renewed:
                     raise StartupError(
                         f"broker.id {self.broker_id} is already registered at {path} "

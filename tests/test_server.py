@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from kafkalite.broker.isr_writer import ZkIsrChangeWriter
 from kafkalite.config import BrokerConfig
 from kafkalite.server import KafkaServer
@@ -133,5 +135,61 @@ async def test_a_store_error_while_registering_again_is_retried(tmp_path):
 
         server.session.renew = renew_then_lose_the_next_answer
         await expire_and_wait_until_registered_again(server)
+    finally:
+        await server.shutdown()
+
+
+@pytest.mark.parametrize("after_apply", [False, True])
+async def test_a_lost_connection_while_registering_at_start_up_is_retried(
+    tmp_path, monkeypatch, after_apply
+):
+    """A start-up whose registration loses its store connection (the create applied or not)
+    retries instead of failing: the broker ends up registered on its own session."""
+    start_roles = KafkaServer._start_roles
+    lost = []
+
+    async def start_roles_then_lose_the_registration(self):
+        await start_roles(self)
+        create = self.session.create
+
+        async def create_losing_the_first_registration(path, *args, **kwargs):
+            if path == "/brokers/ids/0" and not lost:
+                lost.append(path)
+                self.store.fail_next(1, after_apply=after_apply)
+            return await create(path, *args, **kwargs)
+
+        self.session.create = create_losing_the_first_registration
+
+    monkeypatch.setattr(KafkaServer, "_start_roles", start_roles_then_lose_the_registration)
+    server = await started(tmp_path)
+    try:
+        assert lost == ["/brokers/ids/0"]
+        stat = await server.session.exists("/brokers/ids/0")
+        assert stat is not None and stat.ephemeral_owner == server.session.session_id
+        assert server.services.extra["broker_epoch"] == stat.czxid
+    finally:
+        await server.shutdown()
+
+
+async def test_a_session_that_expired_before_the_first_registration_is_replaced(
+    tmp_path, monkeypatch
+):
+    """Loading thousands of logs may outlive the session opened first: start-up opens a new
+    one and registers on it instead of failing."""
+    start_roles = KafkaServer._start_roles
+    expired = []
+
+    async def start_roles_then_expire(self):
+        await start_roles(self)
+        expired.append(self.session.session_id)
+        self.store.expire_session(self.session.session_id)
+
+    monkeypatch.setattr(KafkaServer, "_start_roles", start_roles_then_expire)
+    server = await started(tmp_path)
+    try:
+        assert len(expired) == 1 and server.session.session_id != expired[0]
+        stat = await server.session.exists("/brokers/ids/0")
+        assert stat is not None and stat.ephemeral_owner == server.session.session_id
+        assert server.controller.is_active
     finally:
         await server.shutdown()

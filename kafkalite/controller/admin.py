@@ -79,7 +79,8 @@ def validate_topic_name(name: str) -> None:
         )
 
 
-def _collision_key(name: str) -> str:
+def collision_key(name: str) -> str:
+    """Topics whose names differ only by '.' and '_' collide (their metric names would)."""
     return name.replace(".", "_")
 
 
@@ -138,9 +139,7 @@ async def create_topic(
         existing = await session.get_children(paths.BROKER_TOPICS)
     except NoNode:
         existing = []
-    colliding = sorted(
-        t for t in existing if t != name and _collision_key(t) == _collision_key(name)
-    )
+    colliding = sorted(t for t in existing if t != name and collision_key(t) == collision_key(name))
     if colliding:
         raise InvalidTopicError(
             f"Topic '{name}' collides with existing topics: {', '.join(colliding)}"

@@ -22,7 +22,7 @@ Rules kept from Kafka:
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kafkalite.protocol.types import TopicPartition
 
@@ -325,3 +325,97 @@ def update_metadata_requests(
     batch = ControllerBrokerRequestBatch(controller_id, ctx)
     batch.add_update_metadata_request_for_brokers(broker_ids, partitions)
     return batch.build_requests(ctx.epoch)
+
+
+def coalesce_requests(requests: Iterable[ControllerRequest]) -> list[ControllerRequest]:
+    """One LeaderAndIsr and one UpdateMetadata per broker for the requests of one controller
+    event (Kafka's ``AbstractControllerBrokerRequestBatch`` spans the event's state changes):
+    an event touching thousands of partitions in several steps (elect, then shrink ISRs, then
+    tell every broker) sends each broker one request of each kind instead of one per step.
+
+    Per broker the LeaderAndIsr partition states are merged in order (a later state of a
+    partition replaces an earlier one; ``is_new`` stays set, as in ``add_leader_and_isr_...``),
+    likewise the UpdateMetadata states (the live brokers of the last one win); the LeaderAndIsr
+    goes first, as in a batch. Requests are returned as they are when the event also stops
+    replicas: StopReplica must keep its place between the LeaderAndIsr requests around it."""
+    requests = list(requests)
+    if any(isinstance(r, StopReplicaRequestData) for r in requests):
+        return requests
+    leader_and_isr: dict[int, list[LeaderAndIsrRequestData]] = {}
+    update_metadata: dict[int, list[UpdateMetadataRequestData]] = {}
+    order: list[int] = []
+    for request in requests:
+        if request.broker_id not in leader_and_isr and request.broker_id not in update_metadata:
+            order.append(request.broker_id)
+        if isinstance(request, LeaderAndIsrRequestData):
+            leader_and_isr.setdefault(request.broker_id, []).append(request)
+        else:
+            update_metadata.setdefault(request.broker_id, []).append(request)
+    out: list[ControllerRequest] = []
+    for broker_id in order:
+        if broker_id in leader_and_isr:
+            out.append(_merge_leader_and_isr(leader_and_isr[broker_id]))
+        if broker_id in update_metadata:
+            out.append(_merge_update_metadata(update_metadata[broker_id]))
+    return out
+
+
+def _merge_leader_and_isr(requests: list[LeaderAndIsrRequestData]) -> LeaderAndIsrRequestData:
+    if len(requests) == 1:
+        return requests[0]
+    states: dict[TopicPartition, LeaderAndIsrPartitionState] = {}
+    topic_ids: dict[str, str] = {}
+    leaders: dict[int, Broker] = {}
+    for request in requests:
+        for state in request.partition_states:
+            tp = state.topic_partition
+            previous = states.get(tp)
+            if previous is not None and previous.is_new and not state.is_new:
+                state = replace(state, is_new=True)
+            states[tp] = state
+        topic_ids.update(request.topic_ids)
+        leaders.update((b.id, b) for b in request.live_leaders)
+    last = requests[-1]
+    leader_ids = {s.leader for s in states.values()}
+    topics = {tp.topic for tp in states}
+    return replace(
+        last,
+        partition_states=tuple(states[tp] for tp in sorted(states)),
+        topic_ids={t: i for t, i in topic_ids.items() if t in topics},
+        live_leaders=tuple(leaders[b] for b in sorted(leaders) if b in leader_ids),
+    )
+
+
+def _merge_update_metadata(
+    requests: list[UpdateMetadataRequestData],
+) -> UpdateMetadataRequestData:
+    if len(requests) == 1:
+        return requests[0]
+    states: dict[TopicPartition, UpdateMetadataPartitionState] = {}
+    topic_ids: dict[str, str] = {}
+    for request in requests:
+        states.update((s.topic_partition, s) for s in request.partition_states)
+        topic_ids.update(request.topic_ids)
+    return replace(
+        requests[-1],
+        partition_states=tuple(states[tp] for tp in sorted(states)),
+        topic_ids=topic_ids,
+    )
+
+
+def without_partitions(
+    requests: Iterable[ControllerRequest], partitions: set[TopicPartition]
+) -> list[ControllerRequest]:
+    """``requests`` with no state of ``partitions`` (whose store writes failed: persist before
+    announce); LeaderAndIsr and StopReplica requests left empty are dropped, an UpdateMetadata
+    is kept (it also carries the live brokers)."""
+    if not partitions:
+        return list(requests)
+    out: list[ControllerRequest] = []
+    for request in requests:
+        kept = tuple(s for s in request.partition_states if s.topic_partition not in partitions)
+        if len(kept) == len(request.partition_states):
+            out.append(request)
+        elif kept or isinstance(request, UpdateMetadataRequestData):
+            out.append(replace(request, partition_states=kept))
+    return out

@@ -19,6 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import functools
+import typing
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -79,11 +82,58 @@ def _endpoint_for(broker: Broker, listener_name: str | None) -> EndPoint:
         return broker.endpoint()
 
 
-def to_message(request: ControllerRequest, version: int, listener_name: str | None = None) -> Any:
-    """The protocol message of ``request`` at ``version`` (``request_class(api_key, version)``)."""
+@functools.cache
+def _message_plan(cls: type) -> tuple[frozenset[str], dict[str, type], dict[str, Any]]:
+    """For a message dataclass: its field names, the entity type of each field holding a tuple
+    of nested structs, and the neutral value of each field without a default (taken from
+    ``build_message`` once). Computed once per class: requests for thousands of partitions
+    are built with plain constructor calls, not ``build_message``'s per-value introspection,
+    which held the event loop for about a second per 3,000-partition LeaderAndIsr."""
     from kafkalite.client.messages import build_message
 
+    hints = typing.get_type_hints(cls)
+    names = frozenset(f.name for f in dataclasses.fields(cls))
+    nested: dict[str, type] = {}
+    for name in names:
+        annotation = hints[name]
+        if typing.get_origin(annotation) is tuple:
+            args = typing.get_args(annotation)
+            if args and dataclasses.is_dataclass(args[0]):
+                nested[name] = args[0]
+    template = build_message(cls)
+    fill = {
+        f.name: getattr(template, f.name)
+        for f in dataclasses.fields(cls)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    }
+    return names, nested, fill
+
+
+def _make(cls: type, values: dict[str, Any]) -> Any:
+    """``build_message(cls, **values)`` for the controller's requests (nested structs as dicts
+    in lists), through the cached plan: values for fields ``cls`` lacks are dropped, missing
+    ones take their neutral value."""
+    names, nested, fill = _message_plan(cls)
+    kwargs = dict(fill)
+    for name, value in values.items():
+        if name not in names:
+            continue
+        entity = nested.get(name)
+        if entity is not None:
+            value = tuple(_make(entity, item) for item in value)
+        elif isinstance(value, list):
+            value = tuple(value)
+        kwargs[name] = value
+    return cls(**kwargs)
+
+
+def to_message(request: ControllerRequest, version: int, listener_name: str | None = None) -> Any:
+    """The protocol message of ``request`` at ``version`` (``request_class(api_key, version)``)."""
     cls = request_class(api_key_of(request), version)
+
+    def build_message(cls: type, **values: Any) -> Any:
+        return _make(cls, values)
+
     if isinstance(request, LeaderAndIsrRequestData):
         topics: dict[str, list] = {}
         for s in request.partition_states:
@@ -274,9 +324,10 @@ class KafkaConnectionTransport:
 @dataclass
 class _BrokerChannel:
     broker: Broker
-    queue: asyncio.Queue[ControllerRequest]
+    queue: asyncio.Queue[tuple[ControllerRequest, asyncio.Future[Any]]]
     transport: BrokerTransport
     task: asyncio.Task[None] | None = None
+    in_flight: asyncio.Future[Any] | None = None
 
 
 class ControllerChannelManager:
@@ -328,10 +379,18 @@ class ControllerChannelManager:
             channel.task.cancel()
             # asyncio.wait, not await: our own cancellation must not be swallowed
             await asyncio.wait([channel.task])
+        _resolve(channel.in_flight, None)
+        while not channel.queue.empty():
+            _resolve(channel.queue.get_nowait()[1], None)
         with contextlib.suppress(Exception):
             await channel.transport.close()
 
-    def send_request(self, request: ControllerRequest) -> None:
+    def send_request(self, request: ControllerRequest) -> asyncio.Future[Any]:
+        """Queue ``request`` for its broker. The future returned is done once the broker
+        answered (the response), or with None once the request is given up (no channel to
+        that broker, or its channel removed): callers may wait for a decision to be known
+        to the brokers, as a controlled shutdown does before answering."""
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         channel = self._channels.get(request.broker_id)
         if channel is None:
             # Kafka drops requests to brokers it has no channel for (dead or not yet added).
@@ -341,8 +400,10 @@ class ControllerChannelManager:
                 broker=request.broker_id,
                 request=type(request).__name__,
             )
-            return
-        channel.queue.put_nowait(request)
+            future.set_result(None)
+            return future
+        channel.queue.put_nowait((request, future))
+        return future
 
     def queued(self, broker_id: int) -> int:
         channel = self._channels.get(broker_id)
@@ -351,7 +412,8 @@ class ControllerChannelManager:
     async def _send_loop(self, channel: _BrokerChannel) -> None:
         broker_id = channel.broker.id
         while True:
-            request = await channel.queue.get()
+            request, future = await channel.queue.get()
+            channel.in_flight = future
             api_key = api_key_of(request)
             attempts = 0
             while True:
@@ -384,3 +446,10 @@ class ControllerChannelManager:
                 partitions=len(getattr(request, "partition_states", ())),
             )
             self.on_response(broker_id, request, response)
+            channel.in_flight = None
+            _resolve(future, response)
+
+
+def _resolve(future: asyncio.Future[Any] | None, value: Any) -> None:
+    if future is not None and not future.done():
+        future.set_result(value)

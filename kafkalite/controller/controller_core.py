@@ -309,6 +309,20 @@ class ControllerCore:
     ) -> ControllerResult:
         """``topics``: the children of ``/brokers/topics``; ``new_topic_assignments``: topic id and
         assignment of each topic the context does not know yet (``new_topics``)."""
+        new_partitions = self.register_topic_change(topics, new_topic_assignments)
+        if new_partitions:
+            return self.on_new_partition_creation(new_partitions)
+        return ControllerResult()
+
+    def register_topic_change(
+        self,
+        topics: Iterable[str],
+        new_topic_assignments: Mapping[str, tuple[str | None, Mapping[int, ReplicaAssignment]]],
+    ) -> list[TopicPartition]:
+        """The context part of ``process_topic_change``: forget deleted topics, record the new
+        ones' ids and assignments. Returns the new partitions, which the caller brings online
+        with ``on_new_partition_creation`` (the I/O shell does it in slices, yielding to the
+        event loop between them)."""
         ctx = self.ctx
         topics = set(topics)
         deleted = ctx.all_topics - topics
@@ -325,9 +339,7 @@ class ControllerCore:
                 tp = TopicPartition(topic, partition)
                 ctx.update_partition_full_replica_assignment(tp, replicas)
                 new_partitions.append(tp)
-        if new_partitions:
-            return self.on_new_partition_creation(new_partitions)
-        return ControllerResult()
+        return new_partitions
 
     def new_topics(self, topics: Iterable[str]) -> set[str]:
         return set(topics) - self.ctx.all_topics
@@ -465,7 +477,8 @@ class ControllerCore:
             for tp in acted_on
             if ctx.partition_leadership_info[tp].leader_and_isr.leader == broker_id
         ]
-        followed = [tp for tp in acted_on if tp not in set(led)]
+        led_set = set(led)
+        followed = [tp for tp in acted_on if tp not in led_set]
         result = self.psm.handle_state_changes(
             led, ONLINE_PARTITION, ControlledShutdownPartitionLeaderElectionStrategy()
         )

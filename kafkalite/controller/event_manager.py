@@ -31,6 +31,10 @@ from kafkalite.protocol.errors import NotControllerError
 
 log = structlog.get_logger("kafkalite.controller.events")
 
+SLOW_EVENT_SECONDS = 0.1
+"""Events that waited and ran longer than this are logged with both durations (Kafka's
+EventQueueTimeMs and per-state rate-and-time metrics), so a slow cluster shows where."""
+
 
 @dataclass
 class QueuedEvent:
@@ -114,6 +118,7 @@ class ControllerEventManager:
                     queued.future.set_result(None)
                 continue
             self.current_event = queued.event
+            started = asyncio.get_running_loop().time()
             try:
                 answer = await self._process(queued.event)
             except asyncio.CancelledError:
@@ -132,6 +137,14 @@ class ControllerEventManager:
             finally:
                 self.current_event = None
                 self.processed += 1
+                now = asyncio.get_running_loop().time()
+                if now - queued.enqueued_at > SLOW_EVENT_SECONDS:
+                    log.info(
+                        "controller event processed",
+                        event_type=type(queued.event).__name__,
+                        queued_s=round(started - queued.enqueued_at, 3),
+                        processing_s=round(now - started, 3),
+                    )
 
     async def wait_idle(self) -> None:
         """Wait until every event enqueued so far has been processed (for tests and shutdown)."""

@@ -17,12 +17,16 @@ Every broker runs one (seed 001: "每个KafkaServer中都会创建一个KafkaCon
    rebalance timer only enqueue events; the single event task (``ControllerEventManager``)
    reads what the event needs from the store, asks ``ControllerCore`` for a decision and
    applies it (``_apply``).
-4. **Applying a decision**: all store writes in one multi fenced by the controller epoch's
-   version, THEN the requests to the brokers' channels. Persist before announce: a broker never
-   hears of a leader or ISR the store does not hold. If the epoch check fails another broker
-   is controller: resign. If another write fails (a leader changed a partition state between
-   our read and our write), the context is reloaded from the store and the failover decisions
-   are recomputed, which is always safe.
+4. **Applying a decision**: the store writes, fenced by the controller epoch's version (in one
+   multi; partition state writes alone per partition, in chunked multis), THEN the requests to
+   the brokers' channels, coalesced into one LeaderAndIsr and one UpdateMetadata per broker.
+   Persist before announce: a broker never hears of a leader or ISR the store does not hold
+   (a partition whose write failed is left out of the requests). If the epoch check fails
+   another broker is controller: resign. If another write fails (a leader changed a partition
+   state between our read and our write), an API event (elections, controlled shutdown)
+   re-reads the failed partitions and decides again for them alone; other events reload the
+   context from the store and recompute the failover decisions, which is always safe. Work on
+   thousands of partitions yields to the event loop between slices.
 5. **Resignation** (``/controller`` moved, session expired, shutdown): stop the watches,
    channels and timers and forget the context.
 
@@ -55,7 +59,12 @@ from kafkalite.protocol.errors import ErrorCode, NotControllerError, UnknownServ
 from kafkalite.protocol.types import TopicPartition
 
 from . import zk_data
-from .broker_request_batch import LeaderAndIsrRequestData, StopReplicaRequestData
+from .broker_request_batch import (
+    LeaderAndIsrRequestData,
+    StopReplicaRequestData,
+    coalesce_requests,
+    without_partitions,
+)
 from .channel_manager import (
     ControllerChannelManager,
     KafkaConnectionTransport,
@@ -81,6 +90,9 @@ MAX_RELOADS = 3
 """Consecutive failed writes after which the controller gives up its role (re-election)."""
 MAX_EVENT_RETRIES = 5
 """Times an event is re-run after the store connection dropped and came back."""
+PARTITIONS_PER_SLICE = 500
+"""Partitions decided between two yields to the event loop when an event creates thousands
+(the decisions of one slice take a few tens of milliseconds)."""
 
 
 # -- events ---------------------------------------------------------------------------------------
@@ -124,6 +136,11 @@ class TopicChange:
 @dataclass(frozen=True)
 class PartitionModifications:
     topic: str
+    data: bytes | None = field(default=None, compare=False)
+    """The ``/brokers/topics/<t>`` content the watch delivered (None: read it). Each new topic's
+    watch delivers the node once when it starts: deciding from that content spares one store
+    round trip per topic, which a CreateTopics of a hundred topics paid in turn while the
+    other events waited."""
 
 
 @dataclass(frozen=True)
@@ -278,6 +295,7 @@ class KafkaController:
         )
         self.retry_backoff = retry_backoff
         self._sleep = sleep
+        self.controlled_shutdown_propagation_timeout = min(10.0, request_timeout / 2)
 
         self.active_controller_id = -1
         self.core: ControllerCore | None = None
@@ -292,6 +310,9 @@ class KafkaController:
         self._rebalance_task: asyncio.Task[None] | None = None
         self._reloads = 0
         self._started = False
+        self._deliveries: list[asyncio.Future[Any]] | None = None
+        """While a controlled shutdown is decided: the futures of the requests ``_apply``
+        sent (see ``ControllerChannelManager.send_request``)."""
 
     # -- public ---------------------------------------------------------------------------------
 
@@ -356,7 +377,15 @@ class KafkaController:
         ``BrokerNotAvailableError`` / STALE_BROKER_EPOCH errors from the core."""
         if not self.is_active:
             raise NotControllerError(f"broker {self.broker_id} is not the controller")
-        return await self.event_manager.put_and_wait(ControlledShutdown(broker_id, broker_epoch))
+        remaining, deliveries = await self.event_manager.put_and_wait(
+            ControlledShutdown(broker_id, broker_epoch)
+        )
+        # Answer once the brokers know the new leaders (bounded): the stopping broker exits
+        # on this answer, and clients asking any other broker must not find its leaderships
+        # (nor lose them to a resigning controller whose queued requests die with it).
+        if deliveries:
+            await asyncio.wait(deliveries, timeout=self.controlled_shutdown_propagation_timeout)
+        return remaining
 
     async def elect_preferred_leaders(
         self, partitions: Iterable[TopicPartition] | None = None
@@ -478,8 +507,8 @@ class KafkaController:
                 await self._process_broker_change()
             case TopicChange():
                 await self._process_topic_change()
-            case PartitionModifications(topic):
-                await self._process_partition_modifications(topic)
+            case PartitionModifications(topic, data):
+                await self._process_partition_modifications(topic, data)
             case TopicDeletion():
                 await self._apply(
                     self.core.process_topic_deletion(
@@ -759,14 +788,32 @@ class KafkaController:
 
     # -- applying decisions ---------------------------------------------------------------------
 
-    async def _apply(self, result: ControllerResult) -> bool:
-        """Writes (one fenced multi), then requests. Returns False when nothing was announced."""
+    async def _apply(
+        self, result: ControllerResult, *, redecided: bool = False
+    ) -> bool | set[TopicPartition]:
+        """Writes, then requests (coalesced: one LeaderAndIsr and one UpdateMetadata per broker).
+
+        Returns True when everything was written and announced, False when nothing was (the
+        controller resigned, or the context was reloaded from the store and the failover
+        decisions re-sent). Partition state writes alone (elections, ISR shrinks, new
+        partitions) are applied per partition (``zk_data.apply_partition_state_writes``): the
+        partitions whose write lost a race are left out of the requests and re-read from the
+        store; with ``redecided`` they are returned for the caller to decide again, else the
+        context is reloaded (the failover path, which recomputes them)."""
         core = self.core
         if core is None:
             return False
+        failed: set[TopicPartition] = set()
         if result.writes:
             try:
-                await zk_data.apply_writes(self.session, result.writes, core.ctx.epoch_zk_version)
+                if zk_data.can_apply_per_partition(result.writes):
+                    failed = await zk_data.apply_partition_state_writes(
+                        self.session, result.writes, core.ctx.epoch_zk_version
+                    )
+                else:
+                    await zk_data.apply_writes(
+                        self.session, result.writes, core.ctx.epoch_zk_version
+                    )
             except zk_data.ControllerMovedError:
                 log.info(
                     "controller epoch moved on, resigning",
@@ -789,12 +836,28 @@ class KafkaController:
             for write in result.writes:
                 if isinstance(write, DeleteTopic):
                     self._stop_partition_watch(write.topic)
-        self._reloads = 0
+        requests = coalesce_requests(without_partitions(result.requests, failed))
         if self.channel_manager is not None:
-            for request in result.requests:
-                self.channel_manager.send_request(request)
+            for request in requests:
+                delivery = self.channel_manager.send_request(request)
+                if self._deliveries is not None:
+                    self._deliveries.append(delivery)
         for key, reason in result.failed.items():
             log.info("state change failed", item=str(key), reason=reason)
+        if failed:
+            log.warning(
+                "partition state writes lost races",
+                partitions=len(failed),
+                example=str(min(failed)),
+            )
+            for tp in failed:
+                result.leadership.pop(tp, None)
+            await self._refresh_leadership(failed)
+            if redecided:
+                return failed
+            await self._reload_and_failover()
+            return False
+        self._reloads = 0
         return True
 
     # -- event handlers -------------------------------------------------------------------------
@@ -855,19 +918,29 @@ class KafkaController:
         ctx.unclean_leader_election_topics |= await zk_data.get_unclean_leader_election_topics(
             self.session, new, self.unclean_leader_election_enable
         )
-        result = core.process_topic_change(topics, assignments)
+        result = ControllerResult()
+        new_partitions = core.register_topic_change(topics, assignments)
+        for start in range(0, len(new_partitions), PARTITIONS_PER_SLICE):
+            if start:
+                await asyncio.sleep(0)  # bulk work yields (DESIGN.md section 1)
+            result += core.on_new_partition_creation(
+                new_partitions[start : start + PARTITIONS_PER_SLICE]
+            )
         for topic in deleted:
             self._stop_partition_watch(topic)
         for topic in sorted(new & topics):
             self._watch_partition_modifications(topic)
         await self._apply(result)
 
-    async def _process_partition_modifications(self, topic: str) -> None:
+    async def _process_partition_modifications(self, topic: str, data: bytes | None) -> None:
         assert self.core is not None
-        found = await zk_data.get_topic_assignment(self.session, topic)
-        if found is None:
-            return
-        _, assignment, _ = found
+        if data is not None:
+            assignment = zk_data.assignment_from_node(paths.decode_topic(topic, data))
+        else:
+            found = await zk_data.get_topic_assignment(self.session, topic)
+            if found is None:
+                return
+            _, assignment, _ = found
         await self._apply(self.core.process_partition_modifications(topic, assignment))
 
     async def _process_log_dir_event_notification(self) -> None:
@@ -903,21 +976,35 @@ class KafkaController:
             await self._apply(core.psm.trigger_online_partition_state_change(topic))
 
     async def _decide_and_apply(
-        self, decide: Callable[[ControllerCore], Awaitable[tuple[ControllerResult, Any]]]
+        self,
+        decide: Callable[
+            [ControllerCore, set[TopicPartition] | None], Awaitable[tuple[ControllerResult, Any]]
+        ],
     ) -> Any:
-        """An API event's decision, applied: ``decide`` refreshes what it needs and returns the
-        result and the answer. A write that lost a race reloads the context and the decision
-        is made again on it (Kafka retries its ZooKeeper updates within the same event), so the
-        answer always describes what the store holds. NotControllerError once this broker is
-        not the controller; UnknownServerError (retriable by the caller) when the writes keep
-        losing."""
+        """An API event's decision, applied: ``decide(core, only)`` refreshes what it needs and
+        returns the result and the answer; ``only`` is None, or the partitions whose writes lost
+        a race last time (a leader changed their state meanwhile: they were re-read), to decide
+        again alone while the others' decisions stand (Kafka retries its ZooKeeper updates
+        within the same event); dict answers are merged. A write that fails as a whole reloads
+        the context and the decision is made again on it, so the answer always describes what
+        the store holds. NotControllerError once this broker is not the controller;
+        UnknownServerError (retriable by the caller) when the writes keep losing."""
+        only: set[TopicPartition] | None = None
+        answer: Any = None
         for _attempt in range(MAX_RELOADS):
             core = self.core
             if core is None:
                 raise NotControllerError(f"broker {self.broker_id} is no longer the controller")
-            result, answer = await decide(core)
-            if await self._apply(result) or not result.writes:
+            result, fresh = await decide(core, only)
+            answer = (
+                {**answer, **fresh}
+                if only is not None and isinstance(answer, dict) and isinstance(fresh, dict)
+                else fresh
+            )
+            outcome = await self._apply(result, redecided=True)
+            if outcome is True or (outcome is False and not result.writes):
                 return answer
+            only = outcome if isinstance(outcome, set) else None
         if self.core is None:
             raise NotControllerError(f"broker {self.broker_id} is no longer the controller")
         raise UnknownServerError("the controller's writes kept losing races; retry")
@@ -925,10 +1012,24 @@ class KafkaController:
     async def _process_elect_leaders(
         self, partitions: tuple[TopicPartition, ...] | None, *, unclean: bool
     ) -> dict[TopicPartition, ElectionOutcome]:
-        async def decide(core: ControllerCore):
-            chosen = partitions if partitions is not None else tuple(core.ctx.all_partitions())
-            await self._refresh_leadership(chosen)
-            result, errors = core.elect_leaders(chosen, unclean=unclean)
+        async def decide(core: ControllerCore, only: set[TopicPartition] | None):
+            if only is not None:
+                chosen: tuple[TopicPartition, ...] = tuple(sorted(only))
+            else:
+                chosen = tuple(
+                    sorted(set(partitions if partitions is not None else core.ctx.all_partitions()))
+                )
+                await self._refresh_leadership(chosen)
+            result = ControllerResult()
+            errors: dict[TopicPartition, ErrorCode] = {}
+            for start in range(0, len(chosen), PARTITIONS_PER_SLICE):
+                if start:
+                    await asyncio.sleep(0)  # bulk work yields (DESIGN.md section 1)
+                sliced, sliced_errors = core.elect_leaders(
+                    chosen[start : start + PARTITIONS_PER_SLICE], unclean=unclean
+                )
+                result += sliced
+                errors.update(sliced_errors)
             return result, {
                 tp: ElectionOutcome(err, result.leadership[tp].leader)
                 if err == ErrorCode.NONE
@@ -941,7 +1042,7 @@ class KafkaController:
     async def _process_api_partition_reassignment(
         self, reassignments: dict[TopicPartition, tuple[int, ...] | None]
     ) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
-        async def decide(core: ControllerCore):
+        async def decide(core: ControllerCore, _only: set[TopicPartition] | None):
             await self._refresh_leadership(reassignments)
             return core.process_api_partition_reassignment(reassignments)
 
@@ -965,16 +1066,23 @@ class KafkaController:
 
     async def _process_controlled_shutdown(
         self, broker_id: int, broker_epoch: int
-    ) -> list[TopicPartition]:
+    ) -> tuple[list[TopicPartition], list[asyncio.Future[Any]]]:
         """The answer must describe what the store holds: a broker told 'nothing remains'
-        stops, and must not while it still leads."""
+        stops, and must not while it still leads. Returns the partitions it still leads and
+        the deliveries of the requests that announce the moves."""
 
-        async def decide(core: ControllerCore):
-            await self._refresh_leadership(core.ctx.partitions_on_broker(broker_id))
+        async def decide(core: ControllerCore, only: set[TopicPartition] | None):
+            if only is None:
+                await self._refresh_leadership(core.ctx.partitions_on_broker(broker_id))
             outcome = core.controlled_shutdown(broker_id, broker_epoch)
             return outcome.result, outcome.remaining_partitions
 
-        return await self._decide_and_apply(decide)
+        self._deliveries = deliveries = []
+        try:
+            remaining = await self._decide_and_apply(decide)
+        finally:
+            self._deliveries = None
+        return remaining, deliveries
 
     # -- broker responses (called from the channel's sender tasks: enqueue only) ----------------
 
@@ -1019,7 +1127,7 @@ class KafkaController:
         self._partition_watches[topic] = asyncio.get_running_loop().create_task(
             self._watch_loop(
                 lambda: self.session.watch_data(paths.topic_path(topic)),
-                lambda node: PartitionModifications(topic) if node is not None else None,
+                lambda node: PartitionModifications(topic, node.data) if node is not None else None,
             ),
             name=f"controller-{self.broker_id}-topic-{topic}",
         )

@@ -3,10 +3,13 @@
 Everything here is I/O against a ``CoordSession`` and translation between the store's JSON
 (``kafkalite.coord.paths``: Kafka's exact layout) and the controller's types. Rules:
 
-- Every write the controller makes goes through ``apply_writes``: ONE multi that starts with a
-  check of ``/controller_epoch``'s version (the version this controller set when it was
-  elected), so a controller that lost its election can never change the store
-  (``ControllerMovedError`` when the check fails; Kafka's ``checkControllerEpochZkVersion``).
+- Every write the controller makes goes through a multi that starts with a check of
+  ``/controller_epoch``'s version (the version this controller set when it was elected), so a
+  controller that lost its election can never change the store (``ControllerMovedError`` when
+  the check fails; Kafka's ``checkControllerEpochZkVersion``): ``apply_writes`` puts all of a
+  decision's writes in ONE multi; ``apply_partition_state_writes`` (partition states only:
+  elections, ISR shrinks, new partitions) makes each partition's writes succeed or fail alone,
+  in multis of at most ``MAX_MULTI_OPS`` operations, as Kafka's ``updateLeaderAndIsr`` does.
 - The partition state node is written with compare-and-set on its version by both the
   controller (elections, ISR shrink on broker failure) and the partition leader
   (``broker/isr_writer.py``: ISR expansion/shrink). The loser of a race sees ``BadVersion`` and
@@ -278,15 +281,22 @@ async def propagate_log_dir_event(session: CoordSession, broker_id: int) -> None
 async def get_partitions_from_isr_change_notifications(
     session: CoordSession, sequence_numbers: Iterable[str]
 ) -> set[TopicPartition]:
-    partitions: set[TopicPartition] = set()
-    for seq in sequence_numbers:
+    """The partitions the named notifications list (read concurrently: a burst of ISR changes
+    after a broker restart leaves hundreds of notifications, and one round trip each in turn
+    held the controller's event queue for seconds)."""
+
+    async def read(seq: str) -> set[TopicPartition]:
         try:
             data, _ = await session.get_data(
                 f"{paths.ISR_CHANGE_NOTIFICATION}/{paths.ISR_CHANGE_PREFIX}{seq}"
             )
         except NoNode:
-            continue
-        partitions |= paths.decode_isr_change(data)
+            return set()
+        return paths.decode_isr_change(data)
+
+    partitions: set[TopicPartition] = set()
+    for found in await asyncio.gather(*(read(seq) for seq in sequence_numbers)):
+        partitions |= found
     return partitions
 
 
@@ -371,21 +381,50 @@ async def _delete_tree_ops(session: CoordSession, path: str) -> list[Op]:
     return ops
 
 
+async def _existing_partition_nodes(session: CoordSession, topic: str) -> set[int] | None:
+    """The partitions of ``topic`` that have a ``/brokers/topics/<t>/partitions/<p>`` node;
+    None when ``/brokers/topics/<t>/partitions`` itself is missing. One read per topic: a
+    topic of thousands of partitions must not cost one round trip per partition."""
+    try:
+        children = await session.get_children(paths.topic_partitions_path(topic))
+    except NoNode:
+        return None
+    return {int(c) for c in children if c.isdigit()}
+
+
 async def ops_for_writes(session: CoordSession, writes: Sequence[StoreWrite]) -> list[Op]:
     """Translate the controller's writes into store operations (reads the trees to delete)."""
-    ops: list[Op] = []
-    created_parents: set[str] = set()
+    return [op for _, ops in await _grouped_ops_for_writes(session, writes) for op in ops]
+
+
+async def _grouped_ops_for_writes(
+    session: CoordSession, writes: Sequence[StoreWrite]
+) -> list[tuple[TopicPartition | str | None, list[Op]]]:
+    """The store operations of each write, in order, with the partition a partition state
+    write is about, the path of a topic's ``partitions`` node created for them, or None for
+    the other writes."""
+    grouped: list[tuple[TopicPartition | str | None, list[Op]]] = []
+    existing_partitions: dict[str, set[int] | None] = {}
     reassign_exists: bool | None = None
     for write in writes:
+        ops: list[Op] = []
+        key: TopicPartition | str | None = None
         match write:
             case CreatePartitionState(tp, info):
-                for parent in (
-                    paths.topic_partitions_path(tp.topic),
-                    paths.partition_path(tp.topic, tp.partition),
-                ):
-                    if parent not in created_parents and await session.exists(parent) is None:
-                        ops.append(CreateOp(parent))
-                    created_parents.add(parent)
+                key = tp
+                if tp.topic not in existing_partitions:
+                    existing_partitions[tp.topic] = await _existing_partition_nodes(
+                        session, tp.topic
+                    )
+                existing = existing_partitions[tp.topic]
+                if existing is None:
+                    # its own group: the topic's partitions need it whichever of them fails
+                    parent = paths.topic_partitions_path(tp.topic)
+                    grouped.append((parent, [CreateOp(parent)]))
+                    existing = existing_partitions[tp.topic] = set()
+                if tp.partition not in existing:
+                    ops.append(CreateOp(paths.partition_path(tp.topic, tp.partition)))
+                    existing.add(tp.partition)
                 ops.append(
                     CreateOp(
                         paths.partition_state_path(tp.topic, tp.partition),
@@ -393,6 +432,7 @@ async def ops_for_writes(session: CoordSession, writes: Sequence[StoreWrite]) ->
                     )
                 )
             case UpdatePartitionState(tp, info, expected_version):
+                key = tp
                 ops.append(
                     SetDataOp(
                         paths.partition_state_path(tp.topic, tp.partition),
@@ -410,6 +450,7 @@ async def ops_for_writes(session: CoordSession, writes: Sequence[StoreWrite]) ->
                 ops.extend(await _delete_tree_ops(session, paths.topic_path(topic)))
                 ops.extend(await _delete_tree_ops(session, paths.topic_config_path(topic)))
                 ops.extend(await _delete_tree_ops(session, paths.delete_topic_path(topic)))
+                existing_partitions.pop(topic, None)
             case DeleteTopicDeletions(topics):
                 for topic in topics:
                     ops.extend(await _delete_tree_ops(session, paths.delete_topic_path(topic)))
@@ -441,7 +482,27 @@ async def ops_for_writes(session: CoordSession, writes: Sequence[StoreWrite]) ->
                     ops.append(DeleteOp(path, -1))
             case _:
                 raise TypeError(f"unknown store write {write!r}")
-    return ops
+        grouped.append((key, ops))
+    return grouped
+
+
+MAX_MULTI_OPS = 500
+"""Operations per multi when partition states are written in chunks: a ZooKeeper request is
+refused above ``jute.maxbuffer`` (1 MiB by default), which one multi for a topic of a few
+thousand partitions (two or three nodes each) comes close to, and encoding a huge multi holds
+the event loop."""
+
+PARTITION_STATE_WRITES = (CreatePartitionState, UpdatePartitionState)
+AFTER_PARTITION_STATES = (DeleteIsrChangeNotifications, DeleteLeaderElectionRequest)
+"""Writes that may follow the partition states in a separate multi: they only clean up request
+nodes whose work the partition state writes did."""
+
+
+def can_apply_per_partition(writes: Sequence[StoreWrite]) -> bool:
+    """Whether ``writes`` are partition state writes (plus clean-ups) only: those may be applied
+    per partition (``apply_partition_state_writes``); anything else (assignments, deletions,
+    reassignments) is applied in one atomic multi."""
+    return all(isinstance(w, PARTITION_STATE_WRITES + AFTER_PARTITION_STATES) for w in writes)
 
 
 async def apply_writes(
@@ -456,14 +517,92 @@ async def apply_writes(
         return
     ops: list[Op] = [CheckOp(paths.CONTROLLER_EPOCH, controller_epoch_zk_version)]
     ops.extend(await ops_for_writes(session, writes))
+    await _fenced_multi(session, ops, controller_epoch_zk_version)
+
+
+async def _fenced_multi(session: CoordSession, ops: list[Op], epoch_zk_version: int) -> None:
     try:
         await session.multi(ops)
     except (BadVersion, NoNode) as error:
         if error.failed_op_index == 0:
             raise ControllerMovedError(
-                f"controller epoch zk version {controller_epoch_zk_version} is no longer current"
+                f"controller epoch zk version {epoch_zk_version} is no longer current"
             ) from error
         raise
+
+
+async def apply_partition_state_writes(
+    session: CoordSession,
+    writes: Sequence[StoreWrite],
+    controller_epoch_zk_version: int,
+    max_ops: int = MAX_MULTI_OPS,
+) -> set[TopicPartition]:
+    """Apply partition state writes (``can_apply_per_partition``) each on its own, as Kafka's
+    ``updateLeaderAndIsr`` / ``createTopicPartitionStatesRaw`` do: every partition's writes are
+    fenced by the controller epoch and succeed or fail alone, so one partition whose state a
+    leader changed meanwhile (its ISR) does not undo the elections of thousands of others.
+
+    The writes go in multis of at most ``max_ops`` operations, each starting with the epoch
+    check, sent without waiting for each other's answers; a multi that fails on one partition's operation (BadVersion, NodeExists, NoNode) is
+    sent again without that partition. Returns the partitions whose writes failed (their
+    context entries are stale: the caller re-reads them). The clean-up writes go last, in one
+    multi, once every partition state was attempted. Raises ``ControllerMovedError`` when the
+    epoch check fails, ``ConnectionLoss`` and session errors as the store raises them."""
+    grouped = await _grouped_ops_for_writes(session, writes)
+    by_key: dict[TopicPartition | str, list[Op]] = {}
+    for key, ops in grouped:
+        if key is not None and ops:
+            by_key.setdefault(key, []).extend(ops)  # a partition's writes stay together
+    per_partition = list(by_key.items())
+    others = [op for key, ops in grouped if key is None for op in ops]
+    check = CheckOp(paths.CONTROLLER_EPOCH, controller_epoch_zk_version)
+    failed: set[TopicPartition] = set()
+    chunk: list[tuple[TopicPartition | str, list[Op]]] = []
+    chunks: list[list[tuple[TopicPartition | str, list[Op]]]] = []
+    size = 0
+    for tp, ops in per_partition:
+        if chunk and size + len(ops) > max_ops:
+            chunks.append(chunk)
+            chunk, size = [], 0
+        chunk.append((tp, ops))
+        size += len(ops)
+    if chunk:
+        chunks.append(chunk)
+
+    async def apply_chunk(
+        pending: list[tuple[TopicPartition | str, list[Op]]],
+    ) -> set[TopicPartition]:
+        lost: set[TopicPartition] = set()
+        while pending:
+            ops = [check] + [op for _, group in pending for op in group]
+            try:
+                await _fenced_multi(session, ops, controller_epoch_zk_version)
+                break
+            except (BadVersion, NodeExists, NoNode) as error:
+                index = error.failed_op_index
+                if index is None:
+                    raise
+                culprit = _owner_of_op(pending, index - 1)
+                if isinstance(culprit, TopicPartition):
+                    lost.add(culprit)
+                pending = [(key, group) for key, group in pending if key != culprit]
+        return lost
+
+    # Pipelined: the store applies one session's requests in order, and each chunk stands alone.
+    for lost in await asyncio.gather(*(apply_chunk(chunk) for chunk in chunks)):
+        failed |= lost
+    if others:
+        await _fenced_multi(session, [check, *others], controller_epoch_zk_version)
+    return failed
+
+
+def _owner_of_op(pending: list[tuple[TopicPartition, list[Op]]], index: int) -> TopicPartition:
+    """The partition whose group holds the ``index``-th operation of the flattened groups."""
+    for tp, group in pending:
+        if index < len(group):
+            return tp
+        index -= len(group)
+    raise IndexError(index)
 
 
 async def get_partition_reassignments(

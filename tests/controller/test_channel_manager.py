@@ -289,3 +289,29 @@ async def test_removed_broker_stops_retrying():
     await eventually(lambda: failures[1] < 10**9 - 3, message="a few retries")
     await asyncio.wait_for(manager.remove_broker(1), 5)
     assert manager.broker_ids == set()
+
+
+async def test_each_request_has_a_delivery_future():
+    """Answered: the response; dropped (no channel) or abandoned (channel removed): None."""
+    hold = asyncio.Event()
+
+    class Held(ScriptedTransport):
+        async def send(self, api_key, build):
+            if self.broker.id == 2:
+                await hold.wait()
+            return await super().send(api_key, build)
+
+    manager = ControllerChannelManager(
+        0, lambda b: Held(b, [], {}), lambda *a: None, retry_backoff=0.001
+    )
+    manager.startup([BROKER, Broker(2, (EndPoint("127.0.0.1", 9095),))])
+    answered = manager.send_request(leader_and_isr())
+    dropped = manager.send_request(update_metadata(9))
+    in_flight = manager.send_request(update_metadata(2))
+    queued = manager.send_request(update_metadata(2))
+    assert (await asyncio.wait_for(answered, 5)).error_code == ErrorCode.NONE
+    assert dropped.done() and dropped.result() is None
+    assert not in_flight.done() and not queued.done()
+    await manager.remove_broker(2)
+    assert in_flight.result() is None and queued.result() is None
+    await manager.shutdown()

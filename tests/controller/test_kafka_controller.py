@@ -2,6 +2,7 @@
 transports: election and failover, topic creation/deletion/partition addition end to end, broker
 failure, fenced writes, ISR change notifications, session expiry, controlled shutdown."""
 
+import asyncio
 from types import SimpleNamespace
 
 import pytest
@@ -158,26 +159,55 @@ async def test_controlled_shutdown_answers_what_the_store_holds(store, cluster, 
     t0 = TopicPartition("cs", 0)
     await eventually(lambda: zk_data.get_partition_state(reader, t0), message="online")
     await settle(nodes[0].controller)
-    apply_writes = zk_data.apply_writes
     raced = []
 
-    async def racing(session, writes, version):
-        if not raced:
-            raced.append(True)
-            info = await zk_data.get_partition_state(reader, t0)
-            await reader.set_data(
-                paths.partition_state_path("cs", 0),
-                zk_data.encode_leader_isr_and_controller_epoch(info),
-                info.leader_and_isr.zk_version,
-            )
-        return await apply_writes(session, writes, version)
+    def racing(apply):
+        async def apply_after_a_leader_write(session, writes, version):
+            if not raced:
+                raced.append(True)
+                info = await zk_data.get_partition_state(reader, t0)
+                await reader.set_data(
+                    paths.partition_state_path("cs", 0),
+                    zk_data.encode_leader_isr_and_controller_epoch(info),
+                    info.leader_and_isr.zk_version,
+                )
+            return await apply(session, writes, version)
 
-    monkeypatch.setattr(zk_data, "apply_writes", racing)
+        return apply_after_a_leader_write
+
+    for name in ("apply_writes", "apply_partition_state_writes"):
+        monkeypatch.setattr(zk_data, name, racing(getattr(zk_data, name)))
     epoch = (await reader.exists(paths.broker_path(1))).czxid
     remaining = await nodes[0].controller.controlled_shutdown(1, epoch)
     info = await zk_data.get_partition_state(reader, t0)
     assert raced and remaining == []
     assert info.leader_and_isr.leader == 0  # really moved before 'nothing remains'
+    await stop(*nodes)
+
+
+async def test_controlled_shutdown_answers_once_the_new_leader_knows(store, cluster):
+    """The stopping broker exits on the answer: the brokers taking over must have been told
+    first, or clients find its leaderships everywhere after it is gone (and a resigning
+    controller's queued requests would die with it)."""
+    nodes = [await start_node(store, cluster, b, config=config()) for b in (0, 1)]
+    reader = cluster.reader
+    await admin.create_topic(reader, "cs", 1, 2, replica_assignment={0: [1, 0]})
+    t0 = TopicPartition("cs", 0)
+    await eventually(lambda: zk_data.get_partition_state(reader, t0), message="online")
+    await settle(nodes[0].controller)
+    cluster.hold[0] = asyncio.Event()
+    epoch = (await reader.exists(paths.broker_path(1))).czxid
+    answer = asyncio.create_task(nodes[0].controller.controlled_shutdown(1, epoch))
+
+    async def moved():
+        return (await zk_data.get_partition_state(reader, t0)).leader_and_isr.leader == 0
+
+    await eventually(moved, message="the leadership moved in the store")
+    await nodes[0].controller.event_manager.wait_idle()
+    assert not answer.done()
+    cluster.hold[0].set()
+    assert await asyncio.wait_for(answer, 10) == []
+    assert any(ps.leader == 0 for b, tp, ps in cluster.leader_and_isr_partitions(0) if tp == t0)
     await stop(*nodes)
 
 
@@ -233,6 +263,89 @@ async def test_one_controller_among_three_and_failover_on_its_death(store, clust
     assert cluster.violations == []
     assert all(n.controller.event_manager.errors == [] for n in nodes)
     await stop(*nodes[1:])
+
+
+async def test_a_big_topic_is_created_in_slices_with_one_request_of_each_kind_per_broker(
+    store, cluster, monkeypatch
+):
+    """The creation of many partitions yields to the event loop between slices (other tasks,
+    such as the session's heartbeats, run meanwhile), yet each broker receives one
+    LeaderAndIsr and one UpdateMetadata for the whole topic (Kafka's request batch)."""
+    from kafkalite.controller import kafka_controller
+    from kafkalite.controller.controller_core import ControllerCore
+
+    monkeypatch.setattr(kafka_controller, "PARTITIONS_PER_SLICE", 4)
+    nodes = [await start_node(store, cluster, b, config=config()) for b in (0, 1, 2)]
+    reader = cluster.reader
+    await settle(*(n.controller for n in nodes))
+    ticks = 0
+
+    async def ticker():
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    seen_ticks = []
+    create = ControllerCore.on_new_partition_creation
+
+    def recording(self, partitions):
+        seen_ticks.append(ticks)
+        return create(self, partitions)
+
+    monkeypatch.setattr(ControllerCore, "on_new_partition_creation", recording)
+    running = asyncio.create_task(ticker())
+    sent_before = len(cluster.sent)
+    await admin.create_topic(reader, "wide", 10, 3, replica_assignment=None)
+    await eventually(
+        lambda: len(cluster.leader_and_isr_partitions()) >= 30,
+        message="LeaderAndIsr for every replica",
+    )
+    await settle(*(n.controller for n in nodes))
+    running.cancel()
+    assert len(seen_ticks) == 3  # 10 partitions in slices of 4
+    assert seen_ticks == sorted(set(seen_ticks))  # the loop ran between slices
+    creation = [(s.broker_id, s.api_key) for s in cluster.sent[sent_before:]]
+    for broker_id in (0, 1, 2):
+        assert creation.count((broker_id, ApiKey.LEADER_AND_ISR)) == 1
+        assert creation.count((broker_id, ApiKey.UPDATE_METADATA)) == 1
+    for p in range(10):
+        assert (await state(reader, "wide", p)).leader_and_isr.isr
+    assert cluster.violations == []
+    await stop(*nodes)
+
+
+async def test_a_new_topics_first_watch_event_is_decided_from_the_watched_content(
+    store, cluster, monkeypatch
+):
+    """The partition-modifications watch of a new topic delivers the node once when it starts;
+    the event decides from that content instead of reading the node again (one round trip per
+    topic, in turn, for a CreateTopics of a hundred topics)."""
+    node = await start_node(store, cluster, 0, config=config())
+    reads = []
+    get_topic_assignment = zk_data.get_topic_assignment
+
+    async def counted(session, topic):
+        reads.append(topic)
+        return await get_topic_assignment(session, topic)
+
+    monkeypatch.setattr(zk_data, "get_topic_assignment", counted)
+    processed = []
+    process = node.controller.process
+
+    async def recording(event):
+        processed.append(type(event).__name__)
+        return await process(event)
+
+    node.controller.event_manager._process = recording
+    await admin.create_topic(cluster.reader, "t", 2, 1, replica_assignment=None)
+    await eventually(
+        lambda: "PartitionModifications" in processed, message="the topic's watch event"
+    )
+    await settle(node.controller)
+    assert reads == ["t"]  # the TopicChange's read only
+    assert (await state(cluster.reader, "t", 1)).leader_and_isr.leader == 0
+    await stop(node)
 
 
 async def test_topic_deletion_end_to_end(store, cluster):
@@ -561,6 +674,53 @@ async def test_preferred_replica_election_through_the_admin_node(store, cluster)
     assert all(n.controller.event_manager.errors == [] for n in nodes)
     await back.close()
     await stop(nodes[0], nodes[2])
+
+
+async def test_a_preferred_election_of_many_partitions_yields_between_slices(
+    store, cluster, monkeypatch
+):
+    from kafkalite.controller import kafka_controller
+    from kafkalite.controller.controller_core import ControllerCore
+
+    monkeypatch.setattr(kafka_controller, "PARTITIONS_PER_SLICE", 2)
+    nodes = [await start_node(store, cluster, b, config=config()) for b in (0, 1)]
+    reader = cluster.reader
+    await admin.create_topic(reader, "many", 5, 2, replica_assignment={p: [1, 0] for p in range(5)})
+    for p in range(5):
+        await eventually(lambda p=p: state(reader, "many", p), message="online")
+        current = await state(reader, "many", p)
+        lai = current.leader_and_isr  # a leader moved to broker 0 meanwhile, 1 still in sync
+        await reader.set_data(
+            paths.partition_state_path("many", p),
+            zk_data.encode_leader_isr_and_controller_epoch(
+                type(current)(type(lai)(0, lai.leader_epoch + 1, (1, 0)), current.controller_epoch)
+            ),
+            lai.zk_version,
+        )
+    ticks = 0
+
+    async def ticker():
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    seen_ticks = []
+    elect = ControllerCore.elect_leaders
+
+    def recording(self, partitions, unclean=False):
+        seen_ticks.append(ticks)
+        return elect(self, partitions, unclean)
+
+    monkeypatch.setattr(ControllerCore, "elect_leaders", recording)
+    running = asyncio.create_task(ticker())
+    answer = await nodes[0].controller.elect_preferred_leaders(None)
+    running.cancel()
+    assert answer == {TopicPartition("many", p): ErrorCode.NONE for p in range(5)}
+    assert len(seen_ticks) == 3 and seen_ticks == sorted(set(seen_ticks))
+    for p in range(5):
+        assert (await state(reader, "many", p)).leader_and_isr.leader == 1
+    await stop(*nodes)
 
 
 async def test_enabling_unclean_election_elects_leaderless_partitions(store, cluster):

@@ -192,3 +192,131 @@ async def test_several_reassignment_node_updates_in_one_batch(store):
         epoch_version,
     )
     assert await zk_data.get_partition_reassignments(session) == {TP: (3,)}
+
+
+class CountingSession:
+    """A session whose reads are counted (the per-partition round trips a big topic must not
+    cost)."""
+
+    def __init__(self, session):
+        self._session = session
+        self.reads = 0
+
+    def __getattr__(self, name):
+        attr = getattr(self._session, name)
+        if name in ("exists", "get_children", "get_data"):
+
+            async def counted(*args, **kwargs):
+                self.reads += 1
+                return await attr(*args, **kwargs)
+
+            return counted
+        return attr
+
+
+async def test_partition_states_are_written_in_chunks_and_fail_per_partition(store):
+    """Kafka's updateLeaderAndIsr: each partition's write succeeds or fails alone. A leader
+    changed partition 3 between the controller's read and its write: only partition 3 fails;
+    the other elections (in several chunked multis) are in the store."""
+    session = await store.open_session()
+    await with_topic(session)
+    _, epoch_version = await zk_data.register_controller_and_increment_controller_epoch(session, 0)
+    partitions = [TopicPartition("t", p) for p in range(10)]
+    initial = LeaderIsrAndControllerEpoch(LeaderAndIsr(0, 0, (0, 1)), 1)
+    counting = CountingSession(session)
+    failed = await zk_data.apply_partition_state_writes(
+        counting,
+        [CreatePartitionState(tp, initial) for tp in partitions],
+        epoch_version,
+        max_ops=4,
+    )
+    assert failed == set()
+    assert counting.reads == 1  # one listing of /brokers/topics/t/partitions, not one per node
+    for tp in partitions:
+        assert (await zk_data.get_partition_state(session, tp)).leader_and_isr.leader == 0
+
+    leader_write = LeaderIsrAndControllerEpoch(LeaderAndIsr(0, 0, (0,)), 1)
+    await session.set_data(
+        paths.partition_state_path("t", 3),
+        zk_data.encode_leader_isr_and_controller_epoch(leader_write),
+        0,
+    )
+    elected = LeaderIsrAndControllerEpoch(LeaderAndIsr(1, 1, (0, 1), 1), 1)
+    failed = await zk_data.apply_partition_state_writes(
+        session,
+        [UpdatePartitionState(tp, elected, 0) for tp in partitions],
+        epoch_version,
+        max_ops=3,
+    )
+    assert failed == {TopicPartition("t", 3)}
+    for tp in partitions:
+        stored = (await zk_data.get_partition_state(session, tp)).leader_and_isr
+        assert stored.leader == (0 if tp.partition == 3 else 1)
+
+    other = await store.open_session()
+    await other.set_data(paths.CONTROLLER_EPOCH, b"2", epoch_version)  # a newer controller
+    with pytest.raises(zk_data.ControllerMovedError):
+        await zk_data.apply_partition_state_writes(
+            session, [UpdatePartitionState(TP, elected, 1)], epoch_version
+        )
+
+
+async def test_only_partition_state_writes_are_applied_per_partition():
+    info = LeaderIsrAndControllerEpoch(LeaderAndIsr(0), 1)
+    assert zk_data.can_apply_per_partition(
+        [CreatePartitionState(TP, info), UpdatePartitionState(TP, info, 0)]
+    )
+    assert not zk_data.can_apply_per_partition([CreatePartitionState(TP, info), DeleteTopic("t")])
+
+
+async def test_a_failing_first_partition_does_not_take_the_topics_partitions_node_along(store):
+    """The ``partitions`` node of a new topic is created with its first partition's writes;
+    when that partition's writes fail (here a stale compare-and-set after its creation), the
+    node is still created for the others, which succeed."""
+    session = await store.open_session()
+    await with_topic(session)
+    await session.create(paths.topic_path("u"), b"{}")
+    _, epoch_version = await zk_data.register_controller_and_increment_controller_epoch(session, 0)
+    info = LeaderIsrAndControllerEpoch(LeaderAndIsr(0, 0, (0, 1)), 1)
+    partitions = [TopicPartition("u", p) for p in range(4)]
+    stale = UpdatePartitionState(partitions[0], info, 5)
+    failed = await zk_data.apply_partition_state_writes(
+        session,
+        [CreatePartitionState(tp, info) for tp in partitions] + [stale],
+        epoch_version,
+    )
+    assert failed == {partitions[0]}
+    assert await zk_data.get_partition_state(session, partitions[0]) is None
+    for tp in partitions[1:]:
+        assert (await zk_data.get_partition_state(session, tp)).leader_and_isr.leader == 0
+
+
+async def test_isr_change_notifications_are_read_concurrently(store):
+    """Hundreds of notifications after a restart: one round trip each in turn held the
+    controller's event queue for seconds; they are read together."""
+    session = await store.open_session()
+    for p in range(5):
+        await session.create(
+            f"{paths.ISR_CHANGE_NOTIFICATION}/{paths.ISR_CHANGE_PREFIX}",
+            paths.encode_isr_change({TopicPartition("t", p)}),
+            sequential=True,
+            makepath=True,
+        )
+    in_flight = peak = 0
+
+    class Slow:
+        def __getattr__(self, name):
+            return getattr(session, name)
+
+        async def get_data(self, path):
+            nonlocal in_flight, peak
+            in_flight += 1
+            peak = max(peak, in_flight)
+            await asyncio.sleep(0.01)
+            in_flight -= 1
+            return await session.get_data(path)
+
+    seqs = await zk_data.get_isr_change_notifications(session)
+    partitions = await zk_data.get_partitions_from_isr_change_notifications(Slow(), seqs)
+    assert partitions == {TopicPartition("t", p) for p in range(5)}
+    assert peak == 5

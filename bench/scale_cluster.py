@@ -1,0 +1,452 @@
+"""Cluster scale figures (prints JSON; not a test): issue 11's rows for 3 brokers on ZooKeeper.
+
+Starts a real ZooKeeper and three ``kafkalite serve`` processes (tests/harness), with
+``zookeeper.session.timeout.ms=6000``, then runs in order:
+
+1. one topic of ``--partitions`` partitions at RF 3: time until every partition has a leader
+   and a full ISR in a broker's Metadata, and whether any broker's session expired meanwhile
+   (its ``/brokers/ids/<id>`` registration changed czxid, or its log says so);
+2. kill -9 of a broker that is not the controller: time from the expiry of its session (its
+   registration disappears) until no partition names it as leader;
+3. that broker restarted: time until it serves (answers ApiVersions) and until it is back in
+   every ISR;
+4. a preferred-leader election (ElectLeaders, all partitions): time until every partition is
+   led by its first replica;
+5. SIGTERM of the broker leading the most partitions: time to exit, then the partitions the
+   Metadata shows leaderless or still led by it right after the exit (it is restarted and
+   rebalanced afterwards);
+6. kill -9 of the controller: time from the expiry of its session until a surviving broker
+   reports the new controller and every partition led by a live broker;
+7. CreateTopics of ``--topics`` topics x ``--topic-partitions`` partitions at RF 3, one request:
+   time until the request answered and until every partition has a leader.
+
+Through every phase each broker's ``/metrics`` is scraped for
+``kafkalite_event_loop_lag_max_seconds`` (when the gauge exists) and the maximum is reported.
+
+``main(...)`` returns the figures as a dict, each next to its target; ``bench/scale.py`` calls
+it. Standalone:
+
+    PYTHONPATH=. .venv/bin/python bench/scale_cluster.py [--partitions 3000] [--topics 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import re
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+from kafkalite.coord import open_store  # noqa: E402
+from tests.harness.broker import BrokerProcess, api_versions_ok, free_port  # noqa: E402
+from tests.harness.zookeeper import ZooKeeperServer  # noqa: E402
+
+CHROOT = "/kafkalite"
+BROKER_IDS = (1, 2, 3)
+TOPIC = "scale"
+LAG_GAUGE = "kafkalite_event_loop_lag_max_seconds"
+SESSION_EXPIRED_MARK = "coordination session expired"
+
+
+class PhaseTimeout(Exception):
+    pass
+
+
+def wait_until(condition: Callable[[], Any], deadline_s: float, what: str) -> Any:
+    """Poll ``condition`` until truthy; raise PhaseTimeout after ``deadline_s``."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise PhaseTimeout(f"{what}: not done after {deadline_s}s")
+        time.sleep(0.02)
+
+
+class LagSampler:
+    """Scrapes every broker's /metrics once a second in a thread; keeps the maximum of the
+    event-loop lag gauge per phase (None when no broker exports it)."""
+
+    def __init__(self, urls: dict[int, str]) -> None:
+        self.urls = urls
+        self.phase = "start"
+        self.max_by_phase: dict[str, float] = {}
+        self.seen_gauge = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> LagSampler:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _run(self) -> None:
+        pattern = re.compile(rf"^{LAG_GAUGE}(?:{{[^}}]*}})?\s+([0-9.eE+-]+)", re.MULTILINE)
+        while not self._stop.wait(1.0):
+            for url in self.urls.values():
+                try:
+                    with urllib.request.urlopen(url, timeout=2) as answer:
+                        text = answer.read().decode("utf-8", "replace")
+                except OSError:
+                    continue
+                for match in pattern.finditer(text):
+                    self.seen_gauge = True
+                    value = float(match.group(1))
+                    current = self.max_by_phase.get(self.phase, 0.0)
+                    self.max_by_phase[self.phase] = max(current, value)
+
+
+class ClusterBench:
+    def __init__(self, base: Path, session_timeout_ms: int) -> None:
+        self.zk = ZooKeeperServer(base / "zk", max_session_timeout_ms=60000)
+        self.zk.start()
+        self.admin_ports = {b: free_port() for b in BROKER_IDS}
+        self.brokers = {
+            b: BrokerProcess(
+                base / f"broker-{b}",
+                broker_id=b,
+                overrides={
+                    "zookeeper.connect": self.zk.connect_string(CHROOT),
+                    "zookeeper.session.timeout.ms": str(session_timeout_ms),
+                    "default.replication.factor": "3",
+                    "min.insync.replicas": "2",
+                    "replica.lag.time.max.ms": "10000",
+                    "controlled.shutdown.retry.backoff.ms": "200",
+                    "auto.leader.rebalance.enable": "false",
+                    "admin.listener": f"http://127.0.0.1:{self.admin_ports[b]}",
+                },
+            )
+            for b in BROKER_IDS
+        }
+        for broker in self.brokers.values():
+            broker.spawn()
+        for broker in self.brokers.values():
+            broker.wait_ready(120)
+        self._zk_loop = asyncio.new_event_loop()
+        threading.Thread(target=self._zk_loop.run_forever, daemon=True).start()
+        self.zk_store = open_store(self.zk.connect_string(CHROOT), None, 30000)
+        self.zk_session = self._zk_run(self.zk_store.open_session())
+        self.sampler = LagSampler(
+            {b: f"http://127.0.0.1:{p}/metrics" for b, p in self.admin_ports.items()}
+        ).start()
+
+    def _zk_run(self, coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self._zk_loop).result(30)
+
+    def close(self) -> None:
+        self.sampler.stop()
+        with contextlib.suppress(Exception):
+            self._zk_run(self.zk_store.close())
+        self._zk_loop.call_soon_threadsafe(self._zk_loop.stop)
+        for broker in self.brokers.values():
+            broker.kill()
+        self.zk.stop()
+
+    # -- views ----------------------------------------------------------------------------------
+
+    def admin(self, broker_ids: tuple[int, ...] | None = None) -> AdminClient:
+        ids = broker_ids or tuple(b for b, p in self.brokers.items() if p.running)
+        return AdminClient({"bootstrap.servers": ",".join(self.brokers[b].bootstrap for b in ids)})
+
+    def metadata(self, broker_id: int, topics: list[str] | None = None) -> Any | None:
+        """One broker's own Metadata answer (a client bootstrapped on it alone), or None."""
+        try:
+            client = self.admin((broker_id,))
+            if topics is not None and len(topics) == 1:
+                return client.list_topics(topic=topics[0], timeout=10)
+            return client.list_topics(timeout=10)
+        except Exception:
+            return None
+
+    def partitions(self, md: Any, topics: list[str]) -> list[Any]:
+        out = []
+        for topic in topics:
+            t = md.topics.get(topic)
+            if t is None or t.error is not None:
+                return []
+            out.extend(t.partitions.values())
+        return out
+
+    def any_live(self) -> int:
+        return next(b for b, p in self.brokers.items() if p.running)
+
+    def registration_czxids(self) -> dict[int, int]:
+        """broker id -> czxid of its ``/brokers/ids/<id>`` (a new session registers anew)."""
+
+        async def read() -> dict[int, int]:
+            out = {}
+            for child in await self.zk_session.get_children("/brokers/ids"):
+                stat = await self.zk_session.exists(f"/brokers/ids/{child}")
+                if stat is not None:
+                    out[int(child)] = stat.czxid
+            return out
+
+        return self._zk_run(read())
+
+    def registered(self) -> set[int]:
+        return set(self.registration_czxids())
+
+    def controller(self) -> int:
+        md = self.metadata(self.any_live())
+        return md.controller_id if md is not None else -1
+
+    def expirations_logged(self) -> int:
+        return sum(b.log_text().count(SESSION_EXPIRED_MARK) for b in self.brokers.values())
+
+    def all_led_with_full_isr(self, topics: list[str], expected: int) -> bool:
+        md = self.metadata(self.any_live(), topics)
+        if md is None:
+            return False
+        parts = self.partitions(md, topics)
+        return len(parts) == expected and all(
+            p.leader >= 0 and len(p.isrs) == len(p.replicas) for p in parts
+        )
+
+    def led_by(self, md: Any, topics: list[str]) -> dict[int, int]:
+        counts: dict[int, int] = {}
+        for p in self.partitions(md, topics):
+            counts[p.leader] = counts.get(p.leader, 0) + 1
+        return counts
+
+    def preferred_election(self, topics: list[str], deadline: float) -> float:
+        from confluent_kafka import ElectionType
+
+        start = time.monotonic()
+        admin = self.admin()
+        future = admin.elect_leaders(ElectionType.PREFERRED, None)
+        future.result(timeout=deadline)
+
+        def balanced() -> bool:
+            md = self.metadata(self.any_live(), topics)
+            parts = self.partitions(md, topics) if md is not None else []
+            return bool(parts) and all(p.leader == p.replicas[0] for p in parts)
+
+        wait_until(balanced, deadline, "leaders on their preferred replicas")
+        return time.monotonic() - start
+
+
+def main(
+    partitions: int = 3000,
+    topics: int = 100,
+    topic_partitions: int = 4,
+    session_timeout_ms: int = 6000,
+    keep_dir: str | None = None,
+) -> dict[str, Any]:
+    """Run the phases (module docstring) and return {row: {figure..., target}}. With
+    ``keep_dir`` the ZooKeeper and broker data and logs are kept there."""
+    figures: dict[str, Any] = {}
+    with contextlib.ExitStack() as stack:
+        if keep_dir is None:
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="kafkalite-scale-"))
+        else:
+            tmp = keep_dir
+            Path(tmp).mkdir(parents=True, exist_ok=True)
+        bench = ClusterBench(Path(tmp), session_timeout_ms)
+        try:
+            _run(bench, figures, partitions, topics, topic_partitions)
+        except PhaseTimeout as error:
+            figures["error"] = str(error)
+        finally:
+            figures["event_loop_lag_max_s"] = {
+                "by_phase": dict(bench.sampler.max_by_phase),
+                "max": max(bench.sampler.max_by_phase.values(), default=None),
+                "gauge_found": bench.sampler.seen_gauge,
+                "target": "<= 0.2 s on every broker through every phase",
+            }
+            bench.close()
+    return figures
+
+
+def _run(
+    bench: ClusterBench, figures: dict, partitions: int, topics: int, topic_partitions: int
+) -> None:
+    names = [TOPIC]
+    czxids = bench.registration_czxids()
+    expired_before = bench.expirations_logged()
+
+    # 1. one topic, RF 3
+    bench.sampler.phase = "create"
+    start = time.monotonic()
+    admin = bench.admin()
+    answer_error = None
+    try:
+        admin.create_topics([NewTopic(TOPIC, partitions, 3)], operation_timeout=60)[TOPIC].result(
+            120
+        )
+    except Exception as error:  # the request timed out: the topic may still be created
+        answer_error = str(error)
+    answered = time.monotonic() - start
+    wait_until(lambda: bench.all_led_with_full_isr(names, partitions), 300, "creation")
+    figures["create_topic"] = {
+        "partitions": partitions,
+        "answered_s": round(answered, 2),
+        "answer_error": answer_error,
+        "all_led_full_isr_s": round(time.monotonic() - start, 2),
+        "sessions_expired": int(
+            bench.registration_czxids() != czxids or bench.expirations_logged() > expired_before
+        ),
+        "target": "<= 15 s; no session expires",
+    }
+
+    # 2. kill -9 of a broker that is not the controller
+    bench.sampler.phase = "kill"
+    controller = bench.controller()
+    victim = next(b for b in BROKER_IDS if b != controller)
+    md = bench.metadata(controller, names)
+    victim_led = bench.led_by(md, names).get(victim, 0)
+    bench.brokers[victim].kill()
+    wait_until(lambda: victim not in bench.registered(), 60, "session expiry")
+    expired_at = time.monotonic()
+
+    def re_led() -> bool:
+        md = bench.metadata(controller, names)
+        parts = bench.partitions(md, names) if md is not None else []
+        return bool(parts) and all(p.leader not in (victim, -1) for p in parts)
+
+    wait_until(re_led, 60, "re-leading after kill -9")
+    figures["kill9_releader"] = {
+        "partitions_led": victim_led,
+        "after_expiry_s": round(time.monotonic() - expired_at, 3),
+        "target": "<= 1 s after its session expires",
+    }
+
+    # 3. restart
+    bench.sampler.phase = "restart"
+    start = time.monotonic()
+    broker = bench.brokers[victim]
+    broker.spawn()
+    wait_until(
+        lambda: (
+            (broker.proc.poll() is None or _raise(f"broker exited:\n{broker.log_tail()}"))
+            and _api_ok(broker)
+        ),
+        120,
+        "restarted broker serving",
+    )
+    serving = time.monotonic() - start
+    wait_until(lambda: bench.all_led_with_full_isr(names, partitions), 300, "ISR rejoin")
+    figures["restart"] = {
+        "serving_s": round(serving, 2),
+        "back_in_every_isr_s": round(time.monotonic() - start, 2),
+        "target": "<= 30 s",
+    }
+
+    # 4. preferred election
+    bench.sampler.phase = "preferred_election"
+    figures["preferred_election"] = {
+        "seconds": round(bench.preferred_election(names, 120), 2),
+        "target": "<= 5 s",
+    }
+
+    # 5. SIGTERM of the broker leading the most partitions
+    bench.sampler.phase = "sigterm"
+    md = bench.metadata(bench.any_live(), names)
+    counts = bench.led_by(md, names)
+    stopped = max((b for b in counts if b >= 0), key=lambda b: counts[b])
+    start = time.monotonic()
+    bench.brokers[stopped].stop(timeout=120)
+    exit_s = time.monotonic() - start
+    other = next(b for b in BROKER_IDS if b != stopped)
+    md = bench.metadata(other, names)
+    parts = bench.partitions(md, names) if md is not None else []
+    figures["sigterm"] = {
+        "partitions_led": counts[stopped],
+        "exit_s": round(exit_s, 2),
+        "leaderless_or_led_by_it": sum(1 for p in parts if p.leader in (-1, stopped)),
+        "metadata_partitions": len(parts),
+        "target": "exits <= 10 s; 0 partitions leaderless or led by it",
+    }
+    wait_until(lambda: stopped not in bench.registered(), 60, "stopped broker deregistered")
+    bench.brokers[stopped].start(timeout=120)
+    wait_until(lambda: bench.all_led_with_full_isr(names, partitions), 300, "ISR rejoin")
+    bench.preferred_election(names, 120)
+
+    # 6. kill -9 of the controller
+    bench.sampler.phase = "controller_kill"
+    controller = bench.controller()
+    bench.brokers[controller].kill()
+    wait_until(lambda: controller not in bench.registered(), 60, "controller session expiry")
+    expired_at = time.monotonic()
+    survivor = next(b for b in BROKER_IDS if b != controller)
+
+    def new_controller_sent_all() -> bool:
+        md = bench.metadata(survivor, names)
+        if md is None or md.controller_id in (-1, controller):
+            return False
+        parts = bench.partitions(md, names)
+        return bool(parts) and all(p.leader not in (-1, controller) for p in parts)
+
+    wait_until(new_controller_sent_all, 60, "new controller's metadata")
+    figures["controller_kill9"] = {
+        "after_expiry_s": round(time.monotonic() - expired_at, 3),
+        "target": "<= 3 s after expiry",
+    }
+    bench.brokers[controller].start(timeout=120)
+    wait_until(lambda: bench.all_led_with_full_isr(names, partitions), 300, "ISR rejoin")
+
+    # 7. CreateTopics of many small topics in one request
+    bench.sampler.phase = "create_topics"
+    new = [NewTopic(f"small-{i:04d}", topic_partitions, 3) for i in range(topics)]
+    start = time.monotonic()
+    admin = bench.admin()
+    futures = admin.create_topics(new, operation_timeout=30, request_timeout=60)
+    errors = 0
+    for future in futures.values():
+        try:
+            future.result(120)
+        except Exception:
+            errors += 1
+    answered = time.monotonic() - start
+    small = [t.topic for t in new]
+    wait_until(
+        lambda: bench.all_led_with_full_isr(small, topics * topic_partitions),
+        300,
+        "small topics led",
+    )
+    figures["create_topics_batch"] = {
+        "topics": topics,
+        "partitions_each": topic_partitions,
+        "answered_s": round(answered, 2),
+        "errors": errors,
+        "all_led_s": round(time.monotonic() - start, 2),
+        "target": "<= 3 s",
+    }
+    figures["sessions_expired_total"] = bench.expirations_logged() - expired_before
+
+
+def _raise(message: str) -> bool:
+    raise PhaseTimeout(message)
+
+
+def _api_ok(broker: BrokerProcess) -> bool:
+    return api_versions_ok(broker.host, broker.port)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--partitions", type=int, default=3000)
+    parser.add_argument("--topics", type=int, default=100)
+    parser.add_argument("--topic-partitions", type=int, default=4)
+    parser.add_argument("--session-timeout-ms", type=int, default=6000)
+    parser.add_argument("--keep-dir", help="keep data and logs there (default: a temporary dir)")
+    args = parser.parse_args()
+    figures = main(
+        args.partitions, args.topics, args.topic_partitions, args.session_timeout_ms, args.keep_dir
+    )
+    print(json.dumps(figures, indent=2))

@@ -1,0 +1,147 @@
+"""broker_request_batch.py: coalescing the requests of one controller event, and leaving out
+partitions whose store writes failed."""
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kafkalite.controller.broker_request_batch import (
+    LeaderAndIsrPartitionState,
+    LeaderAndIsrRequestData,
+    StopReplicaPartitionState,
+    StopReplicaRequestData,
+    UpdateMetadataPartitionState,
+    UpdateMetadataRequestData,
+    coalesce_requests,
+    without_partitions,
+)
+from kafkalite.controller.context import Broker, EndPoint
+from kafkalite.protocol.types import TopicPartition
+
+BROKERS = {b: Broker(b, (EndPoint("127.0.0.1", 9090 + b),)) for b in (1, 2, 3)}
+
+
+def lai_state(topic, partition, leader, epoch, is_new=False):
+    return LeaderAndIsrPartitionState(
+        topic, partition, 1, leader, epoch, (1, 2, 3), epoch, (1, 2, 3), is_new=is_new
+    )
+
+
+def um_state(topic, partition, leader, epoch):
+    return UpdateMetadataPartitionState(
+        topic, partition, 1, leader, epoch, (1, 2, 3), epoch, (1, 2, 3)
+    )
+
+
+def lai(broker_id, states):
+    return LeaderAndIsrRequestData(
+        broker_id,
+        0,
+        1,
+        77,
+        tuple(states),
+        {s.topic_name: f"id-{s.topic_name}" for s in states},
+        tuple(BROKERS[b] for b in sorted({s.leader for s in states})),
+    )
+
+
+def um(broker_id, states):
+    return UpdateMetadataRequestData(
+        broker_id,
+        0,
+        1,
+        77,
+        tuple(states),
+        tuple(BROKERS.values()),
+        {s.topic_name: f"id-{s.topic_name}" for s in states},
+    )
+
+
+steps = st.lists(
+    st.tuples(
+        st.sampled_from(["lai", "um"]),
+        st.sampled_from([1, 2, 3]),
+        st.lists(
+            st.tuples(
+                st.sampled_from(["a", "b"]),
+                st.integers(0, 3),
+                st.sampled_from([1, 2, 3]),
+                st.booleans(),
+            ),
+            min_size=1,
+            max_size=5,
+        ),
+    ),
+    max_size=12,
+)
+
+
+@given(steps)
+def test_coalesced_requests_carry_each_partitions_last_state(plan):
+    """Oracle: per broker, the last state of each partition in order of the steps; is_new
+    stays set once a step set it; one LeaderAndIsr then one UpdateMetadata per broker."""
+    requests = []
+    expected_lai: dict[int, dict] = {}
+    expected_um: dict[int, dict] = {}
+    for step, (kind, broker_id, parts) in enumerate(plan):
+        if kind == "lai":
+            states = {(t, p): lai_state(t, p, leader, step, new) for t, p, leader, new in parts}
+            requests.append(lai(broker_id, states.values()))
+            for key, s in states.items():
+                previous = expected_lai.setdefault(broker_id, {}).get(key)
+                expected_lai[broker_id][key] = (
+                    s.leader,
+                    s.leader_epoch,
+                    s.is_new or bool(previous and previous[2]),
+                )
+        else:
+            states = {(t, p): um_state(t, p, leader, step) for t, p, leader, _ in parts}
+            requests.append(um(broker_id, states.values()))
+            for key, s in states.items():
+                expected_um.setdefault(broker_id, {})[key] = (s.leader, s.leader_epoch)
+    merged = coalesce_requests(requests)
+    kinds = [(type(r).__name__, r.broker_id) for r in merged]
+    assert len(kinds) == len(set(kinds))
+    for request in merged:
+        if isinstance(request, LeaderAndIsrRequestData):
+            got = {
+                (s.topic_name, s.partition_index): (s.leader, s.leader_epoch, s.is_new)
+                for s in request.partition_states
+            }
+            assert got == expected_lai[request.broker_id]
+            assert {b.id for b in request.live_leaders} == {v[0] for v in got.values()}
+            assert set(request.topic_ids) == {t for t, _ in got}
+        else:
+            got = {
+                (s.topic_name, s.partition_index): (s.leader, s.leader_epoch)
+                for s in request.partition_states
+            }
+            assert got == expected_um[request.broker_id]
+    assert {r.broker_id for r in merged} == {b for _, b, _ in plan}
+    for broker_id in {b for _, b, _ in plan}:
+        mine = [type(r) for r in merged if r.broker_id == broker_id]
+        assert mine == sorted(mine, key=lambda k: k is UpdateMetadataRequestData)
+
+
+def test_an_event_that_stops_replicas_keeps_its_requests_as_they_are():
+    requests = [
+        lai(1, [lai_state("a", 0, 2, 1)]),
+        StopReplicaRequestData(1, 0, 1, 77, (StopReplicaPartitionState("a", 0, 1, False),)),
+        lai(1, [lai_state("a", 1, 2, 2)]),
+    ]
+    assert coalesce_requests(requests) == requests
+
+
+def test_partitions_whose_writes_failed_are_not_announced():
+    requests = [
+        lai(1, [lai_state("a", 0, 2, 1), lai_state("a", 1, 2, 1)]),
+        lai(2, [lai_state("a", 1, 2, 1)]),
+        um(3, [um_state("a", 1, 2, 1)]),
+    ]
+    kept = without_partitions(requests, {TopicPartition("a", 1)})
+    assert [(type(r).__name__, r.broker_id) for r in kept] == [
+        ("LeaderAndIsrRequestData", 1),
+        ("UpdateMetadataRequestData", 3),
+    ]
+    assert [s.partition_index for s in kept[0].partition_states] == [0]
+    assert kept[1].partition_states == () and kept[1].live_brokers == requests[2].live_brokers
+    assert without_partitions(requests, set()) == requests
