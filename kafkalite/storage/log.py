@@ -118,6 +118,15 @@ def log_dir_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
 
 
+def log_delete_dir_name(topic: str, partition: int, unique_id: str) -> str:
+    """``<topic>-<partition>.<unique id>-delete``, the topic cut short so that the name fits in
+    the 255 bytes a file name may have (Kafka's logDirNameWithSuffixCappedLength: a topic name
+    may have 249 characters, and renaming its log to the uncut name failed with ENAMETOOLONG,
+    which took the whole log directory offline)."""
+    suffix = f"-{partition}.{unique_id}{DELETE_DIR_SUFFIX}"
+    return topic[: max(0, 255 - len(suffix))] + suffix
+
+
 def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 

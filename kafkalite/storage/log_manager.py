@@ -77,7 +77,13 @@ from kafkalite.storage.checkpoint import (
 from kafkalite.storage.cleaner import CleanerConfig, LogCleaner
 from kafkalite.storage.config import LONG_MAX, LogConfig
 from kafkalite.storage.errors import LogDirFailure, StorageError
-from kafkalite.storage.log import DELETE_DIR_SUFFIX, Log, log_dir_name, parse_topic_partition_name
+from kafkalite.storage.log import (
+    DELETE_DIR_SUFFIX,
+    Log,
+    log_delete_dir_name,
+    log_dir_name,
+    parse_topic_partition_name,
+)
 from kafkalite.storage.verifier import SegmentVerifier
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
@@ -617,9 +623,7 @@ class LogManager:
         if log.offline:
             return log
         try:
-            log.rename_dir(
-                f"{log_dir_name(topic, partition)}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
-            )
+            log.rename_dir(log_delete_dir_name(topic, partition, uuid.uuid4().hex))
             if remove_files:
                 log.delete()
         except LogDirFailure:

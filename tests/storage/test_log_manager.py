@@ -12,6 +12,7 @@ import pytest
 
 from kafkalite.storage.config import LogConfig
 from kafkalite.storage.errors import LogDirFailure, LogOfflineError, StorageError
+from kafkalite.storage.log import log_delete_dir_name, parse_topic_partition_name
 from kafkalite.storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
 from tests.storage.conftest import FakeClock, make_batch
 
@@ -108,6 +109,32 @@ def test_delete_log_renames_then_removes(tmp_path):
     assert not leftover.exists(), "a half-deleted log is removed at start-up"
     assert again.all_logs() == []
     again.shutdown()
+
+
+def test_deleting_the_log_of_a_249_character_topic_keeps_the_dir_online(tmp_path):
+    """Renaming the log to ``<topic>-<partition>.<uuid>-delete`` uncut is over the 255 bytes a
+    file name may have: ENAMETOOLONG took the log directory, and every other partition in it,
+    offline. The topic is cut short in the name, as Kafka does."""
+    manager = LogManager([tmp_path], LogConfig())
+    manager.startup()
+    long_topic = "x" * 249
+    fill(manager.get_or_create_log(long_topic, 0), 3)
+    other = manager.get_or_create_log("other", 0)
+    manager.delete_log(long_topic, 0)
+    assert not manager.offline_dirs
+    assert manager.get_log(long_topic, 0) is None
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("x")] == []
+    other.append_as_leader(make_batch(1), 0)
+    manager.shutdown()
+
+
+@pytest.mark.parametrize("topic", ["t", "x" * 249])
+@pytest.mark.parametrize("partition", [0, 99_999])
+def test_a_delete_dir_name_fits_in_a_file_name_and_names_its_partition(topic, partition):
+    name = log_delete_dir_name(topic, partition, "0123456789abcdef0123456789abcdef")
+    assert len(name.encode()) <= 255 and name.endswith("-delete")
+    parsed_topic, parsed_partition = parse_topic_partition_name(name)
+    assert topic.startswith(parsed_topic) and parsed_partition == partition
 
 
 def test_disk_error_takes_only_that_dir_offline(tmp_path, monkeypatch):
