@@ -84,6 +84,20 @@ def collision_key(name: str) -> str:
     return name.replace(".", "_")
 
 
+async def colliding_topics(session: CoordSession, name: str) -> list[str]:
+    """The existing topics whose names collide with ``name``. A name with neither '.' nor '_'
+    can collide with no other name, so only the others list every topic (which costs O(topics)
+    per creation: 10,000 topics created one by one read 50 million names)."""
+    if "." not in name and "_" not in name:
+        return []
+    try:
+        existing = await session.get_children(paths.BROKER_TOPICS)
+    except NoNode:
+        return []
+    key = collision_key(name)
+    return sorted(t for t in existing if t != name and collision_key(t) == key)
+
+
 def validate_topic_configs(configs: Mapping[str, str]) -> None:
     """Values must parse as the topic configs they name. Raises ``InvalidConfigurationError``."""
     from kafkalite.storage.config import LogConfig
@@ -135,11 +149,7 @@ async def create_topic(
         raise TopicAlreadyExistsError(f"Topic '{name}' already exists.")
     if await is_topic_marked_for_deletion(session, name):
         raise TopicAlreadyExistsError(f"Topic '{name}' is marked for deletion.")
-    try:
-        existing = await session.get_children(paths.BROKER_TOPICS)
-    except NoNode:
-        existing = []
-    colliding = sorted(t for t in existing if t != name and collision_key(t) == collision_key(name))
+    colliding = await colliding_topics(session, name)
     if colliding:
         raise InvalidTopicError(
             f"Topic '{name}' collides with existing topics: {', '.join(colliding)}"

@@ -4,6 +4,8 @@ import json
 import random
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kafkalite.controller import admin, zk_data
 from kafkalite.coord import paths
@@ -162,3 +164,33 @@ async def test_alter_topic_config_replaces_and_notifies(session):
         await admin.alter_topic_config(session, "nope", {})
     with pytest.raises(InvalidConfigurationError):
         await admin.alter_topic_config(session, "c", {"segment.bytes": "big"})
+
+
+class ListingOnly:
+    """A session that only lists /brokers/topics, counting the listings."""
+
+    def __init__(self, topics: list[str]) -> None:
+        self.topics = topics
+        self.listings = 0
+
+    async def get_children(self, path: str) -> list[str]:
+        assert path == paths.BROKER_TOPICS
+        self.listings += 1
+        return self.topics
+
+
+TOPIC_NAMES = st.text(alphabet="ab._-", min_size=1, max_size=4)
+
+
+@given(existing=st.lists(TOPIC_NAMES, unique=True, max_size=12), name=TOPIC_NAMES)
+async def test_colliding_topics_agrees_with_comparing_every_name(existing, name):
+    """The fast path (a name without '.' or '_' lists nothing) finds exactly the collisions a
+    comparison with every existing name finds."""
+    session = ListingOnly(existing)
+    found = await admin.colliding_topics(session, name)
+    expected = sorted(
+        t for t in existing if t != name and t.replace(".", "_") == name.replace(".", "_")
+    )
+    assert found == expected
+    if "." not in name and "_" not in name:
+        assert session.listings == 0
