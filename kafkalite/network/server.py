@@ -14,6 +14,7 @@ more work on connections that are already open.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import socket
 import time
 
@@ -23,10 +24,31 @@ from kafkalite.config import Endpoint
 from kafkalite.network.connection import (
     DEFAULT_MAX_IN_FLIGHT,
     KafkaConnection,
+    ReceiveBuffer,
     RequestDispatcher,
 )
 
 log = structlog.get_logger("kafkalite.network")
+
+TRIM_AFTER_CLOSES = 256
+TRIM_DELAY_SECONDS = 1.0
+
+
+def _malloc_trim() -> None:
+    """Give the C heap's free pages back to the OS (glibc's malloc_trim; a no-op elsewhere).
+
+    glibc keeps what the buffers and transports of closed connections freed inside its heap
+    (only the top of the heap is returned by free()); after thousands of connections closed,
+    that is tens of MB the broker would keep for ever. One call takes a few ms."""
+    trim = getattr(_libc, "malloc_trim", None)
+    if trim is not None:
+        trim(0)
+
+
+try:
+    _libc: ctypes.CDLL | None = ctypes.CDLL(None)
+except OSError:
+    _libc = None
 
 
 def install_uvloop() -> bool:
@@ -55,6 +77,10 @@ class SocketServer:
         self._max_in_flight = max_in_flight
         self._servers: list[tuple[Endpoint, asyncio.Server]] = []
         self._connections: set[KafkaConnection] = set()
+        self._receive_buffer = ReceiveBuffer()
+        self._closed_since_trim = 0
+        self._trim: asyncio.TimerHandle | None = None
+        self._last_close = 0.0
         self._max_idle_s = connections_max_idle_ms / 1000
         self._idle_reaper: asyncio.Task[None] | None = None
 
@@ -69,7 +95,8 @@ class SocketServer:
                     name,
                     self._max_request_bytes,
                     max_in_flight=self._max_in_flight,
-                    on_close=self._connections.discard,
+                    on_close=self._connection_closed,
+                    receive_buffer=self._receive_buffer,
                 )
                 self._connections.add(conn)
                 return conn
@@ -87,6 +114,27 @@ class SocketServer:
             self._servers.append((endpoint, server))
         log.info("listening", listeners=[e.connection_string for e in self.bound_endpoints])
         self._idle_reaper = loop.create_task(self._close_idle_connections(), name="idle-reaper")
+
+    def _connection_closed(self, conn: KafkaConnection) -> None:
+        self._connections.discard(conn)
+        self._closed_since_trim += 1
+        self._last_close = time.monotonic()
+        if self._closed_since_trim >= TRIM_AFTER_CLOSES and self._trim is None:
+            self._trim = asyncio.get_running_loop().call_later(
+                TRIM_DELAY_SECONDS, self._release_freed_memory
+            )
+
+    def _release_freed_memory(self) -> None:
+        """Trim once a burst of closes is over (one trim per burst, not one per close)."""
+        quiet_for = time.monotonic() - self._last_close
+        if quiet_for < TRIM_DELAY_SECONDS:
+            self._trim = asyncio.get_running_loop().call_later(
+                TRIM_DELAY_SECONDS - quiet_for, self._release_freed_memory
+            )
+            return
+        self._trim = None
+        self._closed_since_trim = 0
+        _malloc_trim()
 
     async def _close_idle_connections(self) -> None:
         """Close connections idle for connections.max.idle.ms (checked every tenth of it)."""
