@@ -41,6 +41,7 @@ from kafkalite.apis.base import BrokerServices
 from kafkalite.apis.dispatcher import ApiDispatcher
 from kafkalite.config import BrokerConfig, Endpoint
 from kafkalite.network.server import SocketServer, install_uvloop
+from kafkalite.observability import start_loop_lag_monitor
 
 log = structlog.get_logger("kafkalite.server")
 
@@ -117,6 +118,7 @@ class KafkaServer:
 
         config = self.config
         log.info("starting", broker_id=self.broker_id, log_dirs=config.log_dir_list)
+        start_loop_lag_monitor()  # event-loop lag for /metrics (one monitor per loop)
         try:
             if not config.zookeeper_connect:
                 Path(config.log_dir_list[0]).mkdir(parents=True, exist_ok=True)

@@ -155,3 +155,22 @@ def test_messages_in_per_topic_and_isr_changes_are_counted() -> None:
 
 def test_offline_partitions_without_metadata() -> None:
     assert offline_partition_count(None) == 0
+
+
+def test_event_loop_lag_is_exported_once_monitored() -> None:
+    from kafkalite.observability import start_loop_lag_monitor
+
+    async def scrape(start: bool) -> dict:
+        if start:
+            monitor = start_loop_lag_monitor()
+            monitor.record(0.2, monitor._window_start)  # as a probe 200 ms late would
+            monitor.stop()
+        return samples_of(new_registry(fake_server(), RequestStats(), TopicStats()))
+
+    unmonitored = asyncio.run(scrape(False))
+    assert ("kafkalite_event_loop_lag_max_seconds", ()) not in unmonitored
+    samples = asyncio.run(scrape(True))
+    assert samples[("kafkalite_event_loop_lag_max_seconds", ())] == 0.2
+    assert samples[("kafkalite_event_loop_lag_seconds_count", ())] == 1
+    assert samples[("kafkalite_event_loop_lag_seconds_bucket", (("le", "0.1"),))] == 0
+    assert samples[("kafkalite_event_loop_lag_seconds_bucket", (("le", "0.25"),))] == 1
