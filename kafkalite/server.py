@@ -39,7 +39,8 @@ import structlog
 from kafkalite.apis import load_handlers
 from kafkalite.apis.base import BrokerServices
 from kafkalite.apis.dispatcher import ApiDispatcher
-from kafkalite.config import BrokerConfig, Endpoint
+from kafkalite.config import BrokerConfig, ConfigError, Endpoint
+from kafkalite.network.quotas import ConnectionQuotas
 from kafkalite.network.server import SocketServer, install_uvloop
 from kafkalite.observability import start_loop_lag_monitor
 
@@ -149,6 +150,7 @@ class KafkaServer:
                 self.dispatcher,
                 max_request_bytes=config.socket_request_max_bytes,
                 connections_max_idle_ms=config.connections_max_idle_ms,
+                quotas=ConnectionQuotas.from_config(config),
             )
             await self.socket_server.start()
             await self._register_broker()
@@ -697,7 +699,7 @@ def serve(config: BrokerConfig) -> int:
     server = KafkaServer(config)
     try:
         asyncio.run(server.run())
-    except StartupError as e:
+    except (StartupError, ConfigError) as e:  # ConfigError: a host name that does not resolve
         log.error("start-up failed", error=str(e))
         return 1
     return 0

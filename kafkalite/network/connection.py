@@ -175,6 +175,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         on_close: Callable[[KafkaConnection], None] | None = None,
         receive_buffer: ReceiveBuffer | None = None,
+        info: ConnectionInfo | None = None,
     ) -> None:
         self._dispatcher = dispatcher
         self._listener_name = listener_name
@@ -182,7 +183,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._max_in_flight = max_in_flight
         self._on_close = on_close
         self._transport: asyncio.Transport | None = None
-        self.info: ConnectionInfo | None = None
+        self.info: ConnectionInfo | None = info
+        """Given by the acceptor (the address it counted), else made from the peer name."""
         self._shared = receive_buffer if receive_buffer is not None else ReceiveBuffer()
         self._partial: bytearray | None = None
         """Received bytes not yet taken: a header fragment, or frames waiting for a slot."""
@@ -204,8 +206,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]
-        peer = transport.get_extra_info("peername") or ("?", 0)
-        self.info = ConnectionInfo(str(peer[0]), int(peer[1]), self._listener_name)
+        if self.info is None:
+            peer = transport.get_extra_info("peername") or ("?", 0)
+            self.info = ConnectionInfo(str(peer[0]), int(peer[1]), self._listener_name)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
