@@ -174,3 +174,19 @@ def test_event_loop_lag_is_exported_once_monitored() -> None:
     assert samples[("kafkalite_event_loop_lag_seconds_count", ())] == 1
     assert samples[("kafkalite_event_loop_lag_seconds_bucket", (("le", "0.1"),))] == 0
     assert samples[("kafkalite_event_loop_lag_seconds_bucket", (("le", "0.25"),))] == 1
+
+
+def test_connection_limit_counters_are_exported() -> None:
+    from kafkalite.network.quotas import ConnectionQuotas
+
+    quotas = ConnectionQuotas(max_connections_per_ip=1)
+    assert quotas.inc("PLAINTEXT", "10.0.0.1")
+    assert not quotas.inc("PLAINTEXT", "10.0.0.1")  # rejected: past the per-ip limit
+    quotas.dec("PLAINTEXT", "10.0.0.1")
+    quotas._blocked_total = 1.5  # as after acceptors waited 1.5 s at max.connections
+    server = fake_server()
+    server.socket_server = SimpleNamespace(connection_count=1, quotas=quotas)
+    samples = samples_of(new_registry(server, RequestStats(), TopicStats()))
+    key = ("kafkalite_connections_rejected_total", (("reason", "max_connections_per_ip"),))
+    assert samples[key] == 1
+    assert samples[("kafkalite_acceptor_blocked_seconds_total", ())] == 1.5

@@ -320,3 +320,19 @@ def test_a_client_on_other_connections_is_unaffected_by_a_rejected_address(broke
         size = struct.unpack(">i", s.recv(4))[0]
         assert size > 0
         s.close()
+
+
+def test_the_soft_open_file_limit_is_raised_to_the_hard_one():
+    import resource
+
+    from kafkalite.network.server import raise_open_file_limit
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard <= 256:
+        pytest.fail(f"this test needs a finite hard limit above 256, not {hard}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+    try:
+        assert raise_open_file_limit() == hard
+        assert resource.getrlimit(resource.RLIMIT_NOFILE) == (hard, hard)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
