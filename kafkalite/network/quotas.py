@@ -124,10 +124,11 @@ class ConnectionQuotas:
             self._per_ip[ip] = count - 1
         self.total -= 1
         self._per_listener[listener] -= 1
-        waiters, self._waiters = self._waiters, []
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(None)
+        if self._waiters:
+            waiters, self._waiters = self._waiters, []
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
 
     def over_limit_for(self, listener: str) -> bool:
         """Kafka's maxConnectionsExceeded: too many connections, and `listener` is not the
