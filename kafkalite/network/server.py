@@ -190,10 +190,12 @@ class SocketServer:
                 conn_sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 conn_sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
             await loop.connect_accepted_socket(lambda conn=conn: conn, conn_sock)
-        except OSError as e:
-            log.info("connection lost while being set up", client=ip, error=str(e))
+        except BaseException as e:  # reset by the peer meanwhile, or shutdown cancelled us
             conn_sock.close()
-            self._connection_closed(conn)
+            self._connection_closed(conn)  # released once: a later connection_lost is a no-op
+            if not isinstance(e, OSError):
+                raise
+            log.info("connection lost while being set up", client=ip, error=str(e))
             return
         if quotas.protected_listener == listener:
             self._close_one_over_the_limit()
@@ -320,7 +322,12 @@ async def _listening_sockets(
     socks: list[socket.socket] = []
     try:
         for family, type_, proto, _, address in dict.fromkeys(infos):
-            sock = socket.socket(family, type_, proto)
+            try:
+                sock = socket.socket(family, type_, proto)
+            except OSError as e:
+                # e.g. no IPv6 in this kernel: listen on the other families, as asyncio does
+                log.warning("cannot listen on this address family", address=address, error=str(e))
+                continue
             socks.append(sock)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             if family == socket.AF_INET6:
@@ -337,4 +344,6 @@ async def _listening_sockets(
         for sock in socks:
             sock.close()
         raise
+    if not socks:
+        raise OSError(f"cannot listen on {endpoint.connection_string}: no usable address")
     return socks
