@@ -17,8 +17,9 @@ One `kafkalite serve` subprocess on a free port (admin API on, for /metrics), th
 
 Printed as JSON, each figure next to its target: `<= 16 KiB each` for (with - before) / N,
 and `memory returned` for the share of the first round's growth that closing gave back. The
-broker's event-loop lag (kafkalite_event_loop_lag_max_seconds: the worst stall of the last
-10-20 s) is read from /metrics after opening and after closing.
+broker's event-loop lag is read from /metrics: per phase, how many of the 10 ms loop probes ran
+more than 50 ms / 250 ms late (kafkalite_event_loop_lag_seconds), and the worst stall of the
+last 10-20 s at the end of each round (kafkalite_event_loop_lag_max_seconds).
 The soft RLIMIT_NOFILE is raised to the hard limit here (the broker does the same itself).
 Figures are printed, never asserted. `run()` returns the same dict for bench/scale.py.
 """
@@ -98,6 +99,29 @@ def scrape(admin_url: str) -> dict[str, float]:
         except ValueError:
             continue
     return samples
+
+
+def lag_probes(admin_url: str) -> dict[str, float]:
+    """Cumulative counts of the broker's loop-lag probes: all, and those later than 50 / 250 ms
+    (from the kafkalite_event_loop_lag_seconds histogram)."""
+    with urllib.request.urlopen(admin_url + "/metrics", timeout=10) as response:
+        text = response.read().decode()
+    buckets, count = {}, 0.0
+    for line in text.splitlines():
+        if line.startswith("kafkalite_event_loop_lag_seconds_bucket"):
+            bound = line.split('le="', 1)[1].split('"', 1)[0]
+            buckets[bound] = float(line.rsplit(" ", 1)[1])
+        elif line.startswith("kafkalite_event_loop_lag_seconds_count"):
+            count = float(line.rsplit(" ", 1)[1])
+    return {
+        "probes": count,
+        "over_50ms": count - buckets.get("0.05", count),
+        "over_250ms": count - buckets.get("0.25", count),
+    }
+
+
+def lag_during(start: dict[str, float], end: dict[str, float]) -> dict[str, int]:
+    return {key: int(end[key] - start[key]) for key in end}
 
 
 def wait_for_connections(admin_url: str, predicate: Callable[[float], bool]) -> float:
@@ -204,23 +228,26 @@ def run(
             before = settled_memory_kib(pid)
             report(f"before: {before} ({base_count:.0f} connections)")
             for round_ in range(rounds):
+                probes = lag_probes(admin_url)
                 started = time.monotonic()
                 socks = open_idle_connections(broker.bootstrap, connections)
                 opened_s = time.monotonic() - started
                 wait_for_connections(admin_url, lambda c: c >= base_count + connections)
                 with_conns = settled_memory_kib(pid)
-                lag_opening = scrape(admin_url).get("kafkalite_event_loop_lag_max_seconds")
+                lag_opening = lag_during(probes, probes := lag_probes(admin_url))
                 report(f"round {round_}: with {connections} idle connections: {with_conns}")
                 meanwhile = produce_and_consume(
                     broker.bootstrap, topic, records, f"meanwhile{round_}"
                 )
+                lag_meanwhile = lag_during(probes, probes := lag_probes(admin_url))
                 report(f"round {round_}: real client meanwhile: {meanwhile}")
                 for s in socks:
                     s.close()
                 socks.clear()
                 wait_for_connections(admin_url, lambda c: c <= base_count)
                 after = settled_memory_kib(pid)
-                lag_closing = scrape(admin_url).get("kafkalite_event_loop_lag_max_seconds")
+                lag_closing = lag_during(probes, lag_probes(admin_url))
+                worst = scrape(admin_url).get("kafkalite_event_loop_lag_max_seconds")
                 report(f"round {round_}: after closing: {after}")
                 rounds_out.append(
                     {
@@ -228,10 +255,12 @@ def run(
                         "rss_kib_with": with_conns,
                         "rss_kib_after": after,
                         "client_meanwhile": meanwhile,
-                        "event_loop_lag_max_seconds": {
+                        "event_loop_lag_probes": {
                             "opening": lag_opening,
+                            "client_meanwhile": lag_meanwhile,
                             "closing": lag_closing,
                         },
+                        "event_loop_lag_max_seconds_last_10_20s": worst,
                     }
                 )
         finally:
