@@ -118,11 +118,17 @@ def _header_fields(error: Exception) -> dict[str, Any]:
 
 
 class _Slot:
-    __slots__ = ("done", "response")
+    __slots__ = ("done", "response", "task")
 
-    def __init__(self) -> None:
+    def __init__(self, task: asyncio.Future[Any] | None = None) -> None:
         self.done = False
         self.response: Any = None
+        self.task = task
+
+
+_NO_PENDING: tuple[()] = ()
+"""`_pending` of a connection with nothing in flight: most are idle, and an empty deque is
+more than half a KiB."""
 
 
 class ReceiveBuffer:
@@ -155,7 +161,6 @@ class KafkaConnection(asyncio.BufferedProtocol):
         "_big_filled",
         "_big_size",
         "_pending",
-        "_tasks",
         "_reading_paused",
         "_writing_paused",
         "_closing",
@@ -191,8 +196,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._big: bytearray | None = None
         self._big_filled = 0
         self._big_size = 0
-        self._pending: collections.deque[_Slot] = collections.deque()
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._pending: collections.deque[_Slot] | tuple[()] = _NO_PENDING
+        """One slot per request taken and not yet written, in request order."""
         self._reading_paused = False
         self._writing_paused = False
         self._closing = False
@@ -212,9 +217,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
-        for task in list(self._tasks):
-            task.cancel()
-        self._pending.clear()
+        for slot in self._pending:
+            if slot.task is not None:
+                slot.task.cancel()
+        self._pending = _NO_PENDING
         self._set_idle()
         # Nothing of a closed connection outlives it: no buffers, no reference to the transport
         # (which refers back to this protocol), no timer keeping either alive.
@@ -339,22 +345,24 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._abort("unparsable request", error=repr(e))
             return
         if inspect.isawaitable(result):
-            slot = _Slot()
-            self._pending.append(slot)
             task = asyncio.ensure_future(result)
-            self._tasks.add(task)
+            slot = _Slot(task)
+            pending = self._pending
+            if pending is _NO_PENDING:
+                pending = self._pending = collections.deque()
+            pending.append(slot)  # type: ignore[union-attr]
             task.add_done_callback(lambda t, s=slot: self._request_done(t, s))
             self._update_reading()
         elif self._pending:
             slot = _Slot()
             slot.done, slot.response = True, result
-            self._pending.append(slot)
+            self._pending.append(slot)  # type: ignore[union-attr]
             self._update_reading()  # an answered slot still counts until it is written
         else:
             self._write(result)
 
-    def _request_done(self, task: asyncio.Task[Any], slot: _Slot) -> None:
-        self._tasks.discard(task)
+    def _request_done(self, task: asyncio.Future[Any], slot: _Slot) -> None:
+        slot.task = None
         if self._closing or task.cancelled():
             return
         error = task.exception()
@@ -380,9 +388,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         slot.done, slot.response = True, task.result()
         pending = self._pending
         while pending and pending[0].done:
-            self._write(pending.popleft().response)
-        self._take_buffered_frames()
+            self._write(pending.popleft().response)  # type: ignore[union-attr]
         if not pending:
+            self._pending = _NO_PENDING
+        self._take_buffered_frames()
+        if not self._pending:
             self._set_idle()
 
     def _write(self, response: Any) -> None:
@@ -427,7 +437,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         # Responses already computed for earlier requests still go out before the close.
         pending = self._pending
         while pending and pending[0].done:
-            self._write(pending.popleft().response)
+            self._write(pending.popleft().response)  # type: ignore[union-attr]
         if self._transport is not None:
             self._transport.close()
             # close() waits until the write buffer drains, which a peer that stopped reading
