@@ -105,6 +105,7 @@ class SocketServer:
         )
         self._listening: list[tuple[Endpoint, socket.socket]] = []
         self._acceptors: list[asyncio.Task[None]] = []
+        self._bound_ports: list[tuple[Endpoint, int]] = []
         self._connections: set[KafkaConnection] = set()
         self._receive_buffer = ReceiveBuffer()
         self._closed_since_trim = 0
@@ -121,18 +122,19 @@ class SocketServer:
             for endpoint in self._endpoints:
                 for sock in await _listening_sockets(loop, endpoint):
                     self._listening.append((endpoint, sock))
+                    self._bound_ports.append((endpoint, sock.getsockname()[1]))
         except BaseException:
             for _, sock in self._listening:
                 sock.close()
             self._listening.clear()
             raise
         for endpoint, sock in self._listening:
-            self._acceptors.append(
-                loop.create_task(
-                    self._accept_connections(endpoint.listener_name, sock),
-                    name=f"acceptor-{endpoint.listener_name}",
-                )
+            acceptor = loop.create_task(
+                self._accept_connections(endpoint.listener_name, sock),
+                name=f"acceptor-{endpoint.listener_name}",
             )
+            acceptor.add_done_callback(_report_acceptor_failure)
+            self._acceptors.append(acceptor)
         log.info("listening", listeners=[e.connection_string for e in self.bound_endpoints])
         self._idle_reaper = loop.create_task(self._close_idle_connections(), name="idle-reaper")
 
@@ -255,7 +257,7 @@ class SocketServer:
         """The listeners with the ports actually bound (differs from config for port 0)."""
         out = []
         for endpoint in self._endpoints:
-            ports = [s.getsockname()[1] for e, s in self._listening if e is endpoint]
+            ports = [port for e, port in self._bound_ports if e is endpoint]
             out.append(
                 Endpoint(
                     endpoint.listener_name, endpoint.host, ports[0] if ports else endpoint.port
@@ -271,16 +273,17 @@ class SocketServer:
         if self._idle_reaper is not None:
             self._idle_reaper.cancel()
             self._idle_reaper = None
+        # The listening sockets close at once, as asyncio's Server.close() does: a client
+        # connecting from now on is refused rather than left in the backlog unanswered.
+        loop = asyncio.get_running_loop()
+        for _, sock in self._listening:
+            if sock.fileno() != -1:  # not closed by an earlier call
+                loop.remove_reader(sock.fileno())
+                sock.close()
         for task in self._acceptors:
             task.cancel()
-        for task in self._acceptors:
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
+        await asyncio.gather(*self._acceptors, return_exceptions=True)
         self._acceptors.clear()
-        for _, sock in self._listening:
-            sock.close()
 
     def stop_reading(self) -> None:
         """Read no further requests on the open connections (shutdown); answers still go out."""
@@ -306,6 +309,17 @@ class SocketServer:
         await self.stop_accepting()
         await self.drain(drain_timeout)
         self.close_connections()
+
+
+def _report_acceptor_failure(task: asyncio.Task[None]) -> None:
+    """An acceptor ends only when cancelled; anything else is a bug that stops the listener
+    taking connections, so it is logged loudly rather than left in a task nobody awaits."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error(
+            "acceptor failed: the listener takes no more connections",
+            acceptor=task.get_name(),
+            exc_info=task.exception(),
+        )
 
 
 async def _listening_sockets(

@@ -400,3 +400,15 @@ async def test_closed_connections_are_freed_without_the_garbage_collector():
             await eventually(lambda: all(ref() is None for ref in refs), message="freed")
         finally:
             gc.enable()
+
+
+async def test_stop_accepting_refuses_new_connections_at_once_and_may_be_repeated(server):
+    """The listening socket closes at once (a connection attempted meanwhile is refused, not
+    left unanswered in the backlog), the bound port is still reported, and the shutdown that
+    follows an explicit stop_accepting does not fail on the closed socket."""
+    port = server.bound_endpoints[0].port
+    await server.stop_accepting()
+    with pytest.raises(ConnectionRefusedError):
+        await connect(server)
+    assert server.bound_endpoints[0].port == port
+    await server.stop_accepting()
