@@ -104,6 +104,26 @@ def parse_endpoints(value: str, key: str = "listeners") -> list[Endpoint]:
     return endpoints
 
 
+_VALID_HOST = re.compile(r"[0-9a-zA-Z\-%._:]+")  # Kafka's Utils.validHostPattern, non-empty
+
+
+def parse_connection_overrides(value: str) -> dict[str, int]:
+    """`max.connections.per.ip.overrides`: `host:count,host:count` (Kafka's parseCsvMap: each
+    entry split at its last ':', so IPv6 addresses need no brackets); ValueError if malformed."""
+    out: dict[str, int] = {}
+    if not value.strip():
+        return out
+    for entry in value.split(","):
+        host, sep, count = entry.strip().rpartition(":")
+        host = host.strip()
+        if not sep or not _VALID_HOST.fullmatch(host):
+            raise ValueError(f"{entry.strip()!r} is not host:count")
+        if not count.strip().isdigit() or int(count) > INT_MAX:
+            raise ValueError(f"{entry.strip()!r}: the count must be an integer 0..{INT_MAX}")
+        out[host] = int(count)
+    return out
+
+
 def read_properties(path: str | os.PathLike[str]) -> dict[str, str]:
     """Read a Java .properties file (the subset Kafka's server.properties uses)."""
     text = Path(path).read_text(encoding="utf-8")
@@ -238,6 +258,10 @@ class BrokerConfig(BaseSettings):
     # --- network
     socket_request_max_bytes: int = Field(104857600, ge=1)
     connections_max_idle_ms: int = Field(600000, ge=1)
+    max_connections: int = Field(INT_MAX, ge=0, le=INT_MAX)
+    max_connections_per_ip: int = Field(INT_MAX, ge=0, le=INT_MAX)
+    max_connections_per_ip_overrides: str = ""
+    """`host:count,host:count`; a host is an IP address or a name resolved at start-up."""
     fetch_max_bytes: int = Field(57671680, ge=1024)
     max_incremental_fetch_session_cache_slots: int = Field(1000, ge=0)
 
@@ -287,6 +311,12 @@ class BrokerConfig(BaseSettings):
             raise ValueError(f"{value!r}: expected delete, compact or both")
         return value
 
+    @field_validator("max_connections_per_ip_overrides")
+    @classmethod
+    def _valid_per_ip_overrides(cls, value: str) -> str:
+        parse_connection_overrides(value)
+        return value
+
     @field_validator("admin_listener")
     @classmethod
     def _valid_admin_listener(cls, value: str | None) -> str | None:
@@ -305,6 +335,11 @@ class BrokerConfig(BaseSettings):
                     raise ValueError(
                         f"advertised.listeners: {endpoint.listener_name} is not in listeners"
                     )
+        if self.max_connections_per_ip == 0 and not self.max_connections_per_ip_override_map:
+            raise ValueError(
+                "max.connections.per.ip: can be set to zero only if "
+                "max.connections.per.ip.overrides is set"
+            )
         if self.replica_socket_timeout_ms < self.replica_fetch_wait_max_ms:
             # Kafka's rule: a follower's fetch would time out while the leader holds it.
             raise ValueError(
@@ -407,6 +442,10 @@ class BrokerConfig(BaseSettings):
             )
             for e in self.listener_endpoints
         ]
+
+    @property
+    def max_connections_per_ip_override_map(self) -> dict[str, int]:
+        return parse_connection_overrides(self.max_connections_per_ip_overrides)
 
     @property
     def log_retention_time_ms(self) -> int:

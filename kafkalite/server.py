@@ -39,8 +39,10 @@ import structlog
 from kafkalite.apis import load_handlers
 from kafkalite.apis.base import BrokerServices
 from kafkalite.apis.dispatcher import ApiDispatcher
-from kafkalite.config import BrokerConfig, Endpoint
+from kafkalite.config import BrokerConfig, ConfigError, Endpoint
+from kafkalite.network.quotas import ConnectionQuotas
 from kafkalite.network.server import SocketServer, install_uvloop
+from kafkalite.observability import start_loop_lag_monitor
 
 log = structlog.get_logger("kafkalite.server")
 
@@ -166,6 +168,7 @@ class KafkaServer:
 
         config = self.config
         log.info("starting", broker_id=self.broker_id, log_dirs=config.log_dir_list)
+        start_loop_lag_monitor()  # event-loop lag for /metrics (one monitor per loop)
         clock = asyncio.get_running_loop().time
         phases: dict[str, float] = {}
         began = clock()
@@ -209,6 +212,7 @@ class KafkaServer:
                 self.dispatcher,
                 max_request_bytes=config.socket_request_max_bytes,
                 connections_max_idle_ms=config.connections_max_idle_ms,
+                quotas=ConnectionQuotas.from_config(config),
             )
             try:
                 await self.socket_server.start()
@@ -820,7 +824,7 @@ def serve(config: BrokerConfig, *, exit_when_stopped: bool = False) -> int:
     server = KafkaServer(config)
     try:
         asyncio.run(server.run())
-    except StartupError as e:
+    except (StartupError, ConfigError) as e:  # ConfigError: a host name that does not resolve
         log.error("start-up failed", error=str(e))
         return 1
     except Exception:

@@ -12,6 +12,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "kafkalite"
 LAYER = {
     "protocol": 0,
     "config": 0,
+    "observability": 0,
     "storage": 1,
     "coord": 1,
     "client": 1,

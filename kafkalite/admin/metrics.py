@@ -11,7 +11,10 @@ Two kinds of numbers:
   store).
 - **Read at scrape time** by `BrokerCollector.collect()` from the broker's own state:
   under-replicated partitions, offline partitions, active controller, log size per partition,
-  groups per state, open connections, leader count.
+  groups per state, open connections (and those refused by `max.connections.per.ip`, time the
+  acceptors waited for `max.connections`), leader count, and the event-loop lag
+  (kafkalite/observability.py: the worst stall of the last 10-20 s as a gauge, every probe's
+  lag as a histogram).
 
 Latency is measured from the moment the dispatcher takes the request frame to the moment its
 response is encoded (queueing in the socket buffers is not included). Histogram buckets are
@@ -35,6 +38,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from kafkalite.observability import LAG_BUCKETS, loop_lag_monitor
 from kafkalite.protocol.api import ApiKey
 
 LATENCY_BUCKETS: tuple[float, ...] = (
@@ -187,6 +191,7 @@ class BrokerCollector(Collector):
         yield from storage_fault_metrics(self.server)
         yield from self._group_metrics()
         yield from self._network_metrics()
+        yield from self._loop_metrics()
 
     def _request_metrics(self) -> Iterable[Any]:
         requests = CounterMetricFamily(
@@ -340,6 +345,44 @@ class BrokerCollector(Collector):
             "Open Kafka-protocol client connections",
             value=socket_server.connection_count if socket_server is not None else 0,
         )
+        quotas = getattr(socket_server, "quotas", None)
+        rejected = CounterMetricFamily(
+            "kafkalite_connections_rejected",
+            "Connections closed at once because a limit was reached (max.connections.per.ip)",
+            labels=["reason"],
+        )
+        rejected.add_metric(
+            ["max_connections_per_ip"], quotas.rejected_per_ip if quotas is not None else 0
+        )
+        yield rejected
+        yield CounterMetricFamily(
+            "kafkalite_acceptor_blocked_seconds",
+            "Time the acceptors waited for a free slot under max.connections "
+            "(Kafka's AcceptorBlockedPercent: its rate is the blocked fraction)",
+            value=quotas.blocked_seconds() if quotas is not None else 0.0,
+        )
+
+    def _loop_metrics(self) -> Iterable[Any]:
+        monitor = loop_lag_monitor()
+        if monitor is None:
+            return
+        yield GaugeMetricFamily(
+            "kafkalite_event_loop_lag_max_seconds",
+            "Longest delay of the event loop's periodic probe over the last 10-20 s "
+            "(how long a callback held the loop)",
+            value=monitor.max_lag(),
+        )
+        lag = HistogramMetricFamily(
+            "kafkalite_event_loop_lag_seconds",
+            "Delay of each run of the event loop's periodic probe",
+        )
+        cumulative = 0
+        buckets = []
+        for bound, count in zip((*LAG_BUCKETS, float("inf")), monitor.bucket_counts, strict=True):
+            cumulative += count
+            buckets.append(("+Inf" if bound == float("inf") else repr(bound), cumulative))
+        lag.add_metric([], buckets, monitor.sum)
+        yield lag
 
 
 def storage_fault_metrics(server: Any) -> Iterable[Any]:

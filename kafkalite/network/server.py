@@ -1,8 +1,14 @@
 """SocketServer: accepts Kafka protocol connections on the broker's listeners.
 
-One asyncio server per entry of `listeners` (`PLAINTEXT://host:port`; port 0 binds a free port,
-reported by `bound_endpoints`). Each accepted socket gets a `KafkaConnection` (framing and the
-in-order pipeline, see connection.py) that hands frames to the `RequestDispatcher`.
+Listening sockets for each entry of `listeners` (`PLAINTEXT://host:port`; port 0 binds a free
+port, reported by `bound_endpoints`), each with its acceptor task, Kafka's Acceptor: it accepts
+one connection, waits for a slot and counts it under the connection limits (quotas.py: at
+`max.connections` it accepts nothing more until a connection closes; one address past
+`max.connections.per.ip` is closed at once), then gives it a `KafkaConnection` (framing and the
+in-order pipeline, see connection.py) that hands frames to the `RequestDispatcher`. Accepted
+sockets get TCP_NODELAY and SO_KEEPALIVE, as in Kafka. `start()` raises the soft limit of open
+files to the hard one (the JVM does so for Kafka), so the limits above, not the process's file
+descriptors, decide how many clients are served.
 
 Shutdown happens in the order Kafka's SocketServer uses: `stop_accepting()` closes the listening
 sockets, `drain()` waits (with a deadline) for requests already read to be answered, and
@@ -14,19 +20,59 @@ more work on connections that are already open.
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import resource
 import socket
 import time
+from typing import Any
 
 import structlog
 
 from kafkalite.config import Endpoint
 from kafkalite.network.connection import (
     DEFAULT_MAX_IN_FLIGHT,
+    ConnectionInfo,
     KafkaConnection,
+    ReceiveBuffer,
     RequestDispatcher,
 )
+from kafkalite.network.quotas import ConnectionQuotas
 
 log = structlog.get_logger("kafkalite.network")
+
+LISTEN_BACKLOG = 512
+ACCEPT_ERROR_BACKOFF_SECONDS = 0.1
+TRIM_AFTER_CLOSES = 256
+TRIM_DELAY_SECONDS = 1.0
+
+
+def _malloc_trim() -> None:
+    """Give the C heap's free pages back to the OS (glibc's malloc_trim; a no-op elsewhere).
+
+    glibc keeps what the buffers and transports of closed connections freed inside its heap
+    (only the top of the heap is returned by free()); after thousands of connections closed,
+    that is tens of MB the broker would keep for ever. One call takes a few ms."""
+    trim = getattr(_libc, "malloc_trim", None)
+    if trim is not None:
+        trim(0)
+
+
+try:
+    _libc: ctypes.CDLL | None = ctypes.CDLL(None)
+except OSError:
+    _libc = None
+
+
+def raise_open_file_limit() -> int:
+    """Raise the soft RLIMIT_NOFILE to the hard limit; the soft limit now in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard and soft != resource.RLIM_INFINITY:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError) as e:
+            log.warning("cannot raise the open file limit", soft=soft, hard=hard, error=str(e))
+    return soft
 
 
 def install_uvloop() -> bool:
@@ -48,45 +94,154 @@ class SocketServer:
         max_request_bytes: int,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         connections_max_idle_ms: int = 600_000,
+        quotas: ConnectionQuotas | None = None,
     ) -> None:
         self._endpoints = endpoints
         self._dispatcher = dispatcher
         self._max_request_bytes = max_request_bytes
         self._max_in_flight = max_in_flight
-        self._servers: list[tuple[Endpoint, asyncio.Server]] = []
+        self.quotas = quotas or ConnectionQuotas(
+            listeners=tuple(e.listener_name for e in endpoints)
+        )
+        self._listening: list[tuple[Endpoint, socket.socket]] = []
+        self._acceptors: list[asyncio.Task[None]] = []
+        self._bound_ports: list[tuple[Endpoint, int]] = []
         self._connections: set[KafkaConnection] = set()
+        self._receive_buffer = ReceiveBuffer()
+        self._closed_since_trim = 0
+        self._trim: asyncio.TimerHandle | None = None
+        self._last_close = 0.0
         self._max_idle_s = connections_max_idle_ms / 1000
         self._idle_reaper: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        for endpoint in self._endpoints:
-            name = endpoint.listener_name
-
-            def factory(name: str = name) -> KafkaConnection:
-                conn = KafkaConnection(
-                    self._dispatcher,
-                    name,
-                    self._max_request_bytes,
-                    max_in_flight=self._max_in_flight,
-                    on_close=self._connections.discard,
-                )
-                self._connections.add(conn)
-                return conn
-
-            server = await loop.create_server(
-                factory,
-                host=endpoint.host or None,
-                port=endpoint.port,
-                reuse_address=True,
-                backlog=512,
+        raise_open_file_limit()
+        await self.quotas.resolve_overrides()
+        try:
+            for endpoint in self._endpoints:
+                for sock in await _listening_sockets(loop, endpoint):
+                    self._listening.append((endpoint, sock))
+                    self._bound_ports.append((endpoint, sock.getsockname()[1]))
+        except BaseException:
+            for _, sock in self._listening:
+                sock.close()
+            self._listening.clear()
+            raise
+        for endpoint, sock in self._listening:
+            acceptor = loop.create_task(
+                self._accept_connections(endpoint.listener_name, sock),
+                name=f"acceptor-{endpoint.listener_name}",
             )
-            for sock in server.sockets:
-                if sock.family in (socket.AF_INET, socket.AF_INET6):
-                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self._servers.append((endpoint, server))
+            acceptor.add_done_callback(_report_acceptor_failure)
+            self._acceptors.append(acceptor)
         log.info("listening", listeners=[e.connection_string for e in self.bound_endpoints])
         self._idle_reaper = loop.create_task(self._close_idle_connections(), name="idle-reaper")
+
+    async def _accept_connections(self, listener: str, sock: socket.socket) -> None:
+        """Kafka's Acceptor for one listening socket (module docstring)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                conn_sock, address = await loop.sock_accept(sock)
+            except OSError as e:
+                # Out of file descriptors, or the peer gone before accept: keep listening.
+                log.warning("accept failed", listener=listener, error=str(e))
+                await asyncio.sleep(ACCEPT_ERROR_BACKOFF_SECONDS)
+                continue
+            try:
+                await self._take_connection(listener, conn_sock, address)
+            finally:
+                del conn_sock, address  # a closed connection is not kept by this frame
+
+    async def _take_connection(
+        self, listener: str, conn_sock: socket.socket, address: tuple[Any, ...]
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        quotas = self.quotas
+        try:
+            await quotas.wait_for_slot(listener)
+        except BaseException:
+            conn_sock.close()
+            raise
+        ip = str(address[0])
+        if not quotas.inc(listener, ip):
+            log.info(
+                "rejected connection: the address already has its maximum of connections",
+                client=ip,
+                max_connections=quotas.limit_for(ip),
+                listener=listener,
+            )
+            conn_sock.close()
+            quotas.dec(listener, ip)
+            return
+        info = ConnectionInfo(ip, int(address[1]), listener)
+        conn = KafkaConnection(
+            self._dispatcher,
+            listener,
+            self._max_request_bytes,
+            max_in_flight=self._max_in_flight,
+            on_close=self._connection_closed,
+            receive_buffer=self._receive_buffer,
+            info=info,
+        )
+        self._connections.add(conn)
+        try:
+            conn_sock.setblocking(False)
+            if conn_sock.family in (socket.AF_INET, socket.AF_INET6):
+                conn_sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                conn_sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+            await loop.connect_accepted_socket(lambda conn=conn: conn, conn_sock)
+        except BaseException as e:  # reset by the peer meanwhile, or shutdown cancelled us
+            conn_sock.close()
+            self._connection_closed(conn)  # released once: a later connection_lost is a no-op
+            if not isinstance(e, OSError):
+                raise
+            log.info("connection lost while being set up", client=ip, error=str(e))
+            return
+        if quotas.protected_listener == listener:
+            self._close_one_over_the_limit()
+
+    def _close_one_over_the_limit(self) -> None:
+        """A connection taken by the protected inter-broker listener past max.connections:
+        close the least recently active connection of another listener (Kafka)."""
+        candidates = [
+            c
+            for c in self._connections
+            if c.info is not None and self.quotas.over_limit_for(c.info.listener_name)
+        ]
+        if candidates:
+            victim = min(candidates, key=lambda c: c.last_active)
+            log.info(
+                "closing the least recently used connection: max.connections reached",
+                client=victim.info.client_address if victim.info else "?",
+            )
+            victim.close()
+
+    def _connection_closed(self, conn: KafkaConnection) -> None:
+        if conn not in self._connections:
+            return  # already released
+        self._connections.remove(conn)
+        if conn.info is not None:
+            self.quotas.dec(conn.info.listener_name, conn.info.client_host)
+        self._closed_since_trim += 1
+        self._last_close = time.monotonic()
+        if self._closed_since_trim >= TRIM_AFTER_CLOSES and self._trim is None:
+            self._trim = asyncio.get_running_loop().call_later(
+                TRIM_DELAY_SECONDS, self._release_freed_memory
+            )
+
+    def _release_freed_memory(self) -> None:
+        """Trim once a burst of closes is over (one trim per burst, not one per close)."""
+        quiet_for = time.monotonic() - self._last_close
+        if quiet_for < TRIM_DELAY_SECONDS:
+            self._trim = asyncio.get_running_loop().call_later(
+                TRIM_DELAY_SECONDS - quiet_for, self._release_freed_memory
+            )
+            return
+        self._trim = None
+        self._closed_since_trim = 0
+        _malloc_trim()
 
     async def _close_idle_connections(self) -> None:
         """Close connections idle for connections.max.idle.ms (checked every tenth of it)."""
@@ -101,9 +256,13 @@ class SocketServer:
     def bound_endpoints(self) -> list[Endpoint]:
         """The listeners with the ports actually bound (differs from config for port 0)."""
         out = []
-        for endpoint, server in self._servers:
-            port = server.sockets[0].getsockname()[1] if server.sockets else endpoint.port
-            out.append(Endpoint(endpoint.listener_name, endpoint.host, port))
+        for endpoint in self._endpoints:
+            ports = [port for e, port in self._bound_ports if e is endpoint]
+            out.append(
+                Endpoint(
+                    endpoint.listener_name, endpoint.host, ports[0] if ports else endpoint.port
+                )
+            )
         return out
 
     @property
@@ -114,13 +273,17 @@ class SocketServer:
         if self._idle_reaper is not None:
             self._idle_reaper.cancel()
             self._idle_reaper = None
-        for _, server in self._servers:
-            server.close()
-        for _, server in self._servers:
-            try:
-                await asyncio.wait_for(server.wait_closed(), 0.5)
-            except TimeoutError:
-                pass  # wait_closed waits for connections too (3.12+); we drain those ourselves
+        # The listening sockets close at once, as asyncio's Server.close() does: a client
+        # connecting from now on is refused rather than left in the backlog unanswered.
+        loop = asyncio.get_running_loop()
+        for _, sock in self._listening:
+            if sock.fileno() != -1:  # not closed by an earlier call
+                loop.remove_reader(sock.fileno())
+                sock.close()
+        for task in self._acceptors:
+            task.cancel()
+        await asyncio.gather(*self._acceptors, return_exceptions=True)
+        self._acceptors.clear()
 
     def stop_reading(self) -> None:
         """Read no further requests on the open connections (shutdown); answers still go out."""
@@ -141,9 +304,60 @@ class SocketServer:
     def close_connections(self) -> None:
         for conn in list(self._connections):
             conn.close()
-        self._connections.clear()
 
     async def shutdown(self, drain_timeout: float = 5.0) -> None:
         await self.stop_accepting()
         await self.drain(drain_timeout)
         self.close_connections()
+
+
+def _report_acceptor_failure(task: asyncio.Task[None]) -> None:
+    """An acceptor ends only when cancelled; anything else is a bug that stops the listener
+    taking connections, so it is logged loudly rather than left in a task nobody awaits."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error(
+            "acceptor failed: the listener takes no more connections",
+            acceptor=task.get_name(),
+            exc_info=task.exception(),
+        )
+
+
+async def _listening_sockets(
+    loop: asyncio.AbstractEventLoop, endpoint: Endpoint
+) -> list[socket.socket]:
+    """Bound, listening, non-blocking sockets for one listener (every address its host
+    resolves to; an empty host listens on all interfaces), as loop.create_server makes them."""
+    infos = await loop.getaddrinfo(
+        endpoint.host or None,
+        endpoint.port,
+        type=socket.SOCK_STREAM,
+        flags=socket.AI_PASSIVE,
+    )
+    socks: list[socket.socket] = []
+    try:
+        for family, type_, proto, _, address in dict.fromkeys(infos):
+            try:
+                sock = socket.socket(family, type_, proto)
+            except OSError as e:
+                # e.g. no IPv6 in this kernel: listen on the other families, as asyncio does
+                log.warning("cannot listen on this address family", address=address, error=str(e))
+                continue
+            socks.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                sock.bind(address)
+            except OSError as e:
+                raise OSError(
+                    e.errno, f"error while attempting to bind on address {address!r}: {e.strerror}"
+                ) from None
+            sock.listen(LISTEN_BACKLOG)
+            sock.setblocking(False)
+    except BaseException:
+        for sock in socks:
+            sock.close()
+        raise
+    if not socks:
+        raise OSError(f"cannot listen on {endpoint.connection_string}: no usable address")
+    return socks

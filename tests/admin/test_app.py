@@ -380,6 +380,9 @@ def test_metrics_after_traffic(admin: AdminClient, admin_broker) -> None:
     size = samples[("kafkalite_log_size_bytes", (("partition", "0"), ("topic", "metered")))]
     assert size == partition_of(admin, "metered", 0)["size_bytes"] > 0
     assert "# TYPE kafkalite_groups gauge" in answer.body
+    # the broker's event-loop lag probe runs and is exported
+    assert samples[("kafkalite_event_loop_lag_seconds_count", ())] > 0
+    assert samples[("kafkalite_event_loop_lag_max_seconds", ())] >= 0
 
 
 def test_dashboard_page_reads_the_api(admin: AdminClient) -> None:

@@ -190,3 +190,38 @@ def test_storage_faults_are_counted() -> None:
     assert samples[("kafkalite_storage_verifier_index_findings_total", ())] == 3
     assert samples[("kafkalite_storage_verifier_indexes_rebuilt_total", ())] == 1
     assert ("kafkalite_fetch_corrupt_batches_refused_total", ()) in samples
+
+
+def test_event_loop_lag_is_exported_once_monitored() -> None:
+    from kafkalite.observability import start_loop_lag_monitor
+
+    async def scrape(start: bool) -> dict:
+        if start:
+            monitor = start_loop_lag_monitor()
+            monitor.record(0.2, monitor._window_start)  # as a probe 200 ms late would
+            monitor.stop()
+        return samples_of(new_registry(fake_server(), RequestStats(), TopicStats()))
+
+    unmonitored = asyncio.run(scrape(False))
+    assert ("kafkalite_event_loop_lag_max_seconds", ()) not in unmonitored
+    samples = asyncio.run(scrape(True))
+    assert samples[("kafkalite_event_loop_lag_max_seconds", ())] == 0.2
+    assert samples[("kafkalite_event_loop_lag_seconds_count", ())] == 1
+    assert samples[("kafkalite_event_loop_lag_seconds_bucket", (("le", "0.1"),))] == 0
+    assert samples[("kafkalite_event_loop_lag_seconds_bucket", (("le", "0.25"),))] == 1
+
+
+def test_connection_limit_counters_are_exported() -> None:
+    from kafkalite.network.quotas import ConnectionQuotas
+
+    quotas = ConnectionQuotas(max_connections_per_ip=1)
+    assert quotas.inc("PLAINTEXT", "10.0.0.1")
+    assert not quotas.inc("PLAINTEXT", "10.0.0.1")  # rejected: past the per-ip limit
+    quotas.dec("PLAINTEXT", "10.0.0.1")
+    quotas._blocked_total = 1.5  # as after acceptors waited 1.5 s at max.connections
+    server = fake_server()
+    server.socket_server = SimpleNamespace(connection_count=1, quotas=quotas)
+    samples = samples_of(new_registry(server, RequestStats(), TopicStats()))
+    key = ("kafkalite_connections_rejected_total", (("reason", "max_connections_per_ip"),))
+    assert samples[key] == 1
+    assert samples[("kafkalite_acceptor_blocked_seconds_total", ())] == 1.5

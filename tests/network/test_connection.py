@@ -2,13 +2,23 @@
 
 import asyncio
 import contextlib
+import gc
 import os
 import struct
+import tracemalloc
+import weakref
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kafkalite.config import Endpoint
-from kafkalite.network.connection import NO_RESPONSE, RECEIVE_BUFFER_BYTES
+from kafkalite.network.connection import (
+    NO_RESPONSE,
+    RECEIVE_BUFFER_BYTES,
+    KafkaConnection,
+    ReceiveBuffer,
+)
 from kafkalite.network.server import SocketServer
 from kafkalite.protocol.errors import InvalidRequestError
 from tests.controller.shell_support import eventually
@@ -250,3 +260,155 @@ async def test_answers_queued_behind_a_slow_request_pause_reading_before_the_buf
             got = [(await read_response(reader))[0] for _ in range(count)]
         assert got == list(range(count)) and errors == []
         writer.close()
+
+
+# ---------------------------------------------------------------------- memory per connection
+
+
+class FakeTransport:
+    """Just enough of a transport to drive a KafkaConnection by hand."""
+
+    def __init__(self):
+        self.written = []
+        self.closed = False
+        self.reading = True
+
+    def get_extra_info(self, name, default=None):
+        return ("127.0.0.1", 5555) if name == "peername" else default
+
+    def write(self, data):
+        self.written.append(bytes(data))
+
+    def writelines(self, parts):
+        self.written.append(b"".join(bytes(p) for p in parts))
+
+    def pause_reading(self):
+        self.reading = False
+
+    def resume_reading(self):
+        self.reading = True
+
+    def close(self):
+        self.closed = True
+
+    abort = close
+
+
+class RecordingDispatcher:
+    def __init__(self):
+        self.frames = []
+
+    def dispatch(self, frame_bytes, connection):
+        self.frames.append(bytes(frame_bytes))
+        return NO_RESPONSE
+
+
+def feed(conn, data: bytes, chunk: int) -> None:
+    """Deliver `data` as the transport would: into whatever get_buffer offers, `chunk` bytes at
+    most per read."""
+    pos = 0
+    while pos < len(data):
+        view = conn.get_buffer(-1)
+        n = min(len(view), chunk, len(data) - pos)
+        view[:n] = data[pos : pos + n]
+        conn.buffer_updated(n)
+        pos += n
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    payloads=st.lists(
+        st.tuples(st.lists(st.binary(min_size=1, max_size=300), max_size=6), st.integers(1, 97)),
+        min_size=2,
+        max_size=2,
+    ),
+    order=st.lists(st.booleans(), max_size=40),
+)
+def test_connections_sharing_a_receive_buffer_get_their_own_frames_intact(payloads, order):
+    """Two connections read through one small shared buffer, their streams cut at arbitrary
+    points and interleaved: each dispatcher sees exactly its frames, in order, whole (frames
+    larger than the buffer and split headers included)."""
+    shared = ReceiveBuffer(64)
+    conns = []
+    for frames_, chunk in payloads:
+        dispatcher = RecordingDispatcher()
+        conn = KafkaConnection(dispatcher, "PLAINTEXT", 1_000_000, receive_buffer=shared)
+        conn.connection_made(FakeTransport())
+        stream = b"".join(frame(p) for p in frames_)
+        conns.append([conn, dispatcher, stream, chunk, frames_])
+    turns = iter(order)
+    while any(c[2] for c in conns):
+        side = conns[next(turns, False)]
+        if not side[2]:
+            side = conns[0] if conns[0][2] else conns[1]
+        conn, _, stream, chunk, _ = side
+        step = min(chunk, len(stream))
+        feed(conn, stream[:step], step)
+        side[2] = stream[step:]
+    for conn, dispatcher, _, _, frames_ in conns:
+        assert dispatcher.frames == frames_
+        assert conn._partial is None and conn._big is None  # nothing kept once idle
+
+
+async def test_idle_connections_hold_no_receive_buffer():
+    """Every connection used to keep its own 256 KiB receive buffer (2,000 idle connections
+    took 500 MB): idle ones, even after a request, now cost a few KiB of objects."""
+    count = 200
+    async with serving(max_request_bytes=1_000_000) as srv:
+        gc.collect()
+        tracemalloc.start()
+        try:
+            start = tracemalloc.get_traced_memory()[0]
+            clients = [await connect(srv) for _ in range(count)]
+            for i, (_, writer) in enumerate(clients):
+                writer.write(frame(struct.pack(">i", i) + b"E" + b"x" * 10_000))
+            for reader, _ in clients:
+                await read_response(reader)
+            await eventually(lambda: srv.connection_count == count)
+            per_connection = (tracemalloc.get_traced_memory()[0] - start) / count
+        finally:
+            tracemalloc.stop()
+        # both ends of each socket are in this process: the limit covers client objects too
+        assert per_connection <= 16 * 1024, per_connection
+        assert all(c._partial is None and c._big is None for c in srv._connections)
+        for _, writer in clients:
+            writer.close()
+
+
+async def test_closed_connections_are_freed_without_the_garbage_collector():
+    """A closed connection leaves no reference cycle (protocol <-> transport, the close
+    linger timer) that would keep it and its buffers alive until a full GC."""
+    async with serving(max_request_bytes=1_000_000) as srv:
+        clients = [await connect(srv) for _ in range(20)]
+        for i, (_, writer) in enumerate(clients):
+            writer.write(frame(struct.pack(">i", i) + b"E"))
+        for reader, _ in clients:
+            await read_response(reader)
+        await eventually(lambda: srv.connection_count == 20)
+        refs = [weakref.ref(c) for c in srv._connections]
+        gc.collect()
+        gc.disable()
+        try:
+            # half closed by the clients, the rest by the broker
+            for _, writer in clients[:10]:
+                writer.close()
+            await eventually(lambda: srv.connection_count == 10)
+            srv.close_connections()
+            await eventually(lambda: srv.connection_count == 0)
+            for _, writer in clients[10:]:
+                writer.close()
+            await eventually(lambda: all(ref() is None for ref in refs), message="freed")
+        finally:
+            gc.enable()
+
+
+async def test_stop_accepting_refuses_new_connections_at_once_and_may_be_repeated(server):
+    """The listening socket closes at once (a connection attempted meanwhile is refused, not
+    left unanswered in the backlog), the bound port is still reported, and the shutdown that
+    follows an explicit stop_accepting does not fail on the closed socket."""
+    port = server.bound_endpoints[0].port
+    await server.stop_accepting()
+    with pytest.raises(ConnectionRefusedError):
+        await connect(server)
+    assert server.bound_endpoints[0].port == port
+    await server.stop_accepting()

@@ -1,0 +1,319 @@
+"""Broker memory per idle connection, and whether closing them gives the memory back.
+
+    PYTHONPATH=. .venv/bin/python bench/scale_connections.py [--connections 10000]
+
+One `kafkalite serve` subprocess on a free port (admin API on, for /metrics), then:
+
+1. a real client (confluent-kafka) produces and consumes a few records (warm-up), and the
+   broker's RSS is read from /proc/<pid>/status (`before`);
+2. N plain sockets connect and each sends one ApiVersions request and reads the answer (what
+   every Kafka client does first), then stays idle; once the broker counts them all
+   (`kafkalite_connections` in /metrics) its RSS is read again (`with`);
+3. with those connections open, the real client produces and consumes again on its own
+   connections: every record must come back;
+4. the idle sockets are closed; once the broker counts them gone its RSS is read (`after`);
+5. steps 2-4 again (`--rounds`, default 2): a second burst should reuse what the first one
+   gave back, not add to it.
+
+Printed as JSON, each figure next to its target: `<= 16 KiB each` for (with - before) / N,
+and `memory returned` for the share of the first round's growth that closing gave back. The
+broker's event-loop lag is read from /metrics: per phase, how many of the 10 ms loop probes ran
+more than 50 ms / 250 ms late (kafkalite_event_loop_lag_seconds), and the worst stall of the
+last 10-20 s at the end of each round (kafkalite_event_loop_lag_max_seconds).
+The soft RLIMIT_NOFILE is raised to the hard limit here (the broker does the same itself).
+Figures are printed, never asserted. `run()` returns the same dict for bench/scale.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import socket
+import struct
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.harness.broker import BrokerProcess, free_port  # noqa: E402
+
+TARGET_KIB_PER_CONNECTION = 16
+TARGET_RETURNED_SHARE = 0.9
+SETTLE_TIMEOUT_S = 120.0
+API_VERSIONS_V0 = struct.pack(">hhih", 18, 0, 1, 5) + b"bench"
+
+
+def raise_open_file_limit() -> int:
+    """Soft RLIMIT_NOFILE up to the hard limit (as the JVM does for Kafka); the new soft limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        soft = target
+    return soft
+
+
+def memory_kib(pid: int) -> dict[str, int]:
+    """VmRSS and its anonymous part (the broker's heap), in KiB, from /proc/<pid>/status."""
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "RssAnon", "VmHWM"):
+            out[key] = int(value.split()[0])
+    return out
+
+
+def settled_memory_kib(pid: int, quiet_s: float = 2.0, limit_s: float = 15.0) -> dict[str, int]:
+    """memory_kib once VmRSS has stayed within 1% for `quiet_s` (the broker gives freed memory
+    back a second after a burst of closes), or after `limit_s`."""
+    deadline = time.monotonic() + limit_s
+    last = memory_kib(pid)
+    stable_since = time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.25)  # sampling interval of a measurement, not synchronisation
+        now = memory_kib(pid)
+        if abs(now["VmRSS"] - last["VmRSS"]) > last["VmRSS"] / 100:
+            stable_since = time.monotonic()
+            last = now
+        elif time.monotonic() - stable_since >= quiet_s:
+            return now
+    return memory_kib(pid)
+
+
+def scrape(admin_url: str) -> dict[str, float]:
+    """The unlabelled samples of the broker's /metrics."""
+    with urllib.request.urlopen(admin_url + "/metrics", timeout=10) as response:
+        text = response.read().decode()
+    samples = {}
+    for line in text.splitlines():
+        if line.startswith("#") or "{" in line or " " not in line:
+            continue
+        name, _, value = line.partition(" ")
+        try:
+            samples[name] = float(value)
+        except ValueError:
+            continue
+    return samples
+
+
+def lag_probes(admin_url: str) -> dict[str, float]:
+    """Cumulative counts of the broker's loop-lag probes: all, and those later than 50 / 250 ms
+    (from the kafkalite_event_loop_lag_seconds histogram)."""
+    with urllib.request.urlopen(admin_url + "/metrics", timeout=10) as response:
+        text = response.read().decode()
+    buckets, count = {}, 0.0
+    for line in text.splitlines():
+        if line.startswith("kafkalite_event_loop_lag_seconds_bucket"):
+            bound = line.split('le="', 1)[1].split('"', 1)[0]
+            buckets[bound] = float(line.rsplit(" ", 1)[1])
+        elif line.startswith("kafkalite_event_loop_lag_seconds_count"):
+            count = float(line.rsplit(" ", 1)[1])
+    return {
+        "probes": count,
+        "over_50ms": count - buckets.get("0.05", count),
+        "over_250ms": count - buckets.get("0.25", count),
+    }
+
+
+def lag_during(start: dict[str, float], end: dict[str, float]) -> dict[str, int]:
+    return {key: int(end[key] - start[key]) for key in end}
+
+
+def wait_for_connections(admin_url: str, predicate: Callable[[float], bool]) -> float:
+    deadline = time.monotonic() + SETTLE_TIMEOUT_S
+    while True:
+        count = scrape(admin_url).get("kafkalite_connections", -1)
+        if predicate(count):
+            return count
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"broker still counts {count} connections")
+        time.sleep(0.1)  # polling interval of a measurement, not synchronisation
+
+
+def open_idle_connections(bootstrap: str, count: int) -> list[socket.socket]:
+    host, port = bootstrap.rsplit(":", 1)
+    socks = []
+    frame = struct.pack(">i", len(API_VERSIONS_V0)) + API_VERSIONS_V0
+    for _ in range(count):
+        s = socket.create_connection((host, int(port)), timeout=30)
+        s.sendall(frame)
+        size = struct.unpack(">i", _recv_exactly(s, 4))[0]
+        _recv_exactly(s, size)
+        socks.append(s)
+    return socks
+
+
+def _recv_exactly(s: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("closed by the broker")
+        buf += chunk
+    return buf
+
+
+def produce_and_consume(bootstrap: str, topic: str, count: int, tag: str) -> dict:
+    """Produce `count` records tagged `tag`, read them back; how many came back."""
+    from confluent_kafka import Consumer, Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
+    delivered = []
+    for i in range(count):
+        producer.produce(
+            topic, f"{tag}-{i}".encode(), on_delivery=lambda err, msg: delivered.append(err)
+        )
+        if i % 1000 == 0:
+            producer.poll(0)
+    producer.flush(60)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"scale-{tag}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([topic])
+    seen = set()
+    deadline = time.monotonic() + 60
+    while len(seen) < count and time.monotonic() < deadline:
+        for msg in consumer.consume(1000, 1.0):
+            if msg.error() is None and msg.value().startswith(f"{tag}-".encode()):
+                seen.add(msg.value())
+    consumer.close()
+    return {
+        "produced": sum(1 for err in delivered if err is None),
+        "consumed": len(seen),
+        "ok": len(seen) == count and all(err is None for err in delivered),
+    }
+
+
+def run(
+    connections: int = 10_000,
+    records: int = 10_000,
+    rounds: int = 2,
+    report: Callable[[str], None] = print,
+) -> dict:
+    """Measure; return the figures (also reported through `report`, one line per phase).
+
+    Each round opens `connections` idle connections, checks the real client meanwhile, and
+    closes them; the second round shows whether the memory the first one returned is reused
+    (a broker whose memory only grows would end it higher)."""
+    limit = raise_open_file_limit()
+    if limit < connections + 100:
+        raise RuntimeError(f"RLIMIT_NOFILE hard limit {limit} is below {connections} connections")
+    rounds_out = []
+    with tempfile.TemporaryDirectory(prefix="kl-scale-") as tmp:
+        admin_url = f"http://127.0.0.1:{free_port()}"
+        broker = BrokerProcess(
+            tmp,
+            overrides={
+                "admin.listener": admin_url,
+                "offsets.topic.num.partitions": "1",
+                "num.partitions": "1",
+            },
+        )
+        broker.start()
+        try:
+            pid = broker.proc.pid
+            topic = "scale"
+            warm = produce_and_consume(broker.bootstrap, topic, records // 10 or 1, "warm")
+            base_count = wait_for_connections(admin_url, lambda c: c >= 0)
+            before = settled_memory_kib(pid)
+            report(f"before: {before} ({base_count:.0f} connections)")
+            for round_ in range(rounds):
+                probes = lag_probes(admin_url)
+                started = time.monotonic()
+                socks = open_idle_connections(broker.bootstrap, connections)
+                opened_s = time.monotonic() - started
+                wait_for_connections(admin_url, lambda c: c >= base_count + connections)
+                with_conns = settled_memory_kib(pid)
+                lag_opening = lag_during(probes, probes := lag_probes(admin_url))
+                report(f"round {round_}: with {connections} idle connections: {with_conns}")
+                meanwhile = produce_and_consume(
+                    broker.bootstrap, topic, records, f"meanwhile{round_}"
+                )
+                lag_meanwhile = lag_during(probes, probes := lag_probes(admin_url))
+                report(f"round {round_}: real client meanwhile: {meanwhile}")
+                for s in socks:
+                    s.close()
+                socks.clear()
+                wait_for_connections(admin_url, lambda c: c <= base_count)
+                after = settled_memory_kib(pid)
+                lag_closing = lag_during(probes, lag_probes(admin_url))
+                worst = scrape(admin_url).get("kafkalite_event_loop_lag_max_seconds")
+                report(f"round {round_}: after closing: {after}")
+                rounds_out.append(
+                    {
+                        "open_seconds": round(opened_s, 2),
+                        "rss_kib_with": with_conns,
+                        "rss_kib_after": after,
+                        "client_meanwhile": meanwhile,
+                        "event_loop_lag_probes": {
+                            "opening": lag_opening,
+                            "client_meanwhile": lag_meanwhile,
+                            "closing": lag_closing,
+                        },
+                        "event_loop_lag_max_seconds_last_10_20s": worst,
+                    }
+                )
+        finally:
+            broker.stop()
+
+    first = rounds_out[0]
+    growth = first["rss_kib_with"]["VmRSS"] - before["VmRSS"]
+    per_connection = growth / connections
+    returned = (
+        (first["rss_kib_with"]["VmRSS"] - first["rss_kib_after"]["VmRSS"]) / growth
+        if growth > 0
+        else 1.0
+    )
+    last_after = rounds_out[-1]["rss_kib_after"]["VmRSS"]
+    clients_ok = all(r["client_meanwhile"]["ok"] for r in rounds_out)
+    return {
+        "connections": connections,
+        "rss_kib_before": before,
+        "rounds": rounds_out,
+        "kib_per_connection": {
+            "value": round(per_connection, 2),
+            "target": f"<= {TARGET_KIB_PER_CONNECTION} KiB each",
+            "met": per_connection <= TARGET_KIB_PER_CONNECTION,
+        },
+        "memory_returned": {
+            "value": round(returned, 3),
+            "kib_kept_after_first_round": first["rss_kib_after"]["VmRSS"] - before["VmRSS"],
+            "kib_kept_after_last_round": last_after - before["VmRSS"],
+            "target": f"memory returned (>= {TARGET_RETURNED_SHARE:.0%} of the growth)",
+            "met": returned >= TARGET_RETURNED_SHARE,
+        },
+        "client_meanwhile": {
+            "target": "every record back in every round",
+            "met": clients_ok,
+        },
+        "warm_up": warm,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--connections", type=int, default=10_000)
+    parser.add_argument("--records", type=int, default=10_000)
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    result = run(
+        args.connections,
+        args.records,
+        args.rounds,
+        report=lambda line: print(line, file=sys.stderr),
+    )
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
