@@ -191,12 +191,17 @@ class SocketServer:
             if conn_sock.family in (socket.AF_INET, socket.AF_INET6):
                 conn_sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 conn_sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-            await loop.connect_accepted_socket(lambda conn=conn: conn, conn_sock)
-        except BaseException as e:  # reset by the peer meanwhile, or shutdown cancelled us
+            setup = asyncio.ensure_future(
+                loop.connect_accepted_socket(lambda conn=conn: conn, conn_sock)
+            )
+            setup.add_done_callback(_retrieve_outcome)
+            # Shielded: a shutdown that stops accepting lets a connection already accepted
+            # be set up (and then drained and closed like the others), as asyncio's server
+            # does; closing it half-made sent a client into reconnecting mid-shutdown.
+            await asyncio.shield(setup)
+        except OSError as e:  # reset by the peer meanwhile
             conn_sock.close()
             self._connection_closed(conn)  # released once: a later connection_lost is a no-op
-            if not isinstance(e, OSError):
-                raise
             log.info("connection lost while being set up", client=ip, error=str(e))
             return
         if quotas.protected_listener == listener:
@@ -309,6 +314,11 @@ class SocketServer:
         await self.stop_accepting()
         await self.drain(drain_timeout)
         self.close_connections()
+
+
+def _retrieve_outcome(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()  # an error after the acceptor stopped waiting: nobody else reads it
 
 
 def _report_acceptor_failure(task: asyncio.Task[None]) -> None:
