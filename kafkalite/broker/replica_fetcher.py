@@ -395,11 +395,12 @@ class ReplicaFetcher:
     async def shutdown(self) -> None:
         """Stop the loop (Kafka's ShutdownableThread.initiateShutdown + awaitShutdown).
 
-        A single ``cancel()`` is not enough: on Python 3.11 ``asyncio.wait_for`` (the client's
-        request timeout) returns the answer instead of raising when the answer arrives in the
-        same loop iteration as the cancellation, and the loop then waited forever on
-        ``_changed`` with the broker's shutdown stuck behind it. So the loop also checks
-        ``_running``, and the cancellation is repeated until the task has ended."""
+        A single ``cancel()`` was not always enough: Python 3.11's ``asyncio.wait_for``, which
+        the client once used for its timeouts, returns the answer instead of raising when the
+        answer arrives in the same loop iteration as the cancellation, and the loop then waited
+        forever on ``_changed`` with the broker's shutdown stuck behind it. Whatever else may
+        swallow a cancellation, the loop also checks ``_running``, and the cancellation is
+        repeated until the task has ended."""
         self._running = False
         self._changed.set()
         task, self._task = self._task, None

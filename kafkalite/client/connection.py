@@ -39,6 +39,9 @@ _SIZE = struct.Struct(">i")
 MAX_RESPONSE_BYTES = 512 * 1024 * 1024
 # How long close() waits for a graceful close before it aborts the connection.
 CLOSE_TIMEOUT_S = 2.0
+# Timeouts here use asyncio.timeout, never wait_for: Python 3.11's wait_for returns the inner
+# result when it completes as the caller is being cancelled, and the cancellation is lost (a
+# controller channel closing a connection while the broker stopped then never ended).
 
 RequestSpec = Any  # a message dataclass, a dict of field values, or version -> message
 
@@ -89,9 +92,8 @@ class KafkaConnection:
     async def connect(self) -> None:
         """Open the socket and negotiate API versions. Raises KafkaConnectionError."""
         try:
-            self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port), self.connect_timeout
-            )
+            async with asyncio.timeout(self.connect_timeout):
+                self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
         except (OSError, TimeoutError) as e:
             raise KafkaConnectionError(f"cannot connect to {self.host}:{self.port}: {e}") from e
         self._read_task = asyncio.get_running_loop().create_task(
@@ -190,7 +192,8 @@ class KafkaConnection:
         if future is None:
             return None
         try:
-            return await asyncio.wait_for(asyncio.shield(future), self.request_timeout)
+            async with asyncio.timeout(self.request_timeout):
+                return await asyncio.shield(future)
         except TimeoutError:
             # Nobody waits for this request's answer any more: drop its future before failing
             # the others, or its exception is never retrieved (and asyncio reports it).
@@ -277,7 +280,8 @@ class KafkaConnection:
                 task.exception()  # retrieved: the read loop's failure was already reported
         if self._writer is not None:
             try:
-                await asyncio.wait_for(self._writer.wait_closed(), CLOSE_TIMEOUT_S)
+                async with asyncio.timeout(CLOSE_TIMEOUT_S):
+                    await self._writer.wait_closed()
             except TimeoutError:
                 # A peer that stopped reading keeps unsent bytes in the buffer, and a graceful
                 # close waits for them forever: drop the connection instead.

@@ -301,7 +301,8 @@ class SocketServer:
         if not waits:
             return True
         try:
-            await asyncio.wait_for(asyncio.gather(*waits), timeout)
+            async with asyncio.timeout(timeout):
+                await asyncio.gather(*waits)
             return True
         except TimeoutError:
             return False
