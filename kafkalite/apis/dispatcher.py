@@ -38,6 +38,7 @@ import structlog
 from kafkalite.admin.metrics import RequestStats, response_size
 from kafkalite.apis.base import DECODERS, HANDLERS, BrokerServices, RequestContext
 from kafkalite.network.connection import NO_RESPONSE, CloseConnection, ConnectionInfo
+from kafkalite.observability import LogRateLimiter
 from kafkalite.protocol import frames
 from kafkalite.protocol.api import (
     ADVERTISED_VERSIONS,
@@ -62,10 +63,7 @@ class RateLimitedErrorLog:
     def __init__(
         self, interval_s: float = ERROR_LOG_INTERVAL_S, clock: Callable[[], float] = monotonic
     ) -> None:
-        self.interval_s = interval_s
-        self.clock = clock
-        self._next_at: dict[tuple[int, str], float] = {}
-        self._suppressed: dict[tuple[int, str], int] = {}
+        self._limiter = LogRateLimiter(interval_s, clock)
 
     def report(
         self, header: Any, error: BaseException, connection: ConnectionInfo, *, expected: bool
@@ -73,12 +71,9 @@ class RateLimitedErrorLog:
         """Log `error` unless its kind was logged less than `interval_s` ago; whether it was.
         Unexpected errors (handler bugs) are logged at error level with their traceback,
         expected ones (a malformed request, a KafkaError) as a warning without."""
-        kind = (int(header.api_key), type(error).__qualname__)
-        now = self.clock()
-        if now < self._next_at.get(kind, float("-inf")):
-            self._suppressed[kind] = self._suppressed.get(kind, 0) + 1
+        suppressed = self._limiter.allow((int(header.api_key), type(error).__qualname__))
+        if suppressed is None:
             return False
-        self._next_at[kind] = now + self.interval_s
         fields: dict[str, Any] = {
             "api_key": _api_name(header.api_key),
             "api_version": header.api_version,
@@ -87,7 +82,7 @@ class RateLimitedErrorLog:
             "client": connection.client_address,
             "error": str(error) or type(error).__name__,
             "error_class": type(error).__qualname__,
-            "suppressed_since_last": self._suppressed.pop(kind, 0),
+            "suppressed_since_last": suppressed,
         }
         if expected:
             log.warning("request refused", **fields)

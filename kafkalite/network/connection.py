@@ -47,9 +47,13 @@ from typing import Any, Protocol
 
 import structlog
 
+from kafkalite.observability import LogRateLimiter
 from kafkalite.protocol.errors import KafkaError
 
 log = structlog.get_logger("kafkalite.network")
+
+# One line a minute per reason a connection is closed for (see KafkaConnection._abort).
+ABORT_LOG_LIMITER = LogRateLimiter()
 
 RECEIVE_BUFFER_BYTES = 256 * 1024
 DEFAULT_MAX_IN_FLIGHT = 256
@@ -363,9 +367,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _request_done(self, task: asyncio.Future[Any], slot: _Slot) -> None:
         slot.task = None
-        if self._closing or task.cancelled():
+        if task.cancelled():
             return
-        error = task.exception()
+        error = task.exception()  # retrieved even when closing, or asyncio reports it
+        if self._closing:
+            return
         if error is not None:
             if isinstance(error, CloseConnection):
                 log.debug("closing connection", reason=str(error))
@@ -422,12 +428,18 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._transport.resume_reading()
 
     def _abort(self, reason: str, **details: Any) -> None:
-        log.warning(
-            "closing connection: " + reason,
-            client=self.info.client_address if self.info else "?",
-            listener=self._listener_name,
-            **details,
-        )
+        """Close the connection for a protocol violation, logged once a minute per reason
+        (with how many were not logged since): a client looping on garbage must not flood
+        the log."""
+        suppressed = ABORT_LOG_LIMITER.allow(reason)
+        if suppressed is not None:
+            log.warning(
+                "closing connection: " + reason,
+                client=self.info.client_address if self.info else "?",
+                listener=self._listener_name,
+                suppressed_since_last=suppressed,
+                **details,
+            )
         self._close()
 
     def _close(self) -> None:

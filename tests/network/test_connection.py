@@ -148,6 +148,65 @@ async def test_bad_frames_close_only_that_connection(server, bad):
     bad_writer.close()
 
 
+async def test_a_flood_of_bad_frames_is_logged_once(server, monkeypatch):
+    """Twenty connections sending a negative frame size: each is closed, one line is logged
+    for the reason, and the next line says how many were not logged."""
+    from structlog.testing import capture_logs
+
+    from kafkalite.network import connection as connection_module
+    from kafkalite.observability import LogRateLimiter
+
+    now = [0.0]
+    monkeypatch.setattr(
+        connection_module, "ABORT_LOG_LIMITER", LogRateLimiter(60.0, clock=lambda: now[0])
+    )
+
+    async def send_bad_frame() -> bytes:
+        reader, writer = await connect(server)
+        writer.write(struct.pack(">i", -5))
+        closed = await asyncio.wait_for(reader.read(), 5)
+        writer.close()
+        return closed
+
+    with capture_logs() as logs:
+        assert [await send_bad_frame() for _ in range(20)] == [b""] * 20
+        now[0] = 61.0
+        assert await send_bad_frame() == b""
+    lines = [e for e in logs if e["event"].startswith("closing connection")]
+    assert [line["suppressed_since_last"] for line in lines] == [0, 19]
+
+
+async def test_a_handler_failing_as_its_connection_closes_leaves_nothing_unretrieved(server):
+    """The handler's task ended with an exception in the loop iteration that closed its
+    connection (its done-callback runs after): the exception is still retrieved, or asyncio
+    prints 'Task exception was never retrieved' with a traceback."""
+    from kafkalite.network.connection import _Slot
+
+    reader, writer = await connect(server)
+    writer.write(frame(b"\0\0\0\x01E"))
+    await read_response(reader)
+    [conn] = list(server._connections)
+    failed = asyncio.get_running_loop().create_future()
+    failed.set_exception(RuntimeError("handler failed"))
+    conn._close()
+    conn._request_done(failed, _Slot(failed))
+    assert not failed._log_traceback  # retrieved
+    writer.close()
+
+
+def test_log_rate_limiter_lets_one_line_a_kind_through_per_interval():
+    from kafkalite.observability import LogRateLimiter
+
+    now = [0.0]
+    limiter = LogRateLimiter(10.0, clock=lambda: now[0])
+    assert [limiter.allow("a"), limiter.allow("a"), limiter.allow("b")] == [0, None, 0]
+    now[0] = 9.9
+    assert limiter.allow("a") is None
+    now[0] = 10.0
+    assert limiter.allow("a") == 2
+    assert limiter.allow("a") is None
+
+
 async def test_drain_waits_for_in_flight_requests(server):
     reader, writer = await connect(server)
     writer.write(frame(b"\0\0\0\x0aW"))
