@@ -1,6 +1,6 @@
 """Spark-driven load benchmark for kafkalite (and, side by side, Redis Streams).
 
-    .venv/bin/python bench/spark_load.py                 # own broker, ~1 minute, Redis peer
+    .venv/bin/python bench/spark_load.py                 # own broker, Redis peer (minutes)
     .venv/bin/python bench/spark_load.py --bootstrap host:9092 --topic t --records 1000000
     make bench ARGS="--no-peer --compression lz4"
 
@@ -75,7 +75,8 @@ BROKER_CHECK_TIMEOUT_S = 5.0
 PERCENTILES = (0.5, 0.95, 0.99, 0.999)
 PERCENTILE_NAMES = ("p50", "p95", "p99", "p99.9")
 
-# `make bench` size: about a minute on a 2-core machine with the Redis peer.
+# `make bench` size: several minutes on a 2-core machine with the Redis peer (7.5 measured on a
+# loaded machine), most of it Spark's verification jobs, which print each phase as it starts.
 DEFAULTS = {
     "records": 150_000,
     "value_size": 256,
