@@ -360,8 +360,9 @@ async def _listening_sockets(
             try:
                 sock.bind(address)
             except OSError as e:
+                host, port = address[:2]
                 raise OSError(
-                    e.errno, f"error while attempting to bind on address {address!r}: {e.strerror}"
+                    e.errno, f"cannot listen on {host}:{port}: {(e.strerror or str(e)).lower()}"
                 ) from None
             sock.listen(LISTEN_BACKLOG)
             sock.setblocking(False)
