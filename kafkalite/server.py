@@ -679,6 +679,8 @@ class KafkaServer:
         if not config.controlled_shutdown_enable:
             return
         epoch = self.services.extra.get("broker_epoch", -1)
+        if self.replica_manager is not None:
+            self.replica_manager.in_controlled_shutdown = True
         for attempt in range(1, config.controlled_shutdown_max_retries + 1):
             try:
                 remaining = await self._send_controlled_shutdown(epoch)

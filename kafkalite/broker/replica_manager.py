@@ -350,6 +350,9 @@ class ReplicaManager:
         self.alter_isr = alter_isr
         self.log_config_for_topic = log_config_for_topic
         self.replica_fetcher_manager = replica_fetcher_manager
+        # Set by the server when it asks the controller to move its leaderships away: no new
+        # fetch starts from then on (see _restart_fetchers).
+        self.in_controlled_shutdown = False
         self.partitions: dict[TopicPartition, Partition] = {}
         self.offline_partitions: set[TopicPartition] = set()
         self.controller_epoch = -1
@@ -922,6 +925,12 @@ class ReplicaManager:
             # Only partitions whose leader or leader epoch changed restart their fetch (with
             # truncation); the others keep fetching where they are.
             self.replica_fetcher_manager.remove_fetcher_for_partitions(list(new_fetchers))
+            if self.in_controlled_shutdown:
+                # Made follower of a partition it led, by the controlled shutdown's election:
+                # fetching would bring this broker back into the ISR the controller just took
+                # it out of, right before it stops (Kafka's controller refuses a shutting-down
+                # broker's ISR return; here the leader writes the ISR, so the broker stays out).
+                return
             self.replica_fetcher_manager.add_fetcher_for_partitions(new_fetchers)
 
     async def stop_replicas_async(

@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import shutil
 
+import pytest
+
 from kafkalite.broker.types import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -727,3 +729,32 @@ async def test_a_partition_whose_directory_vanished_is_offline_not_recreated(mak
     deleted = rm.stop_replicas(0, 1, [StopReplicaPartitionState("t", 0, -2, True)])
     assert deleted.partition_errors[TP] is ErrorCode.NONE
     assert TP not in rm.offline_partitions and not log_manager.is_missing("t", 0)
+
+
+class RecordingFetchers:
+    """A fetcher manager that notes which partitions it was asked to fetch."""
+
+    def __init__(self) -> None:
+        self.fetching: set[TopicPartition] = set()
+
+    def add_fetcher_for_partitions(self, partitions) -> None:
+        self.fetching |= set(partitions)
+
+    def remove_fetcher_for_partitions(self, partitions) -> None:
+        self.fetching -= set(partitions)
+
+
+@pytest.mark.parametrize("in_controlled_shutdown", [False, True])
+def test_a_broker_in_controlled_shutdown_does_not_fetch_what_it_led(
+    make_rm, in_controlled_shutdown
+):
+    """The controlled shutdown's election makes this broker a follower of what it led: fetching
+    would put it back into the ISR the controller just took it out of, right before it stops."""
+    rm = make_rm(broker_id=1)
+    rm.replica_fetcher_manager = RecordingFetchers()
+    rm.become_leader_or_follower(0, 1, [leader_state(leader=1, isr=(1, 2), replicas=(1, 2))])
+    rm.in_controlled_shutdown = in_controlled_shutdown
+    moved = leader_state(leader=2, leader_epoch=1, isr=(2,), replicas=(1, 2))
+    result = rm.become_leader_or_follower(0, 1, [moved])
+    assert result.partition_errors[TP] is ErrorCode.NONE
+    assert (TP in rm.replica_fetcher_manager.fetching) is not in_controlled_shutdown
