@@ -40,7 +40,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.harness.broker import BrokerProcess, free_port  # noqa: E402
+from tests.harness.broker import BrokerProcess, free_port, recv_exactly  # noqa: E402
 
 TARGET_KIB_PER_CONNECTION = 16
 TARGET_RETURNED_SHARE = 0.9
@@ -142,20 +142,10 @@ def open_idle_connections(bootstrap: str, count: int) -> list[socket.socket]:
     for _ in range(count):
         s = socket.create_connection((host, int(port)), timeout=30)
         s.sendall(frame)
-        size = struct.unpack(">i", _recv_exactly(s, 4))[0]
-        _recv_exactly(s, size)
+        size = struct.unpack(">i", recv_exactly(s, 4))[0]
+        recv_exactly(s, size)
         socks.append(s)
     return socks
-
-
-def _recv_exactly(s: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("closed by the broker")
-        buf += chunk
-    return buf
 
 
 def produce_and_consume(bootstrap: str, topic: str, count: int, tag: str) -> dict:

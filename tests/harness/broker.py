@@ -38,16 +38,17 @@ def api_versions_ok(host: str, port: int, timeout: float = 1.0) -> bool:
     try:
         with socket.create_connection((host, port), timeout=timeout) as s:
             s.sendall(struct.pack(">i", len(payload)) + payload)
-            head = _recv_exactly(s, 4)
+            head = recv_exactly(s, 4)
             (size,) = struct.unpack(">i", head)
-            body = _recv_exactly(s, size)
+            body = recv_exactly(s, size)
     except OSError:
         return False
     correlation_id, error = struct.unpack_from(">ih", body)
     return correlation_id == 1 and error == 0
 
 
-def _recv_exactly(s: socket.socket, n: int) -> bytes:
+def recv_exactly(s: socket.socket, n: int) -> bytes:
+    """Exactly ``n`` bytes from a blocking socket; ConnectionError if it closes first."""
     buf = b""
     while len(buf) < n:
         chunk = s.recv(n - len(buf))
