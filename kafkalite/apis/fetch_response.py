@@ -1,9 +1,11 @@
 """Hand-written FetchResponse encoder (v4-v12) that never copies record data.
 
 kio's encoder builds the whole response in one bytes object, copying every record batch through
-Python (~17 µs per 64 KiB). This one writes the small per-partition fields into a bytearray and
-returns the record slices the log handed out as separate buffers, so the transport writes them
-straight from the segment's memory (writelines) with no intermediate copy.
+Python (~17 µs per 64 KiB). This one writes the small per-partition fields into a bytearray,
+each partition's fixed fields with one precomputed struct per version (``_Layout``) and each
+topic name encoded once, and returns the record slices the log handed out as separate parts:
+the connection sends them with sendfile, or views of their pages (``network/zerocopy.py``),
+with no intermediate copy.
 
 Layout (FetchResponse.json; v12 is the first flexible version: compact arrays/strings/bytes as
 unsigned-varint length+1, and a tagged-field section after every struct):
@@ -23,6 +25,7 @@ unsigned-varint length+1, and a tagged-field section after every struct):
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -31,7 +34,6 @@ from kafkalite.protocol.varint import encode_unsigned_varint
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
-_PARTITION_HEAD = struct.Struct(">ihqq")  # index, error, hw, lso
 _I64 = struct.Struct(">q")
 _ABORTED = struct.Struct(">qq")
 _DIVERGING = struct.Struct(">iqB")  # epoch, end_offset, empty tagged fields
@@ -40,10 +42,48 @@ MIN_VERSION = 4
 MAX_VERSION = 12
 
 
+class _Layout:
+    """The fixed parts of one version's response, each packed with one precomputed struct.
+
+    ``header``: correlation_id [v12: empty header tags] throttle_time_ms [v7+: error_code,
+    session_id]. ``partition``: index, error, hw, lso [v5+: log_start] followed, for the common
+    partition with no aborted-transaction list, by its null marker [v11+: preferred replica];
+    ``partition_head`` is the same without them (a list follows). Records' lengths follow
+    (varint in v12, so not part of the struct)."""
+
+    __slots__ = ("flexible", "header", "partition", "partition_head", "null_aborted_tail")
+
+    def __init__(self, version: int) -> None:
+        self.flexible = flexible = version >= 12
+        header = ">i" + ("B" if flexible else "") + "i" + ("hi" if version >= 7 else "")
+        self.header = struct.Struct(header)
+        head = ">ihqq" + ("q" if version >= 5 else "")
+        self.partition_head = struct.Struct(head)
+        null = "B" if flexible else "i"  # compact null array 0 / legacy null array -1
+        self.partition = struct.Struct(head + null + ("i" if version >= 11 else ""))
+        self.null_aborted_tail = 0 if flexible else -1
+
+
+_LAYOUTS = {v: _Layout(v) for v in range(MIN_VERSION, MAX_VERSION + 1)}
+
+
+@functools.lru_cache(maxsize=4096)
+def _topic_name(topic: str, flexible: bool) -> bytes:
+    """A topic name with its length prefix, encoded once per name."""
+    name = topic.encode()
+    if flexible:
+        return encode_unsigned_varint(len(name) + 1) + name
+    return _I16.pack(len(name)) + name
+
+
 def _records_buffer(records: Any) -> Any:
+    """What goes in the frame: a bytes-like as it is, a log slice as it is (a file region the
+    connection sends with sendfile, or views when it must queue it: network/zerocopy.py)."""
     if records is None:
         return None
     if isinstance(records, bytes | bytearray | memoryview):
+        return records
+    if hasattr(records, "fd") and hasattr(records, "view"):
         return records
     view = getattr(records, "view", None)
     if view is not None:
@@ -66,48 +106,66 @@ def encode_fetch_response(
     `kafkalite.broker.types.FetchPartitionData` (error_code, high_watermark, last_stable_offset,
     log_start_offset, records, preferred_read_replica, diverging_epoch, aborted_transactions).
     """
-    if not MIN_VERSION <= version <= MAX_VERSION:
+    layout = _LAYOUTS.get(version)
+    if layout is None:
         raise ValueError(f"FetchResponse v{version} is not encoded here")
-    flexible = version >= 12
+    flexible = layout.flexible
     out: list[Any] = []
     cur = bytearray(4)  # size prefix, patched at the end
-    cur += _I32.pack(correlation_id)
-    if flexible:
-        cur.append(0)
-    cur += _I32.pack(throttle_time_ms)
     if version >= 7:
-        cur += _I16.pack(error_code)
-        cur += _I32.pack(session_id)
-    topics = list(topics)
+        fields = (correlation_id, throttle_time_ms, error_code, session_id)
+    else:
+        fields = (correlation_id, throttle_time_ms)
+    cur += layout.header.pack(*((fields[0], 0, *fields[1:]) if flexible else fields))
+    topics = topics if isinstance(topics, list) else list(topics)
     _array_len(cur, len(topics), flexible)
+    v5 = version >= 5
+    v11 = version >= 11
+    pack_partition = layout.partition.pack
+    null_aborted = layout.null_aborted_tail
     for topic, partitions in topics:
-        name = topic.encode()
-        if flexible:
-            cur += encode_unsigned_varint(len(name) + 1)
-        else:
-            cur += _I16.pack(len(name))
-        cur += name
+        cur += _topic_name(topic, flexible)
         _array_len(cur, len(partitions), flexible)
         for index, data in partitions:
+            hw = data.high_watermark
             lso = data.last_stable_offset
             if lso < 0:
-                lso = data.high_watermark
-            cur += _PARTITION_HEAD.pack(index, data.error_code, data.high_watermark, lso)
-            if version >= 5:
-                cur += _I64.pack(data.log_start_offset)
+                lso = hw
             aborted = data.aborted_transactions
             if aborted is None:
-                cur += b"\x00" if flexible else b"\xff\xff\xff\xff"
+                # index, error, hw, lso, [log start], null aborted list, [preferred replica]
+                if v11:
+                    cur += pack_partition(
+                        index,
+                        data.error_code,
+                        hw,
+                        lso,
+                        data.log_start_offset,
+                        null_aborted,
+                        data.preferred_read_replica,
+                    )
+                elif v5:
+                    cur += pack_partition(
+                        index, data.error_code, hw, lso, data.log_start_offset, null_aborted
+                    )
+                else:
+                    cur += pack_partition(index, data.error_code, hw, lso, null_aborted)
             else:
+                if v5:
+                    cur += layout.partition_head.pack(
+                        index, data.error_code, hw, lso, data.log_start_offset
+                    )
+                else:
+                    cur += layout.partition_head.pack(index, data.error_code, hw, lso)
                 _array_len(cur, len(aborted), flexible)
                 for txn in aborted:
                     producer_id, first_offset = _aborted_fields(txn)
                     cur += _ABORTED.pack(producer_id, first_offset)
                     if flexible:
                         cur.append(0)
-            if version >= 11:
-                cur += _I32.pack(data.preferred_read_replica)
-            records = _records_buffer(data.records)
+                if v11:
+                    cur += _I32.pack(data.preferred_read_replica)
+            records = data.records
             if records is None:
                 cur += b"\x00" if flexible else b"\xff\xff\xff\xff"
             else:
@@ -118,7 +176,7 @@ def encode_fetch_response(
                     cur += _I32.pack(size)
                 if size:
                     out.append(cur)
-                    out.append(records)
+                    out.append(_records_buffer(records))
                     cur = bytearray()
             if flexible:
                 diverging = data.diverging_epoch

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kafkalite.broker.clock import SYSTEM_TIME, Time
 from kafkalite.broker.types import UNKNOWN_OFFSET, FetchInfo, FetchPartitionData
@@ -56,10 +56,14 @@ def next_epoch(epoch: int) -> int:
 
 
 class CachedPartition:
-    """A partition of a session: last request parameters and last response values sent."""
+    """A partition of a session: last request parameters and last response values sent.
+
+    ``info`` is the FetchInfo of the last request parameters, made once when they change and
+    handed to every later incremental fetch as it is."""
 
     __slots__ = (
         "topic_partition",
+        "info",
         "max_bytes",
         "fetch_offset",
         "high_watermark",
@@ -76,6 +80,7 @@ class CachedPartition:
         self.update_request_params(info)
 
     def update_request_params(self, info: FetchInfo) -> None:
+        self.info = info
         self.max_bytes = info.max_bytes
         self.fetch_offset = info.fetch_offset
         self.current_leader_epoch = info.current_leader_epoch
@@ -83,18 +88,13 @@ class CachedPartition:
         self.last_fetched_epoch = info.last_fetched_epoch
 
     def fetch_info(self) -> FetchInfo:
-        return FetchInfo(
-            self.fetch_offset,
-            self.max_bytes,
-            self.fetcher_log_start_offset,
-            self.current_leader_epoch,
-            self.last_fetched_epoch,
-        )
+        return self.info
 
     def maybe_update_response_data(self, data: FetchPartitionData, update: bool) -> bool:
         """Whether ``data`` must be sent in an incremental response; with ``update`` the
         cached values are moved to what is sent."""
-        must_respond = data.records_size > 0
+        records = data.records
+        must_respond = records is not None and len(records) > 0
         if self.high_watermark != data.high_watermark:
             must_respond = True
             if update:
@@ -116,6 +116,10 @@ class CachedPartition:
 
 @dataclass(eq=False)
 class FetchSession:
+    """One session. ``fetch_infos`` mirrors ``partitions`` (same keys, same order) with each
+    partition's current FetchInfo: an incremental fetch reads it as it is, so a request that
+    changes nothing rebuilds no per-partition state."""
+
     id: int
     privileged: bool
     partitions: dict[TopicPartition, CachedPartition]
@@ -123,6 +127,10 @@ class FetchSession:
     last_used_ms: int
     epoch: int
     cached_size: int = -1
+    fetch_infos: dict[TopicPartition, FetchInfo] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.fetch_infos = {tp: c.info for tp, c in self.partitions.items()}
 
     @property
     def size(self) -> int:
@@ -136,6 +144,7 @@ class FetchSession:
     ) -> tuple[list[TopicPartition], list[TopicPartition], list[TopicPartition]]:
         """Apply an incremental request; returns (added, updated, removed)."""
         added, updated, removed = [], [], []
+        mirror = self.fetch_infos
         for tp, info in fetch_infos.items():
             cached = self.partitions.get(tp)
             if cached is None:
@@ -144,10 +153,18 @@ class FetchSession:
             else:
                 cached.update_request_params(info)
                 updated.append(tp)
+            mirror[tp] = info  # a new key goes last, as in partitions; a known one stays put
         for tp in forgotten:
             if self.partitions.pop(tp, None) is not None:
+                del mirror[tp]
                 removed.append(tp)
         return added, updated, removed
+
+    def move_to_back(self, tp: TopicPartition) -> None:
+        """``tp`` returned data: it goes last, so the next response's byte budget favours the
+        others (fairness across partitions)."""
+        self.partitions[tp] = self.partitions.pop(tp)
+        self.fetch_infos[tp] = self.fetch_infos.pop(tp)
 
 
 class FetchContext:
@@ -210,24 +227,35 @@ class FullFetchContext(FetchContext):
 
 class IncrementalFetchContext(FetchContext):
     def __init__(self, cache: FetchSessionCache, session: FetchSession) -> None:
-        super().__init__({tp: c.fetch_info() for tp, c in session.partitions.items()})
+        # The session's own mapping, not a copy: the replica manager copies what it keeps.
+        super().__init__(session.fetch_infos)
         self.cache = cache
         self.session = session
 
     def update_and_generate_response(self, results):
         session = self.session
+        partitions = session.partitions
         response = []
+        none = ErrorCode.NONE
         for tp, data in results.items():
-            cached = session.partitions.get(tp)
+            cached = partitions.get(tp)
             if cached is None:
                 continue  # forgotten meanwhile
+            if (
+                not data.records
+                and data.error_code is none
+                and data.high_watermark == cached.high_watermark
+                and data.log_start_offset == cached.local_log_start_offset
+                and data.diverging_epoch is None
+                and data.preferred_read_replica < 0
+            ):
+                # Nothing new (most partitions of a session, most of the time): decided here,
+                # without a call; maybe_update_response_data has the same rules in full.
+                continue
             if cached.maybe_update_response_data(data, True):
                 response.append((tp, data))
-                if data.records_size > 0:
-                    # Partitions that returned data go to the back, so the next response's
-                    # byte budget favours the others (fairness across partitions).
-                    del session.partitions[tp]
-                    session.partitions[tp] = cached
+                if data.records:
+                    session.move_to_back(tp)
         return response, session.id
 
 

@@ -233,9 +233,14 @@ def complete_batches_length(view: memoryview) -> int:
 def whole_batches(records: object) -> object:
     """``records`` without a trailing partial batch (a read cut at its byte limit). Fetch
     responses carry whole batches only; a storage slice keeps its sendfile coordinates."""
-    view = records_bytes(records)
-    complete = complete_batches_length(view)
-    if complete == len(view):
+    measure = getattr(records, "whole_batches_size", None)
+    complete = measure() if measure is not None else -1
+    if complete < 0:
+        view = records_bytes(records)
+        complete = complete_batches_length(view)
+    else:
+        view = None
+    if complete == len(records):  # type: ignore[arg-type]
         return records
     if complete == 0:
         return EMPTY_RECORDS
@@ -243,6 +248,8 @@ def whole_batches(records: object) -> object:
         trimmed = copy.copy(records)
         trimmed.size = complete  # type: ignore[attr-defined]
         return trimmed
+    if view is None:
+        view = records_bytes(records)
     return bytes(view[:complete])
 
 

@@ -47,6 +47,7 @@ from typing import Any, Protocol
 
 import structlog
 
+from kafkalite.network.zerocopy import RegionTruncated, write_parts
 from kafkalite.observability import LogRateLimiter
 from kafkalite.protocol.errors import KafkaError
 
@@ -158,6 +159,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         "_max_in_flight",
         "_on_close",
         "_transport",
+        "_fileno",
         "info",
         "_shared",
         "_partial",
@@ -192,6 +194,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._max_in_flight = max_in_flight
         self._on_close = on_close
         self._transport: asyncio.Transport | None = None
+        self._fileno = -1
+        """The socket's descriptor, for sendfile of record data (zerocopy.py); -1: none."""
         self.info: ConnectionInfo | None = info
         """Given by the acceptor (the address it counted), else made from the peer name."""
         self._shared = receive_buffer if receive_buffer is not None else ReceiveBuffer()
@@ -215,6 +219,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            self._fileno = sock.fileno()
         if self.info is None:
             peer = transport.get_extra_info("peername") or ("?", 0)
             self.info = ConnectionInfo(str(peer[0]), int(peer[1]), self._listener_name)
@@ -407,8 +414,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.last_active = time.monotonic()
         if isinstance(response, bytes | bytearray | memoryview):
             self._transport.write(response)
-        else:
-            self._transport.writelines(response)
+            return
+        try:
+            write_parts(self._transport, self._fileno, response)
+        except RegionTruncated as e:
+            self._abort("response records truncated before they were sent", error=str(e))
 
     # ------------------------------------------------------------------ flow control and close
 

@@ -46,6 +46,7 @@ from kafkalite.protocol.records import BATCH_HEADER_SIZE, LOG_OVERHEAD, MAX_TIME
 BATCH_PREFIX = struct.Struct(">qiibIhi")
 # ... and maxTimestamp at MAX_TIMESTAMP_OFFSET.
 MAX_TIMESTAMP = struct.Struct(">q")
+_BATCH_LENGTH = struct.Struct(">i")  # at offset 8 of a batch
 
 
 class BatchInfo(NamedTuple):
@@ -110,6 +111,29 @@ class FileRecordsSlice:
     def __len__(self) -> int:
         return self.size
 
+    def whole_batches_size(self) -> int:
+        """Bytes from the start of the slice covered by complete batches (a read cut at its
+        byte limit ends inside one), read from the length fields through the file's cached
+        map of batch headers: no map of the slice's own. -1 when the slice no longer belongs
+        to its file's current descriptor (closed, replaced): the caller views it instead."""
+        records = self._records
+        if self.size == 0:
+            return 0
+        if records is None or records._handle is not self._handle:
+            return -1
+        end = self.position + self.size
+        if end > records.size:
+            return -1
+        mm = records.mapped(end)
+        unpack = _BATCH_LENGTH.unpack_from
+        pos = self.position
+        while pos + LOG_OVERHEAD <= end:
+            batch_size = unpack(mm, pos + 8)[0] + LOG_OVERHEAD
+            if batch_size <= LOG_OVERHEAD or pos + batch_size > end:
+                break
+            pos += batch_size
+        return pos - self.position
+
     def view(self) -> memoryview:
         """A memoryview over a map of just this slice's pages (from the allocation boundary
         at or below ``position``): when the response that carries it has been sent and the view
@@ -117,10 +141,18 @@ class FileRecordsSlice:
         leave the segment mapped into the broker (its RSS)."""
         if self.size == 0 or self._handle is None:
             return memoryview(b"")
+        records = self._records
+        if (
+            records is not None
+            and records._handle is self._handle
+            and self.position + self.size > records.size
+        ):
+            # Truncated in place since the read: touching the map past the end of the file
+            # would raise SIGBUS.
+            raise ValueError(f"{self!r}: the file was truncated to {records.size} bytes")
         start = self.position - self.position % mmap.ALLOCATIONGRANULARITY
         skip = self.position - start
         mapped = mmap.mmap(self._handle.fd, skip + self.size, access=mmap.ACCESS_READ, offset=start)
-        records = self._records
         if records is not None and records._handle is self._handle:
             records.track_map(mapped)
         # else the segment was closed, replaced or deleted since the read: nothing truncates

@@ -9,6 +9,7 @@ from kio.serial import entity_reader
 from kafkalite.apis.fetch_response import encode_fetch_response
 from kafkalite.broker.types import EpochEndOffset, FetchPartitionData
 from kafkalite.protocol.api import response_class
+from kafkalite.storage.file_records import FileRecords
 
 
 class Slice:
@@ -93,3 +94,23 @@ def test_record_data_is_not_copied():
     )
     buffers = encode_fetch_response(1, 11, [("t", [(0, data)])])
     assert any(isinstance(b, memoryview) and b.obj is payload for b in buffers)
+
+
+def test_log_slices_go_out_as_file_regions(tmp_path):
+    """A slice of a segment file is handed to the connection as it is (sent with sendfile or
+    viewed there: network/zerocopy.py), never read into the frame."""
+    records = FileRecords(tmp_path / "00000000000000000000.log")
+    records.append(b"0123456789" * 30)
+    region = records.slice(10, 200)
+    data = FetchPartitionData(
+        high_watermark=5, last_stable_offset=5, log_start_offset=0, records=region
+    )
+    for version in (4, 11, 12):
+        buffers = encode_fetch_response(3, version, [("t", [(0, data)])])
+        assert any(b is region for b in buffers)
+        frame = b"".join(bytes(b) for b in buffers)
+        assert struct.unpack_from(">i", frame)[0] == len(frame) - 4
+        offset = 8 + (1 if version >= 12 else 0)
+        response, _ = entity_reader(response_class(1, version))(frame, offset)
+        assert bytes(response.responses[0].partitions[0].records) == bytes(region)
+    records.close()

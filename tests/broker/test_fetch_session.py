@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from hypothesis import settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -202,3 +202,58 @@ class SessionEpochMachine(RuleBasedStateMachine):
 
 TestSessionEpochMachine = SessionEpochMachine.TestCase
 TestSessionEpochMachine.settings = settings(max_examples=40, stateful_step_count=20, deadline=None)
+
+
+def test_an_incremental_fetch_reuses_the_sessions_fetch_infos():
+    """Nothing rebuilt per request: an incremental fetch that changes nothing hands out the
+    session's own mapping with the same FetchInfo objects; a changed partition gets a new one
+    in place, a new one goes last, a forgotten one leaves, one that returned data moves last."""
+    cache = FetchSessionCache(10, time=MockTime())
+    a0, b0 = FetchInfo(0, 100), FetchInfo(5, 100)
+    _, sid = open_session(cache, {A: a0, B: b0})
+    session = cache.get(sid)
+    context = cache.new_context(sid, 1, {})
+    assert context.fetch_infos is session.fetch_infos
+    assert context.fetch_infos[A] is a0 and context.fetch_infos[B] is b0
+    context.update_and_generate_response({A: data(), B: data()})
+    a1 = FetchInfo(3, 100)
+    context = cache.new_context(sid, 2, {A: a1, C: FetchInfo(0, 7)})
+    assert list(context.fetch_infos) == [A, B, C]
+    assert context.fetch_infos[A] is a1 and context.fetch_infos[B] is b0
+    context.update_and_generate_response({A: data(records=b"x"), B: data(), C: data()})
+    assert list(session.fetch_infos) == list(session.partitions) == [B, C, A]
+    context = cache.new_context(sid, 3, {}, forgotten=[B])
+    assert list(context.fetch_infos) == [C, A] and context.fetch_infos[A] is a1
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    steps=st.lists(
+        st.tuples(
+            st.dictionaries(st.sampled_from([A, B, C]), st.integers(0, 50), max_size=3),
+            st.lists(st.sampled_from([A, B, C]), max_size=2),
+            st.sets(st.sampled_from([A, B, C])),
+        ),
+        max_size=8,
+    )
+)
+def test_session_fetch_infos_mirror_its_partitions(steps):
+    """Whatever the sequence of changes, forgets and data, the session's fetch_infos hold each
+    partition's last request parameters, in the session's order."""
+    cache = FetchSessionCache(10, time=MockTime())
+    _, sid = open_session(cache, {A: FetchInfo(0, 100)})
+    epoch = 1
+    for changed, forgotten, with_data in steps:
+        infos = {tp: FetchInfo(offset, 100) for tp, offset in changed.items()}
+        context = cache.new_context(sid, epoch, infos, forgotten=forgotten)
+        session = cache.get(sid)
+        if session is None:  # every partition forgotten: the session closed
+            assert isinstance(context, SessionlessFetchContext)
+            return
+        epoch = next_epoch(epoch)
+        results = {tp: data(records=b"x" if tp in with_data else b"") for tp in context.fetch_infos}
+        context.update_and_generate_response(results)
+        assert list(session.fetch_infos) == list(session.partitions)
+        for tp, cached in session.partitions.items():
+            assert session.fetch_infos[tp] is cached.info
+            assert cached.info.fetch_offset == cached.fetch_offset
