@@ -14,6 +14,7 @@ session id gets FETCH_SESSION_ID_NOT_FOUND so the client starts over with a full
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Any
 
 from kafkalite.apis.base import RequestContext, handles, millis
@@ -29,7 +30,9 @@ FINAL_EPOCH = -1
 
 
 @handles(ApiKey.FETCH)
-async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
+def handle_fetch(ctx: RequestContext, request: Any) -> Any:
+    """The encoded response, or (when the fetch waits in purgatory) an awaitable of it: most
+    fetches are answered without a coroutine or a task."""
     version = ctx.api_version
     services = ctx.services
     session_id = getattr(request, "session_id", INVALID_SESSION_ID)
@@ -76,8 +79,29 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     else:
         context = None
 
-    results = await services.replica_manager.fetch_messages(params, fetch_infos)
+    results = services.replica_manager.fetch_messages_now_or_later(params, fetch_infos)
+    if isinstance(results, dict):
+        return _respond(ctx, version, context, fetch_infos, results)
+    return _respond_when_ready(ctx, version, context, fetch_infos, results)
 
+
+async def _respond_when_ready(
+    ctx: RequestContext,
+    version: int,
+    context: Any,
+    fetch_infos: dict[TopicPartition, FetchInfo],
+    pending: Awaitable[dict[TopicPartition, Any]],
+) -> Any:
+    return _respond(ctx, version, context, fetch_infos, await pending)
+
+
+def _respond(
+    ctx: RequestContext,
+    version: int,
+    context: Any,
+    fetch_infos: dict[TopicPartition, FetchInfo],
+    results: dict[TopicPartition, Any],
+) -> Any:
     if context is not None:
         response_partitions, response_session_id = context.update_and_generate_response(results)
     else:

@@ -562,6 +562,19 @@ class ReplicaManager:
         Follower fetches (``replica_id`` >= 0) first record the follower's position, which may
         grow the ISR and move the HW (completing acks=all produces).
         """
+        result = self.fetch_messages_now_or_later(params, fetch_infos)
+        if isinstance(result, dict):
+            return result
+        return await result
+
+    def fetch_messages_now_or_later(
+        self,
+        params: FetchParams,
+        fetch_infos: Mapping[TopicPartition, FetchInfo],
+    ) -> dict[TopicPartition, FetchPartitionData] | Awaitable[dict[TopicPartition, Any]]:
+        """``fetch_messages`` without a coroutine when the answer is there now (most fetches:
+        the Fetch handler then answers without a task): the result, or an awaitable of it
+        when the fetch waits in purgatory. The awaitable must be awaited (or cancelled)."""
         fetch_infos = dict(fetch_infos)
         result = self.read_from_local_log(params, fetch_infos)
         if params.is_from_follower:
@@ -577,7 +590,7 @@ class ReplicaManager:
         operation = DelayedFetch(params.max_wait_ms, params, fetch_infos, self)
         if self.fetch_purgatory.try_complete_else_watch(operation, list(fetch_infos)):
             return operation.future.result()
-        return await _await_operation(operation)
+        return _await_operation(operation)
 
     def read_from_local_log(
         self, params: FetchParams, fetch_infos: Mapping[TopicPartition, FetchInfo]

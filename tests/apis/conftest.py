@@ -36,6 +36,9 @@ class FakeReplicaManager:
             out[tp] = ProduceResult(ErrorCode.NONE, base_offset=42, log_start_offset=0)
         return out
 
+    def fetch_messages_now_or_later(self, params, fetch_infos):
+        return self.fetch_messages(params, fetch_infos)
+
     async def fetch_messages(self, params, fetch_infos):
         self.fetches.append((params, dict(fetch_infos)))
         return {
