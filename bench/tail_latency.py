@@ -11,7 +11,8 @@ brokers import kafkalite from there, alternating round by round):
 2. a real ZooKeeper (Debian's package, tests/harness) and three brokers; one topic, one
    partition, RF 3, min.insync.replicas=2;
 3. the maximum: confluent-kafka produces ``--max-records`` 100-byte records as fast as it can
-   (linger.ms=5, 1 MiB batches, acks=all) -> records/s;
+   with the latency phase's producer settings (linger.ms=1, default batch size, acks=all)
+   -> records/s;
 4. latency at ``--fraction`` of that rate for ``--seconds``: a producer thread (linger.ms=1,
    acks=all) sends paced bursts every millisecond, each record carrying its *scheduled* send
    time (so a stall delays the records behind it and is counted: no coordinated omission); a
@@ -45,6 +46,7 @@ from tests.harness.broker import BrokerProcess  # noqa: E402
 from tests.harness.zookeeper import ZooKeeperServer  # noqa: E402
 
 VALUE_SIZE = 100
+LATENCY_LINGER_MS = 1
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -78,11 +80,13 @@ def percentile(sorted_values: list[float], p: float) -> float:
 
 
 def measure_max(bootstrap: str, topic: str, count: int) -> float:
+    # The latency phase's own producer settings (linger 1 ms, default batch size, acks=all):
+    # the maximum of 1 MiB batches would be a rate the paced producer's many smaller requests
+    # cannot be served at.
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
-            "linger.ms": 5,
-            "batch.size": 1024 * 1024,
+            "linger.ms": LATENCY_LINGER_MS,
             "acks": "all",
             "queue.buffering.max.messages": 2_000_000,
             "queue.buffering.max.kbytes": 2_000_000,
@@ -216,7 +220,7 @@ def three_brokers(tmp: Path, env, args) -> dict:
             pids = [b.proc.pid for b in brokers]
             cpu0 = sum(cpu_seconds(p) for p in pids)
             result = measure_latency(
-                bootstrap, "tail", max_rate * args.fraction, args.seconds, "all", 1
+                bootstrap, "tail", max_rate * args.fraction, args.seconds, "all", LATENCY_LINGER_MS
             )
             cpu = sum(cpu_seconds(p) for p in pids) - cpu0
             result["max_rate"] = max_rate
