@@ -41,7 +41,9 @@ def is_region(part: Any) -> bool:
 def write_parts(transport: Any, sock_fd: int, parts: Iterable[Any]) -> None:
     """Write ``parts`` in order (see the module docstring). Raises RegionTruncated (the caller
     closes the connection)."""
-    direct = sock_fd >= 0 and transport.get_write_buffer_size() == 0
+    # Never past a close: the transport may have let go of the descriptor (and its number be
+    # reused) once its buffer drained.
+    direct = sock_fd >= 0 and not transport.is_closing() and transport.get_write_buffer_size() == 0
     pending: list[Any] = []  # byte buffers not written yet
     for part in parts:
         if not is_region(part):

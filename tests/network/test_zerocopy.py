@@ -23,6 +23,11 @@ class QueueingTransport:
         self.queued: list[bytes] = []
         self.kinds: list[str] = []
 
+    closing = False
+
+    def is_closing(self) -> bool:
+        return self.closing
+
     def get_write_buffer_size(self) -> int:
         return self.buffered + sum(len(q) for q in self.queued)
 
@@ -84,6 +89,15 @@ def test_a_busy_transport_gets_every_part_in_order_as_views(records, pair):
     assert received(reader, 1) == b""
     assert b"".join(transport.queued) == b"head" + FILE_BYTES[:300] + b"tail"
     assert transport.kinds == ["bytes", "memoryview", "bytes"]
+
+
+def test_a_closing_transport_is_never_bypassed(records, pair):
+    writer, reader = pair
+    transport = QueueingTransport()
+    transport.closing = True
+    write_parts(transport, writer.fileno(), [b"h", records.slice(5, 10)])
+    assert received(reader, 1) == b""
+    assert b"".join(transport.queued) == b"h" + FILE_BYTES[5:15]
 
 
 def test_without_a_socket_the_transport_writes(records):
