@@ -7,7 +7,9 @@ into Python buffers), so:
 
 * when the transport's write buffer is empty, the parts go straight to the socket: the byte
   buffers before a region with ``os.writev``, the region with ``os.sendfile`` (the kernel copies
-  from the page cache: no map, no page faults in the broker, no record bytes in Python);
+  from the page cache: no map, no page faults in the broker, no record bytes in Python); the
+  buffers after the last region (and a response without regions) go to the transport, which
+  writes them at once when its buffer is empty;
 * whatever the socket does not take at once (it is non-blocking), and every part after it, goes
   to the transport in order (a region as ``view()`` of what is left), which writes it when the
   socket drains, as before.
@@ -62,10 +64,10 @@ def write_parts(transport: Any, sock_fd: int, parts: Iterable[Any]) -> None:
             except ValueError as e:  # truncated in place since the read
                 raise RegionTruncated(str(e)) from e
     if pending:
-        if direct:
-            _flush(transport, sock_fd, pending)
-        else:
-            transport.writelines(pending)
+        # After the last region (or with none): the transport's own path, which writes at once
+        # when its buffer is empty (uvloop's C write, no GIL round trip) and keeps the order
+        # either way.
+        transport.writelines(pending)
 
 
 def _flush(transport: Any, sock_fd: int, buffers: list[Any]) -> bool:
