@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -151,6 +152,41 @@ def resolve(
 
 # ------------------------------------------------------------------------------ executor: read
 
+# Spark reuses its Python workers (spark.python.worker.reuse), so a worker keeps the consumers of
+# the ranges it read, paused, as Spark's Kafka source keeps a consumer cache in each executor: a
+# micro-batch then costs no connection set-up, and a range that starts where the last one of its
+# partition ended goes on from what the consumer fetched already.
+MAX_CACHED_CONSUMERS = 8
+_consumers: OrderedDict[tuple[Any, ...], tuple[Any, int]] = OrderedDict()
+
+
+def _borrow_consumer(params: Mapping[str, str], topic: str, partition: int, offset: int) -> Any:
+    ck = _kafka()
+    tp = ck.TopicPartition(topic, partition)
+    cached = _consumers.pop((tuple(sorted(params.items())), topic, partition), None)
+    if cached is not None:
+        consumer, position = cached
+        if position != offset:
+            consumer.assign([ck.TopicPartition(topic, partition, offset)])
+        consumer.resume([tp])  # a partition stays paused across assign()
+        return consumer
+    consumer = ck.Consumer(consumer_config(params))
+    consumer.assign([ck.TopicPartition(topic, partition, offset)])
+    return consumer
+
+
+def _return_consumer(
+    params: Mapping[str, str], topic: str, partition: int, consumer: Any, position: int
+) -> None:
+    """Keep ``consumer`` (paused) for the next range of its partition; ``position`` is the
+    offset after the last record it handed out."""
+    ck = _kafka()
+    consumer.pause([ck.TopicPartition(topic, partition)])
+    _consumers[(tuple(sorted(params.items())), topic, partition)] = (consumer, position)
+    while len(_consumers) > MAX_CACHED_CONSUMERS:
+        _key, (oldest, _position) = _consumers.popitem(last=False)
+        oldest.close()
+
 
 def read_range(
     r: OffsetRange,
@@ -172,9 +208,10 @@ def read_range(
 
     ck = _kafka()
     with_headers = "headers" in arrow_schema.names
-    consumer = ck.Consumer(consumer_config(params))
+    consumer = _borrow_consumer(params, r.topic, r.partition, r.start)
+    position = -1  # offset after the last record consume() returned; -1: unknown
+    healthy = False
     try:
-        consumer.assign([ck.TopicPartition(r.topic, r.partition, r.start)])
         next_offset = r.start
         last_progress = time.monotonic()
         cols: dict[str, list[Any]] = {
@@ -207,7 +244,12 @@ def read_range(
             )
 
         while next_offset < r.end:
-            messages = consumer.consume(num_messages=min(10000, r.end - next_offset), timeout=0.2)
+            # consume() waits until it has num_messages or the timeout passed: take what is
+            # queued without waiting, and wait for one record only when nothing is
+            want = min(10000, r.end - next_offset)
+            messages = consumer.consume(num_messages=want, timeout=0) or consumer.consume(
+                num_messages=1, timeout=0.2
+            )
             if not messages:
                 if time.monotonic() - last_progress > poll_timeout_s:
                     raise TimeoutError(
@@ -230,9 +272,11 @@ def read_range(
                     raise KafkaError.of(f"reading {r.topic}-{r.partition}", error)
                 next_offset = low
                 consumer.assign([ck.TopicPartition(r.topic, r.partition, next_offset)])
+                position = -1
                 continue
             last_progress = time.monotonic()
             offsets = [m.offset() for m in messages]
+            position = offsets[-1] + 1
             beyond = offsets[-1] >= r.end  # a record past the range: the range is done
             if offsets[0] < next_offset or beyond:
                 keep = [i for i, o in enumerate(offsets) if next_offset <= o < r.end]
@@ -259,8 +303,12 @@ def read_range(
                 yield flush()
         if cols["offset"]:
             yield flush()
+        healthy = True
     finally:
-        consumer.close()
+        if healthy:
+            _return_consumer(params, r.topic, r.partition, consumer, position)
+        else:  # failed, or the task stopped reading early (a limit): start afresh next time
+            consumer.close()
 
 
 # ------------------------------------------------------------------------------ executor: write
@@ -280,6 +328,21 @@ def producer_config(params: Mapping[str, str]) -> dict[str, Any]:
     return config
 
 
+_producers: dict[tuple[Any, ...], tuple[Any, _DeliveryRouter]] = {}
+
+
+class _DeliveryRouter:
+    """The producer's delivery callback (failures only): records them for the task using the
+    producer now."""
+
+    def __init__(self) -> None:
+        self.errors: list[Any] = []
+
+    def __call__(self, error: Any, message: Any) -> None:
+        if error is not None and len(self.errors) < 10:
+            self.errors.append((message.topic(), message.partition(), error))
+
+
 class TaskProducer:
     """The producer of one Spark write task: at least once.
 
@@ -291,18 +354,20 @@ class TaskProducer:
     ``abort_transaction`` go once the broker has a transaction coordinator."""
 
     def __init__(self, params: Mapping[str, str], *, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
-        ck = _kafka()
         self.timeout_s = timeout_s
         self.errors: list[Any] = []
-        config = producer_config(params)
-        config["on_delivery"] = self._on_delivery
-        self.producer = ck.Producer(config)
+        self.key = tuple(sorted(params.items()))
+        # a reused Python worker keeps its producer (connections, metadata) for the next task
+        cached = _producers.pop(self.key, None)
+        if cached is None:
+            router = _DeliveryRouter()
+            config = producer_config(params)
+            config["on_delivery"] = router
+            cached = (_kafka().Producer(config), router)
+        self.producer, self.router = cached
+        self.router.errors = self.errors
         self.checked_topics: set[str] = set()
         self.records = 0
-
-    def _on_delivery(self, error: Any, message: Any) -> None:
-        if error is not None and len(self.errors) < 10:
-            self.errors.append((message.topic(), message.partition(), error))
 
     def _raise_if_failed(self) -> None:
         if self.errors:
@@ -381,10 +446,11 @@ class TaskProducer:
                     f"writing failed: {len(self.producer)} records not acknowledged in time"
                 )
         self._raise_if_failed()
+        _producers[self.key] = (self.producer, self.router)
         return self.records
 
     def abort(self) -> None:
         """Transactions hook: abort_transaction goes here. Without transactions, what was
-        acknowledged stays written."""
+        acknowledged stays written. The producer is not reused."""
         self.producer.purge()
         self.producer.flush(0)
