@@ -24,6 +24,9 @@ DEFAULT_TIMEOUT_S = 30.0
 # its task (Spark retries it).
 DEFAULT_POLL_TIMEOUT_S = 120.0
 BATCH_RECORDS = 32768
+# How long the driver retries offsets and metadata through a broker failure (Spark's offset
+# reader: an admin client call of up to default.api.timeout.ms, 60 s, retried 3 times)
+OFFSETS_TIMEOUT_S = 120.0
 
 # librdkafka timestamp types -> Kafka's TimestampType ids (Spark's timestampType column)
 TIMESTAMP_TYPE_IDS = {0: -1, 1: 0, 2: 1}
@@ -61,6 +64,22 @@ def consumer_config(params: Mapping[str, str]) -> dict[str, Any]:
     return config
 
 
+RETRY_BACKOFF_S = 0.5
+ATTEMPT_TIMEOUT_S = 5.0
+
+
+def _retriable(error: Any) -> bool:
+    ck = _kafka()
+    return bool(error.retriable()) or error.code() in (
+        ck.KafkaError._TRANSPORT,
+        ck.KafkaError._TIMED_OUT,
+        ck.KafkaError.REQUEST_TIMED_OUT,
+        ck.KafkaError.LEADER_NOT_AVAILABLE,
+        ck.KafkaError.NOT_LEADER_FOR_PARTITION,
+        ck.KafkaError._ALL_BROKERS_DOWN,
+    )
+
+
 class KafkaError(RuntimeError):
     """A Kafka error that fails the Spark task or query, with its name and text."""
 
@@ -73,15 +92,39 @@ class OffsetReader:
     """Driver-side metadata and offsets for one query: partitions of a subscription,
     watermarks, offsets by timestamp."""
 
-    def __init__(self, params: Mapping[str, str], timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    def __init__(self, params: Mapping[str, str], timeout_s: float = OFFSETS_TIMEOUT_S) -> None:
         self.timeout_s = timeout_s
+        self.params = dict(params)
         self.consumer = _kafka().Consumer(consumer_config(params))
 
     def close(self) -> None:
         self.consumer.close()
 
+    def _retrying(self, what: str, call: Any) -> Any:
+        """``call(timeout)`` until it answers; retriable errors (a broker that died, a leader
+        being replaced) are retried for ``timeout_s`` with attempts of at most
+        ATTEMPT_TIMEOUT_S (librdkafka then asks another broker), as Spark's offset reader
+        retries: a broker failure does not fail the query."""
+        ck = _kafka()
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            attempt = min(ATTEMPT_TIMEOUT_S, max(1.0, deadline - time.monotonic()))
+            try:
+                return call(attempt)
+            except ck.KafkaException as e:
+                error = e.args[0]
+                if time.monotonic() >= deadline or not _retriable(error):
+                    raise KafkaError.of(what, error) from e
+                # a new consumer starts from fresh metadata rather than a dead leader's
+                self.consumer.close()
+                self.consumer = _kafka().Consumer(consumer_config(self.params))
+                time.sleep(RETRY_BACKOFF_S)  # back-off before asking again
+
     def partition_counts(self) -> dict[str, int]:
-        metadata = self.consumer.list_topics(timeout=self.timeout_s)
+        metadata = self._retrying(
+            "cannot read the cluster metadata",
+            lambda timeout: self.consumer.list_topics(timeout=timeout),
+        )
         return {
             name: len(t.partitions)
             for name, t in metadata.topics.items()
@@ -91,18 +134,17 @@ class OffsetReader:
     def watermarks(
         self, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, tuple[int, int]]:
+        """(log start, high watermark) of each partition."""
         ck = _kafka()
-        out = {}
-        for tp in partitions:
-            try:
-                out[tp] = self.consumer.get_watermark_offsets(
-                    ck.TopicPartition(tp.topic, tp.partition), timeout=self.timeout_s, cached=False
-                )
-            except ck.KafkaException as e:
-                raise KafkaError.of(
-                    f"cannot read the offsets of {tp.topic}-{tp.partition}", e.args[0]
-                ) from e
-        return out
+        return {
+            tp: self._retrying(
+                f"cannot read the offsets of {tp.topic}-{tp.partition}",
+                lambda timeout, tp=tp: self.consumer.get_watermark_offsets(
+                    ck.TopicPartition(tp.topic, tp.partition), timeout=timeout, cached=False
+                ),
+            )
+            for tp in partitions
+        }
 
     def offsets_for_times(
         self,
