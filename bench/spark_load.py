@@ -267,6 +267,9 @@ def build_spark(master: str, app_name: str = "kafkalite-spark-load") -> Any:
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.sql.adaptive.enabled", "true")
         .config("spark.python.worker.reuse", "true")
+        # a Python worker that starts slowly on a loaded machine (imports take seconds) is not
+        # "failed to connect back" after the default 15 s
+        .config("spark.python.authenticate.socketTimeout", "120s")
         .config("spark.executorEnv.PYSPARK_PYTHON", python)
         .getOrCreate()
     )

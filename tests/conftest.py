@@ -41,3 +41,44 @@ def shared_broker(tmp_path_factory):
             b.stop()
         except TimeoutError:
             b.kill()
+
+
+# -- Spark: one shared session for tests/bench and tests/spark (tests/harness/spark.py) ----------
+
+
+@pytest.fixture(scope="session")
+def spark_holder():
+    from tests.harness.spark import HOLDERS, INSTALL_HINT, SparkHolder, bench_on_path
+
+    try:
+        import pyspark  # noqa: F401
+    except ImportError as e:
+        pytest.fail(f"{e.name} is missing: {INSTALL_HINT}")
+    bench_on_path()
+    import spark_load
+
+    spark_load.check_java()
+    holder = SparkHolder()
+    HOLDERS.append(holder)
+    yield holder
+    HOLDERS.remove(holder)
+    if holder.session is not None:
+        holder.discard()
+
+
+@pytest.fixture
+def spark(spark_holder):
+    return spark_holder.get()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Any failure of a test that used Spark, in its set-up, call or tear-down, poisons the
+    session for the tests after it."""
+    report = yield
+    if report.failed and "spark_holder" in getattr(item, "fixturenames", ()):
+        from tests.harness.spark import HOLDERS
+
+        for holder in HOLDERS:
+            holder.poisoned = True
+    return report

@@ -24,6 +24,8 @@ LAYER = {
     "admin": 3,
     "server": 3,
     "cli": 3,
+    # the PySpark data source: a client-side component, only pyspark/confluent-kafka
+    "spark": 3,
 }
 
 

@@ -1,0 +1,422 @@
+"""``KafkaDataSource``: kafkalite (or any Kafka) as a PySpark Python data source, batch and
+streaming, reader and writer, with the options and schema of Spark's Kafka connector.
+
+    from kafkalite.spark import KafkaDataSource
+    spark.dataSource.register(KafkaDataSource)
+    df = (spark.read.format("kafkalite")
+          .option("kafka.bootstrap.servers", "127.0.0.1:9092")
+          .option("subscribe", "events").load())
+
+Planning (partitions, offsets) runs on the driver; each Spark task reads one offset range of
+one Kafka partition and hands Spark pyarrow record batches, or produces the record batches of
+its rows. The streaming reader keeps its offsets in Spark's checkpoint (Spark's
+KafkaSourceOffset JSON: ``{"topic": {"0": 42}}``), so a restarted query resumes where the last
+committed micro-batch ended.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    DataSourceStreamArrowWriter,
+    DataSourceStreamReader,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    DataType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from . import options as opt
+from .kafka import (
+    DEFAULT_POLL_TIMEOUT_S,
+    DataLossError,
+    KafkaError,
+    OffsetReader,
+    TaskProducer,
+    data_loss_message,
+    read_range,
+    resolve,
+)
+from .options import EARLIEST, LATEST, OffsetRange, OffsetSpec, OptionError, TopicPartition
+
+log = logging.getLogger(__name__)
+
+HEADERS_TYPE = ArrayType(
+    StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+)
+
+
+def read_schema(include_headers: bool) -> StructType:
+    """Spark's Kafka source schema."""
+    fields = [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("timestampType", IntegerType()),
+    ]
+    if include_headers:
+        fields.append(StructField("headers", HEADERS_TYPE))
+    return StructType(fields)
+
+
+class KafkaDataSource(DataSource):
+    """``format("kafkalite")``: Spark's Kafka source and sink options (see
+    kafkalite.spark.options), over confluent-kafka."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "kafkalite"
+
+    def schema(self) -> StructType:
+        return read_schema(opt.get_bool(self.options, "includeHeaders", False))
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return KafkaBatchReader(dict(self.options), schema)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return KafkaStreamReader(dict(self.options), schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
+        return KafkaBatchWriter(dict(self.options), schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:
+        return KafkaStreamWriter(dict(self.options), schema)
+
+
+# ------------------------------------------------------------------------------ reading
+
+
+class KafkaInputPartition(InputPartition):
+    """One Spark task: the records [start, end) of one Kafka partition."""
+
+    def __init__(self, r: OffsetRange) -> None:
+        super().__init__(r)
+        self.range = r
+
+
+class _ReaderBase:
+    """What the batch and streaming readers share: options, the driver's offset reader (not
+    pickled to the executors), resolving offset specs, reading a range."""
+
+    streaming = False
+
+    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
+        self.options = dict(options)
+        self.schema = schema
+        self.params = opt.kafka_params(options)
+        self.subscription = opt.subscription(options)
+        self.fail_on_data_loss = opt.get_bool(options, "failOnDataLoss", True)
+        self.min_partitions = opt.get_positive_int(options, "minPartitions")
+        self.strategy = opt.by_timestamp_strategy(options)
+        poll_ms = opt.get_positive_int(options, "kafkaConsumer.pollTimeoutMs")
+        self.poll_timeout_s = poll_ms / 1000 if poll_ms else DEFAULT_POLL_TIMEOUT_S
+        self.starting = opt.offset_spec(options, "starting", streaming=self.streaming)
+        self._offset_reader: OffsetReader | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_offset_reader"] = None
+        return state
+
+    @property
+    def offset_reader(self) -> OffsetReader:
+        if self._offset_reader is None:
+            self._offset_reader = OffsetReader(self.params)
+        return self._offset_reader
+
+    def close(self) -> None:
+        if self._offset_reader is not None:
+            self._offset_reader.close()
+            self._offset_reader = None
+
+    def current_partitions(self) -> list[TopicPartition]:
+        return self.subscription.select(self.offset_reader.partition_counts())
+
+    def resolve_spec(
+        self,
+        spec: OffsetSpec,
+        partitions: Sequence[TopicPartition],
+        marks: Mapping[TopicPartition, tuple[int, int]],
+        *,
+        ending: bool,
+    ) -> dict[TopicPartition, int]:
+        """Concrete offsets of ``spec`` for ``partitions`` (Spark's rules: per-partition JSON
+        must name exactly the partitions read; no record at or after an ending timestamp means
+        the latest offset)."""
+        latest = {tp: marks[tp][1] for tp in partitions}
+        if spec.kind == "earliest":
+            return {tp: marks[tp][0] for tp in partitions}
+        if spec.kind == "latest":
+            return latest
+        if spec.kind == "offsets":
+            given = spec.offsets or {}
+            self._check_named(given, partitions, "Offsets")
+            return resolve({tp: given[tp] for tp in partitions}, marks)
+        if spec.kind == "timestamp":
+            timestamps = {tp: spec.timestamp or 0 for tp in partitions}
+        else:
+            given = spec.timestamps or {}
+            self._check_named(given, partitions, "OffsetsByTimestamp")
+            timestamps = {tp: given[tp] for tp in partitions}
+        strategy = "latest" if ending else self.strategy
+        return self.offset_reader.offsets_for_times(timestamps, strategy=strategy, latest=latest)
+
+    @staticmethod
+    def _check_named(given: Mapping[TopicPartition, int], partitions: Sequence[TopicPartition],
+                     what: str) -> None:  # fmt: skip
+        if set(given) != set(partitions):
+            names = sorted(f"{tp.topic}-{tp.partition}" for tp in partitions)
+            raise OptionError(
+                f"if the {what} options name specific partitions they must name every partition "
+                f"read ({', '.join(names)}); use -1 for latest, -2 for earliest"
+            )
+
+    def data_loss(self, what: str) -> None:
+        if self.fail_on_data_loss:
+            raise DataLossError(data_loss_message(what))
+        log.warning(data_loss_message(what))
+
+    def checked_range(
+        self, tp: TopicPartition, start: int, end: int, low: int
+    ) -> OffsetRange | None:
+        """The range to read, after the data-loss rules: a start below the log start loses the
+        records in between (fail, or read from the log start); an end before the start means
+        the partition was recreated or truncated (fail, or skip)."""
+        if start < low:
+            self.data_loss(
+                f"offsets {start} to {low} of {tp.topic}-{tp.partition} are below its log start "
+                f"offset {low}"
+            )
+            start = low
+        if end < start:
+            self.data_loss(f"{tp.topic}-{tp.partition}: the end offset {end} is before {start}")
+            return None
+        return OffsetRange(tp.topic, tp.partition, start, end)
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        r = getattr(partition, "range", None)
+        if r is None:  # Spark plans one empty partition when there is nothing to read
+            return
+        arrow_schema = to_arrow_schema(self.schema, timezone="UTC")
+        yield from read_range(
+            r,
+            self.params,
+            arrow_schema,
+            fail_on_data_loss=self.fail_on_data_loss,
+            poll_timeout_s=self.poll_timeout_s,
+        )
+
+
+class KafkaBatchReader(_ReaderBase, DataSourceReader):
+    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
+        super().__init__(options, schema)
+        self.ending = opt.offset_spec(options, "ending", streaming=False)
+
+    def partitions(self) -> Sequence[InputPartition]:
+        try:
+            tps = self.current_partitions()
+            marks = self.offset_reader.watermarks(tps)
+            start = self.resolve_spec(self.starting, tps, marks, ending=False)
+            end = self.resolve_spec(self.ending, tps, marks, ending=True)
+        finally:
+            self.close()
+        ranges = []
+        for tp in tps:
+            if start[tp] > end[tp]:
+                raise OptionError(
+                    f"the starting offset {start[tp]} of {tp.topic}-{tp.partition} is after its "
+                    f"ending offset {end[tp]}"
+                )
+            checked = self.checked_range(tp, start[tp], end[tp], marks[tp][0])
+            if checked is not None:
+                ranges.append(checked)
+        return [KafkaInputPartition(r) for r in opt.split_ranges(ranges, self.min_partitions)]
+
+
+class KafkaStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Micro-batch reader. An offset is Spark's KafkaSourceOffset JSON; partitions that appear
+    later (a topic gains partitions, a new topic matches the pattern) are read from their
+    earliest offset, as Spark does."""
+
+    streaming = True
+
+    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
+        opt.check_streaming_options(options)
+        super().__init__(options, schema)
+        self.max_offsets = opt.get_positive_int(options, "maxOffsetsPerTrigger")
+        self.available_now: dict[TopicPartition, int] | None = None
+        self.latest_seen: dict[TopicPartition, int] | None = None
+
+    def initialOffset(self) -> dict:
+        tps = self.current_partitions()
+        marks = self.offset_reader.watermarks(tps)
+        return opt.offsets_to_json(self.resolve_spec(self.starting, tps, marks, ending=False))
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxRows(self.max_offsets) if self.max_offsets else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        tps = self.current_partitions()
+        self.available_now = {
+            tp: high for tp, (_, high) in self.offset_reader.watermarks(tps).items()
+        }
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        begin = opt.offsets_from_json(start)
+        tps = self.current_partitions()
+        marks = self.offset_reader.watermarks(tps)
+        latest = {tp: marks[tp][1] for tp in tps}
+        if self.available_now is not None:
+            latest = {tp: min(v, self.available_now.get(tp, begin.get(tp, marks[tp][0])))
+                      for tp, v in latest.items()}  # fmt: skip
+        self.latest_seen = dict(latest)
+        if isinstance(limit, ReadMaxRows):
+            from_offsets = {tp: begin.get(tp, marks[tp][0]) for tp in tps}
+            latest = opt.rate_limit(from_offsets, latest, limit.max_rows)
+        # a partition that vanished keeps its offset: partitions() reports the loss
+        end = {**{tp: o for tp, o in begin.items() if tp not in latest}, **latest}
+        return opt.offsets_to_json(end)
+
+    def reportLatestOffset(self) -> dict | None:
+        return None if self.latest_seen is None else opt.offsets_to_json(self.latest_seen)
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        begin = opt.offsets_from_json(start)
+        until = opt.offsets_from_json(end)
+        counts = self.offset_reader.partition_counts()
+        existing = [tp for tp in until if tp.partition < counts.get(tp.topic, 0)]
+        marks = self.offset_reader.watermarks(existing)
+        ranges = []
+        for tp, end_offset in until.items():
+            if tp not in marks:
+                self.data_loss(f"{tp.topic}-{tp.partition} is gone (topic deleted?)")
+                continue
+            low = marks[tp][0]
+            checked = self.checked_range(tp, begin.get(tp, low), end_offset, low)
+            if checked is not None:
+                ranges.append(checked)
+        return [KafkaInputPartition(r) for r in opt.split_ranges(ranges, self.min_partitions)]
+
+    def commit(self, end: dict) -> None:
+        """Nothing to do: Spark's checkpoint holds the offsets (Kafka's group offsets are not
+        used, as with Spark's own Kafka source)."""
+
+    def stop(self) -> None:
+        self.close()
+
+
+# ------------------------------------------------------------------------------ writing
+
+
+@dataclass
+class KafkaCommitMessage(WriterCommitMessage):
+    records: int
+
+
+def check_write_schema(schema: StructType, topic_option: str | None) -> None:
+    """Spark's KafkaWriter.validateQuery: the columns a write may have, and their types."""
+    fields = {f.name.lower(): f.dataType for f in schema.fields}
+
+    def check(name: str, allowed: tuple[type[DataType], ...], what: str) -> None:
+        if name in fields and not isinstance(fields[name], allowed):
+            raise OptionError(
+                f"{name} attribute type must be {what}, got {fields[name].simpleString()}"
+            )
+
+    if "value" not in fields:
+        raise OptionError("Required attribute 'value' not found")
+    check("value", (StringType, BinaryType), "a string or binary")
+    check("key", (StringType, BinaryType), "a string or binary")
+    check("topic", (StringType,), "a string")
+    check("partition", (IntegerType,), "an int")
+    if "headers" in fields and fields["headers"] != HEADERS_TYPE:
+        raise OptionError(f"headers attribute type must be {HEADERS_TYPE.simpleString()}")
+    if topic_option is None and "topic" not in fields:
+        raise OptionError(
+            "topic option required when no 'topic' attribute is present. Use the topic option "
+            "for setting a topic."
+        )
+
+
+class _WriterBase:
+    """Each task produces its rows with an idempotent producer and waits for every
+    acknowledgement; a delivery error (the Kafka error named) fails the task.
+
+    At least once: Spark retries a failed task (or re-runs a micro-batch after a restart) with
+    all its rows, and the records the failed attempt had written stay written. Exactly once
+    needs a transactional producer per task attempt; the broker has no transaction coordinator
+    yet (see README, "What does not work yet"), and TaskProducer.begin/commit/abort are where the
+    transaction calls go."""
+
+    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
+        self.params = opt.kafka_params(options)
+        if "transactional.id" in self.params:
+            raise OptionError(
+                "Kafka option 'transactional.id' is not supported yet: kafkalite has no "
+                "transaction coordinator, writes are at least once"
+            )
+        self.topic = opt.get(options, "topic")
+        check_write_schema(schema, self.topic)
+
+    def write(self, iterator: Iterator[Any]) -> KafkaCommitMessage:
+        producer = TaskProducer(self.params)
+        producer.begin()
+        try:
+            for batch in iterator:
+                producer.produce_batch(batch, self.topic)
+            return KafkaCommitMessage(producer.commit())
+        except BaseException:
+            producer.abort()
+            raise
+
+
+class KafkaBatchWriter(_WriterBase, DataSourceArrowWriter):
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        pass
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        pass
+
+
+class KafkaStreamWriter(_WriterBase, DataSourceStreamArrowWriter):
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        pass
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        pass
+
+
+__all__ = [
+    "EARLIEST",
+    "LATEST",
+    "KafkaDataSource",
+    "KafkaError",
+    "read_schema",
+]
