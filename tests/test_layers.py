@@ -24,6 +24,7 @@ LAYER = {
     "admin": 3,
     "server": 3,
     "cli": 3,
+    "testing": 3,
 }
 
 
