@@ -154,6 +154,11 @@ class Helpers:
             )
         )
 
+    async def apartitions(
+        self, topic: str, *, timeout: float = 30.0
+    ) -> dict[int, _ops.PartitionState]:
+        return await self._arun(_ops.partitions(self.bootstrap_servers, topic, timeout=timeout))
+
     async def aconsume_all(self, topic: str, *, timeout: float = 30.0) -> list[_ops.Message]:
         return await self._arun(_ops.consume_all(self.bootstrap_servers, topic, timeout=timeout))
 

@@ -54,26 +54,30 @@ def _settings(values: Mapping[str, Any] | None) -> dict[str, str]:
 
 
 def quiet_logging(level: str) -> None:
-    """structlog's default (every line, debug included, printed to stdout) is too loud for a
-    broker inside a test run: unless the application configured structlog itself, lines below
-    ``log.level`` are dropped and the rest go to stderr (pytest shows them for failed tests)."""
+    """structlog's default prints every line, debug included, to stdout: too loud for brokers
+    inside a test run. Unless the application configured structlog itself, lines below
+    ``log.level`` logged from the brokers' threads (named ``kafkalite-*``) are dropped;
+    everything else, the test's own logging included, is left as structlog's defaults have it
+    (``structlog.testing.capture_logs`` keeps working)."""
     import logging
+    import threading
 
     import structlog
 
     if structlog.is_configured():
         return
-    structlog.configure(
-        processors=[
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,
-            structlog.dev.ConsoleRenderer(colors=False),
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
-        cache_logger_on_first_use=True,
-    )
+    threshold = logging.getLevelName(level.upper())
+    if not isinstance(threshold, int):
+        threshold = logging.WARNING
+
+    def drop_quiet_broker_lines(logger: Any, method_name: str, event_dict: Any) -> Any:
+        if threading.current_thread().name.startswith("kafkalite-"):
+            severity = logging.getLevelName(method_name.upper().replace("EXCEPTION", "ERROR"))
+            if isinstance(severity, int) and severity < threshold:
+                raise structlog.DropEvent
+        return event_dict
+
+    structlog.configure(processors=[drop_quiet_broker_lines, *structlog.get_config()["processors"]])
 
 
 class Broker(Helpers):
