@@ -430,9 +430,12 @@ class Cluster(Helpers):
 
         self._run(stop(), timeout)
 
-    def isolate(self, broker_id: int, timeout: float = FAULT_TIMEOUT_S) -> None:
+    def isolate(
+        self, broker_id: int, timeout: float = FAULT_TIMEOUT_S, *, wait: bool = True
+    ) -> None:
         """Cut ``broker_id`` off from clients, the other brokers and the store; returns when the
-        others have replaced it (its session expired, new leaders elected)."""
+        others have replaced it (its session expired, new leaders elected), or at once with
+        ``wait=False``."""
         self._need_embedded("isolate")
         others = [b for b in self.broker_ids if b != broker_id]
 
@@ -440,7 +443,7 @@ class Cluster(Helpers):
             assert self.network is not None
             self.network.cut_between([broker_id], [*others, CLIENT])
             self._cut_from_store([broker_id])
-            if self._others([broker_id]):
+            if wait and self._others([broker_id]):
                 await self._wait_observed(
                     self._others([broker_id]),
                     self._gone([broker_id]),
@@ -450,7 +453,9 @@ class Cluster(Helpers):
 
         self._run(isolate(), timeout)
 
-    def partition(self, *sides: Iterable[int], timeout: float = FAULT_TIMEOUT_S) -> None:
+    def partition(
+        self, *sides: Iterable[int], timeout: float = FAULT_TIMEOUT_S, wait: bool = True
+    ) -> None:
         """Split the brokers into ``sides`` (a broker in none is on a side of its own). Links
         between sides are cut; the largest side (the first of equals) keeps the store, the
         others' sessions expire. Clients still reach every broker. Returns when the largest
@@ -469,7 +474,7 @@ class Cluster(Helpers):
                     self.network.cut_between(side, other)
             self._cut_from_store(minority)
             observers = [b for b in self.running_brokers if b in majority]
-            if observers and minority:
+            if wait and observers and minority:
                 await self._wait_observed(
                     observers, self._gone(minority), timeout, f"{sorted(minority)} cut off"
                 )
