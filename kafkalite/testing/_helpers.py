@@ -33,6 +33,11 @@ class Helpers:
 
     bootstrap_servers: str
 
+    @property
+    def helper_bootstrap(self) -> str:
+        """Where the helpers connect first (a cluster puts its reachable brokers first)."""
+        return self.bootstrap_servers
+
     def _run(self, coro: Any, timeout: float) -> Any:
         return client_loop().run(coro, timeout + 10)
 
@@ -55,7 +60,7 @@ class Helpers:
         """Create ``name`` and wait until each partition has a leader; returns the name."""
         return self._run(
             _ops.create_topic(
-                self.bootstrap_servers,
+                self.helper_bootstrap,
                 name,
                 partitions=partitions,
                 replication_factor=replication_factor,
@@ -78,7 +83,7 @@ class Helpers:
         partition in one batch; the first offset."""
         return self._run(
             _ops.produce(
-                self.bootstrap_servers,
+                self.helper_bootstrap,
                 topic,
                 list(values),
                 partition=partition,
@@ -90,7 +95,7 @@ class Helpers:
 
     def consume_all(self, topic: str, *, timeout: float = 30.0) -> list[_ops.Message]:
         """Every record of ``topic`` up to each partition's high watermark now."""
-        return self._run(_ops.consume_all(self.bootstrap_servers, topic, timeout=timeout), timeout)
+        return self._run(_ops.consume_all(self.helper_bootstrap, topic, timeout=timeout), timeout)
 
     def wait_for_leaders(
         self,
@@ -103,14 +108,14 @@ class Helpers:
         ``full_isr`` also its whole replica set in the ISR); their states."""
         return self._run(
             _ops.wait_for_leaders(
-                self.bootstrap_servers, topics, timeout=timeout, full_isr=full_isr, not_on=not_on
+                self.helper_bootstrap, topics, timeout=timeout, full_isr=full_isr, not_on=not_on
             ),
             timeout,
         )
 
     def partitions(self, topic: str, *, timeout: float = 30.0) -> dict[int, _ops.PartitionState]:
         """Leader, replicas and ISR of each partition of ``topic``."""
-        return self._run(_ops.partitions(self.bootstrap_servers, topic, timeout=timeout), timeout)
+        return self._run(_ops.partitions(self.helper_bootstrap, topic, timeout=timeout), timeout)
 
     # -- awaitable twins (for async tests: the caller's loop keeps running) --
 
@@ -125,7 +130,7 @@ class Helpers:
     ) -> str:
         return await self._arun(
             _ops.create_topic(
-                self.bootstrap_servers,
+                self.helper_bootstrap,
                 name,
                 partitions=partitions,
                 replication_factor=replication_factor,
@@ -145,7 +150,7 @@ class Helpers:
     ) -> int:
         return await self._arun(
             _ops.produce(
-                self.bootstrap_servers,
+                self.helper_bootstrap,
                 topic,
                 list(values),
                 partition=partition,
@@ -157,10 +162,10 @@ class Helpers:
     async def apartitions(
         self, topic: str, *, timeout: float = 30.0
     ) -> dict[int, _ops.PartitionState]:
-        return await self._arun(_ops.partitions(self.bootstrap_servers, topic, timeout=timeout))
+        return await self._arun(_ops.partitions(self.helper_bootstrap, topic, timeout=timeout))
 
     async def aconsume_all(self, topic: str, *, timeout: float = 30.0) -> list[_ops.Message]:
-        return await self._arun(_ops.consume_all(self.bootstrap_servers, topic, timeout=timeout))
+        return await self._arun(_ops.consume_all(self.helper_bootstrap, topic, timeout=timeout))
 
     async def await_for_leaders(
         self,
@@ -171,6 +176,6 @@ class Helpers:
     ) -> dict[Any, _ops.PartitionState]:
         return await self._arun(
             _ops.wait_for_leaders(
-                self.bootstrap_servers, topics, timeout=timeout, full_isr=full_isr, not_on=not_on
+                self.helper_bootstrap, topics, timeout=timeout, full_isr=full_isr, not_on=not_on
             )
         )

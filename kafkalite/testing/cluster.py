@@ -138,6 +138,20 @@ class Cluster(Helpers):
     def bootstrap_servers(self) -> str:
         return ",".join(f"127.0.0.1:{self._proxy_port(b)}" for b in self.broker_ids)
 
+    @property
+    def helper_bootstrap(self) -> str:
+        """Running brokers a client can reach first (not frozen, not cut off), then the rest."""
+        network = self.network
+        reachable = [
+            b
+            for b in self.running_brokers
+            if network is not None
+            and not network.is_cut(CLIENT, b)
+            and network.link(CLIENT, b).flowing.is_set()
+        ]
+        rest = [b for b in self.broker_ids if b not in reachable]
+        return self.bootstrap_of(*reachable, *rest)
+
     def bootstrap_of(self, *broker_ids: int) -> str:
         return ",".join(f"127.0.0.1:{self._proxy_port(b)}" for b in broker_ids)
 
