@@ -245,7 +245,12 @@ class KafkaServer:
         """The HTTP admin API on admin.listener (kafkalite/admin/); empty = disabled."""
         if not self.config.admin_listener:
             return
-        from kafkalite.admin.app import AdminServer
+        # aiohttp and the admin app take 0.2-0.5 s to import: in a worker thread, so that the
+        # loop serves the first clients meanwhile (the broker is ready before the admin API)
+        import importlib
+
+        admin_app = await asyncio.to_thread(importlib.import_module, "kafkalite.admin.app")
+        AdminServer = admin_app.AdminServer  # noqa: N806
 
         self.admin_server = AdminServer(self, self.config.admin_listener)
         with _logged("admin API start-up"):
