@@ -57,4 +57,5 @@ def main() -> None:
     raise SystemExit(serve(config, exit_when_stopped=True))
 
 
-main()
+if __name__ == "__main__":
+    main()
