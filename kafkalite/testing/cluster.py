@@ -140,12 +140,15 @@ class Cluster(Helpers):
 
     @property
     def helper_bootstrap(self) -> str:
-        """Running brokers a client can reach first (not frozen, not cut off), then the rest."""
+        """Running brokers a client can reach first (not frozen, not cut off from clients, nor
+        from the store: a broker on the minority side of a partition answers stale metadata),
+        then the rest."""
         network = self.network
         reachable = [
             b
             for b in self.running_brokers
             if network is not None
+            and b not in self._off_store
             and not network.is_cut(CLIENT, b)
             and network.link(CLIENT, b).flowing.is_set()
         ]
