@@ -367,10 +367,29 @@ class Broker(Helpers):
         if not self.subprocess or self.process is None:
             raise RuntimeError("pause() needs a broker started with subprocess=True")
         self.process.send_signal(signal.SIGSTOP)
+        self._wait_for_state(stopped=True)
 
     def resume(self) -> None:
         if self.process is not None:
             self.process.send_signal(signal.SIGCONT)
+            self._wait_for_state(stopped=False)
+
+    def _wait_for_state(self, *, stopped: bool, timeout: float = 10.0) -> None:
+        """Signals are delivered asynchronously: wait until the kernel shows the process
+        stopped (or running again). Linux only (/proc); elsewhere returns at once."""
+        assert self.process is not None
+        stat = Path(f"/proc/{self.process.pid}/stat")
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                state = stat.read_text().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                return
+            if (state in ("T", "t")) == stopped:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"broker process still in state {state} after {timeout} s")
+            time.sleep(0.001)  # the interval of reading the state, not a synchronisation
 
     def log_tail(self, lines: int = 40) -> str:
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import urllib.request
 import uuid
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -124,6 +125,13 @@ def test_subprocess_broker_with_kafka_python_and_kill():
             consumer.close()
         assert got == [b"from kafka-python"]
         assert broker.admin_url is not None
+
+        broker.pause()  # SIGSTOP: a frozen broker, its sockets still open
+        state = Path(f"/proc/{broker.process.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        assert state == "T"
+        broker.resume()
+        assert broker.produce(topic, [b"after the pause"]) == 1
+
         broker.kill()
         assert broker.process.returncode == -9
 
