@@ -39,6 +39,7 @@ How faults map to what a ZooKeeper-mode Kafka cluster lives through:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import tempfile
@@ -51,7 +52,7 @@ from typing import Any
 from ._helpers import Helpers
 from ._loop import LoopThread
 from .broker import TEST_DEFAULTS, _settings, quiet_logging
-from .proxy import CLIENT, ProxyNetwork
+from .proxy import CLIENT, ProxyNetwork, RawProxy
 
 START_TIMEOUT_S = 60.0
 FAULT_TIMEOUT_S = 60.0
@@ -107,6 +108,7 @@ class Cluster(Helpers):
         config: Mapping[str, Any] | None = None,
         *,
         zookeeper_connect: str | None = None,
+        subprocess: bool = False,
         data_dir: str | os.PathLike[str] | None = None,
         keep_data: bool = False,
         admin: bool = True,
@@ -115,6 +117,13 @@ class Cluster(Helpers):
     ) -> None:
         if brokers < 1:
             raise ValueError("brokers: at least 1")
+        if subprocess and not zookeeper_connect:
+            raise ValueError(
+                "subprocess=True needs zookeeper_connect: brokers in several processes share "
+                "their coordination store through a ZooKeeper (the embedded store lives in "
+                "one process)"
+            )
+        self.subprocess = subprocess
         self.broker_ids = list(range(1, brokers + 1))
         self.zookeeper_connect = zookeeper_connect
         self.keep_data = keep_data or data_dir is not None
@@ -124,7 +133,9 @@ class Cluster(Helpers):
         self.session_timeout_ms = session_timeout_ms
         self.start_timeout = start_timeout
         self.overrides = _settings(config)
-        self.servers: dict[int, Any] = {}
+        self.servers: dict[int, Any] = {}  # in-process brokers: their KafkaServer
+        self.processes: dict[int, Any] = {}  # subprocess brokers: their testing.Broker
+        self._zookeeper_proxies: dict[int, RawProxy] = {}
         self.store: Any = None
         self.network: ProxyNetwork | None = None
         self._thread: LoopThread | None = None
@@ -178,7 +189,11 @@ class Cluster(Helpers):
 
     @property
     def running_brokers(self) -> list[int]:
-        return [b for b in self.broker_ids if b in self.servers]
+        return [
+            b
+            for b in self.broker_ids
+            if b in self.servers or (b in self.processes and self.processes[b].running)
+        ]
 
     def settings(self, broker_id: int) -> dict[str, str]:
         assert self.data_dir is not None and self.network is not None
@@ -197,6 +212,12 @@ class Cluster(Helpers):
         }
         if self.zookeeper_connect:
             settings["zookeeper.connect"] = self.zookeeper_connect
+            proxy = self._zookeeper_proxies.get(broker_id)
+            if proxy is not None:  # its own way to ZooKeeper, which faults can cut
+                from kafkalite.coord import parse_connect
+
+                chroot = parse_connect(self.zookeeper_connect)[1] or ""
+                settings["zookeeper.connect"] = f"127.0.0.1:{proxy.port}{chroot}"
         return settings
 
     # -- life cycle --
@@ -223,6 +244,15 @@ class Cluster(Helpers):
             from kafkalite.coord.embedded import EmbeddedStore
 
             self.store = EmbeddedStore(None, session_timeout_ms=self.session_timeout_ms)
+        else:
+            from kafkalite.coord import parse_connect
+
+            servers = parse_connect(self.zookeeper_connect)[0].split(",")
+            if len(servers) == 1:  # (an ensemble is reached directly: no store faults)
+                host, port = servers[0].rsplit(":", 1)
+                for broker_id in self.broker_ids:
+                    proxy = await RawProxy(host, int(port)).start()
+                    self._zookeeper_proxies[broker_id] = proxy
         await asyncio.gather(*(self._start_broker(b) for b in self.broker_ids))
         await self._wait_observed(
             self.broker_ids,
@@ -232,6 +262,9 @@ class Cluster(Helpers):
         )
 
     async def _start_broker(self, broker_id: int) -> None:
+        if self.subprocess:
+            await self._start_process(broker_id)
+            return
         from kafkalite.config import BrokerConfig
         from kafkalite.server import KafkaServer
 
@@ -260,8 +293,35 @@ class Cluster(Helpers):
         self.servers[broker_id] = server
         proxy.set_target(server.bound_endpoints[0].port)
 
+    async def _start_process(self, broker_id: int) -> None:
+        from .broker import Broker
+        from .proxy import free_port
+
+        broker = self.processes.get(broker_id)
+        if broker is None:
+            assert self.data_dir is not None
+            own = ("broker.id", "listeners", "log.dirs", "admin.listener", "log.level")
+            overrides = {k: v for k, v in self.settings(broker_id).items() if k not in own}
+            broker = Broker(
+                overrides,
+                broker_id=broker_id,
+                subprocess=True,
+                data_dir=self.data_dir / f"broker-{broker_id}",
+                admin=self.admin,
+                start_timeout=self.start_timeout,
+            )
+            # a port known before it starts: the controller reaches it through its proxy
+            # while it starts
+            broker.port = free_port()
+            self.processes[broker_id] = broker
+        assert self.network is not None
+        self.network.proxies[broker_id].set_target(broker.port)
+        await asyncio.to_thread(broker.start)
+
     def stop(self) -> None:
-        """Stop every broker (clean shutdowns), the proxies and the loop; data stays."""
+        """Stop every broker, the proxies and the loop; data stays. In-process brokers stop
+        without a controlled shutdown (logs flushed, checkpoints written); subprocess brokers
+        are killed."""
         if self._thread is None:
             return
         try:
@@ -279,14 +339,23 @@ class Cluster(Helpers):
             self.network.heal()
         self._resume_store(list(self._off_store))
         servers, self.servers = self.servers, {}
+        processes, self.processes = self.processes, {}
         # all at once and without moving leaderships first: the whole cluster goes (each
         # broker still flushes its logs and writes its checkpoints)
         await asyncio.gather(
             *(server.shutdown(controlled=False) for server in servers.values()),
             return_exceptions=True,
         )
+        # processes are killed: SIGTERM to all would have each controlled shutdown wait for a
+        # controller that is stopping too (10 s and more); their data is left as after a crash
+        for broker in processes.values():
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(broker.kill)
+                await asyncio.to_thread(broker.close)
         if self.network is not None:
             await self.network.close()
+        for proxy in self._zookeeper_proxies.values():
+            await proxy.close()
         if self.store is not None:
             await self.store.close()
 
@@ -381,7 +450,7 @@ class Cluster(Helpers):
 
             def agreed(view: ClusterView) -> bool:
                 found.append(view.controller)
-                return view.controller in self.servers
+                return view.controller in self.running_brokers
 
             await self._wait_observed(self.running_brokers, agreed, timeout, "a controller")
             return found[-1]
@@ -396,8 +465,18 @@ class Cluster(Helpers):
         self._run(self._kill(broker_id, timeout), timeout)
 
     async def _kill(self, broker_id: int, timeout: float) -> None:
-        server = self.servers.pop(broker_id)
         assert self.network is not None
+        if self.subprocess:
+            # SIGKILL: its ZooKeeper session expires after the session timeout, as it would
+            self.network.proxies[broker_id].set_target(None)
+            await asyncio.to_thread(self.processes[broker_id].kill)
+            others = self._others([broker_id])
+            if others:
+                await self._wait_observed(
+                    others, self._gone([broker_id]), timeout, f"broker {broker_id} gone"
+                )
+            return
+        server = self.servers.pop(broker_id)
         self.network.proxies[broker_id].set_target(None)
         handle = self._paused.pop(broker_id, None)
         if handle is not None:
@@ -421,7 +500,7 @@ class Cluster(Helpers):
         self._run(self._restart(broker_id, timeout), timeout)
 
     async def _restart(self, broker_id: int, timeout: float) -> None:
-        if broker_id in self.servers:
+        if broker_id in self.running_brokers:
             raise RuntimeError(f"broker {broker_id} is running")
         await self._start_broker(broker_id)
         await self._wait_observed(
@@ -435,8 +514,10 @@ class Cluster(Helpers):
         """A clean stop of one broker (controlled shutdown first, as SIGTERM)."""
 
         async def stop() -> None:
-            server = self.servers.pop(broker_id)
-            await server.shutdown()
+            if self.subprocess:
+                await asyncio.to_thread(self.processes[broker_id].stop)  # SIGTERM
+            else:
+                await self.servers.pop(broker_id).shutdown()
             assert self.network is not None
             self.network.proxies[broker_id].set_target(None)
             others = self._others([broker_id])
@@ -453,7 +534,7 @@ class Cluster(Helpers):
         """Cut ``broker_id`` off from clients, the other brokers and the store; returns when the
         others have replaced it (its session expired, new leaders elected), or at once with
         ``wait=False``."""
-        self._need_embedded("isolate")
+        self._need_store_control("isolate")
         others = [b for b in self.broker_ids if b != broker_id]
 
         async def isolate() -> None:
@@ -477,7 +558,7 @@ class Cluster(Helpers):
         between sides are cut; the largest side (the first of equals) keeps the store, the
         others' sessions expire. Clients still reach every broker. Returns when the largest
         side has replaced the others."""
-        self._need_embedded("partition")
+        self._need_store_control("partition")
         groups = [set(side) for side in sides]
         placed = set().union(*groups) if groups else set()
         groups += [{b} for b in self.broker_ids if b not in placed]
@@ -503,9 +584,9 @@ class Cluster(Helpers):
         every running broker again."""
 
         async def heal() -> None:
-            for handle in self._paused.values():
+            for broker_id, handle in list(self._paused.items()):
                 handle.cancel()
-            self._paused.clear()
+                self._unpause(broker_id)
             assert self.network is not None
             self.network.heal()
             self._resume_store(list(self._off_store))
@@ -523,12 +604,16 @@ class Cluster(Helpers):
         is cut off from the store (expiring after the session timeout); then it resumes as it
         was, a zombie if it was replaced meanwhile. Returns once frozen; ``resume`` ends it
         early, ``heal`` too."""
-        self._need_embedded("pause")
+        if not self.subprocess:
+            self._need_store_control("pause")
 
         async def pause() -> None:
             assert self.network is not None
-            self.network.hold(broker_id)
-            self._cut_from_store([broker_id])
+            if self.subprocess:  # a real freeze: SIGSTOP
+                await asyncio.to_thread(self.processes[broker_id].pause)
+            else:
+                self.network.hold(broker_id)
+                self._cut_from_store([broker_id])
             loop = asyncio.get_running_loop()
             old = self._paused.pop(broker_id, None)
             if old is not None:
@@ -548,6 +633,10 @@ class Cluster(Helpers):
 
     def _unpause(self, broker_id: int) -> None:
         self._paused.pop(broker_id, None)
+        broker = self.processes.get(broker_id)
+        if broker is not None:
+            broker.resume()  # SIGCONT (it waits for the kernel to show it running: short)
+            return
         if self.network is not None:
             self.network.release(broker_id)
         self._resume_store([broker_id])
@@ -564,6 +653,9 @@ class Cluster(Helpers):
     def fail_log_dir(self, broker_id: int, timeout: float = FAULT_TIMEOUT_S) -> None:
         """Fail the broker's log dir as an I/O error would; returns when no broker names it
         leader of a partition any more (the controller moved them, or they are offline)."""
+
+        if self.subprocess:
+            raise NotImplementedError("fail_log_dir needs the brokers in this process")
 
         async def fail() -> None:
             import errno
@@ -621,9 +713,20 @@ class Cluster(Helpers):
                 "store (a Cluster without zookeeper_connect)"
             )
 
+    def _need_store_control(self, what: str) -> None:
+        if self.store is None and not self._zookeeper_proxies:
+            raise NotImplementedError(
+                f"{what} cuts brokers off the coordination store: it needs the embedded store "
+                "or a single ZooKeeper server (an ensemble is reached directly)"
+            )
+
     def _cut_from_store(self, broker_ids: Iterable[int]) -> None:
         for broker_id in broker_ids:
             self._off_store.add(broker_id)
+            if broker_id in self._zookeeper_proxies:
+                # its ZooKeeper connections reset and refused: the server expires the session
+                self._zookeeper_proxies[broker_id].set_cut(True)
+                continue
             server = self.servers.get(broker_id)
             if server is not None and server.session is not None:
                 try:
@@ -634,6 +737,8 @@ class Cluster(Helpers):
     def _resume_store(self, broker_ids: Iterable[int]) -> None:
         for broker_id in broker_ids:
             self._off_store.discard(broker_id)
+            if broker_id in self._zookeeper_proxies:
+                self._zookeeper_proxies[broker_id].set_cut(False)
             view = self._views.get(broker_id)
             if view is not None and self.store is not None:
                 for session_id in view.session_ids:

@@ -254,3 +254,78 @@ class _Connection:
         for writer in (self.writer, self.upstream):
             if writer is not None and not writer.is_closing():
                 writer.transport.abort()
+
+
+class RawProxy:
+    """A plain TCP forwarder (no protocol knowledge): a broker's own way to its ZooKeeper, so
+    that the broker can be cut off from the store (``cut``: connections reset, new ones closed
+    at once) while everything else still reaches it."""
+
+    def __init__(self, target_host: str, target_port: int, host: str = "127.0.0.1") -> None:
+        self.target_host = target_host
+        self.target_port = target_port
+        self.host = host
+        self.port = 0
+        self.cut = False
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+
+    async def start(self) -> RawProxy:
+        self._server = await asyncio.start_server(self._accept, self.host, 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    def set_cut(self, cut: bool) -> None:
+        self.cut = cut
+        if cut:
+            for writer in list(self._writers):
+                if not writer.is_closing():
+                    writer.transport.abort()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.cut:
+            writer.transport.abort()
+            return
+        try:
+            up_reader, up_writer = await asyncio.open_connection(self.target_host, self.target_port)
+        except OSError:
+            writer.transport.abort()
+            return
+        self._writers |= {writer, up_writer}
+
+        async def pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(ConnectionError, OSError):
+                while data := await source.read(_CHUNK):
+                    sink.write(data)
+                    await sink.drain()
+
+        try:
+            tasks = [
+                asyncio.create_task(pump(reader, up_writer)),
+                asyncio.create_task(pump(up_reader, writer)),
+            ]
+            _done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        finally:
+            for w in (writer, up_writer):
+                self._writers.discard(w)
+                if not w.is_closing():
+                    w.transport.abort()
+
+    async def close(self) -> None:
+        self.set_cut(True)
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(Exception):
+                await self._server.wait_closed()
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port free now (a broker that must be reachable before it says which port it got)."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]

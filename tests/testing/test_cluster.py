@@ -59,3 +59,39 @@ def test_leader_and_controller_failover_keep_every_acknowledged_record(cluster):
     states = cluster.wait_for_leaders(topic, full_isr=True)
     assert all(sorted(s.isr) == [1, 2, 3] for s in states.values())
     assert [m.value for m in cluster.consume_all(topic) if m.partition == 0] == written
+
+
+def test_subprocess_cluster_on_zookeeper_freezes_and_cuts_off_for_real(tmp_path):
+    """Brokers as `python -m kafkalite serve` processes: pause is SIGSTOP, and isolate cuts the
+    broker's own way to ZooKeeper (its session expires on the server)."""
+    with (
+        ZooKeeperServer(tmp_path / "zk") as zookeeper,
+        Cluster(
+            brokers=3,
+            zookeeper_connect=zookeeper.connect_string("/kafkalite"),
+            subprocess=True,
+            data_dir=tmp_path / "c",
+            admin=False,
+            session_timeout_ms=2000,
+        ) as cluster,
+    ):
+        assert sorted(b.process.pid > 0 for b in cluster.processes.values()) == [True] * 3
+        topic = cluster.create_topic("frozen", 1, 3, config={"min.insync.replicas": "2"})
+        cluster.produce(topic, [b"a"])
+
+        leader = cluster.partitions(topic)[0].leader
+        cluster.pause(leader, seconds=60)  # SIGSTOP: its ZooKeeper session expires
+        assert cluster.processes[leader].process.poll() is None
+        states = cluster.wait_for_leaders(topic, not_on=[leader])
+        assert leader not in next(iter(states.values())).isr
+        cluster.produce(topic, [b"b"])
+        cluster.resume(leader)  # SIGCONT: the zombie registers again and catches up
+        cluster.wait_for_leaders(topic, full_isr=True)
+
+        leader = cluster.partitions(topic)[0].leader
+        cluster.isolate(leader)  # returns once its session expired and another leads
+        assert cluster.partitions(topic)[0].leader != leader
+        cluster.produce(topic, [b"c"])
+        cluster.heal()
+        cluster.wait_for_leaders(topic, full_isr=True)
+        assert [m.value for m in cluster.consume_all(topic)] == [b"a", b"b", b"c"]
