@@ -12,7 +12,7 @@ from confluent_kafka import Producer
 
 from kafkalite.testing import Cluster
 
-SESSION_TIMEOUT_MS = 2500
+SESSION_TIMEOUT_MS = 3500  # the isolate test needs it well above its 1 s message timeout
 
 
 @pytest.fixture(scope="module")
