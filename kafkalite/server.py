@@ -139,8 +139,11 @@ def new_cluster_id() -> str:
 class KafkaServer:
     """One broker. `await startup()`, then `await shutdown()` (or `run()` until a signal)."""
 
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, *, store: Any = None) -> None:
+        """``store``: a coordination store to use instead of the one the config names (several
+        brokers of one process sharing an embedded store: ``kafkalite.testing.Cluster``)."""
         self.config = config
+        self._given_store = store
         self.broker_id = config.broker_id
         load_handlers()
         self.services = BrokerServices(config=config, broker_id=config.broker_id)
@@ -157,6 +160,7 @@ class KafkaServer:
         self._tasks: list[asyncio.Task[Any]] = []
         self._stopping = False
         self._replica_manager_stopped = False
+        self._skip_controlled_shutdown = False
         self.shutdown_requested = asyncio.Event()
 
     # ------------------------------------------------------------------ start-up
@@ -183,7 +187,7 @@ class KafkaServer:
                 except OSError as e:
                     raise StartupError(log_dir_problem(config.log_dir_list[0], e)) from None
             try:
-                self.store = open_store(
+                self.store = self._given_store or open_store(
                     config.zookeeper_connect,
                     None if config.zookeeper_connect else config.log_dir_list[0],
                     config.zookeeper_session_timeout_ms,
@@ -241,11 +245,25 @@ class KafkaServer:
         """The HTTP admin API on admin.listener (kafkalite/admin/); empty = disabled."""
         if not self.config.admin_listener:
             return
-        from kafkalite.admin.app import AdminServer
+        # aiohttp and the admin app take 0.2-0.5 s to import: in a worker thread, so that the
+        # loop serves the first clients meanwhile (the broker is ready before the admin API)
+        import importlib
+
+        admin_app = await asyncio.to_thread(importlib.import_module, "kafkalite.admin.app")
+        AdminServer = admin_app.AdminServer  # noqa: N806
 
         self.admin_server = AdminServer(self, self.config.admin_listener)
         with _logged("admin API start-up"):
             await self.admin_server.start()
+
+    @property
+    def admin_url(self) -> str | None:
+        """``http://host:port`` of the running admin API (its port resolved), else None."""
+        server = self.admin_server
+        if server is None or server.site is None or server.bound_port is None:
+            return None
+        host, _ = server.parse_url(server.url)
+        return f"http://{host or '127.0.0.1'}:{server.bound_port}"
 
     @property
     def bound_endpoints(self) -> list[Endpoint]:
@@ -633,10 +651,13 @@ class KafkaServer:
 
     # ------------------------------------------------------------------ shutdown
 
-    async def shutdown(self) -> None:
+    async def shutdown(self, *, controlled: bool = True) -> None:
+        """``controlled=False`` skips the controlled shutdown (leaderships are not moved
+        first), as a crashed broker would."""
         if self._stopping:
             return
         self._stopping = True
+        self._skip_controlled_shutdown = not controlled
         log.info("shutting down", broker_id=self.broker_id)
         watchdog = asyncio.get_running_loop().create_task(_report_slow_shutdown())
         try:
@@ -676,7 +697,7 @@ class KafkaServer:
         controlled.shutdown.max.retries attempts, controlled.shutdown.retry.backoff.ms apart;
         then the shutdown goes on regardless, as in Kafka."""
         config = self.config
-        if not config.controlled_shutdown_enable:
+        if not config.controlled_shutdown_enable or self._skip_controlled_shutdown:
             return
         epoch = self.services.extra.get("broker_epoch", -1)
         if self.replica_manager is not None:

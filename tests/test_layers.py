@@ -26,6 +26,7 @@ LAYER = {
     "cli": 3,
     # the PySpark data source: a client-side component, only pyspark/confluent-kafka
     "spark": 3,
+    "testing": 3,
 }
 
 

@@ -735,6 +735,10 @@ class LogManager:
             return
         self._handle_log_dir_failure(dir, cause)
 
+    def fail_log_dir(self, dir: str, cause: BaseException | None = None) -> None:
+        """Take ``dir`` offline as a failed I/O in it would (fault injection in tests)."""
+        self._handle_log_dir_failure(dir, cause)
+
     def _handle_log_dir_failure(self, dir: str, cause: BaseException | None) -> None:
         dir = str(Path(dir).resolve())
         if dir in self.offline_dirs:

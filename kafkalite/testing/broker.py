@@ -1,0 +1,399 @@
+"""``Broker``: one kafkalite broker for a test, in this process or as a subprocess.
+
+    with Broker(config={"num.partitions": 3}) as broker:
+        producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers})
+
+    async with Broker(subprocess=True) as broker:
+        ...
+
+In-process (the default) the broker runs on an event loop of its own in a daemon thread, so it
+serves synchronous and asynchronous tests alike; ``subprocess=True`` runs ``python -m kafkalite
+serve`` (a crash or a hang of the broker cannot take the test process with it; ``kill()`` is a
+real SIGKILL). Either way the broker listens on a port the OS chose (no race for a free port),
+keeps its data in a temporary directory removed at stop unless ``keep_data`` (or ``data_dir``
+given), and ``stop()`` then ``start()`` comes back on the same port and data.
+
+Defaults differ from a production broker only where a test gains time: no initial rebalance
+delay, one replica and one partition for ``__consumer_offsets``, the embedded coordination store
+without fsync, the admin API on a port of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import subprocess as subprocess_module
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ._helpers import Helpers
+from ._loop import LoopThread
+
+START_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 30.0
+
+TEST_DEFAULTS: dict[str, str] = {
+    "group.initial.rebalance.delay.ms": "0",
+    "offsets.topic.replication.factor": "1",
+    "offsets.topic.num.partitions": "1",
+    "log.level": "WARNING",
+}
+
+
+def _settings(values: Mapping[str, Any] | None) -> dict[str, str]:
+    return {
+        str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in (values or {}).items()
+    }
+
+
+def quiet_logging(level: str) -> None:
+    """structlog's default prints every line, debug included, to stdout: too loud for brokers
+    inside a test run. Unless the application configured structlog itself, lines below
+    ``log.level`` logged from the brokers' threads (named ``kafkalite-*``) are dropped;
+    everything else, the test's own logging included, is left as structlog's defaults have it
+    (``structlog.testing.capture_logs`` keeps working)."""
+    import logging
+    import threading
+
+    import structlog
+
+    if structlog.is_configured():
+        return
+    threshold = logging.getLevelName(level.upper())
+    if not isinstance(threshold, int):
+        threshold = logging.WARNING
+
+    def drop_quiet_broker_lines(logger: Any, method_name: str, event_dict: Any) -> Any:
+        if threading.current_thread().name.startswith("kafkalite-"):
+            severity = logging.getLevelName(method_name.upper().replace("EXCEPTION", "ERROR"))
+            if isinstance(severity, int) and severity < threshold:
+                raise structlog.DropEvent
+        return event_dict
+
+    structlog.configure(processors=[drop_quiet_broker_lines, *structlog.get_config()["processors"]])
+
+
+class Broker(Helpers):
+    """One broker. ``start()`` / ``stop()``, or use it as a (sync or async) context manager."""
+
+    def __init__(
+        self,
+        config: Mapping[str, Any] | None = None,
+        *,
+        broker_id: int = 0,
+        subprocess: bool = False,
+        data_dir: str | os.PathLike[str] | None = None,
+        keep_data: bool = False,
+        admin: bool = True,
+        start_timeout: float = START_TIMEOUT_S,
+    ) -> None:
+        self.broker_id = broker_id
+        self.subprocess = subprocess
+        self.keep_data = keep_data or data_dir is not None
+        self._own_dir = data_dir is None
+        self.data_dir = Path(data_dir) if data_dir is not None else None
+        self.admin = admin
+        self.start_timeout = start_timeout
+        self.overrides = _settings(config)
+        self.port: int | None = None
+        self.admin_port: int | None = None
+        self.server: Any = None  # the KafkaServer, in-process
+        self.process: subprocess_module.Popen[bytes] | None = None
+        self._thread: LoopThread | None = None
+
+    # -- what a test needs --
+
+    @property
+    def host(self) -> str:
+        return "127.0.0.1"
+
+    @property
+    def bootstrap_servers(self) -> str:
+        if self.port is None:
+            raise RuntimeError("the broker has not been started")
+        return f"{self.host}:{self.port}"
+
+    @property
+    def admin_url(self) -> str | None:
+        return None if self.admin_port is None else f"http://{self.host}:{self.admin_port}"
+
+    @property
+    def log_dir(self) -> Path:
+        assert self.data_dir is not None
+        return self.data_dir / "logs"
+
+    @property
+    def running(self) -> bool:
+        if self.subprocess:
+            return self.process is not None and self.process.poll() is None
+        return self.server is not None
+
+    def settings(self) -> dict[str, str]:
+        """The broker's properties: test defaults, then the caller's overrides."""
+        assert self.data_dir is not None
+        return {
+            **TEST_DEFAULTS,
+            "broker.id": str(self.broker_id),
+            "listeners": f"PLAINTEXT://{self.host}:{self.port or 0}",
+            "log.dirs": str(self.log_dir),
+            "admin.listener": f"http://{self.host}:{self.admin_port or 0}" if self.admin else "",
+            **self.overrides,
+        }
+
+    # -- life cycle --
+
+    def start(self) -> Broker:
+        if self.running:
+            raise RuntimeError("broker already running")
+        if self.data_dir is None:
+            self.data_dir = Path(tempfile.mkdtemp(prefix="kafkalite-"))
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        if self.subprocess:
+            self._start_subprocess()
+        else:
+            self._start_in_process()
+        return self
+
+    def stop(self, timeout: float = STOP_TIMEOUT_S) -> None:
+        """A clean stop (controlled shutdown, logs flushed); the data stays until ``close``."""
+        if self.subprocess:
+            self._stop_subprocess(timeout)
+        elif self.server is not None:
+            assert self._thread is not None
+            try:
+                self._thread.run(self.server.shutdown(), timeout)
+            finally:
+                self.server = None
+                self._thread.stop()
+                self._thread = None
+
+    def kill(self) -> None:
+        """Stop without a controlled shutdown: SIGKILL for a subprocess; in-process, the
+        broker's session is dropped and it stops without moving its leaderships first."""
+        if self.subprocess:
+            if self.process is not None and self.process.poll() is None:
+                self.process.kill()
+                self.process.wait()
+        elif self.server is not None:
+            assert self._thread is not None
+            try:
+                self._thread.run(self.server.shutdown(controlled=False), STOP_TIMEOUT_S)
+            finally:
+                self.server = None
+                self._thread.stop()
+                self._thread = None
+
+    def restart(self) -> Broker:
+        self.stop()
+        return self.start()
+
+    def close(self) -> None:
+        """Stop if running, then remove the data directory unless it is kept."""
+        try:
+            if self.running:
+                self.stop()
+        finally:
+            if self._own_dir and not self.keep_data and self.data_dir is not None:
+                shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def __enter__(self) -> Broker:
+        try:
+            return self.start()
+        except BaseException:
+            self.close()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Broker:
+        return await asyncio.to_thread(self.__enter__)
+
+    async def __aexit__(self, *exc: object) -> None:
+        await asyncio.to_thread(self.close)
+
+    def __repr__(self) -> str:
+        where = "subprocess" if self.subprocess else "in-process"
+        port = self.port if self.port is not None else "-"
+        return f"<Broker {self.broker_id} {where} 127.0.0.1:{port} data={self.data_dir}>"
+
+    # -- in this process --
+
+    def _start_in_process(self) -> None:
+        self._thread = LoopThread(f"kafkalite-broker-{self.broker_id}").start()
+        try:
+            self.server = self._thread.run(self._startup(), self.start_timeout)
+        except BaseException:
+            self._thread.stop()
+            self._thread = None
+            raise
+        self.port = self.server.bound_endpoints[0].port
+        url = self.server.admin_url
+        self.admin_port = int(url.rsplit(":", 1)[1]) if url else None
+
+    async def _startup(self) -> Any:
+        from kafkalite.config import BrokerConfig
+        from kafkalite.server import KafkaServer
+
+        config = BrokerConfig.load(overrides=self.settings(), environ={})
+        quiet_logging(config.log_level)
+        store = None
+        if not config.zookeeper_connect:
+            from kafkalite.coord.embedded import EmbeddedStore
+
+            # the test broker's own store, without an fsync per write (a test needs no
+            # durability across power loss, and topic creation is several times faster)
+            store = EmbeddedStore.shared(
+                config.log_dir_list[0],
+                session_timeout_ms=config.zookeeper_session_timeout_ms,
+                fsync=False,
+            )
+        server = KafkaServer(config, store=store)
+        await server.startup()
+        return server
+
+    # -- as a subprocess --
+
+    @property
+    def log_path(self) -> Path:
+        assert self.data_dir is not None
+        return self.data_dir / "broker.log"
+
+    def command(self) -> list[str]:
+        settings = self.settings()
+        # the subprocess says its ports in its "started" and "admin API listening" lines
+        if self.overrides.get("log.level", "INFO").upper() not in ("INFO", "DEBUG"):
+            raise ValueError(
+                "log.level: a subprocess broker needs INFO or DEBUG (its start-up lines "
+                "carry the ports it listens on)"
+            )
+        if "log.level" not in self.overrides:
+            settings["log.level"] = "INFO"
+        cmd = [sys.executable, "-m", "kafkalite", "serve"]
+        for key, value in settings.items():
+            cmd += ["--override", f"{key}={value}"]
+        return cmd
+
+    def _start_subprocess(self) -> None:
+        import kafkalite
+
+        env = dict(os.environ)
+        # the child imports the same kafkalite as this process, installed or not
+        package_root = str(Path(kafkalite.__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+        with open(self.log_path, "ab") as log:
+            log.write(b"--- start ---\n")
+            log.flush()
+            start_at = log.tell()
+            self.process = subprocess_module.Popen(
+                self.command(),
+                stdout=log,
+                stderr=subprocess_module.STDOUT,
+                stdin=subprocess_module.DEVNULL,
+                env=env,
+                cwd=str(self.data_dir),
+            )
+        try:
+            self._wait_started(start_at)
+        except BaseException:
+            self.kill()
+            raise
+
+    def _wait_started(self, offset: int) -> None:
+        """Read the broker's JSON log lines until it says it started (its ports in them)."""
+        deadline = time.monotonic() + self.start_timeout
+        buffered = b""
+        listening = admin_seen = False
+        while True:
+            with open(self.log_path, "rb") as log:
+                log.seek(offset)
+                chunk = log.read()
+            offset += len(chunk)
+            buffered += chunk
+            *lines, buffered = buffered.split(b"\n")
+            for line in lines:
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue
+                event = entry.get("event") if isinstance(entry, dict) else None
+                if event == "started":
+                    listener = entry["listeners"][0]
+                    self.port = int(listener.rsplit(":", 1)[1])
+                    listening = True
+                elif event == "admin API listening":
+                    self.admin_port = int(entry["url"].rsplit(":", 1)[1])
+                    admin_seen = True
+                elif event == "admin API not started: cannot bind":
+                    admin_seen = True
+            if listening and (admin_seen or not self.admin):
+                return
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"broker exited with status {self.process.returncode} before it started:\n"
+                    f"{self.log_tail()}"
+                )
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"broker not started within {self.start_timeout} s:\n{self.log_tail()}"
+                )
+            time.sleep(0.01)  # the interval of reading the log, not a synchronisation
+
+    def _stop_subprocess(self, timeout: float) -> None:
+        process = self.process
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGCONT)  # a paused broker cannot handle SIGTERM
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout)
+        except subprocess_module.TimeoutExpired:
+            process.kill()
+            process.wait()
+            raise TimeoutError(
+                f"broker ignored SIGTERM for {timeout} s:\n{self.log_tail()}"
+            ) from None
+
+    def pause(self) -> None:
+        """SIGSTOP (subprocess only): frozen, its sockets open; ``resume()`` continues it."""
+        if not self.subprocess or self.process is None:
+            raise RuntimeError("pause() needs a broker started with subprocess=True")
+        self.process.send_signal(signal.SIGSTOP)
+        self._wait_for_state(stopped=True)
+
+    def resume(self) -> None:
+        if self.process is not None:
+            self.process.send_signal(signal.SIGCONT)
+            self._wait_for_state(stopped=False)
+
+    def _wait_for_state(self, *, stopped: bool, timeout: float = 10.0) -> None:
+        """Signals are delivered asynchronously: wait until the kernel shows the process
+        stopped (or running again). Linux only (/proc); elsewhere returns at once."""
+        assert self.process is not None
+        stat = Path(f"/proc/{self.process.pid}/stat")
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                state = stat.read_text().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                return
+            if (state in ("T", "t")) == stopped:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"broker process still in state {state} after {timeout} s")
+            time.sleep(0.001)  # the interval of reading the state, not a synchronisation
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
