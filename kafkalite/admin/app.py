@@ -44,6 +44,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -51,6 +52,7 @@ from aiohttp import web
 
 from kafkalite.admin import models as m
 from kafkalite.admin.errors import AdminError
+from kafkalite.admin.history import History
 from kafkalite.admin.metrics import RequestStats, TopicStats, instrument, new_registry, render
 from kafkalite.admin.routing import Reply, route, route_specs
 from kafkalite.admin.storage_status import broker_storage_fields
@@ -161,6 +163,24 @@ def topic_name(request: web.Request) -> str:
     return name
 
 
+CONSOLE_DIR = Path(__file__).with_name("console")
+CONSOLE_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css"}
+
+
+def console_file(name: str) -> web.Response:
+    """A file of the console (console/), by plain name only: no path leaves the directory."""
+    kind = CONSOLE_TYPES.get(Path(name).suffix)
+    path = CONSOLE_DIR / name
+    if kind is None or "/" in name or name.startswith(".") or not path.is_file():
+        raise AdminError.not_found(f"no console file {name!r}")
+    return web.Response(
+        body=path.read_bytes(),
+        content_type=kind,
+        charset="utf-8",
+        headers={"Cache-Control": "no-cache"},
+    )
+
+
 def decode_consumer_assignment(data: bytes) -> list[dict[str, Any]]:
     """Kafka's ConsumerProtocolAssignment as [{"topic", "partitions"}]; [] when empty or not the
     consumer protocol."""
@@ -176,9 +196,10 @@ class AdminApi:
     `socket_server`, `controller`, `replica_manager`, `log_manager`, `metadata_cache`,
     `dispatcher`)."""
 
-    def __init__(self, server: Any, registry: Any) -> None:
+    def __init__(self, server: Any, registry: Any, history: Any) -> None:
         self.server = server
         self.registry = registry
+        self.history = history
         self._kafka_client: Any = None
         self._client_lock = asyncio.Lock()
 
@@ -710,6 +731,76 @@ class AdminApi:
             await asyncio.sleep(0.02)
         return {"name": name, "deleted": True, "marked_for_deletion": False}
 
+    @route(
+        "GET",
+        "/topics/{name}/records",
+        summary="Browse records",
+        tag="topics",
+        answer=m.RecordsPage,
+        query=m.RecordsQuery,
+        params={"name": m.TopicName},
+    )
+    async def records(self, request: web.Request, query: m.RecordsQuery) -> Any:
+        """Up to `limit` records of one partition as a consumer reads them (to the high
+        watermark), from `offset`, from the first at or after `timestamp`, or the last ones."""
+        from kafkalite.admin.browse import records_of
+        from kafkalite.protocol.errors import ErrorCode
+        from kafkalite.protocol.types import TopicPartition
+
+        name = topic_name(request)
+        cache = self.server.metadata_cache
+        if cache is None or not cache.contains_topic(name):
+            raise AdminError(404, "UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
+        if not cache.contains_partition(name, query.partition):
+            raise AdminError(
+                404,
+                "UNKNOWN_TOPIC_OR_PARTITION",
+                f"partition {query.partition} of {name!r} does not exist",
+                field="partition",
+            )
+        tp = TopicPartition(name, query.partition)
+        (e1, earliest), (e2, latest) = await asyncio.gather(
+            self.list_offset(tp, -2), self.list_offset(tp, -1)
+        )
+        for error in (e1, e2):
+            if error != ErrorCode.NONE:
+                raise AdminError.kafka(error, f"{name}-{query.partition}: {error.name}")
+        if query.offset is None and query.timestamp is not None:
+            error, start = await self.list_offset(tp, query.timestamp)
+            if error != ErrorCode.NONE:
+                raise AdminError.kafka(error, f"{name}-{query.partition}: {error.name}")
+            start = latest if start < 0 else start
+        elif query.offset is not None:  # an offset wins over a timestamp
+            start = query.offset
+        else:
+            start = latest - query.limit
+        start = min(max(start, earliest), latest)
+        records: list[dict[str, Any]] = []
+        position = start
+        while position < latest and len(records) < query.limit:
+            client = await self.kafka_client()
+            response = await client.fetch(tp, position, max_wait_ms=0, max_bytes=4 * 1024 * 1024)
+            answer = response.responses[0].partitions[0]
+            error = ErrorCode.of(int(answer.error_code))
+            if error != ErrorCode.NONE:
+                raise AdminError.kafka(error, f"{name}-{query.partition}: {error.name}")
+            page, after = records_of(
+                answer.records or b"", position, query.limit - len(records), query.partition
+            )
+            records += [r for r in page if r["offset"] < latest]
+            if after <= position:  # nothing more within the high watermark
+                break
+            position = after
+        return {
+            "topic": name,
+            "partition": query.partition,
+            "log_start_offset": earliest,
+            "high_watermark": latest,
+            "start_offset": start,
+            "next_offset": records[-1]["offset"] + 1 if records else start,
+            "records": records,
+        }
+
     # -- groups ----------------------------------------------------------------------------
 
     @route("GET", "/groups", summary="List groups", tag="groups", answer=list[m.GroupSummary])
@@ -1038,6 +1129,17 @@ class AdminApi:
 
     @route(
         "GET",
+        "/metrics/history",
+        summary="Metrics history",
+        tag="metrics",
+        answer=m.MetricsHistory,
+        query=m.HistoryQuery,
+    )
+    async def metrics_history(self, request: web.Request, query: m.HistoryQuery) -> Any:
+        return self.history.answer(query.topic)
+
+    @route(
+        "GET",
         "/metrics",
         summary="Prometheus metrics",
         tag="metrics",
@@ -1057,6 +1159,15 @@ class AdminApi:
 
         return web.Response(text=DASHBOARD_HTML, content_type="text/html")
 
+    @route("GET", "/docs", summary="API reference", tag="health", content_type="text/html")
+    async def docs(self, request: web.Request) -> web.Response:
+        """A page rendering /openapi.json, served from the package (console/docs.html)."""
+        return console_file("docs.html")
+
+    async def console_asset(self, request: web.Request) -> web.Response:
+        """The console's own files (console/*.js, *.css), not documented as API routes."""
+        return console_file(request.match_info["file"])
+
     async def openapi(self, request: web.Request) -> web.Response:
         from kafkalite.admin.openapi import openapi_document
 
@@ -1070,8 +1181,11 @@ def create_app(server: Any, request_stats: RequestStats | None = None) -> web.Ap
     if server.replica_manager is not None:
         instrument(server.replica_manager, topic_stats)
     registry = new_registry(server, request_stats, topic_stats)
-    api = AdminApi(server, registry)
+    history = History(request_stats, topic_stats)
+    api = AdminApi(server, registry, history)
     app = web.Application(middlewares=[error_middleware], client_max_size=1024 * 1024)
+    app.on_startup.append(history.start)
+    app.on_cleanup.append(history.stop)
     app.on_cleanup.append(api.close)
     app[SERVER_KEY] = server
     app[REGISTRY_KEY] = registry
@@ -1082,6 +1196,7 @@ def create_app(server: Any, request_stats: RequestStats | None = None) -> web.Ap
         else:
             app.router.add_route(spec.method, spec.path, getattr(api, name))
     app.router.add_get("/openapi.json", api.openapi)
+    app.router.add_get("/console/{file}", api.console_asset)
     return app
 
 

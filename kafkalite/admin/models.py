@@ -365,8 +365,8 @@ class TopicsQuery(Query):
 
 
 class RecordsQuery(Query):
-    """Where to start reading: `offset`, or the first record at or after `timestamp`
-    (milliseconds since the epoch); neither: the last `limit` records."""
+    """Where to start reading: `offset`, else the first record at or after `timestamp`
+    (milliseconds since the epoch), else the last `limit` records before the high watermark."""
 
     partition: Annotated[int, Field(ge=0, le=INT32_MAX)]
     offset: Annotated[int | None, Field(ge=0, le=INT64_MAX)] = None
@@ -597,3 +597,63 @@ class ElectionAccepted(Answer):
     election_type: Literal["preferred", "unclean"]
     partitions: list[PartitionId]
     path: str
+
+
+class DecodedBytes(Answer):
+    """Bytes shown as text: `json` (a JSON object or array), `utf8`, else `hex`."""
+
+    encoding: Literal["json", "utf8", "hex"]
+    text: str
+    size: Int64 = Field(description="bytes of the original")
+    truncated: bool = Field(description="only the first 64 KiB are shown")
+
+
+class RecordHeader(Answer):
+    key: str
+    value: DecodedBytes | None
+
+
+class BrowsedRecord(Answer):
+    partition: Int32
+    offset: Int64
+    timestamp: Int64
+    timestamp_type: Literal["CreateTime", "LogAppendTime"]
+    key: DecodedBytes | None
+    value: DecodedBytes | None
+    headers: list[RecordHeader]
+
+
+class RecordsPage(Answer):
+    topic: str
+    partition: Int32
+    log_start_offset: Int64
+    high_watermark: Int64
+    start_offset: Int64 = Field(description="where reading started")
+    next_offset: Int64 = Field(description="the offset to ask for the next page")
+    records: list[BrowsedRecord]
+
+
+class BrokerRates(Answer):
+    time: float
+    requests_per_sec: float
+    bytes_in_per_sec: float
+    bytes_out_per_sec: float
+    produce_requests_per_sec: float
+    fetch_bytes_per_sec: float
+    messages_in_per_sec: float
+
+
+class TopicRates(Answer):
+    time: float
+    messages_in_per_sec: float
+    bytes_in_per_sec: float
+
+
+class MetricsHistory(Answer):
+    """Rates of this broker over the last minutes (memory only; lost on restart). Topics:
+    the one asked for, else the busiest ones (by messages appended as leader here)."""
+
+    interval_seconds: float
+    window_seconds: float
+    broker: list[BrokerRates]
+    topics: dict[str, list[TopicRates]]

@@ -502,3 +502,76 @@ def test_the_document_states_what_the_server_enforces(admin: AdminClient) -> Non
     assert admin.call("PATCH", "/topics/form/config", {"configs": None}).status == 400
     unknown_removal = admin.call("PATCH", "/topics/form/config", {"configs": {"nope": None}})
     assert unknown_removal.status == 400
+
+
+# ---------------------------------------------------------------------- records and history
+
+
+def test_record_browser_shows_what_a_client_produced(admin: AdminClient, admin_broker) -> None:
+    assert admin.post("/topics", {"name": "browsed", "partitions": 2}).status == 201
+    producer = Producer({"bootstrap.servers": admin_broker.bootstrap})
+    producer.produce("browsed", key=b"k-text", value=b'{"n": 1}', partition=1, timestamp=5_000)
+    producer.produce(
+        "browsed",
+        key=None,
+        value="héllo".encode(),
+        partition=1,
+        headers=[("h", b"\xff\x00")],
+        timestamp=6_000,
+    )
+    producer.produce("browsed", key=b"\x00\x01", value=None, partition=1, timestamp=9_000)
+    for i in range(7):
+        producer.produce("browsed", value=f"r{i}".encode(), partition=1, timestamp=10_000 + i)
+    assert producer.flush(30) == 0
+
+    page = admin.get("/topics/browsed/records?partition=1&offset=0&limit=3")
+    assert page.status == 200, page.body
+    body = page.body
+    assert (body["log_start_offset"], body["high_watermark"], body["next_offset"]) == (0, 10, 3)
+    first, second, third = body["records"]
+    assert first["offset"] == 0 and first["timestamp"] == 5_000
+    assert first["key"] == {"encoding": "utf8", "text": "k-text", "size": 6, "truncated": False}
+    assert first["value"]["encoding"] == "json" and first["value"]["text"] == '{"n": 1}'
+    assert second["key"] is None and second["value"]["text"] == "héllo"
+    assert second["headers"] == [
+        {"key": "h", "value": {"encoding": "hex", "text": "ff00", "size": 2, "truncated": False}}
+    ]
+    assert third["key"]["encoding"] == "hex" and third["value"] is None
+
+    by_time = admin.get("/topics/browsed/records?partition=1&timestamp=9000&limit=2").body
+    assert [r["offset"] for r in by_time["records"]] == [2, 3]
+    last = admin.get("/topics/browsed/records?partition=1&limit=4").body
+    assert [r["value"]["text"] for r in last["records"]] == ["r3", "r4", "r5", "r6"]
+    empty = admin.get("/topics/browsed/records?partition=0").body
+    assert empty["records"] == [] and empty["high_watermark"] == 0
+    missing = admin.get("/topics/browsed/records?partition=7")
+    assert missing.status == 404 and missing.body["field"] == "partition"
+    assert admin.get("/topics/browsed/records").status == 400  # partition is required
+    assert admin.get("/topics/browsed/records?partition=x").status == 400
+
+
+def test_metrics_history_has_rates_of_what_was_produced(admin: AdminClient, admin_broker) -> None:
+    assert admin.post("/topics", {"name": "rated", "partitions": 1}).status == 201
+    produce(admin_broker.bootstrap, "rated", 30)
+    history = admin.get("/metrics/history?topic=rated")
+    assert history.status == 200, history.body
+    body = history.body
+    assert body["interval_seconds"] > 0 and body["window_seconds"] >= 300
+    # the last point runs from the last sample to now, so what was just produced is in it
+    assert body["broker"][-1]["messages_in_per_sec"] > 0
+    assert body["broker"][-1]["bytes_in_per_sec"] > 0
+    assert body["topics"]["rated"][-1]["messages_in_per_sec"] > 0
+    busiest = admin.get("/metrics/history").body["topics"]
+    assert "rated" in busiest
+
+
+def test_docs_page_and_console_files_are_served_from_the_package(admin: AdminClient) -> None:
+    page = admin.get("/docs")
+    assert page.status == 200 and page.content_type.startswith("text/html")
+    assert 'src="/console/docs.js"' in page.body
+    script = admin.get("/console/docs.js")
+    assert script.status == 200 and script.content_type.startswith("text/javascript")
+    assert 'fetch("/openapi.json")' in script.body
+    assert "://" not in script.body  # nothing loaded from elsewhere
+    for bad in ("../app.py", "..%2Fapp.py", "app.py", ".hidden.js", "nope.js"):
+        assert admin.get(f"/console/{bad}").status == 404, bad
