@@ -8,7 +8,9 @@
 - ``metrics.py``: request/topic counters fed by the dispatcher and the replica manager, and the
   Prometheus collector behind ``/metrics``;
 - ``errors.py``: ``AdminError`` and the Kafka error -> HTTP status table;
-- ``dashboard.py``: the page at ``/``;
+- ``console/``: the operator console at ``/`` and the API reference at ``/docs`` (HTML, CSS
+  and JavaScript modules served as they are, no build step);
+- ``browse.py``, ``history.py``: the record browser and the rates kept for the console;
 - ``cli.py``: ``kafkalite cluster ...`` and ``kafkalite groups ...`` (thin HTTP clients).
 
 Importing this package imports none of them (the dispatcher imports only ``metrics``).

@@ -23,7 +23,12 @@ into the OpenAPI 3.1 document at /openapi.json:
     POST   /partitions/elect-leaders    preferred or unclean
     GET    /metrics                     Prometheus text format
     GET    /openapi.json
-    GET    /                            the dashboard page (dashboard.py)
+    GET    /topics/{name}/records       ?partition=&offset=|timestamp=&limit= (record browser)
+    GET    /overview, /partitions       counts and partition health for the console
+    GET    /brokers/{id}/storage        this broker's log dirs and settings
+    GET    /metrics/history             a few minutes of rates, in memory
+    GET    /docs                        the API reference page
+    GET    /                            the console (console/index.html and its modules)
 
 Where the data comes from: topics, assignments, partition leader/ISR/epoch, brokers and the
 controller are read from the coordination store (the authority, so every broker answers alike);
@@ -432,6 +437,139 @@ class AdminApi:
             if broker["id"] == broker_id:
                 return broker
         raise AdminError(404, "BROKER_NOT_AVAILABLE", f"broker {broker_id} is not registered")
+
+    @route(
+        "GET",
+        "/brokers/{id}/storage",
+        summary="Broker storage and configs",
+        tag="cluster",
+        answer=m.BrokerStorage,
+        params={"id": m.BrokerId},
+    )
+    async def broker_storage(self, request: web.Request) -> Any:
+        """Log directories (size, partitions, offline) and settings of this broker; another
+        broker's are asked of that broker's admin API (421)."""
+        broker_id = path_int(request, "id")
+        if broker_id not in {b["id"] for b in await self._brokers()}:
+            raise AdminError(404, "BROKER_NOT_AVAILABLE", f"broker {broker_id} is not registered")
+        if broker_id != self.server.broker_id:
+            raise AdminError(
+                421,
+                "NOT_THIS_BROKER",
+                f"broker {self.server.broker_id} answers for itself only; ask broker "
+                f"{broker_id}'s admin API",
+            )
+        lm = self.server.log_manager
+        dirs: list[dict[str, Any]] = []
+        if lm is not None:
+            by_dir: dict[str, list[Any]] = {}
+            for log_ in lm.all_logs():
+                by_dir.setdefault(str(log_.dir.parent), []).append(log_)
+            offline = set(getattr(lm, "offline_dirs", ()))
+            for path in lm.log_dirs:
+                size = 0
+                for log_ in by_dir.get(path, ()):
+                    try:
+                        size += log_.size_bytes
+                    except (OSError, ValueError):
+                        continue
+                dirs.append(
+                    {
+                        "path": path,
+                        "offline": path in offline,
+                        "partitions": len(by_dir.get(path, ())),
+                        "size_bytes": size,
+                    }
+                )
+        return {
+            "broker_id": broker_id,
+            "log_dirs": dirs,
+            "configs": self.server.config.properties(),
+        }
+
+    def _partition_health(self) -> list[dict[str, Any]]:
+        """Every partition in this broker's metadata with its health, by topic and partition."""
+        cache = self.server.metadata_cache
+        if cache is None:
+            return []
+        alive = {b.id for b in cache.get_alive_brokers()}
+        default_min_isr = getattr(self.server.config, "min_insync_replicas", 1)
+        lm = self.server.log_manager
+        out = []
+        for topic in sorted(cache.partition_states):
+            min_isr = default_min_isr
+            for info in sorted(
+                cache.partition_states[topic].values(), key=lambda i: i.partition_index
+            ):
+                log_ = lm.get_log(topic, info.partition_index) if lm is not None else None
+                if log_ is not None:
+                    min_isr = log_.config.min_insync_replicas
+                offline = info.leader < 0 or info.leader not in alive
+                out.append(
+                    {
+                        "topic": topic,
+                        "partition": info.partition_index,
+                        "leader": info.leader,
+                        "replicas": list(info.replicas),
+                        "isr": list(info.isr),
+                        "under_replicated": len(info.isr) < len(info.replicas),
+                        "offline": offline,
+                        "under_min_isr": not offline and len(info.isr) < min_isr,
+                    }
+                )
+        return out
+
+    @route("GET", "/overview", summary="Cluster overview", tag="cluster", answer=m.Overview)
+    async def overview(self, request: web.Request) -> Any:
+        from kafkalite.protocol.errors import ErrorCode
+
+        cache = self.server.metadata_cache
+        health = self._partition_health()
+        topics = set(cache.partition_states) if cache is not None else set()
+        internal = {t for t in topics if t.startswith("__")}
+        groups = 0
+        coordinator = self.server.services.group_coordinator
+        if coordinator is not None:
+            error, overviews = coordinator.list_groups()
+            groups = len(overviews) if error == ErrorCode.NONE else 0
+        controller = cache.get_controller_id() if cache is not None else None
+        return {
+            "cluster_id": self.server.services.cluster_id,
+            "controller_id": controller if controller is not None else -1,
+            "brokers": len(cache.get_alive_brokers()) if cache is not None else 0,
+            "topics": len(topics - internal),
+            "internal_topics": len(internal),
+            "partitions": len(health),
+            "under_replicated": sum(p["under_replicated"] for p in health),
+            "offline": sum(p["offline"] for p in health),
+            "under_min_isr": sum(p["under_min_isr"] for p in health),
+            "groups": groups,
+        }
+
+    @route(
+        "GET",
+        "/partitions",
+        summary="List partitions",
+        tag="partitions",
+        answer=list[m.PartitionHealth],
+        query=m.PartitionsQuery,
+        headers={"X-Total-Count": "partitions matching the filter, before offset and limit"},
+    )
+    async def partitions(self, request: web.Request, query: m.PartitionsQuery) -> Any:
+        """Partitions with their health, filtered (state, a broker holding a replica, a topic
+        substring) and paged on the server."""
+        found = self._partition_health()
+        if query.state != "all":
+            found = [p for p in found if p[query.state]]
+        if query.broker is not None:
+            found = [p for p in found if query.broker in p["replicas"]]
+        if query.topic:
+            needle = query.topic.lower()
+            found = [p for p in found if needle in p["topic"].lower()]
+        if not query.internal:
+            found = [p for p in found if not p["topic"].startswith("__")]
+        page = found[query.offset : query.offset + query.limit]
+        return Reply(page, 200, {"X-Total-Count": str(len(found))})
 
     # -- topics ----------------------------------------------------------------------------
 
@@ -1153,11 +1291,11 @@ class AdminApi:
         response.headers["Content-Type"] = CONTENT_TYPE_LATEST
         return response
 
-    @route("GET", "/", summary="Dashboard", tag="health", content_type="text/html")
-    async def dashboard(self, request: web.Request) -> web.Response:
-        from kafkalite.admin.dashboard import DASHBOARD_HTML
-
-        return web.Response(text=DASHBOARD_HTML, content_type="text/html")
+    @route("GET", "/", summary="Console", tag="health", content_type="text/html")
+    async def console(self, request: web.Request) -> web.Response:
+        """The operator console: a single page (console/index.html and its modules) over
+        this API."""
+        return console_file("index.html")
 
     @route("GET", "/docs", summary="API reference", tag="health", content_type="text/html")
     async def docs(self, request: web.Request) -> web.Response:

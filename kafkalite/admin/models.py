@@ -657,3 +657,62 @@ class MetricsHistory(Answer):
     window_seconds: float
     broker: list[BrokerRates]
     topics: dict[str, list[TopicRates]]
+
+
+class Overview(Answer):
+    """Counts for the console's first screen, from this broker's metadata (which every broker
+    gets from the controller). under_min_isr uses each topic's min.insync.replicas where this
+    broker hosts it, else the broker's default."""
+
+    cluster_id: str
+    controller_id: BrokerId
+    brokers: Int32
+    topics: Int32 = Field(description="user topics")
+    internal_topics: Int32
+    partitions: Int32
+    under_replicated: Int32
+    offline: Int32
+    under_min_isr: Int32
+    groups: Int32 = Field(description="groups coordinated by this broker")
+
+
+PartitionStateFilter = Literal["all", "under_replicated", "offline", "under_min_isr"]
+
+
+class PartitionsQuery(Query):
+    state: PartitionStateFilter = "all"
+    broker: Annotated[
+        int | None, Field(ge=INT32_MIN, le=INT32_MAX, description="partitions with a replica here")
+    ] = None
+    topic: Annotated[str | None, Field(max_length=249, description="a substring of the topic")] = (
+        None
+    )
+    internal: bool = True
+    offset: Annotated[int, Field(ge=0, le=INT32_MAX)] = 0
+    limit: Annotated[int, Field(ge=1, le=10_000)] = 1000
+
+
+class PartitionHealth(Answer):
+    topic: str
+    partition: Int32
+    leader: BrokerId
+    replicas: list[BrokerId]
+    isr: list[BrokerId]
+    under_replicated: bool
+    offline: bool
+    under_min_isr: bool
+
+
+class LogDir(Answer):
+    path: str
+    offline: bool
+    partitions: Int32
+    size_bytes: Int64
+
+
+class BrokerStorage(Answer):
+    """This broker's log directories and settings (each broker answers for itself)."""
+
+    broker_id: BrokerId
+    log_dirs: list[LogDir]
+    configs: dict[str, str | None]

@@ -385,11 +385,13 @@ def test_metrics_after_traffic(admin: AdminClient, admin_broker) -> None:
     assert samples[("kafkalite_event_loop_lag_max_seconds", ())] >= 0
 
 
-def test_dashboard_page_reads_the_api(admin: AdminClient) -> None:
+def test_console_page_reads_the_api(admin: AdminClient) -> None:
     page = admin.get("/")
     assert page.status == 200 and page.content_type.startswith("text/html")
-    for route in ("/cluster", "/topics", "/groups"):
-        assert f'"{route}' in page.body
+    assert 'src="/console/app.js"' in page.body
+    script = admin.get("/console/app.js").body
+    for route in ("/overview", "/cluster", "/topics", "/groups", "/partitions"):
+        assert f'"{route}' in script or f"`{route}" in script, route
 
 
 def test_openapi_document_lists_every_route(admin: AdminClient) -> None:
