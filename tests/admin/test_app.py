@@ -577,3 +577,35 @@ def test_docs_page_and_console_files_are_served_from_the_package(admin: AdminCli
     assert "://" not in script.body  # nothing loaded from elsewhere
     for bad in ("../app.py", "..%2Fapp.py", "app.py", ".hidden.js", "nope.js"):
         assert admin.get(f"/console/{bad}").status == 404, bad
+
+
+def test_operator_metrics_lag_and_log_dirs(admin: AdminClient, admin_broker) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    assert admin.post("/topics", {"name": "lag-metered", "partitions": 1}).status == 201
+    produce(admin_broker.bootstrap, "lag-metered", 40)
+    consumer = Consumer({"bootstrap.servers": admin_broker.bootstrap, "group.id": "metered-group"})
+    consumer.commit(offsets=[TopicPartition("lag-metered", 0, 10)], asynchronous=False)
+    consumer.close()
+
+    samples = {}
+    for family in text_string_to_metric_families(admin.get("/metrics").body):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    labels = (("group", "metered-group"), ("partition", "0"), ("topic", "lag-metered"))
+    assert samples[("kafkalite_consumergroup_lag", labels)] == 30
+    assert samples[("kafkalite_consumergroup_current_offset", labels)] == 10
+    assert samples[("kafkalite_consumergroup_members", (("group", "metered-group"),))] == 0
+    # the same lag as the API's
+    [offset] = admin.get("/groups/metered-group").body["offsets"]
+    assert offset["lag"] == 30
+    dirs = {k[1][0][1]: v for k, v in samples.items() if k[0] == "kafkalite_log_dir_offline"}
+    assert dirs and set(dirs.values()) == {0}
+    for name in (
+        "kafkalite_under_replicated_partitions",
+        "kafkalite_offline_partitions",
+        "kafkalite_under_min_isr_partitions",
+        "kafkalite_event_loop_lag_max_seconds",
+    ):
+        assert samples[(name, ())] >= 0, name
+    assert samples[("kafkalite_request_latency_seconds_count", (("api", "OffsetCommit"),))] >= 1
