@@ -122,10 +122,13 @@ async function topicsPage(query) {
   main.append(h("h1", {}, "Topics"),
     h("div", { class: "toolbar" }, search, h("label", {}, internal, " show internal topics"),
       h("a", { href: "#/actions" }, "create a topic…")), list, pager);
+  let asked = 0;
   refresh = async () => {
+    const mine = ++asked;
     const q = new URLSearchParams({ offset, limit: PAGE, internal: internal.checked });
     if (search.value) q.set("search", search.value);
     const [{ data, total }, history] = await Promise.all([getPage(`/topics?${q}`), get("/metrics/history")]);
+    if (mine !== asked) return; // a later filter or page was asked for meanwhile: its answer wins
     const rate = (name) => { const s = history.topics[name]; return s && s.length ? s[s.length - 1].messages_in_per_sec : 0; };
     replace(list, table("topics", ["name", "#partitions", "#replication", "#size", "#msgs in", "health"],
       data.map((t) => h("tr", { "data-topic": t.name },

@@ -37,6 +37,8 @@ export function lineChart(title, series, { width = 420, height = 140, unit = "/s
     if (!s.points.length) return;
     const d = s.points.map((p, j) => `${j ? "L" : "M"}${x(p.time).toFixed(1)},${y(p.value).toFixed(1)}`).join("");
     svg.append(el("path", { d, class: `line${i + 1}` }));
+    const last = s.points[s.points.length - 1];  // the latest value, also when it is the only one
+    svg.append(el("circle", { cx: x(last.time).toFixed(1), cy: y(last.value).toFixed(1), r: 2.5, class: `dot${i + 1}` }));
     const key = el("text", { x: width - 150 + i * 70, y: 12 });
     key.textContent = s.name;
     key.setAttribute("class", `key${i + 1}`);
