@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 BENCH_STAMP := $(VENV)/.installed-bench
-DEB_PACKAGES := zookeeper kcat default-jre-headless redis-server
+DEB_PACKAGES := zookeeper kcat default-jre-headless redis-server chromium chromium-driver
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: serve test bench lint clean debs venv
@@ -30,7 +30,8 @@ $(BENCH_STAMP): pyproject.toml | $(BIN)/python
 
 venv: $(STAMP)
 
-# Debian packages the tests start for real: ZooKeeper (with a Java runtime), kcat, redis-server.
+# Debian packages the tests start for real: ZooKeeper (with a Java runtime), kcat, redis-server,
+# chromium and its driver (the admin console is tested in a headless browser).
 debs:
 	@missing=""; for p in $(DEB_PACKAGES); do \
 	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \

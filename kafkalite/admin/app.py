@@ -1,13 +1,16 @@
 """The HTTP admin API of one broker (aiohttp), served on `admin.listener` inside the broker's loop.
 
-Routes (JSON, snake_case, Kafka's names; documented by the OpenAPI 3 document at /openapi.json,
-built in `openapi.py` from the same route table):
+Routes (JSON, snake_case, Kafka's names). Each is declared once, by `@route` on its handler
+below (routing.py): the declaration registers it, validates its query and body with the pydantic
+models of models.py, checks its answer against its answer model, and is what openapi.py turns
+into the OpenAPI 3.1 document at /openapi.json:
 
     GET    /health                      process up
     GET    /ready                       listening, coordination session live, logs loaded
     GET    /cluster                     cluster id, controller (id, epoch), brokers
     GET    /brokers, /brokers/{id}
-    GET    /topics                      POST /topics (create)
+    GET    /topics                      ?search=&internal=&offset=&limit= (server-side paging)
+    POST   /topics                      create
     GET    /topics/{name}               configs and partitions (leader, replicas, ISR, epochs,
                                         log start offset, high watermark, LEO, size on disk)
     PATCH  /topics/{name}/config        set (string) or remove (null) topic config overrides
@@ -20,7 +23,12 @@ built in `openapi.py` from the same route table):
     POST   /partitions/elect-leaders    preferred or unclean
     GET    /metrics                     Prometheus text format
     GET    /openapi.json
-    GET    /                            the dashboard page (dashboard.py)
+    GET    /topics/{name}/records       ?partition=&offset=|timestamp=&limit= (record browser)
+    GET    /overview, /partitions       counts and partition health for the console
+    GET    /brokers/{id}/storage        this broker's log dirs and settings
+    GET    /metrics/history             a few minutes of rates, in memory
+    GET    /docs                        the API reference page
+    GET    /                            the console (console/index.html and its modules)
 
 Where the data comes from: topics, assignments, partition leader/ISR/epoch, brokers and the
 controller are read from the coordination store (the authority, so every broker answers alike);
@@ -39,16 +47,19 @@ other exception into a logged 500.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import structlog
 from aiohttp import web
 
+from kafkalite.admin import models as m
 from kafkalite.admin.errors import AdminError
+from kafkalite.admin.history import History
 from kafkalite.admin.metrics import RequestStats, TopicStats, instrument, new_registry, render
+from kafkalite.admin.routing import Reply, route, route_specs
 from kafkalite.admin.storage_status import broker_storage_fields
 from kafkalite.group.consumer_protocol import assigned_partitions
 
@@ -116,89 +127,6 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         )
 
 
-async def json_body(request: web.Request) -> dict[str, Any]:
-    """The request body as a JSON object; 400 when it is not one."""
-    raw = await request.read()
-    if not raw.strip():
-        raise AdminError(400, "INVALID_REQUEST", "a JSON object body is required")
-    try:
-        body = json.loads(raw)
-    except (ValueError, RecursionError) as e:
-        # JSONDecodeError and UnicodeDecodeError are ValueErrors; so is an integer with more
-        # digits than Python converts; RecursionError is a too deeply nested document.
-        raise AdminError(400, "INVALID_REQUEST", f"malformed JSON: {e}") from None
-    if not isinstance(body, dict):
-        raise AdminError(400, "INVALID_REQUEST", "the body must be a JSON object")
-    return body
-
-
-def int_field(
-    body: dict[str, Any],
-    name: str,
-    *,
-    default: int | None = None,
-    minimum: int | None = None,
-    maximum: int | None = None,
-) -> int:
-    value = body.get(name, default)
-    if value is None:
-        raise AdminError.invalid(name, "is required")
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise AdminError.invalid(name, f"must be an integer, got {json.dumps(value)[:50]}")
-    if minimum is not None and value < minimum:
-        raise AdminError.invalid(name, f"must be >= {minimum}, got {value}")
-    if maximum is not None and value > maximum:
-        raise AdminError.invalid(name, f"must be <= {maximum}, got {value}")
-    return value
-
-
-def str_field(body: dict[str, Any], name: str, *, default: str | None = None) -> str:
-    value = body.get(name, default)
-    if value is None:
-        raise AdminError.invalid(name, "is required")
-    if not isinstance(value, str):
-        raise AdminError.invalid(name, "must be a string")
-    return value
-
-
-def configs_field(body: dict[str, Any], name: str, *, nullable_values: bool) -> dict[str, Any]:
-    """Topic configs as CreateTopics and IncrementalAlterConfigs carry them: string values (null
-    removes an override where ``nullable_values``). A number or boolean is refused, not turned
-    into a string: the Kafka protocol has only strings, and the document says so."""
-    value = body.get(name, {})
-    if not isinstance(value, dict):
-        raise AdminError.invalid(name, "must be an object of config name -> string value")
-    out: dict[str, Any] = {}
-    for key, v in value.items():
-        if v is None and nullable_values:
-            out[key] = None
-        elif isinstance(v, str):
-            out[key] = v
-        else:
-            raise AdminError.invalid(name, f"{key}: must be a string, got {json.dumps(v)[:50]}")
-    return out
-
-
-def check_config_changes(name: str, changes: dict[str, str | None]) -> None:
-    """Every name is a topic config and every value has the form the OpenAPI document states
-    for it (the same schemas: openapi.CONFIG_VALUES, searched as JSON Schema does); a null value
-    removes an override. What the document says is what is enforced."""
-    import re
-
-    from kafkalite.admin.openapi import CONFIG_VALUES
-
-    for key, value in changes.items():
-        schema = CONFIG_VALUES.get(key)
-        if schema is None:
-            raise AdminError.invalid(name, f"Unknown topic config name: {key}")
-        if value is None:
-            continue
-        if "enum" in schema and value not in schema["enum"]:
-            raise AdminError.invalid(name, f"{key}: must be one of {', '.join(schema['enum'])}")
-        if "pattern" in schema and not re.search(schema["pattern"], value):
-            raise AdminError.invalid(name, f"{key}: must be {schema['description']}")
-
-
 def validate_topic_configs(name: str, configs: dict[str, str]) -> None:
     """Refuse what CreateTopics refuses (unknown names, bad values), with the same code: stored
     once, an override Kafka's validation rejects makes every later Kafka-protocol alter of the
@@ -221,46 +149,6 @@ def path_int(request: web.Request, name: str) -> int:
     return value
 
 
-def partitions_field(
-    body: dict[str, Any], name: str, *, with_replicas: bool
-) -> list[dict[str, Any]]:
-    """A list of {"topic", "partition"[, "replicas"]} objects, validated."""
-    value = body.get(name)
-    if not isinstance(value, list) or not value:
-        raise AdminError.invalid(name, "must be a non-empty list of {topic, partition} objects")
-    out = []
-    for i, item in enumerate(value):
-        where = f"{name}[{i}]"
-        if not isinstance(item, dict):
-            raise AdminError.invalid(where, "must be an object")
-        topic = item.get("topic")
-        if not isinstance(topic, str) or not is_valid_topic_name(topic):
-            raise AdminError.invalid(f"{where}.topic", "must be a legal topic name")
-        entry: dict[str, Any] = {"topic": topic}
-        p = item.get("partition")
-        if isinstance(p, bool) or not isinstance(p, int) or not 0 <= p < 2**31:
-            raise AdminError.invalid(f"{where}.partition", "must be an int32 >= 0")
-        entry["partition"] = p
-        if with_replicas:
-            replicas = item.get("replicas")
-            if (
-                not isinstance(replicas, list)
-                or not replicas
-                or not all(
-                    isinstance(b, int) and not isinstance(b, bool) and -(2**31) <= b < 2**31
-                    for b in replicas
-                )
-            ):
-                raise AdminError.invalid(
-                    f"{where}.replicas", "must be a non-empty list of broker ids"
-                )
-            if len(set(replicas)) != len(replicas):
-                raise AdminError.invalid(f"{where}.replicas", "lists a broker twice")
-            entry["replicas"] = list(replicas)
-        out.append(entry)
-    return out
-
-
 def is_valid_topic_name(name: str) -> bool:
     from kafkalite.controller.admin import validate_topic_name
     from kafkalite.protocol.errors import KafkaError
@@ -280,6 +168,24 @@ def topic_name(request: web.Request) -> str:
     return name
 
 
+CONSOLE_DIR = Path(__file__).with_name("console")
+CONSOLE_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css"}
+
+
+def console_file(name: str) -> web.Response:
+    """A file of the console (console/), by plain name only: no path leaves the directory."""
+    kind = CONSOLE_TYPES.get(Path(name).suffix)
+    path = CONSOLE_DIR / name
+    if kind is None or "/" in name or name.startswith(".") or not path.is_file():
+        raise AdminError.not_found(f"no console file {name!r}")
+    return web.Response(
+        body=path.read_bytes(),
+        content_type=kind,
+        charset="utf-8",
+        headers={"Cache-Control": "no-cache"},
+    )
+
+
 def decode_consumer_assignment(data: bytes) -> list[dict[str, Any]]:
     """Kafka's ConsumerProtocolAssignment as [{"topic", "partitions"}]; [] when empty or not the
     consumer protocol."""
@@ -295,9 +201,10 @@ class AdminApi:
     `socket_server`, `controller`, `replica_manager`, `log_manager`, `metadata_cache`,
     `dispatcher`)."""
 
-    def __init__(self, server: Any, registry: Any) -> None:
+    def __init__(self, server: Any, registry: Any, history: Any) -> None:
         self.server = server
         self.registry = registry
+        self.history = history
         self._kafka_client: Any = None
         self._client_lock = asyncio.Lock()
 
@@ -438,10 +345,12 @@ class AdminApi:
 
     # -- health ----------------------------------------------------------------------------
 
-    async def health(self, request: web.Request) -> web.Response:
-        return json_response({"status": "ok", "broker_id": self.server.broker_id})
+    @route("GET", "/health", summary="Health", tag="health", answer=m.Health)
+    async def health(self, request: web.Request) -> Any:
+        return {"status": "ok", "broker_id": self.server.broker_id}
 
-    async def ready(self, request: web.Request) -> web.Response:
+    @route("GET", "/ready", summary="Readiness", tag="health", answer=m.Ready, also=(503,))
+    async def ready(self, request: web.Request) -> Any:
         from kafkalite.coord.base import SessionState
 
         server = self.server
@@ -455,7 +364,7 @@ class AdminApi:
             "started": bool(server.dispatcher.ready.is_set()),
         }
         ok = all(checks.values())
-        return json_response({"ready": ok, "checks": checks}, 200 if ok else 503)
+        return Reply({"ready": ok, "checks": checks}, 200 if ok else 503)
 
     # -- cluster and brokers ---------------------------------------------------------------
 
@@ -494,44 +403,206 @@ class AdminApi:
             "is_controller": broker.id == controller_id,
         }
 
-    async def cluster(self, request: web.Request) -> web.Response:
+    @route("GET", "/cluster", summary="Describe cluster", tag="cluster", answer=m.Cluster)
+    async def cluster(self, request: web.Request) -> Any:
         from kafkalite.controller import zk_data
 
         controller_id = await zk_data.get_controller_id(self.session)
         epoch = await zk_data.get_controller_epoch(self.session)
-        return json_response(
-            {
-                "cluster_id": self.server.services.cluster_id,
-                "controller": {
-                    "broker_id": controller_id if controller_id is not None else -1,
-                    "epoch": epoch[0] if epoch is not None else -1,
-                },
-                "brokers": await self._brokers(),
-                "this_broker": self.server.broker_id,
-            }
-        )
+        return {
+            "cluster_id": self.server.services.cluster_id,
+            "controller": {
+                "broker_id": controller_id if controller_id is not None else -1,
+                "epoch": epoch[0] if epoch is not None else -1,
+            },
+            "brokers": await self._brokers(),
+            "this_broker": self.server.broker_id,
+        }
 
-    async def brokers(self, request: web.Request) -> web.Response:
-        return json_response(await self._brokers())
+    @route("GET", "/brokers", summary="List brokers", tag="cluster", answer=list[m.Broker])
+    async def brokers(self, request: web.Request) -> Any:
+        return await self._brokers()
 
-    async def broker(self, request: web.Request) -> web.Response:
+    @route(
+        "GET",
+        "/brokers/{id}",
+        summary="Describe broker",
+        tag="cluster",
+        answer=m.Broker,
+        params={"id": m.BrokerId},
+    )
+    async def broker(self, request: web.Request) -> Any:
         broker_id = path_int(request, "id")
         for broker in await self._brokers():
             if broker["id"] == broker_id:
-                return json_response(broker)
+                return broker
         raise AdminError(404, "BROKER_NOT_AVAILABLE", f"broker {broker_id} is not registered")
+
+    @route(
+        "GET",
+        "/brokers/{id}/storage",
+        summary="Broker storage and configs",
+        tag="cluster",
+        answer=m.BrokerStorage,
+        params={"id": m.BrokerId},
+    )
+    async def broker_storage(self, request: web.Request) -> Any:
+        """Log directories (size, partitions, offline) and settings of this broker; another
+        broker's are asked of that broker's admin API (421)."""
+        broker_id = path_int(request, "id")
+        if broker_id not in {b["id"] for b in await self._brokers()}:
+            raise AdminError(404, "BROKER_NOT_AVAILABLE", f"broker {broker_id} is not registered")
+        if broker_id != self.server.broker_id:
+            raise AdminError(
+                421,
+                "NOT_THIS_BROKER",
+                f"broker {self.server.broker_id} answers for itself only; ask broker "
+                f"{broker_id}'s admin API",
+            )
+        lm = self.server.log_manager
+        dirs: list[dict[str, Any]] = []
+        if lm is not None:
+            by_dir: dict[str, list[Any]] = {}
+            for log_ in lm.all_logs():
+                by_dir.setdefault(str(log_.dir.parent), []).append(log_)
+            offline = set(getattr(lm, "offline_dirs", ()))
+            for path in lm.log_dirs:
+                size = 0
+                for log_ in by_dir.get(path, ()):
+                    try:
+                        size += log_.size_bytes
+                    except (OSError, ValueError):
+                        continue
+                dirs.append(
+                    {
+                        "path": path,
+                        "offline": path in offline,
+                        "partitions": len(by_dir.get(path, ())),
+                        "size_bytes": size,
+                    }
+                )
+        return {
+            "broker_id": broker_id,
+            "log_dirs": dirs,
+            "configs": self.server.config.properties(),
+        }
+
+    def _partition_health(self) -> list[dict[str, Any]]:
+        """Every partition in this broker's metadata with its health, by topic and partition."""
+        cache = self.server.metadata_cache
+        if cache is None:
+            return []
+        alive = {b.id for b in cache.get_alive_brokers()}
+        default_min_isr = getattr(self.server.config, "min_insync_replicas", 1)
+        lm = self.server.log_manager
+        out = []
+        for topic in sorted(cache.partition_states):
+            min_isr = default_min_isr
+            for info in sorted(
+                cache.partition_states[topic].values(), key=lambda i: i.partition_index
+            ):
+                log_ = lm.get_log(topic, info.partition_index) if lm is not None else None
+                if log_ is not None:
+                    min_isr = log_.config.min_insync_replicas
+                offline = info.leader < 0 or info.leader not in alive
+                out.append(
+                    {
+                        "topic": topic,
+                        "partition": info.partition_index,
+                        "leader": info.leader,
+                        "replicas": list(info.replicas),
+                        "isr": list(info.isr),
+                        "under_replicated": len(info.isr) < len(info.replicas),
+                        "offline": offline,
+                        "under_min_isr": not offline and len(info.isr) < min_isr,
+                    }
+                )
+        return out
+
+    @route("GET", "/overview", summary="Cluster overview", tag="cluster", answer=m.Overview)
+    async def overview(self, request: web.Request) -> Any:
+        from kafkalite.protocol.errors import ErrorCode
+
+        cache = self.server.metadata_cache
+        health = self._partition_health()
+        topics = set(cache.partition_states) if cache is not None else set()
+        internal = {t for t in topics if t.startswith("__")}
+        groups = 0
+        coordinator = self.server.services.group_coordinator
+        if coordinator is not None:
+            error, overviews = coordinator.list_groups()
+            groups = len(overviews) if error == ErrorCode.NONE else 0
+        controller = cache.get_controller_id() if cache is not None else None
+        return {
+            "cluster_id": self.server.services.cluster_id,
+            "controller_id": controller if controller is not None else -1,
+            "brokers": len(cache.get_alive_brokers()) if cache is not None else 0,
+            "topics": len(topics - internal),
+            "internal_topics": len(internal),
+            "partitions": len(health),
+            "under_replicated": sum(p["under_replicated"] for p in health),
+            "offline": sum(p["offline"] for p in health),
+            "under_min_isr": sum(p["under_min_isr"] for p in health),
+            "groups": groups,
+        }
+
+    @route(
+        "GET",
+        "/partitions",
+        summary="List partitions",
+        tag="partitions",
+        answer=list[m.PartitionHealth],
+        query=m.PartitionsQuery,
+        headers={"X-Total-Count": "partitions matching the filter, before offset and limit"},
+    )
+    async def partitions(self, request: web.Request, query: m.PartitionsQuery) -> Any:
+        """Partitions with their health, filtered (state, a broker holding a replica, a topic
+        substring) and paged on the server."""
+        found = self._partition_health()
+        if query.state != "all":
+            found = [p for p in found if p[query.state]]
+        if query.broker is not None:
+            found = [p for p in found if query.broker in p["replicas"]]
+        if query.topic:
+            needle = query.topic.lower()
+            found = [p for p in found if needle in p["topic"].lower()]
+        if not query.internal:
+            found = [p for p in found if not p["topic"].startswith("__")]
+        page = found[query.offset : query.offset + query.limit]
+        return Reply(page, 200, {"X-Total-Count": str(len(found))})
 
     # -- topics ----------------------------------------------------------------------------
 
-    async def list_topics(self, request: web.Request) -> web.Response:
+    @route(
+        "GET",
+        "/topics",
+        summary="List topics",
+        tag="topics",
+        answer=list[m.TopicSummary],
+        query=m.TopicsQuery,
+        headers={"X-Total-Count": "topics matching the filter, before offset and limit"},
+    )
+    async def list_topics(self, request: web.Request, query: m.TopicsQuery) -> Any:
+        """Names are filtered and paged before anything else is read, so a page of 5,000 topics
+        costs the store reads of its own topics only."""
         from kafkalite.controller import zk_data
 
         session = self.session
-        topics = await zk_data.get_all_topics(session)
-        assignments = await zk_data.get_topic_assignments(session, topics)
+        names = sorted(await zk_data.get_all_topics(session))
+        if not query.internal:
+            names = [n for n in names if not n.startswith("__")]
+        if query.search:
+            needle = query.search.lower()
+            names = [n for n in names if needle in n.lower()]
+        total = len(names)
+        end = None if query.limit is None else query.offset + query.limit
+        page = names[query.offset : end]
+        assignments = await zk_data.get_topic_assignments(session, page) if page else {}
         deleting = set(await zk_data.get_topic_deletions(session))
         out = []
-        for name in sorted(assignments):
+        for name in page:
+            if name not in assignments:  # deleted meanwhile
+                continue
             topic_id, parts = assignments[name]
             rf = len(next(iter(parts.values())).replicas) if parts else 0
             out.append(
@@ -542,34 +613,49 @@ class AdminApi:
                     "replication_factor": rf,
                     "internal": name.startswith("__"),
                     "marked_for_deletion": name in deleting,
+                    **self._topic_health(name),
                 }
             )
-        return json_response(out)
+        return Reply(out, 200, {"X-Total-Count": str(total)})
 
-    async def create_topic(self, request: web.Request) -> web.Response:
+    def _topic_health(self, topic: str) -> dict[str, Any]:
+        """Under-replicated and offline partitions (this broker's metadata) and bytes on this
+        broker's disks."""
+        cache = self.server.metadata_cache
+        infos = cache.get_partition_infos(topic) if cache is not None else []
+        alive = {b.id for b in cache.get_alive_brokers()} if cache is not None else set()
+        under = sum(1 for i in infos if len(i.isr) < len(i.replicas))
+        offline = sum(1 for i in infos if i.leader < 0 or i.leader not in alive)
+        size = None
+        lm = self.server.log_manager
+        if lm is not None:
+            for info in infos:
+                log_ = lm.get_log(topic, info.partition_index)
+                if log_ is None:
+                    continue
+                try:
+                    size = (size or 0) + log_.size_bytes
+                except (OSError, ValueError):
+                    continue
+        return {"under_replicated": under, "offline": offline, "size_bytes": size}
+
+    @route(
+        "POST",
+        "/topics",
+        summary="Create topic",
+        tag="topics",
+        answer=m.CreatedTopic,
+        status=201,
+        body=m.NewTopic,
+    )
+    async def create_topic(self, request: web.Request, body: m.NewTopic) -> Any:
         from kafkalite.controller import admin
 
-        body = await json_body(request)
         config = self.server.config
-        name = str_field(body, "name")
-        if not name:
-            raise AdminError.invalid("name", "must not be empty")
-        try:
-            admin.validate_topic_name(name)
-        except Exception as e:
-            raise AdminError.invalid("name", str(e)) from None
-        partitions = int_field(
-            body, "partitions", default=config.num_partitions, minimum=1, maximum=100_000
-        )
-        replication_factor = int_field(
-            body,
-            "replication_factor",
-            default=config.default_replication_factor,
-            minimum=1,
-            maximum=32767,
-        )
-        configs = configs_field(body, "configs", nullable_values=False)
-        check_config_changes("configs", configs)
+        name = body.name
+        partitions = body.partitions or config.num_partitions
+        replication_factor = body.replication_factor or config.default_replication_factor
+        configs = m.configs_of(body.configs)
         validate_topic_configs("configs", configs)
         brokers = await admin.registered_brokers(self.session)
         if replication_factor > len(brokers):
@@ -584,7 +670,7 @@ class AdminApi:
             self.session, name, partitions, replication_factor, configs
         )
         await self._wait_for_leaders(name, partitions)
-        return json_response(
+        return Reply(
             {
                 "name": name,
                 "topic_id": topic_id,
@@ -636,7 +722,15 @@ class AdminApi:
             "size_bytes": size,
         }
 
-    async def describe_topic(self, request: web.Request) -> web.Response:
+    @route(
+        "GET",
+        "/topics/{name}",
+        summary="Describe topic",
+        tag="topics",
+        answer=m.Topic,
+        params={"name": m.TopicName},
+    )
+    async def describe_topic(self, request: web.Request) -> Any:
         from kafkalite.controller import zk_data
         from kafkalite.protocol.errors import ErrorCode
         from kafkalite.protocol.types import TopicPartition
@@ -685,26 +779,29 @@ class AdminApi:
                     "removing_replicas": list(replicas.removing_replicas),
                 }
             )
-        return json_response(
-            {
-                "name": name,
-                "topic_id": topic_id,
-                "internal": name.startswith("__"),
-                "marked_for_deletion": deleting,
-                "configs": configs,
-                "partitions": partitions,
-            }
-        )
+        return {
+            "name": name,
+            "topic_id": topic_id,
+            "internal": name.startswith("__"),
+            "marked_for_deletion": deleting,
+            "configs": configs,
+            "partitions": partitions,
+        }
 
-    async def alter_topic_config(self, request: web.Request) -> web.Response:
+    @route(
+        "PATCH",
+        "/topics/{name}/config",
+        summary="Alter topic config",
+        tag="topics",
+        answer=m.TopicConfigs,
+        body=m.ConfigChange,
+        params={"name": m.TopicName},
+    )
+    async def alter_topic_config(self, request: web.Request, body: m.ConfigChange) -> Any:
         from kafkalite.controller import admin
 
         name = topic_name(request)
-        body = await json_body(request)
-        if "configs" not in body:
-            raise AdminError.invalid("configs", "is required (config name -> value, null removes)")
-        changes = configs_field(body, "configs", nullable_values=True)
-        check_config_changes("configs", changes)
+        changes = m.configs_of(body.configs)
         if not await admin.topic_exists(self.session, name):
             raise AdminError(404, "UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
         current = await admin.get_topic_config(self.session, name)
@@ -715,16 +812,23 @@ class AdminApi:
                 current[key] = value
         validate_topic_configs("configs", current)
         await admin.alter_topic_config(self.session, name, current)
-        return json_response({"name": name, "configs": current})
+        return {"name": name, "configs": current}
 
-    async def add_partitions(self, request: web.Request) -> web.Response:
+    @route(
+        "POST",
+        "/topics/{name}/partitions",
+        summary="Add partitions",
+        tag="topics",
+        answer=m.AddedPartitions,
+        body=m.PartitionCount,
+        params={"name": m.TopicName},
+    )
+    async def add_partitions(self, request: web.Request, body: m.PartitionCount) -> Any:
         from kafkalite.controller import admin
-
-        name = topic_name(request)
-        body = await json_body(request)
         from kafkalite.protocol.errors import ErrorCode, KafkaError
 
-        count = int_field(body, "partitions", minimum=1, maximum=100_000)
+        name = topic_name(request)
+        count = body.partitions
         try:
             new = await admin.add_partitions(self.session, name, count)
         except KafkaError as e:
@@ -733,17 +837,24 @@ class AdminApi:
                 # request conflicts with the topic's state
                 raise AdminError(409, e.error_code.name, str(e)) from None
             raise
-        return json_response(
-            {
-                "name": name,
-                "partitions": count,
-                "new_partitions": [
-                    {"partition": p, "replicas": list(r)} for p, r in sorted(new.items())
-                ],
-            }
-        )
+        return {
+            "name": name,
+            "partitions": count,
+            "new_partitions": [
+                {"partition": p, "replicas": list(r)} for p, r in sorted(new.items())
+            ],
+        }
 
-    async def delete_topic(self, request: web.Request) -> web.Response:
+    @route(
+        "DELETE",
+        "/topics/{name}",
+        summary="Delete topic",
+        tag="topics",
+        answer=m.DeletedTopic,
+        also=(202,),
+        params={"name": m.TopicName},
+    )
+    async def delete_topic(self, request: web.Request) -> Any:
         from kafkalite.controller import admin
 
         name = topic_name(request)
@@ -754,26 +865,93 @@ class AdminApi:
         deadline = loop.time() + CREATE_WAIT_S
         while await admin.topic_exists(self.session, name):
             if loop.time() > deadline:
-                return json_response(
-                    {"name": name, "deleted": False, "marked_for_deletion": True}, 202
-                )
+                return Reply({"name": name, "deleted": False, "marked_for_deletion": True}, 202)
             await asyncio.sleep(0.02)
-        return json_response({"name": name, "deleted": True, "marked_for_deletion": False})
+        return {"name": name, "deleted": True, "marked_for_deletion": False}
+
+    @route(
+        "GET",
+        "/topics/{name}/records",
+        summary="Browse records",
+        tag="topics",
+        answer=m.RecordsPage,
+        query=m.RecordsQuery,
+        params={"name": m.TopicName},
+    )
+    async def records(self, request: web.Request, query: m.RecordsQuery) -> Any:
+        """Up to `limit` records of one partition as a consumer reads them (to the high
+        watermark), from `offset`, from the first at or after `timestamp`, or the last ones."""
+        from kafkalite.admin.browse import records_of
+        from kafkalite.protocol.errors import ErrorCode
+        from kafkalite.protocol.types import TopicPartition
+
+        name = topic_name(request)
+        cache = self.server.metadata_cache
+        if cache is None or not cache.contains_topic(name):
+            raise AdminError(404, "UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
+        if not cache.contains_partition(name, query.partition):
+            raise AdminError(
+                404,
+                "UNKNOWN_TOPIC_OR_PARTITION",
+                f"partition {query.partition} of {name!r} does not exist",
+                field="partition",
+            )
+        tp = TopicPartition(name, query.partition)
+        (e1, earliest), (e2, latest) = await asyncio.gather(
+            self.list_offset(tp, -2), self.list_offset(tp, -1)
+        )
+        for error in (e1, e2):
+            if error != ErrorCode.NONE:
+                raise AdminError.kafka(error, f"{name}-{query.partition}: {error.name}")
+        if query.offset is None and query.timestamp is not None:
+            error, start = await self.list_offset(tp, query.timestamp)
+            if error != ErrorCode.NONE:
+                raise AdminError.kafka(error, f"{name}-{query.partition}: {error.name}")
+            start = latest if start < 0 else start
+        elif query.offset is not None:  # an offset wins over a timestamp
+            start = query.offset
+        else:
+            start = latest - query.limit
+        start = min(max(start, earliest), latest)
+        records: list[dict[str, Any]] = []
+        position = start
+        while position < latest and len(records) < query.limit:
+            client = await self.kafka_client()
+            response = await client.fetch(tp, position, max_wait_ms=0, max_bytes=4 * 1024 * 1024)
+            answer = response.responses[0].partitions[0]
+            error = ErrorCode.of(int(answer.error_code))
+            if error != ErrorCode.NONE:
+                raise AdminError.kafka(error, f"{name}-{query.partition}: {error.name}")
+            page, after = records_of(
+                answer.records or b"", position, query.limit - len(records), query.partition
+            )
+            records += [r for r in page if r["offset"] < latest]
+            if after <= position:  # nothing more within the high watermark
+                break
+            position = after
+        return {
+            "topic": name,
+            "partition": query.partition,
+            "log_start_offset": earliest,
+            "high_watermark": latest,
+            "start_offset": start,
+            "next_offset": records[-1]["offset"] + 1 if records else start,
+            "records": records,
+        }
 
     # -- groups ----------------------------------------------------------------------------
 
-    async def list_groups(self, request: web.Request) -> web.Response:
+    @route("GET", "/groups", summary="List groups", tag="groups", answer=list[m.GroupSummary])
+    async def list_groups(self, request: web.Request) -> Any:
         from kafkalite.protocol.errors import ErrorCode
 
         error, overviews = self.group_coordinator().list_groups()
         if error != ErrorCode.NONE:
             raise AdminError.kafka(error)
-        return json_response(
-            [
-                {"group_id": o.group_id, "protocol_type": o.protocol_type, "state": o.state}
-                for o in sorted(overviews, key=lambda o: o.group_id)
-            ]
-        )
+        return [
+            {"group_id": o.group_id, "protocol_type": o.protocol_type, "state": o.state}
+            for o in sorted(overviews, key=lambda o: o.group_id)
+        ]
 
     async def _describe(self, group_id: str, *, create: bool = False) -> tuple[Any, Any]:
         from kafkalite.protocol.errors import ErrorCode
@@ -784,7 +962,15 @@ class AdminApi:
             raise AdminError.kafka(error, f"group {group_id!r}: {error.name}")
         return coordinator, summary
 
-    async def describe_group(self, request: web.Request) -> web.Response:
+    @route(
+        "GET",
+        "/groups/{id}",
+        summary="Describe group",
+        tag="groups",
+        answer=m.Group,
+        params={"id": str},
+    )
+    async def describe_group(self, request: web.Request) -> Any:
         from kafkalite.protocol.errors import ErrorCode
 
         group_id = request.match_info["id"]
@@ -818,20 +1004,26 @@ class AdminApi:
                     "lag": lag,
                 }
             )
-        return json_response(
-            {
-                "group_id": group_id,
-                "state": summary.state,
-                "protocol_type": summary.protocol_type,
-                "protocol": summary.protocol,
-                "coordinator": self.server.broker_id,
-                "members": members,
-                "offsets": offsets,
-                "total_lag": sum(o["lag"] or 0 for o in offsets),
-            }
-        )
+        return {
+            "group_id": group_id,
+            "state": summary.state,
+            "protocol_type": summary.protocol_type,
+            "protocol": summary.protocol,
+            "coordinator": self.server.broker_id,
+            "members": members,
+            "offsets": offsets,
+            "total_lag": sum(o["lag"] or 0 for o in offsets),
+        }
 
-    async def delete_group(self, request: web.Request) -> web.Response:
+    @route(
+        "DELETE",
+        "/groups/{id}",
+        summary="Delete group",
+        tag="groups",
+        answer=m.DeletedGroup,
+        params={"id": str},
+    )
+    async def delete_group(self, request: web.Request) -> Any:
         from kafkalite.protocol.errors import ErrorCode
 
         group_id = request.match_info["id"]
@@ -840,9 +1032,18 @@ class AdminApi:
         error = results.get(group_id, ErrorCode.NONE)
         if error != ErrorCode.NONE:
             raise AdminError.kafka(error, f"group {group_id!r}: {error.message or error.name}")
-        return json_response({"group_id": group_id, "deleted": True})
+        return {"group_id": group_id, "deleted": True}
 
-    async def reset_offsets(self, request: web.Request) -> web.Response:
+    @route(
+        "POST",
+        "/groups/{id}/offsets",
+        summary="Reset group offsets",
+        tag="groups",
+        answer=m.OffsetResetResult,
+        body=m.OffsetReset,
+        params={"id": str},
+    )
+    async def reset_offsets(self, request: web.Request, reset: m.OffsetReset) -> Any:
         """Kafka's kafka-consumer-groups --reset-offsets --execute, for an inactive group."""
         from kafkalite.controller import zk_data
         from kafkalite.group.metadata import OffsetAndMetadata
@@ -850,13 +1051,8 @@ class AdminApi:
         from kafkalite.protocol.types import TopicPartition
 
         group_id = request.match_info["id"]
-        body = await json_body(request)
-        strategy = str_field(body, "to")
-        if strategy not in ("earliest", "latest", "timestamp", "explicit"):
-            raise AdminError.invalid("to", "must be earliest, latest, timestamp or explicit")
-        dry_run = body.get("dry_run", False)
-        if not isinstance(dry_run, bool):
-            raise AdminError.invalid("dry_run", "must be a boolean")
+        body = reset.root
+        dry_run = body.dry_run
         coordinator, summary = await self._describe(group_id, create=True)
         if summary.state not in ("Empty", "Dead"):
             raise AdminError(
@@ -867,22 +1063,15 @@ class AdminApi:
             )
 
         targets: dict[TopicPartition, int] = {}
-        if strategy == "explicit":
-            for i, entry in enumerate(partitions_field(body, "offsets", with_replicas=False)):
-                offset = body["offsets"][i].get("offset")
-                if (
-                    isinstance(offset, bool)
-                    or not isinstance(offset, int)
-                    or not 0 <= offset < 2**63
-                ):
-                    raise AdminError.invalid(f"offsets[{i}].offset", "must be an int64 >= 0")
-                targets[TopicPartition(entry["topic"], entry["partition"])] = offset
+        if isinstance(body, m.ResetToOffsets):
+            for entry in body.offsets:
+                targets[TopicPartition(entry.topic, entry.partition)] = entry.offset
         else:
-            if strategy == "timestamp":
-                timestamp = int_field(body, "timestamp", minimum=0, maximum=2**63 - 1)
+            if isinstance(body, m.ResetToTimestamp):
+                timestamp = body.timestamp
             else:
-                timestamp = -2 if strategy == "earliest" else -1
-            topics = body.get("topics")
+                timestamp = -2 if body.to == "earliest" else -1
+            topics = body.topics
             if topics is None:
                 _, committed = coordinator.fetch_offsets(group_id)
                 topics = sorted({tp.topic for tp in committed})
@@ -891,13 +1080,6 @@ class AdminApi:
                         404,
                         "GROUP_ID_NOT_FOUND",
                         f"group {group_id!r} has no committed offsets to reset; name the topics",
-                    )
-            if not isinstance(topics, list) or not all(isinstance(t, str) for t in topics):
-                raise AdminError.invalid("topics", "must be a list of topic names")
-            for topic in topics:
-                if not is_valid_topic_name(topic):
-                    raise AdminError(
-                        404, "UNKNOWN_TOPIC_OR_PARTITION", f"topic {topic!r} does not exist"
                     )
             assignments = await zk_data.get_topic_assignments(self.session, topics)
             for topic in topics:
@@ -926,16 +1108,14 @@ class AdminApi:
             if failed:
                 tp, error = next(iter(sorted(failed.items())))
                 raise AdminError.kafka(error, f"commit for {tp.topic}-{tp.partition}: {error.name}")
-        return json_response(
-            {
-                "group_id": group_id,
-                "dry_run": dry_run,
-                "offsets": [
-                    {"topic": tp.topic, "partition": tp.partition, "offset": offset}
-                    for tp, offset in sorted(targets.items())
-                ],
-            }
-        )
+        return {
+            "group_id": group_id,
+            "dry_run": dry_run,
+            "offsets": [
+                {"topic": tp.topic, "partition": tp.partition, "offset": offset}
+                for tp, offset in sorted(targets.items())
+            ],
+        }
 
     async def _offset_for(self, tp: Any, timestamp: int) -> int:
         """Where a reset to `timestamp` (-2 earliest, -1 latest, else a time) puts `tp`; a
@@ -975,19 +1155,34 @@ class AdminApi:
                     field=f"{field}[{i}].replicas",
                 )
 
-    async def reassign(self, request: web.Request) -> web.Response:
+    @route(
+        "POST",
+        "/partitions/reassign",
+        summary="Reassign partitions",
+        tag="partitions",
+        answer=m.ReassignmentAccepted,
+        status=202,
+        body=m.Reassignment,
+    )
+    async def reassign(self, request: web.Request, body: m.Reassignment) -> Any:
         from kafkalite.controller import admin
         from kafkalite.coord import paths
         from kafkalite.protocol.types import TopicPartition
 
-        body = await json_body(request)
-        entries = partitions_field(body, "partitions", with_replicas=True)
+        entries = [e.model_dump() for e in body.partitions]
         await self._validate_partitions(entries, "partitions")
         plan = {TopicPartition(e["topic"], e["partition"]): e["replicas"] for e in entries}
         await admin.reassign_partitions(self.session, plan)  # REASSIGNMENT_IN_PROGRESS: 409
-        return json_response({"partitions": entries, "path": paths.REASSIGN_PARTITIONS}, 202)
+        return Reply({"partitions": entries, "path": paths.REASSIGN_PARTITIONS}, 202)
 
-    async def reassignments(self, request: web.Request) -> web.Response:
+    @route(
+        "GET",
+        "/partitions/reassign",
+        summary="List reassignments",
+        tag="partitions",
+        answer=m.Reassignments,
+    )
+    async def reassignments(self, request: web.Request) -> Any:
         from kafkalite.controller import admin, zk_data
 
         session = self.session
@@ -1010,35 +1205,39 @@ class AdminApi:
                             "removing_replicas": list(replicas.removing_replicas),
                         }
                     )
-        return json_response(
-            {
-                "pending": [
-                    {"topic": tp.topic, "partition": tp.partition, "replicas": list(r)}
-                    for tp, r in sorted(pending.items())
-                ],
-                "ongoing": ongoing,
-            }
-        )
+        return {
+            "pending": [
+                {"topic": tp.topic, "partition": tp.partition, "replicas": list(r)}
+                for tp, r in sorted(pending.items())
+            ],
+            "ongoing": ongoing,
+        }
 
-    async def elect_leaders(self, request: web.Request) -> web.Response:
+    @route(
+        "POST",
+        "/partitions/elect-leaders",
+        summary="Elect leaders",
+        tag="partitions",
+        answer=m.ElectionAccepted,
+        status=202,
+        body=m.Election,
+    )
+    async def elect_leaders(self, request: web.Request, body: m.Election) -> Any:
         from kafkalite.controller import admin, zk_data
         from kafkalite.controller.assignment import AdminOperationError
         from kafkalite.coord import paths
         from kafkalite.coord.errors import NodeExists
         from kafkalite.protocol.types import TopicPartition
 
-        body = await json_body(request)
-        election_type = str_field(body, "election_type", default="preferred")
-        if election_type not in ("preferred", "unclean"):
-            raise AdminError.invalid("election_type", "must be preferred or unclean")
-        if body.get("partitions") is None:
+        election_type = body.election_type
+        if body.partitions is None:
             topics = await zk_data.get_all_topics(self.session)
             assignments = await zk_data.get_topic_assignments(self.session, topics)
             partitions = sorted(
                 TopicPartition(t, p) for t, (_, parts) in assignments.items() for p in parts
             )
         else:
-            entries = partitions_field(body, "partitions", with_replicas=False)
+            entries = [e.model_dump() for e in body.partitions]
             await self._validate_partitions(entries, "partitions")
             partitions = sorted({TopicPartition(e["topic"], e["partition"]) for e in entries})
         if election_type == "preferred":
@@ -1055,7 +1254,7 @@ class AdminApi:
             raise AdminError(
                 409, "ELECTION_IN_PROGRESS", f"a {election_type} leader election is already pending"
             ) from None
-        return json_response(
+        return Reply(
             {
                 "election_type": election_type,
                 "partitions": [{"topic": tp.topic, "partition": tp.partition} for tp in partitions],
@@ -1066,6 +1265,24 @@ class AdminApi:
 
     # -- metrics and the document ----------------------------------------------------------
 
+    @route(
+        "GET",
+        "/metrics/history",
+        summary="Metrics history",
+        tag="metrics",
+        answer=m.MetricsHistory,
+        query=m.HistoryQuery,
+    )
+    async def metrics_history(self, request: web.Request, query: m.HistoryQuery) -> Any:
+        return self.history.answer(query.topic)
+
+    @route(
+        "GET",
+        "/metrics",
+        summary="Prometheus metrics",
+        tag="metrics",
+        content_type="text/plain",
+    )
     async def metrics(self, request: web.Request) -> web.Response:
         from prometheus_client import CONTENT_TYPE_LATEST
 
@@ -1074,15 +1291,25 @@ class AdminApi:
         response.headers["Content-Type"] = CONTENT_TYPE_LATEST
         return response
 
-    async def dashboard(self, request: web.Request) -> web.Response:
-        from kafkalite.admin.dashboard import DASHBOARD_HTML
+    @route("GET", "/", summary="Console", tag="health", content_type="text/html")
+    async def console(self, request: web.Request) -> web.Response:
+        """The operator console: a single page (console/index.html and its modules) over
+        this API."""
+        return console_file("index.html")
 
-        return web.Response(text=DASHBOARD_HTML, content_type="text/html")
+    @route("GET", "/docs", summary="API reference", tag="health", content_type="text/html")
+    async def docs(self, request: web.Request) -> web.Response:
+        """A page rendering /openapi.json, served from the package (console/docs.html)."""
+        return console_file("docs.html")
+
+    async def console_asset(self, request: web.Request) -> web.Response:
+        """The console's own files (console/*.js, *.css), not documented as API routes."""
+        return console_file(request.match_info["file"])
 
     async def openapi(self, request: web.Request) -> web.Response:
         from kafkalite.admin.openapi import openapi_document
 
-        return json_response(openapi_document())
+        return json_response(openapi_document())  # not itself documented
 
 
 def create_app(server: Any, request_stats: RequestStats | None = None) -> web.Application:
@@ -1092,33 +1319,22 @@ def create_app(server: Any, request_stats: RequestStats | None = None) -> web.Ap
     if server.replica_manager is not None:
         instrument(server.replica_manager, topic_stats)
     registry = new_registry(server, request_stats, topic_stats)
-    api = AdminApi(server, registry)
+    history = History(request_stats, topic_stats)
+    api = AdminApi(server, registry, history)
     app = web.Application(middlewares=[error_middleware], client_max_size=1024 * 1024)
+    app.on_startup.append(history.start)
+    app.on_cleanup.append(history.stop)
     app.on_cleanup.append(api.close)
     app[SERVER_KEY] = server
     app[REGISTRY_KEY] = registry
-    r = app.router
-    r.add_get("/", api.dashboard)
-    r.add_get("/health", api.health)
-    r.add_get("/ready", api.ready)
-    r.add_get("/cluster", api.cluster)
-    r.add_get("/brokers", api.brokers)
-    r.add_get("/brokers/{id}", api.broker)
-    r.add_get("/topics", api.list_topics)
-    r.add_post("/topics", api.create_topic)
-    r.add_get("/topics/{name}", api.describe_topic)
-    r.add_delete("/topics/{name}", api.delete_topic)
-    r.add_patch("/topics/{name}/config", api.alter_topic_config)
-    r.add_post("/topics/{name}/partitions", api.add_partitions)
-    r.add_get("/groups", api.list_groups)
-    r.add_get("/groups/{id}", api.describe_group)
-    r.add_delete("/groups/{id}", api.delete_group)
-    r.add_post("/groups/{id}/offsets", api.reset_offsets)
-    r.add_get("/partitions/reassign", api.reassignments)
-    r.add_post("/partitions/reassign", api.reassign)
-    r.add_post("/partitions/elect-leaders", api.elect_leaders)
-    r.add_get("/metrics", api.metrics)
-    r.add_get("/openapi.json", api.openapi)
+    # the routes declared on AdminApi (@route): the same declarations make the OpenAPI document
+    for name, spec in route_specs(AdminApi):
+        if spec.method == "GET":  # GET answers HEAD too
+            app.router.add_get(spec.path, getattr(api, name))
+        else:
+            app.router.add_route(spec.method, spec.path, getattr(api, name))
+    app.router.add_get("/openapi.json", api.openapi)
+    app.router.add_get("/console/{file}", api.console_asset)
     return app
 
 

@@ -190,6 +190,7 @@ class BrokerCollector(Collector):
         yield from self._log_metrics()
         yield from storage_fault_metrics(self.server)
         yield from self._group_metrics()
+        yield from self._lag_metrics()
         yield from self._network_metrics()
         yield from self._loop_metrics()
 
@@ -323,6 +324,7 @@ class BrokerCollector(Collector):
             "Log directories taken offline after a failure",
             value=offline_dirs,
         )
+        yield from log_dir_metrics(lm)
 
     def _group_metrics(self) -> Iterable[Any]:
         groups = GaugeMetricFamily(
@@ -337,6 +339,14 @@ class BrokerCollector(Collector):
             for state, count in sorted(counts.items()):
                 groups.add_metric([state], count)
         yield groups
+
+    def _lag_metrics(self) -> Iterable[Any]:
+        """Committed offset and lag of every partition of every group coordinated here, where
+        this broker leads the partition (its high watermark is known here without a request:
+        a scrape sends nothing)."""
+        yield from consumer_lag_metrics(
+            self.server.services.group_coordinator, self.server.replica_manager
+        )
 
     def _network_metrics(self) -> Iterable[Any]:
         socket_server = self.server.socket_server
@@ -412,6 +422,60 @@ def storage_fault_metrics(server: Any) -> Iterable[Any]:
         "Fetches refused because a batch failed its CRC (every broker of this process)",
         value=FETCH_STATS.corrupt_batches_refused,
     )
+
+
+def consumer_lag_metrics(coordinator: Any, replica_manager: Any) -> Iterable[Any]:
+    """kafka_exporter's consumer-group series under kafkalite_ names: lag (high watermark -
+    committed offset) and committed offset per group and partition, and members per group."""
+    lag = GaugeMetricFamily(
+        "kafkalite_consumergroup_lag",
+        "High watermark minus committed offset, per group and partition (partitions led here)",
+        labels=["group", "topic", "partition"],
+    )
+    committed = GaugeMetricFamily(
+        "kafkalite_consumergroup_current_offset",
+        "Committed offset per group and partition",
+        labels=["group", "topic", "partition"],
+    )
+    members = GaugeMetricFamily(
+        "kafkalite_consumergroup_members",
+        "Members per group coordinated here",
+        labels=["group"],
+    )
+    if coordinator is not None:
+
+        def high_watermark(tp: Any) -> int | None:
+            status = replica_manager.partition_status(tp) if replica_manager is not None else None
+            return status.high_watermark if status is not None and status.is_leader else None
+
+        _, overviews = coordinator.list_groups()
+        for overview in sorted(overviews, key=lambda o: o.group_id):
+            group = overview.group_id
+            _, summary = coordinator.describe_group(group)
+            members.add_metric([group], len(getattr(summary, "members", ()) or ()))
+            _, lags = coordinator.consumer_lag(group, high_watermark)
+            for tp, (offset, behind) in sorted(lags.items()):
+                labels = [group, tp.topic, str(tp.partition)]
+                committed.add_metric(labels, offset)
+                if behind is not None:
+                    lag.add_metric(labels, behind)
+    yield lag
+    yield committed
+    yield members
+
+
+def log_dir_metrics(log_manager: Any) -> Iterable[Any]:
+    """Kafka's LogManager LogDirectoryOffline per directory (1 offline, 0 online)."""
+    offline = GaugeMetricFamily(
+        "kafkalite_log_dir_offline",
+        "1 when the log directory is offline after a failure, else 0 (Kafka's LogDirectoryOffline)",
+        labels=["log_dir"],
+    )
+    if log_manager is not None:
+        failed = set(getattr(log_manager, "offline_dirs", ()))
+        for path in getattr(log_manager, "log_dirs", ()):
+            offline.add_metric([path], 1 if path in failed else 0)
+    yield offline
 
 
 def offline_partition_count(metadata_cache: Any) -> int:

@@ -1,4 +1,4 @@
-"""What this broker knows of its own storage faults, for /metrics, /brokers and the dashboard.
+"""What this broker knows of its own storage faults, for /metrics, /brokers and the console.
 
 ``offline_log_dirs``: the directories taken offline after a failure (full, unreadable, gone).
 ``offline_partitions``: the partitions this broker hosts that are offline because of storage

@@ -385,11 +385,13 @@ def test_metrics_after_traffic(admin: AdminClient, admin_broker) -> None:
     assert samples[("kafkalite_event_loop_lag_max_seconds", ())] >= 0
 
 
-def test_dashboard_page_reads_the_api(admin: AdminClient) -> None:
+def test_console_page_reads_the_api(admin: AdminClient) -> None:
     page = admin.get("/")
     assert page.status == 200 and page.content_type.startswith("text/html")
-    for route in ("/cluster", "/topics", "/groups"):
-        assert f'"{route}' in page.body
+    assert 'src="/console/app.js"' in page.body
+    script = admin.get("/console/app.js").body
+    for route in ("/overview", "/cluster", "/topics", "/groups", "/partitions"):
+        assert f'"{route}' in script or f"`{route}" in script, route
 
 
 def test_openapi_document_lists_every_route(admin: AdminClient) -> None:
@@ -482,11 +484,13 @@ def test_the_document_states_what_the_server_enforces(admin: AdminClient) -> Non
     for name in (".", "..", "bad name", "t\n", "x" * 250, "ü"):
         assert not re.search(pattern, name), name
         assert admin.post("/topics", {"name": name}).status == 400
-    assert schemas["Election"]["properties"]["partitions"]["minItems"] == 1
+    [election_partitions, null] = schemas["Election"]["properties"]["partitions"]["anyOf"]
+    assert election_partitions["minItems"] == 1 and null == {"type": "null"}
     assert schemas["Reassignment"]["properties"]["partitions"]["minItems"] == 1
     for path in ("/partitions/elect-leaders", "/partitions/reassign"):
         assert admin.post(path, {"partitions": []}).status == 400
-    configs = schemas["NewTopic"]["properties"]["configs"]
+    [ref, null] = schemas["NewTopic"]["properties"]["configs"]["anyOf"]
+    configs = schemas[ref["$ref"].rsplit("/", 1)[1]]
     assert configs["additionalProperties"] is False
     retention = configs["properties"]["retention.ms"]["pattern"]
     assert re.search(retention, "-1") and re.search(retention, str(2**63 - 1))
@@ -500,3 +504,108 @@ def test_the_document_states_what_the_server_enforces(admin: AdminClient) -> Non
     assert admin.call("PATCH", "/topics/form/config", {"configs": None}).status == 400
     unknown_removal = admin.call("PATCH", "/topics/form/config", {"configs": {"nope": None}})
     assert unknown_removal.status == 400
+
+
+# ---------------------------------------------------------------------- records and history
+
+
+def test_record_browser_shows_what_a_client_produced(admin: AdminClient, admin_broker) -> None:
+    assert admin.post("/topics", {"name": "browsed", "partitions": 2}).status == 201
+    producer = Producer({"bootstrap.servers": admin_broker.bootstrap})
+    producer.produce("browsed", key=b"k-text", value=b'{"n": 1}', partition=1, timestamp=5_000)
+    producer.produce(
+        "browsed",
+        key=None,
+        value="héllo".encode(),
+        partition=1,
+        headers=[("h", b"\xff\x00")],
+        timestamp=6_000,
+    )
+    producer.produce("browsed", key=b"\x00\x01", value=None, partition=1, timestamp=9_000)
+    for i in range(7):
+        producer.produce("browsed", value=f"r{i}".encode(), partition=1, timestamp=10_000 + i)
+    assert producer.flush(30) == 0
+
+    page = admin.get("/topics/browsed/records?partition=1&offset=0&limit=3")
+    assert page.status == 200, page.body
+    body = page.body
+    assert (body["log_start_offset"], body["high_watermark"], body["next_offset"]) == (0, 10, 3)
+    first, second, third = body["records"]
+    assert first["offset"] == 0 and first["timestamp"] == 5_000
+    assert first["key"] == {"encoding": "utf8", "text": "k-text", "size": 6, "truncated": False}
+    assert first["value"]["encoding"] == "json" and first["value"]["text"] == '{"n": 1}'
+    assert second["key"] is None and second["value"]["text"] == "héllo"
+    assert second["headers"] == [
+        {"key": "h", "value": {"encoding": "hex", "text": "ff00", "size": 2, "truncated": False}}
+    ]
+    assert third["key"]["encoding"] == "hex" and third["value"] is None
+
+    by_time = admin.get("/topics/browsed/records?partition=1&timestamp=9000&limit=2").body
+    assert [r["offset"] for r in by_time["records"]] == [2, 3]
+    last = admin.get("/topics/browsed/records?partition=1&limit=4").body
+    assert [r["value"]["text"] for r in last["records"]] == ["r3", "r4", "r5", "r6"]
+    empty = admin.get("/topics/browsed/records?partition=0").body
+    assert empty["records"] == [] and empty["high_watermark"] == 0
+    missing = admin.get("/topics/browsed/records?partition=7")
+    assert missing.status == 404 and missing.body["field"] == "partition"
+    assert admin.get("/topics/browsed/records").status == 400  # partition is required
+    assert admin.get("/topics/browsed/records?partition=x").status == 400
+
+
+def test_metrics_history_has_rates_of_what_was_produced(admin: AdminClient, admin_broker) -> None:
+    assert admin.post("/topics", {"name": "rated", "partitions": 1}).status == 201
+    produce(admin_broker.bootstrap, "rated", 30)
+    history = admin.get("/metrics/history?topic=rated")
+    assert history.status == 200, history.body
+    body = history.body
+    assert body["interval_seconds"] > 0 and body["window_seconds"] >= 300
+    # the last point runs from the last sample to now, so what was just produced is in it
+    assert body["broker"][-1]["messages_in_per_sec"] > 0
+    assert body["broker"][-1]["bytes_in_per_sec"] > 0
+    assert body["topics"]["rated"][-1]["messages_in_per_sec"] > 0
+    busiest = admin.get("/metrics/history").body["topics"]
+    assert "rated" in busiest
+
+
+def test_docs_page_and_console_files_are_served_from_the_package(admin: AdminClient) -> None:
+    page = admin.get("/docs")
+    assert page.status == 200 and page.content_type.startswith("text/html")
+    assert 'src="/console/docs.js"' in page.body
+    script = admin.get("/console/docs.js")
+    assert script.status == 200 and script.content_type.startswith("text/javascript")
+    assert 'fetch("/openapi.json")' in script.body
+    assert "://" not in script.body  # nothing loaded from elsewhere
+    for bad in ("../app.py", "..%2Fapp.py", "app.py", ".hidden.js", "nope.js"):
+        assert admin.get(f"/console/{bad}").status == 404, bad
+
+
+def test_operator_metrics_lag_and_log_dirs(admin: AdminClient, admin_broker) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    assert admin.post("/topics", {"name": "lag-metered", "partitions": 1}).status == 201
+    produce(admin_broker.bootstrap, "lag-metered", 40)
+    consumer = Consumer({"bootstrap.servers": admin_broker.bootstrap, "group.id": "metered-group"})
+    consumer.commit(offsets=[TopicPartition("lag-metered", 0, 10)], asynchronous=False)
+    consumer.close()
+
+    samples = {}
+    for family in text_string_to_metric_families(admin.get("/metrics").body):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    labels = (("group", "metered-group"), ("partition", "0"), ("topic", "lag-metered"))
+    assert samples[("kafkalite_consumergroup_lag", labels)] == 30
+    assert samples[("kafkalite_consumergroup_current_offset", labels)] == 10
+    assert samples[("kafkalite_consumergroup_members", (("group", "metered-group"),))] == 0
+    # the same lag as the API's
+    [offset] = admin.get("/groups/metered-group").body["offsets"]
+    assert offset["lag"] == 30
+    dirs = {k[1][0][1]: v for k, v in samples.items() if k[0] == "kafkalite_log_dir_offline"}
+    assert dirs and set(dirs.values()) == {0}
+    for name in (
+        "kafkalite_under_replicated_partitions",
+        "kafkalite_offline_partitions",
+        "kafkalite_under_min_isr_partitions",
+        "kafkalite_event_loop_lag_max_seconds",
+    ):
+        assert samples[(name, ())] >= 0, name
+    assert samples[("kafkalite_request_latency_seconds_count", (("api", "OffsetCommit"),))] >= 1

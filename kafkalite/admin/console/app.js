@@ -1,0 +1,456 @@
+// The kafkalite console: a single page over the admin API. Pages are hash routes
+// (#/, #/topics, #/topic/NAME, #/groups, #/group/ID, #/brokers, #/partitions?state=, #/actions);
+// each renders its frame once (forms keep what is typed) and refreshes its live parts every
+// REFRESH_MS. Lists are filtered and paged by the server, so 5,000 topics stay one page of 50.
+import { del, enc, get, getPage, patch, post } from "/console/api.js";
+import { lineChart, sparkline } from "/console/chart.js";
+import { fmt, h } from "/console/dom.js";
+
+const REFRESH_MS = 5000;
+const PAGE = 50;
+const main = document.getElementById("main");
+const status = document.getElementById("status");
+let timer = null;
+let generation = 0;
+
+// ------------------------------------------------------------------ helpers
+
+function cell(text, cls) { return h("td", { class: cls }, text); }
+function num(v) { return h("td", { class: "num" }, fmt.num(v)); }
+function table(id, headers, rows) {
+  return h("table", { class: "grid", id },
+    h("thead", {}, h("tr", {}, ...headers.map((x) => h("th", { class: x.startsWith("#") ? "num" : "" }, x.replace(/^#/, ""))))),
+    h("tbody", {}, ...rows));
+}
+function message(kind, text) { return h("div", { class: `message ${kind}`, role: "status" }, text); }
+function errorText(e) { return e && e.body && e.body.error ? `${e.body.error}: ${e.message}` : String(e.message || e); }
+function replace(node, ...children) { node.replaceChildren(...children); return node; }
+function brokerHealth(p) {
+  if (p.offline) return h("span", { class: "pill bad" }, "offline");
+  if (p.under_min_isr) return h("span", { class: "pill bad" }, "under min ISR");
+  if (p.under_replicated) return h("span", { class: "pill warn" }, "under-replicated");
+  return h("span", { class: "pill ok" }, "ok");
+}
+
+/** Ask before doing something that cannot be undone; resolves true when confirmed. */
+export function confirmAction(title, text) {
+  return new Promise((resolve) => {
+    const done = (answer) => { box.remove(); resolve(answer); };
+    const box = h("div", { class: "dialog", id: "confirm" },
+      h("div", {}, h("h2", {}, title), h("p", {}, text),
+        h("div", { class: "toolbar" },
+          h("button", { class: "danger", id: "confirm-yes", onclick: () => done(true) }, "Yes, do it"),
+          h("button", { class: "secondary", id: "confirm-no", onclick: () => done(false) }, "Cancel"))));
+    document.body.append(box);
+  });
+}
+
+async function act(out, what, fn) {
+  replace(out, message("info", `${what}…`));
+  try {
+    const result = await fn();
+    replace(out, message("info", `${what}: done`));
+    return result;
+  } catch (e) {
+    replace(out, message("error", `${what}: ${errorText(e)}`));
+    return undefined;
+  }
+}
+
+function parseHash() {
+  const [path, query] = location.hash.replace(/^#/, "").split("?");
+  const parts = (path || "/").split("/").filter(Boolean).map(decodeURIComponent);
+  return { parts, query: new URLSearchParams(query || "") };
+}
+
+// ------------------------------------------------------------------ overview
+
+async function overviewPage() {
+  const cards = h("div", { class: "cards", id: "overview-cards" });
+  const brokers = h("div", { id: "overview-brokers" });
+  const charts = h("div", { class: "charts", id: "overview-charts" });
+  main.append(h("h1", {}, "Overview"), cards, h("h2", {}, "Brokers"), brokers,
+    h("h2", {}, "Throughput (this broker)"), charts);
+  return async () => {
+    const [o, cluster, history] = await Promise.all([get("/overview"), get("/cluster"), get("/metrics/history")]);
+    const card = (key, label, value, href, alert) => h("a", { class: `card${alert ? " alert" : ""}`, href, "data-count": key },
+      h("div", { class: "value" }, fmt.num(value)), h("div", { class: "label" }, label));
+    replace(cards,
+      card("brokers", "brokers", o.brokers, "#/brokers"),
+      card("topics", "topics", o.topics, "#/topics"),
+      card("partitions", "partitions", o.partitions, "#/partitions?state=all"),
+      card("under_replicated", "under-replicated", o.under_replicated, "#/partitions?state=under_replicated", o.under_replicated > 0),
+      card("offline", "offline", o.offline, "#/partitions?state=offline", o.offline > 0),
+      card("under_min_isr", "under min ISR", o.under_min_isr, "#/partitions?state=under_min_isr", o.under_min_isr > 0),
+      card("groups", "consumer groups", o.groups, "#/groups"));
+    replace(brokers, brokerTable(cluster));
+    const b = history.broker;
+    replace(charts,
+      lineChart("messages in", [{ name: "msgs/s", points: b.map((p) => ({ time: p.time, value: p.messages_in_per_sec })) }]),
+      lineChart("bytes in / out", [
+        { name: "in", points: b.map((p) => ({ time: p.time, value: p.bytes_in_per_sec })) },
+        { name: "out", points: b.map((p) => ({ time: p.time, value: p.bytes_out_per_sec })) }], { unit: " B/s" }),
+      lineChart("consume (fetch bytes)", [{ name: "B/s", points: b.map((p) => ({ time: p.time, value: p.fetch_bytes_per_sec })) }], { unit: " B/s" }));
+    status.textContent = `cluster ${o.cluster_id} · controller ${o.controller_id}`;
+  };
+}
+
+function brokerTable(cluster) {
+  return table("brokers", ["id", "address", "rack", "role", "state", "offline log dirs"],
+    cluster.brokers.map((b) => h("tr", {},
+      cell(h("a", { href: `#/brokers` }, String(b.id))),
+      cell(`${b.host}:${b.port}`), cell(b.rack || "–"),
+      cell(b.is_controller ? h("span", { class: "pill" }, "controller") : ""),
+      cell(h("span", { class: "pill ok" }, "up")),
+      cell(b.offline_log_dirs === null ? h("span", { class: "muted" }, "ask that broker")
+        : b.offline_log_dirs.length ? h("span", { class: "bad" }, b.offline_log_dirs.join(", ")) : "none"))));
+}
+
+// ------------------------------------------------------------------ topics
+
+async function topicsPage(query) {
+  let offset = Number(query.get("offset") || 0);
+  const search = h("input", { id: "topic-search", type: "search", placeholder: "filter by name", value: query.get("search") || "" });
+  const internal = h("input", { id: "show-internal", type: "checkbox" });
+  internal.checked = query.get("internal") === "true";
+  const list = h("div", { id: "topic-list" });
+  const pager = h("div", { class: "toolbar" });
+  let refresh;
+  const go = () => { offset = 0; refresh(); };
+  search.addEventListener("input", go);
+  internal.addEventListener("change", go);
+  main.append(h("h1", {}, "Topics"),
+    h("div", { class: "toolbar" }, search, h("label", {}, internal, " show internal topics"),
+      h("a", { href: "#/actions" }, "create a topic…")), list, pager);
+  let asked = 0;
+  refresh = async () => {
+    const mine = ++asked;
+    const q = new URLSearchParams({ offset, limit: PAGE, internal: internal.checked });
+    if (search.value) q.set("search", search.value);
+    const [{ data, total }, history] = await Promise.all([getPage(`/topics?${q}`), get("/metrics/history")]);
+    if (mine !== asked) return; // a later filter or page was asked for meanwhile: its answer wins
+    const rate = (name) => { const s = history.topics[name]; return s && s.length ? s[s.length - 1].messages_in_per_sec : 0; };
+    replace(list, table("topics", ["name", "#partitions", "#replication", "#size", "#msgs in", "health"],
+      data.map((t) => h("tr", { "data-topic": t.name },
+        cell(h("a", { href: `#/topic/${enc(t.name)}` }, t.name), t.internal ? "muted" : ""),
+        num(t.partitions), num(t.replication_factor),
+        h("td", { class: "num" }, fmt.bytes(t.size_bytes)), h("td", { class: "num" }, fmt.rate(rate(t.name))),
+        cell(t.marked_for_deletion ? h("span", { class: "pill warn" }, "deleting")
+          : t.offline ? h("span", { class: "pill bad" }, `${t.offline} offline`)
+            : t.under_replicated ? h("span", { class: "pill warn" }, `${t.under_replicated} under-replicated`)
+              : h("span", { class: "pill ok" }, "ok"))))));
+    const last = Math.min(offset + PAGE, total);
+    replace(pager,
+      h("span", { id: "topic-count" }, total ? `${offset + 1}–${last} of ${fmt.num(total)}` : "no topics"),
+      h("button", { class: "secondary", disabled: offset === 0, onclick: () => { offset = Math.max(0, offset - PAGE); refresh(); } }, "← previous"),
+      h("button", { class: "secondary", id: "next-page", disabled: last >= total, onclick: () => { offset += PAGE; refresh(); } }, "next →"));
+  };
+  return refresh;
+}
+
+async function topicPage(name) {
+  const head = h("div", {});
+  const parts = h("div", { id: "partitions" });
+  const charts = h("div", { class: "charts" });
+  const configs = h("div", { id: "configs" });
+  const out = h("div");
+  main.append(h("h1", {}, "Topic ", h("code", {}, name)), head, out,
+    h("h2", {}, "Partitions"), parts, h("h2", {}, "Rates"), charts,
+    h("h2", {}, "Configs"), configs, h("h2", {}, "Records"), recordBrowser(name),
+    h("h2", {}, "Actions"), topicActions(name, out));
+  let configsShown = false;
+  return async () => {
+    const [t, history] = await Promise.all([get(`/topics/${enc(name)}`), get(`/metrics/history?topic=${enc(name)}`)]);
+    replace(head, h("p", { class: "muted" }, `id ${t.topic_id || "–"} · ${t.partitions.length} partitions`,
+      t.internal ? " · internal" : "", t.marked_for_deletion ? " · marked for deletion" : ""));
+    replace(parts, table("partition-table", ["#partition", "leader", "replicas", "ISR", "#log start", "#end (HW)", "#LEO", "#size"],
+      t.partitions.map((p) => h("tr", {},
+        num(p.partition), cell(p.leader < 0 ? h("span", { class: "bad" }, "none") : String(p.leader)),
+        cell(p.replicas.join(", ")),
+        cell(p.isr.join(", "), p.isr.length < p.replicas.length ? "bad" : ""),
+        num(p.log_start_offset), num(p.high_watermark), num(p.log_end_offset),
+        h("td", { class: "num" }, fmt.bytes(p.size_bytes))))));
+    const series = history.topics[name] || [];
+    replace(charts,
+      lineChart("messages in", [{ name: "msgs/s", points: series.map((p) => ({ time: p.time, value: p.messages_in_per_sec })) }]),
+      lineChart("bytes in", [{ name: "B/s", points: series.map((p) => ({ time: p.time, value: p.bytes_in_per_sec })) }], { unit: " B/s" }));
+    if (!configsShown) { replace(configs, configEditor(name, t.configs)); configsShown = true; }
+  };
+}
+
+function configEditor(name, current) {
+  const rows = h("tbody", {});
+  const out = h("div");
+  const addRow = (key = "", value = "") => {
+    const k = h("input", { value: key, placeholder: "config name, e.g. retention.ms", class: "config-key" });
+    const v = h("input", { value, placeholder: "value", class: "config-value" });
+    const tr = h("tr", {}, cell(k), cell(v), cell(h("button", { class: "secondary", onclick: () => tr.remove() }, "remove")));
+    rows.append(tr);
+  };
+  for (const [k, v] of Object.entries(current)) addRow(k, v);
+  const save = async () => {
+    const wanted = {};
+    for (const tr of rows.children) {
+      const key = tr.querySelector(".config-key").value.trim();
+      if (key) wanted[key] = tr.querySelector(".config-value").value;
+    }
+    const changes = { ...wanted };
+    for (const key of Object.keys(current)) if (!(key in wanted)) changes[key] = null;
+    const result = await act(out, "Saving configs", () => patch(`/topics/${enc(name)}/config`, { configs: changes }));
+    if (result) current = result.configs;
+  };
+  return h("div", { class: "panel" }, h("p", { class: "muted" }, "Overrides of this topic (others take the broker's defaults). Empty: none."),
+    h("table", { class: "grid", id: "config-table" }, h("thead", {}, h("tr", {}, h("th", {}, "name"), h("th", {}, "value"), h("th", {}, ""))), rows),
+    h("div", { class: "toolbar" }, h("button", { class: "secondary", onclick: () => addRow() }, "add override"),
+      h("button", { id: "save-configs", onclick: save }, "save")), out);
+}
+
+function recordBrowser(name) {
+  const partition = h("input", { id: "rb-partition", type: "number", min: 0, value: 0 });
+  const mode = h("select", { id: "rb-mode" }, h("option", { value: "last" }, "last records"),
+    h("option", { value: "offset" }, "from offset"), h("option", { value: "timestamp" }, "from time (ms)"));
+  const from = h("input", { id: "rb-from", placeholder: "offset or epoch ms" });
+  const limit = h("input", { id: "rb-limit", type: "number", min: 1, max: 500, value: 50 });
+  const out = h("div", { id: "records-out" });
+  const load = async () => {
+    const q = new URLSearchParams({ partition: partition.value || 0, limit: limit.value || 50 });
+    if (mode.value !== "last" && from.value) q.set(mode.value, from.value);
+    try {
+      const page = await get(`/topics/${enc(name)}/records?${q}`);
+      const shown = (v) => v === null ? h("span", { class: "muted" }, "null")
+        : h("div", {}, h("span", { class: "pill" }, v.encoding), v.truncated ? h("span", { class: "pill warn" }, `${fmt.bytes(v.size)}, cut`) : "",
+          h("pre", { class: "value" }, v.encoding === "json" ? JSON.stringify(JSON.parse(v.text), null, 2) : v.text));
+      replace(out, h("p", { class: "muted" }, `log start ${page.log_start_offset}, high watermark ${page.high_watermark}, ${page.records.length} records from ${page.start_offset}`),
+        table("records", ["#offset", "timestamp", "key", "value", "headers"], page.records.map((r) => h("tr", { "data-offset": r.offset },
+          num(r.offset), cell(r.timestamp >= 0 ? new Date(r.timestamp).toISOString() : "–"),
+          cell(shown(r.key)), cell(shown(r.value)),
+          cell(r.headers.map((x) => h("div", {}, h("code", {}, x.key), ": ", x.value ? x.value.text : "null")))))));
+    } catch (e) {
+      replace(out, message("error", errorText(e)));
+    }
+  };
+  return h("div", { class: "panel" }, h("div", { class: "toolbar" }, h("label", {}, "partition ", partition), mode, from,
+    h("label", {}, "limit ", limit), h("button", { id: "rb-load", onclick: load }, "show")), out);
+}
+
+function topicActions(name, out) {
+  const count = h("input", { id: "add-partitions-count", type: "number", min: 1, placeholder: "new total" });
+  return h("div", { class: "toolbar" }, count,
+    h("button", { onclick: () => act(out, "Adding partitions", () => post(`/topics/${enc(name)}/partitions`, { partitions: Number(count.value) })) }, "add partitions"),
+    h("button", { class: "danger", id: "delete-topic", onclick: async () => {
+      if (await confirmAction(`Delete topic ${name}?`, "Its records are deleted on every broker. This cannot be undone.")) {
+        const done = await act(out, "Deleting", () => del(`/topics/${enc(name)}`));
+        if (done) location.hash = "#/topics";
+      }
+    } }, "delete topic"));
+}
+
+// ------------------------------------------------------------------ partitions
+
+async function partitionsPage(query) {
+  const state = query.get("state") || "all";
+  const list = h("div");
+  const titles = { all: "All partitions", under_replicated: "Under-replicated partitions", offline: "Offline partitions", under_min_isr: "Partitions under min ISR" };
+  main.append(h("h1", {}, titles[state] || "Partitions"), list);
+  return async () => {
+    const { data, total } = await getPage(`/partitions?state=${enc(state)}&limit=1000`);
+    replace(list, h("p", { class: "muted" }, `${fmt.num(total)} partitions${total > data.length ? `, first ${data.length} shown` : ""}`),
+      table("partition-health", ["topic", "#partition", "leader", "replicas", "ISR", "health"], data.map((p) => h("tr", {},
+        cell(h("a", { href: `#/topic/${enc(p.topic)}` }, p.topic)), num(p.partition), cell(String(p.leader)),
+        cell(p.replicas.join(", ")), cell(p.isr.join(", ")), cell(brokerHealth(p))))));
+  };
+}
+
+// ------------------------------------------------------------------ groups
+
+async function groupsPage() {
+  const list = h("div", { id: "group-list" });
+  main.append(h("h1", {}, "Consumer groups"), h("p", { class: "muted" }, "Groups coordinated by this broker."), list);
+  return async () => {
+    const groups = await get("/groups");
+    replace(list, groups.length ? table("groups", ["group", "state", "protocol type"], groups.map((g) => h("tr", { "data-group": g.group_id },
+      cell(h("a", { href: `#/group/${enc(g.group_id)}` }, g.group_id)), cell(g.state), cell(g.protocol_type || "–"))))
+      : h("p", { class: "muted" }, "No groups."));
+  };
+}
+
+const lagTrend = new Map(); // "group/topic/partition" -> recent lags, kept while the page is open
+
+async function groupPage(id) {
+  const head = h("div");
+  const members = h("div");
+  const offsets = h("div", { id: "group-offsets" });
+  main.append(h("h1", {}, "Group ", h("code", {}, id)), head, h("h2", {}, "Members"), members,
+    h("h2", {}, "Lag"), offsets, h("h2", {}, "Reset offsets"), resetForm(id));
+  return async () => {
+    const g = await get(`/groups/${enc(id)}`);
+    replace(head, h("p", {}, h("span", { class: "pill", id: "group-state" }, g.state), ` ${g.protocol_type || ""} ${g.protocol || ""} · coordinator ${g.coordinator} · total lag `,
+      h("b", { id: "total-lag" }, fmt.num(g.total_lag))));
+    replace(members, g.members.length ? table("members", ["member", "client", "host", "assignment"], g.members.map((m) => h("tr", {},
+      cell(h("code", {}, m.member_id)), cell(m.client_id), cell(m.client_host),
+      cell(m.assignment.map((a) => `${a.topic} [${a.partitions.join(", ")}]`).join("; ") || "–"))))
+      : h("p", { class: "muted" }, "No members (the group is inactive: its offsets can be reset)."));
+    replace(offsets, table("lag-table", ["topic", "#partition", "#committed", "#end", "#lag", "trend"], g.offsets.map((o) => {
+      const key = `${id}/${o.topic}/${o.partition}`;
+      const trend = lagTrend.get(key) || [];
+      trend.push(o.lag || 0);
+      lagTrend.set(key, trend.slice(-60));
+      return h("tr", { "data-partition": `${o.topic}-${o.partition}` }, cell(o.topic), num(o.partition),
+        h("td", { class: "num committed" }, fmt.num(o.committed_offset)), num(o.high_watermark), num(o.lag), cell(sparkline(trend)));
+    })));
+  };
+}
+
+function resetForm(id) {
+  const to = h("select", { id: "reset-to", name: "to" }, ...["earliest", "latest", "timestamp", "explicit"].map((x) => h("option", { value: x }, x)));
+  const topics = h("input", { id: "reset-topics", placeholder: "topics, comma-separated (default: those it committed)" });
+  const value = h("input", { id: "reset-value", placeholder: "timestamp (ms) or offset" });
+  const partition = h("input", { id: "reset-partition", type: "number", min: 0, placeholder: "partition (explicit)" });
+  const preview = h("div", { id: "reset-preview" });
+  const out = h("div", { id: "reset-out" });
+  const body = (dryRun) => {
+    const b = { to: to.value, dry_run: dryRun };
+    const names = topics.value.split(",").map((x) => x.trim()).filter(Boolean);
+    if (to.value === "explicit") {
+      b.offsets = names.map((topic) => ({ topic, partition: Number(partition.value || 0), offset: Number(value.value) }));
+    } else {
+      if (names.length) b.topics = names;
+      if (to.value === "timestamp") b.timestamp = Number(value.value);
+    }
+    return b;
+  };
+  const doPreview = async () => {
+    const result = await act(out, "Preview", () => post(`/groups/${enc(id)}/offsets`, body(true)));
+    if (result) {
+      replace(preview, table("reset-preview-table", ["topic", "#partition", "#new offset"], result.offsets.map((o) => h("tr", {}, cell(o.topic), num(o.partition), num(o.offset)))));
+      apply.disabled = false;
+    }
+  };
+  const apply = h("button", { class: "danger", id: "reset-apply", disabled: true, onclick: async () => {
+    if (await confirmAction(`Reset offsets of ${id}?`, "The group's committed offsets are replaced by the previewed ones. Its consumers start there.")) {
+      await act(out, "Resetting offsets", () => post(`/groups/${enc(id)}/offsets`, body(false)));
+    }
+  } }, "apply");
+  return h("div", { class: "panel" }, h("div", { class: "toolbar" }, to, topics, value, partition,
+    h("button", { class: "secondary", id: "reset-preview-button", onclick: doPreview }, "preview"), apply),
+  h("p", { class: "muted" }, "Only an inactive group (no members) can be reset. Preview shows the new positions without committing them."), preview, out);
+}
+
+// ------------------------------------------------------------------ brokers
+
+async function brokersPage() {
+  const list = h("div");
+  main.append(h("h1", {}, "Brokers"), list);
+  let shown = false;
+  return async () => {
+    const cluster = await get("/cluster");
+    if (shown) return;
+    shown = true;
+    const sections = [brokerTable(cluster)];
+    for (const b of cluster.brokers) {
+      const { data: hosted, total } = await getPage(`/partitions?broker=${b.id}&limit=10000`);
+      const leads = hosted.filter((p) => p.leader === b.id).length;
+      const body = [h("p", {}, `${fmt.num(leads)} partitions led, ${fmt.num(total - leads)} followed`)];
+      if (b.id === cluster.this_broker) {
+        const storage = await get(`/brokers/${b.id}/storage`);
+        body.push(table(`log-dirs-${b.id}`, ["log dir", "#partitions", "#size", "state"], storage.log_dirs.map((d) => h("tr", {},
+          cell(h("code", {}, d.path)), num(d.partitions), h("td", { class: "num" }, fmt.bytes(d.size_bytes)),
+          cell(d.offline ? h("span", { class: "pill bad" }, "offline") : h("span", { class: "pill ok" }, "online"))))),
+        h("details", {}, h("summary", {}, "configs"), table(`configs-${b.id}`, ["name", "value"],
+          Object.entries(storage.configs).map(([k, v]) => h("tr", {}, cell(h("code", {}, k)), cell(v === null ? "–" : v))))));
+      } else {
+        body.push(h("p", { class: "muted" }, "Log dirs and configs: open this broker's own console."));
+      }
+      sections.push(h("div", { class: "panel", id: `broker-${b.id}` }, h("h2", {}, `Broker ${b.id}${b.is_controller ? " (controller)" : ""}`), ...body));
+    }
+    replace(list, ...sections);
+  };
+}
+
+// ------------------------------------------------------------------ actions
+
+function actionsPage() {
+  const form = (id, title, fields, button, run, danger) => {
+    const out = h("div");
+    const inputs = Object.fromEntries(fields.map(([name, attrs]) => [name, h("input", { name, ...attrs })]));
+    const submit = async (event) => {
+      event.preventDefault();
+      const values = Object.fromEntries(Object.entries(inputs).map(([k, v]) => [k, v.value.trim()]));
+      if (danger && !(await confirmAction(title, danger(values)))) return;
+      await act(out, title, () => run(values));
+    };
+    return h("form", { class: "panel stack", id, onsubmit: submit }, h("h2", {}, title),
+      ...fields.map(([name, attrs]) => h("label", {}, attrs.label || name, inputs[name])),
+      h("div", {}, h("button", { type: "submit", class: danger ? "danger" : "" }, button)), out);
+  };
+  const ints = (text) => text.split(",").map((x) => Number(x.trim())).filter((x) => !Number.isNaN(x));
+  main.append(h("h1", {}, "Actions"), h("p", { class: "muted" }, "Everything here goes through the admin API. Destructive actions ask first."),
+    form("create-topic", "Create topic", [["name", { required: true, label: "name" }], ["partitions", { type: "number", min: 1, label: "partitions (empty: broker default)" }],
+      ["replication_factor", { type: "number", min: 1, label: "replication factor (empty: broker default)" }], ["configs", { label: "configs (name=value, comma-separated)" }]],
+    "create", (v) => {
+      const body = { name: v.name };
+      if (v.partitions) body.partitions = Number(v.partitions);
+      if (v.replication_factor) body.replication_factor = Number(v.replication_factor);
+      if (v.configs) body.configs = Object.fromEntries(v.configs.split(",").map((x) => x.split("=").map((s) => s.trim())));
+      return post("/topics", body);
+    }),
+    form("add-partitions", "Add partitions", [["topic", { required: true }], ["partitions", { type: "number", min: 1, required: true, label: "new total" }]],
+      "add", (v) => post(`/topics/${enc(v.topic)}/partitions`, { partitions: Number(v.partitions) })),
+    form("alter-config", "Alter topic config", [["topic", { required: true }], ["name", { required: true, label: "config name" }], ["value", { label: "value (empty: remove the override)" }]],
+      "apply", (v) => patch(`/topics/${enc(v.topic)}/config`, { configs: { [v.name]: v.value === "" ? null : v.value } })),
+    form("delete-topic", "Delete topic", [["topic", { required: true }]], "delete",
+      (v) => del(`/topics/${enc(v.topic)}`), (v) => `Delete topic ${v.topic} and all its records? This cannot be undone.`),
+    h("div", { class: "panel" }, h("h2", {}, "Reset group offsets"), h("p", {}, "Open the group on the ", h("a", { href: "#/groups" }, "Consumer groups"), " page: it previews the new positions before applying them.")),
+    form("elect-leaders", "Elect preferred leaders", [["topic", { label: "topic (empty: every partition)" }], ["partitions", { label: "partitions (comma-separated; empty: all of the topic)" }]],
+      "elect", async (v) => {
+        let body = { election_type: "preferred" };
+        if (v.topic) {
+          let ps = ints(v.partitions);
+          if (!ps.length) ps = (await get(`/topics/${enc(v.topic)}`)).partitions.map((p) => p.partition);
+          body = { ...body, partitions: ps.map((partition) => ({ topic: v.topic, partition })) };
+        }
+        return post("/partitions/elect-leaders", body);
+      }, (v) => `Move leadership of ${v.topic || "every partition"} back to the preferred replicas?`),
+    form("reassign", "Reassign a partition", [["topic", { required: true }], ["partition", { type: "number", min: 0, required: true }], ["replicas", { required: true, label: "replicas (broker ids, comma-separated; the first is preferred leader)" }]],
+      "reassign", (v) => post("/partitions/reassign", { partitions: [{ topic: v.topic, partition: Number(v.partition), replicas: ints(v.replicas) }] }),
+      (v) => `Move ${v.topic}-${v.partition} to brokers ${v.replicas}? Data is copied to new replicas, then removed from old ones.`));
+  return null;
+}
+
+// ------------------------------------------------------------------ router
+
+async function show() {
+  const mine = ++generation;
+  clearInterval(timer);
+  main.replaceChildren();
+  const { parts, query } = parseHash();
+  const page = parts[0] || "overview";
+  for (const a of document.querySelectorAll("#nav a")) {
+    const target = { topic: "topics", group: "groups", partitions: "overview" }[page] || page;
+    a.classList.toggle("active", a.dataset.page === target);
+  }
+  const pages = {
+    overview: () => overviewPage(), topics: () => topicsPage(query), topic: () => topicPage(parts[1]),
+    groups: () => groupsPage(), group: () => groupPage(parts[1]), brokers: () => brokersPage(),
+    partitions: () => partitionsPage(query), actions: () => actionsPage(),
+  };
+  const refresh = await (pages[page] || pages.overview)();
+  if (!refresh) { main.dataset.loaded = page; return; }
+  const tick = async () => {
+    if (mine !== generation) return;
+    try {
+      await refresh();
+      status.classList.remove("bad");
+      main.dataset.loaded = page;
+      main.dataset.refreshed = String(Date.now());
+    } catch (e) {
+      status.textContent = `refresh failed: ${errorText(e)}`;
+      status.classList.add("bad");
+    }
+  };
+  await tick();
+  timer = setInterval(tick, REFRESH_MS);
+}
+
+window.addEventListener("hashchange", show);
+show();

@@ -1,0 +1,718 @@
+"""The admin API's request and response bodies, declared once as pydantic models.
+
+Every route in app.py names its body, query and answer models (`routing.route`); the route
+wrapper validates requests with them (strictly: a JSON number is not a string, `"3"` is not an
+integer) and checks every answer against its model before it is sent, and openapi.py builds the
+OpenAPI document from their JSON schemas. What the document says is therefore what the server
+enforces and what it answers; a field added to an answer without its model is a 500 in the tests,
+not a silent drift.
+
+Field names are the snake_case ones the API has always answered. Topic configs keep Kafka's
+dotted names (`retention.ms`) as aliases of generated fields, one per known config, each with
+the form of value Kafka's validation accepts (storage/config.py's own tables).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    RootModel,
+    create_model,
+    field_validator,
+)
+
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _integral(value: Any) -> Any:
+    """JSON Schema's integer: 3.0 is one (a float with no fraction); "3" and true are not."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def json_int(**bounds: Any) -> Any:
+    """An integer field of a JSON body within ``bounds`` (the bounds first: pydantic states
+    them in the schema only when they come before the validator)."""
+    return Annotated[int, Field(**bounds), BeforeValidator(_integral)]
+
+
+Int32 = json_int(ge=INT32_MIN, le=INT32_MAX)
+Int64 = json_int(ge=INT64_MIN, le=INT64_MAX)
+NonNegInt32 = json_int(ge=0, le=INT32_MAX)
+NonNegInt64 = json_int(ge=0, le=INT64_MAX)
+BrokerId = Int32
+
+# JSON Schema patterns are searched, not matched, and '$' also matches before a final newline:
+# END is an end anchor with no such exception (a topic named "t\n" is illegal).
+END = r"(?![\s\S])"
+TOPIC_NAME_PATTERN = rf"^(?!\.\.?{END})[a-zA-Z0-9._-]{{1,249}}{END}"
+TopicName = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=249,
+        pattern=TOPIC_NAME_PATTERN,
+        description="Kafka's legal topic names: 1 to 249 of [a-zA-Z0-9._-], not '.' or '..'",
+    ),
+]
+
+
+class Body(BaseModel):
+    """A request body: strict types; fields the API does not know are ignored."""
+
+    model_config = ConfigDict(strict=True, regex_engine="python-re", extra="ignore")
+
+
+class Answer(BaseModel):
+    """A response body: exactly the declared fields (a handler answering more is a bug)."""
+
+    model_config = ConfigDict(extra="forbid", regex_engine="python-re")
+
+
+class Query(BaseModel):
+    """Query parameters: strings converted (an integer parameter must be a decimal integer)."""
+
+    model_config = ConfigDict(extra="ignore", regex_engine="python-re")
+
+
+# ---------------------------------------------------------------------- topic configs
+
+
+def integer_pattern(low: int, high: int) -> str:
+    """A regular expression matching exactly the decimal integers from ``low`` to ``high``
+    (``low`` >= -1), without sign or leading zeros, anchored at both ends."""
+
+    def same_length(a: str, b: str) -> list[str]:
+        # the numbers from a to b, both with len(a) digits
+        if not a:
+            return [""]
+        rest = len(a) - 1
+        if a[1:] == "0" * rest and b[1:] == "9" * rest:
+            first = a[0] if a[0] == b[0] else f"[{a[0]}-{b[0]}]"
+            return [first + ("[0-9]" * rest if rest < 3 else f"[0-9]{{{rest}}}")]
+        if a[0] == b[0]:
+            return [a[0] + tail for tail in same_length(a[1:], b[1:])]
+        out = [a[0] + tail for tail in same_length(a[1:], "9" * rest)]
+        if int(a[0]) + 1 <= int(b[0]) - 1:
+            out += same_length(str(int(a[0]) + 1) + "0" * rest, str(int(b[0]) - 1) + "9" * rest)
+        out += [b[0] + tail for tail in same_length("0" * rest, b[1:])]
+        return out
+
+    alternatives = ["-1"] if low < 0 else []
+    low = max(low, 0)
+    for digits in range(len(str(low)), len(str(high)) + 1):
+        a = max(low, 10 ** (digits - 1) if digits > 1 else 0)
+        b = min(high, 10**digits - 1)
+        if a <= b:
+            alternatives += same_length(str(a), str(b))
+    return f"^({'|'.join(alternatives)}){END}"
+
+
+def _config_value_forms() -> dict[str, dict[str, Any]]:
+    """Topic config name -> the form of the values Kafka's validation accepts for it, as Field
+    arguments (`pattern` + description, or the `enum` of a Literal). Read from storage's own
+    validation tables (types, minimums, INT or LONG range), not a copy of them, plus Kafka 3.9's
+    deprecated configs the Kafka API accepts (apis/admin_common.py)."""
+    from kafkalite.apis.admin_common import _METADATA_VERSION, DEPRECATED_TOPIC_CONFIGS
+    from kafkalite.storage.config import (
+        _INT_FIELDS,
+        _MINIMUMS,
+        INT_MAX,
+        LONG_MAX,
+        TOPIC_CONFIG_FIELDS,
+    )
+
+    special: dict[str, dict[str, Any]] = {
+        "unclean_leader_election_enable": {"enum": ["true", "false"]},
+        "preallocate": {"enum": ["true", "false"]},
+        "min_cleanable_dirty_ratio": {
+            "pattern": rf"^(0(\.[0-9]*)?|1(\.0*)?|\.[0-9]+){END}",
+            "description": "a decimal number from 0 to 1",
+        },
+        "message_timestamp_type": {"enum": ["CreateTime", "LogAppendTime"]},
+        "cleanup_policy": {"enum": ["delete", "compact", "compact,delete", "delete,compact"]},
+        "compression_type": {"enum": ["uncompressed", "gzip", "snappy", "lz4", "zstd", "producer"]},
+    }
+    out: dict[str, dict[str, Any]] = {}
+    for name, field in TOPIC_CONFIG_FIELDS.items():
+        if field in special:
+            out[name] = special[field]
+            continue
+        low = _MINIMUMS.get(field, 0)
+        high = INT_MAX if field in _INT_FIELDS else LONG_MAX
+        out[name] = {
+            "pattern": integer_pattern(low, high),
+            "description": f"a decimal integer from {low} to {high}",
+        }
+    assert set(DEPRECATED_TOPIC_CONFIGS) == {
+        "message.format.version",
+        "message.downconversion.enable",
+    }
+    out["message.format.version"] = {
+        "pattern": f"^{_METADATA_VERSION.pattern}{END}",
+        "description": "deprecated (accepted and ignored, as Kafka 3.9): a Kafka version",
+    }
+    out["message.downconversion.enable"] = {
+        "enum": ["true", "false"],
+        "description": "deprecated (accepted and ignored, as Kafka 3.9)",
+    }
+    return out
+
+
+CONFIG_VALUE_FORMS = _config_value_forms()
+"""Topic config name -> the form of its value in a request."""
+
+
+def _config_model(name: str, *, removable: bool, doc: str) -> type[BaseModel]:
+    fields: dict[str, Any] = {}
+    for config, form in sorted(CONFIG_VALUE_FORMS.items()):
+        if "enum" in form:
+            kind: Any = Literal[tuple(form["enum"])]  # type: ignore[valid-type]
+            extra = {k: v for k, v in form.items() if k == "description"}
+        else:
+            kind = Annotated[str, Field(pattern=form["pattern"])]
+            extra = {"description": form["description"]}
+        if removable:
+            kind = kind | None
+        fields[re.sub(r"\W", "_", config)] = (kind, Field(default=None, alias=config, **extra))
+    return create_model(  # type: ignore[call-overload]
+        name,
+        __config__=ConfigDict(
+            strict=True,
+            regex_engine="python-re",
+            extra="forbid",
+            json_schema_extra=_no_defaults,
+        ),
+        __doc__=doc,
+        **fields,
+    )
+
+
+def _no_defaults(schema: dict[str, Any]) -> None:
+    """An absent config is not a null one: the schema states no default."""
+    for prop in schema.get("properties", {}).values():
+        prop.pop("default", None)
+
+
+ConfigValues = _config_model(
+    "ConfigValues",
+    removable=False,
+    doc="Topic config overrides: known config names only, each value a string in its form.",
+)
+ConfigChanges = _config_model(
+    "ConfigChanges",
+    removable=True,
+    doc="Config name -> new value (a string in its form); null removes the override.",
+)
+
+
+def configs_of(model: BaseModel | None) -> dict[str, str | None]:
+    """The configs a request named, by Kafka name (None: remove the override)."""
+    if model is None:
+        return {}
+    return model.model_dump(by_alias=True, exclude_unset=True)
+
+
+Configs = dict[str, str]
+"""Topic configs as answered (whatever Kafka's own validation let through)."""
+
+
+# ---------------------------------------------------------------------- requests
+
+
+class NewTopic(Body):
+    """A topic to create. Omitted (or null) partitions and replication factor take the broker's
+    num.partitions and default.replication.factor."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "example": {
+                "name": "orders",
+                "partitions": 3,
+                "replication_factor": 1,
+                "configs": {"retention.ms": "86400000"},
+            }
+        }
+    )
+
+    name: TopicName
+    partitions: json_int(ge=1, le=100_000) | None = None
+    replication_factor: (
+        Annotated[
+            int, Field(ge=1, le=32767, description="at most the number of registered brokers")
+        ]
+        | None
+    ) = None
+    configs: ConfigValues | None = None  # type: ignore[valid-type]
+
+
+class ConfigChange(Body):
+    """Set (a string) or remove (null) topic config overrides."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "example": {"configs": {"retention.ms": "3600000", "cleanup.policy": None}}
+        }
+    )
+
+    configs: ConfigChanges  # type: ignore[valid-type]
+
+
+class PartitionCount(Body):
+    """The new total number of partitions: partitions may only be added, so it must be larger
+    than the topic's current count (409 INVALID_PARTITIONS otherwise)."""
+
+    partitions: json_int(ge=1, le=100_000)
+
+
+class TopicPartitionRef(Body):
+    topic: TopicName
+    partition: NonNegInt32
+
+
+class OffsetTarget(Body):
+    topic: TopicName
+    partition: NonNegInt32
+    offset: NonNegInt64
+
+
+TopicList = Annotated[list[TopicName], Field(min_length=1)]
+
+
+class ResetToEnd(Body):
+    to: Literal["earliest", "latest"]
+    topics: TopicList | None = None
+    dry_run: bool = False
+
+
+class ResetToTimestamp(Body):
+    to: Literal["timestamp"]
+    timestamp: NonNegInt64
+    topics: TopicList | None = None
+    dry_run: bool = False
+
+
+class ResetToOffsets(Body):
+    to: Literal["explicit"]
+    offsets: Annotated[list[OffsetTarget], Field(min_length=1)]
+    dry_run: bool = False
+
+
+class OffsetReset(RootModel):
+    """earliest/latest/timestamp apply to `topics` (default: the topics the group committed;
+    404 when it committed none); explicit takes `offsets`. Refused (409) while the group has
+    members. `dry_run` answers the new positions without committing them."""
+
+    model_config = ConfigDict(strict=True, regex_engine="python-re")
+
+    root: Annotated[ResetToEnd | ResetToTimestamp | ResetToOffsets, Field(discriminator="to")]
+
+
+class ReassignEntry(Body):
+    topic: TopicName
+    partition: NonNegInt32
+    replicas: Annotated[
+        list[BrokerId],
+        Field(
+            min_length=1,
+            description="registered brokers (404 otherwise), each once",
+            json_schema_extra={"uniqueItems": True},
+        ),
+    ]
+
+    @field_validator("replicas")
+    @classmethod
+    def _once_each(cls, replicas: list[int]) -> list[int]:
+        if len(set(replicas)) != len(replicas):
+            raise ValueError("lists a broker twice")
+        return replicas
+
+
+class Reassignment(Body):
+    partitions: Annotated[list[ReassignEntry], Field(min_length=1)]
+
+
+class Election(Body):
+    """partitions omitted or null: every partition."""
+
+    election_type: Literal["preferred", "unclean"] = "preferred"
+    partitions: Annotated[list[TopicPartitionRef], Field(min_length=1)] | None = None
+
+
+# ---------------------------------------------------------------------- query parameters
+
+
+class TopicsQuery(Query):
+    """Server-side filtering and paging of the topic list (all topics when none is given; the
+    total before paging is in the X-Total-Count header)."""
+
+    search: Annotated[
+        str | None, Field(max_length=249, description="a substring of the topic's name")
+    ] = None
+    internal: Annotated[
+        bool, Field(description="include internal topics (names starting with __)")
+    ] = True
+    offset: Annotated[int, Field(ge=0, le=INT32_MAX, description="topics to skip")] = 0
+    limit: Annotated[int | None, Field(ge=1, le=100_000, description="at most this many")] = None
+
+
+class RecordsQuery(Query):
+    """Where to start reading: `offset`, else the first record at or after `timestamp`
+    (milliseconds since the epoch), else the last `limit` records before the high watermark."""
+
+    partition: Annotated[int, Field(ge=0, le=INT32_MAX)]
+    offset: Annotated[int | None, Field(ge=0, le=INT64_MAX)] = None
+    timestamp: Annotated[int | None, Field(ge=0, le=INT64_MAX)] = None
+    limit: Annotated[int, Field(ge=1, le=500)] = 50
+
+
+class HistoryQuery(Query):
+    topic: Annotated[str | None, Field(max_length=249, description="only this topic's series")] = (
+        None
+    )
+
+
+# ---------------------------------------------------------------------- answers
+
+
+class Error(Answer):
+    error: str = Field(description="Kafka error name or HTTP-level code")
+    message: str
+    field: str | None = Field(default=None, description="the request field at fault")
+
+
+class Health(Answer):
+    status: Literal["ok"]
+    broker_id: BrokerId
+
+
+class Ready(Answer):
+    ready: bool
+    checks: dict[str, bool]
+
+
+class Endpoint(Answer):
+    listener: str
+    host: str
+    port: Int32
+    security_protocol: str
+
+
+class Broker(Answer):
+    id: BrokerId
+    host: str | None
+    port: int | None
+    rack: str | None
+    endpoints: list[Endpoint]
+    broker_epoch: Int64
+    is_controller: bool
+    offline_log_dirs: list[str] | None = Field(
+        description="Log directories offline after a failure; null for a broker other than "
+        "the one answering (each broker knows only its own)"
+    )
+    offline_partitions: Int32 | None = Field(
+        description="Hosted partitions offline because of storage; null as above"
+    )
+
+
+class ControllerRef(Answer):
+    broker_id: BrokerId
+    epoch: Int32
+
+
+class Cluster(Answer):
+    cluster_id: str
+    controller: ControllerRef
+    brokers: list[Broker]
+    this_broker: BrokerId
+
+
+class TopicSummary(Answer):
+    name: str
+    topic_id: str | None
+    partitions: Int32
+    replication_factor: Int32
+    internal: bool
+    marked_for_deletion: bool
+    under_replicated: Int32 = Field(
+        description="partitions whose ISR is smaller than their replicas (this broker's metadata)"
+    )
+    offline: Int32 = Field(description="partitions without a live leader")
+    size_bytes: Int64 | None = Field(
+        description="bytes on this broker's disks (null: no replica here)"
+    )
+
+
+class CreatedTopic(Answer):
+    name: str
+    topic_id: str
+    partitions: Int32
+    replication_factor: Int32
+    configs: Configs
+
+
+class Partition(Answer):
+    """Offsets and size are null when the partition has no replica on this broker."""
+
+    partition: Int32
+    leader: BrokerId
+    replicas: list[BrokerId]
+    isr: list[BrokerId]
+    leader_epoch: Int32
+    log_start_offset: Int64 | None
+    high_watermark: Int64 | None
+    log_end_offset: Int64 | None
+    size_bytes: Int64 | None
+    adding_replicas: list[BrokerId]
+    removing_replicas: list[BrokerId]
+
+
+class Topic(Answer):
+    name: str
+    topic_id: str | None
+    internal: bool
+    marked_for_deletion: bool
+    configs: Configs
+    partitions: list[Partition]
+
+
+class TopicConfigs(Answer):
+    name: str
+    configs: Configs
+
+
+class NewPartition(Answer):
+    partition: Int32
+    replicas: list[BrokerId]
+
+
+class AddedPartitions(Answer):
+    name: str
+    partitions: Int32
+    new_partitions: list[NewPartition]
+
+
+class DeletedTopic(Answer):
+    """200: the topic is gone; 202: marked for deletion, not gone within the wait (a replica is
+    offline, or deletion is slow)."""
+
+    name: str
+    deleted: bool
+    marked_for_deletion: bool
+
+
+class GroupSummary(Answer):
+    group_id: str
+    protocol_type: str
+    state: str
+
+
+class MemberAssignment(Answer):
+    topic: str
+    partitions: list[Int32]
+
+
+class GroupMember(Answer):
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    assignment: list[MemberAssignment]
+
+
+class GroupOffset(Answer):
+    topic: str
+    partition: Int32
+    committed_offset: Int64
+    high_watermark: Int64 | None
+    lag: Int64 | None
+
+
+class Group(Answer):
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    coordinator: BrokerId
+    members: list[GroupMember]
+    offsets: list[GroupOffset]
+    total_lag: Int64
+
+
+class DeletedGroup(Answer):
+    group_id: str
+    deleted: bool
+
+
+class NewOffset(Answer):
+    topic: str
+    partition: Int32
+    offset: Int64
+
+
+class OffsetResetResult(Answer):
+    group_id: str
+    dry_run: bool
+    offsets: list[NewOffset]
+
+
+class PartitionReplicas(Answer):
+    topic: str
+    partition: Int32
+    replicas: list[BrokerId]
+
+
+class ReassignmentAccepted(Answer):
+    partitions: list[PartitionReplicas]
+    path: str
+
+
+class OngoingReassignment(Answer):
+    topic: str
+    partition: Int32
+    replicas: list[BrokerId]
+    adding_replicas: list[BrokerId]
+    removing_replicas: list[BrokerId]
+
+
+class Reassignments(Answer):
+    pending: list[PartitionReplicas]
+    ongoing: list[OngoingReassignment]
+
+
+class PartitionId(Answer):
+    topic: str
+    partition: Int32
+
+
+class ElectionAccepted(Answer):
+    election_type: Literal["preferred", "unclean"]
+    partitions: list[PartitionId]
+    path: str
+
+
+class DecodedBytes(Answer):
+    """Bytes shown as text: `json` (a JSON object or array), `utf8`, else `hex`."""
+
+    encoding: Literal["json", "utf8", "hex"]
+    text: str
+    size: Int64 = Field(description="bytes of the original")
+    truncated: bool = Field(description="only the first 64 KiB are shown")
+
+
+class RecordHeader(Answer):
+    key: str
+    value: DecodedBytes | None
+
+
+class BrowsedRecord(Answer):
+    partition: Int32
+    offset: Int64
+    timestamp: Int64
+    timestamp_type: Literal["CreateTime", "LogAppendTime"]
+    key: DecodedBytes | None
+    value: DecodedBytes | None
+    headers: list[RecordHeader]
+
+
+class RecordsPage(Answer):
+    topic: str
+    partition: Int32
+    log_start_offset: Int64
+    high_watermark: Int64
+    start_offset: Int64 = Field(description="where reading started")
+    next_offset: Int64 = Field(description="the offset to ask for the next page")
+    records: list[BrowsedRecord]
+
+
+class BrokerRates(Answer):
+    time: float
+    requests_per_sec: float
+    bytes_in_per_sec: float
+    bytes_out_per_sec: float
+    produce_requests_per_sec: float
+    fetch_bytes_per_sec: float
+    messages_in_per_sec: float
+
+
+class TopicRates(Answer):
+    time: float
+    messages_in_per_sec: float
+    bytes_in_per_sec: float
+
+
+class MetricsHistory(Answer):
+    """Rates of this broker over the last minutes (memory only; lost on restart). Topics:
+    the one asked for, else the busiest ones (by messages appended as leader here)."""
+
+    interval_seconds: float
+    window_seconds: float
+    broker: list[BrokerRates]
+    topics: dict[str, list[TopicRates]]
+
+
+class Overview(Answer):
+    """Counts for the console's first screen, from this broker's metadata (which every broker
+    gets from the controller). under_min_isr uses each topic's min.insync.replicas where this
+    broker hosts it, else the broker's default."""
+
+    cluster_id: str
+    controller_id: BrokerId
+    brokers: Int32
+    topics: Int32 = Field(description="user topics")
+    internal_topics: Int32
+    partitions: Int32
+    under_replicated: Int32
+    offline: Int32
+    under_min_isr: Int32
+    groups: Int32 = Field(description="groups coordinated by this broker")
+
+
+PartitionStateFilter = Literal["all", "under_replicated", "offline", "under_min_isr"]
+
+
+class PartitionsQuery(Query):
+    state: PartitionStateFilter = "all"
+    broker: Annotated[
+        int | None, Field(ge=INT32_MIN, le=INT32_MAX, description="partitions with a replica here")
+    ] = None
+    topic: Annotated[str | None, Field(max_length=249, description="a substring of the topic")] = (
+        None
+    )
+    internal: bool = True
+    offset: Annotated[int, Field(ge=0, le=INT32_MAX)] = 0
+    limit: Annotated[int, Field(ge=1, le=10_000)] = 1000
+
+
+class PartitionHealth(Answer):
+    topic: str
+    partition: Int32
+    leader: BrokerId
+    replicas: list[BrokerId]
+    isr: list[BrokerId]
+    under_replicated: bool
+    offline: bool
+    under_min_isr: bool
+
+
+class LogDir(Answer):
+    path: str
+    offline: bool
+    partitions: Int32
+    size_bytes: Int64
+
+
+class BrokerStorage(Answer):
+    """This broker's log directories and settings (each broker answers for itself)."""
+
+    broker_id: BrokerId
+    log_dirs: list[LogDir]
+    configs: dict[str, str | None]
