@@ -177,6 +177,7 @@ class KafkaServer:
             phases[name] = round(clock() - began, 3)
 
         try:
+            listener_security = self._security_settings()
             if not config.zookeeper_connect:
                 try:
                     Path(config.log_dir_list[0]).mkdir(parents=True, exist_ok=True)
@@ -213,6 +214,8 @@ class KafkaServer:
                 max_request_bytes=config.socket_request_max_bytes,
                 connections_max_idle_ms=config.connections_max_idle_ms,
                 quotas=ConnectionQuotas.from_config(config),
+                security=listener_security,
+                credentials=self._scram_credential,
             )
             try:
                 await self.socket_server.start()
@@ -237,6 +240,26 @@ class KafkaServer:
             phases=phases,
         )
 
+    def _security_settings(self) -> dict[str, Any]:
+        """TLS contexts and SASL settings per listener (kafkalite/security), and the
+        inter-broker client's, which every connection this broker makes to others uses; a
+        bad TLS file or setting stops start-up naming its key."""
+        from kafkalite.client.connection import set_default_security
+        from kafkalite.security.listeners import inter_broker_client, listener_security
+        from kafkalite.security.tls import TlsConfigError
+
+        try:
+            security = listener_security(self.config)
+            set_default_security(inter_broker_client(self.config))
+        except TlsConfigError as e:
+            raise StartupError(str(e)) from None
+        return security
+
+    async def _scram_credential(self, user: str, mechanism: str) -> Any:
+        from kafkalite.coord.security import scram_credential
+
+        return await scram_credential(self.session, user, mechanism)
+
     async def _start_admin_server(self) -> None:
         """The HTTP admin API on admin.listener (kafkalite/admin/); empty = disabled."""
         if not self.config.admin_listener:
@@ -255,10 +278,7 @@ class KafkaServer:
     def inter_broker_listener(self) -> str:
         """inter.broker.listener.name, else the first listener's name (Kafka's default is the
         PLAINTEXT listener; here the first one configured)."""
-        return (
-            self.config.inter_broker_listener_name
-            or self.config.listener_endpoints[0].listener_name
-        )
+        return self.config.inter_broker_listener
 
     @property
     def advertised_endpoints(self) -> list[Endpoint]:
@@ -483,9 +503,9 @@ class KafkaServer:
         info = paths.BrokerInfo(
             id=self.broker_id,
             endpoints=tuple(
-                # every kafkalite listener is plaintext, whatever its name (Kafka's tooling
-                # decodes the protocol with SecurityProtocol.forName)
-                paths.EndPoint(e.host, e.port, e.listener_name, "PLAINTEXT")
+                paths.EndPoint(
+                    e.host, e.port, e.listener_name, self.config.security_protocol(e.listener_name)
+                )
                 for e in self.advertised_endpoints
             ),
             rack=self.config.broker_rack,
@@ -714,7 +734,7 @@ class KafkaServer:
             if controller_id is not None
             else None
         )
-        listener = self.config.inter_broker_listener_name or self.bound_endpoints[0].listener_name
+        listener = self.inter_broker_listener
         endpoint = broker.endpoint_for(listener) if broker is not None else None
         if endpoint is None:
             raise KafkaError("no controller known", error_code=ErrorCode.NOT_CONTROLLER)

@@ -49,6 +49,7 @@ import structlog
 
 from kafkalite.observability import LogRateLimiter
 from kafkalite.protocol.errors import KafkaError
+from kafkalite.security.sasl import ANONYMOUS, CloseAfter
 
 log = structlog.get_logger("kafkalite.network")
 
@@ -90,10 +91,22 @@ class ConnectionInfo:
     client_port: int
     listener_name: str
     connection_id: int = field(default_factory=lambda: next(_connection_ids))
+    principal: str = ANONYMOUS
+    """Kafka's KafkaPrincipal as text: User:ANONYMOUS, the mapped TLS subject, or (once
+    authenticated) the SASL user; see `authenticated_principal`."""
+    authenticator: Any = None
+    """The SASL authenticator of a SASL listener's connection (security/sasl.py), else None."""
 
     @property
     def client_address(self) -> str:
         return f"{self.client_host}:{self.client_port}"
+
+    @property
+    def authenticated_principal(self) -> str:
+        auth = self.authenticator
+        if auth is not None and auth.principal is not None:
+            return auth.principal
+        return self.principal
 
 
 class RequestDispatcher(Protocol):
@@ -157,6 +170,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         "_max_request_bytes",
         "_max_in_flight",
         "_on_close",
+        "_on_made",
         "_transport",
         "info",
         "_shared",
@@ -185,8 +199,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         on_close: Callable[[KafkaConnection], None] | None = None,
         receive_buffer: ReceiveBuffer | None = None,
         info: ConnectionInfo | None = None,
+        on_made: Callable[[ConnectionInfo, asyncio.BaseTransport], None] | None = None,
     ) -> None:
         self._dispatcher = dispatcher
+        self._on_made = on_made
+        """Called with the transport before any byte is read (TLS principal, SASL state)."""
         self._listener_name = listener_name
         self._max_request_bytes = max_request_bytes
         self._max_in_flight = max_in_flight
@@ -218,6 +235,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self.info is None:
             peer = transport.get_extra_info("peername") or ("?", 0)
             self.info = ConnectionInfo(str(peer[0]), int(peer[1]), self._listener_name)
+        if self._on_made is not None:
+            self._on_made(self.info, transport)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
@@ -407,6 +426,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.last_active = time.monotonic()
         if isinstance(response, bytes | bytearray | memoryview):
             self._transport.write(response)
+        elif isinstance(response, CloseAfter):  # a failed SASL authentication
+            self._transport.write(response.response)
+            self._close()
         else:
             self._transport.writelines(response)
 

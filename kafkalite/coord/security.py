@@ -1,0 +1,125 @@
+"""Security state in the coordination store, where Kafka (ZooKeeper mode) keeps it.
+
+- ``/config/users/<user>`` and ``/config/clients/<client-id>``: entity configs
+  (``{"version":1,"config":{...}}``) holding SCRAM credentials (``SCRAM-SHA-256`` ->
+  ``salt=..,stored_key=..,server_key=..,iterations=N``, ScramCredentialUtils) and quotas
+  (``producer_byte_rate``, ``consumer_byte_rate``, ``request_percentage``); ``<default>`` is
+  the default entity. A change writes ``/config/changes/config_change_<seq>``
+  (``{"version":2,"entity_path":"users/alice"}``), as Kafka's AdminZkClient does.
+
+User names are URL-encoded in the path, as Kafka's Sanitizer does (``@`` and ``/`` are
+legal in a principal name).
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import Mapping
+
+from kafkalite.coord import paths
+from kafkalite.coord.base import CoordSession, CreateOp, SetDataOp
+from kafkalite.coord.errors import BadVersion, NodeExists, NoNode
+from kafkalite.security.scram import MECHANISMS, ScramCredential, ScramError
+
+CAS_RETRIES = 10
+DEFAULT_ENTITY = "<default>"
+
+
+def sanitize(name: str) -> str:
+    """Kafka's Sanitizer.sanitize: URL-encoding, with '*' kept as '%2A' and '+' for space
+    turned back into '%20'."""
+    return urllib.parse.quote(name, safe="").replace("*", "%2A")
+
+
+def desanitize(name: str) -> str:
+    return urllib.parse.unquote(name)
+
+
+def entity_path(entity_type: str, name: str) -> str:
+    return paths.config_entity_path(entity_type, sanitize(name) if name != DEFAULT_ENTITY else name)
+
+
+async def get_entity_config(session: CoordSession, entity_type: str, name: str) -> dict[str, str]:
+    try:
+        data, _ = await session.get_data(entity_path(entity_type, name))
+    except NoNode:
+        return {}
+    return paths.decode_entity_config(data)
+
+
+async def list_entities(session: CoordSession, entity_type: str) -> list[str]:
+    try:
+        children = await session.get_children(f"{paths.CONFIG}/{entity_type}")
+    except NoNode:
+        return []
+    return sorted(c if c == DEFAULT_ENTITY else desanitize(c) for c in children)
+
+
+async def alter_entity_config(
+    session: CoordSession,
+    entity_type: str,
+    name: str,
+    set_: Mapping[str, str],
+    remove: tuple[str, ...] | list[str] = (),
+) -> dict[str, str]:
+    """Read-modify-write the entity's config with compare-and-set, then announce the change;
+    the new config."""
+    path = entity_path(entity_type, name)
+    await session.ensure_path(path.rsplit("/", 1)[0])
+    for _ in range(CAS_RETRIES):
+        stat = await session.exists(path)
+        current: dict[str, str] = {}
+        if stat is not None:
+            try:
+                data, stat = await session.get_data(path)
+            except NoNode:
+                continue
+            current = paths.decode_entity_config(data)
+        updated = {k: v for k, v in current.items() if k not in remove}
+        updated.update(set_)
+        encoded = paths.encode_entity_config(updated)
+        try:
+            if stat is None:
+                await session.multi([CreateOp(path, encoded)])
+            else:
+                await session.multi([SetDataOp(path, encoded, stat.version)])
+        except (NodeExists, BadVersion, NoNode):
+            continue
+        await session.ensure_path(paths.CONFIG_CHANGES)
+        await session.create(
+            paths.config_change_sequence_path(),
+            paths.encode_config_change(f"{entity_type}/{path.rsplit('/', 1)[1]}"),
+            sequential=True,
+        )
+        return updated
+    raise RuntimeError(f"{path} kept changing; try again")
+
+
+async def scram_credential(
+    session: CoordSession, user: str, mechanism: str
+) -> ScramCredential | None:
+    """The user's stored credential for `mechanism`, None when there is none."""
+    text = (await get_entity_config(session, "users", user)).get(mechanism)
+    if text is None:
+        return None
+    try:
+        return ScramCredential.from_string(text)
+    except ScramError:
+        return None
+
+
+async def scram_users(session: CoordSession) -> dict[str, dict[str, ScramCredential]]:
+    """Every user with at least one SCRAM credential -> mechanism -> credential."""
+    out: dict[str, dict[str, ScramCredential]] = {}
+    for user in await list_entities(session, "users"):
+        config = await get_entity_config(session, "users", user)
+        creds = {}
+        for mechanism in MECHANISMS:
+            if mechanism in config:
+                try:
+                    creds[mechanism] = ScramCredential.from_string(config[mechanism])
+                except ScramError:
+                    continue
+        if creds:
+            out[user] = creds
+    return out
