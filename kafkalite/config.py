@@ -69,6 +69,14 @@ def field_name(key: str) -> str:
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 LISTENER_PREFIX = "listener.name."
+AUTHORIZER_CLASS_NAMES = frozenset(
+    {
+        "kafka.security.authorizer.AclAuthorizer",
+        "kafka.security.auth.SimpleAclAuthorizer",
+        "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "kafkalite.AclAuthorizer",
+    }
+)
 PER_LISTENER_KEYS = frozenset(
     {
         "ssl.keystore.type",
@@ -276,6 +284,12 @@ class BrokerConfig(BaseSettings):
     sasl_enabled_mechanisms: str = "GSSAPI"
     sasl_mechanism_inter_broker_protocol: str = "GSSAPI"
     connections_max_reauth_ms: int = Field(0, ge=0)
+    authorizer_class_name: str = ""
+    """Empty: no authorization. Kafka's kafka.security.authorizer.AclAuthorizer (or
+    SimpleAclAuthorizer, StandardAuthorizer) turns on the ACL authorizer."""
+    super_users: str = ""
+    """`User:admin;User:broker`: principals allowed everything."""
+    allow_everyone_if_no_acl_found: bool = False
     listener_name_overrides: dict[str, str] = Field(default_factory=dict)
     """The `listener.name.<name>.<setting>` keys (full key -> value), gathered by `load`."""
 
@@ -386,6 +400,17 @@ class BrokerConfig(BaseSettings):
     @classmethod
     def _upper(cls, value: str | None) -> str | None:
         return value.strip().upper() if value else value
+
+    @field_validator("authorizer_class_name")
+    @classmethod
+    def _known_authorizer(cls, value: str) -> str:
+        value = value.strip()
+        if value and value not in AUTHORIZER_CLASS_NAMES:
+            raise ValueError(
+                f"{value!r}: kafkalite's ACL authorizer answers to "
+                + ", ".join(sorted(AUTHORIZER_CLASS_NAMES))
+            )
+        return value
 
     @field_validator("log_cleanup_policy")
     @classmethod
@@ -659,6 +684,10 @@ class BrokerConfig(BaseSettings):
             listener, "connections.max.reauth.ms"
         )
         return int(value or 0)
+
+    @property
+    def super_user_list(self) -> list[str]:
+        return [u.strip() for u in self.super_users.split(";") if u.strip()]
 
     @property
     def max_connections_per_ip_override_map(self) -> dict[str, int]:

@@ -154,6 +154,7 @@ class KafkaServer:
         self.controller: Any = None
         self.group_coordinator: Any = None
         self.admin_server: Any = None
+        self.authorizer: Any = None
         self._tasks: list[asyncio.Task[Any]] = []
         self._stopping = False
         self._replica_manager_stopped = False
@@ -198,6 +199,7 @@ class KafkaServer:
             self.services.store = self.session
             self.services.cluster_id = await self._get_or_create_cluster_id(NodeExists)
             phase("store_open_s")
+            await self._start_authorizer()
             await self._load_topic_configs()
             phase("topic_configs_s")
             try:
@@ -254,6 +256,23 @@ class KafkaServer:
         except TlsConfigError as e:
             raise StartupError(str(e)) from None
         return security
+
+    async def _start_authorizer(self) -> None:
+        """authorizer.class.name set: every ACL is loaded into memory, changes are followed
+        (acl-watcher), and every handler is put behind its authorization check."""
+        if not self.config.authorizer_class_name:
+            return
+        from kafkalite.apis.authorization import BrokerAuthorizer, guard
+
+        self.authorizer = BrokerAuthorizer(
+            self.config.super_user_list, self.config.allow_everyone_if_no_acl_found
+        )
+        await self.authorizer.load(self.session)
+        self.services.extra["authorizer"] = self.authorizer
+        self.dispatcher.handlers = {k: guard(k, h) for k, h in self.dispatcher.handlers.items()}
+
+    async def _watch_acls(self) -> None:
+        await self.authorizer.watch(self.session)
 
     async def _scram_credential(self, user: str, mechanism: str) -> Any:
         from kafkalite.coord.security import scram_credential
@@ -583,6 +602,7 @@ class KafkaServer:
             ),
             ("topic-config-watcher", self._watch_topic_configs),
             ("session-renewal", self._renew_expired_sessions),
+            ("acl-watcher", self._watch_acls if self.authorizer is not None else None),
         ):
             if factory is not None:
                 self._tasks.append(asyncio.create_task(factory(), name=name))
@@ -622,6 +642,9 @@ class KafkaServer:
                 if self.controller is not None:
                     await self.controller.reinitialize(self.session)
                 self._restart_task("topic-config-watcher", self._watch_topic_configs)
+                if self.authorizer is not None:
+                    await self.authorizer.load(self.session)
+                    self._restart_task("acl-watcher", self._watch_acls)
                 return True
             except (SessionExpired, SessionClosed):
                 return False

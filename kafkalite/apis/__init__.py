@@ -34,6 +34,7 @@ HANDLER_MODULES = (
     # security (kafkalite/security/)
     "sasl",
     "scram_credentials",
+    "acls",
     # consumer groups (kafkalite/group/)
     "find_coordinator",
     "join_group",

@@ -14,12 +14,27 @@ legal in a principal name).
 from __future__ import annotations
 
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from kafkalite.coord import paths
 from kafkalite.coord.base import CoordSession, CreateOp, SetDataOp
 from kafkalite.coord.errors import BadVersion, NodeExists, NoNode
+from kafkalite.security.acl import (
+    RESOURCE_TYPES_BY_NAME,
+    AclEntry,
+    PatternType,
+    ResourcePattern,
+    change_notification,
+    decode_acls,
+    encode_acls,
+    node_path,
+)
 from kafkalite.security.scram import MECHANISMS, ScramCredential, ScramError
+
+ACL_ROOT = "/kafka-acl"
+ACL_EXTENDED_ROOT = "/kafka-acl-extended/prefixed"
+ACL_CHANGES = "/kafka-acl-changes"
+ACL_EXTENDED_CHANGES = "/kafka-acl-extended-changes"
 
 CAS_RETRIES = 10
 DEFAULT_ENTITY = "<default>"
@@ -123,3 +138,65 @@ async def scram_users(session: CoordSession) -> dict[str, dict[str, ScramCredent
         if creds:
             out[user] = creds
     return out
+
+
+# ---------------------------------------------------------------------- ACLs (AclAuthorizer's)
+
+
+async def read_acls(session: CoordSession, pattern: ResourcePattern) -> set[AclEntry]:
+    try:
+        data, _ = await session.get_data(node_path(pattern))
+    except NoNode:
+        return set()
+    return decode_acls(data)
+
+
+async def load_all_acls(session: CoordSession) -> list[tuple[ResourcePattern, set[AclEntry]]]:
+    out = []
+    for type_name, resource_type in RESOURCE_TYPES_BY_NAME.items():
+        for root, pattern_type in (
+            (f"{ACL_ROOT}/{type_name}", PatternType.LITERAL),
+            (f"{ACL_EXTENDED_ROOT}/{type_name}", PatternType.PREFIXED),
+        ):
+            try:
+                names = await session.get_children(root)
+            except NoNode:
+                continue
+            for name in names:
+                pattern = ResourcePattern(resource_type, name, pattern_type)
+                out.append((pattern, await read_acls(session, pattern)))
+    return out
+
+
+async def update_acls(
+    session: CoordSession,
+    pattern: ResourcePattern,
+    change: Callable[[set[AclEntry]], set[AclEntry]],
+) -> set[AclEntry]:
+    """Apply `change` to the pattern's ACLs with compare-and-set (the node is deleted when none
+    remain), then announce it under the change-notification path; the new ACLs."""
+    path = node_path(pattern)
+    await session.ensure_path(path.rsplit("/", 1)[0])
+    for _ in range(CAS_RETRIES):
+        try:
+            data, stat = await session.get_data(path)
+            current = decode_acls(data)
+        except NoNode:
+            stat, current = None, set()
+        updated = change(set(current))
+        if updated == current:
+            return current
+        try:
+            if stat is None:
+                await session.multi([CreateOp(path, encode_acls(updated))])
+            elif updated:
+                await session.multi([SetDataOp(path, encode_acls(updated), stat.version)])
+            else:
+                await session.delete(path, stat.version)
+        except (NodeExists, BadVersion, NoNode):
+            continue
+        prefix, notification = change_notification(pattern)
+        await session.ensure_path(prefix.rsplit("/", 1)[0])
+        await session.create(prefix, notification, sequential=True)
+        return updated
+    raise RuntimeError(f"{path} kept changing; try again")

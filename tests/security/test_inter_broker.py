@@ -1,4 +1,5 @@
-"""Three brokers on a real ZooKeeper replicating over a SASL_SSL inter-broker listener.
+"""Three brokers on a real ZooKeeper replicating over a SASL_SSL inter-broker listener, with
+the ACL authorizer on.
 
 As an operator does it with Kafka: the brokers' own SCRAM-SHA-512 credential is written to
 ZooKeeper (`/config/users/broker`) before they start, and each broker's inter-broker listener is
@@ -7,15 +8,22 @@ in that listener's JAAS entry. The controller channel (LeaderAndIsr, UpdateMetad
 the replica fetchers and controlled shutdown all go over it: brokers become ready only once
 the controller's UpdateMetadata reached them, and a partition at RF 3 gets all three replicas
 in its ISR only if the followers fetch. A client produces with acks=all over SASL_SSL too.
+The broker user is the super user (the brokers' own requests need CLUSTER_ACTION).
+
+ACLs: a user without any sees no topic in Metadata and is refused Produce, Fetch, JoinGroup and
+OffsetCommit with Kafka's codes; ACLs created through one broker are in every broker's cache
+(DescribeAcls answered by each) and let the user produce and consume; deleted through another
+broker, they are gone everywhere.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from datetime import timedelta
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafkalite.coord import open_store
@@ -78,6 +86,8 @@ def sasl_cluster(tmp_path_factory):
                         "default.replication.factor": "3",
                         "offsets.topic.replication.factor": "3",
                         "offsets.topic.num.partitions": "3",
+                        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                        "super.users": f"User:{BROKER_USER}",
                     },
                 )
             )
@@ -135,3 +145,238 @@ def test_three_brokers_replicate_over_sasl_ssl(sasl_cluster):
     assert got == set(range(50))
     topic = admin.list_topics("replicated", timeout=10).topics["replicated"]
     assert all(sorted(p.isrs) == [1, 2, 3] for p in topic.partitions.values())
+
+
+ALICE, ALICE_PASSWORD = "alice", "alice-secret"
+
+
+def security_for(pki, user: str, password: str):
+    import ssl
+
+    from kafkalite.security.listeners import ClientSecurity
+
+    return ClientSecurity(
+        "SASL_SSL",
+        ssl.create_default_context(cafile=str(pki.ca_file)),
+        "SCRAM-SHA-512",
+        user,
+        password,
+    )
+
+
+async def call(port: int, security, api_key, request, version=None):
+    from kafkalite.client.connection import KafkaConnection
+
+    async with KafkaConnection("127.0.0.1", port, security=security) as conn:
+        return await conn.send(api_key, request, version)
+
+
+def acl_bindings(sasl_ports, pki, port):
+    from kafkalite.protocol.api import ApiKey
+
+    response = asyncio.run(
+        call(
+            port,
+            security_for(pki, BROKER_USER, BROKER_PASSWORD),
+            ApiKey.DESCRIBE_ACLS,
+            {
+                "resource_type_filter": 1,
+                "resource_name_filter": None,
+                "pattern_type_filter": 1,
+                "principal_filter": "User:alice",
+                "host_filter": None,
+                "operation": 1,
+                "permission_type": 1,
+            },
+        )
+    )
+    assert response.error_code == 0
+    return {
+        (r.resource_type, r.resource_name, r.pattern_type, a.operation)
+        for r in response.resources
+        for a in r.acls
+    }
+
+
+def wait_until(condition, what: str):
+    deadline = time.monotonic() + DEADLINE_S
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)  # polling interval of the condition
+
+
+def test_acls_refuse_then_allow_and_reach_every_broker(sasl_cluster):
+    from kafkalite.protocol.api import ApiKey
+    from tests.security.support import add_scram_user
+
+    brokers, sasl_ports, pki = sasl_cluster
+    admin_security = security_for(pki, BROKER_USER, BROKER_PASSWORD)
+    first, second, third = sasl_ports[1], sasl_ports[2], sasl_ports[3]
+    asyncio.run(add_scram_user(f"127.0.0.1:{first}", ALICE, ALICE_PASSWORD, admin_security))
+    conf = sasl_conf(sasl_ports, pki)
+    admin = AdminClient(conf)
+    for future in admin.create_topics(
+        [NewTopic("alice-data", 1, 3), NewTopic("secret", 1, 3)]
+    ).values():
+        future.result(DEADLINE_S)
+    alice = {**conf, "sasl.username": ALICE, "sasl.password": ALICE_PASSWORD}
+    alice_security = security_for(pki, ALICE, ALICE_PASSWORD)
+
+    # no ACL: Metadata hides every topic, and nothing is served
+    assert AdminClient(alice).list_topics(timeout=10).topics == {}
+    errors = []
+    producer = Producer({**alice, "message.timeout.ms": 5000, "retries": 0})
+    producer.produce("secret", b"x", on_delivery=lambda err, msg: errors.append(err))
+    producer.flush(DEADLINE_S)
+    assert errors and errors[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    fetch = asyncio.run(
+        call(
+            first,
+            alice_security,
+            ApiKey.FETCH,
+            {
+                "replica_id": -1,
+                "max_wait": timedelta(0),
+                "min_bytes": 1,
+                "max_bytes": 1 << 20,
+                "isolation_level": 0,
+                "session_id": 0,
+                "session_epoch": -1,
+                "topics": [
+                    {
+                        "topic": "secret",
+                        "partitions": [
+                            {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}
+                        ],
+                    }
+                ],
+                "forgotten_topics_data": [],
+                "rack_id": "",
+            },
+            11,
+        )
+    )
+    assert fetch.responses[0].partitions[0].error_code == 29  # TOPIC_AUTHORIZATION_FAILED
+    join = asyncio.run(
+        call(
+            first,
+            alice_security,
+            ApiKey.JOIN_GROUP,
+            {
+                "group_id": "alice-g",
+                "session_timeout": timedelta(seconds=10),
+                "rebalance_timeout": timedelta(seconds=10),
+                "member_id": "",
+                "group_instance_id": None,
+                "protocol_type": "consumer",
+                "protocols": [{"name": "range", "metadata": b""}],
+                "reason": None,
+            },
+            5,
+        )
+    )
+    assert join.error_code == 30  # GROUP_AUTHORIZATION_FAILED
+    commit = asyncio.run(
+        call(
+            first,
+            alice_security,
+            ApiKey.OFFSET_COMMIT,
+            {
+                "group_id": "alice-g",
+                "generation_id_or_member_epoch": -1,
+                "member_id": "",
+                "retention_time": timedelta(milliseconds=-1),
+                "topics": [
+                    {
+                        "name": "secret",
+                        "partitions": [
+                            {"partition_index": 0, "committed_offset": 1, "committed_metadata": ""}
+                        ],
+                    }
+                ],
+            },
+            2,
+        )
+    )
+    assert commit.topics[0].partitions[0].error_code == 30
+
+    # ACLs created through broker 1 reach brokers 2 and 3
+    created = asyncio.run(
+        call(
+            first,
+            admin_security,
+            ApiKey.CREATE_ACLS,
+            {
+                "creations": [
+                    {
+                        "resource_type": 2,  # TOPIC
+                        "resource_name": "alice-",
+                        "resource_pattern_type": 4,  # PREFIXED
+                        "principal": "User:alice",
+                        "host": "*",
+                        "operation": 2,  # ALL
+                        "permission_type": 3,  # ALLOW
+                    },
+                    {
+                        "resource_type": 3,  # GROUP
+                        "resource_name": "alice-g",
+                        "resource_pattern_type": 3,  # LITERAL
+                        "principal": "User:alice",
+                        "host": "*",
+                        "operation": 3,  # READ
+                        "permission_type": 3,
+                    },
+                ]
+            },
+        )
+    )
+    assert [r.error_code for r in created.results] == [0, 0]
+    expected = {(2, "alice-", 4, 2), (3, "alice-g", 3, 3)}
+    for port in (second, third):
+        wait_until(
+            lambda port=port: acl_bindings(sasl_ports, pki, port) == expected,
+            f"the ACLs on the broker at {port}",
+        )
+    assert set(AdminClient(alice).list_topics(timeout=10).topics) == {"alice-data"}
+    producer = Producer(alice)
+    for i in range(5):
+        producer.produce("alice-data", str(i).encode())
+    assert producer.flush(DEADLINE_S) == 0
+    consumer = Consumer({**alice, "group.id": "alice-g", "auto.offset.reset": "earliest"})
+    consumer.subscribe(["alice-data"])
+    got = []
+    deadline = time.monotonic() + DEADLINE_S
+    try:
+        while len(got) < 5 and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                got.append(int(message.value()))
+        consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    assert got == list(range(5))
+
+    # deleted through broker 3: gone from broker 1 too
+    deleted = asyncio.run(
+        call(
+            third,
+            admin_security,
+            ApiKey.DELETE_ACLS,
+            {
+                "filters": [
+                    {
+                        "resource_type_filter": 1,
+                        "resource_name_filter": None,
+                        "pattern_type_filter": 1,
+                        "principal_filter": "User:alice",
+                        "host_filter": None,
+                        "operation": 1,
+                        "permission_type": 1,
+                    }
+                ]
+            },
+        )
+    )
+    assert len(deleted.filter_results[0].matching_acls) == 2
+    wait_until(lambda: acl_bindings(sasl_ports, pki, first) == set(), "the ACLs deleted")
+    assert AdminClient(alice).list_topics(timeout=10).topics == {}
