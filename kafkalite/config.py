@@ -290,6 +290,8 @@ class BrokerConfig(BaseSettings):
     super_users: str = ""
     """`User:admin;User:broker`: principals allowed everything."""
     allow_everyone_if_no_acl_found: bool = False
+    quota_window_num: int = Field(11, ge=1)
+    quota_window_size_seconds: int = Field(1, ge=1)
     listener_name_overrides: dict[str, str] = Field(default_factory=dict)
     """The `listener.name.<name>.<setting>` keys (full key -> value), gathered by `load`."""
 

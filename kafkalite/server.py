@@ -155,6 +155,7 @@ class KafkaServer:
         self.group_coordinator: Any = None
         self.admin_server: Any = None
         self.authorizer: Any = None
+        self.quotas: Any = None
         self._tasks: list[asyncio.Task[Any]] = []
         self._stopping = False
         self._replica_manager_stopped = False
@@ -199,6 +200,7 @@ class KafkaServer:
             self.services.store = self.session
             self.services.cluster_id = await self._get_or_create_cluster_id(NodeExists)
             phase("store_open_s")
+            await self._start_quotas()
             await self._start_authorizer()
             await self._load_topic_configs()
             phase("topic_configs_s")
@@ -270,6 +272,46 @@ class KafkaServer:
         await self.authorizer.load(self.session)
         self.services.extra["authorizer"] = self.authorizer
         self.dispatcher.handlers = {k: guard(k, h) for k, h in self.dispatcher.handlers.items()}
+
+    async def _start_quotas(self) -> None:
+        """Client quotas (security/quotas.py): loaded from /config/users and /config/clients,
+        counted by the Produce and Fetch handlers (apis/client_quotas.py)."""
+        from kafkalite.apis.client_quotas import throttle
+        from kafkalite.security.quotas import QuotaManager
+
+        self.quotas = QuotaManager(
+            self.config.quota_window_num, float(self.config.quota_window_size_seconds)
+        )
+        self.services.extra["quotas"] = self.quotas
+        await self._load_quotas()
+        self.dispatcher.handlers = {k: throttle(k, h) for k, h in self.dispatcher.handlers.items()}
+
+    async def _load_quotas(self) -> None:
+        from kafkalite.coord.security import load_quota_configs
+
+        for entity, config in await load_quota_configs(self.session):
+            self.quotas.set_entity(entity, config)
+
+    async def _watch_quotas(self) -> None:
+        """Kafka's config change notifications for users/... and clients/... entities."""
+        from kafkalite.coord import NoNode, paths
+        from kafkalite.coord.security import config_at, entity_of_path
+
+        await self.session.ensure_path(paths.CONFIG_CHANGES)
+        seen: set[str] | None = None
+        async for children in self.session.watch_children(paths.CONFIG_CHANGES):
+            current = set(children or ())
+            fresh = sorted(current - seen) if seen is not None else []
+            seen = current
+            for child in fresh:
+                try:
+                    data, _ = await self.session.get_data(f"{paths.CONFIG_CHANGES}/{child}")
+                    relative = paths.decode_config_change(data)
+                except (NoNode, ValueError):
+                    continue
+                entity = entity_of_path(relative)
+                if entity is not None:
+                    self.quotas.set_entity(entity, await config_at(self.session, relative))
 
     async def _watch_acls(self) -> None:
         await self.authorizer.watch(self.session)
@@ -603,6 +645,7 @@ class KafkaServer:
             ("topic-config-watcher", self._watch_topic_configs),
             ("session-renewal", self._renew_expired_sessions),
             ("acl-watcher", self._watch_acls if self.authorizer is not None else None),
+            ("quota-watcher", self._watch_quotas),
         ):
             if factory is not None:
                 self._tasks.append(asyncio.create_task(factory(), name=name))
@@ -642,6 +685,8 @@ class KafkaServer:
                 if self.controller is not None:
                     await self.controller.reinitialize(self.session)
                 self._restart_task("topic-config-watcher", self._watch_topic_configs)
+                await self._load_quotas()
+                self._restart_task("quota-watcher", self._watch_quotas)
                 if self.authorizer is not None:
                     await self.authorizer.load(self.session)
                     self._restart_task("acl-watcher", self._watch_acls)

@@ -35,6 +35,7 @@ HANDLER_MODULES = (
     "sasl",
     "scram_credentials",
     "acls",
+    "client_quotas",
     # consumer groups (kafkalite/group/)
     "find_coordinator",
     "join_group",

@@ -79,7 +79,18 @@ async def alter_entity_config(
 ) -> dict[str, str]:
     """Read-modify-write the entity's config with compare-and-set, then announce the change;
     the new config."""
-    path = entity_path(entity_type, name)
+    relative = entity_path(entity_type, name)[len(paths.CONFIG) + 1 :]
+    return await alter_config_at(session, relative, set_, remove)
+
+
+async def alter_config_at(
+    session: CoordSession,
+    relative: str,
+    set_: Mapping[str, str],
+    remove: tuple[str, ...] | list[str] = (),
+) -> dict[str, str]:
+    """`alter_entity_config` for a path under /config (``users/alice/clients/app``)."""
+    path = f"{paths.CONFIG}/{relative}"
     await session.ensure_path(path.rsplit("/", 1)[0])
     for _ in range(CAS_RETRIES):
         stat = await session.exists(path)
@@ -103,11 +114,68 @@ async def alter_entity_config(
         await session.ensure_path(paths.CONFIG_CHANGES)
         await session.create(
             paths.config_change_sequence_path(),
-            paths.encode_config_change(f"{entity_type}/{path.rsplit('/', 1)[1]}"),
+            paths.encode_config_change(relative),
             sequential=True,
         )
         return updated
     raise RuntimeError(f"{path} kept changing; try again")
+
+
+def quota_path(entity: tuple[tuple[str, str], ...]) -> str:
+    """The /config-relative path of a quota entity (("user", u), ("client-id", c))."""
+    parts = []
+    for kind, name in entity:
+        plural = "users" if kind == "user" else "clients"
+        parts += [plural, name if name == DEFAULT_ENTITY else sanitize(name)]
+    return "/".join(parts)
+
+
+def entity_of_path(relative: str) -> tuple[tuple[str, str], ...] | None:
+    parts = relative.split("/")
+    if len(parts) not in (2, 4) or len(parts) == 4 and (parts[0], parts[2]) != ("users", "clients"):
+        return None
+    out = []
+    for plural, name in zip(parts[::2], parts[1::2], strict=True):
+        if plural not in ("users", "clients"):
+            return None
+        out.append(("user" if plural == "users" else "client-id", desanitize(name)))
+    return tuple(out)
+
+
+async def load_quota_configs(
+    session: CoordSession,
+) -> list[tuple[tuple[tuple[str, str], ...], dict[str, str]]]:
+    """Every user, client and user+client entity config (quotas and, for users, SCRAM)."""
+    out = []
+    for plural in ("users", "clients"):
+        try:
+            names = await session.get_children(f"{paths.CONFIG}/{plural}")
+        except NoNode:
+            continue
+        for name in names:
+            relative = f"{plural}/{name}"
+            out.append((entity_of_path(relative), await _config_at(session, relative)))
+            if plural == "users":
+                try:
+                    clients = await session.get_children(f"{paths.CONFIG}/{relative}/clients")
+                except NoNode:
+                    continue
+                for client in clients:
+                    nested = f"{relative}/clients/{client}"
+                    out.append((entity_of_path(nested), await _config_at(session, nested)))
+    return [(e, c) for e, c in out if e is not None]
+
+
+async def _config_at(session: CoordSession, relative: str) -> dict[str, str]:
+    try:
+        data, _ = await session.get_data(f"{paths.CONFIG}/{relative}")
+    except NoNode:
+        return {}
+    return paths.decode_entity_config(data)
+
+
+async def config_at(session: CoordSession, relative: str) -> dict[str, str]:
+    return await _config_at(session, relative)
 
 
 async def scram_credential(

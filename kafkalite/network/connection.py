@@ -96,6 +96,9 @@ class ConnectionInfo:
     authenticated) the SASL user; see `authenticated_principal`."""
     authenticator: Any = None
     """The SASL authenticator of a SASL listener's connection (security/sasl.py), else None."""
+    throttled_until: float = 0.0
+    """time.monotonic() until which the connection is muted once its next response is written
+    (a quota was exceeded, KIP-219); set by the dispatcher."""
 
     @property
     def client_address(self) -> str:
@@ -183,6 +186,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         "_writing_paused",
         "_closing",
         "_stopped_reading",
+        "_muted",
         "_idle",
         "_linger",
         "last_active",
@@ -223,6 +227,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._writing_paused = False
         self._closing = False
         self._stopped_reading = False
+        self._muted = False
         self._idle: asyncio.Event | None = None
         self._linger: asyncio.TimerHandle | None = None
         self.last_active = time.monotonic()
@@ -298,6 +303,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _can_take_request(self) -> bool:
         return not (
             self._closing
+            or self._muted
             or self._stopped_reading
             or self._writing_paused
             or len(self._pending) >= self._max_in_flight
@@ -367,6 +373,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         except Exception as e:  # a parse failure of any kind closes this connection only
             self._abort("unparsable request", error=repr(e))
             return
+        info = self.info
+        if info is not None and info.throttled_until and not self._muted:
+            # over a quota: read nothing more until the throttle time has passed (requests
+            # already received wait), as Kafka's channel muted from the throttled request on
+            self._mute(info.throttled_until)
         if inspect.isawaitable(result):
             task = asyncio.ensure_future(result)
             slot = _Slot(task)
@@ -431,6 +442,24 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._close()
         else:
             self._transport.writelines(response)
+        info = self.info
+        if info is not None and info.throttled_until and not self._muted:
+            self._mute(info.throttled_until)
+
+    def _mute(self, until: float) -> None:
+        """Read nothing more until `until` (a throttled client, Kafka's muted channel)."""
+        delay = until - time.monotonic()
+        if delay <= 0:
+            return
+        self._muted = True
+        self._update_reading()
+        asyncio.get_running_loop().call_later(delay, self._unmute)
+
+    def _unmute(self) -> None:
+        self._muted = False
+        if self.info is not None and self.info.throttled_until <= time.monotonic():
+            self.info.throttled_until = 0.0
+        self._take_buffered_frames()
 
     # ------------------------------------------------------------------ flow control and close
 
@@ -439,6 +468,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         should_pause = (
             self._stopped_reading
+            or self._muted
             or self._writing_paused
             or len(self._pending) >= self._max_in_flight
         )

@@ -364,6 +364,8 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_ACLS: (1, 3),
     ApiKey.CREATE_ACLS: (1, 3),
     ApiKey.DELETE_ACLS: (1, 3),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
+    ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
     # consumer groups
     ApiKey.FIND_COORDINATOR: (0, 4),
     ApiKey.JOIN_GROUP: (0, 9),
@@ -418,6 +420,8 @@ ADMIN_KEYS: frozenset[ApiKey] = frozenset(
         ApiKey.DESCRIBE_ACLS,
         ApiKey.CREATE_ACLS,
         ApiKey.DELETE_ACLS,
+        ApiKey.DESCRIBE_CLIENT_QUOTAS,
+        ApiKey.ALTER_CLIENT_QUOTAS,
     }
 )
 GROUP_KEYS: frozenset[ApiKey] = frozenset(

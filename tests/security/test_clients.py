@@ -44,7 +44,9 @@ def secure(tmp_path_factory):
     root = tmp_path_factory.mktemp("secure-broker")
     pki = make_pki(root / "pki")
     port = free_port()
-    overrides, ports = secure_listeners(pki, port)
+    # two 1 s samples: the quota test's producer gets no long initial burst (Kafka's default
+    # 11 samples let a new client send up to 10 s worth of quota at once)
+    overrides, ports = secure_listeners(pki, port, **{"quota.window.num": "2"})
     broker = BrokerProcess(root / "broker", port=port, overrides=overrides)
     broker.start()
     asyncio.run(add_scram_user(broker.bootstrap, SCRAM_USER, SCRAM_PASSWORD))
@@ -339,3 +341,79 @@ async def test_the_brokers_own_client_speaks_scram_over_tls(secure):
         response = await conn.send(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, {"users": None})
     users = {r.user: sorted(c.mechanism for c in r.credential_infos) for r in response.results}
     assert users[SCRAM_USER] == [1, 2]
+
+
+# ---------------------------------------------------------------------- quotas
+
+QUOTA = 300_000  # bytes/s
+
+
+async def set_quota(bootstrap: str, client_id: str, value: float | None) -> None:
+    host, port = bootstrap.rsplit(":", 1)
+    async with KafkaConnection(host, int(port)) as conn:
+        response = await conn.send(
+            ApiKey.ALTER_CLIENT_QUOTAS,
+            {
+                "entries": [
+                    {
+                        "entity": [{"entity_type": "client-id", "entity_name": client_id}],
+                        "ops": [
+                            {
+                                "key": "producer_byte_rate",
+                                "value": value or 0.0,
+                                "remove": value is None,
+                            }
+                        ],
+                    }
+                ],
+                "validate_only": False,
+            },
+        )
+        assert response.entries[0].error_code == 0
+        described = await conn.send(
+            ApiKey.DESCRIBE_CLIENT_QUOTAS,
+            {
+                "components": [{"entity_type": "client-id", "match_type": 0, "match": client_id}],
+                "strict": False,
+            },
+        )
+    values = {v.key: v.value for e in described.entries or () for v in e.values}
+    assert values == ({} if value is None else {"producer_byte_rate": value})
+
+
+def test_a_throttled_producer_is_held_to_its_byte_rate(secure):
+    """Upper bound only: whatever the machine's load, the acknowledged rate over the last 2 s
+    of 3 s of greedy producing stays under the quota plus 10% (a slower machine only lowers
+    it); throttle_time_ms reaches the client."""
+    broker, pki, ports = secure
+    asyncio.run(set_quota(broker.bootstrap, "throttled", QUOTA))
+    throttles: list[int] = []
+    acked: list[tuple[float, int]] = []
+    producer = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "client.id": "throttled",
+            "linger.ms": 5,
+            "batch.size": 16384,
+            "throttle_cb": lambda event: throttles.append(event.throttle_time),
+        }
+    )
+    value = b"x" * 1000
+    started = time.monotonic()
+
+    def delivered(err, msg):
+        if err is None:
+            acked.append((time.monotonic() - started, len(msg.value())))
+
+    while time.monotonic() - started < 3.0:
+        try:
+            producer.produce("quota-topic", value, on_delivery=delivered)
+        except BufferError:
+            producer.poll(0.01)
+        producer.poll(0)
+    producer.flush(0)  # drop the rest: only what was acknowledged within the 3 s counts
+    measured = sum(size for at, size in acked if 1.0 <= at < 3.0)
+    asyncio.run(set_quota(broker.bootstrap, "throttled", None))
+    assert throttles and max(throttles) > 0
+    assert measured <= 1.1 * QUOTA * 2.0, measured
+    assert measured >= 0.25 * QUOTA * 2.0, measured  # it was throttled, not stopped
