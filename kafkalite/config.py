@@ -290,6 +290,11 @@ class BrokerConfig(BaseSettings):
     super_users: str = ""
     """`User:admin;User:broker`: principals allowed everything."""
     allow_everyone_if_no_acl_found: bool = False
+    admin_authentication: str = "auto"
+    """kafkalite: auto (credentials required when a Kafka listener authenticates clients),
+    none, basic, bearer or basic,bearer (admin/security.py)."""
+    admin_bearer_token: str | None = None
+    admin_bearer_principal: str = "User:admin"
     quota_window_num: int = Field(11, ge=1)
     quota_window_size_seconds: int = Field(1, ge=1)
     listener_name_overrides: dict[str, str] = Field(default_factory=dict)
@@ -403,6 +408,16 @@ class BrokerConfig(BaseSettings):
     def _upper(cls, value: str | None) -> str | None:
         return value.strip().upper() if value else value
 
+    @field_validator("admin_authentication")
+    @classmethod
+    def _valid_admin_authentication(cls, value: str) -> str:
+        modes = {m.strip().lower() for m in value.split(",") if m.strip()}
+        if not modes or not (
+            modes <= {"basic", "bearer"} or modes == {"auto"} or modes == {"none"}
+        ):
+            raise ValueError(f"{value!r}: expected auto, none, basic, bearer or basic,bearer")
+        return value
+
     @field_validator("authorizer_class_name")
     @classmethod
     def _known_authorizer(cls, value: str) -> str:
@@ -433,8 +448,8 @@ class BrokerConfig(BaseSettings):
     def _valid_admin_listener(cls, value: str | None) -> str | None:
         if value:
             endpoints = parse_endpoints(value, "admin.listener")
-            if len(endpoints) != 1 or endpoints[0].listener_name != "HTTP":
-                raise ValueError(f"{value!r} is not one http://host:port")
+            if len(endpoints) != 1 or endpoints[0].listener_name not in ("HTTP", "HTTPS"):
+                raise ValueError(f"{value!r} is not one http://host:port or https://host:port")
         return value or None
 
     @model_validator(mode="after")
