@@ -417,3 +417,54 @@ def test_a_throttled_producer_is_held_to_its_byte_rate(secure):
     assert throttles and max(throttles) > 0
     assert measured <= 1.1 * QUOTA * 2.0, measured
     assert measured >= 0.25 * QUOTA * 2.0, measured  # it was throttled, not stopped
+
+
+# ---------------------------------------------------------------------- CLI
+
+
+def test_cli_users_and_quotas_over_sasl_ssl_with_a_command_config(secure, tmp_path):
+    from typer.testing import CliRunner
+
+    from kafkalite.cli import app
+
+    broker, pki, ports = secure
+    config = tmp_path / "client.properties"
+    config.write_text(
+        "security.protocol=SASL_SSL\n"
+        "sasl.mechanism=PLAIN\n"
+        f"ssl.truststore.location={pki.ca_file}\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \\\n"
+        '    username="admin" password="admin-secret";\n'
+    )
+    common = ["--bootstrap-server", f"127.0.0.1:{ports.sasl_ssl}", "--command-config", str(config)]
+    runner = CliRunner()
+
+    def cli(*args: str) -> str:
+        result = runner.invoke(app, [*args, *common])
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    cli("users", "add", "dave", "--password", "dave-secret", "--mechanism", "SCRAM-SHA-256")
+    assert "dave" in cli("users", "list") and "SCRAM-SHA-256" in cli("users", "list")
+    # dave can now authenticate with SCRAM-SHA-256
+    errors = []
+    conf = confluent(secure, "sasl_ssl-scram256")
+    conf.update(
+        {"sasl.username": "dave", "sasl.password": "dave-secret", "error_cb": errors.append}
+    )
+    assert "alice" not in AdminClientTopics(conf)  # metadata answered: authenticated
+    assert not errors
+    cli("users", "remove", "dave")
+    assert "dave" not in cli("users", "list")
+    cli("quotas", "set", "--user", "dave", "--producer-byte-rate", "1048576")
+    assert "1.04858e+06" in cli("quotas", "list") or "1048576" in cli("quotas", "list")
+    cli("quotas", "set", "--user", "dave", "--remove", "producer_byte_rate")
+    assert "dave" not in cli("quotas", "list")
+    bad = runner.invoke(app, ["users", "list", "--command-config", str(tmp_path / "missing")])
+    assert bad.exit_code == 2 and "--command-config" in bad.output
+
+
+def AdminClientTopics(conf) -> set[str]:
+    from confluent_kafka.admin import AdminClient
+
+    return set(AdminClient(conf).list_topics(timeout=DEADLINE_S).topics)

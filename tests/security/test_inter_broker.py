@@ -463,3 +463,47 @@ def test_admin_api_over_https_asks_for_credentials_and_applies_the_acls(sasl_clu
     # allowed now: the route runs (the topic does not exist, so 404, not 403)
     assert http(f"{url}/topics/carol-topic", pki, auth=carol)[0] == 404
     assert http(f"{url}/topics/carol-topic", pki, "DELETE", auth=carol)[0] == 403
+
+
+def test_cli_acls_add_list_remove(sasl_cluster, tmp_path):
+    from typer.testing import CliRunner
+
+    from kafkalite.cli import app
+
+    brokers, sasl_ports, pki = sasl_cluster
+    config = tmp_path / "client.properties"
+    config.write_text(
+        "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
+        f"ssl.truststore.location={pki.ca_file}\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="{BROKER_USER}" password="{BROKER_PASSWORD}";\n'
+    )
+    common = ["--bootstrap-server", f"127.0.0.1:{sasl_ports[2]}", "--command-config", str(config)]
+    runner = CliRunner()
+
+    def cli(*args: str) -> str:
+        result = runner.invoke(app, [*args, *common])
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    cli(
+        "acls",
+        "add",
+        "--principal",
+        "User:erin",
+        "--operation",
+        "Read",
+        "--operation",
+        "Describe",
+        "--topic",
+        "erin-",
+        "--prefixed",
+    )
+    listed = cli("acls", "list", "--principal", "User:erin")
+    assert "Topic:erin-" in listed and "PREFIXED" in listed and "Read" in listed
+    assert "Removed 2 ACL(s)." in cli("acls", "remove", "--principal", "User:erin")
+    assert "erin" not in cli("acls", "list", "--principal", "User:erin")
+    refused = runner.invoke(
+        app, ["acls", "add", "--principal", "erin", "--operation", "Read", "--topic", "t", *common]
+    )
+    assert refused.exit_code == 1 and "INVALID_REQUEST" in refused.output
