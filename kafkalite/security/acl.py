@@ -68,14 +68,19 @@ OPERATIONS_BY_NAME = {v.lower(): k for k, v in OPERATION_NAMES.items()}
 PERMISSION_NAMES = {PermissionType.ALLOW: "Allow", PermissionType.DENY: "Deny"}
 PERMISSIONS_BY_NAME = {v.lower(): k for k, v in PERMISSION_NAMES.items()}
 
-_IMPLIES_DESCRIBE = (
-    AclOperation.DESCRIBE,
-    AclOperation.READ,
-    AclOperation.WRITE,
-    AclOperation.DELETE,
-    AclOperation.ALTER,
+_IMPLIES_DESCRIBE = frozenset(
+    int(op)
+    for op in (
+        AclOperation.DESCRIBE,
+        AclOperation.READ,
+        AclOperation.WRITE,
+        AclOperation.DELETE,
+        AclOperation.ALTER,
+    )
 )
-_IMPLIES_DESCRIBE_CONFIGS = (AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS)
+_IMPLIES_DESCRIBE_CONFIGS = frozenset(
+    int(op) for op in (AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS)
+)
 
 
 class AclError(ValueError):
@@ -203,27 +208,46 @@ def decode_change(data: bytes) -> ResourcePattern:
 
 
 class AclCache:
-    """Every ACL of the cluster, in memory on each broker (see the module docstring)."""
+    """Every ACL of the cluster, in memory on each broker (see the module docstring).
+
+    Indexed for the hot path: literal and prefixed ACLs in dicts keyed by (type, name)
+    tuples, each pattern's entries grouped by principal as (host, operation, permission)
+    tuples, so a check hashes a few tuples and reads the principal's own entries only."""
 
     def __init__(self, super_users: Iterable[str] = (), allow_if_no_acl: bool = False) -> None:
         self.super_users = frozenset(super_users)
         self.allow_if_no_acl = allow_if_no_acl
         self._acls: dict[ResourcePattern, frozenset[AclEntry]] = {}
-        self._prefixed_lengths: dict[ResourceType, set[int]] = {}
+        self._literal: dict[tuple[int, str], dict[str, tuple[tuple[str, int, int], ...]]] = {}
+        self._prefixed: dict[tuple[int, str], dict[str, tuple[tuple[str, int, int], ...]]] = {}
+        self._prefixed_lengths: dict[int, tuple[int, ...]] = {}
+        self._length_counts: dict[int, dict[int, int]] = {}
 
     def __len__(self) -> int:
         return sum(len(v) for v in self._acls.values())
 
     def set(self, pattern: ResourcePattern, entries: Iterable[AclEntry]) -> None:
         entries = frozenset(entries)
+        key = (int(pattern.resource_type), pattern.name)
+        prefixed = pattern.pattern_type == PatternType.PREFIXED
+        index = self._prefixed if prefixed else self._literal
+        if prefixed and (key in index) != bool(entries):
+            counts = self._length_counts.setdefault(key[0], {})
+            counts[len(pattern.name)] = counts.get(len(pattern.name), 0) + (1 if entries else -1)
+            if not counts[len(pattern.name)]:
+                del counts[len(pattern.name)]
+            self._prefixed_lengths[key[0]] = tuple(sorted(counts))
         if entries:
             self._acls[pattern] = entries
-            if pattern.pattern_type == PatternType.PREFIXED:
-                self._prefixed_lengths.setdefault(pattern.resource_type, set()).add(
-                    len(pattern.name)
+            by_principal: dict[str, list[tuple[str, int, int]]] = {}
+            for e in entries:
+                by_principal.setdefault(e.principal, []).append(
+                    (e.host, int(e.operation), int(e.permission))
                 )
+            index[key] = {p: tuple(v) for p, v in by_principal.items()}
         else:
             self._acls.pop(pattern, None)
+            index.pop(key, None)
 
     def get(self, pattern: ResourcePattern) -> frozenset[AclEntry]:
         return self._acls.get(pattern, frozenset())
@@ -231,22 +255,23 @@ class AclCache:
     def items(self) -> list[tuple[ResourcePattern, frozenset[AclEntry]]]:
         return list(self._acls.items())
 
-    def matching(self, resource_type: ResourceType, name: str) -> list[frozenset[AclEntry]]:
-        acls = self._acls
+    def _matching(self, rtype: int, name: str) -> list[dict[str, tuple[tuple[str, int, int], ...]]]:
+        literal = self._literal
         out = []
-        for key in (
-            ResourcePattern(resource_type, name, PatternType.LITERAL),
-            ResourcePattern(resource_type, WILDCARD, PatternType.LITERAL),
-        ):
-            found = acls.get(key)
-            if found:
-                out.append(found)
-        for length in self._prefixed_lengths.get(resource_type, ()):
-            if length <= len(name):
-                found = acls.get(
-                    ResourcePattern(resource_type, name[:length], PatternType.PREFIXED)
-                )
-                if found:
+        found = literal.get((rtype, name))
+        if found is not None:
+            out.append(found)
+        found = literal.get((rtype, WILDCARD))
+        if found is not None:
+            out.append(found)
+        lengths = self._prefixed_lengths.get(rtype)
+        if lengths:
+            prefixed = self._prefixed
+            for length in lengths:
+                if length > len(name):
+                    break
+                found = prefixed.get((rtype, name[:length]))
+                if found is not None:
                     out.append(found)
         return out
 
@@ -260,31 +285,33 @@ class AclCache:
     ) -> bool:
         if principal in self.super_users:
             return True
-        groups = self.matching(resource_type, name)
+        groups = self._matching(int(resource_type), name)
         if not groups:
             return self.allow_if_no_acl
+        op = int(operation)
         allowed = False
-        for entries in groups:
-            for e in entries:
-                if e.principal != principal and e.principal != WILDCARD_PRINCIPAL:
-                    continue
-                if e.host != host and e.host != WILDCARD:
-                    continue
-                op = e.operation
-                if e.permission == PermissionType.DENY:
-                    if op == operation or op == AclOperation.ALL:
-                        return False
-                elif not allowed and (
-                    op == operation
-                    or op == AclOperation.ALL
-                    or (operation == AclOperation.DESCRIBE and op in _IMPLIES_DESCRIBE)
-                    or (
-                        operation == AclOperation.DESCRIBE_CONFIGS
-                        and op in _IMPLIES_DESCRIBE_CONFIGS
-                    )
-                ):
-                    allowed = True
+        for group in groups:
+            for who in (principal, WILDCARD_PRINCIPAL):
+                for e_host, e_op, permission in group.get(who, ()):
+                    if e_host != host and e_host != WILDCARD:
+                        continue
+                    if permission == _DENY:
+                        if e_op == op or e_op == _ALL:
+                            return False
+                    elif not allowed and (
+                        e_op == op
+                        or e_op == _ALL
+                        or (op == _DESCRIBE and e_op in _IMPLIES_DESCRIBE)
+                        or (op == _DESCRIBE_CONFIGS and e_op in _IMPLIES_DESCRIBE_CONFIGS)
+                    ):
+                        allowed = True
         return allowed
+
+
+_DENY = int(PermissionType.DENY)
+_ALL = int(AclOperation.ALL)
+_DESCRIBE = int(AclOperation.DESCRIBE)
+_DESCRIBE_CONFIGS = int(AclOperation.DESCRIBE_CONFIGS)
 
 
 def filter_matches(

@@ -53,6 +53,9 @@ def test_literal_prefixed_wildcard_deny_and_implied_describe():
     assert AclCache(allow_if_no_acl=True).authorize("User:x", "h", Op.READ, T.GROUP, "other")
     cache.set(ResourcePattern(T.TOPIC, "orders"), [])
     assert not auth("User:alice", "h", Op.WRITE, T.TOPIC, "orders")
+    cache.set(ResourcePattern(T.TOPIC, "logs-", PatternType.PREFIXED), [])
+    assert not auth("User:alice", "h", Op.READ, T.TOPIC, "logs-app")
+    assert len(cache) == 3
 
 
 def test_zookeeper_layout_is_kafkas():
