@@ -5,7 +5,8 @@ a client certificate for mTLS (subject ``CN=alice,OU=eng,O=acme``) and one signe
 CA (refused). ``secure_listeners`` gives the overrides of a broker with one listener per
 protocol besides the harness's PLAINTEXT one: SSL, SASL_PLAINTEXT, SASL_SSL and an mTLS
 listener named MTLS (mapped to SSL, client certificates required, the principal from the
-subject by ``ssl.principal.mapping.rules``).
+subject by ``ssl.principal.mapping.rules``) and a SASL_PLAINTEXT listener named REAUTH whose
+sessions last 1 s (``connections.max.reauth.ms``).
 """
 
 from __future__ import annotations
@@ -85,21 +86,26 @@ class SecurePorts:
     sasl_plaintext: int
     sasl_ssl: int
     mtls: int
+    reauth: int
 
 
 def secure_listeners(
     pki: Pki, plaintext_port: int, **extra: str
 ) -> tuple[dict[str, str], SecurePorts]:
-    ports = SecurePorts(free_port(), free_port(), free_port(), free_port())
+    ports = SecurePorts(free_port(), free_port(), free_port(), free_port(), free_port())
     overrides = {
         "listeners": (
             f"PLAINTEXT://127.0.0.1:{plaintext_port},SSL://127.0.0.1:{ports.ssl},"
             f"SASL_PLAINTEXT://127.0.0.1:{ports.sasl_plaintext},"
-            f"SASL_SSL://127.0.0.1:{ports.sasl_ssl},MTLS://127.0.0.1:{ports.mtls}"
+            f"SASL_SSL://127.0.0.1:{ports.sasl_ssl},MTLS://127.0.0.1:{ports.mtls},"
+            f"REAUTH://127.0.0.1:{ports.reauth}"
         ),
         "listener.security.protocol.map": (
-            "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL,MTLS:SSL"
+            "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL,MTLS:SSL,"
+            "REAUTH:SASL_PLAINTEXT"
         ),
+        "listener.name.reauth.plain.sasl.jaas.config": plain_jaas(PLAIN_USERS),
+        "listener.name.reauth.connections.max.reauth.ms": "1000",
         "inter.broker.listener.name": "PLAINTEXT",
         "ssl.keystore.type": "PEM",
         "ssl.keystore.location": str(pki.server_file),

@@ -468,3 +468,30 @@ def AdminClientTopics(conf) -> set[str]:
     from confluent_kafka.admin import AdminClient
 
     return set(AdminClient(conf).list_topics(timeout=DEADLINE_S).topics)
+
+
+def test_librdkafka_reauthenticates_before_its_session_expires(secure):
+    """connections.max.reauth.ms=1000 on the REAUTH listener (KIP-368): librdkafka learns the
+    session lifetime from SaslAuthenticate and re-authenticates on the same connection; a
+    session left to expire would close the connection on its next request (unit-tested)."""
+    broker, pki, ports = secure
+    errors: list = []
+    conf = {
+        "bootstrap.servers": f"127.0.0.1:{ports.reauth}",
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": "alice",
+        "sasl.password": PLAIN_USERS["alice"],
+        "error_cb": errors.append,
+        "linger.ms": 0,
+    }
+    closes_before = broker.log_text().count("closing connection")
+    producer = Producer(conf)
+    delivered: list = []
+    started = time.monotonic()
+    while time.monotonic() - started < 2.5:  # two and a half session lifetimes
+        producer.produce("reauth", b"v", on_delivery=lambda err, msg: delivered.append(err))
+        producer.flush(DEADLINE_S)
+    assert delivered and all(err is None for err in delivered)
+    assert not errors, errors  # no disconnection, no authentication failure
+    assert broker.log_text().count("closing connection") == closes_before
