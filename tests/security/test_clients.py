@@ -21,11 +21,13 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kafkalite.client.connection import KafkaConnection
 from kafkalite.protocol.api import ApiKey
 from kafkalite.security.listeners import ClientSecurity
-from tests.harness.broker import BrokerProcess, free_port, recv_exactly
+from tests.harness.broker import BrokerProcess, api_versions_ok, free_port, recv_exactly
 from tests.security.support import (
     PLAIN_USERS,
     SCRAM_PASSWORD,
@@ -495,3 +497,37 @@ def test_librdkafka_reauthenticates_before_its_session_expires(secure):
     assert delivered and all(err is None for err in delivered)
     assert not errors, errors  # no disconnection, no authentication failure
     assert broker.log_text().count("closing connection") == closes_before
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    token=st.binary(max_size=64),
+    garbage=st.binary(min_size=1, max_size=48),
+    raw=st.booleans(),
+)
+def test_fuzzed_authentication_frames_against_the_broker(secure, token, garbage, raw):
+    """A valid handshake, then a random token (in SaslAuthenticate, or as a raw frame) and
+    random bytes: the broker answers SASL_AUTHENTICATION_FAILED or closes, never serves the
+    garbage that follows, and keeps serving others."""
+    broker, pki, ports = secure
+    with socket.create_connection(("127.0.0.1", ports.sasl_plaintext), timeout=DEADLINE_S) as s:
+        mechanism = b"PLAIN"
+        s.sendall(frame(17, 0 if raw else 1, 1, struct.pack(">h", len(mechanism)) + mechanism))
+        read_frame(s)
+        if raw:
+            s.sendall(struct.pack(">i", len(token)) + token)
+        else:
+            s.sendall(frame(36, 0, 2, struct.pack(">i", len(token)) + token))
+        s.sendall(struct.pack(">i", len(garbage)) + garbage)
+        s.settimeout(DEADLINE_S)
+        try:
+            data = s.recv(65536)
+        except ConnectionResetError:
+            data = b""
+        if data and not raw:
+            (correlation_id, error) = struct.unpack_from(">ih", data, 4)
+            assert (correlation_id, error) == (2, 58)
+        assert closed(s)
+    assert api_versions_ok(broker.host, broker.port)

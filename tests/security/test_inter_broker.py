@@ -28,6 +28,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafkalite.coord import open_store
 from kafkalite.coord.security import alter_entity_config
+from kafkalite.protocol.acl import SUPPORTED_OPERATIONS, ResourceType, from_32bit_field
 from kafkalite.security.scram import make_credential
 from tests.harness.broker import BrokerProcess, free_port
 from tests.harness.zookeeper import ZooKeeperServer
@@ -351,6 +352,26 @@ def test_acls_refuse_then_allow_and_reach_every_broker(sasl_cluster):
             f"the ACLs on the broker at {port}",
         )
     assert set(AdminClient(alice).list_topics(timeout=10).topics) == {"alice-data"}
+    metadata = asyncio.run(
+        call(
+            first,
+            alice_security,
+            ApiKey.METADATA,
+            {
+                "topics": [{"name": "alice-data"}, {"name": "secret"}],
+                "allow_auto_topic_creation": False,
+                "include_cluster_authorized_operations": True,
+                "include_topic_authorized_operations": True,
+            },
+            10,
+        )
+    )
+    by_name = {t.name: t for t in metadata.topics}
+    assert by_name["secret"].error_code == 29  # named but not describable
+    assert from_32bit_field(by_name["alice-data"].topic_authorized_operations) == set(
+        SUPPORTED_OPERATIONS[ResourceType.TOPIC]
+    )  # ALL on the prefix
+    assert metadata.cluster_authorized_operations == 0  # nothing on the cluster
     producer = Producer(alice)
     for i in range(5):
         producer.produce("alice-data", str(i).encode())
