@@ -315,7 +315,12 @@ class AdminApi:
 
         async with self._client_lock:
             if self._kafka_client is None:
-                bootstrap = ",".join(f"{e.host}:{e.port}" for e in self.server.advertised_endpoints)
+                # the inter-broker listener: the client speaks its protocol (TLS, SASL)
+                listener = getattr(self.server, "inter_broker_listener", None)
+                endpoints = [
+                    e for e in self.server.advertised_endpoints if e.listener_name == listener
+                ] or self.server.advertised_endpoints
+                bootstrap = ",".join(f"{e.host}:{e.port}" for e in endpoints)
                 client = KafkaClient(
                     bootstrap,
                     client_id=f"kafkalite-admin-{self.server.broker_id}",
