@@ -9,6 +9,8 @@
               [--max-messages N] [--timeout-ms MS]
     kafkalite --version
     kafkalite storage verify PATH   (offline check of segments and indexes, kafkalite/admin/storage_cli.py)
+    kafkalite users add|list|remove, acls add|list|remove, quotas set|list   (admin/security_cli.py)
+    kafkalite --command-config client.properties ...   (TLS / SASL settings of every connection)
 
 The tools speak the Kafka protocol to any broker (`--bootstrap-server`, default
 127.0.0.1:9092) through the project's async client (kafkalite/client/); the console producer
@@ -33,6 +35,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kafkalite.admin.cli import cluster_app, groups_app
+from kafkalite.admin.security_cli import acls_app, apply_command_config, quotas_app, users_app
 from kafkalite.admin.storage_cli import storage_app
 from kafkalite.config import BrokerConfig, ConfigError
 
@@ -60,8 +63,16 @@ def root(
             "--version", callback=show_version, is_eager=True, help="print the version and exit"
         ),
     ] = False,
+    command_config: Annotated[
+        str | None,
+        typer.Option(
+            "--command-config",
+            help="client.properties (security.protocol, ssl.*, sasl.*) for every connection",
+        ),
+    ] = None,
 ) -> None:
     """kafkalite: a Kafka broker in Python, and the tools to operate it."""
+    apply_command_config(command_config)
 
 
 topics_app = typer.Typer(
@@ -71,6 +82,9 @@ app.add_typer(topics_app, name="topics")
 app.add_typer(cluster_app, name="cluster")
 app.add_typer(groups_app, name="groups")
 app.add_typer(storage_app, name="storage")
+app.add_typer(users_app, name="users")
+app.add_typer(acls_app, name="acls")
+app.add_typer(quotas_app, name="quotas")
 
 console = Console()
 err_console = Console(stderr=True, soft_wrap=True)

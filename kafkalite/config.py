@@ -66,7 +66,42 @@ def field_name(key: str) -> str:
     return key.strip().replace(".", "_").replace("-", "_")
 
 
-UNSUPPORTED_SECURITY_PROTOCOLS = ("SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+LISTENER_PREFIX = "listener.name."
+AUTHORIZER_CLASS_NAMES = frozenset(
+    {
+        "kafka.security.authorizer.AclAuthorizer",
+        "kafka.security.auth.SimpleAclAuthorizer",
+        "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "kafkalite.AclAuthorizer",
+    }
+)
+PER_LISTENER_KEYS = frozenset(
+    {
+        "ssl.keystore.type",
+        "ssl.keystore.location",
+        "ssl.keystore.password",
+        "ssl.keystore.certificate.chain",
+        "ssl.keystore.key",
+        "ssl.key.password",
+        "ssl.truststore.type",
+        "ssl.truststore.location",
+        "ssl.truststore.password",
+        "ssl.truststore.certificates",
+        "ssl.client.auth",
+        "ssl.enabled.protocols",
+        "ssl.cipher.suites",
+        "ssl.protocol",
+        "ssl.principal.mapping.rules",
+        "ssl.endpoint.identification.algorithm",
+        "sasl.enabled.mechanisms",
+        "sasl.jaas.config",
+        "connections.max.reauth.ms",
+    }
+)
+"""Settings a `listener.name.<name>.` prefix may override (Kafka's listener-prefixed configs);
+`<mechanism>.sasl.jaas.config` and `<mechanism>.connections.max.reauth.ms` too."""
 
 
 def parse_endpoints(value: str, key: str = "listeners") -> list[Endpoint]:
@@ -90,18 +125,36 @@ def parse_endpoints(value: str, key: str = "listeners") -> list[Endpoint]:
             raise ValueError(f"{raw!r} has a non-numeric port") from None
         if not 0 <= port <= 65535:
             raise ValueError(f"{raw!r}: port out of range")
-        if name.upper() in UNSUPPORTED_SECURITY_PROTOCOLS:
-            # Kafka maps these names to their protocols; kafkalite has no TLS or SASL, and a
-            # listener by that name would be announced as what it is not.
-            raise ValueError(
-                f"{raw!r}: the {name.upper()} security protocol is not supported "
-                "(kafkalite listeners are PLAINTEXT; any other name is a plaintext listener)"
-            )
         endpoints.append(Endpoint(name.upper(), host, port))
     names = [e.listener_name for e in endpoints]
     if len(set(names)) != len(names):
         raise ValueError(f"{key} names must be unique, got {names}")
     return endpoints
+
+
+def parse_protocol_map(value: str) -> dict[str, str]:
+    """`listener.security.protocol.map`: `NAME:PROTOCOL,...`; ValueError if malformed."""
+    out: dict[str, str] = {}
+    for entry in value.split(","):
+        if not entry.strip():
+            continue
+        name, sep, protocol = entry.strip().partition(":")
+        protocol = protocol.strip().upper()
+        if not sep or not name.strip():
+            raise ValueError(f"{entry.strip()!r} is not NAME:PROTOCOL")
+        if protocol not in SECURITY_PROTOCOLS:
+            raise ValueError(
+                f"{entry.strip()!r}: unknown security protocol {protocol!r} "
+                f"(one of {', '.join(SECURITY_PROTOCOLS)})"
+            )
+        out[name.strip().upper()] = protocol
+    return out
+
+
+def _jaas_options(text: str) -> dict[str, str]:
+    from kafkalite.security.jaas import parse_jaas_config
+
+    return parse_jaas_config(text).options
 
 
 _VALID_HOST = re.compile(r"[0-9a-zA-Z\-%._:]+")  # Kafka's Utils.validHostPattern, non-empty
@@ -206,6 +259,47 @@ class BrokerConfig(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     """kafkalite: the broker's log level."""
 
+    # --- security (kafkalite/security/): listener protocols, TLS (PEM, KIP-651), SASL
+    listener_security_protocol_map: str = ""
+    """`NAME:PROTOCOL,...`; a listener named after a protocol has it; any other name not in
+    the map is PLAINTEXT (Kafka refuses such a name)."""
+    security_inter_broker_protocol: str | None = None
+    ssl_keystore_type: str | None = None
+    """PEM only; unset means PEM (Kafka's default JKS cannot be read here)."""
+    ssl_keystore_location: str | None = None
+    ssl_keystore_password: str | None = None
+    ssl_keystore_certificate_chain: str | None = None
+    ssl_keystore_key: str | None = None
+    ssl_key_password: str | None = None
+    ssl_truststore_type: str | None = None
+    ssl_truststore_location: str | None = None
+    ssl_truststore_password: str | None = None
+    ssl_truststore_certificates: str | None = None
+    ssl_client_auth: Literal["none", "requested", "required"] = "none"
+    ssl_enabled_protocols: str = "TLSv1.2,TLSv1.3"
+    ssl_cipher_suites: str | None = None
+    ssl_protocol: str = "TLSv1.3"
+    ssl_principal_mapping_rules: str = "DEFAULT"
+    ssl_endpoint_identification_algorithm: str = "https"
+    sasl_enabled_mechanisms: str = "GSSAPI"
+    sasl_mechanism_inter_broker_protocol: str = "GSSAPI"
+    connections_max_reauth_ms: int = Field(0, ge=0)
+    authorizer_class_name: str = ""
+    """Empty: no authorization. Kafka's kafka.security.authorizer.AclAuthorizer (or
+    SimpleAclAuthorizer, StandardAuthorizer) turns on the ACL authorizer."""
+    super_users: str = ""
+    """`User:admin;User:broker`: principals allowed everything."""
+    allow_everyone_if_no_acl_found: bool = False
+    admin_authentication: str = "auto"
+    """kafkalite: auto (credentials required when a Kafka listener authenticates clients),
+    none, basic, bearer or basic,bearer (admin/security.py)."""
+    admin_bearer_token: str | None = None
+    admin_bearer_principal: str = "User:admin"
+    quota_window_num: int = Field(11, ge=1)
+    quota_window_size_seconds: int = Field(1, ge=1)
+    listener_name_overrides: dict[str, str] = Field(default_factory=dict)
+    """The `listener.name.<name>.<setting>` keys (full key -> value), gathered by `load`."""
+
     # --- coordination
     zookeeper_connect: str | None = None
     """Unset (the default) = the embedded coordination store under the first log dir."""
@@ -303,6 +397,38 @@ class BrokerConfig(BaseSettings):
                 raise ValueError("no listener given")
         return value
 
+    @field_validator("listener_security_protocol_map")
+    @classmethod
+    def _valid_protocol_map(cls, value: str) -> str:
+        parse_protocol_map(value)
+        return value
+
+    @field_validator("security_inter_broker_protocol", "sasl_mechanism_inter_broker_protocol")
+    @classmethod
+    def _upper(cls, value: str | None) -> str | None:
+        return value.strip().upper() if value else value
+
+    @field_validator("admin_authentication")
+    @classmethod
+    def _valid_admin_authentication(cls, value: str) -> str:
+        modes = {m.strip().lower() for m in value.split(",") if m.strip()}
+        if not modes or not (
+            modes <= {"basic", "bearer"} or modes == {"auto"} or modes == {"none"}
+        ):
+            raise ValueError(f"{value!r}: expected auto, none, basic, bearer or basic,bearer")
+        return value
+
+    @field_validator("authorizer_class_name")
+    @classmethod
+    def _known_authorizer(cls, value: str) -> str:
+        value = value.strip()
+        if value and value not in AUTHORIZER_CLASS_NAMES:
+            raise ValueError(
+                f"{value!r}: kafkalite's ACL authorizer answers to "
+                + ", ".join(sorted(AUTHORIZER_CLASS_NAMES))
+            )
+        return value
+
     @field_validator("log_cleanup_policy")
     @classmethod
     def _valid_cleanup_policy(cls, value: str) -> str:
@@ -322,8 +448,8 @@ class BrokerConfig(BaseSettings):
     def _valid_admin_listener(cls, value: str | None) -> str | None:
         if value:
             endpoints = parse_endpoints(value, "admin.listener")
-            if len(endpoints) != 1 or endpoints[0].listener_name != "HTTP":
-                raise ValueError(f"{value!r} is not one http://host:port")
+            if len(endpoints) != 1 or endpoints[0].listener_name not in ("HTTP", "HTTPS"):
+                raise ValueError(f"{value!r} is not one http://host:port or https://host:port")
         return value or None
 
     @model_validator(mode="after")
@@ -340,6 +466,7 @@ class BrokerConfig(BaseSettings):
                 "max.connections.per.ip: can be set to zero only if "
                 "max.connections.per.ip.overrides is set"
             )
+        self._check_security()
         if self.replica_socket_timeout_ms < self.replica_fetch_wait_max_ms:
             # Kafka's rule: a follower's fetch would time out while the leader holds it.
             raise ValueError(
@@ -348,6 +475,74 @@ class BrokerConfig(BaseSettings):
                 "be at least that, to prevent unnecessary socket timeouts"
             )
         return self
+
+    def _check_security(self) -> None:
+        """Listener protocols, listener-prefixed keys and SASL settings (syntax only: files
+        are read at start-up by kafkalite/security, which names the key of what fails)."""
+        protocol_map = self.security_protocol_map
+        names = {e.listener_name for e in self.listener_endpoints}
+        for key in self.listener_name_overrides:
+            listener, _, setting = key[len(LISTENER_PREFIX) :].partition(".")
+            if listener.upper() not in names:
+                raise ValueError(f"{key}: listener {listener.upper()} is not in listeners")
+            mechanism, _, rest = setting.partition(".")
+            if setting not in PER_LISTENER_KEYS and not (
+                mechanism.upper() in SASL_MECHANISMS + ("GSSAPI", "OAUTHBEARER")
+                and rest in ("sasl.jaas.config", "connections.max.reauth.ms")
+            ):
+                raise ValueError(f"{key}: unknown listener setting {setting!r}")
+            if setting.endswith("sasl.jaas.config"):
+                try:
+                    _jaas_options(self.listener_name_overrides[key])
+                except ValueError as e:
+                    raise ValueError(f"{key}: {e}") from None
+        if self.security_inter_broker_protocol is not None:
+            if self.inter_broker_listener_name is not None:
+                raise ValueError(
+                    "security.inter.broker.protocol: only one of inter.broker.listener.name "
+                    "and security.inter.broker.protocol may be set"
+                )
+            if self.security_inter_broker_protocol not in names:
+                raise ValueError(
+                    f"security.inter.broker.protocol: no {self.security_inter_broker_protocol} "
+                    "listener in listeners"
+                )
+        if self.inter_broker_listener_name is not None and (
+            self.inter_broker_listener_name.upper() not in names
+        ):
+            raise ValueError(
+                f"inter.broker.listener.name: {self.inter_broker_listener_name} is not in listeners"
+            )
+        for name in sorted(names):
+            if not protocol_map.get(name, "PLAINTEXT").startswith("SASL_"):
+                continue
+            key = self.listener_key(name, "sasl.enabled.mechanisms")
+            mechanisms = self.sasl_mechanisms(name)
+            unsupported = [m for m in mechanisms if m not in SASL_MECHANISMS]
+            if not mechanisms or unsupported:
+                raise ValueError(
+                    f"{key}: {','.join(unsupported) or 'none'} not supported on listener "
+                    f"{name}; enable PLAIN, SCRAM-SHA-256 and/or SCRAM-SHA-512"
+                )
+            if "PLAIN" in mechanisms and self.jaas_config(name, "PLAIN") is None:
+                raise ValueError(
+                    f"{LISTENER_PREFIX}{name.lower()}.plain.sasl.jaas.config: required for "
+                    f'PLAIN on listener {name} (PlainLoginModule with user_<name>="<password>")'
+                )
+        inter = self.inter_broker_listener
+        if protocol_map.get(inter, "PLAINTEXT").startswith("SASL_"):
+            mechanism = self.sasl_mechanism_inter_broker_protocol
+            if mechanism not in self.sasl_mechanisms(inter):
+                raise ValueError(
+                    f"sasl.mechanism.inter.broker.protocol: {mechanism} is not enabled on the "
+                    f"inter-broker listener {inter}"
+                )
+            jaas = self.jaas_config(inter, mechanism)
+            if jaas is None or not {"username", "password"} <= set(_jaas_options(jaas)):
+                raise ValueError(
+                    f"{LISTENER_PREFIX}{inter.lower()}.{mechanism.lower()}.sasl.jaas.config: "
+                    "needs username and password: the broker's own credentials to other brokers"
+                )
 
     @classmethod
     def settings_customise_sources(
@@ -397,6 +592,15 @@ class BrokerConfig(BaseSettings):
             for k in environ
             if k.upper().startswith(ENV_PREFIX) and len(k) > len(ENV_PREFIX)
         }
+        listener_keys: dict[str, str] = {}
+        for props in (file_props, override_props):
+            for key in [k for k in props if k.strip().lower().startswith(LISTENER_PREFIX)]:
+                listener, _, setting = key.strip()[len(LISTENER_PREFIX) :].partition(".")
+                listener_keys[f"{LISTENER_PREFIX}{listener.lower()}.{setting}"] = str(
+                    props.pop(key)
+                )
+        if listener_keys:
+            override_props["listener_name_overrides"] = listener_keys
         known = set(cls.model_fields)
         for key in list(file_props) + list(override_props):
             if field_name(key) not in known:
@@ -442,6 +646,65 @@ class BrokerConfig(BaseSettings):
             )
             for e in self.listener_endpoints
         ]
+
+    @property
+    def security_protocol_map(self) -> dict[str, str]:
+        """Listener name -> security protocol (see listener.security.protocol.map)."""
+        out = {e.listener_name: e.listener_name for e in self.listener_endpoints}
+        out = {n: (n if n in SECURITY_PROTOCOLS else "PLAINTEXT") for n in out}
+        out.update(parse_protocol_map(self.listener_security_protocol_map))
+        return out
+
+    def security_protocol(self, listener: str) -> str:
+        return self.security_protocol_map.get(listener.upper(), "PLAINTEXT")
+
+    @property
+    def inter_broker_listener(self) -> str:
+        """inter.broker.listener.name, else the listener security.inter.broker.protocol
+        names, else the first listener."""
+        if self.inter_broker_listener_name:
+            return self.inter_broker_listener_name.upper()
+        if self.security_inter_broker_protocol:
+            return self.security_inter_broker_protocol
+        return self.listener_endpoints[0].listener_name
+
+    def listener_key(self, listener: str, setting: str) -> str:
+        """The key a listener's setting is read from: the prefixed one when it is set."""
+        key = f"{LISTENER_PREFIX}{listener.lower()}.{setting}"
+        return key if key in self.listener_name_overrides else setting
+
+    def listener_setting(self, listener: str, setting: str) -> str | None:
+        """`listener.name.<listener>.<setting>`, else the broker-wide `<setting>`."""
+        key = f"{LISTENER_PREFIX}{listener.lower()}.{setting}"
+        if key in self.listener_name_overrides:
+            return self.listener_name_overrides[key]
+        name = field_name(setting)
+        if name in type(self).model_fields:
+            value = getattr(self, name)
+            return None if value is None else str(value)
+        return None
+
+    def sasl_mechanisms(self, listener: str) -> list[str]:
+        raw = self.listener_setting(listener, "sasl.enabled.mechanisms") or ""
+        return [m.strip().upper() for m in raw.split(",") if m.strip()]
+
+    def jaas_config(self, listener: str, mechanism: str) -> str | None:
+        """`listener.name.<l>.<mechanism>.sasl.jaas.config`, else `listener.name.<l>.sasl.jaas.config`."""
+        prefix = f"{LISTENER_PREFIX}{listener.lower()}."
+        return self.listener_name_overrides.get(
+            f"{prefix}{mechanism.lower()}.sasl.jaas.config"
+        ) or self.listener_name_overrides.get(f"{prefix}sasl.jaas.config")
+
+    def reauth_ms(self, listener: str, mechanism: str) -> int:
+        key = f"{LISTENER_PREFIX}{listener.lower()}.{mechanism.lower()}.connections.max.reauth.ms"
+        value = self.listener_name_overrides.get(key) or self.listener_setting(
+            listener, "connections.max.reauth.ms"
+        )
+        return int(value or 0)
+
+    @property
+    def super_user_list(self) -> list[str]:
+        return [u.strip() for u in self.super_users.split(";") if u.strip()]
 
     @property
     def max_connections_per_ip_override_map(self) -> dict[str, int]:
@@ -493,6 +756,9 @@ class BrokerConfig(BaseSettings):
         """All settings under Kafka's names, values as Kafka prints them (DescribeConfigs)."""
         out: dict[str, str | None] = {}
         for name in type(self).model_fields:
+            if name == "listener_name_overrides":
+                out.update(self.listener_name_overrides)
+                continue
             value = getattr(self, name)
             if isinstance(value, bool):
                 value = str(value).lower()

@@ -157,6 +157,8 @@ class KafkaServer:
         self.controller: Any = None
         self.group_coordinator: Any = None
         self.admin_server: Any = None
+        self.authorizer: Any = None
+        self.quotas: Any = None
         self._tasks: list[asyncio.Task[Any]] = []
         self._stopping = False
         self._replica_manager_stopped = False
@@ -181,6 +183,7 @@ class KafkaServer:
             phases[name] = round(clock() - began, 3)
 
         try:
+            listener_security = self._security_settings()
             if not config.zookeeper_connect:
                 try:
                     Path(config.log_dir_list[0]).mkdir(parents=True, exist_ok=True)
@@ -201,6 +204,8 @@ class KafkaServer:
             self.services.store = self.session
             self.services.cluster_id = await self._get_or_create_cluster_id(NodeExists)
             phase("store_open_s")
+            await self._start_quotas()
+            await self._start_authorizer()
             await self._load_topic_configs()
             phase("topic_configs_s")
             try:
@@ -217,6 +222,8 @@ class KafkaServer:
                 max_request_bytes=config.socket_request_max_bytes,
                 connections_max_idle_ms=config.connections_max_idle_ms,
                 quotas=ConnectionQuotas.from_config(config),
+                security=listener_security,
+                credentials=self._scram_credential,
             )
             try:
                 await self.socket_server.start()
@@ -240,6 +247,83 @@ class KafkaServer:
             logs=len(self.log_manager.all_logs()) if self.log_manager is not None else 0,
             phases=phases,
         )
+
+    def _security_settings(self) -> dict[str, Any]:
+        """TLS contexts and SASL settings per listener (kafkalite/security), and the
+        inter-broker client's, which every connection this broker makes to others uses; a
+        bad TLS file or setting stops start-up naming its key."""
+        from kafkalite.client.connection import set_default_security
+        from kafkalite.security.listeners import inter_broker_client, listener_security
+        from kafkalite.security.tls import TlsConfigError
+
+        try:
+            security = listener_security(self.config)
+            set_default_security(inter_broker_client(self.config))
+        except TlsConfigError as e:
+            raise StartupError(str(e)) from None
+        return security
+
+    async def _start_authorizer(self) -> None:
+        """authorizer.class.name set: every ACL is loaded into memory, changes are followed
+        (acl-watcher), and every handler is put behind its authorization check."""
+        if not self.config.authorizer_class_name:
+            return
+        from kafkalite.apis.authorization import BrokerAuthorizer, guard
+
+        self.authorizer = BrokerAuthorizer(
+            self.config.super_user_list, self.config.allow_everyone_if_no_acl_found
+        )
+        await self.authorizer.load(self.session)
+        self.services.extra["authorizer"] = self.authorizer
+        self.dispatcher.handlers = {k: guard(k, h) for k, h in self.dispatcher.handlers.items()}
+
+    async def _start_quotas(self) -> None:
+        """Client quotas (security/quotas.py): loaded from /config/users and /config/clients,
+        counted by the Produce and Fetch handlers (apis/client_quotas.py)."""
+        from kafkalite.apis.client_quotas import throttle
+        from kafkalite.security.quotas import QuotaManager
+
+        self.quotas = QuotaManager(
+            self.config.quota_window_num, float(self.config.quota_window_size_seconds)
+        )
+        self.services.extra["quotas"] = self.quotas
+        await self._load_quotas()
+        self.dispatcher.handlers = {k: throttle(k, h) for k, h in self.dispatcher.handlers.items()}
+
+    async def _load_quotas(self) -> None:
+        from kafkalite.coord.security import load_quota_configs
+
+        for entity, config in await load_quota_configs(self.session):
+            self.quotas.set_entity(entity, config)
+
+    async def _watch_quotas(self) -> None:
+        """Kafka's config change notifications for users/... and clients/... entities."""
+        from kafkalite.coord import NoNode, paths
+        from kafkalite.coord.security import config_at, entity_of_path
+
+        await self.session.ensure_path(paths.CONFIG_CHANGES)
+        seen: set[str] | None = None
+        async for children in self.session.watch_children(paths.CONFIG_CHANGES):
+            current = set(children or ())
+            fresh = sorted(current - seen) if seen is not None else []
+            seen = current
+            for child in fresh:
+                try:
+                    data, _ = await self.session.get_data(f"{paths.CONFIG_CHANGES}/{child}")
+                    relative = paths.decode_config_change(data)
+                except (NoNode, ValueError):
+                    continue
+                entity = entity_of_path(relative)
+                if entity is not None:
+                    self.quotas.set_entity(entity, await config_at(self.session, relative))
+
+    async def _watch_acls(self) -> None:
+        await self.authorizer.watch(self.session)
+
+    async def _scram_credential(self, user: str, mechanism: str) -> Any:
+        from kafkalite.coord.security import scram_credential
+
+        return await scram_credential(self.session, user, mechanism)
 
     async def _start_admin_server(self) -> None:
         """The HTTP admin API on admin.listener (kafkalite/admin/); empty = disabled."""
@@ -273,10 +357,7 @@ class KafkaServer:
     def inter_broker_listener(self) -> str:
         """inter.broker.listener.name, else the first listener's name (Kafka's default is the
         PLAINTEXT listener; here the first one configured)."""
-        return (
-            self.config.inter_broker_listener_name
-            or self.config.listener_endpoints[0].listener_name
-        )
+        return self.config.inter_broker_listener
 
     @property
     def advertised_endpoints(self) -> list[Endpoint]:
@@ -501,9 +582,9 @@ class KafkaServer:
         info = paths.BrokerInfo(
             id=self.broker_id,
             endpoints=tuple(
-                # every kafkalite listener is plaintext, whatever its name (Kafka's tooling
-                # decodes the protocol with SecurityProtocol.forName)
-                paths.EndPoint(e.host, e.port, e.listener_name, "PLAINTEXT")
+                paths.EndPoint(
+                    e.host, e.port, e.listener_name, self.config.security_protocol(e.listener_name)
+                )
                 for e in self.advertised_endpoints
             ),
             rack=self.config.broker_rack,
@@ -581,6 +662,8 @@ class KafkaServer:
             ),
             ("topic-config-watcher", self._watch_topic_configs),
             ("session-renewal", self._renew_expired_sessions),
+            ("acl-watcher", self._watch_acls if self.authorizer is not None else None),
+            ("quota-watcher", self._watch_quotas),
         ):
             if factory is not None:
                 self._tasks.append(asyncio.create_task(factory(), name=name))
@@ -620,6 +703,11 @@ class KafkaServer:
                 if self.controller is not None:
                     await self.controller.reinitialize(self.session)
                 self._restart_task("topic-config-watcher", self._watch_topic_configs)
+                await self._load_quotas()
+                self._restart_task("quota-watcher", self._watch_quotas)
+                if self.authorizer is not None:
+                    await self.authorizer.load(self.session)
+                    self._restart_task("acl-watcher", self._watch_acls)
                 return True
             except (SessionExpired, SessionClosed):
                 return False
@@ -735,7 +823,7 @@ class KafkaServer:
             if controller_id is not None
             else None
         )
-        listener = self.config.inter_broker_listener_name or self.bound_endpoints[0].listener_name
+        listener = self.inter_broker_listener
         endpoint = broker.endpoint_for(listener) if broker is not None else None
         if endpoint is None:
             raise KafkaError("no controller known", error_code=ErrorCode.NOT_CONTROLLER)

@@ -66,7 +66,7 @@ def test_env_var_for_log_dirs():
         ("log.cleaner.threads=-1", "log.cleaner.threads"),
         ("log.cleaner.io.max.bytes.per.second=0", "log.cleaner.io.max.bytes.per.second"),
         ("replica.socket.timeout.ms=100", "replica.socket.timeout.ms"),  # < fetch wait 500
-        ("listeners=SSL://127.0.0.1:9093", "listeners"),  # no TLS here
+        ("listener.security.protocol.map=A:TLS", "listener.security.protocol.map"),
         ("log.segment.bytes=3000000000", "log.segment.bytes"),  # Kafka's INT
     ],
 )

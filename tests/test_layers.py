@@ -13,6 +13,7 @@ LAYER = {
     "protocol": 0,
     "config": 0,
     "observability": 0,
+    "security": 0,
     "storage": 1,
     "coord": 1,
     "client": 1,

@@ -222,7 +222,12 @@ class AdminApi:
 
         async with self._client_lock:
             if self._kafka_client is None:
-                bootstrap = ",".join(f"{e.host}:{e.port}" for e in self.server.advertised_endpoints)
+                # the inter-broker listener: the client speaks its protocol (TLS, SASL)
+                listener = getattr(self.server, "inter_broker_listener", None)
+                endpoints = [
+                    e for e in self.server.advertised_endpoints if e.listener_name == listener
+                ] or self.server.advertised_endpoints
+                bootstrap = ",".join(f"{e.host}:{e.port}" for e in endpoints)
                 client = KafkaClient(
                     bootstrap,
                     client_id=f"kafkalite-admin-{self.server.broker_id}",
@@ -1321,7 +1326,11 @@ def create_app(server: Any, request_stats: RequestStats | None = None) -> web.Ap
     registry = new_registry(server, request_stats, topic_stats)
     history = History(request_stats, topic_stats)
     api = AdminApi(server, registry, history)
-    app = web.Application(middlewares=[error_middleware], client_max_size=1024 * 1024)
+    from kafkalite.admin.security import security_middleware
+
+    app = web.Application(
+        middlewares=[error_middleware, security_middleware(server)], client_max_size=1024 * 1024
+    )
     app.on_startup.append(history.start)
     app.on_cleanup.append(history.stop)
     app.on_cleanup.append(api.close)
@@ -1357,15 +1366,22 @@ class AdminServer:
         from kafkalite.config import parse_endpoints
 
         endpoint = parse_endpoints(url, "admin.listener")[0]
-        if endpoint.listener_name != "HTTP":
-            raise ValueError(f"admin.listener: {url!r} must be http://host:port")
+        if endpoint.listener_name not in ("HTTP", "HTTPS"):
+            raise ValueError(f"admin.listener: {url!r} must be http(s)://host:port")
         return endpoint.host, endpoint.port
 
     async def start(self) -> None:
         host, port = self.parse_url(self.url)
         self.runner = web.AppRunner(create_app(self.server), access_log=None, handle_signals=False)
         await self.runner.setup()
-        site = web.TCPSite(self.runner, host or "0.0.0.0", port, reuse_address=True)
+        ssl_context = None
+        if self.url.lower().startswith("https://"):
+            from kafkalite.admin.security import admin_ssl_context
+
+            ssl_context = admin_ssl_context(self.server.config)
+        site = web.TCPSite(
+            self.runner, host or "0.0.0.0", port, reuse_address=True, ssl_context=ssl_context
+        )
         try:
             await site.start()
         except OSError as e:
@@ -1377,7 +1393,8 @@ class AdminServer:
         server = getattr(site, "_server", None)
         sockets = getattr(server, "sockets", None) or []
         self.bound_port = sockets[0].getsockname()[1] if sockets else port
-        log.info("admin API listening", url=f"http://{host}:{self.bound_port}")
+        scheme = "https" if ssl_context is not None else "http"
+        log.info("admin API listening", url=f"{scheme}://{host}:{self.bound_port}")
 
     async def stop(self) -> None:
         if self.runner is not None:

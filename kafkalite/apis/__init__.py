@@ -31,6 +31,11 @@ HANDLER_MODULES = (
     "update_metadata",
     "stop_replica",
     "controlled_shutdown",
+    # security (kafkalite/security/)
+    "sasl",
+    "scram_credentials",
+    "acls",
+    "client_quotas",
     # consumer groups (kafkalite/group/)
     "find_coordinator",
     "join_group",

@@ -55,7 +55,7 @@ async def forward_to_controller(ctx: RequestContext, request: Any, timeout_ms: i
     controller_id = cache.get_controller_id() if cache is not None else None
     if controller_id is None or controller_id < 0 or controller_id == ctx.services.broker_id:
         return None
-    listener = ctx.services.config.inter_broker_listener_name or ctx.connection.listener_name
+    listener = ctx.services.config.inter_broker_listener
     endpoint = cache.get_alive_broker_node(controller_id, listener)
     if endpoint is None:
         return None

@@ -126,6 +126,11 @@ class ApiDispatcher:
         waits for the controller's first UpdateMetadata."""
 
     def dispatch(self, frame: bytearray, connection: ConnectionInfo) -> Any:
+        auth = connection.authenticator if connection is not None else None
+        if auth is not None:  # a SASL listener: nothing is served before authentication
+            answer = auth.intercept(frame)
+            if answer is not None:
+                return answer
         started = perf_counter()
         header, body_offset = frames.parse_request_header(frame)
         api_key = header.api_key

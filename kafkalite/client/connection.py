@@ -31,6 +31,9 @@ from typing import Any
 from kafkalite.protocol.api import CODEC_VERSIONS, ApiKey, request_class
 from kafkalite.protocol.errors import ErrorCode, KafkaError, UnsupportedVersionError
 from kafkalite.protocol.frames import decode_response, encode_request, peek_correlation_id
+from kafkalite.security.listeners import ClientSecurity
+from kafkalite.security.scram import MECHANISMS as SCRAM_MECHANISMS
+from kafkalite.security.scram import ScramClient, ScramError
 
 from .errors import KafkaConnectionError, KafkaTimeoutError
 from .messages import build_message
@@ -45,6 +48,17 @@ CLOSE_TIMEOUT_S = 2.0
 
 RequestSpec = Any  # a message dataclass, a dict of field values, or version -> message
 
+DEFAULT_SECURITY: ClientSecurity | None = None
+"""The security of connections made without an explicit ``security``: a broker sets it at
+start-up to its inter-broker settings (TLS context, SASL mechanism and credentials), so every
+connection it makes to other brokers (controller channel, replica fetchers, forwarding,
+controlled shutdown) uses the inter-broker listener's protocol. None: PLAINTEXT."""
+
+
+def set_default_security(security: ClientSecurity | None) -> None:
+    global DEFAULT_SECURITY
+    DEFAULT_SECURITY = security
+
 
 class KafkaConnection:
     def __init__(
@@ -56,7 +70,9 @@ class KafkaConnection:
         request_timeout: float = 30.0,
         connect_timeout: float = 10.0,
         node_id: int | None = None,
+        security: ClientSecurity | None = None,
     ) -> None:
+        self.security = security if security is not None else DEFAULT_SECURITY
         self.host = host
         self.port = port
         self.client_id = client_id
@@ -93,7 +109,13 @@ class KafkaConnection:
         """Open the socket and negotiate API versions. Raises KafkaConnectionError."""
         try:
             async with asyncio.timeout(self.connect_timeout):
-                self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
+                tls = self.security.ssl_context if self.security is not None else None
+                self._reader, self._writer = await asyncio.open_connection(
+                    self.host,
+                    self.port,
+                    ssl=tls,
+                    server_hostname=self.host if tls is not None else None,
+                )
         except (OSError, TimeoutError) as e:
             raise KafkaConnectionError(f"cannot connect to {self.host}:{self.port}: {e}") from e
         self._read_task = asyncio.get_running_loop().create_task(
@@ -101,6 +123,9 @@ class KafkaConnection:
         )
         try:
             await self._negotiate_versions()
+            if self.security is not None and self.security.mechanism is not None:
+                async with asyncio.timeout(self.connect_timeout):
+                    await self._authenticate(self.security)
         except BaseException:
             await self.close()
             raise
@@ -132,6 +157,45 @@ class KafkaConnection:
             self.api_versions = table
             return
         raise UnsupportedVersionError(f"no common ApiVersions version with {self.host}:{self.port}")
+
+    async def _authenticate(self, security: ClientSecurity) -> None:
+        """SaslHandshake v1 then SaslAuthenticate tokens (PLAIN or SCRAM-SHA-256/512)."""
+        mechanism = security.mechanism or ""
+        username, password = security.username or "", security.password or ""
+        handshake = await self.send(ApiKey.SASL_HANDSHAKE, {"mechanism": mechanism}, 1)
+        if handshake.error_code != ErrorCode.NONE:
+            raise KafkaError(
+                f"{self.host}:{self.port} refused SASL mechanism {mechanism} "
+                f"(enabled: {', '.join(handshake.mechanisms)})",
+                error_code=ErrorCode.of(int(handshake.error_code)),
+            )
+
+        async def token(data: bytes) -> bytes:
+            response = await self.send(ApiKey.SASL_AUTHENTICATE, {"auth_bytes": data})
+            if response.error_code != ErrorCode.NONE:
+                raise KafkaError(
+                    response.error_message or "SASL authentication failed",
+                    error_code=ErrorCode.of(int(response.error_code)),
+                )
+            return bytes(response.auth_bytes)
+
+        if mechanism == "PLAIN":
+            await token(f"\0{username}\0{password}".encode())
+        elif mechanism in SCRAM_MECHANISMS:
+            scram = ScramClient(mechanism, username, password)
+            try:
+                server_first = await token(scram.first())
+                scram.verify(await token(scram.final(server_first)))
+            except ScramError as e:
+                raise KafkaError(
+                    f"SCRAM with {self.host}:{self.port}: {e}",
+                    error_code=ErrorCode.SASL_AUTHENTICATION_FAILED,
+                ) from None
+        else:
+            raise KafkaError(
+                f"SASL mechanism {mechanism} is not supported by kafkalite's client",
+                error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM,
+            )
 
     def pick_version(self, api_key: int, version: int | None = None) -> int:
         """The version to use for ``api_key``: ``version`` if both sides support it, else the

@@ -283,7 +283,7 @@ class KafkaController:
         self.leader_imbalance_per_broker_percentage: int = _setting(
             config, "leader_imbalance_per_broker_percentage", 10
         )
-        self.listener_name: str | None = _setting(config, "inter_broker_listener_name", None)
+        self.listener_name: str | None = _setting(config, "inter_broker_listener", None)
         request_timeout = _setting(config, "controller_socket_timeout_ms", 30000) / 1000
         self.transport_factory: TransportFactory = transport_factory or (
             lambda broker: KafkaConnectionTransport(

@@ -50,6 +50,7 @@ import structlog
 from kafkalite.network.zerocopy import RegionTruncated, write_parts
 from kafkalite.observability import LogRateLimiter
 from kafkalite.protocol.errors import KafkaError
+from kafkalite.security.sasl import ANONYMOUS, CloseAfter
 
 log = structlog.get_logger("kafkalite.network")
 
@@ -91,10 +92,25 @@ class ConnectionInfo:
     client_port: int
     listener_name: str
     connection_id: int = field(default_factory=lambda: next(_connection_ids))
+    principal: str = ANONYMOUS
+    """Kafka's KafkaPrincipal as text: User:ANONYMOUS, the mapped TLS subject, or (once
+    authenticated) the SASL user; see `authenticated_principal`."""
+    authenticator: Any = None
+    """The SASL authenticator of a SASL listener's connection (security/sasl.py), else None."""
+    throttled_until: float = 0.0
+    """time.monotonic() until which the connection is muted once its next response is written
+    (a quota was exceeded, KIP-219); set by the dispatcher."""
 
     @property
     def client_address(self) -> str:
         return f"{self.client_host}:{self.client_port}"
+
+    @property
+    def authenticated_principal(self) -> str:
+        auth = self.authenticator
+        if auth is not None and auth.principal is not None:
+            return auth.principal
+        return self.principal
 
 
 class RequestDispatcher(Protocol):
@@ -158,6 +174,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         "_max_request_bytes",
         "_max_in_flight",
         "_on_close",
+        "_on_made",
         "_transport",
         "_fileno",
         "info",
@@ -171,6 +188,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         "_writing_paused",
         "_closing",
         "_stopped_reading",
+        "_muted",
         "_idle",
         "_linger",
         "last_active",
@@ -187,8 +205,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         on_close: Callable[[KafkaConnection], None] | None = None,
         receive_buffer: ReceiveBuffer | None = None,
         info: ConnectionInfo | None = None,
+        on_made: Callable[[ConnectionInfo, asyncio.BaseTransport], None] | None = None,
     ) -> None:
         self._dispatcher = dispatcher
+        self._on_made = on_made
+        """Called with the transport before any byte is read (TLS principal, SASL state)."""
         self._listener_name = listener_name
         self._max_request_bytes = max_request_bytes
         self._max_in_flight = max_in_flight
@@ -210,6 +231,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._writing_paused = False
         self._closing = False
         self._stopped_reading = False
+        self._muted = False
         self._idle: asyncio.Event | None = None
         self._linger: asyncio.TimerHandle | None = None
         self.last_active = time.monotonic()
@@ -220,11 +242,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]
         sock = transport.get_extra_info("socket")
-        if sock is not None:
+        # Record bytes go straight to the socket (sendfile) only on a plaintext transport: under
+        # TLS the socket carries ciphertext, and they go through the transport like any bytes.
+        if sock is not None and transport.get_extra_info("ssl_object") is None:
             self._fileno = sock.fileno()
         if self.info is None:
             peer = transport.get_extra_info("peername") or ("?", 0)
             self.info = ConnectionInfo(str(peer[0]), int(peer[1]), self._listener_name)
+        if self._on_made is not None:
+            self._on_made(self.info, transport)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
@@ -286,6 +312,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _can_take_request(self) -> bool:
         return not (
             self._closing
+            or self._muted
             or self._stopped_reading
             or self._writing_paused
             or len(self._pending) >= self._max_in_flight
@@ -355,6 +382,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         except Exception as e:  # a parse failure of any kind closes this connection only
             self._abort("unparsable request", error=repr(e))
             return
+        info = self.info
+        if info is not None and info.throttled_until and not self._muted:
+            # over a quota: read nothing more until the throttle time has passed (requests
+            # already received wait), as Kafka's channel muted from the throttled request on
+            self._mute(info.throttled_until)
         if inspect.isawaitable(result):
             task = asyncio.ensure_future(result)
             slot = _Slot(task)
@@ -414,11 +446,33 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.last_active = time.monotonic()
         if isinstance(response, bytes | bytearray | memoryview):
             self._transport.write(response)
+        elif isinstance(response, CloseAfter):  # a failed SASL authentication
+            self._transport.write(response.response)
+            self._close()
+        else:
+            try:
+                write_parts(self._transport, self._fileno, response)
+            except RegionTruncated as e:
+                self._abort("response records truncated before they were sent", error=str(e))
+                return
+        info = self.info
+        if info is not None and info.throttled_until and not self._muted:
+            self._mute(info.throttled_until)
+
+    def _mute(self, until: float) -> None:
+        """Read nothing more until `until` (a throttled client, Kafka's muted channel)."""
+        delay = until - time.monotonic()
+        if delay <= 0:
             return
-        try:
-            write_parts(self._transport, self._fileno, response)
-        except RegionTruncated as e:
-            self._abort("response records truncated before they were sent", error=str(e))
+        self._muted = True
+        self._update_reading()
+        asyncio.get_running_loop().call_later(delay, self._unmute)
+
+    def _unmute(self) -> None:
+        self._muted = False
+        if self.info is not None and self.info.throttled_until <= time.monotonic():
+            self.info.throttled_until = 0.0
+        self._take_buffered_frames()
 
     # ------------------------------------------------------------------ flow control and close
 
@@ -427,6 +481,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         should_pause = (
             self._stopped_reading
+            or self._muted
             or self._writing_paused
             or len(self._pending) >= self._max_in_flight
         )

@@ -66,7 +66,7 @@ class ConnectionQuotas:
             config.max_connections_per_ip,  # type: ignore[attr-defined]
             config.max_connections_per_ip_override_map,  # type: ignore[attr-defined]
             listeners=names,
-            inter_broker_listener=config.inter_broker_listener_name or names[0],  # type: ignore[attr-defined]
+            inter_broker_listener=config.inter_broker_listener,  # type: ignore[attr-defined]
         )
 
     async def resolve_overrides(self) -> None:

@@ -37,6 +37,9 @@ from kafkalite.network.connection import (
     RequestDispatcher,
 )
 from kafkalite.network.quotas import ConnectionQuotas
+from kafkalite.security.listeners import ListenerSecurity
+from kafkalite.security.sasl import CredentialLookup
+from kafkalite.security.tls import subject_dn
 
 log = structlog.get_logger("kafkalite.network")
 
@@ -44,6 +47,7 @@ LISTEN_BACKLOG = 512
 ACCEPT_ERROR_BACKOFF_SECONDS = 0.1
 TRIM_AFTER_CLOSES = 256
 TRIM_DELAY_SECONDS = 1.0
+TLS_HANDSHAKE_TIMEOUT_S = 10.0
 
 
 def _malloc_trim() -> None:
@@ -95,8 +99,13 @@ class SocketServer:
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         connections_max_idle_ms: int = 600_000,
         quotas: ConnectionQuotas | None = None,
+        security: dict[str, ListenerSecurity] | None = None,
+        credentials: CredentialLookup | None = None,
     ) -> None:
         self._endpoints = endpoints
+        self._security = security or {}
+        """Listener name -> its TLS context and SASL settings (absent: PLAINTEXT)."""
+        self._credentials = credentials
         self._dispatcher = dispatcher
         self._max_request_bytes = max_request_bytes
         self._max_in_flight = max_in_flight
@@ -176,6 +185,7 @@ class SocketServer:
             quotas.dec(listener, ip)
             return
         info = ConnectionInfo(ip, int(address[1]), listener)
+        security = self._security.get(listener)
         conn = KafkaConnection(
             self._dispatcher,
             listener,
@@ -184,6 +194,7 @@ class SocketServer:
             on_close=self._connection_closed,
             receive_buffer=self._receive_buffer,
             info=info,
+            on_made=None if security is None else self._secure_connection_made,
         )
         self._connections.add(conn)
         try:
@@ -191,6 +202,22 @@ class SocketServer:
             if conn_sock.family in (socket.AF_INET, socket.AF_INET6):
                 conn_sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 conn_sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+            ssl_context = security.ssl_context if security is not None else None
+            if ssl_context is not None:
+                # The TLS handshake runs on its own: the acceptor does not wait for it (one slow
+                # client would hold every other connection of the listener).
+                setup = asyncio.ensure_future(
+                    loop.connect_accepted_socket(
+                        lambda conn=conn: conn,
+                        conn_sock,
+                        ssl=ssl_context,
+                        ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S,
+                    )
+                )
+                setup.add_done_callback(
+                    lambda task, conn=conn, ip=ip: self._tls_setup_done(task, conn, ip)
+                )
+                return
             setup = asyncio.ensure_future(
                 loop.connect_accepted_socket(lambda conn=conn: conn, conn_sock)
             )
@@ -206,6 +233,30 @@ class SocketServer:
             return
         if quotas.protected_listener == listener:
             self._close_one_over_the_limit()
+
+    def _tls_setup_done(self, task: asyncio.Future[Any], conn: KafkaConnection, ip: str) -> None:
+        if task.cancelled() or task.exception() is not None:
+            error = "cancelled" if task.cancelled() else repr(task.exception())
+            log.info("TLS handshake failed", client=ip, error=error)
+            self._connection_closed(conn)  # released once: a later connection_lost is a no-op
+
+    def _secure_connection_made(
+        self, info: ConnectionInfo, transport: asyncio.BaseTransport
+    ) -> None:
+        """Before the first byte is read: the TLS principal (mTLS) and, on a SASL listener, the
+        SASL authenticator that gates every request until the client has authenticated."""
+        security = self._security[info.listener_name]
+        if security.principal_mapper is not None:
+            ssl_object = transport.get_extra_info("ssl_object")
+            peercert = ssl_object.getpeercert() if ssl_object is not None else None
+            dn = subject_dn(peercert)
+            if dn is not None:
+                try:
+                    info.principal = "User:" + security.principal_mapper.name(dn)
+                except ValueError as e:
+                    log.info("no principal for the client certificate", error=str(e))
+        if security.sasl:
+            info.authenticator = security.authenticator(self._credentials)
 
     def _close_one_over_the_limit(self) -> None:
         """A connection taken by the protected inter-broker listener past max.connections:

@@ -67,7 +67,7 @@ def test_overrides_narrow_within_codec():
     with pytest.raises(ValueError):
         supported_versions([ApiKey.FETCH], overrides={ApiKey.FETCH: (0, 10)})
     with pytest.raises(ValueError):
-        supported_versions([ApiKey.SASL_HANDSHAKE])
+        supported_versions([ApiKey.DESCRIBE_DELEGATION_TOKEN])
 
 
 def test_header_versions():

@@ -1,0 +1,221 @@
+"""Authentication and authorisation of the HTTP admin API (an aiohttp middleware), and its TLS.
+
+- ``admin.listener=https://host:port`` serves the API over TLS with the broker's ``ssl.*``
+  key store (``admin_ssl_context``).
+- ``admin.authentication``: ``auto`` (the default) asks for credentials whenever a Kafka
+  listener authenticates its clients (SASL, or TLS with ``ssl.client.auth=required``) and
+  leaves the API open otherwise; ``basic`` / ``bearer`` / ``basic,bearer`` always ask;
+  ``none`` never does. HTTP basic is checked against the SCRAM users of the coordination
+  store (the password is salted with the stored salt and iterations and must give the stored
+  key) and the PLAIN users of the listeners' JAAS entries; the principal is ``User:<name>``.
+  A bearer token is ``admin.bearer.token`` and authenticates as ``admin.bearer.principal``.
+  Missing or wrong credentials: 401 with ``WWW-Authenticate``.
+- With an ACL authorizer, each route needs what the equivalent Kafka request needs (reading
+  cluster state: DESCRIBE on the cluster; a topic's description: DESCRIBE on it; deleting a
+  topic: DELETE on it; changing its config: ALTER_CONFIGS; adding partitions: ALTER; creating a
+  topic: CREATE on the cluster or the topic; a group: DESCRIBE / DELETE / READ for resetting
+  offsets; reassignments and elections: ALTER on the cluster). Refused: 403.
+- ``/health`` and ``/ready`` are always open (load balancers, orchestrators).
+
+The routes are matched by their canonical path, so the table below follows the route table of
+admin/app.py without importing it.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from kafkalite.protocol.acl import AclOperation as Op
+from kafkalite.protocol.acl import ResourceType as T
+from kafkalite.security.acl import CLUSTER_NAME
+from kafkalite.security.scram import MECHANISMS, hmac_, salted_password
+
+OPEN_PATHS = frozenset({"/health", "/ready"})
+PRINCIPAL_KEY: web.AppKey[str] = web.AppKey("principal", str)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+# (method, canonical path) -> (operation, resource type, match_info key or None = cluster)
+ROUTE_ACLS: dict[tuple[str, str], tuple[Op, T, str | None]] = {
+    ("GET", "/"): (Op.DESCRIBE, T.CLUSTER, None),
+    ("GET", "/cluster"): (Op.DESCRIBE, T.CLUSTER, None),
+    ("GET", "/brokers"): (Op.DESCRIBE, T.CLUSTER, None),
+    ("GET", "/brokers/{id}"): (Op.DESCRIBE, T.CLUSTER, None),
+    ("GET", "/metrics"): (Op.DESCRIBE, T.CLUSTER, None),
+    ("GET", "/openapi.json"): (Op.DESCRIBE, T.CLUSTER, None),
+    ("GET", "/topics"): (Op.DESCRIBE, T.CLUSTER, None),
+    ("POST", "/topics"): (Op.CREATE, T.CLUSTER, None),
+    ("GET", "/topics/{name}"): (Op.DESCRIBE, T.TOPIC, "name"),
+    ("DELETE", "/topics/{name}"): (Op.DELETE, T.TOPIC, "name"),
+    ("PATCH", "/topics/{name}/config"): (Op.ALTER_CONFIGS, T.TOPIC, "name"),
+    ("POST", "/topics/{name}/partitions"): (Op.ALTER, T.TOPIC, "name"),
+    ("GET", "/groups"): (Op.DESCRIBE, T.CLUSTER, None),
+    ("GET", "/groups/{id}"): (Op.DESCRIBE, T.GROUP, "id"),
+    ("DELETE", "/groups/{id}"): (Op.DELETE, T.GROUP, "id"),
+    ("POST", "/groups/{id}/offsets"): (Op.READ, T.GROUP, "id"),
+    ("GET", "/partitions/reassign"): (Op.DESCRIBE, T.CLUSTER, None),
+    ("POST", "/partitions/reassign"): (Op.ALTER, T.CLUSTER, None),
+    ("POST", "/partitions/elect-leaders"): (Op.ALTER, T.CLUSTER, None),
+}
+
+
+def authentication_modes(config: Any) -> set[str]:
+    """The schemes asked for ({} = the API is open), see the module docstring."""
+    setting = (getattr(config, "admin_authentication", "auto") or "auto").lower()
+    if setting == "none":
+        return set()
+    if setting == "auto":
+        protected = any(
+            config.security_protocol(e.listener_name).startswith("SASL_")
+            or (
+                config.security_protocol(e.listener_name) == "SSL"
+                and config.listener_setting(e.listener_name, "ssl.client.auth") == "required"
+            )
+            for e in config.listener_endpoints
+        )
+        return {"basic", "bearer"} if protected else set()
+    return {m.strip() for m in setting.split(",") if m.strip()}
+
+
+def _plain_users(config: Any) -> dict[str, str]:
+    from kafkalite.security.jaas import parse_jaas_config
+
+    users: dict[str, str] = {}
+    for endpoint in config.listener_endpoints:
+        jaas = config.jaas_config(endpoint.listener_name, "PLAIN")
+        if jaas:
+            users.update(parse_jaas_config(jaas).plain_users)
+    return users
+
+
+async def check_password(server: Any, user: str, password: str) -> bool:
+    """True if `password` is the user's SCRAM (either mechanism) or PLAIN password."""
+    from kafkalite.coord.security import scram_credential
+
+    for mechanism, digest in MECHANISMS.items():
+        credential = await scram_credential(server.session, user, mechanism)
+        if credential is None:
+            continue
+        salted = salted_password(
+            mechanism, password.encode(), credential.salt, credential.iterations
+        )
+        stored = hashlib.new(digest, hmac_(digest, salted, b"Client Key")).digest()
+        return hmac.compare_digest(stored, credential.stored_key)
+    expected = _plain_users(server.config).get(user)
+    return expected is not None and hmac.compare_digest(expected.encode(), password.encode())
+
+
+def _unauthorized(message: str) -> web.Response:
+    return web.Response(
+        status=401,
+        text=json.dumps({"error": "unauthorized", "message": message}),
+        content_type="application/json",
+        headers={"WWW-Authenticate": 'Basic realm="kafkalite", charset="UTF-8"'},
+    )
+
+
+def _forbidden(message: str) -> web.Response:
+    return web.Response(
+        status=403,
+        text=json.dumps({"error": "forbidden", "message": message}),
+        content_type="application/json",
+    )
+
+
+async def authenticate(server: Any, request: web.Request, modes: set[str]) -> str | None:
+    """The principal of the request's credentials, None when they are missing or wrong."""
+    header = request.headers.get("Authorization", "")
+    scheme, _, value = header.partition(" ")
+    scheme = scheme.lower()
+    config = server.config
+    if scheme == "bearer" and "bearer" in modes:
+        token = getattr(config, "admin_bearer_token", None)
+        if token and hmac.compare_digest(value.strip().encode(), token.encode()):
+            return getattr(config, "admin_bearer_principal", "User:admin")
+        return None
+    if scheme == "basic" and "basic" in modes:
+        try:
+            user, sep, password = (
+                base64.b64decode(value.strip(), validate=True).decode().partition(":")
+            )
+        except (ValueError, UnicodeDecodeError):
+            return None
+        if sep and user and await check_password(server, user, password):
+            return f"User:{user}"
+    return None
+
+
+class _Connection:
+    """What the authorizer needs of a caller (a Kafka connection's attributes)."""
+
+    __slots__ = ("authenticated_principal", "client_host")
+
+    def __init__(self, principal: str, host: str) -> None:
+        self.authenticated_principal = principal
+        self.client_host = host
+
+
+def security_middleware(server: Any) -> Callable[[web.Request, Handler], Awaitable[Any]]:
+    config = getattr(server, "config", None)
+    modes = authentication_modes(config) if hasattr(config, "listener_endpoints") else set()
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path in OPEN_PATHS:
+            return await handler(request)
+        principal = "User:ANONYMOUS"
+        if modes:
+            found = await authenticate(server, request, modes)
+            if found is None:
+                return _unauthorized("credentials required: " + " or ".join(sorted(modes)))
+            principal = found
+        authorizer = getattr(server, "authorizer", None)
+        if authorizer is not None:
+            route = request.match_info.route.resource
+            canonical = route.canonical if route is not None else request.path
+            need = ROUTE_ACLS.get((request.method, canonical))
+            if need is None:
+                need = (
+                    Op.DESCRIBE if request.method in ("GET", "HEAD") else Op.ALTER,
+                    T.CLUSTER,
+                    None,
+                )
+            op, rtype, key = need
+            name = request.match_info.get(key, "") if key else CLUSTER_NAME
+            caller = _Connection(principal, request.remote or "")
+            allowed = authorizer.allowed(caller, op, rtype, name)
+            if not allowed and (request.method, canonical) == ("POST", "/topics"):
+                allowed = await _may_create_named_topic(request, authorizer, caller)
+            if not allowed:
+                return _forbidden(f"{principal} may not {op.name} {rtype.name} {name}")
+        request[PRINCIPAL_KEY] = principal
+        return await handler(request)
+
+    return middleware
+
+
+async def _may_create_named_topic(request: web.Request, authorizer: Any, caller: Any) -> bool:
+    try:
+        body = await request.json()
+    except (ValueError, UnicodeDecodeError):
+        return False
+    name = body.get("name") if isinstance(body, dict) else None
+    return isinstance(name, str) and authorizer.allowed(caller, Op.CREATE, T.TOPIC, name)
+
+
+def admin_ssl_context(config: Any) -> Any:
+    """The TLS context of an https admin.listener: the broker-wide ssl.* key store."""
+    from kafkalite.security.tls import server_context
+
+    def get(key: str) -> str | None:
+        value = config.listener_setting("ADMIN", key)
+        return value if value not in ("", None) else None
+
+    return server_context(get)

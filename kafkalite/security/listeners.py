@@ -1,0 +1,133 @@
+"""What each listener needs for security, resolved once at start-up from the broker's config
+(duck-typed BrokerConfig: security is layer 0 beside config and never imports it).
+
+``listener_security(config)`` -> {listener name: ListenerSecurity}; ``inter_broker_client(config)``
+-> the ClientSecurity the broker's own client uses towards other brokers (over the
+inter-broker listener, with ``sasl.mechanism.inter.broker.protocol`` and the username/password
+of that listener's JAAS entry). TLS files are read here; a problem raises TlsConfigError naming
+the key (the listener-prefixed key when the value came from there).
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .jaas import parse_jaas_config
+from .sasl import CredentialLookup, SaslServerAuthenticator
+from .tls import PrincipalMapper, TlsConfigError, client_context, server_context
+
+
+@dataclass
+class ListenerSecurity:
+    name: str
+    protocol: str
+    ssl_context: ssl.SSLContext | None = None
+    principal_mapper: PrincipalMapper | None = None
+    mechanisms: tuple[str, ...] = ()
+    plain_users: dict[str, str] = field(default_factory=dict)
+    reauth_ms: Callable[[str], int] | int = 0
+
+    @property
+    def sasl(self) -> bool:
+        return self.protocol.startswith("SASL_")
+
+    def authenticator(self, credentials: CredentialLookup | None) -> SaslServerAuthenticator:
+        return SaslServerAuthenticator(
+            self.mechanisms,
+            plain_users=self.plain_users,
+            credentials=credentials,
+            reauth_ms=self.reauth_ms,
+        )
+
+
+@dataclass
+class ClientSecurity:
+    """How the broker's own client connects: protocol, TLS context, SASL mechanism and
+    credentials (None where unused)."""
+
+    protocol: str = "PLAINTEXT"
+    ssl_context: ssl.SSLContext | None = None
+    mechanism: str | None = None
+    username: str | None = None
+    password: str | None = None
+
+
+def _getter(config: Any, listener: str) -> Callable[[str], str | None]:
+    def get(key: str) -> str | None:
+        value = config.listener_setting(listener, key)
+        return value if value not in ("", None) else None
+
+    return get
+
+
+def _named(config: Any, listener: str, error: TlsConfigError) -> TlsConfigError:
+    key = config.listener_key(listener, error.key)
+    if key == error.key:
+        return error
+    return TlsConfigError(key, str(error).replace(error.key, key, 1))
+
+
+def listener_security(config: Any) -> dict[str, ListenerSecurity]:
+    out: dict[str, ListenerSecurity] = {}
+    for endpoint in config.listener_endpoints:
+        name = endpoint.listener_name
+        protocol = config.security_protocol(name)
+        sec = ListenerSecurity(name, protocol)
+        get = _getter(config, name)
+        if protocol in ("SSL", "SASL_SSL"):
+            try:
+                sec.ssl_context = server_context(get)
+                sec.principal_mapper = PrincipalMapper(
+                    get("ssl.principal.mapping.rules") or "DEFAULT"
+                )
+            except TlsConfigError as e:
+                raise _named(config, name, e) from None
+        if sec.sasl:
+            sec.mechanisms = tuple(config.sasl_mechanisms(name))
+            if "PLAIN" in sec.mechanisms:
+                sec.plain_users = parse_jaas_config(config.jaas_config(name, "PLAIN")).plain_users
+            sec.reauth_ms = lambda mechanism, name=name: config.reauth_ms(name, mechanism)
+        out[name] = sec
+    return out
+
+
+def inter_broker_client(config: Any) -> ClientSecurity:
+    listener = config.inter_broker_listener
+    protocol = config.security_protocol(listener)
+    sec = ClientSecurity(protocol)
+    if protocol in ("SSL", "SASL_SSL"):
+        try:
+            sec.ssl_context = client_context(_getter(config, listener))
+        except TlsConfigError as e:
+            raise _named(config, listener, e) from None
+    if protocol.startswith("SASL_"):
+        mechanism = config.sasl_mechanism_inter_broker_protocol
+        options = parse_jaas_config(config.jaas_config(listener, mechanism)).options
+        sec.mechanism = mechanism
+        sec.username = options.get("username")
+        sec.password = options.get("password")
+    return sec
+
+
+def client_security_from_properties(props: dict[str, str]) -> ClientSecurity:
+    """A Kafka client's properties (``--command-config client.properties``): security.protocol,
+    ssl.* (PEM), sasl.mechanism and sasl.jaas.config's username/password."""
+    protocol = props.get("security.protocol", "PLAINTEXT").upper()
+    if protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+        raise TlsConfigError(
+            "security.protocol", f"invalid value for security.protocol: {protocol}"
+        )
+    sec = ClientSecurity(protocol)
+    if protocol in ("SSL", "SASL_SSL"):
+        sec.ssl_context = client_context(lambda key: props.get(key) or None)
+    if protocol.startswith("SASL_"):
+        sec.mechanism = props.get("sasl.mechanism", "GSSAPI").upper()
+        jaas = props.get("sasl.jaas.config")
+        if not jaas:
+            raise TlsConfigError("sasl.jaas.config", "sasl.jaas.config is required for SASL")
+        options = parse_jaas_config(jaas).options
+        sec.username, sec.password = options.get("username"), options.get("password")
+    return sec

@@ -1,0 +1,155 @@
+"""Certificates and secure broker settings for the security tests (generated, nothing external).
+
+``Pki`` makes a CA (trustme) and PEM files: the broker's certificate for 127.0.0.1/localhost,
+a client certificate for mTLS (subject ``CN=alice,OU=eng,O=acme``) and one signed by another
+CA (refused). ``secure_listeners`` gives the overrides of a broker with one listener per
+protocol besides the harness's PLAINTEXT one: SSL, SASL_PLAINTEXT, SASL_SSL and an mTLS
+listener named MTLS (mapped to SSL, client certificates required, the principal from the
+subject by ``ssl.principal.mapping.rules``) and a SASL_PLAINTEXT listener named REAUTH whose
+sessions last 1 s (``connections.max.reauth.ms``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+
+import trustme
+
+from tests.harness.broker import free_port
+
+ADMIN_USER, ADMIN_PASSWORD = "admin", "admin-secret"
+PLAIN_USERS = {ADMIN_USER: ADMIN_PASSWORD, "alice": "alice-secret", "bob": "bob-secret"}
+SCRAM_USER, SCRAM_PASSWORD = "scram-user", "scram-secret"
+
+
+def plain_jaas(users: dict[str, str], username: str = ADMIN_USER) -> str:
+    entries = " ".join(f'user_{u}="{p}"' for u, p in users.items())
+    return (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'username="{username}" password="{users[username]}" {entries};'
+    )
+
+
+def scram_jaas(username: str, password: str) -> str:
+    return (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="{username}" password="{password}";'
+    )
+
+
+@dataclass
+class Pki:
+    ca_file: Path
+    server_file: Path  # key + chain, PEM
+    client_cert: Path
+    client_key: Path
+    rogue_cert: Path
+    rogue_key: Path
+    server_chain: str
+    server_key: str
+
+
+def make_pki(directory: Path) -> Pki:
+    directory.mkdir(parents=True, exist_ok=True)
+    ca = trustme.CA(organization_name="kafkalite-test")
+    server = ca.issue_cert("127.0.0.1", "localhost")
+    client = ca.issue_cert(
+        "alice@example.com",
+        common_name="alice",
+        organization_name="acme",
+        organization_unit_name="eng",
+    )
+    rogue = trustme.CA().issue_cert("mallory@example.com", common_name="mallory")
+    ca.cert_pem.write_to_path(str(directory / "ca.pem"))
+    server.private_key_and_cert_chain_pem.write_to_path(str(directory / "server.pem"))
+    client.cert_chain_pems[0].write_to_path(str(directory / "client.pem"))
+    client.private_key_pem.write_to_path(str(directory / "client.key"))
+    rogue.cert_chain_pems[0].write_to_path(str(directory / "rogue.pem"))
+    rogue.private_key_pem.write_to_path(str(directory / "rogue.key"))
+    return Pki(
+        directory / "ca.pem",
+        directory / "server.pem",
+        directory / "client.pem",
+        directory / "client.key",
+        directory / "rogue.pem",
+        directory / "rogue.key",
+        "".join(b.bytes().decode() for b in server.cert_chain_pems),
+        server.private_key_pem.bytes().decode(),
+    )
+
+
+@dataclass
+class SecurePorts:
+    ssl: int
+    sasl_plaintext: int
+    sasl_ssl: int
+    mtls: int
+    reauth: int
+
+
+def secure_listeners(
+    pki: Pki, plaintext_port: int, **extra: str
+) -> tuple[dict[str, str], SecurePorts]:
+    ports = SecurePorts(free_port(), free_port(), free_port(), free_port(), free_port())
+    overrides = {
+        "listeners": (
+            f"PLAINTEXT://127.0.0.1:{plaintext_port},SSL://127.0.0.1:{ports.ssl},"
+            f"SASL_PLAINTEXT://127.0.0.1:{ports.sasl_plaintext},"
+            f"SASL_SSL://127.0.0.1:{ports.sasl_ssl},MTLS://127.0.0.1:{ports.mtls},"
+            f"REAUTH://127.0.0.1:{ports.reauth}"
+        ),
+        "listener.security.protocol.map": (
+            "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL,MTLS:SSL,"
+            "REAUTH:SASL_PLAINTEXT"
+        ),
+        "listener.name.reauth.plain.sasl.jaas.config": plain_jaas(PLAIN_USERS),
+        "listener.name.reauth.connections.max.reauth.ms": "1000",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(pki.server_file),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(pki.ca_file),
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        "listener.name.mtls.ssl.client.auth": "required",
+        "listener.name.mtls.ssl.principal.mapping.rules": (
+            "RULE:^CN=(.*?),OU=(.*?),O=(.*?)$/$1@$2/L,DEFAULT"
+        ),
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": plain_jaas(PLAIN_USERS),
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": plain_jaas(PLAIN_USERS),
+        **extra,
+    }
+    return overrides, ports
+
+
+async def add_scram_user(bootstrap: str, user: str, password: str, security=None) -> None:
+    """Create the user's SCRAM-SHA-256 and -512 credentials with AlterUserScramCredentials."""
+    import os
+
+    from kafkalite.client.connection import KafkaConnection
+    from kafkalite.protocol.api import ApiKey
+    from kafkalite.security.scram import salted_password
+
+    host, port = bootstrap.rsplit(":", 1)
+    upsertions = []
+    for mechanism, code in (("SCRAM-SHA-256", 1), ("SCRAM-SHA-512", 2)):
+        salt = os.urandom(16)
+        upsertions.append(
+            {
+                "name": user,
+                "mechanism": code,
+                "iterations": 4096,
+                "salt": salt,
+                "salted_password": salted_password(mechanism, password.encode(), salt, 4096),
+            }
+        )
+    async with KafkaConnection(host, int(port), security=security) as conn:
+        response = await conn.send(
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS, {"deletions": [], "upsertions": upsertions}
+        )
+    assert [int(r.error_code) for r in response.results] == [0], response
+
+
+def run(coro):
+    return asyncio.run(coro)
