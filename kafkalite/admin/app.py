@@ -762,6 +762,79 @@ class AdminApi:
 
     # -- groups ----------------------------------------------------------------------------
 
+    # ------------------------------------------------------------------ transactions
+
+    def txn_coordinator(self) -> Any:
+        coordinator = self.server.services.txn_coordinator
+        if coordinator is None:
+            raise AdminError(503, "UNAVAILABLE", "this broker has no transaction coordinator")
+        return coordinator
+
+    async def list_transactions(self, request: web.Request) -> web.Response:
+        """The transactional ids this broker coordinates (as ListTransactions answers)."""
+        from kafkalite.protocol.errors import ErrorCode
+
+        error, _, listed = self.txn_coordinator().list_transactions()
+        if error != ErrorCode.NONE:
+            raise AdminError.kafka(error)
+        return json_response(
+            [
+                {
+                    "transactional_id": t.transactional_id,
+                    "producer_id": t.producer_id,
+                    "state": t.state,
+                }
+                for t in listed
+            ]
+        )
+
+    async def describe_transaction(self, request: web.Request) -> web.Response:
+        from kafkalite.protocol.errors import ErrorCode
+
+        txn_id = request.match_info["id"]
+        d = self.txn_coordinator().describe(txn_id)
+        if d.error == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND:
+            raise AdminError(404, d.error.name, f"transactional id {txn_id!r} does not exist")
+        if d.error == ErrorCode.NOT_COORDINATOR:
+            raise AdminError(
+                409, d.error.name, f"broker {self.server.broker_id} does not coordinate {txn_id!r}"
+            )
+        if d.error != ErrorCode.NONE:
+            raise AdminError.kafka(d.error)
+        return json_response(
+            {
+                "transactional_id": txn_id,
+                "coordinator": self.server.broker_id,
+                "state": d.state,
+                "producer_id": d.producer_id,
+                "producer_epoch": d.producer_epoch,
+                "timeout_ms": d.timeout_ms,
+                "start_time_ms": d.start_time_ms,
+                "last_update_time_ms": d.last_update_time_ms,
+                "partitions": [
+                    {"topic": tp.topic, "partition": tp.partition} for tp in d.partitions
+                ],
+            }
+        )
+
+    async def abort_transaction(self, request: web.Request) -> web.Response:
+        """Fence the producer of an open transaction and abort it (the timeout abort, now)."""
+        from kafkalite.protocol.errors import ErrorCode
+
+        txn_id = request.match_info["id"]
+        error = await self.txn_coordinator().abort_transaction(txn_id, reason="admin API")
+        if error == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND:
+            raise AdminError(404, error.name, f"transactional id {txn_id!r} does not exist")
+        if error == ErrorCode.INVALID_TXN_STATE:
+            raise AdminError(409, error.name, f"{txn_id!r} has no open transaction")
+        if error == ErrorCode.NOT_COORDINATOR:
+            raise AdminError(
+                409, error.name, f"broker {self.server.broker_id} does not coordinate {txn_id!r}"
+            )
+        if error != ErrorCode.NONE:
+            raise AdminError.kafka(error)
+        return json_response({"transactional_id": txn_id, "aborted": True}, status=202)
+
     async def list_groups(self, request: web.Request) -> web.Response:
         from kafkalite.protocol.errors import ErrorCode
 
@@ -1114,6 +1187,9 @@ def create_app(server: Any, request_stats: RequestStats | None = None) -> web.Ap
     r.add_get("/groups/{id}", api.describe_group)
     r.add_delete("/groups/{id}", api.delete_group)
     r.add_post("/groups/{id}/offsets", api.reset_offsets)
+    r.add_get("/transactions", api.list_transactions)
+    r.add_get("/transactions/{id}", api.describe_transaction)
+    r.add_post("/transactions/{id}/abort", api.abort_transaction)
     r.add_get("/partitions/reassign", api.reassignments)
     r.add_post("/partitions/reassign", api.reassign)
     r.add_post("/partitions/elect-leaders", api.elect_leaders)

@@ -283,6 +283,31 @@ SCHEMAS: dict[str, Any] = {
         description="200: the topic is gone; 202: marked for deletion, not gone within the wait "
         "(a replica is offline, or deletion is slow)",
     ),
+    "TransactionSummary": _obj(
+        {
+            "transactional_id": {"type": "string"},
+            "producer_id": {"type": "integer", "format": "int64"},
+            "state": {"type": "string"},
+        }
+    ),
+    "Transaction": _obj(
+        {
+            "transactional_id": {"type": "string"},
+            "coordinator": BROKER_ID,
+            "state": {"type": "string"},
+            "producer_id": {"type": "integer", "format": "int64"},
+            "producer_epoch": {"type": "integer"},
+            "timeout_ms": {"type": "integer"},
+            "start_time_ms": {"type": "integer", "format": "int64"},
+            "last_update_time_ms": {"type": "integer", "format": "int64"},
+            "partitions": _array(
+                _obj({"topic": {"type": "string"}, "partition": {"type": "integer"}})
+            ),
+        }
+    ),
+    "TransactionAborted": _obj(
+        {"transactional_id": {"type": "string"}, "aborted": {"type": "boolean"}}
+    ),
     "GroupSummary": _obj(
         {
             "group_id": {"type": "string"},
@@ -487,6 +512,7 @@ PARAMS: dict[str, Any] = {
     "broker_id": {"name": "id", "in": "path", "required": True, "schema": BROKER_ID},
     "topic": {"name": "name", "in": "path", "required": True, "schema": TOPIC_NAME},
     "group": {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}},
+    "transaction": {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}},
 }
 
 
@@ -549,6 +575,29 @@ def openapi_document() -> dict[str, Any]:
                 body="OffsetReset",
                 params=["group"],
                 tag="groups",
+            )
+        },
+        "/transactions": {
+            "get": _op(
+                "List transactions", 200, _array(_ref("TransactionSummary")), tag="transactions"
+            )
+        },
+        "/transactions/{id}": {
+            "get": _op(
+                "Describe transaction",
+                200,
+                _ref("Transaction"),
+                params=["transaction"],
+                tag="transactions",
+            )
+        },
+        "/transactions/{id}/abort": {
+            "post": _op(
+                "Abort transaction",
+                202,
+                _ref("TransactionAborted"),
+                params=["transaction"],
+                tag="transactions",
             )
         },
         "/partitions/reassign": {

@@ -49,6 +49,9 @@ HANDLER_MODULES = (
     "end_txn",
     "txn_offset_commit",
     "write_txn_markers",
+    "describe_transactions",
+    "list_transactions",
+    "describe_producers",
 )
 
 

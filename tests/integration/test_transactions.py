@@ -31,16 +31,20 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.harness.broker import REPO_ROOT, BrokerProcess
+from tests.harness.broker import REPO_ROOT, BrokerProcess, free_port
 from tests.integration.common import wait_for
 
 DEADLINE_S = 60.0
 OVERRIDES = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"}
+ADMIN_PORT = free_port()
 
 
 @pytest.fixture(scope="module")
 def txn_broker(tmp_path_factory):
-    b = BrokerProcess(tmp_path_factory.mktemp("txn-broker"), overrides=OVERRIDES)
+    b = BrokerProcess(
+        tmp_path_factory.mktemp("txn-broker"),
+        overrides={**OVERRIDES, "admin.listener": f"http://127.0.0.1:{ADMIN_PORT}"},
+    )
     b.start()
     yield b
     if b.running:
@@ -285,9 +289,9 @@ def test_second_producer_fences_the_first(txn_broker):
 HANGING_PRODUCER = """
 import sys, time
 from confluent_kafka import Producer
-bootstrap, topic, txn_id = sys.argv[1:4]
+bootstrap, topic, txn_id, timeout = sys.argv[1:5]
 p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id,
-              "transaction.timeout.ms": 3000, "linger.ms": 0})
+              "transaction.timeout.ms": int(timeout), "linger.ms": 0})
 p.init_transactions(60)
 p.begin_transaction()
 for i in range(5):
@@ -307,7 +311,7 @@ def test_killed_producer_transaction_is_aborted_after_its_timeout(txn_broker):
     before.produce(topic, b"committed-0", partition=0)
     before.commit_transaction(DEADLINE_S)
     proc = subprocess.Popen(
-        [sys.executable, "-c", HANGING_PRODUCER, txn_broker.bootstrap, topic, _name("tx")],
+        [sys.executable, "-c", HANGING_PRODUCER, txn_broker.bootstrap, topic, _name("tx"), "3000"],
         stdout=subprocess.PIPE,
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
     )
@@ -331,6 +335,108 @@ def test_killed_producer_transaction_is_aborted_after_its_timeout(txn_broker):
     assert consume_all(txn_broker.bootstrap, topic, 1, "read_committed", 2) == {
         0: [b"committed-0", b"committed-1"]
     }
+
+
+def start_hanging_producer(bootstrap: str, topic: str, txn_id: str, timeout_ms: int) -> None:
+    """A producer process that opens a transaction (5 records in partition 0), is SIGKILLed."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HANGING_PRODUCER, bootstrap, topic, txn_id, str(timeout_ms)],
+        stdout=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == b"produced"
+    finally:
+        proc.kill()
+        proc.wait(timeout=DEADLINE_S)
+
+
+def test_admin_api_cli_and_kip664_apis(txn_broker):
+    """DescribeTransactions, ListTransactions, DescribeProducers; GET /transactions(/{id});
+    `kafkalite transactions list|describe|abort` (by id, and a hanging transaction by topic,
+    partition and start offset, as kafka-transactions.sh)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from kafkalite.cli import app
+    from kafkalite.client.client import KafkaClient
+    from kafkalite.protocol.api import ApiKey
+
+    runner = CliRunner()
+    admin_url = f"http://127.0.0.1:{ADMIN_PORT}"
+
+    def cli(*args: str) -> str:
+        result = runner.invoke(app, list(args))
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    topic = _name("admin")
+    create_topic(txn_broker.bootstrap, topic)
+    txn_id = _name("tx-open")
+    # a hanging transaction the coordinator will not time out soon (15 minutes)
+    start_hanging_producer(txn_broker.bootstrap, topic, txn_id, 900_000)
+    listed = json.loads(cli("transactions", "list", "--admin-url", admin_url, "--json"))
+    assert [t["state"] for t in listed if t["transactional_id"] == txn_id] == ["Ongoing"]
+    described = json.loads(
+        cli("transactions", "describe", txn_id, "--admin-url", admin_url, "--json")
+    )
+    assert described["state"] == "Ongoing"
+    assert described["partitions"] == [{"topic": topic, "partition": 0}]
+    assert described["timeout_ms"] == 900_000
+    assert txn_id in cli("transactions", "describe", txn_id, "--admin-url", admin_url)
+
+    async def protocol() -> None:
+        client = KafkaClient(txn_broker.bootstrap)
+        await client.start()
+        try:
+            d = await client.send(ApiKey.DESCRIBE_TRANSACTIONS, {"transactional_ids": [txn_id]})
+            state = d.transaction_states[0]
+            assert (state.error_code, state.transaction_state) == (0, "Ongoing")
+            assert [(t.topic, list(t.partitions)) for t in state.topics] == [(topic, [0])]
+            listing = await client.send(
+                ApiKey.LIST_TRANSACTIONS, {"state_filters": ["Ongoing"], "producer_id_filters": []}
+            )
+            assert txn_id in [t.transactional_id for t in listing.transaction_states]
+            p = await client.send(
+                ApiKey.DESCRIBE_PRODUCERS,
+                {"topics": [{"name": topic, "partition_indexes": [0]}]},
+            )
+            producers = p.topics[0].partitions[0].active_producers
+            assert [x.current_txn_start_offset for x in producers] == [0]
+            assert producers[0].producer_id == described["producer_id"]
+        finally:
+            await client.close()
+
+    asyncio.run(protocol())
+    # the hanging transaction is aborted by the partition (KIP-664), without the coordinator
+    cli(
+        "transactions",
+        "abort",
+        "--topic",
+        topic,
+        "--partition",
+        "0",
+        "--start-offset",
+        "0",
+        "-b",
+        txn_broker.bootstrap,
+    )
+    wait_for(lambda: committed_end(txn_broker.bootstrap, topic) == 6, "the LSO past the abort")
+    # an open transaction the coordinator knows: aborted through the admin API
+    other = _name("tx-admin")
+    start_hanging_producer(txn_broker.bootstrap, topic, other, 900_000)
+    assert committed_end(txn_broker.bootstrap, topic) == 6
+    assert "aborted" in cli("transactions", "abort", other, "--admin-url", admin_url)
+    wait_for(lambda: committed_end(txn_broker.bootstrap, topic) == 12, "the admin abort")
+    assert (
+        json.loads(cli("transactions", "describe", other, "--admin-url", admin_url, "--json"))[
+            "state"
+        ]
+        == "CompleteAbort"
+    )
+    assert consume_all(txn_broker.bootstrap, topic, 1, "read_committed", 0) == {0: []}
 
 
 # ---------------------------------------------------------------------- restart
