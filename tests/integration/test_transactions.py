@@ -575,3 +575,32 @@ def test_aiokafka_transactions(txn_broker):
                 await reader.stop()
 
     asyncio.run(scenario())
+
+
+# ---------------------------------------------------------------------- kafka-python
+
+
+def test_kafka_python_transactions(txn_broker):
+    from kafka import KafkaProducer
+
+    topic = _name("kp")
+    create_topic(txn_broker.bootstrap, topic)
+    producer = KafkaProducer(bootstrap_servers=txn_broker.bootstrap, transactional_id=_name("kp"))
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        for i in range(3):
+            producer.send(topic, f"kp-{i}".encode(), partition=0)
+        producer.commit_transaction()
+        producer.begin_transaction()
+        producer.send(topic, b"kp-aborted", partition=0)
+        producer.flush()
+        producer.abort_transaction()
+    finally:
+        producer.close()
+    assert consume_all(txn_broker.bootstrap, topic, 1, "read_committed", 3) == {
+        0: [b"kp-0", b"kp-1", b"kp-2"]
+    }
+    assert (
+        consume_all(txn_broker.bootstrap, topic, 1, "read_uncommitted", 4)[0][-1] == b"kp-aborted"
+    )
