@@ -25,6 +25,7 @@ from kafkalite.protocol.records import (
     build_batch,
     build_end_txn_marker_batch,
     iter_batch_headers,
+    iter_batches,
 )
 from kafkalite.protocol.types import TopicPartition
 from kafkalite.storage.config import LogConfig
@@ -146,4 +147,95 @@ def test_read_uncommitted_passes_the_lso():
         apply(partition, log, oracle, ("abort", 0, 0))
         assert partition.last_stable_offset == log.log_end_offset == 4
         assert [p.name for p in (log.dir).glob("*.txnindex")] == ["00000000000000000000.txnindex"]
+        log.close()
+
+
+def test_cleaner_removes_aborted_data_then_markers():
+    """Compaction with transactions (Kafka's CleanedTransactionMetadata): aborted records go
+    and never supersede anything, a committed transaction's keys supersede older ones, an open
+    transaction stays as it is; the ABORT marker stays (and indexed) while its records were
+    just removed, then gets a delete horizon, then goes (an empty header stays: it is its
+    producer's last batch); the COMMIT marker stays while its records do."""
+    from kafkalite.storage.cleaner import Cleaner, log_to_clean
+
+    def keyed(pid: int | None, pairs, seq: int = 0) -> bytearray:
+        extra = (
+            {}
+            if pid is None
+            else dict(producer_id=pid, producer_epoch=0, base_sequence=seq, is_transactional=True)
+        )
+        return bytearray(
+            build_batch(
+                [Record(offset_delta=i, key=k, value=v) for i, (k, v) in enumerate(pairs)],
+                **extra,
+            )
+        )
+
+    def marker(pid: int, commit: bool) -> bytearray:
+        return bytearray(
+            build_end_txn_marker_batch(
+                producer_id=pid, producer_epoch=0, commit=commit, coordinator_epoch=0
+            )
+        )
+
+    with tempfile.TemporaryDirectory() as root:
+        log = Log(
+            os.path.join(root, "t-0"),
+            LogConfig(cleanup_policy="compact", segment_bytes=1 << 20, delete_retention_ms=100),
+        )
+        partition = Partition(TP, 1, MockTime())
+        partition.make_leader(leader_state(isr=(1,), replicas=(1,)), log)
+        client, coordinator = AppendOrigin.CLIENT, AppendOrigin.COORDINATOR
+        partition.append_records_to_leader(keyed(None, [(b"k0", b"a")]), client, 1)  # 0
+        partition.append_records_to_leader(keyed(100, [(b"k0", b"b"), (b"k1", b"b")]), client, 1)
+        partition.append_records_to_leader(marker(100, False), coordinator, 1)  # 3
+        partition.append_records_to_leader(keyed(101, [(b"k0", b"c")]), client, 1)  # 4
+        partition.append_records_to_leader(marker(101, True), coordinator, 1)  # 5
+        partition.append_records_to_leader(keyed(102, [(b"k1", b"open")]), client, 1)  # 6
+        partition.append_records_to_leader(keyed(None, [(b"k2", b"z")]), client, 1)  # 7
+        log.roll()
+        partition.append_records_to_leader(keyed(None, [(b"k3", b"tail")]), client, 1)  # 8
+
+        def records():
+            out = []
+            for segment in log.segments:
+                data = bytes(segment.log.slice(0, segment.size))
+                for header, recs in iter_batches(data):
+                    out.append(
+                        (header.base_offset, header.is_control, [(r.key, r.value) for r in recs])
+                    )
+            return out
+
+        def clean(now: int) -> None:
+            Cleaner(1000, lambda: now).clean_now(log_to_clean(log, None, now))
+
+        now = 2_000_000_000_000
+        clean(now)
+        kept = records()
+        data = [kv for _, control, kvs in kept if not control for kv in kvs]
+        assert data == [(b"k0", b"c"), (b"k1", b"open"), (b"k2", b"z"), (b"k3", b"tail")]
+        assert [o for o, control, _ in kept if control] == [3, 5]
+        assert partition.last_stable_offset == 6
+        read = partition.read_records(0, -1, 1 << 20, FetchIsolation.TXN_COMMITTED, True, True)
+        assert read.aborted_transactions == [(100, 1)]  # the kept marker is still indexed
+
+        clean(now + 1)  # nothing left of the aborted transaction: its marker gets a horizon
+        horizons = {
+            h.base_offset: h.delete_horizon_ms
+            for s in log.segments
+            for h, _ in iter_batches(bytes(s.log.slice(0, s.size)))
+        }
+        assert horizons[3] == now + 1 + 100
+        assert [o for o, control, _ in records() if control] == [3, 5]
+
+        clean(now + 1000)  # past the horizon: the marker's record goes, an empty header stays
+        controls = {o: kvs for o, control, kvs in records() if control}
+        assert controls[3] == [] and len(controls[5]) == 1
+        data = [kv for _, control, kvs in records() if not control for kv in kvs]
+        assert data == [(b"k0", b"c"), (b"k1", b"open"), (b"k2", b"z"), (b"k3", b"tail")]
+        log.close()
+
+        # a restart reads the cleaned log back: the open transaction still holds the LSO
+        partition, log = open_partition(root)
+        assert partition.last_stable_offset == 6
         log.close()
