@@ -281,6 +281,9 @@ def aborted_txns_in(log, fetch_offset: int, records: object) -> list[tuple[int, 
     addAbortedTransactions: up to the offset after the last batch returned)."""
     if not records_size(records):
         return []
+    # the common case first: no aborted transaction from the fetch offset on (no header walk)
+    if not log.has_aborted_txns_from(fetch_offset):
+        return []
     last = None
     for _, header in iter_batch_headers(records_bytes(records)):
         last = header

@@ -490,6 +490,16 @@ class Log:
         except OSError as e:
             raise self._fail(e) from e
 
+    def has_aborted_txns_from(self, offset: int) -> bool:
+        """Whether a transaction aborted by a marker at or after ``offset`` is indexed
+        (newest segments first: the answer is usually found in the last one or two)."""
+        first = max(self._segment_index_for(offset), 0)
+        for segment in reversed(self._segments[first:]):
+            entries = segment.txn_index.entries
+            if entries and entries[-1].last_offset >= offset:
+                return True
+        return False
+
     def collect_aborted_txns(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
         """Aborted transactions overlapping ``[start_offset, upper_bound_offset)`` (Kafka's
         ``collectAbortedTransactions``), oldest marker first."""
