@@ -81,6 +81,7 @@ from kafkalite.protocol.records import (
     decode_batch,
     iter_batch_headers,
     parse_control_record_type,
+    parse_end_txn_marker,
     records_without_key,
     validate_batches,
 )
@@ -261,6 +262,20 @@ def end_offset_for_epoch(log, epoch: int) -> EpochEndOffset | None:
     if found_offset == UNKNOWN_OFFSET:
         return None
     return EpochEndOffset(ErrorCode.NONE, found_epoch, found_offset)
+
+
+def marker_coordinator_epochs(
+    records: bytearray | memoryview, headers: list[RecordBatchHeader]
+) -> dict[int, int] | None:
+    """index of each control batch among ``headers`` -> its marker's coordinator epoch."""
+    out: dict[int, int] = {}
+    position = 0
+    for i, header in enumerate(headers):
+        if header.is_control and header.record_count > 0:
+            _, control_records = decode_batch(records, position)
+            out[i] = parse_end_txn_marker(control_records[0])[1]
+        position += header.size
+    return out or None
 
 
 def marker_type(log, offset: int) -> ControlRecordType | None:
@@ -579,7 +594,12 @@ class Partition:
             )
             raise RecordValidationError([RecordError(i, message) for i in keyless])
         first_offset = log.log_end_offset
-        infos, duplicate = producer_state.prepare(headers, first_offset, origin)
+        coordinator_epochs = (
+            marker_coordinator_epochs(records, headers)
+            if origin is AppendOrigin.COORDINATOR
+            else None
+        )
+        infos, duplicate = producer_state.prepare(headers, first_offset, origin, coordinator_epochs)
         if duplicate is not None:
             return LeaderAppendResult(
                 duplicate.first_offset,

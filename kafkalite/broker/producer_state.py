@@ -48,6 +48,7 @@ from kafkalite.protocol.errors import (
     InvalidProducerEpochError,
     InvalidTxnStateError,
     OutOfOrderSequenceNumberError,
+    TransactionCoordinatorFencedError,
 )
 from kafkalite.protocol.records import NO_PRODUCER_EPOCH, NO_SEQUENCE, RecordBatchHeader
 
@@ -272,11 +273,26 @@ class ProducerAppendInfo:
         if txn_first is None and is_transactional:
             self.updated_entry.current_txn_first_offset = first_offset
 
-    def append_control_batch(self, header: RecordBatchHeader, offset: int | None = None) -> None:
+    def append_control_batch(
+        self,
+        header: RecordBatchHeader,
+        offset: int | None = None,
+        coordinator_epoch: int | None = None,
+    ) -> None:
         # A control batch (transaction marker) ends the producer's transaction. Its record
-        # (commit or abort, coordinator epoch) is not decoded here: the partition reads the
-        # marker back from the log for the transactions it completes (``completed_txn``).
+        # is not decoded here: the partition reads the marker back from the log for the
+        # transactions it completes (``completed_txns``), and, as leader, passes the marker's
+        # coordinator epoch, which must not be older than the last one seen (a coordinator
+        # that lost its partition is fenced: TRANSACTION_COORDINATOR_FENCED).
         marker_offset = header.base_offset if offset is None else offset
+        if coordinator_epoch is not None:
+            if coordinator_epoch < self.updated_entry.coordinator_epoch:
+                raise TransactionCoordinatorFencedError(
+                    f"Invalid coordinator epoch for producer {self.producer_id} at offset "
+                    f"{marker_offset} in {self.partition_name}: {coordinator_epoch} (zombie), "
+                    f"{self.updated_entry.coordinator_epoch} (current)"
+                )
+            self.updated_entry.coordinator_epoch = coordinator_epoch
         self._check_producer_epoch(header.producer_epoch, marker_offset)
         self.updated_entry.maybe_update_producer_epoch(header.producer_epoch)
         first = self.updated_entry.current_txn_first_offset
@@ -286,12 +302,17 @@ class ProducerAppendInfo:
         self.updated_entry.current_txn_first_offset = None
         self.updated_entry.last_timestamp = header.max_timestamp
 
-    def append(self, header: RecordBatchHeader, first_offset: int | None = None) -> None:
+    def append(
+        self,
+        header: RecordBatchHeader,
+        first_offset: int | None = None,
+        coordinator_epoch: int | None = None,
+    ) -> None:
         """Validate and accumulate one batch; ``first_offset`` overrides the header's base offset
-        (the offset the leader is about to assign)."""
+        (the offset the leader is about to assign); ``coordinator_epoch`` is a marker's."""
         base = header.base_offset if first_offset is None else first_offset
         if header.is_control:
-            self.append_control_batch(header, base)
+            self.append_control_batch(header, base, coordinator_epoch)
             return
         self.append_data_batch(
             header.producer_epoch,
@@ -364,6 +385,7 @@ class ProducerStateManager:
         headers: Iterable[RecordBatchHeader],
         first_offset: int,
         origin: AppendOrigin,
+        coordinator_epochs: dict[int, int] | None = None,
     ) -> tuple[dict[int, ProducerAppendInfo], BatchMetadata | None]:
         """Validate the batches of one append that will start at ``first_offset``.
 
@@ -374,7 +396,7 @@ class ProducerStateManager:
         """
         infos: dict[int, ProducerAppendInfo] = {}
         offset = first_offset
-        for header in headers:
+        for i, header in enumerate(headers):
             if header.has_producer_id:
                 if origin is AppendOrigin.CLIENT:
                     duplicate = self.find_duplicate_batch(header)
@@ -385,7 +407,11 @@ class ProducerStateManager:
                     info = infos[header.producer_id] = self.prepare_update(
                         header.producer_id, origin
                     )
-                info.append(header, offset)
+                info.append(
+                    header,
+                    offset,
+                    None if coordinator_epochs is None else coordinator_epochs.get(i),
+                )
             offset += header.last_offset_delta + 1
         return infos, None
 

@@ -239,3 +239,36 @@ def test_cleaner_removes_aborted_data_then_markers():
         partition, log = open_partition(root)
         assert partition.last_stable_offset == 6
         log.close()
+
+
+def test_a_marker_from_an_older_coordinator_epoch_is_fenced():
+    from kafkalite.protocol.errors import TransactionCoordinatorFencedError
+
+    with tempfile.TemporaryDirectory() as root:
+        partition, log = open_partition(root)
+
+        def end(epoch: int, commit: bool = True) -> None:
+            partition.append_records_to_leader(
+                bytearray(
+                    build_end_txn_marker_batch(
+                        producer_id=100, producer_epoch=0, commit=commit, coordinator_epoch=epoch
+                    )
+                ),
+                AppendOrigin.COORDINATOR,
+                1,
+            )
+
+        apply(partition, log, Oracle(), ("data", 0, 1))
+        end(5)
+        assert partition.producer_state.last_entry(100).coordinator_epoch == 5
+        before = log.log_end_offset
+        try:
+            end(3, commit=False)
+        except TransactionCoordinatorFencedError:
+            pass
+        else:  # pragma: no cover
+            raise AssertionError("a zombie coordinator's marker was accepted")
+        assert log.log_end_offset == before
+        end(6)  # a newer coordinator is accepted
+        assert partition.producer_state.last_entry(100).coordinator_epoch == 6
+        log.close()
