@@ -520,8 +520,11 @@ def transactions_abort(
     ] = "127.0.0.1:9092",
     admin_url: AdminUrl = DEFAULT_ADMIN_URL,
 ) -> None:
-    """Abort an open transaction: by transactional id (its coordinator fences the producer
-    and aborts), or a hanging one by --topic/--partition/--start-offset (KIP-664)."""
+    """Abort an open transaction by id, or a hanging one by topic, partition, start offset.
+
+    By transactional id, its coordinator fences the producer and aborts (admin API); with
+    --topic/--partition/--start-offset the partition's leader writes the ABORT marker
+    (KIP-664, as kafka-transactions.sh abort)."""
     hanging = (topic, partition, start_offset)
     if transactional_id is not None and any(v is not None for v in hanging):
         fail("give a transactional id or --topic/--partition/--start-offset, not both", 2)
