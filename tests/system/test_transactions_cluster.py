@@ -8,10 +8,10 @@ topic, each of 8 records with unique values, committing or aborting by a fixed p
   transactional id (the leader of its ``__transaction_state`` partition, read from ZooKeeper)
   is SIGKILLed; the producer then commits (or aborts) through the new coordinator, which
   loaded the transaction from the replicated log;
-- right after EndTxn: the coordinator is SIGKILLed as soon as commit_transaction returns,
-  i.e. after PrepareCommit was written and while its markers may still be in flight (the
-  kill is not synchronised with the markers: the window is hit when they are still being
-  written, which the new coordinator then completes from PrepareCommit).
+- between PrepareCommit and CompleteCommit: the leader of one of the transaction's
+  partitions is stopped (SIGSTOP) before the commit, so the coordinator writes PrepareCommit
+  and answers EndTxn but cannot write that marker; it is then SIGKILLed and the stopped broker
+  continued (SIGCONT): the new coordinator loads PrepareCommit and writes the markers.
 
 A transaction the client could not end (an abortable or fatal error) is aborted, or fenced
 by a new producer instance. The first killed broker is restarted before the second kill; the
@@ -23,6 +23,8 @@ committed values too.
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 import uuid
 from collections import defaultdict
@@ -111,13 +113,28 @@ def run_transaction(
     for i, value in enumerate(values):
         producer.produce(topic, value, partition=i % PARTITIONS)
     producer.flush(120)
+    coordinator = coordinator_of(cluster, txn_id)
+    stopped = None
     if fault == "mid":
-        cluster.kill(coordinator_of(cluster, txn_id))
+        cluster.kill(coordinator)
+    elif fault == "prepared":
+        # the leader of a partition of the transaction stops answering: the coordinator writes
+        # PrepareCommit (its ISR shrinks without the stopped broker) and answers EndTxn, but
+        # cannot write that partition's marker, so it is killed between PrepareCommit and
+        # CompleteCommit for sure
+        leaders = {cluster.state(topic, p).leader for p in range(PARTITIONS)} - {coordinator}
+        stopped = cluster.brokers[sorted(leaders)[0]]
+        os.kill(stopped.proc.pid, signal.SIGSTOP)
     try:
-        if commit:
-            producer.commit_transaction(120)
-        else:
-            producer.abort_transaction(120)
+        try:
+            if commit:
+                producer.commit_transaction(120)
+            else:
+                producer.abort_transaction(120)
+        finally:
+            if stopped is not None:
+                cluster.kill(coordinator)
+                os.kill(stopped.proc.pid, signal.SIGCONT)
     except KafkaException as e:
         error = e.args[0]
         ledger.aborted.update(values)
@@ -131,8 +148,6 @@ def run_transaction(
             ledger.committed[i % PARTITIONS].append(value)
     else:
         ledger.aborted.update(values)
-    if fault == "after-commit":
-        cluster.kill(coordinator_of(cluster, txn_id))
     return producer
 
 
@@ -183,7 +198,7 @@ def check(cluster: Cluster, topic: str, ledger: Ledger) -> None:
         assert seen == ledger.committed[p], f"partition {p} (read_uncommitted)"
 
 
-def test_coordinator_kill_mid_transaction_and_after_end_txn(txn_cluster):
+def test_coordinator_kill_mid_transaction_and_between_prepare_and_complete(txn_cluster):
     cluster = txn_cluster
     cluster.start_all()
     try:
