@@ -296,6 +296,13 @@ class TransactionCoordinator:
         )
         for meta in txns.values():
             if meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+                log.info(
+                    "completing a prepared transaction",
+                    transactional_id=meta.transactional_id,
+                    state=meta.state.state_name,
+                    partition=partition,
+                    epoch=epoch,
+                )
                 self._spawn(self._complete_transaction(meta.transactional_id, epoch, meta))
 
     def on_resignation(self, partition: int, epoch: int | None = None) -> None:

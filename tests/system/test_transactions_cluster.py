@@ -208,10 +208,8 @@ def test_coordinator_kill_mid_transaction_and_between_prepare_and_complete(txn_c
         ledger = Ledger()
         producer = new_producer(cluster, txn_id)
         plan = [True, False, True, True, True, False, True]  # commit or abort
-        faults = {
-            2: "mid",
-            4: "after-commit",
-        }  # one coordinator killed each time  # the transactions during which one is killed
+        # the transactions during which a coordinator is killed
+        faults = {2: "mid", 4: "prepared"}
         for n, commit in enumerate(plan):
             fault = faults.get(n)
             producer = run_transaction(cluster, producer, txn_id, topic, ledger, n, commit, fault)
@@ -221,6 +219,15 @@ def test_coordinator_kill_mid_transaction_and_between_prepare_and_complete(txn_c
                 cluster.start_all()
         producer.flush(60)
         check(cluster, topic, ledger)
+        # the second kill did hit the window: a new coordinator found PrepareCommit and
+        # finished it
+        completed = [
+            line
+            for b in cluster.brokers.values()
+            for line in b.log_path.read_text().splitlines()
+            if "completing a prepared transaction" in line and txn_id in line
+        ]
+        assert completed and "PrepareCommit" in completed[0], cluster.logs()
         assert sum(map(len, ledger.committed.values())) >= RECORDS_PER_TXN * 3
     except BaseException:
         print(cluster.logs())
