@@ -34,7 +34,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from kafkalite.admin.cli import cluster_app, groups_app
+from kafkalite.admin.cli import cluster_app, groups_app, transactions_app
 from kafkalite.admin.security_cli import acls_app, apply_command_config, quotas_app, users_app
 from kafkalite.admin.storage_cli import storage_app
 from kafkalite.config import BrokerConfig, ConfigError
@@ -81,6 +81,7 @@ topics_app = typer.Typer(
 app.add_typer(topics_app, name="topics")
 app.add_typer(cluster_app, name="cluster")
 app.add_typer(groups_app, name="groups")
+app.add_typer(transactions_app, name="transactions")
 app.add_typer(storage_app, name="storage")
 app.add_typer(users_app, name="users")
 app.add_typer(acls_app, name="acls")

@@ -495,6 +495,7 @@ class KafkaServer:
         )
         self.services.producer_id_manager = ProducerIdManager(self.broker_id, self.session)
         self._start_group_coordinator()
+        self._start_txn_coordinator()
 
     def _start_group_coordinator(self) -> None:
         """The consumer-group coordinator over the ReplicaManager; it owns the groups of the
@@ -512,7 +513,53 @@ class KafkaServer:
         self.group_coordinator.startup()
         self.services.group_coordinator = self.group_coordinator
 
+    def _start_txn_coordinator(self) -> None:
+        """The transaction coordinator (kafkalite/txn/): owns the transactional ids of the
+        ``__transaction_state`` partitions led here; sends markers to partition leaders (this
+        broker's own directly) over the inter-broker listener."""
+        from kafkalite.txn import (
+            ReplicaManagerTxnLogWriter,
+            TransactionCoordinator,
+            TransactionMarkerChannelManager,
+            append_txn_markers,
+        )
+        from kafkalite.txn.config import from_broker_config
+
+        txn_config = from_broker_config(self.config)
+        services = self.services
+
+        def write_locally(markers):
+            groups = services.group_coordinator
+            return append_txn_markers(
+                self.replica_manager,
+                markers,
+                txn_config.request_timeout_ms,
+                groups.complete_transaction if groups is not None else None,
+            )
+
+        self.txn_markers = TransactionMarkerChannelManager(
+            self.broker_id,
+            self.metadata_cache,
+            self.inter_broker_listener,
+            write_locally,
+            txn_config.request_timeout_ms,
+        )
+        self.txn_coordinator = TransactionCoordinator(
+            self.broker_id,
+            ReplicaManagerTxnLogWriter(self.replica_manager, txn_config),
+            self.txn_markers,
+            services.producer_id_manager.generate_producer_id,
+            txn_config,
+        )
+        self.txn_coordinator.startup()
+        services.txn_coordinator = self.txn_coordinator
+
     async def _stop_group_coordinator(self) -> None:
+        txn = getattr(self, "txn_coordinator", None)
+        if txn is not None and txn.is_active:
+            with _logged("transaction coordinator shutdown"):
+                await txn.shutdown()
+                await self.txn_markers.close()
         if self.group_coordinator is not None and self.group_coordinator.is_active:
             with _logged("group coordinator shutdown"):
                 await self.group_coordinator.shutdown()

@@ -20,6 +20,7 @@ LAYER = {
     "broker": 2,
     "controller": 2,
     "group": 2,
+    "txn": 2,
     "apis": 3,
     "network": 3,
     "admin": 3,
@@ -67,6 +68,10 @@ def violations() -> list[str]:
                 continue
             if LAYER[other] > LAYER[own]:
                 found.append(f"{path.relative_to(PACKAGE.parent)} imports {module}")
+            if own in ("broker", "group") and other == "txn":
+                found.append(
+                    f"{path.relative_to(PACKAGE.parent)} imports {module} (txn uses {own})"
+                )
             if own == "broker" and other == "group":
                 found.append(
                     f"{path.relative_to(PACKAGE.parent)} imports {module} (group uses broker)"

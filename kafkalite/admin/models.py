@@ -552,6 +552,34 @@ class DeletedGroup(Answer):
     deleted: bool
 
 
+class TransactionSummary(Answer):
+    transactional_id: str
+    producer_id: Int64
+    state: str
+
+
+class TransactionPartition(Answer):
+    topic: str
+    partition: Int32
+
+
+class Transaction(Answer):
+    transactional_id: str
+    coordinator: BrokerId
+    state: str
+    producer_id: Int64
+    producer_epoch: Int32
+    timeout_ms: Int32
+    start_time_ms: Int64
+    last_update_time_ms: Int64
+    partitions: list[TransactionPartition]
+
+
+class TransactionAborted(Answer):
+    transactional_id: str
+    aborted: bool
+
+
 class NewOffset(Answer):
     topic: str
     partition: Int32

@@ -48,6 +48,15 @@ HANDLER_MODULES = (
     "list_groups",
     "describe_groups",
     "delete_groups",
+    # transactions (kafkalite/txn/)
+    "add_partitions_to_txn",
+    "add_offsets_to_txn",
+    "end_txn",
+    "txn_offset_commit",
+    "write_txn_markers",
+    "describe_transactions",
+    "list_transactions",
+    "describe_producers",
 )
 
 

@@ -72,6 +72,7 @@ class BrokerServices:
     controller: Any = None
     log_manager: Any = None
     group_coordinator: Any = None
+    txn_coordinator: Any = None
     cluster_id: str = ""
     api_versions: dict[int, tuple[int, int]] = field(default_factory=dict)
     """The advertised ApiVersions table (set by the dispatcher)."""

@@ -13,7 +13,10 @@ settings serves groups. Until the topic exists, its partition has a live leader,
 leader is this broker) the coordinator has loaded the partition, the answer is
 COORDINATOR_NOT_AVAILABLE, which clients retry.
 
-Transactions are not implemented: key type TRANSACTION is answered COORDINATOR_NOT_AVAILABLE.
+Key type TRANSACTION (1): the coordinator of transactional id ``t`` is the leader of
+``__transaction_state-<abs(hashCode(t)) % transaction.state.log.num.partitions>``, created on
+first use the same way (``transaction.state.log.*`` settings; its replication factor capped at
+the live brokers and its min.insync.replicas at that factor, so one broker works out of the box).
 Any other key type is INVALID_REQUEST.
 """
 
@@ -83,9 +86,70 @@ def group_coordinator_node(ctx: RequestContext, group_id: str) -> tuple[ErrorCod
     return ErrorCode.NONE, info.leader, endpoint.host, endpoint.port
 
 
+async def ensure_transaction_state_topic(ctx: RequestContext) -> bool:
+    """As ``ensure_offsets_topic``, for ``__transaction_state``."""
+    from kafkalite.controller import admin
+    from kafkalite.txn.config import TRANSACTION_STATE_TOPIC_NAME
+
+    services = ctx.services
+    if services.metadata_cache.contains_topic(TRANSACTION_STATE_TOPIC_NAME):
+        return True
+    config = services.txn_coordinator.config
+    alive = len(services.metadata_cache.get_alive_brokers())
+    replication_factor = min(config.transaction_state_log_replication_factor, max(alive, 1))
+    try:
+        await admin.create_topic(
+            services.store,
+            TRANSACTION_STATE_TOPIC_NAME,
+            config.transaction_state_log_num_partitions,
+            replication_factor,
+            config.topic_configs(replication_factor),
+        )
+        log.info(
+            "creating the transaction state topic",
+            partitions=config.transaction_state_log_num_partitions,
+            replication_factor=replication_factor,
+        )
+    except TopicAlreadyExistsError:
+        pass
+    except KafkaError as e:
+        log.warning("creating the transaction state topic failed", error=str(e))
+    return False
+
+
+def txn_coordinator_node(
+    ctx: RequestContext, transactional_id: str
+) -> tuple[ErrorCode, int, str, int]:
+    from kafkalite.txn.config import TRANSACTION_STATE_TOPIC_NAME
+
+    services = ctx.services
+    coordinator = services.txn_coordinator
+    partition = coordinator.partition_for(transactional_id)
+    info = services.metadata_cache.get_partition_info(TRANSACTION_STATE_TOPIC_NAME, partition)
+    if info is None or info.leader < 0:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+    endpoint = services.metadata_cache.get_alive_broker_node(
+        info.leader, ctx.connection.listener_name
+    )
+    if endpoint is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+    if info.leader == services.broker_id and not coordinator.is_local(transactional_id):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1  # still loading the partition
+    return ErrorCode.NONE, info.leader, endpoint.host, endpoint.port
+
+
 async def find(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, int, str, int]:
     if key_type == KEY_TYPE_TRANSACTION:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+        if ctx.services.txn_coordinator is None or not key:
+            return (
+                ErrorCode.COORDINATOR_NOT_AVAILABLE if key else ErrorCode.INVALID_REQUEST,
+                -1,
+                "",
+                -1,
+            )
+        if not await ensure_transaction_state_topic(ctx):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+        return txn_coordinator_node(ctx, key)
     if key_type != KEY_TYPE_GROUP:
         return ErrorCode.INVALID_REQUEST, -1, "", -1
     if ctx.services.group_coordinator is None or not await ensure_offsets_topic(ctx):

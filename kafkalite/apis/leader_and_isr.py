@@ -16,6 +16,7 @@ from kafkalite.broker.types import LeaderAndIsrPartitionState, LeaderAndIsrResul
 from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.types import TopicPartition
+from kafkalite.txn.config import TRANSACTION_STATE_TOPIC_NAME
 
 
 @handles(ApiKey.LEADER_AND_ISR)
@@ -60,6 +61,11 @@ async def handle_leader_and_isr(ctx: RequestContext, request: Any) -> Any:
     if services.group_coordinator is not None and result.error_code == 0:
         # Kafka's onLeadershipChange: load/unload the __consumer_offsets partitions led here
         services.group_coordinator.on_leadership_change(services.broker_id, states, errors)
+    if services.txn_coordinator is not None and result.error_code == 0:
+        # the same for __transaction_state: the transaction coordinator follows its leadership
+        services.txn_coordinator.on_leadership_change(
+            services.broker_id, states, errors, TRANSACTION_STATE_TOPIC_NAME
+        )
     if ctx.api_version < 5:
         return ctx.response(
             error_code=result.error_code,

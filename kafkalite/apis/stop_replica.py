@@ -15,6 +15,7 @@ from kafkalite.group.config import GROUP_METADATA_TOPIC_NAME
 from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.types import TopicPartition
+from kafkalite.txn.config import TRANSACTION_STATE_TOPIC_NAME
 
 
 @handles(ApiKey.STOP_REPLICA)
@@ -44,6 +45,15 @@ async def handle_stop_replica(ctx: RequestContext, request: Any) -> Any:
         )
     if ctx.services.group_coordinator is not None and result.error_code == 0:
         _notify_group_coordinator(ctx.services.group_coordinator, states, result.partition_errors)
+    if ctx.services.txn_coordinator is not None and result.error_code == 0:
+        for s in states:
+            if (
+                s.topic == TRANSACTION_STATE_TOPIC_NAME
+                and result.partition_errors.get(TopicPartition(s.topic, s.partition), 0) == 0
+            ):
+                ctx.services.txn_coordinator.on_resignation(
+                    s.partition, s.leader_epoch if s.leader_epoch >= 0 else None
+                )
     return ctx.response(
         error_code=result.error_code,
         partition_errors=[

@@ -76,12 +76,17 @@ from kafkalite.protocol.errors import (
 )
 from kafkalite.protocol.records import (
     LOG_OVERHEAD,
+    ControlRecordType,
     RecordBatchHeader,
+    decode_batch,
     iter_batch_headers,
+    parse_control_record_type,
+    parse_end_txn_marker,
     records_without_key,
     validate_batches,
 )
 from kafkalite.protocol.types import TopicPartition
+from kafkalite.storage.txn_index import AbortedTxn
 
 DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30_000
 _SCAN_CHUNK_BYTES = 1 << 20
@@ -202,6 +207,9 @@ class LogReadInfo:
     log_start_offset: int
     log_end_offset: int
     diverging_epoch: EpochEndOffset | None = None
+    # read_committed reads: (producer_id, first_offset) of the aborted transactions overlapping
+    # the records returned; None for the other isolation levels
+    aborted_transactions: list[tuple[int, int]] | None = None
 
 
 EMPTY_RECORDS = b""
@@ -261,6 +269,50 @@ def end_offset_for_epoch(log, epoch: int) -> EpochEndOffset | None:
     if found_offset == UNKNOWN_OFFSET:
         return None
     return EpochEndOffset(ErrorCode.NONE, found_epoch, found_offset)
+
+
+def marker_coordinator_epochs(
+    records: bytearray | memoryview, headers: list[RecordBatchHeader]
+) -> dict[int, int] | None:
+    """index of each control batch among ``headers`` -> its marker's coordinator epoch."""
+    out: dict[int, int] = {}
+    position = 0
+    for i, header in enumerate(headers):
+        if header.is_control and header.record_count > 0:
+            _, control_records = decode_batch(records, position)
+            out[i] = parse_end_txn_marker(control_records[0])[1]
+        position += header.size
+    return out or None
+
+
+def marker_type(log, offset: int) -> ControlRecordType | None:
+    """The type of the control record at ``offset`` (None when no control batch is there)."""
+    info = log.read(offset, 256, None, True)
+    data = records_bytes(info.records)
+    if len(data) < LOG_OVERHEAD:
+        return None
+    header, records = decode_batch(bytes(data[: complete_batches_length(data)]))
+    if not header.is_control or not records or header.base_offset != offset:
+        return None
+    return parse_control_record_type(records[0])
+
+
+def aborted_txns_in(log, fetch_offset: int, records: object) -> list[tuple[int, int]]:
+    """(producer_id, first_offset) of the aborted transactions a read_committed consumer must
+    filter out of ``records`` read from ``fetch_offset`` (Kafka's
+    addAbortedTransactions: up to the offset after the last batch returned)."""
+    if not records_size(records):
+        return []
+    # the common case first: no aborted transaction from the fetch offset on (no header walk)
+    if not log.has_aborted_txns_from(fetch_offset):
+        return []
+    last = None
+    for _, header in iter_batch_headers(records_bytes(records)):
+        last = header
+    if last is None:
+        return []
+    aborted = log.collect_aborted_txns(fetch_offset, last.next_offset)
+    return [(t.producer_id, t.first_offset) for t in aborted]
 
 
 def iter_log_batch_headers(
@@ -381,6 +433,38 @@ class Partition:
             log.log_end_offset,
             lambda offset: iter_log_batch_headers(log, offset),
         )
+        # markers replayed past the snapshot: their aborted transactions are indexed again
+        # (an entry already in the .txnindex is not appended twice)
+        self._index_completed_txns()
+
+    # -- transactions -------------------------------------------------------------------------
+
+    @property
+    def last_stable_offset(self) -> int:
+        """min(first offset of the oldest open transaction, HW) (Kafka's LSO)."""
+        log = self.log
+        assert log is not None
+        hw = log.high_watermark
+        first_unstable = self.producer_state.first_unstable_offset if self.producer_state else None
+        return hw if first_unstable is None else min(first_unstable, hw)
+
+    def _index_completed_txns(self) -> None:
+        """Add the transactions that markers just aborted to the log's aborted-transaction
+        index (the marker is read back from the log: only its key tells commit from abort)."""
+        state = self.producer_state
+        log = self.log
+        if state is None or log is None or not state.completed_txns:
+            return
+        for completed in state.take_completed_txns():
+            if marker_type(log, completed.last_offset) is ControlRecordType.ABORT:
+                log.append_aborted_txn(
+                    AbortedTxn(
+                        completed.producer_id,
+                        completed.first_offset,
+                        completed.last_offset,
+                        state.last_stable_offset_after(completed),
+                    )
+                )
 
     def _update_assignment_and_isr(self, state: LeaderAndIsrPartitionState) -> None:
         self.assigned_replicas = tuple(state.replicas)
@@ -517,7 +601,12 @@ class Partition:
             )
             raise RecordValidationError([RecordError(i, message) for i in keyless])
         first_offset = log.log_end_offset
-        infos, duplicate = producer_state.prepare(headers, first_offset, origin)
+        coordinator_epochs = (
+            marker_coordinator_epochs(records, headers)
+            if origin is AppendOrigin.COORDINATOR
+            else None
+        )
+        infos, duplicate = producer_state.prepare(headers, first_offset, origin, coordinator_epochs)
         if duplicate is not None:
             return LeaderAppendResult(
                 duplicate.first_offset,
@@ -537,6 +626,7 @@ class Partition:
                 f"{self.topic_partition}: log assigned {info.first_offset}, expected {first_offset}"
             )
         producer_state.apply(infos.values(), log.log_end_offset)
+        self._index_completed_txns()
         self.maybe_increment_leader_hw(self.time.milliseconds())
         return LeaderAppendResult(
             info.first_offset,
@@ -555,6 +645,7 @@ class Partition:
         # The headers of what was appended (a trailing partial batch is dropped by the log).
         self.producer_state.load_batches(info.batches)
         self.producer_state.update_map_end_offset(log.log_end_offset)
+        self._index_completed_txns()
         return info
 
     def update_follower_high_watermark(self, leader_high_watermark: int) -> None:
@@ -745,7 +836,13 @@ class Partition:
                 f"{self.topic_partition}, but we only have log segments in the range "
                 f"{log_start} to {leo}."
             )
-        max_offset = leo if isolation is FetchIsolation.LOG_END else hw
+        lso = self.last_stable_offset
+        if isolation is FetchIsolation.LOG_END:
+            max_offset = leo
+        elif isolation is FetchIsolation.TXN_COMMITTED:
+            max_offset = lso
+        else:
+            max_offset = hw
         if fetch_offset >= max_offset or max_bytes <= 0 and not min_one_message:
             records: object = EMPTY_RECORDS
         else:
@@ -754,7 +851,10 @@ class Partition:
                 records = EMPTY_RECORDS
             elif len(records) >= max_bytes:
                 records = whole_batches(records)
-        return LogReadInfo(records, hw, hw, log_start, leo)
+        aborted = None
+        if isolation is FetchIsolation.TXN_COMMITTED:
+            aborted = aborted_txns_in(log, fetch_offset, records)
+        return LogReadInfo(records, hw, lso, log_start, leo, aborted_transactions=aborted)
 
     # -- offsets ------------------------------------------------------------------------------
 
@@ -774,6 +874,8 @@ class Partition:
         log = self.local_log_with_epoch_or_raise(current_leader_epoch, fetch_only_from_leader)
         if isolation is None or isolation is FetchIsolation.LOG_END:
             last_fetchable = log.log_end_offset
+        elif isolation is FetchIsolation.TXN_COMMITTED:
+            last_fetchable = self.last_stable_offset
         else:
             last_fetchable = log.high_watermark
         offsets_error: KafkaError | None = None

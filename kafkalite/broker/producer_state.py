@@ -48,6 +48,7 @@ from kafkalite.protocol.errors import (
     InvalidProducerEpochError,
     InvalidTxnStateError,
     OutOfOrderSequenceNumberError,
+    TransactionCoordinatorFencedError,
 )
 from kafkalite.protocol.records import NO_PRODUCER_EPOCH, NO_SEQUENCE, RecordBatchHeader
 
@@ -175,6 +176,16 @@ class ProducerStateEntry:
         return None
 
 
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    """A transaction ended by a marker: its first offset and the marker's offset (Kafka's
+    CompletedTxn; whether it was aborted is read from the marker by the partition)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+
+
 class ProducerAppendInfo:
     """Validates the batches one producer appends in one request against its current entry and
     accumulates the updated entry; nothing is applied until ``ProducerStateManager.update``."""
@@ -198,6 +209,7 @@ class ProducerAppendInfo:
             current_entry.last_timestamp,
             current_entry.current_txn_first_offset,
         )
+        self.completed_txns: list[CompletedTxn] = []
 
     def _check_producer_epoch(self, producer_epoch: int, offset: int) -> None:
         if producer_epoch < self.updated_entry.producer_epoch:
@@ -261,21 +273,46 @@ class ProducerAppendInfo:
         if txn_first is None and is_transactional:
             self.updated_entry.current_txn_first_offset = first_offset
 
-    def append_control_batch(self, header: RecordBatchHeader) -> None:
+    def append_control_batch(
+        self,
+        header: RecordBatchHeader,
+        offset: int | None = None,
+        coordinator_epoch: int | None = None,
+    ) -> None:
         # A control batch (transaction marker) ends the producer's transaction. Its record
-        # (commit or abort, coordinator epoch) is not decoded: the broker does not run the
-        # transaction coordinator, so markers only arrive by replication of a foreign log.
-        self._check_producer_epoch(header.producer_epoch, header.base_offset)
+        # is not decoded here: the partition reads the marker back from the log for the
+        # transactions it completes (``completed_txns``), and, as leader, passes the marker's
+        # coordinator epoch, which must not be older than the last one seen (a coordinator
+        # that lost its partition is fenced: TRANSACTION_COORDINATOR_FENCED).
+        marker_offset = header.base_offset if offset is None else offset
+        if coordinator_epoch is not None:
+            if coordinator_epoch < self.updated_entry.coordinator_epoch:
+                raise TransactionCoordinatorFencedError(
+                    f"Invalid coordinator epoch for producer {self.producer_id} at offset "
+                    f"{marker_offset} in {self.partition_name}: {coordinator_epoch} (zombie), "
+                    f"{self.updated_entry.coordinator_epoch} (current)"
+                )
+            self.updated_entry.coordinator_epoch = coordinator_epoch
+        self._check_producer_epoch(header.producer_epoch, marker_offset)
         self.updated_entry.maybe_update_producer_epoch(header.producer_epoch)
+        first = self.updated_entry.current_txn_first_offset
+        self.completed_txns.append(
+            CompletedTxn(self.producer_id, marker_offset if first is None else first, marker_offset)
+        )
         self.updated_entry.current_txn_first_offset = None
         self.updated_entry.last_timestamp = header.max_timestamp
 
-    def append(self, header: RecordBatchHeader, first_offset: int | None = None) -> None:
+    def append(
+        self,
+        header: RecordBatchHeader,
+        first_offset: int | None = None,
+        coordinator_epoch: int | None = None,
+    ) -> None:
         """Validate and accumulate one batch; ``first_offset`` overrides the header's base offset
-        (the offset the leader is about to assign)."""
+        (the offset the leader is about to assign); ``coordinator_epoch`` is a marker's."""
         base = header.base_offset if first_offset is None else first_offset
         if header.is_control:
-            self.append_control_batch(header)
+            self.append_control_batch(header, base, coordinator_epoch)
             return
         self.append_data_batch(
             header.producer_epoch,
@@ -304,6 +341,10 @@ class ProducerStateManager:
         self.producers: dict[int, ProducerStateEntry] = {}
         self.map_end_offset = 0
         self.last_snapshot_offset: int | None = None
+        # producer id -> first offset of its open transaction (Kafka's ongoingTxns)
+        self.ongoing_txns: dict[int, int] = {}
+        # transactions ended by markers since the owner last took them (take_completed_txns)
+        self.completed_txns: list[CompletedTxn] = []
 
     # -- queries ------------------------------------------------------------------------------
 
@@ -318,6 +359,21 @@ class ProducerStateManager:
         entry = self.producers.get(header.producer_id)
         return None if entry is None else entry.find_duplicate_batch(header)
 
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the oldest open transaction (the LSO is min(this, HW))."""
+        return min(self.ongoing_txns.values()) if self.ongoing_txns else None
+
+    def last_stable_offset_after(self, completed: CompletedTxn) -> int:
+        """The LSO recorded with an aborted transaction: the oldest other open transaction's
+        first offset, else the offset after the marker (Kafka's lastStableOffset(completedTxn))."""
+        others = [o for pid, o in self.ongoing_txns.items() if pid != completed.producer_id]
+        return min(others) if others else completed.last_offset + 1
+
+    def take_completed_txns(self) -> list[CompletedTxn]:
+        done, self.completed_txns = self.completed_txns, []
+        return done
+
     # -- two-phase update ---------------------------------------------------------------------
 
     def prepare_update(self, producer_id: int, origin: AppendOrigin) -> ProducerAppendInfo:
@@ -329,6 +385,7 @@ class ProducerStateManager:
         headers: Iterable[RecordBatchHeader],
         first_offset: int,
         origin: AppendOrigin,
+        coordinator_epochs: dict[int, int] | None = None,
     ) -> tuple[dict[int, ProducerAppendInfo], BatchMetadata | None]:
         """Validate the batches of one append that will start at ``first_offset``.
 
@@ -339,7 +396,7 @@ class ProducerStateManager:
         """
         infos: dict[int, ProducerAppendInfo] = {}
         offset = first_offset
-        for header in headers:
+        for i, header in enumerate(headers):
             if header.has_producer_id:
                 if origin is AppendOrigin.CLIENT:
                     duplicate = self.find_duplicate_batch(header)
@@ -350,12 +407,21 @@ class ProducerStateManager:
                     info = infos[header.producer_id] = self.prepare_update(
                         header.producer_id, origin
                     )
-                info.append(header, offset)
+                info.append(
+                    header,
+                    offset,
+                    None if coordinator_epochs is None else coordinator_epochs.get(i),
+                )
             offset += header.last_offset_delta + 1
         return infos, None
 
     def update(self, info: ProducerAppendInfo) -> None:
         entry = info.updated_entry
+        if entry.current_txn_first_offset is None:
+            self.ongoing_txns.pop(info.producer_id, None)
+        else:
+            self.ongoing_txns[info.producer_id] = entry.current_txn_first_offset
+        self.completed_txns.extend(info.completed_txns)
         current = self.producers.get(info.producer_id)
         if current is None:
             self.producers[info.producer_id] = entry.copy()
@@ -412,6 +478,8 @@ class ProducerStateManager:
 
     def reset(self) -> None:
         self.producers.clear()
+        self.ongoing_txns.clear()
+        self.completed_txns.clear()
         self.map_end_offset = 0
 
     # -- snapshots ----------------------------------------------------------------------------
@@ -563,6 +631,11 @@ class ProducerStateManager:
                 self._delete_snapshot(offset)
                 continue
             self.producers = {entry.producer_id: entry for entry in entries}
+            self.ongoing_txns = {
+                e.producer_id: e.current_txn_first_offset
+                for e in entries
+                if e.current_txn_first_offset is not None
+            }
             self.map_end_offset = offset
             self.last_snapshot_offset = offset
             break

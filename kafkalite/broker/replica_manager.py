@@ -233,9 +233,12 @@ class DelayedFetch(DelayedOperation):
             if info.current_leader_epoch not in (NO_EPOCH, partition.leader_epoch):
                 return True
             log_ = partition.log
-            end = (
-                log_.log_end_offset if isolation is FetchIsolation.LOG_END else log_.high_watermark
-            )
+            if isolation is FetchIsolation.LOG_END:
+                end = log_.log_end_offset
+            elif isolation is FetchIsolation.TXN_COMMITTED:
+                end = partition.last_stable_offset
+            else:
+                end = log_.high_watermark
             if info.fetch_offset != end:
                 return True
         return False
@@ -600,9 +603,8 @@ class ReplicaManager:
         limit = params.max_bytes
         min_one_message = not params.hard_max_bytes_limit
         isolation = params.isolation
-        # Kafka answers read_committed fetches with a (here always empty) aborted transaction
-        # list and read_uncommitted ones with null.
-        read_committed = isolation is FetchIsolation.TXN_COMMITTED
+        # Kafka answers read_committed fetches with the aborted transactions overlapping the
+        # records returned (Partition.read_records) and read_uncommitted ones with null.
         result: dict[TopicPartition, FetchPartitionData] = {}
         for tp, info in fetch_infos.items():
             try:
@@ -631,7 +633,7 @@ class ReplicaManager:
                 read.records if size > 0 else EMPTY_RECORDS,
                 -1,
                 read.diverging_epoch,
-                [] if read_committed else None,
+                read.aborted_transactions,
                 read.log_end_offset,
             )
         return result

@@ -46,7 +46,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import structlog
 
@@ -72,6 +72,23 @@ log = structlog.get_logger(__name__)
 
 #: records loaded between two yields to the event loop while rebuilding a partition
 LOAD_YIELD_EVERY = 1000
+
+
+class TxnLoadRecord(NamedTuple):
+    """A record of a transactional batch, as ``GroupLogWriter.read`` yields it."""
+
+    offset: int
+    key: bytes
+    value: bytes | None
+    producer_id: int
+
+
+class TxnLoadMarker(NamedTuple):
+    """A transaction marker, as ``GroupLogWriter.read`` yields it."""
+
+    offset: int
+    producer_id: int
+    commit: bool
 
 
 class GroupLogWriter(Protocol):
@@ -180,7 +197,15 @@ class GroupCoordinator:
 
     async def _write(self, append: Append) -> None:
         try:
-            error, base_offset = await self.writer.append(append.partition, append.records)
+            if append.producer_id >= 0:
+                error, base_offset = await self.writer.append(
+                    append.partition,
+                    append.records,
+                    producer_id=append.producer_id,
+                    producer_epoch=append.producer_epoch,
+                )
+            else:
+                error, base_offset = await self.writer.append(append.partition, append.records)
         except KafkaError as e:
             error, base_offset = e.error_code, None
         except asyncio.CancelledError:
@@ -239,8 +264,18 @@ class GroupCoordinator:
     async def _load(self, partition: int, epoch: int) -> None:
         loaded = skipped = 0
         try:
-            async for offset, key, value in self.writer.read(partition):
+            async for item in self.writer.read(partition):
                 try:
+                    if isinstance(item, TxnLoadMarker):
+                        self.core.load_txn_marker(partition, item.producer_id, item.commit)
+                        continue
+                    if isinstance(item, TxnLoadRecord):
+                        self.core.load_txn_record(
+                            partition, item.producer_id, item.offset, item.key, item.value
+                        )
+                        loaded += 1
+                        continue
+                    offset, key, value = item
                     self.core.load_record(partition, offset, key, value)
                 except RecordFormatError as e:
                     # record types of newer coordinators (KIP-848 ...) are not ours to interpret
@@ -248,7 +283,7 @@ class GroupCoordinator:
                     log.warning(
                         "skipping unreadable offsets record",
                         partition=partition,
-                        offset=offset,
+                        offset=item[0],
                         error=str(e),
                     )
                 loaded += 1
@@ -412,6 +447,33 @@ class GroupCoordinator:
             hw = high_watermark(tp)
             result[tp] = (data.offset, None if hw is None or hw < 0 else max(hw - data.offset, 0))
         return error, result
+
+    async def commit_transactional_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+    ) -> dict[TopicPartition, ErrorCode]:
+        token, fut = self._new_request()
+        effects = self.core.commit_transactional_offsets(
+            token,
+            group_id,
+            producer_id,
+            producer_epoch,
+            member_id,
+            group_instance_id,
+            generation_id,
+            offsets,
+        )
+        return await self._await(token, fut, effects)
+
+    def complete_transaction(self, producer_id: int, partitions: list[int], commit: bool) -> None:
+        """Markers of ``producer_id`` were written to these ``__consumer_offsets`` partitions."""
+        self._apply(self.core.complete_transaction(producer_id, partitions, commit))
 
     async def delete_offsets(
         self, group_id: str, partitions: Iterable[TopicPartition]

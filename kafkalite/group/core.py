@@ -146,6 +146,9 @@ class Append:
     append_id: int
     partition: int
     records: tuple[Record, ...]
+    #: a transactional append (TxnOffsetCommit): the producer's id and epoch, -1 otherwise
+    producer_id: int = -1
+    producer_epoch: int = -1
 
 
 @dataclass(slots=True)
@@ -176,6 +179,10 @@ class _Loading:
         default_factory=dict
     )
     groups: dict[str, GroupMetadataValue | None] = field(default_factory=dict)
+    # transactional offset commits not yet ended by a marker, per producer id
+    txn_offsets: dict[int, dict[tuple[str, TopicPartition], tuple[int, OffsetAndMetadata]]] = field(
+        default_factory=dict
+    )
 
 
 def _older(append_offset: int | None, than: int | None) -> bool:
@@ -360,6 +367,39 @@ class GroupCoordinatorCore:
                 assert isinstance(v, GroupMetadataValue)
                 state.groups[k.group] = v
 
+    def load_txn_record(
+        self, partition: int, producer_id: int, offset: int, key: bytes, value: bytes | None
+    ) -> None:
+        """A record of a transactional batch (TxnOffsetCommit): held until its marker."""
+        state = self._loading.get(partition)
+        if state is None:
+            raise RuntimeError(f"partition {partition} is not loading")
+        k, v = decode_record(key, value)
+        if not isinstance(k, OffsetCommitKey) or v is None:
+            return
+        assert isinstance(v, OffsetCommitValue)
+        state.txn_offsets.setdefault(producer_id, {})[
+            (k.group, TopicPartition(k.topic, k.partition))
+        ] = (
+            offset,
+            OffsetAndMetadata(
+                v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp
+            ),
+        )
+
+    def load_txn_marker(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A transaction marker: its offsets become committed (if newer) or are dropped."""
+        state = self._loading.get(partition)
+        if state is None:
+            raise RuntimeError(f"partition {partition} is not loading")
+        pending = state.txn_offsets.pop(producer_id, {})
+        if not commit:
+            return
+        for key, (offset, om) in pending.items():
+            current = state.offsets.get(key)
+            if current is None or current[0] < offset:
+                state.offsets[key] = (offset, om)
+
     def complete_loading(self, partition: int, epoch: int) -> Effects:
         """The whole partition was read: install its groups (Empty or Stable) and start their
         members' session timers. Ignored when leadership moved meanwhile (epoch mismatch)."""
@@ -378,6 +418,14 @@ class GroupCoordinatorCore:
                 # offsets without group metadata: a group that only stores offsets
                 group = loaded[group_id] = GroupMetadata(group_id, current_state_timestamp=now)
             group.offsets[tp] = CommitRecordMetadataAndOffset(append_offset, om)
+        for producer_id, pending in state.txn_offsets.items():
+            for (group_id, tp), (append_offset, om) in pending.items():
+                group = loaded.get(group_id)
+                if group is None:
+                    group = loaded[group_id] = GroupMetadata(group_id, current_state_timestamp=now)
+                group.pending_txn_offsets.setdefault(producer_id, {})[tp] = (
+                    CommitRecordMetadataAndOffset(append_offset, om)
+                )
         self.partitions[partition] = PartitionStatus.LOADED
         for group_id, group in loaded.items():
             if group_id in self.groups:
@@ -1445,6 +1493,112 @@ class GroupCoordinatorCore:
 
         self._append(self.partition_for(group.group_id), records, on_written)
 
+    def commit_transactional_offsets(
+        self,
+        token: Token,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+    ) -> Effects:
+        """TxnOffsetCommit: the offsets are written as a transactional batch of the producer and
+        kept pending; ``complete_transaction`` makes them visible (commit) or drops them. The
+        member and generation are checked when given (KIP-447). Response as commit_offsets."""
+        error = self._validate_group_status(group_id, allow_empty_id=True)
+        if error is not None:
+            self._respond(token, dict.fromkeys(offsets, error))
+            return self._drain()
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = GroupMetadata(
+                group_id, current_state_timestamp=self._now()
+            )
+        error = None
+        if group.is_state(GroupState.DEAD):
+            error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        elif generation_id >= 0 or member_id != NO_MEMBER_ID or group_instance_id is not None:
+            if not group.is_state(GroupState.EMPTY) or member_id != NO_MEMBER_ID:
+                error = self._validate_current_member(group, member_id, group_instance_id)
+                if error is None and generation_id >= 0 and generation_id != group.generation_id:
+                    error = ErrorCode.ILLEGAL_GENERATION
+        if error is not None:
+            self._respond(token, dict.fromkeys(offsets, error))
+            return self._drain()
+        now = self._now()
+        max_size = self.offset_config.offset_metadata_max_bytes
+        results: dict[TopicPartition, ErrorCode] = {}
+        valid: dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, om in offsets.items():
+            if om.metadata is not None and _java_string_length(om.metadata) > max_size:
+                results[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                continue
+            valid[tp] = OffsetAndMetadata(
+                om.offset,
+                om.leader_epoch,
+                om.metadata or "",
+                now if om.commit_timestamp < 0 else om.commit_timestamp,
+                om.expire_timestamp,
+            )
+        if not valid:
+            self._respond(token, results)
+            return self._drain()
+        records = tuple(
+            (
+                encode_offset_commit_key(group.group_id, tp.topic, tp.partition),
+                encode_offset_commit_value(
+                    OffsetCommitValue(
+                        om.offset,
+                        om.metadata,
+                        om.commit_timestamp,
+                        om.leader_epoch,
+                        om.expire_timestamp,
+                    )
+                ),
+            )
+            for tp, om in valid.items()
+        )
+
+        def on_written(error: ErrorCode, base_offset: int | None) -> None:
+            for i, (tp, om) in enumerate(valid.items()):
+                if error is ErrorCode.NONE:
+                    append_offset = None if base_offset is None else base_offset + i
+                    group.pending_txn_offsets.setdefault(producer_id, {})[tp] = (
+                        CommitRecordMetadataAndOffset(append_offset, om)
+                    )
+                    results[tp] = ErrorCode.NONE
+                elif error is ErrorCode.INVALID_PRODUCER_EPOCH:
+                    results[tp] = ErrorCode.PRODUCER_FENCED
+                else:
+                    results[tp] = _offset_error(error)
+            self._respond(token, {tp: results[tp] for tp in offsets})
+
+        self._append(
+            self.partition_for(group.group_id), records, on_written, producer_id, producer_epoch
+        )
+        return self._drain()
+
+    def complete_transaction(
+        self, producer_id: int, partitions: Iterable[int], commit: bool
+    ) -> Effects:
+        """A marker of ``producer_id`` was written to these ``__consumer_offsets`` partitions:
+        its pending transactional offsets become committed or are dropped (Kafka's
+        handleTxnCompletion). A committed offset replaces one written before it only."""
+        wanted = set(partitions)
+        for group in self.groups.values():
+            if self.partition_for(group.group_id) not in wanted:
+                continue
+            pending = group.pending_txn_offsets.pop(producer_id, None)
+            if not pending or not commit:
+                continue
+            for tp, entry in pending.items():
+                current = group.offsets.get(tp)
+                if current is None or _older(current.append_offset, entry.append_offset):
+                    group.offsets[tp] = entry
+        return self._drain()
+
     def fetch_offsets(
         self,
         group_id: str,
@@ -1468,7 +1622,9 @@ class GroupCoordinatorCore:
         result = {}
         for tp in partitions:
             om = group.offset(tp)
-            if require_stable and group.pending_offset_commits.get(tp):
+            if require_stable and (
+                group.pending_offset_commits.get(tp) or group.has_pending_txn_offset(tp)
+            ):
                 result[tp] = OffsetFetchPartition(error=ErrorCode.UNSTABLE_OFFSET_COMMIT)
             elif om is None:
                 result[tp] = OffsetFetchPartition()
@@ -1693,11 +1849,13 @@ class GroupCoordinatorCore:
         partition: int,
         records: tuple[Record, ...],
         callback: Callable[[ErrorCode, int | None], None],
+        producer_id: int = -1,
+        producer_epoch: int = -1,
     ) -> None:
         append_id = self._next_append_id
         self._next_append_id += 1
         self._append_callbacks[append_id] = callback
-        self._out.appends.append(Append(append_id, partition, records))
+        self._out.appends.append(Append(append_id, partition, records, producer_id, producer_epoch))
 
     def on_append_complete(
         self, append_id: int, error: ErrorCode, base_offset: int | None = None

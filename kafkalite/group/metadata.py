@@ -226,6 +226,11 @@ class GroupMetadata:
     #: commits being written, per partition, by commit id (Kafka's
     #: pendingOffsetCommits); OffsetDelete and friends remove them to cancel those commits.
     pending_offset_commits: dict[TopicPartition, set[int]] = field(default_factory=dict)
+    #: offsets written by TxnOffsetCommit, per producer id, visible only once the transaction
+    #: commits (Kafka's pendingTransactionalOffsetCommits)
+    pending_txn_offsets: dict[int, dict[TopicPartition, CommitRecordMetadataAndOffset]] = field(
+        default_factory=dict
+    )
 
     # ------------------------------------------------------------------ state
 
@@ -439,7 +444,14 @@ class GroupMetadata:
     # ------------------------------------------------------------------ offsets
 
     def has_offsets(self) -> bool:
-        return bool(self.offsets) or any(self.pending_offset_commits.values())
+        return (
+            bool(self.offsets)
+            or any(self.pending_offset_commits.values())
+            or any(self.pending_txn_offsets.values())
+        )
+
+    def has_pending_txn_offset(self, tp: TopicPartition) -> bool:
+        return any(tp in pending for pending in self.pending_txn_offsets.values())
 
     def offset(self, tp: TopicPartition) -> OffsetAndMetadata | None:
         entry = self.offsets.get(tp)

@@ -20,8 +20,15 @@ from kafkalite.broker.clock import SYSTEM_TIME, Time
 from kafkalite.broker.partition import records_bytes
 from kafkalite.broker.producer_state import AppendOrigin
 from kafkalite.group.config import GROUP_METADATA_TOPIC_NAME, OffsetConfig
-from kafkalite.protocol.errors import ErrorCode
-from kafkalite.protocol.records import Record, build_batch, iter_batches
+from kafkalite.group.coordinator import TxnLoadMarker, TxnLoadRecord
+from kafkalite.protocol.errors import CorruptRecordError, ErrorCode
+from kafkalite.protocol.records import (
+    ControlRecordType,
+    Record,
+    build_batch,
+    iter_batches,
+    parse_end_txn_marker,
+)
 from kafkalite.protocol.types import TopicPartition
 
 
@@ -38,13 +45,22 @@ class ReplicaManagerLogWriter:
         return TopicPartition(GROUP_METADATA_TOPIC_NAME, partition)
 
     async def append(
-        self, partition: int, records: Sequence[tuple[bytes, bytes | None]]
+        self,
+        partition: int,
+        records: Sequence[tuple[bytes, bytes | None]],
+        producer_id: int = -1,
+        producer_epoch: int = -1,
     ) -> tuple[ErrorCode, int | None]:
+        """A producer id makes the batch transactional (TxnOffsetCommit): the partition's
+        producer state checks its epoch and the marker ends it."""
         tp = self.topic_partition(partition)
         batch = build_batch(
             [Record(offset_delta=i, key=k, value=v) for i, (k, v) in enumerate(records)],
             compression=self.offset_config.offsets_topic_compression_codec,
             base_timestamp=self.time.milliseconds(),
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            is_transactional=producer_id >= 0,
         )
         results = await self.replica_manager.append_records(
             self.offset_config.offsets_commit_timeout_ms,
@@ -58,7 +74,11 @@ class ReplicaManagerLogWriter:
             return result.error_code, None
         return ErrorCode.NONE, result.base_offset
 
-    async def read(self, partition: int) -> AsyncIterator[tuple[int, bytes, bytes | None]]:
+    async def read(
+        self, partition: int
+    ) -> AsyncIterator[tuple[int, bytes, bytes | None] | TxnLoadRecord | TxnLoadMarker]:
+        """Records in offset order: (offset, key, value); a transactional batch's records as
+        ``TxnLoadRecord`` and a transaction marker as ``TxnLoadMarker``."""
         tp = self.topic_partition(partition)
         log = self.replica_manager.get_partition_or_raise(tp).leader_log_or_raise()
         offset = log.log_start_offset
@@ -80,11 +100,26 @@ class ReplicaManagerLogWriter:
                 progressed = True
                 offset = header.next_offset
                 if header.is_control:
+                    if batch_records:
+                        try:
+                            marker, _ = parse_end_txn_marker(batch_records[0])
+                        except CorruptRecordError:
+                            continue
+                        yield TxnLoadMarker(
+                            header.base_offset,
+                            header.producer_id,
+                            marker is ControlRecordType.COMMIT,
+                        )
                     continue
                 for record in batch_records:
                     record_offset = header.base_offset + record.offset_delta
                     if record.key is None:
                         continue  # not a coordinator record
-                    yield record_offset, record.key, record.value
+                    if header.is_transactional:
+                        yield TxnLoadRecord(
+                            record_offset, record.key, record.value, header.producer_id
+                        )
+                    else:
+                        yield record_offset, record.key, record.value
             if not progressed:
                 break

@@ -378,6 +378,16 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_GROUPS: (0, 5),
     ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.OFFSET_DELETE: (0, 0),
+    # transactions: the versions librdkafka 2.x, aiokafka 0.14 and kafka-python 3.0 use
+    # (v4+ of AddPartitionsToTxn and EndTxn are KIP-890's, not implemented)
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
+    ApiKey.END_TXN: (0, 3),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 3),
+    ApiKey.WRITE_TXN_MARKERS: (1, 1),
+    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
+    ApiKey.LIST_TRANSACTIONS: (0, 1),
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0),
 }
 
 DATA_KEYS: frozenset[ApiKey] = frozenset(

@@ -648,6 +648,10 @@ class InvalidTxnStateError(KafkaError):
     error_code = ErrorCode.INVALID_TXN_STATE
 
 
+class TransactionCoordinatorFencedError(KafkaError):
+    error_code = ErrorCode.TRANSACTION_COORDINATOR_FENCED
+
+
 class InvalidProducerIdMappingError(KafkaError):
     error_code = ErrorCode.INVALID_PRODUCER_ID_MAPPING
 

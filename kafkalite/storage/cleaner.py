@@ -53,15 +53,23 @@ decoded is marked uncleanable and skipped from then on (Kafka's uncleanable part
 byte read or written by a worker thread is counted by one ``Throttler`` shared by the cleaner
 threads (``log.cleaner.io.max.bytes.per.second``); its delays are waited out on the stop event.
 
-Not done (Kafka does more): transactional batches and markers are kept as they are and their
-keys never supersede other records (Kafka removes aborted transactions and, once their
-records are gone, markers, which needs the aborted-transaction index kafkalite does not keep
-yet); producers' last batches are kept whether or not the producer expired.
+Transactions (Kafka's CleanedTransactionMetadata): a first scan collects the transaction
+markers below the first uncleanable offset; a transactional batch's fate is its producer's
+next marker after it: ABORT (the batch is removed and its keys never mapped), COMMIT (mapped
+and filtered like any batch) or none yet (an open transaction: copied as is, never mapped).
+A marker is kept while the pass saw records of its transaction (a kept ABORT marker's entry
+is written to the cleaned segment's ``.txnindex``); once none are left it gets a delete horizon
+(now + ``delete.retention.ms``, KIP-534) and a later cleaning past the horizon removes it
+(an empty header is kept if it is its producer's last batch, so producer state survives).
+
+Not done (Kafka does more): producers' last batches are kept whether or not the producer
+expired.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import dataclasses
 import hashlib
 import os
@@ -78,10 +86,12 @@ from kafkalite.protocol.records import (
     BATCH_HEADER_SIZE,
     NO_TIMESTAMP,
     TIMESTAMP_TYPE_MASK,
+    ControlRecordType,
     RecordBatchHeader,
     build_batch,
     decode_batch,
     parse_batch_header,
+    parse_control_record_type,
 )
 from kafkalite.storage.checkpoint import OffsetCheckpointFile
 from kafkalite.storage.config import LONG_MAX, _parse_bool, _parse_float, _parse_int
@@ -94,8 +104,10 @@ from kafkalite.storage.segment import (
     log_file,
     offset_index_file,
     time_index_file,
+    txn_index_file_for,
 )
 from kafkalite.storage.throttler import Throttler
+from kafkalite.storage.txn_index import AbortedTxn
 
 CLEANER_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 
@@ -412,8 +424,63 @@ def _raw_batches(segment: SegmentSnapshot) -> Iterator[tuple[RecordBatchHeader, 
         position += size
 
 
+class TxnFates:
+    """Where each transactional batch ends: its producer's next marker below the first
+    uncleanable offset (``collect_txn_markers``). Also what one cleaning pass saw of each
+    transaction (``observed``: (producer id, marker offset)) and the ABORT markers it kept."""
+
+    def __init__(self, markers: dict[int, list[tuple[int, bool]]]) -> None:
+        self.markers = markers  # producer id -> [(marker offset, commit)] in offset order
+        self.observed: set[tuple[int, int]] = set()
+
+    def fate(self, producer_id: int, offset: int) -> tuple[int, bool] | None:
+        """(marker offset, commit) of the transaction holding ``offset``; None while open."""
+        marks = self.markers.get(producer_id)
+        if not marks:
+            return None
+        i = bisect.bisect_right(marks, (offset, True))
+        return marks[i] if i < len(marks) else None
+
+
+def add_txn_marker(
+    markers: dict[int, list[tuple[int, bool]]], header: RecordBatchHeader, raw: bytes
+) -> None:
+    """Record a COMMIT/ABORT marker batch: producer id -> [(offset, commit)]."""
+    if header.record_count == 0:
+        return
+    _, records = decode_batch(raw)
+    try:
+        kind = parse_control_record_type(records[0])
+    except CorruptRecordError:
+        return
+    if kind in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
+        markers.setdefault(header.producer_id, []).append(
+            (header.base_offset, kind is ControlRecordType.COMMIT)
+        )
+
+
+def producer_scan(
+    segments: list[SegmentSnapshot], upper: int
+) -> tuple[dict[int, int], dict[int, list[tuple[int, bool]]]]:
+    """One header scan of the whole log: each producer's last offset
+    (``producer_last_offsets``) and the transaction markers below ``upper``."""
+    last: dict[int, int] = {}
+    markers: dict[int, list[tuple[int, bool]]] = {}
+    for segment in segments:
+        for header, raw in _raw_batches(segment):
+            if header.producer_id >= 0:
+                last[header.producer_id] = header.last_offset
+            if header.is_control and header.base_offset < upper:
+                add_txn_marker(markers, header, raw)
+    return last, markers
+
+
 def build_offset_map(
-    dirty: list[SegmentSnapshot], start: int, end: int, offset_map: OffsetMap
+    dirty: list[SegmentSnapshot],
+    start: int,
+    end: int,
+    offset_map: OffsetMap,
+    fates: TxnFates | None = None,
 ) -> int:
     """Map every keyed record in [start, end) of ``dirty`` (Kafka's buildOffsetMap). Returns
     the offset the map covers up to (exclusive): ``end``, or less when the map filled."""
@@ -425,10 +492,17 @@ def build_offset_map(
                 continue
             if header.base_offset >= end:
                 break
-            # Transactional batches are neither mapped nor filtered (see the module docstring):
-            # without the aborted-transaction index an aborted value could supersede a
-            # committed one.
-            if not header.is_control and not header.is_transactional:
+            # Only committed transactional batches are mapped: an aborted or still open
+            # transaction's value must never supersede a committed one.
+            mapped = not header.is_control and (
+                not header.is_transactional
+                or (
+                    fates is not None
+                    and (fate := fates.fate(header.producer_id, header.last_offset)) is not None
+                    and fate[1]
+                )
+            )
+            if mapped:
                 if len(offset_map) + header.record_count > offset_map.capacity and len(offset_map):
                     full = True  # clean up to the batches mapped so far
                     break
@@ -458,6 +532,58 @@ def producer_last_offsets(segments: list[SegmentSnapshot]) -> dict[int, int]:
     return last
 
 
+def filter_control_batch(
+    header: RecordBatchHeader,
+    raw: bytes,
+    now_ms: int,
+    delete_retention_ms: int,
+    producer_last: dict[int, int],
+    fates: TxnFates,
+) -> bytes | None:
+    """A transaction marker: kept while this pass saw records of its transaction; then
+    stamped with a delete horizon; removed by a cleaning past the horizon."""
+    key = (header.producer_id, header.base_offset)
+    if key in fates.observed or header.record_count == 0:
+        return raw
+    horizon = header.delete_horizon_ms
+    if horizon != NO_TIMESTAMP:
+        if now_ms < horizon:
+            return raw
+        if producer_last.get(header.producer_id) == header.last_offset:
+            return build_batch(
+                [],
+                base_offset=header.base_offset,
+                producer_id=header.producer_id,
+                producer_epoch=header.producer_epoch,
+                base_sequence=header.base_sequence,
+                is_transactional=True,
+                is_control=True,
+                partition_leader_epoch=header.partition_leader_epoch,
+                last_offset_delta=header.last_offset_delta,
+                base_timestamp=header.max_timestamp,
+                max_timestamp=header.max_timestamp,
+            )
+        return None
+    _, records = decode_batch(raw)
+    horizon = now_ms + delete_retention_ms
+    shift = header.base_timestamp - horizon
+    return build_batch(
+        [r._replace(timestamp_delta=r.timestamp_delta + shift) for r in records],
+        base_offset=header.base_offset,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        is_transactional=True,
+        is_control=True,
+        partition_leader_epoch=header.partition_leader_epoch,
+        timestamp_type=header.timestamp_type,
+        last_offset_delta=header.last_offset_delta,
+        base_timestamp=header.base_timestamp,
+        delete_horizon_ms=horizon,
+        keep_offset_deltas=True,
+    )
+
+
 def filter_batch(
     header: RecordBatchHeader,
     raw: bytes,
@@ -465,13 +591,25 @@ def filter_batch(
     now_ms: int,
     delete_retention_ms: int,
     producer_last: dict[int, int],
+    fates: TxnFates | None = None,
 ) -> bytes | None:
     """The batch as it stays in the cleaned log: ``raw`` itself when nothing changes, a
     rebuilt batch when some records go or its retained tombstones get their delete horizon, an
     empty batch when all go but it is its producer's last, None when it goes whole (Kafka's
-    cleanInto / MemoryRecords.filterTo and Cleaner.shouldRetainRecord for v2 batches)."""
-    if header.is_control or header.is_transactional:
-        return raw
+    cleanInto / MemoryRecords.filterTo and Cleaner.shouldRetainRecord for v2 batches).
+    Transactional batches and markers follow ``fates`` (see the module docstring); without it
+    they are kept as they are."""
+    if header.is_control:
+        if fates is None:
+            return raw
+        return filter_control_batch(header, raw, now_ms, delete_retention_ms, producer_last, fates)
+    if header.is_transactional:
+        fate = None if fates is None else fates.fate(header.producer_id, header.last_offset)
+        if fate is None:
+            return raw  # an open transaction (or no marker information): as it is
+        fates.observed.add((header.producer_id, fate[0]))  # type: ignore[union-attr]
+        if not fate[1]:
+            return None  # aborted: its records go
     _, records = decode_batch(raw)
     latest = offset_map.latest_offset
     base = header.base_offset
@@ -533,6 +671,8 @@ def clean_into_segment(
     index_interval_bytes: int,
     max_index_size: int,
     io: CleanerIo | None = None,
+    fates: TxnFates | None = None,
+    aborted: dict[tuple[int, int], AbortedTxn] | None = None,
 ) -> LogSegment:
     """Recopy ``group`` into a new fsynced ``<base>.log.cleaned`` segment (Kafka's
     cleanSegments without the swap); it keeps the last source segment's mtime. Writes are
@@ -542,6 +682,7 @@ def clean_into_segment(
         log_file(dir, base, CLEANED_FILE_SUFFIX),
         offset_index_file(dir, base, CLEANED_FILE_SUFFIX),
         time_index_file(dir, base, CLEANED_FILE_SUFFIX),
+        txn_index_file_for(log_file(dir, base, CLEANED_FILE_SUFFIX)),
     ):
         path.unlink(missing_ok=True)
     cleaned = LogSegment.open(
@@ -557,10 +698,15 @@ def clean_into_segment(
             summaries: list[tuple[int, int, int]] = []
             for header, raw in _raw_batches(source):
                 kept = filter_batch(
-                    header, raw, offset_map, now_ms, delete_retention_ms, producer_last
+                    header, raw, offset_map, now_ms, delete_retention_ms, producer_last, fates
                 )
                 if kept is None:
                     continue
+                if header.is_control and aborted:
+                    entry = aborted.get((header.producer_id, header.base_offset))
+                    if entry is not None and kept is raw:
+                        # a kept ABORT marker whose records this pass removed: still indexed
+                        cleaned.txn_index.append(entry)
                 kept_header = header if kept is raw else parse_batch_header(kept)
                 summaries.append((kept_header.last_offset, len(kept), kept_header.max_timestamp))
                 out += kept
@@ -639,8 +785,13 @@ class Cleaner:
         offset_map.clear()
         # No clearing of the map on the way out: after a cancellation the worker thread may
         # still read it until it sees the stop event (its result is thrown away).
-        end = await offload(build_offset_map, dirty, start, upper, offset_map)
-        producer_last = await offload(producer_last_offsets, whole_log)
+        producer_last, markers = await offload(producer_scan, whole_log, upper)
+        fates = TxnFates(markers)
+        aborted = {
+            (t.producer_id, t.last_offset): t
+            for t in log.collect_aborted_txns(log.log_start_offset, upper)
+        }
+        end = await offload(build_offset_map, dirty, start, upper, offset_map, fates)
         del dirty, whole_log
         if log.truncation_count != truncations or log.offline:
             return CleanResult(start, 0, True, bytes_before, bytes_before)
@@ -667,6 +818,8 @@ class Cleaner:
                 config.index_interval_bytes,
                 config.segment_index_bytes,
                 io,
+                fates,
+                aborted,
             )
             if not log.replace_segments(cleaned, group, truncations):
                 cleaned.delete()

@@ -92,6 +92,7 @@ from kafkalite.storage.segment import (
     offset_index_file,
     time_index_file,
 )
+from kafkalite.storage.txn_index import AbortedTxn
 
 # ListOffsets special timestamps (the caller maps -1/-2; -3 is KIP-734's max timestamp).
 LATEST_TIMESTAMP = -1
@@ -474,6 +475,42 @@ class Log:
     def _segment_index_for(self, offset: int) -> int:
         """Index of the segment holding ``offset`` (floor by base offset), -1 if before all."""
         return bisect.bisect_right(self._base_offsets, offset) - 1
+
+    # ================================================================= aborted transactions
+
+    def append_aborted_txn(self, entry: AbortedTxn) -> None:
+        """Index a transaction aborted by the marker at ``entry.last_offset`` (in the segment
+        holding the marker, as Kafka's ``.txnindex``)."""
+        self._check_online()
+        i = self._segment_index_for(entry.last_offset)
+        if i < 0:
+            return
+        try:
+            self._segments[i].txn_index.append(entry)
+        except OSError as e:
+            raise self._fail(e) from e
+
+    def has_aborted_txns_from(self, offset: int) -> bool:
+        """Whether a transaction aborted by a marker at or after ``offset`` is indexed
+        (newest segments first: the answer is usually found in the last one or two)."""
+        first = max(self._segment_index_for(offset), 0)
+        for segment in reversed(self._segments[first:]):
+            entries = segment.txn_index.entries
+            if entries and entries[-1].last_offset >= offset:
+                return True
+        return False
+
+    def collect_aborted_txns(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping ``[start_offset, upper_bound_offset)`` (Kafka's
+        ``collectAbortedTransactions``), oldest marker first."""
+        found: list[AbortedTxn] = []
+        i = max(self._segment_index_for(start_offset), 0)
+        for segment in self._segments[i:]:
+            entries, complete = segment.txn_index.collect(start_offset, upper_bound_offset)
+            found.extend(entries)
+            if complete:
+                break
+        return found
 
     # ================================================================= appends
 

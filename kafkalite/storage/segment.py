@@ -51,6 +51,7 @@ from kafkalite.storage.index import (
     TimeIndex,
     TimestampOffset,
 )
+from kafkalite.storage.txn_index import TXN_INDEX_FILE_SUFFIX, TransactionIndex
 from kafkalite.storage.verifier import VerifiedRanges, check_batches, report_corrupt_fetch
 
 LOG_FILE_SUFFIX = ".log"
@@ -85,6 +86,12 @@ def offset_index_file(dir: Path, offset: int, suffix: str = "") -> Path:
 
 def time_index_file(dir: Path, offset: int, suffix: str = "") -> Path:
     return dir / (filename_prefix_from_offset(offset) + TIME_INDEX_FILE_SUFFIX + suffix)
+
+
+def txn_index_file_for(log_path: Path) -> Path:
+    """``<base>.txnindex[suffix]`` beside ``<base>.log[suffix]``."""
+    name = log_path.name
+    return log_path.with_name(name.replace(LOG_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX, 1))
 
 
 class LogOffsetMetadata(NamedTuple):
@@ -140,6 +147,8 @@ class LogSegment:
         # costs no ftruncate to re-grow on load and to trim again on close.
         self._index_room = True
         self.verified = VerifiedRanges()
+        # aborted transactions whose marker is in this segment (file made on the first one)
+        self.txn_index = TransactionIndex(txn_index_file_for(log.file))
         self._load_largest_timestamp()
         self.log.release_map()
 
@@ -495,6 +504,9 @@ class LogSegment:
         truncated = size - position
         if truncated:
             self.log.truncate_to(position)
+        # entries for markers lost with a torn tail go too (the owner's producer-state replay
+        # appends the surviving ones again; appending an entry already there is a no-op)
+        self.txn_index.truncate_to(expected)
         self.offset_index.trim_to_valid_size()
         self._append_final_time_index_entry()
         self.time_index.trim_to_valid_size()
@@ -508,6 +520,7 @@ class LogSegment:
         batch = self.translate_offset(offset)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         # The active segment's indexes must be able to grow again after truncation.
         self.resize_indexes(self.offset_index.max_index_size)
         if batch is None:
@@ -537,7 +550,7 @@ class LogSegment:
 
     def update_parent_dir(self, dir: Path) -> None:
         """The partition directory was renamed (the files moved with it): follow it."""
-        for file in (self.log, self.offset_index, self.time_index):
+        for file in (self.log, self.offset_index, self.time_index, self.txn_index):
             file.file = dir / file.file.name
 
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
@@ -549,6 +562,11 @@ class LogSegment:
             if not name.endswith(old_suffix):
                 raise ValueError(f"{file.file} does not end with {old_suffix!r}")
             file.rename_to(file.file.with_name(name[: len(name) - len(old_suffix)] + new_suffix))
+        name = self.txn_index.file.name
+        if name.endswith(old_suffix):
+            self.txn_index.rename_to(
+                self.txn_index.file.with_name(name[: len(name) - len(old_suffix)] + new_suffix)
+            )
 
     def set_last_modified(self, ms: int) -> None:
         """Set the ``.log`` file's mtime (a cleaned segment keeps its source's: the delete
@@ -580,6 +598,7 @@ class LogSegment:
                 path.unlink()
             except FileNotFoundError:
                 pass
+        self.txn_index.delete()
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self.size}, file={self.log.file})"

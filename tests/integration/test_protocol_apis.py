@@ -76,7 +76,8 @@ async def scenario(bootstrap):
                 producer_epoch=-1,
             ),
         )
-        assert int(txn.error_code) == 15  # COORDINATOR_NOT_AVAILABLE: no transactions
+        # sent without FindCoordinator: no broker coordinates t1 yet (no __transaction_state)
+        assert int(txn.error_code) == 16  # NOT_COORDINATOR, as Kafka answers
 
         configs = await client.send(
             ApiKey.DESCRIBE_CONFIGS,

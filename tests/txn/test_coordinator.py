@@ -1,0 +1,293 @@
+"""TransactionCoordinator with an in-memory __transaction_state and a recording marker sender."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from kafkalite.protocol.errors import ErrorCode
+from kafkalite.protocol.types import TopicPartition
+from kafkalite.txn.config import TransactionConfig
+from kafkalite.txn.coordinator import TransactionCoordinator
+from kafkalite.txn.metadata import TransactionState
+from kafkalite.txn.records import decode_key, decode_value
+
+S = TransactionState
+TP0 = TopicPartition("t", 0)
+TP1 = TopicPartition("t", 1)
+
+
+class FakeTime:
+    def __init__(self) -> None:
+        self.now = 1_000_000
+
+    def milliseconds(self) -> int:
+        return self.now
+
+    def call_later(self, delay_ms, callback):  # pragma: no cover - unused
+        raise NotImplementedError
+
+
+class MemoryLog:
+    def __init__(self) -> None:
+        self.records: dict[int, list[tuple[int, bytes, bytes | None]]] = {}
+        self.fail_with: ErrorCode | None = None
+
+    async def append(self, partition, key, value):
+        if self.fail_with is not None:
+            return self.fail_with
+        records = self.records.setdefault(partition, [])
+        records.append((len(records), key, value))
+        return ErrorCode.NONE
+
+    async def read(self, partition):
+        for record in list(self.records.get(partition, [])):
+            yield record
+
+    def states(self, partition):
+        return [
+            (decode_key(k), None if v is None else S(decode_value(v).state))
+            for _, k, v in self.records.get(partition, [])
+        ]
+
+
+class RecordingMarkers:
+    def __init__(self) -> None:
+        self.sent: list[tuple[int, int, int, bool, tuple]] = []
+        self.release = asyncio.Event()
+        self.release.set()
+
+    async def write_markers(self, coordinator_epoch, pid, epoch, commit, partitions, still):
+        await self.release.wait()
+        self.sent.append((coordinator_epoch, pid, epoch, commit, tuple(partitions)))
+        return still()
+
+
+def make(log=None, markers=None, time=None, **config):
+    ids = iter(range(1000, 2000))
+
+    async def next_id():
+        return next(ids)
+
+    coordinator = TransactionCoordinator(
+        0,
+        log or MemoryLog(),
+        markers or RecordingMarkers(),
+        next_id,
+        TransactionConfig(transaction_state_log_num_partitions=1, **config),
+        time or FakeTime(),
+    )
+    coordinator.is_active = True  # startup() without its periodic tasks: tests call them
+    return coordinator
+
+
+async def owned(coordinator, epoch=5):
+    await coordinator.on_election(0, epoch)
+    return coordinator
+
+
+async def settle(coordinator):
+    for _ in range(50):
+        await asyncio.sleep(0)
+    if coordinator._tasks:
+        await asyncio.wait(list(coordinator._tasks), timeout=5)
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_commit_flow_writes_every_state_before_answering():
+    async def scenario():
+        log, markers = MemoryLog(), RecordingMarkers()
+        c = await owned(make(log, markers))
+        init = await c.init_producer_id("tx", 60_000)
+        assert (init.error, init.producer_id, init.producer_epoch) == (ErrorCode.NONE, 1000, 0)
+        assert await c.add_partitions("tx", 1000, 0, [TP0, TP1]) is ErrorCode.NONE
+        assert await c.add_partitions("tx", 1000, 0, [TP0]) is ErrorCode.NONE  # no new write
+        assert await c.end_transaction("tx", 1000, 0, commit=True) is ErrorCode.NONE
+        await settle(c)
+        assert markers.sent == [(5, 1000, 0, True, (TP0, TP1))]
+        assert log.states(0) == [
+            ("tx", S.EMPTY),
+            ("tx", S.ONGOING),
+            ("tx", S.PREPARE_COMMIT),
+            ("tx", S.COMPLETE_COMMIT),
+        ]
+        assert c.describe("tx").state == "CompleteCommit"
+        # a retried EndTxn(commit) of a completed transaction succeeds; abort is invalid
+        assert await c.end_transaction("tx", 1000, 0, commit=True) is ErrorCode.NONE
+        assert await c.end_transaction("tx", 1000, 0, commit=False) is ErrorCode.INVALID_TXN_STATE
+
+    run(scenario())
+
+
+def test_requests_refused_with_kafka_errors():
+    async def scenario():
+        log = MemoryLog()
+        c = make(log, transaction_max_timeout_ms=10_000)
+        assert (await c.init_producer_id("tx", 1000)).error is ErrorCode.NOT_COORDINATOR
+        await owned(c)
+        assert (
+            await c.init_producer_id("tx", 20_000)
+        ).error is ErrorCode.INVALID_TRANSACTION_TIMEOUT
+        assert (await c.init_producer_id("", 1000)).error is ErrorCode.INVALID_REQUEST
+        assert await c.add_partitions("nope", 1, 0, [TP0]) is ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        init = await c.init_producer_id("tx", 1000)
+        assert (
+            await c.end_transaction("tx", init.producer_id, 0, True) is ErrorCode.INVALID_TXN_STATE
+        )
+        assert await c.add_partitions("tx", init.producer_id, 7, [TP0]) is ErrorCode.PRODUCER_FENCED
+        log.fail_with = ErrorCode.NOT_ENOUGH_REPLICAS
+        error = await c.add_partitions("tx", init.producer_id, 0, [TP0])
+        assert error is ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert c.describe("tx").state == "Empty"  # a failed write changes nothing
+        log.fail_with = None
+        assert await c.add_partitions("tx", init.producer_id, 0, [TP0]) is ErrorCode.NONE
+
+    run(scenario())
+
+
+def test_second_instance_fences_an_open_transaction():
+    async def scenario():
+        markers = RecordingMarkers()
+        c = await owned(make(markers=markers))
+        first = await c.init_producer_id("tx", 60_000)
+        assert await c.add_partitions("tx", first.producer_id, 0, [TP0]) is ErrorCode.NONE
+        fence = await c.init_producer_id("tx", 60_000)
+        assert fence.error is ErrorCode.CONCURRENT_TRANSACTIONS
+        await settle(c)
+        # the open transaction was aborted with the bumped epoch
+        assert markers.sent == [(5, first.producer_id, 1, False, (TP0,))]
+        second = await c.init_producer_id("tx", 60_000)
+        assert (second.error, second.producer_epoch) == (ErrorCode.NONE, 2)
+        # the zombie is fenced everywhere on the coordinator
+        assert (
+            await c.add_partitions("tx", first.producer_id, 0, [TP1]) is ErrorCode.PRODUCER_FENCED
+        )
+        assert (
+            await c.end_transaction("tx", first.producer_id, 0, True) is ErrorCode.PRODUCER_FENCED
+        )
+
+    run(scenario())
+
+
+def test_kip360_epoch_bump_with_expected_producer():
+    async def scenario():
+        c = await owned(make())
+        first = await c.init_producer_id("tx", 60_000)
+        bumped = await c.init_producer_id("tx", 60_000, first.producer_id, 0)
+        assert (bumped.error, bumped.producer_epoch) == (ErrorCode.NONE, 1)
+        # the same request retried (its answer lost): the same epoch again
+        again = await c.init_producer_id("tx", 60_000, first.producer_id, 0)
+        assert (again.error, again.producer_epoch) == (ErrorCode.NONE, 1)
+        stale = await c.init_producer_id("tx", 60_000, 424242, 0)
+        assert stale.error is ErrorCode.PRODUCER_FENCED
+
+    run(scenario())
+
+
+def test_epoch_exhaustion_rotates_the_producer_id():
+    async def scenario():
+        c = await owned(make())
+        first = await c.init_producer_id("tx", 60_000)
+        meta = c.txns[0]["tx"]
+        meta.producer_epoch = 2**15 - 2  # as if bumped that many times
+        rotated = await c.init_producer_id("tx", 60_000)
+        assert rotated.error is ErrorCode.NONE
+        assert rotated.producer_id != first.producer_id and rotated.producer_epoch == 0
+
+    run(scenario())
+
+
+def test_timeout_abort_and_expiry():
+    async def scenario():
+        time, markers = FakeTime(), RecordingMarkers()
+        c = await owned(make(markers=markers, time=time, transactional_id_expiration_ms=50_000))
+        init = await c.init_producer_id("tx", 10_000)
+        await c.add_partitions("tx", init.producer_id, 0, [TP0])
+        time.now += 5_000
+        await c.abort_timed_out_transactions()
+        assert markers.sent == []
+        time.now += 6_000
+        await c.abort_timed_out_transactions()
+        await settle(c)
+        assert markers.sent == [(5, init.producer_id, 1, False, (TP0,))]
+        assert c.describe("tx").state == "CompleteAbort"
+        assert c.describe("tx").producer_epoch == 1
+        time.now += 49_000
+        await c.remove_expired_transactional_ids()
+        assert c.describe("tx").error is ErrorCode.NONE
+        time.now += 2_000
+        await c.remove_expired_transactional_ids()
+        assert c.describe("tx").error is ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+
+    run(scenario())
+
+
+def test_reload_restores_state_and_completes_prepared_transactions():
+    async def scenario():
+        log, markers = MemoryLog(), RecordingMarkers()
+        c = await owned(make(log, markers))
+        init = await c.init_producer_id("tx", 60_000)
+        await c.add_partitions("tx", init.producer_id, 0, [TP0])
+        markers.release.clear()  # the markers hang: the coordinator "dies" after PrepareCommit
+        assert await c.end_transaction("tx", init.producer_id, 0, True) is ErrorCode.NONE
+        await asyncio.sleep(0)
+        c.on_resignation(0, 6)
+        markers.release.set()
+        await settle(c)
+        assert log.states(0)[-1] == ("tx", S.PREPARE_COMMIT)
+        # the new coordinator (a newer epoch) loads the log and finishes the commit
+        successor_markers = RecordingMarkers()
+        d = await owned(make(log, successor_markers), epoch=6)
+        await settle(d)
+        assert successor_markers.sent == [(6, init.producer_id, 0, True, (TP0,))]
+        assert log.states(0)[-1] == ("tx", S.COMPLETE_COMMIT)
+        assert d.describe("tx").state == "CompleteCommit"
+        error, unknown, listed = d.list_transactions(states=["CompleteCommit", "Nope"])
+        assert error is ErrorCode.NONE and unknown == ["Nope"]
+        assert [t.transactional_id for t in listed] == ["tx"]
+
+    run(scenario())
+
+
+def test_load_in_progress_and_concurrent_requests():
+    async def scenario():
+        log = MemoryLog()
+        c = make(log)
+        election = c.on_election(0, 1)
+        assert (await c.init_producer_id("tx", 1000)).error in (
+            ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+            ErrorCode.NONE,
+        )
+        await election
+        init = await c.init_producer_id("tx2", 1000)
+        pending = asyncio.ensure_future(c.add_partitions("tx2", init.producer_id, 0, [TP0]))
+        await asyncio.sleep(0)
+        c.txns[0]["tx2"].pending_state = c.txns[0]["tx2"].pending_state or S.ONGOING
+        assert await c.end_transaction("tx2", init.producer_id, 0, True) in (
+            ErrorCode.CONCURRENT_TRANSACTIONS,
+            ErrorCode.INVALID_TXN_STATE,
+        )
+        await pending
+
+    run(scenario())
+
+
+@pytest.mark.parametrize("state", ["Ongoing", "Empty"])
+def test_abort_command(state):
+    async def scenario():
+        c = await owned(make())
+        init = await c.init_producer_id("tx", 60_000)
+        if state == "Ongoing":
+            await c.add_partitions("tx", init.producer_id, 0, [TP0])
+            assert await c.abort_transaction("tx") is ErrorCode.NONE
+            await settle(c)
+            assert c.describe("tx").state == "CompleteAbort"
+        else:
+            assert await c.abort_transaction("tx") is ErrorCode.INVALID_TXN_STATE
+        assert await c.abort_transaction("other") is ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+
+    run(scenario())
