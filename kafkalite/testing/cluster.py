@@ -466,6 +466,9 @@ class Cluster(Helpers):
 
     async def _kill(self, broker_id: int, timeout: float) -> None:
         assert self.network is not None
+        handle = self._paused.pop(broker_id, None)
+        if handle is not None:
+            handle.cancel()
         if self.subprocess:
             # SIGKILL: its ZooKeeper session expires after the session timeout, as it would
             self.network.proxies[broker_id].set_target(None)
@@ -478,9 +481,6 @@ class Cluster(Helpers):
             return
         server = self.servers.pop(broker_id)
         self.network.proxies[broker_id].set_target(None)
-        handle = self._paused.pop(broker_id, None)
-        if handle is not None:
-            handle.cancel()
         self.network.release(broker_id)
         shutdown = asyncio.create_task(server.shutdown(controlled=False))
         await asyncio.sleep(0)  # the shutdown has begun: the broker will not renew its session

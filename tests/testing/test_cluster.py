@@ -11,20 +11,21 @@ from kafkalite.testing import Cluster
 from tests.harness.zookeeper import ZooKeeperServer
 
 
+@pytest.fixture(scope="module")
+def zookeeper(tmp_path_factory):
+    """One real ZooKeeper for the module; each cluster uses a chroot of its own."""
+    with ZooKeeperServer(tmp_path_factory.mktemp("zk")) as server:
+        yield server
+
+
 @pytest.fixture(params=["embedded", "zookeeper"])
 def cluster(request, tmp_path):
     connect = None
-    zookeeper = None
     if request.param == "zookeeper":
-        zookeeper = ZooKeeperServer(tmp_path / "zk")
-        zookeeper.start()
-        connect = zookeeper.connect_string("/kafkalite")
-    try:
-        with Cluster(brokers=3, zookeeper_connect=connect, data_dir=tmp_path / "c") as c:
-            yield c
-    finally:
-        if zookeeper is not None:
-            zookeeper.cleanup()
+        zookeeper = request.getfixturevalue("zookeeper")
+        connect = zookeeper.connect_string(f"/{tmp_path.name}")
+    with Cluster(brokers=3, zookeeper_connect=connect, data_dir=tmp_path / "c") as c:
+        yield c
 
 
 def test_leader_and_controller_failover_keep_every_acknowledged_record(cluster):
@@ -61,20 +62,17 @@ def test_leader_and_controller_failover_keep_every_acknowledged_record(cluster):
     assert [m.value for m in cluster.consume_all(topic) if m.partition == 0] == written
 
 
-def test_subprocess_cluster_on_zookeeper_freezes_and_cuts_off_for_real(tmp_path):
+def test_subprocess_cluster_on_zookeeper_freezes_and_cuts_off_for_real(zookeeper, tmp_path):
     """Brokers as `python -m kafkalite serve` processes: pause is SIGSTOP, and isolate cuts the
     broker's own way to ZooKeeper (its session expires on the server)."""
-    with (
-        ZooKeeperServer(tmp_path / "zk") as zookeeper,
-        Cluster(
-            brokers=2,  # (each broker is a process: two keep the test short)
-            zookeeper_connect=zookeeper.connect_string("/kafkalite"),
-            subprocess=True,
-            data_dir=tmp_path / "c",
-            admin=False,
-            session_timeout_ms=2000,
-        ) as cluster,
-    ):
+    with Cluster(
+        brokers=2,  # (each broker is a process: two keep the test short)
+        zookeeper_connect=zookeeper.connect_string(f"/{tmp_path.name}"),
+        subprocess=True,
+        data_dir=tmp_path / "c",
+        admin=False,
+        session_timeout_ms=2000,
+    ) as cluster:
         assert sorted(b.process.pid > 0 for b in cluster.processes.values()) == [True] * 2
         topic = cluster.create_topic("frozen", 1, 2)
         cluster.produce(topic, [b"a"])
