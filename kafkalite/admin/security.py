@@ -38,7 +38,10 @@ from kafkalite.security.acl import CLUSTER_NAME
 from kafkalite.security.scram import MECHANISMS, hmac_, salted_password
 
 OPEN_PATHS = frozenset({"/health", "/ready"})
-PRINCIPAL_KEY: web.AppKey[str] = web.AppKey("principal", str)
+PRINCIPAL_KEY: Any = (
+    web.RequestKey("principal", str) if hasattr(web, "RequestKey") else "kafkalite.principal"
+)
+"""The authenticated principal of a request, for handlers that want it."""
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
