@@ -30,6 +30,12 @@ Rules enforced here:
 - ``min.insync.replicas``: an acks=all append with a smaller ISR fails before the append with
   NOT_ENOUGH_REPLICAS; an acks=all produce whose offset the HW passed while the ISR was too small
   completes with NOT_ENOUGH_REPLICAS_AFTER_APPEND.
+- **LSO = min(first offset of the oldest open transaction, HW)** (the producer state tracks
+  open transactions); read_committed reads stop at it and name the aborted transactions
+  overlapping what they return, from the log's ``.txnindex``, which an ABORT marker extends
+  (leader, follower or replay alike: the marker is read back from the log). A leader refuses a
+  marker whose coordinator epoch is older than the producer's last (TRANSACTION_COORDINATOR_
+  FENCED).
 - Becoming follower, the replica truncates using the leader epoch (KIP-101) and not to its HW as
   the seed's v3 design did: ``offset_truncation_state`` computes the truncation point from the
   leader's OffsetsForLeaderEpoch answer.

@@ -40,8 +40,9 @@ class IsolationLevel(Enum):
 
 
 class FetchIsolation(Enum):
-    """How far a read may go: followers to the log end, consumers to the high watermark (and,
-    without transactions, the last stable offset equals the high watermark)."""
+    """How far a read may go: followers to the log end, read_uncommitted consumers to the high
+    watermark, read_committed ones to the last stable offset (min(first offset of the oldest
+    open transaction, HW))."""
 
     LOG_END = "log_end"
     HIGH_WATERMARK = "high_watermark"

@@ -103,8 +103,11 @@ class GroupLogWriter(Protocol):
         the log before the first suspension point, so appends keep the order of the calls."""
         ...
 
-    def read(self, partition: int) -> AsyncIterator[tuple[int, bytes, bytes | None]]:
-        """Every record of the partition, in offset order: (offset, key, value)."""
+    def read(
+        self, partition: int
+    ) -> AsyncIterator[tuple[int, bytes, bytes | None] | TxnLoadRecord | TxnLoadMarker]:
+        """Every record of the partition, in offset order: (offset, key, value); those of
+        transactional batches as ``TxnLoadRecord``, transaction markers as ``TxnLoadMarker``."""
         ...
 
 

@@ -7,9 +7,13 @@ v2 batch, appended to ``__consumer_offsets-<p>`` as leader with ``AppendOrigin.C
 it first suspends, so appends reach the log in call order.
 
 Reads (loading a partition after becoming its leader): batch by batch from the log start up to
-the log end offset seen when the load began, ``offsets.load.buffer.size`` bytes at a time,
-skipping control batches (transaction markers). Records written after the load started are the
-coordinator's own and are already in its memory.
+the log end offset seen when the load began, ``offsets.load.buffer.size`` bytes at a time.
+Records of transactional batches (TxnOffsetCommit) come as ``TxnLoadRecord`` and transaction
+markers as ``TxnLoadMarker``, so the core holds the former until the latter. Records written
+after the load started are the coordinator's own and are already in its memory.
+
+Transactional appends (TxnOffsetCommit) carry the producer's id and epoch and the
+transactional flag, no sequence: the partition's producer state fences an older epoch.
 """
 
 from __future__ import annotations

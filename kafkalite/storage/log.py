@@ -92,7 +92,7 @@ from kafkalite.storage.segment import (
     offset_index_file,
     time_index_file,
 )
-from kafkalite.storage.txn_index import AbortedTxn
+from kafkalite.storage.txn_index import TXN_INDEX_FILE_SUFFIX, AbortedTxn
 
 # ListOffsets special timestamps (the caller maps -1/-2; -3 is KIP-734's max timestamp).
 LATEST_TIMESTAMP = -1
@@ -349,8 +349,9 @@ class Log:
 
         A ``.log.swap`` exists only once its cleaned segment was completely written and
         fsynced: the swap is committed. The segments it replaces (those whose base offset lies
-        in ``[swap base, swap next offset)``) are deleted and the ``.swap`` suffix dropped; an
-        index still named ``.cleaned``/``.swap`` is deleted and rebuilt by the load. Index swap
+        in ``[swap base, swap next offset)``) are deleted and the ``.swap`` suffix dropped (of
+        the ``.txnindex`` too); an offset or time index still named ``.cleaned``/``.swap`` is
+        deleted and rebuilt by the load. Index swap
         files without their log swap file belong to no committed swap and are deleted.
         """
         swaps: list[tuple[int, int, str]] = []  # (base, next offset, path)
@@ -374,14 +375,19 @@ class Log:
             name = entry.name
             if name.endswith(SWAP_FILE_SUFFIX) or not name[:1].isdigit():
                 continue
-            if name.endswith((LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX)):
+            if name.endswith(
+                (LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX)
+            ):
                 offset = offset_from_file_name(name)
                 if low <= offset < high or offset in swap_bases:
                     os.unlink(entry.path)  # replaced by the swap, not yet deleted
         for entry in os.scandir(self.dir):
             name = entry.name
             if name.endswith(SWAP_FILE_SUFFIX):
-                if name.endswith(LOG_FILE_SUFFIX + SWAP_FILE_SUFFIX):
+                if name.endswith(
+                    (LOG_FILE_SUFFIX + SWAP_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX + SWAP_FILE_SUFFIX)
+                ):
+                    # the aborted-transaction index cannot be rebuilt from the segment alone
                     os.replace(entry.path, entry.path[: -len(SWAP_FILE_SUFFIX)])
                 else:
                     os.unlink(entry.path)  # the index is rebuilt from the log

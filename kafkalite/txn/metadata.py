@@ -300,9 +300,7 @@ class TransactionMetadata:
                 f"{self.transactional_id}: completing {transit.state.state_name} but "
                 f"{self.pending_state.state_name if self.pending_state else 'nothing'} is pending"
             )
-        if self.state not in VALID_PREVIOUS_STATES[transit.state] and not (
-            transit.state is S.PREPARE_ABORT and self.state is S.ONGOING
-        ):
+        if self.state not in VALID_PREVIOUS_STATES[transit.state]:
             raise IllegalTransition(
                 f"{self.transactional_id}: {self.state.state_name} -> "
                 f"{transit.state.state_name} is not a valid transition"
