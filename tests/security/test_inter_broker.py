@@ -412,7 +412,11 @@ def test_acls_refuse_then_allow_and_reach_every_broker(sasl_cluster):
         )
     )
     assert len(deleted.filter_results[0].matching_acls) == 2
-    wait_until(lambda: acl_bindings(sasl_ports, pki, first) == set(), "the ACLs deleted")
+    for port in (first, second, third):  # alice's client may ask any of them
+        wait_until(
+            lambda port=port: acl_bindings(sasl_ports, pki, port) == set(),
+            f"the ACLs deleted on the broker at {port}",
+        )
     assert AdminClient(alice).list_topics(timeout=10).topics == {}
 
 
