@@ -13,6 +13,12 @@ Sources, lowest precedence first (like Kafka's start script, where `--override` 
 3. `KAFKALITE_` environment variables: `KAFKALITE_LOG_DIRS` for `log.dirs`;
 4. `--override key=value`, repeatable.
 
+Kafka's listener-prefixed keys (``listener.name.<name>.<setting>``, e.g.
+``listener.name.sasl_ssl.plain.sasl.jaas.config``) are gathered by `load` into
+``listener_name_overrides`` and read through `listener_setting` (the prefixed value, else the
+broker-wide one); their syntax (listener, setting, JAAS entries) is checked here, TLS files
+when the listeners are built (kafkalite/security/listeners.py).
+
 Invariant: start-up never proceeds with a value it did not understand. An unknown key (in any
 source) or a value that fails validation raises `ConfigError`, whose message names the Kafka
 property, e.g. ``invalid value for num.partitions: Input should be greater than 0``.

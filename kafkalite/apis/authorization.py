@@ -151,8 +151,6 @@ def check(ctx: Any, auth: BrokerAuthorizer, api_key: int, request: Any) -> None:
     if api_key in INTER_BROKER_KEYS:
         _need_cluster(ctx, auth, Op.CLUSTER_ACTION)
     elif api_key == K.PRODUCE:
-        names = [t.name for t in request.topic_data]
-        _need_topics(ctx, auth, Op.WRITE, names)
         if getattr(request, "transactional_id", None):
             if not auth.allowed(
                 ctx.connection, Op.WRITE, T.TRANSACTIONAL_ID, request.transactional_id
@@ -163,13 +161,9 @@ def check(ctx: Any, auth: BrokerAuthorizer, api_key: int, request: Any) -> None:
             _need_cluster(ctx, auth, Op.CLUSTER_ACTION)
         else:
             _need_topics(ctx, auth, Op.READ, _topics(request, name="topic"))
-    elif api_key == K.LIST_OFFSETS:
-        _need_topics(ctx, auth, Op.DESCRIBE, _topics(request))
     elif api_key == K.OFFSET_FOR_LEADER_EPOCH:
         if getattr(request, "replica_id", -1) >= 0:
             _need_cluster(ctx, auth, Op.CLUSTER_ACTION)
-        else:
-            _need_topics(ctx, auth, Op.DESCRIBE, _topics(request, name="topic"))
     elif api_key == K.CREATE_TOPICS:
         for name in _topics(request):
             if not _may_create(ctx, auth, name):
@@ -177,10 +171,6 @@ def check(ctx: Any, auth: BrokerAuthorizer, api_key: int, request: Any) -> None:
     elif api_key == K.DELETE_TOPICS:
         names = list(getattr(request, "topic_names", None) or ()) + _topics(request)
         _need_topics(ctx, auth, Op.DELETE, names)
-    elif api_key == K.CREATE_PARTITIONS:
-        _need_topics(ctx, auth, Op.ALTER, _topics(request))
-    elif api_key == K.DELETE_RECORDS:
-        _need_topics(ctx, auth, Op.DELETE, _topics(request))
     elif api_key in (K.DESCRIBE_CONFIGS, K.ALTER_CONFIGS, K.INCREMENTAL_ALTER_CONFIGS):
         op = Op.DESCRIBE_CONFIGS if api_key == K.DESCRIBE_CONFIGS else Op.ALTER_CONFIGS
         for resource in request.resources:
@@ -222,7 +212,6 @@ def check(ctx: Any, auth: BrokerAuthorizer, api_key: int, request: Any) -> None:
         _need_group(ctx, auth, Op.READ, request.group_id)
     elif api_key == K.OFFSET_COMMIT:
         _need_group(ctx, auth, Op.READ, request.group_id)
-        _need_topics(ctx, auth, Op.READ, _topics(request))
     elif api_key == K.OFFSET_DELETE:
         _need_group(ctx, auth, Op.DELETE, request.group_id)
         _need_topics(ctx, auth, Op.READ, _topics(request))
@@ -395,10 +384,13 @@ def guard(api_key: int, handler: Callable[[Any, Any], Any]) -> Callable[[Any, An
 
         return metadata
     after = _AFTER.get(api_key)
+    split = SPLIT.get(api_key)
 
     def guarded(ctx: Any, request: Any) -> Any:
         auth = ctx.services.extra["authorizer"]
         check(ctx, auth, api_key, request)
+        if split is not None:
+            return _split_by_topic(ctx, auth, api_key, split, handler, request)
         result = handler(ctx, request)
         if after is None:
             return result
@@ -411,3 +403,67 @@ def guard(api_key: int, handler: Callable[[Any, Any], Any]) -> Callable[[Any, An
 
 async def _then(result: Any, fn: Callable[[Any], Any]) -> Any:
     return fn(await result)
+
+
+SPLIT: dict[int, tuple[str, str, str, AclOperation]] = {
+    # api: (request's topic list, its name attribute, response's topic list, operation)
+    ApiKey.PRODUCE: ("topic_data", "name", "responses", Op.WRITE),
+    ApiKey.LIST_OFFSETS: ("topics", "name", "topics", Op.DESCRIBE),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: ("topics", "topic", "topics", Op.DESCRIBE),
+    ApiKey.DELETE_RECORDS: ("topics", "name", "topics", Op.DELETE),
+    ApiKey.CREATE_PARTITIONS: ("topics", "name", "results", Op.ALTER),
+    ApiKey.OFFSET_COMMIT: ("topics", "name", "topics", Op.READ),
+}
+"""APIs answered topic by topic as Kafka does: the authorised topics go to the handler, the
+others are answered TOPIC_AUTHORIZATION_FAILED in the same response."""
+
+
+def _split_by_topic(
+    ctx: Any,
+    auth: BrokerAuthorizer,
+    api_key: int,
+    split: tuple[str, str, str, AclOperation],
+    handler: Callable[[Any, Any], Any],
+    request: Any,
+) -> Any:
+    req_field, name_attr, resp_field, op = split
+    if api_key == ApiKey.OFFSET_FOR_LEADER_EPOCH and getattr(request, "replica_id", -1) >= 0:
+        return handler(ctx, request)
+    topics = list(getattr(request, req_field, None) or ())
+    refused = [
+        t for t in topics if not auth.allowed(ctx.connection, op, T.TOPIC, getattr(t, name_attr))
+    ]
+    if not refused:
+        return handler(ctx, request)
+    if len(refused) == len(topics):
+        raise _refuse(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    from kafkalite.protocol.error_response import error_response
+
+    kept = [t for t in topics if t not in refused]
+    errors = error_response(
+        api_key,
+        _with_topics(request, req_field, refused),
+        ctx.response_class,
+        ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+    )
+    result = handler(ctx, _with_topics(request, req_field, kept))
+
+    def merge(response: Any) -> Any:
+        if not dataclasses.is_dataclass(response):
+            return response  # NO_RESPONSE (acks=0)
+        return dataclasses.replace(
+            response,
+            **{
+                resp_field: tuple(getattr(response, resp_field))
+                + tuple(getattr(errors, resp_field))
+            },
+        )
+
+    if inspect.isawaitable(result):
+        return _then(result, merge)
+    return merge(result)
+
+
+def _with_topics(request: Any, field: str, topics: list[Any]) -> Any:
+    value = tuple(topics) if isinstance(getattr(request, field), tuple) else list(topics)
+    return dataclasses.replace(request, **{field: value})

@@ -10,6 +10,12 @@ sockets get TCP_NODELAY and SO_KEEPALIVE, as in Kafka. `start()` raises the soft
 files to the hard one (the JVM does so for Kafka), so the limits above, not the process's file
 descriptors, decide how many clients are served.
 
+Security (kafkalite/security/): a listener with a TLS context (SSL, SASL_SSL) wraps each
+accepted socket in TLS; the handshake runs on its own task, not in the acceptor. Before the first
+byte is read, the connection gets its principal from the client certificate (mTLS,
+ssl.principal.mapping.rules) and, on a SASL listener, the SASL authenticator the dispatcher
+consults before anything else.
+
 Shutdown happens in the order Kafka's SocketServer uses: `stop_accepting()` closes the listening
 sockets, `drain()` waits (with a deadline) for requests already read to be answered, and
 `close_connections()` closes what remains. Connections without traffic for
