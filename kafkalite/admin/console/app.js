@@ -12,6 +12,7 @@ const main = document.getElementById("main");
 const status = document.getElementById("status");
 let timer = null;
 let generation = 0;
+let refreshNow = () => {}; // the current page's refresh, run again after an action succeeds
 
 // ------------------------------------------------------------------ helpers
 
@@ -50,6 +51,7 @@ async function act(out, what, fn) {
   try {
     const result = await fn();
     replace(out, message("info", `${what}: done`));
+    refreshNow();
     return result;
   } catch (e) {
     replace(out, message("error", `${what}: ${errorText(e)}`));
@@ -434,6 +436,7 @@ async function show() {
     groups: () => groupsPage(), group: () => groupPage(parts[1]), brokers: () => brokersPage(),
     partitions: () => partitionsPage(query), actions: () => actionsPage(),
   };
+  refreshNow = () => {};
   const refresh = await (pages[page] || pages.overview)();
   if (!refresh) { main.dataset.loaded = page; return; }
   const tick = async () => {
@@ -448,6 +451,7 @@ async function show() {
       status.classList.add("bad");
     }
   };
+  refreshNow = tick;
   await tick();
   timer = setInterval(tick, REFRESH_MS);
 }
