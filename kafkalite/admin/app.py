@@ -538,10 +538,13 @@ class AdminApi:
             error, overviews = coordinator.list_groups()
             groups = len(overviews) if error == ErrorCode.NONE else 0
         controller = cache.get_controller_id() if cache is not None else None
+        alive = {b.id for b in cache.get_alive_brokers()} if cache is not None else set()
+        named = {b for p in health for b in p["replicas"]}
         return {
             "cluster_id": self.server.services.cluster_id,
             "controller_id": controller if controller is not None else -1,
-            "brokers": len(cache.get_alive_brokers()) if cache is not None else 0,
+            "brokers": len(alive),
+            "down_brokers": sorted(named - alive),
             "topics": len(topics - internal),
             "internal_topics": len(internal),
             "partitions": len(health),

@@ -695,6 +695,9 @@ class Overview(Answer):
     cluster_id: str
     controller_id: BrokerId
     brokers: Int32
+    down_brokers: list[BrokerId] = Field(
+        description="brokers named as replicas that are not registered (down or gone)"
+    )
     topics: Int32 = Field(description="user topics")
     internal_topics: Int32
     partitions: Int32

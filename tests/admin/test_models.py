@@ -97,3 +97,55 @@ async def test_an_answer_that_drifts_from_its_model_is_not_sent() -> None:
         assert (await response.json())["error"] == "INTERNAL_ERROR"
     finally:
         await client.close()
+
+
+async def test_overview_and_partition_health_from_the_metadata() -> None:
+    """Counts come from the broker's metadata: a replica on an unregistered broker is a down
+    broker; a leader that is not alive makes the partition offline; ISR below
+    min.insync.replicas is under min ISR."""
+    from types import SimpleNamespace
+
+    from kafkalite.broker.metadata_cache import PartitionInfo
+
+    states = {
+        "t": {
+            0: PartitionInfo("t", 0, 0, 1, (0, 1), (0, 1)),
+            1: PartitionInfo("t", 1, 0, 1, (0,), (0, 5)),
+            2: PartitionInfo("t", 2, 5, 1, (5,), (5, 0)),
+        },
+        "__consumer_offsets": {0: PartitionInfo("__consumer_offsets", 0, 1, 1, (1,), (1,))},
+    }
+    cache = SimpleNamespace(
+        partition_states=states,
+        get_alive_brokers=lambda: [SimpleNamespace(id=0), SimpleNamespace(id=1)],
+        get_controller_id=lambda: 1,
+    )
+    server = fake_server()
+    server.metadata_cache = cache
+    server.config.min_insync_replicas = 2
+    client = TestClient(TestServer(create_app(server)))
+    await client.start_server()
+    try:
+        overview = await (await client.get("/overview")).json()
+        assert overview == {
+            "cluster_id": "c",
+            "controller_id": 1,
+            "brokers": 2,
+            "down_brokers": [5],
+            "topics": 1,
+            "internal_topics": 1,
+            "partitions": 4,
+            "under_replicated": 2,
+            "offline": 1,
+            "under_min_isr": 2,
+            "groups": 0,
+        }
+        response = await client.get("/partitions?state=under_replicated&internal=false")
+        assert response.headers["X-Total-Count"] == "2"
+        assert [p["partition"] for p in await response.json()] == [1, 2]
+        offline = await (await client.get("/partitions?state=offline")).json()
+        assert [(p["topic"], p["partition"]) for p in offline] == [("t", 2)]
+        on_broker_1 = await client.get("/partitions?broker=1")
+        assert on_broker_1.headers["X-Total-Count"] == "2"
+    finally:
+        await client.close()

@@ -12,6 +12,7 @@ const main = document.getElementById("main");
 const status = document.getElementById("status");
 let timer = null;
 let generation = 0;
+let refreshNow = () => {}; // the current page's refresh, run again after an action succeeds
 
 // ------------------------------------------------------------------ helpers
 
@@ -50,6 +51,7 @@ async function act(out, what, fn) {
   try {
     const result = await fn();
     replace(out, message("info", `${what}: done`));
+    refreshNow();
     return result;
   } catch (e) {
     replace(out, message("error", `${what}: ${errorText(e)}`));
@@ -83,7 +85,7 @@ async function overviewPage() {
       card("offline", "offline", o.offline, "#/partitions?state=offline", o.offline > 0),
       card("under_min_isr", "under min ISR", o.under_min_isr, "#/partitions?state=under_min_isr", o.under_min_isr > 0),
       card("groups", "consumer groups", o.groups, "#/groups"));
-    replace(brokers, brokerTable(cluster));
+    replace(brokers, brokerTable(cluster, o.down_brokers));
     const b = history.broker;
     replace(charts,
       lineChart("messages in", [{ name: "msgs/s", points: b.map((p) => ({ time: p.time, value: p.messages_in_per_sec })) }]),
@@ -95,15 +97,17 @@ async function overviewPage() {
   };
 }
 
-function brokerTable(cluster) {
+function brokerTable(cluster, down = []) {
+  const gone = down.map((id) => h("tr", { "data-broker": id }, cell(String(id)), cell("–"), cell("–"), cell(""),
+    cell(h("span", { class: "pill bad" }, "down")), cell("–")));
   return table("brokers", ["id", "address", "rack", "role", "state", "offline log dirs"],
-    cluster.brokers.map((b) => h("tr", {},
+    [...cluster.brokers.map((b) => h("tr", { "data-broker": b.id },
       cell(h("a", { href: `#/brokers` }, String(b.id))),
       cell(`${b.host}:${b.port}`), cell(b.rack || "–"),
       cell(b.is_controller ? h("span", { class: "pill" }, "controller") : ""),
       cell(h("span", { class: "pill ok" }, "up")),
       cell(b.offline_log_dirs === null ? h("span", { class: "muted" }, "ask that broker")
-        : b.offline_log_dirs.length ? h("span", { class: "bad" }, b.offline_log_dirs.join(", ")) : "none"))));
+        : b.offline_log_dirs.length ? h("span", { class: "bad" }, b.offline_log_dirs.join(", ")) : "none"))), ...gone]);
 }
 
 // ------------------------------------------------------------------ topics
@@ -434,6 +438,7 @@ async function show() {
     groups: () => groupsPage(), group: () => groupPage(parts[1]), brokers: () => brokersPage(),
     partitions: () => partitionsPage(query), actions: () => actionsPage(),
   };
+  refreshNow = () => {};
   const refresh = await (pages[page] || pages.overview)();
   if (!refresh) { main.dataset.loaded = page; return; }
   const tick = async () => {
@@ -448,6 +453,7 @@ async function show() {
       status.classList.add("bad");
     }
   };
+  refreshNow = tick;
   await tick();
   timer = setInterval(tick, REFRESH_MS);
 }
