@@ -21,7 +21,7 @@ async def test_api_versions_lists_registered_handlers_only(call):
     table = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
     assert table == advertised_versions()
     assert table[ApiKey.PRODUCE][0] <= 3 and table[ApiKey.FETCH] == (4, 12)
-    assert ApiKey.ADD_PARTITIONS_TO_TXN not in table  # no handler, not advertised
+    assert ApiKey.DESCRIBE_DELEGATION_TOKEN not in table  # no handler, not advertised
     # the partition admin APIs, at a Kafka 3.x ZooKeeper-mode broker's versions
     assert table[ApiKey.DESCRIBE_LOG_DIRS] == (1, 4)
     assert table[ApiKey.ELECT_LEADERS] == (0, 2)
@@ -58,7 +58,7 @@ async def test_api_versions_above_ours_gets_v0_unsupported_version_with_our_tabl
     "frame, error",
     [
         (header(999, 0), UnsupportedVersionError),  # unknown API key
-        (header(ApiKey.ADD_PARTITIONS_TO_TXN, 1), UnsupportedVersionError),  # no handler
+        (header(ApiKey.DESCRIBE_DELEGATION_TOKEN, 1), UnsupportedVersionError),  # no handler
         (header(ApiKey.PRODUCE, 2), UnsupportedVersionError),  # below our range
         (header(ApiKey.METADATA, 13) + b"\x00", UnsupportedVersionError),  # above our range
         (b"\x00\x03", InvalidRequestError),  # truncated header
