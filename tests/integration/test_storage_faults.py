@@ -150,13 +150,13 @@ def test_disk_full_while_producing_answers_kafka_storage_error_and_loses_no_ack(
         ]
         assert len(failures) == 1, failures
         assert failures[0]["log_dir"] == str(full) and failures[0]["errno"] == "ENOSPC"
-        # counted in /metrics, shown in /brokers and on the dashboard
+        # counted in /metrics, shown in /brokers and in the console
         samples = metric_samples(broker)
         assert samples["kafkalite_offline_log_dirs"] == 1
         assert samples["kafkalite_offline_storage_partitions"] == 1
         [listed] = broker.admin.get("/brokers").body
         assert listed["offline_log_dirs"] == [str(full)] and listed["offline_partitions"] == 1
-        assert "offline log dirs" in broker.admin.get("/").body
+        assert "offline log dirs" in broker.admin.get("/console/app.js").body
         # the healthy directory keeps serving
         good_acked, good_errors = produce(broker, 0, 10)
         assert len(good_acked) == 10 and not good_errors
