@@ -15,7 +15,9 @@ What a run does:
    while producers write, so receive - send is the end-to-end latency) or, with --sequential,
    after every producer finished.
 3. Verifies in Spark (spark_verify.py): nothing acknowledged is missing, nothing is duplicated
-   per offset, per-key order is preserved, every record is what the data set says.
+   per offset, per-key order is preserved, every record is what the data set says; for kafkalite
+   the same checks run again over the topic read back through Spark's `format("kafkalite")`
+   data source (kafkalite.spark).
 4. Computes in Spark: records/s and MB/s of both phases and of every task, latency percentiles
    (p50/p95/p99/p99.9) of end to end (receive - send) and of produce acknowledgements,
    throughput over time and a latency histogram.
@@ -57,9 +59,13 @@ if str(BENCH_DIR) not in sys.path:
 
 from local_broker import LocalBroker, SetupError  # noqa: E402
 from spark_tasks import (  # noqa: E402
+    KEY_PREFIX,
+    KIND_DATA,
+    MAGIC,
     TAG_ACK,
     TAG_RECEIVED,
     TAG_TASK,
+    VALUE_HEADER,
     LoadSpec,
     is_tag,
     key_of,
@@ -363,6 +369,61 @@ def drop_received(received: Any, count: int) -> Any:
     )
 
 
+def read_back(spark: Any, spec: LoadSpec) -> Any:
+    """Everything the run wrote to its topic, read again through Spark's
+    `format("kafkalite")` data source (kafkalite.spark), as rows of spark_verify.RECEIVED_SCHEMA
+    decoded in Spark SQL from each value's header (spark_tasks.VALUE_HEADER, ">IBhqq"); the end
+    markers are left out, foreign values kept with seq -1 (they count as corrupt)."""
+    from pyspark.sql import functions as F
+
+    from kafkalite.spark import KafkaDataSource
+
+    spark.dataSource.register(KafkaDataSource)
+    start = {spec.topic: {str(p): spec.start_offset(p) for p in range(spec.partitions)}}
+    df = (
+        spark.read.format("kafkalite")
+        .option("kafka.bootstrap.servers", spec.address)
+        .option("subscribe", spec.topic)
+        .option("startingOffsets", json.dumps(start))
+        .load()
+    )
+
+    def field(pos: int, size: int) -> Any:  # big-endian bytes at 1-based `pos`, as a long
+        return F.conv(F.hex(F.substring("value", pos, size)), 16, 10).cast("decimal(20,0)")
+
+    def signed(value: Any, bits: int) -> Any:  # two's complement (constants past a long)
+        def big(n: int) -> Any:
+            return F.lit(str(n)).cast("decimal(20,0)")
+
+        return (
+            F.when(value >= big(2 ** (bits - 1)), value - big(2**bits))
+            .otherwise(value)
+            .cast("long")
+        )
+
+    ours = (F.length("value") >= VALUE_HEADER.size) & (field(1, 4) == MAGIC)
+    key_text = F.col("key").cast("string")
+    key_index = F.when(
+        key_text.startswith(KEY_PREFIX.decode()),
+        F.substring(key_text, len(KEY_PREFIX) + 1, 100).cast("long"),
+    )
+    return (
+        df.filter(~ours | (field(5, 1) == KIND_DATA))
+        .select(
+            F.lit(-1).cast("int").alias("consumer"),
+            F.col("partition"),
+            F.col("offset"),
+            F.coalesce(key_index, F.lit(-1)).cast("long").alias("key_index"),
+            F.when(ours, signed(field(8, 8), 64)).otherwise(-1).cast("long").alias("seq"),
+            F.when(ours, signed(field(6, 2), 16)).otherwise(-1).cast("int").alias("producer"),
+            F.when(ours, signed(field(16, 8), 64)).otherwise(0).cast("long").alias("send_ns"),
+            F.lit(0).cast("long").alias("recv_ns"),
+            F.length("value").cast("int").alias("value_len"),
+        )
+        .localCheckpoint(eager=True)
+    )
+
+
 # ------------------------------------------------------------------------------ figures
 
 
@@ -488,6 +549,20 @@ def analyse(run: LoadRun, *, drop_for_test: int = 0,
         value_size=spec.value_size,
         duplicates_allowed=not (spec.transport == "kafka" and spec.idempotence),
     )
+    data_source_check = None
+    if spec.transport == "kafka":
+        step('verifying again: the topic read back through format("kafkalite")')
+        again = read_back(run.received.sparkSession, spec)
+        data_source_check = verify(
+            run.acked,
+            again,
+            keys=spec.keys,
+            partitions=spec.partitions,
+            producers=spec.producers,
+            value_size=spec.value_size,
+            duplicates_allowed=not spec.idempotence,
+        )
+        again.unpersist()
     produce = phase_figures(run.tasks, "producer")
     consume = phase_figures(run.tasks, "consumer")
     data = received.filter(F.col("seq") >= 0)
@@ -513,6 +588,9 @@ def analyse(run: LoadRun, *, drop_for_test: int = 0,
         "latency_ms": latency,
         "tasks": task_figures(run.tasks),
         "verification": verification.to_dict(),
+        "verification_data_source": None
+        if data_source_check is None
+        else data_source_check.to_dict(),
         "timeline": {
             "bucket_s": bucket_s,
             "produce": timeline(run.acked, "ack_ns", origin, bucket_s, record_bytes),
@@ -742,7 +820,10 @@ def main(argv: list[str] | None = None) -> int:
             results["ratio_kafkalite_to_redis"] = ratios(
                 results["systems"]["kafkalite"], results["systems"]["redis"]
             )
-        results["ok"] = all(s["verification"]["ok"] for s in results["systems"].values())
+        results["ok"] = all(
+            s["verification"]["ok"] and (s.get("verification_data_source") or {"ok": True})["ok"]
+            for s in results["systems"].values()
+        )
         from spark_report import print_summary, write_plots, write_results
 
         args.results_dir.mkdir(parents=True, exist_ok=True)

@@ -179,6 +179,13 @@ def print_summary(results: dict[str, Any], console: Console, path: Path | None =
         else:
             say(f"[red bold]VERIFICATION FAILED[/red bold] {label}: "
                           + ", ".join(v["failures"]))  # fmt: skip
+        again = system.get("verification_data_source")
+        if again is not None:
+            verdict = ("[green]verified[/green]" if again["ok"] else
+                       "[red bold]VERIFICATION FAILED[/red bold]")  # fmt: skip
+            say(f"{verdict} {label} read back through format(\"kafkalite\"): "
+                f"{again['received']:,} records" + ("" if again["ok"] else ": "
+                + ", ".join(again["failures"])))  # fmt: skip
     timings = results["run"].get("timings_s")
     if timings:
         say(

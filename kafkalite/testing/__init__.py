@@ -9,12 +9,8 @@ isolate, partition, slow, fail_log_dir, expire_session). The pytest plugin
 them into fixtures.
 """
 
-from kafkalite.protocol.kio_import import import_kio_without_hypothesis
-
-import_kio_without_hypothesis()  # before kio is imported below: a faster start
-
-from ._ops import Message, PartitionState  # noqa: E402
-from .broker import Broker  # noqa: E402
-from .cluster import Cluster  # noqa: E402
+from ._ops import Message, PartitionState
+from .broker import Broker
+from .cluster import Cluster
 
 __all__ = ["Broker", "Cluster", "Message", "PartitionState"]

@@ -55,11 +55,16 @@ def test_small_run_verifies_and_reports(small_run, shared_broker, tmp_path):
     phases = []
     result = spark_load.analyse(run, step=phases.append)
     assert [p.split(":")[0] for p in phases] == [
-        "verifying", "latency percentiles", "throughput timeline and latency histogram",
+        "verifying", "verifying again", "latency percentiles",
+        "throughput timeline and latency histogram",
     ]  # fmt: skip
     v = result["verification"]
     assert v["ok"], v
     assert v["acknowledged"] == v["received"] == RECORDS
+    # the same checks over the topic read back through format("kafkalite")
+    again = result["verification_data_source"]
+    assert again["ok"], again
+    assert again["acknowledged"] == again["received"] == RECORDS
     assert (v["missing"], v["duplicate_offsets"], v["reordered"], v["corrupt"]) == (0, 0, 0, 0)
     assert result["produce"]["records"] == result["consume"]["records"] == RECORDS
     assert result["latency_ms"]["end_to_end"]["count"] == RECORDS
@@ -88,6 +93,7 @@ def test_small_run_verifies_and_reports(small_run, shared_broker, tmp_path):
     print_summary(results, console, path)
     text = console.export_text()
     assert "verified kafkalite" in text and "p99.9" in text
+    assert f'kafkalite read back through format("kafkalite"): {RECORDS:,} records' in text
 
 
 def test_records_dropped_before_verification_fail_it(small_run):
