@@ -155,14 +155,29 @@ class BrokerProcess:
                     f"broker exited with {self.proc.returncode if self.proc else None} "
                     f"before becoming ready:\n{self.log_tail()}"
                 )
-            if api_versions_ok(self.host, self.port) and asyncio.run(
-                _metadata_ready(self.bootstrap, self.broker_id)
+            if (
+                api_versions_ok(self.host, self.port)
+                and asyncio.run(_metadata_ready(self.bootstrap, self.broker_id))
+                and self._admin_listening()
             ):
                 return
             if time.monotonic() > deadline:
                 self.kill()
                 raise TimeoutError(f"broker not ready after {timeout}s:\n{self.log_tail()}")
             time.sleep(0.05)  # polling interval of the readiness probe, not synchronisation
+
+    def _admin_listening(self) -> bool:
+        """The admin API (when a test turned it on) accepts connections: the broker starts it
+        after the Kafka listeners, once its app is imported."""
+        url = self.overrides.get("admin.listener", "")
+        if not url:
+            return True
+        host, _, port = url.split("://", 1)[-1].rpartition(":")
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout=1.0).close()
+        except OSError:
+            return False
+        return True
 
     def stop(self, timeout: float = STOP_TIMEOUT_S) -> int:
         """SIGTERM and wait for the exit; returns the exit status (SIGKILL after the deadline)."""
