@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 
 from kafkalite.broker.clock import SYSTEM_TIME, Time
-from kafkalite.broker.partition import records_bytes
+from kafkalite.broker.internal_log import iter_leader_batches
 from kafkalite.broker.producer_state import AppendOrigin
 from kafkalite.group.config import GROUP_METADATA_TOPIC_NAME, OffsetConfig
 from kafkalite.group.coordinator import TxnLoadMarker, TxnLoadRecord
@@ -30,7 +30,6 @@ from kafkalite.protocol.records import (
     ControlRecordType,
     Record,
     build_batch,
-    iter_batches,
     parse_end_txn_marker,
 )
 from kafkalite.protocol.types import TopicPartition
@@ -83,47 +82,29 @@ class ReplicaManagerLogWriter:
     ) -> AsyncIterator[tuple[int, bytes, bytes | None] | TxnLoadRecord | TxnLoadMarker]:
         """Records in offset order: (offset, key, value); a transactional batch's records as
         ``TxnLoadRecord`` and a transaction marker as ``TxnLoadMarker``."""
-        tp = self.topic_partition(partition)
-        log = self.replica_manager.get_partition_or_raise(tp).leader_log_or_raise()
-        offset = log.log_start_offset
-        end = log.log_end_offset
-        while offset < end:
-            data = log.read(
-                offset,
-                self.offset_config.offsets_load_buffer_size,
-                max_offset=end,
-                min_one_message=True,
-            )
-            # a copy: the coordinator yields to the loop while loading, and the log may roll,
-            # clean or truncate under a view of its segment meanwhile
-            buf = bytes(records_bytes(data.records)) if data.records is not None else b""
-            progressed = False
-            for header, batch_records in iter_batches(buf):
-                if header.next_offset <= offset:
-                    continue
-                progressed = True
-                offset = header.next_offset
-                if header.is_control:
-                    if batch_records:
-                        try:
-                            marker, _ = parse_end_txn_marker(batch_records[0])
-                        except CorruptRecordError:
-                            continue
-                        yield TxnLoadMarker(
-                            header.base_offset,
-                            header.producer_id,
-                            marker is ControlRecordType.COMMIT,
-                        )
-                    continue
-                for record in batch_records:
-                    record_offset = header.base_offset + record.offset_delta
-                    if record.key is None:
-                        continue  # not a coordinator record
-                    if header.is_transactional:
-                        yield TxnLoadRecord(
-                            record_offset, record.key, record.value, header.producer_id
-                        )
-                    else:
-                        yield record_offset, record.key, record.value
-            if not progressed:
-                break
+        batches = iter_leader_batches(
+            self.replica_manager,
+            self.topic_partition(partition),
+            self.offset_config.offsets_load_buffer_size,
+        )
+        for header, batch_records in batches:
+            if header.is_control:
+                if batch_records:
+                    try:
+                        marker, _ = parse_end_txn_marker(batch_records[0])
+                    except CorruptRecordError:
+                        continue
+                    yield TxnLoadMarker(
+                        header.base_offset,
+                        header.producer_id,
+                        marker is ControlRecordType.COMMIT,
+                    )
+                continue
+            for record in batch_records:
+                record_offset = header.base_offset + record.offset_delta
+                if record.key is None:
+                    continue  # not a coordinator record
+                if header.is_transactional:
+                    yield TxnLoadRecord(record_offset, record.key, record.value, header.producer_id)
+                else:
+                    yield record_offset, record.key, record.value

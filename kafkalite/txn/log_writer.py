@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 from kafkalite.broker.clock import SYSTEM_TIME, Time
-from kafkalite.broker.partition import records_bytes
+from kafkalite.broker.internal_log import iter_leader_batches
 from kafkalite.broker.producer_state import AppendOrigin
 from kafkalite.protocol.errors import ErrorCode
-from kafkalite.protocol.records import Record, build_batch, iter_batches
+from kafkalite.protocol.records import Record, build_batch
 from kafkalite.protocol.types import TopicPartition
 from kafkalite.txn.config import TRANSACTION_STATE_TOPIC_NAME, TransactionConfig
 
@@ -46,28 +46,14 @@ class ReplicaManagerTxnLogWriter:
         return results[tp].error_code
 
     async def read(self, partition: int) -> AsyncIterator[tuple[int, bytes, bytes | None]]:
-        tp = self.topic_partition(partition)
-        log = self.replica_manager.get_partition_or_raise(tp).leader_log_or_raise()
-        offset = log.log_start_offset
-        end = log.log_end_offset
-        while offset < end:
-            data = log.read(
-                offset,
-                self.config.transaction_state_log_load_buffer_size,
-                max_offset=end,
-                min_one_message=True,
-            )
-            buf = bytes(records_bytes(data.records)) if data.records is not None else b""
-            progressed = False
-            for header, batch_records in iter_batches(buf):
-                if header.next_offset <= offset:
-                    continue
-                progressed = True
-                offset = header.next_offset
-                if header.is_control:
-                    continue
-                for record in batch_records:
-                    if record.key is not None:
-                        yield header.base_offset + record.offset_delta, record.key, record.value
-            if not progressed:
-                break
+        batches = iter_leader_batches(
+            self.replica_manager,
+            self.topic_partition(partition),
+            self.config.transaction_state_log_load_buffer_size,
+        )
+        for header, batch_records in batches:
+            if header.is_control:
+                continue
+            for record in batch_records:
+                if record.key is not None:
+                    yield header.base_offset + record.offset_delta, record.key, record.value
