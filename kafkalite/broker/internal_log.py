@@ -1,17 +1,19 @@
-"""Reading a coordinator's internal partition from its leader log (``__consumer_offsets``,
-``__transaction_state``): what a coordinator does when it becomes the partition's leader.
+"""What the coordinators on internal partitions (``__consumer_offsets``, ``__transaction_state``)
+share: following the leadership of their partitions, and reading one from its leader log when
+they become its leader.
 
-Batch by batch from the log start up to the log end offset seen when the load began,
+Reading: batch by batch from the log start up to the log end offset seen when the load began,
 ``buffer_size`` bytes at a time. Records appended after that are the coordinator's own and are
 already in its memory.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from kafkalite.broker.partition import records_bytes
+from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.records import iter_batches
 from kafkalite.protocol.types import TopicPartition
 
@@ -37,3 +39,29 @@ def iter_leader_batches(
             yield header, batch_records
         if not progressed:
             return
+
+
+def apply_leadership_change(
+    topic: str,
+    broker_id: int,
+    states: Iterable[Any],
+    errors: dict[TopicPartition, ErrorCode] | None,
+    on_election: Callable[[int, int], Any],
+    on_resignation: Callable[[int, int], None],
+) -> list[Any]:
+    """The ``topic`` part of a LeaderAndIsr request the ReplicaManager accepted (Kafka's
+    KafkaApis.onLeadershipChange): ``on_election(partition, leader_epoch)`` for the partitions
+    this broker now leads, ``on_resignation`` for the others; a partition answered with an
+    error is left alone. Returns what the elections returned (their load tasks)."""
+    loads = []
+    for state in states:
+        if state.topic != topic:
+            continue
+        tp = TopicPartition(state.topic, state.partition)
+        if errors is not None and errors.get(tp, ErrorCode.NONE) != ErrorCode.NONE:
+            continue
+        if state.leader == broker_id:
+            loads.append(on_election(state.partition, state.leader_epoch))
+        else:
+            on_resignation(state.partition, state.leader_epoch)
+    return loads

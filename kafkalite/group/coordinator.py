@@ -51,6 +51,7 @@ from typing import NamedTuple, Protocol
 import structlog
 
 from kafkalite.broker.clock import SYSTEM_TIME, Time, TimerHandle
+from kafkalite.broker.internal_log import apply_leadership_change
 from kafkalite.group.config import GROUP_METADATA_TOPIC_NAME, GroupConfig, OffsetConfig
 from kafkalite.group.core import (
     Append,
@@ -325,18 +326,14 @@ class GroupCoordinator:
         now leads are loaded, the others unloaded. ``states`` are LeaderAndIsrPartitionState
         (topic, partition, leader, leader_epoch); ``errors`` the per-TopicPartition result codes
         (a partition with an error is left alone). Returns the load tasks."""
-        loads = []
-        for state in states:
-            if state.topic != GROUP_METADATA_TOPIC_NAME:
-                continue
-            tp = TopicPartition(state.topic, state.partition)
-            if errors is not None and errors.get(tp, ErrorCode.NONE) != ErrorCode.NONE:
-                continue
-            if state.leader == broker_id:
-                loads.append(self.on_election(state.partition, state.leader_epoch))
-            else:
-                self.on_resignation(state.partition, state.leader_epoch)
-        return loads
+        return apply_leadership_change(
+            GROUP_METADATA_TOPIC_NAME,
+            broker_id,
+            states,
+            errors,
+            self.on_election,
+            self.on_resignation,
+        )
 
     def on_deleted_partitions(self, partitions: Iterable[TopicPartition]) -> None:
         """Topic partitions were deleted: drop the committed offsets for them."""

@@ -40,6 +40,7 @@ from typing import Protocol
 import structlog
 
 from kafkalite.broker.clock import SYSTEM_TIME, Time
+from kafkalite.broker.internal_log import apply_leadership_change
 from kafkalite.protocol.errors import ErrorCode, KafkaError
 from kafkalite.protocol.types import TopicPartition
 from kafkalite.txn.config import TransactionConfig
@@ -319,18 +320,9 @@ class TransactionCoordinator:
     def on_leadership_change(
         self, broker_id: int, states: Iterable, errors: dict | None = None, topic: str = ""
     ) -> list[asyncio.Future]:
-        loads = []
-        for state in states:
-            if state.topic != topic:
-                continue
-            tp = TopicPartition(state.topic, state.partition)
-            if errors is not None and errors.get(tp, ErrorCode.NONE) != ErrorCode.NONE:
-                continue
-            if state.leader == broker_id:
-                loads.append(self.on_election(state.partition, state.leader_epoch))
-            else:
-                self.on_resignation(state.partition, state.leader_epoch)
-        return loads
+        return apply_leadership_change(
+            topic, broker_id, states, errors, self.on_election, self.on_resignation
+        )
 
     # ------------------------------------------------------------------ state access
 
