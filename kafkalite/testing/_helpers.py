@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Self
 
 from . import _ops
 from ._loop import LoopThread
@@ -29,9 +29,32 @@ def client_loop() -> LoopThread:
 
 
 class Helpers:
-    """Mixed into Broker and Cluster; needs ``bootstrap_servers``."""
+    """Mixed into Broker and Cluster; needs ``bootstrap_servers``, ``start()`` and ``close()``
+    (the sync and async context managers call them)."""
 
     bootstrap_servers: str
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        try:
+            return self.start()
+        except BaseException:
+            self.close()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return await asyncio.to_thread(self.__enter__)
+
+    async def __aexit__(self, *exc: object) -> None:
+        await asyncio.to_thread(self.close)
 
     @property
     def helper_bootstrap(self) -> str:

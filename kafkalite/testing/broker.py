@@ -20,7 +20,6 @@ without fsync, the admin API on a port of its own.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
@@ -202,22 +201,6 @@ class Broker(Helpers):
         finally:
             if self._own_dir and not self.keep_data and self.data_dir is not None:
                 shutil.rmtree(self.data_dir, ignore_errors=True)
-
-    def __enter__(self) -> Broker:
-        try:
-            return self.start()
-        except BaseException:
-            self.close()
-            raise
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    async def __aenter__(self) -> Broker:
-        return await asyncio.to_thread(self.__enter__)
-
-    async def __aexit__(self, *exc: object) -> None:
-        await asyncio.to_thread(self.close)
 
     def __repr__(self) -> str:
         where = "subprocess" if self.subprocess else "in-process"

@@ -366,22 +366,6 @@ class Cluster(Helpers):
             if self._own_dir and not self.keep_data and self.data_dir is not None:
                 shutil.rmtree(self.data_dir, ignore_errors=True)
 
-    def __enter__(self) -> Cluster:
-        try:
-            return self.start()
-        except BaseException:
-            self.close()
-            raise
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    async def __aenter__(self) -> Cluster:
-        return await asyncio.to_thread(self.__enter__)
-
-    async def __aexit__(self, *exc: object) -> None:
-        await asyncio.to_thread(self.close)
-
     def _run(self, coro: Any, timeout: float) -> Any:
         if self._thread is None:
             coro.close()
