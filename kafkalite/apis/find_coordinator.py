@@ -22,6 +22,7 @@ Any other key type is INVALID_REQUEST.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -37,43 +38,48 @@ KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
 
 
-async def ensure_offsets_topic(ctx: RequestContext) -> bool:
-    """True when ``__consumer_offsets`` is known to the metadata cache; otherwise ask the
-    controller to create it (once; concurrent callers see TopicAlreadyExists) and return False."""
+async def ensure_internal_topic(
+    ctx: RequestContext,
+    name: str,
+    partitions: int,
+    replication_factor: int,
+    configs: Callable[[int], dict[str, str]],
+) -> bool:
+    """True when the coordinator topic ``name`` is known to the metadata cache; otherwise ask
+    the controller to create it (once; concurrent callers see TopicAlreadyExists) and return
+    False. Its replication factor is capped at the live brokers, so one broker works out of the
+    box; ``configs(replication_factor)`` gives its topic configs."""
     from kafkalite.controller import admin
 
     services = ctx.services
-    if services.metadata_cache.contains_topic(GROUP_METADATA_TOPIC_NAME):
+    if services.metadata_cache.contains_topic(name):
         return True
-    offset_config = services.group_coordinator.offset_config
     alive = len(services.metadata_cache.get_alive_brokers())
-    replication_factor = min(offset_config.offsets_topic_replication_factor, max(alive, 1))
+    replication_factor = min(replication_factor, max(alive, 1))
     try:
         await admin.create_topic(
-            services.store,
-            GROUP_METADATA_TOPIC_NAME,
-            offset_config.offsets_topic_num_partitions,
-            replication_factor,
-            offset_config.offsets_topic_configs(),
+            services.store, name, partitions, replication_factor, configs(replication_factor)
         )
         log.info(
-            "creating the offsets topic",
-            partitions=offset_config.offsets_topic_num_partitions,
+            "creating a coordinator topic",
+            topic=name,
+            partitions=partitions,
             replication_factor=replication_factor,
         )
     except TopicAlreadyExistsError:
         pass
     except KafkaError as e:
-        log.warning("creating the offsets topic failed", error=str(e))
+        log.warning("creating a coordinator topic failed", topic=name, error=str(e))
     return False
 
 
-def group_coordinator_node(ctx: RequestContext, group_id: str) -> tuple[ErrorCode, int, str, int]:
-    """(error, node id, host, port) of the coordinator of ``group_id``; the topic exists."""
+def coordinator_node(
+    ctx: RequestContext, topic: str, partition: int, loaded: Callable[[], bool]
+) -> tuple[ErrorCode, int, str, int]:
+    """(error, node id, host, port) of the leader of ``topic``-``partition``, the coordinator of
+    a key; ``loaded()`` tells whether this broker, when it leads, has loaded the partition."""
     services = ctx.services
-    coordinator = services.group_coordinator
-    partition = coordinator.partition_for(group_id)
-    info = services.metadata_cache.get_partition_info(GROUP_METADATA_TOPIC_NAME, partition)
+    info = services.metadata_cache.get_partition_info(topic, partition)
     if info is None or info.leader < 0:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
     endpoint = services.metadata_cache.get_alive_broker_node(
@@ -81,80 +87,67 @@ def group_coordinator_node(ctx: RequestContext, group_id: str) -> tuple[ErrorCod
     )
     if endpoint is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-    if info.leader == services.broker_id and not coordinator.core.is_group_local(group_id):
+    if info.leader == services.broker_id and not loaded():
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1  # still loading the partition
     return ErrorCode.NONE, info.leader, endpoint.host, endpoint.port
 
 
-async def ensure_transaction_state_topic(ctx: RequestContext) -> bool:
-    """As ``ensure_offsets_topic``, for ``__transaction_state``."""
-    from kafkalite.controller import admin
-    from kafkalite.txn.config import TRANSACTION_STATE_TOPIC_NAME
-
-    services = ctx.services
-    if services.metadata_cache.contains_topic(TRANSACTION_STATE_TOPIC_NAME):
-        return True
-    config = services.txn_coordinator.config
-    alive = len(services.metadata_cache.get_alive_brokers())
-    replication_factor = min(config.transaction_state_log_replication_factor, max(alive, 1))
-    try:
-        await admin.create_topic(
-            services.store,
-            TRANSACTION_STATE_TOPIC_NAME,
-            config.transaction_state_log_num_partitions,
-            replication_factor,
-            config.topic_configs(replication_factor),
-        )
-        log.info(
-            "creating the transaction state topic",
-            partitions=config.transaction_state_log_num_partitions,
-            replication_factor=replication_factor,
-        )
-    except TopicAlreadyExistsError:
-        pass
-    except KafkaError as e:
-        log.warning("creating the transaction state topic failed", error=str(e))
-    return False
+async def group_coordinator(ctx: RequestContext, group_id: str) -> tuple[ErrorCode, int, str, int]:
+    coordinator = ctx.services.group_coordinator
+    config = coordinator.offset_config
+    created = await ensure_internal_topic(
+        ctx,
+        GROUP_METADATA_TOPIC_NAME,
+        config.offsets_topic_num_partitions,
+        config.offsets_topic_replication_factor,
+        lambda _: config.offsets_topic_configs(),
+    )
+    if not created:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+    return coordinator_node(
+        ctx,
+        GROUP_METADATA_TOPIC_NAME,
+        coordinator.partition_for(group_id),
+        lambda: coordinator.core.is_group_local(group_id),
+    )
 
 
-def txn_coordinator_node(
+async def txn_coordinator(
     ctx: RequestContext, transactional_id: str
 ) -> tuple[ErrorCode, int, str, int]:
     from kafkalite.txn.config import TRANSACTION_STATE_TOPIC_NAME
 
-    services = ctx.services
-    coordinator = services.txn_coordinator
-    partition = coordinator.partition_for(transactional_id)
-    info = services.metadata_cache.get_partition_info(TRANSACTION_STATE_TOPIC_NAME, partition)
-    if info is None or info.leader < 0:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-    endpoint = services.metadata_cache.get_alive_broker_node(
-        info.leader, ctx.connection.listener_name
+    coordinator = ctx.services.txn_coordinator
+    config = coordinator.config
+    created = await ensure_internal_topic(
+        ctx,
+        TRANSACTION_STATE_TOPIC_NAME,
+        config.transaction_state_log_num_partitions,
+        config.transaction_state_log_replication_factor,
+        config.topic_configs,
     )
-    if endpoint is None:
+    if not created:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-    if info.leader == services.broker_id and not coordinator.is_local(transactional_id):
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1  # still loading the partition
-    return ErrorCode.NONE, info.leader, endpoint.host, endpoint.port
+    return coordinator_node(
+        ctx,
+        TRANSACTION_STATE_TOPIC_NAME,
+        coordinator.partition_for(transactional_id),
+        lambda: coordinator.is_local(transactional_id),
+    )
 
 
 async def find(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, int, str, int]:
     if key_type == KEY_TYPE_TRANSACTION:
-        if ctx.services.txn_coordinator is None or not key:
-            return (
-                ErrorCode.COORDINATOR_NOT_AVAILABLE if key else ErrorCode.INVALID_REQUEST,
-                -1,
-                "",
-                -1,
-            )
-        if not await ensure_transaction_state_topic(ctx):
+        if not key:
+            return ErrorCode.INVALID_REQUEST, -1, "", -1
+        if ctx.services.txn_coordinator is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-        return txn_coordinator_node(ctx, key)
+        return await txn_coordinator(ctx, key)
     if key_type != KEY_TYPE_GROUP:
         return ErrorCode.INVALID_REQUEST, -1, "", -1
-    if ctx.services.group_coordinator is None or not await ensure_offsets_topic(ctx):
+    if ctx.services.group_coordinator is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-    return group_coordinator_node(ctx, key)
+    return await group_coordinator(ctx, key)
 
 
 def _message(error: ErrorCode) -> str | None:
