@@ -1407,8 +1407,10 @@ class AdminApi:
 
     async def openapi(self, request: web.Request) -> web.Response:
         from kafkalite.admin.openapi import openapi_document
+        from kafkalite.admin.security import document_security
 
-        return json_response(openapi_document())  # not itself documented
+        # not itself documented; states this broker's authentication and ACLs
+        return json_response(openapi_document(*document_security(self.server)))
 
 
 def create_app(server: Any, request_stats: RequestStats | None = None) -> web.Application:

@@ -5,7 +5,12 @@ declared on AdminApi (routing.route: method, path, summary, parameters, statuses
 schema from the pydantic models of models.py (pydantic's JSON Schema, which OpenAPI 3.1 uses
 as it is), the very models the server validates requests and answers with. Every operation also
 documents `default` as the JSON error object, since any operation can answer 400/404/409/503
-(and 500 only on a bug). tests/admin fuzz the live API from this document (schemathesis).
+(and 500 only on a bug). The security is generated from the middleware's own table
+(security.py, ROUTE_ACLS): every route it protects states the schemes the broker asks for and
+the 401 (with WWW-Authenticate) and 403 answers; open routes state `security: []`. The document
+a broker serves states its own settings (no schemes when its API is open, no 403 without an
+authorizer); `openapi_document()` with no arguments states them all. tests/admin fuzz the live
+API from this document (schemathesis), open and with credentials.
 """
 
 from __future__ import annotations
@@ -85,7 +90,59 @@ def _parameters(spec: Any) -> list[dict[str, Any]]:
     return params
 
 
-def _operation(spec: Any) -> dict[str, Any]:
+def _security(spec: Any, schemes: tuple[str, ...], authorised: bool) -> dict[str, Any]:
+    """The operation's `security` and its 401/403 answers, from the middleware's table."""
+    from kafkalite.admin.security import OPEN, route_need
+
+    if route_need(spec.method, spec.path) is OPEN:
+        return {"security": []}
+    responses: dict[str, Any] = {}
+    out: dict[str, Any] = {"responses": responses}
+    if schemes:
+        out["security"] = [{scheme: []} for scheme in schemes]
+        responses["401"] = {"$ref": "#/components/responses/Unauthorized"}
+    if authorised:
+        responses["403"] = {"$ref": "#/components/responses/Forbidden"}
+    return out
+
+
+def _error_response(description: str, **headers: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": REF.format(model="Error")}}},
+    }
+    if headers:
+        out["headers"] = headers
+    return out
+
+
+def _security_components(schemes: tuple[str, ...], authorised: bool) -> dict[str, Any]:
+    from kafkalite.admin.security import SECURITY_SCHEMES, WWW_AUTHENTICATE
+
+    out: dict[str, Any] = {}
+    responses: dict[str, Any] = {}
+    if schemes:
+        out["securitySchemes"] = {scheme: SECURITY_SCHEMES[scheme] for scheme in schemes}
+        responses["Unauthorized"] = _error_response(
+            'credentials missing or wrong ({"error": "unauthorized", ...})',
+            **{
+                "WWW-Authenticate": {
+                    "description": f"the challenge: {WWW_AUTHENTICATE}",
+                    "required": True,
+                    "schema": {"type": "string"},
+                }
+            },
+        )
+    if authorised:
+        responses["Forbidden"] = _error_response(
+            'the principal lacks the ACL the route needs ({"error": "forbidden", ...})'
+        )
+    if responses:
+        out["responses"] = responses
+    return out
+
+
+def _operation(spec: Any, schemes: tuple[str, ...], authorised: bool) -> dict[str, Any]:
     success: dict[str, Any] = {"description": "success"}
     if spec.answer is not None:
         success["content"] = {"application/json": {"schema": _schema_of(spec.answer)}}
@@ -108,6 +165,9 @@ def _operation(spec: Any) -> dict[str, Any]:
             },
         },
     }
+    security = _security(spec, schemes, authorised)
+    op["responses"].update(security.pop("responses", {}))
+    op.update(security)
     if spec.description:
         op["description"] = spec.description
     if spec.body is not None:
@@ -121,8 +181,15 @@ def _operation(spec: Any) -> dict[str, Any]:
     return op
 
 
+ALL_SCHEMES = ("basic", "bearer")
+
+
 @cache
-def openapi_document() -> dict[str, Any]:
+def openapi_document(
+    schemes: tuple[str, ...] = ALL_SCHEMES, authorised: bool = True
+) -> dict[str, Any]:
+    """The document of an API asking for `schemes` (none: open) and, when `authorised`,
+    checking ACLs (security.document_security(server) gives a broker's)."""
     from kafkalite.admin import models
     from kafkalite.admin.app import AdminApi
     from kafkalite.admin.routing import route_specs
@@ -138,7 +205,7 @@ def openapi_document() -> dict[str, Any]:
     )
     paths: dict[str, dict[str, Any]] = {}
     for spec in specs:
-        paths.setdefault(spec.path, {})[spec.method.lower()] = _operation(spec)
+        paths.setdefault(spec.path, {})[spec.method.lower()] = _operation(spec, schemes, authorised)
     return {
         "openapi": "3.1.0",
         "info": {
@@ -149,5 +216,8 @@ def openapi_document() -> dict[str, Any]:
             '{"error": CODE, "message": ...}. Generated from the server\'s own models.',
         },
         "paths": paths,
-        "components": {"schemas": defs.get("$defs", {})},
+        "components": {
+            "schemas": defs.get("$defs", {}),
+            **_security_components(schemes, authorised),
+        },
     }

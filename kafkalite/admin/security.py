@@ -17,8 +17,9 @@
   offsets; reassignments and elections: ALTER on the cluster). Refused: 403.
 - ``/health`` and ``/ready`` are always open (load balancers, orchestrators).
 
-The routes are matched by their canonical path, so the table below follows the route table of
-admin/app.py without importing it.
+ROUTE_ACLS is the one statement of all this per route (matched by canonical path; every route
+the app serves has an entry, a test sees to it): the middleware applies it and the OpenAPI
+document is generated from it (openapi.py: security schemes, 401 with WWW-Authenticate, 403).
 """
 
 from __future__ import annotations
@@ -32,12 +33,12 @@ from typing import Any
 
 from aiohttp import web
 
+from kafkalite.admin.models import Error
 from kafkalite.protocol.acl import AclOperation as Op
 from kafkalite.protocol.acl import ResourceType as T
 from kafkalite.security.acl import CLUSTER_NAME
 from kafkalite.security.scram import MECHANISMS, hmac_, salted_password
 
-OPEN_PATHS = frozenset({"/health", "/ready"})
 PRINCIPAL_KEY: Any = (
     web.RequestKey("principal", str) if hasattr(web, "RequestKey") else "kafkalite.principal"
 )
@@ -45,14 +46,29 @@ PRINCIPAL_KEY: Any = (
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-# (method, canonical path) -> (operation, resource type, match_info key or None = cluster)
-ROUTE_ACLS: dict[tuple[str, str], tuple[Op, T, str | None]] = {
+Need = tuple[Op, T, str | None]
+OPEN = None
+"""A route anyone may call, without credentials (ROUTE_ACLS)."""
+
+# (method, canonical path) -> (operation, resource type, match_info key or None = cluster), or
+# OPEN. Every route the app serves has its entry (tests/admin/test_security_document.py): the
+# middleware checks it and openapi.py documents it (security, 401, 403) from it. HEAD is GET.
+ROUTE_ACLS: dict[tuple[str, str], Need | None] = {
+    ("GET", "/health"): OPEN,
+    ("GET", "/ready"): OPEN,
     ("GET", "/"): (Op.DESCRIBE, T.CLUSTER, None),
+    ("GET", "/docs"): (Op.DESCRIBE, T.CLUSTER, None),
+    ("GET", "/console/{file}"): (Op.DESCRIBE, T.CLUSTER, None),
+    ("GET", "/openapi.json"): (Op.DESCRIBE, T.CLUSTER, None),
     ("GET", "/cluster"): (Op.DESCRIBE, T.CLUSTER, None),
+    ("GET", "/overview"): (Op.DESCRIBE, T.CLUSTER, None),
     ("GET", "/brokers"): (Op.DESCRIBE, T.CLUSTER, None),
     ("GET", "/brokers/{id}"): (Op.DESCRIBE, T.CLUSTER, None),
+    # Kafka's DescribeLogDirs needs DESCRIBE on the cluster
+    ("GET", "/brokers/{id}/storage"): (Op.DESCRIBE, T.CLUSTER, None),
     ("GET", "/metrics"): (Op.DESCRIBE, T.CLUSTER, None),
-    ("GET", "/openapi.json"): (Op.DESCRIBE, T.CLUSTER, None),
+    ("GET", "/metrics/history"): (Op.DESCRIBE, T.CLUSTER, None),
+    ("GET", "/partitions"): (Op.DESCRIBE, T.CLUSTER, None),
     ("GET", "/topics"): (Op.DESCRIBE, T.CLUSTER, None),
     ("POST", "/topics"): (Op.CREATE, T.CLUSTER, None),
     ("GET", "/topics/{name}"): (Op.DESCRIBE, T.TOPIC, "name"),
@@ -71,6 +87,40 @@ ROUTE_ACLS: dict[tuple[str, str], tuple[Op, T, str | None]] = {
     ("POST", "/partitions/reassign"): (Op.ALTER, T.CLUSTER, None),
     ("POST", "/partitions/elect-leaders"): (Op.ALTER, T.CLUSTER, None),
 }
+OPEN_PATHS = frozenset(path for (_, path), need in ROUTE_ACLS.items() if need is OPEN)
+
+
+def route_need(method: str, canonical: str) -> Need | None:
+    """What calling `method canonical` needs (OPEN: nothing). A path no route matches (404,
+    405) needs what a route of its kind would: DESCRIBE on the cluster to read, ALTER to write."""
+    method = "GET" if method == "HEAD" else method
+    if (method, canonical) in ROUTE_ACLS:
+        return ROUTE_ACLS[(method, canonical)]
+    return (Op.DESCRIBE if method == "GET" else Op.ALTER, T.CLUSTER, None)
+
+
+WWW_AUTHENTICATE = 'Basic realm="kafkalite", charset="UTF-8"'
+SECURITY_SCHEMES: dict[str, dict[str, str]] = {
+    "basic": {
+        "type": "http",
+        "scheme": "basic",
+        "description": "a SCRAM user of the coordination store or a PLAIN user of a "
+        "listener's JAAS entry; the principal is User:<name>",
+    },
+    "bearer": {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "admin.bearer.token; the principal is admin.bearer.principal",
+    },
+}
+"""admin.authentication's schemes as OpenAPI security schemes (openapi.py)."""
+
+
+def document_security(server: Any) -> tuple[tuple[str, ...], bool]:
+    """(the schemes this server asks for, whether it applies ACLs): what its document states."""
+    config = getattr(server, "config", None)
+    modes = authentication_modes(config) if hasattr(config, "listener_endpoints") else set()
+    return tuple(sorted(modes)), getattr(server, "authorizer", None) is not None
 
 
 def authentication_modes(config: Any) -> set[str]:
@@ -119,21 +169,19 @@ async def check_password(server: Any, user: str, password: str) -> bool:
     return expected is not None and hmac.compare_digest(expected.encode(), password.encode())
 
 
-def _unauthorized(message: str) -> web.Response:
+def _error(status: int, error: str, message: str, **headers: str) -> web.Response:
+    body = Error(error=error, message=message).model_dump(mode="json", exclude_none=True)
     return web.Response(
-        status=401,
-        text=json.dumps({"error": "unauthorized", "message": message}),
-        content_type="application/json",
-        headers={"WWW-Authenticate": 'Basic realm="kafkalite", charset="UTF-8"'},
+        status=status, text=json.dumps(body), content_type="application/json", headers=headers
     )
+
+
+def _unauthorized(message: str) -> web.Response:
+    return _error(401, "unauthorized", message, **{"WWW-Authenticate": WWW_AUTHENTICATE})
 
 
 def _forbidden(message: str) -> web.Response:
-    return web.Response(
-        status=403,
-        text=json.dumps({"error": "forbidden", "message": message}),
-        content_type="application/json",
-    )
+    return _error(403, "forbidden", message)
 
 
 async def authenticate(server: Any, request: web.Request, modes: set[str]) -> str | None:
@@ -175,7 +223,10 @@ def security_middleware(server: Any) -> Callable[[web.Request, Handler], Awaitab
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.path in OPEN_PATHS:
+        route = request.match_info.route.resource
+        canonical = route.canonical if route is not None else request.path
+        need = route_need(request.method, canonical)
+        if need is OPEN:
             return await handler(request)
         principal = "User:ANONYMOUS"
         if modes:
@@ -185,15 +236,6 @@ def security_middleware(server: Any) -> Callable[[web.Request, Handler], Awaitab
             principal = found
         authorizer = getattr(server, "authorizer", None)
         if authorizer is not None:
-            route = request.match_info.route.resource
-            canonical = route.canonical if route is not None else request.path
-            need = ROUTE_ACLS.get((request.method, canonical))
-            if need is None:
-                need = (
-                    Op.DESCRIBE if request.method in ("GET", "HEAD") else Op.ALTER,
-                    T.CLUSTER,
-                    None,
-                )
             op, rtype, key = need
             name = request.match_info.get(key, "") if key else CLUSTER_NAME
             caller = _Connection(principal, request.remote or "")
