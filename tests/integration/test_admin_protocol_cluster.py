@@ -20,6 +20,7 @@ import asyncio
 import datetime
 import os
 import signal
+import time
 
 import pytest
 
@@ -36,6 +37,7 @@ try:
     from confluent_kafka.admin import AdminClient as CkAdminClient
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
     from kafka.admin import KafkaAdminClient, NewTopic
+    from kafka.errors import KafkaConnectionError
 except ImportError as e:  # pragma: no cover - a missing client fails loudly
     raise ImportError(
         "kafka-python and confluent-kafka are required: pip install -e '.[test]'"
@@ -65,10 +67,36 @@ class Cluster:
         finally:
             admin.close()
 
+    def all_registered(self) -> bool:
+        try:
+            admin = self.admin()
+            try:
+                return len(admin.describe_cluster()["brokers"]) == len(BROKER_IDS)
+            finally:
+                admin.close()
+        except KafkaConnectionError:  # a broker just stopped may still be listed
+            return False
+
     def others(self) -> list[int]:
         """The brokers that are not the controller, by id."""
         controller = self.controller_id()
         return [b for b in BROKER_IDS if b != controller]
+
+    def _describe_topics(self, topics: list[str]) -> list[dict]:
+        """DescribeTopics, asked again when the node the client picked refuses the connection:
+        right after a broker stops, the others' metadata may still list it for a moment."""
+        deadline = time.monotonic() + DEADLINE_S
+        while True:
+            try:
+                admin = self.admin()
+                try:
+                    return admin.describe_topics(topics)
+                finally:
+                    admin.close()
+            except KafkaConnectionError:
+                if time.monotonic() > deadline:
+                    raise
+            time.sleep(0.1)  # polling interval of the retry, not synchronisation
 
     def partition(self, topic: str, partition: int = 0) -> dict:
         state = self.partition_if_known(topic, partition)
@@ -78,11 +106,7 @@ class Cluster:
     def partition_if_known(self, topic: str, partition: int = 0) -> dict | None:
         """The partition's metadata, or None while the answering broker does not know it yet
         (a topic just created is in ZooKeeper before UpdateMetadata reaches every broker)."""
-        admin = self.admin()
-        try:
-            [described] = admin.describe_topics([topic])
-        finally:
-            admin.close()
+        [described] = self._describe_topics([topic])
         states = [p for p in described["partitions"] if p["partition_index"] == partition]
         return states[0] if states else None
 
@@ -122,6 +146,16 @@ def cluster(tmp_path_factory):
                         b.stop()
                     except TimeoutError:
                         b.kill()
+
+
+@pytest.fixture(autouse=True)
+def every_broker_running(cluster):
+    """Each test starts with the three brokers up, whatever the one before it left stopped
+    (a failed test must not fail the next ones)."""
+    for broker in cluster.brokers.values():
+        if not broker.running:
+            broker.start()
+    wait_for(cluster.all_registered, "every broker registered", DEADLINE_S)
 
 
 def produce(bootstrap: str, topic: str, count: int, partition: int = 0) -> list[bytes]:
