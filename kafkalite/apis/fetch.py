@@ -14,12 +14,12 @@ session id gets FETCH_SESSION_ID_NOT_FOUND so the client starts over with a full
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from typing import Any
 
 from kafkalite.apis.base import RequestContext, handles, millis
 from kafkalite.apis.fetch_response import encode_fetch_response
-from kafkalite.broker.types import FetchInfo, FetchParams, IsolationLevel
+from kafkalite.broker.types import FetchInfo, FetchParams, FetchPartitionData, IsolationLevel
 from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.types import TopicPartition
@@ -30,9 +30,12 @@ FINAL_EPOCH = -1
 
 
 @handles(ApiKey.FETCH)
-def handle_fetch(ctx: RequestContext, request: Any) -> Any:
+def handle_fetch(ctx: RequestContext, request: Any, refused: Sequence[TopicPartition] = ()) -> Any:
     """The encoded response, or (when the fetch waits in purgatory) an awaitable of it: most
-    fetches are answered without a coroutine or a task."""
+    fetches are answered without a coroutine or a task.
+
+    ``refused``: partitions the authorizer (apis/authorization.py) took out of the request;
+    they are answered TOPIC_AUTHORIZATION_FAILED first, as Kafka's "erroneous" partitions."""
     version = ctx.api_version
     services = ctx.services
     session_id = getattr(request, "session_id", INVALID_SESSION_ID)
@@ -79,10 +82,13 @@ def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     else:
         context = None
 
-    results = services.replica_manager.fetch_messages_now_or_later(params, fetch_infos)
+    if refused and not fetch_infos:
+        results: Any = {}  # Kafka answers at once when nothing is left to wait for
+    else:
+        results = services.replica_manager.fetch_messages_now_or_later(params, fetch_infos)
     if isinstance(results, dict):
-        return _respond(ctx, version, context, fetch_infos, results)
-    return _respond_when_ready(ctx, version, context, fetch_infos, results)
+        return _respond(ctx, version, context, fetch_infos, results, refused)
+    return _respond_when_ready(ctx, version, context, fetch_infos, results, refused)
 
 
 async def _respond_when_ready(
@@ -91,8 +97,9 @@ async def _respond_when_ready(
     context: Any,
     fetch_infos: dict[TopicPartition, FetchInfo],
     pending: Awaitable[dict[TopicPartition, Any]],
+    refused: Sequence[TopicPartition] = (),
 ) -> Any:
-    return _respond(ctx, version, context, fetch_infos, await pending)
+    return _respond(ctx, version, context, fetch_infos, await pending, refused)
 
 
 def _respond(
@@ -101,12 +108,16 @@ def _respond(
     context: Any,
     fetch_infos: dict[TopicPartition, FetchInfo],
     results: dict[TopicPartition, Any],
+    refused: Sequence[TopicPartition] = (),
 ) -> Any:
     if context is not None:
         response_partitions, response_session_id = context.update_and_generate_response(results)
     else:
         response_partitions = [(tp, results[tp]) for tp in fetch_infos if tp in results]
         response_session_id = INVALID_SESSION_ID
+    if refused:
+        denied = FetchPartitionData(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        response_partitions = [(tp, denied) for tp in refused] + list(response_partitions)
     topics: list[tuple[str, list[tuple[int, Any]]]] = []
     for tp, data in response_partitions:
         if topics and topics[-1][0] == tp.topic:
