@@ -547,28 +547,16 @@ def _delete_topics(
 
 def _fetch(ctx: Any, auth: BrokerAuthorizer, handler: Callable[..., Any], request: Any) -> Any:
     """Kafka's handleFetchRequest: a follower needs CLUSTER_ACTION on the cluster, else every
-    partition it names is answered TOPIC_AUTHORIZATION_FAILED; a consumer needs READ on each
+    partition it fetches is answered TOPIC_AUTHORIZATION_FAILED; a consumer needs READ on each
     topic, and the partitions of the others are answered TOPIC_AUTHORIZATION_FAILED (before
-    their existence is looked at) next to the data of the authorised ones."""
+    their existence is looked at) next to the data of the authorised ones. The handler asks
+    ``may_read`` about every partition of its fetch context, a session's included."""
     conn = ctx.connection
     if getattr(request, "replica_id", -1) >= 0:
         if auth.allowed(conn, Op.CLUSTER_ACTION, T.CLUSTER, CLUSTER_NAME):
             return handler(ctx, request)
-        kept, refused = [], list(request.topics)
-    else:
-        kept, refused = [], []
-        for topic in request.topics:
-            ok = auth.allowed(conn, Op.READ, T.TOPIC, topic.topic)
-            (kept if ok else refused).append(topic)
-    if not refused:
-        return handler(ctx, request)
-    from kafkalite.protocol.types import TopicPartition
-
-    return handler(
-        ctx,
-        _with_topics(request, "topics", kept),
-        refused=[TopicPartition(t.topic, p.partition) for t in refused for p in t.partitions],
-    )
+        return handler(ctx, request, may_read=lambda topic: False)
+    return handler(ctx, request, may_read=lambda topic: auth.allowed(conn, Op.READ, T.TOPIC, topic))
 
 
 def _offset_fetch(

@@ -9,11 +9,13 @@ import pytest
 
 from kafkalite.apis.authorization import BrokerAuthorizer, guard
 from kafkalite.apis.base import build
+from kafkalite.apis.client_quotas import throttle
 from kafkalite.apis.dispatcher import HANDLERS
 from kafkalite.protocol.acl import AclOperation, ResourceType
 from kafkalite.protocol.api import ApiKey, request_class
 from kafkalite.protocol.error_response import error_response
 from kafkalite.security.acl import AclEntry, PermissionType, ResourcePattern
+from kafkalite.security.quotas import QuotaManager
 
 from .test_fetch import fetch_request
 
@@ -44,7 +46,9 @@ def auth(call, services):
         return error_response(ctx.header.api_key, request, ctx.response_class, 0)
 
     handlers = {k: guard(k, echo) for k in HANDLERS}
-    handlers[ApiKey.FETCH] = guard(ApiKey.FETCH, HANDLERS[ApiKey.FETCH])
+    # as the broker wraps it: the client quotas' wrapper inside the authorizer's
+    services.extra["quotas"] = QuotaManager(11, 1.0)
+    handlers[ApiKey.FETCH] = guard(ApiKey.FETCH, throttle(ApiKey.FETCH, HANDLERS[ApiKey.FETCH]))
     call.dispatcher.handlers = handlers
     authorizer.seen = seen
     return authorizer
@@ -198,3 +202,18 @@ async def test_configs_topic_by_topic(call, auth, api_key):
     items = response.results if api_key == ApiKey.DESCRIBE_CONFIGS else response.responses
     assert codes(items, "resource_name") == {"mine": 0, "secret": TOPIC_DENIED, "0": CLUSTER_DENIED}
     assert [r.resource_name for r in auth.seen[-1].resources] == ["mine"]
+
+
+async def test_fetch_session_stops_when_the_acl_goes(call, auth, services):
+    from kafkalite.broker.fetch_session import FetchSessionCache
+
+    services.fetch_sessions = FetchSessionCache()
+    full = await call(ApiKey.FETCH, 12, fetch_request(12, [("mine", [0])], session_epoch=0))
+    assert full.session_id != 0 and full.responses[0].partitions[0].error_code == 0
+    auth.cache.set(ResourcePattern(ResourceType.TOPIC, "mine"), [])
+    incremental = fetch_request(12, [], session_id=full.session_id, session_epoch=1)
+    response = await call(ApiKey.FETCH, 12, incremental)
+    assert response.error_code == 0
+    assert [(t.topic, p.error_code) for t in response.responses for p in t.partitions] == [
+        ("mine", TOPIC_DENIED)
+    ]
