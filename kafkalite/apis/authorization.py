@@ -350,6 +350,7 @@ def _list_groups_after(ctx: Any, auth: BrokerAuthorizer, response: Any) -> Any:
 
 
 _AFTER: dict[int, Callable[[Any, BrokerAuthorizer, Any], Any]] = {
+    ApiKey.CREATE_TOPICS: lambda ctx, auth, r: _create_topics_after(ctx, auth, r),
     ApiKey.DESCRIBE_CLUSTER: _cluster_ops_after,
     ApiKey.DESCRIBE_GROUPS: _groups_ops_after,
     ApiKey.LIST_GROUPS: _list_groups_after,
@@ -379,8 +380,9 @@ def guard(api_key: int, handler: Callable[[Any, Any], Any]) -> Callable[[Any, An
         if own is not None:
             return own(ctx, auth, handler, request)
         if split is not None:
-            return _split_by_topic(ctx, auth, api_key, split, handler, request)
-        result = handler(ctx, request)
+            result = _split_by_topic(ctx, auth, api_key, split, handler, request)
+        else:
+            result = handler(ctx, request)
         if after is None:
             return result
         if inspect.isawaitable(result):
@@ -506,8 +508,11 @@ def _answer_split(
         return handler(ctx, request)
     from kafkalite.protocol.error_response import error_response
 
+    message = _MESSAGES.get(api_key, "")
     answered = tuple(
-        entry
+        dataclasses.replace(entry, error_message=message)
+        if message != "" and hasattr(entry, "error_message")
+        else entry
         for code, some in refused.items()
         for entry in getattr(
             error_response(
@@ -517,8 +522,8 @@ def _answer_split(
         )
     )
     if not kept:
-        if len(refused) == 1 and not _has_field(ctx.response_class, "error_code"):
-            # the dispatcher's error answer (it also knows Produce acks=0)
+        if api_key == ApiKey.PRODUCE and len(refused) == 1:
+            # the dispatcher's error answer (it also knows acks=0)
             raise _refuse(next(iter(refused)))
         errors = error_response(api_key, request, ctx.response_class, ErrorCode.NONE)
         return dataclasses.replace(errors, **{resp_field: answered})
@@ -536,13 +541,74 @@ def _answer_split(
     return merge(result)
 
 
+_MESSAGES: dict[int, str | None] = {
+    ApiKey.CREATE_TOPICS: "Authorization failed.",
+    ApiKey.ALTER_CONFIGS: None,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: None,
+}
+"""The error message of a refused item where Kafka's is not the error's default one."""
+
+
+def _create_topics_after(ctx: Any, auth: BrokerAuthorizer, response: Any) -> Any:
+    """CreateTopics v5+ returns a topic's configs, partitions and replication factor only with
+    DESCRIBE_CONFIGS on it; without, ``topic_config_error_code`` is TOPIC_AUTHORIZATION_FAILED
+    (a topic refused for CREATE included, one whose creation failed excepted)."""
+    topics = []
+    for topic in response.topics:
+        if hasattr(topic, "topic_config_error_code") and not auth.allowed(
+            ctx.connection, Op.DESCRIBE_CONFIGS, T.TOPIC, topic.name
+        ):
+            if topic.error_code == ErrorCode.NONE:
+                topic = dataclasses.replace(
+                    topic,
+                    topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    num_partitions=-1,
+                    replication_factor=-1,
+                    configs=None if topic.configs is None else (),
+                )
+            elif topic.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+                topic = dataclasses.replace(
+                    topic, topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                )
+        topics.append(topic)
+    return dataclasses.replace(response, topics=tuple(topics))
+
+
 def _delete_topics(
     ctx: Any, auth: BrokerAuthorizer, handler: Callable[[Any, Any], Any], request: Any
 ) -> Any:
+    """DELETE on each topic; one named by id is answered with its name only to a principal
+    that may DESCRIBE it (Kafka hides the name, not the id)."""
     field = "topic_names" if getattr(request, "topic_names", None) is not None else "topics"
-    return _answer_split(
+    result = _answer_split(
         ctx, auth, ApiKey.DELETE_TOPICS, field, "responses", _delete_refusal, handler, request
     )
+    cache = ctx.services.metadata_cache
+    if field == "topic_names" or cache is None:
+        return result
+    names = {}
+    for item in request.topics:
+        if item.name is None and item.topic_id is not None:
+            name = cache.get_topic_name(item.topic_id)
+            if name is not None and auth.allowed(ctx.connection, Op.DESCRIBE, T.TOPIC, name):
+                names[item.topic_id] = name
+
+    def named(response: Any) -> Any:
+        if not names:
+            return response
+        return dataclasses.replace(
+            response,
+            responses=tuple(
+                dataclasses.replace(r, name=names[r.topic_id])
+                if r.name is None and r.topic_id in names
+                else r
+                for r in response.responses
+            ),
+        )
+
+    if inspect.isawaitable(result):
+        return _then(result, named)
+    return named(result)
 
 
 def _fetch(ctx: Any, auth: BrokerAuthorizer, handler: Callable[..., Any], request: Any) -> Any:

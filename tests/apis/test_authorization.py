@@ -14,6 +14,7 @@ from kafkalite.apis.dispatcher import HANDLERS
 from kafkalite.protocol.acl import AclOperation, ResourceType
 from kafkalite.protocol.api import ApiKey, request_class
 from kafkalite.protocol.error_response import error_response
+from kafkalite.protocol.errors import ErrorCode
 from kafkalite.security.acl import AclEntry, PermissionType, ResourcePattern
 from kafkalite.security.quotas import QuotaManager
 
@@ -103,46 +104,53 @@ async def test_fetch_consumer_and_follower(call, auth, services):
 
 async def test_create_topics_needs_create_on_the_topic_or_cluster(call, auth):
     def topic(name):
-        return {
-            "name": name,
-            "num_partitions": 1,
-            "replication_factor": 1,
-            "assignments": [],
-            "configs": [],
-        }
+        return {"name": name, "num_partitions": 1, "replication_factor": 1}
 
+    allow(auth, ResourceType.TOPIC, "other", AclOperation.CREATE)
     request = req(
         ApiKey.CREATE_TOPICS,
         7,
-        topics=[topic("mine"), topic("secret")],
+        topics=[topic("mine"), topic("secret"), topic("other")],
         timeout=datetime.timedelta(seconds=1),
         validate_only=False,
     )
     response = await call(ApiKey.CREATE_TOPICS, 7, request)
-    assert codes(response.topics) == {"mine": 0, "secret": TOPIC_DENIED}
-    assert [t.name for t in auth.seen[-1].topics] == ["mine"]
+    assert codes(response.topics) == {"mine": 0, "secret": TOPIC_DENIED, "other": 0}
+    assert [t.name for t in auth.seen[-1].topics] == ["mine", "other"]
+    # configs only with DESCRIBE_CONFIGS (ALL implies it on "mine")
+    assert {t.name: t.topic_config_error_code for t in response.topics} == {
+        "mine": 0,
+        "secret": TOPIC_DENIED,
+        "other": TOPIC_DENIED,
+    }
+    secret = next(t for t in response.topics if t.name == "secret")
+    assert secret.error_message == "Authorization failed."
     allow(auth, ResourceType.CLUSTER, "kafka-cluster", AclOperation.CREATE)
     response = await call(ApiKey.CREATE_TOPICS, 7, request)
-    assert codes(response.topics) == {"mine": 0, "secret": 0}
+    assert set(codes(response.topics).values()) == {0}
 
 
 async def test_delete_topics_by_name_and_id(call, auth):
     timeout = datetime.timedelta(seconds=1)
-    response = await call(
-        ApiKey.DELETE_TOPICS,
-        5,
-        req(ApiKey.DELETE_TOPICS, 5, topic_names=["mine", "secret", "absent"], timeout=timeout),
-    )
+    names = ["mine", "secret", "absent"]
+    request = req(ApiKey.DELETE_TOPICS, 5, topic_names=names, timeout=timeout)
+    response = await call(ApiKey.DELETE_TOPICS, 5, request)
     assert codes(response.responses) == {"mine": 0, "secret": TOPIC_DENIED, "absent": TOPIC_DENIED}
     assert list(auth.seen[-1].topic_names) == ["mine"]
     ids = [{"name": None, "topic_id": uuid.UUID(int=i)} for i in (1, 2)]
-    response = await call(
-        ApiKey.DELETE_TOPICS, 6, req(ApiKey.DELETE_TOPICS, 6, topics=ids, timeout=timeout)
-    )
+    request = req(ApiKey.DELETE_TOPICS, 6, topics=ids, timeout=timeout)
+    response = await call(ApiKey.DELETE_TOPICS, 6, request)
     assert codes(response.responses, "topic_id") == {
         uuid.UUID(int=2): 0,
         uuid.UUID(int=1): TOPIC_DENIED,
     }
+    # the name of a topic refused by id is told only to who may describe it
+    denied = next(r for r in response.responses if r.error_code == TOPIC_DENIED)
+    assert denied.name is None
+    allow(auth, ResourceType.TOPIC, "secret", AclOperation.DESCRIBE)
+    response = await call(ApiKey.DELETE_TOPICS, 6, request)
+    denied = next(r for r in response.responses if r.error_code == TOPIC_DENIED)
+    assert denied.name == "secret"
 
 
 async def test_offset_fetch_named_and_all_topics(call, auth):
@@ -201,6 +209,11 @@ async def test_configs_topic_by_topic(call, auth, api_key):
     response = await call(api_key, version, req(api_key, version, **fields))
     items = response.results if api_key == ApiKey.DESCRIBE_CONFIGS else response.responses
     assert codes(items, "resource_name") == {"mine": 0, "secret": TOPIC_DENIED, "0": CLUSTER_DENIED}
+    secret = next(i for i in items if i.resource_name == "secret")
+    # Kafka: the error's message for DescribeConfigs, none for the alters
+    assert secret.error_message == (
+        ErrorCode.TOPIC_AUTHORIZATION_FAILED.message if api_key == ApiKey.DESCRIBE_CONFIGS else None
+    )
     assert [r.resource_name for r in auth.seen[-1].resources] == ["mine"]
 
 
