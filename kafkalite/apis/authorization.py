@@ -204,11 +204,7 @@ def check(ctx: Any, auth: BrokerAuthorizer, api_key: int, request: Any) -> None:
         _need_group(ctx, auth, Op.DELETE, request.group_id)
         _need_topics(ctx, auth, Op.READ, _topics(request))
     elif api_key == K.OFFSET_FETCH:
-        groups = getattr(request, "groups", None)
-        if groups:
-            for group in groups:
-                _need_group(ctx, auth, Op.DESCRIBE, group.group_id)
-        else:
+        if getattr(request, "groups", None) is None:  # v8+: group by group (_offset_fetch)
             _need_group(ctx, auth, Op.DESCRIBE, request.group_id)
     elif api_key == K.DESCRIBE_GROUPS:
         for group in request.groups:
@@ -679,14 +675,30 @@ def _offset_fetch(
         return tuple(topics) + answered(refused, entry_cls)
 
     groups = getattr(request, "groups", None)
-    if groups:  # v8+
-        split_groups = [split(g) for g in groups]
+    if groups is not None:  # v8+: a group it may not DESCRIBE is answered alone
+        order = [g.group_id for g in groups]
+        denied = [
+            g.group_id for g in groups if not auth.allowed(conn, Op.DESCRIBE, T.GROUP, g.group_id)
+        ]
+        split_groups = [split(g) for g in groups if g.group_id not in denied]
         request = _with_topics(request, "groups", [g for g, _ in split_groups])
         refused_of = {g.group_id: r for g, r in split_groups}
         everything = {g.group_id: g.topics is None for g, _ in split_groups}
 
         def after(response: Any) -> Any:
-            out = []
+            from kafkalite.apis.base import build
+
+            out = [
+                build(
+                    _list_class(ctx.response_class, "groups"),
+                    {
+                        "group_id": g,
+                        "topics": [],
+                        "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                    },
+                )
+                for g in denied
+            ]
             for group in response.groups:
                 refused = refused_of.get(group.group_id, [])
                 if group.error_code == ErrorCode.NONE and (refused or everything[group.group_id]):
@@ -695,6 +707,7 @@ def _offset_fetch(
                         topics=fix_topics(group.topics, refused, everything[group.group_id]),
                     )
                 out.append(group)
+            out.sort(key=lambda g: order.index(g.group_id) if g.group_id in order else len(order))
             return dataclasses.replace(response, groups=tuple(out))
 
     else:

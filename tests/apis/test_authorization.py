@@ -178,7 +178,15 @@ async def test_offset_fetch_named_and_all_topics(call, auth):
     assert {
         t.name: [int(p.error_code) for p in t.partitions] for t in response.groups[0].topics
     } == {"mine": [0], "secret": [TOPIC_DENIED]}
-    # a group it may not describe is refused as a whole
+    # v8: a group it may not describe is answered alone
+    other = {"group_id": "other", "topics": topics}
+    request = req(ApiKey.OFFSET_FETCH, 8, groups=[other, group], require_stable=False)
+    response = await call(ApiKey.OFFSET_FETCH, 8, request)
+    assert [(g.group_id, g.error_code, len(g.topics)) for g in response.groups] == [
+        ("other", GROUP_DENIED, 0),
+        ("g", 0, 2),
+    ]
+    # v0-v7: a group it may not describe is refused as a whole
     response = await call(
         ApiKey.OFFSET_FETCH,
         7,
