@@ -23,8 +23,8 @@ import time
 from datetime import timedelta
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from kafkalite.coord import open_store
 from kafkalite.coord.security import alter_entity_config
@@ -408,6 +408,16 @@ def test_acls_refuse_then_allow_and_reach_every_broker(sasl_cluster):
     finally:
         consumer.close()
     assert got == list(range(5))
+    # one DescribeConfigs naming both topics: answered topic by topic
+    alice_admin = AdminClient(alice)  # kept: the futures need the client alive
+    futures = alice_admin.describe_configs(
+        [ConfigResource("topic", "alice-data"), ConfigResource("topic", "secret")]
+    )
+    results = {resource.name: future for resource, future in futures.items()}
+    assert "retention.ms" in results["alice-data"].result(DEADLINE_S)
+    with pytest.raises(KafkaException) as refused:
+        results["secret"].result(DEADLINE_S)
+    assert refused.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
 
     # deleted through broker 3: gone from broker 1 too
     deleted = asyncio.run(
