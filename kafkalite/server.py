@@ -158,6 +158,7 @@ class KafkaServer:
         self.group_coordinator: Any = None
         self.admin_server: Any = None
         self.authorizer: Any = None
+        self._scram_cache: Any = None  # security/scram.py's CredentialCache, made when first used
         self.quotas: Any = None
         self._tasks: list[asyncio.Task[Any]] = []
         self._stopping = False
@@ -306,6 +307,8 @@ class KafkaServer:
         async for children in self.session.watch_children(paths.CONFIG_CHANGES):
             current = set(children or ())
             fresh = sorted(current - seen) if seen is not None else []
+            if seen is None and self._scram_cache is not None:
+                self._scram_cache.clear()  # (re)started: notifications may have been missed
             seen = current
             for child in fresh:
                 try:
@@ -315,15 +318,26 @@ class KafkaServer:
                     continue
                 entity = entity_of_path(relative)
                 if entity is not None:
+                    if (
+                        len(entity) == 1
+                        and entity[0][0] == "user"
+                        and self._scram_cache is not None
+                    ):
+                        self._scram_cache.invalidate(entity[0][1])
                     self.quotas.set_entity(entity, await config_at(self.session, relative))
 
     async def _watch_acls(self) -> None:
         await self.authorizer.watch(self.session)
 
     async def _scram_credential(self, user: str, mechanism: str) -> Any:
-        from kafkalite.coord.security import scram_credential
+        """From the broker's credential cache, kept fresh by ``_watch_quotas``."""
+        if self._scram_cache is None:
+            from kafkalite.coord.security import scram_credential
+            from kafkalite.security.scram import CredentialCache
 
-        return await scram_credential(self.session, user, mechanism)
+            self._scram_cache = CredentialCache(lambda u, m: scram_credential(self.session, u, m))
+            self.services.extra["scram_cache"] = self._scram_cache
+        return await self._scram_cache.get(user, mechanism)
 
     async def _start_admin_server(self) -> None:
         """The HTTP admin API on admin.listener (kafkalite/admin/); empty = disabled."""

@@ -7,13 +7,20 @@ notifications (``/kafka-acl-changes``, ``/kafka-acl-extended-changes``) by ``wat
 created on any broker reaches every broker.
 
 ``guard(api_key, handler)`` wraps a handler (the dispatcher wraps every one when an authorizer
-is set; without one nothing here runs). A request that fails its check raises a KafkaError
-with Kafka's code and the dispatcher answers the API's error response with it for every
-topic, partition or group the request named (TOPIC_AUTHORIZATION_FAILED,
-GROUP_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED,
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED). Kafka answers a request that names several topics
-topic by topic; here a request with one unauthorised topic is refused for all of its topics
-(clients name one topic per request in practice, and no data is served either way).
+is set; without one nothing here runs). A request that fails a check of the request as a
+whole (a group, a transactional id, the cluster) raises a KafkaError with Kafka's code and the
+dispatcher answers the API's error response with it for everything the request named
+(GROUP_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED,
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED). Requests naming topics or config resources are
+answered item by item as KafkaApis does (``SPLIT`` and ``OWN``): the authorised items go to the
+handler, the others are answered TOPIC_AUTHORIZATION_FAILED (CLUSTER_AUTHORIZATION_FAILED for
+a broker's configs) in the same response, before their existence is looked at, so a refused
+answer never tells whether the topic exists. Produce, Fetch (READ; a follower needs
+CLUSTER_ACTION, else every partition is refused), ListOffsets, OffsetForLeaderEpoch,
+DeleteRecords, CreatePartitions, OffsetCommit, OffsetFetch (DESCRIBE; asked for all topics,
+the unauthorised ones are left out), CreateTopics (CREATE on the cluster or the topic),
+DeleteTopics (DELETE, by name or id), DescribeConfigs (DESCRIBE_CONFIGS), AlterConfigs and
+IncrementalAlterConfigs (ALTER_CONFIGS).
 
 Metadata is filtered instead: topics the principal may not DESCRIBE are left out of an
 all-topics answer, named ones are answered TOPIC_AUTHORIZATION_FAILED, a topic is auto-created
@@ -156,28 +163,9 @@ def check(ctx: Any, auth: BrokerAuthorizer, api_key: int, request: Any) -> None:
                 ctx.connection, Op.WRITE, T.TRANSACTIONAL_ID, request.transactional_id
             ):
                 raise _refuse(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    elif api_key == K.FETCH:
-        if getattr(request, "replica_id", -1) >= 0:
-            _need_cluster(ctx, auth, Op.CLUSTER_ACTION)
-        else:
-            _need_topics(ctx, auth, Op.READ, _topics(request, name="topic"))
     elif api_key == K.OFFSET_FOR_LEADER_EPOCH:
         if getattr(request, "replica_id", -1) >= 0:
             _need_cluster(ctx, auth, Op.CLUSTER_ACTION)
-    elif api_key == K.CREATE_TOPICS:
-        for name in _topics(request):
-            if not _may_create(ctx, auth, name):
-                raise _refuse(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-    elif api_key == K.DELETE_TOPICS:
-        names = list(getattr(request, "topic_names", None) or ()) + _topics(request)
-        _need_topics(ctx, auth, Op.DELETE, names)
-    elif api_key in (K.DESCRIBE_CONFIGS, K.ALTER_CONFIGS, K.INCREMENTAL_ALTER_CONFIGS):
-        op = Op.DESCRIBE_CONFIGS if api_key == K.DESCRIBE_CONFIGS else Op.ALTER_CONFIGS
-        for resource in request.resources:
-            if int(resource.resource_type) == 2:  # TOPIC
-                _need_topics(ctx, auth, op, [resource.resource_name])
-            else:  # BROKER, BROKER_LOGGER
-                _need_cluster(ctx, auth, op)
     elif api_key in (K.ELECT_LEADERS, K.ALTER_PARTITION_REASSIGNMENTS):
         _need_cluster(ctx, auth, Op.ALTER)
     elif api_key in (K.LIST_PARTITION_REASSIGNMENTS, K.DESCRIBE_LOG_DIRS):
@@ -216,14 +204,8 @@ def check(ctx: Any, auth: BrokerAuthorizer, api_key: int, request: Any) -> None:
         _need_group(ctx, auth, Op.DELETE, request.group_id)
         _need_topics(ctx, auth, Op.READ, _topics(request))
     elif api_key == K.OFFSET_FETCH:
-        groups = getattr(request, "groups", None)
-        if groups:
-            for group in groups:
-                _need_group(ctx, auth, Op.DESCRIBE, group.group_id)
-                _need_topics(ctx, auth, Op.DESCRIBE, _topics(group))
-        else:
+        if getattr(request, "groups", None) is None:  # v8+: group by group (_offset_fetch)
             _need_group(ctx, auth, Op.DESCRIBE, request.group_id)
-            _need_topics(ctx, auth, Op.DESCRIBE, _topics(request))
     elif api_key == K.DESCRIBE_GROUPS:
         for group in request.groups:
             _need_group(ctx, auth, Op.DESCRIBE, group)
@@ -364,6 +346,7 @@ def _list_groups_after(ctx: Any, auth: BrokerAuthorizer, response: Any) -> Any:
 
 
 _AFTER: dict[int, Callable[[Any, BrokerAuthorizer, Any], Any]] = {
+    ApiKey.CREATE_TOPICS: lambda ctx, auth, r: _create_topics_after(ctx, auth, r),
     ApiKey.DESCRIBE_CLUSTER: _cluster_ops_after,
     ApiKey.DESCRIBE_GROUPS: _groups_ops_after,
     ApiKey.LIST_GROUPS: _list_groups_after,
@@ -385,13 +368,17 @@ def guard(api_key: int, handler: Callable[[Any, Any], Any]) -> Callable[[Any, An
         return metadata
     after = _AFTER.get(api_key)
     split = SPLIT.get(api_key)
+    own = OWN.get(api_key)
 
     def guarded(ctx: Any, request: Any) -> Any:
         auth = ctx.services.extra["authorizer"]
         check(ctx, auth, api_key, request)
+        if own is not None:
+            return own(ctx, auth, handler, request)
         if split is not None:
-            return _split_by_topic(ctx, auth, api_key, split, handler, request)
-        result = handler(ctx, request)
+            result = _split_by_topic(ctx, auth, api_key, split, handler, request)
+        else:
+            result = handler(ctx, request)
         if after is None:
             return result
         if inspect.isawaitable(result):
@@ -405,63 +392,369 @@ async def _then(result: Any, fn: Callable[[Any], Any]) -> Any:
     return fn(await result)
 
 
-SPLIT: dict[int, tuple[str, str, str, AclOperation]] = {
-    # api: (request's topic list, its name attribute, response's topic list, operation)
-    ApiKey.PRODUCE: ("topic_data", "name", "responses", Op.WRITE),
-    ApiKey.LIST_OFFSETS: ("topics", "name", "topics", Op.DESCRIBE),
-    ApiKey.OFFSET_FOR_LEADER_EPOCH: ("topics", "topic", "topics", Op.DESCRIBE),
-    ApiKey.DELETE_RECORDS: ("topics", "name", "topics", Op.DELETE),
-    ApiKey.CREATE_PARTITIONS: ("topics", "name", "results", Op.ALTER),
-    ApiKey.OFFSET_COMMIT: ("topics", "name", "topics", Op.READ),
+Refusal = Callable[[Any, BrokerAuthorizer, Any, Any], "ErrorCode | None"]
+"""(ctx, authorizer, request, one item of the request's list) -> the error code the item is
+answered with, or None when it goes to the handler."""
+
+
+def _topic_op(op: AclOperation, name_attr: str = "name") -> Refusal:
+    def refusal(ctx: Any, auth: BrokerAuthorizer, request: Any, item: Any) -> ErrorCode | None:
+        if auth.allowed(ctx.connection, op, T.TOPIC, getattr(item, name_attr)):
+            return None
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+    return refusal
+
+
+def _create_refusal(ctx: Any, auth: BrokerAuthorizer, request: Any, item: Any) -> ErrorCode | None:
+    """CREATE on the cluster or on the topic; asked before the topic's existence, so a topic
+    that exists is not revealed to a principal that may not create it."""
+    return None if _may_create(ctx, auth, item.name) else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+def _delete_refusal(ctx: Any, auth: BrokerAuthorizer, request: Any, item: Any) -> ErrorCode | None:
+    """DELETE on the topic (v0-v5 name strings, v6 names or ids; an id is resolved first and
+    one no broker knows goes to the handler, which answers UNKNOWN_TOPIC_ID)."""
+    name = item if isinstance(item, str) else item.name
+    if name is None:
+        cache = ctx.services.metadata_cache
+        name = cache.get_topic_name(item.topic_id) if cache is not None else None
+        if name is None:
+            return None
+    if auth.allowed(ctx.connection, Op.DELETE, T.TOPIC, name):
+        return None
+    return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+def _config_refusal(op: AclOperation) -> Refusal:
+    """DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED) or on the
+    cluster for BROKER and BROKER_LOGGER resources (CLUSTER_AUTHORIZATION_FAILED)."""
+
+    def refusal(ctx: Any, auth: BrokerAuthorizer, request: Any, item: Any) -> ErrorCode | None:
+        if int(item.resource_type) == 2:  # TOPIC
+            if auth.allowed(ctx.connection, op, T.TOPIC, item.resource_name):
+                return None
+            return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        if auth.allowed(ctx.connection, op, T.CLUSTER, CLUSTER_NAME):
+            return None
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+    return refusal
+
+
+SPLIT: dict[int, tuple[str, str, Refusal]] = {
+    # api: (request's list, response's list, what refuses one item)
+    ApiKey.PRODUCE: ("topic_data", "responses", _topic_op(Op.WRITE)),
+    ApiKey.LIST_OFFSETS: ("topics", "topics", _topic_op(Op.DESCRIBE)),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: ("topics", "topics", _topic_op(Op.DESCRIBE, "topic")),
+    ApiKey.DELETE_RECORDS: ("topics", "topics", _topic_op(Op.DELETE)),
+    ApiKey.CREATE_PARTITIONS: ("topics", "results", _topic_op(Op.ALTER)),
+    ApiKey.OFFSET_COMMIT: ("topics", "topics", _topic_op(Op.READ)),
+    ApiKey.CREATE_TOPICS: ("topics", "topics", _create_refusal),
+    ApiKey.DESCRIBE_CONFIGS: ("resources", "results", _config_refusal(Op.DESCRIBE_CONFIGS)),
+    ApiKey.ALTER_CONFIGS: ("resources", "responses", _config_refusal(Op.ALTER_CONFIGS)),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (
+        "resources",
+        "responses",
+        _config_refusal(Op.ALTER_CONFIGS),
+    ),
 }
-"""APIs answered topic by topic as Kafka does: the authorised topics go to the handler, the
-others are answered TOPIC_AUTHORIZATION_FAILED in the same response."""
+"""APIs answered item by item as Kafka does: the authorised topics (resources) go to the
+handler, the others are answered with their error in the same response. DeleteTopics, Fetch
+and OffsetFetch have their own functions below (a second request list, an encoded response,
+groups)."""
 
 
 def _split_by_topic(
     ctx: Any,
     auth: BrokerAuthorizer,
     api_key: int,
-    split: tuple[str, str, str, AclOperation],
+    split: tuple[str, str, Refusal],
     handler: Callable[[Any, Any], Any],
     request: Any,
 ) -> Any:
-    req_field, name_attr, resp_field, op = split
+    req_field, resp_field, refusal = split
     if api_key == ApiKey.OFFSET_FOR_LEADER_EPOCH and getattr(request, "replica_id", -1) >= 0:
         return handler(ctx, request)
-    topics = list(getattr(request, req_field, None) or ())
-    refused = [
-        t for t in topics if not auth.allowed(ctx.connection, op, T.TOPIC, getattr(t, name_attr))
-    ]
+    if api_key == ApiKey.DELETE_TOPICS and getattr(request, "topic_names", None) is not None:
+        req_field = "topic_names"  # v0-v5
+    return _answer_split(ctx, auth, api_key, req_field, resp_field, refusal, handler, request)
+
+
+def _answer_split(
+    ctx: Any,
+    auth: BrokerAuthorizer,
+    api_key: int,
+    req_field: str,
+    resp_field: str,
+    refusal: Refusal,
+    handler: Callable[[Any, Any], Any],
+    request: Any,
+) -> Any:
+    items = list(getattr(request, req_field, None) or ())
+    kept: list[Any] = []
+    refused: dict[ErrorCode, list[Any]] = {}
+    for item in items:
+        code = refusal(ctx, auth, request, item)
+        if code is None:
+            kept.append(item)
+        else:
+            refused.setdefault(code, []).append(item)
     if not refused:
         return handler(ctx, request)
-    if len(refused) == len(topics):
-        raise _refuse(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     from kafkalite.protocol.error_response import error_response
 
-    kept = [t for t in topics if t not in refused]
-    errors = error_response(
-        api_key,
-        _with_topics(request, req_field, refused),
-        ctx.response_class,
-        ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+    message = _MESSAGES.get(api_key, "")
+    answered = tuple(
+        dataclasses.replace(entry, error_message=message)
+        if message != "" and hasattr(entry, "error_message")
+        else entry
+        for code, some in refused.items()
+        for entry in getattr(
+            error_response(
+                api_key, _with_topics(request, req_field, some), ctx.response_class, code
+            ),
+            resp_field,
+        )
     )
+    if not kept:
+        if api_key == ApiKey.PRODUCE and len(refused) == 1:
+            # the dispatcher's error answer (it also knows acks=0)
+            raise _refuse(next(iter(refused)))
+        errors = error_response(api_key, request, ctx.response_class, ErrorCode.NONE)
+        return dataclasses.replace(errors, **{resp_field: answered})
     result = handler(ctx, _with_topics(request, req_field, kept))
 
     def merge(response: Any) -> Any:
         if not dataclasses.is_dataclass(response):
             return response  # NO_RESPONSE (acks=0)
         return dataclasses.replace(
-            response,
-            **{
-                resp_field: tuple(getattr(response, resp_field))
-                + tuple(getattr(errors, resp_field))
-            },
+            response, **{resp_field: tuple(getattr(response, resp_field)) + answered}
         )
 
     if inspect.isawaitable(result):
         return _then(result, merge)
     return merge(result)
+
+
+_MESSAGES: dict[int, str | None] = {
+    ApiKey.CREATE_TOPICS: "Authorization failed.",
+    ApiKey.ALTER_CONFIGS: None,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: None,
+}
+"""The error message of a refused item where Kafka's is not the error's default one."""
+
+
+def _create_topics_after(ctx: Any, auth: BrokerAuthorizer, response: Any) -> Any:
+    """CreateTopics v5+ returns a topic's configs, partitions and replication factor only with
+    DESCRIBE_CONFIGS on it; without, ``topic_config_error_code`` is TOPIC_AUTHORIZATION_FAILED
+    (a topic refused for CREATE included, one whose creation failed excepted)."""
+    topics = []
+    for topic in response.topics:
+        if hasattr(topic, "topic_config_error_code") and not auth.allowed(
+            ctx.connection, Op.DESCRIBE_CONFIGS, T.TOPIC, topic.name
+        ):
+            if topic.error_code == ErrorCode.NONE:
+                topic = dataclasses.replace(
+                    topic,
+                    topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    num_partitions=-1,
+                    replication_factor=-1,
+                    configs=None if topic.configs is None else (),
+                )
+            elif topic.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+                topic = dataclasses.replace(
+                    topic, topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                )
+        topics.append(topic)
+    return dataclasses.replace(response, topics=tuple(topics))
+
+
+def _delete_topics(
+    ctx: Any, auth: BrokerAuthorizer, handler: Callable[[Any, Any], Any], request: Any
+) -> Any:
+    """DELETE on each topic; one named by id is answered with its name only to a principal
+    that may DESCRIBE it (Kafka hides the name, not the id)."""
+    field = "topic_names" if getattr(request, "topic_names", None) is not None else "topics"
+    result = _answer_split(
+        ctx, auth, ApiKey.DELETE_TOPICS, field, "responses", _delete_refusal, handler, request
+    )
+    cache = ctx.services.metadata_cache
+    if field == "topic_names" or cache is None:
+        return result
+    names = {}
+    for item in request.topics:
+        if item.name is None and item.topic_id is not None:
+            name = cache.get_topic_name(item.topic_id)
+            if name is not None and auth.allowed(ctx.connection, Op.DESCRIBE, T.TOPIC, name):
+                names[item.topic_id] = name
+
+    def named(response: Any) -> Any:
+        if not names:
+            return response
+        return dataclasses.replace(
+            response,
+            responses=tuple(
+                dataclasses.replace(r, name=names[r.topic_id])
+                if r.name is None and r.topic_id in names
+                else r
+                for r in response.responses
+            ),
+        )
+
+    if inspect.isawaitable(result):
+        return _then(result, named)
+    return named(result)
+
+
+def _fetch(ctx: Any, auth: BrokerAuthorizer, handler: Callable[..., Any], request: Any) -> Any:
+    """Kafka's handleFetchRequest: a follower needs CLUSTER_ACTION on the cluster, else every
+    partition it fetches is answered TOPIC_AUTHORIZATION_FAILED; a consumer needs READ on each
+    topic, and the partitions of the others are answered TOPIC_AUTHORIZATION_FAILED (before
+    their existence is looked at) next to the data of the authorised ones. The handler asks
+    ``may_read`` about every partition of its fetch context, a session's included."""
+    conn = ctx.connection
+    if getattr(request, "replica_id", -1) >= 0:
+        if auth.allowed(conn, Op.CLUSTER_ACTION, T.CLUSTER, CLUSTER_NAME):
+            return handler(ctx, request)
+        return handler(ctx, request, may_read=lambda topic: False)
+    return handler(ctx, request, may_read=lambda topic: auth.allowed(conn, Op.READ, T.TOPIC, topic))
+
+
+def _offset_fetch(
+    ctx: Any, auth: BrokerAuthorizer, handler: Callable[[Any, Any], Any], request: Any
+) -> Any:
+    """Kafka's handleOffsetFetchRequest (the group's DESCRIBE is checked by ``check``): the
+    partitions of a named topic the principal may not DESCRIBE are answered
+    TOPIC_AUTHORIZATION_FAILED (offset -1, no metadata); asked for every topic (null), the
+    group's unauthorised topics are left out."""
+    conn = ctx.connection
+
+    def allowed(name: str) -> bool:
+        return auth.allowed(conn, Op.DESCRIBE, T.TOPIC, name)
+
+    def split(holder: Any) -> tuple[Any, list[Any]]:
+        topics = getattr(holder, "topics", None)
+        if topics is None:
+            return holder, []
+        kept = [t for t in topics if allowed(t.name)]
+        refused = [t for t in topics if not allowed(t.name)]
+        if not refused:
+            return holder, []
+        return _with_topics(holder, "topics", kept), refused
+
+    def answered(refused: list[Any], entry_cls: type) -> tuple[Any, ...]:
+        from kafkalite.apis.base import build
+
+        return tuple(
+            build(
+                entry_cls,
+                {
+                    "name": t.name,
+                    "partitions": [
+                        {
+                            "partition_index": p,
+                            "committed_offset": -1,
+                            "committed_leader_epoch": -1,
+                            "metadata": "",
+                            "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                        }
+                        for p in t.partition_indexes
+                    ],
+                },
+            )
+            for t in refused
+        )
+
+    def fix_topics(topics: tuple[Any, ...], refused: list[Any], everything: bool) -> tuple:
+        if everything:
+            return tuple(t for t in topics if allowed(t.name))
+        if not refused:
+            return tuple(topics)
+        entry_cls = _entry_class(ctx.response_class, ctx.api_version)
+        return tuple(topics) + answered(refused, entry_cls)
+
+    groups = getattr(request, "groups", None)
+    if groups is not None:  # v8+: a group it may not DESCRIBE is answered alone
+        order = [g.group_id for g in groups]
+        denied = [
+            g.group_id for g in groups if not auth.allowed(conn, Op.DESCRIBE, T.GROUP, g.group_id)
+        ]
+        split_groups = [split(g) for g in groups if g.group_id not in denied]
+        request = _with_topics(request, "groups", [g for g, _ in split_groups])
+        refused_of = {g.group_id: r for g, r in split_groups}
+        everything = {g.group_id: g.topics is None for g, _ in split_groups}
+
+        def after(response: Any) -> Any:
+            from kafkalite.apis.base import build
+
+            out = [
+                build(
+                    _list_class(ctx.response_class, "groups"),
+                    {
+                        "group_id": g,
+                        "topics": [],
+                        "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                    },
+                )
+                for g in denied
+            ]
+            for group in response.groups:
+                refused = refused_of.get(group.group_id, [])
+                if group.error_code == ErrorCode.NONE and (refused or everything[group.group_id]):
+                    group = dataclasses.replace(
+                        group,
+                        topics=fix_topics(group.topics, refused, everything[group.group_id]),
+                    )
+                out.append(group)
+            out.sort(key=lambda g: order.index(g.group_id) if g.group_id in order else len(order))
+            return dataclasses.replace(response, groups=tuple(out))
+
+    else:
+        everything_v = getattr(request, "topics", None) is None
+        request, refused = split(request)
+
+        def after(response: Any) -> Any:
+            if not (refused or everything_v):
+                return response
+            if response.error_code != ErrorCode.NONE and ctx.api_version >= 2:
+                return response  # a group-level error answers no partitions
+            return dataclasses.replace(
+                response, topics=fix_topics(response.topics, refused, everything_v)
+            )
+
+    result = handler(ctx, request)
+    if inspect.isawaitable(result):
+        return _then(result, after)
+    return after(result)
+
+
+def _entry_class(response_cls: Any, version: int) -> type:
+    """The topic entry class of an OffsetFetch response (v0-v7 top level, v8+ per group)."""
+    cls = response_cls
+    if version >= 8:
+        cls = _list_class(cls, "groups")
+    return _list_class(cls, "topics")
+
+
+def _list_class(cls: Any, field: str) -> type:
+    import typing
+
+    for f in dataclasses.fields(cls):
+        if f.name == field:
+            return typing.get_args(f.type)[0]
+    raise TypeError(f"no {field} field")
+
+
+OWN: dict[int, Callable[..., Any]] = {
+    ApiKey.FETCH: _fetch,
+    ApiKey.DELETE_TOPICS: _delete_topics,
+    ApiKey.OFFSET_FETCH: _offset_fetch,
+}
+
+
+def _has_field(cls: Any, name: str) -> bool:
+    return any(f.name == name for f in dataclasses.fields(cls))
 
 
 def _with_topics(request: Any, field: str, topics: list[Any]) -> Any:

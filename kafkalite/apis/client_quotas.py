@@ -62,11 +62,12 @@ def throttle(api_key: int, handler: Callable[[Any, Any], Any]) -> Callable[[Any,
         return produce
     if api_key == ApiKey.FETCH:
 
-        def fetch(ctx: Any, request: Any) -> Any:
+        def fetch(ctx: Any, request: Any, **options: Any) -> Any:
+            # options: the authorizer's may_read (apis/authorization.py), passed on
             quotas: QuotaManager = ctx.services.extra["quotas"]
             if not quotas.enabled or request.replica_id >= 0:
-                return handler(ctx, request)
-            result = handler(ctx, request)
+                return handler(ctx, request, **options)
+            result = handler(ctx, request, **options)
 
             def count(buffers: Any) -> Any:
                 if not isinstance(buffers, list) or not buffers:

@@ -14,12 +14,12 @@ session id gets FETCH_SESSION_ID_NOT_FOUND so the client starts over with a full
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kafkalite.apis.base import RequestContext, handles, millis
 from kafkalite.apis.fetch_response import encode_fetch_response
-from kafkalite.broker.types import FetchInfo, FetchParams, IsolationLevel
+from kafkalite.broker.types import FetchInfo, FetchParams, FetchPartitionData, IsolationLevel
 from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.types import TopicPartition
@@ -30,9 +30,16 @@ FINAL_EPOCH = -1
 
 
 @handles(ApiKey.FETCH)
-def handle_fetch(ctx: RequestContext, request: Any) -> Any:
+def handle_fetch(
+    ctx: RequestContext, request: Any, may_read: Callable[[str], bool] | None = None
+) -> Any:
     """The encoded response, or (when the fetch waits in purgatory) an awaitable of it: most
-    fetches are answered without a coroutine or a task."""
+    fetches are answered without a coroutine or a task.
+
+    ``may_read`` (given by the authorizer, apis/authorization.py): whether a topic may be read.
+    It is asked about every partition of the fetch context (a session's too, so an ACL removed
+    during a session stops it), and the others are answered TOPIC_AUTHORIZATION_FAILED without
+    reading the log, as Kafka's "erroneous" partitions."""
     version = ctx.api_version
     services = ctx.services
     session_id = getattr(request, "session_id", INVALID_SESSION_ID)
@@ -79,10 +86,28 @@ def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     else:
         context = None
 
-    results = services.replica_manager.fetch_messages_now_or_later(params, fetch_infos)
+    to_fetch = fetch_infos
+    denied: dict[TopicPartition, FetchPartitionData] = {}
+    if may_read is not None:
+        readable: dict[str, bool] = {}
+        for tp in fetch_infos:
+            ok = readable.get(tp.topic)
+            if ok is None:
+                ok = readable[tp.topic] = may_read(tp.topic)
+            if not ok:
+                denied[tp] = _DENIED
+        if denied:
+            to_fetch = {tp: info for tp, info in fetch_infos.items() if tp not in denied}
+    if denied and not to_fetch:
+        results: Any = {}  # Kafka answers at once when nothing is left to wait for
+    else:
+        results = services.replica_manager.fetch_messages_now_or_later(params, to_fetch)
     if isinstance(results, dict):
-        return _respond(ctx, version, context, fetch_infos, results)
-    return _respond_when_ready(ctx, version, context, fetch_infos, results)
+        return _respond(ctx, version, context, fetch_infos, results, denied)
+    return _respond_when_ready(ctx, version, context, fetch_infos, results, denied)
+
+
+_DENIED = FetchPartitionData(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 
 
 async def _respond_when_ready(
@@ -91,8 +116,9 @@ async def _respond_when_ready(
     context: Any,
     fetch_infos: dict[TopicPartition, FetchInfo],
     pending: Awaitable[dict[TopicPartition, Any]],
+    denied: dict[TopicPartition, FetchPartitionData],
 ) -> Any:
-    return _respond(ctx, version, context, fetch_infos, await pending)
+    return _respond(ctx, version, context, fetch_infos, await pending, denied)
 
 
 def _respond(
@@ -101,7 +127,10 @@ def _respond(
     context: Any,
     fetch_infos: dict[TopicPartition, FetchInfo],
     results: dict[TopicPartition, Any],
+    denied: dict[TopicPartition, FetchPartitionData],
 ) -> Any:
+    if denied:
+        results = {**results, **denied}
     if context is not None:
         response_partitions, response_session_id = context.update_and_generate_response(results)
     else:

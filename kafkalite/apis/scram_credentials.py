@@ -159,6 +159,10 @@ async def handle_alter(ctx: RequestContext, request: Any) -> Any:
                     updates[name] = credential.to_string()
             if error is None:
                 await alter_entity_config(store, "users", user, updates, removals)
+                # this broker's cache at once (the others follow the change notification)
+                cache = ctx.services.extra.get("scram_cache")
+                if cache is not None:
+                    cache.invalidate(user)
         code, message = error if error is not None else (ErrorCode.NONE, None)
         results.append({"user": user, "error_code": code, "error_message": message})
     return ctx.response(results=results)

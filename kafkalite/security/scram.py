@@ -23,6 +23,7 @@ import hashlib
 import hmac
 import os
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 MECHANISMS = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
@@ -292,3 +293,49 @@ class ScramClient:
         expected = hmac_(self.digest, server_key, self._auth_message)
         if base64.b64decode(attrs.get("v", "")) != expected:
             raise ScramError("invalid server signature")
+
+
+class CredentialCache:
+    """The broker's SCRAM credentials (Kafka's CredentialCache): each (user, mechanism) is read
+    from the coordination store once, then answered from memory until ``invalidate(user)`` (a
+    ``/config/changes`` notification for ``users/<user>``) or ``clear()`` (the notification
+    watcher (re)started, so changes may have been missed). A user without a credential is
+    remembered too, so unknown names do not cost a store read per handshake; the cache is
+    emptied when it reaches ``max_entries``. A read that overlaps an invalidation of its user
+    is not kept (it may have read the old value)."""
+
+    def __init__(
+        self,
+        load: Callable[[str, str], Awaitable[ScramCredential | None]],
+        max_entries: int = 10_000,
+    ) -> None:
+        self._load = load
+        self._max = max_entries
+        self._entries: dict[tuple[str, str], ScramCredential | None] = {}
+        self._generations: dict[str, int] = {}
+        self._epoch = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    async def get(self, user: str, mechanism: str) -> ScramCredential | None:
+        key = (user, mechanism)
+        if key in self._entries:
+            return self._entries[key]
+        before = (self._epoch, self._generations.get(user, 0))
+        credential = await self._load(user, mechanism)
+        if before == (self._epoch, self._generations.get(user, 0)):
+            if len(self._entries) >= self._max:
+                self._entries.clear()
+            self._entries[key] = credential
+        return credential
+
+    def invalidate(self, user: str) -> None:
+        self._generations[user] = self._generations.get(user, 0) + 1
+        for key in [k for k in self._entries if k[0] == user]:
+            del self._entries[key]
+
+    def clear(self) -> None:
+        self._epoch += 1
+        self._entries.clear()
+        self._generations.clear()

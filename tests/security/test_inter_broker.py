@@ -23,12 +23,13 @@ import time
 from datetime import timedelta
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from kafkalite.coord import open_store
 from kafkalite.coord.security import alter_entity_config
 from kafkalite.protocol.acl import SUPPORTED_OPERATIONS, ResourceType, from_32bit_field
+from kafkalite.protocol.errors import KafkaError as KafkaLiteError
 from kafkalite.security.scram import make_credential
 from tests.harness.broker import BrokerProcess, free_port
 from tests.harness.zookeeper import ZooKeeperServer
@@ -210,6 +211,22 @@ def acl_bindings(sasl_ports, pki, port):
         for r in response.resources
         for a in r.acls
     }
+
+
+def authenticates(port: int, pki, password: str) -> bool:
+    from kafkalite.protocol.api import ApiKey
+
+    request = {
+        "topics": [],
+        "allow_auto_topic_creation": False,
+        "include_cluster_authorized_operations": False,
+        "include_topic_authorized_operations": False,
+    }
+    try:
+        asyncio.run(call(port, security_for(pki, ALICE, password), ApiKey.METADATA, request, 10))
+    except (KafkaLiteError, ConnectionError):
+        return False
+    return True
 
 
 def wait_until(condition, what: str):
@@ -408,6 +425,16 @@ def test_acls_refuse_then_allow_and_reach_every_broker(sasl_cluster):
     finally:
         consumer.close()
     assert got == list(range(5))
+    # one DescribeConfigs naming both topics: answered topic by topic
+    alice_admin = AdminClient(alice)  # kept: the futures need the client alive
+    futures = alice_admin.describe_configs(
+        [ConfigResource("topic", "alice-data"), ConfigResource("topic", "secret")]
+    )
+    results = {resource.name: future for resource, future in futures.items()}
+    assert "retention.ms" in results["alice-data"].result(DEADLINE_S)
+    with pytest.raises(KafkaException) as refused:
+        results["secret"].result(DEADLINE_S)
+    assert refused.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
 
     # deleted through broker 3: gone from broker 1 too
     deleted = asyncio.run(
@@ -437,6 +464,17 @@ def test_acls_refuse_then_allow_and_reach_every_broker(sasl_cluster):
             f"the ACLs deleted on the broker at {port}",
         )
     assert AdminClient(alice).list_topics(timeout=10).topics == {}
+
+    # a password changed through broker 1 reaches every broker's credential cache
+    for port in (first, second, third):
+        assert authenticates(port, pki, ALICE_PASSWORD)  # now cached there
+    asyncio.run(add_scram_user(f"127.0.0.1:{first}", ALICE, "alice-changed", admin_security))
+    for port in (first, second, third):
+        wait_until(
+            lambda port=port: authenticates(port, pki, "alice-changed"),
+            f"the new password on the broker at {port}",
+        )
+        assert not authenticates(port, pki, ALICE_PASSWORD)
 
 
 def http(url: str, pki, method: str = "GET", auth: str | None = None) -> tuple[int, dict]:

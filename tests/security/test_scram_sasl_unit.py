@@ -293,3 +293,49 @@ def test_principal_mapping_rules_and_subject_dn():
     with pytest.raises(TlsConfigError) as info:
         PrincipalMapper("RULE:^CN=(.*$/$1/")
     assert info.value.key == "ssl.principal.mapping.rules"
+
+
+def test_credential_cache_reads_once_until_invalidated():
+    from kafkalite.security.scram import CredentialCache
+
+    store = {"alice": make_credential("SCRAM-SHA-256", "one")}
+    reads = []
+    gate: dict[str, asyncio.Event] = {}
+
+    async def load(user, mechanism):
+        reads.append(user)
+        if user in gate:
+            await gate[user].wait()
+        return store.get(user)
+
+    async def scenario():
+        cache = CredentialCache(load, max_entries=3)
+        first = await cache.get("alice", "SCRAM-SHA-256")
+        assert await cache.get("alice", "SCRAM-SHA-256") is first
+        assert await cache.get("nobody", "SCRAM-SHA-256") is None
+        assert await cache.get("nobody", "SCRAM-SHA-256") is None  # remembered too
+        assert reads == ["alice", "nobody"]
+        # a changed password: the notification invalidates, the next read sees the new one
+        store["alice"] = make_credential("SCRAM-SHA-256", "two")
+        cache.invalidate("alice")
+        assert await cache.get("alice", "SCRAM-SHA-256") is store["alice"]
+        # a read overlapping an invalidation is answered but not kept
+        gate["bob"] = asyncio.Event()
+        store["bob"] = make_credential("SCRAM-SHA-256", "old")
+        pending = asyncio.ensure_future(cache.get("bob", "SCRAM-SHA-256"))
+        while reads[-1] != "bob":
+            await asyncio.sleep(0)
+        store["bob"] = make_credential("SCRAM-SHA-256", "new")
+        cache.invalidate("bob")
+        gate["bob"].set()
+        await pending
+        del gate["bob"]
+        assert await cache.get("bob", "SCRAM-SHA-256") is store["bob"]
+        # clear() (the watcher restarted) forgets everything; the cache stays bounded
+        cache.clear()
+        assert len(cache) == 0
+        for user in ("a", "b", "c", "d"):
+            await cache.get(user, "SCRAM-SHA-256")
+        assert len(cache) <= 3
+
+    asyncio.run(scenario())
