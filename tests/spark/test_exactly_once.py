@@ -19,10 +19,29 @@ from confluent_kafka import TopicPartition as CkTopicPartition
 
 from kafkalite.spark.kafka import KafkaError, TransactionalTaskWrite
 from kafkalite.spark.source import KafkaBatchWriter
+from tests.harness.broker import BrokerProcess
 from tests.spark.conftest import DEADLINE_S
 from tests.spark.test_streaming import stream
 
 RECORDS = 40  # per source partition
+
+
+@pytest.fixture(scope="module")
+def kafka_broker(tmp_path_factory):
+    """The data-source tests' broker, with one partition for the transaction state and the
+    group offsets (their first use creates the topic: 50 partitions take seconds)."""
+    b = BrokerProcess(
+        tmp_path_factory.mktemp("spark-eo-broker"),
+        overrides={"auto.create.topics.enable": "false", "offsets.topic.num.partitions": "1",
+                   "transaction.state.log.num.partitions": "1"},
+    )  # fmt: skip
+    b.start()
+    yield b
+    if b.running:
+        try:
+            b.stop()
+        except TimeoutError:
+            b.kill()
 
 
 def committed_end(bootstrap: str, topic: str) -> int:
@@ -61,7 +80,7 @@ def test_a_micro_batch_rerun_after_a_task_failure_does_not_duplicate(kspark, kaf
     bootstrap = kafka.bootstrap
 
     @F.udf("string")
-    def fail_once(partition: int, value: bytes) -> str:
+    def fail_once(partition, value):
         """Partition 1's task fails on its first attempt, once partition 0's task has
         committed its transaction (so that the re-run meets a committed task)."""
         import time
