@@ -56,12 +56,18 @@ def consumer_config(params: Mapping[str, str]) -> dict[str, Any]:
     config: dict[str, Any] = {
         "group.id": f"kafkalite-spark-{uuid.uuid4().hex}",
         "enable.auto.commit": False,
-        "enable.partition.eof": False,
+        # a range may end with records a read_committed reader never gets (a transaction's
+        # commit or abort marker, aborted records): the end-of-partition event tells where the
+        # fetch position is, past them
+        "enable.partition.eof": True,
         "auto.offset.reset": "error",
         # librdkafka stops fetching for fetch.queue.backoff.ms (default 1 s) whenever its queue
         # holds queued.min.messages (100k): a range reader drains 100k records in a fraction of
         # that and then waited, idle (1M records: 7.5 s with the default, 1.7 s with 10 ms)
         "fetch.queue.backoff.ms": 10,
+        # what exactly-once writes need (librdkafka's default too; Spark's connector inherits
+        # the Java client's read_uncommitted): kafka.isolation.level overrides it
+        "isolation.level": "read_committed",
         "log_level": 3,
     }
     config.update(params)
@@ -259,6 +265,7 @@ def read_range(
     healthy = False
     try:
         next_offset = r.start
+        ended_at = -1
         last_progress = time.monotonic()
         cols: dict[str, list[Any]] = {
             "key": [],
@@ -303,6 +310,18 @@ def read_range(
                         f"polling for {poll_timeout_s * 1000:.0f} ms"
                     )
                 continue
+            # the fetch position at the end of the partition (past any control records)
+            eof_at = max((m.offset() for m in messages if m.error() is not None
+                          and m.error().code() == ck.KafkaError._PARTITION_EOF), default=-1)  # fmt: skip
+            if eof_at >= 0:
+                messages = [m for m in messages if m.error() is None
+                            or m.error().code() != ck.KafkaError._PARTITION_EOF]  # fmt: skip
+                if eof_at >= r.end:
+                    ended_at = eof_at
+                if not messages:
+                    if eof_at >= r.end:
+                        position, next_offset = eof_at, r.end
+                    continue
             failed = [m for m in messages if m.error() is not None]
             if failed:
                 error = failed[0].error()
@@ -332,6 +351,8 @@ def read_range(
                 next_offset = offsets[-1] + 1
             if beyond:
                 next_offset = r.end
+            if ended_at >= r.end:  # the end of the partition was past the range's end
+                position, next_offset = max(position, ended_at), r.end
             if not messages:
                 continue
             cols["offset"] += offsets
@@ -394,21 +415,29 @@ class TaskProducer:
 
     A task that fails after some of its records were acknowledged is retried by Spark with all
     its rows, so those records are written again (the idempotent producer removes the
-    duplicates of its own retries, not those of a new task attempt). Exactly once needs a
-    transactional producer per task attempt: ``begin`` / ``commit`` / ``abort`` are where
-    ``init_transactions`` / ``begin_transaction`` / ``commit_transaction`` /
-    ``abort_transaction`` go once the broker has a transaction coordinator."""
+    duplicates of its own retries, not those of a new task attempt). Exactly once:
+    TransactionalTaskWrite, which produces through one of these with a transactional.id."""
 
-    def __init__(self, params: Mapping[str, str], *, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        params: Mapping[str, str],
+        *,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        transactional_id: str | None = None,
+    ) -> None:
         self.timeout_s = timeout_s
         self.errors: list[Any] = []
         self.key = tuple(sorted(params.items()))
-        # a reused Python worker keeps its producer (connections, metadata) for the next task
-        cached = _producers.pop(self.key, None)
+        self.reusable = transactional_id is None
+        # a reused Python worker keeps its producer (connections, metadata) for the next task;
+        # a transactional one is not kept: another worker may run its task id next and fence it
+        cached = _producers.pop(self.key, None) if self.reusable else None
         if cached is None:
             router = _DeliveryRouter()
             config = producer_config(params)
             config["on_delivery"] = router
+            if transactional_id is not None:
+                config["transactional.id"] = transactional_id
             cached = (_kafka().Producer(config), router)
         self.producer, self.router = cached
         self.router.errors = self.errors
@@ -420,9 +449,6 @@ class TaskProducer:
             topic, partition, error = self.errors[0]
             where = topic if partition is None or partition < 0 else f"{topic}-{partition}"
             raise KafkaError.of(f"writing to {where} failed", error)
-
-    def begin(self) -> None:
-        """Transactions hook: begin_transaction goes here."""
 
     def check_topic(self, topic: str) -> None:
         """Fail at once on a topic the broker neither has nor creates (rather than after
@@ -482,8 +508,8 @@ class TaskProducer:
         self._raise_if_failed()
 
     def commit(self) -> int:
-        """Wait for every record's acknowledgement (transactions hook: commit_transaction);
-        the first delivery error fails the task."""
+        """Wait for every record's acknowledgement; the first delivery error fails the
+        task."""
         deadline = time.monotonic() + max(self.timeout_s, 60.0)
         while self.producer.flush(1.0) > 0:
             self._raise_if_failed()
@@ -492,11 +518,115 @@ class TaskProducer:
                     f"writing failed: {len(self.producer)} records not acknowledged in time"
                 )
         self._raise_if_failed()
-        _producers[self.key] = (self.producer, self.router)
+        if self.reusable:
+            _producers[self.key] = (self.producer, self.router)
         return self.records
 
     def abort(self) -> None:
-        """Transactions hook: abort_transaction goes here. Without transactions, what was
-        acknowledged stays written. The producer is not reused."""
+        """Without transactions, what was acknowledged stays written. The producer is not
+        reused."""
         self.producer.purge()
         self.producer.flush(0)
+
+
+class TransactionalTaskWrite:
+    """The write of one Spark task in one Kafka transaction (``deliveryGuarantee`` =
+    ``exactly-once``), as Flink's exactly-once KafkaSink and Kafka Streams do it, within what
+    a Python data source allows (a Kafka transaction cannot be handed from an executor to the
+    driver, so each task commits its own).
+
+    ``transactional_id`` is the same for every attempt of a task (the query or job, and the
+    Spark partition id): ``init_transactions`` of a new attempt fences the attempt before it
+    (a zombie's open transaction is aborted, its later commit fails with PRODUCER_FENCED).
+
+    A task commits, in the same transaction as its records, the offset ``batch_id + 1`` of
+    partition 0 of ``marker_topic`` for the consumer group named ``transactional_id``: an
+    attempt that finds its batch committed there already (the task committed, then its stage
+    or the query failed, and Spark runs it again) writes nothing. The records and the marker are
+    committed together or not at all, so a read_committed reader sees each task's records once,
+    provided a re-run task gets the same rows (what Spark's re-planned micro-batch of a
+    deterministic query gives)."""
+
+    def __init__(
+        self,
+        params: Mapping[str, str],
+        transactional_id: str,
+        marker_topic: str,
+        *,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+    ) -> None:
+        ck = _kafka()
+        self.timeout_s = max(timeout_s, 60.0)
+        self.transactional_id = transactional_id
+        self.marker = ck.TopicPartition(marker_topic, 0)
+        self.task = TaskProducer(params, timeout_s=timeout_s, transactional_id=transactional_id)
+        self.consumer = ck.Consumer(
+            {
+                "bootstrap.servers": params["bootstrap.servers"],
+                **{k: v for k, v in params.items() if k.startswith(("security.", "sasl.", "ssl."))},
+                "group.id": transactional_id,
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",  # the committed offset must be stable
+                "log_level": 3,
+            }
+        )
+        self.open = False
+
+    def _call(self, what: str, call: Any) -> Any:
+        ck = _kafka()
+        try:
+            return call()
+        except ck.KafkaException as e:
+            raise KafkaError.of(f"{what} ({self.transactional_id})", e.args[0]) from e
+
+    def committed_batch(self) -> int | None:
+        """Fences the attempts before this one, then the last batch id this task committed
+        (None: none)."""
+        producer = self.task.producer
+        self._call("init_transactions", lambda: producer.init_transactions(self.timeout_s))
+        found = self._call(
+            "reading the committed batch",
+            lambda: self.consumer.committed([self.marker], timeout=self.timeout_s),
+        )
+        offset = found[0].offset
+        return offset - 1 if offset > 0 else None
+
+    def begin(self) -> None:
+        self._call("begin_transaction", self.task.producer.begin_transaction)
+        self.open = True
+
+    def produce_batch(self, batch: Any, default_topic: str | None) -> None:
+        self.task.produce_batch(batch, default_topic)
+
+    def commit(self, batch_id: int) -> int:
+        """Every record acknowledged (the first delivery error fails the task), the batch
+        marker added, the transaction committed."""
+        ck = _kafka()
+        producer = self.task.producer
+        self.task.commit()  # every record acknowledged, or the first delivery error
+        marker = ck.TopicPartition(self.marker.topic, 0, batch_id + 1)
+        metadata = self.consumer.consumer_group_metadata()
+        self._call(
+            "send_offsets_to_transaction",
+            lambda: producer.send_offsets_to_transaction([marker], metadata, self.timeout_s),
+        )
+        self._call("commit_transaction", lambda: producer.commit_transaction(self.timeout_s))
+        self.open = False
+        return self.task.records
+
+    def abort(self) -> None:
+        """Abort the open transaction (best effort: a fenced producer cannot, and its
+        transaction is aborted by the attempt that fenced it or by the coordinator's timeout)."""
+        ck = _kafka()
+        if self.open:
+            try:
+                self.task.producer.abort_transaction(self.timeout_s)
+            except ck.KafkaException:
+                pass
+            self.open = False
+
+    def close(self) -> None:
+        """The consumer closed; the producer dropped (a fenced one raises its fatal error on
+        any call, flush included)."""
+        self.consumer.close()
+        self.task.producer.purge()

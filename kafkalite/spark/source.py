@@ -17,6 +17,7 @@ committed micro-batch ended.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -55,6 +56,7 @@ from .kafka import (
     KafkaError,
     OffsetReader,
     TaskProducer,
+    TransactionalTaskWrite,
     data_loss_message,
     read_range,
     resolve,
@@ -338,6 +340,12 @@ class KafkaStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAvai
 @dataclass
 class KafkaCommitMessage(WriterCommitMessage):
     records: int
+    skipped: bool = False  # exactly-once: an earlier attempt of the task had committed
+
+
+# local properties Spark's MicroBatchExecution / StreamExecution give the tasks of a micro-batch
+MICRO_BATCH_ID = "streaming.sql.batchId"
+QUERY_ID = "sql.streaming.queryId"
 
 
 def check_write_schema(schema: StructType, topic_option: str | None) -> None:
@@ -366,28 +374,48 @@ def check_write_schema(schema: StructType, topic_option: str | None) -> None:
 
 
 class _WriterBase:
-    """Each task produces its rows with an idempotent producer and waits for every
-    acknowledgement; a delivery error (the Kafka error named) fails the task.
+    """Each task produces its rows and waits for every acknowledgement; a delivery error (the
+    Kafka error named) fails the task.
 
-    At least once: Spark retries a failed task (or re-runs a micro-batch after a restart) with
-    all its rows, and the records the failed attempt had written stay written. Exactly once
-    needs a transactional producer per task attempt; the broker has no transaction coordinator
-    yet (see README, "What does not work yet"), and TaskProducer.begin/commit/abort are where the
-    transaction calls go."""
+    ``deliveryGuarantee`` = ``at-least-once`` (the default, as Spark's Kafka sink): the
+    idempotent producer; Spark retries a failed task (or re-runs a micro-batch after a restart)
+    with all its rows, and what the failed attempt wrote stays written.
+
+    ``exactly-once`` (Flink's KafkaSink option): each task writes in one Kafka transaction
+    (kafka.TransactionalTaskWrite) whose transactional.id is ``<transactionalIdPrefix>-<Spark
+    partition id>``; the prefix defaults to ``kafkalite-spark-<query id>`` for a stream (the id
+    kept in the checkpoint, so a restarted query fences and finds its earlier attempts) and to
+    ``kafkalite-spark-<random id of the write>`` for a batch write. Spark's driver-side commit
+    has nothing left to do: a Kafka transaction cannot be handed from the task to the driver."""
+
+    streaming = False
 
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
         self.params = opt.kafka_params(options)
         if "transactional.id" in self.params:
             raise OptionError(
-                "Kafka option 'transactional.id' is not supported yet: kafkalite has no "
-                "transaction coordinator, writes are at least once"
+                "Kafka option 'transactional.id' is not supported: set deliveryGuarantee="
+                "exactly-once (and optionally transactionalIdPrefix); each task then writes "
+                "in a transaction of its own"
             )
         self.topic = opt.get(options, "topic")
         check_write_schema(schema, self.topic)
+        guarantee = (opt.get(options, "deliveryGuarantee") or "at-least-once").strip().lower()
+        if guarantee not in ("at-least-once", "exactly-once"):
+            raise OptionError(
+                f"option deliveryGuarantee must be at-least-once or exactly-once, got {guarantee!r}"
+            )
+        self.exactly_once = guarantee == "exactly-once"
+        self.txn_prefix = opt.get(options, "transactionalIdPrefix")
+        if self.txn_prefix is not None and not self.exactly_once:
+            raise OptionError("option transactionalIdPrefix needs deliveryGuarantee=exactly-once")
+        # made on the driver and pickled to the tasks: every attempt of a batch write shares it
+        self.write_id = uuid.uuid4().hex
 
     def write(self, iterator: Iterator[Any]) -> KafkaCommitMessage:
+        if self.exactly_once:
+            return self._write_in_transaction(iterator)
         producer = TaskProducer(self.params)
-        producer.begin()
         try:
             for batch in iterator:
                 producer.produce_batch(batch, self.topic)
@@ -395,6 +423,50 @@ class _WriterBase:
         except BaseException:
             producer.abort()
             raise
+
+    def _task_identity(self) -> tuple[str, int]:
+        """(transactional.id of this task, its batch id: the micro-batch's, 0 for a batch
+        write)."""
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        if context is None:
+            raise RuntimeError("deliveryGuarantee=exactly-once: no Spark task context")
+        batch_id = 0
+        prefix = self.txn_prefix or f"kafkalite-spark-{self.write_id}"
+        if self.streaming:
+            batch_id = int(context.getLocalProperty(MICRO_BATCH_ID) or 0)
+            query_id = context.getLocalProperty(QUERY_ID)
+            if self.txn_prefix is None and query_id:
+                prefix = f"kafkalite-spark-{query_id}"
+        return f"{prefix}-{context.partitionId()}", batch_id
+
+    def _write_in_transaction(self, iterator: Iterator[Any]) -> KafkaCommitMessage:
+        batches = (b for b in iterator if b.num_rows)
+        first = next(batches, None)
+        if first is None:
+            return KafkaCommitMessage(0)
+        marker_topic = self.topic or first.column(first.schema.names.index("topic"))[0].as_py()
+        if marker_topic is None:
+            raise KafkaError("writing failed: a row has a null topic and no topic option is set")
+        transactional_id, batch_id = self._task_identity()
+        txn = TransactionalTaskWrite(self.params, transactional_id, marker_topic)
+        try:
+            done = txn.committed_batch()
+            if done is not None and done >= batch_id:
+                log.info("%s: batch %d was committed by an earlier attempt", transactional_id,
+                         batch_id)  # fmt: skip
+                return KafkaCommitMessage(0, skipped=True)
+            txn.begin()
+            txn.produce_batch(first, self.topic)
+            for batch in batches:
+                txn.produce_batch(batch, self.topic)
+            return KafkaCommitMessage(txn.commit(batch_id))
+        except BaseException:
+            txn.abort()
+            raise
+        finally:
+            txn.close()
 
 
 class KafkaBatchWriter(_WriterBase, DataSourceArrowWriter):
@@ -406,6 +478,8 @@ class KafkaBatchWriter(_WriterBase, DataSourceArrowWriter):
 
 
 class KafkaStreamWriter(_WriterBase, DataSourceStreamArrowWriter):
+    streaming = True
+
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         pass
 
