@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -204,40 +203,16 @@ def resolve(
 
 # ------------------------------------------------------------------------------ executor: read
 
-# Spark reuses its Python workers (spark.python.worker.reuse), so a worker keeps the consumers of
-# the ranges it read, paused, as Spark's Kafka source keeps a consumer cache in each executor: a
-# micro-batch then costs no connection set-up, and a range that starts where the last one of its
-# partition ended goes on from what the consumer fetched already.
-MAX_CACHED_CONSUMERS = 8
-_consumers: OrderedDict[tuple[Any, ...], tuple[Any, int]] = OrderedDict()
 
-
-def _borrow_consumer(params: Mapping[str, str], topic: str, partition: int, offset: int) -> Any:
+def _new_consumer(params: Mapping[str, str], topic: str, partition: int, offset: int) -> Any:
+    """A consumer of one range, assigned at its start. Not kept for the next range: a kept
+    consumer, paused and resumed (as Spark's Kafka source caches its consumers), now and then
+    never fetched again after resuming, and its range waited out the whole poll timeout
+    (minPartitions splitting a partition into ranges read one after another by one worker)."""
     ck = _kafka()
-    tp = ck.TopicPartition(topic, partition)
-    cached = _consumers.pop((tuple(sorted(params.items())), topic, partition), None)
-    if cached is not None:
-        consumer, position = cached
-        if position != offset:
-            consumer.assign([ck.TopicPartition(topic, partition, offset)])
-        consumer.resume([tp])  # a partition stays paused across assign()
-        return consumer
     consumer = ck.Consumer(consumer_config(params))
     consumer.assign([ck.TopicPartition(topic, partition, offset)])
     return consumer
-
-
-def _return_consumer(
-    params: Mapping[str, str], topic: str, partition: int, consumer: Any, position: int
-) -> None:
-    """Keep ``consumer`` (paused) for the next range of its partition; ``position`` is the
-    offset after the last record it handed out."""
-    ck = _kafka()
-    consumer.pause([ck.TopicPartition(topic, partition)])
-    _consumers[(tuple(sorted(params.items())), topic, partition)] = (consumer, position)
-    while len(_consumers) > MAX_CACHED_CONSUMERS:
-        _key, (oldest, _position) = _consumers.popitem(last=False)
-        oldest.close()
 
 
 def read_range(
@@ -260,9 +235,7 @@ def read_range(
 
     ck = _kafka()
     with_headers = "headers" in arrow_schema.names
-    consumer = _borrow_consumer(params, r.topic, r.partition, r.start)
-    position = -1  # offset after the last record consume() returned; -1: unknown
-    healthy = False
+    consumer = _new_consumer(params, r.topic, r.partition, r.start)
     try:
         next_offset = r.start
         ended_at = -1
@@ -320,7 +293,7 @@ def read_range(
                     ended_at = eof_at
                 if not messages:
                     if eof_at >= r.end:
-                        position, next_offset = eof_at, r.end
+                        next_offset = r.end
                     continue
             failed = [m for m in messages if m.error() is not None]
             if failed:
@@ -337,11 +310,9 @@ def read_range(
                     raise KafkaError.of(f"reading {r.topic}-{r.partition}", error)
                 next_offset = low
                 consumer.assign([ck.TopicPartition(r.topic, r.partition, next_offset)])
-                position = -1
                 continue
             last_progress = time.monotonic()
             offsets = [m.offset() for m in messages]
-            position = offsets[-1] + 1
             beyond = offsets[-1] >= r.end  # a record past the range: the range is done
             if offsets[0] < next_offset or beyond:
                 keep = [i for i, o in enumerate(offsets) if next_offset <= o < r.end]
@@ -352,7 +323,7 @@ def read_range(
             if beyond:
                 next_offset = r.end
             if ended_at >= r.end:  # the end of the partition was past the range's end
-                position, next_offset = max(position, ended_at), r.end
+                next_offset = r.end
             if not messages:
                 continue
             cols["offset"] += offsets
@@ -370,12 +341,8 @@ def read_range(
                 yield flush()
         if cols["offset"]:
             yield flush()
-        healthy = True
     finally:
-        if healthy:
-            _return_consumer(params, r.topic, r.partition, consumer, position)
-        else:  # failed, or the task stopped reading early (a limit): start afresh next time
-            consumer.close()
+        consumer.close()
 
 
 # ------------------------------------------------------------------------------ executor: write
