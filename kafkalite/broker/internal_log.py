@@ -9,7 +9,8 @@ already in its memory.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+import asyncio
+from collections.abc import Callable, Coroutine, Iterable, Iterator
 from typing import Any
 
 from kafkalite.broker.partition import records_bytes
@@ -65,3 +66,27 @@ def apply_leadership_change(
         else:
             on_resignation(state.partition, state.leader_epoch)
     return loads
+
+
+def current_load(loads: dict[int, asyncio.Task], partition: int) -> asyncio.Future:
+    """The load of ``partition`` in progress, or a future already done when there is none."""
+    current = loads.get(partition)
+    if current is not None:
+        return current
+    done = asyncio.get_running_loop().create_future()
+    done.set_result(None)
+    return done
+
+
+def start_load(
+    loads: dict[int, asyncio.Task], partition: int, load: Coroutine[Any, Any, None]
+) -> asyncio.Task:
+    """Run ``load`` as the load of ``partition``, cancelling one in progress; the task leaves
+    ``loads`` when it ends (unless a newer load took its place)."""
+    previous = loads.pop(partition, None)
+    if previous is not None:
+        previous.cancel()
+    task = asyncio.get_running_loop().create_task(load)
+    loads[partition] = task
+    task.add_done_callback(lambda t: loads.get(partition) is t and loads.pop(partition))
+    return task

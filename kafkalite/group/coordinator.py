@@ -51,7 +51,7 @@ from typing import NamedTuple, Protocol
 import structlog
 
 from kafkalite.broker.clock import SYSTEM_TIME, Time, TimerHandle
-from kafkalite.broker.internal_log import apply_leadership_change
+from kafkalite.broker.internal_log import apply_leadership_change, current_load, start_load
 from kafkalite.group.config import GROUP_METADATA_TOPIC_NAME, GroupConfig, OffsetConfig
 from kafkalite.group.core import (
     Append,
@@ -248,22 +248,9 @@ class GroupCoordinator:
         if not self.core.is_newer_epoch(partition, epoch) or self.core.continue_leading(
             partition, epoch
         ):
-            current = self._loads.get(partition)
-            if current is not None:
-                return current
-            done = asyncio.get_running_loop().create_future()
-            done.set_result(None)
-            return done
-        previous = self._loads.pop(partition, None)
-        if previous is not None:
-            previous.cancel()
+            return current_load(self._loads, partition)
         self._apply(self.core.begin_loading(partition, epoch))
-        task = asyncio.get_running_loop().create_task(self._load(partition, epoch))
-        self._loads[partition] = task
-        task.add_done_callback(
-            lambda t, p=partition: self._loads.get(p) is t and self._loads.pop(p)
-        )
-        return task
+        return start_load(self._loads, partition, self._load(partition, epoch))
 
     async def _load(self, partition: int, epoch: int) -> None:
         loaded = skipped = 0

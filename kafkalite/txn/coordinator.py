@@ -40,7 +40,7 @@ from typing import Protocol
 import structlog
 
 from kafkalite.broker.clock import SYSTEM_TIME, Time
-from kafkalite.broker.internal_log import apply_leadership_change
+from kafkalite.broker.internal_log import apply_leadership_change, current_load, start_load
 from kafkalite.protocol.errors import ErrorCode, KafkaError
 from kafkalite.protocol.types import TopicPartition
 from kafkalite.txn.config import TransactionConfig
@@ -226,24 +226,11 @@ class TransactionCoordinator:
     def on_election(self, partition: int, epoch: int) -> asyncio.Future:
         """This broker leads ``__transaction_state-<partition>`` at ``epoch``: load it."""
         if self.owned.get(partition) == epoch or self.loading.get(partition) == epoch:
-            current = self._loads.get(partition)
-            if current is not None:
-                return current
-            done = asyncio.get_running_loop().create_future()
-            done.set_result(None)
-            return done
-        previous = self._loads.pop(partition, None)
-        if previous is not None:
-            previous.cancel()
+            return current_load(self._loads, partition)
         self.owned.pop(partition, None)
         self.txns.pop(partition, None)
         self.loading[partition] = epoch
-        task = asyncio.get_running_loop().create_task(self._load(partition, epoch))
-        self._loads[partition] = task
-        task.add_done_callback(
-            lambda t, p=partition: self._loads.get(p) is t and self._loads.pop(p)
-        )
-        return task
+        return start_load(self._loads, partition, self._load(partition, epoch))
 
     async def _load(self, partition: int, epoch: int) -> None:
         latest: dict[str, TransactionLogValue | None] = {}

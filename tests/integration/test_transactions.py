@@ -298,7 +298,7 @@ for i in range(5):
     p.produce(topic, f"hanging-{i}".encode(), partition=0)
 p.flush(60)
 print("produced", flush=True)
-time.sleep(600)
+time.sleep(600)  # holds the transaction open until the test kills this process
 """
 
 
@@ -533,7 +533,7 @@ def test_aiokafka_transactions(txn_broker):
                 deadline = time.monotonic() + DEADLINE_S
                 while await consumer.committed(ATP(source, 0)) != 10:
                     assert time.monotonic() < deadline, "the transactional offset commit"
-                    await asyncio.sleep(0.05)
+                    await asyncio.sleep(0.05)  # polling interval of the condition above
             finally:
                 await consumer.stop()
             # a second producer with the same id fences this one
