@@ -25,7 +25,7 @@ into the OpenAPI 3.1 document at /openapi.json:
     GET    /openapi.json
     GET    /topics/{name}/records       ?partition=&offset=|timestamp=&limit= (record browser)
     GET    /overview, /partitions       counts and partition health for the console
-    GET    /brokers/{id}/storage        this broker's log dirs and settings
+    GET    /brokers/{id}/storage        this broker's log dirs and settings (secrets null)
     GET    /metrics/history             a few minutes of rates, in memory
     GET    /docs                        the API reference page
     GET    /                            the console (console/index.html and its modules)
@@ -489,7 +489,8 @@ class AdminApi:
         return {
             "broker_id": broker_id,
             "log_dirs": dirs,
-            "configs": self.server.config.properties(),
+            # secrets (config.SENSITIVE_CONFIGS) are null, as DescribeConfigs answers them
+            "configs": self.server.config.public_properties(),
         }
 
     def _partition_health(self) -> list[dict[str, Any]]:
