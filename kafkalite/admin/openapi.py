@@ -213,7 +213,9 @@ def openapi_document(
             "version": _version,
             "description": "Cluster, brokers, topics, records, consumer groups, reassignment, "
             "leader elections and metrics of a kafkalite broker. Errors are "
-            '{"error": CODE, "message": ...}. Generated from the server\'s own models.',
+            '{"error": CODE, "message": ...}. A request body must be application/json '
+            "(415 otherwise); a POST, PUT, PATCH or DELETE whose Origin (else Referer) is "
+            "another origin is refused 403. Generated from the server's own models.",
         },
         "paths": paths,
         "components": {

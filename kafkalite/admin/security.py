@@ -217,6 +217,11 @@ class _Connection:
         self.client_host = host
 
 
+def caller_of(request: web.Request, principal: str) -> _Connection:
+    """The request as the authorizer sees a caller: its principal and address."""
+    return _Connection(principal, request.remote or "")
+
+
 def security_middleware(server: Any) -> Callable[[web.Request, Handler], Awaitable[Any]]:
     config = getattr(server, "config", None)
     modes = authentication_modes(config) if hasattr(config, "listener_endpoints") else set()
@@ -238,7 +243,7 @@ def security_middleware(server: Any) -> Callable[[web.Request, Handler], Awaitab
         if authorizer is not None:
             op, rtype, key = need
             name = request.match_info.get(key, "") if key else CLUSTER_NAME
-            caller = _Connection(principal, request.remote or "")
+            caller = caller_of(request, principal)
             allowed = authorizer.allowed(caller, op, rtype, name)
             if not allowed and (request.method, canonical) == ("POST", "/topics"):
                 allowed = await _may_create_named_topic(request, authorizer, caller)
