@@ -25,7 +25,8 @@ into the OpenAPI 3.1 document at /openapi.json:
     GET    /openapi.json
     GET    /topics/{name}/records       ?partition=&offset=|timestamp=&limit= (record browser)
     GET    /overview, /partitions       counts and partition health for the console
-    GET    /brokers/{id}/storage        this broker's log dirs and settings (secrets null)
+    GET    /brokers/{id}/storage        this broker's log dirs and settings (DESCRIBE_CONFIGS on
+                                        the cluster; secrets null)
     GET    /metrics/history             a few minutes of rates, in memory
     GET    /docs                        the API reference page
     GET    /                            the console (console/index.html and its modules)
@@ -66,6 +67,9 @@ from kafkalite.admin.metrics import RequestStats, TopicStats, instrument, new_re
 from kafkalite.admin.routing import Reply, route, route_specs
 from kafkalite.admin.storage_status import broker_storage_fields
 from kafkalite.group.consumer_protocol import assigned_partitions
+from kafkalite.protocol.acl import AclOperation as Op
+from kafkalite.protocol.acl import ResourceType as T
+from kafkalite.security.acl import CLUSTER_NAME
 
 log = structlog.get_logger("kafkalite.admin")
 
@@ -468,6 +472,11 @@ class AdminApi:
                 f"broker {self.server.broker_id} answers for itself only; ask broker "
                 f"{broker_id}'s admin API",
             )
+        # as DescribeConfigs of the broker answers: only with DESCRIBE_CONFIGS on the cluster,
+        # and secrets (config.SENSITIVE_CONFIGS) null
+        configs: dict[str, str | None] = {}
+        if Access(self.server, request).allowed(Op.DESCRIBE_CONFIGS, T.CLUSTER, CLUSTER_NAME):
+            configs = self.server.config.public_properties()
         lm = self.server.log_manager
         dirs: list[dict[str, Any]] = []
         if lm is not None:
@@ -493,8 +502,7 @@ class AdminApi:
         return {
             "broker_id": broker_id,
             "log_dirs": dirs,
-            # secrets (config.SENSITIVE_CONFIGS) are null, as DescribeConfigs answers them
-            "configs": self.server.config.public_properties(),
+            "configs": configs,
         }
 
     def _partition_health(self, access: Access) -> list[dict[str, Any]]:
@@ -761,7 +769,9 @@ class AdminApi:
         states = await zk_data.get_partition_states(
             session, [TopicPartition(name, p) for p in assignment]
         )
-        configs = await zk_data.get_topic_config(session, name)
+        configs: dict[str, str] = {}
+        if Access(self.server, request).topic(name, Op.DESCRIBE_CONFIGS):  # as DescribeConfigs
+            configs = await zk_data.get_topic_config(session, name)
         deleting = name in set(await zk_data.get_topic_deletions(session))
         local = {p: self._local_offsets(name, p) for p in assignment}
         remote = [
@@ -1168,7 +1178,6 @@ class AdminApi:
         """Kafka's kafka-consumer-groups --reset-offsets --execute, for an inactive group."""
         from kafkalite.controller import zk_data
         from kafkalite.group.metadata import OffsetAndMetadata
-        from kafkalite.protocol.acl import AclOperation as Op
         from kafkalite.protocol.errors import ErrorCode
         from kafkalite.protocol.types import TopicPartition
 

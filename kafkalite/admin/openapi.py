@@ -102,7 +102,10 @@ def _security(spec: Any, schemes: tuple[str, ...], authorised: bool) -> dict[str
         out["security"] = [{scheme: []} for scheme in schemes]
         responses["401"] = {"$ref": "#/components/responses/Unauthorized"}
     if authorised:
+        from kafkalite.admin.security import acl_statement
+
         responses["403"] = {"$ref": "#/components/responses/Forbidden"}
+        out["x-required-acl"] = acl_statement(spec.method, spec.path)
     return out
 
 

@@ -20,6 +20,9 @@
 ROUTE_ACLS is the one statement of all this per route (matched by canonical path; every route
 the app serves has an entry, a test sees to it): the middleware applies it and the OpenAPI
 document is generated from it (openapi.py: security schemes, 401 with WWW-Authenticate, 403).
+ITEM_ACLS states what a handler checks besides (access.py: lists filtered by DESCRIBE, a reset's
+READ on each topic, settings only with DESCRIBE_CONFIGS); `acl_statement` puts both in words,
+the document's `x-required-acl` of each operation.
 """
 
 from __future__ import annotations
@@ -88,6 +91,40 @@ ROUTE_ACLS: dict[tuple[str, str], Need | None] = {
     ("POST", "/partitions/elect-leaders"): (Op.ALTER, T.CLUSTER, None),
 }
 OPEN_PATHS = frozenset(path for (_, path), need in ROUTE_ACLS.items() if need is OPEN)
+
+# What a route checks beyond its ROUTE_ACLS entry, inside its handler (admin/access.py), as the
+# equivalent Kafka request does. Lists leave out what may not be seen; a refused item is 403.
+ITEM_ACLS: dict[tuple[str, str], str] = {
+    ("GET", "/topics"): "lists the topics the principal may DESCRIBE (as Metadata)",
+    ("GET", "/partitions"): "lists the partitions of topics the principal may DESCRIBE",
+    ("GET", "/overview"): "counts the topics the principal may DESCRIBE",
+    ("GET", "/topics/{name}"): "configs only with DESCRIBE_CONFIGS on the topic",
+    ("GET", "/brokers/{id}/storage"): "settings only with DESCRIBE_CONFIGS on the cluster; "
+    "secrets always null",
+    ("GET", "/metrics"): "series labelled by a topic the principal may not DESCRIBE are left out",
+    ("GET", "/metrics/history"): "rates of topics the principal may DESCRIBE",
+    ("GET", "/groups"): "every group (as ListGroups answers a principal with DESCRIBE on the "
+    "cluster)",
+    ("GET", "/groups/{id}"): "offsets, lag and assignments of topics the principal may DESCRIBE "
+    "(as OffsetFetch)",
+    ("POST", "/groups/{id}/offsets"): "READ on each topic, dry run or not, checked before the "
+    "topic is looked up: 403 TOPIC_AUTHORIZATION_FAILED (as OffsetCommit)",
+    ("GET", "/transactions"): "lists the transactional ids the principal may DESCRIBE "
+    "(as ListTransactions)",
+}
+
+
+def acl_statement(method: str, canonical: str) -> str:
+    """What calling the route needs, in words (the OpenAPI document's x-required-acl)."""
+    need = route_need(method, canonical)
+    if need is OPEN:
+        return "none (no credentials)"
+    op, rtype, key = need
+    text = f"{op.name} on the cluster" if key is None else f"{op.name} on {rtype.name} {{{key}}}"
+    if (method, canonical) == ("POST", "/topics"):
+        text += ", or CREATE on TOPIC {name}"
+    item = ITEM_ACLS.get(("GET" if method == "HEAD" else method, canonical))
+    return f"{text}; {item}" if item else text
 
 
 def route_need(method: str, canonical: str) -> Need | None:

@@ -103,7 +103,7 @@ def broker():
     with Broker(secured_admin_config()) as b:
         # the setup goes through the PLAINTEXT listener, whose ANONYMOUS is a super user
         for topic in ("public", "secret"):
-            b.create_topic(topic)
+            b.create_topic(topic, config={"retention.ms": "3600000"})
             b.produce(topic, [b"one", b"two"])
         consumer = Consumer(
             {"bootstrap.servers": b.bootstrap_servers, "group.id": "g", "enable.auto.commit": False}
@@ -270,6 +270,42 @@ def test_a_reset_of_every_committed_topic_covers_only_the_readable_ones(broker) 
 
 
 # ------------------------------------------------------------------ item 12: filtered lists
+
+
+def test_configs_are_shown_only_with_describe_configs(broker) -> None:
+    """As DescribeConfigs: the monitoring grant (DESCRIBE on the cluster, READ on a topic)
+    sees log dirs and partitions, not settings."""
+    alice = call(broker, "GET", "/brokers/0/storage", headers=ALICE)
+    assert alice.status == 200 and alice.body["log_dirs"] and alice.body["configs"] == {}
+    admin = call(broker, "GET", "/brokers/0/storage", headers=ADMIN)
+    assert admin.body["configs"]["broker.id"] == "0"
+    alice = call(broker, "GET", "/topics/public", headers=ALICE)
+    assert alice.status == 200 and alice.body["partitions"] and alice.body["configs"] == {}
+    admin = call(broker, "GET", "/topics/public", headers=ADMIN)
+    assert admin.body["configs"] == {"retention.ms": "3600000"}
+
+
+def test_groups_are_listed_as_list_groups_answers() -> None:
+    """DESCRIBE on the cluster shows every group; without it, those it may DESCRIBE."""
+    from types import SimpleNamespace
+
+    from kafkalite.admin.access import Access
+    from kafkalite.protocol.acl import AclOperation, ResourceType
+
+    class Acls:
+        def __init__(self, grants):
+            self.grants = grants
+
+        def allowed(self, caller, op, rtype, name):
+            return (op, rtype, name) in self.grants
+
+    request: dict[str, Any] = {}
+    request = SimpleNamespace(get=request.get, remote="127.0.0.1")
+    cluster = (AclOperation.DESCRIBE, ResourceType.CLUSTER, "kafka-cluster")
+    own = (AclOperation.DESCRIBE, ResourceType.GROUP, "mine")
+    for grants, seen in (({cluster}, {"mine", "other"}), ({own}, {"mine"}), (set(), set())):
+        access = Access(SimpleNamespace(authorizer=Acls(grants)), request)
+        assert {g for g in ("mine", "other") if access.group(g)} == seen
 
 
 def test_lists_leave_out_what_the_principal_may_not_describe(broker) -> None:
