@@ -14,7 +14,8 @@
   cluster state: DESCRIBE on the cluster; a topic's description: DESCRIBE on it; deleting a
   topic: DELETE on it; changing its config: ALTER_CONFIGS; adding partitions: ALTER; creating a
   topic: CREATE on the cluster or the topic; a group: DESCRIBE / DELETE / READ for resetting
-  offsets; reassignments and elections: ALTER on the cluster). Refused: 403.
+  offsets, plus READ on each topic reset; reassignments and elections: ALTER on the cluster).
+  Refused: 403.
 - ``/health`` and ``/ready`` are always open (load balancers, orchestrators).
 
 ROUTE_ACLS is the one statement of all this per route (matched by canonical path; every route
