@@ -109,6 +109,45 @@ PER_LISTENER_KEYS = frozenset(
 """Settings a `listener.name.<name>.` prefix may override (Kafka's listener-prefixed configs);
 `<mechanism>.sasl.jaas.config` and `<mechanism>.connections.max.reauth.ms` too."""
 
+SENSITIVE_CONFIGS = frozenset(
+    {
+        # Kafka's ConfigDef.Type.PASSWORD broker settings
+        "ssl.keystore.password",
+        "ssl.key.password",
+        "ssl.keystore.key",
+        "ssl.keystore.certificate.chain",
+        "ssl.truststore.password",
+        "ssl.truststore.certificates",
+        "sasl.jaas.config",
+        "password.encoder.secret",
+        "password.encoder.old.secret",
+        "delegation.token.master.key",
+        "delegation.token.secret.key",
+        # kafkalite's own secrets
+        "admin.bearer.token",
+    }
+)
+"""The settings whose values never leave the process (Kafka's PASSWORD type): DescribeConfigs
+answers them null with is_sensitive=true, the admin API null, and no log line or error message
+quotes them. `is_sensitive_config` also sees them behind a `listener.name.<l>.` or
+`<mechanism>.` prefix."""
+
+
+def is_sensitive_config(name: str) -> bool:
+    """True for a SENSITIVE_CONFIGS setting, listener- or mechanism-prefixed or not."""
+    name = name.strip().lower()
+    if name.startswith(LISTENER_PREFIX):
+        name = name[len(LISTENER_PREFIX) :].partition(".")[2]
+    return name in SENSITIVE_CONFIGS or name.endswith(".sasl.jaas.config")
+
+
+def hide_secret(name: str, message: str) -> str:
+    """`message` about setting `name` with anything it quotes hidden when the setting is
+    sensitive (a parser's "unexpected text at '...'" may be a password)."""
+    if not is_sensitive_config(name):
+        return message
+    return re.sub(r"""(['"]).*?\1""", "[hidden]", message)
+
 
 def parse_endpoints(value: str, key: str = "listeners") -> list[Endpoint]:
     """Parse a comma-separated listener list; raise ValueError naming the bad entry."""
@@ -766,8 +805,21 @@ class BrokerConfig(BaseSettings):
             "min.cleanable.dirty.ratio": str(self.log_cleaner_min_cleanable_ratio),
         }
 
+    def public_properties(self) -> dict[str, str | None]:
+        """`properties` with every sensitive value None: what may leave the process."""
+        return {k: (None if is_sensitive_config(k) else v) for k, v in self.properties().items()}
+
+    def __repr_args__(self) -> Any:
+        for name, value in super().__repr_args__():
+            if name == "listener_name_overrides" and isinstance(value, dict):
+                value = {k: "[hidden]" if is_sensitive_config(k) else v for k, v in value.items()}
+            elif name and value is not None and is_sensitive_config(property_name(name)):
+                value = "[hidden]"
+            yield name, value
+
     def properties(self) -> dict[str, str | None]:
-        """All settings under Kafka's names, values as Kafka prints them (DescribeConfigs)."""
+        """All settings under Kafka's names, values as Kafka prints them. Secrets included: for
+        use inside the process only (`public_properties` is what may leave it)."""
         out: dict[str, str | None] = {}
         for name in type(self).model_fields:
             if name == "listener_name_overrides":
@@ -803,8 +855,10 @@ def _config_error(error: ValidationError) -> ConfigError:
     loc = [str(part) for part in first.get("loc", ()) if isinstance(part, str)]
     if loc:
         key = property_name(loc[0])
-        value = first.get("input")
-        return ConfigError(key, f"invalid value for {key}: {value!r}: {first['msg']}")
+        value = "[hidden]" if is_sensitive_config(key) else repr(first.get("input"))
+        return ConfigError(
+            key, hide_secret(key, f"invalid value for {key}: {value}: {first['msg']}")
+        )
     message = first["msg"].removeprefix("Value error, ")
     key = message.split(":", 1)[0] if ":" in message else "configuration"
-    return ConfigError(key, f"invalid configuration: {message}")
+    return ConfigError(key, hide_secret(key, f"invalid configuration: {message}"))

@@ -25,7 +25,8 @@ into the OpenAPI 3.1 document at /openapi.json:
     GET    /openapi.json
     GET    /topics/{name}/records       ?partition=&offset=|timestamp=&limit= (record browser)
     GET    /overview, /partitions       counts and partition health for the console
-    GET    /brokers/{id}/storage        this broker's log dirs and settings
+    GET    /brokers/{id}/storage        this broker's log dirs and settings (DESCRIBE_CONFIGS on
+                                        the cluster; secrets null)
     GET    /metrics/history             a few minutes of rates, in memory
     GET    /docs                        the API reference page
     GET    /                            the console (console/index.html and its modules)
@@ -38,6 +39,9 @@ reassignment and elections go through controller/admin.py too (`/admin/reassign_
 `/admin/preferred_replica_election`, kafkalite's `/admin/unclean_leader_election`), which the
 active controller acts on; a request while an earlier one is pending is answered 409. Groups are those coordinated by this
 broker (the leader of the group's `__consumer_offsets` partition); others answer NOT_COORDINATOR.
+
+Request bodies are JSON only and cross-origin writes are refused (csrf.py); every answer carries
+the console's security headers (Content-Security-Policy, X-Frame-Options, nosniff).
 
 Invariant: no request can take the broker down. Every handler runs under `error_middleware`,
 which turns AdminError, Kafka errors and coordination-store errors into JSON answers and any
@@ -56,12 +60,16 @@ import structlog
 from aiohttp import web
 
 from kafkalite.admin import models as m
+from kafkalite.admin.access import Access
 from kafkalite.admin.errors import AdminError
 from kafkalite.admin.history import History
 from kafkalite.admin.metrics import RequestStats, TopicStats, instrument, new_registry, render
 from kafkalite.admin.routing import Reply, route, route_specs
 from kafkalite.admin.storage_status import broker_storage_fields
 from kafkalite.group.consumer_protocol import assigned_partitions
+from kafkalite.protocol.acl import AclOperation as Op
+from kafkalite.protocol.acl import ResourceType as T
+from kafkalite.security.acl import CLUSTER_NAME
 
 log = structlog.get_logger("kafkalite.admin")
 
@@ -464,6 +472,11 @@ class AdminApi:
                 f"broker {self.server.broker_id} answers for itself only; ask broker "
                 f"{broker_id}'s admin API",
             )
+        # as DescribeConfigs of the broker answers: only with DESCRIBE_CONFIGS on the cluster,
+        # and secrets (config.SENSITIVE_CONFIGS) null
+        configs: dict[str, str | None] = {}
+        if Access(self.server, request).allowed(Op.DESCRIBE_CONFIGS, T.CLUSTER, CLUSTER_NAME):
+            configs = self.server.config.public_properties()
         lm = self.server.log_manager
         dirs: list[dict[str, Any]] = []
         if lm is not None:
@@ -489,11 +502,12 @@ class AdminApi:
         return {
             "broker_id": broker_id,
             "log_dirs": dirs,
-            "configs": self.server.config.properties(),
+            "configs": configs,
         }
 
-    def _partition_health(self) -> list[dict[str, Any]]:
-        """Every partition in this broker's metadata with its health, by topic and partition."""
+    def _partition_health(self, access: Access) -> list[dict[str, Any]]:
+        """Every partition in this broker's metadata the principal may see (its topic's
+        DESCRIBE) with its health, by topic and partition."""
         cache = self.server.metadata_cache
         if cache is None:
             return []
@@ -501,7 +515,7 @@ class AdminApi:
         default_min_isr = getattr(self.server.config, "min_insync_replicas", 1)
         lm = self.server.log_manager
         out = []
-        for topic in sorted(cache.partition_states):
+        for topic in access.topics(sorted(cache.partition_states)):
             min_isr = default_min_isr
             for info in sorted(
                 cache.partition_states[topic].values(), key=lambda i: i.partition_index
@@ -529,14 +543,16 @@ class AdminApi:
         from kafkalite.protocol.errors import ErrorCode
 
         cache = self.server.metadata_cache
-        health = self._partition_health()
-        topics = set(cache.partition_states) if cache is not None else set()
+        access = Access(self.server, request)
+        health = self._partition_health(access)
+        topics = set(access.topics(cache.partition_states)) if cache is not None else set()
         internal = {t for t in topics if t.startswith("__")}
         groups = 0
         coordinator = self.server.services.group_coordinator
         if coordinator is not None:
             error, overviews = coordinator.list_groups()
-            groups = len(overviews) if error == ErrorCode.NONE else 0
+            visible = [o for o in overviews if access.group(o.group_id)]
+            groups = len(visible) if error == ErrorCode.NONE else 0
         controller = cache.get_controller_id() if cache is not None else None
         alive = {b.id for b in cache.get_alive_brokers()} if cache is not None else set()
         named = {b for p in health for b in p["replicas"]}
@@ -566,7 +582,7 @@ class AdminApi:
     async def partitions(self, request: web.Request, query: m.PartitionsQuery) -> Any:
         """Partitions with their health, filtered (state, a broker holding a replica, a topic
         substring) and paged on the server."""
-        found = self._partition_health()
+        found = self._partition_health(Access(self.server, request))
         if query.state != "all":
             found = [p for p in found if p[query.state]]
         if query.broker is not None:
@@ -596,7 +612,8 @@ class AdminApi:
         from kafkalite.controller import zk_data
 
         session = self.session
-        names = sorted(await zk_data.get_all_topics(session))
+        # as Metadata answers: only the topics the principal may DESCRIBE, counted and paged
+        names = Access(self.server, request).topics(sorted(await zk_data.get_all_topics(session)))
         if not query.internal:
             names = [n for n in names if not n.startswith("__")]
         if query.search:
@@ -752,7 +769,9 @@ class AdminApi:
         states = await zk_data.get_partition_states(
             session, [TopicPartition(name, p) for p in assignment]
         )
-        configs = await zk_data.get_topic_config(session, name)
+        configs: dict[str, str] = {}
+        if Access(self.server, request).topic(name, Op.DESCRIBE_CONFIGS):  # as DescribeConfigs
+            configs = await zk_data.get_topic_config(session, name)
         deleting = name in set(await zk_data.get_topic_deletions(session))
         local = {p: self._local_offsets(name, p) for p in assignment}
         remote = [
@@ -969,6 +988,8 @@ class AdminApi:
         error, _, listed = self.txn_coordinator().list_transactions()
         if error != ErrorCode.NONE:
             raise AdminError.kafka(error)
+        access = Access(self.server, request)
+        listed = [t for t in listed if access.transactional_id(t.transactional_id)]
         return [
             {
                 "transactional_id": t.transactional_id,
@@ -1047,9 +1068,11 @@ class AdminApi:
         error, overviews = self.group_coordinator().list_groups()
         if error != ErrorCode.NONE:
             raise AdminError.kafka(error)
+        access = Access(self.server, request)  # as ListGroups answers
         return [
             {"group_id": o.group_id, "protocol_type": o.protocol_type, "state": o.state}
             for o in sorted(overviews, key=lambda o: o.group_id)
+            if access.group(o.group_id)
         ]
 
     async def _describe(self, group_id: str, *, create: bool = False) -> tuple[Any, Any]:
@@ -1074,11 +1097,16 @@ class AdminApi:
 
         group_id = request.match_info["id"]
         coordinator, summary = await self._describe(group_id)
+        # as OffsetFetch for every topic answers: the topics the principal may not DESCRIBE
+        # are left out (of the offsets, the lag and the members' assignments)
+        access = Access(self.server, request)
         _, committed = coordinator.fetch_offsets(group_id)
+        committed = [tp for tp in committed if access.topic(tp.topic)]
         high_watermarks = await self.high_watermarks(committed)
         error, lags = coordinator.consumer_lag(group_id, high_watermarks.get)
         if error != ErrorCode.NONE:
             raise AdminError.kafka(error)
+        lags = {tp: lag for tp, lag in lags.items() if access.topic(tp.topic)}
         if summary.state == "Dead" and not lags:
             raise AdminError(404, "GROUP_ID_NOT_FOUND", f"group {group_id!r} does not exist")
         consumer = summary.protocol_type == "consumer"
@@ -1088,7 +1116,11 @@ class AdminApi:
                 "group_instance_id": m.group_instance_id,
                 "client_id": m.client_id,
                 "client_host": m.client_host,
-                "assignment": decode_consumer_assignment(m.assignment) if consumer else [],
+                "assignment": [
+                    a
+                    for a in (decode_consumer_assignment(m.assignment) if consumer else [])
+                    if access.topic(a["topic"])
+                ],
             }
             for m in summary.members
         ]
@@ -1161,8 +1193,22 @@ class AdminApi:
                 "offsets can only be reset while the group is inactive",
             )
 
+        # as OffsetCommit: READ on each topic (the group's READ is the route's), checked before
+        # anything is looked up, so an unknown and a forbidden topic answer alike
+        access = Access(self.server, request)
+
+        def refuse_unauthorised(names: list[str]) -> None:
+            refused = sorted({n for n in names if not access.topic(n, Op.READ)})
+            if refused:
+                raise AdminError(
+                    403,
+                    ErrorCode.TOPIC_AUTHORIZATION_FAILED.name,
+                    f"not authorized to access topics: {refused}",
+                )
+
         targets: dict[TopicPartition, int] = {}
         if isinstance(body, m.ResetToOffsets):
+            refuse_unauthorised([entry.topic for entry in body.offsets])
             for entry in body.offsets:
                 targets[TopicPartition(entry.topic, entry.partition)] = entry.offset
         else:
@@ -1171,9 +1217,12 @@ class AdminApi:
             else:
                 timestamp = -2 if body.to == "earliest" else -1
             topics = body.topics
-            if topics is None:
+            if topics is not None:
+                refuse_unauthorised(list(topics))
+            else:
+                # every committed topic the principal may see (OffsetFetch of all topics)
                 _, committed = coordinator.fetch_offsets(group_id)
-                topics = sorted({tp.topic for tp in committed})
+                topics = sorted({tp.topic for tp in committed if access.topic(tp.topic, Op.READ)})
                 if not topics:
                     raise AdminError(
                         404,
@@ -1373,7 +1422,7 @@ class AdminApi:
         query=m.HistoryQuery,
     )
     async def metrics_history(self, request: web.Request, query: m.HistoryQuery) -> Any:
-        return self.history.answer(query.topic)
+        return self.history.answer(query.topic, visible=Access(self.server, request).topic)
 
     @route(
         "GET",
@@ -1385,7 +1434,8 @@ class AdminApi:
     async def metrics(self, request: web.Request) -> web.Response:
         from prometheus_client import CONTENT_TYPE_LATEST
 
-        body = render(self.registry)
+        # series labelled by a topic or a group the principal may not see are left out
+        body = render(self.registry, Access(self.server, request).labels())
         response = web.Response(body=body)
         response.headers["Content-Type"] = CONTENT_TYPE_LATEST
         return response
@@ -1422,11 +1472,16 @@ def create_app(server: Any, request_stats: RequestStats | None = None) -> web.Ap
     registry = new_registry(server, request_stats, topic_stats)
     history = History(request_stats, topic_stats)
     api = AdminApi(server, registry, history)
+    from kafkalite.admin.csrf import add_security_headers, csrf_middleware
     from kafkalite.admin.security import security_middleware
 
+    # the cross-site checks come before authentication: a forged request is refused whoever it
+    # would act for
     app = web.Application(
-        middlewares=[error_middleware, security_middleware(server)], client_max_size=1024 * 1024
+        middlewares=[error_middleware, csrf_middleware, security_middleware(server)],
+        client_max_size=1024 * 1024,
     )
+    app.on_response_prepare.append(add_security_headers)
     app.on_startup.append(history.start)
     app.on_cleanup.append(history.stop)
     app.on_cleanup.append(api.close)
@@ -1441,6 +1496,58 @@ def create_app(server: Any, request_stats: RequestStats | None = None) -> web.Ap
     app.router.add_get("/openapi.json", api.openapi)
     app.router.add_get("/console/{file}", api.console_asset)
     return app
+
+
+MALFORMED_LOG_INTERVAL_S = 60.0
+"""At most one warning line per this many seconds for malformed HTTP requests."""
+
+
+class ServerLog:
+    """The logger of aiohttp's connection handler. A request aiohttp cannot parse (a bad
+    request line, header or length; TLS on the http port) is answered 400 by aiohttp and is the
+    client's fault, not the broker's: it is logged as one warning line without a traceback, at
+    most once per MALFORMED_LOG_INTERVAL_S with the count of those not logged, so a flood of
+    them cannot flood the log. Anything else is logged as aiohttp logs it."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        import logging
+
+        self.clock = clock
+        self.server_logger = logging.getLogger("aiohttp.server")
+        self.next_at: float | None = None
+        self.suppressed = 0
+
+    def malformed(self, exc: BaseException) -> None:
+        now = self.clock()
+        if self.next_at is not None and now < self.next_at:
+            self.suppressed += 1
+            return
+        text = str(getattr(exc, "message", "") or exc).strip()
+        first_line = text.splitlines()[0] if text else type(exc).__name__
+        log.warning(
+            "malformed HTTP request answered 400",
+            error=first_line[:200],
+            not_logged_since_last=self.suppressed,
+        )
+        self.next_at, self.suppressed = now + MALFORMED_LOG_INTERVAL_S, 0
+
+    def exception(self, msg: str, *args: Any, exc_info: Any = None, **kw: Any) -> None:
+        from aiohttp.http_exceptions import HttpProcessingError
+
+        if isinstance(exc_info, HttpProcessingError):
+            self.malformed(exc_info)
+        else:
+            self.server_logger.exception(msg, *args, exc_info=exc_info or True, **kw)
+
+    def debug(self, msg: str, *args: Any, exc_info: Any = None, **kw: Any) -> None:
+        from aiohttp.http_exceptions import HttpProcessingError
+
+        if isinstance(exc_info, HttpProcessingError):
+            exc_info = None  # no traceback for a client's bad bytes, even when debugging
+        self.server_logger.debug(msg, *args, exc_info=exc_info, **kw)
+
+    def warning(self, msg: str, *args: Any, **kw: Any) -> None:
+        self.server_logger.warning(msg, *args, **kw)
 
 
 class AdminServer:
@@ -1468,7 +1575,9 @@ class AdminServer:
 
     async def start(self) -> None:
         host, port = self.parse_url(self.url)
-        self.runner = web.AppRunner(create_app(self.server), access_log=None, handle_signals=False)
+        self.runner = web.AppRunner(
+            create_app(self.server), access_log=None, handle_signals=False, logger=ServerLog()
+        )
         await self.runner.setup()
         ssl_context = None
         if self.url.lower().startswith("https://"):

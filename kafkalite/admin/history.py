@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,7 +78,12 @@ class History:
             await asyncio.sleep(INTERVAL_S)  # the sampling period, not a synchronisation
             self.samples.append(self.sample())
 
-    def answer(self, topic: str | None = None) -> dict[str, Any]:
+    def answer(
+        self, topic: str | None = None, visible: Callable[[str], bool] | None = None
+    ) -> dict[str, Any]:
+        """The rates; topics `visible` refuses are left out, and one asked for by name is
+        answered as an unknown topic is (zero rates), so the answer tells nothing about it."""
+        shown = visible or (lambda name: True)
         points = [*self.samples, self.sample()]
         broker = []
         topic_series: dict[str, list[dict[str, float]]] = {}
@@ -107,8 +113,13 @@ class History:
             )
             names = [topic] if topic is not None else after.topic_messages
             for name in names:
-                m0, m1 = before.topic_messages.get(name, 0), after.topic_messages.get(name, 0)
-                b0, b1 = before.topic_bytes.get(name, 0), after.topic_bytes.get(name, 0)
+                if shown(name):
+                    m0, m1 = before.topic_messages.get(name, 0), after.topic_messages.get(name, 0)
+                    b0, b1 = before.topic_bytes.get(name, 0), after.topic_bytes.get(name, 0)
+                elif topic is None:
+                    continue
+                else:
+                    m0 = m1 = b0 = b1 = 0
                 totals[name] = totals.get(name, 0) + max(m1 - m0, 0)
                 topic_series.setdefault(name, []).append(
                     {

@@ -26,8 +26,9 @@ Each broker has its own `CollectorRegistry` (several brokers may share a process
 from __future__ import annotations
 
 import bisect
+import copy
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -504,8 +505,24 @@ def new_registry(
     return registry
 
 
-def render(registry: CollectorRegistry) -> bytes:
-    return generate_latest(registry)
+def render(
+    registry: CollectorRegistry, visible: Callable[[Mapping[str, str]], bool] | None = None
+) -> bytes:
+    """The Prometheus text of `registry`; with `visible`, only the samples whose labels it
+    accepts (admin/access.py: the topics and groups the principal may see)."""
+    if visible is None:
+        return generate_latest(registry)
+
+    class Filtered:
+        def collect(self) -> Iterable[Any]:
+            for family in registry.collect():
+                kept = [s for s in family.samples if visible(s.labels)]
+                if kept or not family.samples:
+                    shown = copy.copy(family)
+                    shown.samples = kept
+                    yield shown
+
+    return generate_latest(Filtered())  # type: ignore[arg-type]
 
 
 Clock = Callable[[], float]

@@ -102,7 +102,10 @@ def _security(spec: Any, schemes: tuple[str, ...], authorised: bool) -> dict[str
         out["security"] = [{scheme: []} for scheme in schemes]
         responses["401"] = {"$ref": "#/components/responses/Unauthorized"}
     if authorised:
+        from kafkalite.admin.security import acl_statement
+
         responses["403"] = {"$ref": "#/components/responses/Forbidden"}
+        out["x-required-acl"] = acl_statement(spec.method, spec.path)
     return out
 
 
@@ -213,7 +216,9 @@ def openapi_document(
             "version": _version,
             "description": "Cluster, brokers, topics, records, consumer groups, reassignment, "
             "leader elections and metrics of a kafkalite broker. Errors are "
-            '{"error": CODE, "message": ...}. Generated from the server\'s own models.',
+            '{"error": CODE, "message": ...}. A request body must be application/json '
+            "(415 otherwise); a POST, PUT, PATCH or DELETE whose Origin (else Referer) is "
+            "another origin is refused 403. Generated from the server's own models.",
         },
         "paths": paths,
         "components": {

@@ -14,12 +14,16 @@
   cluster state: DESCRIBE on the cluster; a topic's description: DESCRIBE on it; deleting a
   topic: DELETE on it; changing its config: ALTER_CONFIGS; adding partitions: ALTER; creating a
   topic: CREATE on the cluster or the topic; a group: DESCRIBE / DELETE / READ for resetting
-  offsets; reassignments and elections: ALTER on the cluster). Refused: 403.
+  offsets, plus READ on each topic reset; reassignments and elections: ALTER on the cluster).
+  Refused: 403.
 - ``/health`` and ``/ready`` are always open (load balancers, orchestrators).
 
 ROUTE_ACLS is the one statement of all this per route (matched by canonical path; every route
 the app serves has an entry, a test sees to it): the middleware applies it and the OpenAPI
 document is generated from it (openapi.py: security schemes, 401 with WWW-Authenticate, 403).
+ITEM_ACLS states what a handler checks besides (access.py: lists filtered by DESCRIBE, a reset's
+READ on each topic, settings only with DESCRIBE_CONFIGS); `acl_statement` puts both in words,
+the document's `x-required-acl` of each operation.
 """
 
 from __future__ import annotations
@@ -88,6 +92,40 @@ ROUTE_ACLS: dict[tuple[str, str], Need | None] = {
     ("POST", "/partitions/elect-leaders"): (Op.ALTER, T.CLUSTER, None),
 }
 OPEN_PATHS = frozenset(path for (_, path), need in ROUTE_ACLS.items() if need is OPEN)
+
+# What a route checks beyond its ROUTE_ACLS entry, inside its handler (admin/access.py), as the
+# equivalent Kafka request does. Lists leave out what may not be seen; a refused item is 403.
+ITEM_ACLS: dict[tuple[str, str], str] = {
+    ("GET", "/topics"): "lists the topics the principal may DESCRIBE (as Metadata)",
+    ("GET", "/partitions"): "lists the partitions of topics the principal may DESCRIBE",
+    ("GET", "/overview"): "counts the topics the principal may DESCRIBE",
+    ("GET", "/topics/{name}"): "configs only with DESCRIBE_CONFIGS on the topic",
+    ("GET", "/brokers/{id}/storage"): "settings only with DESCRIBE_CONFIGS on the cluster; "
+    "secrets always null",
+    ("GET", "/metrics"): "series labelled by a topic the principal may not DESCRIBE are left out",
+    ("GET", "/metrics/history"): "rates of topics the principal may DESCRIBE",
+    ("GET", "/groups"): "every group (as ListGroups answers a principal with DESCRIBE on the "
+    "cluster)",
+    ("GET", "/groups/{id}"): "offsets, lag and assignments of topics the principal may DESCRIBE "
+    "(as OffsetFetch)",
+    ("POST", "/groups/{id}/offsets"): "READ on each topic, dry run or not, checked before the "
+    "topic is looked up: 403 TOPIC_AUTHORIZATION_FAILED (as OffsetCommit)",
+    ("GET", "/transactions"): "lists the transactional ids the principal may DESCRIBE "
+    "(as ListTransactions)",
+}
+
+
+def acl_statement(method: str, canonical: str) -> str:
+    """What calling the route needs, in words (the OpenAPI document's x-required-acl)."""
+    need = route_need(method, canonical)
+    if need is OPEN:
+        return "none (no credentials)"
+    op, rtype, key = need
+    text = f"{op.name} on the cluster" if key is None else f"{op.name} on {rtype.name} {{{key}}}"
+    if (method, canonical) == ("POST", "/topics"):
+        text += ", or CREATE on TOPIC {name}"
+    item = ITEM_ACLS.get(("GET" if method == "HEAD" else method, canonical))
+    return f"{text}; {item}" if item else text
 
 
 def route_need(method: str, canonical: str) -> Need | None:
@@ -217,6 +255,11 @@ class _Connection:
         self.client_host = host
 
 
+def caller_of(request: web.Request, principal: str) -> _Connection:
+    """The request as the authorizer sees a caller: its principal and address."""
+    return _Connection(principal, request.remote or "")
+
+
 def security_middleware(server: Any) -> Callable[[web.Request, Handler], Awaitable[Any]]:
     config = getattr(server, "config", None)
     modes = authentication_modes(config) if hasattr(config, "listener_endpoints") else set()
@@ -238,7 +281,7 @@ def security_middleware(server: Any) -> Callable[[web.Request, Handler], Awaitab
         if authorizer is not None:
             op, rtype, key = need
             name = request.match_info.get(key, "") if key else CLUSTER_NAME
-            caller = _Connection(principal, request.remote or "")
+            caller = caller_of(request, principal)
             allowed = authorizer.allowed(caller, op, rtype, name)
             if not allowed and (request.method, canonical) == ("POST", "/topics"):
                 allowed = await _may_create_named_topic(request, authorizer, caller)

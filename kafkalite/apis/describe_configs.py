@@ -5,6 +5,10 @@ Topic resources (type 2): every topic config, valued by the topic's override
 synonyms (v1+, when asked) and types (v3+). Unknown topic -> UNKNOWN_TOPIC_OR_PARTITION.
 Broker resources (type 4, name = broker id or empty): the broker's static properties
 (read-only). Other resource types -> INVALID_REQUEST.
+
+Invariant: a sensitive setting (config.SENSITIVE_CONFIGS: Kafka's PASSWORD type, kafkalite's
+admin.bearer.token) is answered as Kafka answers it: value null, is_sensitive=true, its synonyms
+null too.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from kafkalite.apis.admin_common import (
     topic_config_from_broker_name,
 )
 from kafkalite.apis.base import RequestContext, handles
+from kafkalite.config import is_sensitive_config
 from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.errors import ErrorCode
 
@@ -98,6 +103,10 @@ def topic_configs(
                     "source": default_source(name, static),
                 }
             )
+        sensitive = is_sensitive_config(name)
+        if sensitive:
+            value = None
+            synonyms = [{**s, "value": None} for s in synonyms]
         out.append(
             {
                 "name": name,
@@ -105,7 +114,7 @@ def topic_configs(
                 "read_only": False,
                 "config_source": source,
                 "is_default": source == SOURCE_DEFAULT_CONFIG,
-                "is_sensitive": False,
+                "is_sensitive": sensitive,
                 "synonyms": synonyms if include_synonyms else [],
                 "config_type": CONFIG_TYPES.get(name, 2),
                 "documentation": None,
@@ -118,7 +127,7 @@ def broker_configs(
     ctx: RequestContext, wanted: set[str] | None, include_synonyms: bool
 ) -> list[dict[str, Any]]:
     out = []
-    for name, value in sorted(ctx.services.config.properties().items()):
+    for name, value in sorted(ctx.services.config.public_properties().items()):
         if wanted is not None and name not in wanted:
             continue
         out.append(
@@ -128,7 +137,7 @@ def broker_configs(
                 "read_only": True,
                 "config_source": SOURCE_STATIC_BROKER_CONFIG,
                 "is_default": False,
-                "is_sensitive": False,
+                "is_sensitive": is_sensitive_config(name),
                 "synonyms": [{"name": name, "value": value, "source": SOURCE_STATIC_BROKER_CONFIG}]
                 if include_synonyms
                 else [],

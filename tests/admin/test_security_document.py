@@ -13,7 +13,14 @@ from openapi_spec_validator import validate
 from kafkalite.admin import models as m
 from kafkalite.admin.app import create_app
 from kafkalite.admin.openapi import openapi_document
-from kafkalite.admin.security import OPEN, OPEN_PATHS, ROUTE_ACLS, WWW_AUTHENTICATE
+from kafkalite.admin.security import (
+    ITEM_ACLS,
+    OPEN,
+    OPEN_PATHS,
+    ROUTE_ACLS,
+    WWW_AUTHENTICATE,
+    acl_statement,
+)
 from tests.admin.test_errors import fake_server
 
 
@@ -33,6 +40,22 @@ def test_every_served_route_has_an_acl_entry_and_every_entry_a_route() -> None:
     assert not missing, f"routes without a ROUTE_ACLS entry (security.py): {missing}"
     assert not ROUTE_ACLS.keys() - served, "ROUTE_ACLS names routes the app does not serve"
     assert OPEN_PATHS == {"/health", "/ready"}
+
+
+def test_each_operation_states_the_acl_it_needs() -> None:
+    """The per-item checks are stated for served routes only, and every protected operation
+    of the document of an authorising broker says in words what it needs."""
+    assert ITEM_ACLS.keys() <= ROUTE_ACLS.keys()
+    for path, item in openapi_document(("basic",), True)["paths"].items():
+        for method, operation in item.items():
+            if ROUTE_ACLS[(method.upper(), path)] is OPEN:
+                assert "x-required-acl" not in operation
+            else:
+                assert operation["x-required-acl"] == acl_statement(method.upper(), path)
+    assert acl_statement("POST", "/groups/{id}/offsets").startswith(
+        "READ on GROUP {id}; READ on each topic"
+    )
+    assert "x-required-acl" not in openapi_document(("basic",), False)["paths"]["/topics"]["get"]
 
 
 def test_the_document_states_the_middleware_rules_and_is_openapi_3_1() -> None:

@@ -153,3 +153,48 @@ async def add_scram_user(bootstrap: str, user: str, password: str, security=None
 
 def run(coro):
     return asyncio.run(coro)
+
+
+ADMIN_TOKEN = "admin-token-SECRET"
+KEY_PASSWORD, TRUSTSTORE_PASSWORD = "key-password-SECRET", "truststore-password-SECRET"
+SECRETS = (ADMIN_TOKEN, KEY_PASSWORD, TRUSTSTORE_PASSWORD, *PLAIN_USERS.values())
+"""Every secret value `secured_admin_config` sets: none may leave the broker."""
+
+
+def secured_admin_config(**extra: str) -> dict[str, str]:
+    """An in-process broker (kafkalite.testing.Broker) secured as the README's Security section
+    says: a SASL_PLAINTEXT listener with the PLAIN users of PLAIN_USERS, the ACL authorizer with
+    no ACL meaning no access, and the admin API asking for credentials (basic: those users;
+    bearer: ADMIN_TOKEN as User:admin). The PLAINTEXT listener is the inter-broker one; its
+    ANONYMOUS principal is a super user (the tests' own setup goes through it)."""
+    return {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": plain_jaas(PLAIN_USERS),
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "allow.everyone.if.no.acl.found": "false",
+        "super.users": f"User:{ADMIN_USER};User:ANONYMOUS",
+        "admin.authentication": "basic,bearer",
+        "admin.bearer.token": ADMIN_TOKEN,
+        "admin.bearer.principal": f"User:{ADMIN_USER}",
+        "ssl.key.password": KEY_PASSWORD,
+        "ssl.truststore.password": TRUSTSTORE_PASSWORD,
+        **extra,
+    }
+
+
+def sasl_port(broker) -> int:
+    """The SASL_PLAINTEXT port of a kafkalite.testing.Broker started with
+    secured_admin_config."""
+    return next(
+        e.port for e in broker.server.bound_endpoints if e.listener_name == "SASL_PLAINTEXT"
+    )
+
+
+def basic(user: str, password: str | None = None) -> dict[str, str]:
+    """The Authorization header of `user` (PLAIN_USERS' password unless given)."""
+    import base64
+
+    secret = PLAIN_USERS[user] if password is None else password
+    return {"Authorization": "Basic " + base64.b64encode(f"{user}:{secret}".encode()).decode()}
