@@ -38,6 +38,7 @@ from typing import Any
 
 import structlog
 
+from kafkalite.observability import LogRateLimiter
 from kafkalite.protocol.acl import (
     AUTHORIZED_OPERATIONS_OMITTED,
     SUPPORTED_OPERATIONS,
@@ -51,6 +52,10 @@ from kafkalite.security.acl import CLUSTER_NAME, AclCache
 
 log = structlog.get_logger("kafkalite.authorizer")
 
+DENIED_LOG_INTERVAL_S = 10.0
+"""A principal's refusals of one operation on one resource type are logged once per this many
+seconds (with how many were held back), so a client retrying in a loop cannot flood the log."""
+
 Op = AclOperation
 T = ResourceType
 
@@ -58,11 +63,42 @@ T = ResourceType
 class BrokerAuthorizer:
     def __init__(self, super_users: Iterable[str] = (), allow_if_no_acl: bool = False) -> None:
         self.cache = AclCache(super_users, allow_if_no_acl)
+        self._denied_log = LogRateLimiter(DENIED_LOG_INTERVAL_S)
 
-    def allowed(self, connection: Any, op: AclOperation, rtype: ResourceType, name: str) -> bool:
-        return self.cache.authorize(
-            connection.authenticated_principal, connection.client_host, op, rtype, name
-        )
+    def allowed(
+        self,
+        connection: Any,
+        op: AclOperation,
+        rtype: ResourceType,
+        name: str,
+        *,
+        log_denied: bool = True,
+    ) -> bool:
+        """Whether the connection's principal may do ``op`` on the resource. A refusal is
+        logged (as Kafka's authorizer logs denied operations) unless ``log_denied`` is False:
+        filtering a listing and computing authorized-operation bit fields refuse nothing."""
+        principal, host = connection.authenticated_principal, connection.client_host
+        if self.cache.authorize(principal, host, op, rtype, name):
+            return True
+        if log_denied:
+            self.log_denied(principal, host, op, rtype, name)
+        return False
+
+    def log_denied(
+        self, principal: str, host: str, op: AclOperation, rtype: ResourceType, name: str
+    ) -> None:
+        # keyed without the resource name, which a client chooses: the key set stays bounded
+        suppressed = self._denied_log.allow((principal, int(op), int(rtype)))
+        if suppressed is not None:
+            log.info(
+                "operation denied",
+                principal=principal,
+                host=host,
+                operation=AclOperation(op).name,
+                resource_type=ResourceType(rtype).name,
+                resource_name=name,
+                suppressed_since_last=suppressed,
+            )
 
     def authorize_cluster(self, connection: Any, operation: str) -> bool:
         return self.allowed(connection, AclOperation[operation], T.CLUSTER, CLUSTER_NAME)
@@ -70,7 +106,9 @@ class BrokerAuthorizer:
     def operations(self, connection: Any, rtype: ResourceType, name: str) -> int:
         """The authorized-operations bit field of a resource (KIP-430)."""
         return to_32bit_field(
-            op for op in SUPPORTED_OPERATIONS[rtype] if self.allowed(connection, op, rtype, name)
+            op
+            for op in SUPPORTED_OPERATIONS[rtype]
+            if self.allowed(connection, op, rtype, name, log_denied=False)
         )
 
     # ------------------------------------------------------------------ the store
@@ -180,11 +218,24 @@ def check(ctx: Any, auth: BrokerAuthorizer, api_key: int, request: Any) -> None:
         _need_cluster(ctx, auth, Op.ALTER_CONFIGS)
     elif api_key == K.INIT_PRODUCER_ID:
         tid = getattr(request, "transactional_id", None)
-        if tid:
-            if not auth.allowed(ctx.connection, Op.WRITE, T.TRANSACTIONAL_ID, tid):
-                raise _refuse(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        if tid is not None:
+            _need_transactional_id(ctx, auth, Op.WRITE, tid)
         elif not _idempotent_write_allowed(ctx, auth):
             raise _refuse(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    elif api_key == K.ADD_PARTITIONS_TO_TXN:
+        # the topics are checked by _add_partitions_to_txn
+        _need_transactional_id(ctx, auth, Op.WRITE, request.v3_and_below_transactional_id)
+    elif api_key in (K.ADD_OFFSETS_TO_TXN, K.TXN_OFFSET_COMMIT):
+        # the id first, then the group: Kafka's order (TxnOffsetCommit's topics: SPLIT)
+        _need_transactional_id(ctx, auth, Op.WRITE, request.transactional_id)
+        _need_group(ctx, auth, Op.READ, request.group_id)
+    elif api_key == K.END_TXN:
+        _need_transactional_id(ctx, auth, Op.WRITE, request.transactional_id)
+    elif api_key == K.WRITE_TXN_MARKERS:
+        # a coordinator's request: ALTER on the cluster (not logged when missing) or
+        # CLUSTER_ACTION, as Kafka's handleWriteTxnMarkersRequest
+        if not auth.allowed(ctx.connection, Op.ALTER, T.CLUSTER, CLUSTER_NAME, log_denied=False):
+            _need_cluster(ctx, auth, Op.CLUSTER_ACTION)
     elif api_key == K.FIND_COORDINATOR:
         key_type = getattr(request, "key_type", 0)
         keys = list(getattr(request, "coordinator_keys", None) or ()) or [
@@ -214,24 +265,55 @@ def check(ctx: Any, auth: BrokerAuthorizer, api_key: int, request: Any) -> None:
             _need_group(ctx, auth, Op.DELETE, group)
 
 
+def _need_transactional_id(ctx: Any, auth: BrokerAuthorizer, op: AclOperation, tid: Any) -> None:
+    if tid is not None and not auth.allowed(ctx.connection, op, T.TRANSACTIONAL_ID, tid):
+        raise _refuse(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+
+
 def _idempotent_write_allowed(ctx: Any, auth: BrokerAuthorizer) -> bool:
-    """Kafka 3.x: IDEMPOTENT_WRITE on the cluster, or WRITE on any topic (KIP-679)."""
+    """Kafka 3.x: IDEMPOTENT_WRITE on the cluster, or WRITE on any topic (KIP-679), the latter
+    as Kafka's Authorizer.authorizeByResourceType decides it: a super user (or no ACL at all
+    with ``allow.everyone.if.no.acl.found``) may; a DENY on the literal ``*`` forbids; else any
+    ALLOW pattern of the principal not itself denied (the same literal, or a denied prefix of
+    it) is enough."""
     conn = ctx.connection
-    if auth.allowed(conn, Op.IDEMPOTENT_WRITE, T.CLUSTER, CLUSTER_NAME):
+    if auth.allowed(conn, Op.IDEMPOTENT_WRITE, T.CLUSTER, CLUSTER_NAME, log_denied=False):
         return True
     principal, host = conn.authenticated_principal, conn.client_host
-    if principal in auth.cache.super_users:
+    if auth.cache.authorize(principal, host, Op.WRITE, T.TOPIC, "hardcode"):
         return True
+    from kafkalite.security.acl import PatternType, PermissionType
+
+    deny: dict[int, set[str]] = {PatternType.LITERAL: set(), PatternType.PREFIXED: set()}
+    allow: dict[int, set[str]] = {PatternType.LITERAL: set(), PatternType.PREFIXED: set()}
+    wildcard_allow = False
     for pattern, entries in auth.cache.items():
-        if pattern.resource_type != T.TOPIC:
+        if pattern.resource_type != T.TOPIC or pattern.pattern_type not in deny:
             continue
         for e in entries:
-            if (
-                e.permission == 3
-                and e.operation in (Op.WRITE, Op.ALL)
-                and (e.principal in (principal, "User:*") and e.host in (host, "*"))
-            ):
+            if e.host not in (host, "*") or e.principal not in (principal, "User:*"):
+                continue
+            if e.operation not in (Op.WRITE, Op.ALL):
+                continue
+            if e.permission == PermissionType.DENY:
+                if pattern.pattern_type == PatternType.LITERAL and pattern.name == "*":
+                    auth.log_denied(principal, host, Op.IDEMPOTENT_WRITE, T.CLUSTER, CLUSTER_NAME)
+                    return False
+                deny[pattern.pattern_type].add(pattern.name)
+            elif e.permission == PermissionType.ALLOW:
+                if pattern.pattern_type == PatternType.LITERAL and pattern.name == "*":
+                    wildcard_allow = True
+                else:
+                    allow[pattern.pattern_type].add(pattern.name)
+    if wildcard_allow:
+        return True
+    for kind, names in allow.items():
+        for name in names:
+            if kind == PatternType.LITERAL and name in deny[PatternType.LITERAL]:
+                continue
+            if not any(name[:i] in deny[PatternType.PREFIXED] for i in range(1, len(name) + 1)):
                 return True
+    auth.log_denied(principal, host, Op.IDEMPOTENT_WRITE, T.CLUSTER, CLUSTER_NAME)
     return False
 
 
@@ -350,11 +432,90 @@ _AFTER: dict[int, Callable[[Any, BrokerAuthorizer, Any], Any]] = {
     ApiKey.DESCRIBE_CLUSTER: _cluster_ops_after,
     ApiKey.DESCRIBE_GROUPS: _groups_ops_after,
     ApiKey.LIST_GROUPS: _list_groups_after,
+    ApiKey.LIST_TRANSACTIONS: lambda ctx, auth, r: _list_transactions_after(ctx, auth, r),
 }
+
+
+NO_CHECK = "none, as Kafka"
+
+_INTER_BROKER = "CLUSTER_ACTION on the cluster"
+
+RULES: dict[int, str] = {
+    ApiKey.PRODUCE: "WRITE on each topic; WRITE on the transactional id of a transactional one",
+    ApiKey.FETCH: "READ on each topic; CLUSTER_ACTION on the cluster for a follower",
+    ApiKey.LIST_OFFSETS: "DESCRIBE on each topic",
+    ApiKey.METADATA: "DESCRIBE on each topic (others left out); CREATE to auto-create",
+    ApiKey.LEADER_AND_ISR: _INTER_BROKER,
+    ApiKey.STOP_REPLICA: _INTER_BROKER,
+    ApiKey.UPDATE_METADATA: _INTER_BROKER,
+    ApiKey.CONTROLLED_SHUTDOWN: _INTER_BROKER,
+    ApiKey.OFFSET_COMMIT: "READ on the group; READ on each topic",
+    ApiKey.OFFSET_FETCH: "DESCRIBE on the group; DESCRIBE on each topic",
+    ApiKey.FIND_COORDINATOR: "DESCRIBE on the group or the transactional id",
+    ApiKey.JOIN_GROUP: "READ on the group",
+    ApiKey.HEARTBEAT: "READ on the group",
+    ApiKey.LEAVE_GROUP: "READ on the group",
+    ApiKey.SYNC_GROUP: "READ on the group",
+    ApiKey.DESCRIBE_GROUPS: "DESCRIBE on each group",
+    ApiKey.LIST_GROUPS: "DESCRIBE on the cluster, else the groups it may DESCRIBE",
+    ApiKey.SASL_HANDSHAKE: NO_CHECK,
+    ApiKey.API_VERSIONS: NO_CHECK,
+    ApiKey.CREATE_TOPICS: "CREATE on the cluster or on each topic",
+    ApiKey.DELETE_TOPICS: "DELETE on each topic",
+    ApiKey.DELETE_RECORDS: "DELETE on each topic",
+    ApiKey.INIT_PRODUCER_ID: (
+        "WRITE on the transactional id; without one IDEMPOTENT_WRITE on the cluster "
+        "or WRITE on any topic"
+    ),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: "DESCRIBE on each topic; CLUSTER_ACTION for a follower",
+    ApiKey.ADD_PARTITIONS_TO_TXN: "WRITE on the transactional id; WRITE on each topic",
+    ApiKey.ADD_OFFSETS_TO_TXN: "WRITE on the transactional id; READ on the group",
+    ApiKey.END_TXN: "WRITE on the transactional id",
+    ApiKey.WRITE_TXN_MARKERS: "ALTER or CLUSTER_ACTION on the cluster",
+    ApiKey.TXN_OFFSET_COMMIT: (
+        "WRITE on the transactional id; READ on the group; READ on each topic"
+    ),
+    ApiKey.DESCRIBE_ACLS: "DESCRIBE on the cluster",
+    ApiKey.CREATE_ACLS: "ALTER on the cluster",
+    ApiKey.DELETE_ACLS: "ALTER on the cluster",
+    ApiKey.DESCRIBE_CONFIGS: "DESCRIBE_CONFIGS on each topic, on the cluster for a broker",
+    ApiKey.ALTER_CONFIGS: "ALTER_CONFIGS on each topic, on the cluster for a broker",
+    ApiKey.DESCRIBE_LOG_DIRS: "DESCRIBE on the cluster",
+    ApiKey.SASL_AUTHENTICATE: NO_CHECK,
+    ApiKey.CREATE_PARTITIONS: "ALTER on each topic",
+    ApiKey.DELETE_GROUPS: "DELETE on each group",
+    ApiKey.ELECT_LEADERS: "ALTER on the cluster",
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: "ALTER_CONFIGS on each topic, on the cluster for a broker",
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: "ALTER on the cluster",
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: "DESCRIBE on the cluster",
+    ApiKey.OFFSET_DELETE: "DELETE on the group; READ on each topic",
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: "DESCRIBE_CONFIGS on the cluster",
+    ApiKey.ALTER_CLIENT_QUOTAS: "ALTER_CONFIGS on the cluster",
+    # checked by the handler (apis/scram_credentials.py), per user
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: "DESCRIBE on the cluster",
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: "ALTER on the cluster",
+    ApiKey.DESCRIBE_CLUSTER: NO_CHECK + " (cluster_authorized_operations from the ACLs)",
+    ApiKey.DESCRIBE_PRODUCERS: "READ on each topic, before its existence",
+    ApiKey.DESCRIBE_TRANSACTIONS: "DESCRIBE on each transactional id; topics it may DESCRIBE",
+    ApiKey.LIST_TRANSACTIONS: "the transactional ids it may DESCRIBE",
+}
+"""What each API requires, as Kafka's KafkaApis (the checks are ``check``, ``SPLIT``, ``OWN``
+and ``_AFTER``). Every API the broker serves must be here, ``NO_CHECK`` included where Kafka
+checks nothing: ``guard`` refuses to wrap a handler without a rule, so with an authorizer the
+broker does not start with an API nobody decided about."""
+
+
+class MissingRuleError(LookupError):
+    """An API has a handler but no authorization rule (RULES)."""
 
 
 def guard(api_key: int, handler: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
     """The handler behind the authorizer's checks (see the module docstring)."""
+    if api_key not in RULES:
+        raise MissingRuleError(
+            f"API key {api_key} has a handler but no authorization rule "
+            "(kafkalite/apis/authorization.py RULES)"
+        )
     if api_key == ApiKey.METADATA:
 
         def metadata(ctx: Any, request: Any) -> Any:
@@ -450,6 +611,8 @@ SPLIT: dict[int, tuple[str, str, Refusal]] = {
     ApiKey.DELETE_RECORDS: ("topics", "topics", _topic_op(Op.DELETE)),
     ApiKey.CREATE_PARTITIONS: ("topics", "results", _topic_op(Op.ALTER)),
     ApiKey.OFFSET_COMMIT: ("topics", "topics", _topic_op(Op.READ)),
+    ApiKey.TXN_OFFSET_COMMIT: ("topics", "topics", _topic_op(Op.READ)),
+    ApiKey.DESCRIBE_PRODUCERS: ("topics", "topics", _topic_op(Op.READ)),
     ApiKey.CREATE_TOPICS: ("topics", "topics", _create_refusal),
     ApiKey.DESCRIBE_CONFIGS: ("resources", "results", _config_refusal(Op.DESCRIBE_CONFIGS)),
     ApiKey.ALTER_CONFIGS: ("resources", "responses", _config_refusal(Op.ALTER_CONFIGS)),
@@ -746,10 +909,118 @@ def _list_class(cls: Any, field: str) -> type:
     raise TypeError(f"no {field} field")
 
 
+# ---------------------------------------------------------------------- transactions
+
+
+def _add_partitions_to_txn(
+    ctx: Any, auth: BrokerAuthorizer, handler: Callable[[Any, Any], Any], request: Any
+) -> Any:
+    """Kafka's handleAddPartitionsToTxnRequest (v0-v3; the transactional id's WRITE is checked
+    by ``check``): WRITE on each topic, an internal topic never (``__consumer_offsets`` joins a
+    transaction through AddOffsetsToTxn). If any partition is refused (or, for an authorised
+    topic, unknown) nothing is added: the refused ones get TOPIC_AUTHORIZATION_FAILED, the
+    unknown ones UNKNOWN_TOPIC_OR_PARTITION and the rest OPERATION_NOT_ATTEMPTED."""
+    from kafkalite.apis.topic_names import is_internal
+
+    conn = ctx.connection
+    topics = request.v3_and_below_topics
+    denied = {
+        t.name
+        for t in topics
+        if is_internal(t.name) or not auth.allowed(conn, Op.WRITE, T.TOPIC, t.name)
+    }
+    if not denied:
+        return handler(ctx, request)
+    cache = ctx.services.metadata_cache
+
+    def code(topic: str, partition: int) -> ErrorCode:
+        if topic in denied:
+            return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        if cache is None or cache.get_partition_info(topic, partition) is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return ErrorCode.OPERATION_NOT_ATTEMPTED
+
+    by_topic: dict[str, dict[int, ErrorCode]] = {}
+    for t in topics:
+        for p in t.partitions:
+            by_topic.setdefault(t.name, {})[p] = code(t.name, p)
+    return ctx.response(
+        results_by_topic_v3_and_below=[
+            {
+                "name": name,
+                "results_by_partition": [
+                    {"partition_index": p, "partition_error_code": e} for p, e in parts.items()
+                ],
+            }
+            for name, parts in by_topic.items()
+        ]
+    )
+
+
+def _describe_transactions(
+    ctx: Any, auth: BrokerAuthorizer, handler: Callable[[Any, Any], Any], request: Any
+) -> Any:
+    """Kafka's handleDescribeTransactionsRequest: an id the principal may not DESCRIBE is
+    answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED alone (nothing about it is looked up); the
+    partitions of a described transaction are listed only for topics it may DESCRIBE."""
+    from kafkalite.protocol.error_response import error_response
+
+    conn = ctx.connection
+    ids = list(request.transactional_ids)
+    allowed = [i for i in ids if auth.allowed(conn, Op.DESCRIBE, T.TRANSACTIONAL_ID, i)]
+    refused = error_response(
+        ApiKey.DESCRIBE_TRANSACTIONS,
+        dataclasses.replace(request, transactional_ids=tuple(i for i in ids if i not in allowed)),
+        ctx.response_class,
+        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    )
+
+    def merge(response: Any) -> Any:
+        described = list(response.transaction_states) if response is not None else []
+        denied = list(refused.transaction_states)
+        states = []
+        for i in ids:
+            state = (described if i in allowed else denied).pop(0)
+            topics = tuple(
+                t
+                for t in state.topics
+                if auth.allowed(conn, Op.DESCRIBE, T.TOPIC, t.topic, log_denied=False)
+            )
+            states.append(dataclasses.replace(state, topics=topics))
+        return dataclasses.replace(refused, transaction_states=tuple(states))
+
+    if not allowed:
+        return merge(None)
+    result = handler(ctx, dataclasses.replace(request, transactional_ids=tuple(allowed)))
+    if inspect.isawaitable(result):
+        return _then(result, merge)
+    return merge(result)
+
+
+def _list_transactions_after(ctx: Any, auth: BrokerAuthorizer, response: Any) -> Any:
+    """Kafka's handleListTransactionsRequest: only the ids the principal may DESCRIBE."""
+    return dataclasses.replace(
+        response,
+        transaction_states=tuple(
+            t
+            for t in response.transaction_states
+            if auth.allowed(
+                ctx.connection,
+                Op.DESCRIBE,
+                T.TRANSACTIONAL_ID,
+                t.transactional_id,
+                log_denied=False,
+            )
+        ),
+    )
+
+
 OWN: dict[int, Callable[..., Any]] = {
     ApiKey.FETCH: _fetch,
     ApiKey.DELETE_TOPICS: _delete_topics,
     ApiKey.OFFSET_FETCH: _offset_fetch,
+    ApiKey.ADD_PARTITIONS_TO_TXN: _add_partitions_to_txn,
+    ApiKey.DESCRIBE_TRANSACTIONS: _describe_transactions,
 }
 
 

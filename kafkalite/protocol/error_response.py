@@ -92,6 +92,24 @@ SOURCES: dict[int, dict[str, tuple[str, ...]]] = {
     ApiKey.DESCRIBE_GROUPS: {"groups": ("groups",)},
     ApiKey.DELETE_GROUPS: {"results": ("groups_names",)},
     ApiKey.OFFSET_DELETE: {"topics": ("topics",), "topics.partitions": ("partitions",)},
+    ApiKey.ADD_PARTITIONS_TO_TXN: {
+        "results_by_topic_v3_and_below": ("v3_and_below_topics",),
+        "results_by_topic_v3_and_below.results_by_partition": ("partitions",),
+    },
+    ApiKey.WRITE_TXN_MARKERS: {
+        "markers": ("markers",),
+        "markers.topics": ("topics",),
+        "markers.topics.partitions": ("partition_indexes",),
+    },
+    ApiKey.TXN_OFFSET_COMMIT: {"topics": ("topics",), "topics.partitions": ("partitions",)},
+    ApiKey.CREATE_ACLS: {"results": ("creations",)},
+    ApiKey.DELETE_ACLS: {"filter_results": ("filters",)},
+    ApiKey.ALTER_CLIENT_QUOTAS: {"entries": ("entries",), "entries.entity": ("entity",)},
+    ApiKey.DESCRIBE_PRODUCERS: {
+        "topics": ("topics",),
+        "topics.partitions": ("partition_indexes",),
+    },
+    ApiKey.DESCRIBE_TRANSACTIONS: {"transaction_states": ("transactional_ids",)},
 }
 """Response array path -> request array paths (the first the request has is used)."""
 
@@ -116,6 +134,10 @@ KEY_FIELDS = frozenset(
         "resource_type",
         "resource_name",
         "key",
+        "producer_id",
+        "transactional_id",
+        "entity_type",
+        "entity_name",
     }
 )
 """The fields an error response copies from the request (what each answer is about)."""
@@ -150,6 +172,8 @@ MINUS_ONE = frozenset(
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 _ERROR_FIELDS = ("error_code", "error_message")
+_ERROR_CODE_FIELDS = frozenset({"error_code", "partition_error_code"})
+"""Where an item carries its error (AddPartitionsToTxn v0-v3 names it partition_error_code)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -305,7 +329,7 @@ def _build(
         )
     values: dict[str, Any] = {}
     for field in fields:
-        if field.name == "error_code":
+        if field.name in _ERROR_CODE_FIELDS:
             values[field.name] = error
             continue
         if field.name == "error_message":
