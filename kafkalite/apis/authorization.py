@@ -6,8 +6,11 @@ AclCache), loaded from the coordination store at start-up and refreshed from Kaf
 notifications (``/kafka-acl-changes``, ``/kafka-acl-extended-changes``) by ``watch``, so an ACL
 created on any broker reaches every broker.
 
-``guard(api_key, handler)`` wraps a handler (the dispatcher wraps every one when an authorizer
-is set; without one nothing here runs). A request that fails a check of the request as a
+``RULES`` says what each API requires (``NO_CHECK`` where Kafka checks nothing: ApiVersions,
+SaslHandshake, SaslAuthenticate, DescribeCluster). ``guard(api_key, handler)`` wraps a handler
+(the broker wraps every one when an authorizer is set; without one nothing here runs) and
+refuses one whose API has no rule, so the broker does not start serving an API unchecked. A
+request that fails a check of the request as a
 whole (a group, a transactional id, the cluster) raises a KafkaError with Kafka's code and the
 dispatcher answers the API's error response with it for everything the request named
 (GROUP_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED,
@@ -20,7 +23,21 @@ CLUSTER_ACTION, else every partition is refused), ListOffsets, OffsetForLeaderEp
 DeleteRecords, CreatePartitions, OffsetCommit, OffsetFetch (DESCRIBE; asked for all topics,
 the unauthorised ones are left out), CreateTopics (CREATE on the cluster or the topic),
 DeleteTopics (DELETE, by name or id), DescribeConfigs (DESCRIBE_CONFIGS), AlterConfigs and
-IncrementalAlterConfigs (ALTER_CONFIGS).
+IncrementalAlterConfigs (ALTER_CONFIGS), TxnOffsetCommit and DescribeProducers (READ).
+
+Transactions (Kafka's handlers): AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and TxnOffsetCommit
+need WRITE on the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), AddOffsetsToTxn and
+TxnOffsetCommit then READ on the group (GROUP_AUTHORIZATION_FAILED); AddPartitionsToTxn needs
+WRITE on each topic (never an internal one) and adds nothing if a partition is refused or
+unknown (the others OPERATION_NOT_ATTEMPTED); WriteTxnMarkers needs ALTER or CLUSTER_ACTION on
+the cluster; DescribeTransactions answers an id without DESCRIBE on it
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED and lists only the topics the principal may DESCRIBE;
+ListTransactions lists only the ids it may DESCRIBE; InitProducerId needs WRITE on its
+transactional id, or without one IDEMPOTENT_WRITE on the cluster or WRITE on any topic.
+
+Every refusal is logged at INFO ("operation denied": principal, host, operation, resource; no
+request content), at most once per ``DENIED_LOG_INTERVAL_S`` per principal, operation and
+resource type; filtering a listing and computing authorized operations log nothing.
 
 Metadata is filtered instead: topics the principal may not DESCRIBE are left out of an
 all-topics answer, named ones are answered TOPIC_AUTHORIZATION_FAILED, a topic is auto-created
