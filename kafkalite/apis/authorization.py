@@ -584,6 +584,21 @@ def _topic_op(op: AclOperation, name_attr: str = "name") -> Refusal:
     return refusal
 
 
+def _describe_producers_refusal(
+    ctx: Any, auth: BrokerAuthorizer, request: Any, item: Any
+) -> ErrorCode | None:
+    """READ on the topic, as Kafka's handleDescribeProducersRequest: after the name's validity
+    (an illegal name goes to the handler, which answers INVALID_TOPIC_EXCEPTION; that says
+    nothing about any topic) and before its existence."""
+    from kafkalite.apis.topic_names import invalid_topic_reason
+
+    if invalid_topic_reason(item.name) is not None:
+        return None
+    if auth.allowed(ctx.connection, Op.READ, T.TOPIC, item.name):
+        return None
+    return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
 def _create_refusal(ctx: Any, auth: BrokerAuthorizer, request: Any, item: Any) -> ErrorCode | None:
     """CREATE on the cluster or on the topic; asked before the topic's existence, so a topic
     that exists is not revealed to a principal that may not create it."""
@@ -629,7 +644,7 @@ SPLIT: dict[int, tuple[str, str, Refusal]] = {
     ApiKey.CREATE_PARTITIONS: ("topics", "results", _topic_op(Op.ALTER)),
     ApiKey.OFFSET_COMMIT: ("topics", "topics", _topic_op(Op.READ)),
     ApiKey.TXN_OFFSET_COMMIT: ("topics", "topics", _topic_op(Op.READ)),
-    ApiKey.DESCRIBE_PRODUCERS: ("topics", "topics", _topic_op(Op.READ)),
+    ApiKey.DESCRIBE_PRODUCERS: ("topics", "topics", _describe_producers_refusal),
     ApiKey.CREATE_TOPICS: ("topics", "topics", _create_refusal),
     ApiKey.DESCRIBE_CONFIGS: ("resources", "results", _config_refusal(Op.DESCRIBE_CONFIGS)),
     ApiKey.ALTER_CONFIGS: ("resources", "responses", _config_refusal(Op.ALTER_CONFIGS)),

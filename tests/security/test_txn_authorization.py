@@ -287,6 +287,13 @@ async def test_describe_producers_is_authorised_before_existence(secured, victim
         ("no-such-topic", 0): TOPIC_DENIED,
     }
     assert all(p.active_producers == () for t in response.topics for p in t.partitions)
+    # an illegal name is answered as such first, as Kafka does (it names no topic)
+    response = await secured.send(
+        MALLORY,
+        ApiKey.DESCRIBE_PRODUCERS,
+        {"topics": [{"name": "bad/name", "partition_indexes": [0]}]},
+    )
+    assert partition_codes(response.topics) == {("bad/name", 0): ErrorCode.INVALID_TOPIC_EXCEPTION}
     # the super user sees the victim's producer (and that the other topic does not exist)
     response = await secured.send(
         None,
