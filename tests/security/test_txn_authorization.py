@@ -45,6 +45,9 @@ GROUP_DENIED = ErrorCode.GROUP_AUTHORIZATION_FAILED
 CLUSTER_DENIED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 TXN_DENIED = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
+UNCHECKED = {"API_VERSIONS", "SASL_HANDSHAKE", "SASL_AUTHENTICATE", "DESCRIBE_CLUSTER"}
+"""The APIs Kafka's KafkaApis serves without an authorization check."""
+
 
 def secured_overrides(port: int, sasl_port: int) -> dict[str, str]:
     return {
@@ -203,7 +206,7 @@ async def test_every_advertised_api_has_an_authorization_rule(secured):
     missing = sorted(ApiKey(k).name for k in advertised if k not in RULES)
     assert missing == []
     unchecked = {ApiKey(k).name for k in advertised if RULES[k].startswith(NO_CHECK)}
-    assert unchecked == {"API_VERSIONS", "SASL_HANDSHAKE", "SASL_AUTHENTICATE", "DESCRIBE_CLUSTER"}
+    assert unchecked == UNCHECKED
     with pytest.raises(MissingRuleError):
         guard(9999, lambda ctx, request: None)
 
@@ -464,6 +467,491 @@ async def test_describe_lists_only_what_the_principal_may_describe(secured, vict
     ]
     assert states[0].producer_id == victim[1]
     assert [t.topic for t in states[0].topics] == ["victim-topic"]  # not hidden-topic
+
+
+# ---------------------------------------------------------------------- every API, probed
+
+
+def _probes(pid: int, epoch: int) -> dict[int, tuple[int, dict, object]]:
+    """api -> (version, a request by a principal with no ACL, what proves the refusal): an
+    error code the answer must carry, or a predicate on the answer (listings filtered)."""
+    from kafkalite.protocol.records import Record, build_batch
+
+    K, T, Op = ApiKey, ResourceType, AclOperation
+    seconds = datetime.timedelta(seconds=5)
+    victim_tp = [{"name": "victim-topic", "partitions": [{"partition_index": 0}]}]
+    partition_states = {
+        "partition_index": 0,
+        "controller_epoch": 1,
+        "leader": 0,
+        "leader_epoch": 99,
+        "isr": [0],
+        "zk_version": 0,
+        "replicas": [0],
+    }
+    configs = [{"resource_type": 2, "resource_name": "victim-topic", "configs": []}]
+    group_members = {"group_id": "victim-group", "member_id": "m", "group_instance_id": None}
+    return {
+        K.PRODUCE: (
+            9,
+            {
+                "transactional_id": None,
+                "acks": -1,
+                "timeout": seconds,
+                "topic_data": [
+                    {
+                        "name": "victim-topic",
+                        "partition_data": [
+                            {"index": 0, "records": build_batch([Record(value=b"x")])}
+                        ],
+                    }
+                ],
+            },
+            TOPIC_DENIED,
+        ),
+        K.FETCH: (
+            12,
+            {
+                "replica_id": -1,
+                "max_wait": datetime.timedelta(0),
+                "min_bytes": 1,
+                "max_bytes": 1 << 20,
+                "isolation_level": 0,
+                "session_id": 0,
+                "session_epoch": -1,
+                "topics": [
+                    {
+                        "topic": "victim-topic",
+                        "partitions": [
+                            {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}
+                        ],
+                    }
+                ],
+                "forgotten_topics_data": [],
+                "rack_id": "",
+            },
+            TOPIC_DENIED,
+        ),
+        K.LIST_OFFSETS: (
+            7,
+            {
+                "replica_id": -1,
+                "isolation_level": 0,
+                "topics": [
+                    {
+                        "name": "victim-topic",
+                        "partitions": [{"partition_index": 0, "timestamp": -1}],
+                    }
+                ],
+            },
+            TOPIC_DENIED,
+        ),
+        K.METADATA: (
+            12,
+            {"topics": None, "allow_auto_topic_creation": False},
+            lambda r: [t.name for t in r.topics] == [],
+        ),
+        K.LEADER_AND_ISR: (
+            7,
+            {
+                "controller_id": 0,
+                "controller_epoch": 1,
+                "broker_epoch": -1,
+                "type": 0,
+                "topic_states": [
+                    {"topic_name": "victim-topic", "partition_states": [partition_states]}
+                ],
+                "live_leaders": [],
+            },
+            CLUSTER_DENIED,
+        ),
+        K.STOP_REPLICA: (
+            4,
+            {
+                "controller_id": 0,
+                "controller_epoch": 1,
+                "broker_epoch": -1,
+                "topic_states": [
+                    {
+                        "topic_name": "victim-topic",
+                        "partition_states": [
+                            {"partition_index": 0, "leader_epoch": 99, "delete_partition": True}
+                        ],
+                    }
+                ],
+            },
+            CLUSTER_DENIED,
+        ),
+        K.UPDATE_METADATA: (
+            7,
+            {
+                "controller_id": 0,
+                "controller_epoch": 1,
+                "broker_epoch": -1,
+                "topic_states": [],
+                "live_brokers": [],
+            },
+            CLUSTER_DENIED,
+        ),
+        K.CONTROLLED_SHUTDOWN: (3, {"broker_id": 0, "broker_epoch": -1}, CLUSTER_DENIED),
+        K.OFFSET_COMMIT: (
+            8,
+            {
+                "group_id": "victim-group",
+                "generation_id_or_member_epoch": -1,
+                "member_id": "",
+                "group_instance_id": None,
+                "topics": [
+                    {
+                        "name": "victim-topic",
+                        "partitions": [{"partition_index": 0, "committed_offset": 19}],
+                    }
+                ],
+            },
+            GROUP_DENIED,
+        ),
+        K.OFFSET_FETCH: (
+            8,
+            {"groups": [{"group_id": "victim-group", "topics": None}], "require_stable": False},
+            GROUP_DENIED,
+        ),
+        K.FIND_COORDINATOR: (4, {"key_type": 1, "coordinator_keys": ["victim-tx"]}, TXN_DENIED),
+        K.JOIN_GROUP: (
+            9,
+            {
+                "group_id": "victim-group",
+                "session_timeout": datetime.timedelta(seconds=10),
+                "rebalance_timeout": datetime.timedelta(seconds=10),
+                "member_id": "",
+                "group_instance_id": None,
+                "protocol_type": "consumer",
+                "protocols": [{"name": "range", "metadata": b""}],
+                "reason": None,
+            },
+            GROUP_DENIED,
+        ),
+        K.HEARTBEAT: (4, {**group_members, "generation_id": 1}, GROUP_DENIED),
+        K.LEAVE_GROUP: (
+            5,
+            {
+                "group_id": "victim-group",
+                "members": [{"member_id": "m", "group_instance_id": None, "reason": None}],
+            },
+            GROUP_DENIED,
+        ),
+        K.SYNC_GROUP: (
+            5,
+            {
+                **group_members,
+                "generation_id": 1,
+                "protocol_type": None,
+                "protocol_name": None,
+                "assignments": [],
+            },
+            GROUP_DENIED,
+        ),
+        K.DESCRIBE_GROUPS: (
+            5,
+            {"groups": ["victim-group"], "include_authorized_operations": False},
+            GROUP_DENIED,
+        ),
+        K.LIST_GROUPS: (
+            4,
+            {"states_filter": []},
+            lambda r: [g.group_id for g in r.groups] == [],
+        ),
+        K.CREATE_TOPICS: (
+            7,
+            {
+                "topics": [
+                    {
+                        "name": "mallory-topic",
+                        "num_partitions": 1,
+                        "replication_factor": 1,
+                        "assignments": [],
+                        "configs": [],
+                    }
+                ],
+                "timeout": seconds,
+                "validate_only": False,
+            },
+            TOPIC_DENIED,
+        ),
+        K.DELETE_TOPICS: (
+            6,
+            {"topics": [{"name": "victim-topic", "topic_id": None}], "timeout": seconds},
+            TOPIC_DENIED,
+        ),
+        K.DELETE_RECORDS: (
+            2,
+            {
+                "topics": [
+                    {"name": "victim-topic", "partitions": [{"partition_index": 0, "offset": 1}]}
+                ],
+                "timeout": seconds,
+            },
+            TOPIC_DENIED,
+        ),
+        K.INIT_PRODUCER_ID: (
+            4,
+            {
+                "transactional_id": "victim-tx",
+                "transaction_timeout": datetime.timedelta(seconds=60),
+                "producer_id": -1,
+                "producer_epoch": -1,
+            },
+            TXN_DENIED,
+        ),
+        K.OFFSET_FOR_LEADER_EPOCH: (
+            4,
+            {
+                "replica_id": -1,
+                "topics": [
+                    {
+                        "topic": "victim-topic",
+                        "partitions": [
+                            {"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}
+                        ],
+                    }
+                ],
+            },
+            TOPIC_DENIED,
+        ),
+        K.ADD_PARTITIONS_TO_TXN: (
+            3,
+            {
+                "v3_and_below_transactional_id": "victim-tx",
+                "v3_and_below_producer_id": pid,
+                "v3_and_below_producer_epoch": epoch,
+                "v3_and_below_topics": [{"name": "victim-topic", "partitions": [0]}],
+            },
+            TXN_DENIED,
+        ),
+        K.ADD_OFFSETS_TO_TXN: (
+            3,
+            {
+                "transactional_id": "victim-tx",
+                "producer_id": pid,
+                "producer_epoch": epoch,
+                "group_id": "victim-group",
+            },
+            TXN_DENIED,
+        ),
+        K.END_TXN: (
+            3,
+            {
+                "transactional_id": "victim-tx",
+                "producer_id": pid,
+                "producer_epoch": epoch,
+                "committed": False,
+            },
+            TXN_DENIED,
+        ),
+        K.WRITE_TXN_MARKERS: (
+            1,
+            {
+                "markers": [
+                    {
+                        "producer_id": pid,
+                        "producer_epoch": epoch,
+                        "transaction_result": False,
+                        "topics": [{"name": "victim-topic", "partition_indexes": [0]}],
+                        "coordinator_epoch": 0,
+                    }
+                ]
+            },
+            CLUSTER_DENIED,
+        ),
+        K.TXN_OFFSET_COMMIT: (
+            3,
+            {
+                "transactional_id": "victim-tx",
+                "group_id": "victim-group",
+                "producer_id": pid,
+                "producer_epoch": epoch,
+                "generation_id": -1,
+                "member_id": "",
+                "group_instance_id": None,
+                "topics": [
+                    {
+                        "name": "victim-topic",
+                        "partitions": [{"partition_index": 0, "committed_offset": 19}],
+                    }
+                ],
+            },
+            TXN_DENIED,
+        ),
+        K.DESCRIBE_ACLS: (
+            3,
+            {
+                "resource_type_filter": 1,
+                "resource_name_filter": None,
+                "pattern_type_filter": 1,
+                "principal_filter": None,
+                "host_filter": None,
+                "operation": 1,
+                "permission_type": 1,
+            },
+            CLUSTER_DENIED,
+        ),
+        K.CREATE_ACLS: (
+            3,
+            {
+                "creations": [
+                    {
+                        "resource_type": int(T.TOPIC),
+                        "resource_name": "victim-topic",
+                        "resource_pattern_type": 3,
+                        "principal": "User:mallory",
+                        "host": "*",
+                        "operation": int(Op.ALL),
+                        "permission_type": 3,
+                    }
+                ]
+            },
+            CLUSTER_DENIED,
+        ),
+        K.DELETE_ACLS: (
+            3,
+            {
+                "filters": [
+                    {
+                        "resource_type_filter": 1,
+                        "resource_name_filter": None,
+                        "pattern_type_filter": 1,
+                        "principal_filter": None,
+                        "host_filter": None,
+                        "operation": 1,
+                        "permission_type": 1,
+                    }
+                ]
+            },
+            CLUSTER_DENIED,
+        ),
+        K.DESCRIBE_CONFIGS: (
+            4,
+            {"resources": [{**configs[0], "configuration_keys": None}]},
+            TOPIC_DENIED,
+        ),
+        K.ALTER_CONFIGS: (2, {"resources": configs, "validate_only": True}, TOPIC_DENIED),
+        K.DESCRIBE_LOG_DIRS: (4, {"topics": None}, CLUSTER_DENIED),
+        K.CREATE_PARTITIONS: (
+            3,
+            {
+                "topics": [{"name": "victim-topic", "count": 2, "assignments": None}],
+                "timeout": seconds,
+                "validate_only": True,
+            },
+            TOPIC_DENIED,
+        ),
+        K.DELETE_GROUPS: (2, {"groups_names": ["victim-group"]}, GROUP_DENIED),
+        K.ELECT_LEADERS: (
+            2,
+            {"election_type": 0, "topic_partitions": None, "timeout": seconds},
+            CLUSTER_DENIED,
+        ),
+        K.INCREMENTAL_ALTER_CONFIGS: (
+            1,
+            {"resources": configs, "validate_only": True},
+            TOPIC_DENIED,
+        ),
+        K.ALTER_PARTITION_REASSIGNMENTS: (
+            0,
+            {
+                "timeout": seconds,
+                "topics": [
+                    {
+                        "name": "victim-topic",
+                        "partitions": [{"partition_index": 0, "replicas": [0]}],
+                    }
+                ],
+            },
+            CLUSTER_DENIED,
+        ),
+        K.LIST_PARTITION_REASSIGNMENTS: (0, {"timeout": seconds, "topics": None}, CLUSTER_DENIED),
+        K.OFFSET_DELETE: (
+            0,
+            {"group_id": "victim-group", "topics": victim_tp},
+            GROUP_DENIED,
+        ),
+        K.DESCRIBE_CLIENT_QUOTAS: (1, {"components": [], "strict": False}, CLUSTER_DENIED),
+        K.ALTER_CLIENT_QUOTAS: (
+            1,
+            {
+                "entries": [
+                    {
+                        "entity": [{"entity_type": "user", "entity_name": "mallory"}],
+                        "ops": [{"key": "producer_byte_rate", "value": 1e9, "remove": False}],
+                    }
+                ],
+                "validate_only": True,
+            },
+            CLUSTER_DENIED,
+        ),
+        K.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, {"users": None}, CLUSTER_DENIED),
+        K.ALTER_USER_SCRAM_CREDENTIALS: (
+            0,
+            {"deletions": [{"name": "admin", "mechanism": 1}], "upsertions": []},
+            CLUSTER_DENIED,
+        ),
+        K.DESCRIBE_PRODUCERS: (
+            0,
+            {"topics": [{"name": "victim-topic", "partition_indexes": [0]}]},
+            TOPIC_DENIED,
+        ),
+        K.DESCRIBE_TRANSACTIONS: (0, {"transactional_ids": ["victim-tx"]}, TXN_DENIED),
+        K.LIST_TRANSACTIONS: (
+            1,
+            {"state_filters": [], "producer_id_filters": [], "duration_filter": -1},
+            lambda r: list(r.transaction_states) == [],
+        ),
+    }
+
+
+def _codes(value) -> set[int]:
+    import dataclasses
+
+    out: set[int] = set()
+    if dataclasses.is_dataclass(value):
+        for f in dataclasses.fields(value):
+            if f.name in ("error_code", "partition_error_code"):
+                out.add(int(getattr(value, f.name)))
+            else:
+                out |= _codes(getattr(value, f.name))
+    elif isinstance(value, tuple):
+        for item in value:
+            out |= _codes(item)
+    return out
+
+
+async def test_every_advertised_api_refuses_a_user_without_acls(secured, victim):
+    """The rules are enforced, not just written down: a principal with no ACL at all sends each
+    advertised API (but those Kafka does not check) a request about the victim's resources and
+    is refused with the rule's error code, or sees nothing in a listing. A new API must bring
+    its probe."""
+    _, pid, epoch = victim
+    probes = _probes(pid, epoch)
+    async with secured.connect(MALLORY) as conn:
+        advertised = sorted(conn.api_versions)
+        unprobed = {ApiKey(k).name for k in advertised if k not in probes}
+        assert unprobed == UNCHECKED  # DescribeCluster's authorized operations: below
+        not_refused = {}
+        for key in advertised:
+            if key not in probes:
+                continue
+            version, body, expected = probes[key]
+            response = await conn.send(key, body, version)
+            if callable(expected):
+                ok = expected(response)
+            else:
+                ok = int(expected) in _codes(response)
+            if not ok:
+                not_refused[ApiKey(key).name] = response
+        cluster = await conn.send(
+            ApiKey.DESCRIBE_CLUSTER, {"include_cluster_authorized_operations": True}, 0
+        )
+        assert cluster.cluster_authorized_operations == 0
+    assert not_refused == {}
 
 
 # ---------------------------------------------------------------------- the end of it
