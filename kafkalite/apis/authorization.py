@@ -202,7 +202,7 @@ def _need_cluster(ctx: Any, auth: BrokerAuthorizer, op: AclOperation) -> None:
 
 def _may_create(ctx: Any, auth: BrokerAuthorizer, topic: str) -> bool:
     conn = ctx.connection
-    return auth.allowed(conn, Op.CREATE, T.CLUSTER, CLUSTER_NAME) or auth.allowed(
+    return auth.allowed(conn, Op.CREATE, T.CLUSTER, CLUSTER_NAME, log_denied=False) or auth.allowed(
         conn, Op.CREATE, T.TOPIC, topic
     )
 
@@ -367,7 +367,9 @@ def _metadata_after(ctx: Any, auth: BrokerAuthorizer, response: Any, refused: li
     for topic in response.topics:
         topic_cls = type(topic)
         name = topic.name
-        if name is not None and not auth.allowed(conn, Op.DESCRIBE, T.TOPIC, name):
+        if name is not None and not auth.allowed(
+            conn, Op.DESCRIBE, T.TOPIC, name, log_denied=False
+        ):
             continue
         ops = getattr(topic, "topic_authorized_operations", AUTHORIZED_OPERATIONS_OMITTED)
         if ops != AUTHORIZED_OPERATIONS_OMITTED and name is not None:
@@ -432,14 +434,14 @@ def _groups_ops_after(ctx: Any, auth: BrokerAuthorizer, response: Any) -> Any:
 
 
 def _list_groups_after(ctx: Any, auth: BrokerAuthorizer, response: Any) -> Any:
-    if auth.allowed(ctx.connection, Op.DESCRIBE, T.CLUSTER, CLUSTER_NAME):
+    if auth.allowed(ctx.connection, Op.DESCRIBE, T.CLUSTER, CLUSTER_NAME, log_denied=False):
         return response
     return dataclasses.replace(
         response,
         groups=tuple(
             g
             for g in response.groups
-            if auth.allowed(ctx.connection, Op.DESCRIBE, T.GROUP, g.group_id)
+            if auth.allowed(ctx.connection, Op.DESCRIBE, T.GROUP, g.group_id, log_denied=False)
         ),
     )
 
@@ -747,7 +749,7 @@ def _create_topics_after(ctx: Any, auth: BrokerAuthorizer, response: Any) -> Any
     topics = []
     for topic in response.topics:
         if hasattr(topic, "topic_config_error_code") and not auth.allowed(
-            ctx.connection, Op.DESCRIBE_CONFIGS, T.TOPIC, topic.name
+            ctx.connection, Op.DESCRIBE_CONFIGS, T.TOPIC, topic.name, log_denied=False
         ):
             if topic.error_code == ErrorCode.NONE:
                 topic = dataclasses.replace(
@@ -781,7 +783,9 @@ def _delete_topics(
     for item in request.topics:
         if item.name is None and item.topic_id is not None:
             name = cache.get_topic_name(item.topic_id)
-            if name is not None and auth.allowed(ctx.connection, Op.DESCRIBE, T.TOPIC, name):
+            if name is not None and auth.allowed(
+                ctx.connection, Op.DESCRIBE, T.TOPIC, name, log_denied=False
+            ):
                 names[item.topic_id] = name
 
     def named(response: Any) -> Any:
