@@ -254,16 +254,10 @@ def check(ctx: Any, auth: BrokerAuthorizer, api_key: int, request: Any) -> None:
         if not auth.allowed(ctx.connection, Op.ALTER, T.CLUSTER, CLUSTER_NAME, log_denied=False):
             _need_cluster(ctx, auth, Op.CLUSTER_ACTION)
     elif api_key == K.FIND_COORDINATOR:
-        key_type = getattr(request, "key_type", 0)
-        keys = list(getattr(request, "coordinator_keys", None) or ()) or [
-            getattr(request, "key", "")
-        ]
-        for key in keys:
-            if key_type == 1:
-                if not auth.allowed(ctx.connection, Op.DESCRIBE, T.TRANSACTIONAL_ID, key):
-                    raise _refuse(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-            else:
-                _need_group(ctx, auth, Op.DESCRIBE, key)
+        if not getattr(request, "coordinator_keys", None):  # v0-v3; v4+ key by key: SPLIT
+            refused = _coordinator_refusal(ctx, auth, request, getattr(request, "key", ""))
+            if refused is not None:
+                raise _refuse(refused)
     elif api_key in (K.JOIN_GROUP, K.SYNC_GROUP, K.HEARTBEAT, K.LEAVE_GROUP):
         _need_group(ctx, auth, Op.READ, request.group_id)
     elif api_key == K.OFFSET_COMMIT:
@@ -601,6 +595,20 @@ def _describe_producers_refusal(
     return ErrorCode.TOPIC_AUTHORIZATION_FAILED
 
 
+def _coordinator_refusal(
+    ctx: Any, auth: BrokerAuthorizer, request: Any, key: str
+) -> ErrorCode | None:
+    """DESCRIBE on the transactional id (key type 1) or the group, as Kafka's getCoordinator;
+    v4+ answers each key of the batch on its own."""
+    if getattr(request, "key_type", 0) == 1:
+        if auth.allowed(ctx.connection, Op.DESCRIBE, T.TRANSACTIONAL_ID, key):
+            return None
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    if auth.allowed(ctx.connection, Op.DESCRIBE, T.GROUP, key):
+        return None
+    return ErrorCode.GROUP_AUTHORIZATION_FAILED
+
+
 def _create_refusal(ctx: Any, auth: BrokerAuthorizer, request: Any, item: Any) -> ErrorCode | None:
     """CREATE on the cluster or on the topic; asked before the topic's existence, so a topic
     that exists is not revealed to a principal that may not create it."""
@@ -648,6 +656,7 @@ SPLIT: dict[int, tuple[str, str, Refusal]] = {
     ApiKey.TXN_OFFSET_COMMIT: ("topics", "topics", _topic_op(Op.READ)),
     ApiKey.DESCRIBE_PRODUCERS: ("topics", "topics", _describe_producers_refusal),
     ApiKey.CREATE_TOPICS: ("topics", "topics", _create_refusal),
+    ApiKey.FIND_COORDINATOR: ("coordinator_keys", "coordinators", _coordinator_refusal),
     ApiKey.DESCRIBE_CONFIGS: ("resources", "results", _config_refusal(Op.DESCRIBE_CONFIGS)),
     ApiKey.ALTER_CONFIGS: ("resources", "responses", _config_refusal(Op.ALTER_CONFIGS)),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (
@@ -738,6 +747,7 @@ _MESSAGES: dict[int, str | None] = {
     ApiKey.CREATE_TOPICS: "Authorization failed.",
     ApiKey.ALTER_CONFIGS: None,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: None,
+    ApiKey.FIND_COORDINATOR: None,
 }
 """The error message of a refused item where Kafka's is not the error's default one."""
 

@@ -467,6 +467,15 @@ async def test_describe_lists_only_what_the_principal_may_describe(secured, vict
     ]
     assert states[0].producer_id == victim[1]
     assert [t.topic for t in states[0].topics] == ["victim-topic"]  # not hidden-topic
+    # FindCoordinator v4 answers each key of a batch on its own, as Kafka does
+    response = await secured.send(
+        "carol",
+        ApiKey.FIND_COORDINATOR,
+        {"key_type": 1, "coordinator_keys": ["victim-tx", "alice-tx"]},
+        4,
+    )
+    found = {c.key: (int(c.error_code), c.error_message, c.node_id) for c in response.coordinators}
+    assert found == {"victim-tx": (0, None, 0), "alice-tx": (TXN_DENIED, None, -1)}
 
 
 # ---------------------------------------------------------------------- every API, probed
