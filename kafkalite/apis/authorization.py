@@ -23,7 +23,8 @@ CLUSTER_ACTION, else every partition is refused), ListOffsets, OffsetForLeaderEp
 DeleteRecords, CreatePartitions, OffsetCommit, OffsetFetch (DESCRIBE; asked for all topics,
 the unauthorised ones are left out), CreateTopics (CREATE on the cluster or the topic),
 DeleteTopics (DELETE, by name or id), DescribeConfigs (DESCRIBE_CONFIGS), AlterConfigs and
-IncrementalAlterConfigs (ALTER_CONFIGS), TxnOffsetCommit and DescribeProducers (READ).
+IncrementalAlterConfigs (ALTER_CONFIGS), TxnOffsetCommit and DescribeProducers (READ), and
+FindCoordinator v4+ key by key (DESCRIBE on each group or transactional id).
 
 Transactions (Kafka's handlers): AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and TxnOffsetCommit
 need WRITE on the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), AddOffsetsToTxn and
