@@ -6,8 +6,11 @@ AclCache), loaded from the coordination store at start-up and refreshed from Kaf
 notifications (``/kafka-acl-changes``, ``/kafka-acl-extended-changes``) by ``watch``, so an ACL
 created on any broker reaches every broker.
 
-``guard(api_key, handler)`` wraps a handler (the dispatcher wraps every one when an authorizer
-is set; without one nothing here runs). A request that fails a check of the request as a
+``RULES`` says what each API requires (``NO_CHECK`` where Kafka checks nothing: ApiVersions,
+SaslHandshake, SaslAuthenticate, DescribeCluster). ``guard(api_key, handler)`` wraps a handler
+(the broker wraps every one when an authorizer is set; without one nothing here runs) and
+refuses one whose API has no rule, so the broker does not start serving an API unchecked. A
+request that fails a check of the request as a
 whole (a group, a transactional id, the cluster) raises a KafkaError with Kafka's code and the
 dispatcher answers the API's error response with it for everything the request named
 (GROUP_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED,
@@ -20,7 +23,22 @@ CLUSTER_ACTION, else every partition is refused), ListOffsets, OffsetForLeaderEp
 DeleteRecords, CreatePartitions, OffsetCommit, OffsetFetch (DESCRIBE; asked for all topics,
 the unauthorised ones are left out), CreateTopics (CREATE on the cluster or the topic),
 DeleteTopics (DELETE, by name or id), DescribeConfigs (DESCRIBE_CONFIGS), AlterConfigs and
-IncrementalAlterConfigs (ALTER_CONFIGS).
+IncrementalAlterConfigs (ALTER_CONFIGS), TxnOffsetCommit and DescribeProducers (READ), and
+FindCoordinator v4+ key by key (DESCRIBE on each group or transactional id).
+
+Transactions (Kafka's handlers): AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and TxnOffsetCommit
+need WRITE on the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), AddOffsetsToTxn and
+TxnOffsetCommit then READ on the group (GROUP_AUTHORIZATION_FAILED); AddPartitionsToTxn needs
+WRITE on each topic (never an internal one) and adds nothing if a partition is refused or
+unknown (the others OPERATION_NOT_ATTEMPTED); WriteTxnMarkers needs ALTER or CLUSTER_ACTION on
+the cluster; DescribeTransactions answers an id without DESCRIBE on it
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED and lists only the topics the principal may DESCRIBE;
+ListTransactions lists only the ids it may DESCRIBE; InitProducerId needs WRITE on its
+transactional id, or without one IDEMPOTENT_WRITE on the cluster or WRITE on any topic.
+
+Every refusal is logged at INFO ("operation denied": principal, host, operation, resource; no
+request content), at most once per ``DENIED_LOG_INTERVAL_S`` per principal, operation and
+resource type; filtering a listing and computing authorized operations log nothing.
 
 Metadata is filtered instead: topics the principal may not DESCRIBE are left out of an
 all-topics answer, named ones are answered TOPIC_AUTHORIZATION_FAILED, a topic is auto-created
@@ -38,6 +56,7 @@ from typing import Any
 
 import structlog
 
+from kafkalite.observability import LogRateLimiter
 from kafkalite.protocol.acl import (
     AUTHORIZED_OPERATIONS_OMITTED,
     SUPPORTED_OPERATIONS,
@@ -51,6 +70,10 @@ from kafkalite.security.acl import CLUSTER_NAME, AclCache
 
 log = structlog.get_logger("kafkalite.authorizer")
 
+DENIED_LOG_INTERVAL_S = 10.0
+"""A principal's refusals of one operation on one resource type are logged once per this many
+seconds (with how many were held back), so a client retrying in a loop cannot flood the log."""
+
 Op = AclOperation
 T = ResourceType
 
@@ -58,11 +81,42 @@ T = ResourceType
 class BrokerAuthorizer:
     def __init__(self, super_users: Iterable[str] = (), allow_if_no_acl: bool = False) -> None:
         self.cache = AclCache(super_users, allow_if_no_acl)
+        self._denied_log = LogRateLimiter(DENIED_LOG_INTERVAL_S)
 
-    def allowed(self, connection: Any, op: AclOperation, rtype: ResourceType, name: str) -> bool:
-        return self.cache.authorize(
-            connection.authenticated_principal, connection.client_host, op, rtype, name
-        )
+    def allowed(
+        self,
+        connection: Any,
+        op: AclOperation,
+        rtype: ResourceType,
+        name: str,
+        *,
+        log_denied: bool = True,
+    ) -> bool:
+        """Whether the connection's principal may do ``op`` on the resource. A refusal is
+        logged (as Kafka's authorizer logs denied operations) unless ``log_denied`` is False:
+        filtering a listing and computing authorized-operation bit fields refuse nothing."""
+        principal, host = connection.authenticated_principal, connection.client_host
+        if self.cache.authorize(principal, host, op, rtype, name):
+            return True
+        if log_denied:
+            self.log_denied(principal, host, op, rtype, name)
+        return False
+
+    def log_denied(
+        self, principal: str, host: str, op: AclOperation, rtype: ResourceType, name: str
+    ) -> None:
+        # keyed without the resource name, which a client chooses: the key set stays bounded
+        suppressed = self._denied_log.allow((principal, int(op), int(rtype)))
+        if suppressed is not None:
+            log.info(
+                "operation denied",
+                principal=principal,
+                host=host,
+                operation=AclOperation(op).name,
+                resource_type=ResourceType(rtype).name,
+                resource_name=name,
+                suppressed_since_last=suppressed,
+            )
 
     def authorize_cluster(self, connection: Any, operation: str) -> bool:
         return self.allowed(connection, AclOperation[operation], T.CLUSTER, CLUSTER_NAME)
@@ -70,7 +124,9 @@ class BrokerAuthorizer:
     def operations(self, connection: Any, rtype: ResourceType, name: str) -> int:
         """The authorized-operations bit field of a resource (KIP-430)."""
         return to_32bit_field(
-            op for op in SUPPORTED_OPERATIONS[rtype] if self.allowed(connection, op, rtype, name)
+            op
+            for op in SUPPORTED_OPERATIONS[rtype]
+            if self.allowed(connection, op, rtype, name, log_denied=False)
         )
 
     # ------------------------------------------------------------------ the store
@@ -147,7 +203,7 @@ def _need_cluster(ctx: Any, auth: BrokerAuthorizer, op: AclOperation) -> None:
 
 def _may_create(ctx: Any, auth: BrokerAuthorizer, topic: str) -> bool:
     conn = ctx.connection
-    return auth.allowed(conn, Op.CREATE, T.CLUSTER, CLUSTER_NAME) or auth.allowed(
+    return auth.allowed(conn, Op.CREATE, T.CLUSTER, CLUSTER_NAME, log_denied=False) or auth.allowed(
         conn, Op.CREATE, T.TOPIC, topic
     )
 
@@ -180,22 +236,29 @@ def check(ctx: Any, auth: BrokerAuthorizer, api_key: int, request: Any) -> None:
         _need_cluster(ctx, auth, Op.ALTER_CONFIGS)
     elif api_key == K.INIT_PRODUCER_ID:
         tid = getattr(request, "transactional_id", None)
-        if tid:
-            if not auth.allowed(ctx.connection, Op.WRITE, T.TRANSACTIONAL_ID, tid):
-                raise _refuse(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        if tid is not None:
+            _need_transactional_id(ctx, auth, Op.WRITE, tid)
         elif not _idempotent_write_allowed(ctx, auth):
             raise _refuse(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    elif api_key == K.ADD_PARTITIONS_TO_TXN:
+        # the topics are checked by _add_partitions_to_txn
+        _need_transactional_id(ctx, auth, Op.WRITE, request.v3_and_below_transactional_id)
+    elif api_key in (K.ADD_OFFSETS_TO_TXN, K.TXN_OFFSET_COMMIT):
+        # the id first, then the group: Kafka's order (TxnOffsetCommit's topics: SPLIT)
+        _need_transactional_id(ctx, auth, Op.WRITE, request.transactional_id)
+        _need_group(ctx, auth, Op.READ, request.group_id)
+    elif api_key == K.END_TXN:
+        _need_transactional_id(ctx, auth, Op.WRITE, request.transactional_id)
+    elif api_key == K.WRITE_TXN_MARKERS:
+        # a coordinator's request: ALTER on the cluster (not logged when missing) or
+        # CLUSTER_ACTION, as Kafka's handleWriteTxnMarkersRequest
+        if not auth.allowed(ctx.connection, Op.ALTER, T.CLUSTER, CLUSTER_NAME, log_denied=False):
+            _need_cluster(ctx, auth, Op.CLUSTER_ACTION)
     elif api_key == K.FIND_COORDINATOR:
-        key_type = getattr(request, "key_type", 0)
-        keys = list(getattr(request, "coordinator_keys", None) or ()) or [
-            getattr(request, "key", "")
-        ]
-        for key in keys:
-            if key_type == 1:
-                if not auth.allowed(ctx.connection, Op.DESCRIBE, T.TRANSACTIONAL_ID, key):
-                    raise _refuse(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-            else:
-                _need_group(ctx, auth, Op.DESCRIBE, key)
+        if not getattr(request, "coordinator_keys", None):  # v0-v3; v4+ key by key: SPLIT
+            refused = _coordinator_refusal(ctx, auth, request, getattr(request, "key", ""))
+            if refused is not None:
+                raise _refuse(refused)
     elif api_key in (K.JOIN_GROUP, K.SYNC_GROUP, K.HEARTBEAT, K.LEAVE_GROUP):
         _need_group(ctx, auth, Op.READ, request.group_id)
     elif api_key == K.OFFSET_COMMIT:
@@ -214,24 +277,55 @@ def check(ctx: Any, auth: BrokerAuthorizer, api_key: int, request: Any) -> None:
             _need_group(ctx, auth, Op.DELETE, group)
 
 
+def _need_transactional_id(ctx: Any, auth: BrokerAuthorizer, op: AclOperation, tid: Any) -> None:
+    if tid is not None and not auth.allowed(ctx.connection, op, T.TRANSACTIONAL_ID, tid):
+        raise _refuse(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+
+
 def _idempotent_write_allowed(ctx: Any, auth: BrokerAuthorizer) -> bool:
-    """Kafka 3.x: IDEMPOTENT_WRITE on the cluster, or WRITE on any topic (KIP-679)."""
+    """Kafka 3.x: IDEMPOTENT_WRITE on the cluster, or WRITE on any topic (KIP-679), the latter
+    as Kafka's Authorizer.authorizeByResourceType decides it: a super user (or no ACL at all
+    with ``allow.everyone.if.no.acl.found``) may; a DENY on the literal ``*`` forbids; else any
+    ALLOW pattern of the principal not itself denied (the same literal, or a denied prefix of
+    it) is enough."""
     conn = ctx.connection
-    if auth.allowed(conn, Op.IDEMPOTENT_WRITE, T.CLUSTER, CLUSTER_NAME):
+    if auth.allowed(conn, Op.IDEMPOTENT_WRITE, T.CLUSTER, CLUSTER_NAME, log_denied=False):
         return True
     principal, host = conn.authenticated_principal, conn.client_host
-    if principal in auth.cache.super_users:
+    if auth.cache.authorize(principal, host, Op.WRITE, T.TOPIC, "hardcode"):
         return True
+    from kafkalite.security.acl import PatternType, PermissionType
+
+    deny: dict[int, set[str]] = {PatternType.LITERAL: set(), PatternType.PREFIXED: set()}
+    allow: dict[int, set[str]] = {PatternType.LITERAL: set(), PatternType.PREFIXED: set()}
+    wildcard_allow = False
     for pattern, entries in auth.cache.items():
-        if pattern.resource_type != T.TOPIC:
+        if pattern.resource_type != T.TOPIC or pattern.pattern_type not in deny:
             continue
         for e in entries:
-            if (
-                e.permission == 3
-                and e.operation in (Op.WRITE, Op.ALL)
-                and (e.principal in (principal, "User:*") and e.host in (host, "*"))
-            ):
+            if e.host not in (host, "*") or e.principal not in (principal, "User:*"):
+                continue
+            if e.operation not in (Op.WRITE, Op.ALL):
+                continue
+            if e.permission == PermissionType.DENY:
+                if pattern.pattern_type == PatternType.LITERAL and pattern.name == "*":
+                    auth.log_denied(principal, host, Op.IDEMPOTENT_WRITE, T.CLUSTER, CLUSTER_NAME)
+                    return False
+                deny[pattern.pattern_type].add(pattern.name)
+            elif e.permission == PermissionType.ALLOW:
+                if pattern.pattern_type == PatternType.LITERAL and pattern.name == "*":
+                    wildcard_allow = True
+                else:
+                    allow[pattern.pattern_type].add(pattern.name)
+    if wildcard_allow:
+        return True
+    for kind, names in allow.items():
+        for name in names:
+            if kind == PatternType.LITERAL and name in deny[PatternType.LITERAL]:
+                continue
+            if not any(name[:i] in deny[PatternType.PREFIXED] for i in range(1, len(name) + 1)):
                 return True
+    auth.log_denied(principal, host, Op.IDEMPOTENT_WRITE, T.CLUSTER, CLUSTER_NAME)
     return False
 
 
@@ -268,7 +362,9 @@ def _metadata_after(ctx: Any, auth: BrokerAuthorizer, response: Any, refused: li
     for topic in response.topics:
         topic_cls = type(topic)
         name = topic.name
-        if name is not None and not auth.allowed(conn, Op.DESCRIBE, T.TOPIC, name):
+        if name is not None and not auth.allowed(
+            conn, Op.DESCRIBE, T.TOPIC, name, log_denied=False
+        ):
             continue
         ops = getattr(topic, "topic_authorized_operations", AUTHORIZED_OPERATIONS_OMITTED)
         if ops != AUTHORIZED_OPERATIONS_OMITTED and name is not None:
@@ -333,14 +429,14 @@ def _groups_ops_after(ctx: Any, auth: BrokerAuthorizer, response: Any) -> Any:
 
 
 def _list_groups_after(ctx: Any, auth: BrokerAuthorizer, response: Any) -> Any:
-    if auth.allowed(ctx.connection, Op.DESCRIBE, T.CLUSTER, CLUSTER_NAME):
+    if auth.allowed(ctx.connection, Op.DESCRIBE, T.CLUSTER, CLUSTER_NAME, log_denied=False):
         return response
     return dataclasses.replace(
         response,
         groups=tuple(
             g
             for g in response.groups
-            if auth.allowed(ctx.connection, Op.DESCRIBE, T.GROUP, g.group_id)
+            if auth.allowed(ctx.connection, Op.DESCRIBE, T.GROUP, g.group_id, log_denied=False)
         ),
     )
 
@@ -350,11 +446,90 @@ _AFTER: dict[int, Callable[[Any, BrokerAuthorizer, Any], Any]] = {
     ApiKey.DESCRIBE_CLUSTER: _cluster_ops_after,
     ApiKey.DESCRIBE_GROUPS: _groups_ops_after,
     ApiKey.LIST_GROUPS: _list_groups_after,
+    ApiKey.LIST_TRANSACTIONS: lambda ctx, auth, r: _list_transactions_after(ctx, auth, r),
 }
+
+
+NO_CHECK = "none, as Kafka"
+
+_INTER_BROKER = "CLUSTER_ACTION on the cluster"
+
+RULES: dict[int, str] = {
+    ApiKey.PRODUCE: "WRITE on each topic; WRITE on the transactional id of a transactional one",
+    ApiKey.FETCH: "READ on each topic; CLUSTER_ACTION on the cluster for a follower",
+    ApiKey.LIST_OFFSETS: "DESCRIBE on each topic",
+    ApiKey.METADATA: "DESCRIBE on each topic (others left out); CREATE to auto-create",
+    ApiKey.LEADER_AND_ISR: _INTER_BROKER,
+    ApiKey.STOP_REPLICA: _INTER_BROKER,
+    ApiKey.UPDATE_METADATA: _INTER_BROKER,
+    ApiKey.CONTROLLED_SHUTDOWN: _INTER_BROKER,
+    ApiKey.OFFSET_COMMIT: "READ on the group; READ on each topic",
+    ApiKey.OFFSET_FETCH: "DESCRIBE on the group; DESCRIBE on each topic",
+    ApiKey.FIND_COORDINATOR: "DESCRIBE on the group or the transactional id",
+    ApiKey.JOIN_GROUP: "READ on the group",
+    ApiKey.HEARTBEAT: "READ on the group",
+    ApiKey.LEAVE_GROUP: "READ on the group",
+    ApiKey.SYNC_GROUP: "READ on the group",
+    ApiKey.DESCRIBE_GROUPS: "DESCRIBE on each group",
+    ApiKey.LIST_GROUPS: "DESCRIBE on the cluster, else the groups it may DESCRIBE",
+    ApiKey.SASL_HANDSHAKE: NO_CHECK,
+    ApiKey.API_VERSIONS: NO_CHECK,
+    ApiKey.CREATE_TOPICS: "CREATE on the cluster or on each topic",
+    ApiKey.DELETE_TOPICS: "DELETE on each topic",
+    ApiKey.DELETE_RECORDS: "DELETE on each topic",
+    ApiKey.INIT_PRODUCER_ID: (
+        "WRITE on the transactional id; without one IDEMPOTENT_WRITE on the cluster "
+        "or WRITE on any topic"
+    ),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: "DESCRIBE on each topic; CLUSTER_ACTION for a follower",
+    ApiKey.ADD_PARTITIONS_TO_TXN: "WRITE on the transactional id; WRITE on each topic",
+    ApiKey.ADD_OFFSETS_TO_TXN: "WRITE on the transactional id; READ on the group",
+    ApiKey.END_TXN: "WRITE on the transactional id",
+    ApiKey.WRITE_TXN_MARKERS: "ALTER or CLUSTER_ACTION on the cluster",
+    ApiKey.TXN_OFFSET_COMMIT: (
+        "WRITE on the transactional id; READ on the group; READ on each topic"
+    ),
+    ApiKey.DESCRIBE_ACLS: "DESCRIBE on the cluster",
+    ApiKey.CREATE_ACLS: "ALTER on the cluster",
+    ApiKey.DELETE_ACLS: "ALTER on the cluster",
+    ApiKey.DESCRIBE_CONFIGS: "DESCRIBE_CONFIGS on each topic, on the cluster for a broker",
+    ApiKey.ALTER_CONFIGS: "ALTER_CONFIGS on each topic, on the cluster for a broker",
+    ApiKey.DESCRIBE_LOG_DIRS: "DESCRIBE on the cluster",
+    ApiKey.SASL_AUTHENTICATE: NO_CHECK,
+    ApiKey.CREATE_PARTITIONS: "ALTER on each topic",
+    ApiKey.DELETE_GROUPS: "DELETE on each group",
+    ApiKey.ELECT_LEADERS: "ALTER on the cluster",
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: "ALTER_CONFIGS on each topic, on the cluster for a broker",
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: "ALTER on the cluster",
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: "DESCRIBE on the cluster",
+    ApiKey.OFFSET_DELETE: "DELETE on the group; READ on each topic",
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: "DESCRIBE_CONFIGS on the cluster",
+    ApiKey.ALTER_CLIENT_QUOTAS: "ALTER_CONFIGS on the cluster",
+    # checked by the handler (apis/scram_credentials.py), per user
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: "DESCRIBE on the cluster",
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: "ALTER on the cluster",
+    ApiKey.DESCRIBE_CLUSTER: NO_CHECK + " (cluster_authorized_operations from the ACLs)",
+    ApiKey.DESCRIBE_PRODUCERS: "READ on each topic, before its existence",
+    ApiKey.DESCRIBE_TRANSACTIONS: "DESCRIBE on each transactional id; topics it may DESCRIBE",
+    ApiKey.LIST_TRANSACTIONS: "the transactional ids it may DESCRIBE",
+}
+"""What each API requires, as Kafka's KafkaApis (the checks are ``check``, ``SPLIT``, ``OWN``
+and ``_AFTER``). Every API the broker serves must be here, ``NO_CHECK`` included where Kafka
+checks nothing: ``guard`` refuses to wrap a handler without a rule, so with an authorizer the
+broker does not start with an API nobody decided about."""
+
+
+class MissingRuleError(LookupError):
+    """An API has a handler but no authorization rule (RULES)."""
 
 
 def guard(api_key: int, handler: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
     """The handler behind the authorizer's checks (see the module docstring)."""
+    if api_key not in RULES:
+        raise MissingRuleError(
+            f"API key {api_key} has a handler but no authorization rule "
+            "(kafkalite/apis/authorization.py RULES)"
+        )
     if api_key == ApiKey.METADATA:
 
         def metadata(ctx: Any, request: Any) -> Any:
@@ -406,6 +581,35 @@ def _topic_op(op: AclOperation, name_attr: str = "name") -> Refusal:
     return refusal
 
 
+def _describe_producers_refusal(
+    ctx: Any, auth: BrokerAuthorizer, request: Any, item: Any
+) -> ErrorCode | None:
+    """READ on the topic, as Kafka's handleDescribeProducersRequest: after the name's validity
+    (an illegal name goes to the handler, which answers INVALID_TOPIC_EXCEPTION; that says
+    nothing about any topic) and before its existence."""
+    from kafkalite.apis.topic_names import invalid_topic_reason
+
+    if invalid_topic_reason(item.name) is not None:
+        return None
+    if auth.allowed(ctx.connection, Op.READ, T.TOPIC, item.name):
+        return None
+    return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+def _coordinator_refusal(
+    ctx: Any, auth: BrokerAuthorizer, request: Any, key: str
+) -> ErrorCode | None:
+    """DESCRIBE on the transactional id (key type 1) or the group, as Kafka's getCoordinator;
+    v4+ answers each key of the batch on its own."""
+    if getattr(request, "key_type", 0) == 1:
+        if auth.allowed(ctx.connection, Op.DESCRIBE, T.TRANSACTIONAL_ID, key):
+            return None
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    if auth.allowed(ctx.connection, Op.DESCRIBE, T.GROUP, key):
+        return None
+    return ErrorCode.GROUP_AUTHORIZATION_FAILED
+
+
 def _create_refusal(ctx: Any, auth: BrokerAuthorizer, request: Any, item: Any) -> ErrorCode | None:
     """CREATE on the cluster or on the topic; asked before the topic's existence, so a topic
     that exists is not revealed to a principal that may not create it."""
@@ -450,7 +654,10 @@ SPLIT: dict[int, tuple[str, str, Refusal]] = {
     ApiKey.DELETE_RECORDS: ("topics", "topics", _topic_op(Op.DELETE)),
     ApiKey.CREATE_PARTITIONS: ("topics", "results", _topic_op(Op.ALTER)),
     ApiKey.OFFSET_COMMIT: ("topics", "topics", _topic_op(Op.READ)),
+    ApiKey.TXN_OFFSET_COMMIT: ("topics", "topics", _topic_op(Op.READ)),
+    ApiKey.DESCRIBE_PRODUCERS: ("topics", "topics", _describe_producers_refusal),
     ApiKey.CREATE_TOPICS: ("topics", "topics", _create_refusal),
+    ApiKey.FIND_COORDINATOR: ("coordinator_keys", "coordinators", _coordinator_refusal),
     ApiKey.DESCRIBE_CONFIGS: ("resources", "results", _config_refusal(Op.DESCRIBE_CONFIGS)),
     ApiKey.ALTER_CONFIGS: ("resources", "responses", _config_refusal(Op.ALTER_CONFIGS)),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (
@@ -541,6 +748,7 @@ _MESSAGES: dict[int, str | None] = {
     ApiKey.CREATE_TOPICS: "Authorization failed.",
     ApiKey.ALTER_CONFIGS: None,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: None,
+    ApiKey.FIND_COORDINATOR: None,
 }
 """The error message of a refused item where Kafka's is not the error's default one."""
 
@@ -552,7 +760,7 @@ def _create_topics_after(ctx: Any, auth: BrokerAuthorizer, response: Any) -> Any
     topics = []
     for topic in response.topics:
         if hasattr(topic, "topic_config_error_code") and not auth.allowed(
-            ctx.connection, Op.DESCRIBE_CONFIGS, T.TOPIC, topic.name
+            ctx.connection, Op.DESCRIBE_CONFIGS, T.TOPIC, topic.name, log_denied=False
         ):
             if topic.error_code == ErrorCode.NONE:
                 topic = dataclasses.replace(
@@ -586,7 +794,9 @@ def _delete_topics(
     for item in request.topics:
         if item.name is None and item.topic_id is not None:
             name = cache.get_topic_name(item.topic_id)
-            if name is not None and auth.allowed(ctx.connection, Op.DESCRIBE, T.TOPIC, name):
+            if name is not None and auth.allowed(
+                ctx.connection, Op.DESCRIBE, T.TOPIC, name, log_denied=False
+            ):
                 names[item.topic_id] = name
 
     def named(response: Any) -> Any:
@@ -746,10 +956,118 @@ def _list_class(cls: Any, field: str) -> type:
     raise TypeError(f"no {field} field")
 
 
+# ---------------------------------------------------------------------- transactions
+
+
+def _add_partitions_to_txn(
+    ctx: Any, auth: BrokerAuthorizer, handler: Callable[[Any, Any], Any], request: Any
+) -> Any:
+    """Kafka's handleAddPartitionsToTxnRequest (v0-v3; the transactional id's WRITE is checked
+    by ``check``): WRITE on each topic, an internal topic never (``__consumer_offsets`` joins a
+    transaction through AddOffsetsToTxn). If any partition is refused (or, for an authorised
+    topic, unknown) nothing is added: the refused ones get TOPIC_AUTHORIZATION_FAILED, the
+    unknown ones UNKNOWN_TOPIC_OR_PARTITION and the rest OPERATION_NOT_ATTEMPTED."""
+    from kafkalite.apis.topic_names import is_internal
+
+    conn = ctx.connection
+    topics = request.v3_and_below_topics
+    denied = {
+        t.name
+        for t in topics
+        if is_internal(t.name) or not auth.allowed(conn, Op.WRITE, T.TOPIC, t.name)
+    }
+    if not denied:
+        return handler(ctx, request)
+    cache = ctx.services.metadata_cache
+
+    def code(topic: str, partition: int) -> ErrorCode:
+        if topic in denied:
+            return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        if cache is None or cache.get_partition_info(topic, partition) is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return ErrorCode.OPERATION_NOT_ATTEMPTED
+
+    by_topic: dict[str, dict[int, ErrorCode]] = {}
+    for t in topics:
+        for p in t.partitions:
+            by_topic.setdefault(t.name, {})[p] = code(t.name, p)
+    return ctx.response(
+        results_by_topic_v3_and_below=[
+            {
+                "name": name,
+                "results_by_partition": [
+                    {"partition_index": p, "partition_error_code": e} for p, e in parts.items()
+                ],
+            }
+            for name, parts in by_topic.items()
+        ]
+    )
+
+
+def _describe_transactions(
+    ctx: Any, auth: BrokerAuthorizer, handler: Callable[[Any, Any], Any], request: Any
+) -> Any:
+    """Kafka's handleDescribeTransactionsRequest: an id the principal may not DESCRIBE is
+    answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED alone (nothing about it is looked up); the
+    partitions of a described transaction are listed only for topics it may DESCRIBE."""
+    from kafkalite.protocol.error_response import error_response
+
+    conn = ctx.connection
+    ids = list(request.transactional_ids)
+    allowed = [i for i in ids if auth.allowed(conn, Op.DESCRIBE, T.TRANSACTIONAL_ID, i)]
+    refused = error_response(
+        ApiKey.DESCRIBE_TRANSACTIONS,
+        dataclasses.replace(request, transactional_ids=tuple(i for i in ids if i not in allowed)),
+        ctx.response_class,
+        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    )
+
+    def merge(response: Any) -> Any:
+        described = list(response.transaction_states) if response is not None else []
+        denied = list(refused.transaction_states)
+        states = []
+        for i in ids:
+            state = (described if i in allowed else denied).pop(0)
+            topics = tuple(
+                t
+                for t in state.topics
+                if auth.allowed(conn, Op.DESCRIBE, T.TOPIC, t.topic, log_denied=False)
+            )
+            states.append(dataclasses.replace(state, topics=topics))
+        return dataclasses.replace(refused, transaction_states=tuple(states))
+
+    if not allowed:
+        return merge(None)
+    result = handler(ctx, dataclasses.replace(request, transactional_ids=tuple(allowed)))
+    if inspect.isawaitable(result):
+        return _then(result, merge)
+    return merge(result)
+
+
+def _list_transactions_after(ctx: Any, auth: BrokerAuthorizer, response: Any) -> Any:
+    """Kafka's handleListTransactionsRequest: only the ids the principal may DESCRIBE."""
+    return dataclasses.replace(
+        response,
+        transaction_states=tuple(
+            t
+            for t in response.transaction_states
+            if auth.allowed(
+                ctx.connection,
+                Op.DESCRIBE,
+                T.TRANSACTIONAL_ID,
+                t.transactional_id,
+                log_denied=False,
+            )
+        ),
+    )
+
+
 OWN: dict[int, Callable[..., Any]] = {
     ApiKey.FETCH: _fetch,
     ApiKey.DELETE_TOPICS: _delete_topics,
     ApiKey.OFFSET_FETCH: _offset_fetch,
+    ApiKey.ADD_PARTITIONS_TO_TXN: _add_partitions_to_txn,
+    ApiKey.DESCRIBE_TRANSACTIONS: _describe_transactions,
 }
 
 

@@ -10,8 +10,14 @@ asked about, instead of a closed connection it would retry blindly.
 ``error_response(api_key, request, response_cls, error)`` builds that answer for any API from
 one table, ``SOURCES``: which request array each response array mirrors (``"topics"`` answers
 ``"topics"``; a dotted source such as ``"topic_states.partition_states"`` flattens a nested
-array, the way StopReplica answers one flat list of partitions). Key fields (topic name,
-partition index, group id, resource name, ...) are copied from the request item of the same or
+array, the way StopReplica answers one flat list of partitions; ``"a+b"`` answers the items of
+both request arrays, the way AlterUserScramCredentials answers its deletions and upsertions).
+An API whose response has no such array carries the error in its top-level ``error_code``
+(DescribeLogDirs v0-v2 has neither and is answered with no result, as Kafka does): never an
+empty list where the request named items (librdkafka aborts on a refused CreateAcls answered
+with no result). An item's error goes in ``error_code`` (AddPartitionsToTxn v0-v3:
+``partition_error_code``). Key fields (topic name, partition index, group id, resource name,
+...) are copied from the request item of the same or
 an aliased name; a request item that is a plain value (a group id in DescribeGroups, a partition
 index in OffsetFetch) fills the response item's first key field. Other fields get Kafka's
 "unknown" values (-1 for offsets, epochs, ids and ports; Int.MinValue for authorized operations;
@@ -92,6 +98,25 @@ SOURCES: dict[int, dict[str, tuple[str, ...]]] = {
     ApiKey.DESCRIBE_GROUPS: {"groups": ("groups",)},
     ApiKey.DELETE_GROUPS: {"results": ("groups_names",)},
     ApiKey.OFFSET_DELETE: {"topics": ("topics",), "topics.partitions": ("partitions",)},
+    ApiKey.ADD_PARTITIONS_TO_TXN: {
+        "results_by_topic_v3_and_below": ("v3_and_below_topics",),
+        "results_by_topic_v3_and_below.results_by_partition": ("partitions",),
+    },
+    ApiKey.WRITE_TXN_MARKERS: {
+        "markers": ("markers",),
+        "markers.topics": ("topics",),
+        "markers.topics.partitions": ("partition_indexes",),
+    },
+    ApiKey.TXN_OFFSET_COMMIT: {"topics": ("topics",), "topics.partitions": ("partitions",)},
+    ApiKey.CREATE_ACLS: {"results": ("creations",)},
+    ApiKey.DELETE_ACLS: {"filter_results": ("filters",)},
+    ApiKey.ALTER_CLIENT_QUOTAS: {"entries": ("entries",), "entries.entity": ("entity",)},
+    ApiKey.DESCRIBE_PRODUCERS: {
+        "topics": ("topics",),
+        "topics.partitions": ("partition_indexes",),
+    },
+    ApiKey.DESCRIBE_TRANSACTIONS: {"transaction_states": ("transactional_ids",)},
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: {"results": ("deletions+upsertions",)},
 }
 """Response array path -> request array paths (the first the request has is used)."""
 
@@ -103,6 +128,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "partition": ("partition_index", "index"),
     "index": ("partition_index", "partition"),
     "partition_id": ("partition_index", "partition"),
+    "user": ("name",),
 }
 """Where a response key field is found in a request item that names it differently."""
 
@@ -116,6 +142,10 @@ KEY_FIELDS = frozenset(
         "resource_type",
         "resource_name",
         "key",
+        "producer_id",
+        "transactional_id",
+        "entity_type",
+        "entity_name",
     }
 )
 """The fields an error response copies from the request (what each answer is about)."""
@@ -150,6 +180,8 @@ MINUS_ONE = frozenset(
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 _ERROR_FIELDS = ("error_code", "error_message")
+_ERROR_CODE_FIELDS = frozenset({"error_code", "partition_error_code"})
+"""Where an item carries its error (AddPartitionsToTxn v0-v3 names it partition_error_code)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -268,9 +300,14 @@ def _items(source: Any, path: str) -> list[tuple[Any, list[Any]]]:
 def _source_path(source: Any, candidates: tuple[str, ...]) -> str | None:
     for path in candidates:
         head = path.split(".", 1)[0]
-        if hasattr(source, head):
+        if all(hasattr(source, h) for h in head.split("+")):
             return path
     return None
+
+
+def _joined_items(source: Any, path: str) -> list[tuple[Any, list[Any]]]:
+    """``_items`` of each ``+``-joined path, one after the other."""
+    return [found for part in path.split("+") for found in _items(source, part)]
 
 
 def _key_value(field: _Field, item: Any, parents: list[Any]) -> tuple[bool, Any]:
@@ -305,7 +342,7 @@ def _build(
         )
     values: dict[str, Any] = {}
     for field in fields:
-        if field.name == "error_code":
+        if field.name in _ERROR_CODE_FIELDS:
             values[field.name] = error
             continue
         if field.name == "error_message":
@@ -317,7 +354,7 @@ def _build(
             if chosen is not None:
                 values[field.name] = tuple(
                     _build(field.entity, item, error, message, sources, path + ".", ancestors)  # type: ignore[arg-type]
-                    for item, ancestors in _items(source, chosen)
+                    for item, ancestors in _joined_items(source, chosen)
                 )
                 continue
         if field.kind == "plain" and prefix and field.name in KEY_FIELDS:
