@@ -21,6 +21,7 @@ operation the resource type supports (protocol/acl.py), otherwise Int.MinValue (
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterable
 from typing import Any
@@ -179,6 +180,9 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
             error = await auto_create_topic(ctx, name, auto_created)
             if error == ErrorCode.LEADER_NOT_AVAILABLE:
                 auto_created += services.config.num_partitions
+            # The store's round trips need not suspend (the embedded store answers at once):
+            # thousands of names would otherwise be created in one turn of the event loop.
+            await asyncio.sleep(0)
         else:
             error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         topics.append(

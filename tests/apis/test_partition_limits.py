@@ -14,8 +14,12 @@ import pytest
 from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient
 
+from kafkalite.client.client import KafkaClient
+from kafkalite.client.connection import request_builder
+from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.testing import Broker
+from tests.test_server import started
 
 HUGE = 8_388_610
 POLICY_VIOLATION = int(ErrorCode.POLICY_VIOLATION)
@@ -195,3 +199,35 @@ def test_the_cluster_ceiling_counts_the_partitions_that_exist():
             another_client_is_served(broker, "third")
         finally:
             admin.close()
+
+
+async def test_metadata_auto_creates_no_more_than_a_request_may(tmp_path):
+    """Auto-creation through Metadata is held to max.partitions.per.request: a request naming
+    many unknown topics creates that many partitions' worth and answers the rest
+    POLICY_VIOLATION (as Kafka answers a failed auto-creation with its error)."""
+    server = await started(tmp_path, **{"max.partitions.per.request": "2"})
+    client = KafkaClient(server.bound_endpoints[0].connection_string.split("//")[1])
+    try:
+        await client.start()
+        names = ["auto-a", "auto-b", "auto-c", "auto-d"]
+        response = await client.send(
+            ApiKey.METADATA,
+            request_builder(
+                ApiKey.METADATA,
+                topics=[{"name": n} for n in names],
+                allow_auto_topic_creation=True,
+            ),
+        )
+        errors = {t.name: t.error_code for t in response.topics}
+        assert errors == {
+            "auto-a": ErrorCode.LEADER_NOT_AVAILABLE,
+            "auto-b": ErrorCode.LEADER_NOT_AVAILABLE,
+            "auto-c": ErrorCode.POLICY_VIOLATION,
+            "auto-d": ErrorCode.POLICY_VIOLATION,
+        }
+        known = await client.metadata(names)
+        unknown = {t.name for t in known.topics if t.error_code != ErrorCode.NONE}
+        assert {"auto-c", "auto-d"} <= unknown
+    finally:
+        await client.close()
+        await server.shutdown()
