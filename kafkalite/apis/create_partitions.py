@@ -44,6 +44,7 @@ async def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
         )
     budget = partition_budget(ctx.services)
     counts = collections.Counter(t.name for t in request.topics)
+    validated = 0  # validate-only: what the topics checked so far would add
     results = []
     pending = []
     for topic in request.topics:
@@ -74,7 +75,11 @@ async def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
             continue
         try:
             limits.check_topic(topic.name, topic.count)
-            budget.reserve(topic.name, topic.count, hold=not request.validate_only)
+            added = budget.reserve(
+                topic.name, topic.count, hold=not request.validate_only, alongside=validated
+            )
+            if request.validate_only:
+                validated += added
         except KafkaError as e:
             result.update(error_code=e.error_code, error_message=str(e))
             continue

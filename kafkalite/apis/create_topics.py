@@ -63,6 +63,7 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
         )
     budget = partition_budget(ctx.services)
     counts = collections.Counter(t.name for t in request.topics)
+    validated = 0  # validate-only: what the topics checked so far would add
     results = []
     created: list[tuple[dict[str, Any], int]] = []
     jobs: dict[str, list[tuple[Any, ...]]] = {}
@@ -116,7 +117,11 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
             continue
         try:
             limits.check_topic(name, num_partitions)
-            budget.reserve(name, num_partitions, hold=not validate_only)
+            added = budget.reserve(
+                name, num_partitions, hold=not validate_only, alongside=validated
+            )
+            if validate_only:
+                validated += added
         except KafkaError as e:
             result.update(error_code=e.error_code, error_message=str(e))
             continue

@@ -141,11 +141,12 @@ class PartitionBudget:
         self._prune()
         return self._existing() + self._in_flight
 
-    def reserve(self, topic: str, target: int, *, hold: bool = True) -> None:
+    def reserve(self, topic: str, target: int, *, hold: bool = True, alongside: int = 0) -> int:
         """Account for bringing ``topic`` to ``target`` partitions, or raise
-        ``PolicyViolationError`` when that would go past ``max.partitions``. ``hold=False``
-        (validate-only) checks without reserving."""
-        counted = self.counted()
+        ``PolicyViolationError`` when that would go past ``max.partitions``; returns the
+        partitions it adds. ``hold=False`` (validate-only) checks without reserving, counting
+        ``alongside`` more (what the request's earlier topics would add)."""
+        counted = self.counted() + alongside
         pending = self._pending.get(topic)
         adding = target - max(self._shown(topic), pending[0] if pending is not None else 0)
         if counted + adding > self.limits.cluster:
@@ -156,6 +157,7 @@ class PartitionBudget:
         if hold and adding > 0:
             self._pending[topic] = (target, self._clock() + RESERVATION_HOLD_S)
             self._in_flight += adding
+        return max(0, adding)
 
     def release(self, topic: str) -> None:
         """Drop ``topic``'s reservation (its creation failed)."""

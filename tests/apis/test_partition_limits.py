@@ -175,6 +175,17 @@ def test_the_cluster_ceiling_counts_the_partitions_that_exist():
             )
             assert answer == {"second": POLICY_VIOLATION}
             assert partition_count(admin, "second") is None
+            # validate-only counts a request's topics together too, and creates nothing
+            answer = create(
+                admin,
+                {
+                    "v1": {"num_partitions": 5, "replication_factor": 1},
+                    "v2": {"num_partitions": 4, "replication_factor": 1},
+                },
+                validate_only=True,
+            )
+            assert answer == {"v1": 0, "v2": POLICY_VIOLATION}
+            assert partition_count(admin, "v1") is None
             # the topics of one request count together: 5 fit, 5 + 4 do not
             answer = create(
                 admin,
