@@ -9,7 +9,10 @@ Unknown topics: with `auto.create.topics.enable` (default true) and the request 
 (v4+ `allow_auto_topic_creation`, implied before), a legal, non-internal name is created through
 the controller's admin path (num.partitions, default.replication.factor) and answered
 LEADER_NOT_AVAILABLE until the controller has elected its leaders; otherwise
-UNKNOWN_TOPIC_OR_PARTITION (INVALID_TOPIC_EXCEPTION for an illegal name). A partition whose
+UNKNOWN_TOPIC_OR_PARTITION (INVALID_TOPIC_EXCEPTION for an illegal name). Auto-creation is held to
+the partition ceilings (controller/limits.py): past max.partitions.per.request partitions
+auto-created by one request, or past max.partitions.per.topic / the cluster's max.partitions,
+a topic is answered POLICY_VIOLATION (Kafka answers a failed auto-creation with its error). A partition whose
 leader is not alive is LEADER_NOT_AVAILABLE with leader -1 (the cache's getTopicMetadata rules).
 v12 topics asked by id: known ids are answered like their names, unknown ones UNKNOWN_TOPIC_ID.
 

@@ -89,3 +89,16 @@ def test_limits_from_config_and_the_raw_count_of_a_create_topics():
         topic(num_partitions=-5, assignments=[]),
     ]
     assert requested_partitions(topics, default_partitions=4) == 4 + 8_388_610 + 3
+
+
+@pytest.mark.parametrize(
+    "key", ["max.partitions.per.request", "max.partitions.per.topic", "max.partitions"]
+)
+def test_a_bad_ceiling_stops_start_up_naming_the_key(key):
+    from kafkalite.config import BrokerConfig, ConfigError
+
+    assert getattr(BrokerConfig.load(environ={}), key.replace(".", "_")) > 0
+    for bad in ("0", "-1", "many"):
+        with pytest.raises(ConfigError, match=key) as raised:
+            BrokerConfig.load(overrides={key: bad}, environ={})
+        assert raised.value.key == key
