@@ -1,9 +1,14 @@
 """CreateTopics (key 19, v2-v7), as Kafka's ZkAdminManager.createTopics.
 
+First, from the raw request (before anything proportional to a count is built, validate-only
+too): more partitions than ``max.partitions.per.request`` in all -> POLICY_VIOLATION for every
+topic, nothing created (KRaft's ``validateTotalNumberOfPartitions``; controller/limits.py).
 Per topic, in Kafka's order: illegal name -> INVALID_TOPIC_EXCEPTION; named twice in the request
 -> INVALID_REQUEST; both an explicit assignment and partitions/replication factor ->
 INVALID_REQUEST; partitions/replication factor -1 take num.partitions /
-default.replication.factor; invalid configs -> INVALID_CONFIG; then the controller's admin path
+default.replication.factor; more than ``max.partitions.per.topic`` -> POLICY_VIOLATION;
+invalid configs -> INVALID_CONFIG; past ``max.partitions`` (the cluster's, counting what exists
+and what this broker is creating) -> POLICY_VIOLATION; then the controller's admin path
 (exists -> TOPIC_ALREADY_EXISTS, replication factor above the live brokers ->
 INVALID_REPLICATION_FACTOR, ...). `validate_only` stops before anything is written. A created
 topic is answered once this broker's metadata shows its leaders, or REQUEST_TIMED_OUT after
@@ -27,8 +32,17 @@ from kafkalite.apis.admin_common import (
 )
 from kafkalite.apis.base import RequestContext, handles, millis
 from kafkalite.apis.topic_names import invalid_topic_reason
+from kafkalite.controller.limits import (
+    TOO_MANY_PER_REQUEST,
+    PartitionLimits,
+    partition_budget,
+    requested_partitions,
+)
 from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.errors import ErrorCode, KafkaError
+
+CREATE_CONCURRENCY = 32
+"""Topics of one CreateTopics being created at once."""
 
 
 @handles(ApiKey.CREATE_TOPICS)
@@ -36,9 +50,20 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
     from kafkalite.controller import admin
 
     config = ctx.services.config
-    counts = collections.Counter(t.name for t in request.topics)
+    limits = PartitionLimits.of(config)
     timeout_ms = millis(request.timeout)
     validate_only = getattr(request, "validate_only", False)
+    if requested_partitions(request.topics, config.num_partitions) > limits.per_request:
+        return ctx.response(
+            throttle_time=0,
+            topics=[
+                refused(t.name, ErrorCode.POLICY_VIOLATION, TOO_MANY_PER_REQUEST)
+                for t in request.topics
+            ],
+        )
+    budget = partition_budget(ctx.services)
+    counts = collections.Counter(t.name for t in request.topics)
+    validated = 0  # validate-only: what the topics checked so far would add
     results = []
     created: list[tuple[dict[str, Any], int]] = []
     jobs: dict[str, list[tuple[Any, ...]]] = {}
@@ -48,15 +73,7 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
         replication_factor = topic.replication_factor
         configs = {c.name: c.value for c in topic.configs}
         assignment = {a.partition_index: list(a.broker_ids) for a in topic.assignments}
-        result: dict[str, Any] = {
-            "name": name,
-            "error_code": ErrorCode.NONE,
-            "error_message": None,
-            "topic_config_error_code": 0,
-            "num_partitions": -1,
-            "replication_factor": -1,
-            "configs": None,
-        }
+        result = refused(name, ErrorCode.NONE, None)
         results.append(result)
         reason = invalid_topic_reason(name)
         if reason is not None:
@@ -98,6 +115,16 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
         if problem is not None:
             result.update(error_code=ErrorCode.INVALID_CONFIG, error_message=problem)
             continue
+        try:
+            limits.check_topic(name, num_partitions)
+            added = budget.reserve(
+                name, num_partitions, hold=not validate_only, alongside=validated
+            )
+            if validate_only:
+                validated += added
+        except KafkaError as e:
+            result.update(error_code=e.error_code, error_message=str(e))
+            continue
         jobs.setdefault(admin.collision_key(name), []).append(
             (result, name, num_partitions, replication_factor, configs, assignment)
         )
@@ -114,6 +141,7 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
                 validate_only=validate_only,
             )
         except KafkaError as e:
+            budget.release(name)
             result.update(error_code=e.error_code, error_message=str(e) or None)
             return
         result.update(
@@ -125,14 +153,19 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
         if not validate_only:
             created.append((result, num_partitions))
 
+    gate = asyncio.Semaphore(CREATE_CONCURRENCY)
+
     async def create_in_turn(group):
         for job in group:
-            await create(*job)
+            async with gate:
+                await create(*job)
 
     # The topics are created concurrently (each costs several store round trips; a hundred
-    # of them one after the other took longer than a client's request timeout); topics whose
-    # names collide are created in turn, so the later ones see the earlier ones, as when the
-    # whole request is handled in order.
+    # of them one after the other took longer than a client's request timeout), but at most
+    # CREATE_CONCURRENCY at once: the event loop runs every ready task in one turn, so 2,000
+    # creations started together held it for 10 s (no other client, not even SIGTERM, was
+    # served meanwhile). Topics whose names collide are created in turn, so the later ones see
+    # the earlier ones, as when the whole request is handled in order.
     await asyncio.gather(*(create_in_turn(group) for group in jobs.values()))
     for result in await results_without_leaders(ctx, created, timeout_ms):
         result.update(
@@ -140,6 +173,18 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
             error_message="Timed out waiting for the topic's partitions to get leaders",
         )
     return ctx.response(throttle_time=0, topics=results)
+
+
+def refused(name: str, error_code: ErrorCode, message: str | None) -> dict[str, Any]:
+    return {
+        "name": name,
+        "error_code": error_code,
+        "error_message": message,
+        "topic_config_error_code": 0,
+        "num_partitions": -1,
+        "replication_factor": -1,
+        "configs": None,
+    }
 
 
 def as_uuid(topic_id: Any) -> uuid.UUID:

@@ -9,7 +9,10 @@ Unknown topics: with `auto.create.topics.enable` (default true) and the request 
 (v4+ `allow_auto_topic_creation`, implied before), a legal, non-internal name is created through
 the controller's admin path (num.partitions, default.replication.factor) and answered
 LEADER_NOT_AVAILABLE until the controller has elected its leaders; otherwise
-UNKNOWN_TOPIC_OR_PARTITION (INVALID_TOPIC_EXCEPTION for an illegal name). A partition whose
+UNKNOWN_TOPIC_OR_PARTITION (INVALID_TOPIC_EXCEPTION for an illegal name). Auto-creation is held to
+the partition ceilings (controller/limits.py): past max.partitions.per.request partitions
+auto-created by one request, or past max.partitions.per.topic / the cluster's max.partitions,
+a topic is answered POLICY_VIOLATION (Kafka answers a failed auto-creation with its error). A partition whose
 leader is not alive is LEADER_NOT_AVAILABLE with leader -1 (the cache's getTopicMetadata rules).
 v12 topics asked by id: known ids are answered like their names, unknown ones UNKNOWN_TOPIC_ID.
 
@@ -21,6 +24,7 @@ operation the resource type supports (protocol/acl.py), otherwise Int.MinValue (
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterable
 from typing import Any
@@ -77,11 +81,25 @@ def partition_entries(partitions: Iterable[PartitionMetadata]) -> list[dict[str,
     ]
 
 
-async def auto_create_topic(ctx: RequestContext, name: str) -> ErrorCode:
-    """Create `name` with the broker defaults; the error code the Metadata answer carries."""
+async def auto_create_topic(ctx: RequestContext, name: str, created_so_far: int = 0) -> ErrorCode:
+    """Create `name` with the broker defaults; the error code the Metadata answer carries.
+    ``created_so_far``: the partitions this request has auto-created already; with this topic's
+    they may not pass max.partitions.per.request, nor the cluster's max.partitions
+    (POLICY_VIOLATION, as Kafka's auto-creation answers the creation's error)."""
     from kafkalite.controller import admin
+    from kafkalite.controller.limits import PartitionLimits, partition_budget
 
     config = ctx.services.config
+    limits = PartitionLimits.of(config)
+    budget = partition_budget(ctx.services)
+    if created_so_far + config.num_partitions > limits.per_request:
+        return ErrorCode.POLICY_VIOLATION
+    try:
+        limits.check_topic(name, config.num_partitions)
+        budget.reserve(name, config.num_partitions)
+    except KafkaError as e:
+        log.info("auto-creation refused", topic=name, error=str(e))
+        return e.error_code
     try:
         await admin.create_topic(
             ctx.services.store,
@@ -92,8 +110,9 @@ async def auto_create_topic(ctx: RequestContext, name: str) -> ErrorCode:
         )
         log.info("auto-created topic", topic=name, client=ctx.connection.client_address)
     except TopicAlreadyExistsError:
-        pass
+        budget.release(name)
     except KafkaError as e:
+        budget.release(name)
         log.info("auto-creation failed", topic=name, error=str(e))
         return e.error_code
     return ErrorCode.LEADER_NOT_AVAILABLE
@@ -144,6 +163,7 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
             error_unavailable_listeners=version >= 6,
         )
     }
+    auto_created = 0
     for name in wanted:
         metadata = found.get(name)
         if metadata is not None:
@@ -160,7 +180,12 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
         if name is None or invalid_topic_reason(name) is not None:
             error = ErrorCode.INVALID_TOPIC_EXCEPTION
         elif services.config.auto_create_topics_enable and allow_auto and not is_internal(name):
-            error = await auto_create_topic(ctx, name)
+            error = await auto_create_topic(ctx, name, auto_created)
+            if error == ErrorCode.LEADER_NOT_AVAILABLE:
+                auto_created += services.config.num_partitions
+            # The store's round trips need not suspend (the embedded store answers at once):
+            # thousands of names would otherwise be created in one turn of the event loop.
+            await asyncio.sleep(0)
         else:
             error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         topics.append(

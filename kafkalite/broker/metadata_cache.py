@@ -104,6 +104,7 @@ class MetadataCache:
         self.topic_ids: dict[str, uuid.UUID] = {}
         self.topic_names: dict[uuid.UUID, str] = {}
         self._all_topics: frozenset[str] | None = None  # get_all_topics' answer, until it changes
+        self._partition_count = 0  # partitions in partition_states, kept by update_partition
 
     # -- updates ------------------------------------------------------------------------------
 
@@ -197,7 +198,8 @@ class MetadataCache:
             partitions = self.partition_states.get(info.topic)
             if partitions is None:
                 return True
-            partitions.pop(info.partition_index, None)
+            if partitions.pop(info.partition_index, None) is not None:
+                self._partition_count -= 1
             if not partitions:
                 del self.partition_states[info.topic]
                 self._all_topics = None
@@ -209,6 +211,8 @@ class MetadataCache:
         if partitions is None:
             partitions = self.partition_states[info.topic] = {}
             self._all_topics = None
+        if info.partition_index not in partitions:
+            self._partition_count += 1
         partitions[info.partition_index] = info
         return False
 
@@ -279,6 +283,11 @@ class MetadataCache:
     def num_partitions(self, topic: str) -> int | None:
         partitions = self.partition_states.get(topic)
         return None if partitions is None else len(partitions)
+
+    def partition_count(self) -> int:
+        """Every partition of every topic known (O(1): max.partitions is checked against it for
+        each topic a request creates)."""
+        return self._partition_count
 
     def get_partition_info(self, topic: str, partition: int) -> PartitionInfo | None:
         return self.partition_states.get(topic, {}).get(partition)

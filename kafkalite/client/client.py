@@ -360,6 +360,43 @@ class KafkaClient:
             lambda r: r.topics[0].partitions[0].error_code,
         )
 
+    async def list_offsets_of(
+        self,
+        node_id: int,
+        partitions: Iterable[TopicPartition],
+        timestamp: int = -1,
+        *,
+        isolation_level: int = 0,
+    ) -> dict[TopicPartition, tuple[ErrorCode, int]]:
+        """One ListOffsets to ``node_id`` (their leader) for several partitions: each one's
+        (error, offset); a partition the answer leaves out is absent from the result."""
+        by_topic: dict[str, list[int]] = {}
+        for tp in partitions:
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        request = request_builder(
+            ApiKey.LIST_OFFSETS,
+            replica_id=-1,
+            isolation_level=isolation_level,
+            topics=[
+                {
+                    "name": topic,
+                    "partitions": [
+                        {"partition_index": p, "current_leader_epoch": -1, "timestamp": timestamp}
+                        for p in indexes
+                    ],
+                }
+                for topic, indexes in by_topic.items()
+            ],
+        )
+        response = await self.send(ApiKey.LIST_OFFSETS, request, node_id=node_id)
+        out: dict[TopicPartition, tuple[ErrorCode, int]] = {}
+        for topic in response.topics:
+            for answer in topic.partitions:
+                tp = TopicPartition(topic.name, answer.partition_index)
+                self._forget_if_stale(tp, answer.error_code)
+                out[tp] = (ErrorCode.of(int(answer.error_code)), int(answer.offset))
+        return out
+
     async def produce(
         self,
         tp: TopicPartition,

@@ -20,7 +20,9 @@ and the controller does the rest (seed 002, "创建Topic"):
 Validation failures raise ``KafkaError`` subclasses whose ``error_code`` the request handlers put
 in their responses: TopicAlreadyExistsError, InvalidTopicError, InvalidPartitionsError,
 InvalidReplicationFactorError, InvalidReplicaAssignmentError, InvalidConfigurationError,
-UnknownTopicOrPartitionError. The assignment follows seed 000 section 4 (``assignment.py``).
+UnknownTopicOrPartitionError, and PolicyViolationError for a topic whose assignment node would be
+longer than the coordination store takes (jute.maxbuffer; nothing is written). The partition
+ceilings (``limits.py``) are the callers' to check, before calling. The assignment follows seed 000 section 4 (``assignment.py``).
 """
 
 from __future__ import annotations
@@ -30,13 +32,14 @@ import re
 from collections.abc import Mapping, Sequence
 
 from kafkalite.coord import paths
-from kafkalite.coord.base import CoordSession, CreateOp, SetDataOp
-from kafkalite.coord.errors import BadVersion, NodeExists, NoNode
+from kafkalite.coord.base import CoordSession, CreateOp, SetDataOp, check_request_length
+from kafkalite.coord.errors import BadVersion, NodeExists, NoNode, RequestTooLarge
 from kafkalite.protocol.errors import (
     InvalidConfigurationError,
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
     InvalidTopicError,
+    PolicyViolationError,
     ReassignmentInProgressError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
@@ -168,15 +171,20 @@ async def create_topic(
         return ZERO_TOPIC_ID
 
     topic_id = paths.new_topic_id()
+    full = {p: ReplicaAssignment(tuple(r)) for p, r in sorted(assignment.items())}
+    data = encode_assignment(name, topic_id, full)
+    # Measured before the config is written, so a refused topic leaves no config node behind.
+    _check_node_size(name, paths.topic_path(name), data)
     # The config goes first, so the controller (and the brokers creating logs) never see the
     # topic without its overrides.
     await _set_or_create_entity_config(session, paths.topic_config_path(name), configs)
     await session.ensure_path(paths.BROKER_TOPICS)
-    full = {p: ReplicaAssignment(tuple(r)) for p, r in sorted(assignment.items())}
     try:
-        await session.create(paths.topic_path(name), encode_assignment(name, topic_id, full))
+        await session.create(paths.topic_path(name), data)
     except NodeExists:
         raise TopicAlreadyExistsError(f"Topic '{name}' already exists.") from None
+    except RequestTooLarge as e:
+        raise _too_large(name, e) from None
     if configs:
         # Brokers cache topic configs and refresh them on change notifications; without one a
         # broker would create the new topic's logs with its defaults (a compacted topic would
@@ -265,12 +273,29 @@ async def add_partitions(
             await session.set_data(
                 paths.topic_path(name), encode_assignment(name, topic_id, full), version
             )
+        except RequestTooLarge as e:
+            raise _too_large(name, e) from None
         except BadVersion:
             continue  # the assignment changed under us: decide again on the new one
         except NoNode:
             raise UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.") from None
         return new
     raise InvalidPartitionsError(f"The assignment of topic '{name}' kept changing; try again.")
+
+
+def _check_node_size(topic: str, path: str, data: bytes) -> None:
+    try:
+        check_request_length([CreateOp(path, data)], multi=False)
+    except RequestTooLarge as e:
+        raise _too_large(topic, e) from None
+
+
+def _too_large(topic: str, error: RequestTooLarge) -> PolicyViolationError:
+    """A topic whose assignment node would not fit in the coordination store (jute.maxbuffer,
+    as a ZooKeeper-based Kafka is bounded): refused, as any other partition ceiling is."""
+    return PolicyViolationError(
+        f"The assignment of topic '{topic}' does not fit in the coordination store: {error}."
+    )
 
 
 async def alter_topic_config(session: CoordSession, topic: str, configs: Mapping[str, str]) -> None:
@@ -316,6 +341,8 @@ async def _set_or_create_entity_config(
             return
         except (NodeExists, BadVersion, NoNode):
             continue
+        except RequestTooLarge as e:
+            raise InvalidConfigurationError(f"{path}: the configs are too large: {e}.") from None
     raise InvalidConfigurationError(f"{path} kept changing; try again.")
 
 

@@ -14,6 +14,7 @@ import os
 
 from .base import (
     ANY_VERSION,
+    JUTE_MAXBUFFER,
     CheckOp,
     CheckResult,
     CoordSession,
@@ -42,6 +43,7 @@ from .errors import (
     NodeExists,
     NoNode,
     NotEmpty,
+    RequestTooLarge,
     RolledBack,
     SessionClosed,
     SessionExpired,
@@ -100,6 +102,7 @@ def open_store(
 
 
 __all__ = [
+    "JUTE_MAXBUFFER",
     "ANY_VERSION",
     "DEFAULT_SESSION_TIMEOUT_MS",
     "BadArguments",
@@ -129,6 +132,7 @@ __all__ = [
     "SetDataOp",
     "SetDataResult",
     "Stat",
+    "RequestTooLarge",
     "StoreCorrupted",
     "Watch",
     "WatchEvent",

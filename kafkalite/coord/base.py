@@ -29,6 +29,11 @@ promises, so this interface promises the same, whatever the backend:
   Watches survive reconnects (the backend re-arms them) and fail with ``SessionExpired`` /
   ``SessionClosed`` when the session ends. ``watch_data`` and ``watch_children`` build persistent
   async iterators on top (re-read, re-arm, yield each new state), which ride out connection loss.
+- **Request size.** A write whose request, serialised as ZooKeeper's wire format
+  (``request_length``), is longer than ``JUTE_MAXBUFFER`` raises ``RequestTooLarge`` and applies
+  nothing, whatever the backend: ZooKeeper's server refuses such a packet (jute.maxbuffer), so a
+  node can never hold more than about 1 MiB, and a caller that builds one (a topic's assignment
+  with a huge partition count) learns it at once instead of growing the store.
 
 Every backend raises only the exceptions of ``kafkalite.coord.errors``.
 """
@@ -48,6 +53,7 @@ from .errors import (
     CoordError,
     NodeExists,
     NoNode,
+    RequestTooLarge,
     SessionClosed,
     SessionExpired,
 )
@@ -56,6 +62,11 @@ ANY_VERSION = -1
 """Expected version that matches every version (ZooKeeper's -1)."""
 
 SEQUENCE_DIGITS = 10
+
+JUTE_MAXBUFFER = 0xFFFFF
+"""ZooKeeper's default ``jute.maxbuffer`` (1,048,575 bytes): the longest request packet a server
+accepts (the 4-byte length prefix excluded). Both backends refuse a longer write with
+``RequestTooLarge`` before it is sent or applied."""
 
 _T = TypeVar("_T")
 _NOTHING_YET = object()  # a watch iterator's "last key yielded" before its first yield
@@ -173,6 +184,54 @@ class DeleteResult:
 
 
 OpResult = CheckResult | CreateResult | SetDataResult | DeleteResult
+
+
+# -- request size -------------------------------------------------------------------------------
+
+# ZooKeeper's opcodes' wire sizes: a request header is xid + type; a string or buffer is a 4-byte
+# length and the bytes; an ACL list of one world:anyone entry (what every node here gets) is the
+# count, perms and the two strings; a multi wraps each operation in a header (type, done, err)
+# and ends with one more.
+_HEADER = 8
+_WORLD_ANYONE_ACL = 4 + 4 + (4 + len("world")) + (4 + len("anyone"))
+_MULTI_HEADER = 4 + 1 + 4
+
+
+def _jute_string(text: str) -> int:
+    return 4 + len(text.encode("utf-8"))
+
+
+def op_length(op: Op, path: str | None = None) -> int:
+    """The body of ``op`` as ZooKeeper serialises it (``path`` overrides ``op.path``, for a
+    chroot prefix)."""
+    path_length = _jute_string(op.path if path is None else path)
+    if isinstance(op, CreateOp):
+        return path_length + 4 + len(op.data) + _WORLD_ANYONE_ACL + 4
+    if isinstance(op, SetDataOp):
+        return path_length + 4 + len(op.data) + 4
+    return path_length + 4  # DeleteOp, CheckOp: path and version
+
+
+def request_length(ops: Sequence[Op], *, multi: bool, path_prefix: str = "") -> int:
+    """The length ZooKeeper's server compares with jute.maxbuffer for a request of ``ops``
+    (one operation unless ``multi``), paths prefixed by ``path_prefix`` (a chroot)."""
+    bodies = [op_length(op, path_prefix + op.path if path_prefix else None) for op in ops]
+    if not multi:
+        return _HEADER + bodies[0]
+    return _HEADER + sum(_MULTI_HEADER + body for body in bodies) + _MULTI_HEADER
+
+
+def check_request_length(
+    ops: Sequence[Op], *, multi: bool, path_prefix: str = "", limit: int = JUTE_MAXBUFFER
+) -> None:
+    """Raise ``RequestTooLarge`` when the request of ``ops`` is longer than ``limit``."""
+    length = request_length(ops, multi=multi, path_prefix=path_prefix)
+    if length > limit:
+        path = ops[0].path if len(ops) == 1 else None
+        raise RequestTooLarge(
+            f"request of {length} bytes is longer than jute.maxbuffer ({limit} bytes)",
+            path=path,
+        )
 
 
 # -- paths ----------------------------------------------------------------------------------------

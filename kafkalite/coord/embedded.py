@@ -36,6 +36,10 @@ suspended session's operations wait for the resume up to its connection timeout,
 events are held back, and it expires when suspended longer than its session timeout, like a
 ZooKeeper client cut off from the ensemble), and ``fail_next(n)`` (the next n operations raise
 ``ConnectionLoss``, before or after being applied).
+
+Size: a write whose request would be longer than ZooKeeper's ``jute.maxbuffer``
+(``base.JUTE_MAXBUFFER``, measured as ZooKeeper serialises it) raises ``RequestTooLarge`` before
+anything is applied or journaled, so no node holds more than a ZooKeeper node could.
 """
 
 from __future__ import annotations
@@ -70,6 +74,7 @@ from .base import (
     Stat,
     Watch,
     WatchEvent,
+    check_request_length,
     parent_of,
     sequence_name,
     validate_path,
@@ -660,6 +665,7 @@ class EmbeddedSession(CoordSession):
         return failure
 
     async def _write(self, ops: Sequence[Op], *, multi: bool = False) -> list[OpResult]:
+        check_request_length(ops, multi=multi)
         failure = await self._ready()
         results = self.store.execute(self, ops, multi=multi)
         if failure:

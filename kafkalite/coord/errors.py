@@ -14,6 +14,11 @@ leans on exactly those outcomes:
 - ``SessionExpired``: the session is gone and every ephemeral node it owned with it. The session
   object is dead for good; open a new one and re-register.
 - ``SessionClosed``: the caller closed the session itself.
+- ``RequestTooLarge``: the request, serialised as ZooKeeper's wire format, is longer than
+  ``jute.maxbuffer`` (``base.JUTE_MAXBUFFER``, ZooKeeper's default 0xfffff bytes); nothing was
+  applied and the session is unharmed. A ZooKeeper server answers such a request by closing the
+  connection (the client sees ``ConnectionLoss`` and its session is suspended), so both backends
+  measure the request before sending or applying it and raise this instead.
 
 A failed ``multi`` raises the exception of the first failing operation, carrying
 ``failed_op_index`` and ``results`` (one entry per operation: the exception for the failing one,
@@ -71,6 +76,10 @@ class SessionExpired(CoordError):
 
 class SessionClosed(CoordError):
     """The session was closed by its owner."""
+
+
+class RequestTooLarge(CoordError):
+    """The request is longer than jute.maxbuffer: refused before anything was applied."""
 
 
 class StoreCorrupted(CoordError):

@@ -36,6 +36,11 @@ what is done about each:
 - **Expiry while cut off**: a client only hears "expired" from a server. When no server has been
   reachable for longer than the negotiated session timeout we declare the session EXPIRED
   ourselves (Curator's simulated expiration), so the broker stops acting on stale leadership.
+- **Oversized requests**: a server closes the connection on a packet longer than its
+  jute.maxbuffer, which suspends the session for every caller and fails their requests with
+  ``ConnectionLoss``. Writes are measured first (``base.check_request_length``, the server's
+  default 0xfffff) and a longer one raises ``RequestTooLarge`` without being sent, as the
+  embedded store does.
 - **Chroot as container node**: ``ZKClient(chroot=...)`` creates the chroot as a CONTAINER node,
   which the server deletes once it becomes empty. We prefix paths ourselves and create the
   chroot as persistent nodes, as Kafka does.
@@ -78,6 +83,7 @@ from .base import (
     Stat,
     Watch,
     WatchEvent,
+    check_request_length,
     validate_path,
 )
 from .errors import (
@@ -564,8 +570,12 @@ class AiozkSession(CoordSession):
 
     # -- operations --
 
+    def _check_length(self, ops: Sequence[Op], *, multi: bool) -> None:
+        check_request_length(ops, multi=multi, path_prefix=self.chroot or "")
+
     async def _create(self, path: str, data: bytes, *, ephemeral: bool, sequential: bool) -> str:
         full = self._full(path, sequential=sequential)
+        self._check_length([CreateOp(path, data, ephemeral, sequential)], multi=False)
         request = self._create_request(
             full, bytes(data), ephemeral=ephemeral, sequential=sequential
         )
@@ -579,6 +589,7 @@ class AiozkSession(CoordSession):
         return response.data or b"", _stat(response.stat)
 
     async def set_data(self, path: str, data: bytes, version: int) -> Stat:
+        self._check_length([SetDataOp(path, data, version)], multi=False)
         request = protocol.SetDataRequest(path=self._full(path), data=bytes(data), version=version)
         response = await self._send(request, path)
         return _stat(response.stat)
@@ -605,6 +616,7 @@ class AiozkSession(CoordSession):
     async def multi(self, ops: Sequence[Op]) -> list[OpResult]:
         if not ops:
             return []
+        self._check_length(ops, multi=True)
         txn = protocol.TransactionRequest()
         for op in ops:
             if isinstance(op, CheckOp):

@@ -17,6 +17,7 @@ from kafkalite.protocol.errors import (
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
     InvalidTopicError,
+    PolicyViolationError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
@@ -194,3 +195,40 @@ async def test_colliding_topics_agrees_with_comparing_every_name(existing, name)
     assert found == expected
     if "." not in name and "_" not in name:
         assert session.listings == 0
+
+
+@pytest.fixture
+async def wide_ids_session():
+    """Brokers whose ids take ten digits each, so an assignment node grows fast."""
+    store = EmbeddedStore(None)
+    s = await store.open_session()
+    for b in (2_000_000_001, 2_000_000_002, 2_000_000_003):
+        await register_broker(store, b)
+    yield s
+    await store.close()
+
+
+async def test_an_assignment_too_large_for_the_store_is_refused_and_nothing_is_written(
+    wide_ids_session,
+):
+    """A topic whose assignment node is longer than jute.maxbuffer (1 MiB) is POLICY_VIOLATION,
+    as a ZooKeeper-based Kafka cannot hold it either; not even its config node is left."""
+    session = wide_ids_session
+    with pytest.raises(PolicyViolationError, match="jute.maxbuffer"):
+        await admin.create_topic(session, "wide", 30_000, 3, {"retention.ms": "1000"})
+    assert await session.exists(paths.topic_path("wide")) is None
+    assert await session.exists(paths.topic_config_path("wide")) is None
+
+    await admin.create_topic(session, "grows", 20_000, 3)
+    with pytest.raises(PolicyViolationError, match="jute.maxbuffer"):
+        await admin.add_partitions(session, "grows", 30_000)
+    _, assignment, _ = await zk_data.get_topic_assignment(session, "grows")
+    assert len(assignment) == 20_000
+
+
+async def test_configs_too_large_for_the_store_are_invalid(session):
+    await admin.create_topic(session, "configured", 1, 1)
+    with pytest.raises(InvalidConfigurationError, match="too large"):
+        await admin.alter_topic_config(
+            session, "configured", {"retention.ms": "1000", "x" * 2_000_000: "1"}
+        )

@@ -12,6 +12,7 @@ import pytest
 
 from kafkalite.coord import (
     ANY_VERSION,
+    JUTE_MAXBUFFER,
     BadArguments,
     BadVersion,
     CheckOp,
@@ -26,6 +27,7 @@ from kafkalite.coord import (
     NodeExists,
     NoNode,
     NotEmpty,
+    RequestTooLarge,
     RolledBack,
     SessionClosed,
     SessionExpired,
@@ -34,6 +36,7 @@ from kafkalite.coord import (
     SetDataResult,
     WatchEvent,
 )
+from kafkalite.coord.base import request_length
 
 from .conftest import wait_state, wait_until
 
@@ -401,3 +404,34 @@ async def test_session_state_is_observable(backend):
         await s.create("/x")
     await s.close()  # closing an expired session is harmless
     assert s.state is SessionState.EXPIRED
+
+
+def _prefix(backend) -> str:
+    """The path prefix the backend puts on the wire (a ZooKeeper backend's chroot)."""
+    return getattr(backend, "chroot", "") or ""
+
+
+async def test_requests_longer_than_jute_maxbuffer_are_refused(backend, session):
+    """ZooKeeper's jute.maxbuffer (0xfffff bytes per request): a request of exactly that length
+    is stored (the ZooKeeper server accepts it: the measure matches the server's), one byte more
+    raises RequestTooLarge, applies nothing and leaves the session connected and usable."""
+    prefix = _prefix(backend)
+    empty = request_length([CreateOp("/big", b"")], multi=False, path_prefix=prefix)
+    fits = b"x" * (JUTE_MAXBUFFER - empty)
+    assert await session.create("/big", fits) == "/big"
+    assert (await session.get_data("/big"))[0] == fits
+
+    with pytest.raises(RequestTooLarge):
+        await session.create("/bigger", fits + b"x")
+    assert await session.exists("/bigger") is None
+
+    set_empty = request_length([SetDataOp("/big", b"", 0)], multi=False, path_prefix=prefix)
+    with pytest.raises(RequestTooLarge):
+        await session.set_data("/big", b"y" * (JUTE_MAXBUFFER - set_empty + 1), 0)
+    with pytest.raises(RequestTooLarge):
+        await session.multi([CreateOp("/m1", b"a"), CreateOp("/m2", fits)])
+    assert await session.exists("/m1") is None and await session.exists("/m2") is None
+    assert session.state is SessionState.CONNECTED
+    stat = await session.set_data("/big", b"small", 0)
+    assert stat.version == 1
+    assert (await session.get_data("/big"))[0] == b"small"
