@@ -290,6 +290,19 @@ class BrokerConfig(BaseSettings):
     sasl_enabled_mechanisms: str = "GSSAPI"
     sasl_mechanism_inter_broker_protocol: str = "GSSAPI"
     connections_max_reauth_ms: int = Field(0, ge=0)
+    sasl_server_max_receive_size: int = Field(524288, ge=1, le=INT_MAX)
+    """The largest frame read from a SASL listener's connection before it has authenticated
+    (Kafka's default 512 KiB); a larger size prefix closes the connection without its body
+    being read. socket.request.max.bytes applies once the client has authenticated, and on
+    listeners without SASL from the first byte."""
+    connection_failed_authentication_delay_ms: int = Field(100, ge=0, le=INT_MAX)
+    """How long a failed SASL authentication's answer (and the close after it) is held back,
+    without holding anything else (Kafka's default 100 ms)."""
+    failed_authentication_burst_per_ip: int = Field(10, ge=0, le=INT_MAX)
+    """kafkalite: failed authentications (SASL, and the admin API's basic / bearer) an address
+    may make in a row before its attempts are refused unchecked (0: no limit); it gets one more
+    every failed.authentication.refill.ms (security/ratelimit.py)."""
+    failed_authentication_refill_ms: int = Field(1000, ge=1, le=INT_MAX)
     authorizer_class_name: str = ""
     """Empty: no authorization. Kafka's kafka.security.authorizer.AclAuthorizer (or
     SimpleAclAuthorizer, StandardAuthorizer) turns on the ACL authorizer."""

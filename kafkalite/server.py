@@ -43,6 +43,7 @@ from kafkalite.config import BrokerConfig, ConfigError, Endpoint
 from kafkalite.network.quotas import ConnectionQuotas
 from kafkalite.network.server import SocketServer, install_uvloop
 from kafkalite.observability import start_loop_lag_monitor
+from kafkalite.security.ratelimit import FailedAuthLimiter
 
 log = structlog.get_logger("kafkalite.server")
 
@@ -221,10 +222,13 @@ class KafkaServer:
                 config.listener_endpoints,
                 self.dispatcher,
                 max_request_bytes=config.socket_request_max_bytes,
+                max_unauthenticated_bytes=config.sasl_server_max_receive_size,
                 connections_max_idle_ms=config.connections_max_idle_ms,
                 quotas=ConnectionQuotas.from_config(config),
                 security=listener_security,
                 credentials=self._scram_credential,
+                failed_authentication_delay_ms=config.connection_failed_authentication_delay_ms,
+                auth_limiter=FailedAuthLimiter.from_config(config),
             )
             try:
                 await self.socket_server.start()

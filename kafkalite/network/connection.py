@@ -3,7 +3,10 @@
 Wire format: every request is `int32 size` followed by `size` bytes (request header + body).
 A frame with a negative size or one above `socket.request.max.bytes` closes the connection
 (Kafka's `InvalidReceiveException`), as does a frame the dispatcher cannot parse; the reason is
-logged once, with the client address, and no other connection is affected.
+logged once, with the client address, and no other connection is affected. Until a SASL
+listener's connection has authenticated, the limit is `sasl.server.max.receive.size` instead
+(Kafka's SaslServerAuthenticator): the size prefix alone decides, so an unauthenticated client
+cannot make the broker hold more than that for it.
 
 Invariants:
 - Responses are written strictly in request order, even though requests are handled
@@ -172,6 +175,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         "_dispatcher",
         "_listener_name",
         "_max_request_bytes",
+        "_max_unauthenticated_bytes",
         "_max_in_flight",
         "_on_close",
         "_on_made",
@@ -206,12 +210,17 @@ class KafkaConnection(asyncio.BufferedProtocol):
         receive_buffer: ReceiveBuffer | None = None,
         info: ConnectionInfo | None = None,
         on_made: Callable[[ConnectionInfo, asyncio.BaseTransport], None] | None = None,
+        max_unauthenticated_bytes: int | None = None,
     ) -> None:
         self._dispatcher = dispatcher
         self._on_made = on_made
         """Called with the transport before any byte is read (TLS principal, SASL state)."""
         self._listener_name = listener_name
         self._max_request_bytes = max_request_bytes
+        self._max_unauthenticated_bytes = (
+            max_request_bytes if max_unauthenticated_bytes is None else max_unauthenticated_bytes
+        )
+        """The frame limit while a SASL authenticator has not completed (module docstring)."""
         self._max_in_flight = max_in_flight
         self._on_close = on_close
         self._transport: asyncio.Transport | None = None
@@ -331,11 +340,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
         pos = 0
         while end - pos >= 4 and self._can_take_request():
             size = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
-            if size < 0 or size > self._max_request_bytes:
+            limit = self._frame_limit()
+            if size < 0 or size > limit:
                 self._abort(
-                    "invalid frame size",
+                    "invalid frame size"
+                    if limit == self._max_request_bytes
+                    else "invalid frame size before authentication",
                     size=size,
-                    max_size=self._max_request_bytes,
+                    max_size=limit,
                 )
                 return
             start = pos + 4
@@ -364,6 +376,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
             # Frames left in the buffer wait for a slot: stop reading so it cannot fill up
             # (an empty get_buffer is a fatal error for the transport).
             self._update_reading()
+
+    def _frame_limit(self) -> int:
+        info = self.info
+        auth = info.authenticator if info is not None else None
+        if auth is not None and not auth.complete:
+            return self._max_unauthenticated_bytes
+        return self._max_request_bytes
 
     def _handle_frame(self, frame: bytearray) -> None:
         if self._closing:
