@@ -114,12 +114,14 @@ class SocketServer:
         credentials: CredentialLookup | None = None,
         failed_authentication_delay_ms: int = 0,
         auth_limiter: FailedAuthLimiter | None = None,
+        scram_unknown_user_secret: bytes | None = None,
     ) -> None:
         self._endpoints = endpoints
         self._security = security or {}
         """Listener name -> its TLS context and SASL settings (absent: PLAINTEXT)."""
         self._credentials = credentials
         self._failed_authentication_delay_ms = failed_authentication_delay_ms
+        self._scram_unknown_user_secret = scram_unknown_user_secret
         self.auth_limiter = auth_limiter
         """Failed SASL authentications per client address, for every listener (None: no
         limit)."""
@@ -282,6 +284,7 @@ class SocketServer:
                 client_host=info.client_host,
                 limiter=self.auth_limiter,
                 failed_delay_ms=self._failed_authentication_delay_ms,
+                scram_unknown_user_secret=self._scram_unknown_user_secret,
             )
 
     def _close_one_over_the_limit(self) -> None:

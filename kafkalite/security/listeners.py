@@ -42,6 +42,7 @@ class ListenerSecurity:
         client_host: str = "",
         limiter: FailedAuthLimiter | None = None,
         failed_delay_ms: int = 0,
+        scram_unknown_user_secret: bytes | None = None,
     ) -> SaslServerAuthenticator:
         return SaslServerAuthenticator(
             self.mechanisms,
@@ -51,6 +52,7 @@ class ListenerSecurity:
             client_host=client_host,
             limiter=limiter,
             failed_delay_ms=failed_delay_ms,
+            scram_unknown_user_secret=scram_unknown_user_secret,
         )
 
 

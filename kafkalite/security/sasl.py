@@ -99,6 +99,7 @@ class SaslServerAuthenticator:
         "client_host",
         "limiter",
         "failed_delay_ms",
+        "scram_unknown_user_secret",
     )
 
     def __init__(
@@ -112,11 +113,15 @@ class SaslServerAuthenticator:
         client_host: str = "",
         limiter: FailedAuthLimiter | None = None,
         failed_delay_ms: int = 0,
+        scram_unknown_user_secret: bytes | None = None,
     ) -> None:
         self.mechanisms = mechanisms
         self.client_host = client_host
         self.limiter = limiter
         self.failed_delay_ms = failed_delay_ms
+        self.scram_unknown_user_secret = scram_unknown_user_secret
+        """What unknown users' salts are derived from (scram.fake_credential); None: the
+        process's own."""
         self.plain_users = plain_users or {}
         self.credentials = credentials
         self.reauth_ms = reauth_ms
@@ -329,7 +334,12 @@ class SaslServerAuthenticator:
                 first = parse_client_first(token)
                 if first.authzid and first.authzid != first.username:
                     raise ScramError("Authentication failed: authorization id is not the user")
-                self._scram = ScramSaslServer(mechanism)
+                secret = self.scram_unknown_user_secret
+                self._scram = (
+                    ScramSaslServer(mechanism)
+                    if secret is None
+                    else ScramSaslServer(mechanism, secret)
+                )
                 lookup = self.credentials
 
                 async def with_credential() -> bytes | ScramError:

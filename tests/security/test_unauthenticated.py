@@ -236,3 +236,32 @@ def test_mutated_requests_are_answered_or_closed_and_others_stay_served(secure, 
     assert api_versions_ok(broker.host, broker.port, timeout=DEADLINE_S)
     log = broker.log_text()
     assert "unparsable request" not in log and "request handler failed" not in log
+
+
+# ---------------------------------------------------------------------- item 11 (last: restarts)
+
+
+def scram_server_first(port: int, user: str) -> dict[str, str]:
+    """The server-first message's attributes for `user` (SCRAM-SHA-256, over SaslAuthenticate)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=DEADLINE_S) as s:
+        mechanism = b"SCRAM-SHA-256"
+        s.sendall(frame(17, 1, 1, struct.pack(">h", len(mechanism)) + mechanism))
+        assert struct.unpack_from(">ih", read_frame(s)) == (1, 0)
+        first = ScramClient("SCRAM-SHA-256", user, "guess").first()
+        s.sendall(frame(36, 1, 2, struct.pack(">i", len(first)) + first))
+        body = read_frame(s)
+    response = frames.decode_response(ApiKey.SASL_AUTHENTICATE, 1, body)[1]
+    assert response.error_code == 0
+    return dict(part.split("=", 1) for part in response.auth_bytes.decode().split(","))
+
+
+def test_an_unknown_users_salt_survives_a_restart_like_a_real_users(secure):
+    broker, pki, ports = secure
+    before = {u: scram_server_first(ports.sasl_plaintext, u) for u in (SCRAM_USER, "nobody")}
+    assert before[SCRAM_USER]["i"] == before["nobody"]["i"] == "4096"
+    assert scram_server_first(ports.sasl_plaintext, "nobody")["s"] == before["nobody"]["s"]
+    broker.stop()
+    broker.start()
+    after = {u: scram_server_first(ports.sasl_plaintext, u) for u in (SCRAM_USER, "nobody")}
+    assert after[SCRAM_USER]["s"] == before[SCRAM_USER]["s"]
+    assert after["nobody"]["s"] == before["nobody"]["s"]  # the cluster's secret, not the process's
