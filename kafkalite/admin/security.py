@@ -11,7 +11,8 @@
   A bearer token is ``admin.bearer.token`` and authenticates as ``admin.bearer.principal``.
   Missing or wrong credentials: 401 with ``WWW-Authenticate``.
 - Checking a SCRAM password means deriving its key (PBKDF2, up to 16,384 iterations): that runs
-  in a worker thread, never on the event loop, and a password once verified is remembered
+  in one of ``DERIVATION_THREADS`` worker threads of its own (hashlib releases the GIL), never on
+  the event loop nor in the loop's default executor, and a password once verified is remembered
   (``VerifiedPasswords``: a keyed hash of it per stored credential, so a changed credential is
   checked afresh) and not derived again. Wrong credentials count against the client's address
   (security/ratelimit.py); an address over the limit gets 429 with ``Retry-After`` before its
@@ -38,6 +39,7 @@ import json
 import math
 import os
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from aiohttp import web
@@ -191,10 +193,24 @@ class VerifiedPasswords:
 
 VERIFIED = VerifiedPasswords()
 
+DERIVATION_THREADS = 2
+_derivation_executor: ThreadPoolExecutor | None = None
+
+
+def _executor() -> ThreadPoolExecutor:
+    """Key derivation's own threads: a burst of checks queues here and cannot take the default
+    executor's threads from whatever else the broker runs there."""
+    global _derivation_executor
+    if _derivation_executor is None:
+        _derivation_executor = ThreadPoolExecutor(
+            DERIVATION_THREADS, thread_name_prefix="kafkalite-key-derivation"
+        )
+    return _derivation_executor
+
 
 async def check_password(server: Any, user: str, password: str) -> bool:
     """True if `password` is the user's SCRAM (either mechanism) or PLAIN password. The key
-    derivation runs in the default executor (hashlib releases the GIL meanwhile)."""
+    derivation runs in threads of its own (`_executor`), off the loop."""
     from kafkalite.coord.security import scram_credential
 
     for mechanism, digest in MECHANISMS.items():
@@ -206,7 +222,7 @@ async def check_password(server: Any, user: str, password: str) -> bool:
         if VERIFIED.verified(key, secret):
             return True
         salted = await asyncio.get_running_loop().run_in_executor(
-            None, salted_password, mechanism, secret, credential.salt, credential.iterations
+            _executor(), salted_password, mechanism, secret, credential.salt, credential.iterations
         )
         stored = hashlib.new(digest, hmac_(digest, salted, b"Client Key")).digest()
         ok = hmac.compare_digest(stored, credential.stored_key)

@@ -228,11 +228,12 @@ def fake_server():
 async def test_basic_auth_derives_keys_off_the_loop_and_remembers_a_verified_password(
     monkeypatch, scram_store
 ):
-    threads = []
+    threads, names = [], []
     real = admin_security.salted_password
 
     def spy(*args):
         threads.append(threading.get_ident())
+        names.append(threading.current_thread().name)
         return real(*args)
 
     monkeypatch.setattr(admin_security, "salted_password", spy)
@@ -246,6 +247,7 @@ async def test_basic_auth_derives_keys_off_the_loop_and_remembers_a_verified_pas
     assert not await admin_security.check_password(server, "bob", "wrong")
     assert len(threads) == 3  # a wrong password is never remembered
     assert loop_thread not in threads
+    assert all(n.startswith("kafkalite-key-derivation") for n in names)  # not the default pool
     scram_store[("bob", "SCRAM-SHA-256")] = make_credential("SCRAM-SHA-256", "new-secret")
     assert not await admin_security.check_password(server, "bob", "bob-secret")
     assert await admin_security.check_password(server, "bob", "new-secret")
