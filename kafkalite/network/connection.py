@@ -30,9 +30,9 @@ buffer_updated returns). Complete frames are cut out of it (one copy per frame, 
 `bytearray` the handler owns and may patch in place: the broker writes offsets into record
 batches before appending them). The incomplete frame a read ends in gets its own `bytearray`
 at once and the rest of it is received straight into that (no further copy); it starts at the
-frame's size, capped at 1 MiB, and doubles as bytes arrive (a declared size alone reserves no
-memory). Only a header fragment, or frames that must wait while the connection is busy, are
-kept (`_partial`). So a connection holds memory in proportion to what it is doing, and all of
+frame's size, capped at 1 MiB (64 KiB before authentication), and doubles as bytes arrive (a
+declared size alone reserves no more than that). Only a header fragment, or frames that must
+wait while the connection is busy, are kept (`_partial`). So a connection holds memory in proportion to what it is doing, and all of
 it is dropped with the frame or the connection (10,000 idle connections were 2.5 GB when each
 kept its own 256 KiB receive buffer).
 """
@@ -64,6 +64,9 @@ RECEIVE_BUFFER_BYTES = 256 * 1024
 DEFAULT_MAX_IN_FLIGHT = 256
 CLOSE_LINGER_SECONDS = 5.0
 BIG_FRAME_INITIAL_BYTES = 1 << 20
+UNAUTHENTICATED_INITIAL_BYTES = 64 * 1024
+"""The first allocation of a frame received before authentication (sasl.server.max.receive.size
+bounds it; a prefix alone must not reserve that much on each of many connections)."""
 
 Buffers = bytes | bytearray | memoryview | Sequence[bytes | bytearray | memoryview]
 """A response: one buffer, or a sequence of buffers written back to back (e.g. a Fetch response
@@ -360,7 +363,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
             # size up to 1 MiB (a typical large produce needs no growth) and grows with what
             # arrives.
             have = end - start
-            big = bytearray(min(size, max(BIG_FRAME_INITIAL_BYTES, have)))
+            initial = (
+                BIG_FRAME_INITIAL_BYTES
+                if limit == self._max_request_bytes
+                else UNAUTHENTICATED_INITIAL_BYTES
+            )
+            big = bytearray(min(size, max(initial, have)))
             with memoryview(buf) as view:
                 big[:have] = view[start:end]
             self._big, self._big_filled, self._big_size = big, have, size
