@@ -303,6 +303,8 @@ class BrokerConfig(BaseSettings):
     may make in a row before its attempts are refused unchecked (0: no limit); it gets one more
     every failed.authentication.refill.ms (security/ratelimit.py)."""
     failed_authentication_refill_ms: int = Field(1000, ge=1, le=INT_MAX)
+    """kafkalite: after its burst, an address gets one more authentication attempt per this
+    many milliseconds."""
     authorizer_class_name: str = ""
     """Empty: no authorization. Kafka's kafka.security.authorizer.AclAuthorizer (or
     SimpleAclAuthorizer, StandardAuthorizer) turns on the ACL authorizer."""
@@ -494,6 +496,13 @@ class BrokerConfig(BaseSettings):
                 "max.connections.per.ip.overrides is set"
             )
         self._check_security()
+        if self.connection_failed_authentication_delay_ms >= self.connections_max_idle_ms:
+            # Kafka's rule: the delayed close must come before the idle reaper's
+            raise ValueError(
+                "connection.failed.authentication.delay.ms: "
+                f"{self.connection_failed_authentication_delay_ms} must be less than "
+                f"connections.max.idle.ms ({self.connections_max_idle_ms})"
+            )
         if self.replica_socket_timeout_ms < self.replica_fetch_wait_max_ms:
             # Kafka's rule: a follower's fetch would time out while the leader holds it.
             raise ValueError(

@@ -306,6 +306,18 @@ def test_a_bad_value_of_a_new_setting_stops_start_up_naming_it(override, key):
     assert info.value.key == key and key in str(info.value)
 
 
+def test_the_failure_delay_must_be_below_the_idle_timeout_as_in_kafka():
+    with pytest.raises(ConfigError) as info:
+        BrokerConfig.load(
+            overrides=[
+                "connection.failed.authentication.delay.ms=5000",
+                "connections.max.idle.ms=5000",
+            ],
+            environ={},
+        )
+    assert info.value.key == "connection.failed.authentication.delay.ms"
+
+
 def test_the_settings_defaults_are_kafkas_and_the_limiter_follows_them():
     config = BrokerConfig.load(overrides=[], environ={})
     assert config.sasl_server_max_receive_size == 524288
