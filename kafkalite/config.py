@@ -329,6 +329,21 @@ class BrokerConfig(BaseSettings):
     sasl_enabled_mechanisms: str = "GSSAPI"
     sasl_mechanism_inter_broker_protocol: str = "GSSAPI"
     connections_max_reauth_ms: int = Field(0, ge=0)
+    sasl_server_max_receive_size: int = Field(524288, ge=1, le=INT_MAX)
+    """The largest frame read from a SASL listener's connection before it has authenticated
+    (Kafka's default 512 KiB); a larger size prefix closes the connection without its body
+    being read. socket.request.max.bytes applies once the client has authenticated, and on
+    listeners without SASL from the first byte."""
+    connection_failed_authentication_delay_ms: int = Field(100, ge=0, le=INT_MAX)
+    """How long a failed SASL authentication's answer (and the close after it) is held back,
+    without holding anything else (Kafka's default 100 ms)."""
+    failed_authentication_burst_per_ip: int = Field(10, ge=0, le=INT_MAX)
+    """kafkalite: failed authentications (SASL, and the admin API's basic / bearer) an address
+    may make in a row before its attempts are refused unchecked (0: no limit); it gets one more
+    every failed.authentication.refill.ms (security/ratelimit.py)."""
+    failed_authentication_refill_ms: int = Field(1000, ge=1, le=INT_MAX)
+    """kafkalite: after its burst, an address gets one more authentication attempt per this
+    many milliseconds."""
     authorizer_class_name: str = ""
     """Empty: no authorization. Kafka's kafka.security.authorizer.AclAuthorizer (or
     SimpleAclAuthorizer, StandardAuthorizer) turns on the ACL authorizer."""
@@ -540,6 +555,13 @@ class BrokerConfig(BaseSettings):
                 "max.connections.per.ip.overrides is set"
             )
         self._check_security()
+        if self.connection_failed_authentication_delay_ms >= self.connections_max_idle_ms:
+            # Kafka's rule: the delayed close must come before the idle reaper's
+            raise ValueError(
+                "connection.failed.authentication.delay.ms: "
+                f"{self.connection_failed_authentication_delay_ms} must be less than "
+                f"connections.max.idle.ms ({self.connections_max_idle_ms})"
+            )
         if self.replica_socket_timeout_ms < self.replica_fetch_wait_max_ms:
             # Kafka's rule: a follower's fetch would time out while the leader holds it.
             raise ValueError(

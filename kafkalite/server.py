@@ -27,6 +27,7 @@ import asyncio
 import base64
 import contextlib
 import json
+import os
 import signal
 import sys
 import time
@@ -43,6 +44,10 @@ from kafkalite.config import BrokerConfig, ConfigError, Endpoint
 from kafkalite.network.quotas import ConnectionQuotas
 from kafkalite.network.server import SocketServer, install_uvloop
 from kafkalite.observability import start_loop_lag_monitor
+from kafkalite.security.ratelimit import FailedAuthLimiter
+
+SCRAM_UNKNOWN_USER_SECRET_PATH = "/kafkalite/scram_unknown_user_secret"
+"""32 random bytes, made by the first broker with a SCRAM listener (_scram_unknown_user_secret)."""
 
 log = structlog.get_logger("kafkalite.server")
 
@@ -221,10 +226,16 @@ class KafkaServer:
                 config.listener_endpoints,
                 self.dispatcher,
                 max_request_bytes=config.socket_request_max_bytes,
+                max_unauthenticated_bytes=config.sasl_server_max_receive_size,
                 connections_max_idle_ms=config.connections_max_idle_ms,
                 quotas=ConnectionQuotas.from_config(config),
                 security=listener_security,
                 credentials=self._scram_credential,
+                failed_authentication_delay_ms=config.connection_failed_authentication_delay_ms,
+                auth_limiter=FailedAuthLimiter.from_config(config),
+                scram_unknown_user_secret=await self._scram_unknown_user_secret(
+                    listener_security, NodeExists
+                ),
             )
             try:
                 await self.socket_server.start()
@@ -404,6 +415,32 @@ class KafkaServer:
         except node_exists:
             data, _ = await self.session.get_data(paths.CLUSTER_ID)
             return paths.decode_cluster_id(data)
+
+    async def _scram_unknown_user_secret(
+        self, security: dict[str, Any], node_exists: type[Exception]
+    ) -> bytes | None:
+        """The secret an unknown SCRAM user's salt is derived from (scram.fake_credential),
+        created once for the cluster in the store: every broker, before and after a restart,
+        shows an unknown user the same salt, as all show a real user the stored one. None (a
+        secret of the process) when no listener offers SCRAM."""
+        from kafkalite.coord import NoNode
+
+        if not any(
+            m.startswith("SCRAM-") for sec in security.values() if sec.sasl for m in sec.mechanisms
+        ):
+            return None
+        try:
+            data, _ = await self.session.get_data(SCRAM_UNKNOWN_USER_SECRET_PATH)
+            return bytes(data)
+        except NoNode:
+            pass
+        secret = os.urandom(32)
+        try:
+            await self.session.create(SCRAM_UNKNOWN_USER_SECRET_PATH, secret, makepath=True)
+            return secret
+        except node_exists:
+            data, _ = await self.session.get_data(SCRAM_UNKNOWN_USER_SECRET_PATH)
+            return bytes(data)
 
     async def _load_topic_configs(self) -> None:
         """Broker defaults, and each topic's overrides from `/config/topics/<t>`."""

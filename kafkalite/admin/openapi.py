@@ -101,6 +101,7 @@ def _security(spec: Any, schemes: tuple[str, ...], authorised: bool) -> dict[str
     if schemes:
         out["security"] = [{scheme: []} for scheme in schemes]
         responses["401"] = {"$ref": "#/components/responses/Unauthorized"}
+        responses["429"] = {"$ref": "#/components/responses/TooManyFailedAuthentications"}
     if authorised:
         from kafkalite.admin.security import acl_statement
 
@@ -133,6 +134,17 @@ def _security_components(schemes: tuple[str, ...], authorised: bool) -> dict[str
                     "description": f"the challenge: {WWW_AUTHENTICATE}",
                     "required": True,
                     "schema": {"type": "string"},
+                }
+            },
+        )
+        responses["TooManyFailedAuthentications"] = _error_response(
+            "too many failed authentications from the client's address "
+            '({"error": "too_many_requests", ...}); credentials are not checked until then',
+            **{
+                "Retry-After": {
+                    "description": "seconds until the address may try again",
+                    "required": True,
+                    "schema": {"type": "integer"},
                 }
             },
         )

@@ -10,6 +10,13 @@
   key) and the PLAIN users of the listeners' JAAS entries; the principal is ``User:<name>``.
   A bearer token is ``admin.bearer.token`` and authenticates as ``admin.bearer.principal``.
   Missing or wrong credentials: 401 with ``WWW-Authenticate``.
+- Checking a SCRAM password means deriving its key (PBKDF2, up to 16,384 iterations): that runs
+  in one of ``DERIVATION_THREADS`` worker threads of its own (hashlib releases the GIL), never on
+  the event loop nor in the loop's default executor, and a password once verified is remembered
+  (``VerifiedPasswords``: a keyed hash of it per stored credential, so a changed credential is
+  checked afresh) and not derived again. Wrong credentials count against the client's address
+  (security/ratelimit.py); an address over the limit gets 429 with ``Retry-After`` before its
+  credentials are looked at.
 - With an ACL authorizer, each route needs what the equivalent Kafka request needs (reading
   cluster state: DESCRIBE on the cluster; a topic's description: DESCRIBE on it; deleting a
   topic: DELETE on it; changing its config: ALTER_CONFIGS; adding partitions: ALTER; creating a
@@ -28,11 +35,15 @@ the document's `x-required-acl` of each operation.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import hmac
 import json
+import math
+import os
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from aiohttp import web
@@ -41,6 +52,7 @@ from kafkalite.admin.models import Error
 from kafkalite.protocol.acl import AclOperation as Op
 from kafkalite.protocol.acl import ResourceType as T
 from kafkalite.security.acl import CLUSTER_NAME
+from kafkalite.security.ratelimit import FailedAuthLimiter
 from kafkalite.security.scram import MECHANISMS, hmac_, salted_password
 
 PRINCIPAL_KEY: Any = (
@@ -190,19 +202,71 @@ def _plain_users(config: Any) -> dict[str, str]:
     return users
 
 
+class VerifiedPasswords:
+    """Passwords already verified against a stored SCRAM credential: (user, mechanism, the
+    credential's salt, iterations and stored key) -> HMAC(a per-process key, password). The
+    password itself is never kept; a credential changed since no longer matches its entry.
+    Emptied when it reaches `max_entries`."""
+
+    def __init__(self, max_entries: int = 1024) -> None:
+        self._key = os.urandom(32)
+        self._max = max_entries
+        self._entries: dict[tuple[Any, ...], bytes] = {}
+
+    def _tag(self, password: bytes) -> bytes:
+        return hmac.new(self._key, password, "sha256").digest()
+
+    def verified(self, key: tuple[Any, ...], password: bytes) -> bool:
+        tag = self._entries.get(key)
+        return tag is not None and hmac.compare_digest(tag, self._tag(password))
+
+    def remember(self, key: tuple[Any, ...], password: bytes) -> None:
+        if len(self._entries) >= self._max:
+            self._entries.clear()
+        self._entries[key] = self._tag(password)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+VERIFIED = VerifiedPasswords()
+
+DERIVATION_THREADS = 2
+_derivation_executor: ThreadPoolExecutor | None = None
+
+
+def _executor() -> ThreadPoolExecutor:
+    """Key derivation's own threads: a burst of checks queues here and cannot take the default
+    executor's threads from whatever else the broker runs there."""
+    global _derivation_executor
+    if _derivation_executor is None:
+        _derivation_executor = ThreadPoolExecutor(
+            DERIVATION_THREADS, thread_name_prefix="kafkalite-key-derivation"
+        )
+    return _derivation_executor
+
+
 async def check_password(server: Any, user: str, password: str) -> bool:
-    """True if `password` is the user's SCRAM (either mechanism) or PLAIN password."""
+    """True if `password` is the user's SCRAM (either mechanism) or PLAIN password. The key
+    derivation runs in threads of its own (`_executor`), off the loop."""
     from kafkalite.coord.security import scram_credential
 
     for mechanism, digest in MECHANISMS.items():
         credential = await scram_credential(server.session, user, mechanism)
         if credential is None:
             continue
-        salted = salted_password(
-            mechanism, password.encode(), credential.salt, credential.iterations
+        secret = password.encode()
+        key = (user, mechanism, credential.salt, credential.iterations, credential.stored_key)
+        if VERIFIED.verified(key, secret):
+            return True
+        salted = await asyncio.get_running_loop().run_in_executor(
+            _executor(), salted_password, mechanism, secret, credential.salt, credential.iterations
         )
         stored = hashlib.new(digest, hmac_(digest, salted, b"Client Key")).digest()
-        return hmac.compare_digest(stored, credential.stored_key)
+        ok = hmac.compare_digest(stored, credential.stored_key)
+        if ok:
+            VERIFIED.remember(key, secret)
+        return ok
     expected = _plain_users(server.config).get(user)
     return expected is not None and hmac.compare_digest(expected.encode(), password.encode())
 
@@ -220,6 +284,15 @@ def _unauthorized(message: str) -> web.Response:
 
 def _forbidden(message: str) -> web.Response:
     return _error(403, "forbidden", message)
+
+
+def _too_many(retry_after: float) -> web.Response:
+    return _error(
+        429,
+        "too_many_requests",
+        "too many failed authentications from this address",
+        **{"Retry-After": str(max(1, math.ceil(retry_after)))},
+    )
 
 
 async def authenticate(server: Any, request: web.Request, modes: set[str]) -> str | None:
@@ -263,6 +336,7 @@ def caller_of(request: web.Request, principal: str) -> _Connection:
 def security_middleware(server: Any) -> Callable[[web.Request, Handler], Awaitable[Any]]:
     config = getattr(server, "config", None)
     modes = authentication_modes(config) if hasattr(config, "listener_endpoints") else set()
+    limiter = FailedAuthLimiter.from_config(config)
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -273,8 +347,16 @@ def security_middleware(server: Any) -> Callable[[web.Request, Handler], Awaitab
             return await handler(request)
         principal = "User:ANONYMOUS"
         if modes:
+            source = request.remote or ""
+            presented = limiter is not None and "Authorization" in request.headers
+            if presented:
+                wait = limiter.retry_after(source)  # type: ignore[union-attr]
+                if wait > 0:
+                    return _too_many(wait)
             found = await authenticate(server, request, modes)
             if found is None:
+                if presented:
+                    limiter.failed(source)  # type: ignore[union-attr]
                 return _unauthorized("credentials required: " + " or ".join(sorted(modes)))
             principal = found
         authorizer = getattr(server, "authorizer", None)

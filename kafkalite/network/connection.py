@@ -3,7 +3,10 @@
 Wire format: every request is `int32 size` followed by `size` bytes (request header + body).
 A frame with a negative size or one above `socket.request.max.bytes` closes the connection
 (Kafka's `InvalidReceiveException`), as does a frame the dispatcher cannot parse; the reason is
-logged once, with the client address, and no other connection is affected.
+logged once, with the client address, and no other connection is affected. Until a SASL
+listener's connection has authenticated, the limit is `sasl.server.max.receive.size` instead
+(Kafka's SaslServerAuthenticator): the size prefix alone decides, so an unauthenticated client
+cannot make the broker hold more than that for it.
 
 Invariants:
 - Responses are written strictly in request order, even though requests are handled
@@ -27,9 +30,9 @@ buffer_updated returns). Complete frames are cut out of it (one copy per frame, 
 `bytearray` the handler owns and may patch in place: the broker writes offsets into record
 batches before appending them). The incomplete frame a read ends in gets its own `bytearray`
 at once and the rest of it is received straight into that (no further copy); it starts at the
-frame's size, capped at 1 MiB, and doubles as bytes arrive (a declared size alone reserves no
-memory). Only a header fragment, or frames that must wait while the connection is busy, are
-kept (`_partial`). So a connection holds memory in proportion to what it is doing, and all of
+frame's size, capped at 1 MiB (64 KiB before authentication), and doubles as bytes arrive (a
+declared size alone reserves no more than that). Only a header fragment, or frames that must
+wait while the connection is busy, are kept (`_partial`). So a connection holds memory in proportion to what it is doing, and all of
 it is dropped with the frame or the connection (10,000 idle connections were 2.5 GB when each
 kept its own 256 KiB receive buffer).
 """
@@ -61,6 +64,9 @@ RECEIVE_BUFFER_BYTES = 256 * 1024
 DEFAULT_MAX_IN_FLIGHT = 256
 CLOSE_LINGER_SECONDS = 5.0
 BIG_FRAME_INITIAL_BYTES = 1 << 20
+UNAUTHENTICATED_INITIAL_BYTES = 64 * 1024
+"""The first allocation of a frame received before authentication (sasl.server.max.receive.size
+bounds it; a prefix alone must not reserve that much on each of many connections)."""
 
 Buffers = bytes | bytearray | memoryview | Sequence[bytes | bytearray | memoryview]
 """A response: one buffer, or a sequence of buffers written back to back (e.g. a Fetch response
@@ -172,6 +178,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         "_dispatcher",
         "_listener_name",
         "_max_request_bytes",
+        "_max_unauthenticated_bytes",
         "_max_in_flight",
         "_on_close",
         "_on_made",
@@ -206,12 +213,17 @@ class KafkaConnection(asyncio.BufferedProtocol):
         receive_buffer: ReceiveBuffer | None = None,
         info: ConnectionInfo | None = None,
         on_made: Callable[[ConnectionInfo, asyncio.BaseTransport], None] | None = None,
+        max_unauthenticated_bytes: int | None = None,
     ) -> None:
         self._dispatcher = dispatcher
         self._on_made = on_made
         """Called with the transport before any byte is read (TLS principal, SASL state)."""
         self._listener_name = listener_name
         self._max_request_bytes = max_request_bytes
+        self._max_unauthenticated_bytes = (
+            max_request_bytes if max_unauthenticated_bytes is None else max_unauthenticated_bytes
+        )
+        """The frame limit while a SASL authenticator has not completed (module docstring)."""
         self._max_in_flight = max_in_flight
         self._on_close = on_close
         self._transport: asyncio.Transport | None = None
@@ -331,11 +343,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
         pos = 0
         while end - pos >= 4 and self._can_take_request():
             size = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
-            if size < 0 or size > self._max_request_bytes:
+            limit = self._frame_limit()
+            if size < 0 or size > limit:
                 self._abort(
-                    "invalid frame size",
+                    "invalid frame size"
+                    if limit == self._max_request_bytes
+                    else "invalid frame size before authentication",
                     size=size,
-                    max_size=self._max_request_bytes,
+                    max_size=limit,
                 )
                 return
             start = pos + 4
@@ -348,7 +363,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
             # size up to 1 MiB (a typical large produce needs no growth) and grows with what
             # arrives.
             have = end - start
-            big = bytearray(min(size, max(BIG_FRAME_INITIAL_BYTES, have)))
+            initial = (
+                BIG_FRAME_INITIAL_BYTES
+                if limit == self._max_request_bytes
+                else UNAUTHENTICATED_INITIAL_BYTES
+            )
+            big = bytearray(min(size, max(initial, have)))
             with memoryview(buf) as view:
                 big[:have] = view[start:end]
             self._big, self._big_filled, self._big_size = big, have, size
@@ -364,6 +384,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
             # Frames left in the buffer wait for a slot: stop reading so it cannot fill up
             # (an empty get_buffer is a fatal error for the transport).
             self._update_reading()
+
+    def _frame_limit(self) -> int:
+        info = self.info
+        auth = info.authenticator if info is not None else None
+        if auth is not None and not auth.complete:
+            return self._max_unauthenticated_bytes
+        return self._max_request_bytes
 
     def _handle_frame(self, frame: bytearray) -> None:
         if self._closing:

@@ -14,7 +14,10 @@ Security (kafkalite/security/): a listener with a TLS context (SSL, SASL_SSL) wr
 accepted socket in TLS; the handshake runs on its own task, not in the acceptor. Before the first
 byte is read, the connection gets its principal from the client certificate (mTLS,
 ssl.principal.mapping.rules) and, on a SASL listener, the SASL authenticator the dispatcher
-consults before anything else.
+consults before anything else; until it has authenticated, the connection's frames are capped at
+`sasl.server.max.receive.size`, and its failed attempts count against its address (one
+`FailedAuthLimiter` for all listeners) and are answered after
+`connection.failed.authentication.delay.ms`.
 
 Shutdown happens in the order Kafka's SocketServer uses: `stop_accepting()` closes the listening
 sockets, `drain()` waits (with a deadline) for requests already read to be answered, and
@@ -44,6 +47,7 @@ from kafkalite.network.connection import (
 )
 from kafkalite.network.quotas import ConnectionQuotas
 from kafkalite.security.listeners import ListenerSecurity
+from kafkalite.security.ratelimit import FailedAuthLimiter
 from kafkalite.security.sasl import CredentialLookup
 from kafkalite.security.tls import subject_dn
 
@@ -102,18 +106,30 @@ class SocketServer:
         dispatcher: RequestDispatcher,
         *,
         max_request_bytes: int,
+        max_unauthenticated_bytes: int | None = None,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         connections_max_idle_ms: int = 600_000,
         quotas: ConnectionQuotas | None = None,
         security: dict[str, ListenerSecurity] | None = None,
         credentials: CredentialLookup | None = None,
+        failed_authentication_delay_ms: int = 0,
+        auth_limiter: FailedAuthLimiter | None = None,
+        scram_unknown_user_secret: bytes | None = None,
     ) -> None:
         self._endpoints = endpoints
         self._security = security or {}
         """Listener name -> its TLS context and SASL settings (absent: PLAINTEXT)."""
         self._credentials = credentials
+        self._failed_authentication_delay_ms = failed_authentication_delay_ms
+        self._scram_unknown_user_secret = scram_unknown_user_secret
+        self.auth_limiter = auth_limiter
+        """Failed SASL authentications per client address, for every listener (None: no
+        limit)."""
         self._dispatcher = dispatcher
         self._max_request_bytes = max_request_bytes
+        self._max_unauthenticated_bytes = max_unauthenticated_bytes
+        """sasl.server.max.receive.size: the frame limit of a SASL connection until it has
+        authenticated (connection.py)."""
         self._max_in_flight = max_in_flight
         self.quotas = quotas or ConnectionQuotas(
             listeners=tuple(e.listener_name for e in endpoints)
@@ -201,6 +217,7 @@ class SocketServer:
             receive_buffer=self._receive_buffer,
             info=info,
             on_made=None if security is None else self._secure_connection_made,
+            max_unauthenticated_bytes=self._max_unauthenticated_bytes,
         )
         self._connections.add(conn)
         try:
@@ -262,7 +279,13 @@ class SocketServer:
                 except ValueError as e:
                     log.info("no principal for the client certificate", error=str(e))
         if security.sasl:
-            info.authenticator = security.authenticator(self._credentials)
+            info.authenticator = security.authenticator(
+                self._credentials,
+                client_host=info.client_host,
+                limiter=self.auth_limiter,
+                failed_delay_ms=self._failed_authentication_delay_ms,
+                scram_unknown_user_secret=self._scram_unknown_user_secret,
+            )
 
     def _close_one_over_the_limit(self) -> None:
         """A connection taken by the protected inter-broker listener past max.connections:

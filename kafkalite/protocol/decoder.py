@@ -8,7 +8,11 @@ format as ``encoder.py``; the result equals what the native reader returns for k
 (plain ints and strs, kio's ErrorCode, ``timedelta`` / tz-aware ``datetime``, ``UUID`` or None
 for the zero UUID, ``bytes`` for bytes and records).
 
-Decoders raise ``InvalidRequestError`` on truncated or garbled input.
+Decoders raise ``InvalidRequestError`` on truncated or garbled input. A millisecond count that
+fits its int64 but not Python's ``timedelta`` (about 2.7 million years; Kafka reads any long)
+is decoded as an ``OutOfRange`` (a timedelta subclass, clamped to the nearest limit, with the
+wire value) so the caller can answer the request (``out_of_range`` finds one) rather than treat
+the frame as unreadable.
 """
 
 from __future__ import annotations
@@ -36,6 +40,38 @@ from kio.serial.readers import tz_aware_from_i64
 from .errors import InvalidRequestError
 
 Decoder = Callable[[Any, int], tuple[Any, int]]
+
+
+class OutOfRange(datetime.timedelta):
+    """A duration beyond timedelta's range, clamped to it; ``wire_value`` is what was sent."""
+
+    wire_value: int
+
+    @classmethod
+    def of(cls, milliseconds: int) -> OutOfRange:
+        limit = datetime.timedelta.max if milliseconds > 0 else datetime.timedelta.min
+        out = cls(limit.days, limit.seconds, limit.microseconds)
+        out.wire_value = milliseconds
+        return out
+
+
+def out_of_range(message: Any) -> str | None:
+    """The path of the first ``OutOfRange`` value in a decoded message, else None."""
+    if isinstance(message, OutOfRange):
+        return ""
+    if isinstance(message, tuple):
+        for i, item in enumerate(message):
+            found = out_of_range(item)
+            if found is not None:
+                return f"[{i}]{found}"
+        return None
+    if dataclasses.is_dataclass(message) and not isinstance(message, type):
+        for field in dataclasses.fields(message):
+            found = out_of_range(getattr(message, field.name))
+            if found is not None:
+                return f".{field.name}{found}"
+    return None
+
 
 _FIXED = {
     "int8": struct.Struct(">b"),
@@ -103,7 +139,10 @@ def _fixed(kafka_type: str) -> Callable[[Any, int], tuple[Any, int]]:
 
         def read_delta(buf: Any, pos: int) -> tuple[Any, int]:
             value, pos = read(buf, pos)
-            return datetime.timedelta(milliseconds=value), pos
+            try:
+                return datetime.timedelta(milliseconds=value), pos
+            except OverflowError:
+                return OutOfRange.of(value), pos
 
         return read_delta
     return read

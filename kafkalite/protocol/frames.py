@@ -57,10 +57,10 @@ from .api import (
     response_class,
     response_header_version,
 )
-from .decoder import decoder_for
+from .decoder import decoder_for, out_of_range
 from .encoder import Parts, encoder_for
 from .errors import ErrorCode, InvalidRequestError, KafkaError, UnsupportedVersionError
-from .request_checks import check_request
+from .request_checks import InvalidRequestFieldError, check_request
 from .validator import validator_for
 
 Buffer = bytes | bytearray | memoryview
@@ -198,6 +198,7 @@ def _decode_body(
     accepts it in an array) is read as None by the pure-Python decoder instead of failing, for
     request_checks to refuse with an answer."""
     buf = _readonly(frame)
+    fallback = False
     try:
         # Lengths are checked against the bytes left before the native reader allocates
         # anything: it would abort the process on a huge declared array (see validator.py).
@@ -210,15 +211,29 @@ def _decode_body(
             message, end = decoder_for(cls)(buf, offset)
         except InvalidRequestError as e:
             raise InvalidRequestError(f"malformed {what}: {e}") from None
-        size = end - offset
+        size, fallback = end - offset, True
     except _DECODE_FAILURES as e:
-        if not nulls:  # no list, or no forbidden null to explain the failure
-            raise InvalidRequestError(f"malformed {what}: {e}") from None
+        # A forbidden null, or a duration beyond timedelta (the native reader's ValueError or
+        # OverflowError): the body is well-formed as Kafka reads it, and is answered (by
+        # request_checks, or INVALID_REQUEST here) instead of closing the connection.
         try:
             message, end = decoder_for(cls)(buf, offset)
         except InvalidRequestError:
             raise InvalidRequestError(f"malformed {what}: {e}") from None
+        path = out_of_range(message)
+        if path is not None:
+            raise InvalidRequestFieldError(
+                f"malformed {what}: {cls.__name__}{path} is out of range", message
+            ) from None
+        if nulls is None or not nulls:  # nothing explains the failure
+            raise InvalidRequestError(f"malformed {what}: {e}") from None
         size = end - offset
+    if fallback:
+        path = out_of_range(message)
+        if path is not None:
+            raise InvalidRequestFieldError(
+                f"malformed {what}: {cls.__name__}{path} is out of range", message
+            )
     if strict and offset + size != len(buf):
         raise InvalidRequestError(
             f"malformed {what}: {len(buf) - offset - size} bytes left after the body"

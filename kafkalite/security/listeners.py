@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .jaas import parse_jaas_config
+from .ratelimit import FailedAuthLimiter
 from .sasl import CredentialLookup, SaslServerAuthenticator
 from .tls import PrincipalMapper, TlsConfigError, client_context, server_context
 
@@ -34,12 +35,24 @@ class ListenerSecurity:
     def sasl(self) -> bool:
         return self.protocol.startswith("SASL_")
 
-    def authenticator(self, credentials: CredentialLookup | None) -> SaslServerAuthenticator:
+    def authenticator(
+        self,
+        credentials: CredentialLookup | None,
+        *,
+        client_host: str = "",
+        limiter: FailedAuthLimiter | None = None,
+        failed_delay_ms: int = 0,
+        scram_unknown_user_secret: bytes | None = None,
+    ) -> SaslServerAuthenticator:
         return SaslServerAuthenticator(
             self.mechanisms,
             plain_users=self.plain_users,
             credentials=credentials,
             reauth_ms=self.reauth_ms,
+            client_host=client_host,
+            limiter=limiter,
+            failed_delay_ms=failed_delay_ms,
+            scram_unknown_user_secret=scram_unknown_user_secret,
         )
 
 

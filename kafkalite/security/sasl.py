@@ -13,7 +13,13 @@ SaslHandshake and SaslAuthenticate are served; any other request closes the conn
 - After a v1 handshake the tokens travel in SaslAuthenticate v0-2; after a v0 handshake (old
   clients) as raw size-prefixed frames without a request header.
 - A failed exchange is answered SASL_AUTHENTICATION_FAILED (with Kafka's message) and the
-  connection is closed once the answer is written; in raw mode it is closed at once.
+  connection is closed once the answer is written; in raw mode it is closed at once. Both
+  happen ``failed_delay_ms`` after the failure (Kafka's
+  ``connection.failed.authentication.delay.ms``), on a timer: nothing else waits for it.
+- Failed authentications count against the client's address (ratelimit.py); an address over
+  the limit has its next attempts failed the same way without any credential being checked.
+- A token out of turn (a SCRAM client-final pipelined before the server-first answer) or one
+  that does not parse fails the authentication; client input never trips an assertion.
 - Session lifetime (KIP-368): with ``connections.max.reauth.ms`` > 0, SaslAuthenticate v1+
   tells the client how long the session lasts; a request that arrives after that without a
   re-authentication closes the connection. Re-authentication (SaslHandshake + SaslAuthenticate on
@@ -28,7 +34,9 @@ Pure: no sockets; ``intercept`` returns what to send (encoded frames) or an awai
 
 from __future__ import annotations
 
+import asyncio
 import hmac
+import inspect
 import struct
 import time
 from collections.abc import Awaitable, Callable
@@ -39,6 +47,7 @@ from kafkalite.protocol import frames
 from kafkalite.protocol.api import ApiKey, response_class
 from kafkalite.protocol.errors import ErrorCode, KafkaError
 
+from .ratelimit import FailedAuthLimiter
 from .scram import MECHANISMS as SCRAM_MECHANISMS
 from .scram import ScramCredential, ScramError, ScramSaslServer, parse_client_first
 
@@ -58,6 +67,10 @@ class SaslRefused(KafkaError):
     """A request the SASL state does not allow: the connection is closed."""
 
     error_code = ErrorCode.ILLEGAL_SASL_STATE
+
+
+class _RateLimited(ScramError):
+    """An attempt refused, unchecked, because its address failed too often (ratelimit.py)."""
 
 
 class CloseAfter:
@@ -83,6 +96,10 @@ class SaslServerAuthenticator:
         "_scram",
         "_reauthenticating",
         "_previous_principal",
+        "client_host",
+        "limiter",
+        "failed_delay_ms",
+        "scram_unknown_user_secret",
     )
 
     def __init__(
@@ -93,8 +110,18 @@ class SaslServerAuthenticator:
         credentials: CredentialLookup | None = None,
         reauth_ms: Callable[[str], int] | int = 0,
         clock: Callable[[], float] = time.monotonic,
+        client_host: str = "",
+        limiter: FailedAuthLimiter | None = None,
+        failed_delay_ms: int = 0,
+        scram_unknown_user_secret: bytes | None = None,
     ) -> None:
         self.mechanisms = mechanisms
+        self.client_host = client_host
+        self.limiter = limiter
+        self.failed_delay_ms = failed_delay_ms
+        self.scram_unknown_user_secret = scram_unknown_user_secret
+        """What unknown users' salts are derived from (scram.fake_credential); None: the
+        process's own."""
         self.plain_users = plain_users or {}
         self.credentials = credentials
         self.reauth_ms = reauth_ms
@@ -176,16 +203,18 @@ class SaslServerAuthenticator:
 
         def answer(result: bytes | ScramError) -> Any:
             if isinstance(result, ScramError):
-                self.state = FAILED
-                return CloseAfter(
-                    frames.encode_response(
-                        header,
-                        _build(
-                            cls,
-                            error_code=ErrorCode.SASL_AUTHENTICATION_FAILED,
-                            error_message=str(result),
-                            auth_bytes=b"",
-                        ),
+                self._failed(result)
+                return self._after_failure_delay(
+                    CloseAfter(
+                        frames.encode_response(
+                            header,
+                            _build(
+                                cls,
+                                error_code=ErrorCode.SASL_AUTHENTICATION_FAILED,
+                                error_message=str(result),
+                                auth_bytes=b"",
+                            ),
+                        )
                     )
                 )
             fields: dict[str, Any] = {
@@ -206,8 +235,10 @@ class SaslServerAuthenticator:
     def _raw_token(self, frame: bytearray) -> Any:
         def answer(result: bytes | ScramError) -> Any:
             if isinstance(result, ScramError):
-                self.state = FAILED
-                raise SaslRefused(f"SASL authentication failed: {result}")
+                self._failed(result)
+                return self._after_failure_delay(
+                    SaslRefused(f"SASL authentication failed: {result}")
+                )
             if self._done():
                 self._start_session()
             return _SIZE.pack(len(result)) + result
@@ -216,6 +247,29 @@ class SaslServerAuthenticator:
         if isinstance(step, bytes | ScramError):
             return answer(step)
         return _then(step, answer)
+
+    def _failed(self, error: ScramError) -> None:
+        self.state = FAILED
+        # refused attempts take nothing: the address gets `per_second` checks, not none
+        if self.limiter is not None and not isinstance(error, _RateLimited):
+            self.limiter.failed(self.client_host)
+
+    def _after_failure_delay(self, outcome: CloseAfter | SaslRefused) -> Any:
+        """The failure's answer (or, raised, the close of a raw-token exchange), held back by
+        ``failed_delay_ms`` without holding anything else."""
+        if self.failed_delay_ms <= 0:
+            if isinstance(outcome, SaslRefused):
+                raise outcome
+            return outcome
+        delay = self.failed_delay_ms / 1000
+
+        async def delayed() -> CloseAfter:
+            await asyncio.sleep(delay)
+            if isinstance(outcome, SaslRefused):
+                raise outcome
+            return outcome
+
+        return delayed()
 
     def _done(self) -> bool:
         return self.mechanism == "PLAIN" or (self._scram is not None and self._scram.complete)
@@ -235,6 +289,11 @@ class SaslServerAuthenticator:
         return reauth
 
     def _evaluate(self, token: bytes) -> bytes | ScramError | Awaitable[bytes | ScramError]:
+        limiter = self.limiter
+        if limiter is not None and limiter.retry_after(self.client_host) > 0:
+            return _RateLimited(
+                "Authentication failed: too many failed authentications from this address"
+            )
         mechanism = self.mechanism
         if mechanism == "PLAIN":
             return self._plain(token)
@@ -275,7 +334,12 @@ class SaslServerAuthenticator:
                 first = parse_client_first(token)
                 if first.authzid and first.authzid != first.username:
                     raise ScramError("Authentication failed: authorization id is not the user")
-                self._scram = ScramSaslServer(mechanism)
+                secret = self.scram_unknown_user_secret
+                self._scram = (
+                    ScramSaslServer(mechanism)
+                    if secret is None
+                    else ScramSaslServer(mechanism, secret)
+                )
                 lookup = self.credentials
 
                 async def with_credential() -> bytes | ScramError:
@@ -291,7 +355,8 @@ class SaslServerAuthenticator:
             if server.complete:
                 raise ScramError("unexpected token after the SCRAM exchange")
             final = server.final(token)
-            assert server.client_first is not None
+            if server.client_first is None:  # final() refuses that; kept without an assert
+                raise ScramError("Authentication failed: unexpected client-final-message")
             self.principal = f"User:{server.client_first.username}"
             return final
         except ScramError as e:
@@ -310,4 +375,7 @@ def _build(cls: type, **fields: Any) -> Any:
 
 
 async def _then(step: Awaitable[Any], answer: Callable[[Any], Any]) -> Any:
-    return answer(await step)
+    result = answer(await step)
+    if inspect.isawaitable(result):  # a failure, answered after the delay
+        result = await result
+    return result

@@ -14,6 +14,13 @@ Pure: no I/O. Kafka's pieces, by name:
 
 Kafka's limits: iterations 4096..16384 (ScramMechanism.minIterations / maxIterations); user names
 in the messages escape ``=`` and ``,`` as ``=3D`` and ``=2C`` (saslname).
+
+An unknown user is not told apart from a known one (``fake_credential``): the server-first
+message carries a salt derived from the user name and a server secret (HMAC), the same at every
+attempt, and the default iteration count, 4096; the exchange then fails at the proof like a
+wrong password. No key derivation (PBKDF2) runs on the server during an exchange: the stored
+keys are compared, and the fake credential is HMACs only. A client message out of turn or
+malformed is a ScramError (the authentication fails), never an assertion.
 """
 
 from __future__ import annotations
@@ -36,6 +43,27 @@ DEFAULT_ITERATIONS = 4096
 
 class ScramError(ValueError):
     """A malformed SCRAM message or failed authentication (the text goes back to the client)."""
+
+
+FAKE_CREDENTIAL_SECRET = os.urandom(32)
+"""The default secret of ``fake_credential``: random, and fixed for the life of the process."""
+
+
+def fake_credential(
+    mechanism: str, username: str, secret: bytes = FAKE_CREDENTIAL_SECRET
+) -> ScramCredential:
+    """What an unknown user's exchange shows: a salt derived from the user name (stable, so two
+    attempts cannot tell an unknown user from a real one, whose salt is fixed), the default
+    iterations, and keys no password gives. HMACs only: an unknown user costs no PBKDF2."""
+    digest = _hash(mechanism)
+    name = f"{mechanism}\0{username}".encode()
+    salt = hmac_(digest, secret, b"salt\0" + name)[:32]
+    return ScramCredential(
+        salt,
+        hmac_(digest, secret, b"stored_key\0" + name),
+        hmac_(digest, secret, b"server_key\0" + name),
+        DEFAULT_ITERATIONS,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,9 +212,10 @@ class ScramSaslServer:
     the proof, as Kafka's does, so an unknown user cannot be told from a bad password);
     ``final()`` checks the client proof and returns the server-final-message."""
 
-    def __init__(self, mechanism: str) -> None:
+    def __init__(self, mechanism: str, fake_secret: bytes = FAKE_CREDENTIAL_SECRET) -> None:
         self.mechanism = mechanism
         self.digest = _hash(mechanism)
+        self._fake_secret = fake_secret
         self.client_first: ClientFirst | None = None
         self.credential: ScramCredential | None = None
         self._server_first = ""
@@ -198,8 +227,8 @@ class ScramSaslServer:
         if client_first.extensions.get("tokenauth", "false").lower() == "true":
             raise ScramError("delegation tokens are not supported")
         if credential is None:
-            # a throw-away credential, so timing and messages are those of a wrong password
-            credential = make_credential(self.mechanism, os.urandom(16))
+            # so the salt, iterations, timing and messages are those of a wrong password
+            credential = fake_credential(self.mechanism, client_first.username, self._fake_secret)
             self.credential = None
         else:
             self.credential = credential
@@ -213,7 +242,9 @@ class ScramSaslServer:
         return self._server_first.encode()
 
     def final(self, data: bytes) -> bytes:
-        assert self.client_first is not None
+        if self.client_first is None or self.complete:
+            # a client-final before the server-first was sent (pipelined), or a second one
+            raise ScramError("Authentication failed: unexpected client-final-message")
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:

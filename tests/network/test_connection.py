@@ -16,6 +16,7 @@ from kafkalite.config import Endpoint
 from kafkalite.network.connection import (
     NO_RESPONSE,
     RECEIVE_BUFFER_BYTES,
+    ConnectionInfo,
     KafkaConnection,
     ReceiveBuffer,
 )
@@ -471,3 +472,56 @@ async def test_stop_accepting_refuses_new_connections_at_once_and_may_be_repeate
         await connect(server)
     assert server.bound_endpoints[0].port == port
     await server.stop_accepting()
+
+
+class PendingAuthenticator:
+    """A SASL authenticator as the connection sees it (security/sasl.py)."""
+
+    complete = False
+    principal = None
+
+
+def feed_released(conn, data: bytes, chunk: int) -> None:
+    """`feed`, dropping each view before the next read as a transport does (the frame being
+    received may grow in between, which a live view of it would forbid)."""
+    pos = 0
+    while pos < len(data):
+        view = conn.get_buffer(-1)
+        n = min(len(view), chunk, len(data) - pos)
+        view[:n] = data[pos : pos + n]
+        del view
+        conn.buffer_updated(n)
+        pos += n
+
+
+def unauthenticated_connection(limit: int = 524288):
+    dispatcher = RecordingDispatcher()
+    info = ConnectionInfo("127.0.0.1", 5555, "SASL_SSL")
+    info.authenticator = PendingAuthenticator()
+    conn = KafkaConnection(
+        dispatcher, "SASL_SSL", 100 * 1024 * 1024, info=info, max_unauthenticated_bytes=limit
+    )
+    transport = FakeTransport()
+    conn.connection_made(transport)
+    return conn, transport, dispatcher, info
+
+
+async def test_before_authentication_a_size_above_the_sasl_limit_closes_on_the_prefix():
+    conn, transport, dispatcher, _ = unauthenticated_connection()
+    feed_released(conn, struct.pack(">i", 90 * 1024 * 1024) + b"x" * 100, 1000)
+    assert transport.closed
+    assert conn._big is None and conn._partial is None and dispatcher.frames == []
+
+
+async def test_before_authentication_a_frame_reserves_little_until_its_bytes_arrive():
+    conn, transport, dispatcher, info = unauthenticated_connection()
+    payload = os.urandom(524288)
+    data = frame(payload)
+    feed_released(conn, data[:5], 5)
+    assert not transport.closed and len(conn._big) <= 64 * 1024
+    feed_released(conn, data[5:], 65536)
+    assert dispatcher.frames == [payload]  # at the limit: received whole
+    info.authenticator.complete = True  # authenticated: socket.request.max.bytes applies
+    big = os.urandom(2 * 1024 * 1024)
+    feed_released(conn, frame(big), 65536)
+    assert dispatcher.frames[-1] == big and not transport.closed
