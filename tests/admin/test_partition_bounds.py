@@ -55,6 +55,15 @@ def test_describe_topic_asks_the_other_broker_in_batches(monkeypatch: pytest.Mon
         remote = [p for p, leader in leaders.items() if leader != first]
         assert remote  # the topic is spread over both brokers
         admin = AdminClient(cluster.admin_url_of(first))
+        # the metadata names a leader before that broker has applied its LeaderAndIsr: until it
+        # has, it answers NOT_LEADER and the route shows no offsets
+        admin.wait_for(
+            lambda: all(
+                p["high_watermark"] is not None
+                for p in admin.get("/topics/wide").body["partitions"]
+            ),
+            "every leader to answer ListOffsets",
+        )
         sent.clear()
         described = admin.get("/topics/wide")
         assert described.status == 200
