@@ -7,9 +7,10 @@ What is checked, for a segment ``<base>.log`` with its ``.index`` and ``.timeind
   offsets increasing from batch to batch;
 * every ``.index`` entry ``(relative offset, position)``: the position is the start of a batch
   and the offset is that batch's last offset (what ``LogSegment.append`` writes), entries
-  increasing;
+  increasing; the file a whole number of 8-byte entries (one cut mid-entry is a finding);
 * every ``.timeindex`` entry ``(timestamp, relative offset)``: the offset is the last offset of a
-  batch whose max timestamp is that timestamp, entries increasing.
+  batch whose max timestamp is that timestamp, entries increasing; the file a whole number of
+  12-byte entries.
 
 Three users:
 
@@ -250,17 +251,36 @@ def _iter_file_batches(
         pos += off
 
 
-def _read_entries(path: Path, entry: struct.Struct) -> list[tuple[int, int]]:
+def _read_entries(path: Path, entry: struct.Struct) -> tuple[list[tuple[int, int]], int]:
+    """The entries of an index file and its length (0 if there is no file)."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        return []
+        return [], 0
     # The zero tail of a preallocated index (the active segment of a running or crashed
     # broker) holds no entries: a real entry is never all zeros (no entry at position 0).
     used = len(data.rstrip(b"\0"))
     used += -used % entry.size
     whole = min(used, len(data) - len(data) % entry.size)
-    return [entry.unpack_from(data, i) for i in range(0, whole, entry.size)]
+    return [entry.unpack_from(data, i) for i in range(0, whole, entry.size)], len(data)
+
+
+def _cut_entry(path: Path, length: int, entry: struct.Struct, kind: str) -> Finding | None:
+    """A finding if the file ends inside an entry. Every index is a whole number of entries:
+    preallocated to a multiple of the entry size, trimmed to its entries on roll and close
+    (a load rebuilds one that is not, ``AbstractIndex.sanity_check``)."""
+    cut = length % entry.size
+    if not cut:
+        return None
+    whole = length - cut
+    return Finding(
+        kind,
+        str(path),
+        whole,
+        -1,
+        f"file is {length} bytes, not a whole number of {entry.size}-byte entries: entry "
+        f"{whole // entry.size} is cut after {cut} bytes",
+    )
 
 
 def verify_segment_files(
@@ -276,8 +296,14 @@ def verify_segment_files(
     index_path = log_path.with_name(stem + ".index")
     time_index_path = log_path.with_name(stem + ".timeindex")
     findings: list[Finding] = []
-    index_entries = _read_entries(index_path, _OFFSET_ENTRY)
-    time_entries = _read_entries(time_index_path, _TIME_ENTRY)
+    index_entries, index_length = _read_entries(index_path, _OFFSET_ENTRY)
+    time_entries, time_length = _read_entries(time_index_path, _TIME_ENTRY)
+    for cut in (
+        _cut_entry(index_path, index_length, _OFFSET_ENTRY, "bad-index-entry"),
+        _cut_entry(time_index_path, time_length, _TIME_ENTRY, "bad-time-index-entry"),
+    ):
+        if cut is not None:
+            findings.append(cut)
     # The last batch of a closed segment's time index may be the roll's final entry only.
     by_position = {position: base_offset + rel for rel, position in index_entries}
     wanted_offsets = {base_offset + rel: ts for ts, rel in time_entries}

@@ -256,3 +256,52 @@ def test_verification_does_not_depend_on_the_read_chunk(tmp_path, monkeypatch, c
     pos, _ = flip_payload_byte(segment, 3)
     [finding] = [f for f in verify_segment_files(segment, 0) if not f.is_index]
     assert finding.kind == "corrupt-batch" and finding.position == pos
+
+
+@pytest.mark.parametrize(
+    ("suffix", "entry_size", "kind"),
+    [(".index", 8, "bad-index-entry"), (".timeindex", 12, "bad-time-index-entry")],
+)
+def test_an_index_cut_mid_entry_is_a_finding(tmp_path, suffix, entry_size, kind):
+    """A closed index truncated inside an entry lost that entry silently: `storage verify`
+    said nothing. It is a finding (the command exits 1), and the background verifier rebuilds
+    the index."""
+    dir = tmp_path / "logs" / "t-0"
+    build_log(dir, segments=2)
+    segment = first_segment(dir)
+    index = segment.with_suffix(suffix)
+    data = index.read_bytes()
+    assert len(data) >= entry_size and len(data) % entry_size == 0
+    cut_at = len(data) - entry_size + 3  # the last entry keeps 3 of its bytes
+    index.write_bytes(data[:cut_at])
+
+    [finding] = verify_segment_files(segment, 0)
+    assert finding.kind == kind and finding.is_index
+    assert finding.file == str(index) and finding.position == len(data) - entry_size
+    assert "not a whole number" in finding.detail
+    [line] = [f.line() for f in verify_path(tmp_path / "logs")]
+    assert line.startswith(f"{index}: {kind} at position {len(data) - entry_size}")
+    found = subprocess.run(
+        [sys.executable, "-m", "kafkalite", "storage", "verify", str(tmp_path / "logs")],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=60,
+    )
+    assert found.returncode == 1, (found.stdout, found.stderr)
+    assert found.stdout.splitlines() == [line]
+
+
+async def test_the_background_verifier_rebuilds_an_index_cut_mid_entry(tmp_path):
+    dir = tmp_path / "t-0"
+    config = build_log(dir, segments=2)
+    segment = first_segment(dir)
+    log = Log(dir, config, had_clean_shutdown=True)
+    index = segment.with_suffix(".index")
+    data = index.read_bytes()
+    index.write_bytes(data[:-5])  # cut while the broker runs (the load checked it whole)
+    verifier = SegmentVerifier(lambda: [log], bytes_per_second=10 << 20, pass_interval_s=3600)
+    await asyncio.wait_for(verifier.verify_once(), 30)
+    assert verifier.stats.index_findings == 1 and verifier.stats.indexes_rebuilt == 1
+    assert index.stat().st_size % 8 == 0 and verify_segment_files(segment, 0) == []
+    log.close()
