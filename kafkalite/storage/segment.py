@@ -28,6 +28,7 @@ Not safe for concurrent use; the owning Log serialises access.
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import time
@@ -296,7 +297,21 @@ class LogSegment:
                 f"Offset {last_offset} cannot be stored relative to base offset {self.base_offset}"
             )
         log.append(records)
-        self.verified.mark(position, log.size)  # validated (CRC) before the append
+        try:
+            self._index_appended(position, batches)
+        except OSError:
+            raise
+        except Exception as e:
+            # The bytes are in the log: a failure now must not look like a refused append
+            # (a producer would retry and write them twice). As an OSError the log takes its
+            # directory offline (KAFKA_STORAGE_ERROR); the load rebuilds the index.
+            raise OSError(
+                errno.EIO, f"index update of {self.log.file} failed after the log write: {e!r}"
+            ) from e
+
+    def _index_appended(self, position: int, batches: Sequence[tuple[int, int, int]]) -> None:
+        """The index entries (and timestamps) for batches just written from ``position``."""
+        self.verified.mark(position, self.log.size)  # validated (CRC) before the append
         interval = self.index_interval_bytes
         since_last_entry = self.bytes_since_last_index_entry
         max_timestamp = self.max_timestamp_so_far
