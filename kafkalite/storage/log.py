@@ -343,6 +343,10 @@ class Log:
         # Loaded: no descriptor or map stays open until the log is used (see LazyIndex).
         for segment in self._segments:
             segment.release_resources()
+        # A closed segment counts only the checks of its reads from now on, not recovery's
+        # (see segment.py: damage done to it while the broker runs is found by its first read).
+        for segment in self._segments[:-1]:
+            segment.forget_verification()
 
     def _complete_interrupted_swaps(self) -> None:
         """Finish a cleaner swap a crash interrupted (Kafka's LogLoader, swap files).

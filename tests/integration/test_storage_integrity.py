@@ -4,13 +4,15 @@ segment altered after it was written. In-process brokers (kafkalite.testing)."""
 from __future__ import annotations
 
 import os
+import time
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kafkalite.client import KafkaClient
 from kafkalite.protocol.errors import ErrorCode
-from kafkalite.protocol.records import Record, build_batch
-from kafkalite.protocol.types import TopicPartition
+from kafkalite.protocol.records import Record, build_batch, iter_batch_headers
+from kafkalite.protocol.types import TopicPartition as KafkaTopicPartition
+from kafkalite.storage.verifier import FETCH_STATS
 from kafkalite.testing import Broker
 from kafkalite.testing._helpers import client_loop
 
@@ -30,7 +32,7 @@ def on_broker_loop(broker: Broker, fn, *args):
 def produce_raw(broker: Broker, values: list[bytes]) -> tuple[ErrorCode, int]:
     """One Produce of one batch: the partition's error code and base offset, no retries."""
     batch = build_batch([Record(i, 0, None, value, ()) for i, value in enumerate(values)])
-    tp = TopicPartition(TOPIC, 0)
+    tp = KafkaTopicPartition(TOPIC, 0)
 
     async def send():
         client = KafkaClient(broker.bootstrap_servers, client_id="integrity", request_timeout=10)
@@ -83,3 +85,70 @@ def test_a_truncated_active_index_is_a_storage_error_never_an_unknown_one_after_
         assert retrying.flush(30) == 0
         assert len(failures) == len(values) and all(e is not None for e in failures)
         assert log.active_segment.size == written, "a refused retry writes nothing"
+
+
+def test_a_byte_altered_in_a_closed_segment_never_reaches_a_consumer():
+    """Issue 22: a value altered on disk in a rolled segment of a running broker reached a
+    librdkafka consumer with its default check.crcs=false (the broker counted the batches it
+    appended as verified until a restart). The broker now checks a closed segment's batches
+    on their first read: the consumer gets the good batches before the damaged one, never the
+    damaged one, and the refusal is counted and logged."""
+    with Broker(config={"log.segment.bytes": 100_000}) as broker:
+        broker.create_topic(TOPIC, partitions=1)
+        producer = Producer(
+            {
+                "bootstrap.servers": broker.bootstrap_servers,
+                "linger.ms": 20,
+                "batch.size": 16384,  # batches well below log.segment.bytes
+            }
+        )
+        values = {i: b"%05d-" % i + bytes([0x61 + i % 26]) * 400 for i in range(600)}
+        errors = []
+        for i in range(600):
+            producer.produce(
+                TOPIC, values[i], partition=0, on_delivery=lambda e, m: e and errors.append(e)
+            )
+        assert producer.flush(30) == 0 and not errors, errors[:3]
+        log = broker.server.log_manager.get_log(TOPIC, 0)
+        assert log.log_end_offset == 600 and log.number_of_segments >= 3
+        segment_file = log.segments[0].log.file
+        pos, bad = list(iter_batch_headers(segment_file.read_bytes()))[1]
+        at = pos + bad.batch_length + 12 - 5  # a byte of the batch's last value
+        fd = os.open(segment_file, os.O_RDWR)
+        try:
+            os.pwrite(fd, bytes([os.pread(fd, 1, at)[0] ^ 0x55]), at)
+        finally:
+            os.close(fd)
+        refused_before = FETCH_STATS.corrupt_batches_refused
+
+        consumer = Consumer(
+            {
+                "bootstrap.servers": broker.bootstrap_servers,
+                "group.id": "integrity",
+                "enable.auto.commit": False,
+                "check.crcs": False,
+            }
+        )
+        consumer.assign([TopicPartition(TOPIC, 0, 0)])
+        received: dict[int, bytes] = {}
+        deadline = time.monotonic() + 60
+        try:
+            while time.monotonic() < deadline:
+                for message in consumer.consume(500, timeout=0.5):
+                    if message.error() is None:
+                        received[message.offset()] = message.value()
+                if len(received) == len(values):
+                    break  # all served: the damaged batch among them
+                if (
+                    FETCH_STATS.corrupt_batches_refused > refused_before
+                    and len(received) >= bad.base_offset
+                ):
+                    break
+        finally:
+            consumer.close()
+        assert not any(bad.base_offset <= o <= bad.last_offset for o in received), (
+            "the damaged batch was served"
+        )
+        assert all(received[o] == values[o] for o in received), "a corrupted value was delivered"
+        assert set(received) == set(range(bad.base_offset)), "the good batches before it"
+        assert FETCH_STATS.corrupt_batches_refused > refused_before
