@@ -37,12 +37,14 @@ What counts as verified depends on whether the segment is closed:
   damage done after that first read is left to the background verifier and ``kafkalite
   storage verify``.
 
-A read checks at most ``VERIFY_SLICE_BYTES`` (1 MiB) of unverified bytes beyond its first
-batch, on the event loop: a read reaching further is cut at the last whole batch checked (a
-short read, as at a segment's end; the client fetches the rest next). The check costs about
-0.1-0.3 ms per MiB of 16 KiB-1 MiB batches and up to 6 ms per MiB of 170-byte batches (crc32c
-in C, a Python step per batch; see ``bench/fetch_bench.py --first-read``), so one read never
-holds the loop for long, and a segment of 1 GiB is verified 1 MiB at a time, by its readers.
+A read checks, on the event loop, at most ``VERIFY_SLICE_BYTES`` (1 MiB) of unverified bytes
+and ``VERIFY_SLICE_BATCHES`` (1,000) batches beyond its first batch: a read reaching further is
+cut at the last whole batch checked (a short read, as at a segment's end; the client fetches
+the rest next). The check is crc32c in C over the bytes plus a Python step of about 1 us per
+batch: roughly 0.1-0.4 ms per MiB of 16 KiB-1 MiB batches, and 1 ms for 1,000 small batches
+(``bench/first_read_bench.py``; ``bench/fetch_bench.py --first-read`` for a broker), so one
+read never holds the loop for long, and a segment of 1 GiB is verified a slice at a time, by
+its readers.
 
 Why CORRUPT_MESSAGE for the partition, not KAFKA_STORAGE_ERROR with the log dir offline:
 Kafka does not check CRCs on its fetch path (it relies on recovery after a crash and on the
@@ -85,8 +87,10 @@ from kafkalite.storage.index import (
 from kafkalite.storage.txn_index import TXN_INDEX_FILE_SUFFIX, TransactionIndex
 from kafkalite.storage.verifier import VerifiedRanges, check_batches, report_corrupt_fetch
 
-# Unverified bytes one read checks at most beyond its first batch (see the module docstring).
+# What one read checks at most beyond its first batch, in unverified bytes and in batches
+# (see the module docstring): about 1 ms of the loop.
 VERIFY_SLICE_BYTES = 1 << 20
+VERIFY_SLICE_BATCHES = 1000
 
 LOG_FILE_SUFFIX = ".log"
 INDEX_FILE_SUFFIX = ".index"
@@ -473,7 +477,9 @@ class LogSegment:
         base = begin - begin % mmap.ALLOCATIONGRANULARITY
         mapped = mmap.mmap(self.log.fd, check_end - base, access=mmap.ACCESS_READ, offset=base)
         try:
-            good_end, problem = check_batches(mapped, begin - base, check_end - base, size - base)
+            good_end, problem, capped = check_batches(
+                mapped, begin - base, check_end - base, size - base, VERIFY_SLICE_BATCHES
+            )
         finally:
             mapped.close()
         good_end += base
@@ -481,7 +487,7 @@ class LogSegment:
         if problem is None:
             # Cut by the slice: whole checked batches only (cut by the read's own size, the
             # read keeps its partial last batch, as Kafka's does).
-            return end if check_end == end else good_end
+            return end if check_end == end and not capped else good_end
         report_corrupt_fetch(self.log.file, good_end, problem)
         if good_end <= start:
             raise CorruptRecordError(

@@ -16,11 +16,15 @@ Three users:
 
 * ``check_batches`` for the fetch path (``LogSegment.read``): a fetch never returns a batch
   that fails its CRC. The segment remembers what is verified (see ``VerifiedRanges``), so each
-  batch is checked the first time it is read, not on every fetch; bytes appended by this
-  process were checked in memory before they were written and count as verified.
+  batch is checked the first time it is read, not on every fetch. Bytes appended by this
+  process were checked in memory before they were written and count as verified while their
+  segment is active; once it is closed only checks made after the close count (see
+  ``segment.py``).
 * ``SegmentVerifier``, a throttled background pass over the closed segments of every online
   log (reading in a worker thread with ``pread``, never through a map). Findings are logged,
   counted (``VerifierStats``, exported in /metrics) and a wrong index is rebuilt from its log.
+  The batches it found good count as verified for the fetch path (checked after the close, off
+  the event loop), so a segment it reached first costs its readers no check.
 * ``verify_path`` for ``kafkalite storage verify <dir>`` (Kafka's ``kafka-dump-log
   --deep-iteration``): one line per finding, an exit status that says whether any was found.
 
@@ -123,16 +127,22 @@ def batch_problem(buf, pos: int, end: int, limit: int) -> tuple[int, str | None]
     return batch_end, None
 
 
-def check_batches(buf, start: int, end: int, limit: int) -> tuple[int, str | None]:
-    """Check the complete batches of ``buf[start:end]``; returns ``(position after the last
-    good batch, problem of the batch there or None)``."""
+def check_batches(
+    buf, start: int, end: int, limit: int, max_batches: int = -1
+) -> tuple[int, str | None, bool]:
+    """Check the complete batches of ``buf[start:end]``, at most ``max_batches`` of them (all
+    if negative); returns ``(position after the last good batch, problem of the batch there or
+    None, whether checking stopped at max_batches)``."""
     pos = start
     while pos < end:
+        if max_batches == 0:
+            return pos, None, True
+        max_batches -= 1
         next_pos, problem = batch_problem(buf, pos, end, limit)
         if problem is not None or next_pos == pos:
-            return pos, problem
+            return pos, problem, False
         pos = next_pos
-    return pos, None
+    return pos, None, False
 
 
 class VerifiedRanges:
@@ -513,6 +523,10 @@ class SegmentVerifier:
                 self.stats.segments_verified += 1
                 self.stats.bytes_verified += key[1]
                 done += 1
+                # Checked after the close, off the loop: the fetch path need not check these
+                # batches again (up to the first bad one, if any).
+                bad = [f.position for f in findings if not f.is_index]
+                segment.verified.mark(0, bad[0] if bad else key[1])
                 if findings:
                     self._act_on(log, segment, findings)
         return done

@@ -97,9 +97,9 @@ def test_each_batch_is_checked_once(tmp_path, monkeypatch):
     checked = []
     real = segment_module.check_batches
 
-    def counting(buf, start, end, limit):
+    def counting(buf, start, end, limit, *rest):
         checked.append((start, end))
-        return real(buf, start, end, limit)
+        return real(buf, start, end, limit, *rest)
 
     monkeypatch.setattr(segment_module, "check_batches", counting)
     for _ in range(3):
@@ -370,10 +370,18 @@ def test_damage_after_recovery_of_a_closed_segment_is_never_served(tmp_path):
     log.close()
 
 
-def test_a_read_checks_at_most_a_slice_and_each_byte_once(tmp_path, monkeypatch):
-    """A first read of a large closed region is cut after VERIFY_SLICE_BYTES of checks (at a
-    whole batch); the next read goes on from there; nothing is checked twice."""
-    monkeypatch.setattr(segment_module, "VERIFY_SLICE_BYTES", 1000, raising=False)
+@pytest.mark.parametrize(
+    ("slice_bytes", "slice_batches", "first_read_batches"),
+    [(1000, 1000, 5), (1 << 20, 3, 3)],  # batches of 181 bytes: 5 fit in 1,000
+)
+def test_a_read_checks_at_most_a_slice_and_each_byte_once(
+    tmp_path, monkeypatch, slice_bytes, slice_batches, first_read_batches
+):
+    """A first read of a large closed region is cut after VERIFY_SLICE_BYTES or
+    VERIFY_SLICE_BATCHES of checks (at a whole batch); the next read goes on from there;
+    nothing is checked twice."""
+    monkeypatch.setattr(segment_module, "VERIFY_SLICE_BYTES", slice_bytes, raising=False)
+    monkeypatch.setattr(segment_module, "VERIFY_SLICE_BATCHES", slice_batches, raising=False)
     dir = tmp_path / "t-0"
     log = Log(dir, LogConfig(segment_bytes=1 << 20))
     for i in range(40):
@@ -383,17 +391,16 @@ def test_a_read_checks_at_most_a_slice_and_each_byte_once(tmp_path, monkeypatch)
     checked = []
     real = segment_module.check_batches
 
-    def counting(buf, start, end, limit):
-        good_end, problem = real(buf, start, end, limit)
-        checked.append(good_end - start)
-        return good_end, problem
+    def counting(buf, start, end, limit, *rest):
+        result = real(buf, start, end, limit, *rest)
+        checked.append(result[0] - start)
+        return result
 
     monkeypatch.setattr(segment_module, "check_batches", counting)
     first = log.read(0, 1 << 20)
     got = offsets_in(first.records)
-    batch_size = size // 40
-    assert 1000 - batch_size < len(first.records) <= 1000, "cut at the slice"
-    assert len(first.records) % batch_size == 0, "at a whole batch"
+    assert size == 40 * 181
+    assert len(first.records) == first_read_batches * 181, "cut at the slice, a whole batch"
     offset = 0
     while offset < log.log_end_offset:
         offsets = offsets_in(log.read(offset, 1 << 20).records)
@@ -410,10 +417,11 @@ def test_a_read_checks_at_most_a_slice_and_each_byte_once(tmp_path, monkeypatch)
     damaged=st.sets(st.integers(0, 24), max_size=4),
     reads=st.lists(st.tuples(st.integers(0, 24), st.integers(1, 4000)), min_size=1, max_size=25),
     slice_bytes=st.sampled_from([1, 200, 1000, 1 << 20]),
+    slice_batches=st.sampled_from([1, 3, 1000]),
     read_while_active=st.booleans(),
 )
 def test_a_closed_segment_never_serves_a_damaged_batch_and_checks_each_good_byte_once(
-    tmp_path_factory, sizes, damaged, reads, slice_bytes, read_while_active
+    tmp_path_factory, sizes, damaged, reads, slice_bytes, slice_batches, read_while_active
 ):
     """Oracle: the batches damaged after the roll. Any read of the closed segment returns only
     undamaged whole batches from its start offset (a partial last batch only when cut by the
@@ -435,13 +443,14 @@ def test_a_closed_segment_never_serves_a_damaged_batch_and_checks_each_good_byte
     checked = []
     real = segment_module.check_batches
 
-    def counting(buf, start, end, limit):
-        good_end, problem = real(buf, start, end, limit)
-        checked.append(good_end - start)
-        return good_end, problem
+    def counting(buf, start, end, limit, *rest):
+        result = real(buf, start, end, limit, *rest)
+        checked.append(result[0] - start)
+        return result
 
     with (
         patch.object(segment_module, "VERIFY_SLICE_BYTES", slice_bytes, create=True),
+        patch.object(segment_module, "VERIFY_SLICE_BATCHES", slice_batches, create=True),
         patch.object(segment_module, "check_batches", counting),
     ):
         for batch_number, max_bytes in reads:
@@ -460,4 +469,37 @@ def test_a_closed_segment_never_serves_a_damaged_batch_and_checks_each_good_byte
             used = sum(h.batch_length + 12 for h in whole)
             assert used == len(records) or len(records) == max_bytes
     assert sum(checked) <= segment.size
+    log.close()
+
+
+async def test_segments_the_background_verifier_found_good_cost_their_readers_no_check(
+    tmp_path, monkeypatch
+):
+    """The background verifier checks closed segments off the loop; what it found good the
+    fetch path does not check again (up to a bad batch, which reads still refuse)."""
+    dir = tmp_path / "t-0"
+    config = build_log(dir)
+    bad_pos, bad_header = flip_payload_byte(sorted(dir.glob("*.log"))[1], 2)
+    log = Log(dir, config, had_clean_shutdown=True)
+    verifier = SegmentVerifier(lambda: [log], bytes_per_second=10 << 20, pass_interval_s=3600)
+    await asyncio.wait_for(verifier.verify_once(), 30)
+    assert verifier.stats.corrupt_batches == 1
+    checked = []
+    real = segment_module.check_batches
+
+    def counting(buf, start, end, limit, *rest):
+        checked.append(start)
+        return real(buf, start, end, limit, *rest)
+
+    monkeypatch.setattr(segment_module, "check_batches", counting)
+    first, second = log.segments[0], log.segments[1]
+    assert len(offsets_in(log.read(first.base_offset, 1 << 20).records)) == BATCHES_PER_SEGMENT
+    before_bad = offsets_in(log.read(second.base_offset, 1 << 20).records)
+    assert before_bad == [second.base_offset, second.base_offset + 10]
+    # what the verifier found good is not checked again; the read stops before the bad batch
+    # by checking it (the segment's map starts at 0: positions are the file's)
+    assert checked == [bad_pos]
+    with pytest.raises(CorruptRecordError):
+        log.read(bad_header.base_offset, 1 << 20)
+    assert checked == [bad_pos, bad_pos]
     log.close()
