@@ -5,10 +5,12 @@ asserts nothing.
     PYTHONPATH=. .venv/bin/python bench/first_read_bench.py [--mib 256] [--fetch-bytes 1048576]
 
 For each batch size (170 B: one 100-byte record; 1 KiB; 16 KiB; 1 MiB), a log of ``--mib`` MiB
-of such batches is written, rolled (its segment is then closed: nothing of it counts as
-verified), and read from its start to its end with ``Log.read`` of ``--fetch-bytes`` (a
+of such batches is written, rolled, closed and opened again (its first segment is then closed:
+nothing of it counts as verified, in this tree as in older ones, which checked only after a
+restart), and read from its start to its end with ``Log.read`` of ``--fetch-bytes`` (a
 consumer's ``max.partition.fetch.bytes``, 1 MiB by default) twice: the first pass checks every
-batch once, a slice of at most ``VERIFY_SLICE_BYTES`` per read; the second is the steady state.
+batch once, a slice per read; the second is the steady state. Run it with ``PYTHONPATH`` set to
+another tree (e.g. ``git archive`` of a base commit) to measure that tree's reads.
 Per pass: the reads, MiB/s, and the time per read (median, p99, max): the max of the first
 pass is the longest the loop is held by a read. The page cache is warm (the log was just
 written): a cold read adds the disk's time, as it does to the sendfile of the same bytes.
@@ -22,10 +24,10 @@ import tempfile
 import time
 from pathlib import Path
 
+import kafkalite.storage.segment as segment_module
 from kafkalite.protocol.records import Record, build_batch
 from kafkalite.storage.config import LogConfig
 from kafkalite.storage.log import Log
-from kafkalite.storage.segment import VERIFY_SLICE_BYTES
 
 MIB = 1024 * 1024
 
@@ -60,6 +62,8 @@ def run(dir: Path, batch: bytes, mib: int, fetch_bytes: int) -> None:
     for _ in range(count):
         log.append_as_leader(bytearray(batch), 0)
     log.roll()
+    log.close()
+    log = Log(dir, LogConfig(segment_bytes=(mib + 1) * MIB), had_clean_shutdown=True)
     print(f"  batches of {len(batch):,} B ({count:,} batches, {mib} MiB):")
     for name in ("1st pass", "2nd pass"):
         times, total = one_pass(log, fetch_bytes)
@@ -77,9 +81,12 @@ def main() -> None:
     parser.add_argument("--mib", type=int, default=256)
     parser.add_argument("--fetch-bytes", type=int, default=MIB)
     args = parser.parse_args()
+    slice_bytes = getattr(segment_module, "VERIFY_SLICE_BYTES", None)
+    slice_batches = getattr(segment_module, "VERIFY_SLICE_BATCHES", None)
     print(
-        f"first read of a closed segment: Log.read of {args.fetch_bytes:,} B, "
-        f"VERIFY_SLICE_BYTES {VERIFY_SLICE_BYTES:,}"
+        f"first read of a closed segment ({segment_module.__file__}): Log.read of "
+        f"{args.fetch_bytes:,} B, VERIFY_SLICE_BYTES {slice_bytes}, "
+        f"VERIFY_SLICE_BATCHES {slice_batches}"
     )
     with tempfile.TemporaryDirectory(prefix="kafkalite-first-read-") as tmp:
         for i, (records, value_size) in enumerate(((1, 100), (9, 100), (150, 100), (8, 130_000))):
