@@ -48,12 +48,13 @@ its readers.
 
 Why CORRUPT_MESSAGE for the partition, not KAFKA_STORAGE_ERROR with the log dir offline:
 Kafka does not check CRCs on its fetch path (it relies on recovery after a crash and on the
-clients' ``check.crcs``), and when a read raises ``CorruptRecordException`` its
-ReplicaManager.readFromLocalLog answers the partition with that error (CORRUPT_MESSAGE); an
-unreadable disk (an IOException) is what takes a log dir offline. A bad batch is damage to one
-file, not a failing disk: the other partitions of the directory, and the good batches of this
-one, stay readable, and the error names the partition. A follower treats the error as a fetch
-error of that partition and retries; a consumer stops at the batch (librdkafka logs the error).
+clients' ``check.crcs``); when a read does raise ``CorruptRecordException``, its
+ReplicaManager.readFromLocalLog answers the partition with that error (CORRUPT_MESSAGE, from
+its catch-all, logged as an error); an I/O error (``KafkaStorageException``) is what takes a
+log dir offline. A bad batch is damage to one file, not a failing disk: the other partitions of
+the directory, and the good batches of this one, stay readable, and the error names the
+partition. A follower backs the partition off and fetches it again (``replica_fetcher.py``); a
+consumer gets the batches before the bad one, then the error for the partition.
 
 Not safe for concurrent use; the owning Log serialises access.
 """
