@@ -27,6 +27,16 @@ the same data dir, so the profile holds the fetch path alone. An unmeasured kcat
 (each batch's CRC is checked on its first read after a start: a stage of its own in the
 profile), so the measured read is the steady state. ``--profile cprofile`` runs it under cProfile (exact call counts,
 higher overhead) and prints the top functions by their own time.
+
+``--first-read`` measures instead the first read of closed segments on the broker that wrote
+them (no restart; ``--segment-bytes``, default 16 MiB, so that the records fill several
+segments): a closed segment's batches are CRC-checked on their first read after the close,
+whoever wrote them (``kafkalite/storage/segment.py``). Each reader reads the records twice on
+the writing broker; the first read pays the checks, the second is the steady state. Besides the
+figures above it prints how often the broker's event loop stalled during each read (its lag
+probe ran more than 5 / 10 / 25 ms late: ``kafkalite_event_loop_lag_seconds``). ``--batch-bytes`` sets the producer's
+``batch.size`` (1 MiB by default; small batches cost the check most per byte).
+
 Figures are printed, never asserted.
 """
 
@@ -101,6 +111,36 @@ def system_seconds(pid: int) -> float:
     return int(fields[12]) / CLK_TCK
 
 
+def loop_lag_buckets(admin_port: int) -> dict[str, float]:
+    """The broker's event-loop lag histogram (cumulative counts by upper bound), /metrics."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/metrics", timeout=10).read()
+    found = {}
+    for line in text.decode().splitlines():
+        match = re.match(r'kafkalite_event_loop_lag_seconds_bucket\{le="([^"]+)"\} (\S+)', line)
+        if match:
+            found[match.group(1)] = float(match.group(2))
+    return found
+
+
+def stalls(before: dict[str, float], after: dict[str, float]) -> str:
+    """Probes of a phase that ran more than 5 / 10 / 25 ms late, and the worst bucket hit."""
+    new = {bound: after[bound] - before.get(bound, 0.0) for bound in after}
+    total = new.get("+Inf", 0.0)
+
+    def over(bound: str) -> int:
+        return int(total - new.get(bound, total))
+
+    worst = next((b for b in sorted(new, key=_bound) if new[b] == total), "+Inf")
+    return (
+        f"loop stalls >5 ms: {over('0.005')}, >10 ms: {over('0.01')}, >25 ms: {over('0.025')}"
+        f" (worst <= {worst} s)"
+    )
+
+
+def _bound(bound: str) -> float:
+    return float("inf") if bound == "+Inf" else float(bound)
+
+
 def fetch_stats(admin_port: int) -> tuple[float, float]:
     """(Fetch requests answered, seconds spent handling them) from the broker's /metrics."""
     text = urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/metrics", timeout=10).read()
@@ -162,12 +202,14 @@ class ProfiledBroker(BrokerProcess):
         return int(children.split()[0])
 
 
-def produce(bootstrap: str, topic: str, count: int, partitions: int) -> None:
+def produce(
+    bootstrap: str, topic: str, count: int, partitions: int, batch_bytes: int = 1024 * 1024
+) -> None:
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
             "linger.ms": 5,
-            "batch.size": 1024 * 1024,
+            "batch.size": batch_bytes,
             "acks": 1,
             "queue.buffering.max.messages": 2_000_000,
             "queue.buffering.max.kbytes": 2_000_000,
@@ -460,6 +502,56 @@ def run_phase(args, reader_name: str, tmp: Path, env: dict[str, str] | None = No
     return figures
 
 
+def measured_read(broker, pid: int, admin_port: int, reader_name: str, args) -> dict:
+    fetches0, seconds0 = fetch_stats(admin_port)
+    lag0 = loop_lag_buckets(admin_port)
+    cpu0 = cpu_seconds(pid)
+    sys0 = system_seconds(pid)
+    t0 = time.perf_counter()
+    got = READERS[reader_name](broker.bootstrap, "fetch", args.records, args.partitions)
+    elapsed = time.perf_counter() - t0
+    cpu = cpu_seconds(pid) - cpu0
+    system = system_seconds(pid) - sys0
+    fetches1, seconds1 = fetch_stats(admin_port)
+    lag1 = loop_lag_buckets(admin_port)
+    fetches = max(fetches1 - fetches0, 1)
+    return {
+        "records": got,
+        "records_s": got / elapsed,
+        "cpu_us_per_record": cpu / max(got, 1) * 1e6,
+        "system_share": system / cpu if cpu else 0.0,
+        "fetches": fetches,
+        "records_per_fetch": got / fetches,
+        "cpu_us_per_fetch": cpu / fetches * 1e6,
+        "handling_us_per_fetch": (seconds1 - seconds0) / fetches * 1e6,
+        "stalls": stalls(lag0, lag1),
+    }
+
+
+def run_first_read(args, reader_name: str, tmp: Path, env: dict[str, str] | None = None) -> dict:
+    """Two reads of the records on the broker that wrote them (see ``--first-read``)."""
+    admin_port = free_port()
+    data_dir = tmp / f"broker-first-{reader_name.split()[0]}-{len(list(tmp.iterdir()))}"
+    overrides = {
+        "log.level": "WARNING",
+        "admin.listener": f"http://127.0.0.1:{admin_port}",
+        "log.segment.bytes": str(args.segment_bytes),
+    }
+    broker = BrokerProcess(data_dir, overrides=overrides, env=env)
+    broker.start()
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic("fetch", args.partitions, 1)])["fetch"].result(30)
+        produce(broker.bootstrap, "fetch", args.records, args.partitions, args.batch_bytes)
+        segments = len(list((data_dir / "logs" / "fetch-0").glob("*.log")))
+        first = measured_read(broker, broker.proc.pid, admin_port, reader_name, args)
+        second = measured_read(broker, broker.proc.pid, admin_port, reader_name, args)
+    finally:
+        broker.stop(timeout=60)
+    first["segments"] = second["segments"] = segments
+    return {f"{reader_name}, 1st read": first, f"{reader_name}, 2nd read": second}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=1_000_000)
@@ -479,6 +571,9 @@ def main() -> None:
         "same run, alternating with this one",
     )
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--first-read", action="store_true", help="see the module docstring")
+    parser.add_argument("--segment-bytes", type=int, default=16 << 20)
+    parser.add_argument("--batch-bytes", type=int, default=1 << 20)
     args = parser.parse_args()
     if args.profile == "py-spy" and not PY_SPY.exists():
         raise SystemExit(f"{PY_SPY} not found: pip install py-spy")
@@ -491,6 +586,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="kafkalite-fetch-bench-") as tmp:
         for _ in range(args.rounds):  # alternating, so drifts of the machine hit both alike
             for variant, env in variants:
+                if args.first_read:
+                    micro, results = None, {}
+                    for name in readers:
+                        results |= run_first_read(args, name, Path(tmp), env)
+                    runs.setdefault(variant, []).append((micro, results))
+                    continue
                 micro = run_micro(args, Path(tmp), env) if args.only in (None, "micro") else None
                 results = {name: run_phase(args, name, Path(tmp), env) for name in readers}
                 runs.setdefault(variant, []).append((micro, results))
@@ -523,6 +624,7 @@ def print_run(micro: dict | None, results: dict) -> None:
             f"{r['fetches']:,.0f} fetches ({r['records_per_fetch']:,.0f} records each)  "
             f"{r['cpu_us_per_fetch']:,.0f} µs CPU/fetch  "
             f"handled in {r['handling_us_per_fetch']:,.0f} µs/fetch"
+            + (f"\n    {r['segments']} segments; {r['stalls']}" if "stalls" in r else "")
         )
         print_profile(r)
 

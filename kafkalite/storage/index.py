@@ -38,6 +38,12 @@ the file is trimmed to
 active segment's index is re-grown with ``resize`` on load). An index left untrimmed by a crash
 belongs to a segment past the recovery point, which recovery rebuilds.
 
+An index file shortened under a running broker (by hand, by a tool: never by the broker while
+the file is mapped) is an I/O error (``OSError`` EIO, which takes the log dir offline): mapping
+checks the file is as long as the map will be, and every entry written through the map checks
+the map's file is still that long first (one ``fstat``), since writing past the end of the file
+would be a SIGBUS.
+
 Lookup: binary search for the largest entry <= target. Like Kafka, the search first tries the
 last ``WARM_SECTION_BYTES`` (8 KiB) of entries: almost every lookup (followers and consumers
 reading near the head of the log) lands there, so the pages it touches are the ones already in
@@ -173,11 +179,33 @@ class AbstractIndex:
         if mapped is None:
             fd = os.open(self.file, os.O_RDWR if self.writable else os.O_RDONLY)
             try:
+                size = os.fstat(fd).st_size
+                if size < self._length:
+                    raise self._shrunk(size)
                 access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
                 mapped = self._mmap = mmap.mmap(fd, self._length, access=access)
             finally:
                 os.close(fd)
         return mapped
+
+    def _writable_map(self) -> mmap.mmap:
+        """The map, for writing an entry: the file must still be as long as the map (a write
+        to a mapped page past the end of the file is a SIGBUS that kills the process). Only
+        something outside the broker shortens the file; it is an I/O error of the log dir."""
+        mapped = self._mmap
+        if mapped is None:
+            return self._mapped()
+        size = mapped.size()  # fstat of the map's own descriptor (under a microsecond)
+        if size < self._length:
+            raise self._shrunk(size)
+        return mapped
+
+    def _shrunk(self, size: int) -> OSError:
+        return OSError(
+            errno.EIO,
+            f"index file {self.file} is {size} bytes, {self._length} expected: it was "
+            "truncated outside the broker",
+        )
 
     @property
     def is_mapped(self) -> bool:
@@ -348,7 +376,7 @@ class AbstractIndex:
         position = self._entries * self.entry_size
         if position + self.entry_size > self._reserved:
             self._reserve(position + self.entry_size)
-        self._entry_struct.pack_into(self._mapped(), position, a, b)
+        self._entry_struct.pack_into(self._writable_map(), position, a, b)
         self._entries += 1
 
     # Subclasses say which field of an entry is searched; key(slot) returns it.
@@ -524,10 +552,7 @@ class OffsetIndex(AbstractIndex):
             raise ValueError(f"Attempt to append to a full index (size = {n}): {self.file}")
         if n * 8 + 8 > self._reserved:
             self._reserve(n * 8 + 8)
-        mapped = self._mmap
-        if mapped is None:
-            mapped = self._mapped()
-        self._entry_struct.pack_into(mapped, n * 8, relative, position)
+        self._entry_struct.pack_into(self._writable_map(), n * 8, relative, position)
         self._entries = n + 1
         self._last_offset = offset
         if self._relative_offsets is not None:

@@ -25,6 +25,14 @@ through ``pending_roll_flush``), which moves the recovery point.
 I/O errors are converted into ``LogDirFailure`` naming the log directory; the log is then offline
 (every further operation raises ``LogOfflineError``) and ``on_log_dir_failure`` is told.
 
+An append either fails before anything is written or is taken whole: the checks (validation,
+sizes, timestamps, relative offsets) come first; then the segment writes the batches, adds
+their index entries, and the log moves ``log_end_offset`` past them. Whatever fails after the
+write started (a short write, an index cut on disk under the broker, any error of the index
+update) is a log-dir failure (KAFKA_STORAGE_ERROR, the directory offline, as Kafka's
+LogDirFailureChannel): never a refused append whose records are in the file, which a
+producer's retry would write a second time behind a log end that did not move.
+
 Not safe for concurrent use: the broker drives a Log from one event loop.
 """
 
@@ -343,6 +351,10 @@ class Log:
         # Loaded: no descriptor or map stays open until the log is used (see LazyIndex).
         for segment in self._segments:
             segment.release_resources()
+        # A closed segment counts only the checks of its reads from now on, not recovery's
+        # (see segment.py: damage done to it while the broker runs is found by its first read).
+        for segment in self._segments[:-1]:
+            segment.forget_verification()
 
     def _complete_interrupted_swaps(self) -> None:
         """Finish a cleaner swap a crash interrupted (Kafka's LogLoader, swap files).

@@ -19,15 +19,49 @@ Invariants: batches are in offset order, all offsets within ``[base_offset, base
 and truncates a torn or corrupt tail: it is how a crashed segment is brought back.
 
 Reads never hand out a batch that fails its CRC: ``verified`` (``verifier.VerifiedRanges``)
-holds the byte ranges already checked (appends, which were checked in memory, and recovery
-count); a read reaching past them checks the new batches first, once. A bad batch ends the read
-before it, or, first in the read, raises ``CorruptRecordError`` (CORRUPT_MESSAGE) and is logged.
+holds the byte ranges already checked; a read reaching past them checks the new batches first,
+once. A bad batch ends the read before it, or, first in the read, raises
+``CorruptRecordError`` (CORRUPT_MESSAGE) and is logged.
+
+What counts as verified depends on whether the segment is closed:
+
+* the active segment: its appends (checked in memory before they were written) and its
+  recovery. Its bytes are still being written; a check of the page cache just written would
+  only cost time on the produce-then-fetch path.
+* a closed (rolled, inactive) segment: only checks made after it was closed. On roll
+  (``on_become_inactive_segment``) and for every closed segment a log loads, ``verified``
+  starts empty, whoever wrote the bytes and whatever checked them before: damage done to the
+  file after the write (a stray write, bit rot, a tool) is found by the first read of each
+  byte after the close, and is never served by a running broker. Each byte is checked once
+  per close (or per background ``SegmentVerifier`` rebuild, which re-checks it too);
+  damage done after that first read is left to the background verifier and ``kafkalite
+  storage verify``.
+
+A read checks, on the event loop, at most ``VERIFY_SLICE_BYTES`` (1 MiB) of unverified bytes
+and ``VERIFY_SLICE_BATCHES`` (1,000) batches beyond its first batch: a read reaching further is
+cut at the last whole batch checked (a short read, as at a segment's end; the client fetches
+the rest next). The check is crc32c in C over the bytes plus a Python step of about 1 us per
+batch: roughly 0.1-0.4 ms per MiB of 16 KiB-1 MiB batches, and 1 ms for 1,000 small batches
+(``bench/first_read_bench.py``; ``bench/fetch_bench.py --first-read`` for a broker), so one
+read never holds the loop for long, and a segment of 1 GiB is verified a slice at a time, by
+its readers.
+
+Why CORRUPT_MESSAGE for the partition, not KAFKA_STORAGE_ERROR with the log dir offline:
+Kafka does not check CRCs on its fetch path (it relies on recovery after a crash and on the
+clients' ``check.crcs``); when a read does raise ``CorruptRecordException``, its
+ReplicaManager.readFromLocalLog answers the partition with that error (CORRUPT_MESSAGE, from
+its catch-all, logged as an error); an I/O error (``KafkaStorageException``) is what takes a
+log dir offline. A bad batch is damage to one file, not a failing disk: the other partitions of
+the directory, and the good batches of this one, stay readable, and the error names the
+partition. A follower backs the partition off and fetches it again (``replica_fetcher.py``); a
+consumer gets the batches before the bad one, then the error for the partition.
 
 Not safe for concurrent use; the owning Log serialises access.
 """
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import time
@@ -53,6 +87,11 @@ from kafkalite.storage.index import (
 )
 from kafkalite.storage.txn_index import TXN_INDEX_FILE_SUFFIX, TransactionIndex
 from kafkalite.storage.verifier import VerifiedRanges, check_batches, report_corrupt_fetch
+
+# What one read checks at most beyond its first batch, in unverified bytes and in batches
+# (see the module docstring): about 1 ms of the loop.
+VERIFY_SLICE_BYTES = 1 << 20
+VERIFY_SLICE_BATCHES = 1000
 
 LOG_FILE_SUFFIX = ".log"
 INDEX_FILE_SUFFIX = ".index"
@@ -296,7 +335,21 @@ class LogSegment:
                 f"Offset {last_offset} cannot be stored relative to base offset {self.base_offset}"
             )
         log.append(records)
-        self.verified.mark(position, log.size)  # validated (CRC) before the append
+        try:
+            self._index_appended(position, batches)
+        except OSError:
+            raise
+        except Exception as e:
+            # The bytes are in the log: a failure now must not look like a refused append
+            # (a producer would retry and write them twice). As an OSError the log takes its
+            # directory offline (KAFKA_STORAGE_ERROR); the load rebuilds the index.
+            raise OSError(
+                errno.EIO, f"index update of {self.log.file} failed after the log write: {e!r}"
+            ) from e
+
+    def _index_appended(self, position: int, batches: Sequence[tuple[int, int, int]]) -> None:
+        """The index entries (and timestamps) for batches just written from ``position``."""
+        self.verified.mark(position, self.log.size)  # validated (CRC) before the append
         interval = self.index_interval_bytes
         since_last_entry = self.bytes_since_last_index_entry
         max_timestamp = self.max_timestamp_so_far
@@ -338,8 +391,15 @@ class LogSegment:
         """False if the time index misses the segment's max timestamp (a damaged index)."""
         return self.max_timestamp_so_far <= self.time_index.last_entry.timestamp
 
+    def forget_verification(self) -> None:
+        """Nothing of the segment counts as verified any more: each batch is checked again on
+        its next read (see the module docstring)."""
+        self.verified = VerifiedRanges()
+
     def on_become_inactive_segment(self) -> None:
-        """On roll: final time index entry, indexes trimmed to their entries."""
+        """On roll: final time index entry, indexes trimmed to their entries, nothing verified
+        (every batch is checked again on its first read, see the module docstring)."""
+        self.forget_verification()
         self._append_final_time_index_entry()
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
@@ -399,32 +459,36 @@ class LogSegment:
         end = batch.position + fetch_size
         verified = self.verified
         if end > verified.prefix and not verified.covered(batch.position, end):
-            fetch_size = self._checked_end(batch.position, end) - batch.position
+            fetch_size = self._checked_end(batch.position, end, batch.size) - batch.position
         return FetchDataInfo(
             metadata, self.log.slice(batch.position, fetch_size), adjusted_max_size < batch.size
         )
 
-    def _checked_end(self, start: int, end: int) -> int:
-        """Check the batches of ``[start, end)`` not verified yet; returns where the read must
-        end (before a bad batch), raises CorruptRecordError if the first batch is bad."""
+    def _checked_end(self, start: int, end: int, first_batch_size: int) -> int:
+        """Check the batches of ``[start, end)`` not verified yet, at most
+        ``VERIFY_SLICE_BYTES`` of them beyond the first batch; returns where the read must end
+        (before a bad batch, or after the last batch checked when the slice ran out), raises
+        CorruptRecordError if the first batch is bad."""
         verified = self.verified
         size = self.log.size
         begin = verified.unverified_start(start)
+        check_end = min(end, max(begin + VERIFY_SLICE_BYTES, start + first_batch_size))
         # A map of just these pages, unmapped at once: the segment's cached whole-file map
         # would keep every segment ever read mapped (RSS, vm.max_map_count).
         base = begin - begin % mmap.ALLOCATIONGRANULARITY
-        mapped = mmap.mmap(self.log.fd, end - base, access=mmap.ACCESS_READ, offset=base)
+        mapped = mmap.mmap(self.log.fd, check_end - base, access=mmap.ACCESS_READ, offset=base)
         try:
-            good_end, problem = check_batches(mapped, begin - base, end - base, size - base)
-            if problem is not None and good_end + base < start:
-                begin = start  # the bad batch lies before this read: check the read alone
-                good_end, problem = check_batches(mapped, start - base, end - base, size - base)
+            good_end, problem, capped = check_batches(
+                mapped, begin - base, check_end - base, size - base, VERIFY_SLICE_BATCHES
+            )
         finally:
             mapped.close()
         good_end += base
         verified.mark(begin, good_end)
         if problem is None:
-            return end
+            # Cut by the slice: whole checked batches only (cut by the read's own size, the
+            # read keeps its partial last batch, as Kafka's does).
+            return end if check_end == end and not capped else good_end
         report_corrupt_fetch(self.log.file, good_end, problem)
         if good_end <= start:
             raise CorruptRecordError(

@@ -7,19 +7,24 @@ What is checked, for a segment ``<base>.log`` with its ``.index`` and ``.timeind
   offsets increasing from batch to batch;
 * every ``.index`` entry ``(relative offset, position)``: the position is the start of a batch
   and the offset is that batch's last offset (what ``LogSegment.append`` writes), entries
-  increasing;
+  increasing; the file a whole number of 8-byte entries (one cut mid-entry is a finding);
 * every ``.timeindex`` entry ``(timestamp, relative offset)``: the offset is the last offset of a
-  batch whose max timestamp is that timestamp, entries increasing.
+  batch whose max timestamp is that timestamp, entries increasing; the file a whole number of
+  12-byte entries.
 
 Three users:
 
 * ``check_batches`` for the fetch path (``LogSegment.read``): a fetch never returns a batch
   that fails its CRC. The segment remembers what is verified (see ``VerifiedRanges``), so each
-  batch is checked the first time it is read, not on every fetch; bytes appended by this
-  process were checked in memory before they were written and count as verified.
+  batch is checked the first time it is read, not on every fetch. Bytes appended by this
+  process were checked in memory before they were written and count as verified while their
+  segment is active; once it is closed only checks made after the close count (see
+  ``segment.py``).
 * ``SegmentVerifier``, a throttled background pass over the closed segments of every online
   log (reading in a worker thread with ``pread``, never through a map). Findings are logged,
   counted (``VerifierStats``, exported in /metrics) and a wrong index is rebuilt from its log.
+  The batches it found good count as verified for the fetch path (checked after the close, off
+  the event loop), so a segment it reached first costs its readers no check.
 * ``verify_path`` for ``kafkalite storage verify <dir>`` (Kafka's ``kafka-dump-log
   --deep-iteration``): one line per finding, an exit status that says whether any was found.
 
@@ -122,16 +127,22 @@ def batch_problem(buf, pos: int, end: int, limit: int) -> tuple[int, str | None]
     return batch_end, None
 
 
-def check_batches(buf, start: int, end: int, limit: int) -> tuple[int, str | None]:
-    """Check the complete batches of ``buf[start:end]``; returns ``(position after the last
-    good batch, problem of the batch there or None)``."""
+def check_batches(
+    buf, start: int, end: int, limit: int, max_batches: int = -1
+) -> tuple[int, str | None, bool]:
+    """Check the complete batches of ``buf[start:end]``, at most ``max_batches`` of them (all
+    if negative); returns ``(position after the last good batch, problem of the batch there or
+    None, whether checking stopped at max_batches)``."""
     pos = start
     while pos < end:
+        if max_batches == 0:
+            return pos, None, True
+        max_batches -= 1
         next_pos, problem = batch_problem(buf, pos, end, limit)
         if problem is not None or next_pos == pos:
-            return pos, problem
+            return pos, problem, False
         pos = next_pos
-    return pos, None
+    return pos, None, False
 
 
 class VerifiedRanges:
@@ -250,17 +261,36 @@ def _iter_file_batches(
         pos += off
 
 
-def _read_entries(path: Path, entry: struct.Struct) -> list[tuple[int, int]]:
+def _read_entries(path: Path, entry: struct.Struct) -> tuple[list[tuple[int, int]], int]:
+    """The entries of an index file and its length (0 if there is no file)."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        return []
+        return [], 0
     # The zero tail of a preallocated index (the active segment of a running or crashed
     # broker) holds no entries: a real entry is never all zeros (no entry at position 0).
     used = len(data.rstrip(b"\0"))
     used += -used % entry.size
     whole = min(used, len(data) - len(data) % entry.size)
-    return [entry.unpack_from(data, i) for i in range(0, whole, entry.size)]
+    return [entry.unpack_from(data, i) for i in range(0, whole, entry.size)], len(data)
+
+
+def _cut_entry(path: Path, length: int, entry: struct.Struct, kind: str) -> Finding | None:
+    """A finding if the file ends inside an entry. Every index is a whole number of entries:
+    preallocated to a multiple of the entry size, trimmed to its entries on roll and close
+    (a load rebuilds one that is not, ``AbstractIndex.sanity_check``)."""
+    cut = length % entry.size
+    if not cut:
+        return None
+    whole = length - cut
+    return Finding(
+        kind,
+        str(path),
+        whole,
+        -1,
+        f"file is {length} bytes, not a whole number of {entry.size}-byte entries: entry "
+        f"{whole // entry.size} is cut after {cut} bytes",
+    )
 
 
 def verify_segment_files(
@@ -276,8 +306,14 @@ def verify_segment_files(
     index_path = log_path.with_name(stem + ".index")
     time_index_path = log_path.with_name(stem + ".timeindex")
     findings: list[Finding] = []
-    index_entries = _read_entries(index_path, _OFFSET_ENTRY)
-    time_entries = _read_entries(time_index_path, _TIME_ENTRY)
+    index_entries, index_length = _read_entries(index_path, _OFFSET_ENTRY)
+    time_entries, time_length = _read_entries(time_index_path, _TIME_ENTRY)
+    for cut in (
+        _cut_entry(index_path, index_length, _OFFSET_ENTRY, "bad-index-entry"),
+        _cut_entry(time_index_path, time_length, _TIME_ENTRY, "bad-time-index-entry"),
+    ):
+        if cut is not None:
+            findings.append(cut)
     # The last batch of a closed segment's time index may be the roll's final entry only.
     by_position = {position: base_offset + rel for rel, position in index_entries}
     wanted_offsets = {base_offset + rel: ts for ts, rel in time_entries}
@@ -487,6 +523,10 @@ class SegmentVerifier:
                 self.stats.segments_verified += 1
                 self.stats.bytes_verified += key[1]
                 done += 1
+                # Checked after the close, off the loop: the fetch path need not check these
+                # batches again (up to the first bad one, if any).
+                bad = [f.position for f in findings if not f.is_index]
+                segment.verified.mark(0, bad[0] if bad else key[1])
                 if findings:
                     self._act_on(log, segment, findings)
         return done

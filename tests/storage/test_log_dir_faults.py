@@ -303,3 +303,57 @@ def test_a_write_into_a_vanished_partition_dir_takes_only_that_partition_offline
     assert not manager.offline_dirs
     other.append_as_leader(make_batch(1), 0)
     manager.shutdown()
+
+
+def _log_with_index_entries(dir):
+    log = Log(dir, LogConfig(index_interval_bytes=100))
+    for _ in range(5):
+        log.append_as_leader(make_batch(10, value_size=50), 0)
+    assert log.active_segment.offset_index.entries > 0
+    return log
+
+
+@pytest.mark.parametrize("which", ["offset_index", "time_index"])
+@pytest.mark.parametrize(("mapped", "cut_to"), [(True, 13), (False, 0), (False, 13)])
+def test_an_index_cut_under_the_log_fails_the_append_as_a_log_dir_failure(
+    tmp_path, which, mapped, cut_to
+):
+    """Issue 22: an active index cut on disk while the broker ran made the append raise a
+    ValueError after the bytes were written (UNKNOWN_SERVER_ERROR, log end left behind them,
+    the retry wrote them again). An index failure after the log write is a log-dir failure:
+    the log goes offline, nothing more is written. (A mapped index is cut inside its first
+    page here: cut below a page a write would be a SIGBUS, which is what the check prevents.)"""
+    dir = tmp_path / "t-0"
+    log = _log_with_index_entries(dir)
+    failures = []
+    log.on_log_dir_failure = lambda d, e: failures.append((d, e))
+    segment = log.active_segment
+    if not mapped:
+        segment.release_resources()
+    index = getattr(segment, which)
+    assert index.is_mapped is mapped
+    os.truncate(index.file, cut_to)
+    end = log.log_end_offset
+    with pytest.raises(LogDirFailure) as failed:
+        log.append_as_leader(make_batch(200, value_size=50), 0)
+    assert failed.value.error_code.name == "KAFKA_STORAGE_ERROR"
+    assert log.offline and [d for d, _ in failures] == [str(tmp_path)]
+    assert log.log_end_offset == end
+    with pytest.raises(LogOfflineError):
+        log.append_as_leader(make_batch(1), 0)
+    log.close()
+
+
+def test_any_failure_after_the_log_write_takes_the_log_offline(tmp_path, monkeypatch):
+    """Whatever fails once the bytes are in the log (here a time index refusing its entry),
+    the append is not reported as refused: the log goes offline."""
+    log = _log_with_index_entries(tmp_path / "t-0")
+
+    def refuse(*args, **kwargs):
+        raise ValueError("refused")
+
+    monkeypatch.setattr(log.active_segment.time_index, "maybe_append", refuse)
+    with pytest.raises(LogDirFailure) as failed:
+        log.append_as_leader(make_batch(200, value_size=50), 0)
+    assert "after the log write" in str(failed.value) and log.offline
+    log.close()
