@@ -10,7 +10,7 @@ BENCH_STAMP := $(VENV)/.installed-bench
 DEB_PACKAGES := zookeeper kcat default-jre-headless redis-server chromium chromium-driver
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: serve test bench lint clean debs venv
+.PHONY: serve test test-fast bench lint clean debs venv
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,14 @@ serve: $(STAMP)
 
 test: debs $(TEST_STAMP)
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+# The unit tier: every test without a tier marker (tests/conftest.py says which). It installs no
+# Debian package and starts no other process; it is the inner loop, `make test` is what CI runs.
+FAST := not (integration or zookeeper or system or spark or browser or bench)
+test-fast: $(TEST_STAMP)
+	$(BIN)/pytest --unit-tier -n auto -m "$(FAST)" -p no:cacheprovider \
+	  --ignore=tests/integration --ignore=tests/system --ignore=tests/spark --ignore=tests/bench \
+	  $(PYTEST_ARGS)
 
 bench: debs $(BENCH_STAMP)
 	$(BIN)/python bench/spark_load.py $(ARGS)

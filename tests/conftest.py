@@ -1,4 +1,24 @@
-"""Shared fixtures: kafkalite brokers as subprocesses (tests/harness/broker.py)."""
+"""Shared fixtures (kafkalite brokers as subprocesses, tests/harness/broker.py) and the test tiers.
+
+The tiers are pytest markers, registered in pyproject.toml and checked with ``--strict-markers``:
+
+- ``integration``: starts a broker process, or another program (kcat, schemathesis' ``st``);
+- ``zookeeper``: starts Debian's ZooKeeper (with java);
+- ``system``: a multi-broker scenario with faults (``tests/system``);
+- ``spark``: a Spark session (a JVM);
+- ``browser``: Debian's chromium through chromedriver;
+- ``bench``: a benchmark run as a test (``tests/bench``).
+
+A test with none of them is in the unit tier, which ``make test-fast`` runs: it starts no other
+process, so it needs no Debian package. Markers are applied here: by directory; by the test's
+module (one that imports the subprocess broker or the ZooKeeper harness); by the fixtures it
+uses (subprocess brokers, Spark, ZooKeeper); and, for the few tests outside the tiered
+directories that start a program some other way, by name in ``_STARTS_A_PROCESS``. In the unit
+tier (``--unit-tier``, as ``make test-fast`` runs it) starting a process fails the test with a
+message saying to mark it, so a test that needs a component cannot slip into the fast loop.
+"""
+
+import subprocess
 
 import pytest
 
@@ -82,3 +102,121 @@ def pytest_runtest_makereport(item, call):
         for holder in HOLDERS:
             holder.poisoned = True
     return report
+
+
+# -- test tiers ----------------------------------------------------------------------------------
+
+TIERS = ("integration", "zookeeper", "system", "spark", "browser", "bench")
+
+_BY_DIRECTORY = {
+    "integration": ("integration",),
+    "system": ("system", "zookeeper"),
+    "spark": ("spark",),
+    "bench": ("bench",),
+}
+
+# Tests outside the tiered directories that start a broker process or another program: a path
+# names a whole module, ``path::name`` one test (with all its parametrisations).
+_STARTS_A_PROCESS = {
+    "tests/test_cli.py": ("integration",),
+    "tests/test_logging.py::test_every_line_is_json": ("integration",),
+    "tests/admin/test_app.py": ("integration",),
+    "tests/admin/test_cli.py": ("integration",),
+    "tests/admin/test_console.py": ("integration", "browser"),
+    "tests/network/test_quotas.py::test_a_broker_with_an_unresolvable_override_stops_naming_the_key": (
+        "integration",
+    ),
+    "tests/network/test_quotas.py::test_a_client_on_other_connections_is_unaffected_by_a_rejected_address": (
+        "integration",
+    ),
+    "tests/protocol/test_validator.py::test_huge_declared_array_is_rejected_before_the_native_reader": (
+        "integration",
+    ),
+    "tests/storage/test_file_records.py::test_reading_a_truncated_view_does_not_crash_the_process": (
+        "integration",
+    ),
+    "tests/storage/test_log_dir_faults.py": ("integration",),
+    "tests/storage/test_log_recovery.py::test_sigkill_mid_write_keeps_every_complete_batch": (
+        "integration",
+    ),
+    "tests/storage/test_verifier.py::test_storage_verify_command": ("integration",),
+    "tests/testing/test_broker.py::test_subprocess_broker_with_kafka_python_and_kill": (
+        "integration",
+    ),
+    "tests/testing/test_cluster.py": ("integration",),
+    "tests/testing/test_pytest_plugin.py": ("integration",),
+}
+
+
+def _tiers_of(item: pytest.Item) -> set[str]:
+    path = item.nodeid.split("::")[0]
+    parts = path.split("/")
+    tiers: set[str] = set(_BY_DIRECTORY.get(parts[1], ())) if len(parts) > 2 else set()
+    name = item.nodeid.split("[")[0]
+    for key, marks in _STARTS_A_PROCESS.items():
+        if key == path or key == name:
+            tiers.update(marks)
+    module = getattr(item, "module", None)
+    names = vars(module) if module is not None else {}
+    if "BrokerProcess" in names:
+        tiers.add("integration")
+    if "ZooKeeperServer" in names or "started_zookeeper" in names:
+        tiers.update(("integration", "zookeeper"))
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and callspec.params.get("backend") == "zookeeper":
+        tiers.add("zookeeper")
+    fixtures = set(getattr(item, "fixturenames", ()))
+    if fixtures & {"broker", "broker_factory", "shared_broker", "admin_broker"}:
+        tiers.add("integration")
+    if fixtures & {"spark", "spark_holder"}:
+        tiers.add("spark")
+    if fixtures & {"zookeeper_server", "zookeeper"}:
+        tiers.add("zookeeper")
+    return tiers
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        for tier in sorted(_tiers_of(item)):
+            item.add_marker(getattr(pytest.mark, tier))
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--unit-tier",
+        action="store_true",
+        help="the unit tier (make test-fast): starting any process fails the test",
+    )
+
+
+_running: list[str] = []
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    _running.append(item.nodeid)
+    try:
+        return (yield)
+    finally:
+        _running.pop()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """In the unit tier, starting a process (in a test or in any fixture it uses, whatever the
+    fixture's scope) is a test that is missing its tier marker."""
+    if not config.getoption("--unit-tier", False):
+        return
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
+        return  # pytest-xdist's controller, which starts the workers; each worker guards itself
+
+    original = subprocess.Popen.__init__
+
+    def refuse(self, args, *a, **k):
+        if not _running:  # pytest's own machinery, between tests
+            return original(self, args, *a, **k)
+        raise AssertionError(
+            f"{_running[-1]} starts a process ({args!r}) in the unit tier: give it a tier "
+            "marker (tests/conftest.py, _STARTS_A_PROCESS) or move it to tests/integration/"
+        )
+
+    subprocess.Popen.__init__ = refuse
