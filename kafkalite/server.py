@@ -43,7 +43,13 @@ from kafkalite.apis.dispatcher import ApiDispatcher
 from kafkalite.config import BrokerConfig, ConfigError, Endpoint
 from kafkalite.network.quotas import ConnectionQuotas
 from kafkalite.network.server import SocketServer, install_uvloop
-from kafkalite.observability import start_loop_lag_monitor
+from kafkalite.observability import (
+    RequestStats,
+    TopicStats,
+    configure_logging,
+    loop_exception_handler,
+    start_loop_lag_monitor,
+)
 from kafkalite.security.ratelimit import FailedAuthLimiter
 
 SCRAM_UNKNOWN_USER_SECRET_PATH = "/kafkalite/scram_unknown_user_secret"
@@ -70,72 +76,6 @@ def log_dir_problem(log_dir: str, error: OSError) -> str:
     return f"log.dirs: cannot create {log_dir}: {error.strerror or error}"
 
 
-def configure_logging(level: str = "INFO", *, json_output: bool | None = None) -> None:
-    """structlog: a console renderer on a terminal, JSON lines otherwise.
-
-    Every line the process logs goes through the same renderer: structlog's own loggers, the
-    standard library's `logging` (aiozk, asyncio, uvloop, aiohttp, any library), Python warnings
-    (`logging.captureWarnings`), and the event loop's exception handler
-    (`loop_exception_handler`, installed by `KafkaServer.run`). A traceback is a field of its
-    line (`exception`), never loose text on stderr.
-    """
-    import logging
-
-    if json_output is None:
-        json_output = not sys.stderr.isatty()
-    renderer: Any = (
-        structlog.processors.JSONRenderer()
-        if json_output
-        else structlog.dev.ConsoleRenderer(colors=True)
-    )
-    numeric_level = logging.getLevelName(level.upper())
-    shared: list[Any] = [
-        structlog.contextvars.merge_contextvars,
-        structlog.processors.add_log_level,
-        structlog.processors.TimeStamper(fmt="iso", utc=True),
-    ]
-    structlog.configure(
-        processors=[*shared, structlog.processors.format_exc_info, renderer],
-        wrapper_class=structlog.make_filtering_bound_logger(numeric_level),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
-        cache_logger_on_first_use=True,
-    )
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(
-        structlog.stdlib.ProcessorFormatter(
-            foreign_pre_chain=[*shared, structlog.stdlib.add_logger_name],
-            processors=[
-                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-                structlog.processors.format_exc_info,
-                renderer,
-            ],
-        )
-    )
-    root = logging.getLogger()
-    for old in list(root.handlers):
-        root.removeHandler(old)
-    root.addHandler(handler)
-    # Libraries' info lines (aiozk's connection chatter) stay out, as before they were routed
-    # here (Python's last-resort handler showed warnings and up only).
-    root.setLevel(max(numeric_level, logging.WARNING))
-    logging.captureWarnings(True)
-
-
-def loop_exception_handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
-    """The event loop's exception handler ("Task exception was never retrieved", a failing
-    callback): one structlog line with the exception as a field, not plain text on stderr."""
-    error = context.get("exception")
-    fields: dict[str, Any] = {}
-    for key in ("task", "future", "handle", "protocol", "transport"):
-        if key in context:
-            fields[key] = repr(context[key])[:300]
-    structlog.get_logger("kafkalite.asyncio").error(
-        context.get("message", "unhandled exception in the event loop"),
-        exc_info=error if isinstance(error, BaseException) else None,
-        **fields,
-    )
-
-
 def new_cluster_id() -> str:
     """Kafka's Uuid.randomUuid().toString(): url-safe base64 of 16 bytes, no padding."""
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
@@ -152,7 +92,11 @@ class KafkaServer:
         self.broker_id = config.broker_id
         load_handlers()
         self.services = BrokerServices(config=config, broker_id=config.broker_id)
-        self.dispatcher = ApiDispatcher(self.services)
+        # The broker's counters (Kafka's RequestMetrics and BrokerTopicStats): recorded by the
+        # dispatcher and the replica manager, read by the admin API's /metrics.
+        self.request_stats = RequestStats()
+        self.topic_stats = TopicStats()
+        self.dispatcher = ApiDispatcher(self.services, stats=self.request_stats)
         self.socket_server: SocketServer | None = None
         self.store: Any = None
         self.session: Any = None
@@ -361,7 +305,12 @@ class KafkaServer:
         admin_app = await asyncio.to_thread(importlib.import_module, "kafkalite.admin.app")
         AdminServer = admin_app.AdminServer  # noqa: N806
 
-        self.admin_server = AdminServer(self, self.config.admin_listener)
+        self.admin_server = AdminServer(
+            self,
+            self.config.admin_listener,
+            request_stats=self.request_stats,
+            topic_stats=self.topic_stats,
+        )
         with _logged("admin API start-up"):
             await self.admin_server.start()
 
@@ -522,6 +471,7 @@ class KafkaServer:
             metadata_cache=self.metadata_cache,
             alter_isr=ZkIsrChangeWriter(self.session),
             log_config_for_topic=self._log_config_for_topic,
+            topic_stats=self.topic_stats,
         )
         self.log_manager.log_dir_failure_listeners.append(self._propagate_log_dir_failure)
         self.log_manager.partition_failure_listeners.append(

@@ -119,7 +119,7 @@ _BY_DIRECTORY = {
 # names a whole module, ``path::name`` one test (with all its parametrisations).
 _STARTS_A_PROCESS = {
     "tests/test_cli.py": ("integration",),
-    "tests/test_logging.py::test_every_line_is_json": ("integration",),
+    "tests/observability/test_logging.py::test_every_line_is_json": ("integration",),
     "tests/admin/test_app.py": ("integration",),
     "tests/admin/test_cli.py": ("integration",),
     "tests/admin/test_console.py": ("integration", "browser"),

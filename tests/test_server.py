@@ -87,6 +87,19 @@ async def test_cleaner_and_fetcher_settings_reach_the_running_roles(tmp_path):
         await server.shutdown()
 
 
+async def test_the_counters_are_handed_to_their_producers_and_to_the_admin_api(tmp_path):
+    """One RequestStats and one TopicStats per broker: the dispatcher and the replica manager
+    record into them, the admin API's /metrics reads the same ones."""
+    server = await started(tmp_path, **{"admin.listener": "http://127.0.0.1:0"})
+    try:
+        assert server.dispatcher.stats is server.request_stats
+        assert server.replica_manager.topic_stats is server.topic_stats
+        assert server.admin_server.request_stats is server.request_stats
+        assert server.admin_server.topic_stats is server.topic_stats
+    finally:
+        await server.shutdown()
+
+
 async def test_a_listener_of_any_name_is_registered_as_plaintext(tmp_path):
     """Kafka's tooling decodes /brokers/ids/<id> with SecurityProtocol.forName: a listener named
     INTERNAL must be announced with protocol PLAINTEXT (and give the top-level host and port)."""

@@ -63,10 +63,11 @@ from kafkalite.admin import models as m
 from kafkalite.admin.access import Access
 from kafkalite.admin.errors import AdminError
 from kafkalite.admin.history import History
-from kafkalite.admin.metrics import RequestStats, TopicStats, instrument, new_registry, render
+from kafkalite.admin.metrics import new_registry, render
 from kafkalite.admin.routing import Reply, route, route_specs
 from kafkalite.admin.storage_status import broker_storage_fields
 from kafkalite.group.consumer_protocol import assigned_partitions
+from kafkalite.observability import RequestStats, TopicStats
 from kafkalite.protocol.acl import AclOperation as Op
 from kafkalite.protocol.acl import ResourceType as T
 from kafkalite.security.acl import CLUSTER_NAME
@@ -1532,12 +1533,16 @@ class AdminApi:
         return json_response(openapi_document(*document_security(self.server)))
 
 
-def create_app(server: Any, request_stats: RequestStats | None = None) -> web.Application:
-    """The aiohttp application for `server`; instruments its replica manager for /metrics."""
-    request_stats = request_stats or getattr(server.dispatcher, "stats", None) or RequestStats()
-    topic_stats = TopicStats()
-    if server.replica_manager is not None:
-        instrument(server.replica_manager, topic_stats)
+def create_app(
+    server: Any,
+    request_stats: RequestStats | None = None,
+    topic_stats: TopicStats | None = None,
+) -> web.Application:
+    """The aiohttp application for `server`. /metrics and /metrics/history read the broker's
+    counters, which the dispatcher and the replica manager fill (given by the composition root;
+    empty ones when none are given)."""
+    request_stats = request_stats if request_stats is not None else RequestStats()
+    topic_stats = topic_stats if topic_stats is not None else TopicStats()
     registry = new_registry(server, request_stats, topic_stats)
     history = History(request_stats, topic_stats)
     api = AdminApi(server, registry, history)
@@ -1626,9 +1631,18 @@ class AdminServer:
     admin API: it is an operator convenience, never a reason for the broker to stop.
     """
 
-    def __init__(self, server: Any, url: str) -> None:
+    def __init__(
+        self,
+        server: Any,
+        url: str,
+        *,
+        request_stats: RequestStats | None = None,
+        topic_stats: TopicStats | None = None,
+    ) -> None:
         self.server = server
         self.url = url
+        self.request_stats = request_stats
+        self.topic_stats = topic_stats
         self.runner: web.AppRunner | None = None
         self.site: web.TCPSite | None = None
         self.bound_port: int | None = None
@@ -1645,7 +1659,10 @@ class AdminServer:
     async def start(self) -> None:
         host, port = self.parse_url(self.url)
         self.runner = web.AppRunner(
-            create_app(self.server), access_log=None, handle_signals=False, logger=ServerLog()
+            create_app(self.server, self.request_stats, self.topic_stats),
+            access_log=None,
+            handle_signals=False,
+            logger=ServerLog(),
         )
         await self.runner.setup()
         ssl_context = None

@@ -1,8 +1,9 @@
 """A few minutes of rates kept in memory for GET /metrics/history and the console's graphs.
 
-Every `INTERVAL_S` the sampler copies the broker's cumulative counters (metrics.RequestStats
-and TopicStats: nothing new is counted on the request path) into a ring of `SAMPLES` entries;
-an answer turns consecutive samples into per-second rates, the last one ending now.
+Every `INTERVAL_S` the sampler copies the broker's cumulative counters (RequestStats and
+TopicStats, kafkalite/observability/stats.py: nothing new is counted on the request path) into
+a ring of `SAMPLES` entries; an answer turns consecutive samples into per-second rates, the
+last one ending now.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafkalite.observability.stats import BYTES_IN, BYTES_OUT, COUNT
 from kafkalite.protocol.api import ApiKey
 
 INTERVAL_S = 5.0
@@ -21,9 +23,6 @@ SAMPLES = 72
 """6 minutes of history at one sample every 5 s."""
 BUSIEST_TOPICS = 20
 """Topics in an answer that names none: the busiest over the window."""
-
-# Layout of a RequestStats row (metrics.py)
-_COUNT, _BYTES_IN, _BYTES_OUT = 0, 2, 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,11 +50,11 @@ class History:
         fetch = rows.get(int(ApiKey.FETCH))
         return Sample(
             time=time.time(),
-            requests=sum(r[_COUNT] for r in rows.values()),
-            bytes_in=sum(r[_BYTES_IN] for r in rows.values()),
-            bytes_out=sum(r[_BYTES_OUT] for r in rows.values()),
-            produce_requests=produce[_COUNT] if produce else 0.0,
-            fetch_bytes_out=fetch[_BYTES_OUT] if fetch else 0.0,
+            requests=sum(r[COUNT] for r in rows.values()),
+            bytes_in=sum(r[BYTES_IN] for r in rows.values()),
+            bytes_out=sum(r[BYTES_OUT] for r in rows.values()),
+            produce_requests=produce[COUNT] if produce else 0.0,
+            fetch_bytes_out=fetch[BYTES_OUT] if fetch else 0.0,
             topic_messages=dict(self.topic_stats.messages_in),
             topic_bytes=dict(self.topic_stats.bytes_in),
         )

@@ -3,18 +3,17 @@ ReplicaManager and KafkaController gauges, under `kafkalite_` names).
 
 Two kinds of numbers:
 
-- **Counted on the way** (cheap, no per-record work): `RequestStats.record` is called once per
-  request by the dispatcher (count, latency bucket, bytes in and out per API key: a few list
-  increments); `instrument()` wraps the replica manager's `append_records` (messages and bytes in
-  per topic: one addition per partition of a produce, from the offsets the append assigned) and
-  its `alter_isr` callback (ISR shrinks/expands, counted once the change is committed to the
-  store).
+- **Counted on the way** by their producers into the counters of kafkalite/observability/stats.py,
+  which the composition root makes and passes to them (this module only reads them):
+  `RequestStats` (count, latency bucket, bytes in and out per API key, recorded by the
+  dispatcher) and `TopicStats` (messages and bytes in per topic, ISR shrinks/expands, recorded
+  by the replica manager).
 - **Read at scrape time** by `BrokerCollector.collect()` from the broker's own state:
   under-replicated partitions, offline partitions, active controller, log size per partition,
   groups per state, open connections (and those refused by `max.connections.per.ip`, time the
   acceptors waited for `max.connections`), leader count, and the event-loop lag
-  (kafkalite/observability.py: the worst stall of the last 10-20 s as a gauge, every probe's
-  lag as a histogram).
+  (kafkalite/observability/loop_lag.py: the worst stall of the last 10-20 s as a gauge, every
+  probe's lag as a histogram).
 
 Latency is measured from the moment the dispatcher takes the request frame to the moment its
 response is encoded (queueing in the socket buffers is not included). Histogram buckets are
@@ -25,9 +24,7 @@ Each broker has its own `CollectorRegistry` (several brokers may share a process
 
 from __future__ import annotations
 
-import bisect
 import copy
-import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -39,28 +36,15 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from kafkalite.observability import LAG_BUCKETS, loop_lag_monitor
-from kafkalite.protocol.api import ApiKey
-
-LATENCY_BUCKETS: tuple[float, ...] = (
-    0.0005,
-    0.001,
-    0.0025,
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1.0,
-    2.5,
-    5.0,
-    10.0,
+from kafkalite.observability import (
+    LAG_BUCKETS,
+    LATENCY_BUCKETS,
+    RequestStats,
+    TopicStats,
+    loop_lag_monitor,
 )
-
-# Layout of one API key's row in RequestStats.rows.
-_COUNT, _LATENCY_SUM, _BYTES_IN, _BYTES_OUT, _FIRST_BUCKET = 0, 1, 2, 3, 4
+from kafkalite.observability.stats import BYTES_IN, BYTES_OUT, COUNT, FIRST_BUCKET, LATENCY_SUM
+from kafkalite.protocol.api import ApiKey
 
 
 def api_name(api_key: int) -> str:
@@ -70,107 +54,6 @@ def api_name(api_key: int) -> str:
     except ValueError:
         return f"Unknown{api_key}"
     return "".join(part.capitalize() for part in name.split("_"))
-
-
-class RequestStats:
-    """Per-API request counters, filled by the dispatcher; not thread-safe (one event loop).
-
-    `rows[api_key]` = [count, latency seconds sum, bytes in, bytes out, bucket counts...] with
-    one non-cumulative count per `LATENCY_BUCKETS` entry plus one for +Inf.
-    """
-
-    __slots__ = ("rows", "started")
-
-    def __init__(self) -> None:
-        self.rows: dict[int, list[float]] = {}
-        self.started = time.time()
-
-    def record(self, api_key: int, seconds: float, bytes_in: int, bytes_out: int) -> None:
-        row = self.rows.get(api_key)
-        if row is None:
-            row = self.rows[api_key] = [0.0] * (_FIRST_BUCKET + len(LATENCY_BUCKETS) + 1)
-        row[_COUNT] += 1
-        row[_LATENCY_SUM] += seconds
-        row[_BYTES_IN] += bytes_in
-        row[_BYTES_OUT] += bytes_out
-        row[_FIRST_BUCKET + bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
-
-    def count(self, api_key: int) -> int:
-        row = self.rows.get(api_key)
-        return int(row[_COUNT]) if row else 0
-
-
-def response_size(result: Any) -> int:
-    """Bytes of an encoded response: one buffer, or a list of buffers (Fetch's zero-copy parts)."""
-    if isinstance(result, list):
-        return sum(len(part) for part in result)
-    try:
-        return len(result)
-    except TypeError:
-        return 0
-
-
-class TopicStats:
-    """Messages and bytes appended as leader, per topic (Kafka's MessagesInPerSec/BytesInPerSec),
-    and ISR changes (IsrShrinksPerSec/IsrExpandsPerSec)."""
-
-    __slots__ = ("messages_in", "bytes_in", "isr_shrinks", "isr_expands")
-
-    def __init__(self) -> None:
-        self.messages_in: dict[str, int] = {}
-        self.bytes_in: dict[str, int] = {}
-        self.isr_shrinks = 0
-        self.isr_expands = 0
-
-    def record_append(self, topic: str, messages: int, size: int) -> None:
-        self.messages_in[topic] = self.messages_in.get(topic, 0) + messages
-        self.bytes_in[topic] = self.bytes_in.get(topic, 0) + size
-
-
-def instrument(replica_manager: Any, topic_stats: TopicStats) -> None:
-    """Wrap `replica_manager.append_records` and its `alter_isr` callback to feed `topic_stats`.
-
-    Idempotent: a replica manager already instrumented is left alone.
-    """
-    if getattr(replica_manager, "_kafkalite_instrumented", False):
-        return
-    replica_manager._kafkalite_instrumented = True
-    append_records = replica_manager.append_records
-
-    async def counted_append_records(timeout_ms, required_acks, entries, *args, **kwargs):
-        results = await append_records(timeout_ms, required_acks, entries, *args, **kwargs)
-        for tp, result in results.items():
-            if int(result.error_code) != 0 or getattr(result, "duplicate", False):
-                continue
-            last = getattr(result, "last_offset", -1)
-            first = getattr(result, "base_offset", getattr(result, "first_offset", -1))
-            if last is None or first is None or last < first or first < 0:
-                continue
-            records = entries.get(tp)
-            topic_stats.record_append(
-                tp.topic, last - first + 1, len(records) if records is not None else 0
-            )
-        return results
-
-    replica_manager.append_records = counted_append_records
-
-    alter_isr = replica_manager.alter_isr
-    if alter_isr is None:
-        return
-
-    async def counted_alter_isr(tp, leader_and_isr):
-        partition = replica_manager.partitions.get(tp)
-        before = len(partition.isr) if partition is not None else None
-        version = await alter_isr(tp, leader_and_isr)
-        if version is not None and before is not None:
-            after = len(leader_and_isr.isr)
-            if after < before:
-                topic_stats.isr_shrinks += 1
-            elif after > before:
-                topic_stats.isr_expands += 1
-        return version
-
-    replica_manager.alter_isr = counted_alter_isr
 
 
 class BrokerCollector(Collector):
@@ -213,17 +96,17 @@ class BrokerCollector(Collector):
         total_in = total_out = 0.0
         for api_key, row in sorted(self.request_stats.rows.items()):
             name = api_name(api_key)
-            requests.add_metric([name], row[_COUNT])
-            bytes_in.add_metric([name], row[_BYTES_IN])
-            bytes_out.add_metric([name], row[_BYTES_OUT])
-            total_in += row[_BYTES_IN]
-            total_out += row[_BYTES_OUT]
+            requests.add_metric([name], row[COUNT])
+            bytes_in.add_metric([name], row[BYTES_IN])
+            bytes_out.add_metric([name], row[BYTES_OUT])
+            total_in += row[BYTES_IN]
+            total_out += row[BYTES_OUT]
             cumulative = 0.0
             buckets = []
             for i, bound in enumerate((*LATENCY_BUCKETS, float("inf"))):
-                cumulative += row[_FIRST_BUCKET + i]
+                cumulative += row[FIRST_BUCKET + i]
                 buckets.append(("+Inf" if bound == float("inf") else repr(bound), cumulative))
-            latency.add_metric([name], buckets, row[_LATENCY_SUM])
+            latency.add_metric([name], buckets, row[LATENCY_SUM])
         yield requests
         yield latency
         yield bytes_in

@@ -35,10 +35,9 @@ from typing import Any
 
 import structlog
 
-from kafkalite.admin.metrics import RequestStats, response_size
 from kafkalite.apis.base import DECODERS, HANDLERS, BrokerServices, RequestContext
 from kafkalite.network.connection import NO_RESPONSE, CloseConnection, ConnectionInfo
-from kafkalite.observability import LogRateLimiter
+from kafkalite.observability import LogRateLimiter, RequestStats, response_size
 from kafkalite.protocol import frames
 from kafkalite.protocol.api import (
     ADVERTISED_VERSIONS,
@@ -112,14 +111,21 @@ def advertised_versions(handlers: dict[int, Any] | None = None) -> dict[int, tup
 
 
 class ApiDispatcher:
-    def __init__(self, services: BrokerServices, handlers: dict[int, Any] | None = None) -> None:
+    def __init__(
+        self,
+        services: BrokerServices,
+        handlers: dict[int, Any] | None = None,
+        *,
+        stats: RequestStats | None = None,
+    ) -> None:
         self.services = services
         self.handlers = HANDLERS if handlers is None else handlers
         self.versions = advertised_versions(self.handlers)
         services.api_versions = self.versions
         self.error_log = RateLimitedErrorLog()
-        self.stats = RequestStats()
-        """Per-API count, latency and bytes (the admin API's /metrics); one record per request."""
+        self.stats = stats if stats is not None else RequestStats()
+        """Per-API count, latency and bytes, one record per request; given by the composition
+        root, which hands the same counters to the admin API (/metrics)."""
         self.ready = asyncio.Event()
         """Set when the broker has started; client requests read before that wait for it.
         Controller requests (LeaderAndIsr, UpdateMetadata, ...) are served at once: start-up

@@ -73,6 +73,7 @@ from kafkalite.broker.types import (
     StopReplicaPartitionState,
     StopReplicaResult,
 )
+from kafkalite.observability import TopicStats
 from kafkalite.protocol.errors import (
     ErrorCode,
     KafkaError,
@@ -340,6 +341,7 @@ class ReplicaManager:
         alter_isr: AlterIsr | None = None,
         log_config_for_topic: Callable[[str], Any] | None = None,
         replica_fetcher_manager: ReplicaFetcherManager | None = None,
+        topic_stats: TopicStats | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
@@ -353,6 +355,9 @@ class ReplicaManager:
         self.alter_isr = alter_isr
         self.log_config_for_topic = log_config_for_topic
         self.replica_fetcher_manager = replica_fetcher_manager
+        # Messages and bytes appended as leader, committed ISR changes (Kafka's
+        # BrokerTopicStats): the composition root's, read by the admin API's /metrics.
+        self.topic_stats = topic_stats if topic_stats is not None else TopicStats()
         # Set by the server when it asks the controller to move its leaderships away: no new
         # fetch starts from then on (see _restart_fetchers).
         self.in_controlled_shutdown = False
@@ -533,6 +538,9 @@ class ReplicaManager:
                 duplicate=appended.duplicate,
             )
             if not appended.duplicate:
+                self.topic_stats.record_append(
+                    tp.topic, appended.last_offset - appended.first_offset + 1, len(records)
+                )
                 self._complete_delayed_requests(tp)
 
         successes = [tp for tp, r in results.items() if r.error_code is ErrorCode.NONE]
@@ -676,6 +684,7 @@ class ReplicaManager:
             return
 
         async def write() -> None:
+            isr_before = len(partition.isr)
             try:
                 version = await self.alter_isr(tp, proposal)
             except asyncio.CancelledError:
@@ -692,6 +701,8 @@ class ReplicaManager:
                     zk_version=proposal.zk_version,
                     note="partition state changed under us: no longer acting as leader",
                 )
+            else:
+                self.topic_stats.record_isr_change(isr_before, len(proposal.isr))
             partition.complete_isr_update(proposal, version)
             self._complete_delayed_requests(tp)
 

@@ -1,4 +1,5 @@
-"""Unit tests of the metric counters (kafkalite/admin/metrics.py) with fake broker parts."""
+"""The Prometheus exposition (kafkalite/admin/metrics.py) of the broker's counters
+(kafkalite/observability/stats.py) and state, with fake broker parts."""
 
 from __future__ import annotations
 
@@ -11,18 +12,13 @@ from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from kafkalite.admin.metrics import (
-    LATENCY_BUCKETS,
-    RequestStats,
-    TopicStats,
     api_name,
-    instrument,
     new_registry,
     offline_partition_count,
     render,
-    response_size,
 )
+from kafkalite.observability import LATENCY_BUCKETS, RequestStats, TopicStats, response_size
 from kafkalite.protocol.api import ApiKey
-from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.types import TopicPartition
 
 
@@ -74,31 +70,11 @@ def test_histogram_is_cumulative_and_counts_every_request(latencies) -> None:
 
 
 @dataclass
-class FakeResult:
-    error_code: ErrorCode
-    base_offset: int = -1
-    last_offset: int = -1
-    duplicate: bool = False
-
-
-@dataclass
-class FakePartition:
-    isr: frozenset = frozenset({0, 1})
-
-
-@dataclass
 class FakeReplicaManager:
-    results: dict = field(default_factory=dict)
     partitions: dict = field(default_factory=dict)
     under_replicated_partition_count: int = 2
     under_min_isr_partition_count: int = 1
     leader_count: int = 3
-
-    async def append_records(self, timeout_ms, required_acks, entries, origin=None):
-        return self.results
-
-    async def alter_isr(self, tp, leader_and_isr):
-        return 7
 
 
 def fake_server(rm=None, **kw):
@@ -120,31 +96,19 @@ def fake_server(rm=None, **kw):
     )
 
 
-def test_messages_in_per_topic_and_isr_changes_are_counted() -> None:
-    tp_ok, tp_dup, tp_err = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("u", 0)
-    rm = FakeReplicaManager(
-        results={
-            tp_ok: FakeResult(ErrorCode.NONE, 10, 14),
-            tp_dup: FakeResult(ErrorCode.NONE, 0, 3, duplicate=True),
-            tp_err: FakeResult(ErrorCode.NOT_LEADER_OR_FOLLOWER),
-        }
-    )
-    rm.alter_isr = rm.alter_isr  # an instance attribute, as the broker injects it
-    rm.partitions = {tp_ok: FakePartition()}
+def test_topic_counters_and_broker_state_are_exported() -> None:
     stats = TopicStats()
-    instrument(rm, stats)
-    instrument(rm, stats)  # idempotent: not counted twice
-    entries = {tp_ok: b"x" * 100, tp_dup: b"y" * 50, tp_err: b"z"}
-    asyncio.run(rm.append_records(1000, 1, entries))
-    assert stats.messages_in == {"t": 5}
-    assert stats.bytes_in == {"t": 100}
-    asyncio.run(rm.alter_isr(tp_ok, SimpleNamespace(isr=(0,))))
-    asyncio.run(rm.alter_isr(tp_ok, SimpleNamespace(isr=(0, 1, 2))))
-    asyncio.run(rm.alter_isr(tp_ok, SimpleNamespace(isr=(0, 1))))
-    assert (stats.isr_shrinks, stats.isr_expands) == (1, 1)
+    stats.record_append("t", 5, 100)
+    stats.record_append("u", 1, 10)
+    stats.record_append("t", 2, 30)
+    stats.record_isr_change(2, 1)
+    stats.record_isr_change(1, 3)
+    stats.record_isr_change(3, 3)  # the same size: neither
 
-    samples = samples_of(new_registry(fake_server(rm), RequestStats(), stats))
-    assert samples[("kafkalite_topic_messages_in_total", (("topic", "t"),))] == 5
+    samples = samples_of(new_registry(fake_server(FakeReplicaManager()), RequestStats(), stats))
+    assert samples[("kafkalite_topic_messages_in_total", (("topic", "t"),))] == 7
+    assert samples[("kafkalite_topic_bytes_in_total", (("topic", "t"),))] == 130
+    assert samples[("kafkalite_topic_messages_in_total", (("topic", "u"),))] == 1
     assert samples[("kafkalite_isr_shrinks_total", ())] == 1
     assert samples[("kafkalite_isr_expands_total", ())] == 1
     assert samples[("kafkalite_under_replicated_partitions", ())] == 2

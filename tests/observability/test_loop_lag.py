@@ -1,5 +1,5 @@
-"""The event-loop lag monitor (kafkalite/observability.py): its windows against an oracle with
-a fake clock, and the real probe on a loop that a callback holds."""
+"""The event-loop lag monitor (kafkalite/observability/loop_lag.py): its windows against an
+oracle with a fake clock, and the real probe on a loop that a callback holds."""
 
 from __future__ import annotations
 

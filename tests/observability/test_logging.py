@@ -1,6 +1,6 @@
-"""Every line the broker process logs is structlog JSON (issue 12, item 7): stdlib logging,
-warnings and the event loop's exception handler ("Task exception was never retrieved") are
-routed through the same renderer, tracebacks included as a field."""
+"""Every line the broker process logs is structlog JSON (kafkalite/observability/logs.py):
+stdlib logging, warnings and the event loop's exception handler ("Task exception was never
+retrieved") are routed through the same renderer, tracebacks included as a field."""
 
 import json
 import subprocess
@@ -11,7 +11,7 @@ from tests.harness.broker import REPO_ROOT
 SCRIPT = r"""
 import asyncio, gc, logging, warnings
 import structlog
-from kafkalite.server import configure_logging, loop_exception_handler
+from kafkalite.observability import configure_logging, loop_exception_handler
 
 configure_logging("INFO", json_output=True)
 structlog.get_logger("kafkalite.test").info("structlog line", n=1)

@@ -1,6 +1,4 @@
-"""Measurements every layer may record into or read (layer 0: the standard library only).
-
-Event-loop lag (DESIGN.md section 1: no callback may hold the loop for long). A
+"""Event-loop lag: no callback may hold the loop for long (docs/architecture.md). A
 `LoopLagMonitor` schedules a timer every `LAG_PROBE_INTERVAL_S` and notes how late it runs:
 when a callback holds the loop for D seconds, the probe due meanwhile runs up to D late (D
 minus the part of the probe interval that had already passed, so a block shorter than the
@@ -140,25 +138,3 @@ def event_loop_lag_max(loop: asyncio.AbstractEventLoop | None = None) -> float |
     """The longest event-loop stall of the last 10-20 s in seconds; None when not monitored."""
     monitor = loop_lag_monitor(loop)
     return None if monitor is None else monitor.max_lag()
-
-
-class LogRateLimiter:
-    """Lets one log line per kind through every ``interval_s`` and counts the ones held back
-    in between, so a flood of the same failure (a client sending garbage in a loop) writes a
-    line a minute, not a line a request."""
-
-    def __init__(self, interval_s: float = 60.0, clock: Callable[[], float] = time.monotonic):
-        self.interval_s = interval_s
-        self.clock = clock
-        self._next_at: dict[object, float] = {}
-        self._suppressed: dict[object, int] = {}
-
-    def allow(self, kind: object) -> int | None:
-        """None when a line of ``kind`` was let through less than ``interval_s`` ago (this one
-        is counted); else how many were held back since that line."""
-        now = self.clock()
-        if now < self._next_at.get(kind, float("-inf")):
-            self._suppressed[kind] = self._suppressed.get(kind, 0) + 1
-            return None
-        self._next_at[kind] = now + self.interval_s
-        return self._suppressed.pop(kind, 0)

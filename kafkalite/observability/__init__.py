@@ -1,0 +1,48 @@
+"""What the broker measures and how it logs (layer 0: the standard library and structlog only).
+
+- `loop_lag`: the event-loop lag monitor (one per loop);
+- `stats`: the request and topic counters (Kafka's RequestMetrics and BrokerTopicStats), made
+  by the composition root and passed to the dispatcher and the replica manager, which record
+  into them; the admin API only reads them (its /metrics exposition is kafkalite/admin/metrics.py);
+- `logs`: the logging set-up and the log-line rate limiter.
+
+Nothing here patches another component: producers are handed their counters.
+"""
+
+from kafkalite.observability.logs import (
+    LogRateLimiter,
+    configure_logging,
+    loop_exception_handler,
+)
+from kafkalite.observability.loop_lag import (
+    LAG_BUCKETS,
+    LAG_PROBE_INTERVAL_S,
+    LAG_WINDOW_S,
+    LoopLagMonitor,
+    event_loop_lag_max,
+    loop_lag_monitor,
+    start_loop_lag_monitor,
+)
+from kafkalite.observability.stats import (
+    LATENCY_BUCKETS,
+    RequestStats,
+    TopicStats,
+    response_size,
+)
+
+__all__ = [
+    "LAG_BUCKETS",
+    "LAG_PROBE_INTERVAL_S",
+    "LAG_WINDOW_S",
+    "LATENCY_BUCKETS",
+    "LogRateLimiter",
+    "LoopLagMonitor",
+    "RequestStats",
+    "TopicStats",
+    "configure_logging",
+    "event_loop_lag_max",
+    "loop_exception_handler",
+    "loop_lag_monitor",
+    "response_size",
+    "start_loop_lag_monitor",
+]
