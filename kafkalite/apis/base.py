@@ -57,7 +57,7 @@ def handles(
 
 @dataclass
 class BrokerServices:
-    """The roles a handler may call; built by server.py (the composition root).
+    """The roles a handler may call; built by kafkalite/server/ (the composition root).
 
     Anything may be None in unit tests that do not exercise it.
     """

@@ -24,23 +24,43 @@ goes away), the log dirs are unlocked.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
-import json
+import importlib
+import io
 import os
 import signal
 import sys
-import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 import structlog
 
 from kafkalite.apis import load_handlers
+from kafkalite.apis.authorization import BrokerAuthorizer, guard
 from kafkalite.apis.base import BrokerServices
+from kafkalite.apis.client_quotas import throttle
 from kafkalite.apis.dispatcher import ApiDispatcher
+from kafkalite.broker.fetch_session import FetchSessionCache
+from kafkalite.broker.isr_writer import ZkIsrChangeWriter
+from kafkalite.broker.metadata_cache import MetadataCache
+from kafkalite.broker.producer_id_manager import ProducerIdManager
+from kafkalite.broker.replica_fetcher import remote_leader_endpoints
+from kafkalite.broker.replica_manager import ReplicaManager
+from kafkalite.client.connection import KafkaConnection, request_builder, set_default_security
 from kafkalite.config import BrokerConfig, ConfigError, Endpoint
+from kafkalite.controller import zk_data
+from kafkalite.controller.controller import KafkaController
+from kafkalite.coord import (
+    CoordError,
+    SessionClosed,
+    SessionExpired,
+    SessionState,
+    open_store,
+)
+from kafkalite.coord.renewable import RenewableSession
+from kafkalite.coord.security import scram_credential
+from kafkalite.group import GroupCoordinator, ReplicaManagerLogWriter
+from kafkalite.group.config import from_broker_config as group_configs
 from kafkalite.network.quotas import ConnectionQuotas
 from kafkalite.network.server import SocketServer, install_uvloop
 from kafkalite.observability import (
@@ -50,35 +70,40 @@ from kafkalite.observability import (
     loop_exception_handler,
     start_loop_lag_monitor,
 )
+from kafkalite.protocol.api import ApiKey
+from kafkalite.protocol.errors import ErrorCode, KafkaError
+from kafkalite.protocol.types import TopicPartition
+from kafkalite.security.listeners import inter_broker_client, listener_security
+from kafkalite.security.quotas import QuotaManager
 from kafkalite.security.ratelimit import FailedAuthLimiter
-
-SCRAM_UNKNOWN_USER_SECRET_PATH = "/kafkalite/scram_unknown_user_secret"
-"""32 random bytes, made by the first broker with a SCRAM listener (_scram_unknown_user_secret)."""
+from kafkalite.security.scram import CredentialCache
+from kafkalite.security.tls import TlsConfigError
+from kafkalite.server.config_watch import TopicConfigs, load_quotas, watch_entity_configs
+from kafkalite.server.errors import StartupError, log_dir_problem
+from kafkalite.server.registration import (
+    SESSION_RETRY_BACKOFF_SECONDS,
+    get_or_create_cluster_id,
+    register_broker,
+    scram_unknown_user_secret,
+)
+from kafkalite.storage.cleaner import CleanerConfig
+from kafkalite.storage.config import LogConfig
+from kafkalite.storage.errors import StorageError
+from kafkalite.storage.log_manager import LogManager
+from kafkalite.txn import (
+    ReplicaManagerTxnLogWriter,
+    TransactionCoordinator,
+    TransactionMarkerChannelManager,
+    append_txn_markers,
+)
+from kafkalite.txn.config import from_broker_config as txn_configs
 
 log = structlog.get_logger("kafkalite.server")
 
 SHUTDOWN_DRAIN_SECONDS = 10.0
-TOPIC_CONFIG_READS_IN_FLIGHT = 256
-SESSION_RETRY_BACKOFF_SECONDS = 0.5
 # A shutdown still running after this long logs every task's stack (which step is stuck, and on
 # what), and again each period after; it never cuts the shutdown short.
 SHUTDOWN_REPORT_SECONDS = 10.0
-
-
-class StartupError(Exception):
-    """The broker cannot start (data dir in use, bad config value, store unreachable)."""
-
-
-def log_dir_problem(log_dir: str, error: OSError) -> str:
-    """Why a log.dirs entry cannot be used, in one line naming the key."""
-    if Path(log_dir).exists() and not Path(log_dir).is_dir():
-        return f"log.dirs: {log_dir} is a file, not a directory"
-    return f"log.dirs: cannot create {log_dir}: {error.strerror or error}"
-
-
-def new_cluster_id() -> str:
-    """Kafka's Uuid.randomUuid().toString(): url-safe base64 of 16 bytes, no padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
 class KafkaServer:
@@ -109,6 +134,7 @@ class KafkaServer:
         self.authorizer: Any = None
         self._scram_cache: Any = None  # security/scram.py's CredentialCache, made when first used
         self.quotas: Any = None
+        self.topic_configs: Any = None  # config_watch.TopicConfigs, made at start-up
         self._tasks: list[asyncio.Task[Any]] = []
         self._stopping = False
         self._replica_manager_stopped = False
@@ -118,10 +144,6 @@ class KafkaServer:
     # ------------------------------------------------------------------ start-up
 
     async def startup(self) -> None:
-        from kafkalite.coord import CoordError, NodeExists, open_store
-        from kafkalite.coord.renewable import RenewableSession
-        from kafkalite.storage.errors import StorageError
-
         config = self.config
         log.info("starting", broker_id=self.broker_id, log_dirs=config.log_dir_list)
         start_loop_lag_monitor()  # event-loop lag for /metrics (one monitor per loop)
@@ -152,7 +174,7 @@ class KafkaServer:
             except CoordError as e:
                 raise StartupError(f"coordination store: {e}") from None
             self.services.store = self.session
-            self.services.cluster_id = await self._get_or_create_cluster_id(NodeExists)
+            self.services.cluster_id = await get_or_create_cluster_id(self.session)
             phase("store_open_s")
             await self._start_quotas()
             await self._start_authorizer()
@@ -177,8 +199,8 @@ class KafkaServer:
                 credentials=self._scram_credential,
                 failed_authentication_delay_ms=config.connection_failed_authentication_delay_ms,
                 auth_limiter=FailedAuthLimiter.from_config(config),
-                scram_unknown_user_secret=await self._scram_unknown_user_secret(
-                    listener_security, NodeExists
+                scram_unknown_user_secret=await scram_unknown_user_secret(
+                    self.session, listener_security
                 ),
             )
             try:
@@ -208,10 +230,6 @@ class KafkaServer:
         """TLS contexts and SASL settings per listener (kafkalite/security), and the
         inter-broker client's, which every connection this broker makes to others uses; a
         bad TLS file or setting stops start-up naming its key."""
-        from kafkalite.client.connection import set_default_security
-        from kafkalite.security.listeners import inter_broker_client, listener_security
-        from kafkalite.security.tls import TlsConfigError
-
         try:
             security = listener_security(self.config)
             set_default_security(inter_broker_client(self.config))
@@ -224,8 +242,6 @@ class KafkaServer:
         (acl-watcher), and every handler is put behind its authorization check."""
         if not self.config.authorizer_class_name:
             return
-        from kafkalite.apis.authorization import BrokerAuthorizer, guard
-
         self.authorizer = BrokerAuthorizer(
             self.config.super_user_list, self.config.allow_everyone_if_no_acl_found
         )
@@ -236,9 +252,6 @@ class KafkaServer:
     async def _start_quotas(self) -> None:
         """Client quotas (security/quotas.py): loaded from /config/users and /config/clients,
         counted by the Produce and Fetch handlers (apis/client_quotas.py)."""
-        from kafkalite.apis.client_quotas import throttle
-        from kafkalite.security.quotas import QuotaManager
-
         self.quotas = QuotaManager(
             self.config.quota_window_num, float(self.config.quota_window_size_seconds)
         )
@@ -247,39 +260,11 @@ class KafkaServer:
         self.dispatcher.handlers = {k: throttle(k, h) for k, h in self.dispatcher.handlers.items()}
 
     async def _load_quotas(self) -> None:
-        from kafkalite.coord.security import load_quota_configs
-
-        for entity, config in await load_quota_configs(self.session):
-            self.quotas.set_entity(entity, config)
+        await load_quotas(self.session, self.quotas)
 
     async def _watch_quotas(self) -> None:
-        """Kafka's config change notifications for users/... and clients/... entities."""
-        from kafkalite.coord import NoNode, paths
-        from kafkalite.coord.security import config_at, entity_of_path
-
-        await self.session.ensure_path(paths.CONFIG_CHANGES)
-        seen: set[str] | None = None
-        async for children in self.session.watch_children(paths.CONFIG_CHANGES):
-            current = set(children or ())
-            fresh = sorted(current - seen) if seen is not None else []
-            if seen is None and self._scram_cache is not None:
-                self._scram_cache.clear()  # (re)started: notifications may have been missed
-            seen = current
-            for child in fresh:
-                try:
-                    data, _ = await self.session.get_data(f"{paths.CONFIG_CHANGES}/{child}")
-                    relative = paths.decode_config_change(data)
-                except (NoNode, ValueError):
-                    continue
-                entity = entity_of_path(relative)
-                if entity is not None:
-                    if (
-                        len(entity) == 1
-                        and entity[0][0] == "user"
-                        and self._scram_cache is not None
-                    ):
-                        self._scram_cache.invalidate(entity[0][1])
-                    self.quotas.set_entity(entity, await config_at(self.session, relative))
+        """Quota and SCRAM credential changes of users and clients (server/config_watch.py)."""
+        await watch_entity_configs(self.session, self.quotas, lambda: self._scram_cache)
 
     async def _watch_acls(self) -> None:
         await self.authorizer.watch(self.session)
@@ -287,9 +272,6 @@ class KafkaServer:
     async def _scram_credential(self, user: str, mechanism: str) -> Any:
         """From the broker's credential cache, kept fresh by ``_watch_quotas``."""
         if self._scram_cache is None:
-            from kafkalite.coord.security import scram_credential
-            from kafkalite.security.scram import CredentialCache
-
             self._scram_cache = CredentialCache(lambda u, m: scram_credential(self.session, u, m))
             self.services.extra["scram_cache"] = self._scram_cache
         return await self._scram_cache.get(user, mechanism)
@@ -300,8 +282,6 @@ class KafkaServer:
             return
         # aiohttp and the admin app take 0.2-0.5 s to import: in a worker thread, so that the
         # loop serves the first clients meanwhile (the broker is ready before the admin API)
-        import importlib
-
         admin_app = await asyncio.to_thread(importlib.import_module, "kafkalite.admin.app")
         AdminServer = admin_app.AdminServer  # noqa: N806
 
@@ -347,98 +327,18 @@ class KafkaServer:
             for e in self.bound_endpoints
         ]
 
-    async def _get_or_create_cluster_id(self, node_exists: type[Exception]) -> str:
-        from kafkalite.coord import NoNode, paths
-
-        try:
-            data, _ = await self.session.get_data(paths.CLUSTER_ID)
-            return paths.decode_cluster_id(data)
-        except NoNode:
-            pass
-        cluster_id = new_cluster_id()
-        try:
-            await self.session.create(
-                paths.CLUSTER_ID, paths.encode_cluster_id(cluster_id), makepath=True
-            )
-            return cluster_id
-        except node_exists:
-            data, _ = await self.session.get_data(paths.CLUSTER_ID)
-            return paths.decode_cluster_id(data)
-
-    async def _scram_unknown_user_secret(
-        self, security: dict[str, Any], node_exists: type[Exception]
-    ) -> bytes | None:
-        """The secret an unknown SCRAM user's salt is derived from (scram.fake_credential),
-        created once for the cluster in the store: every broker, before and after a restart,
-        shows an unknown user the same salt, as all show a real user the stored one. None (a
-        secret of the process) when no listener offers SCRAM."""
-        from kafkalite.coord import NoNode
-
-        if not any(
-            m.startswith("SCRAM-") for sec in security.values() if sec.sasl for m in sec.mechanisms
-        ):
-            return None
-        try:
-            data, _ = await self.session.get_data(SCRAM_UNKNOWN_USER_SECRET_PATH)
-            return bytes(data)
-        except NoNode:
-            pass
-        secret = os.urandom(32)
-        try:
-            await self.session.create(SCRAM_UNKNOWN_USER_SECRET_PATH, secret, makepath=True)
-            return secret
-        except node_exists:
-            data, _ = await self.session.get_data(SCRAM_UNKNOWN_USER_SECRET_PATH)
-            return bytes(data)
-
     async def _load_topic_configs(self) -> None:
         """Broker defaults, and each topic's overrides from `/config/topics/<t>`."""
-        from kafkalite.storage.config import LogConfig
-
-        self._default_log_config = LogConfig.from_properties(self.config.topic_config_defaults())
-        self._topic_configs: dict[str, Any] = {}
-        await self.session.ensure_path("/config/topics")
-        topics = await self.session.get_children("/config/topics")
-        # Many reads in flight at once (pipelined on one ZooKeeper session, as Kafka's
-        # getEntitiesConfigs does): one round trip after another made a start with
-        # thousands of topics wait seconds here.
-        for start in range(0, len(topics), TOPIC_CONFIG_READS_IN_FLIGHT):
-            await asyncio.gather(
-                *(
-                    self._reload_topic_config(topic)
-                    for topic in topics[start : start + TOPIC_CONFIG_READS_IN_FLIGHT]
-                )
-            )
-
-    async def _reload_topic_config(self, topic: str) -> bool:
-        """Re-read one topic's overrides; True if its LogConfig changed."""
-        from kafkalite.coord import NoNode
-        from kafkalite.storage.config import LogConfig
-
-        try:
-            data, _ = await self.session.get_data(f"/config/topics/{topic}")
-            props = json.loads(data).get("config", {}) if data else {}
-            new = LogConfig.from_properties(props, self._default_log_config)
-        except NoNode:
-            new = self._default_log_config
-        except (ValueError, json.JSONDecodeError) as e:
-            log.warning(
-                "topic config unreadable; keeping the previous one", topic=topic, error=str(e)
-            )
-            return False
-        changed = self._topic_configs.get(topic, self._default_log_config) != new
-        self._topic_configs[topic] = new
-        return changed
+        defaults = LogConfig.from_properties(self.config.topic_config_defaults())
+        self.topic_configs = TopicConfigs(self.session, defaults)
+        await self.topic_configs.load()
 
     async def _start_log_manager(self) -> None:
-        from kafkalite.storage.cleaner import CleanerConfig
-        from kafkalite.storage.log_manager import LogManager
-
         config = self.config
         self.log_manager = LogManager(
             config.log_dir_list,
-            self._default_log_config,
-            topic_configs=self._topic_configs,
+            self.topic_configs.defaults,
+            topic_configs=self.topic_configs.configs,
             retention_check_interval_ms=config.log_retention_check_interval_ms,
             flush_check_interval_ms=config.log_flush_scheduler_interval_ms,
             flush_recovery_offset_checkpoint_interval_ms=(
@@ -455,13 +355,6 @@ class KafkaServer:
         await asyncio.to_thread(self.log_manager.startup)
 
     async def _start_roles(self) -> None:
-        from kafkalite.broker.fetch_session import FetchSessionCache
-        from kafkalite.broker.isr_writer import ZkIsrChangeWriter
-        from kafkalite.broker.metadata_cache import MetadataCache
-        from kafkalite.broker.producer_id_manager import ProducerIdManager
-        from kafkalite.broker.replica_fetcher import remote_leader_endpoints
-        from kafkalite.broker.replica_manager import ReplicaManager
-
         config = self.config
         self.metadata_cache = MetadataCache(self.broker_id)
         self.replica_manager = ReplicaManager(
@@ -470,7 +363,7 @@ class KafkaServer:
             config,
             metadata_cache=self.metadata_cache,
             alter_isr=ZkIsrChangeWriter(self.session),
-            log_config_for_topic=self._log_config_for_topic,
+            log_config_for_topic=self.topic_configs.for_topic,
             topic_stats=self.topic_stats,
         )
         self.log_manager.log_dir_failure_listeners.append(self._propagate_log_dir_failure)
@@ -501,10 +394,7 @@ class KafkaServer:
     def _start_group_coordinator(self) -> None:
         """The consumer-group coordinator over the ReplicaManager; it owns the groups of the
         ``__consumer_offsets`` partitions led here (LeaderAndIsr loads them)."""
-        from kafkalite.group import GroupCoordinator, ReplicaManagerLogWriter
-        from kafkalite.group.config import from_broker_config
-
-        group_config, offset_config = from_broker_config(self.config)
+        group_config, offset_config = group_configs(self.config)
         self.group_coordinator = GroupCoordinator(
             self.broker_id,
             ReplicaManagerLogWriter(self.replica_manager, offset_config),
@@ -518,15 +408,7 @@ class KafkaServer:
         """The transaction coordinator (kafkalite/txn/): owns the transactional ids of the
         ``__transaction_state`` partitions led here; sends markers to partition leaders (this
         broker's own directly) over the inter-broker listener."""
-        from kafkalite.txn import (
-            ReplicaManagerTxnLogWriter,
-            TransactionCoordinator,
-            TransactionMarkerChannelManager,
-            append_txn_markers,
-        )
-        from kafkalite.txn.config import from_broker_config
-
-        txn_config = from_broker_config(self.config)
+        txn_config = txn_configs(self.config)
         services = self.services
 
         def write_locally(markers):
@@ -568,8 +450,6 @@ class KafkaServer:
     def _propagate_log_dir_failure(self, log_dir: str) -> None:
         """After the replica manager took the directory's partitions offline: tell the
         controller, which moves their leadership elsewhere (Kafka's propagateLogDirEvent)."""
-        from kafkalite.controller import zk_data
-        from kafkalite.coord import CoordError
 
         async def propagate() -> None:
             # Retried until it is written: without it the controller never moves leadership off
@@ -587,89 +467,18 @@ class KafkaServer:
         task = asyncio.get_running_loop().create_task(propagate(), name="log-dir-event")
         self._tasks.append(task)
 
-    def _log_config_for_topic(self, topic: str) -> Any:
-        """The topic's LogConfig: broker defaults overlaid with `/config/topics/<t>` (cached by
-        the config-change watcher; read when the controller's LeaderAndIsr creates a log)."""
-        return self._topic_configs.get(topic, self._default_log_config)
-
     async def _register_broker(self, renewed: bool = False) -> None:
-        """Create this broker's ephemeral ``/brokers/ids/<id>``. At start-up an existing node is
-        another broker with this id: start-up stops. After a session renewal it may be this
-        broker's own node from the expired session, which the server has not removed yet: wait
-        for it to go (Kafka's checkedEphemeralCreate accepts only a node of the current
-        session).
-
-        A lost connection (ConnectionLoss: a busy start-up, ZooKeeper settling) is retried
-        until the session itself ends, as Kafka's ZooKeeperClient retries until connected; a
-        create whose answer was lost shows up as a node this session owns. A session that
-        expired before the first registration is replaced by a new one."""
-        from kafkalite.coord import ConnectionLoss, SessionExpired
-
-        while True:
-            try:
-                await self._try_register_broker(renewed)
-                return
-            except ConnectionLoss as e:
-                log.warning(
-                    "registering: coordination store connection lost; retrying", error=str(e)
-                )
-                await asyncio.sleep(SESSION_RETRY_BACKOFF_SECONDS)
-            except SessionExpired:
-                if renewed:
-                    raise  # the renewal task opens another session and calls again
-                # A long start-up (thousands of logs loaded) outlived the session opened
-                # first; nothing is registered on it yet: open a new one and go on.
-                log.warning("coordination session expired during start-up; opening a new one")
-                await self.session.renew()
-
-    async def _try_register_broker(self, renewed: bool) -> None:
-        from kafkalite.coord import NodeExists, paths
-
-        path = paths.broker_path(self.broker_id)
-        await self.session.ensure_path(paths.BROKER_IDS)
-        info = paths.BrokerInfo(
-            id=self.broker_id,
-            endpoints=tuple(
-                paths.EndPoint(
-                    e.host, e.port, e.listener_name, self.config.security_protocol(e.listener_name)
-                )
-                for e in self.advertised_endpoints
-            ),
-            rack=self.config.broker_rack,
-            timestamp=int(time.time() * 1000),
-        )
-        while True:
-            try:
-                await self.session.create(path, paths.encode_broker(info), ephemeral=True)
-                break
-            except NodeExists:
-                stat = await self.session.exists(path)
-                if stat is not None and stat.ephemeral_owner == self.session.session_id:
-                    break  # ours: created by an attempt whose answer was lost
-                if not renewed:
-                    raise StartupError(
-                        f"broker.id {self.broker_id} is already registered at {path} "
-                        "(another broker with the same id is running)"
-                    ) from None
-            stat, gone = await self.session.exists_and_watch(path)
-            if stat is not None and stat.ephemeral_owner == self.session.session_id:
-                break
-            if stat is not None:
-                log.info("waiting for the registration of the expired session to go", path=path)
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(2 * self.config.zookeeper_session_timeout_ms / 1000):
-                        await gone
-        stat = await self.session.exists(path)
-        self.services.extra["broker_epoch"] = stat.czxid if stat else -1
-        log.info(
-            "registered",
-            path=path,
-            endpoints=[e.connection_string for e in self.advertised_endpoints],
+        """``/brokers/ids/<id>`` with the advertised endpoints (server/registration.py); the
+        node's czxid is the broker epoch the controller fences this broker's requests with."""
+        self.services.extra["broker_epoch"] = await register_broker(
+            self.session,
+            self.config,
+            self.broker_id,
+            self.advertised_endpoints,
+            renewed=renewed,
         )
 
     async def _start_controller(self) -> None:
-        from kafkalite.controller.controller import KafkaController
-
         self.controller = KafkaController(self.broker_id, self.session, self.config)
         self.services.controller = self.controller
         await _maybe_await(self.controller.startup())
@@ -722,8 +531,6 @@ class KafkaServer:
         new one, register again, run for controller again (Kafka's RegisterBrokerAndReelect)
         and restart the config watcher. The broker keeps serving meanwhile; its roles see
         SessionExpired from the store until the new session is in place."""
-        from kafkalite.coord import SessionClosed, SessionState
-
         while not self._stopping:
             if await self.session.wait_for_expiry() is SessionState.CLOSED:
                 return
@@ -741,8 +548,6 @@ class KafkaServer:
         """On a renewed session: register, run for controller, restart the config watcher.
         Store errors are retried (ZooKeeper may still be settling); False when the new session
         expired meanwhile (the caller renews again) or the broker is stopping."""
-        from kafkalite.coord import CoordError, SessionClosed, SessionExpired
-
         while not self._stopping:
             try:
                 await self._register_broker(renewed=True)
@@ -771,19 +576,8 @@ class KafkaServer:
         self._tasks.append(asyncio.create_task(factory(), name=name))
 
     async def _watch_topic_configs(self) -> None:
-        """Apply topic config changes: the admin path writes `/config/topics/<t>` and then a
-        sequential `/config/changes/config_change_*` node (Kafka's change notifications)."""
-        await self.session.ensure_path("/config/changes")
-        seen: set[str] = set()
-        async for children in self.session.watch_children("/config/changes"):
-            fresh = set(children or ()) - seen
-            seen |= fresh
-            if not fresh:
-                continue
-            for topic in await self.session.get_children("/config/topics"):
-                if await self._reload_topic_config(topic):
-                    self.log_manager.update_topic_config(topic, self._topic_configs[topic])
-                    log.info("topic config changed", topic=topic)
+        """Topic config changes reach the LogManager (server/config_watch.py)."""
+        await self.topic_configs.watch(self.log_manager.update_topic_config)
 
     # ------------------------------------------------------------------ shutdown
 
@@ -858,11 +652,6 @@ class KafkaServer:
 
     async def _send_controlled_shutdown(self, broker_epoch: int) -> list[Any]:
         """Send ControlledShutdown to the active controller; the partitions still led here."""
-        from kafkalite.client.connection import KafkaConnection, request_builder
-        from kafkalite.protocol.api import ApiKey
-        from kafkalite.protocol.errors import ErrorCode, KafkaError
-        from kafkalite.protocol.types import TopicPartition
-
         if self.controller is not None and self.controller.is_active:
             return list(await self.controller.controlled_shutdown(self.broker_id, broker_epoch))
         controller_id = self.metadata_cache.get_controller_id()
@@ -940,8 +729,6 @@ class KafkaServer:
 
 async def _report_slow_shutdown() -> None:
     """Log the stack of every pending task each SHUTDOWN_REPORT_SECONDS until cancelled."""
-    import io
-
     me = asyncio.current_task()
     while True:
         await asyncio.sleep(SHUTDOWN_REPORT_SECONDS)
@@ -991,8 +778,6 @@ def serve(config: BrokerConfig, *, exit_when_stopped: bool = False) -> int:
         return 1
     if exit_when_stopped and sys.getprofile() is None and sys.gettrace() is None:
         # (not under a profiler or a coverage tracer: they write their data at exit)
-        import os
-
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)

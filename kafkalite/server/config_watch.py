@@ -1,0 +1,131 @@
+"""Dynamic configuration from the coordination store, and its change notifications (Kafka's
+DynamicConfigManager with its TopicConfigHandler, UserConfigHandler and ClientIdConfigHandler,
+ZooKeeper era).
+
+The admin path writes an entity's config (``/config/topics/<t>``, ``/config/users/<u>``,
+``/config/clients/<c>``) and then a sequential ``/config/changes/config_change_*`` node naming
+it. Two watchers follow ``/config/changes``:
+
+- `TopicConfigs.watch`: on any new notification, every topic's overrides are read again and a
+  changed `LogConfig` is handed to the LogManager;
+- `watch_entity_configs`: each new notification naming a user or client entity sets its quotas
+  again, and a user's cached SCRAM credentials are dropped.
+
+Both are restarted by the server on a renewed session (notifications may have been missed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+
+from kafkalite.coord import NoNode, paths
+from kafkalite.coord.security import config_at, entity_of_path, load_quota_configs
+from kafkalite.storage.config import LogConfig
+
+log = structlog.get_logger("kafkalite.server")
+
+TOPIC_CONFIG_READS_IN_FLIGHT = 256
+TOPIC_CONFIGS = "/config/topics"
+
+
+class TopicConfigs:
+    """Each topic's LogConfig: the broker defaults overlaid with ``/config/topics/<t>``.
+
+    `configs` is the dict the LogManager is given (``topic_configs``): it is updated in place.
+    """
+
+    def __init__(self, session: Any, defaults: LogConfig) -> None:
+        self.session = session
+        self.defaults = defaults
+        self.configs: dict[str, LogConfig] = {}
+
+    def for_topic(self, topic: str) -> LogConfig:
+        """The topic's LogConfig (read when the controller's LeaderAndIsr creates a log)."""
+        return self.configs.get(topic, self.defaults)
+
+    async def load(self) -> None:
+        """Read every topic's overrides."""
+        await self.session.ensure_path(TOPIC_CONFIGS)
+        topics = await self.session.get_children(TOPIC_CONFIGS)
+        # Many reads in flight at once (pipelined on one ZooKeeper session, as Kafka's
+        # getEntitiesConfigs does): one round trip after another made a start with
+        # thousands of topics wait seconds here.
+        for start in range(0, len(topics), TOPIC_CONFIG_READS_IN_FLIGHT):
+            await asyncio.gather(
+                *(
+                    self.reload(topic)
+                    for topic in topics[start : start + TOPIC_CONFIG_READS_IN_FLIGHT]
+                )
+            )
+
+    async def reload(self, topic: str) -> bool:
+        """Re-read one topic's overrides; True if its LogConfig changed."""
+        try:
+            data, _ = await self.session.get_data(f"{TOPIC_CONFIGS}/{topic}")
+            props = json.loads(data).get("config", {}) if data else {}
+            new = LogConfig.from_properties(props, self.defaults)
+        except NoNode:
+            new = self.defaults
+        except (ValueError, json.JSONDecodeError) as e:
+            log.warning(
+                "topic config unreadable; keeping the previous one", topic=topic, error=str(e)
+            )
+            return False
+        changed = self.configs.get(topic, self.defaults) != new
+        self.configs[topic] = new
+        return changed
+
+    async def watch(self, on_change: Callable[[str, LogConfig], None]) -> None:
+        """Apply topic config changes as their notifications arrive (runs until cancelled)."""
+        await self.session.ensure_path(paths.CONFIG_CHANGES)
+        seen: set[str] = set()
+        async for children in self.session.watch_children(paths.CONFIG_CHANGES):
+            fresh = set(children or ()) - seen
+            seen |= fresh
+            if not fresh:
+                continue
+            for topic in await self.session.get_children(TOPIC_CONFIGS):
+                if await self.reload(topic):
+                    on_change(topic, self.configs[topic])
+                    log.info("topic config changed", topic=topic)
+
+
+async def load_quotas(session: Any, quotas: Any) -> None:
+    """Every user and client quota from ``/config/users`` and ``/config/clients``."""
+    for entity, config in await load_quota_configs(session):
+        quotas.set_entity(entity, config)
+
+
+async def watch_entity_configs(
+    session: Any, quotas: Any, credential_cache: Callable[[], Any]
+) -> None:
+    """Kafka's config change notifications for users/... and clients/... entities: quotas
+    set again, a user's cached SCRAM credentials dropped (``credential_cache()``: the
+    broker's CredentialCache, None until a SCRAM client first authenticated). Runs until
+    cancelled."""
+    await session.ensure_path(paths.CONFIG_CHANGES)
+    seen: set[str] | None = None
+    async for children in session.watch_children(paths.CONFIG_CHANGES):
+        current = set(children or ())
+        fresh = sorted(current - seen) if seen is not None else []
+        cache = credential_cache()
+        if seen is None and cache is not None:
+            cache.clear()  # (re)started: notifications may have been missed
+        seen = current
+        for child in fresh:
+            try:
+                data, _ = await session.get_data(f"{paths.CONFIG_CHANGES}/{child}")
+                relative = paths.decode_config_change(data)
+            except (NoNode, ValueError):
+                continue
+            entity = entity_of_path(relative)
+            if entity is not None:
+                cache = credential_cache()
+                if len(entity) == 1 and entity[0][0] == "user" and cache is not None:
+                    cache.invalidate(entity[0][1])
+                quotas.set_entity(entity, await config_at(session, relative))

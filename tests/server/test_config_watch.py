@@ -1,0 +1,111 @@
+"""Dynamic configs from the coordination store (kafkalite/server/config_watch.py) on the
+in-memory embedded store: topic overrides read at start and followed through change
+notifications; user and client quotas set again, and a user's cached credentials dropped."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import pytest
+
+from kafkalite.coord import paths
+from kafkalite.coord.embedded import EmbeddedStore
+from kafkalite.coord.security import alter_entity_config
+from kafkalite.security.quotas import QuotaManager
+from kafkalite.server.config_watch import TopicConfigs, load_quotas, watch_entity_configs
+from kafkalite.storage.config import LogConfig
+from tests.controller.shell_support import eventually
+
+
+@pytest.fixture
+async def session():
+    store = EmbeddedStore(None)
+    session = await store.open_session()
+    yield session
+    await store.close()
+
+
+async def set_topic_config(session, topic: str, config: dict[str, str], *, announce=True):
+    path = paths.topic_config_path(topic)
+    data = paths.encode_entity_config(config)
+    if await session.exists(path) is None:
+        await session.create(path, data, makepath=True)
+    else:
+        await session.set_data(path, data, -1)
+    if announce:
+        await session.ensure_path(paths.CONFIG_CHANGES)
+        await session.create(
+            paths.config_change_sequence_path(),
+            paths.encode_config_change(f"topics/{topic}"),
+            sequential=True,
+        )
+
+
+@contextlib.asynccontextmanager
+async def running(coroutine):
+    task = asyncio.create_task(coroutine)
+    try:
+        yield task
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def test_topic_overrides_are_read_at_start_and_followed(session):
+    await set_topic_config(session, "a", {"retention.ms": "1000"}, announce=False)
+    defaults = LogConfig()
+    configs = TopicConfigs(session, defaults)
+    await configs.load()
+    assert configs.for_topic("a").retention_ms == 1000
+    assert configs.for_topic("unknown") is defaults
+
+    applied = []
+    async with running(configs.watch(lambda topic, config: applied.append((topic, config)))):
+        await set_topic_config(session, "a", {"retention.ms": "2000"})
+        await eventually(lambda: applied, message="the change applied")
+    assert [(t, c.retention_ms) for t, c in applied] == [("a", 2000)]
+    assert configs.configs["a"].retention_ms == 2000
+
+
+async def test_an_unreadable_topic_config_keeps_the_previous_one(session):
+    configs = TopicConfigs(session, LogConfig())
+    await set_topic_config(session, "a", {"retention.ms": "1000"}, announce=False)
+    await configs.load()
+    await session.set_data(paths.topic_config_path("a"), b"{not json", -1)
+    assert await configs.reload("a") is False
+    assert configs.for_topic("a").retention_ms == 1000
+
+
+class Credentials:
+    """The parts of security/scram.py's CredentialCache the watcher calls."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, ...]] = []
+
+    def clear(self) -> None:
+        self.calls.append(("clear",))
+
+    def invalidate(self, user: str) -> None:
+        self.calls.append(("invalidate", user))
+
+
+async def test_user_and_client_quotas_follow_their_notifications(session):
+    await alter_entity_config(session, "users", "alice", {"producer_byte_rate": "1024"})
+    quotas = QuotaManager()
+    await load_quotas(session, quotas)
+    assert quotas.quota("producer_byte_rate", "alice", "app") == ((("user", "alice"),), 1024.0)
+
+    credentials = Credentials()
+    async with running(watch_entity_configs(session, quotas, lambda: credentials)):
+        await eventually(lambda: credentials.calls == [("clear",)], message="the cache cleared")
+        await alter_entity_config(session, "users", "alice", {"producer_byte_rate": "2048"})
+        await alter_entity_config(session, "clients", "app", {"consumer_byte_rate": "10"})
+        await eventually(
+            lambda: quotas.quota("consumer_byte_rate", "bob", "app") is not None,
+            message="the client quota set",
+        )
+    assert quotas.quota("producer_byte_rate", "alice", "app") == ((("user", "alice"),), 2048.0)
+    assert quotas.quota("consumer_byte_rate", "bob", "app") == ((("client-id", "app"),), 10.0)
+    assert credentials.calls == [("clear",), ("invalidate", "alice")]
