@@ -8,7 +8,7 @@ import asyncio
 from kafkalite.client.client import KafkaClient
 from kafkalite.controller import admin
 from kafkalite.protocol.errors import ErrorCode
-from tests.test_server import started
+from tests.server.support import started
 
 
 async def test_the_topics_of_one_request_are_created_concurrently(tmp_path, monkeypatch):

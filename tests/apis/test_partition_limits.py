@@ -19,7 +19,7 @@ from kafkalite.client.connection import request_builder
 from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.testing import Broker
-from tests.test_server import started
+from tests.server.support import started
 
 HUGE = 8_388_610
 POLICY_VIOLATION = int(ErrorCode.POLICY_VIOLATION)

@@ -7,26 +7,10 @@ import json
 import pytest
 
 from kafkalite.broker.isr_writer import ZkIsrChangeWriter
-from kafkalite.config import BrokerConfig
 from kafkalite.server import KafkaServer
 from tests.controller.shell_support import eventually
 from tests.harness.broker import free_port
-
-
-async def started(tmp_path, **overrides: str) -> KafkaServer:
-    """A broker in this process on the embedded store, without the admin API."""
-    config = BrokerConfig.load(
-        overrides={
-            "log.dirs": str(tmp_path / "data"),
-            "listeners": f"PLAINTEXT://127.0.0.1:{free_port()}",
-            "admin.listener": "",
-            **overrides,
-        },
-        environ={},
-    )
-    server = KafkaServer(config)
-    await server.startup()
-    return server
+from tests.server.support import started
 
 
 async def expire_and_wait_until_registered_again(server: KafkaServer) -> None:
