@@ -303,15 +303,16 @@ class KafkaServer:
         self.dispatcher.handlers = {k: throttle(k, h) for k, h in self.dispatcher.handlers.items()}
 
     async def _load_quotas(self) -> None:
-        from kafkalite.coord.security import load_quota_configs
+        from kafkalite.zk.security import load_quota_configs
 
         for entity, config in await load_quota_configs(self.session):
             self.quotas.set_entity(entity, config)
 
     async def _watch_quotas(self) -> None:
         """Kafka's config change notifications for users/... and clients/... entities."""
-        from kafkalite.coord import NoNode, paths
-        from kafkalite.coord.security import config_at, entity_of_path
+        from kafkalite.coord import NoNode
+        from kafkalite.zk import data as paths
+        from kafkalite.zk.security import config_at, entity_of_path
 
         await self.session.ensure_path(paths.CONFIG_CHANGES)
         seen: set[str] | None = None
@@ -343,8 +344,8 @@ class KafkaServer:
     async def _scram_credential(self, user: str, mechanism: str) -> Any:
         """From the broker's credential cache, kept fresh by ``_watch_quotas``."""
         if self._scram_cache is None:
-            from kafkalite.coord.security import scram_credential
             from kafkalite.security.scram import CredentialCache
+            from kafkalite.zk.security import scram_credential
 
             self._scram_cache = CredentialCache(lambda u, m: scram_credential(self.session, u, m))
             self.services.extra["scram_cache"] = self._scram_cache
@@ -399,7 +400,8 @@ class KafkaServer:
         ]
 
     async def _get_or_create_cluster_id(self, node_exists: type[Exception]) -> str:
-        from kafkalite.coord import NoNode, paths
+        from kafkalite.coord import NoNode
+        from kafkalite.zk import data as paths
 
         try:
             data, _ = await self.session.get_data(paths.CLUSTER_ID)
@@ -673,7 +675,8 @@ class KafkaServer:
                 await self.session.renew()
 
     async def _try_register_broker(self, renewed: bool) -> None:
-        from kafkalite.coord import NodeExists, paths
+        from kafkalite.coord import NodeExists
+        from kafkalite.zk import data as paths
 
         path = paths.broker_path(self.broker_id)
         await self.session.ensure_path(paths.BROKER_IDS)

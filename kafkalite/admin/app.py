@@ -1383,8 +1383,8 @@ class AdminApi:
     )
     async def reassign(self, request: web.Request, body: m.Reassignment) -> Any:
         from kafkalite.controller import admin
-        from kafkalite.coord import paths
         from kafkalite.protocol.types import TopicPartition
+        from kafkalite.zk import data as paths
 
         entries = [e.model_dump() for e in body.partitions]
         await self._validate_partitions(entries, "partitions")
@@ -1442,9 +1442,9 @@ class AdminApi:
     async def elect_leaders(self, request: web.Request, body: m.Election) -> Any:
         from kafkalite.controller import admin, zk_data
         from kafkalite.controller.assignment import AdminOperationError
-        from kafkalite.coord import paths
         from kafkalite.coord.errors import NodeExists
         from kafkalite.protocol.types import TopicPartition
+        from kafkalite.zk import data as paths
 
         election_type = body.election_type
         if body.partitions is None:

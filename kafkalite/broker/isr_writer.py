@@ -2,7 +2,7 @@
 
 ``ZkIsrChangeWriter(session)(tp, leader_and_isr)`` writes, in one multi-op:
 
-1. ``/brokers/topics/<t>/partitions/<p>/state`` (Kafka's JSON, see coord/paths.py) with a
+1. ``/brokers/topics/<t>/partitions/<p>/state`` (Kafka's JSON, see zk/data.py) with a
    compare-and-set on ``leader_and_isr.zk_version``;
 2. a sequential ``/isr_change_notification/isr_change_<seq>`` =
    ``{"version":1,"partitions":[...]}`` so the controller refreshes the metadata it sends to
@@ -22,7 +22,8 @@ from __future__ import annotations
 from kafkalite.broker.types import LeaderAndIsr
 from kafkalite.coord.base import CreateOp, SetDataOp, SetDataResult
 from kafkalite.coord.errors import BadVersion, NoNode
-from kafkalite.coord.paths import (
+from kafkalite.protocol.types import TopicPartition
+from kafkalite.zk.data import (
     ISR_CHANGE_NOTIFICATION,
     PartitionState,
     decode_partition_state,
@@ -31,7 +32,6 @@ from kafkalite.coord.paths import (
     isr_change_sequence_path,
     partition_state_path,
 )
-from kafkalite.protocol.types import TopicPartition
 
 
 class ZkIsrChangeWriter:

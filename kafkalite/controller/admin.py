@@ -31,7 +31,6 @@ import random
 import re
 from collections.abc import Mapping, Sequence
 
-from kafkalite.coord import paths
 from kafkalite.coord.base import CoordSession, CreateOp, SetDataOp, check_request_length
 from kafkalite.coord.errors import BadVersion, NodeExists, NoNode, RequestTooLarge
 from kafkalite.protocol.errors import (
@@ -45,6 +44,7 @@ from kafkalite.protocol.errors import (
     UnknownTopicOrPartitionError,
 )
 from kafkalite.protocol.types import TopicPartition
+from kafkalite.zk import data as paths
 
 from . import zk_data
 from .assignment import (

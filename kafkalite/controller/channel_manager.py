@@ -29,10 +29,10 @@ from typing import Any, Protocol
 
 import structlog
 
-from kafkalite.coord.paths import topic_id_bytes
 from kafkalite.protocol.api import ApiKey, request_class
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.types import TopicPartition
+from kafkalite.zk.data import topic_id_bytes
 
 from .broker_request_batch import (
     ControllerRequest,

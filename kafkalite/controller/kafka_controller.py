@@ -44,7 +44,6 @@ from typing import Any
 
 import structlog
 
-from kafkalite.coord import paths
 from kafkalite.coord.base import CoordSession, SessionState
 from kafkalite.coord.errors import (
     BadVersion,
@@ -57,6 +56,7 @@ from kafkalite.coord.errors import (
 )
 from kafkalite.protocol.errors import ErrorCode, NotControllerError, UnknownServerError
 from kafkalite.protocol.types import TopicPartition
+from kafkalite.zk import data as paths
 
 from . import zk_data
 from .broker_request_batch import (

@@ -5,7 +5,7 @@ the coordination store or a socket. It returns a ``ControllerResult``:
 
 - ``writes``: the store writes, in order. Each names the znode it changes semantically
   (``CreatePartitionState``, ``UpdatePartitionState`` with the version it expects, ...); the I/O
-  shell (``KafkaController``) encodes them with ``kafkalite.coord.paths`` and applies them in ONE
+  shell (``KafkaController``) encodes them with ``kafkalite.zk.data`` and applies them in ONE
   atomic multi together with a check of ``/controller_epoch``'s version, so a deposed controller
   can never write (Kafka's ``checkControllerEpochZkVersion`` ops).
 - ``requests``: the LeaderAndIsr / UpdateMetadata / StopReplica requests to send, per broker,

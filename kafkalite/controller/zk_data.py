@@ -1,7 +1,7 @@
 """Typed access to the znodes the controller and the brokers share (Kafka's ``KafkaZkClient``).
 
 Everything here is I/O against a ``CoordSession`` and translation between the store's JSON
-(``kafkalite.coord.paths``: Kafka's exact layout) and the controller's types. Rules:
+(``kafkalite.zk.data``: Kafka's exact layout) and the controller's types. Rules:
 
 - Every write the controller makes goes through a multi that starts with a check of
   ``/controller_epoch``'s version (the version this controller set when it was elected), so a
@@ -25,7 +25,6 @@ import asyncio
 import time
 from collections.abc import Iterable, Sequence
 
-from kafkalite.coord import paths
 from kafkalite.coord.base import (
     CheckOp,
     CoordSession,
@@ -38,6 +37,7 @@ from kafkalite.coord.base import (
 from kafkalite.coord.errors import BadVersion, NodeExists, NoNode
 from kafkalite.protocol.errors import ErrorCode, KafkaError
 from kafkalite.protocol.types import TopicPartition
+from kafkalite.zk import data as paths
 
 from .context import (
     INITIAL_CONTROLLER_EPOCH,

@@ -8,7 +8,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kafkalite.controller import admin, zk_data
-from kafkalite.coord import paths
 from kafkalite.coord.embedded import EmbeddedStore
 from kafkalite.protocol.errors import (
     ErrorCode,
@@ -21,6 +20,7 @@ from kafkalite.protocol.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
+from kafkalite.zk import data as paths
 
 from .shell_support import register_broker
 

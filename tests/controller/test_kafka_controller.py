@@ -11,12 +11,12 @@ from kafkalite.broker.isr_writer import ZkIsrChangeWriter
 from kafkalite.broker.types import LeaderAndIsr as BrokerLeaderAndIsr
 from kafkalite.controller import admin, zk_data
 from kafkalite.controller.kafka_controller import KafkaController
-from kafkalite.coord import paths
 from kafkalite.coord.embedded import EmbeddedStore
 from kafkalite.coord.errors import ConnectionLoss
 from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.errors import ErrorCode, NotControllerError, ReassignmentInProgressError
 from kafkalite.protocol.types import TopicPartition
+from kafkalite.zk import data as paths
 
 from .shell_support import FakeCluster, eventually, register_broker, settle, start_node
 

@@ -21,10 +21,10 @@ from kafkalite.controller.results import (
     UpdatePartitionState,
     UpdateReassignPartitions,
 )
-from kafkalite.coord import paths
 from kafkalite.coord.embedded import EmbeddedStore
 from kafkalite.coord.errors import BadVersion
 from kafkalite.protocol.types import TopicPartition
+from kafkalite.zk import data as paths
 
 TP = TopicPartition("t", 0)
 

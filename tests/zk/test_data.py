@@ -8,15 +8,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkalite.coord import paths
-from kafkalite.coord.paths import (
+from kafkalite.protocol.types import TopicPartition
+from kafkalite.zk import data as paths
+from kafkalite.zk.data import (
     BrokerInfo,
     EndPoint,
     PartitionState,
     ProducerIdBlock,
     TopicAssignment,
 )
-from kafkalite.protocol.types import TopicPartition
 
 # Payloads as Kafka's ZkData encoders write them (apache/kafka core/src/main/scala/kafka/zk/
 # ZkData.scala): same fields, values and types, compact JSON. The key order is the one commonly
