@@ -620,8 +620,8 @@ class KafkaServer:
     def _propagate_log_dir_failure(self, log_dir: str) -> None:
         """After the replica manager took the directory's partitions offline: tell the
         controller, which moves their leadership elsewhere (Kafka's propagateLogDirEvent)."""
-        from kafkalite.controller import zk_data
         from kafkalite.coord import CoordError
+        from kafkalite.zk import client as zk_data
 
         async def propagate() -> None:
             # Retried until it is written: without it the controller never moves leadership off

@@ -47,7 +47,7 @@ CREATE_CONCURRENCY = 32
 
 @handles(ApiKey.CREATE_TOPICS)
 async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
-    from kafkalite.controller import admin
+    from kafkalite.zk import admin
 
     config = ctx.services.config
     limits = PartitionLimits.of(config)

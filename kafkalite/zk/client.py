@@ -38,8 +38,7 @@ from kafkalite.coord.errors import BadVersion, NodeExists, NoNode
 from kafkalite.protocol.errors import ErrorCode, KafkaError
 from kafkalite.protocol.types import TopicPartition
 from kafkalite.zk import data as paths
-
-from .context import (
+from kafkalite.zk.types import (
     INITIAL_CONTROLLER_EPOCH,
     Broker,
     EndPoint,
@@ -47,7 +46,7 @@ from .context import (
     LeaderIsrAndControllerEpoch,
     ReplicaAssignment,
 )
-from .results import (
+from kafkalite.zk.writes import (
     CreatePartitionState,
     DeleteIsrChangeNotifications,
     DeleteLeaderElectionRequest,
