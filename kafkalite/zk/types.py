@@ -67,6 +67,8 @@ class LeaderAndIsr:
     leader_epoch: int = INITIAL_LEADER_EPOCH
     isr: tuple[int, ...] = ()
     zk_version: int = INITIAL_PARTITION_EPOCH
+    leader_recovery_state: int = 0
+    """0 RECOVERED, 1 RECOVERING (KIP-704); written to the node only when RECOVERING."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "isr", tuple(self.isr))
@@ -92,6 +94,9 @@ class LeaderAndIsr:
 
 @dataclass(frozen=True, slots=True)
 class LeaderIsrAndControllerEpoch:
+    """The content of a partition state node: the leadership and the epoch of the controller
+    that wrote it (or whose LeaderAndIsr the leader had when it changed the ISR)."""
+
     leader_and_isr: LeaderAndIsr
     controller_epoch: int
 

@@ -5,8 +5,6 @@ import json
 
 import pytest
 
-from kafkalite.broker.isr_writer import ZkIsrChangeWriter
-from kafkalite.broker.types import LeaderAndIsr as BrokerLeaderAndIsr
 from kafkalite.coord.embedded import EmbeddedStore
 from kafkalite.coord.errors import BadVersion
 from kafkalite.protocol.types import TopicPartition
@@ -63,14 +61,17 @@ async def test_exactly_one_of_many_wins_the_election(store):
 async def with_topic(session):
     await session.ensure_path(paths.BROKER_TOPICS)
     await session.create(
-        paths.topic_path("t"), zk_client.encode_assignment("t", "id", {0: ReplicaAssignment((0, 1))})
+        paths.topic_path("t"),
+        zk_client.encode_assignment("t", "id", {0: ReplicaAssignment((0, 1))}),
     )
 
 
 async def test_writes_are_fenced_by_the_controller_epoch_version(store):
     session = await store.open_session()
     await with_topic(session)
-    _, epoch_version = await zk_client.register_controller_and_increment_controller_epoch(session, 0)
+    _, epoch_version = await zk_client.register_controller_and_increment_controller_epoch(
+        session, 0
+    )
     info = LeaderIsrAndControllerEpoch(LeaderAndIsr(0, 0, (0, 1)), 1)
     await zk_client.apply_writes(session, [CreatePartitionState(TP, info)], epoch_version)
     stored = await zk_client.get_partition_state(session, TP)
@@ -99,18 +100,25 @@ async def test_writes_are_fenced_by_the_controller_epoch_version(store):
 async def test_leader_isr_updates_are_compare_and_set_with_a_notification(store):
     session = await store.open_session()
     await with_topic(session)
-    _, epoch_version = await zk_client.register_controller_and_increment_controller_epoch(session, 0)
+    _, epoch_version = await zk_client.register_controller_and_increment_controller_epoch(
+        session, 0
+    )
     await zk_client.apply_writes(
         session,
         [CreatePartitionState(TP, LeaderIsrAndControllerEpoch(LeaderAndIsr(0, 3, (0, 1)), 1))],
         epoch_version,
     )
 
-    # The partition leader's write (broker/isr_writer.py), as the controller reads it.
-    write = ZkIsrChangeWriter(session)
-    assert await write(TP, BrokerLeaderAndIsr(0, 3, (0,), 0, 1)) == 1
-    assert await write(TP, BrokerLeaderAndIsr(0, 3, (0,), 0, 1)) == 1  # a retry: ours already
-    assert await write(TP, BrokerLeaderAndIsr(0, 3, (0, 1), 0, 1)) is None  # stale version
+    # The partition leader's write (through broker/isr_writer.py), as the controller reads it.
+    async def write(isr):
+        state = LeaderIsrAndControllerEpoch(LeaderAndIsr(0, 3, isr, 0), 1)
+        return await zk_client.update_leader_and_isr(session, TP, state)
+
+    assert await write((0,)) == 1
+    assert await write((0,)) == 1  # a retry: ours already
+    assert await write((0, 1)) is None  # stale version
+    stored = await zk_client.get_partition_state(session, TP)
+    assert stored == LeaderIsrAndControllerEpoch(LeaderAndIsr(0, 3, (0,), 1), 1)
     seqs = await zk_client.get_isr_change_notifications(session)
     assert len(seqs) == 1
     assert await zk_client.get_partitions_from_isr_change_notifications(session, seqs) == {TP}
@@ -118,7 +126,9 @@ async def test_leader_isr_updates_are_compare_and_set_with_a_notification(store)
 
 async def test_delete_topic_removes_the_tree_config_and_marker(store):
     session = await store.open_session()
-    _, epoch_version = await zk_client.register_controller_and_increment_controller_epoch(session, 0)
+    _, epoch_version = await zk_client.register_controller_and_increment_controller_epoch(
+        session, 0
+    )
     assignment = {0: ReplicaAssignment((0,)), 1: ReplicaAssignment((0,))}
     await session.ensure_path(paths.BROKER_TOPICS)
     await session.create(paths.topic_path("t"), zk_client.encode_assignment("t", "id", assignment))
@@ -144,7 +154,9 @@ async def test_topic_assignment_round_trip_and_brokers(store):
     await session.create(
         paths.topic_path("t"), zk_client.encode_assignment("t", None, {0: ReplicaAssignment((1,))})
     )
-    _, epoch_version = await zk_client.register_controller_and_increment_controller_epoch(session, 0)
+    _, epoch_version = await zk_client.register_controller_and_increment_controller_epoch(
+        session, 0
+    )
     new = {0: ReplicaAssignment((1, 2), adding_replicas=(2,)), 1: ReplicaAssignment((2, 1))}
     await zk_client.apply_writes(session, [SetTopicAssignment("t", "abc", new)], epoch_version)
     topic_id, assignment, version = await zk_client.get_topic_assignment(session, "t")
@@ -175,7 +187,9 @@ async def test_several_reassignment_node_updates_in_one_batch(store):
     """Two completions in one batch both leave nothing: one delete, not two (the second made
     the whole multi fail with NoNode)."""
     session = await store.open_session()
-    _, epoch_version = await zk_client.register_controller_and_increment_controller_epoch(session, 0)
+    _, epoch_version = await zk_client.register_controller_and_increment_controller_epoch(
+        session, 0
+    )
     await session.create(
         paths.REASSIGN_PARTITIONS, paths.encode_reassignment({TP: (1,)}), makepath=True
     )
@@ -216,7 +230,9 @@ async def test_partition_states_are_written_in_chunks_and_fail_per_partition(sto
     the other elections (in several chunked multis) are in the store."""
     session = await store.open_session()
     await with_topic(session)
-    _, epoch_version = await zk_client.register_controller_and_increment_controller_epoch(session, 0)
+    _, epoch_version = await zk_client.register_controller_and_increment_controller_epoch(
+        session, 0
+    )
     partitions = [TopicPartition("t", p) for p in range(10)]
     initial = LeaderIsrAndControllerEpoch(LeaderAndIsr(0, 0, (0, 1)), 1)
     counting = CountingSession(session)
@@ -272,7 +288,9 @@ async def test_a_failing_first_partition_does_not_take_the_topics_partitions_nod
     session = await store.open_session()
     await with_topic(session)
     await session.create(paths.topic_path("u"), b"{}")
-    _, epoch_version = await zk_client.register_controller_and_increment_controller_epoch(session, 0)
+    _, epoch_version = await zk_client.register_controller_and_increment_controller_epoch(
+        session, 0
+    )
     info = LeaderIsrAndControllerEpoch(LeaderAndIsr(0, 0, (0, 1)), 1)
     partitions = [TopicPartition("u", p) for p in range(4)]
     stale = UpdatePartitionState(partitions[0], info, 5)
