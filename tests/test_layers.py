@@ -16,6 +16,7 @@ LAYER = {
     "security": 0,
     "storage": 1,
     "coord": 1,
+    "zk": 1,
     "client": 1,
     "broker": 2,
     "controller": 2,
@@ -76,6 +77,8 @@ def violations() -> list[str]:
                 found.append(
                     f"{path.relative_to(PACKAGE.parent)} imports {module} (group uses broker)"
                 )
+            if own == "coord" and other == "zk":
+                found.append(f"{path.relative_to(PACKAGE.parent)} imports {module} (zk uses coord)")
             if LAYER[own] == 2 and other == "apis":
                 found.append(f"{path.relative_to(PACKAGE.parent)} imports handlers {module}")
     return found

@@ -34,8 +34,8 @@ into the OpenAPI 3.1 document at /openapi.json:
 Where the data comes from: topics, assignments, partition leader/ISR/epoch, brokers and the
 controller are read from the coordination store (the authority, so every broker answers alike);
 offsets and sizes come from this broker's own logs, so they are null for a partition not hosted
-here. Topic administration writes the store nodes the controller watches (controller/admin.py);
-reassignment and elections go through controller/admin.py too (`/admin/reassign_partitions`,
+here. Topic administration writes the store nodes the controller watches (zk/admin.py);
+reassignment and elections go through zk/admin.py too (`/admin/reassign_partitions`,
 `/admin/preferred_replica_election`, kafkalite's `/admin/unclean_leader_election`), which the
 active controller acts on; a request while an earlier one is pending is answered 409. Groups are those coordinated by this
 broker (the leader of the group's `__consumer_offsets` partition); others answer NOT_COORDINATOR.
@@ -164,8 +164,8 @@ def path_int(request: web.Request, name: str) -> int:
 
 
 def is_valid_topic_name(name: str) -> bool:
-    from kafkalite.controller.admin import validate_topic_name
     from kafkalite.protocol.errors import KafkaError
+    from kafkalite.zk.admin import validate_topic_name
 
     try:
         validate_topic_name(name)
@@ -393,9 +393,9 @@ class AdminApi:
             await asyncio.sleep(0.02)
 
     async def _create_offsets_topic(self, coordinator: Any) -> None:
-        from kafkalite.controller import admin
         from kafkalite.group.config import GROUP_METADATA_TOPIC_NAME
         from kafkalite.protocol.errors import TopicAlreadyExistsError
+        from kafkalite.zk import admin
 
         offset_config = coordinator.offset_config
         alive = len(self.server.metadata_cache.get_alive_brokers())
@@ -436,7 +436,7 @@ class AdminApi:
     # -- cluster and brokers ---------------------------------------------------------------
 
     async def _brokers(self) -> list[dict[str, Any]]:
-        from kafkalite.controller import zk_data
+        from kafkalite.zk import client as zk_data
 
         controller_id = await zk_data.get_controller_id(self.session)
         found = await zk_data.get_all_brokers_and_epochs(self.session)
@@ -472,7 +472,7 @@ class AdminApi:
 
     @route("GET", "/cluster", summary="Describe cluster", tag="cluster", answer=m.Cluster)
     async def cluster(self, request: web.Request) -> Any:
-        from kafkalite.controller import zk_data
+        from kafkalite.zk import client as zk_data
 
         controller_id = await zk_data.get_controller_id(self.session)
         epoch = await zk_data.get_controller_epoch(self.session)
@@ -663,7 +663,7 @@ class AdminApi:
     async def list_topics(self, request: web.Request, query: m.TopicsQuery) -> Any:
         """Names are filtered and paged before anything else is read, so a page of 5,000 topics
         costs the store reads of its own topics only."""
-        from kafkalite.controller import zk_data
+        from kafkalite.zk import client as zk_data
 
         session = self.session
         # as Metadata answers: only the topics the principal may DESCRIBE, counted and paged
@@ -728,8 +728,8 @@ class AdminApi:
         body=m.NewTopic,
     )
     async def create_topic(self, request: web.Request, body: m.NewTopic) -> Any:
-        from kafkalite.controller import admin
         from kafkalite.controller.limits import PartitionLimits, partition_budget
+        from kafkalite.zk import admin
 
         config = self.server.config
         name = body.name
@@ -820,9 +820,9 @@ class AdminApi:
         params={"name": m.TopicName},
     )
     async def describe_topic(self, request: web.Request) -> Any:
-        from kafkalite.controller import zk_data
         from kafkalite.protocol.errors import ErrorCode
         from kafkalite.protocol.types import TopicPartition
+        from kafkalite.zk import client as zk_data
 
         name = topic_name(request)
         session = self.session
@@ -888,13 +888,14 @@ class AdminApi:
         params={"name": m.TopicName},
     )
     async def alter_topic_config(self, request: web.Request, body: m.ConfigChange) -> Any:
-        from kafkalite.controller import admin
+        from kafkalite.zk import admin
+        from kafkalite.zk import client as zk_data
 
         name = topic_name(request)
         changes = m.configs_of(body.configs)
         if not await admin.topic_exists(self.session, name):
             raise AdminError(404, "UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
-        current = await admin.get_topic_config(self.session, name)
+        current = await zk_data.get_topic_config(self.session, name)
         for key, value in changes.items():
             if value is None:
                 current.pop(key, None)
@@ -914,9 +915,9 @@ class AdminApi:
         params={"name": m.TopicName},
     )
     async def add_partitions(self, request: web.Request, body: m.PartitionCount) -> Any:
-        from kafkalite.controller import admin
         from kafkalite.controller.limits import PartitionLimits, partition_budget
         from kafkalite.protocol.errors import ErrorCode, KafkaError
+        from kafkalite.zk import admin
 
         name = topic_name(request)
         count = body.partitions
@@ -952,7 +953,7 @@ class AdminApi:
         params={"name": m.TopicName},
     )
     async def delete_topic(self, request: web.Request) -> Any:
-        from kafkalite.controller import admin
+        from kafkalite.zk import admin
 
         name = topic_name(request)
         await admin.delete_topic(self.session, name)
@@ -1246,10 +1247,10 @@ class AdminApi:
     )
     async def reset_offsets(self, request: web.Request, reset: m.OffsetReset) -> Any:
         """Kafka's kafka-consumer-groups --reset-offsets --execute, for an inactive group."""
-        from kafkalite.controller import zk_data
         from kafkalite.group.metadata import OffsetAndMetadata
         from kafkalite.protocol.errors import ErrorCode
         from kafkalite.protocol.types import TopicPartition
+        from kafkalite.zk import client as zk_data
 
         group_id = request.match_info["id"]
         body = reset.root
@@ -1350,7 +1351,7 @@ class AdminApi:
     # -- reassignment and elections --------------------------------------------------------
 
     async def _validate_partitions(self, entries: list[dict[str, Any]], field: str) -> None:
-        from kafkalite.controller import zk_data
+        from kafkalite.zk import client as zk_data
 
         assignments = await zk_data.get_topic_assignments(
             self.session, {e["topic"] for e in entries}
@@ -1383,9 +1384,9 @@ class AdminApi:
         body=m.Reassignment,
     )
     async def reassign(self, request: web.Request, body: m.Reassignment) -> Any:
-        from kafkalite.controller import admin
-        from kafkalite.coord import paths
         from kafkalite.protocol.types import TopicPartition
+        from kafkalite.zk import admin
+        from kafkalite.zk import data as paths
 
         entries = [e.model_dump() for e in body.partitions]
         await self._validate_partitions(entries, "partitions")
@@ -1401,7 +1402,8 @@ class AdminApi:
         answer=m.Reassignments,
     )
     async def reassignments(self, request: web.Request) -> Any:
-        from kafkalite.controller import admin, zk_data
+        from kafkalite.zk import admin
+        from kafkalite.zk import client as zk_data
 
         session = self.session
         try:
@@ -1441,11 +1443,12 @@ class AdminApi:
         body=m.Election,
     )
     async def elect_leaders(self, request: web.Request, body: m.Election) -> Any:
-        from kafkalite.controller import admin, zk_data
-        from kafkalite.controller.assignment import AdminOperationError
-        from kafkalite.coord import paths
         from kafkalite.coord.errors import NodeExists
         from kafkalite.protocol.types import TopicPartition
+        from kafkalite.zk import admin
+        from kafkalite.zk import client as zk_data
+        from kafkalite.zk import data as paths
+        from kafkalite.zk.assignment import AdminOperationError
 
         election_type = body.election_type
         if body.partitions is None:

@@ -249,7 +249,7 @@ def _executor() -> ThreadPoolExecutor:
 async def check_password(server: Any, user: str, password: str) -> bool:
     """True if `password` is the user's SCRAM (either mechanism) or PLAIN password. The key
     derivation runs in threads of its own (`_executor`), off the loop."""
-    from kafkalite.coord.security import scram_credential
+    from kafkalite.zk.security import scram_credential
 
     for mechanism, digest in MECHANISMS.items():
         credential = await scram_credential(server.session, user, mechanism)

@@ -1,7 +1,7 @@
 """DescribeAcls (29), CreateAcls (30), DeleteAcls (31), v1-3: literal and prefixed patterns.
 
 ACLs are written to the coordination store as Kafka's AclAuthorizer writes them
-(security/acl.py, coord/security.py), and this broker's cache is updated at once; the others
+(security/acl.py, zk/security.py), and this broker's cache is updated at once; the others
 follow the change notification. Without an authorizer (``authorizer.class.name`` empty) Kafka
 answers SECURITY_DISABLED, and so does this. The caller needs ALTER (create, delete) or
 DESCRIBE on the cluster (checked by apis/authorization.py).
@@ -13,7 +13,6 @@ from collections import defaultdict
 from typing import Any
 
 from kafkalite.apis.base import RequestContext, handles
-from kafkalite.coord.security import update_acls
 from kafkalite.protocol.acl import AclOperation, ResourceType
 from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.errors import ErrorCode
@@ -27,6 +26,7 @@ from kafkalite.security.acl import (
     filter_matches,
     validate_binding,
 )
+from kafkalite.zk.security import update_acls
 
 DISABLED = "No Authorizer is configured on the broker"
 

@@ -193,7 +193,7 @@ def validate_topic_configs(configs: dict[str, str | None]) -> str | None:
 
 async def read_topic_config_overrides(ctx: RequestContext, topic: str) -> dict[str, str]:
     """The topic's overrides from `/config/topics/<t>`; empty when the node is absent."""
-    from kafkalite.controller import zk_data
+    from kafkalite.zk import client as zk_data
 
     return await zk_data.get_topic_config(ctx.services.store, topic)
 

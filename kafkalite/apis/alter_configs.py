@@ -20,7 +20,7 @@ async def apply_topic_configs(
     ctx: RequestContext, topic: str, configs: dict[str, str], validate_only: bool
 ) -> tuple[ErrorCode, str | None]:
     """Validate and (unless validate_only) store the full override set of `topic`."""
-    from kafkalite.controller import admin
+    from kafkalite.zk import admin
 
     if topic not in ctx.services.metadata_cache.get_all_topics():
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{topic}' does not exist."

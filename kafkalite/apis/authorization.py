@@ -132,7 +132,7 @@ class BrokerAuthorizer:
     # ------------------------------------------------------------------ the store
 
     async def load(self, session: Any) -> None:
-        from kafkalite.coord.security import load_all_acls
+        from kafkalite.zk.security import load_all_acls
 
         for pattern, entries in await load_all_acls(session):
             self.cache.set(pattern, entries)
@@ -141,7 +141,7 @@ class BrokerAuthorizer:
     async def watch(self, session: Any) -> None:
         """Kafka's ZkNodeChangeNotificationListener over both change paths: each new
         notification names a resource pattern whose ACLs are read again."""
-        from kafkalite.coord.security import ACL_CHANGES, ACL_EXTENDED_CHANGES
+        from kafkalite.zk.security import ACL_CHANGES, ACL_EXTENDED_CHANGES
 
         await asyncio.gather(
             self._watch_changes(session, ACL_CHANGES),
@@ -150,8 +150,8 @@ class BrokerAuthorizer:
 
     async def _watch_changes(self, session: Any, path: str) -> None:
         from kafkalite.coord.errors import NoNode
-        from kafkalite.coord.security import read_acls
         from kafkalite.security.acl import decode_change
+        from kafkalite.zk.security import read_acls
 
         await session.ensure_path(path)
         seen: set[str] | None = None

@@ -21,10 +21,10 @@ from collections.abc import Callable
 from typing import Any
 
 from kafkalite.apis.base import RequestContext, handles
-from kafkalite.coord.security import DEFAULT_ENTITY, alter_config_at, quota_path
 from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.security.quotas import QUOTA_KEYS, QuotaManager
+from kafkalite.zk.security import DEFAULT_ENTITY, alter_config_at, quota_path
 
 ENTITY_TYPES = ("user", "client-id")
 

@@ -25,7 +25,7 @@ from kafkalite.protocol.errors import ErrorCode, KafkaError
 
 @handles(ApiKey.CREATE_PARTITIONS)
 async def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
-    from kafkalite.controller import admin
+    from kafkalite.zk import admin
 
     cache = ctx.services.metadata_cache
     limits = PartitionLimits.of(ctx.services.config)

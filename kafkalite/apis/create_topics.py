@@ -47,7 +47,7 @@ CREATE_CONCURRENCY = 32
 
 @handles(ApiKey.CREATE_TOPICS)
 async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
-    from kafkalite.controller import admin
+    from kafkalite.zk import admin
 
     config = ctx.services.config
     limits = PartitionLimits.of(config)
@@ -193,7 +193,7 @@ def as_uuid(topic_id: Any) -> uuid.UUID:
         return topic_id
     if not topic_id:
         return uuid.UUID(int=0)
-    from kafkalite.coord import paths
+    from kafkalite.zk import data as paths
 
     return uuid.UUID(bytes=paths.topic_id_bytes(topic_id))
 

@@ -22,7 +22,7 @@ ZERO_UUID = uuid.UUID(int=0)
 
 @handles(ApiKey.DELETE_TOPICS)
 async def handle_delete_topics(ctx: RequestContext, request: Any) -> Any:
-    from kafkalite.controller import admin
+    from kafkalite.zk import admin
 
     cache = ctx.services.metadata_cache
     timeout_ms = millis(request.timeout)

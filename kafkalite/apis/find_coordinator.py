@@ -49,7 +49,7 @@ async def ensure_internal_topic(
     the controller to create it (once; concurrent callers see TopicAlreadyExists) and return
     False. Its replication factor is capped at the live brokers, so one broker works out of the
     box; ``configs(replication_factor)`` gives its topic configs."""
-    from kafkalite.controller import admin
+    from kafkalite.zk import admin
 
     services = ctx.services
     if services.metadata_cache.contains_topic(name):

@@ -86,8 +86,8 @@ async def auto_create_topic(ctx: RequestContext, name: str, created_so_far: int 
     ``created_so_far``: the partitions this request has auto-created already; with this topic's
     they may not pass max.partitions.per.request, nor the cluster's max.partitions
     (POLICY_VIOLATION, as Kafka's auto-creation answers the creation's error)."""
-    from kafkalite.controller import admin
     from kafkalite.controller.limits import PartitionLimits, partition_budget
+    from kafkalite.zk import admin
 
     config = ctx.services.config
     limits = PartitionLimits.of(config)

@@ -1,6 +1,6 @@
 """DescribeUserScramCredentials (50) and AlterUserScramCredentials (51), KIP-554.
 
-Credentials live in ``/config/users/<user>`` (coord/security.py), in Kafka's format, so any
+Credentials live in ``/config/users/<user>`` (zk/security.py), in Kafka's format, so any
 broker of the cluster authenticates a user as soon as the write is done (each SCRAM exchange
 reads the store). Kafka's checks (ZkAdminManager.alterUserScramCredentials /
 describeUserScramCredentials):
@@ -19,7 +19,6 @@ from __future__ import annotations
 from typing import Any
 
 from kafkalite.apis.base import RequestContext, handles
-from kafkalite.coord.security import alter_entity_config, get_entity_config, scram_users
 from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.security.scram import (
@@ -29,6 +28,7 @@ from kafkalite.security.scram import (
     ScramCredential,
     credential_from_salted,
 )
+from kafkalite.zk.security import alter_entity_config, get_entity_config, scram_users
 
 MECHANISM_NAMES = {v: k for k, v in MECHANISM_TYPES.items()}
 

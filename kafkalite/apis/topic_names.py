@@ -1,10 +1,10 @@
 """Topic-name rules (Kafka's org.apache.kafka.common.internals.Topic), as the request handlers
-ask them: the rules themselves are ``controller.admin.validate_topic_name``."""
+ask them: the rules themselves are ``zk.admin.validate_topic_name``."""
 
 from __future__ import annotations
 
-from kafkalite.controller.admin import validate_topic_name
 from kafkalite.protocol.errors import InvalidTopicError
+from kafkalite.zk.admin import validate_topic_name
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 

@@ -31,9 +31,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafkalite.broker.types import LEADER_DURING_DELETE, NO_LEADER
 from kafkalite.protocol.errors import ErrorCode, StaleControllerEpochError
 from kafkalite.protocol.types import TopicPartition
+from kafkalite.zk.types import LEADER_DURING_DELETE, NO_LEADER
 
 ZERO_UUID = uuid.UUID(int=0)
 UPDATE_METADATA_SLICE = 2000

@@ -28,10 +28,9 @@ CONSUMER_REPLICA_ID = -1
 DEBUGGING_REPLICA_ID = -2
 FUTURE_LOCAL_REPLICA_ID = -3
 
-# LeaderAndIsr sentinels (kafka.api.LeaderAndIsr).
-LEADER_DURING_DELETE = -2
+# StopReplica's leader epoch for a partition of a topic being deleted (the leader sentinels,
+# NO_LEADER and LEADER_DURING_DELETE, are kafkalite.zk.types').
 EPOCH_DURING_DELETE = -2
-NO_LEADER = -1
 
 
 class IsolationLevel(Enum):

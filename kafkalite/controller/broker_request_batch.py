@@ -25,16 +25,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from kafkalite.protocol.types import TopicPartition
+from kafkalite.zk.types import Broker, LeaderAndIsr, LeaderIsrAndControllerEpoch, ReplicaAssignment
 
-from .context import (
-    EPOCH_DURING_DELETE,
-    NO_EPOCH,
-    Broker,
-    ControllerContext,
-    LeaderAndIsr,
-    LeaderIsrAndControllerEpoch,
-    ReplicaAssignment,
-)
+from .context import EPOCH_DURING_DELETE, NO_EPOCH, ControllerContext
 
 # -- partition states (field names as in Kafka's JSON message schemas) -------------------------
 

@@ -29,10 +29,11 @@ from typing import Any, Protocol
 
 import structlog
 
-from kafkalite.coord.paths import topic_id_bytes
 from kafkalite.protocol.api import ApiKey, request_class
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.types import TopicPartition
+from kafkalite.zk.data import topic_id_bytes
+from kafkalite.zk.types import Broker, EndPoint
 
 from .broker_request_batch import (
     ControllerRequest,
@@ -40,7 +41,6 @@ from .broker_request_batch import (
     StopReplicaRequestData,
     UpdateMetadataRequestData,
 )
-from .context import Broker, EndPoint
 
 log = structlog.get_logger("kafkalite.controller.channel")
 

@@ -35,15 +35,18 @@ from dataclasses import dataclass, field
 
 from kafkalite.protocol.errors import BrokerNotAvailableError, ErrorCode, KafkaError
 from kafkalite.protocol.types import TopicPartition
+from kafkalite.zk.types import Broker, LeaderIsrAndControllerEpoch, ReplicaAssignment
+from kafkalite.zk.writes import (
+    DeleteIsrChangeNotifications,
+    DeleteLogDirEventNotifications,
+    DeleteTopicDeletions,
+    SetTopicAssignment,
+    UpdatePartitionState,
+    UpdateReassignPartitions,
+)
 
 from .broker_request_batch import ControllerBrokerRequestBatch, update_metadata_requests
-from .context import (
-    Broker,
-    ControllerContext,
-    LeaderIsrAndControllerEpoch,
-    PartitionAndReplica,
-    ReplicaAssignment,
-)
+from .context import ControllerContext, PartitionAndReplica
 from .election import (
     ControlledShutdownPartitionLeaderElectionStrategy,
     OfflinePartitionLeaderElectionStrategy,
@@ -66,15 +69,7 @@ from .replica_state_machine import (
     ReplicaStateMachine,
     is_valid_replica_transition,
 )
-from .results import (
-    ControllerResult,
-    DeleteIsrChangeNotifications,
-    DeleteLogDirEventNotifications,
-    DeleteTopicDeletions,
-    SetTopicAssignment,
-    UpdatePartitionState,
-    UpdateReassignPartitions,
-)
+from .results import ControllerResult
 from .topic_deletion_manager import TopicDeletionManager
 
 

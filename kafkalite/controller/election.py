@@ -28,8 +28,9 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from kafkalite.protocol.types import TopicPartition
+from kafkalite.zk.types import LeaderAndIsr, LeaderIsrAndControllerEpoch
 
-from .context import ControllerContext, LeaderAndIsr, LeaderIsrAndControllerEpoch
+from .context import ControllerContext
 
 
 class ElectionType(enum.IntEnum):

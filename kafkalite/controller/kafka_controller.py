@@ -44,7 +44,6 @@ from typing import Any
 
 import structlog
 
-from kafkalite.coord import paths
 from kafkalite.coord.base import CoordSession, SessionState
 from kafkalite.coord.errors import (
     BadVersion,
@@ -57,8 +56,17 @@ from kafkalite.coord.errors import (
 )
 from kafkalite.protocol.errors import ErrorCode, NotControllerError, UnknownServerError
 from kafkalite.protocol.types import TopicPartition
+from kafkalite.zk import client as zk_data
+from kafkalite.zk import data as paths
+from kafkalite.zk.types import Broker, ReplicaAssignment
+from kafkalite.zk.writes import (
+    DeleteIsrChangeNotifications,
+    DeleteLeaderElectionRequest,
+    DeleteLogDirEventNotifications,
+    DeleteTopic,
+    SetTopicAssignment,
+)
 
-from . import zk_data
 from .broker_request_batch import (
     LeaderAndIsrRequestData,
     StopReplicaRequestData,
@@ -71,18 +79,11 @@ from .channel_manager import (
     TransportFactory,
     response_errors,
 )
-from .context import Broker, ControllerContext, ReplicaAssignment
+from .context import ControllerContext
 from .controller_core import ControllerCore
 from .event_manager import ControllerEventManager
 from .partition_state_machine import NEW_PARTITION, OFFLINE_PARTITION
-from .results import (
-    ControllerResult,
-    DeleteIsrChangeNotifications,
-    DeleteLeaderElectionRequest,
-    DeleteLogDirEventNotifications,
-    DeleteTopic,
-    SetTopicAssignment,
-)
+from .results import ControllerResult
 
 log = structlog.get_logger("kafkalite.controller")
 

@@ -33,15 +33,17 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kafkalite.protocol.types import TopicPartition
+from kafkalite.zk.types import LeaderAndIsr, LeaderIsrAndControllerEpoch
+from kafkalite.zk.writes import CreatePartitionState, UpdatePartitionState
 
 from .broker_request_batch import ControllerBrokerRequestBatch
-from .context import ControllerContext, LeaderAndIsr, LeaderIsrAndControllerEpoch
+from .context import ControllerContext
 from .election import (
     OfflinePartitionLeaderElectionStrategy,
     PartitionLeaderElectionStrategy,
     elect,
 )
-from .results import ControllerResult, CreatePartitionState, UpdatePartitionState
+from .results import ControllerResult
 
 
 class PartitionState(enum.Enum):

@@ -35,16 +35,13 @@ import enum
 from collections.abc import Iterable
 from itertools import groupby
 
+from kafkalite.zk.types import NO_LEADER, LeaderIsrAndControllerEpoch, ReplicaAssignment
+from kafkalite.zk.writes import UpdatePartitionState
+
 from .broker_request_batch import ControllerBrokerRequestBatch
-from .context import (
-    NO_LEADER,
-    ControllerContext,
-    LeaderIsrAndControllerEpoch,
-    PartitionAndReplica,
-    ReplicaAssignment,
-)
+from .context import ControllerContext, PartitionAndReplica
 from .partition_state_machine import check_transitions
-from .results import ControllerResult, UpdatePartitionState
+from .results import ControllerResult
 
 
 class ReplicaState(enum.Enum):

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from kafkalite.zk.writes import DeleteTopic, DeleteTopicDeletions
+
 from .broker_request_batch import update_metadata_requests
 from .context import ControllerContext, PartitionAndReplica
 from .partition_state_machine import (
@@ -42,7 +44,7 @@ from .replica_state_machine import (
     REPLICA_DELETION_SUCCESSFUL,
     ReplicaStateMachine,
 )
-from .results import ControllerResult, DeleteTopic, DeleteTopicDeletions
+from .results import ControllerResult
 
 
 class TopicDeletionManager:

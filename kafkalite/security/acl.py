@@ -1,6 +1,6 @@
 """Kafka's ACL model and AclAuthorizer decision, with the ZooKeeper encoding it uses.
 
-Pure (layer 0): the store I/O is in coord/security.py, the per-API checks in apis/.
+Pure (layer 0): the store I/O is in zk/security.py, the per-API checks in apis/.
 
 - A ``ResourcePattern`` (type, name, LITERAL or PREFIXED; the literal name ``*`` matches every
   resource of its type) carries ``AclEntry``s (principal, host, operation, ALLOW/DENY).

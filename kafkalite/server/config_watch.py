@@ -23,9 +23,10 @@ from typing import Any
 
 import structlog
 
-from kafkalite.coord import NoNode, paths
-from kafkalite.coord.security import config_at, entity_of_path, load_quota_configs
+from kafkalite.coord import NoNode
 from kafkalite.storage.config import LogConfig
+from kafkalite.zk import data as paths
+from kafkalite.zk.security import config_at, entity_of_path, load_quota_configs
 
 log = structlog.get_logger("kafkalite.server")
 

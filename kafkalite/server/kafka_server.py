@@ -48,7 +48,6 @@ from kafkalite.broker.replica_fetcher import remote_leader_endpoints
 from kafkalite.broker.replica_manager import ReplicaManager
 from kafkalite.client.connection import KafkaConnection, request_builder, set_default_security
 from kafkalite.config import BrokerConfig, ConfigError, Endpoint
-from kafkalite.controller import zk_data
 from kafkalite.controller.controller import KafkaController
 from kafkalite.coord import (
     CoordError,
@@ -58,7 +57,6 @@ from kafkalite.coord import (
     open_store,
 )
 from kafkalite.coord.renewable import RenewableSession
-from kafkalite.coord.security import scram_credential
 from kafkalite.group import GroupCoordinator, ReplicaManagerLogWriter
 from kafkalite.group.config import from_broker_config as group_configs
 from kafkalite.network.quotas import ConnectionQuotas
@@ -97,6 +95,8 @@ from kafkalite.txn import (
     append_txn_markers,
 )
 from kafkalite.txn.config import from_broker_config as txn_configs
+from kafkalite.zk import client as zk_data
+from kafkalite.zk.security import scram_credential
 
 log = structlog.get_logger("kafkalite.server")
 

@@ -21,8 +21,9 @@ from typing import Any
 import structlog
 
 from kafkalite.config import Endpoint
-from kafkalite.coord import ConnectionLoss, NodeExists, NoNode, SessionExpired, paths
+from kafkalite.coord import ConnectionLoss, NodeExists, NoNode, SessionExpired
 from kafkalite.server.errors import StartupError
+from kafkalite.zk import data as paths
 
 log = structlog.get_logger("kafkalite.server")
 

@@ -664,7 +664,7 @@ class Cluster(Helpers):
         self._need_embedded("expire_session")
 
         async def expire() -> None:
-            from kafkalite.coord import paths
+            from kafkalite.zk import data as paths
 
             server = self.servers[broker_id]
             old = server.session.session_id

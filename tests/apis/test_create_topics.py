@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 
 from kafkalite.client.client import KafkaClient
-from kafkalite.controller import admin
 from kafkalite.protocol.errors import ErrorCode
+from kafkalite.zk import admin
 from tests.server.support import started
 
 

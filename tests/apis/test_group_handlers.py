@@ -230,8 +230,8 @@ async def test_find_coordinator_transaction_and_unknown_key_types(call):
 
 
 async def test_find_coordinator_creates_the_offsets_topic_on_first_use(call, services, monkeypatch):
-    from kafkalite.controller import admin
     from kafkalite.protocol.errors import TopicAlreadyExistsError
+    from kafkalite.zk import admin
 
     del services.metadata_cache.topics[GROUP_METADATA_TOPIC_NAME]
     services.metadata_cache.alive = 2

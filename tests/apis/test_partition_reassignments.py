@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 import pytest
 
 from kafkalite.client.messages import build_message
-from kafkalite.controller.context import ReplicaAssignment
 from kafkalite.protocol.api import ApiKey, request_class
 from kafkalite.protocol.errors import ErrorCode, NotControllerError
 from kafkalite.protocol.types import TopicPartition as TP
+from kafkalite.zk.types import ReplicaAssignment
 
 NOT_CONTROLLER_MESSAGE = "This is not the correct controller for this cluster."
 

@@ -7,9 +7,9 @@ import json
 from kafkalite.broker.isr_writer import ZkIsrChangeWriter
 from kafkalite.broker.types import LeaderAndIsr
 from kafkalite.coord.embedded import EmbeddedStore
-from kafkalite.coord.paths import ISR_CHANGE_NOTIFICATION, partition_state_path
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.types import TopicPartition
+from kafkalite.zk.data import ISR_CHANGE_NOTIFICATION, partition_state_path
 
 TP = TopicPartition("t", 0)
 PATH = partition_state_path("t", 0)

@@ -8,15 +8,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafkalite.client.messages import build_message
-from kafkalite.controller import zk_data
-from kafkalite.controller.context import Broker
 from kafkalite.controller.kafka_controller import KafkaController
-from kafkalite.coord import paths
 from kafkalite.coord.embedded import EmbeddedStore
 from kafkalite.protocol.api import CODEC_VERSIONS, ApiKey, response_class
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.frames import decode_request, encode_request, parse_request_header
 from kafkalite.protocol.types import TopicPartition
+from kafkalite.zk import client as zk_data
+from kafkalite.zk import data as paths
+from kafkalite.zk.types import Broker
 
 
 async def eventually(predicate, timeout: float = 10.0, message: str = "condition") -> None:

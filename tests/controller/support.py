@@ -10,15 +10,11 @@ from kafkalite.controller.broker_request_batch import (
     StopReplicaRequestData,
     UpdateMetadataRequestData,
 )
-from kafkalite.controller.context import (
-    Broker,
-    EndPoint,
-    LeaderIsrAndControllerEpoch,
-    ReplicaAssignment,
-)
 from kafkalite.controller.controller_core import ControllerCore
-from kafkalite.controller.results import (
-    ControllerResult,
+from kafkalite.controller.results import ControllerResult
+from kafkalite.protocol.types import TopicPartition
+from kafkalite.zk.types import Broker, EndPoint, LeaderIsrAndControllerEpoch, ReplicaAssignment
+from kafkalite.zk.writes import (
     CreatePartitionState,
     DeleteIsrChangeNotifications,
     DeleteLogDirEventNotifications,
@@ -28,7 +24,6 @@ from kafkalite.controller.results import (
     UpdatePartitionState,
     UpdateReassignPartitions,
 )
-from kafkalite.protocol.types import TopicPartition
 
 
 def broker(broker_id: int, rack: str | None = None) -> Broker:

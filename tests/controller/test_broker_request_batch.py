@@ -14,8 +14,8 @@ from kafkalite.controller.broker_request_batch import (
     coalesce_requests,
     without_partitions,
 )
-from kafkalite.controller.context import Broker, EndPoint
 from kafkalite.protocol.types import TopicPartition
+from kafkalite.zk.types import Broker, EndPoint
 
 BROKERS = {b: Broker(b, (EndPoint("127.0.0.1", 9090 + b),)) for b in (1, 2, 3)}
 

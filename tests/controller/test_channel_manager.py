@@ -21,11 +21,11 @@ from kafkalite.controller.channel_manager import (
     response_errors,
     to_message,
 )
-from kafkalite.controller.context import Broker, EndPoint
-from kafkalite.coord.paths import new_topic_id
 from kafkalite.protocol.api import CODEC_VERSIONS, ApiKey, response_class, supported_versions
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.types import TopicPartition
+from kafkalite.zk.data import new_topic_id
+from kafkalite.zk.types import Broker, EndPoint
 from tests.client.fake_broker import FakeBroker
 
 from .shell_support import eventually, round_trip

@@ -11,14 +11,7 @@ from kafkalite.controller.broker_request_batch import (
     StopReplicaRequestData,
     UpdateMetadataRequestData,
 )
-from kafkalite.controller.context import (
-    LEADER_DURING_DELETE,
-    NO_LEADER,
-    LeaderAndIsr,
-    LeaderIsrAndControllerEpoch,
-    PartitionAndReplica,
-    ReplicaAssignment,
-)
+from kafkalite.controller.context import PartitionAndReplica
 from kafkalite.controller.controller_core import ControllerCore
 from kafkalite.controller.partition_state_machine import (
     NEW_PARTITION,
@@ -31,7 +24,16 @@ from kafkalite.controller.replica_state_machine import (
     REPLICA_DELETION_INELIGIBLE,
     REPLICA_DELETION_STARTED,
 )
-from kafkalite.controller.results import (
+from kafkalite.protocol.errors import BrokerNotAvailableError, ErrorCode, KafkaError
+from kafkalite.protocol.types import TopicPartition
+from kafkalite.zk.types import (
+    LEADER_DURING_DELETE,
+    NO_LEADER,
+    LeaderAndIsr,
+    LeaderIsrAndControllerEpoch,
+    ReplicaAssignment,
+)
+from kafkalite.zk.writes import (
     CreatePartitionState,
     DeleteIsrChangeNotifications,
     DeleteLogDirEventNotifications,
@@ -40,8 +42,6 @@ from kafkalite.controller.results import (
     SetTopicAssignment,
     UpdatePartitionState,
 )
-from kafkalite.protocol.errors import BrokerNotAvailableError, ErrorCode, KafkaError
-from kafkalite.protocol.types import TopicPartition
 
 from .support import (
     broker,

@@ -4,14 +4,7 @@ rules, with hypothesis oracles."""
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkalite.controller.context import (
-    Broker,
-    ControllerContext,
-    EndPoint,
-    LeaderAndIsr,
-    LeaderIsrAndControllerEpoch,
-    ReplicaAssignment,
-)
+from kafkalite.controller.context import ControllerContext
 from kafkalite.controller.election import (
     ControlledShutdownPartitionLeaderElectionStrategy,
     OfflinePartitionLeaderElectionStrategy,
@@ -25,6 +18,13 @@ from kafkalite.controller.election import (
     reassign_partition_leader_election,
 )
 from kafkalite.protocol.types import TopicPartition
+from kafkalite.zk.types import (
+    Broker,
+    EndPoint,
+    LeaderAndIsr,
+    LeaderIsrAndControllerEpoch,
+    ReplicaAssignment,
+)
 
 TP = TopicPartition("t", 0)
 

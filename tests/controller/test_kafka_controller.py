@@ -9,14 +9,15 @@ import pytest
 
 from kafkalite.broker.isr_writer import ZkIsrChangeWriter
 from kafkalite.broker.types import LeaderAndIsr as BrokerLeaderAndIsr
-from kafkalite.controller import admin, zk_data
 from kafkalite.controller.kafka_controller import KafkaController
-from kafkalite.coord import paths
 from kafkalite.coord.embedded import EmbeddedStore
 from kafkalite.coord.errors import ConnectionLoss
 from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.errors import ErrorCode, NotControllerError, ReassignmentInProgressError
 from kafkalite.protocol.types import TopicPartition
+from kafkalite.zk import admin
+from kafkalite.zk import client as zk_data
+from kafkalite.zk import data as paths
 
 from .shell_support import FakeCluster, eventually, register_broker, settle, start_node
 
@@ -89,7 +90,7 @@ async def test_single_broker_elects_itself_and_brings_a_new_topic_online(store, 
         ),
         message="UpdateMetadata with the topic",
     )
-    assert await admin.get_topic_config(reader, "orders") == {"retention.ms": "1000"}
+    assert await zk_data.get_topic_config(reader, "orders") == {"retention.ms": "1000"}
     assert cluster.violations == []
     assert node.controller.event_manager.errors == []
     await stop(node)

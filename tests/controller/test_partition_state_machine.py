@@ -10,12 +10,7 @@ from kafkalite.controller.broker_request_batch import (
     LeaderAndIsrRequestData,
     UpdateMetadataRequestData,
 )
-from kafkalite.controller.context import (
-    ControllerContext,
-    LeaderAndIsr,
-    LeaderIsrAndControllerEpoch,
-    ReplicaAssignment,
-)
+from kafkalite.controller.context import ControllerContext
 from kafkalite.controller.election import OfflinePartitionLeaderElectionStrategy
 from kafkalite.controller.partition_state_machine import (
     NEW_PARTITION,
@@ -28,8 +23,9 @@ from kafkalite.controller.partition_state_machine import (
     PartitionStateMachine,
     is_valid_partition_transition,
 )
-from kafkalite.controller.results import CreatePartitionState, UpdatePartitionState
 from kafkalite.protocol.types import TopicPartition
+from kafkalite.zk.types import LeaderAndIsr, LeaderIsrAndControllerEpoch, ReplicaAssignment
+from kafkalite.zk.writes import CreatePartitionState, UpdatePartitionState
 
 from .support import broker, leader_and_isr_states, update_metadata_brokers
 

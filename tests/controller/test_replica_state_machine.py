@@ -6,14 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkalite.controller.context import (
-    NO_LEADER,
-    ControllerContext,
-    LeaderAndIsr,
-    LeaderIsrAndControllerEpoch,
-    PartitionAndReplica,
-    ReplicaAssignment,
-)
+from kafkalite.controller.context import ControllerContext, PartitionAndReplica
 from kafkalite.controller.partition_state_machine import IllegalStateTransition
 from kafkalite.controller.replica_state_machine import (
     NEW_REPLICA,
@@ -27,8 +20,14 @@ from kafkalite.controller.replica_state_machine import (
     ReplicaStateMachine,
     is_valid_replica_transition,
 )
-from kafkalite.controller.results import UpdatePartitionState
 from kafkalite.protocol.types import TopicPartition
+from kafkalite.zk.types import (
+    NO_LEADER,
+    LeaderAndIsr,
+    LeaderIsrAndControllerEpoch,
+    ReplicaAssignment,
+)
+from kafkalite.zk.writes import UpdatePartitionState
 
 from .support import broker, leader_and_isr_states, stop_replica_states, update_metadata_brokers
 

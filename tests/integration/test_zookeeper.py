@@ -56,7 +56,7 @@ def test_broker_registers_again_after_zookeeper_was_gone_longer_than_its_session
     import asyncio
 
     from kafkalite.coord import open_store
-    from kafkalite.coord.paths import BROKER_IDS
+    from kafkalite.zk.data import BROKER_IDS
 
     with ZooKeeperServer(tmp_path / "zk") as zk:
         broker = broker_factory(

@@ -211,7 +211,7 @@ def scram_store(monkeypatch):
     async def scram_credential(session, user, mechanism):
         return store.get((user, mechanism))
 
-    monkeypatch.setattr("kafkalite.coord.security.scram_credential", scram_credential)
+    monkeypatch.setattr("kafkalite.zk.security.scram_credential", scram_credential)
     monkeypatch.setattr(admin_security, "VERIFIED", admin_security.VerifiedPasswords())
     return store
 

@@ -27,10 +27,10 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from kafkalite.coord import open_store
-from kafkalite.coord.security import alter_entity_config
 from kafkalite.protocol.acl import SUPPORTED_OPERATIONS, ResourceType, from_32bit_field
 from kafkalite.protocol.errors import KafkaError as KafkaLiteError
 from kafkalite.security.scram import make_credential
+from kafkalite.zk.security import alter_entity_config
 from tests.harness.broker import BrokerProcess, free_port
 from tests.harness.zookeeper import ZooKeeperServer
 from tests.security.support import make_pki, scram_jaas

@@ -9,12 +9,12 @@ import contextlib
 
 import pytest
 
-from kafkalite.coord import paths
 from kafkalite.coord.embedded import EmbeddedStore
-from kafkalite.coord.security import alter_entity_config
 from kafkalite.security.quotas import QuotaManager
 from kafkalite.server.config_watch import TopicConfigs, load_quotas, watch_entity_configs
 from kafkalite.storage.config import LogConfig
+from kafkalite.zk import data as paths
+from kafkalite.zk.security import alter_entity_config
 from tests.controller.shell_support import eventually
 
 

@@ -133,7 +133,7 @@ class ScaleCluster:
         return self._run(read())
 
     def controller(self) -> int:
-        from kafkalite.coord import paths
+        from kafkalite.zk import data as paths
 
         data, _ = self._run(self.session.get_data(paths.CONTROLLER))
         return paths.decode_controller(data).broker_id

@@ -8,15 +8,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkalite.coord import paths
-from kafkalite.coord.paths import (
+from kafkalite.protocol.types import TopicPartition
+from kafkalite.zk import data as paths
+from kafkalite.zk.data import (
     BrokerInfo,
     EndPoint,
-    PartitionState,
     ProducerIdBlock,
     TopicAssignment,
 )
-from kafkalite.protocol.types import TopicPartition
+from kafkalite.zk.types import LeaderAndIsr, LeaderIsrAndControllerEpoch
 
 # Payloads as Kafka's ZkData encoders write them (apache/kafka core/src/main/scala/kafka/zk/
 # ZkData.scala): same fields, values and types, compact JSON. The key order is the one commonly
@@ -105,10 +105,11 @@ def test_topic_assignment_is_byte_identical_to_kafka():
 
 
 def test_partition_state_is_byte_identical_to_kafka():
-    state = PartitionState(leader=1, leader_epoch=7, isr=(1, 2), controller_epoch=3)
+    state = LeaderIsrAndControllerEpoch(LeaderAndIsr(leader=1, leader_epoch=7, isr=(1, 2)), 3)
     assert paths.encode_partition_state(state) == KAFKA_PARTITION_STATE
     assert paths.decode_partition_state(KAFKA_PARTITION_STATE) == state
-    recovering = PartitionState(1, 8, (1,), 3, leader_recovery_state=1)
+    assert paths.decode_partition_state(KAFKA_PARTITION_STATE, 4).leader_and_isr.zk_version == 4
+    recovering = LeaderIsrAndControllerEpoch(LeaderAndIsr(1, 8, (1,), leader_recovery_state=1), 3)
     assert paths.decode_partition_state(paths.encode_partition_state(recovering)) == recovering
 
 
@@ -199,5 +200,5 @@ def test_broker_registration_round_trips(host, ports, rack, timestamp):
     isr=replica_lists,
 )
 def test_partition_state_round_trips(leader, epochs, isr):
-    state = PartitionState(leader, epochs[0], isr, epochs[1])
+    state = LeaderIsrAndControllerEpoch(LeaderAndIsr(leader, epochs[0], isr), epochs[1])
     assert paths.decode_partition_state(paths.encode_partition_state(state)) == state

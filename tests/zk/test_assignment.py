@@ -1,4 +1,4 @@
-"""Replica assignment (kafkalite/controller/assignment.py) against Kafka's documented examples
+"""Replica assignment (kafkalite/zk/assignment.py) against Kafka's documented examples
 and the properties seed 000 section 4 asks for."""
 
 import random
@@ -8,19 +8,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkalite.controller.assignment import (
+from kafkalite.protocol.errors import (
+    ErrorCode,
+    InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
+    InvalidReplicationFactorError,
+)
+from kafkalite.zk.assignment import (
     AdminOperationError,
     BrokerMetadata,
     assign_replicas_to_brokers,
     broker_metadatas,
     rack_alternated_broker_list,
     validate_replica_assignment,
-)
-from kafkalite.protocol.errors import (
-    ErrorCode,
-    InvalidPartitionsError,
-    InvalidReplicaAssignmentError,
-    InvalidReplicationFactorError,
 )
 
 

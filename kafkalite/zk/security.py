@@ -16,7 +16,6 @@ from __future__ import annotations
 import urllib.parse
 from collections.abc import Callable, Mapping
 
-from kafkalite.coord import paths
 from kafkalite.coord.base import CoordSession, CreateOp, SetDataOp
 from kafkalite.coord.errors import BadVersion, NodeExists, NoNode
 from kafkalite.security.acl import (
@@ -30,6 +29,7 @@ from kafkalite.security.acl import (
     node_path,
 )
 from kafkalite.security.scram import MECHANISMS, ScramCredential, ScramError
+from kafkalite.zk import data as paths
 
 ACL_ROOT = "/kafka-acl"
 ACL_EXTENDED_ROOT = "/kafka-acl-extended/prefixed"

@@ -1,4 +1,4 @@
-"""admin.py: the znodes topic administration writes, and its validation errors."""
+"""zk/admin.py: the znodes topic administration writes, and its validation errors."""
 
 import json
 import random
@@ -7,8 +7,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kafkalite.controller import admin, zk_data
-from kafkalite.coord import paths
 from kafkalite.coord.embedded import EmbeddedStore
 from kafkalite.protocol.errors import (
     ErrorCode,
@@ -21,8 +19,10 @@ from kafkalite.protocol.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
-
-from .shell_support import register_broker
+from kafkalite.zk import admin
+from kafkalite.zk import client as zk_client
+from kafkalite.zk import data as paths
+from tests.controller.shell_support import register_broker
 
 
 @pytest.fixture
@@ -46,13 +46,13 @@ async def test_create_topic_writes_config_then_assignment(session):
     assert all(len(set(r)) == 2 and set(r) <= {0, 1, 2} for r in node["partitions"].values())
     leaders = [node["partitions"][str(p)][0] for p in range(6)]
     assert sorted(leaders) == [0, 0, 1, 1, 2, 2]
-    assert await admin.get_topic_config(session, "orders") == {"cleanup.policy": "compact"}
+    assert await zk_client.get_topic_config(session, "orders") == {"cleanup.policy": "compact"}
     assert len(paths.topic_id_bytes(topic_id)) == 16
 
 
 async def test_create_topic_with_manual_assignment(session):
     await admin.create_topic(session, "manual", -1, -1, replica_assignment={0: [2, 1], 1: [1, 2]})
-    _, assignment, _ = await zk_data.get_topic_assignment(session, "manual")
+    _, assignment, _ = await zk_client.get_topic_assignment(session, "manual")
     assert {p: a.replicas for p, a in assignment.items()} == {0: (2, 1), 1: (1, 2)}
 
 
@@ -110,7 +110,7 @@ async def test_create_topic_validation(session, name, kwargs, error, code):
             session, name, args.pop("num_partitions"), args.pop("replication_factor"), **args
         )
     assert info.value.error_code == code
-    assert await zk_data.get_all_topics(session) == set()
+    assert await zk_client.get_all_topics(session) == set()
 
 
 async def test_existing_colliding_and_deleting_topics(session):
@@ -140,10 +140,10 @@ async def test_add_partitions_rules(session):
     with pytest.raises(UnknownTopicOrPartitionError):
         await admin.add_partitions(session, "missing", 4)
     assert await admin.add_partitions(session, "g", 4, validate_only=True)
-    _, assignment, version = await zk_data.get_topic_assignment(session, "g")
+    _, assignment, version = await zk_client.get_topic_assignment(session, "g")
     assert len(assignment) == 3
     new = await admin.add_partitions(session, "g", 6)
-    _, assignment, new_version = await zk_data.get_topic_assignment(session, "g")
+    _, assignment, new_version = await zk_client.get_topic_assignment(session, "g")
     assert sorted(assignment) == list(range(6)) and new_version == version + 1
     assert {p: list(assignment[p].replicas) for p in (3, 4, 5)} == new
 
@@ -155,7 +155,7 @@ async def test_alter_topic_config_replaces_and_notifies(session):
     await admin.create_topic(session, "plain", 1, 1)
     assert len(await session.get_children(paths.CONFIG_CHANGES)) == 1
     await admin.alter_topic_config(session, "c", {"segment.bytes": "1048576"})
-    assert await admin.get_topic_config(session, "c") == {"segment.bytes": "1048576"}
+    assert await zk_client.get_topic_config(session, "c") == {"segment.bytes": "1048576"}
     changes = sorted(await session.get_children(paths.CONFIG_CHANGES))
     assert len(changes) == 2 and all(c.startswith(paths.CONFIG_CHANGE_PREFIX) for c in changes)
     for change in changes:
@@ -222,7 +222,7 @@ async def test_an_assignment_too_large_for_the_store_is_refused_and_nothing_is_w
     await admin.create_topic(session, "grows", 20_000, 3)
     with pytest.raises(PolicyViolationError, match="jute.maxbuffer"):
         await admin.add_partitions(session, "grows", 30_000)
-    _, assignment, _ = await zk_data.get_topic_assignment(session, "grows")
+    _, assignment, _ = await zk_client.get_topic_assignment(session, "grows")
     assert len(assignment) == 20_000
 
 

@@ -1,7 +1,7 @@
 """Typed access to the znodes the controller and the brokers share (Kafka's ``KafkaZkClient``).
 
 Everything here is I/O against a ``CoordSession`` and translation between the store's JSON
-(``kafkalite.coord.paths``: Kafka's exact layout) and the controller's types. Rules:
+(``kafkalite.zk.data``: Kafka's exact layout) and the controller's types. Rules:
 
 - Every write the controller makes goes through a multi that starts with a check of
   ``/controller_epoch``'s version (the version this controller set when it was elected), so a
@@ -12,9 +12,9 @@ Everything here is I/O against a ``CoordSession`` and translation between the st
   in multis of at most ``MAX_MULTI_OPS`` operations, as Kafka's ``updateLeaderAndIsr`` does.
 - The partition state node is written with compare-and-set on its version by both the
   controller (elections, ISR shrink on broker failure) and the partition leader
-  (``broker/isr_writer.py``: ISR expansion/shrink). The loser of a race sees ``BadVersion`` and
-  re-reads; a stale leader learns this way that it is no longer leader (seed 000, "如何处理多个
-  leader").
+  (``update_leader_and_isr``, through ``broker/isr_writer.py``: ISR expansion/shrink). The
+  loser of a race sees ``BadVersion`` and re-reads; a stale leader learns this way that it is
+  no longer leader (seed 000, "如何处理多个 leader").
 - A leader that changed an ISR also creates ``/isr_change_notification/isr_change_<seq>`` in the
   same multi, which the controller watches to refresh its context and tell every broker.
 """
@@ -25,7 +25,6 @@ import asyncio
 import time
 from collections.abc import Iterable, Sequence
 
-from kafkalite.coord import paths
 from kafkalite.coord.base import (
     CheckOp,
     CoordSession,
@@ -38,16 +37,15 @@ from kafkalite.coord.base import (
 from kafkalite.coord.errors import BadVersion, NodeExists, NoNode
 from kafkalite.protocol.errors import ErrorCode, KafkaError
 from kafkalite.protocol.types import TopicPartition
-
-from .context import (
+from kafkalite.zk import data as paths
+from kafkalite.zk.types import (
     INITIAL_CONTROLLER_EPOCH,
     Broker,
     EndPoint,
-    LeaderAndIsr,
     LeaderIsrAndControllerEpoch,
     ReplicaAssignment,
 )
-from .results import (
+from kafkalite.zk.writes import (
     CreatePartitionState,
     DeleteIsrChangeNotifications,
     DeleteLeaderElectionRequest,
@@ -191,10 +189,7 @@ async def get_unclean_leader_election_topics(
 
 
 def encode_leader_isr_and_controller_epoch(info: LeaderIsrAndControllerEpoch) -> bytes:
-    lai = info.leader_and_isr
-    return paths.encode_partition_state(
-        paths.PartitionState(lai.leader, lai.leader_epoch, tuple(lai.isr), info.controller_epoch)
-    )
+    return paths.encode_partition_state(info)
 
 
 async def get_partition_state(
@@ -205,11 +200,7 @@ async def get_partition_state(
         data, stat = await session.get_data(paths.partition_state_path(tp.topic, tp.partition))
     except NoNode:
         return None
-    state = paths.decode_partition_state(data)
-    return LeaderIsrAndControllerEpoch(
-        LeaderAndIsr(state.leader, state.leader_epoch, state.isr, stat.version),
-        state.controller_epoch,
-    )
+    return paths.decode_partition_state(data, stat.version)
 
 
 async def get_partition_states(
@@ -218,6 +209,42 @@ async def get_partition_states(
     partitions = sorted(set(partitions))
     found = await asyncio.gather(*(get_partition_state(session, tp) for tp in partitions))
     return dict(zip(partitions, found, strict=True))
+
+
+async def update_leader_and_isr(
+    session: CoordSession, tp: TopicPartition, state: LeaderIsrAndControllerEpoch
+) -> int | None:
+    """The partition leader's ISR change (Kafka's ``ReplicationUtils.updateLeaderAndIsr``): in
+    one multi, compare-and-set the partition state node on ``state.leader_and_isr.zk_version``
+    and create ``/isr_change_notification/isr_change_<seq>`` naming ``tp``, so the controller
+    refreshes the metadata it sends to the brokers.
+
+    Returns the node's new version, or None if the compare-and-set failed because the node moved
+    on (the controller elected another leader or changed the ISR: the caller stops acting as
+    leader). A version mismatch whose stored data is exactly what we wrote counts as success: a
+    write whose answer was lost (connection loss) had in fact been applied, notification
+    included, and its retry must not fence the leader. Other store errors propagate."""
+    path = paths.partition_state_path(tp.topic, tp.partition)
+    data = paths.encode_partition_state(state)
+    await session.ensure_path(paths.ISR_CHANGE_NOTIFICATION)
+    ops: list[Op] = [
+        SetDataOp(path, data, state.leader_and_isr.zk_version),
+        CreateOp(paths.isr_change_sequence_path(), paths.encode_isr_change([tp]), sequential=True),
+    ]
+    try:
+        results = await session.multi(ops)
+    except NoNode:
+        return None
+    except BadVersion:
+        try:
+            stored, stat = await session.get_data(path)
+        except NoNode:
+            return None
+        expected = state.leader_and_isr.zk_version
+        return stat.version if paths.decode_partition_state(stored, expected) == state else None
+    first = results[0]
+    assert isinstance(first, SetDataResult)
+    return first.stat.version
 
 
 # -- ISR change notifications ---------------------------------------------------------------------

@@ -46,6 +46,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from kafkalite.protocol.types import TopicPartition
+from kafkalite.zk.types import LeaderAndIsr, LeaderIsrAndControllerEpoch
 
 # -- paths ----------------------------------------------------------------------------------------
 
@@ -369,39 +370,34 @@ def decode_topic(topic: str, data: bytes) -> TopicAssignment:
 # -- /brokers/topics/<t>/partitions/<p>/state -----------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class PartitionState:
-    """Leader, ISR and epochs of a partition (Kafka's ``LeaderIsrAndControllerEpoch``)."""
-
-    leader: int
-    leader_epoch: int
-    isr: tuple[int, ...]
-    controller_epoch: int
-    leader_recovery_state: int = 0  # 0 RECOVERED, 1 RECOVERING (KIP-704)
-
-
-def encode_partition_state(state: PartitionState) -> bytes:
+def encode_partition_state(state: LeaderIsrAndControllerEpoch) -> bytes:
+    """The node's JSON; ``zk_version`` is the node's version, not part of its data."""
+    lai = state.leader_and_isr
     obj: dict[str, object] = {
         "controller_epoch": state.controller_epoch,
-        "leader": state.leader,
+        "leader": lai.leader,
         "version": 1,
-        "leader_epoch": state.leader_epoch,
-        "isr": list(state.isr),
+        "leader_epoch": lai.leader_epoch,
+        "isr": list(lai.isr),
     }
-    if state.leader_recovery_state:
-        obj["leader_recovery_state"] = state.leader_recovery_state
+    if lai.leader_recovery_state:
+        obj["leader_recovery_state"] = lai.leader_recovery_state
     return _dump(obj)
 
 
-def decode_partition_state(data: bytes) -> PartitionState:
+def decode_partition_state(data: bytes, zk_version: int = 0) -> LeaderIsrAndControllerEpoch:
+    """The node's content, with ``zk_version`` the version the node was read at."""
     obj = _load(data, "partition state")
     try:
-        return PartitionState(
-            leader=int(obj["leader"]),
-            leader_epoch=int(obj["leader_epoch"]),
-            isr=tuple(int(b) for b in obj["isr"]),
+        return LeaderIsrAndControllerEpoch(
+            LeaderAndIsr(
+                leader=int(obj["leader"]),
+                leader_epoch=int(obj["leader_epoch"]),
+                isr=tuple(int(b) for b in obj["isr"]),
+                zk_version=zk_version,
+                leader_recovery_state=int(obj.get("leader_recovery_state", 0)),
+            ),
             controller_epoch=int(obj["controller_epoch"]),
-            leader_recovery_state=int(obj.get("leader_recovery_state", 0)),
         )
     except (KeyError, TypeError, ValueError) as error:
         raise ValueError(f"bad partition state: {data[:300]!r}") from error

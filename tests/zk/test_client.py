@@ -1,19 +1,17 @@
-"""zk_data.py: controller election on the store, fenced writes, and the znodes' contents."""
+"""zk/client.py: controller election on the store, fenced writes, and the znodes' contents."""
 
 import asyncio
 import json
 
 import pytest
 
-from kafkalite.broker.isr_writer import ZkIsrChangeWriter
-from kafkalite.broker.types import LeaderAndIsr as BrokerLeaderAndIsr
-from kafkalite.controller import zk_data
-from kafkalite.controller.context import (
-    LeaderAndIsr,
-    LeaderIsrAndControllerEpoch,
-    ReplicaAssignment,
-)
-from kafkalite.controller.results import (
+from kafkalite.coord.embedded import EmbeddedStore
+from kafkalite.coord.errors import BadVersion
+from kafkalite.protocol.types import TopicPartition
+from kafkalite.zk import client as zk_client
+from kafkalite.zk import data as paths
+from kafkalite.zk.types import LeaderAndIsr, LeaderIsrAndControllerEpoch, ReplicaAssignment
+from kafkalite.zk.writes import (
     CreatePartitionState,
     DeleteTopic,
     DeleteTopicDeletions,
@@ -21,10 +19,6 @@ from kafkalite.controller.results import (
     UpdatePartitionState,
     UpdateReassignPartitions,
 )
-from kafkalite.coord import paths
-from kafkalite.coord.embedded import EmbeddedStore
-from kafkalite.coord.errors import BadVersion
-from kafkalite.protocol.types import TopicPartition
 
 TP = TopicPartition("t", 0)
 
@@ -40,7 +34,7 @@ async def test_exactly_one_of_many_wins_the_election(store):
     sessions = [await store.open_session() for _ in range(5)]
     results = await asyncio.gather(
         *(
-            zk_data.register_controller_and_increment_controller_epoch(s, i)
+            zk_client.register_controller_and_increment_controller_epoch(s, i)
             for i, s in enumerate(sessions)
         ),
         return_exceptions=True,
@@ -48,36 +42,39 @@ async def test_exactly_one_of_many_wins_the_election(store):
     winners = [i for i, r in enumerate(results) if not isinstance(r, Exception)]
     assert len(winners) == 1
     assert all(
-        isinstance(r, zk_data.ControllerMovedError) for r in results if isinstance(r, Exception)
+        isinstance(r, zk_client.ControllerMovedError) for r in results if isinstance(r, Exception)
     )
     assert results[winners[0]][0] == 1
-    assert await zk_data.get_controller_id(sessions[0]) == winners[0]
+    assert await zk_client.get_controller_id(sessions[0]) == winners[0]
     data, _ = await sessions[0].get_data(paths.CONTROLLER_EPOCH)
     assert data == b"1"
     controller = json.loads((await sessions[0].get_data(paths.CONTROLLER))[0])
     assert controller["version"] == 1 and controller["brokerid"] == winners[0]
     await sessions[winners[0]].close()  # the ephemeral goes with the session
     loser = next(i for i in range(5) if i != winners[0])
-    epoch, version = await zk_data.register_controller_and_increment_controller_epoch(
+    epoch, version = await zk_client.register_controller_and_increment_controller_epoch(
         sessions[loser], loser
     )
-    assert epoch == 2 and version == (await zk_data.get_controller_epoch(sessions[loser]))[1]
+    assert epoch == 2 and version == (await zk_client.get_controller_epoch(sessions[loser]))[1]
 
 
 async def with_topic(session):
     await session.ensure_path(paths.BROKER_TOPICS)
     await session.create(
-        paths.topic_path("t"), zk_data.encode_assignment("t", "id", {0: ReplicaAssignment((0, 1))})
+        paths.topic_path("t"),
+        zk_client.encode_assignment("t", "id", {0: ReplicaAssignment((0, 1))}),
     )
 
 
 async def test_writes_are_fenced_by_the_controller_epoch_version(store):
     session = await store.open_session()
     await with_topic(session)
-    _, epoch_version = await zk_data.register_controller_and_increment_controller_epoch(session, 0)
+    _, epoch_version = await zk_client.register_controller_and_increment_controller_epoch(
+        session, 0
+    )
     info = LeaderIsrAndControllerEpoch(LeaderAndIsr(0, 0, (0, 1)), 1)
-    await zk_data.apply_writes(session, [CreatePartitionState(TP, info)], epoch_version)
-    stored = await zk_data.get_partition_state(session, TP)
+    await zk_client.apply_writes(session, [CreatePartitionState(TP, info)], epoch_version)
+    stored = await zk_client.get_partition_state(session, TP)
     assert stored == LeaderIsrAndControllerEpoch(LeaderAndIsr(0, 0, (0, 1), 0), 1)
     raw = json.loads((await session.get_data(paths.partition_state_path("t", 0)))[0])
     assert raw == {
@@ -91,11 +88,11 @@ async def test_writes_are_fenced_by_the_controller_epoch_version(store):
     other = await store.open_session()
     await other.set_data(paths.CONTROLLER_EPOCH, b"2", epoch_version)  # a newer controller
     elected = LeaderIsrAndControllerEpoch(LeaderAndIsr(1, 1, (1,)), 1)
-    with pytest.raises(zk_data.ControllerMovedError):
-        await zk_data.apply_writes(session, [UpdatePartitionState(TP, elected, 0)], epoch_version)
-    assert (await zk_data.get_partition_state(session, TP)).leader_and_isr.leader == 0
+    with pytest.raises(zk_client.ControllerMovedError):
+        await zk_client.apply_writes(session, [UpdatePartitionState(TP, elected, 0)], epoch_version)
+    assert (await zk_client.get_partition_state(session, TP)).leader_and_isr.leader == 0
     with pytest.raises(BadVersion):
-        await zk_data.apply_writes(
+        await zk_client.apply_writes(
             session, [UpdatePartitionState(TP, elected, 5)], epoch_version + 1
         )
 
@@ -103,41 +100,50 @@ async def test_writes_are_fenced_by_the_controller_epoch_version(store):
 async def test_leader_isr_updates_are_compare_and_set_with_a_notification(store):
     session = await store.open_session()
     await with_topic(session)
-    _, epoch_version = await zk_data.register_controller_and_increment_controller_epoch(session, 0)
-    await zk_data.apply_writes(
+    _, epoch_version = await zk_client.register_controller_and_increment_controller_epoch(
+        session, 0
+    )
+    await zk_client.apply_writes(
         session,
         [CreatePartitionState(TP, LeaderIsrAndControllerEpoch(LeaderAndIsr(0, 3, (0, 1)), 1))],
         epoch_version,
     )
 
-    # The partition leader's write (broker/isr_writer.py), as the controller reads it.
-    write = ZkIsrChangeWriter(session)
-    assert await write(TP, BrokerLeaderAndIsr(0, 3, (0,), 0, 1)) == 1
-    assert await write(TP, BrokerLeaderAndIsr(0, 3, (0,), 0, 1)) == 1  # a retry: ours already
-    assert await write(TP, BrokerLeaderAndIsr(0, 3, (0, 1), 0, 1)) is None  # stale version
-    seqs = await zk_data.get_isr_change_notifications(session)
+    # The partition leader's write (through broker/isr_writer.py), as the controller reads it.
+    async def write(isr):
+        state = LeaderIsrAndControllerEpoch(LeaderAndIsr(0, 3, isr, 0), 1)
+        return await zk_client.update_leader_and_isr(session, TP, state)
+
+    assert await write((0,)) == 1
+    assert await write((0,)) == 1  # a retry: ours already
+    assert await write((0, 1)) is None  # stale version
+    stored = await zk_client.get_partition_state(session, TP)
+    assert stored == LeaderIsrAndControllerEpoch(LeaderAndIsr(0, 3, (0,), 1), 1)
+    seqs = await zk_client.get_isr_change_notifications(session)
     assert len(seqs) == 1
-    assert await zk_data.get_partitions_from_isr_change_notifications(session, seqs) == {TP}
+    assert await zk_client.get_partitions_from_isr_change_notifications(session, seqs) == {TP}
 
 
 async def test_delete_topic_removes_the_tree_config_and_marker(store):
     session = await store.open_session()
-    _, epoch_version = await zk_data.register_controller_and_increment_controller_epoch(session, 0)
+    _, epoch_version = await zk_client.register_controller_and_increment_controller_epoch(
+        session, 0
+    )
     assignment = {0: ReplicaAssignment((0,)), 1: ReplicaAssignment((0,))}
     await session.ensure_path(paths.BROKER_TOPICS)
-    await session.create(paths.topic_path("t"), zk_data.encode_assignment("t", "id", assignment))
+    await session.create(paths.topic_path("t"), zk_client.encode_assignment("t", "id", assignment))
     await session.ensure_path(paths.topic_config_path("t"))
     await session.ensure_path(paths.delete_topic_path("t"))
     info = LeaderIsrAndControllerEpoch(LeaderAndIsr(0), 1)
-    await zk_data.apply_writes(
+    await zk_client.apply_writes(
         session,
         [CreatePartitionState(TopicPartition("t", p), info) for p in (0, 1)],
         epoch_version,
     )
-    await zk_data.apply_writes(session, [DeleteTopic("t")], epoch_version)
+    await zk_client.apply_writes(session, [DeleteTopic("t")], epoch_version)
     for path in (paths.topic_path("t"), paths.topic_config_path("t"), paths.delete_topic_path("t")):
         assert await session.exists(path) is None
-    await zk_data.apply_writes(
+    await zk_client.apply_writes(
         session, [DeleteTopicDeletions(("never",))], epoch_version
     )  # absent: no-op
 
@@ -146,17 +152,19 @@ async def test_topic_assignment_round_trip_and_brokers(store):
     session = await store.open_session()
     await session.ensure_path(paths.BROKER_TOPICS)
     await session.create(
-        paths.topic_path("t"), zk_data.encode_assignment("t", None, {0: ReplicaAssignment((1,))})
+        paths.topic_path("t"), zk_client.encode_assignment("t", None, {0: ReplicaAssignment((1,))})
     )
-    _, epoch_version = await zk_data.register_controller_and_increment_controller_epoch(session, 0)
+    _, epoch_version = await zk_client.register_controller_and_increment_controller_epoch(
+        session, 0
+    )
     new = {0: ReplicaAssignment((1, 2), adding_replicas=(2,)), 1: ReplicaAssignment((2, 1))}
-    await zk_data.apply_writes(session, [SetTopicAssignment("t", "abc", new)], epoch_version)
-    topic_id, assignment, version = await zk_data.get_topic_assignment(session, "t")
+    await zk_client.apply_writes(session, [SetTopicAssignment("t", "abc", new)], epoch_version)
+    topic_id, assignment, version = await zk_client.get_topic_assignment(session, "t")
     assert (topic_id, assignment, version) == ("abc", new, 1)
     await session.ensure_path(paths.BROKER_IDS)
     info = paths.BrokerInfo(3, (paths.EndPoint("h", 1234),), rack="r")
     await session.create(paths.broker_path(3), paths.encode_broker(info), ephemeral=True)
-    brokers = await zk_data.get_all_brokers_and_epochs(session)
+    brokers = await zk_client.get_all_brokers_and_epochs(session)
     broker, epoch = brokers[3]
     assert (broker.id, broker.rack, broker.endpoints[0].host, broker.endpoints[0].port) == (
         3,
@@ -171,27 +179,29 @@ async def test_topic_assignment_round_trip_and_brokers(store):
         paths.encode_entity_config({"unclean.leader.election.enable": "true"}),
         -1,
     )
-    assert await zk_data.get_unclean_leader_election_topics(session, ["t", "u"], False) == {"t"}
-    assert await zk_data.get_unclean_leader_election_topics(session, ["u"], True) == {"u"}
+    assert await zk_client.get_unclean_leader_election_topics(session, ["t", "u"], False) == {"t"}
+    assert await zk_client.get_unclean_leader_election_topics(session, ["u"], True) == {"u"}
 
 
 async def test_several_reassignment_node_updates_in_one_batch(store):
     """Two completions in one batch both leave nothing: one delete, not two (the second made
     the whole multi fail with NoNode)."""
     session = await store.open_session()
-    _, epoch_version = await zk_data.register_controller_and_increment_controller_epoch(session, 0)
+    _, epoch_version = await zk_client.register_controller_and_increment_controller_epoch(
+        session, 0
+    )
     await session.create(
         paths.REASSIGN_PARTITIONS, paths.encode_reassignment({TP: (1,)}), makepath=True
     )
     writes = [UpdateReassignPartitions({}), UpdateReassignPartitions({})]
-    await zk_data.apply_writes(session, writes, epoch_version)
+    await zk_client.apply_writes(session, writes, epoch_version)
     assert await session.exists(paths.REASSIGN_PARTITIONS) is None
-    await zk_data.apply_writes(
+    await zk_client.apply_writes(
         session,
         [UpdateReassignPartitions({TP: (2,)}), UpdateReassignPartitions({TP: (3,)})],
         epoch_version,
     )
-    assert await zk_data.get_partition_reassignments(session) == {TP: (3,)}
+    assert await zk_client.get_partition_reassignments(session) == {TP: (3,)}
 
 
 class CountingSession:
@@ -220,11 +230,13 @@ async def test_partition_states_are_written_in_chunks_and_fail_per_partition(sto
     the other elections (in several chunked multis) are in the store."""
     session = await store.open_session()
     await with_topic(session)
-    _, epoch_version = await zk_data.register_controller_and_increment_controller_epoch(session, 0)
+    _, epoch_version = await zk_client.register_controller_and_increment_controller_epoch(
+        session, 0
+    )
     partitions = [TopicPartition("t", p) for p in range(10)]
     initial = LeaderIsrAndControllerEpoch(LeaderAndIsr(0, 0, (0, 1)), 1)
     counting = CountingSession(session)
-    failed = await zk_data.apply_partition_state_writes(
+    failed = await zk_client.apply_partition_state_writes(
         counting,
         [CreatePartitionState(tp, initial) for tp in partitions],
         epoch_version,
@@ -233,16 +245,16 @@ async def test_partition_states_are_written_in_chunks_and_fail_per_partition(sto
     assert failed == set()
     assert counting.reads == 1  # one listing of /brokers/topics/t/partitions, not one per node
     for tp in partitions:
-        assert (await zk_data.get_partition_state(session, tp)).leader_and_isr.leader == 0
+        assert (await zk_client.get_partition_state(session, tp)).leader_and_isr.leader == 0
 
     leader_write = LeaderIsrAndControllerEpoch(LeaderAndIsr(0, 0, (0,)), 1)
     await session.set_data(
         paths.partition_state_path("t", 3),
-        zk_data.encode_leader_isr_and_controller_epoch(leader_write),
+        zk_client.encode_leader_isr_and_controller_epoch(leader_write),
         0,
     )
     elected = LeaderIsrAndControllerEpoch(LeaderAndIsr(1, 1, (0, 1), 1), 1)
-    failed = await zk_data.apply_partition_state_writes(
+    failed = await zk_client.apply_partition_state_writes(
         session,
         [UpdatePartitionState(tp, elected, 0) for tp in partitions],
         epoch_version,
@@ -250,23 +262,23 @@ async def test_partition_states_are_written_in_chunks_and_fail_per_partition(sto
     )
     assert failed == {TopicPartition("t", 3)}
     for tp in partitions:
-        stored = (await zk_data.get_partition_state(session, tp)).leader_and_isr
+        stored = (await zk_client.get_partition_state(session, tp)).leader_and_isr
         assert stored.leader == (0 if tp.partition == 3 else 1)
 
     other = await store.open_session()
     await other.set_data(paths.CONTROLLER_EPOCH, b"2", epoch_version)  # a newer controller
-    with pytest.raises(zk_data.ControllerMovedError):
-        await zk_data.apply_partition_state_writes(
+    with pytest.raises(zk_client.ControllerMovedError):
+        await zk_client.apply_partition_state_writes(
             session, [UpdatePartitionState(TP, elected, 1)], epoch_version
         )
 
 
 async def test_only_partition_state_writes_are_applied_per_partition():
     info = LeaderIsrAndControllerEpoch(LeaderAndIsr(0), 1)
-    assert zk_data.can_apply_per_partition(
+    assert zk_client.can_apply_per_partition(
         [CreatePartitionState(TP, info), UpdatePartitionState(TP, info, 0)]
     )
-    assert not zk_data.can_apply_per_partition([CreatePartitionState(TP, info), DeleteTopic("t")])
+    assert not zk_client.can_apply_per_partition([CreatePartitionState(TP, info), DeleteTopic("t")])
 
 
 async def test_a_failing_first_partition_does_not_take_the_topics_partitions_node_along(store):
@@ -276,19 +288,21 @@ async def test_a_failing_first_partition_does_not_take_the_topics_partitions_nod
     session = await store.open_session()
     await with_topic(session)
     await session.create(paths.topic_path("u"), b"{}")
-    _, epoch_version = await zk_data.register_controller_and_increment_controller_epoch(session, 0)
+    _, epoch_version = await zk_client.register_controller_and_increment_controller_epoch(
+        session, 0
+    )
     info = LeaderIsrAndControllerEpoch(LeaderAndIsr(0, 0, (0, 1)), 1)
     partitions = [TopicPartition("u", p) for p in range(4)]
     stale = UpdatePartitionState(partitions[0], info, 5)
-    failed = await zk_data.apply_partition_state_writes(
+    failed = await zk_client.apply_partition_state_writes(
         session,
         [CreatePartitionState(tp, info) for tp in partitions] + [stale],
         epoch_version,
     )
     assert failed == {partitions[0]}
-    assert await zk_data.get_partition_state(session, partitions[0]) is None
+    assert await zk_client.get_partition_state(session, partitions[0]) is None
     for tp in partitions[1:]:
-        assert (await zk_data.get_partition_state(session, tp)).leader_and_isr.leader == 0
+        assert (await zk_client.get_partition_state(session, tp)).leader_and_isr.leader == 0
 
 
 async def test_isr_change_notifications_are_read_concurrently(store):
@@ -316,7 +330,7 @@ async def test_isr_change_notifications_are_read_concurrently(store):
             in_flight -= 1
             return await session.get_data(path)
 
-    seqs = await zk_data.get_isr_change_notifications(session)
-    partitions = await zk_data.get_partitions_from_isr_change_notifications(Slow(), seqs)
+    seqs = await zk_client.get_isr_change_notifications(session)
+    partitions = await zk_client.get_partitions_from_isr_change_notifications(Slow(), seqs)
     assert partitions == {TopicPartition("t", p) for p in range(5)}
     assert peak == 5

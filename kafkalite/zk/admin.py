@@ -31,7 +31,6 @@ import random
 import re
 from collections.abc import Mapping, Sequence
 
-from kafkalite.coord import paths
 from kafkalite.coord.base import CoordSession, CreateOp, SetDataOp, check_request_length
 from kafkalite.coord.errors import BadVersion, NodeExists, NoNode, RequestTooLarge
 from kafkalite.protocol.errors import (
@@ -45,17 +44,21 @@ from kafkalite.protocol.errors import (
     UnknownTopicOrPartitionError,
 )
 from kafkalite.protocol.types import TopicPartition
-
-from . import zk_data
-from .assignment import (
+from kafkalite.zk import client as zk_client
+from kafkalite.zk import data as paths
+from kafkalite.zk.assignment import (
     AdminOperationError,
     BrokerMetadata,
     assign_replicas_to_brokers,
     broker_metadatas,
     validate_replica_assignment,
 )
-from .context import ReplicaAssignment
-from .zk_data import encode_assignment, get_all_brokers_and_epochs, get_topic_assignment
+from kafkalite.zk.client import (
+    encode_assignment,
+    get_all_brokers_and_epochs,
+    get_topic_assignment,
+)
+from kafkalite.zk.types import ReplicaAssignment
 
 ZERO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"
 """``Uuid.ZERO_UUID`` as Kafka prints it: returned for validate-only creations."""
@@ -317,15 +320,6 @@ async def _announce_config_change(session: CoordSession, topic: str) -> None:
     )
 
 
-async def get_topic_config(session: CoordSession, topic: str) -> dict[str, str]:
-    """The overrides of ``topic`` (empty when it has none)."""
-    try:
-        data, _ = await session.get_data(paths.topic_config_path(topic))
-    except NoNode:
-        return {}
-    return paths.decode_entity_config(data)
-
-
 async def _set_or_create_entity_config(
     session: CoordSession, path: str, configs: Mapping[str, str]
 ) -> None:
@@ -385,7 +379,7 @@ async def get_partition_reassignments(
     session: CoordSession,
 ) -> dict[TopicPartition, tuple[int, ...]]:
     """The reassignments not finished yet (what ``/admin/reassign_partitions`` still holds)."""
-    return await zk_data.get_partition_reassignments(session)
+    return await zk_client.get_partition_reassignments(session)
 
 
 async def request_preferred_replica_election(
