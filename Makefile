@@ -61,6 +61,7 @@ bench: debs $(BENCH_STAMP)
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check kafkalite tests bench
 	$(BIN)/ruff format --check kafkalite tests bench
+	$(BIN)/mypy
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis data

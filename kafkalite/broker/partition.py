@@ -260,7 +260,7 @@ def whole_batches(records: object) -> object:
         return EMPTY_RECORDS
     if hasattr(records, "size") and hasattr(records, "position"):
         trimmed = copy.copy(records)
-        trimmed.size = complete  # type: ignore[attr-defined]
+        trimmed.size = complete
         return trimmed
     if view is None:
         view = records_bytes(records)
@@ -852,11 +852,13 @@ class Partition:
         if fetch_offset >= max_offset or max_bytes <= 0 and not min_one_message:
             records: object = EMPTY_RECORDS
         else:
-            records = log.read(fetch_offset, max_bytes, max_offset, min_one_message).records
-            if records is None:
+            read = log.read(fetch_offset, max_bytes, max_offset, min_one_message).records
+            if read is None:
                 records = EMPTY_RECORDS
-            elif len(records) >= max_bytes:
-                records = whole_batches(records)
+            elif len(read) >= max_bytes:
+                records = whole_batches(read)
+            else:
+                records = read
         aborted = None
         if isolation is FetchIsolation.TXN_COMMITTED:
             aborted = aborted_txns_in(log, fetch_offset, records)

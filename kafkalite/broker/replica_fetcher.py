@@ -54,6 +54,7 @@ from kafkalite.protocol.types import TopicPartition, java_string_hash_code, kafk
 
 if TYPE_CHECKING:
     from kafkalite.broker.replica_manager import ReplicaManager
+    from kafkalite.client.connection import KafkaConnection
 
 log = structlog.get_logger(__name__)
 
@@ -276,7 +277,7 @@ class LeaderConnection:
         self.node_id = node_id
         self.client_id = client_id
         self.request_timeout = request_timeout
-        self._conn = None
+        self._conn: KafkaConnection | None = None
         self._address: tuple[str, int] | None = None
 
     async def _connection(self):
@@ -415,7 +416,12 @@ class ReplicaFetcher:
     async def _sleep_ms(self, ms: int) -> None:
         """Wait ``ms`` on the injected clock, or until the partitions change."""
         future = asyncio.get_running_loop().create_future()
-        handle = self.time.call_later(ms, lambda: future.done() or future.set_result(None))
+
+        def wake() -> None:
+            if not future.done():
+                future.set_result(None)
+
+        handle = self.time.call_later(ms, wake)
         changed = asyncio.ensure_future(self._changed.wait())
         try:
             await asyncio.wait({future, changed}, return_when=asyncio.FIRST_COMPLETED)

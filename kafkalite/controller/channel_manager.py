@@ -98,7 +98,7 @@ def _message_plan(cls: type) -> tuple[frozenset[str], dict[str, type], dict[str,
         annotation = hints[name]
         if typing.get_origin(annotation) is tuple:
             args = typing.get_args(annotation)
-            if args and dataclasses.is_dataclass(args[0]):
+            if args and isinstance(args[0], type) and dataclasses.is_dataclass(args[0]):
                 nested[name] = args[0]
     template = build_message(cls)
     fill = {
@@ -420,7 +420,7 @@ class ControllerChannelManager:
                 try:
                     response = await channel.transport.send(
                         api_key,
-                        lambda version, r=request: to_message(r, version, self.listener_name),
+                        functools.partial(to_message, request, listener_name=self.listener_name),
                     )
                     break
                 except asyncio.CancelledError:

@@ -699,10 +699,11 @@ class KafkaController:
             ("preferred_election", paths.PREFERRED_REPLICA_ELECTION),
             ("unclean_election", zk_data.UNCLEAN_LEADER_ELECTION),
         ):
+            # [misc]: the checker cannot infer a lambda that binds the loop variable as a default
             self._start_watch(
                 name,
-                lambda path=path: self.session.watch_data(path),
-                lambda path=path: ZkLeaderElectionRequest(path),
+                lambda path=path: self.session.watch_data(path),  # type: ignore[misc]
+                lambda path=path: ZkLeaderElectionRequest(path),  # type: ignore[misc]
             )
         stale_notifications = await zk_data.get_isr_change_notifications(self.session)
         # Failover sends every live broker LeaderAndIsr anyway: older log dir events are moot.
@@ -1078,7 +1079,8 @@ class KafkaController:
             outcome = core.controlled_shutdown(broker_id, broker_epoch)
             return outcome.result, outcome.remaining_partitions
 
-        self._deliveries = deliveries = []
+        deliveries: list[asyncio.Future[Any]] = []
+        self._deliveries = deliveries
         try:
             remaining = await self._decide_and_apply(decide)
         finally:

@@ -63,6 +63,7 @@ from kafkalite.group.core import (
     OffsetDeleteResult,
     OffsetFetchPartition,
     SyncGroupResult,
+    Token,
 )
 from kafkalite.group.metadata import GroupOverview, GroupSummary, OffsetAndMetadata
 from kafkalite.group.records import RecordFormatError
@@ -96,12 +97,17 @@ class GroupLogWriter(Protocol):
     """Access to the ``__consumer_offsets`` partitions this broker leads."""
 
     async def append(
-        self, partition: int, records: Sequence[tuple[bytes, bytes | None]]
+        self,
+        partition: int,
+        records: Sequence[tuple[bytes, bytes | None]],
+        producer_id: int = -1,
+        producer_epoch: int = -1,
     ) -> tuple[ErrorCode, int | None]:
         """Append ``records`` (key, value-or-None) as one batch to the partition and wait until
         written as the offsets topic requires (``offsets.commit.required.acks``). Returns the
         error (NONE on success) and the offset of the first record. The records must be in
-        the log before the first suspension point, so appends keep the order of the calls."""
+        the log before the first suspension point, so appends keep the order of the calls. A
+        producer id makes the batch transactional (TxnOffsetCommit)."""
         ...
 
     def read(
@@ -127,7 +133,7 @@ class GroupCoordinator:
             broker_id, group_config, offset_config, time_ms=time.milliseconds
         )
         self._tokens = itertools.count()
-        self._futures: dict[int, asyncio.Future] = {}
+        self._futures: dict[Token, asyncio.Future] = {}
         self._timer: TimerHandle | None = None
         self._timer_deadline: int | None = None
         self._tasks: set[asyncio.Task] = set()

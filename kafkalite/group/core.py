@@ -34,6 +34,7 @@ Not safe to call concurrently: one caller at a time (the asyncio shell runs it o
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
@@ -262,7 +263,7 @@ class GroupCoordinatorCore:
         self._partition_epochs: dict[int, int] = {}
         self._commit_ids = itertools.count()  # tells pending commits of a partition apart
         self._loading: dict[int, _Loading] = {}
-        self.timers = TimerQueue()
+        self.timers: TimerQueue[tuple[str, ...]] = TimerQueue()
         #: per group in PreparingRebalance: (initial delayed join?, configured delay, remaining)
         self._join_phase: dict[str, tuple[bool, int]] = {}
         self._sync_generation: dict[str, int] = {}
@@ -1358,10 +1359,10 @@ class GroupCoordinatorCore:
                 self._remove_pending_member_and_update_group(group, mid)
                 err = ErrorCode.NONE
             else:
-                err = self._validate_current_member(group, mid, gid)
-                if err is None:
+                invalid = self._validate_current_member(group, mid, gid)
+                if invalid is None:
                     self._remove_member_and_update_group(group, group.get(mid), "member left")
-                    err = ErrorCode.NONE
+                err = ErrorCode.NONE if invalid is None else invalid
             results.append(LeaveMemberResult(mid, gid, err))
         self._respond(token, LeaveGroupResult(ErrorCode.NONE, tuple(results)))
         return self._drain()
@@ -1792,7 +1793,7 @@ class GroupCoordinatorCore:
             self._append_cleanup(
                 group,
                 removed,
-                lambda error, gid=group.group_id: finished(gid, error),
+                functools.partial(finished, group.group_id),
                 delete_group=True,
             )
         return self._drain()

@@ -11,31 +11,34 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Hashable
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
 
 
-class TimerQueue:
+class TimerQueue(Generic[K]):
     def __init__(self) -> None:
-        self._heap: list[tuple[int, int, Hashable]] = []
-        self._live: dict[Hashable, tuple[int, int]] = {}  # key -> (deadline, seq)
+        self._heap: list[tuple[int, int, K]] = []
+        self._live: dict[K, tuple[int, int]] = {}  # key -> (deadline, seq)
         self._seq = itertools.count()
 
     def __len__(self) -> int:
         return len(self._live)
 
-    def __contains__(self, key: Hashable) -> bool:
+    def __contains__(self, key: K) -> bool:
         return key in self._live
 
-    def set(self, key: Hashable, deadline_ms: int) -> None:
+    def set(self, key: K, deadline_ms: int) -> None:
         seq = next(self._seq)
         self._live[key] = (deadline_ms, seq)
         heapq.heappush(self._heap, (deadline_ms, seq, key))
         if len(self._heap) > 64 and len(self._heap) > 4 * len(self._live):
             self._compact()
 
-    def cancel(self, key: Hashable) -> None:
+    def cancel(self, key: K) -> None:
         self._live.pop(key, None)
 
-    def deadline(self, key: Hashable) -> int | None:
+    def deadline(self, key: K) -> int | None:
         entry = self._live.get(key)
         return entry[0] if entry else None
 
@@ -43,8 +46,8 @@ class TimerQueue:
         self._drop_stale()
         return self._heap[0][0] if self._heap else None
 
-    def pop_due(self, now_ms: int) -> list[Hashable]:
-        due = []
+    def pop_due(self, now_ms: int) -> list[K]:
+        due: list[K] = []
         while True:
             self._drop_stale()
             if not self._heap or self._heap[0][0] > now_ms:
@@ -53,7 +56,7 @@ class TimerQueue:
             del self._live[key]
             due.append(key)
 
-    def pop_one_due(self, now_ms: int) -> Hashable | None:
+    def pop_one_due(self, now_ms: int) -> K | None:
         self._drop_stale()
         if not self._heap or self._heap[0][0] > now_ms:
             return None

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import inspect
 import itertools
 import time
@@ -421,12 +422,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if pending is _NO_PENDING:
                 pending = self._pending = collections.deque()
             pending.append(slot)  # type: ignore[union-attr]
-            task.add_done_callback(lambda t, s=slot: self._request_done(t, s))
+            task.add_done_callback(functools.partial(self._request_done, slot=slot))
             self._update_reading()
         elif self._pending:
             slot = _Slot()
             slot.done, slot.response = True, result
-            self._pending.append(slot)  # type: ignore[union-attr]
+            self._pending.append(slot)
             self._update_reading()  # an answered slot still counts until it is written
         else:
             self._write(result)
@@ -460,7 +461,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         slot.done, slot.response = True, task.result()
         pending = self._pending
         while pending and pending[0].done:
-            self._write(pending.popleft().response)  # type: ignore[union-attr]
+            self._write(pending.popleft().response)
         if not pending:
             self._pending = _NO_PENDING
         self._take_buffered_frames()
@@ -541,7 +542,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         # Responses already computed for earlier requests still go out before the close.
         pending = self._pending
         while pending and pending[0].done:
-            self._write(pending.popleft().response)  # type: ignore[union-attr]
+            self._write(pending.popleft().response)
         if self._transport is not None:
             self._transport.close()
             # close() waits until the write buffer drains, which a peer that stopped reading

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import functools
 import resource
 import socket
 import time
@@ -231,19 +232,15 @@ class SocketServer:
                 # client would hold every other connection of the listener).
                 setup = asyncio.ensure_future(
                     loop.connect_accepted_socket(
-                        lambda conn=conn: conn,
+                        lambda: conn,
                         conn_sock,
                         ssl=ssl_context,
                         ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S,
                     )
                 )
-                setup.add_done_callback(
-                    lambda task, conn=conn, ip=ip: self._tls_setup_done(task, conn, ip)
-                )
+                setup.add_done_callback(functools.partial(self._tls_setup_done, conn=conn, ip=ip))
                 return
-            setup = asyncio.ensure_future(
-                loop.connect_accepted_socket(lambda conn=conn: conn, conn_sock)
-            )
+            setup = asyncio.ensure_future(loop.connect_accepted_socket(lambda: conn, conn_sock))
             setup.add_done_callback(_retrieve_outcome)
             # Shielded: a shutdown that stops accepting lets a connection already accepted
             # be set up (and then drained and closed like the others), as asyncio's server
@@ -442,7 +439,7 @@ async def _listening_sockets(
             except OSError as e:
                 host, port = address[:2]
                 raise OSError(
-                    e.errno, f"cannot listen on {host}:{port}: {(e.strerror or str(e)).lower()}"
+                    e.errno, f"cannot listen on {host}:{port!s}: {(e.strerror or str(e)).lower()}"
                 ) from None
             sock.listen(LISTEN_BACKLOG)
             sock.setblocking(False)

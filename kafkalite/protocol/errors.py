@@ -28,7 +28,9 @@ class ErrorCode(enum.IntEnum):
     retriable: bool
     message: str
 
-    def __new__(cls, value: int, retriable: bool, message: str) -> ErrorCode:
+    # Every member gives all three; the defaults are for the checker only, which reads a lookup
+    # by value, ErrorCode(3), as a call of this method (Enum routes it to its own __new__).
+    def __new__(cls, value: int, retriable: bool = False, message: str = "") -> ErrorCode:
         obj = int.__new__(cls, value)
         obj._value_ = value
         obj.retriable = retriable

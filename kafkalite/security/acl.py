@@ -59,7 +59,7 @@ RESOURCE_TYPE_NAMES = {
     ResourceType.USER: "User",
 }
 RESOURCE_TYPES_BY_NAME = {v: k for k, v in RESOURCE_TYPE_NAMES.items()}
-OPERATION_NAMES = {
+OPERATION_NAMES: dict[AclOperation, str] = {
     op: "".join(part.capitalize() for part in op.name.split("_"))
     for op in AclOperation
     if op not in (AclOperation.UNKNOWN, AclOperation.ANY)

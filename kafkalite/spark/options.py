@@ -148,9 +148,9 @@ class Subscription:
 
 def subscription(options: Mapping[str, str]) -> Subscription:
     given = {
-        name: get(options, name)
+        name: value
         for name in ("subscribe", "subscribePattern", "assign")
-        if get(options, name) is not None
+        if (value := get(options, name)) is not None
     }
     if len(given) != 1:
         which = "must be specified" if not given else "can be specified, not several"

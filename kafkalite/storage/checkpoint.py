@@ -65,7 +65,7 @@ def sync_filesystem(dir: str | os.PathLike[str]) -> None:
 _SYNCFS: list = []
 
 
-def _libc_syncfs():  # type: ignore[no-untyped-def]
+def _libc_syncfs():
     if not _SYNCFS:
         try:
             libc = ctypes.CDLL(None, use_errno=True)

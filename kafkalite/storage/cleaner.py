@@ -766,7 +766,7 @@ class Cleaner:
         try:
             coro.send(None)
         except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+            return done.value
         coro.close()
         raise RuntimeError("inline cleaning suspended")
 

@@ -730,7 +730,7 @@ class Log:
         if epoch >= 0 and (cache.latest_epoch is None or epoch > cache.latest_epoch):
             cache.assign(epoch, start_offset)
 
-    def _io(self, fn: Callable, *args):  # type: ignore[no-untyped-def]
+    def _io(self, fn: Callable, *args):
         try:
             return fn(*args)
         except OSError as e:

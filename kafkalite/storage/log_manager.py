@@ -255,7 +255,7 @@ class LogManager:
         high_watermarks = self._read_checkpoint(path / HIGH_WATERMARK_CHECKPOINT_FILE)
         if had_clean_shutdown:
             marker.unlink()
-        plan = []
+        plan: list[tuple[TopicPartitionKey, Callable[[], Log]]] = []
         seen: dict[TopicPartitionKey, str] = {}
         being_deleted: set[TopicPartitionKey] = set()
         for entry in sorted(os.scandir(path), key=lambda e: e.name):
@@ -826,6 +826,7 @@ class LogManager:
         ]
         for key in vanished:
             log = self._pop_log(key)
+            assert log is not None  # listed from self._logs just above
             dir = str(log.dir.parent)
             self._missing_logs[key] = (
                 dir,

@@ -32,7 +32,9 @@ class Helpers:
     """Mixed into Broker and Cluster; needs ``bootstrap_servers``, ``start()`` and ``close()``
     (the sync and async context managers call them)."""
 
-    bootstrap_servers: str
+    @property
+    def bootstrap_servers(self) -> str:
+        raise NotImplementedError
 
     def start(self) -> Self:
         raise NotImplementedError
