@@ -21,6 +21,12 @@ message saying to mark it, so a test that needs a component cannot slip into the
 import subprocess
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Property tests draw fresh examples on every run (CI too) and keep failures in .hypothesis/.
+# Generation that is slow on a loaded 2-core machine is not a failure of the code under test.
+settings.register_profile("kafkalite", suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("kafkalite")
 
 from tests.harness.broker import BrokerProcess
 
@@ -140,6 +146,7 @@ _STARTS_A_PROCESS = {
         "integration",
     ),
     "tests/storage/test_verifier.py::test_storage_verify_command": ("integration",),
+    "tests/storage/test_verifier.py::test_an_index_cut_mid_entry_is_a_finding": ("integration",),
     "tests/testing/test_broker.py::test_subprocess_broker_with_kafka_python_and_kill": (
         "integration",
     ),
