@@ -1,7 +1,9 @@
 """The admin handlers' shared waits."""
 
 import datetime
+from types import SimpleNamespace
 
+from kafkalite.apis import admin_common
 from kafkalite.apis.admin_common import wait_for_all, wait_until
 from kafkalite.broker.metadata_cache import MetadataCache
 from kafkalite.config import BrokerConfig
@@ -21,15 +23,25 @@ def after(calls: int):
     return condition
 
 
-async def test_one_deadline_for_every_condition_of_a_request():
+async def test_one_deadline_for_every_condition_of_a_request(monkeypatch):
     """Each condition is polled until it holds (then no more); those that never do are
-    reported False once the request's single deadline passes, not after one timeout each."""
+    reported False once the request's single deadline passes, not after one timeout each.
+    The clock is the test's: only the waits between polls move it, so a loaded machine cannot
+    make a poll late."""
+    now = [0.0]
+
+    async def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    monkeypatch.setattr(admin_common, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    monkeypatch.setattr(admin_common, "asyncio", SimpleNamespace(sleep=sleep))
     quick, slow, never = after(1), after(3), after(10**9)
     assert await wait_for_all([quick, slow, never], timeout_ms=50) == [True, True, False]
     assert len(quick.polls) == 1 and len(slow.polls) == 3
     assert await wait_for_all([after(2), after(4)], timeout_ms=60_000) == [True, True]
     assert await wait_until(after(2), timeout_ms=60_000) is True
     assert await wait_for_all([], timeout_ms=0) == []
+    assert now[0] < 60.0  # the last waits ended when their conditions held, not at the deadline
 
 
 async def test_delete_topics_when_deletion_is_disabled(call, services):
