@@ -118,10 +118,10 @@ _BY_DIRECTORY = {
 # Tests outside the tiered directories that start a broker process or another program: a path
 # names a whole module, ``path::name`` one test (with all its parametrisations).
 _STARTS_A_PROCESS = {
-    "tests/test_cli.py": ("integration",),
+    "tests/cli/test_produce.py": ("integration",),
     "tests/test_logging.py::test_every_line_is_json": ("integration",),
     "tests/admin/test_app.py": ("integration",),
-    "tests/admin/test_cli.py": ("integration",),
+    "tests/cli/test_admin_api.py": ("integration",),
     "tests/admin/test_console.py": ("integration", "browser"),
     "tests/network/test_quotas.py::test_a_broker_with_an_unresolvable_override_stops_naming_the_key": (
         "integration",

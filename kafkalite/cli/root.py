@@ -34,9 +34,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from kafkalite.admin.cli import cluster_app, groups_app, transactions_app
-from kafkalite.admin.security_cli import acls_app, apply_command_config, quotas_app, users_app
-from kafkalite.admin.storage_cli import storage_app
+from kafkalite.cli.cluster import cluster_app, groups_app, transactions_app
+from kafkalite.cli.security import acls_app, apply_command_config, quotas_app, users_app
+from kafkalite.cli.storage import storage_app
 from kafkalite.config import BrokerConfig, ConfigError
 
 app = typer.Typer(
@@ -156,7 +156,7 @@ def parse_pairs(items: list[str], what: str) -> dict[str, str]:
 
 def run(coro: Any) -> Any:
     """Run a command's coroutine; what goes wrong is a one-line error, never a traceback."""
-    from kafkalite.admin.console_producer import TopicProblem
+    from kafkalite.cli.console_producer import TopicProblem
     from kafkalite.client.errors import KafkaConnectionError
     from kafkalite.protocol.errors import KafkaError
 
@@ -437,7 +437,7 @@ def produce(
     Keyed records go to Kafka's murmur2 partition of their key (the partition Kafka's and
     librdkafka's default partitioners choose); unkeyed ones fill one partition per batch in
     turn. A missing topic is created if the broker creates topics on first use."""
-    from kafkalite.admin.console_producer import ConsoleProducer, partitions_of
+    from kafkalite.cli.console_producer import ConsoleProducer, partitions_of
 
     separator = key_separator.encode() if key_separator is not None else None
 
@@ -517,7 +517,7 @@ def consume(
 
     Every partition is read unless --partition names one. With --group the tool joins that
     consumer group: it starts at the group's committed offsets and commits what it printed."""
-    from kafkalite.admin.console_consumer import ConsoleConsumer, ConsumedRecord, ConsumeOptions
+    from kafkalite.cli.console_consumer import ConsoleConsumer, ConsumedRecord, ConsumeOptions
 
     if offset is not None and partition is None:
         fail("--offset needs --partition (offsets are per partition)", 2)

@@ -195,7 +195,7 @@ def test_an_unexpected_failure_is_one_line_with_the_path_of_a_full_report():
     """The rule: what the CLI cannot explain is a bug, reported in one line that names a file
     holding the traceback."""
     boom = (
-        "import sys, kafkalite.cli as cli\n"
+        "import sys, kafkalite.cli.root as cli\n"
         "async def broken(bootstrap):\n"
         "    raise RuntimeError('boom in the client')\n"
         "cli._client = broken\n"
