@@ -118,7 +118,11 @@ _BY_DIRECTORY = {
 # Tests outside the tiered directories that start a broker process or another program: a path
 # names a whole module, ``path::name`` one test (with all its parametrisations).
 _STARTS_A_PROCESS = {
+    "tests/cli/test_serve.py": ("integration",),
+    "tests/cli/test_root.py": ("integration",),
+    "tests/cli/test_topics.py": ("integration",),
     "tests/cli/test_produce.py": ("integration",),
+    "tests/cli/test_consume.py": ("integration",),
     "tests/test_logging.py::test_every_line_is_json": ("integration",),
     "tests/admin/test_app.py": ("integration",),
     "tests/cli/test_admin_api.py": ("integration",),
