@@ -1,4 +1,4 @@
-"""``python -m kafkalite ...``: the command line (kafkalite/cli.py).
+"""``python -m kafkalite ...``: the command line (kafkalite/cli/).
 
 ``python -m kafkalite serve [--config FILE | -c FILE] [--override key=value]...`` takes a short
 way that imports only what the broker needs (not typer, rich's console, nor the admin and

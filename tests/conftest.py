@@ -23,12 +23,12 @@ import subprocess
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests.harness.broker import BrokerProcess
+
 # Property tests draw fresh examples on every run (CI too) and keep failures in .hypothesis/.
 # Generation that is slow on a loaded 2-core machine is not a failure of the code under test.
 settings.register_profile("kafkalite", suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("kafkalite")
-
-from tests.harness.broker import BrokerProcess
 
 
 @pytest.fixture
@@ -124,10 +124,14 @@ _BY_DIRECTORY = {
 # Tests outside the tiered directories that start a broker process or another program: a path
 # names a whole module, ``path::name`` one test (with all its parametrisations).
 _STARTS_A_PROCESS = {
-    "tests/test_cli.py": ("integration",),
+    "tests/cli/test_serve.py": ("integration",),
+    "tests/cli/test_root.py": ("integration",),
+    "tests/cli/test_topics.py": ("integration",),
+    "tests/cli/test_produce.py": ("integration",),
+    "tests/cli/test_consume.py": ("integration",),
     "tests/observability/test_logging.py::test_every_line_is_json": ("integration",),
     "tests/admin/test_app.py": ("integration",),
-    "tests/admin/test_cli.py": ("integration",),
+    "tests/cli/test_admin_api.py": ("integration",),
     "tests/admin/test_console.py": ("integration", "browser"),
     "tests/network/test_quotas.py::test_a_broker_with_an_unresolvable_override_stops_naming_the_key": (
         "integration",

@@ -32,6 +32,15 @@ LAYER = {
     "testing": 3,
 }
 
+# Layer 3 is not checked against itself by the table; these edges within it are forbidden too:
+# the handlers serve the Kafka protocol whatever front ends exist, and the command line is a
+# client of the broker (of its admin API among others), never a part of it.
+FORBIDDEN_IN_LAYER_3 = {
+    ("apis", "admin"): "the handlers know nothing of the admin API",
+    ("apis", "cli"): "the handlers know nothing of the command line",
+    ("admin", "cli"): "the command line is a client of the admin API",
+}
+
 
 def component_of(module: str) -> str | None:
     parts = module.split(".")
@@ -81,6 +90,11 @@ def violations() -> list[str]:
                 found.append(f"{path.relative_to(PACKAGE.parent)} imports {module} (zk uses coord)")
             if LAYER[own] == 2 and other == "apis":
                 found.append(f"{path.relative_to(PACKAGE.parent)} imports handlers {module}")
+            if (own, other) in FORBIDDEN_IN_LAYER_3:
+                found.append(
+                    f"{path.relative_to(PACKAGE.parent)} imports {module} "
+                    f"({FORBIDDEN_IN_LAYER_3[own, other]})"
+                )
     return found
 
 

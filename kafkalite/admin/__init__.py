@@ -1,4 +1,4 @@
-"""The HTTP admin API, its metrics and the operator commands built on it (DESIGN.md section 9).
+"""The HTTP admin API and its metrics (DESIGN.md section 9); the commands on it are in cli/.
 
 - ``app.py``: the aiohttp application (routes, JSON errors) and ``AdminServer``, started by
   ``KafkaServer`` on ``admin.listener`` inside the broker's event loop;
@@ -10,8 +10,7 @@
 - ``errors.py``: ``AdminError`` and the Kafka error -> HTTP status table;
 - ``console/``: the operator console at ``/`` and the API reference at ``/docs`` (HTML, CSS
   and JavaScript modules served as they are, no build step);
-- ``browse.py``, ``history.py``: the record browser and the rates kept for the console;
-- ``cli.py``: ``kafkalite cluster ...`` and ``kafkalite groups ...`` (thin HTTP clients).
+- ``browse.py``, ``history.py``: the record browser and the rates kept for the console.
 
 Importing this package imports none of them (the dispatcher imports only ``metrics``).
 """

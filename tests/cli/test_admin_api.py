@@ -1,4 +1,5 @@
-"""`kafkalite cluster` and `kafkalite groups` (typer's CliRunner) against a broker subprocess."""
+"""`kafkalite cluster` and `kafkalite groups`, the commands over the admin API (cli/cluster.py,
+cli/groups.py, cli/admin_api.py), run by typer's CliRunner against a broker subprocess."""
 
 from __future__ import annotations
 

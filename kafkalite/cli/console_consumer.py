@@ -21,8 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kafkalite.admin.console_producer import TopicProblem, check_partition, explain, partitions_of
-from kafkalite.admin.group_member import GroupMember
+from kafkalite.cli.console_producer import TopicProblem, check_partition, explain, partitions_of
+from kafkalite.cli.group_member import GroupMember
 from kafkalite.client.client import KafkaClient
 from kafkalite.client.connection import request_builder
 from kafkalite.client.errors import KafkaConnectionError

@@ -4,7 +4,8 @@ DeleteAcls, AlterClientQuotas / DescribeClientQuotas), like kafka-configs and ka
 
 Every command takes ``--bootstrap-server`` and ``--command-config client.properties`` (Kafka's
 client properties: security.protocol, ssl.* in PEM, sasl.mechanism, sasl.jaas.config), which
-is also accepted before any command (``kafkalite --command-config c.properties topics list``).
+is also accepted before any command (``kafkalite --command-config c.properties topics list``;
+read by common.py).
 """
 
 from __future__ import annotations
@@ -14,53 +15,18 @@ import os
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
+
+from kafkalite.cli.common import console, fail, load_command_config
 
 users_app = typer.Typer(help="SCRAM users (credentials in /config/users)", no_args_is_help=True)
 acls_app = typer.Typer(help="ACLs of the ACL authorizer", no_args_is_help=True)
 quotas_app = typer.Typer(help="Client quotas of users and client ids", no_args_is_help=True)
 
-console = Console()
-err_console = Console(stderr=True, soft_wrap=True)
-
 BOOTSTRAP = typer.Option("127.0.0.1:9092", "--bootstrap-server", "-b", help="host:port of a broker")
 COMMAND_CONFIG = typer.Option(
     None, "--command-config", help="client.properties: security.protocol, ssl.*, sasl.*"
 )
-
-
-def fail(message: str, code: int = 1) -> None:
-    err_console.print(f"[red]error:[/red] {message}")
-    raise typer.Exit(code)
-
-
-def load_command_config(path: str | None) -> Any:
-    """The ClientSecurity of a client.properties file; a bad file or key exits 2 naming it."""
-    if not path:
-        return None
-    from kafkalite.config import read_properties
-    from kafkalite.security.listeners import client_security_from_properties
-    from kafkalite.security.tls import TlsConfigError
-
-    try:
-        props = read_properties(path)
-    except (OSError, UnicodeDecodeError) as e:
-        fail(f"--command-config: cannot read {path}: {e}", 2)
-    try:
-        return client_security_from_properties(props)
-    except (TlsConfigError, ValueError) as e:
-        key = getattr(e, "key", "sasl.jaas.config")
-        fail(f"--command-config {path}: {key}: {e}", 2)
-
-
-def apply_command_config(path: str | None) -> None:
-    """Every connection of this process uses the file's security settings."""
-    security = load_command_config(path)
-    if security is not None:
-        from kafkalite.client.connection import set_default_security
-
-        set_default_security(security)
 
 
 def _send(bootstrap: str, command_config: str | None, api_key: int, request: Any) -> Any:

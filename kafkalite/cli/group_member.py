@@ -18,7 +18,7 @@ import struct
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kafkalite.admin.console_producer import TopicProblem, explain, partitions_of
+from kafkalite.cli.console_producer import TopicProblem, explain, partitions_of
 from kafkalite.client.client import KafkaClient
 from kafkalite.client.connection import request_builder
 from kafkalite.client.errors import KafkaConnectionError

@@ -1,0 +1,79 @@
+"""`kafkalite produce TOPIC`: each line of stdin as one record (the producer is
+console_producer.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import threading
+
+import typer
+
+from kafkalite.cli.common import BOOTSTRAP_OPTION, err_console, open_client, run
+
+
+def produce(
+    topic: str,
+    partition: int = typer.Option(
+        None, "--partition", "-p", help="send every record here (default: Kafka's partitioner)"
+    ),
+    key_separator: str = typer.Option(
+        None, "--key-separator", "-K", help="split each line into key and value"
+    ),
+    acks: int = typer.Option(-1, "--acks", help="-1 (all), 0 or 1"),
+    batch_size: int = typer.Option(500, "--batch-size", help="records per produce request"),
+    bootstrap: str = BOOTSTRAP_OPTION,
+) -> None:
+    """Send each line of stdin as one record.
+
+    Keyed records go to Kafka's murmur2 partition of their key (the partition Kafka's and
+    librdkafka's default partitioners choose); unkeyed ones fill one partition per batch in
+    turn. A missing topic is created if the broker creates topics on first use."""
+    from kafkalite.cli.console_producer import ConsoleProducer, partitions_of
+
+    separator = key_separator.encode() if key_separator is not None else None
+
+    def record(line: bytes) -> tuple[bytes | None, bytes]:
+        if separator is not None and separator in line:
+            key, _, value = line.partition(separator)
+            return key, value
+        return None, line
+
+    async def go() -> ConsoleProducer:
+        # stdin is read (as bytes: values pass through undecoded) by a thread, and whatever
+        # has arrived is sent at once, up to --batch-size records a request: piped bursts are
+        # batched, and a line typed or tailed in is sent without waiting for more.
+        loop = asyncio.get_running_loop()
+        lines: asyncio.Queue[bytes | None] = asyncio.Queue()
+
+        def read_stdin() -> None:
+            for raw in sys.stdin.buffer:
+                loop.call_soon_threadsafe(lines.put_nowait, raw.rstrip(b"\r\n"))
+            loop.call_soon_threadsafe(lines.put_nowait, None)
+
+        client = await open_client(bootstrap)
+        try:
+            count = await partitions_of(client, topic, create=True)
+            producer = ConsoleProducer(client, topic, count, partition=partition, acks=acks)
+            threading.Thread(target=read_stdin, name="stdin", daemon=True).start()
+            done = False
+            while not done:
+                line = await lines.get()
+                if line is None:
+                    break
+                batch = [record(line)]
+                while len(batch) < batch_size and not lines.empty():
+                    more = lines.get_nowait()
+                    if more is None:
+                        done = True
+                        break
+                    batch.append(record(more))
+                await producer.send(batch)
+        finally:
+            await client.close()
+        return producer
+
+    producer = run(go())
+    sent = sum(producer.sent_per_partition.values())
+    where = ", ".join(f"{topic}-{p}: {n}" for p, n in sorted(producer.sent_per_partition.items()))
+    err_console.print(f"{sent} records sent" + (f" ({where})" if where else ""), highlight=False)
