@@ -1,4 +1,4 @@
-"""DESIGN.md section 2: lower layers never import higher ones.
+"""The layer rules (docs/architecture.md, Layers): lower layers never import higher ones.
 
 Every module under kafkalite/ is parsed (not imported) and each of its `kafkalite.*` imports is
 checked against the layer table.

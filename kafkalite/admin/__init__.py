@@ -1,4 +1,4 @@
-"""The HTTP admin API and its metrics (DESIGN.md section 9); the commands on it are in cli/.
+"""The HTTP admin API and its metrics (docs/architecture.md, Edges); the commands on it are in cli/.
 
 - ``app.py``: the aiohttp application (routes, JSON errors) and ``AdminServer``, started by
   ``KafkaServer`` on ``admin.listener`` inside the broker's event loop;

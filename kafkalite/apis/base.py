@@ -6,7 +6,7 @@ is the decoded message for the version in `ctx.header.api_version`, the response
 matching response class (build it with `ctx.response(**fields)` or `build(cls, ...)`, which fill
 what the version has and drop what it has not), or `NO_RESPONSE`.
 
-Invariant (CONVENTIONS 9): per-partition and per-topic failures are returned as error codes in the
+Invariant (CONTRIBUTING.md, convention 9): per-partition and per-topic failures are returned as error codes in the
 response, never raised. An exception escaping a handler is a bug; the dispatcher answers the
 request with the API's error response (UNKNOWN_SERVER_ERROR, or a KafkaError's own code) and logs
 it, rate limited (dispatcher.py). Handlers never see a null where the version's schema has none,

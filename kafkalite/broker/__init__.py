@@ -15,5 +15,5 @@ Modules, one concept each:
 - ``isr_writer``: the leader's compare-and-set of ISR changes in the coordination store.
 - ``types``: value types exchanged with the handlers; ``clock``: the injected time.
 
-Lower layers only (protocol, storage, coord, client); never the handlers (DESIGN.md 2).
+Lower layers only (protocol, storage, coord, client); never the handlers (tests/test_layers.py).
 """

@@ -1,7 +1,7 @@
 """Value types passed between the request handlers and the replica manager.
 
 Inputs carry what the handler decoded from a request; results carry what it encodes into the
-response, per partition, with an ``ErrorCode`` (never an exception: CONVENTIONS.md 9).
+response, per partition, with an ``ErrorCode`` (never an exception: CONTRIBUTING.md, convention 9).
 Offsets and epochs use Kafka's sentinels: -1 for "unknown / not given".
 """
 

@@ -1,6 +1,6 @@
 """The coordination-store interface, shaped after ZooKeeper's guarantees.
 
-The controller design (seeds 000-002, DESIGN.md section 6) depends on exactly what ZooKeeper
+The controller (docs/architecture.md, Controller; Kafka's KafkaController) depends on exactly what ZooKeeper
 promises, so this interface promises the same, whatever the backend:
 
 - **Sessions.** A client works through a ``CoordSession`` with a timeout. Its state is observable

@@ -1,4 +1,4 @@
-"""Consumer groups and committed offsets (DESIGN.md section 8; Kafka's classic group coordinator).
+"""Consumer groups and committed offsets (docs/architecture.md; Kafka's classic GroupCoordinator).
 
 - ``records``: the ``__consumer_offsets`` key/value formats and ``partition_for``;
 - ``metadata``: group/member state and the legal state transitions;

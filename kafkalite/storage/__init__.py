@@ -14,5 +14,5 @@
   offline directories, the retention/flush scheduler).
 - ``errors``: ``StorageError``, ``LogDirFailure`` (both KAFKA_STORAGE_ERROR on the wire).
 
-Imports only ``kafkalite.protocol`` (DESIGN.md section 2). Not thread-safe: one event loop.
+Imports only ``kafkalite.protocol`` (tests/test_layers.py). Not thread-safe: one event loop.
 """

@@ -1,7 +1,7 @@
 """Topic administration through the coordination store (Kafka's ``AdminZkClient``).
 
 These functions never talk to brokers: they write the znodes the active controller watches,
-and the controller does the rest (seed 002, "创建Topic"):
+and the controller does the rest (Kafka's AdminZkClient.createTopic):
 
 - ``create_topic``: writes ``/config/topics/<t>`` (the overrides) first, then creates
   ``/brokers/topics/<t>`` with the replica assignment and a new topic id. The controller's
@@ -22,7 +22,8 @@ in their responses: TopicAlreadyExistsError, InvalidTopicError, InvalidPartition
 InvalidReplicationFactorError, InvalidReplicaAssignmentError, InvalidConfigurationError,
 UnknownTopicOrPartitionError, and PolicyViolationError for a topic whose assignment node would be
 longer than the coordination store takes (jute.maxbuffer; nothing is written). The partition
-ceilings (``limits.py``) are the callers' to check, before calling. The assignment follows seed 000 section 4 (``assignment.py``).
+ceilings (``limits.py``) are the callers' to check, before calling. The assignment is Kafka's
+``AdminUtils.assignReplicasToBrokers`` (``assignment.py``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Replica assignment: which brokers host the replicas of a new topic's (or new) partitions.
 
-Seed 000 section 4 ("副本放置策略") and Kafka's ``AdminUtils.assignReplicasToBrokers``. Goals:
-spread replicas evenly over brokers; for the partitions led by one broker, spread their other
+Kafka's ``AdminUtils.assignReplicasToBrokers``, with and without racks. Goals: spread
+replicas evenly over brokers; for the partitions led by one broker, spread their other
 replicas over the other brokers; with racks, put a partition's replicas on distinct racks.
 
 Without racks (every broker's rack is None):

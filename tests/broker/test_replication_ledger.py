@@ -1,7 +1,7 @@
 """Three in-process brokers, repeated leader changes decided like the controller does (a new
 leader from the ISR, epoch bumped), acks=all and acks=1 writes in between: every write
 acknowledged with acks=all is in the final log at its offset, and all replicas end identical
-(the acknowledged-writes ledger of CONVENTIONS.md 15, without processes)."""
+(the acknowledged-writes ledger of CONTRIBUTING.md, convention 15, without processes)."""
 
 from __future__ import annotations
 

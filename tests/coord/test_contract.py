@@ -1,6 +1,6 @@
 """The coordination contract: every test runs against the embedded store and a real ZooKeeper.
 
-What is checked is what the controller relies on (DESIGN.md section 7): versioned CAS, ephemeral
+What is checked is what the controller relies on (docs/architecture.md, Coordination): versioned CAS, ephemeral
 lifetime, sequential names, multi atomicity, watch delivery and order, session loss reporting.
 """
 

@@ -5,7 +5,7 @@ controller through `/controller`, and replicate a topic with replication factor 
 `min.insync.replicas=2`. Faults are SIGKILLs, so a dead broker is noticed only when its
 ZooKeeper session expires (`zookeeper.session.timeout.ms`), exactly as in Kafka.
 
-The check (CONVENTIONS.md item 15, Kafka's `replication_test.py`): the producer (acks=all, one
+The check (CONTRIBUTING.md, convention 15; Kafka's `replication_test.py`): the producer (acks=all, one
 request in flight so per-partition order is the send order) keeps a ledger of every
 acknowledged (partition, offset, value); after the faults every acknowledged offset is
 consumed with its value, acknowledged offsets grow in send order per partition, and the

@@ -1,5 +1,5 @@
 """Replica assignment (kafkalite/zk/assignment.py) against Kafka's documented examples
-and the properties seed 000 section 4 asks for."""
+and the properties its placement promises (even spread, shifted followers)."""
 
 import random
 from collections import Counter

@@ -21,7 +21,7 @@ from kafkalite.zk.types import LeaderAndIsr, LeaderIsrAndControllerEpoch
 # Payloads as Kafka's ZkData encoders write them (apache/kafka core/src/main/scala/kafka/zk/
 # ZkData.scala): same fields, values and types, compact JSON. The key order is the one commonly
 # shown by zkCli.sh for Kafka nodes; Kafka's readers do not depend on it. The v3 registration is
-# the seed document's example (seeds/002).
+# the example of Kafka's ZooKeeper-mode start-up walk-through.
 KAFKA_BROKER_V5 = (
     b'{"features":{},"listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT"},'
     b'"endpoints":["PLAINTEXT://localhost:9092"],"jmx_port":-1,"port":9092,'
