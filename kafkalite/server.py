@@ -752,12 +752,9 @@ class KafkaServer:
 
     def _start_background_tasks(self) -> None:
         for name, factory in (
-            ("log-scheduler", getattr(self.log_manager, "run_scheduler", None)),
-            ("isr-expiration", getattr(self.replica_manager, "run_isr_expiration", None)),
-            (
-                "producer-state-maintenance",
-                getattr(self.replica_manager, "run_producer_state_maintenance", None),
-            ),
+            ("log-scheduler", self.log_manager.run_scheduler),
+            ("isr-expiration", self.replica_manager.run_isr_expiration),
+            ("producer-state-maintenance", self.replica_manager.run_producer_state_maintenance),
             ("topic-config-watcher", self._watch_topic_configs),
             ("session-renewal", self._renew_expired_sessions),
             ("acl-watcher", self._watch_acls if self.authorizer is not None else None),
