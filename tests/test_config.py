@@ -1,5 +1,9 @@
 """BrokerConfig: Kafka's names and defaults, the three sources and their precedence, errors."""
 
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -42,6 +46,51 @@ def test_file_then_env_then_overrides(tmp_path):
     assert config.log_dir_list == ["/a", "/b"]
     assert config.zookeeper_connect == "localhost:2181/kafka"
     assert config.advertised_endpoints == [Endpoint("PLAINTEXT", "127.0.0.1", 9999)]
+
+
+def test_brokers_in_threads_load_their_own_configs_at_once(tmp_path):
+    """Loading reads no shared state: two brokers of one process (kafkalite.testing starts
+    them in threads) load at the same time, each from its own file, environment and
+    overrides, and each gets its own values."""
+    barrier = threading.Barrier(2)
+
+    def load(broker_id: int) -> BrokerConfig:
+        path = tmp_path / f"server-{broker_id}.properties"
+        path.write_text(f"broker.id={broker_id}\nlog.dirs=/file/{broker_id}\n")
+        env = {"KAFKALITE_NUM_PARTITIONS": str(10 + broker_id)}
+        barrier.wait()
+        configs = [
+            BrokerConfig.load(path, [f"min.insync.replicas={broker_id}"], env) for _ in range(50)
+        ]
+        assert all(c == configs[0] for c in configs)
+        return configs[0]
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # the threads interleave inside a load, not only between loads
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            one, two = pool.map(load, (1, 2))
+    finally:
+        sys.setswitchinterval(interval)
+    assert (one.broker_id, one.log_dir_list, one.num_partitions, one.min_insync_replicas) == (
+        1,
+        ["/file/1"],
+        11,
+        1,
+    )
+    assert (two.broker_id, two.log_dir_list, two.num_partitions, two.min_insync_replicas) == (
+        2,
+        ["/file/2"],
+        12,
+        2,
+    )
+
+
+def test_load_leaves_the_process_environment_alone(monkeypatch):
+    monkeypatch.setenv("KAFKALITE_NUM_PARTITIONS", "3")
+    assert BrokerConfig.load(environ={"KAFKALITE_NUM_PARTITIONS": "9"}).num_partitions == 9
+    assert BrokerConfig.load().num_partitions == 3  # None: os.environ
+    assert BrokerConfig.load(environ=NO_ENV).num_partitions == 1
 
 
 def test_env_var_for_log_dirs():
