@@ -446,7 +446,7 @@ class KafkaServer:
         """Broker defaults, and each topic's overrides from `/config/topics/<t>`."""
         from kafkalite.storage.config import LogConfig
 
-        self._default_log_config = LogConfig.from_properties(self.config.topic_config_defaults())
+        self._default_log_config = LogConfig.from_broker_config(self.config)
         self._topic_configs: dict[str, Any] = {}
         await self.session.ensure_path("/config/topics")
         topics = await self.session.get_children("/config/topics")
@@ -498,7 +498,7 @@ class KafkaServer:
             high_watermark_checkpoint_interval_ms=(
                 config.replica_high_watermark_checkpoint_interval_ms
             ),
-            cleaner_config=CleanerConfig.from_broker_properties(config.properties()),
+            cleaner_config=CleanerConfig.from_broker_config(config),
             num_recovery_threads_per_data_dir=config.num_recovery_threads_per_data_dir,
         )
         # In a worker thread: loading thousands of logs must not hold the event loop (the

@@ -176,6 +176,36 @@ def test_topic_config_defaults_are_valid_topic_configs():
     assert log_config.segment_bytes == 1_048_576
 
 
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},
+        {"log.retention.hours": "1", "log.segment.bytes": "1048576", "log.roll.ms": "7"},
+        {"log.retention.minutes": "2", "log.retention.hours": "9", "log.flush.interval.ms": "5"},
+        {
+            "log.cleanup.policy": "compact, delete",
+            "log.message.timestamp.type": "LogAppendTime",
+            "log.preallocate": "true",
+            "compression.type": "zstd",
+            "unclean.leader.election.enable": "true",
+            "min.insync.replicas": "2",
+            "message.max.bytes": "2000",
+            "log.segment.delete.delay.ms": "9",
+            "log.cleaner.max.compaction.lag.ms": "99",
+        },
+    ],
+)
+def test_the_default_log_config_is_built_from_the_typed_config(overrides):
+    """Built from BrokerConfig's fields, not re-parsed: the same as the topic-config defaults
+    the broker announces (DescribeConfigs), read as topic configs."""
+    from kafkalite.storage.config import LogConfig
+
+    config = BrokerConfig.load(overrides=overrides, environ=NO_ENV)
+    assert LogConfig.from_broker_config(config) == LogConfig.from_properties(
+        config.topic_config_defaults(), strict=True
+    )
+
+
 def test_cleaner_settings_reach_the_cleaner_and_the_topic_defaults():
     from kafkalite.storage.cleaner import CleanerConfig
     from kafkalite.storage.config import LogConfig
@@ -190,10 +220,10 @@ def test_cleaner_settings_reach_the_cleaner_and_the_topic_defaults():
         },
         environ=NO_ENV,
     )
-    cleaner = CleanerConfig.from_broker_properties(config.properties())
+    cleaner = CleanerConfig.from_broker_config(config)
     assert (cleaner.enable, cleaner.backoff_ms, cleaner.num_threads) == (True, 250, 2)
     assert cleaner.dedupe_buffer_size == 128 * 1024 * 1024
-    log_config = LogConfig.from_properties(config.topic_config_defaults(), strict=True)
+    log_config = LogConfig.from_broker_config(config)
     assert log_config.min_cleanable_dirty_ratio == 0.25
     assert log_config.delete_retention_ms == 1000
     assert log_config.min_compaction_lag_ms == 5

@@ -9,11 +9,12 @@ Two ways to build one:
 
 * ``LogConfig.from_properties({"segment.bytes": "1048576"}, defaults=base)`` -- topic-level names,
   as stored in ``/config/topics/<topic>`` or sent in CreateTopics; values are strings (or ints).
-* ``LogConfig.from_broker_properties(server_props)`` -- broker-level names (``log.segment.bytes``,
-  ``log.roll.hours``, ``log.retention.hours``, ``message.max.bytes``, ...), giving the broker's
-  default for every topic.
+* ``LogConfig.from_broker_config(broker_config)`` -- from the typed, already validated
+  :class:`~kafkalite.config.BrokerConfig` (``log.segment.bytes``, ``log.roll.hours``,
+  ``log.retention.hours``, ``message.max.bytes``, ...), giving the broker's default for every
+  topic. Nothing is parsed again.
 
-A bad value raises ``ValueError`` naming the key.
+A bad topic-level value raises ``ValueError`` naming the key.
 """
 
 from __future__ import annotations
@@ -21,7 +22,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kafkalite.config import BrokerConfig
 
 LONG_MAX = 2**63 - 1
 
@@ -170,19 +174,37 @@ class LogConfig:
         return dataclasses.replace(base, **changes) if changes else base
 
     @classmethod
-    def from_broker_properties(cls, props: Mapping[str, Any]) -> LogConfig:
-        """The broker-wide default log config from server properties (``log.*`` names).
-
-        Like Kafka, the finer unit wins: ``log.roll.ms`` over ``log.roll.hours``,
-        ``log.retention.ms`` over ``.minutes`` over ``.hours``.
-        """
-        changes: dict[str, Any] = {}
-        for key, (field, scale) in BROKER_CONFIG_FIELDS.items():
-            if key in props and field not in changes:
-                changes[field] = _parse_field(key, field, props[key])
-                if scale != 1 and changes[field] >= 0:
-                    changes[field] *= scale
-        return dataclasses.replace(cls(), **changes) if changes else cls()
+    def from_broker_config(cls, config: BrokerConfig) -> LogConfig:
+        """The broker-wide default log config from the broker's typed settings (validated
+        there). Like Kafka, the finer unit wins: ``log.roll.ms`` over ``log.roll.hours``,
+        ``log.retention.ms`` over ``.minutes`` over ``.hours``."""
+        policy = ",".join(p.strip() for p in config.log_cleanup_policy.split(",") if p.strip())
+        return cls(
+            segment_bytes=config.log_segment_bytes,
+            segment_ms=config.log_roll_time_ms,
+            segment_index_bytes=config.log_index_size_max_bytes,
+            index_interval_bytes=config.log_index_interval_bytes,
+            retention_ms=config.log_retention_time_ms,
+            retention_bytes=config.log_retention_bytes,
+            flush_messages=config.log_flush_interval_messages,
+            flush_ms=(
+                config.log_flush_interval_ms
+                if config.log_flush_interval_ms is not None
+                else LONG_MAX
+            ),
+            max_message_bytes=config.message_max_bytes,
+            message_timestamp_type=config.log_message_timestamp_type,
+            cleanup_policy=policy,
+            min_insync_replicas=config.min_insync_replicas,
+            unclean_leader_election_enable=config.unclean_leader_election_enable,
+            delete_retention_ms=config.log_cleaner_delete_retention_ms,
+            min_compaction_lag_ms=config.log_cleaner_min_compaction_lag_ms,
+            max_compaction_lag_ms=config.log_cleaner_max_compaction_lag_ms,
+            min_cleanable_dirty_ratio=config.log_cleaner_min_cleanable_ratio,
+            file_delete_delay_ms=config.log_segment_delete_delay_ms,
+            preallocate=config.log_preallocate,
+            compression_type=config.compression_type,
+        )
 
 
 def _parse_field(key: str, field: str, value: Any) -> Any:
@@ -260,8 +282,8 @@ TOPIC_CONFIG_FIELDS: dict[str, str] = {
     "compression.type": "compression_type",
 }
 
-# Broker config name -> (LogConfig field, multiplier to milliseconds). Ordered finest unit first
-# so that e.g. log.retention.ms wins over log.retention.hours.
+# Broker config name -> (LogConfig field, multiplier to milliseconds): which broker setting gives
+# a topic config its default (DescribeConfigs' config sources). Finest unit first.
 BROKER_CONFIG_FIELDS: dict[str, tuple[str, int]] = {
     "log.segment.bytes": ("segment_bytes", 1),
     "log.roll.ms": ("segment_ms", 1),
