@@ -20,7 +20,8 @@ A bad topic-level value raises ``ValueError`` naming the key.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -312,3 +313,75 @@ BROKER_CONFIG_FIELDS: dict[str, tuple[str, int]] = {
     "log.preallocate": ("preallocate", 1),
     "compression.type": ("compression_type", 1),
 }
+
+
+# Kafka 3.9's MetadataVersion strings (message.format.version is one): 0.8.0 .. 0.11.0, 1.0 ..
+# 3.9, each optionally with a patch number (dropped by Kafka's parser) or an -IVn suffix.
+_METADATA_VERSION = re.compile(
+    r"(0\.8\.[0-2]|0\.9\.0|0\.10\.[0-2]|0\.11\.0|1\.[01]|2\.[0-8]|3\.[0-9])"
+    r"(\.\d+)?(-IV\d+)?"
+)
+
+
+def _metadata_version(name: str, value: str) -> str | None:
+    if _METADATA_VERSION.fullmatch(value.strip()) is None:
+        return (
+            f"Invalid value {value} for configuration {name}: "
+            f"Version {value} is not a valid version"
+        )
+    return None
+
+
+def _boolean(name: str, value: str) -> str | None:
+    if value.strip().lower() not in ("true", "false"):
+        return f"Invalid value {value} for configuration {name}: Expected value to be either true or false"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class DeprecatedTopicConfig:
+    """A topic config Kafka 3.9 still accepts but no longer acts on (removed in Kafka 4.0)."""
+
+    default: str
+    config_type: int  # Kafka's ConfigType, for DescribeConfigs v3+
+    broker_name: str  # the broker property that sets its default (its synonym)
+    validate: Callable[[str, str], str | None]
+
+
+DEPRECATED_TOPIC_CONFIGS: dict[str, DeprecatedTopicConfig] = {
+    # KIP-724: ignored once inter.broker.protocol.version >= 3.0, which every kafkalite broker
+    # is (record batches are always magic v2); the default is Kafka 3.x's IBP_3_0_IV1.
+    "message.format.version": DeprecatedTopicConfig(
+        "3.0-IV1", 2, "log.message.format.version", _metadata_version
+    ),
+    # Down-conversion to magic v0/v1 for old consumers: kafkalite serves Fetch v4+ only, whose
+    # clients read magic v2, so there is never anything to convert.
+    "message.downconversion.enable": DeprecatedTopicConfig(
+        "true", 1, "log.message.downconversion.enable", _boolean
+    ),
+}
+"""Accepted (validated as Kafka does), stored in /config/topics and reported by
+DescribeConfigs like any other topic config, and otherwise ignored, as a Kafka 3.9 broker does
+with an inter-broker protocol of 3.0 or later (LogConfig still defines them). The logs never read
+them (LogConfig skips names it does not know)."""
+
+
+def validate_topic_configs(configs: Mapping[str, str | None]) -> str | None:
+    """Why ``configs`` are not valid topic configs, or None: a null value, an unknown name or a
+    bad value (Kafka's ``LogConfig.validate``), the deprecated configs by their own rules.
+    CreateTopics, AlterConfigs, the admin API and the controller's topic writes all check
+    with this one."""
+    for name, value in configs.items():
+        if value is None:
+            return f"Null value not supported for topic configs: {name}"
+        deprecated = DEPRECATED_TOPIC_CONFIGS.get(name)
+        if deprecated is not None:
+            problem = deprecated.validate(name, value)
+            if problem is not None:
+                return problem
+    effective = {k: v for k, v in configs.items() if k not in DEPRECATED_TOPIC_CONFIGS}
+    try:
+        LogConfig.from_properties(effective, strict=True)
+    except ValueError as e:
+        return str(e)
+    return None
