@@ -1,10 +1,12 @@
 """Broker configuration (layer 0): Kafka's property names, Kafka's defaults.
 
-`BrokerConfig` is a pydantic-settings model. Each field is a Kafka broker property with the dots
+`BrokerConfig` is a pydantic model. Each field is a Kafka broker property with the dots
 replaced by underscores (`log.dirs` -> `log_dirs`); the mapping is one-to-one, so a property name
 is always recoverable from the field name and the other way round.
 
-Sources, lowest precedence first (like Kafka's start script, where `--override` wins):
+`BrokerConfig.load` merges the sources into one dict of field names, later sources winning a
+key, and validates that dict once (lowest precedence first; like Kafka's start script, where
+`--override` wins):
 
 1. the defaults below (Kafka's, except that the out-of-the-box values run a single node:
    broker.id=0, listeners=PLAINTEXT://127.0.0.1:9092, log.dirs=./data, embedded store);
@@ -12,6 +14,9 @@ Sources, lowest precedence first (like Kafka's start script, where `--override` 
    `#`/`!` comments, backslash line continuation);
 3. `KAFKALITE_` environment variables: `KAFKALITE_LOG_DIRS` for `log.dirs`;
 4. `--override key=value`, repeatable.
+
+Loading reads no class or process state besides the environment it is given (`os.environ` when
+none is), so brokers started in threads of one process each get their own configuration.
 
 Kafka's listener-prefixed keys (``listener.name.<name>.<setting>``, e.g.
 ``listener.name.sasl_ssl.plain.sasl.jaas.config``) are gathered by `load` into
@@ -28,16 +33,15 @@ Layer 0: no I/O besides reading the properties file the caller names; no asyncio
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
-from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 ENV_PREFIX = "KAFKALITE_"
 INT_MAX = 2**31 - 1  # Kafka's INT configs
@@ -264,33 +268,10 @@ def parse_override(text: str) -> tuple[str, str]:
     return key.strip(), value.strip()
 
 
-class _PropertiesSource(PydanticBaseSettingsSource):
-    """A pydantic-settings source over an already-read mapping of Kafka property names."""
-
-    def __init__(self, settings_cls: type[BaseSettings], props: Mapping[str, str]) -> None:
-        super().__init__(settings_cls)
-        self._values = {field_name(k): v for k, v in props.items()}
-
-    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
-        return self._values.get(field_name), field_name, False
-
-    def __call__(self) -> dict[str, Any]:
-        return dict(self._values)
-
-
-class BrokerConfig(BaseSettings):
+class BrokerConfig(BaseModel):
     """The broker's settings; see the module docstring for sources and precedence."""
 
-    model_config = SettingsConfigDict(
-        env_prefix=ENV_PREFIX,
-        extra="forbid",
-        case_sensitive=False,
-        validate_default=True,
-        frozen=True,
-    )
-
-    # The properties file's contents for the current `load`, consumed by the settings source.
-    _file_props: ClassVar[Mapping[str, str]] = {}
+    model_config = ConfigDict(extra="forbid", validate_default=True, frozen=True)
 
     # --- broker identity and listeners
     broker_id: int = Field(0, ge=0)
@@ -639,18 +620,6 @@ class BrokerConfig(BaseSettings):
                     "needs username and password: the broker's own credentials to other brokers"
                 )
 
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # First wins: overrides (init kwargs) > environment > properties file > defaults.
-        return (init_settings, env_settings, _PropertiesSource(settings_cls, cls._file_props))
-
     # ------------------------------------------------------------------ loading
 
     @classmethod
@@ -682,9 +651,9 @@ class BrokerConfig(BaseSettings):
         else:
             override_props = dict(parse_override(item) for item in overrides)
         environ = os.environ if environ is None else environ
-        env_keys = {
-            k[len(ENV_PREFIX) :].lower()
-            for k in environ
+        env_props = {
+            k[len(ENV_PREFIX) :].lower(): v
+            for k, v in environ.items()
             if k.upper().startswith(ENV_PREFIX) and len(k) > len(ENV_PREFIX)
         }
         listener_keys: dict[str, str] = {}
@@ -694,30 +663,39 @@ class BrokerConfig(BaseSettings):
                 listener_keys[f"{LISTENER_PREFIX}{listener.lower()}.{setting}"] = str(
                     props.pop(key)
                 )
-        if listener_keys:
-            override_props["listener_name_overrides"] = listener_keys
         known = set(cls.model_fields)
         for key in list(file_props) + list(override_props):
             if field_name(key) not in known:
                 raise ConfigError(key, f"unknown configuration key {key!r}")
-        for key in env_keys:
+        for key in env_props:
             if key not in known:
                 raise ConfigError(
                     ENV_PREFIX + key.upper(),
                     f"unknown configuration key {property_name(key)!r} "
                     f"(environment variable {ENV_PREFIX + key.upper()})",
                 )
-        init = {field_name(k): v for k, v in override_props.items()}
-        previous = cls._file_props
-        cls._file_props = file_props
+        # One dict, later sources winning: file < environment < overrides.
+        merged: dict[str, Any] = {field_name(k): v for k, v in file_props.items()}
+        merged.update(env_props)
+        merged.update({field_name(k): v for k, v in override_props.items()})
+        overrides_by_listener = merged.get("listener_name_overrides")
+        if isinstance(overrides_by_listener, str):  # from the environment: a JSON object
+            try:
+                overrides_by_listener = json.loads(overrides_by_listener)
+            except ValueError as e:
+                raise ConfigError(
+                    "listener.name.overrides", f"invalid value for listener.name.overrides: {e}"
+                ) from None
+        if listener_keys:
+            if isinstance(overrides_by_listener, Mapping):
+                listener_keys = {**overrides_by_listener, **listener_keys}
+            overrides_by_listener = listener_keys
+        if overrides_by_listener is not None:
+            merged["listener_name_overrides"] = overrides_by_listener
         try:
-            if environ is os.environ:
-                return cls(**init)
-            return _with_environ(cls, environ, init)
+            return cls.model_validate(merged)
         except ValidationError as e:
             raise _config_error(e) from None
-        finally:
-            cls._file_props = previous
 
     # ------------------------------------------------------------------ derived views
 
@@ -872,24 +850,6 @@ class BrokerConfig(BaseSettings):
                 value = str(value).lower()
             out[property_name(name)] = None if value is None else str(value)
         return out
-
-
-def _with_environ(
-    cls: type[BrokerConfig], environ: Mapping[str, str], init: dict[str, Any]
-) -> BrokerConfig:
-    """Construct with an explicit environment (tests): swap os.environ's view for the call."""
-    saved = {k: v for k, v in os.environ.items() if k.upper().startswith(ENV_PREFIX)}
-    try:
-        for k in saved:
-            del os.environ[k]
-        for k, v in environ.items():
-            if k.upper().startswith(ENV_PREFIX):
-                os.environ[k] = v
-        return cls(**init)
-    finally:
-        for k in [k for k in os.environ if k.upper().startswith(ENV_PREFIX)]:
-            del os.environ[k]
-        os.environ.update(saved)
 
 
 def _config_error(error: ValidationError) -> ConfigError:

@@ -1,5 +1,9 @@
 """BrokerConfig: Kafka's names and defaults, the three sources and their precedence, errors."""
 
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -42,6 +46,51 @@ def test_file_then_env_then_overrides(tmp_path):
     assert config.log_dir_list == ["/a", "/b"]
     assert config.zookeeper_connect == "localhost:2181/kafka"
     assert config.advertised_endpoints == [Endpoint("PLAINTEXT", "127.0.0.1", 9999)]
+
+
+def test_brokers_in_threads_load_their_own_configs_at_once(tmp_path):
+    """Loading reads no shared state: two brokers of one process (kafkalite.testing starts
+    them in threads) load at the same time, each from its own file, environment and
+    overrides, and each gets its own values."""
+    barrier = threading.Barrier(2)
+
+    def load(broker_id: int) -> BrokerConfig:
+        path = tmp_path / f"server-{broker_id}.properties"
+        path.write_text(f"broker.id={broker_id}\nlog.dirs=/file/{broker_id}\n")
+        env = {"KAFKALITE_NUM_PARTITIONS": str(10 + broker_id)}
+        barrier.wait()
+        configs = [
+            BrokerConfig.load(path, [f"min.insync.replicas={broker_id}"], env) for _ in range(50)
+        ]
+        assert all(c == configs[0] for c in configs)
+        return configs[0]
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # the threads interleave inside a load, not only between loads
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            one, two = pool.map(load, (1, 2))
+    finally:
+        sys.setswitchinterval(interval)
+    assert (one.broker_id, one.log_dir_list, one.num_partitions, one.min_insync_replicas) == (
+        1,
+        ["/file/1"],
+        11,
+        1,
+    )
+    assert (two.broker_id, two.log_dir_list, two.num_partitions, two.min_insync_replicas) == (
+        2,
+        ["/file/2"],
+        12,
+        2,
+    )
+
+
+def test_load_leaves_the_process_environment_alone(monkeypatch):
+    monkeypatch.setenv("KAFKALITE_NUM_PARTITIONS", "3")
+    assert BrokerConfig.load(environ={"KAFKALITE_NUM_PARTITIONS": "9"}).num_partitions == 9
+    assert BrokerConfig.load().num_partitions == 3  # None: os.environ
+    assert BrokerConfig.load(environ=NO_ENV).num_partitions == 1
 
 
 def test_env_var_for_log_dirs():
@@ -127,6 +176,36 @@ def test_topic_config_defaults_are_valid_topic_configs():
     assert log_config.segment_bytes == 1_048_576
 
 
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},
+        {"log.retention.hours": "1", "log.segment.bytes": "1048576", "log.roll.ms": "7"},
+        {"log.retention.minutes": "2", "log.retention.hours": "9", "log.flush.interval.ms": "5"},
+        {
+            "log.cleanup.policy": "compact, delete",
+            "log.message.timestamp.type": "LogAppendTime",
+            "log.preallocate": "true",
+            "compression.type": "zstd",
+            "unclean.leader.election.enable": "true",
+            "min.insync.replicas": "2",
+            "message.max.bytes": "2000",
+            "log.segment.delete.delay.ms": "9",
+            "log.cleaner.max.compaction.lag.ms": "99",
+        },
+    ],
+)
+def test_the_default_log_config_is_built_from_the_typed_config(overrides):
+    """Built from BrokerConfig's fields, not re-parsed: the same as the topic-config defaults
+    the broker announces (DescribeConfigs), read as topic configs."""
+    from kafkalite.storage.config import LogConfig
+
+    config = BrokerConfig.load(overrides=overrides, environ=NO_ENV)
+    assert LogConfig.from_broker_config(config) == LogConfig.from_properties(
+        config.topic_config_defaults(), strict=True
+    )
+
+
 def test_cleaner_settings_reach_the_cleaner_and_the_topic_defaults():
     from kafkalite.storage.cleaner import CleanerConfig
     from kafkalite.storage.config import LogConfig
@@ -141,10 +220,10 @@ def test_cleaner_settings_reach_the_cleaner_and_the_topic_defaults():
         },
         environ=NO_ENV,
     )
-    cleaner = CleanerConfig.from_broker_properties(config.properties())
+    cleaner = CleanerConfig.from_broker_config(config)
     assert (cleaner.enable, cleaner.backoff_ms, cleaner.num_threads) == (True, 250, 2)
     assert cleaner.dedupe_buffer_size == 128 * 1024 * 1024
-    log_config = LogConfig.from_properties(config.topic_config_defaults(), strict=True)
+    log_config = LogConfig.from_broker_config(config)
     assert log_config.min_cleanable_dirty_ratio == 0.25
     assert log_config.delete_retention_ms == 1000
     assert log_config.min_compaction_lag_ms == 5

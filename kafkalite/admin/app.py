@@ -141,13 +141,13 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         )
 
 
-def validate_topic_configs(name: str, configs: dict[str, str]) -> None:
+def refuse_invalid_topic_configs(name: str, configs: dict[str, str]) -> None:
     """Refuse what CreateTopics refuses (unknown names, bad values), with the same code: stored
     once, an override Kafka's validation rejects makes every later Kafka-protocol alter of the
     topic fail."""
-    from kafkalite.apis.admin_common import validate_topic_configs as kafka_validation
+    from kafkalite.storage.config import validate_topic_configs
 
-    problem = kafka_validation(dict(configs))
+    problem = validate_topic_configs(configs)
     if problem is not None:
         raise AdminError.invalid(name, problem)
 
@@ -736,7 +736,7 @@ class AdminApi:
         partitions = body.partitions or config.num_partitions
         replication_factor = body.replication_factor or config.default_replication_factor
         configs = m.configs_of(body.configs)
-        validate_topic_configs("configs", configs)
+        refuse_invalid_topic_configs("configs", configs)
         # the Kafka handlers' ceilings (controller/limits.py), before anything is built: 400
         # POLICY_VIOLATION
         PartitionLimits.of(config).check_topic(name, partitions)
@@ -901,7 +901,7 @@ class AdminApi:
                 current.pop(key, None)
             else:
                 current[key] = value
-        validate_topic_configs("configs", current)
+        refuse_invalid_topic_configs("configs", current)
         await admin.alter_topic_config(self.session, name, current)
         return {"name": name, "configs": current}
 

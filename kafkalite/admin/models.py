@@ -120,11 +120,12 @@ def _config_value_forms() -> dict[str, dict[str, Any]]:
     """Topic config name -> the form of the values Kafka's validation accepts for it, as Field
     arguments (`pattern` + description, or the `enum` of a Literal). Read from storage's own
     validation tables (types, minimums, INT or LONG range), not a copy of them, plus Kafka 3.9's
-    deprecated configs the Kafka API accepts (apis/admin_common.py)."""
-    from kafkalite.apis.admin_common import _METADATA_VERSION, DEPRECATED_TOPIC_CONFIGS
+    deprecated configs the Kafka API accepts."""
     from kafkalite.storage.config import (
         _INT_FIELDS,
+        _METADATA_VERSION,
         _MINIMUMS,
+        DEPRECATED_TOPIC_CONFIGS,
         INT_MAX,
         LONG_MAX,
         TOPIC_CONFIG_FIELDS,

@@ -6,21 +6,20 @@ DelayedCreatePartitions / DelayedDeleteTopics, the handler then waits, up to the
 timeout, until this broker's MetadataCache shows the outcome (leaders elected, topic gone);
 past the deadline the topic is answered REQUEST_TIMED_OUT (the operation goes on regardless).
 
-Topic configs are storage's (storage/config.py) plus Kafka 3.9's deprecated ones that a 3.x
-broker accepts and ignores (DEPRECATED_TOPIC_CONFIGS: message.format.version,
+Topic configs are storage's (storage/config.py), with Kafka 3.9's deprecated ones that a 3.x
+broker accepts and ignores (DEPRECATED_TOPIC_CONFIGS there: message.format.version,
 message.downconversion.enable).
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from kafkalite.apis.base import RequestContext
+from kafkalite.storage.config import DEPRECATED_TOPIC_CONFIGS
 
 POLL_INTERVAL_S = 0.01
 
@@ -93,57 +92,6 @@ def broker_topic_defaults(ctx: RequestContext) -> dict[str, str]:
     }
 
 
-# Kafka 3.9's MetadataVersion strings (message.format.version is one): 0.8.0 .. 0.11.0, 1.0 ..
-# 3.9, each optionally with a patch number (dropped by Kafka's parser) or an -IVn suffix.
-_METADATA_VERSION = re.compile(
-    r"(0\.8\.[0-2]|0\.9\.0|0\.10\.[0-2]|0\.11\.0|1\.[01]|2\.[0-8]|3\.[0-9])"
-    r"(\.\d+)?(-IV\d+)?"
-)
-
-
-def _metadata_version(name: str, value: str) -> str | None:
-    if _METADATA_VERSION.fullmatch(value.strip()) is None:
-        return (
-            f"Invalid value {value} for configuration {name}: "
-            f"Version {value} is not a valid version"
-        )
-    return None
-
-
-def _boolean(name: str, value: str) -> str | None:
-    if value.strip().lower() not in ("true", "false"):
-        return f"Invalid value {value} for configuration {name}: Expected value to be either true or false"
-    return None
-
-
-@dataclass(frozen=True, slots=True)
-class DeprecatedTopicConfig:
-    """A topic config Kafka 3.9 still accepts but no longer acts on (removed in Kafka 4.0)."""
-
-    default: str
-    config_type: int  # Kafka's ConfigType, for DescribeConfigs v3+
-    broker_name: str  # the broker property that sets its default (its synonym)
-    validate: Callable[[str, str], str | None]
-
-
-DEPRECATED_TOPIC_CONFIGS: dict[str, DeprecatedTopicConfig] = {
-    # KIP-724: ignored once inter.broker.protocol.version >= 3.0, which every kafkalite broker
-    # is (record batches are always magic v2); the default is Kafka 3.x's IBP_3_0_IV1.
-    "message.format.version": DeprecatedTopicConfig(
-        "3.0-IV1", 2, "log.message.format.version", _metadata_version
-    ),
-    # Down-conversion to magic v0/v1 for old consumers: kafkalite serves Fetch v4+ only, whose
-    # clients read magic v2, so there is never anything to convert.
-    "message.downconversion.enable": DeprecatedTopicConfig(
-        "true", 1, "log.message.downconversion.enable", _boolean
-    ),
-}
-"""Accepted (validated as Kafka does), stored in /config/topics and reported by
-DescribeConfigs like any other topic config, and otherwise ignored, as a Kafka 3.9 broker does
-with an inter-broker protocol of 3.0 or later (LogConfig still defines them). The logs never read
-them (storage's LogConfig skips names it does not know)."""
-
-
 def statically_set_topic_defaults(ctx: RequestContext) -> dict[str, str]:
     """Topic config name -> the broker property (server.properties, environment or
     --override) that sets its default explicitly: DescribeConfigs and CreateTopics report those
@@ -169,26 +117,6 @@ def topic_config_names() -> list[str]:
     from kafkalite.storage.config import TOPIC_CONFIG_FIELDS
 
     return [*TOPIC_CONFIG_FIELDS, *DEPRECATED_TOPIC_CONFIGS]
-
-
-def validate_topic_configs(configs: dict[str, str | None]) -> str | None:
-    """Why `configs` are not valid topic configs (unknown name, bad value), or None."""
-    from kafkalite.storage.config import LogConfig
-
-    for name, value in configs.items():
-        if value is None:
-            return f"Null value not supported for topic configs: {name}"
-        deprecated = DEPRECATED_TOPIC_CONFIGS.get(name)
-        if deprecated is not None:
-            problem = deprecated.validate(name, value)
-            if problem is not None:
-                return problem
-    effective = {k: v for k, v in configs.items() if k not in DEPRECATED_TOPIC_CONFIGS}
-    try:
-        LogConfig.from_properties(effective, strict=True)  # type: ignore[arg-type]
-    except ValueError as e:
-        return str(e)
-    return None
 
 
 async def read_topic_config_overrides(ctx: RequestContext, topic: str) -> dict[str, str]:

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafkalite.apis.admin_common import RESOURCE_BROKER, RESOURCE_TOPIC, validate_topic_configs
+from kafkalite.apis.admin_common import RESOURCE_BROKER, RESOURCE_TOPIC
 from kafkalite.apis.base import RequestContext, handles
 from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.errors import ErrorCode, KafkaError
+from kafkalite.storage.config import validate_topic_configs
 
 
 async def apply_topic_configs(

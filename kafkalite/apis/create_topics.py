@@ -28,7 +28,6 @@ from kafkalite.apis.admin_common import (
     default_source,
     results_without_leaders,
     statically_set_topic_defaults,
-    validate_topic_configs,
 )
 from kafkalite.apis.base import RequestContext, handles, millis
 from kafkalite.apis.topic_names import invalid_topic_reason
@@ -40,6 +39,7 @@ from kafkalite.controller.limits import (
 )
 from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.errors import ErrorCode, KafkaError
+from kafkalite.storage.config import validate_topic_configs
 
 CREATE_CONCURRENCY = 32
 """Topics of one CreateTopics being created at once."""

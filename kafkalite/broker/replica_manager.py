@@ -6,7 +6,7 @@ Request handlers (``kafkalite/apis/``) call:
 - ``fetch_messages`` (Fetch, from consumers and from follower replicas)
 - ``list_offset`` (ListOffsets), ``last_offset_for_leader_epoch`` (OffsetForLeaderEpoch),
   ``delete_records`` (DeleteRecords)
-- ``become_leader_or_follower`` (LeaderAndIsr), ``stop_replicas`` (StopReplica)
+- ``become_leader_or_follower_async`` (LeaderAndIsr), ``stop_replicas_async`` (StopReplica)
 
 Per-partition failures come back as error codes in the results, never as exceptions.
 
@@ -90,6 +90,36 @@ INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 AlterIsr = Callable[[TopicPartition, LeaderAndIsr], Awaitable[int | None]]
 """Write ``LeaderAndIsr`` to the partition state node if its version is still
 ``zk_version``; return the new version, or None when the compare-and-set failed."""
+
+
+class LogManager(Protocol):
+    """What the replica manager needs from storage (``kafkalite.storage.log_manager.LogManager``,
+    Kafka's LogManager)."""
+
+    log_dir_failure_listeners: list[Callable[[str], None]]
+    """Told the path of a log directory that failed."""
+    partition_failure_listeners: list[Callable[[str, int], None]]
+    """Told ``(topic, partition)`` of a single log that failed."""
+
+    def get_log(self, topic: str, partition: int) -> Any | None: ...
+
+    def get_or_create_log(
+        self, topic: str, partition: int, config: Any = None, is_new: bool = True
+    ) -> Any: ...
+
+    async def create_logs(
+        self, specs: list[tuple[str, int, Any, bool]], batch_size: int = 500
+    ) -> dict[tuple[str, int], BaseException]:
+        """``get_or_create_log`` for many ``(topic, partition, config, is_new)``; the failures."""
+        ...
+
+    def is_missing(self, topic: str, partition: int) -> bool:
+        """True if the partition's directory vanished under the broker."""
+        ...
+
+    def delete_log(self, topic: str, partition: int, *, remove_files: bool = True) -> Any: ...
+
+    async def delete_logs(self, keys: list[tuple[str, int]], batch_size: int = 500) -> None: ...
 
 
 class ReplicaFetcherManager(Protocol):
@@ -333,7 +363,7 @@ class ReplicaManager:
     def __init__(
         self,
         broker_id: int,
-        log_manager,
+        log_manager: LogManager,
         config: ReplicaManagerConfig | Any = None,
         time: Time = SYSTEM_TIME,
         *,
@@ -370,12 +400,8 @@ class ReplicaManager:
         self._isr_tasks: set[asyncio.Task] = set()
         # Held by the bulk LeaderAndIsr / StopReplica paths across their yields.
         self._state_change_lock = asyncio.Lock()
-        listeners = getattr(log_manager, "log_dir_failure_listeners", None)
-        if listeners is not None:
-            listeners.append(self.handle_log_dir_failure)
-        partition_listeners = getattr(log_manager, "partition_failure_listeners", None)
-        if partition_listeners is not None:
-            partition_listeners.append(self.handle_partition_failure)
+        log_manager.log_dir_failure_listeners.append(self.handle_log_dir_failure)
+        log_manager.partition_failure_listeners.append(self.handle_partition_failure)
 
     # -- partitions ---------------------------------------------------------------------------
 
@@ -789,31 +815,6 @@ class ReplicaManager:
 
     # -- LeaderAndIsr / StopReplica -----------------------------------------------------------
 
-    def become_leader_or_follower(
-        self,
-        controller_id: int,
-        controller_epoch: int,
-        partition_states: Iterable[LeaderAndIsrPartitionState],
-    ) -> LeaderAndIsrResult:
-        """Apply a LeaderAndIsr request: logs are created (with the topic's config) as needed,
-        only states with a newer leader epoch change anything (else STALE_CONTROLLER_EPOCH),
-        a broker missing from the replicas answers UNKNOWN_TOPIC_OR_PARTITION.
-
-        All at once, on the caller's thread; ``become_leader_or_follower_async`` is the same
-        in slices that yield to the event loop (what the LeaderAndIsr handler uses)."""
-        states = list(partition_states)
-        stale = self._stale_controller_epoch(controller_epoch, states)
-        if stale is not None:
-            return stale
-        errors: dict[TopicPartition, ErrorCode] = {}
-        to_lead, to_follow = self._partitions_to_change(states, errors)
-        self._stop_fetchers_of_new_leaders(to_lead)
-        new_fetchers: dict[TopicPartition, tuple[int, int]] = {}
-        for partition, state in to_lead + to_follow:
-            self._make_leader_or_follower(partition, state, errors, new_fetchers)
-        self._restart_fetchers(new_fetchers)
-        return LeaderAndIsrResult(ErrorCode.NONE, errors)
-
     async def become_leader_or_follower_async(
         self,
         controller_id: int,
@@ -821,11 +822,15 @@ class ReplicaManager:
         partition_states: Iterable[LeaderAndIsrPartitionState],
         slice_size: int = LEADER_AND_ISR_SLICE,
     ) -> LeaderAndIsrResult:
-        """``become_leader_or_follower`` for requests of any size without holding the event
-        loop: partitions are classified and made leader or follower ``slice_size`` at a time
-        with a yield between slices, and the missing logs are created by the LogManager in a
-        worker thread. One request at a time (Kafka's replicaStateChangeLock): a LeaderAndIsr
-        or StopReplica arriving meanwhile waits for this one."""
+        """Apply a LeaderAndIsr request: logs are created (with the topic's config) as needed,
+        only states with a newer leader epoch change anything (else STALE_CONTROLLER_EPOCH),
+        a broker missing from the replicas answers UNKNOWN_TOPIC_OR_PARTITION.
+
+        For requests of any size without holding the event loop: partitions are classified and
+        made leader or follower ``slice_size`` at a time with a yield between slices, and many
+        missing logs are created by the LogManager in a worker thread. One request at a time
+        (Kafka's replicaStateChangeLock): a LeaderAndIsr or StopReplica arriving meanwhile
+        waits for this one."""
         states = list(partition_states)
         async with self._state_change_lock:
             stale = self._stale_controller_epoch(controller_epoch, states)
@@ -847,11 +852,10 @@ class ReplicaManager:
                 for _, state in changes
                 if self.log_manager.get_log(state.topic, state.partition) is None
             ]
-            create_logs = getattr(self.log_manager, "create_logs", None)
             # A few logs are created inline below (a hand-off to a thread costs more than
             # creating them); many go to the worker thread.
-            if len(missing) > INLINE_LOG_CREATIONS and create_logs is not None:
-                failures = await create_logs(missing, batch_size=slice_size)
+            if len(missing) > INLINE_LOG_CREATIONS:
+                failures = await self.log_manager.create_logs(missing, batch_size=slice_size)
                 for (topic, partition), error in failures.items():
                     errors[TopicPartition(topic, partition)] = _error_result_code_or_storage(error)
             self._stop_fetchers_of_new_leaders(to_lead)
@@ -966,35 +970,40 @@ class ReplicaManager:
         partitions: Iterable[StopReplicaPartitionState],
         slice_size: int = LEADER_AND_ISR_SLICE,
     ) -> StopReplicaResult:
-        """``stop_replicas`` in slices that yield to the event loop, the deleted logs' files
-        removed in a worker thread; under the same lock as the bulk LeaderAndIsr."""
+        """Apply a StopReplica request: stop fetching; with ``delete_partition`` forget the
+        partition and delete its log. An epoch older than ours (-1 and -2 during topic
+        deletion excepted) is FENCED_LEADER_EPOCH; the current one is accepted, as Kafka's
+        stopReplicas does (a shutting-down follower is stopped at the epoch it already has).
+
+        In slices that yield to the event loop, the deleted logs' files removed in a worker
+        thread; under the same lock as LeaderAndIsr."""
         states = list(partitions)
         async with self._state_change_lock:
             if controller_epoch < self.controller_epoch:
-                return self.stop_replicas(controller_id, controller_epoch, states)
+                return StopReplicaResult(
+                    ErrorCode.STALE_CONTROLLER_EPOCH,
+                    {
+                        TopicPartition(s.topic, s.partition): ErrorCode.STALE_CONTROLLER_EPOCH
+                        for s in states
+                    },
+                )
+            self.controller_epoch = controller_epoch
             errors: dict[TopicPartition, ErrorCode] = {}
             for start in range(0, len(states), slice_size):
                 chunk = states[start : start + slice_size]
-                result = self.stop_replicas(
-                    controller_id, controller_epoch, chunk, delete_logs=False
-                )
-                errors.update(result.partition_errors)
+                self._stop_replicas_slice(chunk, errors)
                 to_delete = [
                     (s.topic, s.partition)
                     for s in chunk
                     if s.delete_partition
                     and errors.get(TopicPartition(s.topic, s.partition)) is ErrorCode.NONE
                 ]
-                delete_logs = getattr(self.log_manager, "delete_logs", None)
-                if to_delete and delete_logs is not None:
+                if to_delete:
                     try:
-                        await delete_logs(to_delete, batch_size=slice_size)
+                        await self.log_manager.delete_logs(to_delete, batch_size=slice_size)
                     except (KafkaError, OSError) as e:
                         for topic, partition in to_delete:
                             errors[TopicPartition(topic, partition)] = _error_result_code(e)
-                elif to_delete:
-                    for topic, partition in to_delete:
-                        self._delete_log(TopicPartition(topic, partition), errors)
                 await asyncio.sleep(0)
             return StopReplicaResult(ErrorCode.NONE, errors)
 
@@ -1003,8 +1012,7 @@ class ReplicaManager:
     ) -> bool:
         """Deleting a partition whose directory vanished accepts its loss: the log manager
         forgets it and the replica is no longer offline. False if it is not missing."""
-        is_missing = getattr(self.log_manager, "is_missing", None)
-        if is_missing is None or not is_missing(tp.topic, tp.partition):
+        if not self.log_manager.is_missing(tp.topic, tp.partition):
             return False
         try:
             self.log_manager.delete_log(tp.topic, tp.partition)
@@ -1014,36 +1022,12 @@ class ReplicaManager:
             errors[tp] = _error_result_code(e)
         return True
 
-    def _delete_log(self, tp: TopicPartition, errors: dict[TopicPartition, ErrorCode]) -> None:
-        try:
-            if self.log_manager.get_log(tp.topic, tp.partition) is not None:
-                self.log_manager.delete_log(tp.topic, tp.partition)
-        except (KafkaError, OSError) as e:
-            errors[tp] = _error_result_code(e)
-
-    def stop_replicas(
-        self,
-        controller_id: int,
-        controller_epoch: int,
-        partitions: Iterable[StopReplicaPartitionState],
-        *,
-        delete_logs: bool = True,
-    ) -> StopReplicaResult:
-        """Apply a StopReplica request: stop fetching; with ``delete_partition`` forget the
-        partition and delete its log. An epoch older than ours (-1 and -2 during topic
-        deletion excepted) is FENCED_LEADER_EPOCH; the current one is accepted, as Kafka's
-        stopReplicas does (a shutting-down follower is stopped at the epoch it already has)."""
-        states = list(partitions)
-        if controller_epoch < self.controller_epoch:
-            return StopReplicaResult(
-                ErrorCode.STALE_CONTROLLER_EPOCH,
-                {
-                    TopicPartition(s.topic, s.partition): ErrorCode.STALE_CONTROLLER_EPOCH
-                    for s in states
-                },
-            )
-        self.controller_epoch = controller_epoch
-        errors: dict[TopicPartition, ErrorCode] = {}
+    def _stop_replicas_slice(
+        self, states: list[StopReplicaPartitionState], errors: dict[TopicPartition, ErrorCode]
+    ) -> None:
+        """One slice of ``stop_replicas_async`` at the accepted controller epoch: the errors go
+        into ``errors``; the logs of deleted partitions are left to the caller (a missing one
+        is forgotten here)."""
         to_stop: dict[TopicPartition, bool] = {}
         for state in states:
             tp = TopicPartition(state.topic, state.partition)
@@ -1069,10 +1053,8 @@ class ReplicaManager:
                 partition = self.partitions.pop(tp, None)
                 if partition is not None:
                     partition.make_offline()
-                if not self._forget_missing_log(tp, errors) and delete_logs:
-                    self._delete_log(tp, errors)
+                self._forget_missing_log(tp, errors)
             self._complete_delayed_requests(tp)
-        return StopReplicaResult(ErrorCode.NONE, errors)
 
     # -- offsets ------------------------------------------------------------------------------
 

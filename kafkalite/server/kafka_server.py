@@ -329,7 +329,7 @@ class KafkaServer:
 
     async def _load_topic_configs(self) -> None:
         """Broker defaults, and each topic's overrides from `/config/topics/<t>`."""
-        defaults = LogConfig.from_properties(self.config.topic_config_defaults())
+        defaults = LogConfig.from_broker_config(self.config)
         self.topic_configs = TopicConfigs(self.session, defaults)
         await self.topic_configs.load()
 
@@ -347,7 +347,7 @@ class KafkaServer:
             high_watermark_checkpoint_interval_ms=(
                 config.replica_high_watermark_checkpoint_interval_ms
             ),
-            cleaner_config=CleanerConfig.from_broker_properties(config.properties()),
+            cleaner_config=CleanerConfig.from_broker_config(config),
             num_recovery_threads_per_data_dir=config.num_recovery_threads_per_data_dir,
         )
         # In a worker thread: loading thousands of logs must not hold the event loop (the
@@ -511,12 +511,9 @@ class KafkaServer:
 
     def _start_background_tasks(self) -> None:
         for name, factory in (
-            ("log-scheduler", getattr(self.log_manager, "run_scheduler", None)),
-            ("isr-expiration", getattr(self.replica_manager, "run_isr_expiration", None)),
-            (
-                "producer-state-maintenance",
-                getattr(self.replica_manager, "run_producer_state_maintenance", None),
-            ),
+            ("log-scheduler", self.log_manager.run_scheduler),
+            ("isr-expiration", self.replica_manager.run_isr_expiration),
+            ("producer-state-maintenance", self.replica_manager.run_producer_state_maintenance),
             ("topic-config-watcher", self._watch_topic_configs),
             ("session-renewal", self._renew_expired_sessions),
             ("acl-watcher", self._watch_acls if self.authorizer is not None else None),

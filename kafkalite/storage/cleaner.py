@@ -70,14 +70,13 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import dataclasses
 import hashlib
 import os
 import threading
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import structlog
 
@@ -94,7 +93,7 @@ from kafkalite.protocol.records import (
     parse_control_record_type,
 )
 from kafkalite.storage.checkpoint import OffsetCheckpointFile
-from kafkalite.storage.config import LONG_MAX, _parse_bool, _parse_float, _parse_int
+from kafkalite.storage.config import LONG_MAX
 from kafkalite.storage.errors import StorageError
 from kafkalite.storage.file_records import FileRecordsSlice
 from kafkalite.storage.log import Log
@@ -108,6 +107,9 @@ from kafkalite.storage.segment import (
 )
 from kafkalite.storage.throttler import Throttler
 from kafkalite.storage.txn_index import AbortedTxn
+
+if TYPE_CHECKING:
+    from kafkalite.config import BrokerConfig
 
 CLEANER_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 
@@ -134,47 +136,27 @@ class CleanerConfig:
     io_max_bytes_per_second: float = float("inf")  # reads and writes of all cleaner threads
 
     @classmethod
-    def from_broker_properties(cls, props: Mapping[str, Any]) -> CleanerConfig:
-        """From server properties (``log.cleaner.enable``, ``log.cleaner.threads``,
+    def from_broker_config(cls, config: BrokerConfig) -> CleanerConfig:
+        """From the broker's typed settings (``log.cleaner.enable``, ``log.cleaner.threads``,
         ``log.cleaner.backoff.ms``, ``log.cleaner.dedupe.buffer.size``,
         ``log.cleaner.io.buffer.load.factor``, ``log.cleaner.io.buffer.size``,
-        ``log.cleaner.io.max.bytes.per.second``); a bad value raises ValueError naming the key."""
-        changes: dict[str, Any] = {}
-        for key, (field, parse) in _BROKER_KEYS.items():
-            value = props.get(key)
-            if value is not None:
-                changes[field] = parse(key, value)
-        if changes.get("io_buffer_load_factor", 0.9) <= 0:
-            raise ValueError("Invalid value for configuration log.cleaner.io.buffer.load.factor")
-        if changes.get("io_max_bytes_per_second", 1.0) <= 0:
-            # Kafka accepts 0 and its cleaner then sleeps for ever; refuse it at start-up.
-            raise ValueError(
-                "Invalid value for configuration log.cleaner.io.max.bytes.per.second: "
-                "must be positive"
-            )
-        return dataclasses.replace(cls(), **changes)
+        ``log.cleaner.io.max.bytes.per.second``), validated there: a load factor or an I/O
+        rate of 0 is refused at start-up (Kafka accepts a rate of 0 and its cleaner then
+        sleeps for ever)."""
+        return cls(
+            enable=config.log_cleaner_enable,
+            num_threads=config.log_cleaner_threads,
+            backoff_ms=config.log_cleaner_backoff_ms,
+            dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size,
+            io_buffer_load_factor=config.log_cleaner_io_buffer_load_factor,
+            io_buffer_size=config.log_cleaner_io_buffer_size,
+            io_max_bytes_per_second=config.log_cleaner_io_max_bytes_per_second,
+        )
 
     def max_map_entries(self) -> int:
         """Keys one cleaning pass may map (the buffer is shared by the cleaner threads)."""
         slots = self.dedupe_buffer_size // max(1, self.num_threads) // BYTES_PER_ENTRY
         return max(1, int(slots * self.io_buffer_load_factor))
-
-
-_BROKER_KEYS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
-    "log.cleaner.enable": ("enable", _parse_bool),
-    "log.cleaner.threads": ("num_threads", lambda k, v: _parse_int(k, v, 0)),
-    "log.cleaner.backoff.ms": ("backoff_ms", lambda k, v: _parse_int(k, v, 0)),
-    "log.cleaner.dedupe.buffer.size": ("dedupe_buffer_size", lambda k, v: _parse_int(k, v, 1)),
-    "log.cleaner.io.buffer.load.factor": (
-        "io_buffer_load_factor",
-        lambda k, v: _parse_float(k, v, 0.0, 1.0),
-    ),
-    "log.cleaner.io.buffer.size": ("io_buffer_size", lambda k, v: _parse_int(k, v, 0)),
-    "log.cleaner.io.max.bytes.per.second": (
-        "io_max_bytes_per_second",
-        lambda k, v: _parse_float(k, v, 0.0, float("inf")),
-    ),
-}
 
 
 # ===================================================================== offset map

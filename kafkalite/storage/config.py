@@ -9,19 +9,24 @@ Two ways to build one:
 
 * ``LogConfig.from_properties({"segment.bytes": "1048576"}, defaults=base)`` -- topic-level names,
   as stored in ``/config/topics/<topic>`` or sent in CreateTopics; values are strings (or ints).
-* ``LogConfig.from_broker_properties(server_props)`` -- broker-level names (``log.segment.bytes``,
-  ``log.roll.hours``, ``log.retention.hours``, ``message.max.bytes``, ...), giving the broker's
-  default for every topic.
+* ``LogConfig.from_broker_config(broker_config)`` -- from the typed, already validated
+  :class:`~kafkalite.config.BrokerConfig` (``log.segment.bytes``, ``log.roll.hours``,
+  ``log.retention.hours``, ``message.max.bytes``, ...), giving the broker's default for every
+  topic. Nothing is parsed again.
 
-A bad value raises ``ValueError`` naming the key.
+A bad topic-level value raises ``ValueError`` naming the key.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kafkalite.config import BrokerConfig
 
 LONG_MAX = 2**63 - 1
 
@@ -170,19 +175,37 @@ class LogConfig:
         return dataclasses.replace(base, **changes) if changes else base
 
     @classmethod
-    def from_broker_properties(cls, props: Mapping[str, Any]) -> LogConfig:
-        """The broker-wide default log config from server properties (``log.*`` names).
-
-        Like Kafka, the finer unit wins: ``log.roll.ms`` over ``log.roll.hours``,
-        ``log.retention.ms`` over ``.minutes`` over ``.hours``.
-        """
-        changes: dict[str, Any] = {}
-        for key, (field, scale) in BROKER_CONFIG_FIELDS.items():
-            if key in props and field not in changes:
-                changes[field] = _parse_field(key, field, props[key])
-                if scale != 1 and changes[field] >= 0:
-                    changes[field] *= scale
-        return dataclasses.replace(cls(), **changes) if changes else cls()
+    def from_broker_config(cls, config: BrokerConfig) -> LogConfig:
+        """The broker-wide default log config from the broker's typed settings (validated
+        there). Like Kafka, the finer unit wins: ``log.roll.ms`` over ``log.roll.hours``,
+        ``log.retention.ms`` over ``.minutes`` over ``.hours``."""
+        policy = ",".join(p.strip() for p in config.log_cleanup_policy.split(",") if p.strip())
+        return cls(
+            segment_bytes=config.log_segment_bytes,
+            segment_ms=config.log_roll_time_ms,
+            segment_index_bytes=config.log_index_size_max_bytes,
+            index_interval_bytes=config.log_index_interval_bytes,
+            retention_ms=config.log_retention_time_ms,
+            retention_bytes=config.log_retention_bytes,
+            flush_messages=config.log_flush_interval_messages,
+            flush_ms=(
+                config.log_flush_interval_ms
+                if config.log_flush_interval_ms is not None
+                else LONG_MAX
+            ),
+            max_message_bytes=config.message_max_bytes,
+            message_timestamp_type=config.log_message_timestamp_type,
+            cleanup_policy=policy,
+            min_insync_replicas=config.min_insync_replicas,
+            unclean_leader_election_enable=config.unclean_leader_election_enable,
+            delete_retention_ms=config.log_cleaner_delete_retention_ms,
+            min_compaction_lag_ms=config.log_cleaner_min_compaction_lag_ms,
+            max_compaction_lag_ms=config.log_cleaner_max_compaction_lag_ms,
+            min_cleanable_dirty_ratio=config.log_cleaner_min_cleanable_ratio,
+            file_delete_delay_ms=config.log_segment_delete_delay_ms,
+            preallocate=config.log_preallocate,
+            compression_type=config.compression_type,
+        )
 
 
 def _parse_field(key: str, field: str, value: Any) -> Any:
@@ -260,8 +283,8 @@ TOPIC_CONFIG_FIELDS: dict[str, str] = {
     "compression.type": "compression_type",
 }
 
-# Broker config name -> (LogConfig field, multiplier to milliseconds). Ordered finest unit first
-# so that e.g. log.retention.ms wins over log.retention.hours.
+# Broker config name -> (LogConfig field, multiplier to milliseconds): which broker setting gives
+# a topic config its default (DescribeConfigs' config sources). Finest unit first.
 BROKER_CONFIG_FIELDS: dict[str, tuple[str, int]] = {
     "log.segment.bytes": ("segment_bytes", 1),
     "log.roll.ms": ("segment_ms", 1),
@@ -290,3 +313,75 @@ BROKER_CONFIG_FIELDS: dict[str, tuple[str, int]] = {
     "log.preallocate": ("preallocate", 1),
     "compression.type": ("compression_type", 1),
 }
+
+
+# Kafka 3.9's MetadataVersion strings (message.format.version is one): 0.8.0 .. 0.11.0, 1.0 ..
+# 3.9, each optionally with a patch number (dropped by Kafka's parser) or an -IVn suffix.
+_METADATA_VERSION = re.compile(
+    r"(0\.8\.[0-2]|0\.9\.0|0\.10\.[0-2]|0\.11\.0|1\.[01]|2\.[0-8]|3\.[0-9])"
+    r"(\.\d+)?(-IV\d+)?"
+)
+
+
+def _metadata_version(name: str, value: str) -> str | None:
+    if _METADATA_VERSION.fullmatch(value.strip()) is None:
+        return (
+            f"Invalid value {value} for configuration {name}: "
+            f"Version {value} is not a valid version"
+        )
+    return None
+
+
+def _boolean(name: str, value: str) -> str | None:
+    if value.strip().lower() not in ("true", "false"):
+        return f"Invalid value {value} for configuration {name}: Expected value to be either true or false"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class DeprecatedTopicConfig:
+    """A topic config Kafka 3.9 still accepts but no longer acts on (removed in Kafka 4.0)."""
+
+    default: str
+    config_type: int  # Kafka's ConfigType, for DescribeConfigs v3+
+    broker_name: str  # the broker property that sets its default (its synonym)
+    validate: Callable[[str, str], str | None]
+
+
+DEPRECATED_TOPIC_CONFIGS: dict[str, DeprecatedTopicConfig] = {
+    # KIP-724: ignored once inter.broker.protocol.version >= 3.0, which every kafkalite broker
+    # is (record batches are always magic v2); the default is Kafka 3.x's IBP_3_0_IV1.
+    "message.format.version": DeprecatedTopicConfig(
+        "3.0-IV1", 2, "log.message.format.version", _metadata_version
+    ),
+    # Down-conversion to magic v0/v1 for old consumers: kafkalite serves Fetch v4+ only, whose
+    # clients read magic v2, so there is never anything to convert.
+    "message.downconversion.enable": DeprecatedTopicConfig(
+        "true", 1, "log.message.downconversion.enable", _boolean
+    ),
+}
+"""Accepted (validated as Kafka does), stored in /config/topics and reported by
+DescribeConfigs like any other topic config, and otherwise ignored, as a Kafka 3.9 broker does
+with an inter-broker protocol of 3.0 or later (LogConfig still defines them). The logs never read
+them (LogConfig skips names it does not know)."""
+
+
+def validate_topic_configs(configs: Mapping[str, str | None]) -> str | None:
+    """Why ``configs`` are not valid topic configs, or None: a null value, an unknown name or a
+    bad value (Kafka's ``LogConfig.validate``), the deprecated configs by their own rules.
+    CreateTopics, AlterConfigs, the admin API and the controller's topic writes all check
+    with this one."""
+    for name, value in configs.items():
+        if value is None:
+            return f"Null value not supported for topic configs: {name}"
+        deprecated = DEPRECATED_TOPIC_CONFIGS.get(name)
+        if deprecated is not None:
+            problem = deprecated.validate(name, value)
+            if problem is not None:
+                return problem
+    effective = {k: v for k, v in configs.items() if k not in DEPRECATED_TOPIC_CONFIGS}
+    try:
+        LogConfig.from_properties(effective, strict=True)
+    except ValueError as e:
+        return str(e)
+    return None

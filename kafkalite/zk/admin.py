@@ -45,6 +45,7 @@ from kafkalite.protocol.errors import (
     UnknownTopicOrPartitionError,
 )
 from kafkalite.protocol.types import TopicPartition
+from kafkalite.storage.config import validate_topic_configs
 from kafkalite.zk import client as zk_client
 from kafkalite.zk import data as paths
 from kafkalite.zk.assignment import (
@@ -105,14 +106,11 @@ async def colliding_topics(session: CoordSession, name: str) -> list[str]:
     return sorted(t for t in existing if t != name and collision_key(t) == key)
 
 
-def validate_topic_configs(configs: Mapping[str, str]) -> None:
-    """Values must parse as the topic configs they name. Raises ``InvalidConfigurationError``."""
-    from kafkalite.storage.config import LogConfig
-
-    try:
-        LogConfig.from_properties({str(k): str(v) for k, v in configs.items()})
-    except (ValueError, TypeError) as error:
-        raise InvalidConfigurationError(str(error)) from error
+def _check_topic_configs(configs: Mapping[str, str]) -> None:
+    """Raises ``InvalidConfigurationError`` unless ``configs`` are valid topic configs."""
+    problem = validate_topic_configs(configs)
+    if problem is not None:
+        raise InvalidConfigurationError(problem)
 
 
 async def registered_brokers(
@@ -170,7 +168,7 @@ async def create_topic(
         assignment = assign_replicas_to_brokers(
             brokers, num_partitions, replication_factor, rng=rng
         )
-    validate_topic_configs(configs)
+    _check_topic_configs(configs)
     if validate_only:
         return ZERO_TOPIC_ID
 
@@ -307,7 +305,7 @@ async def alter_topic_config(session: CoordSession, topic: str, configs: Mapping
     if not await topic_exists(session, topic):
         raise UnknownTopicOrPartitionError(f"Topic '{topic}' does not exist.")
     configs = {str(k): str(v) for k, v in configs.items()}
-    validate_topic_configs(configs)
+    _check_topic_configs(configs)
     await _set_or_create_entity_config(session, paths.topic_config_path(topic), configs)
     await _announce_config_change(session, topic)
 

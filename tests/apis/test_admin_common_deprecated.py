@@ -5,11 +5,10 @@ import pytest
 
 from kafkalite.apis.admin_common import (
     CONFIG_TYPES,
-    DEPRECATED_TOPIC_CONFIGS,
     topic_config_from_broker_name,
     topic_config_names,
-    validate_topic_configs,
 )
+from kafkalite.storage.config import DEPRECATED_TOPIC_CONFIGS, validate_topic_configs
 
 
 @pytest.mark.parametrize(

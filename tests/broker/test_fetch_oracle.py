@@ -55,7 +55,9 @@ def test_fetch_matches_oracle(sizes, follower_at, queries):
             lm = LogManager([root], LogConfig())
             lm.startup()
             rm = ReplicaManager(1, lm, None, MockTime())
-            rm.become_leader_or_follower(0, 1, [leader_state(isr=(1, 2), replicas=(1, 2))])
+            await rm.become_leader_or_follower_async(
+                0, 1, [leader_state(isr=(1, 2), replicas=(1, 2))]
+            )
             batches = []
             for count, value_size in sizes:
                 data = batch(count, value=b"v" * value_size)

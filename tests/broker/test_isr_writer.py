@@ -64,7 +64,7 @@ async def test_replica_manager_isr_shrink_through_the_store(make_rm, mock_time):
     store, session = await _session()
     try:
         rm = make_rm(alter_isr=ZkIsrChangeWriter(session), lag_ms=1_000)
-        rm.become_leader_or_follower(
+        await rm.become_leader_or_follower_async(
             0, 1, [leader_state(isr=(1, 2), replicas=(1, 2), zk_version=0)]
         )
         mock_time.advance(1_001)

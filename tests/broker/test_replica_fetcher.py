@@ -60,9 +60,9 @@ class Cluster:
             )
             self.brokers[broker_id] = rm
 
-    def leader_and_isr(self, leader, epoch, isr, controller_epoch=1):
+    async def leader_and_isr(self, leader, epoch, isr, controller_epoch=1):
         for rm in self.brokers.values():
-            rm.become_leader_or_follower(
+            await rm.become_leader_or_follower_async(
                 0,
                 controller_epoch,
                 [leader_state(leader=leader, leader_epoch=epoch, isr=isr, replicas=(1, 2))],
@@ -99,7 +99,7 @@ async def produce(rm, data, acks=1):
 
 async def test_follower_replicates_and_joins_isr(cluster):
     leader, follower = cluster.brokers[1], cluster.brokers[2]
-    cluster.leader_and_isr(leader=1, epoch=0, isr=(1,))
+    await cluster.leader_and_isr(leader=1, epoch=0, isr=(1,))
     for _ in range(3):
         assert (await produce(leader, batch(2))).error_code is ErrorCode.NONE
     await wait_until(lambda: cluster.log(2).log_end_offset == 6)
@@ -120,7 +120,7 @@ async def test_follower_replicates_and_joins_isr(cluster):
 
 async def test_acks_all_completes_through_the_real_follower(cluster):
     leader = cluster.brokers[1]
-    cluster.leader_and_isr(leader=1, epoch=0, isr=(1, 2))
+    await cluster.leader_and_isr(leader=1, epoch=0, isr=(1, 2))
     result = await asyncio.wait_for(produce(leader, batch(5), acks=-1), DEADLINE)
     assert (result.error_code, result.base_offset) == (ErrorCode.NONE, 0)
     assert cluster.log(1).high_watermark == 5
@@ -133,18 +133,18 @@ async def test_leader_change_truncates_divergent_tail(cluster):
     broker 1 follows, it truncates its epoch-0 tail at offset 3 (not at its HW) and copies
     the leader's log: both logs end identical."""
     b1, b2 = cluster.brokers[1], cluster.brokers[2]
-    cluster.leader_and_isr(leader=1, epoch=0, isr=(1, 2))
+    await cluster.leader_and_isr(leader=1, epoch=0, isr=(1, 2))
     await asyncio.wait_for(produce(b1, batch(3), acks=-1), DEADLINE)
     await wait_until(lambda: cluster.log(2).log_end_offset == 3)
     b2.replica_fetcher_manager.remove_fetcher_for_partitions([TP])  # broker 2 stops fetching
     await produce(b1, batch(2))
     assert cluster.log(1).log_end_offset == 5 and cluster.log(2).log_end_offset == 3
 
-    b2.become_leader_or_follower(
+    await b2.become_leader_or_follower_async(
         0, 2, [leader_state(leader=2, leader_epoch=1, isr=(2,), replicas=(1, 2))]
     )
     await produce(b2, batch(1))
-    b1.become_leader_or_follower(
+    await b1.become_leader_or_follower_async(
         0, 2, [leader_state(leader=2, leader_epoch=1, isr=(2,), replicas=(1, 2))]
     )
     await wait_until(lambda: cluster.batches(1) == cluster.batches(2))
@@ -161,19 +161,19 @@ async def test_a_follower_that_led_an_epoch_the_leader_missed_truncates_it(clust
     epoch 0 ended earlier than the leader's) before fetching, or it keeps different records at
     the same offsets and joins the ISR with them."""
     b1, b2 = cluster.brokers[1], cluster.brokers[2]
-    cluster.leader_and_isr(leader=1, epoch=0, isr=(1, 2))
+    await cluster.leader_and_isr(leader=1, epoch=0, isr=(1, 2))
     await asyncio.wait_for(produce(b1, batch(3, value=b"common"), acks=-1), DEADLINE)
     await wait_until(lambda: cluster.log(2).log_end_offset == 3)
     b2.replica_fetcher_manager.remove_fetcher_for_partitions([TP])
     await produce(b1, batch(2, value=b"only-on-1"))
-    b2.become_leader_or_follower(
+    await b2.become_leader_or_follower_async(
         0, 2, [leader_state(leader=2, leader_epoch=1, isr=(2,), replicas=(1, 2))]
     )
     assert (await produce(b2, batch(2, value=b"only-on-2"))).error_code is ErrorCode.NONE
     new_epoch = [leader_state(leader=1, leader_epoch=2, isr=(1,), replicas=(1, 2))]
-    b1.become_leader_or_follower(0, 3, new_epoch)
+    await b1.become_leader_or_follower_async(0, 3, new_epoch)
     await produce(b1, batch(1, value=b"epoch-2"))
-    b2.become_leader_or_follower(0, 3, new_epoch)
+    await b2.become_leader_or_follower_async(0, 3, new_epoch)
     await wait_until(lambda: cluster.log(2).log_end_offset == cluster.log(1).log_end_offset)
     await wait_until(lambda: b1.partitions[TP].isr == {1, 2})
     assert cluster.batches(2) == cluster.batches(1)
@@ -221,12 +221,12 @@ async def test_an_out_of_range_reset_never_touches_a_log_this_broker_now_leads(c
 
     b2.replica_fetcher_manager.endpoint_for_leader = held_endpoint
     epoch0 = [leader_state(leader=1, leader_epoch=0, isr=(1,), replicas=(1, 2))]
-    b1.become_leader_or_follower(0, 1, epoch0)
+    await b1.become_leader_or_follower_async(0, 1, epoch0)
     await produce(b1, batch(10))
     await b1.delete_records(1000, {TP: 10})
-    b2.become_leader_or_follower(0, 1, epoch0)
+    await b2.become_leader_or_follower_async(0, 1, epoch0)
     await asyncio.wait_for(endpoints[1].held.wait(), DEADLINE)
-    b2.become_leader_or_follower(
+    await b2.become_leader_or_follower_async(
         0, 2, [leader_state(leader=2, leader_epoch=1, isr=(2,), replicas=(1, 2))]
     )
     assert (await produce(b2, batch(3, value=b"acked"))).error_code is ErrorCode.NONE
@@ -241,15 +241,15 @@ async def test_an_out_of_range_reset_never_touches_a_log_this_broker_now_leads(c
 
 async def test_fenced_follower_stops_until_next_leader_and_isr(cluster):
     b1, b2 = cluster.brokers[1], cluster.brokers[2]
-    b1.become_leader_or_follower(
+    await b1.become_leader_or_follower_async(
         0, 1, [leader_state(leader=1, leader_epoch=3, isr=(1,), replicas=(1, 2))]
     )
-    b2.become_leader_or_follower(
+    await b2.become_leader_or_follower_async(
         0, 1, [leader_state(leader=1, leader_epoch=2, isr=(1,), replicas=(1, 2))]
     )
     fetcher = b2.replica_fetcher_manager.fetchers[(1, 0)]
     await wait_until(lambda: TP not in fetcher.partitions)  # FENCED_LEADER_EPOCH
-    b2.become_leader_or_follower(
+    await b2.become_leader_or_follower_async(
         0, 1, [leader_state(leader=1, leader_epoch=3, isr=(1,), replicas=(1, 2))]
     )
     await produce(b1, batch(2))
@@ -258,16 +258,16 @@ async def test_fenced_follower_stops_until_next_leader_and_isr(cluster):
 
 async def test_unknown_leader_epoch_backs_off_on_the_clock(cluster, mock_time):
     b1, b2 = cluster.brokers[1], cluster.brokers[2]
-    b1.become_leader_or_follower(
+    await b1.become_leader_or_follower_async(
         0, 1, [leader_state(leader=1, leader_epoch=1, isr=(1,), replicas=(1, 2))]
     )
-    b2.become_leader_or_follower(
+    await b2.become_leader_or_follower_async(
         0, 1, [leader_state(leader=1, leader_epoch=2, isr=(1,), replicas=(1, 2))]
     )
     fetcher = b2.replica_fetcher_manager.fetchers[(1, 0)]
     await wait_until(lambda: fetcher.partitions[TP].delayed_until_ms > mock_time.milliseconds())
     # The leader learns epoch 2; the follower retries after its back-off.
-    b1.become_leader_or_follower(
+    await b1.become_leader_or_follower_async(
         0, 1, [leader_state(leader=1, leader_epoch=2, isr=(1,), replicas=(1, 2))]
     )
     await produce(b1, batch(1))
@@ -277,13 +277,13 @@ async def test_unknown_leader_epoch_backs_off_on_the_clock(cluster, mock_time):
 
 async def test_offset_out_of_range_follows_leader_log_start(cluster):
     b1, b2 = cluster.brokers[1], cluster.brokers[2]
-    b1.become_leader_or_follower(
+    await b1.become_leader_or_follower_async(
         0, 1, [leader_state(leader=1, leader_epoch=0, isr=(1,), replicas=(1, 2))]
     )
     for _ in range(4):
         await produce(b1, batch(2))
     assert (await b1.delete_records(1000, {TP: 6}))[TP].error_code is ErrorCode.NONE
-    b2.become_leader_or_follower(
+    await b2.become_leader_or_follower_async(
         0, 1, [leader_state(leader=1, leader_epoch=0, isr=(1,), replicas=(1, 2))]
     )
     await wait_until(lambda: cluster.log(2).log_end_offset == 8)
@@ -344,15 +344,15 @@ async def test_follower_of_a_leaderless_partition_starts_no_fetcher(cluster):
     """LeaderAndIsr with leader -1 (an offline partition): the replica follows, but there is
     no leader to fetch from until a newer LeaderAndIsr names one."""
     b1, b2 = cluster.brokers[1], cluster.brokers[2]
-    b2.become_leader_or_follower(
+    await b2.become_leader_or_follower_async(
         0, 1, [leader_state(leader=-1, leader_epoch=1, isr=(1,), replicas=(1, 2))]
     )
     assert TP in b2.partitions and b2.replica_fetcher_manager.fetcher_for(TP) is None
     assert all(key.broker_id != -1 for key in b2.replica_fetcher_manager.fetchers)
-    b1.become_leader_or_follower(
+    await b1.become_leader_or_follower_async(
         0, 1, [leader_state(leader=1, leader_epoch=2, isr=(1,), replicas=(1, 2))]
     )
-    b2.become_leader_or_follower(
+    await b2.become_leader_or_follower_async(
         0, 1, [leader_state(leader=1, leader_epoch=2, isr=(1,), replicas=(1, 2))]
     )
     await produce(b1, batch(2))
@@ -389,7 +389,7 @@ class _AnswersDespiteCancel:
 async def test_shutdown_ends_a_fetcher_whose_cancellation_was_swallowed(cluster):
     """Found by tests/system: a broker's SIGTERM hung in ReplicaFetcher.shutdown."""
     b2 = cluster.brokers[2]
-    cluster.leader_and_isr(leader=1, epoch=0, isr=(1, 2))
+    await cluster.leader_and_isr(leader=1, epoch=0, isr=(1, 2))
     fetcher = b2.replica_fetcher_manager.fetchers[(1, 0)]
     endpoint = fetcher.endpoint = _AnswersDespiteCancel(fetcher.endpoint)
     await asyncio.wait_for(endpoint.fetching.wait(), DEADLINE)
@@ -429,7 +429,7 @@ async def test_partitions_spread_over_num_replica_fetchers(tmp_path, mock_time):
         leader, follower = cluster.brokers[1], cluster.brokers[2]
         tps = [TopicPartition("t", p) for p in range(6)]
         for rm in cluster.brokers.values():
-            rm.become_leader_or_follower(
+            await rm.become_leader_or_follower_async(
                 0,
                 1,
                 [

@@ -100,8 +100,8 @@ async def two_brokers(tmp_path):
 async def test_replication_and_truncation_over_the_wire(two_brokers):
     b1, b2 = two_brokers[1], two_brokers[2]
     state = leader_state(leader=1, leader_epoch=0, isr=(1, 2), replicas=(1, 2))
-    b1.become_leader_or_follower(0, 1, [state])
-    b2.become_leader_or_follower(0, 1, [state])
+    await b1.become_leader_or_follower_async(0, 1, [state])
+    await b2.become_leader_or_follower_async(0, 1, [state])
     for _ in range(3):
         result = (await asyncio.wait_for(b1.append_records(10_000, -1, {TP: batch(2)}), 10))[TP]
         assert result.error_code is ErrorCode.NONE
@@ -114,9 +114,9 @@ async def test_replication_and_truncation_over_the_wire(two_brokers):
     b2.replica_fetcher_manager.remove_fetcher_for_partitions([TP])
     await b1.append_records(10_000, 1, {TP: batch(3)})
     new_state = leader_state(leader=2, leader_epoch=1, isr=(2,), replicas=(1, 2))
-    b2.become_leader_or_follower(0, 2, [new_state])
+    await b2.become_leader_or_follower_async(0, 2, [new_state])
     await b2.append_records(10_000, 1, {TP: batch(1)})
-    b1.become_leader_or_follower(0, 2, [new_state])
+    await b1.become_leader_or_follower_async(0, 2, [new_state])
     await wait_until(lambda: batches(log1) == batches(log2))
     assert log1.log_end_offset == 7
     await wait_until(lambda: b2.partitions[TP].isr == {1, 2})

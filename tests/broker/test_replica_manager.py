@@ -47,7 +47,7 @@ async def test_produce_to_unknown_partition(make_rm):
 
 async def test_produce_assigns_offsets_and_moves_hw_on_single_replica(make_rm, log_manager):
     rm = make_rm()
-    assert rm.become_leader_or_follower(0, 1, [leader_state()]).partition_errors == {
+    assert (await rm.become_leader_or_follower_async(0, 1, [leader_state()])).partition_errors == {
         TP: ErrorCode.NONE
     }
     first = await produce(rm, batch(3))
@@ -61,7 +61,7 @@ async def test_produce_assigns_offsets_and_moves_hw_on_single_replica(make_rm, l
 
 async def test_invalid_required_acks(make_rm):
     rm = make_rm()
-    rm.become_leader_or_follower(0, 1, [leader_state()])
+    await rm.become_leader_or_follower_async(0, 1, [leader_state()])
     result = await produce(rm, batch(), acks=2)
     assert result.error_code is ErrorCode.INVALID_REQUIRED_ACKS
 
@@ -69,7 +69,7 @@ async def test_invalid_required_acks(make_rm):
 async def test_internal_topic_rejected_from_clients(make_rm):
     rm = make_rm()
     tp = TopicPartition("__consumer_offsets", 0)
-    rm.become_leader_or_follower(0, 1, [leader_state("__consumer_offsets")])
+    await rm.become_leader_or_follower_async(0, 1, [leader_state("__consumer_offsets")])
     assert (await produce(rm, batch(), tp=tp)).error_code is ErrorCode.INVALID_TOPIC_EXCEPTION
     ok = await rm.append_records(1000, 1, {tp: batch()}, internal_topics_allowed=True)
     assert ok[tp].error_code is ErrorCode.NONE
@@ -77,7 +77,7 @@ async def test_internal_topic_rejected_from_clients(make_rm):
 
 async def test_corrupt_and_too_large_batches(make_rm):
     rm = make_rm()
-    rm.become_leader_or_follower(0, 1, [leader_state()])
+    await rm.become_leader_or_follower_async(0, 1, [leader_state()])
     corrupt = batch(2)
     corrupt[-1] ^= 0xFF
     assert (await produce(rm, corrupt)).error_code is ErrorCode.CORRUPT_MESSAGE
@@ -89,13 +89,13 @@ async def test_corrupt_and_too_large_batches(make_rm):
 
 async def test_produce_to_follower_is_not_leader(make_rm):
     rm = make_rm(broker_id=2)
-    rm.become_leader_or_follower(0, 1, [leader_state(leader=1, isr=(1, 2))])
+    await rm.become_leader_or_follower_async(0, 1, [leader_state(leader=1, isr=(1, 2))])
     assert (await produce(rm, batch())).error_code is ErrorCode.NOT_LEADER_OR_FOLLOWER
 
 
 async def test_acks_all_completes_when_follower_fetch_moves_hw(make_rm, log_manager):
     rm = make_rm()
-    rm.become_leader_or_follower(0, 1, [leader_state(isr=(1, 2))])
+    await rm.become_leader_or_follower_async(0, 1, [leader_state(isr=(1, 2))])
     task = asyncio.create_task(produce(rm, batch(4), acks=-1))
     await wait_until(lambda: rm.produce_purgatory.delayed == 1)  # appended, parked
     assert not task.done()
@@ -113,7 +113,7 @@ async def test_acks_all_completes_when_follower_fetch_moves_hw(make_rm, log_mana
 
 async def test_acks_all_times_out(make_rm, mock_time):
     rm = make_rm()
-    rm.become_leader_or_follower(0, 1, [leader_state(isr=(1, 2))])
+    await rm.become_leader_or_follower_async(0, 1, [leader_state(isr=(1, 2))])
     task = asyncio.create_task(produce(rm, batch(), acks=-1, timeout_ms=1_000))
     await wait_until(lambda: rm.produce_purgatory.delayed == 1)
     mock_time.advance(999)
@@ -125,7 +125,7 @@ async def test_acks_all_times_out(make_rm, mock_time):
 
 async def test_acks_all_not_enough_replicas_before_append(make_rm, log_manager):
     rm = make_rm(min_isr=2)
-    rm.become_leader_or_follower(0, 1, [leader_state(isr=(1,), replicas=(1, 2))])
+    await rm.become_leader_or_follower_async(0, 1, [leader_state(isr=(1,), replicas=(1, 2))])
     result = await produce(rm, batch(), acks=-1)
     assert result.error_code is ErrorCode.NOT_ENOUGH_REPLICAS
     assert log_manager.get_log("t", 0).log_end_offset == 0
@@ -135,7 +135,7 @@ async def test_acks_all_not_enough_replicas_before_append(make_rm, log_manager):
 
 async def test_acks_all_not_enough_replicas_after_append(make_rm, mock_time):
     rm = make_rm(min_isr=2, lag_ms=10_000)
-    rm.become_leader_or_follower(0, 1, [leader_state(isr=(1, 2))])
+    await rm.become_leader_or_follower_async(0, 1, [leader_state(isr=(1, 2))])
     task = asyncio.create_task(produce(rm, batch(), acks=-1, timeout_ms=60_000))
     await wait_until(lambda: rm.produce_purgatory.delayed == 1)
     mock_time.advance(10_001)  # the follower never fetched: out of the ISR
@@ -147,7 +147,7 @@ async def test_acks_all_not_enough_replicas_after_append(make_rm, mock_time):
 
 async def test_waiting_fetch_completes_on_append_not_at_max_wait(make_rm):
     rm = make_rm()
-    rm.become_leader_or_follower(0, 1, [leader_state()])
+    await rm.become_leader_or_follower_async(0, 1, [leader_state()])
     params = FetchParams(max_wait_ms=500, min_bytes=1)
     fetch = asyncio.create_task(rm.fetch_messages(params, {TP: FetchInfo(0, 1 << 20)}))
     await wait_until(lambda: rm.fetch_purgatory.delayed == 1)
@@ -163,7 +163,7 @@ async def test_waiting_fetch_completes_on_append_not_at_max_wait(make_rm):
 
 async def test_waiting_fetch_respects_min_bytes(make_rm, mock_time):
     rm = make_rm()
-    rm.become_leader_or_follower(0, 1, [leader_state()])
+    await rm.become_leader_or_follower_async(0, 1, [leader_state()])
     one = len(batch(1))
     params = FetchParams(max_wait_ms=500, min_bytes=2 * one + 1)
     fetch = asyncio.create_task(rm.fetch_messages(params, {TP: FetchInfo(0, 1 << 20)}))
@@ -178,7 +178,7 @@ async def test_waiting_fetch_respects_min_bytes(make_rm, mock_time):
 
 async def test_waiting_fetch_times_out_empty(make_rm, mock_time):
     rm = make_rm()
-    rm.become_leader_or_follower(0, 1, [leader_state()])
+    await rm.become_leader_or_follower_async(0, 1, [leader_state()])
     params = FetchParams(max_wait_ms=500, min_bytes=1)
     fetch = asyncio.create_task(rm.fetch_messages(params, {TP: FetchInfo(0, 1 << 20)}))
     await wait_until(lambda: rm.fetch_purgatory.delayed == 1)
@@ -191,7 +191,7 @@ async def test_waiting_fetch_times_out_empty(make_rm, mock_time):
 
 async def test_cancelled_fetch_leaves_purgatory(make_rm, mock_time):
     rm = make_rm()
-    rm.become_leader_or_follower(0, 1, [leader_state()])
+    await rm.become_leader_or_follower_async(0, 1, [leader_state()])
     fetch = asyncio.create_task(
         rm.fetch_messages(FetchParams(max_wait_ms=500), {TP: FetchInfo(0, 1 << 20)})
     )
@@ -205,7 +205,7 @@ async def test_cancelled_fetch_leaves_purgatory(make_rm, mock_time):
 async def test_fetch_whole_batches_and_byte_limits(make_rm):
     rm = make_rm()
     other = TopicPartition("t", 1)
-    rm.become_leader_or_follower(0, 1, [leader_state(), leader_state(partition=1)])
+    await rm.become_leader_or_follower_async(0, 1, [leader_state(), leader_state(partition=1)])
     for _ in range(3):
         await produce(rm, batch(2, value=b"a" * 100))
         await produce(rm, batch(2, value=b"a" * 100), tp=other)
@@ -234,7 +234,7 @@ async def test_fetch_whole_batches_and_byte_limits(make_rm):
 
 async def test_fetch_out_of_range_and_unknown(make_rm):
     rm = make_rm()
-    rm.become_leader_or_follower(0, 1, [leader_state()])
+    await rm.become_leader_or_follower_async(0, 1, [leader_state()])
     await produce(rm, batch(2))
     res = await rm.fetch_messages(
         FetchParams(max_wait_ms=1000),
@@ -247,7 +247,7 @@ async def test_fetch_out_of_range_and_unknown(make_rm):
 
 async def test_consumer_reads_to_hw_follower_to_leo(make_rm, log_manager):
     rm = make_rm()
-    rm.become_leader_or_follower(0, 1, [leader_state(isr=(1, 2))])
+    await rm.become_leader_or_follower_async(0, 1, [leader_state(isr=(1, 2))])
     await produce(rm, batch(2))
     assert log_manager.get_log("t", 0).high_watermark == 0
     consumer = await rm.fetch_messages(FetchParams(), {TP: FetchInfo(0, 1 << 20)})
@@ -258,7 +258,7 @@ async def test_consumer_reads_to_hw_follower_to_leo(make_rm, log_manager):
 
 async def test_consumer_fetch_waits_for_hw_not_leo(make_rm):
     rm = make_rm()
-    rm.become_leader_or_follower(0, 1, [leader_state(isr=(1, 2))])
+    await rm.become_leader_or_follower_async(0, 1, [leader_state(isr=(1, 2))])
     fetch = asyncio.create_task(
         rm.fetch_messages(FetchParams(max_wait_ms=1000), {TP: FetchInfo(0, 1 << 20)})
     )
@@ -273,7 +273,7 @@ async def test_consumer_fetch_waits_for_hw_not_leo(make_rm):
 
 async def test_leader_epoch_fencing(make_rm):
     rm = make_rm()
-    rm.become_leader_or_follower(0, 1, [leader_state(leader_epoch=5)])
+    await rm.become_leader_or_follower_async(0, 1, [leader_state(leader_epoch=5)])
     await produce(rm, batch())
     res = await rm.fetch_messages(
         FetchParams(), {TP: FetchInfo(0, 1 << 20, current_leader_epoch=4)}
@@ -294,9 +294,9 @@ async def test_leader_epoch_fencing(make_rm):
 
 async def test_diverging_epoch_for_last_fetched_epoch(make_rm):
     rm = make_rm()
-    rm.become_leader_or_follower(0, 1, [leader_state(leader_epoch=1)])
+    await rm.become_leader_or_follower_async(0, 1, [leader_state(leader_epoch=1)])
     await produce(rm, batch(3))
-    rm.become_leader_or_follower(0, 1, [leader_state(leader_epoch=3)])
+    await rm.become_leader_or_follower_async(0, 1, [leader_state(leader_epoch=3)])
     await produce(rm, batch(2))
     # A fetcher that saw epoch 2 up to offset 4 diverged: epoch 1 ends at 3 on the leader.
     res = await rm.fetch_messages(
@@ -317,7 +317,7 @@ async def test_diverging_epoch_for_last_fetched_epoch(make_rm):
 
 async def test_list_offsets(make_rm):
     rm = make_rm()
-    rm.become_leader_or_follower(0, 1, [leader_state(leader_epoch=2)])
+    await rm.become_leader_or_follower_async(0, 1, [leader_state(leader_epoch=2)])
     await produce(rm, batch(2, timestamp=1_000))
     await produce(rm, batch(2, timestamp=5_000))
     await produce(rm, batch(1, timestamp=3_000))
@@ -344,9 +344,9 @@ async def test_list_offsets(make_rm):
 
 async def test_last_offset_for_leader_epoch(make_rm):
     rm = make_rm()
-    rm.become_leader_or_follower(0, 1, [leader_state(leader_epoch=0)])
+    await rm.become_leader_or_follower_async(0, 1, [leader_state(leader_epoch=0)])
     await produce(rm, batch(3))
-    rm.become_leader_or_follower(0, 1, [leader_state(leader_epoch=2)])
+    await rm.become_leader_or_follower_async(0, 1, [leader_state(leader_epoch=2)])
     await produce(rm, batch(2))
     assert rm.last_offset_for_leader_epoch(TP, -1, 0).end_offset == 3
     assert rm.last_offset_for_leader_epoch(TP, -1, 1).leader_epoch == 0
@@ -357,7 +357,7 @@ async def test_last_offset_for_leader_epoch(make_rm):
 
 async def test_delete_records(make_rm, log_manager):
     rm = make_rm()
-    rm.become_leader_or_follower(0, 1, [leader_state()])
+    await rm.become_leader_or_follower_async(0, 1, [leader_state()])
     for _ in range(3):
         await produce(rm, batch(2))
     res = await rm.delete_records(1000, {TP: 2})
@@ -374,23 +374,24 @@ async def test_delete_records(make_rm, log_manager):
 async def test_leader_and_isr_epochs_and_stop_replica(make_rm, log_manager):
     rm = make_rm()
     assert (
-        rm.become_leader_or_follower(0, 1, [leader_state(leader_epoch=3)]).error_code
-        is ErrorCode.NONE
-    )
-    stale = rm.become_leader_or_follower(0, 1, [leader_state(leader_epoch=3)])
+        await rm.become_leader_or_follower_async(0, 1, [leader_state(leader_epoch=3)])
+    ).error_code is ErrorCode.NONE
+    stale = await rm.become_leader_or_follower_async(0, 1, [leader_state(leader_epoch=3)])
     assert stale.partition_errors[TP] is ErrorCode.STALE_CONTROLLER_EPOCH
-    old_controller = rm.become_leader_or_follower(0, 0, [leader_state(leader_epoch=9)])
+    old_controller = await rm.become_leader_or_follower_async(0, 0, [leader_state(leader_epoch=9)])
     assert old_controller.error_code is ErrorCode.STALE_CONTROLLER_EPOCH
-    not_mine = rm.become_leader_or_follower(0, 1, [leader_state(partition=1, leader=2, isr=(2, 3))])
+    not_mine = await rm.become_leader_or_follower_async(
+        0, 1, [leader_state(partition=1, leader=2, isr=(2, 3))]
+    )
     assert not_mine.partition_errors[TopicPartition("t", 1)] is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
-    fenced = rm.stop_replicas(0, 1, [StopReplicaPartitionState("t", 0, 2, True)])
+    fenced = await rm.stop_replicas_async(0, 1, [StopReplicaPartitionState("t", 0, 2, True)])
     assert fenced.partition_errors[TP] is ErrorCode.FENCED_LEADER_EPOCH
     # the current epoch is accepted (Kafka: requestLeaderEpoch >= currentLeaderEpoch)
-    kept = rm.stop_replicas(0, 1, [StopReplicaPartitionState("t", 0, 3, False)])
+    kept = await rm.stop_replicas_async(0, 1, [StopReplicaPartitionState("t", 0, 3, False)])
     assert kept.partition_errors[TP] is ErrorCode.NONE
     assert log_manager.get_log("t", 0) is not None  # stopped, not deleted
-    stopped = rm.stop_replicas(0, 1, [StopReplicaPartitionState("t", 0, -2, True)])
+    stopped = await rm.stop_replicas_async(0, 1, [StopReplicaPartitionState("t", 0, -2, True)])
     assert stopped.partition_errors[TP] is ErrorCode.NONE
     assert log_manager.get_log("t", 0) is None
     assert TP not in rm.partitions
@@ -399,10 +400,12 @@ async def test_leader_and_isr_epochs_and_stop_replica(make_rm, log_manager):
 
 async def test_leadership_change_fails_waiting_produce(make_rm):
     rm = make_rm()
-    rm.become_leader_or_follower(0, 1, [leader_state(isr=(1, 2))])
+    await rm.become_leader_or_follower_async(0, 1, [leader_state(isr=(1, 2))])
     task = asyncio.create_task(produce(rm, batch(), acks=-1))
     await wait_until(lambda: rm.produce_purgatory.delayed == 1)
-    rm.become_leader_or_follower(0, 1, [leader_state(leader=2, leader_epoch=1, isr=(1, 2))])
+    await rm.become_leader_or_follower_async(
+        0, 1, [leader_state(leader=2, leader_epoch=1, isr=(1, 2))]
+    )
     result = await asyncio.wait_for(task, DEADLINE)
     assert result.error_code is ErrorCode.NOT_LEADER_OR_FOLLOWER
 
@@ -415,7 +418,9 @@ async def test_isr_expansion_written_through_callback(make_rm):
         return proposal.zk_version + 1
 
     rm = make_rm(alter_isr=alter_isr)
-    rm.become_leader_or_follower(0, 1, [leader_state(isr=(1,), replicas=(1, 2), zk_version=7)])
+    await rm.become_leader_or_follower_async(
+        0, 1, [leader_state(isr=(1,), replicas=(1, 2), zk_version=7)]
+    )
     await produce(rm, batch(2))
     await rm.fetch_messages(FetchParams(replica_id=2), {TP: FetchInfo(2, 1 << 20, 0)})
     await rm.wait_for_isr_updates()
@@ -430,20 +435,22 @@ async def test_failed_isr_cas_stops_acting_as_leader(make_rm, mock_time):
         return None  # someone else (the controller) wrote the node: our version is stale
 
     rm = make_rm(alter_isr=alter_isr, lag_ms=1_000)
-    rm.become_leader_or_follower(0, 1, [leader_state(isr=(1, 2))])
+    await rm.become_leader_or_follower_async(0, 1, [leader_state(isr=(1, 2))])
     mock_time.advance(1_001)
     assert rm.maybe_shrink_isr() == 1
     await rm.wait_for_isr_updates()
     assert rm.partitions[TP].isr == {1, 2}
     assert (await produce(rm, batch())).error_code is ErrorCode.NOT_LEADER_OR_FOLLOWER
     # The next LeaderAndIsr restores the role.
-    rm.become_leader_or_follower(0, 2, [leader_state(leader_epoch=1, isr=(1,), replicas=(1, 2))])
+    await rm.become_leader_or_follower_async(
+        0, 2, [leader_state(leader_epoch=1, isr=(1,), replicas=(1, 2))]
+    )
     assert (await produce(rm, batch())).error_code is ErrorCode.NONE
 
 
 async def test_idempotent_duplicate_is_acknowledged_without_append(make_rm, log_manager):
     rm = make_rm()
-    rm.become_leader_or_follower(0, 1, [leader_state()])
+    await rm.become_leader_or_follower_async(0, 1, [leader_state()])
     first = await produce(rm, batch(3, producer_id=7, producer_epoch=0, base_sequence=0))
     second = await produce(rm, batch(2, producer_id=7, producer_epoch=0, base_sequence=3))
     retry = await produce(rm, batch(3, producer_id=7, producer_epoch=0, base_sequence=0))
@@ -463,12 +470,12 @@ async def test_producer_state_rebuilt_from_log(make_rm, log_manager, mock_time):
     from kafkalite.broker.replica_manager import ReplicaManager
 
     rm = make_rm()
-    rm.become_leader_or_follower(0, 1, [leader_state()])
+    await rm.become_leader_or_follower_async(0, 1, [leader_state()])
     await produce(rm, batch(3, producer_id=7, producer_epoch=0, base_sequence=0))
     await produce(rm, batch(3, producer_id=8, producer_epoch=2, base_sequence=10))
     # A new replica manager over the same logs (a restart): state comes from batch headers.
     rm2 = ReplicaManager(1, log_manager, None, mock_time)
-    rm2.become_leader_or_follower(0, 1, [leader_state(leader_epoch=1)])
+    await rm2.become_leader_or_follower_async(0, 1, [leader_state(leader_epoch=1)])
     retry = await produce(rm2, batch(3, producer_id=8, producer_epoch=2, base_sequence=10))
     assert (retry.base_offset, retry.duplicate) == (3, True)
     nxt = await produce(rm2, batch(1, producer_id=7, producer_epoch=0, base_sequence=4))
@@ -477,7 +484,7 @@ async def test_producer_state_rebuilt_from_log(make_rm, log_manager, mock_time):
 
 async def test_log_dir_failure_takes_partitions_offline(make_rm, log_manager, tmp_path):
     rm = make_rm()
-    rm.become_leader_or_follower(0, 1, [leader_state()])
+    await rm.become_leader_or_follower_async(0, 1, [leader_state()])
     fetch = asyncio.create_task(
         rm.fetch_messages(FetchParams(max_wait_ms=1000), {TP: FetchInfo(0, 1 << 20)})
     )
@@ -486,13 +493,13 @@ async def test_log_dir_failure_takes_partitions_offline(make_rm, log_manager, tm
     data = (await asyncio.wait_for(fetch, DEADLINE))[TP]
     assert data.error_code is ErrorCode.KAFKA_STORAGE_ERROR
     assert (await produce(rm, batch())).error_code is ErrorCode.KAFKA_STORAGE_ERROR
-    again = rm.become_leader_or_follower(0, 1, [leader_state(leader_epoch=1)])
+    again = await rm.become_leader_or_follower_async(0, 1, [leader_state(leader_epoch=1)])
     assert again.partition_errors[TP] is ErrorCode.KAFKA_STORAGE_ERROR
 
 
 async def test_delete_records_waits_for_followers_low_watermark(make_rm, mock_time):
     rm = make_rm()
-    rm.become_leader_or_follower(0, 1, [leader_state(isr=(1, 2))])
+    await rm.become_leader_or_follower_async(0, 1, [leader_state(isr=(1, 2))])
     await produce(rm, batch(4))
     follower = FetchParams(replica_id=2)
     await rm.fetch_messages(follower, {TP: FetchInfo(4, 1 << 20, log_start_offset=0)})
@@ -516,7 +523,7 @@ async def test_delete_records_policy_violation_on_compacted_topic(make_rm, log_m
 
     rm = make_rm()
     rm.log_config_for_topic = lambda topic: LogConfig(cleanup_policy="compact")
-    rm.become_leader_or_follower(0, 1, [leader_state()])
+    await rm.become_leader_or_follower_async(0, 1, [leader_state()])
     await produce(rm, batch(2))
     res = await rm.delete_records(1000, {TP: 1})
     assert res[TP].error_code is ErrorCode.POLICY_VIOLATION
@@ -525,7 +532,7 @@ async def test_delete_records_policy_violation_on_compacted_topic(make_rm, log_m
 
 async def test_acks_zero_appends_and_reports(make_rm, log_manager):
     rm = make_rm()
-    rm.become_leader_or_follower(0, 1, [leader_state(isr=(1, 2))])
+    await rm.become_leader_or_follower_async(0, 1, [leader_state(isr=(1, 2))])
     result = await produce(rm, batch(2), acks=0)
     assert (result.error_code, result.base_offset) == (ErrorCode.NONE, 0)
     assert rm.produce_purgatory.delayed == 0
@@ -534,7 +541,7 @@ async def test_acks_zero_appends_and_reports(make_rm, log_manager):
 
 async def test_hard_max_bytes_limit_never_exceeds(make_rm):
     rm = make_rm()
-    rm.become_leader_or_follower(0, 1, [leader_state()])
+    await rm.become_leader_or_follower_async(0, 1, [leader_state()])
     await produce(rm, batch(3, value=b"z" * 200))
     size = len(batch(3, value=b"z" * 200))
     res = await rm.fetch_messages(
@@ -547,9 +554,9 @@ async def test_hard_max_bytes_limit_never_exceeds(make_rm):
 
 async def test_list_offsets_not_available_while_new_leader_hw_lags(make_rm):
     rm = make_rm()
-    rm.become_leader_or_follower(0, 1, [leader_state(isr=(1, 2))])
+    await rm.become_leader_or_follower_async(0, 1, [leader_state(isr=(1, 2))])
     await produce(rm, batch(3))  # HW stays 0: follower 2 never fetched
-    rm.become_leader_or_follower(0, 1, [leader_state(leader_epoch=1, isr=(1, 2))])
+    await rm.become_leader_or_follower_async(0, 1, [leader_state(leader_epoch=1, isr=(1, 2))])
     assert rm.list_offset(TP, LATEST_TIMESTAMP).error_code is ErrorCode.OFFSET_NOT_AVAILABLE
     assert rm.list_offset(TP, EARLIEST_TIMESTAMP).offset == 0
     # A follower (replica id >= 0) reads to the LEO regardless.
@@ -561,7 +568,7 @@ async def test_list_offsets_not_available_while_new_leader_hw_lags(make_rm):
 
 async def test_fetch_from_unassigned_replica_is_rejected(make_rm):
     rm = make_rm()
-    rm.become_leader_or_follower(0, 1, [leader_state(isr=(1, 2))])
+    await rm.become_leader_or_follower_async(0, 1, [leader_state(isr=(1, 2))])
     await produce(rm, batch())
     res = await rm.fetch_messages(FetchParams(replica_id=9), {TP: FetchInfo(0, 1 << 20, 0)})
     assert res[TP].error_code is ErrorCode.NOT_LEADER_OR_FOLLOWER
@@ -569,7 +576,7 @@ async def test_fetch_from_unassigned_replica_is_rejected(make_rm):
 
 async def test_partition_status_and_counts(make_rm, mock_time):
     rm = make_rm(min_isr=2)
-    rm.become_leader_or_follower(
+    await rm.become_leader_or_follower_async(
         0, 1, [leader_state(isr=(1, 2), replicas=(1, 2, 3), leader_epoch=4)]
     )
     await produce(rm, batch(3))
@@ -590,7 +597,7 @@ async def test_read_committed_gets_an_empty_aborted_list(make_rm):
     from kafkalite.broker.types import IsolationLevel
 
     rm = make_rm()
-    rm.become_leader_or_follower(0, 1, [leader_state()])
+    await rm.become_leader_or_follower_async(0, 1, [leader_state()])
     await produce(rm, batch(2))
     committed = await rm.fetch_messages(
         FetchParams(isolation_level=IsolationLevel.READ_COMMITTED), {TP: FetchInfo(0, 1 << 20)}
@@ -611,7 +618,7 @@ async def test_restart_keeps_idempotence_through_snapshots(tmp_path, mock_time):
     lm = LogManager([root], LogConfig())
     lm.startup()
     rm = ReplicaManager(1, lm, None, mock_time)
-    rm.become_leader_or_follower(0, 1, [leader_state()])
+    await rm.become_leader_or_follower_async(0, 1, [leader_state()])
     await produce(rm, batch(2, producer_id=4, producer_epoch=0, base_sequence=0))
     await rm.shutdown()  # snapshots the producer state at offset 2
     lm.shutdown()
@@ -620,7 +627,7 @@ async def test_restart_keeps_idempotence_through_snapshots(tmp_path, mock_time):
     lm = LogManager([root], LogConfig())
     lm.startup()
     rm = ReplicaManager(1, lm, None, mock_time)
-    rm.become_leader_or_follower(0, 2, [leader_state(leader_epoch=1)])
+    await rm.become_leader_or_follower_async(0, 2, [leader_state(leader_epoch=1)])
     retry = await produce(rm, batch(2, producer_id=4, producer_epoch=0, base_sequence=0))
     assert (retry.error_code, retry.base_offset, retry.duplicate) == (ErrorCode.NONE, 0, True)
     nxt = await produce(rm, batch(1, producer_id=4, producer_epoch=0, base_sequence=2))
@@ -716,17 +723,17 @@ async def test_a_partition_whose_directory_vanished_is_offline_not_recreated(mak
     """A replica the controller says exists (not new) whose directory is missing answers
     KAFKA_STORAGE_ERROR, so the controller elects another replica (Kafka recreates it empty)."""
     rm = make_rm()
-    rm.become_leader_or_follower(0, 1, [leader_state()])
+    await rm.become_leader_or_follower_async(0, 1, [leader_state()])
     assert (await produce(rm, batch(3))).error_code is ErrorCode.NONE
     log_dir = log_manager.get_log("t", 0).dir
     shutil.rmtree(log_dir)
     assert log_manager.check_partition_dirs() == [("t", 0)]
     assert TP in rm.offline_partitions and TP not in rm.partitions
     assert (await produce(rm, batch())).error_code is ErrorCode.KAFKA_STORAGE_ERROR
-    again = rm.become_leader_or_follower(0, 1, [leader_state(leader_epoch=1)])
+    again = await rm.become_leader_or_follower_async(0, 1, [leader_state(leader_epoch=1)])
     assert again.partition_errors[TP] is ErrorCode.KAFKA_STORAGE_ERROR
     assert not log_dir.exists()
-    deleted = rm.stop_replicas(0, 1, [StopReplicaPartitionState("t", 0, -2, True)])
+    deleted = await rm.stop_replicas_async(0, 1, [StopReplicaPartitionState("t", 0, -2, True)])
     assert deleted.partition_errors[TP] is ErrorCode.NONE
     assert TP not in rm.offline_partitions and not log_manager.is_missing("t", 0)
 
@@ -745,16 +752,18 @@ class RecordingFetchers:
 
 
 @pytest.mark.parametrize("in_controlled_shutdown", [False, True])
-def test_a_broker_in_controlled_shutdown_does_not_fetch_what_it_led(
+async def test_a_broker_in_controlled_shutdown_does_not_fetch_what_it_led(
     make_rm, in_controlled_shutdown
 ):
     """The controlled shutdown's election makes this broker a follower of what it led: fetching
     would put it back into the ISR the controller just took it out of, right before it stops."""
     rm = make_rm(broker_id=1)
     rm.replica_fetcher_manager = RecordingFetchers()
-    rm.become_leader_or_follower(0, 1, [leader_state(leader=1, isr=(1, 2), replicas=(1, 2))])
+    await rm.become_leader_or_follower_async(
+        0, 1, [leader_state(leader=1, isr=(1, 2), replicas=(1, 2))]
+    )
     rm.in_controlled_shutdown = in_controlled_shutdown
     moved = leader_state(leader=2, leader_epoch=1, isr=(2,), replicas=(1, 2))
-    result = rm.become_leader_or_follower(0, 1, [moved])
+    result = await rm.become_leader_or_follower_async(0, 1, [moved])
     assert result.partition_errors[TP] is ErrorCode.NONE
     assert (TP in rm.replica_fetcher_manager.fetching) is not in_controlled_shutdown

@@ -62,16 +62,18 @@ async def test_acknowledged_writes_survive_leader_changes(tmp_path, seed):
     epoch, controller_epoch, leader, isr = 0, 1, 1, BROKERS
     acked: dict[int, int] = {}  # offset -> crc of batches acknowledged with acks=all
 
-    def elect():
-        for rm in brokers.values():
-            rm.become_leader_or_follower(
+    async def elect():
+        # The new leader first: the requests yield to the loop, and a follower fetching from a
+        # broker that is not leader yet would back off on the mock clock, which never moves.
+        for b in sorted(BROKERS, key=lambda b: b != leader):
+            await brokers[b].become_leader_or_follower_async(
                 0,
                 controller_epoch,
                 [leader_state(leader=leader, leader_epoch=epoch, isr=isr, replicas=BROKERS)],
             )
 
     try:
-        elect()
+        await elect()
         for _ in range(8):
             rm = brokers[leader]
             for _ in range(rng.randint(1, 4)):
@@ -91,7 +93,7 @@ async def test_acknowledged_writes_survive_leader_changes(tmp_path, seed):
             leader = rng.choice(isr)
             epoch += 1
             controller_epoch += 1
-            elect()
+            await elect()
             new_leader = brokers[leader]
             await wait_until(lambda rm=new_leader: set(rm.partitions[TP].isr) == set(BROKERS))
 

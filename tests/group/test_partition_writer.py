@@ -30,6 +30,8 @@ class DirLogManager:
     def __init__(self, root: str) -> None:
         self.root = root
         self.logs: dict[tuple[str, int], Log] = {}
+        self.log_dir_failure_listeners: list = []
+        self.partition_failure_listeners: list = []
 
     def get_log(self, topic, partition):
         return self.logs.get((topic, partition))
@@ -42,13 +44,28 @@ class DirLogManager:
             )
         return self.logs[key]
 
+    async def create_logs(self, specs, batch_size=500):
+        for topic, partition, config, is_new in specs:
+            self.get_or_create_log(topic, partition, config, is_new)
+        return {}
+
+    def is_missing(self, topic, partition):
+        return False
+
+    def delete_log(self, topic, partition, *, remove_files=True):
+        return self.logs.pop((topic, partition), None)
+
+    async def delete_logs(self, keys, batch_size=500):
+        for topic, partition in keys:
+            self.delete_log(topic, partition)
+
     def close(self):
         for log in self.logs.values():
             log.close()
         self.logs.clear()
 
 
-def make_broker(
+async def make_broker(
     root: str, time: ManualTime, epoch: int
 ) -> tuple[ReplicaManager, DirLogManager, GroupCoordinator]:
     logs = DirLogManager(root)
@@ -57,7 +74,7 @@ def make_broker(
         LeaderAndIsrPartitionState(GROUP_METADATA_TOPIC_NAME, p, 1, 1, epoch, (1,), 0, (1,))
         for p in range(PARTITIONS)
     ]
-    result = rm.become_leader_or_follower(0, 1, states)
+    result = await rm.become_leader_or_follower_async(0, 1, states)
     assert set(result.partition_errors.values()) == {ErrorCode.NONE}
     offset_config = OffsetConfig(offsets_topic_num_partitions=PARTITIONS)
     coordinator = GroupCoordinator(
@@ -69,7 +86,7 @@ def make_broker(
 
 async def test_offsets_and_groups_survive_a_restart(tmp_path):
     time = ManualTime()
-    rm, logs, c = make_broker(str(tmp_path), time, epoch=0)
+    rm, logs, c = await make_broker(str(tmp_path), time, epoch=0)
     for p in range(PARTITIONS):
         await c.on_election(p, 0)
     ids, generation, leader = await form_group(c, time, "g", 2)
@@ -95,7 +112,7 @@ async def test_offsets_and_groups_survive_a_restart(tmp_path):
     logs.close()
 
     # a new broker process: logs reopened from disk, leadership at a newer epoch
-    rm2, logs2, c2 = make_broker(str(tmp_path), time, epoch=1)
+    rm2, logs2, c2 = await make_broker(str(tmp_path), time, epoch=1)
     for p in range(PARTITIONS):
         await c2.on_election(p, 1)
     group = c2.core.groups["g"]
@@ -116,7 +133,7 @@ async def test_offsets_and_groups_survive_a_restart(tmp_path):
 
 async def test_not_leader_means_not_coordinator(tmp_path):
     time = ManualTime()
-    rm, logs, c = make_broker(str(tmp_path), time, epoch=0)
+    rm, logs, c = await make_broker(str(tmp_path), time, epoch=0)
     for p in range(PARTITIONS):
         await c.on_election(p, 0)
     # the replica manager loses the partition, but the coordinator was not told yet

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kafkalite.config import BrokerConfig, ConfigError
 from kafkalite.protocol.records import NO_TIMESTAMP, Record, build_batch, iter_batches
 from kafkalite.storage.cleaner import (
     CLEANER_CHECKPOINT_FILE,
@@ -479,13 +480,15 @@ async def test_log_manager_cleans_compacted_logs_in_the_background(tmp_path):
     manager.shutdown()
 
 
-def test_cleaner_broker_config_names_the_bad_key():
-    config = CleanerConfig.from_broker_properties(
-        {"log.cleaner.backoff.ms": "20", "log.cleaner.enable": "false"}
+def test_cleaner_config_from_the_broker_config_whose_errors_name_the_key():
+    config = CleanerConfig.from_broker_config(
+        BrokerConfig.load(
+            overrides={"log.cleaner.backoff.ms": "20", "log.cleaner.enable": "false"}, environ={}
+        )
     )
     assert (config.backoff_ms, config.enable, config.num_threads) == (20, False, 1)
-    with pytest.raises(ValueError, match="log.cleaner.dedupe.buffer.size"):
-        CleanerConfig.from_broker_properties({"log.cleaner.dedupe.buffer.size": "lots"})
+    with pytest.raises(ConfigError, match="log.cleaner.dedupe.buffer.size"):
+        BrokerConfig.load(overrides={"log.cleaner.dedupe.buffer.size": "lots"}, environ={})
 
 
 def test_a_stopped_cleaning_leaves_the_log_as_it_was(tmp_path):
@@ -654,11 +657,13 @@ def test_a_stop_during_a_throttle_wait_ends_the_cleaning(tmp_path):
 
 
 def test_cleaner_io_rate_is_read_and_must_be_positive():
-    config = CleanerConfig.from_broker_properties({"log.cleaner.io.max.bytes.per.second": "1e6"})
+    config = CleanerConfig.from_broker_config(
+        BrokerConfig.load(overrides={"log.cleaner.io.max.bytes.per.second": "1e6"}, environ={})
+    )
     assert config.io_max_bytes_per_second == 1e6
     assert LogCleaner(config, list, lambda: T0).throttler.desired_rate_per_second == 1e6
-    with pytest.raises(ValueError, match="log.cleaner.io.max.bytes.per.second"):
-        CleanerConfig.from_broker_properties({"log.cleaner.io.max.bytes.per.second": "0"})
+    with pytest.raises(ConfigError, match="log.cleaner.io.max.bytes.per.second"):
+        BrokerConfig.load(overrides={"log.cleaner.io.max.bytes.per.second": "0"}, environ={})
 
 
 def test_a_compacted_log_keeps_its_gaps_through_recovery_after_a_policy_change(tmp_path):

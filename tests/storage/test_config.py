@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from kafkalite.config import BrokerConfig
 from kafkalite.storage.config import LogConfig
 
 
@@ -56,9 +57,12 @@ def test_strict_rejects_unknown_names():
         LogConfig.from_properties({"no.such.config": "1"}, strict=True)
 
 
-def test_broker_properties_finest_unit_wins():
-    config = LogConfig.from_broker_properties(
-        {
+def test_broker_config_finest_unit_wins():
+    def load(**overrides):
+        return LogConfig.from_broker_config(BrokerConfig.load(overrides=overrides, environ={}))
+
+    config = load(
+        **{
             "log.retention.hours": "1",
             "log.retention.minutes": "2",
             "log.roll.hours": "3",
@@ -68,9 +72,4 @@ def test_broker_properties_finest_unit_wins():
     assert config.retention_ms == 120_000
     assert config.segment_ms == 3 * 3_600_000
     assert config.segment_bytes == 2048
-    assert (
-        LogConfig.from_broker_properties(
-            {"log.retention.ms": "5", "log.retention.hours": "9"}
-        ).retention_ms
-        == 5
-    )
+    assert load(**{"log.retention.ms": "5", "log.retention.hours": "9"}).retention_ms == 5
