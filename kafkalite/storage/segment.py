@@ -465,10 +465,11 @@ class LogSegment:
         )
 
     def _checked_end(self, start: int, end: int, first_batch_size: int) -> int:
-        """Check the batches of ``[start, end)`` not verified yet, at most
-        ``VERIFY_SLICE_BYTES`` of them beyond the first batch; returns where the read must end
-        (before a bad batch, or after the last batch checked when the slice ran out), raises
-        CorruptRecordError if the first batch is bad."""
+        """Check the batches of ``[start, end)`` not verified yet (the verified runs between
+        them are skipped, never checked again), up to ``VERIFY_SLICE_BYTES`` beyond the first
+        unverified byte (at least the first batch) and ``VERIFY_SLICE_BATCHES`` batches;
+        returns where the read must end (before a bad batch, or after the last batch checked
+        when the slice ran out), raises CorruptRecordError if the first batch is bad."""
         verified = self.verified
         size = self.log.size
         begin = verified.unverified_start(start)
@@ -477,24 +478,35 @@ class LogSegment:
         # would keep every segment ever read mapped (RSS, vm.max_map_count).
         base = begin - begin % mmap.ALLOCATIONGRANULARITY
         mapped = mmap.mmap(self.log.fd, check_end - base, access=mmap.ACCESS_READ, offset=base)
+        pos, problem = begin, None
+        batches = VERIFY_SLICE_BATCHES
         try:
-            good_end, problem, capped = check_batches(
-                mapped, begin - base, check_end - base, size - base, VERIFY_SLICE_BATCHES
-            )
+            while pos < check_end:  # one unverified gap at a time
+                stop = min(check_end, verified.next_verified(pos))
+                good_end, problem, checked = check_batches(
+                    mapped, pos - base, check_end - base, size - base, batches, stop - base
+                )
+                good_end += base
+                verified.mark(pos, good_end)
+                if problem is not None:
+                    pos = good_end
+                    break
+                batches -= checked
+                if good_end < stop:
+                    # Cut by the slice, or by the read's own size: then the read keeps its
+                    # partial last batch, as Kafka's does.
+                    return end if check_end == end and batches > 0 else good_end
+                pos = verified.unverified_start(good_end)
         finally:
             mapped.close()
-        good_end += base
-        verified.mark(begin, good_end)
         if problem is None:
-            # Cut by the slice: whole checked batches only (cut by the read's own size, the
-            # read keeps its partial last batch, as Kafka's does).
-            return end if check_end == end and not capped else good_end
-        report_corrupt_fetch(self.log.file, good_end, problem)
-        if good_end <= start:
+            return min(pos, end)
+        report_corrupt_fetch(self.log.file, pos, problem)
+        if pos <= start:
             raise CorruptRecordError(
-                f"Record batch at position {good_end} of {self.log.file} is corrupt: {problem}"
+                f"Record batch at position {pos} of {self.log.file} is corrupt: {problem}"
             )
-        return good_end
+        return pos
 
     def read_next_offset(self) -> int:
         """Offset after the last batch (base offset when empty)."""

@@ -37,7 +37,9 @@ from __future__ import annotations
 import asyncio
 import os
 import struct
+import sys
 import threading
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -128,67 +130,100 @@ def batch_problem(buf, pos: int, end: int, limit: int) -> tuple[int, str | None]
 
 
 def check_batches(
-    buf, start: int, end: int, limit: int, max_batches: int = -1
-) -> tuple[int, str | None, bool]:
-    """Check the complete batches of ``buf[start:end]``, at most ``max_batches`` of them (all
-    if negative); returns ``(position after the last good batch, problem of the batch there or
-    None, whether checking stopped at max_batches)``."""
+    buf, start: int, end: int, limit: int, max_batches: int = -1, stop: int | None = None
+) -> tuple[int, str | None, int]:
+    """Check the complete batches of ``buf[start:end]`` that begin before ``stop`` (``end`` if
+    None), at most ``max_batches`` of them (all if negative); returns ``(position after the
+    last good batch, problem of the batch there or None, good batches checked)``.
+
+    A batch that begins before ``stop`` is checked whole (up to ``end``), even if it runs past
+    ``stop``: a length field damaged to reach into bytes verified before is checked, not
+    skipped."""
+    if stop is None:
+        stop = end
     pos = start
-    while pos < end:
-        if max_batches == 0:
-            return pos, None, True
-        max_batches -= 1
+    checked = 0
+    while pos < stop and checked != max_batches:
         next_pos, problem = batch_problem(buf, pos, end, limit)
         if problem is not None or next_pos == pos:
-            return pos, problem, False
+            return pos, problem, checked
         pos = next_pos
-    return pos, None, False
+        checked += 1
+    return pos, None, checked
 
 
 class VerifiedRanges:
     """Byte ranges of a segment's ``.log`` whose batches passed their CRC.
 
-    ``prefix``: everything below it is verified (appends by this process, recovery); ``runs``
-    maps the end of a further verified run to its start (a consumer that started reading
-    mid-segment after a restart). Only the run a fetch continues is extended; a bounded number
-    of runs is kept. Not safe for concurrent use (the segment's owner serialises reads).
+    ``prefix``: everything below it is verified (appends by this process, recovery, the reads
+    from the segment's start). Beyond it, the verified runs (a consumer that started reading
+    mid-segment): sorted, disjoint and merged (a run reaching the prefix or another run joins
+    it), so no byte is checked twice however the reads start and end. At most ``MAX_RUNS``
+    runs are kept (the shortest goes: its bytes are checked again on their next read). Lookups
+    are a bisection; not safe for concurrent use (the segment's owner serialises reads).
     """
 
     MAX_RUNS = 64
+    NONE_AFTER = sys.maxsize  # ``next_verified`` when no run follows
 
-    __slots__ = ("prefix", "runs")
+    __slots__ = ("_ends", "_starts", "prefix")
 
     def __init__(self, prefix: int = 0) -> None:
         self.prefix = prefix
-        self.runs: dict[int, int] = {}
+        self._starts: list[int] = []  # the runs [_starts[i], _ends[i]), all beyond the prefix
+        self._ends: list[int] = []
 
     def unverified_start(self, start: int) -> int:
-        """Where checking must begin for a read from ``start``."""
+        """The first unverified byte at or after ``start``: where checking must begin."""
         if start <= self.prefix:
             return self.prefix
+        i = bisect_right(self._starts, start) - 1
+        if i >= 0 and start < self._ends[i]:
+            return self._ends[i]
         return start
+
+    def next_verified(self, position: int) -> int:
+        """Where the first verified run after an unverified ``position`` begins."""
+        i = bisect_right(self._starts, position)
+        return self._starts[i] if i < len(self._starts) else self.NONE_AFTER
 
     def covered(self, start: int, end: int) -> bool:
         if end <= self.prefix:
             return True
-        return any(s <= start and end <= e for e, s in self.runs.items())
+        if start <= self.prefix:
+            return False  # the byte at the prefix is unverified (a run there would have joined)
+        i = bisect_right(self._starts, start) - 1
+        return i >= 0 and end <= self._ends[i]
 
     def mark(self, start: int, end: int) -> None:
-        """``[start, end)`` verified (``start`` from ``unverified_start``)."""
+        """``[start, end)`` verified."""
         if end <= start:
             return
+        starts, ends = self._starts, self._ends
         if start <= self.prefix:
-            self.prefix = max(self.prefix, end)
+            if end > self.prefix:
+                joined = bisect_right(starts, end)  # the runs it reaches join the prefix
+                self.prefix = max(end, ends[joined - 1]) if joined else end
+                del starts[:joined], ends[:joined]
             return
-        run_start = self.runs.pop(start, start)
-        if len(self.runs) >= self.MAX_RUNS:
-            self.runs.clear()
-        self.runs[end] = run_start
+        first = bisect_left(ends, start)  # the runs touching [start, end) merge with it
+        last = bisect_right(starts, end)
+        if first < last:
+            start, end = min(start, starts[first]), max(end, ends[last - 1])
+        starts[first:last] = [start]
+        ends[first:last] = [end]
+        if len(starts) > self.MAX_RUNS:
+            shortest = min(range(len(starts)), key=lambda i: ends[i] - starts[i])
+            del starts[shortest], ends[shortest]
 
     def forget_from(self, position: int) -> None:
         """Bytes from ``position`` on changed (truncation) or are suspect: verify again."""
         self.prefix = min(self.prefix, position)
-        self.runs = {e: s for e, s in self.runs.items() if e <= position}
+        starts, ends = self._starts, self._ends
+        kept = bisect_left(starts, position)
+        del starts[kept:], ends[kept:]
+        if ends and ends[-1] > position:
+            ends[-1] = position
 
 
 @dataclass

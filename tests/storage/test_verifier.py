@@ -11,7 +11,7 @@ import sys
 from unittest.mock import patch
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
@@ -141,6 +141,28 @@ def test_verified_ranges_never_claim_an_unchecked_byte(ops):
             checked = {i for i in checked if i < start}
         elif ranges.covered(start, end):
             assert all(i in checked for i in range(start, end))
+        # fewer runs than MAX_RUNS: exact, nothing verified is ever checked again
+        first_unchecked = next(i for i in range(start, 10_000) if i not in checked)
+        assert ranges.unverified_start(start) == first_unchecked
+        if start < end:
+            assert ranges.covered(start, end) == all(i in checked for i in range(start, end))
+        if start not in checked and any(i > start and i in checked for i in range(61)):
+            assert ranges.next_verified(start) == next(i for i in range(start, 61) if i in checked)
+
+
+def test_verified_ranges_keep_at_most_max_runs_and_merge_into_the_prefix():
+    ranges = VerifiedRanges()
+    limit = VerifiedRanges.MAX_RUNS
+    for i in range(limit + 5):  # disjoint runs [10i + 5, 10i + 8), the last the longest
+        ranges.mark(10 * i + 5, 10 * i + (9 if i == limit + 4 else 8))
+    assert len(ranges._starts) == limit
+    last = 10 * (limit + 4)
+    assert ranges.covered(last + 5, last + 9) and ranges.unverified_start(last + 5) == last + 9
+    assert not ranges.covered(0, 1) and ranges.next_verified(0) >= 5
+    ranges.mark(0, 10 * limit)  # reaches the runs below it: they join the prefix
+    assert ranges.prefix == 10 * limit and all(s > ranges.prefix for s in ranges._starts)
+    ranges.forget_from(last + 7)  # cuts the run it falls in
+    assert ranges.covered(last + 5, last + 7) and not ranges.covered(last + 5, last + 8)
 
 
 def test_verify_segment_files_finds_batch_and_index_damage(tmp_path):
@@ -412,6 +434,17 @@ def test_a_read_checks_at_most_a_slice_and_each_byte_once(
 
 
 @settings(max_examples=60, deadline=None)
+# Three batches of 75 bytes: a read from 0 (checks [0, 75)), one from the third batch (checks
+# [150, 225)), then one of the whole segment checked [75, 225) again: the verified bytes beyond
+# the prefix were not skipped.
+@example(
+    sizes=[1, 1, 1],
+    damaged=set(),
+    reads=[(0, 1), (2, 1), (0, 225)],
+    slice_bytes=200,
+    slice_batches=3,
+    read_while_active=False,
+)
 @given(
     sizes=st.lists(st.integers(1, 40), min_size=1, max_size=25),
     damaged=st.sets(st.integers(0, 24), max_size=4),
