@@ -59,8 +59,8 @@ bench: debs $(BENCH_STAMP)
 	$(BIN)/python bench/spark_load.py $(ARGS)
 
 lint: $(TEST_STAMP)
-	$(BIN)/ruff check kafkalite tests bench
-	$(BIN)/ruff format --check kafkalite tests bench
+	$(BIN)/ruff check kafkalite tests bench tools
+	$(BIN)/ruff format --check kafkalite tests bench tools
 	$(BIN)/mypy
 
 clean:

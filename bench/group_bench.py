@@ -36,8 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kafkalite.client.connection import KafkaConnection, request_builder  # noqa: E402
 from kafkalite.client.messages import build_message  # noqa: E402
-from kafkalite.group.consumer_protocol import encode_subscription  # noqa: E402
 from kafkalite.protocol.api import ApiKey, request_class  # noqa: E402
+from kafkalite.protocol.consumer_protocol import encode_subscription  # noqa: E402
 from kafkalite.protocol.errors import ErrorCode  # noqa: E402
 from tests.harness.broker import BrokerProcess  # noqa: E402
 

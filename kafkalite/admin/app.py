@@ -66,10 +66,10 @@ from kafkalite.admin.history import History
 from kafkalite.admin.metrics import new_registry, render
 from kafkalite.admin.routing import Reply, route, route_specs
 from kafkalite.admin.storage_status import broker_storage_fields
-from kafkalite.group.consumer_protocol import assigned_partitions
 from kafkalite.observability import RequestStats, TopicStats
 from kafkalite.protocol.acl import AclOperation as Op
 from kafkalite.protocol.acl import ResourceType as T
+from kafkalite.protocol.consumer_protocol import assigned_partitions
 from kafkalite.security.acl import CLUSTER_NAME
 
 log = structlog.get_logger("kafkalite.admin")

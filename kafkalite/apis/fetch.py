@@ -3,7 +3,7 @@
 The handler turns the request into `FetchParams` + per-partition `FetchInfo`, asks the
 ReplicaManager (which long-polls: it answers as soon as `min_bytes` are available or
 `max_wait_ms` passes) and encodes the answer with the hand-written encoder
-(fetch_response.py), so record slices from the log go to the socket without being copied.
+(protocol/fetch_response.py), so record slices from the log go to the socket without being copied.
 
 Fetch sessions (KIP-227, v7+): when the broker has a FetchSessionCache it decides the context
 (full, incremental, sessionless, or an error such as FETCH_SESSION_ID_NOT_FOUND). Without one,
@@ -18,10 +18,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kafkalite.apis.base import RequestContext, handles, millis
-from kafkalite.apis.fetch_response import encode_fetch_response
 from kafkalite.broker.types import FetchInfo, FetchParams, FetchPartitionData, IsolationLevel
 from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.errors import ErrorCode
+from kafkalite.protocol.fetch_response import encode_fetch_response
 from kafkalite.protocol.types import TopicPartition
 
 INVALID_SESSION_ID = 0

@@ -1,8 +1,9 @@
 """Produce (key 0, v3-v11): append record batches to partition leaders.
 
-The handler never decodes records: the request is decoded by hand (produce_request.py) so each
-partition's record data is a writable view into the frame, which ReplicaManager validates
-(batch headers, CRC), stamps with offsets in place and appends.
+The handler never decodes records: the request is decoded by hand
+(protocol/produce_request.py) so each partition's record data is a writable view into the
+frame, which ReplicaManager validates (batch headers, CRC), stamps with offsets in place and
+appends.
 
 Kafka's behaviour kept here:
 - acks must be -1, 0 or 1, else INVALID_REQUIRED_ACKS for every partition;
@@ -24,10 +25,10 @@ from typing import Any
 import structlog
 
 from kafkalite.apis.base import RequestContext, as_datetime, handles
-from kafkalite.apis.produce_request import ProduceRequestData, decode_produce_request
 from kafkalite.network.connection import NO_RESPONSE, CloseConnection
 from kafkalite.protocol.api import ApiKey, response_class
 from kafkalite.protocol.errors import ErrorCode
+from kafkalite.protocol.produce_request import ProduceRequestData, decode_produce_request
 from kafkalite.protocol.types import TopicPartition
 
 log = structlog.get_logger("kafkalite.apis")

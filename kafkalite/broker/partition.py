@@ -47,7 +47,6 @@ Not safe to call concurrently; the broker calls it from one event loop.
 from __future__ import annotations
 
 import copy
-import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -84,6 +83,7 @@ from kafkalite.protocol.records import (
     LOG_OVERHEAD,
     ControlRecordType,
     RecordBatchHeader,
+    complete_batches_length,
     decode_batch,
     iter_batch_headers,
     parse_control_record_type,
@@ -96,7 +96,6 @@ from kafkalite.storage.txn_index import AbortedTxn
 
 DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30_000
 _SCAN_CHUNK_BYTES = 1 << 20
-_BATCH_LENGTH = struct.Struct(">i")
 
 
 @dataclass(slots=True)
@@ -229,19 +228,6 @@ def records_bytes(records: object) -> memoryview:
     """The bytes of a read result: storage slices expose ``view()``, bytes-likes are wrapped."""
     view = getattr(records, "view", None)
     return memoryview(view() if callable(view) else records)  # type: ignore[arg-type]
-
-
-def complete_batches_length(view: memoryview) -> int:
-    """Bytes of ``view`` covered by complete batches (only the length fields are read)."""
-    end = len(view)
-    pos = 0
-    unpack = _BATCH_LENGTH.unpack_from
-    while pos + LOG_OVERHEAD <= end:
-        size = unpack(view, pos + 8)[0] + LOG_OVERHEAD
-        if size <= LOG_OVERHEAD or pos + size > end:
-            break
-        pos += size
-    return pos
 
 
 def whole_batches(records: object) -> object:

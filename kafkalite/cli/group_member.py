@@ -22,13 +22,13 @@ from kafkalite.cli.console_producer import TopicProblem, explain, partitions_of
 from kafkalite.client.client import KafkaClient
 from kafkalite.client.connection import request_builder
 from kafkalite.client.errors import KafkaConnectionError
-from kafkalite.group.consumer_protocol import (
+from kafkalite.protocol.api import ApiKey
+from kafkalite.protocol.consumer_protocol import (
     CONSUMER_PROTOCOL_TYPE,
     assigned_partitions,
     encode_subscription,
     subscribed_topics,
 )
-from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.errors import ErrorCode
 
 ASSIGNOR = "range"

@@ -43,7 +43,6 @@ from enum import Enum
 import structlog
 
 from kafkalite.group.config import GroupConfig, OffsetConfig
-from kafkalite.group.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from kafkalite.group.metadata import (
     NEW_MEMBER_JOIN_TIMEOUT_MS,
     NO_GENERATION,
@@ -73,6 +72,7 @@ from kafkalite.group.records import (
     partition_for,
 )
 from kafkalite.group.timers import TimerQueue
+from kafkalite.protocol.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.types import TopicPartition
 

@@ -31,7 +31,7 @@ from collections import Counter
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 
-from kafkalite.group.consumer_protocol import CONSUMER_PROTOCOL_TYPE, subscribed_topics
+from kafkalite.protocol.consumer_protocol import CONSUMER_PROTOCOL_TYPE, subscribed_topics
 from kafkalite.protocol.types import TopicPartition
 
 NO_GENERATION = -1

@@ -47,6 +47,7 @@ import struct
 from dataclasses import dataclass, field
 
 from kafkalite.protocol.types import java_string_hash_code, kafka_abs
+from kafkalite.protocol.varint import decode_unsigned_varint, write_unsigned_varint
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
@@ -139,10 +140,7 @@ class _Writer:
         self.buf += _I64.pack(v)
 
     def uvarint(self, v: int) -> None:
-        while v >= 0x80:
-            self.buf.append((v & 0x7F) | 0x80)
-            v >>= 7
-        self.buf.append(v)
+        write_unsigned_varint(self.buf, v)
 
     def string(self, s: str | None) -> None:
         if s is None:
@@ -210,16 +208,11 @@ class _Reader:
         return _I64.unpack(self._take(8))[0]
 
     def uvarint(self) -> int:
-        shift = 0
-        value = 0
-        while True:
-            (b,) = self._take(1)
-            value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return value
-            shift += 7
-            if shift > 28:
-                raise RecordFormatError("unsigned varint too long")
+        try:
+            value, self.pos = decode_unsigned_varint(self.buf, self.pos)
+        except ValueError as e:
+            raise RecordFormatError(f"bad unsigned varint: {e}") from None
+        return value
 
     def nullable_string(self) -> str | None:
         n = self.uvarint() - 1 if self.flexible else self.int16()

@@ -9,6 +9,6 @@
 - ``messages``: LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown (kio dropped them).
 - ``records``: the RecordBatch v2 codec (owned with the records work).
 
-No module here imports asyncio, opens sockets or files (``messages/generate.py`` is a
-development script, never imported at runtime).
+No module here imports asyncio, opens sockets or files. The generator of ``messages`` is a
+development tool outside the package: ``tools/generate_messages.py``.
 """

@@ -38,6 +38,7 @@ from kio.serial._introspect import (
 from kio.serial.readers import tz_aware_from_i64
 
 from .errors import InvalidRequestError
+from .varint import decode_unsigned_varint
 
 Decoder = Callable[[Any, int], tuple[Any, int]]
 
@@ -95,18 +96,10 @@ _ZERO_UUID = uuid.UUID(int=0)
 
 
 def _uvarint(buf: Any, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if pos >= len(buf):
-            raise InvalidRequestError("truncated varint")
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise InvalidRequestError("varint too long")
+    try:
+        return decode_unsigned_varint(buf, pos)
+    except ValueError as e:
+        raise InvalidRequestError(str(e)) from None
 
 
 def _take(buf: Any, pos: int, size: int) -> tuple[bytes, int]:

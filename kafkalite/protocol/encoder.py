@@ -38,6 +38,8 @@ from kio.serial._introspect import (
     is_optional,
 )
 
+from .varint import write_unsigned_varint
+
 Encoder = Callable[[bytearray, "Parts | None", Any], None]
 
 _ZERO_UUID = bytes(16)
@@ -59,19 +61,12 @@ class Parts:
         self.items.append(obj)
 
 
-def _uvarint(out: bytearray, value: int) -> None:
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-
-
 def _compact_str(out: bytearray, value: str | None) -> None:
     if value is None:
         out.append(0)
         return
     data = value.encode()
-    _uvarint(out, len(data) + 1)
+    write_unsigned_varint(out, len(data) + 1)
     out += data
 
 
@@ -105,7 +100,7 @@ def _compact_bytes(out: bytearray, parts: Parts | None, value: Any) -> None:
         return
     if isinstance(value, str):
         value = value.encode()
-    _uvarint(out, len(value) + 1)
+    write_unsigned_varint(out, len(value) + 1)
     _put_bytes(out, parts, value)
 
 
@@ -123,7 +118,7 @@ _I = struct.Struct(">i").pack
 _q = struct.Struct(">q").pack
 
 _NAMESPACE: dict[str, Any] = {
-    "_uvarint": _uvarint,
+    "write_unsigned_varint": write_unsigned_varint,
     "_compact_str": _compact_str,
     "_legacy_str": _legacy_str,
     "_compact_bytes": _compact_bytes,
@@ -184,7 +179,7 @@ def _array_length(flexible: bool, expr: str) -> list[str]:
         return [
             f"_n = {expr}",
             "if _n is None: out.append(0)",
-            "else: _uvarint(out, len(_n) + 1)",
+            "else: write_unsigned_varint(out, len(_n) + 1)",
         ]
     return [
         f"_n = {expr}",
@@ -267,10 +262,10 @@ def _source(cls: type) -> str:
                     "        out = _outer",
                 ]
             lines += [
-                "    _uvarint(out, len(_tags))",
+                "    write_unsigned_varint(out, len(_tags))",
                 "    for _tag, _data in _tags:",
-                "        _uvarint(out, _tag)",
-                "        _uvarint(out, len(_data))",
+                "        write_unsigned_varint(out, _tag)",
+                "        write_unsigned_varint(out, len(_data))",
                 "        out += _data",
             ]
     if len(lines) == 1:

@@ -62,6 +62,7 @@ from .encoder import Parts, encoder_for
 from .errors import ErrorCode, InvalidRequestError, KafkaError, UnsupportedVersionError
 from .request_checks import InvalidRequestFieldError, check_request
 from .validator import validator_for
+from .varint import decode_unsigned_varint
 
 Buffer = bytes | bytearray | memoryview
 
@@ -94,30 +95,10 @@ def _attach(error: KafkaError, header: RequestHeader | None) -> KafkaError:
 
 
 def _read_uvarint(buf: Buffer, pos: int) -> tuple[int, int]:
-    """Unsigned LEB128 varint (at most 5 bytes for int32 values) -> (value, new position)."""
-    result = 0
-    shift = 0
-    end = len(buf)
-    while True:
-        if pos >= end:
-            raise InvalidRequestError("truncated varint")
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
-        if shift >= 35:
-            raise InvalidRequestError("varint longer than 5 bytes")
-
-
-def _write_uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+    try:
+        return decode_unsigned_varint(buf, pos)
+    except ValueError as e:
+        raise InvalidRequestError(str(e)) from None
 
 
 def _skip_tagged_fields(buf: Buffer, pos: int) -> int:

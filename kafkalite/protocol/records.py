@@ -51,7 +51,7 @@ import enum
 import struct
 import time
 from collections.abc import Iterable, Iterator
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from crc32c import crc32c
 
@@ -267,6 +267,37 @@ def _check_crc(mv: memoryview, pos: int, header: RecordBatchHeader) -> None:
             f"Record batch at position {pos} is corrupt "
             f"(stored crc = {header[4]}, computed crc = {computed})"
         )
+
+
+#: Kafka's ``LegacyRecord.RECORD_OVERHEAD_V0``: ``ByteBufferLogInputStream.nextBatchSize`` and
+#: ``FileLogInputStream.nextBatch`` call a batchLength below it corrupt before looking further.
+_MIN_FRAMED_LENGTH = 14
+
+
+def complete_batches_length(buf: Any, start: int = 0, end: int | None = None) -> int:
+    """Bytes of ``buf[start:end]`` (any buffer: bytes, a memoryview, a segment's map) covered by complete batches, read from the length fields only
+    (no CRC, no header): the one batch-framing rule, used wherever a read, a fetch or a follower's
+    append may end inside a batch.
+
+    As Kafka's log input streams do, a trailing partial batch (fewer than ``LOG_OVERHEAD`` bytes,
+    or fewer than its batchLength announces) is left out: it is a read cut at its size limit. A
+    garbled batchLength (below 14) is not a cut but corruption, which Kafka reports with
+    ``CorruptRecordException``: the whole of ``buf[start:end]`` is then kept, so the validation
+    of an append reports ``CorruptRecordError`` and a fetch passes the bytes on as Kafka's does
+    (the client reports the corruption); nothing garbled is dropped silently.
+    """
+    if end is None:
+        end = len(buf)
+    unpack = _INT32.unpack_from
+    pos = start
+    while end - pos >= LOG_OVERHEAD:
+        length = unpack(buf, pos + LENGTH_OFFSET)[0]
+        if length < _MIN_FRAMED_LENGTH:
+            return end - start
+        if length > end - pos - LOG_OVERHEAD:
+            break
+        pos += LOG_OVERHEAD + length
+    return pos - start
 
 
 def iter_batch_headers(

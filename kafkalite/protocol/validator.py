@@ -37,6 +37,7 @@ from kio.serial._introspect import (
 )
 
 from .errors import InvalidRequestError
+from .varint import decode_unsigned_varint
 
 Validator = Callable[..., int]
 
@@ -64,19 +65,10 @@ def _bad(message: str) -> InvalidRequestError:
 
 
 def _uvarint(buf: Any, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    end = len(buf)
-    while True:
-        if pos >= end:
-            raise _bad("truncated varint")
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 35:
-            raise _bad("varint longer than 5 bytes")
+    try:
+        return decode_unsigned_varint(buf, pos)
+    except ValueError as e:
+        raise _bad(str(e)) from None
 
 
 _i16 = struct.Struct(">h").unpack_from

@@ -8,7 +8,15 @@ every byte but the last. Signed values are zig-zag encoded first (0, -1, 1, -2, 
 strings and tagged fields.
 
 Decoders take ``(buf, pos)`` and return ``(value, new_pos)``; they raise ``ValueError`` on a
-truncated or over-long encoding (callers convert it to the protocol error that fits).
+truncated or over-long encoding (callers convert it to the protocol error that fits). The overflow
+rule is Kafka's (``ByteUtils.readUnsignedVarint`` / ``readVarint`` / ``readVarlong``): a varint
+(signed or unsigned) longer than 5 bytes or a varlong longer than 10 is an error; the bits of the
+last byte beyond 32 (64) are dropped, as Java's int (long) arithmetic drops them.
+
+This is the only varint code in kafkalite. The one-byte case (almost every length, count and
+delta) is the fast path: each decoder returns it before any loop, and the hottest loops
+(``records.py``'s record walk, ``produce_request.py``'s reader) test ``b < 0x80`` inline and call
+here only for the longer encodings.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ _INT32_MAX = (1 << 31) - 1
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
 _UINT32_MAX = (1 << 32) - 1
+_UINT64_MAX = (1 << 64) - 1
 
 # Encodings of the zig-zagged values 0..127 are one byte each; precompute them.
 _ONE_BYTE = [bytes([i]) for i in range(128)]
@@ -72,6 +81,16 @@ def write_varint(out: bytearray, value: int) -> None:
     _write_unsigned(out, (value << 1) ^ (value >> 31))
 
 
+def write_unsigned_varint(out: bytearray, value: int) -> None:
+    """Append the unsigned varint encoding of a uint32 to ``out``."""
+    if 0 <= value < 0x80:
+        out.append(value)
+        return
+    if not 0 <= value <= _UINT32_MAX:
+        raise ValueError(f"unsigned varint out of uint32 range: {value}")
+    _write_unsigned(out, value)
+
+
 def write_varlong(out: bytearray, value: int) -> None:
     """Append the zig-zag varlong encoding of an int64 to ``out``."""
     if not _INT64_MIN <= value <= _INT64_MAX:
@@ -99,12 +118,11 @@ def _decode_unsigned(
 
 def decode_varint(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[int, int]:
     """Decode a zig-zag int32 varint at ``pos``: ``(value, position after it)``."""
-    b = buf[pos] if pos < len(buf) else 0x80
-    if not b & 0x80:  # the common one-byte case
-        return (b >> 1) ^ -(b & 1), pos + 1
-    raw, pos = _decode_unsigned(buf, pos, 5)
-    if raw > _UINT32_MAX:
-        raise ValueError("varint exceeds 32 bits")
+    if pos < len(buf):
+        b = buf[pos]
+        if b < 0x80:  # the common one-byte case
+            return (b >> 1) ^ -(b & 1), pos + 1
+    raw, pos = decode_unsigned_varint(buf, pos)
     return (raw >> 1) ^ -(raw & 1), pos
 
 
@@ -114,16 +132,37 @@ def decode_varlong(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[i
     if not b & 0x80:
         return (b >> 1) ^ -(b & 1), pos + 1
     raw, pos = _decode_unsigned(buf, pos, 10)
-    if raw >> 64:
-        raise ValueError("varlong exceeds 64 bits")
+    raw &= _UINT64_MAX
     return (raw >> 1) ^ -(raw & 1), pos
 
 
 def decode_unsigned_varint(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[int, int]:
-    raw, pos = _decode_unsigned(buf, pos, 5)
-    if raw > _UINT32_MAX:
-        raise ValueError("unsigned varint exceeds 32 bits")
-    return raw, pos
+    """Decode an unsigned uint32 varint at ``pos``: ``(value, position after it)``.
+
+    Unrolled as Kafka's ``ByteUtils.readUnsignedVarint`` is: no loop, no shift counter."""
+    try:
+        b = buf[pos]
+        if b < 0x80:  # the common one-byte case
+            return b, pos + 1
+        value = b & 0x7F
+        b = buf[pos + 1]
+        if b < 0x80:
+            return value | b << 7, pos + 2
+        value |= (b & 0x7F) << 7
+        b = buf[pos + 2]
+        if b < 0x80:
+            return value | b << 14, pos + 3
+        value |= (b & 0x7F) << 14
+        b = buf[pos + 3]
+        if b < 0x80:
+            return value | b << 21, pos + 4
+        value |= (b & 0x7F) << 21
+        b = buf[pos + 4]
+    except IndexError:
+        raise ValueError("truncated varint") from None
+    if b < 0x80:
+        return (value | b << 28) & _UINT32_MAX, pos + 5
+    raise ValueError("varint longer than 5 bytes")
 
 
 def size_of_varint(value: int) -> int:
@@ -132,7 +171,7 @@ def size_of_varint(value: int) -> int:
 
 
 def size_of_varlong(value: int) -> int:
-    return size_of_unsigned_varint(((value << 1) ^ (value >> 63)) & ((1 << 64) - 1))
+    return size_of_unsigned_varint(((value << 1) ^ (value >> 63)) & _UINT64_MAX)
 
 
 def size_of_unsigned_varint(value: int) -> int:

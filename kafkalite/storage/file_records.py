@@ -39,14 +39,18 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from kafkalite.protocol.records import BATCH_HEADER_SIZE, LOG_OVERHEAD, MAX_TIMESTAMP_OFFSET
+from kafkalite.protocol.records import (
+    BATCH_HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAX_TIMESTAMP_OFFSET,
+    complete_batches_length,
+)
 
 # baseOffset int64, batchLength int32, partitionLeaderEpoch int32, magic int8, crc uint32,
 # attributes int16, lastOffsetDelta int32: the first 27 bytes of a v2 batch.
 BATCH_PREFIX = struct.Struct(">qiibIhi")
 # ... and maxTimestamp at MAX_TIMESTAMP_OFFSET.
 MAX_TIMESTAMP = struct.Struct(">q")
-_BATCH_LENGTH = struct.Struct(">i")  # at offset 8 of a batch
 
 
 class BatchInfo(NamedTuple):
@@ -124,15 +128,7 @@ class FileRecordsSlice:
         end = self.position + self.size
         if end > records.size:
             return -1
-        mm = records.mapped(end)
-        unpack = _BATCH_LENGTH.unpack_from
-        pos = self.position
-        while pos + LOG_OVERHEAD <= end:
-            batch_size = unpack(mm, pos + 8)[0] + LOG_OVERHEAD
-            if batch_size <= LOG_OVERHEAD or pos + batch_size > end:
-                break
-            pos += batch_size
-        return pos - self.position
+        return complete_batches_length(records.mapped(end), self.position, end)
 
     def view(self) -> memoryview:
         """A memoryview over a map of just this slice's pages (from the allocation boundary

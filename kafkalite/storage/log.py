@@ -61,6 +61,7 @@ from kafkalite.protocol.records import (
     LOG_OVERHEAD,
     RecordBatchHeader,
     TimestampType,
+    complete_batches_length,
     decode_batch,
     parse_batch_header,
     record_offset,
@@ -647,7 +648,7 @@ class Log:
         view = memoryview(records)
         if view.format != "B" or view.ndim != 1:
             view = view.cast("B")
-        view = view[: _complete_batches_length(view)]
+        view = view[: complete_batches_length(view)]
         headers = validate_batches(view, origin_client=False)
         if not headers:
             return _empty_append_info(self.log_start_offset)
@@ -1301,29 +1302,6 @@ def _next_offset_of_file(path: str, base_offset: int) -> int:
                 return next_offset
             next_offset = parse_batch_header(header).next_offset
             position += length + LOG_OVERHEAD
-
-
-def _complete_batches_length(view: memoryview) -> int:
-    """Bytes of ``view`` up to a cut-off trailing batch (a fetch cut at its size limit).
-
-    Only a *partial* tail is dropped; a garbled length is left in place for validation to
-    report as corruption.
-    """
-    end = len(view)
-    pos = 0
-    while pos < end:
-        if end - pos < LOG_OVERHEAD:
-            return pos
-        size = int.from_bytes(
-            view[pos + LENGTH_OFFSET : pos + LENGTH_OFFSET + 4], "big", signed=True
-        )
-        size += LOG_OVERHEAD
-        if size < BATCH_HEADER_SIZE:
-            return end
-        if size > end - pos:
-            return pos
-        pos += size
-    return pos
 
 
 __all__ = [

@@ -30,6 +30,7 @@ import struct
 from dataclasses import dataclass, field
 
 from kafkalite.protocol.types import TopicPartition, java_string_hash_code, kafka_abs
+from kafkalite.protocol.varint import decode_unsigned_varint
 
 KEY_VERSION = 0
 VALUE_VERSION = 0
@@ -89,15 +90,11 @@ class _Reader:
         return s.unpack(self.take(s.size))[0]
 
     def uvarint(self) -> int:
-        shift = value = 0
-        while True:
-            b = self.take(1)[0]
-            value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return value
-            shift += 7
-            if shift > 35:
-                raise TxnRecordFormatError("varint too long")
+        try:
+            value, self.pos = decode_unsigned_varint(self.buf, self.pos)
+        except ValueError as e:
+            raise TxnRecordFormatError(f"bad unsigned varint: {e}") from None
+        return value
 
     def string(self) -> str:
         n = self.uvarint() - 1 if self.flexible else self.unpack(_I16)

@@ -19,8 +19,8 @@ from kafkalite.broker.metadata_cache import BrokerEndpoint, MetadataBroker, Part
 from kafkalite.config import BrokerConfig
 from kafkalite.group import GroupCoordinator
 from kafkalite.group.config import GROUP_METADATA_TOPIC_NAME, GroupConfig, OffsetConfig
-from kafkalite.group.consumer_protocol import encode_subscription
 from kafkalite.protocol.api import GROUP_KEYS, ApiKey, request_class
+from kafkalite.protocol.consumer_protocol import encode_subscription
 from kafkalite.protocol.errors import ErrorCode
 
 OFFSETS_PARTITIONS = 4

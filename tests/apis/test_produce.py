@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkalite.apis.produce_request import decode_produce_request
 from kafkalite.network.connection import NO_RESPONSE, CloseConnection
 from kafkalite.protocol import frames
 from kafkalite.protocol.api import ApiKey, request_class
+from kafkalite.protocol.produce_request import decode_produce_request
 from kafkalite.protocol.records import Record, build_batch
 from kafkalite.protocol.types import TopicPartition
 

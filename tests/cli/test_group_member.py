@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kafkalite.cli.group_member import encode_assignment, range_assignment
-from kafkalite.group.consumer_protocol import assigned_partitions
+from kafkalite.protocol.consumer_protocol import assigned_partitions
 
 topics = st.text(alphabet="abcxyz.-_", min_size=1, max_size=8)
 

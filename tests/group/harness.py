@@ -7,8 +7,8 @@ import itertools
 from dataclasses import dataclass, field
 
 from kafkalite.group.config import GroupConfig, OffsetConfig
-from kafkalite.group.consumer_protocol import encode_subscription
 from kafkalite.group.core import Effects, GroupCoordinatorCore, JoinGroupResult, SyncGroupResult
+from kafkalite.protocol.consumer_protocol import encode_subscription
 from kafkalite.protocol.errors import ErrorCode
 
 NUM_PARTITIONS = 4

@@ -10,10 +10,10 @@ import itertools
 import pytest
 
 from kafkalite.group.config import GroupConfig, OffsetConfig
-from kafkalite.group.consumer_protocol import encode_subscription
 from kafkalite.group.coordinator import GroupCoordinator
 from kafkalite.group.core import MemberIdentity
 from kafkalite.group.metadata import GroupState, OffsetAndMetadata
+from kafkalite.protocol.consumer_protocol import encode_subscription
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.types import TopicPartition
 

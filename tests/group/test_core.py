@@ -3,7 +3,6 @@
 import pytest
 
 from kafkalite.group.config import GroupConfig, OffsetConfig
-from kafkalite.group.consumer_protocol import encode_subscription
 from kafkalite.group.core import (
     JoinGroupResult,
     LeaveGroupResult,
@@ -17,6 +16,7 @@ from kafkalite.group.records import (
     OffsetCommitKey,
     decode_record,
 )
+from kafkalite.protocol.consumer_protocol import encode_subscription
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.types import TopicPartition
 

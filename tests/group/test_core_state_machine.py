@@ -6,9 +6,9 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from kafkalite.group.consumer_protocol import encode_subscription
 from kafkalite.group.core import JoinGroupResult, MemberIdentity, SyncGroupResult
 from kafkalite.group.metadata import GroupState, OffsetAndMetadata
+from kafkalite.protocol.consumer_protocol import encode_subscription
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.types import TopicPartition
 

@@ -17,8 +17,8 @@ import pytest
 
 from kafkalite.client.client import KafkaClient
 from kafkalite.client.connection import request_builder
-from kafkalite.group.consumer_protocol import encode_subscription
 from kafkalite.protocol.api import ApiKey
+from kafkalite.protocol.consumer_protocol import encode_subscription
 from kafkalite.protocol.errors import ErrorCode
 from tests.integration.common import wait_for
 from tests.integration.test_groups_clients import create_topic

@@ -33,88 +33,8 @@ from kafkalite.protocol.records import (
     set_partition_leader_epoch,
     validate_batches,
 )
-from kafkalite.protocol.varint import (
-    decode_unsigned_varint,
-    decode_varint,
-    decode_varlong,
-    encode_unsigned_varint,
-    encode_varint,
-    encode_varlong,
-    size_of_varint,
-    size_of_varlong,
-)
 
 ALL_CODECS = list(CompressionType)
-
-# ---------------------------------------------------------------------------------------------
-# varints
-
-
-@pytest.mark.parametrize(
-    ("value", "encoded"),
-    [
-        (0, b"\x00"),
-        (-1, b"\x01"),
-        (1, b"\x02"),
-        (-2, b"\x03"),
-        (63, b"\x7e"),
-        (-64, b"\x7f"),
-        (64, b"\x80\x01"),
-        (300, b"\xd8\x04"),
-        (2**31 - 1, b"\xfe\xff\xff\xff\x0f"),
-        (-(2**31), b"\xff\xff\xff\xff\x0f"),
-    ],
-)
-def test_varint_known_encodings(value, encoded):
-    # Values from the protobuf zig-zag definition (Kafka's ByteUtils agrees).
-    assert encode_varint(value) == encoded
-    assert decode_varint(encoded, 0) == (value, len(encoded))
-    assert size_of_varint(value) == len(encoded)
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.integers(-(2**63), 2**63 - 1), st.binary(max_size=3))
-def test_varlong_round_trip(value, prefix):
-    encoded = encode_varlong(value)
-    assert len(encoded) == size_of_varlong(value) <= 10
-    assert decode_varlong(prefix + encoded + b"\xff", len(prefix)) == (
-        value,
-        len(prefix) + len(encoded),
-    )
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.integers(-(2**31), 2**31 - 1))
-def test_varint_round_trip(value):
-    encoded = encode_varint(value)
-    assert len(encoded) <= 5
-    assert decode_varint(memoryview(encoded)) == (value, len(encoded))
-    assert decode_varlong(encoded) == (value, len(encoded))  # same bytes for int32 values
-
-
-@settings(max_examples=100, deadline=None)
-@given(st.integers(0, 2**32 - 1))
-def test_unsigned_varint_round_trip(value):
-    assert decode_unsigned_varint(encode_unsigned_varint(value)) == (
-        value,
-        len(encode_unsigned_varint(value)),
-    )
-
-
-def test_varint_errors():
-    with pytest.raises(ValueError):
-        encode_varint(2**31)
-    with pytest.raises(ValueError):
-        encode_varlong(-(2**63) - 1)
-    with pytest.raises(ValueError):
-        decode_varint(b"\x80\x80")  # truncated
-    with pytest.raises(ValueError):
-        decode_varint(b"")
-    with pytest.raises(ValueError):
-        decode_varint(b"\xff\xff\xff\xff\xff\x01")  # six bytes
-    with pytest.raises(ValueError):
-        decode_varlong(b"\xff" * 10 + b"\x01")
-
 
 # ---------------------------------------------------------------------------------------------
 # compression framings

@@ -17,7 +17,7 @@ from structlog.testing import capture_logs
 
 import kafkalite.storage.segment as segment_module
 from kafkalite.protocol.errors import CorruptRecordError
-from kafkalite.protocol.records import iter_batch_headers
+from kafkalite.protocol.records import complete_batches_length, iter_batch_headers
 from kafkalite.storage.config import LogConfig
 from kafkalite.storage.log import Log
 from kafkalite.storage.throttler import Throttler
@@ -334,16 +334,6 @@ async def test_the_background_verifier_rebuilds_an_index_cut_mid_entry(tmp_path)
 # ----------------------------------------------------------------- closed segments (item 8)
 
 
-def whole_batches_length(data: bytes) -> int:
-    pos = 0
-    while pos + 12 <= len(data):
-        end = pos + 12 + struct.unpack_from(">i", data, pos + 8)[0]
-        if end > len(data):
-            break
-        pos = end
-    return pos
-
-
 def flip_in_place(segment_file, pos, header):
     """One byte of the batch's last record value, changed in place (the broker's descriptor
     and page cache see it, as a stray write or a tool would make it)."""
@@ -496,7 +486,7 @@ def test_a_closed_segment_never_serves_a_damaged_batch_and_checks_each_good_byte
                 continue
             records = bytes(log.read(start, max_bytes).records)
             assert records, "a good first batch is always served"
-            whole = [h for _, h in iter_batch_headers(records[: whole_batches_length(records)])]
+            whole = [h for _, h in iter_batch_headers(records[: complete_batches_length(records)])]
             assert whole[0].base_offset == start
             assert not {h.base_offset for h in whole} & bad_offsets
             used = sum(h.batch_length + 12 for h in whole)

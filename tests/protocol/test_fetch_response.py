@@ -6,9 +6,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.serial import entity_reader
 
-from kafkalite.apis.fetch_response import encode_fetch_response
 from kafkalite.broker.types import EpochEndOffset, FetchPartitionData
 from kafkalite.protocol.api import response_class
+from kafkalite.protocol.fetch_response import encode_fetch_response
 from kafkalite.storage.file_records import FileRecords
 
 

@@ -5,7 +5,7 @@ import struct
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkalite.group.consumer_protocol import (
+from kafkalite.protocol.consumer_protocol import (
     assigned_partitions,
     encode_subscription,
     subscribed_topics,

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from kafkalite.protocol.errors import InvalidRequestError
 from kafkalite.protocol.request_checks import InvalidRequestFieldError
+from kafkalite.protocol.varint import decode_unsigned_varint
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -70,16 +71,11 @@ class _Reader:
             if b < 0x80:  # one byte: every count and length below 128, the common case
                 self.pos = pos + 1
                 return b
-        result = shift = 0
-        while True:
-            if self.pos >= len(buf) or shift > 28:
-                raise InvalidRequestError("bad varint in ProduceRequest")
-            b = buf[self.pos]
-            self.pos += 1
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return result
-            shift += 7
+        try:
+            value, self.pos = decode_unsigned_varint(buf, pos)
+        except ValueError as e:
+            raise InvalidRequestError(f"bad varint in ProduceRequest: {e}") from None
+        return value
 
     def int16(self) -> int:
         self.need(2)
