@@ -685,6 +685,115 @@ def test_api_reassignment_errors():
     assert not result.writes and not result.requests
 
 
+def controller_from_store(store, live_epochs, epoch):
+    """A newly elected controller whose context holds what the store says (its
+    initializeControllerContext); the caller runs ``on_controller_failover``."""
+    core = ControllerCore(0)
+    ctx = core.ctx
+    ctx.epoch = epoch
+    ctx.add_live_brokers([(broker(b), e) for b, e in sorted(live_epochs.items())])
+    ctx.set_all_topics(store.topics)
+    for topic, assignment in store.topics.items():
+        for p, a in assignment.items():
+            ctx.update_partition_full_replica_assignment(TopicPartition(topic, p), a)
+            if a.is_being_reassigned:
+                ctx.partitions_being_reassigned.add(TopicPartition(topic, p))
+    for t_p, (info, version) in store.partition_states.items():
+        ctx.put_partition_leadership_info(
+            t_p,
+            LeaderIsrAndControllerEpoch(
+                info.leader_and_isr.with_zk_version(version), info.controller_epoch
+            ),
+        )
+    return core
+
+
+def fail_over(core, store, live):
+    fresh = controller_from_store(store, {b: 100 + b for b in live}, core.ctx.epoch + 1)
+    store.apply(fresh.on_controller_failover(sorted(store.delete_markers), store.reassignments))
+    store.assert_matches(fresh)
+    return fresh
+
+
+def leaderless_after_a_cancelled_move():
+    """The start both shrunk ControllerModel failures share: t-0 is created on broker 0 while 0
+    is down (New, no leader), a reassignment to (0, 1) starts (no state node: nothing to bump),
+    a new controller initializes it from the full replica set (leader 1, the adding replica),
+    then the reassignment is dropped (API: back to (0,)), which stops replica 1."""
+    core, store = new_cluster([0, 1, 2, 3])
+    store.apply(core.process_broker_change(registered(1, 2, 3))[1])
+    create_topic(core, store, "t", {0: [0]})
+    t0 = tp("t", 0)
+    store.reassignments = {t0: (0, 1)}
+    store.apply(core.process_zk_partition_reassignment(store.reassignments))
+    assert t0 not in store.partition_states
+    assert store.topics["t"][0] == ReplicaAssignment((0, 1), adding_replicas=(1,))
+    core = fail_over(core, store, [1, 2, 3])
+    assert store.partition_states[t0][0].leader_and_isr.leader == 1
+    return core, store, t0
+
+
+@pytest.mark.parametrize("cancel", [False, True])
+def test_a_reassignment_dropping_the_leader_leaves_the_partition_leaderless_as_kafka(cancel):
+    """Kafka's updateCurrentReassignment stops the replicas the new target drops
+    (stopRemovedReplicasOfReassignedPartition -> OfflineReplica: leader -1, an ISR of one
+    kept); moveReassignedPartitionLeaderIfRequired finds no live target replica in the ISR, and
+    the failed election leaves the partition Online."""
+    core, store, t0 = leaderless_after_a_cancelled_move()
+    result, answers = core.process_api_partition_reassignment({t0: None if cancel else (0,)})
+    store.apply(result)
+    assert answers == {t0: (ErrorCode.NONE, None)}
+    assert store.topics["t"][0] == ReplicaAssignment((0,))
+    assert store.partition_states[t0][0].leader_and_isr.leader == NO_LEADER
+    assert store.partition_states[t0][0].leader_and_isr.isr == (1,)
+    assert core.psm.partition_state(t0) is ONLINE_PARTITION
+    store.assert_matches(core)
+
+
+def test_a_reassignment_adding_back_the_last_isr_member_does_not_elect():
+    """The first shrunk ControllerModel failure: after a failover (the partition is then
+    Offline), an API reassignment adds replica 1, the ISR's only member, back. Kafka's
+    onPartitionReassignment phase A only bumps the leader epoch (updateLeaderEpochAndSendRequest)
+    and starts the new replicas: no election. The next trigger elects replica 1."""
+    core, store, t0 = leaderless_after_a_cancelled_move()
+    store.apply(core.process_api_partition_reassignment({t0: (0,)})[0])
+    core = fail_over(core, store, [1, 2, 3])
+    assert core.psm.partition_state(t0) is OFFLINE_PARTITION  # no assigned replica is eligible
+    result, answers = core.process_api_partition_reassignment({t0: (0, 1)})
+    store.apply(result)
+    assert answers == {t0: (ErrorCode.NONE, None)}
+    lai = store.partition_states[t0][0].leader_and_isr
+    assert (lai.leader, lai.isr, lai.leader_epoch) == (NO_LEADER, (1,), 4)  # epoch bumped
+    assert store.topics["t"][0] == ReplicaAssignment((0, 1), adding_replicas=(1,))
+    assert leader_and_isr_states(result)[(1, t0)].is_new
+    # Offline: any broker change elects it (here broker 2 starting again)
+    store.apply(core.process_broker_change(registered(1, 3))[1])
+    assert store.partition_states[t0][0].leader_and_isr.leader == 1
+    store.assert_matches(core)
+
+
+def test_a_zk_reassignment_after_a_cancel_does_not_elect_until_a_broker_fails():
+    """The second shrunk ControllerModel failure: no failover after the cancel, so the
+    leaderless partition is still Online when /admin/reassign_partitions adds replica 1 back.
+    As in Kafka, neither that reassignment nor a broker startup (onBrokerStartup elects New and
+    Offline partitions only) elects it; a broker failure does (partitionsWithOfflineLeader)."""
+    core, store, t0 = leaderless_after_a_cancelled_move()
+    store.apply(core.process_api_partition_reassignment({t0: None})[0])
+    store.reassignments = {t0: (0, 1)}
+    result = core.process_zk_partition_reassignment(store.reassignments)
+    store.apply(result)
+    lai = store.partition_states[t0][0].leader_and_isr
+    assert (lai.leader, lai.isr) == (NO_LEADER, (1,))
+    assert core.psm.partition_state(t0) is ONLINE_PARTITION
+    assert store.topics["t"][0] == ReplicaAssignment((0, 1), adding_replicas=(1,))
+    store.apply(core.process_broker_change(registered(0, 1, 2, 3))[1])  # 0 starts
+    assert store.partition_states[t0][0].leader_and_isr.leader == NO_LEADER
+    store.apply(core.process_broker_change(registered(0, 1, 2))[1])  # 3 fails
+    assert store.partition_states[t0][0].leader_and_isr.leader == 1  # 0 is not in the ISR
+    assert core.psm.partition_state(t0) is ONLINE_PARTITION
+    store.assert_matches(core)
+
+
 # -- random event sequences against the store model --------------------------------------------
 
 
@@ -701,6 +810,9 @@ class ControllerModel(RuleBasedStateMachine):
         self.epochs = {b: 100 + b for b in self.BROKERS}
         self.counter = 0
         self.pending_stop: list[StopReplicaRequestData] = []
+        self.left_leaderless_by_reassignment: set[TopicPartition] = set()
+        """Partitions a reassignment left with leader -1 that no election has looked at since
+        (see ``leadership_is_sane``)."""
 
     def apply(self, result):
         self.store.apply(result)
@@ -739,6 +851,10 @@ class ControllerModel(RuleBasedStateMachine):
         )
         self.pending_stop = [r for r in self.pending_stop if r.broker_id in self.live]
         self.apply(result)
+        # Kafka's onBrokerFailure (onReplicasBecomeOffline) takes every partition whose leader
+        # is not live Offline, then elects; onBrokerStartup elects New and Offline ones only.
+        self.assert_elections_done(every_state=bool(changes.dead))
+        self.track_leaderless()
 
     @precondition(lambda self: self.store.topics)
     @rule(data=st.data())
@@ -768,6 +884,7 @@ class ControllerModel(RuleBasedStateMachine):
         requested.setdefault(TopicPartition(topic, partition), target)
         self.store.reassignments = requested
         self.apply(self.core.process_zk_partition_reassignment(requested))
+        self.track_leaderless(TopicPartition(topic, partition))
 
     @precondition(lambda self: self.store.topics)
     @rule(data=st.data(), cancel=st.booleans())
@@ -781,6 +898,7 @@ class ControllerModel(RuleBasedStateMachine):
             {TopicPartition(topic, partition): target}
         )
         self.apply(result)
+        self.track_leaderless(TopicPartition(topic, partition))
         assert set(answers) == {TopicPartition(topic, partition)}
         for t_p in self.core.list_partition_reassignments(None):
             assert self.store.topics[t_p.topic][t_p.partition].is_being_reassigned
@@ -804,33 +922,54 @@ class ControllerModel(RuleBasedStateMachine):
         )
         self.store.partition_states[t_p] = (grown, version + 1)
         self.apply(self.core.process_isr_change_notification({t_p: grown}, []))
+        self.track_leaderless(t_p)
 
     @rule()
     def failover(self):
         """A new controller loads the context from the store and takes over."""
-        old = self.core.ctx
-        core = ControllerCore(0)
-        ctx = core.ctx
-        ctx.epoch = old.epoch + 1
-        ctx.add_live_brokers([(broker(b), self.epochs[b]) for b in sorted(self.live)])
-        ctx.set_all_topics(self.store.topics)
-        for topic, assignment in self.store.topics.items():
-            for p, a in assignment.items():
-                ctx.update_partition_full_replica_assignment(TopicPartition(topic, p), a)
-                if a.is_being_reassigned:
-                    ctx.partitions_being_reassigned.add(TopicPartition(topic, p))
-        for t_p, (info, version) in self.store.partition_states.items():
-            ctx.put_partition_leadership_info(
-                t_p,
-                LeaderIsrAndControllerEpoch(
-                    info.leader_and_isr.with_zk_version(version), info.controller_epoch
-                ),
-            )
+        core = controller_from_store(
+            self.store, {b: self.epochs[b] for b in self.live}, self.core.ctx.epoch + 1
+        )
         self.core = core
         self.pending_stop = []
         self.apply(
             core.on_controller_failover(sorted(self.store.delete_markers), self.store.reassignments)
         )
+        # initializePartitionState makes every partition without a live leader Offline and
+        # triggerOnlinePartitionStateChange elects
+        self.assert_elections_done(every_state=True)
+        self.left_leaderless_by_reassignment.clear()
+
+    def track_leaderless(self, reassigned: TopicPartition | None = None):
+        info = self.core.ctx.partition_leadership_info
+        leaderless = {t_p for t_p, i in info.items() if i.leader_and_isr.leader == NO_LEADER}
+        self.left_leaderless_by_reassignment &= leaderless
+        if reassigned in leaderless:
+            self.left_leaderless_by_reassignment.add(reassigned)
+
+    def assert_elections_done(self, every_state: bool):
+        """After an election trigger no partition is left without a live leader while it has an
+        eligible one (a live assigned ISR member; for a New partition, any live assigned
+        replica). ``every_state``: the trigger covered every partition without a live leader
+        (a broker failure, a failover), else only New and Offline ones (a broker startup)."""
+        ctx = self.core.ctx
+        for t_p, state in ctx.partition_states.items():
+            if ctx.is_topic_queued_up_for_deletion(t_p.topic):
+                continue
+            assignment = ctx.partition_replica_assignment(t_p)
+            info = ctx.partition_leadership_info.get(t_p)
+            if info is None:
+                assert state is NEW_PARTITION, t_p
+                assert not set(assignment) & self.live, (t_p, assignment)
+                continue
+            lai = info.leader_and_isr
+            if lai.leader in self.live:
+                continue
+            if state is ONLINE_PARTITION and not every_state:
+                continue
+            assert state is not ONLINE_PARTITION, (t_p, lai)
+            eligible = [r for r in assignment if r in self.live and r in lai.isr]
+            assert not eligible, (t_p, lai, assignment)
 
     @invariant()
     def context_matches_store(self):
@@ -853,15 +992,92 @@ class ControllerModel(RuleBasedStateMachine):
                 continue
             if lai.leader >= 0:
                 assert lai.leader in lai.isr and lai.leader in assignment
-            if self.core.psm.partition_state(
-                t_p
-            ) is ONLINE_PARTITION and not ctx.is_topic_queued_up_for_deletion(t_p.topic):
-                assert lai.leader in self.live, t_p
             if ctx.is_topic_queued_up_for_deletion(t_p.topic):
                 continue
+            if t_p in self.left_leaderless_by_reassignment:
+                # Kafka leaves such a partition leaderless until the next broker failure or
+                # failover, even once a live ISR member is assigned again:
+                # stopRemovedReplicasOfReassignedPartition takes the leader Offline
+                # (removeReplicasFromIsr: leader -1, an ISR of one kept), the re-election of
+                # moveReassignedPartitionLeaderIfRequired finds no live target replica in the
+                # ISR and the failed election leaves the partition state as it was (Online);
+                # onPartitionReassignment's phase A for a later target only bumps the epoch
+                # (updateLeaderEpochAndSendRequest) and never elects; onBrokerStartup elects
+                # New and Offline partitions only. assert_elections_done checks the triggers.
+                assert lai.leader == NO_LEADER, (t_p, lai)
+                continue
+            if self.core.psm.partition_state(t_p) is ONLINE_PARTITION:
+                assert lai.leader in self.live, (t_p, lai)
             live_isr = [r for r in lai.isr if r in self.live]
             if live_isr:
                 assert lai.leader in self.live, (t_p, lai)
+
+
+class Draws:
+    """Stands in for hypothesis' ``data()`` in a replay: hands out the recorded draws in order."""
+
+    def __init__(self, *values):
+        self.values = list(values)
+
+    def draw(self, strategy):
+        return self.values.pop(0)
+
+
+def replay(steps):
+    """Run ``(rule, arguments)`` steps on a ControllerModel, checking the invariants after each
+    step as hypothesis does."""
+    model = ControllerModel()
+    model.context_matches_store()
+    model.leadership_is_sane()
+    for name, kwargs in steps:
+        getattr(model, name)(**kwargs)
+        model.context_matches_store()
+        model.leadership_is_sane()
+    return model
+
+
+EVERY_BROKER = [0, 1, 2, 3]  # a permutation draw; the rules take its first rf brokers
+
+
+def leaderless_after_a_dropped_move_steps():
+    """The steps both shrunk failing examples start with (see leaderless_after_a_cancelled_move)."""
+    return [
+        ("toggle_broker", {"b": 0}),
+        ("create", {"data": Draws(3, 1, EVERY_BROKER, EVERY_BROKER, EVERY_BROKER)}),  # t0 on [0]
+        ("create", {"data": Draws(1, 1, EVERY_BROKER)}),  # t1-0 on [0]
+        ("reassign", {"data": Draws("t1", 0, 2, EVERY_BROKER)}),  # to (0, 1)
+        ("failover", {}),  # leader 1
+    ]
+
+
+def test_model_replay_api_reassignment_adding_back_the_last_isr_member():
+    """The first shrunk failing example (hypothesis 6.170.17, seed 1159)."""
+    model = replay(
+        leaderless_after_a_dropped_move_steps()
+        + [
+            ("api_reassign", {"cancel": False, "data": Draws("t1", 0, 1, EVERY_BROKER)}),
+            ("failover", {}),
+            ("create", {"data": Draws(1, 1, EVERY_BROKER)}),
+            ("api_reassign", {"cancel": False, "data": Draws("t1", 0, 2, EVERY_BROKER)}),
+        ]
+    )
+    assert model.core.ctx.partition_leadership_info[tp("t1", 0)].leader_and_isr.leader == -1
+    model.toggle_broker(0)  # the next broker change elects
+    assert model.core.ctx.partition_leadership_info[tp("t1", 0)].leader_and_isr.leader == 1
+
+
+def test_model_replay_zk_reassignment_after_a_cancel():
+    """The second shrunk failing example (hypothesis 6.170.17, seed 1159)."""
+    model = replay(
+        leaderless_after_a_dropped_move_steps()
+        + [
+            ("api_reassign", {"cancel": True, "data": Draws("t1", 0, 1)}),
+            ("reassign", {"data": Draws("t1", 0, 2, EVERY_BROKER)}),
+        ]
+    )
+    assert model.core.ctx.partition_leadership_info[tp("t1", 0)].leader_and_isr.leader == -1
+    model.toggle_broker(3)  # a failure elects
+    assert model.core.ctx.partition_leadership_info[tp("t1", 0)].leader_and_isr.leader == 1
 
 
 TestControllerModel = ControllerModel.TestCase
