@@ -1,10 +1,22 @@
 """ControllerCore: the decisions for topic creation, deletion, partition addition, broker
 failure and start, controlled shutdown, ISR notifications and failover (seeds 000-002)."""
 
+import signal
+from datetime import timedelta
+from pathlib import Path
+
+import hypothesis.internal.conjecture.engine as hypothesis_engine
 import pytest
-from hypothesis import settings
+from hypothesis import Phase, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.database import DirectoryBasedExampleDatabase
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
 from kafkalite.controller.broker_request_batch import (
     LeaderAndIsrRequestData,
@@ -797,6 +809,50 @@ def test_a_zk_reassignment_after_a_cancel_does_not_elect_until_a_broker_fails():
 # -- random event sequences against the store model --------------------------------------------
 
 
+class StepBudgetExceeded(Exception):
+    pass
+
+
+class StepBudget:
+    """At most ``cpu_seconds`` of CPU time per state-machine step (a step takes about a
+    millisecond): a step that loops or crawls is interrupted by SIGVTALRM and fails like any
+    other step, so hypothesis reports the example with its blob instead of pytest-timeout
+    killing the run with none. CPU time (ITIMER_VIRTUAL), not wall time: a loaded machine does
+    not make a step fail; pytest-timeout's SIGALRM timer is left alone. Only armed inside
+    ``with``, where the model's invariants restart it after each step and teardown stops it."""
+
+    def __init__(self, cpu_seconds: float):
+        self.cpu_seconds = cpu_seconds
+        self.active = False
+        self.previous = None
+
+    def __enter__(self):
+        if hasattr(signal, "setitimer"):
+            self.previous = signal.signal(signal.SIGVTALRM, self._expired)
+            self.active = True
+        return self
+
+    def __exit__(self, *exc):
+        if self.active:
+            self.stop()
+            signal.signal(signal.SIGVTALRM, self.previous)
+            self.active = False
+
+    def restart(self):
+        if self.active:
+            signal.setitimer(signal.ITIMER_VIRTUAL, self.cpu_seconds)
+
+    def stop(self):
+        if self.active:
+            signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+
+    def _expired(self, signum, frame):
+        raise StepBudgetExceeded(f"a step used more than {self.cpu_seconds} s of CPU time")
+
+
+STEP_BUDGET = StepBudget(cpu_seconds=5)
+
+
 class ControllerModel(RuleBasedStateMachine):
     """Any sequence of broker starts/stops, topic creations, deletions and broker answers
     keeps the context equal to the store, every compare-and-set valid, and the leadership sane."""
@@ -972,6 +1028,13 @@ class ControllerModel(RuleBasedStateMachine):
             assert not eligible, (t_p, lai, assignment)
 
     @invariant()
+    def restart_step_budget(self):
+        STEP_BUDGET.restart()
+
+    def teardown(self):
+        STEP_BUDGET.stop()
+
+    @invariant()
     def context_matches_store(self):
         self.store.assert_matches(self.core)
         ctx = self.core.ctx
@@ -1080,12 +1143,32 @@ def test_model_replay_zk_reassignment_after_a_cancel():
     assert model.core.ctx.partition_leadership_info[tp("t1", 0)].leader_and_isr.leader == 1
 
 
-TestControllerModel = ControllerModel.TestCase
-# derandomize: one CI run drew a sequence that ran past pytest-timeout's 300 s (a run takes about
-# 1 s); until that sequence is found and fixed, CI runs the same 60 examples every time
-TestControllerModel.settings = settings(
-    max_examples=60, stateful_step_count=25, deadline=None, derandomize=True
+# Random sequences on every run, in CI too: hypothesis' "ci" profile (loaded when $CI is set)
+# would derandomize and drop the database, so both are set here. A failure prints its
+# @reproduce_failure blob (put it on ControllerModel to replay) and is saved in the
+# (gitignored) .hypothesis database of the checkout, which replays it first on the next run.
+# A run takes about 2 s. Time limits, so that a failure is reported inside pytest-timeout's
+# 300 s: STEP_BUDGET per step, ``deadline`` per example, and shrinking capped at
+# SHRINK_SECONDS (hypothesis' own cap, MAX_SHRINKING_SECONDS, is 300 s: one failing example
+# whose shrinking ran that long is why a CI run once went past pytest-timeout).
+CONTROLLER_MODEL_SETTINGS = settings(
+    max_examples=100,
+    stateful_step_count=30,
+    derandomize=False,
+    database=DirectoryBasedExampleDatabase(
+        Path(__file__).resolve().parents[2] / ".hypothesis" / "examples"
+    ),
+    print_blob=True,
+    deadline=timedelta(seconds=30),
+    phases=tuple(Phase),
 )
+SHRINK_SECONDS = 60
+
+
+def test_controller_model(monkeypatch):
+    monkeypatch.setattr(hypothesis_engine, "MAX_SHRINKING_SECONDS", SHRINK_SECONDS)
+    with STEP_BUDGET:
+        run_state_machine_as_test(ControllerModel, settings=CONTROLLER_MODEL_SETTINGS)
 
 
 def test_deleting_a_topic_under_reassignment_waits_for_it():
