@@ -38,6 +38,7 @@ from kafkalite.controller.partition_state_machine import (
     ONLINE_PARTITION,
 )
 from kafkalite.controller.replica_state_machine import (
+    NON_EXISTENT_REPLICA,
     OFFLINE_REPLICA,
     ONLINE_REPLICA,
     REPLICA_DELETION_INELIGIBLE,
@@ -806,6 +807,39 @@ def test_a_zk_reassignment_after_a_cancel_does_not_elect_until_a_broker_fails():
     store.assert_matches(core)
 
 
+def test_a_replica_assigned_again_while_in_the_isr_is_never_started_nor_stopped_as_in_kafka():
+    """Found by the randomized ControllerModel. A cancel stops replica 0 while it is the ISR's
+    last member (it stays there, leaderless); a reassignment to (0,) then completes at once, and
+    its step B1 (adding replicas -> OnlineReplica) is not a valid move from NonExistentReplica:
+    Kafka's ReplicaStateMachine logs it and skips the replica, which leads but stays
+    NonExistent. When a later reassignment removes it, B4's OfflineReplica is refused the same
+    way: no StopReplica, and it stays in the ISR (the new leader's ISR shrink drops it)."""
+    core, store = new_cluster([0, 1, 2, 3])
+    store.apply(core.process_broker_change(registered(0, 1, 2))[1])
+    create_topic(core, store, "t", {0: [3]})
+    t0 = tp("t", 0)
+    zero = PartitionAndReplica(t0, 0)
+    store.apply(core.process_api_partition_reassignment({t0: (0, 3)})[0])
+    store.apply(core.process_broker_change(registered(0, 1))[1])  # any change elects: 0 leads
+    store.apply(core.process_api_partition_reassignment({t0: None})[0])
+    lai = store.partition_states[t0][0].leader_and_isr
+    assert (lai.leader, lai.isr) == (NO_LEADER, (0,))
+    assert core.rsm.replica_state(zero) is NON_EXISTENT_REPLICA
+    result, answers = core.process_api_partition_reassignment({t0: (0,)})
+    store.apply(result)
+    assert answers == {t0: (ErrorCode.NONE, None)}
+    assert store.topics["t"][0] == ReplicaAssignment((0,))
+    assert store.partition_states[t0][0].leader_and_isr.leader == 0
+    assert core.rsm.replica_state(zero) is NON_EXISTENT_REPLICA
+    store.apply(core.process_api_partition_reassignment({t0: (1,)})[0])
+    done = catch_up(core, store, t0, [1])
+    lai = store.partition_states[t0][0].leader_and_isr
+    assert (lai.leader, lai.isr) == (1, (0, 1))
+    assert store.topics["t"][0] == ReplicaAssignment((1,))
+    assert (0, t0) not in stop_replica_states(done)
+    store.assert_matches(core)
+
+
 # -- random event sequences against the store model --------------------------------------------
 
 
@@ -869,6 +903,9 @@ class ControllerModel(RuleBasedStateMachine):
         self.left_leaderless_by_reassignment: set[TopicPartition] = set()
         """Partitions a reassignment left with leader -1 that no election has looked at since
         (see ``leadership_is_sane``)."""
+        self.never_started: set[PartitionAndReplica] = set()
+        """Assigned replicas a reassignment left NonExistent in the replica state machine (see
+        ``leadership_is_sane``)."""
 
     def apply(self, result):
         self.store.apply(result)
@@ -910,7 +947,7 @@ class ControllerModel(RuleBasedStateMachine):
         # Kafka's onBrokerFailure (onReplicasBecomeOffline) takes every partition whose leader
         # is not live Offline, then elects; onBrokerStartup elects New and Offline ones only.
         self.assert_elections_done(every_state=bool(changes.dead))
-        self.track_leaderless()
+        self.track_reassignment_leftovers()
 
     @precondition(lambda self: self.store.topics)
     @rule(data=st.data())
@@ -940,7 +977,7 @@ class ControllerModel(RuleBasedStateMachine):
         requested.setdefault(TopicPartition(topic, partition), target)
         self.store.reassignments = requested
         self.apply(self.core.process_zk_partition_reassignment(requested))
-        self.track_leaderless(TopicPartition(topic, partition))
+        self.track_reassignment_leftovers(TopicPartition(topic, partition))
 
     @precondition(lambda self: self.store.topics)
     @rule(data=st.data(), cancel=st.booleans())
@@ -954,7 +991,7 @@ class ControllerModel(RuleBasedStateMachine):
             {TopicPartition(topic, partition): target}
         )
         self.apply(result)
-        self.track_leaderless(TopicPartition(topic, partition))
+        self.track_reassignment_leftovers(TopicPartition(topic, partition))
         assert set(answers) == {TopicPartition(topic, partition)}
         for t_p in self.core.list_partition_reassignments(None):
             assert self.store.topics[t_p.topic][t_p.partition].is_being_reassigned
@@ -978,7 +1015,7 @@ class ControllerModel(RuleBasedStateMachine):
         )
         self.store.partition_states[t_p] = (grown, version + 1)
         self.apply(self.core.process_isr_change_notification({t_p: grown}, []))
-        self.track_leaderless(t_p)
+        self.track_reassignment_leftovers(t_p)
 
     @rule()
     def failover(self):
@@ -996,12 +1033,17 @@ class ControllerModel(RuleBasedStateMachine):
         self.assert_elections_done(every_state=True)
         self.left_leaderless_by_reassignment.clear()
 
-    def track_leaderless(self, reassigned: TopicPartition | None = None):
+    def track_reassignment_leftovers(self, reassigned: TopicPartition | None = None):
         info = self.core.ctx.partition_leadership_info
         leaderless = {t_p for t_p, i in info.items() if i.leader_and_isr.leader == NO_LEADER}
         self.left_leaderless_by_reassignment &= leaderless
         if reassigned in leaderless:
             self.left_leaderless_by_reassignment.add(reassigned)
+        if reassigned is not None:
+            for r in self.core.ctx.partition_replica_assignment(reassigned):
+                replica = PartitionAndReplica(reassigned, r)
+                if self.core.rsm.replica_state(replica) is NON_EXISTENT_REPLICA:
+                    self.never_started.add(replica)
 
     def assert_elections_done(self, every_state: bool):
         """After an election trigger no partition is left without a live leader while it has an
@@ -1047,12 +1089,21 @@ class ControllerModel(RuleBasedStateMachine):
             lai = info.leader_and_isr
             assert lai.isr, t_p
             assignment = ctx.partition_replica_assignment(t_p)
-            if not set(lai.isr) <= set(assignment):
+            if not set(lai.isr) <= set(assignment) and len(lai.isr) == 1:
                 # Kafka's removeReplicasFromIsr never empties an ISR: a replica that a changed
                 # or cancelled reassignment stops while it is the ISR's last member stays there,
                 # leaderless, as the record of who holds the acknowledged data.
-                assert len(lai.isr) == 1 and lai.leader == NO_LEADER, (t_p, lai, assignment)
+                assert lai.leader == NO_LEADER, (t_p, lai, assignment)
                 continue
+            for r in set(lai.isr) - set(assignment):
+                # Such a replica, assigned again by a reassignment that completes at once (its
+                # target is in the ISR already), is never started: Kafka's step B1 moves the
+                # adding replicas to OnlineReplica, which is not a valid move from
+                # NonExistentReplica (ReplicaStateMachine logs it and skips the replica). When a
+                # later reassignment removes it, B4's OfflineReplica is refused the same way, so
+                # the controller leaves it in the ISR; the leader drops it at its next ISR
+                # shrink (a replica outside the assignment is never in sync).
+                assert PartitionAndReplica(t_p, r) in self.never_started, (t_p, lai, assignment)
             if lai.leader >= 0:
                 assert lai.leader in lai.isr and lai.leader in assignment
             if ctx.is_topic_queued_up_for_deletion(t_p.topic):
@@ -1071,7 +1122,7 @@ class ControllerModel(RuleBasedStateMachine):
                 continue
             if self.core.psm.partition_state(t_p) is ONLINE_PARTITION:
                 assert lai.leader in self.live, (t_p, lai)
-            live_isr = [r for r in lai.isr if r in self.live]
+            live_isr = [r for r in lai.isr if r in self.live and r in assignment]
             if live_isr:
                 assert lai.leader in self.live, (t_p, lai)
 
@@ -1141,6 +1192,23 @@ def test_model_replay_zk_reassignment_after_a_cancel():
     assert model.core.ctx.partition_leadership_info[tp("t1", 0)].leader_and_isr.leader == -1
     model.toggle_broker(3)  # a failure elects
     assert model.core.ctx.partition_leadership_info[tp("t1", 0)].leader_and_isr.leader == 1
+
+
+def test_model_replay_replica_assigned_again_while_in_the_isr():
+    """A randomized run's failing example (hypothesis 6.170.17, seed 1), cut down by hand."""
+    model = replay(
+        [
+            ("toggle_broker", {"b": 3}),
+            ("create", {"data": Draws(1, 1, [3, 0, 1, 2])}),  # t0-0 on [3]
+            ("api_reassign", {"cancel": False, "data": Draws("t0", 0, 2, [0, 3, 1, 2])}),
+            ("toggle_broker", {"b": 2}),  # 0 leads
+            ("api_reassign", {"cancel": True, "data": Draws("t0", 0, 1)}),
+            ("api_reassign", {"cancel": False, "data": Draws("t0", 0, 1, EVERY_BROKER)}),
+            ("api_reassign", {"cancel": False, "data": Draws("t0", 0, 1, [1, 0, 2, 3])}),
+            ("leader_expands_isr", {"data": Draws(tp("t0", 0))}),
+        ]
+    )
+    assert model.core.ctx.partition_leadership_info[tp("t0", 0)].leader_and_isr.isr == (0, 1)
 
 
 # Random sequences on every run, in CI too: hypothesis' "ci" profile (loaded when $CI is set)
