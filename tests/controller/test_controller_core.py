@@ -1211,6 +1211,15 @@ def test_model_replay_replica_assigned_again_while_in_the_isr():
     assert model.core.ctx.partition_leadership_info[tp("t0", 0)].leader_and_isr.isr == (0, 1)
 
 
+def test_the_step_budget_interrupts_a_step_that_spins():
+    budget = StepBudget(cpu_seconds=0.2)
+    with budget, pytest.raises(StepBudgetExceeded):
+        budget.restart()
+        while True:
+            pass
+    budget.restart()  # outside ``with``: does nothing
+
+
 # Random sequences on every run, in CI too: hypothesis' "ci" profile (loaded when $CI is set)
 # would derandomize and drop the database, so both are set here. A failure prints its
 # @reproduce_failure blob (put it on ControllerModel to replay) and is saved in the
