@@ -510,6 +510,30 @@ def test_reassignment_keeping_the_leader_only_bumps_the_epoch_and_bad_requests_a
     store.assert_matches(core)
 
 
+def test_a_reassignment_to_a_broker_that_is_down_resumes_when_it_starts():
+    """/admin/reassign_partitions does not check that the target brokers are alive. The
+    LeaderAndIsr that starts the adding replica goes nowhere while its broker is down, and its
+    startup moves the replica New -> Online, which sends nothing: Kafka's onBrokerStartup
+    resumes the reassignments whose target includes the new broker (maybeResumeReassignments),
+    so the replica is told again and can catch up."""
+    core, store = new_cluster([0, 1])
+    create_topic(core, store, "t", {0: [0]})
+    store.apply(core.process_broker_change(registered(0))[1])
+    t0 = tp("t", 0)
+    store.reassignments = {t0: (0, 1)}
+    store.apply(core.process_zk_partition_reassignment(store.reassignments))
+    assert store.topics["t"][0] == ReplicaAssignment((0, 1), adding_replicas=(1,))
+    epoch = store.partition_states[t0][0].leader_and_isr.leader_epoch
+    _, result = core.process_broker_change(registered(0, 1))
+    store.apply(result)
+    told = leader_and_isr_states(result, 1)
+    assert (1, t0) in told and told[(1, t0)].leader_epoch > epoch
+    catch_up(core, store, t0, [1])
+    assert store.topics["t"][0] == ReplicaAssignment((0, 1))
+    assert store.reassignments == {}
+    store.assert_matches(core)
+
+
 def test_reassignment_resumes_after_failover():
     core, store = new_cluster([0, 1, 2])
     create_topic(core, store, "t", {0: [0]})
