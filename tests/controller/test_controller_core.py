@@ -912,8 +912,11 @@ STEP_BUDGET = StepBudget(cpu_seconds=5)
 
 
 class ControllerModel(RuleBasedStateMachine):
-    """Any sequence of broker starts/stops, topic creations, deletions and broker answers
-    keeps the context equal to the store, every compare-and-set valid, and the leadership sane."""
+    """Any sequence of broker starts/stops, topic creations and deletions, broker answers,
+    reassignments (/admin/reassign_partitions and the API, cancellations included), ISR
+    expansions and failovers keeps the context equal to the store, every compare-and-set valid
+    and the leadership sane, and leaves no electable partition leaderless after an election
+    trigger (a broker change, a failover)."""
 
     BROKERS = (0, 1, 2, 3)
 
