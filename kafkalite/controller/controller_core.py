@@ -13,8 +13,9 @@ The callbacks, as seeds 000-002 describe them:
   replica), partition state machine started (leaders elected for New/Offline partitions).
 - ``process_broker_change`` -> ``on_broker_startup`` / ``on_broker_failure`` (seed 000 A and
   E): a new broker gets the full metadata and a LeaderAndIsr for every replica it hosts, then
-  leaderless partitions get leaders; a dead broker's partitions get new leaders (ISR first,
-  unclean only if enabled), it leaves every ISR, and the survivors get LeaderAndIsr.
+  leaderless partitions get leaders and the reassignments whose target includes it resume; a
+  dead broker's partitions get new leaders (ISR first, unclean only if enabled), it leaves
+  every ISR, and the survivors get LeaderAndIsr.
   A broker whose registration epoch grew (it bounced) is handled as a failure then a startup.
 - ``process_topic_change`` / ``process_partition_modifications`` -> ``on_new_partition_creation``
   (seed 002 "创建Topic"): New -> Online with leader = first live replica, ISR = live replicas.
@@ -235,6 +236,12 @@ class ControllerCore:
         ]
         result += self.rsm.handle_state_changes(startable, ONLINE_REPLICA)
         result += self.psm.trigger_online_partition_state_change()
+        # Kafka's maybeResumeReassignments: an adding replica on a broker that was down got its
+        # LeaderAndIsr nowhere, and New -> Online sends none; resuming the reassignment tells it.
+        for tp in sorted(ctx.partitions_being_reassigned):
+            target = ctx.partition_full_replica_assignment(tp).target_replicas
+            if new.intersection(target):
+                result += self.on_partition_reassignment(tp, target)
         topics_to_resume = {
             r.topic for r in replicas if ctx.is_topic_queued_up_for_deletion(r.topic)
         }
