@@ -1,4 +1,4 @@
-"""The controller: Kafka's ZooKeeper-era KafkaController (seeds 000-002, DESIGN.md section 6).
+"""The controller: Kafka's ZooKeeper-era KafkaController (docs/architecture.md, Controller).
 
 Pure cores (no I/O; decisions returned as data, see ``results.py``):
 

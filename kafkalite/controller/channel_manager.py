@@ -1,7 +1,7 @@
 """ControllerChannelManager: the controller's direct RPC to every live broker, itself included.
 
-Kafka's ``ControllerChannelManager`` (seed 001: "controller为每个broker建立一个socket连接和一个
-thread ... 对于某一个broker, 请求是完全串行的"): one queue and one sender task per broker. The
+Kafka's ``ControllerChannelManager`` (one connection and one sender thread per broker, the
+requests to one broker strictly in order): one queue and one sender task per broker. The
 sender takes a request, sends it over the Kafka protocol (LeaderAndIsr / UpdateMetadata /
 StopReplica, built here from the controller's ``ControllerRequest`` data at the version the
 connection negotiated), waits for the response and hands it to ``on_response`` before taking
@@ -9,7 +9,7 @@ the next one, so one broker sees the controller's requests in order. A failed se
 over a new connection after ``retry_backoff`` seconds, forever, until the broker is removed
 (its ``/brokers/ids`` registration went away) or the manager shuts down.
 
-The transport is injected (CONVENTIONS.md item 5): ``transport_factory(broker)`` returns an
+The transport is injected (CONTRIBUTING.md, convention 5): ``transport_factory(broker)`` returns an
 object with ``async send(api_key, build)`` (``build``: version -> message) and ``async close()``.
 The default, ``KafkaConnectionTransport``, uses ``kafkalite.client.KafkaConnection`` to the
 broker's inter-broker listener; the controller's own broker is reached the same way.

@@ -2,8 +2,8 @@
 
 Loaded once from the coordination store when a broker wins the controller election
 (``KafkaController._initialize_controller_context``), then kept current by the controller's
-single event-processing task; nothing else reads or writes it, so it has no locks (DESIGN.md
-section 6, CONVENTIONS.md item 3). It mirrors Kafka's ``kafka.controller.ControllerContext``:
+single event-processing task; nothing else reads or writes it, so it has no locks (CONTRIBUTING.md,
+convention 3). It mirrors Kafka's ``kafka.controller.ControllerContext``:
 
 - live brokers (``Broker``: id, endpoints, rack) with their broker epochs (the czxid of the
   ``/brokers/ids/<id>`` registration, so a bounced broker is told apart from a live one);

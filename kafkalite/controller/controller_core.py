@@ -6,19 +6,19 @@ taking what the store said (already read by the I/O shell) and returning a ``Con
 the store, calls these methods from its single event task, applies the writes in one fenced
 multi and then hands the requests to the channel manager.
 
-The callbacks, as seeds 000-002 describe them:
+The callbacks, as Kafka's ``KafkaController`` has them:
 
 - ``on_controller_failover``: after the context is loaded: topic deletions resumed, an
   UpdateMetadata to every broker, replica state machine started (LeaderAndIsr to every live
   replica), partition state machine started (leaders elected for New/Offline partitions).
-- ``process_broker_change`` -> ``on_broker_startup`` / ``on_broker_failure`` (seed 000 A and
-  E): a new broker gets the full metadata and a LeaderAndIsr for every replica it hosts, then
+- ``process_broker_change`` -> ``on_broker_startup`` / ``on_broker_failure`` (Kafka's
+  onBrokerStartup and onBrokerFailure): a new broker gets the full metadata and a LeaderAndIsr for every replica it hosts, then
   leaderless partitions get leaders and the reassignments whose target includes it resume; a
   dead broker's partitions get new leaders (ISR first, unclean only if enabled), it leaves
   every ISR, and the survivors get LeaderAndIsr.
   A broker whose registration epoch grew (it bounced) is handled as a failure then a startup.
 - ``process_topic_change`` / ``process_partition_modifications`` -> ``on_new_partition_creation``
-  (seed 002 "创建Topic"): New -> Online with leader = first live replica, ISR = live replicas.
+  (Kafka's onNewPartitionCreation): New -> Online with leader = first live replica, ISR = live replicas.
 - ``process_topic_deletion`` -> ``TopicDeletionManager``.
 - ``process_isr_change_notification``: leaders changed ISRs in the store; refresh and tell
   every broker (UpdateMetadata).

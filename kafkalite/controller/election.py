@@ -10,7 +10,8 @@ deterministic:
   live and in the ISR; if there is none and unclean leader election is enabled, the first
   live assigned replica (it may lack acknowledged records: data loss is accepted for
   availability). The new ISR is the live part of the old ISR when the leader came from it,
-  otherwise just the new leader (seed 000: "AR 中的 4 目前是存活的, 所以 Leader=4, ISR=[4]").
+  otherwise just the new leader (Kafka's ``Election.leaderForOffline``: with AR [1..5], ISR
+  [1,2,3] and only 4 of them live, an unclean election gives leader 4, ISR [4]).
 - reassign: the first replica of the *new* assignment that is live and in the ISR; ISR kept.
 - preferred: the first assigned replica, only if it is live and in the ISR; ISR kept.
 - controlled shutdown: the first assigned replica that is live (shutting-down brokers count as

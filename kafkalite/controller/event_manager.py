@@ -4,7 +4,7 @@ Kafka's ``ControllerEventManager``: store watches, broker responses, API calls (
 shutdown) and timers only *enqueue* events; a single consumer task takes them one at a time and
 hands each to the processor (``KafkaController.process``). The controller's state (context,
 state machines, channel bookkeeping) is touched only from that task, so there are no locks
-(CONVENTIONS.md item 3). An event may carry a future that the processor completes with its
+(CONTRIBUTING.md, convention 3). An event may carry a future that the processor completes with its
 answer (``put_and_wait``).
 
 Events dropped from the queue (``clear_and_put`` on session expiry, ``close``) are answered

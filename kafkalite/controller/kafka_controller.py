@@ -1,7 +1,7 @@
 """KafkaController: election, store watches and the event loop around ``ControllerCore``.
 
-Every broker runs one (seed 001: "每个KafkaServer中都会创建一个KafkaController对象, 但是集群中只允许
-存在一个Leader Controller"). The I/O shell does only this:
+Every broker runs one, as every Kafka broker does, and one of them at a time is the active
+controller. The I/O shell does only this:
 
 1. **Election** (``_elect``): whoever creates the ephemeral ``/controller`` while bumping
    ``/controller_epoch`` in the same multi is the controller with that epoch; the others watch
@@ -924,7 +924,7 @@ class KafkaController:
         new_partitions = core.register_topic_change(topics, assignments)
         for start in range(0, len(new_partitions), PARTITIONS_PER_SLICE):
             if start:
-                await asyncio.sleep(0)  # bulk work yields (DESIGN.md section 1)
+                await asyncio.sleep(0)  # bulk work yields (docs/architecture.md, Process model)
             result += core.on_new_partition_creation(
                 new_partitions[start : start + PARTITIONS_PER_SLICE]
             )
@@ -1026,7 +1026,7 @@ class KafkaController:
             errors: dict[TopicPartition, ErrorCode] = {}
             for start in range(0, len(chosen), PARTITIONS_PER_SLICE):
                 if start:
-                    await asyncio.sleep(0)  # bulk work yields (DESIGN.md section 1)
+                    await asyncio.sleep(0)  # bulk work yields (docs/architecture.md, Process model)
                 sliced, sliced_errors = core.elect_leaders(
                     chosen[start : start + PARTITIONS_PER_SLICE], unclean=unclean
                 )

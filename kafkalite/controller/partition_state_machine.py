@@ -1,6 +1,7 @@
 """PartitionStateMachine: the states of every partition and the legal moves between them.
 
-Kafka's ``ZkPartitionStateMachine`` made sans-I/O. States (seed 001, "PartitionStateMachine"):
+Kafka's ``ZkPartitionStateMachine`` made sans-I/O. States (Kafka's
+``PartitionState``):
 
 - NonExistentPartition: never created, or created and deleted.
 - NewPartition: created; replicas assigned, no leader/ISR yet.

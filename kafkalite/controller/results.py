@@ -9,8 +9,9 @@ the coordination store or a socket. It returns a ``ControllerResult``:
   atomic multi together with a check of ``/controller_epoch``'s version, so a deposed controller
   can never write (Kafka's ``checkControllerEpochZkVersion`` ops).
 - ``requests``: the LeaderAndIsr / UpdateMetadata / StopReplica requests to send, per broker,
-  in order. The shell sends them only after the writes committed (persist before you announce:
-  seed 000, "controller 先更新元数据 (写入 leaderAndISR) 后才发送命令给 broker").
+  in order. The shell sends them only after the writes committed (persist before you announce,
+  as Kafka's controller writes leader and ISR before it sends LeaderAndIsr; CONTRIBUTING.md,
+  convention 4).
 - ``failed``: state changes that could not be made (no live replica, no eligible leader, ...),
   with the reason. They are data, not errors: Kafka logs them and the partition stays where it
   was until the next trigger (a broker start, for instance).

@@ -1,7 +1,7 @@
 """TopicDeletionManager: drives topics queued in ``/admin/delete_topics`` to deletion.
 
-Kafka's ``TopicDeletionManager`` made sans-I/O. A topic is deleted in these steps (seed 000,
-"如果是删除一个topic, 则发送StopReplicaCommand给受影响的brokers"):
+Kafka's ``TopicDeletionManager`` made sans-I/O. A topic is deleted in these steps (StopReplica
+to every broker that hosts one of its replicas):
 
 1. ``enqueue_topics_for_deletion``: the topic is queued; from now on its partitions are never
    elected, UpdateMetadata shows them with leader -2 so brokers stop serving them, and

@@ -1,7 +1,8 @@
 """Hand-written ProduceRequest decoder (v3-v11) that leaves record data inside the frame.
 
 kio decodes `records` into an immutable `bytes` copy; the broker, though, patches baseOffset and
-partitionLeaderEpoch of every batch in place before appending (DESIGN.md section 3). Decoding by
+partitionLeaderEpoch of every batch in place before appending (docs/architecture.md, The data
+path). Decoding by
 hand yields, for each partition, a writable `memoryview` into the request frame (a `bytearray`
 the connection handed over), so record data is copied once: from the socket into the frame.
 

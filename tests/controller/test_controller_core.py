@@ -1,5 +1,6 @@
 """ControllerCore: the decisions for topic creation, deletion, partition addition, broker
-failure and start, controlled shutdown, ISR notifications and failover (seeds 000-002)."""
+failure and start, controlled shutdown, ISR notifications and failover (Kafka's
+KafkaController)."""
 
 import signal
 from datetime import timedelta

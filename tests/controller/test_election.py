@@ -1,4 +1,4 @@
-"""Leader election (kafkalite/controller/election.py) against the seeds' examples and Kafka's
+"""Leader election (kafkalite/controller/election.py) against Kafka's documented examples and its
 rules, with hypothesis oracles."""
 
 from hypothesis import given, settings
@@ -42,16 +42,16 @@ def context(live, assignment, isr, leader, *, shutting_down=(), unclean_topics=(
     return ctx
 
 
-def test_seed_example_leader_from_live_isr():
-    # seed 000: AR=[1,2,3,4,5], ISR=[1,2,3], live=[2,3,5] -> leader 2, ISR [2,3]
+def test_example_leader_from_live_isr():
+    # AR=[1,2,3,4,5], ISR=[1,2,3], live=[2,3,5] -> leader 2, ISR [2,3]
     ctx = context([2, 3, 5], [1, 2, 3, 4, 5], [1, 2, 3], leader=1)
     result = leader_for_offline(ctx, TP, ctx.partition_leadership_info[TP], False)
     assert result.leader_and_isr == LeaderAndIsr(2, 5, (2, 3), zk_version=7)
     assert result.live_replicas == (2, 3, 5)
 
 
-def test_seed_example_unclean_leader_from_live_assigned_replicas():
-    # seed 000: AR=[1,2,3,4,5], ISR=[1,2,3], live=[4,6,7] -> leader 4, ISR [4] (may lose data)
+def test_example_unclean_leader_from_live_assigned_replicas():
+    # AR=[1,2,3,4,5], ISR=[1,2,3], live=[4,6,7] -> leader 4, ISR [4] (may lose data)
     ctx = context([4, 6, 7], [1, 2, 3, 4, 5], [1, 2, 3], leader=1)
     current = ctx.partition_leadership_info[TP]
     assert leader_for_offline(ctx, TP, current, False).leader_and_isr is None

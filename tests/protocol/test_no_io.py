@@ -1,4 +1,4 @@
-"""CONVENTIONS.md rule 1: the protocol layer does no I/O."""
+"""CONTRIBUTING.md, convention 1: the protocol layer does no I/O."""
 
 import ast
 from pathlib import Path
