@@ -1,7 +1,9 @@
 """The HTTP admin API and its metrics (docs/architecture.md, Edges); the commands on it are in cli/.
 
-- ``app.py``: the aiohttp application (routes, JSON errors) and ``AdminServer``, started by
-  ``KafkaServer`` on ``admin.listener`` inside the broker's event loop;
+- ``app.py``: the aiohttp application (its routes, JSON errors) and ``AdminServer``, started
+  by ``KafkaServer`` on ``admin.listener`` inside the broker's event loop;
+- ``routes/``: the route handlers, one module per resource (health, cluster, topics, records,
+  transactions, groups, partitions, metrics, console), joined by ``app.AdminApi``;
 - ``models.py``: the pydantic models of every request and answer body;
 - ``routing.py``: ``@route``, the one declaration of a route (registration, validation, docs);
 - ``openapi.py``: the OpenAPI 3.1 document served at ``/openapi.json``, generated from both;

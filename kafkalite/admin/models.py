@@ -1,6 +1,6 @@
 """The admin API's request and response bodies, declared once as pydantic models.
 
-Every route in app.py names its body, query and answer models (`routing.route`); the route
+Every route in routes/ names its body, query and answer models (`routing.route`); the route
 wrapper validates requests with them (strictly: a JSON number is not a string, `"3"` is not an
 integer) and checks every answer against its model before it is sent, and openapi.py builds the
 OpenAPI document from their JSON schemas. What the document says is therefore what the server

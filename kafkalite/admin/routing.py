@@ -1,4 +1,4 @@
-"""Routes declared once: `@route(...)` on an AdminApi method names its method, path, query,
+"""Routes declared once: `@route(...)` on a handler of routes/ names its method, path, query,
 body and answer models; the same declaration registers the aiohttp route (app.py), validates the
 request and the answer (here), and writes the operation into the OpenAPI document (openapi.py).
 
@@ -61,7 +61,7 @@ Handler = Callable[..., Awaitable[Any]]
 
 
 def route(method: str, path: str, **kwargs: Any) -> Callable[[Handler], Handler]:
-    """Declare an AdminApi method as the handler of `method path` (see RouteSpec)."""
+    """Declare a method of a routes/ class as the handler of `method path` (see RouteSpec)."""
 
     def declare(fn: Handler) -> Handler:
         spec = RouteSpec(method, path, **kwargs)
@@ -89,12 +89,14 @@ def route(method: str, path: str, **kwargs: Any) -> Callable[[Handler], Handler]
 
 
 def route_specs(cls: type) -> list[tuple[str, RouteSpec]]:
-    """(attribute name, spec) of every declared route of `cls`, in declaration order."""
-    return [
-        (name, value.route_spec)
-        for name, value in vars(cls).items()
-        if hasattr(value, "route_spec")
-    ]
+    """(attribute name, spec) of every declared route of `cls` and its bases: the bases in
+    method resolution order, each one's routes in declaration order."""
+    found: dict[str, RouteSpec] = {}
+    for klass in cls.__mro__:
+        for name, value in vars(klass).items():
+            if name not in found and hasattr(value, "route_spec"):
+                found[name] = value.route_spec
+    return list(found.items())
 
 
 async def json_body(request: web.Request) -> dict[str, Any]:

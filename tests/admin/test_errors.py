@@ -3,15 +3,10 @@ status, and a handler that blows up is a 500 the app survives (no broker needed)
 
 from __future__ import annotations
 
-import asyncio
-from types import SimpleNamespace
-
-from aiohttp.test_utils import TestClient, TestServer
-
-from kafkalite.admin.app import create_app
 from kafkalite.admin.errors import AdminError, status_for
 from kafkalite.coord.errors import ConnectionLoss
 from kafkalite.protocol.errors import ErrorCode
+from tests.admin.support import client_for, fake_server
 
 
 class ExplodingStore:
@@ -28,28 +23,6 @@ class ExplodingStore:
 
     async def exists(self, path):
         raise self.error
-
-
-def fake_server(store=None, group_coordinator=None):
-    return SimpleNamespace(
-        broker_id=3,
-        config=SimpleNamespace(num_partitions=1, default_replication_factor=1),
-        services=SimpleNamespace(store=store, group_coordinator=group_coordinator, cluster_id="c"),
-        dispatcher=SimpleNamespace(ready=asyncio.Event()),
-        replica_manager=None,
-        log_manager=None,
-        metadata_cache=None,
-        controller=None,
-        socket_server=None,
-        bound_endpoints=[],
-        advertised_endpoints=[],
-    )
-
-
-async def client_for(server) -> TestClient:
-    client = TestClient(TestServer(create_app(server)))
-    await client.start_server()
-    return client
 
 
 async def test_missing_roles_are_503_with_a_message() -> None:

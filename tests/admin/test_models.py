@@ -13,7 +13,7 @@ from kafkalite.admin.app import create_app
 from kafkalite.admin.errors import AdminError
 from kafkalite.admin.openapi import openapi_document
 from kafkalite.admin.routing import parse, route, route_specs
-from tests.admin.test_errors import fake_server
+from tests.admin.support import fake_server
 
 
 def test_every_served_route_is_documented_and_nothing_else() -> None:

@@ -21,7 +21,7 @@ from kafkalite.admin.security import (
     WWW_AUTHENTICATE,
     acl_statement,
 )
-from tests.admin.test_errors import fake_server
+from tests.admin.support import fake_server
 
 
 def served_routes() -> set[tuple[str, str]]:

@@ -1,0 +1,33 @@
+"""Helpers of the in-process admin app tests: a fake broker (no process, no coordination store)
+and a test client over the app built for it."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+from aiohttp.test_utils import TestClient, TestServer
+
+from kafkalite.admin.app import create_app
+
+
+def fake_server(store=None, group_coordinator=None):
+    return SimpleNamespace(
+        broker_id=3,
+        config=SimpleNamespace(num_partitions=1, default_replication_factor=1),
+        services=SimpleNamespace(store=store, group_coordinator=group_coordinator, cluster_id="c"),
+        dispatcher=SimpleNamespace(ready=asyncio.Event()),
+        replica_manager=None,
+        log_manager=None,
+        metadata_cache=None,
+        controller=None,
+        socket_server=None,
+        bound_endpoints=[],
+        advertised_endpoints=[],
+    )
+
+
+async def client_for(server) -> TestClient:
+    client = TestClient(TestServer(create_app(server)))
+    await client.start_server()
+    return client
