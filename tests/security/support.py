@@ -20,6 +20,7 @@ from pathlib import Path
 import trustme
 
 from kafkalite.client.connection import KafkaConnection
+from kafkalite.protocol.api import ApiKey
 from kafkalite.security.listeners import ClientSecurity
 from tests.harness.broker import BrokerProcess, free_port
 
@@ -202,6 +203,39 @@ def basic(user: str, password: str | None = None) -> dict[str, str]:
 
     secret = PLAIN_USERS[user] if password is None else password
     return {"Authorization": "Basic " + base64.b64encode(f"{user}:{secret}".encode()).decode()}
+
+
+async def set_quota(bootstrap: str, client_id: str, value: float | None) -> None:
+    host, port = bootstrap.rsplit(":", 1)
+    async with KafkaConnection(host, int(port)) as conn:
+        response = await conn.send(
+            ApiKey.ALTER_CLIENT_QUOTAS,
+            {
+                "entries": [
+                    {
+                        "entity": [{"entity_type": "client-id", "entity_name": client_id}],
+                        "ops": [
+                            {
+                                "key": "producer_byte_rate",
+                                "value": value or 0.0,
+                                "remove": value is None,
+                            }
+                        ],
+                    }
+                ],
+                "validate_only": False,
+            },
+        )
+        assert response.entries[0].error_code == 0
+        described = await conn.send(
+            ApiKey.DESCRIBE_CLIENT_QUOTAS,
+            {
+                "components": [{"entity_type": "client-id", "match_type": 0, "match": client_id}],
+                "strict": False,
+            },
+        )
+    values = {v.key: v.value for e in described.entries or () for v in e.values}
+    assert values == ({} if value is None else {"producer_byte_rate": value})
 
 
 # -- the ACL-secured broker of the authorization tests -------------------------------------------
