@@ -49,7 +49,7 @@ def worker(bootstrap: str, topic: str, group: str, poll_ms: int, metadata_first:
     )
     from kafka import KafkaConsumer
 
-    from tests.integration.test_groups_clients import kafka_python_metadata_before_poll
+    from tests.integration.support import kafka_python_metadata_before_poll
 
     stop = threading.Event()
 
@@ -140,7 +140,7 @@ def wait_for(condition, what: str, timeout: float = STEP_DEADLINE_S) -> None:
 
 def one_run(args: argparse.Namespace, bootstrap: str, run: int, run_dir: Path) -> str | None:
     """None when every step happened, else what stalled and the state at that moment."""
-    from tests.integration.test_groups_clients import create_topic, describe, produce
+    from tests.integration.support import create_topic, describe, produce
 
     topic, group = f"stress-{run}", f"stress-group-{run}"
     create_topic(bootstrap, topic)

@@ -225,7 +225,7 @@ def authorizer_cost() -> dict:
 
 
 def quota_check(broker, seconds: float = 10.0, quota: int = 1_000_000) -> dict:
-    from tests.security.test_clients import set_quota
+    from tests.security.support import set_quota
 
     asyncio.run(set_quota(broker.bootstrap, "bench-throttled", quota))
     acked = []

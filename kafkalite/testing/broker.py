@@ -92,6 +92,7 @@ class Broker(Helpers):
         keep_data: bool = False,
         admin: bool = True,
         start_timeout: float = START_TIMEOUT_S,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.subprocess = subprocess
@@ -101,6 +102,7 @@ class Broker(Helpers):
         self.admin = admin
         self.start_timeout = start_timeout
         self.overrides = _settings(config)
+        self.env = dict(env or {})
         self.port: int | None = None
         self.admin_port: int | None = None
         self.server: Any = None  # the KafkaServer, in-process
@@ -160,11 +162,12 @@ class Broker(Helpers):
             self._start_in_process()
         return self
 
-    def stop(self, timeout: float = STOP_TIMEOUT_S) -> None:
-        """A clean stop (controlled shutdown, logs flushed); the data stays until ``close``."""
+    def stop(self, timeout: float = STOP_TIMEOUT_S) -> int | None:
+        """A clean stop (controlled shutdown, logs flushed); the data stays until ``close``.
+        Returns a subprocess's exit status (None in-process, or if it never started)."""
         if self.subprocess:
-            self._stop_subprocess(timeout)
-        elif self.server is not None:
+            return self._stop_subprocess(timeout)
+        if self.server is not None:
             assert self._thread is not None
             try:
                 self._thread.run(self.server.shutdown(), timeout)
@@ -172,6 +175,7 @@ class Broker(Helpers):
                 self.server = None
                 self._thread.stop()
                 self._thread = None
+        return None
 
     def kill(self) -> None:
         """Stop without a controlled shutdown: SIGKILL for a subprocess; in-process, the
@@ -189,8 +193,12 @@ class Broker(Helpers):
                 self._thread.stop()
                 self._thread = None
 
-    def restart(self) -> Broker:
-        self.stop()
+    def restart(self, *, hard: bool = False) -> Broker:
+        """Stop (``kill()`` if ``hard``), then start again on the same port and data."""
+        if hard:
+            self.kill()
+        else:
+            self.stop()
         return self.start()
 
     def close(self) -> None:
@@ -267,7 +275,10 @@ class Broker(Helpers):
     def _start_subprocess(self) -> None:
         import kafkalite
 
-        env = dict(os.environ)
+        # the child's configuration is its settings alone, as in-process (no KAFKALITE_*
+        # variable of the environment), plus the caller's ``env``
+        env = {k: v for k, v in os.environ.items() if not k.startswith("KAFKALITE_")}
+        env.update(self.env)
         # the child imports the same kafkalite as this process, installed or not
         package_root = str(Path(kafkalite.__file__).resolve().parent.parent)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
@@ -330,10 +341,10 @@ class Broker(Helpers):
                 )
             time.sleep(0.01)  # the interval of reading the log, not a synchronisation
 
-    def _stop_subprocess(self, timeout: float) -> None:
+    def _stop_subprocess(self, timeout: float) -> int | None:
         process = self.process
         if process is None or process.poll() is not None:
-            return
+            return None if process is None else process.returncode
         process.send_signal(signal.SIGCONT)  # a paused broker cannot handle SIGTERM
         process.send_signal(signal.SIGTERM)
         try:
@@ -344,6 +355,7 @@ class Broker(Helpers):
             raise TimeoutError(
                 f"broker ignored SIGTERM for {timeout} s:\n{self.log_tail()}"
             ) from None
+        return process.returncode
 
     def pause(self) -> None:
         """SIGSTOP (subprocess only): frozen, its sockets open; ``resume()`` continues it."""
@@ -374,9 +386,15 @@ class Broker(Helpers):
                 raise TimeoutError(f"broker process still in state {state} after {timeout} s")
             time.sleep(0.001)  # the interval of reading the state, not a synchronisation
 
-    def log_tail(self, lines: int = 40) -> str:
+    def log_text(self) -> str:
+        """A subprocess's whole output, every start of it ("" before the first)."""
         try:
-            text = self.log_path.read_text(errors="replace")
+            return self.log_path.read_text(errors="replace")
         except OSError:
+            return ""
+
+    def log_tail(self, lines: int = 40) -> str:
+        text = self.log_text()
+        if not text:
             return "(no log)"
         return "\n".join(text.splitlines()[-lines:])

@@ -18,7 +18,7 @@ from kafkalite.protocol.errors import ErrorCode
 from kafkalite.security.acl import AclEntry, PermissionType, ResourcePattern
 from kafkalite.security.quotas import QuotaManager
 
-from .test_fetch import fetch_request
+from .support import fetch_request
 
 ALICE = "User:alice"
 TOPIC_DENIED = 29

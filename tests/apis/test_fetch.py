@@ -1,50 +1,11 @@
 """Fetch handler: request -> FetchParams/FetchInfo, response encoding, sessionless sessions."""
 
 import dataclasses
-import datetime
-import sys
 
-from kafkalite.protocol.api import ApiKey, request_class
+from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.records import Record, build_batch
 from kafkalite.protocol.types import TopicPartition
-
-
-def partition(cls, index):
-    fields = dict(
-        partition=index,
-        fetch_offset=5,
-        partition_max_bytes=1000,
-        current_leader_epoch=-1,
-        log_start_offset=-1,
-        last_fetched_epoch=-1,
-    )
-    names = set(cls.__dataclass_fields__)
-    return cls(**{k: v for k, v in fields.items() if k in names})
-
-
-def fetch_request(version, topics, session_id=0, session_epoch=-1, max_bytes=1 << 20):
-    cls = request_class(ApiKey.FETCH, version)
-    module = sys.modules[cls.__module__]
-    fields = dict(
-        replica_id=-1,
-        max_wait=datetime.timedelta(milliseconds=100),
-        min_bytes=1,
-        max_bytes=max_bytes,
-        isolation_level=0,
-        topics=tuple(
-            module.FetchTopic(
-                topic=name,
-                partitions=tuple(partition(module.FetchPartition, p) for p in parts),
-            )
-            for name, parts in topics
-        ),
-    )
-    if version >= 7:
-        fields.update(session_id=session_id, session_epoch=session_epoch, forgotten_topics_data=())
-    if version >= 11:
-        fields["rack_id"] = ""
-    names = set(cls.__dataclass_fields__)
-    return cls(**{k: v for k, v in fields.items() if k in names})
+from tests.apis.support import fetch_request
 
 
 async def test_fetch_returns_records_and_partition_errors(call, services):

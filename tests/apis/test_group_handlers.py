@@ -22,6 +22,7 @@ from kafkalite.group.config import GROUP_METADATA_TOPIC_NAME, GroupConfig, Offse
 from kafkalite.protocol.api import GROUP_KEYS, ApiKey, request_class
 from kafkalite.protocol.consumer_protocol import encode_subscription
 from kafkalite.protocol.errors import ErrorCode
+from tests.apis.support import MemoryWriter
 
 OFFSETS_PARTITIONS = 4
 SUBSCRIPTION = encode_subscription(["t"])
@@ -53,21 +54,6 @@ class FakeMetadataCache:
         if broker_id >= self.alive:
             return None
         return BrokerEndpoint(listener, HOST, PORT)
-
-
-class MemoryWriter:
-    def __init__(self) -> None:
-        self.partitions: dict[int, list] = {}
-
-    async def append(self, partition, records):
-        log = self.partitions.setdefault(partition, [])
-        base = len(log)
-        log.extend((base + i, k, v) for i, (k, v) in enumerate(records))
-        return ErrorCode.NONE, base
-
-    async def read(self, partition):
-        for record in list(self.partitions.get(partition, [])):
-            yield record
 
 
 @pytest.fixture

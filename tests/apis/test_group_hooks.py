@@ -23,7 +23,7 @@ from kafkalite.group.core import PartitionStatus
 from kafkalite.protocol.api import ApiKey, request_class
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.types import TopicPartition
-from tests.apis.test_group_handlers import MemoryWriter
+from tests.apis.support import MemoryWriter
 
 OFFSETS = GROUP_METADATA_TOPIC_NAME
 

@@ -18,7 +18,7 @@ from kafkalite.protocol.types import TopicPartition
 from kafkalite.storage.config import LogConfig
 from kafkalite.storage.log import Log
 
-from .test_coordinator import ManualTime, form_group
+from .support import ManualTime, form_group
 
 PARTITIONS = 2
 TP = TopicPartition("orders", 3)

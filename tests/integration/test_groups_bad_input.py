@@ -21,7 +21,7 @@ from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.consumer_protocol import encode_subscription
 from kafkalite.protocol.errors import ErrorCode
 from tests.integration.common import wait_for
-from tests.integration.test_groups_clients import create_topic
+from tests.integration.support import create_topic
 
 GROUP, TOPIC = "strict", "bad-input"
 SUBSCRIPTION = encode_subscription([TOPIC])

@@ -28,9 +28,16 @@ import pytest
 
 from tests.harness.broker import REPO_ROOT, BrokerProcess
 from tests.integration.common import wait_for
+from tests.integration.support import (
+    CLIENTS,
+    PARTITIONS,
+    create_topic,
+    describe,
+    describe_group,
+    kafka_python_metadata_before_poll,
+    produce,
+)
 
-CLIENTS = ("confluent-kafka", "kafka-python", "aiokafka")
-PARTITIONS = 6
 SESSION_TIMEOUT_MS = 6000
 DEADLINE_S = 60.0
 ASSIGNOR_ENV = "KAFKALITE_TEST_ASSIGNOR"  # librdkafka's partition.assignment.strategy
@@ -84,29 +91,6 @@ def _worker_confluent(
         if got:
             consumer.commit(asynchronous=False)
     consumer.close()
-
-
-def kafka_python_metadata_before_poll(consumer, topic: str) -> None:
-    """Have kafka-python 3.0.12 learn the topic's partitions before its first poll: this keeps
-    it off a client bug that stalls a rebalance whatever the broker (Kafka included).
-
-    The bug: ``join_group_async`` runs ``while need_rejoin()`` and, when poll's timeout ends
-    first, leaves its JoinGroup+SyncGroup task running for the next poll to pick up. A leader
-    that rejoins because its topic-metadata snapshot changed has ``rejoin_needed`` False, and
-    the assignment the task performs copies the new snapshot, so ``need_rejoin()`` turns
-    False. If the task completes between two polls, no poll ever looks at it again: the
-    member stays REBALANCING with heartbeats off and its new assignment unused, is evicted
-    after its session timeout and never rejoins. (Java's client loops on
-    ``rejoinNeededOrPending()``, which counts the pending join.) A consumer that polls before
-    it knows the topic's partitions assigns nothing as the first generation's leader (with
-    group.initial.rebalance.delay.ms 0) and then rejoins on exactly that snapshot change.
-    bench/group_rebalance_stress.py runs this test's scenario: with 5 ms polls 7 runs of 11
-    stalled so, none of 40 with the partitions known first (with 100 ms polls, 1 in 5 to 1 in
-    20 stalled). Knowing them first, the snapshot never changes in these tests, and every
-    rejoin is one the coordinator asked for (``rejoin_needed`` stays True until the join is
-    consumed), which kafka-python handles."""
-    partitions = consumer.partitions_for_topic(topic)  # a blocking metadata request if unknown
-    assert partitions == set(range(PARTITIONS)), f"kafka-python sees {topic} as {partitions}"
 
 
 def _worker_kafka_python(bootstrap: str, topic: str, group: str, stop: threading.Event) -> None:
@@ -264,28 +248,6 @@ class Worker:
         self.stderr.close()
 
 
-async def _describe_group(bootstrap: str, group: str):
-    from kafkalite.client.client import KafkaClient
-    from kafkalite.client.connection import request_builder
-    from kafkalite.protocol.api import ApiKey
-
-    client = KafkaClient(bootstrap, client_id="groups-test")
-    try:
-        await client.start()
-        response = await client.send(
-            ApiKey.DESCRIBE_GROUPS, request_builder(ApiKey.DESCRIBE_GROUPS, groups=[group])
-        )
-    finally:
-        await client.close()
-    return response.groups[0]
-
-
-def describe(bootstrap: str, group: str) -> tuple[str, int]:
-    """(state, member count) of a group, through DescribeGroups."""
-    described = asyncio.run(_describe_group(bootstrap, group))
-    return described.group_state, len(described.members)
-
-
 def stable_cover(broker: BrokerProcess, group: str, workers: list[Worker]) -> bool:
     """The group is Stable with exactly these members, each with a non-empty assignment, and
     the assignments are disjoint and cover every partition."""
@@ -296,22 +258,6 @@ def stable_cover(broker: BrokerProcess, group: str, workers: list[Worker]) -> bo
     if flat != list(range(PARTITIONS)):
         return False
     return describe(broker.bootstrap, group) == ("Stable", len(workers))
-
-
-def produce(bootstrap: str, topic: str, values: list[str]) -> None:
-    from confluent_kafka import Producer
-
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    for i, v in enumerate(values):
-        producer.produce(topic, v.encode(), partition=i % PARTITIONS)
-    assert producer.flush(30) == 0
-
-
-def create_topic(bootstrap: str, topic: str) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
 
 
 @pytest.fixture(scope="module")
@@ -443,7 +389,7 @@ def test_cooperative_sticky_rebalances_pass_through(group_broker, tmp_path):
         wait_for(lambda: stable_cover(group_broker, group, [a, b]), "two members")
         c = start()
         wait_for(lambda: stable_cover(group_broker, group, [a, b, c]), "three members")
-        described = asyncio.run(_describe_group(bootstrap, group))
+        described = asyncio.run(describe_group(bootstrap, group))
         assert (described.protocol_type, described.protocol_data) == (
             "consumer",
             "cooperative-sticky",

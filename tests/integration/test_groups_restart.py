@@ -16,7 +16,7 @@ import time
 import pytest
 
 from tests.integration.common import wait_for
-from tests.integration.test_groups_clients import (
+from tests.integration.support import (
     CLIENTS,
     PARTITIONS,
     create_topic,

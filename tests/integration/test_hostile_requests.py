@@ -134,7 +134,7 @@ def test_hostile_requests_are_answered_and_logged_as_json(broker):
 def send_hostile(s, key, version):
     from hypothesis import HealthCheck, given, settings
 
-    from tests.apis.test_hostile_requests import hostile
+    from tests.apis.support import hostile
 
     @settings(
         max_examples=4,
@@ -154,11 +154,11 @@ def send_hostile(s, key, version):
 
 
 def test_generated_hostile_requests_against_a_real_broker(broker):
-    """Hypothesis-generated hostile requests (tests/apis/test_hostile_requests.py's strategy)
+    """Hypothesis-generated hostile requests (the strategy in tests/apis/support.py)
     for every advertised API and version, on one connection of a real broker whose handlers
     have real roles behind them: each is answered with its API's response, and nothing the
     handlers do with what passes the checks makes them fail (no error line in the log)."""
-    from tests.apis.test_hostile_requests import ADVERTISED
+    from tests.apis.support import ADVERTISED
 
     s = socket.create_connection((broker.host, broker.port))
     s.settimeout(60)

@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from kafkalite.testing import Broker
 from tests.integration.common import (
     CODECS,
     MESSAGES,
@@ -36,21 +37,20 @@ def kcat(*args, input=None, timeout=60):
 
 @pytest.fixture(scope="module")
 def kcat_broker(tmp_path_factory):
-    from tests.harness.broker import BrokerProcess
-
-    b = BrokerProcess(
-        tmp_path_factory.mktemp("kcat-broker"), overrides={"num.partitions": str(PARTITIONS)}
-    )
-    b.start()
-    yield b
-    b.stop()
+    with Broker(
+        {"num.partitions": PARTITIONS},
+        subprocess=True,
+        data_dir=tmp_path_factory.mktemp("kcat-broker"),
+        admin=False,
+    ) as broker:
+        yield broker
 
 
 def produce(broker, topic, batch, codec, partition):
     lines = b"".join(s.key + b"\t" + s.value + b"\n" for s in batch)
     kcat(
         "-b",
-        broker.bootstrap,
+        broker.bootstrap_servers,
         "-P",
         "-t",
         topic,
@@ -89,7 +89,7 @@ def test_produce_consume_and_offsets_by_time(kcat_broker):
     for p in range(PARTITIONS):
         out = kcat(
             "-b",
-            kcat_broker.bootstrap,
+            kcat_broker.bootstrap_servers,
             "-C",
             "-t",
             topic,
@@ -117,7 +117,9 @@ def test_produce_consume_and_offsets_by_time(kcat_broker):
 
     per_partition = per_codec // PARTITIONS
     for p in range(PARTITIONS):
-        out = kcat("-b", kcat_broker.bootstrap, "-Q", "-t", f"{topic}:{p}:{boundary_ms}").stdout
+        out = kcat(
+            "-b", kcat_broker.bootstrap_servers, "-Q", "-t", f"{topic}:{p}:{boundary_ms}"
+        ).stdout
         assert (
             f"[{p}]  offset {per_partition}".encode() in out.replace(b"\t", b" ")
             or out.split()[-1] == str(per_partition).encode()
@@ -126,7 +128,7 @@ def test_produce_consume_and_offsets_by_time(kcat_broker):
 
 def test_metadata_listing(kcat_broker):
     produce(kcat_broker, "kcat-meta", messages("gzip", 4), "gzip", 0)
-    meta = json.loads(kcat("-b", kcat_broker.bootstrap, "-L", "-J").stdout)
+    meta = json.loads(kcat("-b", kcat_broker.bootstrap_servers, "-L", "-J").stdout)
     assert [b["id"] for b in meta["brokers"]] == [0]
     (topic,) = [t for t in meta["topics"] if t["topic"] == "kcat-meta"]
     assert len(topic["partitions"]) == PARTITIONS

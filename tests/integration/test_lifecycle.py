@@ -2,8 +2,16 @@
 
 import asyncio
 
+import pytest
+
 from kafkalite.client.client import KafkaClient
-from tests.harness.broker import BrokerProcess
+from kafkalite.testing import Broker
+
+
+@pytest.fixture
+def broker(tmp_path):
+    with Broker(subprocess=True, data_dir=tmp_path / "broker", admin=False) as broker:
+        yield broker
 
 
 async def create_and_list(bootstrap, name=None):
@@ -18,17 +26,17 @@ async def create_and_list(bootstrap, name=None):
 
 
 def test_second_broker_on_the_same_data_dir_is_refused(broker):
-    second = BrokerProcess(broker.data_dir, broker_id=1)
-    proc = second.spawn()
-    assert proc.wait(60) != 0
-    assert "in use" in second.log_text()
+    second = Broker(subprocess=True, data_dir=broker.data_dir, broker_id=1, admin=False)
+    with pytest.raises(RuntimeError, match="before it started") as refused:
+        second.start()
+    assert "in use" in str(refused.value)
     assert broker.running
 
 
 def test_sigterm_shuts_down_cleanly_and_topics_survive(broker):
-    assert asyncio.run(create_and_list(broker.bootstrap, "kept"))["kept"] == 3
+    assert asyncio.run(create_and_list(broker.bootstrap_servers, "kept"))["kept"] == 3
     assert broker.stop() == 0
     assert (broker.log_dir / ".kafka_cleanshutdown").exists()
     assert "shut down" in broker.log_text()
     broker.start()
-    assert asyncio.run(create_and_list(broker.bootstrap))["kept"] == 3
+    assert asyncio.run(create_and_list(broker.bootstrap_servers))["kept"] == 3

@@ -20,7 +20,7 @@ from kafkalite.network.quotas import ConnectionQuotas
 from kafkalite.network.server import SocketServer
 from tests.controller.shell_support import eventually
 from tests.harness.broker import REPO_ROOT, free_port
-from tests.network.test_connection import ScriptedDispatcher, frame, read_response
+from tests.network.support import ScriptedDispatcher, frame, read_response
 
 # ---------------------------------------------------------------------- counting
 

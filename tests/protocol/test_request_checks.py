@@ -102,7 +102,7 @@ def test_the_validator_notes_exactly_the_forbidden_nulls(key, version):
     frame's structural walk (validator.py) notes one."""
     from kafkalite.protocol.frames import encode_request, parse_request_header
     from kafkalite.protocol.validator import validator_for
-    from tests.apis.test_hostile_requests import hostile
+    from tests.apis.support import hostile
 
     cls = request_class(key, version)
 

@@ -6,7 +6,9 @@ CA (refused). ``secure_listeners`` gives the overrides of a broker with one list
 protocol besides the harness's PLAINTEXT one: SSL, SASL_PLAINTEXT, SASL_SSL and an mTLS
 listener named MTLS (mapped to SSL, client certificates required, the principal from the
 subject by ``ssl.principal.mapping.rules``) and a SASL_PLAINTEXT listener named REAUTH whose
-sessions last 1 s (``connections.max.reauth.ms``).
+sessions last 1 s (``connections.max.reauth.ms``). ``secured_overrides`` and ``Secured`` are the
+broker of the authorization tests: ACLs enforced, ANONYMOUS on PLAINTEXT a super user, PLAIN
+users and the SCRAM user mallory on SASL_PLAINTEXT.
 """
 
 from __future__ import annotations
@@ -17,7 +19,10 @@ from pathlib import Path
 
 import trustme
 
-from tests.harness.broker import free_port
+from kafkalite.client.connection import KafkaConnection
+from kafkalite.protocol.api import ApiKey
+from kafkalite.security.listeners import ClientSecurity
+from tests.harness.broker import BrokerProcess, free_port
 
 ADMIN_USER, ADMIN_PASSWORD = "admin", "admin-secret"
 PLAIN_USERS = {ADMIN_USER: ADMIN_PASSWORD, "alice": "alice-secret", "bob": "bob-secret"}
@@ -198,3 +203,79 @@ def basic(user: str, password: str | None = None) -> dict[str, str]:
 
     secret = PLAIN_USERS[user] if password is None else password
     return {"Authorization": "Basic " + base64.b64encode(f"{user}:{secret}".encode()).decode()}
+
+
+async def set_quota(bootstrap: str, client_id: str, value: float | None) -> None:
+    host, port = bootstrap.rsplit(":", 1)
+    async with KafkaConnection(host, int(port)) as conn:
+        response = await conn.send(
+            ApiKey.ALTER_CLIENT_QUOTAS,
+            {
+                "entries": [
+                    {
+                        "entity": [{"entity_type": "client-id", "entity_name": client_id}],
+                        "ops": [
+                            {
+                                "key": "producer_byte_rate",
+                                "value": value or 0.0,
+                                "remove": value is None,
+                            }
+                        ],
+                    }
+                ],
+                "validate_only": False,
+            },
+        )
+        assert response.entries[0].error_code == 0
+        described = await conn.send(
+            ApiKey.DESCRIBE_CLIENT_QUOTAS,
+            {
+                "components": [{"entity_type": "client-id", "match_type": 0, "match": client_id}],
+                "strict": False,
+            },
+        )
+    values = {v.key: v.value for e in described.entries or () for v in e.values}
+    assert values == ({} if value is None else {"producer_byte_rate": value})
+
+
+# -- the ACL-secured broker of the authorization tests -------------------------------------------
+
+USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret", "carol": "c-pw"}
+MALLORY, MALLORY_PASSWORD = "mallory", "mallory-secret-pw"
+
+
+def secured_overrides(port: int, sasl_port: int) -> dict[str, str]:
+    return {
+        "listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": plain_jaas(USERS),
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "allow.everyone.if.no.acl.found": "false",
+        "super.users": "User:admin;User:ANONYMOUS",
+        "transaction.state.log.replication.factor": "1",
+        "transaction.state.log.min.isr": "1",
+    }
+
+
+class Secured:
+    """A broker started with ``secured_overrides``, and connections to it as each user."""
+
+    def __init__(self, broker: BrokerProcess, sasl_port: int) -> None:
+        self.broker = broker
+        self.sasl_port = sasl_port
+
+    def connect(self, user: str | None = None) -> KafkaConnection:
+        """A connection as ``user`` (SASL), or as the super user (PLAINTEXT)."""
+        if user is None:
+            return KafkaConnection("127.0.0.1", self.broker.port)
+        if user == MALLORY:
+            security = ClientSecurity(
+                "SASL_PLAINTEXT", None, "SCRAM-SHA-256", MALLORY, MALLORY_PASSWORD
+            )
+        else:
+            security = ClientSecurity("SASL_PLAINTEXT", None, "PLAIN", user, USERS[user])
+        return KafkaConnection("127.0.0.1", self.sasl_port, security=security)
+
+    async def send(self, user: str | None, api_key: int, request: dict, version=None):
+        async with self.connect(user) as conn:
+            return await conn.send(api_key, request, version)

@@ -35,6 +35,7 @@ from tests.security.support import (
     add_scram_user,
     make_pki,
     secure_listeners,
+    set_quota,
 )
 
 DEADLINE_S = 30.0
@@ -348,39 +349,6 @@ async def test_the_brokers_own_client_speaks_scram_over_tls(secure):
 # ---------------------------------------------------------------------- quotas
 
 QUOTA = 300_000  # bytes/s
-
-
-async def set_quota(bootstrap: str, client_id: str, value: float | None) -> None:
-    host, port = bootstrap.rsplit(":", 1)
-    async with KafkaConnection(host, int(port)) as conn:
-        response = await conn.send(
-            ApiKey.ALTER_CLIENT_QUOTAS,
-            {
-                "entries": [
-                    {
-                        "entity": [{"entity_type": "client-id", "entity_name": client_id}],
-                        "ops": [
-                            {
-                                "key": "producer_byte_rate",
-                                "value": value or 0.0,
-                                "remove": value is None,
-                            }
-                        ],
-                    }
-                ],
-                "validate_only": False,
-            },
-        )
-        assert response.entries[0].error_code == 0
-        described = await conn.send(
-            ApiKey.DESCRIBE_CLIENT_QUOTAS,
-            {
-                "components": [{"entity_type": "client-id", "match_type": 0, "match": client_id}],
-                "strict": False,
-            },
-        )
-    values = {v.key: v.value for e in described.entries or () for v in e.values}
-    assert values == ({} if value is None else {"producer_byte_rate": value})
 
 
 def test_a_throttled_producer_is_held_to_its_byte_rate(secure):

@@ -31,7 +31,7 @@ from kafkalite.protocol.api import ApiKey, request_class, response_class
 from kafkalite.protocol.error_response import SOURCES, error_response
 from kafkalite.protocol.errors import ErrorCode
 from tests.harness.broker import BrokerProcess, free_port
-from tests.security.test_txn_authorization import USERS, Secured, secured_overrides
+from tests.security.support import USERS, Secured, secured_overrides
 
 DENIED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 

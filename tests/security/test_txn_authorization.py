@@ -28,16 +28,19 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka import TopicPartition as CTopicPartition
 
-from kafkalite.client.connection import KafkaConnection
 from kafkalite.protocol.acl import AclOperation, ResourceType
 from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.errors import ErrorCode
-from kafkalite.security.listeners import ClientSecurity
 from tests.harness.broker import BrokerProcess, free_port
-from tests.security.support import add_scram_user, plain_jaas
+from tests.security.support import (
+    MALLORY,
+    MALLORY_PASSWORD,
+    USERS,
+    Secured,
+    add_scram_user,
+    secured_overrides,
+)
 
-USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret", "carol": "c-pw"}
-MALLORY, MALLORY_PASSWORD = "mallory", "mallory-secret-pw"
 DEADLINE_S = 30.0
 
 TOPIC_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
@@ -47,41 +50,6 @@ TXN_DENIED = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
 UNCHECKED = {"API_VERSIONS", "SASL_HANDSHAKE", "SASL_AUTHENTICATE", "DESCRIBE_CLUSTER"}
 """The APIs Kafka's KafkaApis serves without an authorization check."""
-
-
-def secured_overrides(port: int, sasl_port: int) -> dict[str, str]:
-    return {
-        "listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
-        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config": plain_jaas(USERS),
-        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-        "allow.everyone.if.no.acl.found": "false",
-        "super.users": "User:admin;User:ANONYMOUS",
-        "transaction.state.log.replication.factor": "1",
-        "transaction.state.log.min.isr": "1",
-    }
-
-
-class Secured:
-    def __init__(self, broker: BrokerProcess, sasl_port: int) -> None:
-        self.broker = broker
-        self.sasl_port = sasl_port
-
-    def connect(self, user: str | None = None) -> KafkaConnection:
-        """A connection as ``user`` (SASL), or as the super user (PLAINTEXT)."""
-        if user is None:
-            return KafkaConnection("127.0.0.1", self.broker.port)
-        if user == MALLORY:
-            security = ClientSecurity(
-                "SASL_PLAINTEXT", None, "SCRAM-SHA-256", MALLORY, MALLORY_PASSWORD
-            )
-        else:
-            security = ClientSecurity("SASL_PLAINTEXT", None, "PLAIN", user, USERS[user])
-        return KafkaConnection("127.0.0.1", self.sasl_port, security=security)
-
-    async def send(self, user: str | None, api_key: int, request: dict, version=None):
-        async with self.connect(user) as conn:
-            return await conn.send(api_key, request, version)
 
 
 async def create_acls(secured: Secured, acls: list[tuple[str, ResourceType, str, AclOperation]]):

@@ -21,7 +21,7 @@ from kafkalite.spark.kafka import KafkaError, TransactionalTaskWrite
 from kafkalite.spark.source import KafkaBatchWriter
 from tests.harness.broker import BrokerProcess
 from tests.spark.conftest import DEADLINE_S
-from tests.spark.test_streaming import stream
+from tests.spark.support import stream
 
 RECORDS = 40  # per source partition
 

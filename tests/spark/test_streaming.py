@@ -12,13 +12,7 @@ import pytest
 from confluent_kafka import TopicPartition as CkTopicPartition
 
 from tests.spark.conftest import wait_for
-
-
-def stream(spark, bootstrap: str, **options):
-    reader = spark.readStream.format("kafkalite").option("kafka.bootstrap.servers", bootstrap)
-    for key, value in options.items():
-        reader = reader.option(key, value)
-    return reader.load()
+from tests.spark.support import stream
 
 
 def rows_read(query) -> int:

@@ -35,7 +35,7 @@ from confluent_kafka import TopicPartition as CTP
 
 from kafkalite.txn.records import partition_for
 from tests.harness.zookeeper import ZooKeeperServer
-from tests.system.test_cluster import BROKER_IDS, Cluster, wait_for
+from tests.system.support import BROKER_IDS, Cluster, wait_for
 
 TXN_PARTITIONS = 50  # Kafka's default transaction.state.log.num.partitions
 RECORDS_PER_TXN = 8

@@ -102,10 +102,13 @@ async def test_async_context_manager_with_aiokafka():
         assert [m.value for m in await broker.aconsume_all(topic)] == [b"from aiokafka"]
 
 
-def test_subprocess_broker_with_kafka_python_and_kill():
+def test_subprocess_broker_with_kafka_python_and_kill(monkeypatch):
     from kafka import KafkaConsumer, KafkaProducer
 
-    with Broker(subprocess=True) as broker:
+    # the subprocess's settings are its own, as in-process: none from the environment, but
+    # what the caller passes as env
+    monkeypatch.setenv("KAFKALITE_NOPE", "1")
+    with Broker(subprocess=True, env={"KAFKALITE_NUM_PARTITIONS": "2"}) as broker:
         assert broker.server is None and broker.process is not None
         topic = broker.create_topic(topic_name())
         producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers)
@@ -132,8 +135,23 @@ def test_subprocess_broker_with_kafka_python_and_kill():
         broker.resume()
         assert broker.produce(topic, [b"after the pause"]) == 1
 
+        port = broker.port
+        broker.restart(hard=True)  # SIGKILL, then a start on the same port and data
+        assert broker.port == port
+        assert [m.value for m in broker.consume_all(topic)] == [
+            b"from kafka-python",
+            b"after the pause",
+        ]
+        auto_created = topic_name()
+        assert broker.produce(auto_created, [b"x"]) == 0
+        assert sorted(broker.partitions(auto_created)) == [0, 1]  # the env's num.partitions
+        assert broker.log_text().count("--- start ---") == 2
+
         broker.kill()
         assert broker.process.returncode == -9
+        broker.start()
+        assert broker.stop() == 0
+        assert "shut down" in broker.log_tail(5)
 
 
 def test_data_dir_is_removed_unless_kept(tmp_path):

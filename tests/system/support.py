@@ -1,0 +1,215 @@
+"""The three-broker cluster of the system tests (kafkalite subprocesses on one real ZooKeeper)
+and what the tests read of it: ZooKeeper's znodes, each broker's Metadata answer, and waits
+with deadlines."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.harness.broker import BrokerProcess
+from tests.harness.zookeeper import ZooKeeperServer
+
+T = TypeVar("T")
+
+CHROOT = "/kafkalite"
+BROKER_IDS = (1, 2, 3)
+SESSION_TIMEOUT_MS = 6000
+REPLICA_LAG_TIME_MAX_MS = 2000
+# A SIGKILLed broker is noticed after its session expires, then the controller elects and
+# tells the brokers; the clients find the new leader on their next metadata refresh.
+FAILOVER_DEADLINE_S = 45.0
+
+
+def wait_for(condition: Callable[[], T], what: str, deadline_s: float = FAILOVER_DEADLINE_S) -> T:
+    """Poll `condition` until it returns something truthy (returned); fail after the deadline."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        result = condition()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {deadline_s}s waiting for {what}")
+        time.sleep(0.1)  # polling interval of the condition, not synchronisation
+
+
+# -- ZooKeeper reads ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+
+
+class ZkReader:
+    """Synchronous reads of the cluster's znodes through one aiozk client on its own loop."""
+
+    def __init__(self, servers: str, chroot: str) -> None:
+        import aiozk
+
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+        self._client = aiozk.ZKClient(servers, chroot=chroot, session_timeout=10)
+        self._run(self._client.start())
+
+    def _run(self, coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(15)
+
+    def get(self, path: str) -> bytes | None:
+        from aiozk import exc
+
+        try:
+            return self._run(self._client.get_data(path))
+        except exc.NoNode:
+            return None
+
+    def controller(self) -> int | None:
+        data = self.get("/controller")
+        return None if data is None else int(json.loads(data)["brokerid"])
+
+    def controller_epoch(self) -> int:
+        data = self.get("/controller_epoch")
+        return -1 if data is None else int(data)
+
+    def registered_brokers(self) -> set[int]:
+        from aiozk import exc
+
+        try:
+            return {int(b) for b in self._run(self._client.get_children("/brokers/ids"))}
+        except exc.NoNode:
+            return set()
+
+    def partition_state(self, topic: str, partition: int) -> PartitionState | None:
+        data = self.get(f"/brokers/topics/{topic}/partitions/{partition}/state")
+        if data is None:
+            return None
+        obj = json.loads(data)
+        return PartitionState(int(obj["leader"]), int(obj["leader_epoch"]), tuple(obj["isr"]))
+
+    def close(self) -> None:
+        try:
+            self._run(self._client.close())
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(5)
+            self._loop.close()
+
+
+# -- what a broker tells clients -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BrokerView:
+    """One broker's Metadata answer: its controller, live brokers and partition leaders."""
+
+    controller_id: int
+    brokers: frozenset[int]
+    leaders: dict[tuple[str, int], int]
+
+
+def broker_view(bootstrap: str, topics: list[str]) -> BrokerView | None:
+    """Ask the broker at `bootstrap` itself (a fresh client's first connection); None if it
+    does not answer."""
+    from kafkalite.client.client import KafkaClient
+
+    async def ask() -> BrokerView | None:
+        client = KafkaClient(bootstrap, client_id="system-test", request_timeout=5.0)
+        try:
+            await client.start()
+            await client.refresh_metadata(topics=topics)
+            return BrokerView(
+                client.controller_id,
+                frozenset(client.brokers),
+                {(tp.topic, tp.partition): info.leader for tp, info in client.partitions.items()},
+            )
+        except Exception:
+            return None
+        finally:
+            await client.close()
+
+    return asyncio.run(ask())
+
+
+# -- the cluster ----------------------------------------------------------------------------------
+
+
+class Cluster:
+    def __init__(self, zk: ZooKeeperServer, base_dir) -> None:
+        self.zk = zk
+        self.brokers: dict[int, BrokerProcess] = {}
+        for broker_id in BROKER_IDS:
+            self.brokers[broker_id] = BrokerProcess(
+                base_dir / f"broker-{broker_id}",
+                broker_id=broker_id,
+                overrides={
+                    "zookeeper.connect": zk.connect_string(CHROOT),
+                    "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+                    "replica.lag.time.max.ms": str(REPLICA_LAG_TIME_MAX_MS),
+                    "replica.fetch.wait.max.ms": "200",
+                    "replica.fetch.backoff.ms": "200",
+                    "controlled.shutdown.retry.backoff.ms": "200",
+                    "admin.listener": "",
+                },
+            )
+        self.zk_reader = ZkReader(zk.servers, CHROOT)
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers.values())
+
+    def running(self) -> list[BrokerProcess]:
+        return [b for b in self.brokers.values() if b.running]
+
+    def start_all(self) -> None:
+        for broker in self.brokers.values():
+            if not broker.running:
+                self.start(broker.broker_id)
+
+    def start(self, broker_id: int) -> None:
+        """Start a broker once its previous ZooKeeper registration is gone (after a kill -9 the
+        ephemeral `/brokers/ids/<id>` lives until the old session expires)."""
+        wait_for(
+            lambda: broker_id not in self.zk_reader.registered_brokers(),
+            f"the old registration of broker {broker_id} to expire",
+        )
+        self.brokers[broker_id].start(timeout=60)
+
+    def kill(self, broker_id: int) -> None:
+        self.brokers[broker_id].kill()
+
+    def stop_all(self) -> None:
+        for broker in self.brokers.values():
+            if broker.running:
+                try:
+                    broker.stop()
+                except TimeoutError:
+                    broker.kill()
+
+    def state(self, topic: str, partition: int) -> PartitionState | None:
+        return self.zk_reader.partition_state(topic, partition)
+
+    def create_topic(self, topic: str, partitions: int, config: dict[str, str] | None = None):
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        new = NewTopic(topic, partitions, 3, config=config or {})
+        admin.create_topics([new], operation_timeout=30)[topic].result(60)
+        return wait_for(
+            lambda: all(
+                (s := self.state(topic, p)) is not None and s.leader >= 0 and len(s.isr) == 3
+                for p in range(partitions)
+            ),
+            f"{topic}: a leader and a full ISR for every partition",
+        )
+
+    def logs(self) -> str:
+        return "\n".join(f"=== broker {i} ===\n{b.log_tail(60)}" for i, b in self.brokers.items())
