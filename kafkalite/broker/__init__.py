@@ -12,7 +12,6 @@ Modules, one concept each:
 - ``fetch_session``: KIP-227 incremental fetch sessions.
 - ``metadata_cache``: the cluster as the controller's UpdateMetadata describes it.
 - ``replica_fetcher``: followers pulling from leaders (truncation, fetch, endpoints).
-- ``isr_writer``: the leader's compare-and-set of ISR changes in the coordination store.
 - ``types``: value types exchanged with the handlers; ``clock``: the injected time.
 
 Lower layers only (protocol, storage, coord, client); never the handlers (tests/test_layers.py).

@@ -20,8 +20,8 @@ Rules enforced here:
   whose LEO reaches the HW and the start offset of the current leader epoch is added.
   A replica's "last caught up time" follows Kafka: the time of a fetch at the leader's LEO, or
   of the previous fetch when this fetch reaches the LEO the leader had then.
-- ISR changes are proposals (``LeaderAndIsr`` with the new ISR and the expected zkVersion) that
-  the owner writes to the partition state node with a compare-and-set; one change is in flight
+- ISR changes are proposals (``zk.types.LeaderAndIsr`` with the new ISR and the expected
+  zkVersion) that the owner writes, with the controller epoch of the last LeaderAndIsr, to the partition state node with a compare-and-set; one change is in flight
   at a time. ``complete_isr_update`` applies the result: a new zkVersion commits it; a failed
   CAS means the controller has moved leadership on ("two leaders"): the partition stops
   acting as leader (NOT_LEADER_OR_FOLLOWER) until the next LeaderAndIsr.
@@ -61,7 +61,6 @@ from kafkalite.broker.types import (
     UNKNOWN_OFFSET,
     EpochEndOffset,
     FetchIsolation,
-    LeaderAndIsr,
     LeaderAndIsrPartitionState,
     ListOffsetResult,
 )
@@ -93,6 +92,7 @@ from kafkalite.protocol.records import (
 )
 from kafkalite.protocol.types import TopicPartition
 from kafkalite.storage.txn_index import AbortedTxn
+from kafkalite.zk.types import LeaderAndIsr
 
 DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30_000
 _SCAN_CHUNK_BYTES = 1 << 20
@@ -393,15 +393,6 @@ class Partition:
             self.is_leader
             and self.log is not None
             and (len(self.isr) < self.log.config.min_insync_replicas)
-        )
-
-    def leader_and_isr(self) -> LeaderAndIsr:
-        return LeaderAndIsr(
-            self.leader_replica_id if self.leader_replica_id is not None else -1,
-            self.leader_epoch,
-            tuple(sorted(self.isr)),
-            self.zk_version,
-            self.controller_epoch,
         )
 
     def attach_log(self, log) -> None:
@@ -750,11 +741,7 @@ class Partition:
 
     def _prepare_isr_update(self, new_isr: frozenset[int] | set[int]) -> LeaderAndIsr:
         proposal = LeaderAndIsr(
-            self.local_broker_id,
-            self.leader_epoch,
-            tuple(sorted(new_isr)),
-            self.zk_version,
-            self.controller_epoch,
+            self.local_broker_id, self.leader_epoch, tuple(sorted(new_isr)), self.zk_version
         )
         self.pending_isr_update = proposal
         return proposal

@@ -23,8 +23,8 @@ a follower fetch that moved the HW, a committed ISR shrink, a leadership change.
 is therefore answered as soon as the data is there, not when ``max_wait_ms`` runs out.
 
 ISR changes decided by partitions are written through the injected ``alter_isr`` callback
-(compare-and-set of the partition state node plus an ISR change notification, e.g.
-``isr_writer.ZkIsrChangeWriter``), one task per change; see ``partition.py`` for the rules.
+(compare-and-set of the partition state node plus an ISR change notification:
+``zk.client.update_leader_and_isr``), one task per change; see ``partition.py`` for the rules.
 Without a callback (single node, tests) a change commits locally.
 
 As follower, partitions are replicated by a ``ReplicaFetcherManager`` (``replica_fetcher.py``,
@@ -64,7 +64,6 @@ from kafkalite.broker.types import (
     FetchParams,
     FetchPartitionData,
     IsolationLevel,
-    LeaderAndIsr,
     LeaderAndIsrPartitionState,
     LeaderAndIsrResult,
     ListOffsetResult,
@@ -82,14 +81,16 @@ from kafkalite.protocol.errors import (
     UnknownTopicOrPartitionError,
 )
 from kafkalite.protocol.types import TopicPartition
+from kafkalite.zk.types import LeaderAndIsr, LeaderIsrAndControllerEpoch
 
 log = structlog.get_logger(__name__)
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
-AlterIsr = Callable[[TopicPartition, LeaderAndIsr], Awaitable[int | None]]
-"""Write ``LeaderAndIsr`` to the partition state node if its version is still
-``zk_version``; return the new version, or None when the compare-and-set failed."""
+AlterIsr = Callable[[TopicPartition, LeaderIsrAndControllerEpoch], Awaitable[int | None]]
+"""Write the state to the partition state node if its version is still
+``leader_and_isr.zk_version``; return the new version, or None when the compare-and-set
+failed (``zk.client.update_leader_and_isr``)."""
 
 
 class LogManager(Protocol):
@@ -708,11 +709,12 @@ class ReplicaManager:
             if partition.complete_isr_update(proposal, proposal.zk_version + 1):
                 self._complete_delayed_requests(tp)
             return
+        state = LeaderIsrAndControllerEpoch(proposal, partition.controller_epoch)
 
         async def write() -> None:
             isr_before = len(partition.isr)
             try:
-                version = await self.alter_isr(tp, proposal)
+                version = await self.alter_isr(tp, state)
             except asyncio.CancelledError:
                 partition.abort_isr_update(proposal)
                 raise

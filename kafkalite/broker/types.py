@@ -49,23 +49,6 @@ class FetchIsolation(Enum):
 
 
 @dataclass(frozen=True, slots=True)
-class LeaderAndIsr:
-    """The content of a partition state node (``/brokers/topics/<t>/partitions/<p>/state``):
-    ``zk_version`` is the node's version, used for the compare-and-set of ISR changes."""
-
-    leader: int
-    leader_epoch: int
-    isr: tuple[int, ...]
-    zk_version: int
-    controller_epoch: int = -1
-
-    def with_isr(self, isr: tuple[int, ...]) -> LeaderAndIsr:
-        return LeaderAndIsr(
-            self.leader, self.leader_epoch, isr, self.zk_version, self.controller_epoch
-        )
-
-
-@dataclass(frozen=True, slots=True)
 class LeaderAndIsrPartitionState:
     """One partition of a LeaderAndIsr request (Kafka's LeaderAndIsrPartitionState)."""
 
@@ -80,12 +63,6 @@ class LeaderAndIsrPartitionState:
     adding_replicas: tuple[int, ...] = ()
     removing_replicas: tuple[int, ...] = ()
     is_new: bool = False
-
-    @property
-    def leader_and_isr(self) -> LeaderAndIsr:
-        return LeaderAndIsr(
-            self.leader, self.leader_epoch, tuple(self.isr), self.zk_version, self.controller_epoch
-        )
 
 
 @dataclass(slots=True)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import importlib
 import io
 import os
@@ -41,7 +42,6 @@ from kafkalite.apis.base import BrokerServices
 from kafkalite.apis.client_quotas import throttle
 from kafkalite.apis.dispatcher import ApiDispatcher
 from kafkalite.broker.fetch_session import FetchSessionCache
-from kafkalite.broker.isr_writer import ZkIsrChangeWriter
 from kafkalite.broker.metadata_cache import MetadataCache
 from kafkalite.broker.producer_id_manager import ProducerIdManager
 from kafkalite.broker.replica_fetcher import remote_leader_endpoints
@@ -362,7 +362,7 @@ class KafkaServer:
             self.log_manager,
             config,
             metadata_cache=self.metadata_cache,
-            alter_isr=ZkIsrChangeWriter(self.session),
+            alter_isr=functools.partial(zk_data.update_leader_and_isr, self.session),
             log_config_for_topic=self.topic_configs.for_topic,
             topic_stats=self.topic_stats,
         )

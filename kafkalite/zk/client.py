@@ -12,8 +12,8 @@ Everything here is I/O against a ``CoordSession`` and translation between the st
   in multis of at most ``MAX_MULTI_OPS`` operations, as Kafka's ``updateLeaderAndIsr`` does.
 - The partition state node is written with compare-and-set on its version by both the
   controller (elections, ISR shrink on broker failure) and the partition leader
-  (``update_leader_and_isr``, through ``broker/isr_writer.py``: ISR expansion/shrink). The
-  loser of a race sees ``BadVersion`` and re-reads; a stale leader learns this way that it is
+  (``update_leader_and_isr``, the broker ReplicaManager's ``alter_isr``: ISR expansion/shrink).
+  The loser of a race sees ``BadVersion`` and re-reads; a stale leader learns this way that it is
   no longer leader (Kafka's zkVersion fencing in Partition.updateIsr).
 - A leader that changed an ISR also creates ``/isr_change_notification/isr_change_<seq>`` in the
   same multi, which the controller watches to refresh its context and tell every broker.

@@ -413,9 +413,9 @@ async def test_leadership_change_fails_waiting_produce(make_rm):
 async def test_isr_expansion_written_through_callback(make_rm):
     writes = []
 
-    async def alter_isr(tp, proposal):
-        writes.append((tp, proposal))
-        return proposal.zk_version + 1
+    async def alter_isr(tp, state):
+        writes.append((tp, state))
+        return state.leader_and_isr.zk_version + 1
 
     rm = make_rm(alter_isr=alter_isr)
     await rm.become_leader_or_follower_async(
@@ -424,14 +424,17 @@ async def test_isr_expansion_written_through_callback(make_rm):
     await produce(rm, batch(2))
     await rm.fetch_messages(FetchParams(replica_id=2), {TP: FetchInfo(2, 1 << 20, 0)})
     await rm.wait_for_isr_updates()
-    assert [(tp, p.isr, p.zk_version) for tp, p in writes] == [(TP, (1, 2), 7)]
+    assert [
+        (tp, s.leader_and_isr.isr, s.leader_and_isr.zk_version, s.controller_epoch)
+        for tp, s in writes
+    ] == [(TP, (1, 2), 7, 1)]
     partition = rm.partitions[TP]
     assert partition.isr == {1, 2}
     assert partition.zk_version == 8
 
 
 async def test_failed_isr_cas_stops_acting_as_leader(make_rm, mock_time):
-    async def alter_isr(tp, proposal):
+    async def alter_isr(tp, state):
         return None  # someone else (the controller) wrote the node: our version is stale
 
     rm = make_rm(alter_isr=alter_isr, lag_ms=1_000)

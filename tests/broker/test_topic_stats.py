@@ -32,9 +32,9 @@ async def test_appends_as_leader_are_counted_per_topic(make_rm):
 async def test_committed_isr_changes_are_counted(make_rm, mock_time):
     committed = []
 
-    async def alter_isr(tp, proposal):
-        committed.append(proposal.isr)
-        return proposal.zk_version + 1
+    async def alter_isr(tp, state):
+        committed.append(state.leader_and_isr.isr)
+        return state.leader_and_isr.zk_version + 1
 
     stats = TopicStats()
     rm = make_rm(alter_isr=alter_isr, lag_ms=1_000)
@@ -52,7 +52,7 @@ async def test_committed_isr_changes_are_counted(make_rm, mock_time):
 
 
 async def test_an_isr_change_the_store_refused_is_not_counted(make_rm, mock_time):
-    async def alter_isr(tp, proposal):
+    async def alter_isr(tp, state):
         return None  # the compare-and-set failed: someone else wrote the node
 
     rm = make_rm(alter_isr=alter_isr, lag_ms=1_000)

@@ -7,8 +7,6 @@ from types import SimpleNamespace
 
 import pytest
 
-from kafkalite.broker.isr_writer import ZkIsrChangeWriter
-from kafkalite.broker.types import LeaderAndIsr as BrokerLeaderAndIsr
 from kafkalite.controller.kafka_controller import KafkaController
 from kafkalite.coord.embedded import EmbeddedStore
 from kafkalite.coord.errors import ConnectionLoss
@@ -18,6 +16,7 @@ from kafkalite.protocol.types import TopicPartition
 from kafkalite.zk import admin
 from kafkalite.zk import client as zk_data
 from kafkalite.zk import data as paths
+from kafkalite.zk.types import LeaderAndIsr, LeaderIsrAndControllerEpoch
 
 from .shell_support import FakeCluster, eventually, register_broker, settle, start_node
 
@@ -422,14 +421,18 @@ async def test_isr_change_from_a_leader_reaches_every_broker(store, cluster):
     current = await state(reader, "isr", 0)
     lai = current.leader_and_isr
     # the leader (broker 0) shrinks the ISR, as its ReplicaManager does through the server
-    new_version = await ZkIsrChangeWriter(nodes[0].session)(
+    new_version = await zk_data.update_leader_and_isr(
+        nodes[0].session,
         TopicPartition("isr", 0),
-        BrokerLeaderAndIsr(0, lai.leader_epoch, (0,), lai.zk_version, current.controller_epoch),
+        LeaderIsrAndControllerEpoch(
+            LeaderAndIsr(0, lai.leader_epoch, (0,), lai.zk_version), current.controller_epoch
+        ),
     )
     assert new_version == lai.zk_version + 1
-    stale = await ZkIsrChangeWriter(nodes[0].session)(
+    stale = await zk_data.update_leader_and_isr(
+        nodes[0].session,
         TopicPartition("isr", 0),
-        BrokerLeaderAndIsr(0, lai.leader_epoch, (0, 1), lai.zk_version, 1),
+        LeaderIsrAndControllerEpoch(LeaderAndIsr(0, lai.leader_epoch, (0, 1), lai.zk_version), 1),
     )
     assert stale is None  # a stale CAS loses
 
@@ -562,10 +565,12 @@ async def test_partition_reassignment_through_the_admin_node(store, cluster):
     # the leader lets replica 2 into the ISR, as its ReplicaManager would once it caught up
     current = await state(reader, "move", 0)
     lai = current.leader_and_isr
-    assert await ZkIsrChangeWriter(nodes[0].session)(
+    assert await zk_data.update_leader_and_isr(
+        nodes[0].session,
         TopicPartition("move", 0),
-        BrokerLeaderAndIsr(
-            lai.leader, lai.leader_epoch, (0, 1, 2), lai.zk_version, current.controller_epoch
+        LeaderIsrAndControllerEpoch(
+            LeaderAndIsr(lai.leader, lai.leader_epoch, (0, 1, 2), lai.zk_version),
+            current.controller_epoch,
         ),
     )
 
@@ -658,9 +663,12 @@ async def test_preferred_replica_election_through_the_admin_node(store, cluster)
     await settle(nodes[0].controller)
     current = await state(reader, "pref", 0)
     lai = current.leader_and_isr
-    assert await ZkIsrChangeWriter(back)(
+    assert await zk_data.update_leader_and_isr(
+        back,
         TopicPartition("pref", 0),
-        BrokerLeaderAndIsr(2, lai.leader_epoch, (2, 1), lai.zk_version, current.controller_epoch),
+        LeaderIsrAndControllerEpoch(
+            LeaderAndIsr(2, lai.leader_epoch, (2, 1), lai.zk_version), current.controller_epoch
+        ),
     )
     await settle(nodes[0].controller)
     answer = await nodes[0].controller.elect_preferred_leaders([TopicPartition("pref", 0)])
@@ -732,9 +740,12 @@ async def test_enabling_unclean_election_elects_leaderless_partitions(store, clu
     current = await state(reader, "dirty", 0)
     lai = current.leader_and_isr
     # broker 0 fell out of the ISR, then the leader (1) dies: no clean leader left
-    assert await ZkIsrChangeWriter(reader)(
+    assert await zk_data.update_leader_and_isr(
+        reader,
         TopicPartition("dirty", 0),
-        BrokerLeaderAndIsr(1, lai.leader_epoch, (1,), lai.zk_version, current.controller_epoch),
+        LeaderIsrAndControllerEpoch(
+            LeaderAndIsr(1, lai.leader_epoch, (1,), lai.zk_version), current.controller_epoch
+        ),
     )
     await settle(nodes[0].controller)
     await nodes[1].controller.shutdown()
@@ -758,9 +769,12 @@ async def test_unclean_election_request_node(store, cluster):
     await eventually(lambda: state(reader, "force", 0), message="online")
     current = await state(reader, "force", 0)
     lai = current.leader_and_isr
-    assert await ZkIsrChangeWriter(reader)(
+    assert await zk_data.update_leader_and_isr(
+        reader,
         TopicPartition("force", 0),
-        BrokerLeaderAndIsr(1, lai.leader_epoch, (1,), lai.zk_version, current.controller_epoch),
+        LeaderIsrAndControllerEpoch(
+            LeaderAndIsr(1, lai.leader_epoch, (1,), lai.zk_version), current.controller_epoch
+        ),
     )
     await settle(nodes[0].controller)
     await nodes[1].controller.shutdown()

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from kafkalite.broker.isr_writer import ZkIsrChangeWriter
 from kafkalite.server import KafkaServer
+from kafkalite.zk import client as zk_client
 from tests.controller.shell_support import eventually
 from tests.harness.broker import free_port
 from tests.server.support import started
@@ -60,7 +60,9 @@ async def test_cleaner_and_fetcher_settings_reach_the_running_roles(tmp_path):
         assert fetchers.endpoint_for_leader(1).client.request_timeout == 7.0
         assert fetchers.config.num_replica_fetchers == 3
         # ISR changes go through the writer that treats a lost-but-applied write as done
-        assert isinstance(server.replica_manager.alter_isr, ZkIsrChangeWriter)
+        alter_isr = server.replica_manager.alter_isr
+        assert alter_isr.func is zk_client.update_leader_and_isr
+        assert alter_isr.args == (server.session,)
         # a failed log dir takes its partitions offline, then the controller is told
         listeners = server.log_manager.log_dir_failure_listeners
         assert listeners == [

@@ -109,7 +109,7 @@ async def test_leader_isr_updates_are_compare_and_set_with_a_notification(store)
         epoch_version,
     )
 
-    # The partition leader's write (through broker/isr_writer.py), as the controller reads it.
+    # The partition leader's write (the broker's ReplicaManager.alter_isr), as the controller reads it.
     async def write(isr):
         state = LeaderIsrAndControllerEpoch(LeaderAndIsr(0, 3, isr, 0), 1)
         return await zk_client.update_leader_and_isr(session, TP, state)

@@ -1,15 +1,17 @@
-"""ZkIsrChangeWriter on the embedded coordination store."""
+"""The leader's ISR write (``zk.client.update_leader_and_isr``, the ReplicaManager's
+``alter_isr`` in a server) on the embedded coordination store."""
 
 from __future__ import annotations
 
 import json
+from functools import partial
 
-from kafkalite.broker.isr_writer import ZkIsrChangeWriter
-from kafkalite.broker.types import LeaderAndIsr
 from kafkalite.coord.embedded import EmbeddedStore
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.types import TopicPartition
+from kafkalite.zk.client import update_leader_and_isr
 from kafkalite.zk.data import ISR_CHANGE_NOTIFICATION, partition_state_path
+from kafkalite.zk.types import LeaderAndIsr, LeaderIsrAndControllerEpoch
 
 TP = TopicPartition("t", 0)
 PATH = partition_state_path("t", 0)
@@ -26,8 +28,8 @@ async def _session():
 async def test_cas_write_and_notification():
     store, session = await _session()
     try:
-        writer = ZkIsrChangeWriter(session)
-        version = await writer(TP, LeaderAndIsr(1, 0, (1,), 0, 1))
+        writer = partial(update_leader_and_isr, session)
+        version = await writer(TP, LeaderIsrAndControllerEpoch(LeaderAndIsr(1, 0, (1,), 0), 1))
         assert version == 1
         data, _ = await session.get_data(PATH)
         assert json.loads(data) == {
@@ -43,14 +45,22 @@ async def test_cas_write_and_notification():
         assert json.loads(note) == {"version": 1, "partitions": [{"topic": "t", "partition": 0}]}
         # Retrying the same write at the old version (its answer was lost to a connection
         # loss): the data is ours, so it succeeded, and nothing more is written.
-        assert await writer(TP, LeaderAndIsr(1, 0, (1,), 0, 1)) == 1
+        assert await writer(TP, LeaderIsrAndControllerEpoch(LeaderAndIsr(1, 0, (1,), 0), 1)) == 1
         assert len(await session.get_children(ISR_CHANGE_NOTIFICATION)) == 1
         # The controller moved on (new leader epoch): the stale leader's CAS fails.
         await session.set_data(
             PATH, b'{"controller_epoch":2,"leader":2,"version":1,"leader_epoch":1,"isr":[2]}', 1
         )
-        assert await writer(TP, LeaderAndIsr(1, 0, (1, 2), 1, 1)) is None
-        assert await writer(TopicPartition("gone", 0), LeaderAndIsr(1, 0, (1,), 0, 1)) is None
+        assert (
+            await writer(TP, LeaderIsrAndControllerEpoch(LeaderAndIsr(1, 0, (1, 2), 1), 1)) is None
+        )
+        assert (
+            await writer(
+                TopicPartition("gone", 0),
+                LeaderIsrAndControllerEpoch(LeaderAndIsr(1, 0, (1,), 0), 1),
+            )
+            is None
+        )
     finally:
         await session.close()
         await store.close()
@@ -63,7 +73,7 @@ async def test_replica_manager_isr_shrink_through_the_store(make_rm, mock_time):
 
     store, session = await _session()
     try:
-        rm = make_rm(alter_isr=ZkIsrChangeWriter(session), lag_ms=1_000)
+        rm = make_rm(alter_isr=partial(update_leader_and_isr, session), lag_ms=1_000)
         await rm.become_leader_or_follower_async(
             0, 1, [leader_state(isr=(1, 2), replicas=(1, 2), zk_version=0)]
         )
