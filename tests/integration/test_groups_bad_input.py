@@ -20,11 +20,27 @@ from kafkalite.client.connection import request_builder
 from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.consumer_protocol import encode_subscription
 from kafkalite.protocol.errors import ErrorCode
+from kafkalite.testing import Broker
 from tests.integration.common import wait_for
 from tests.integration.support import create_topic
 
 GROUP, TOPIC = "strict", "bad-input"
 SUBSCRIPTION = encode_subscription([TOPIC])
+
+
+@pytest.fixture
+def start_broker(tmp_path):
+    """Start a subprocess broker with these settings on a fresh data dir; closed at teardown."""
+    made: list[Broker] = []
+
+    def start(config: dict[str, str] | None = None) -> Broker:
+        broker = Broker(config, subprocess=True, data_dir=tmp_path / f"broker-{len(made)}")
+        made.append(broker)
+        return broker.start()
+
+    yield start
+    for broker in made:
+        broker.close()
 
 
 def run(coro):
@@ -105,13 +121,13 @@ def describe(bootstrap):
 
 
 @pytest.mark.timeout(120)
-def test_bad_group_requests_get_kafka_codes_and_corrupt_nothing(broker_factory):
+def test_bad_group_requests_get_kafka_codes_and_corrupt_nothing(start_broker):
     # Kafka's default replication factor for the offsets topic (3) on one broker: capped at the
     # live brokers, so a single broker with default settings serves groups
-    broker = broker_factory(
-        overrides={"offsets.topic.num.partitions": "3", "offsets.topic.replication.factor": "3"}
-    ).start()
-    bootstrap = broker.bootstrap
+    broker = start_broker(
+        {"offsets.topic.num.partitions": "3", "offsets.topic.replication.factor": "3"}
+    )
+    bootstrap = broker.bootstrap_servers
     create_topic(bootstrap, TOPIC)
     wait_for(
         lambda: (
