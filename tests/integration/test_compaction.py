@@ -17,30 +17,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
-
-from kafkalite.testing import Broker
 from tests.integration.common import wait_for
 
 DEADLINE_S = 120.0
 KEYS = [f"key-{i}".encode() for i in range(5)]
 UPDATES = 2000
 CLEANER_OVERRIDES = {"log.cleaner.backoff.ms": "200"}
-
-
-@pytest.fixture
-def start_broker(tmp_path):
-    """Start a subprocess broker with these settings on a fresh data dir; closed at teardown."""
-    made: list[Broker] = []
-
-    def start(config: dict[str, str] | None = None) -> Broker:
-        broker = Broker(config, subprocess=True, data_dir=tmp_path / f"broker-{len(made)}")
-        made.append(broker)
-        return broker.start()
-
-    yield start
-    for broker in made:
-        broker.close()
 
 
 def log_bytes(partition_dir: Path) -> int:

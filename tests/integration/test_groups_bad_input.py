@@ -20,27 +20,11 @@ from kafkalite.client.connection import request_builder
 from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.consumer_protocol import encode_subscription
 from kafkalite.protocol.errors import ErrorCode
-from kafkalite.testing import Broker
 from tests.integration.common import wait_for
 from tests.integration.support import create_topic
 
 GROUP, TOPIC = "strict", "bad-input"
 SUBSCRIPTION = encode_subscription([TOPIC])
-
-
-@pytest.fixture
-def start_broker(tmp_path):
-    """Start a subprocess broker with these settings on a fresh data dir; closed at teardown."""
-    made: list[Broker] = []
-
-    def start(config: dict[str, str] | None = None) -> Broker:
-        broker = Broker(config, subprocess=True, data_dir=tmp_path / f"broker-{len(made)}")
-        made.append(broker)
-        return broker.start()
-
-    yield start
-    for broker in made:
-        broker.close()
 
 
 def run(coro):
