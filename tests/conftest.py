@@ -185,6 +185,9 @@ _STARTS_A_PROCESS = {
     "tests/testing/test_broker.py::test_subprocess_broker_with_kafka_python_and_kill": (
         "integration",
     ),
+    "tests/testing/test_broker.py::test_a_subprocess_broker_is_ready_when_start_returns": (
+        "integration",
+    ),
     "tests/testing/test_cluster.py": ("integration",),
     "tests/testing/test_pytest_plugin.py": ("integration",),
 }

@@ -111,6 +111,17 @@ async def partitions(
     return await _retrying(bootstrap, timeout, f"metadata of {topic}", attempt)
 
 
+async def broker_ready(bootstrap: str, broker_id: int, timeout: float = 30.0) -> None:
+    """Wait until the broker's Metadata lists ``broker_id`` and a controller (it has its
+    cluster's metadata: before that a client's requests can fail with a retriable error)."""
+
+    async def attempt(client: KafkaClient) -> bool | None:
+        await client.refresh_metadata([])
+        return True if broker_id in client.brokers and client.controller_id >= 0 else None
+
+    await _retrying(bootstrap, timeout, f"readiness of broker {broker_id}", attempt)
+
+
 async def create_topic(
     bootstrap: str,
     name: str,

@@ -24,6 +24,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess as subprocess_module
 import sys
 import tempfile
@@ -105,6 +106,9 @@ class Broker(Helpers):
         self.env = dict(env or {})
         self.port: int | None = None
         self.admin_port: int | None = None
+        self._admin_host = self.host
+        # a Cluster waits for its own conditions (a broker may start cut off from the controller)
+        self._wait_until_ready = True
         self.server: Any = None  # the KafkaServer, in-process
         self.process: subprocess_module.Popen[bytes] | None = None
         self._thread: LoopThread | None = None
@@ -294,15 +298,46 @@ class Broker(Helpers):
                 env=env,
                 cwd=str(self.data_dir),
             )
+        deadline = time.monotonic() + self.start_timeout
         try:
-            self._wait_started(start_at)
+            self._wait_started(start_at, deadline)
+            if self._wait_until_ready:
+                self._wait_ready(deadline)
         except BaseException:
             self.kill()
             raise
 
-    def _wait_started(self, offset: int) -> None:
+    def _wait_ready(self, deadline: float) -> None:
+        """After "started": wait until the broker's Metadata lists it and a controller (the
+        controller has sent it the cluster's metadata) and its admin API accepts connections,
+        so that a test's first request is not refused with a retriable error."""
+        from . import _ops
+        from ._helpers import client_loop
+
+        remaining = max(deadline - time.monotonic(), 1.0)
+        try:
+            client_loop().run(
+                _ops.broker_ready(self.bootstrap_servers, self.broker_id, remaining),
+                remaining + 10,
+            )
+        except TimeoutError as e:
+            raise TimeoutError(f"{e}:\n{self.log_tail()}") from None
+        if self.admin_port is None:
+            return
+        while True:
+            try:
+                socket.create_connection((self._admin_host, self.admin_port), timeout=1.0).close()
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(
+                        f"admin API not accepting on port {self.admin_port} within "
+                        f"{self.start_timeout} s:\n{self.log_tail()}"
+                    ) from None
+            time.sleep(0.01)  # the interval of the connection attempts, not a synchronisation
+
+    def _wait_started(self, offset: int, deadline: float) -> None:
         """Read the broker's JSON log lines until it says it started (its ports in them)."""
-        deadline = time.monotonic() + self.start_timeout
         buffered = b""
         listening = admin_seen = False
         while True:
@@ -323,7 +358,10 @@ class Broker(Helpers):
                     self.port = int(listener.rsplit(":", 1)[1])
                     listening = True
                 elif event == "admin API listening":
-                    self.admin_port = int(entry["url"].rsplit(":", 1)[1])
+                    host, _, port = entry["url"].split("://", 1)[-1].rpartition(":")
+                    host = host.strip("[]")
+                    self._admin_host = host if host not in ("", "0.0.0.0", "::") else self.host
+                    self.admin_port = int(port)
                     admin_seen = True
                 elif event == "admin API not started: cannot bind":
                     admin_seen = True

@@ -313,6 +313,7 @@ class Cluster(Helpers):
             # a port known before it starts: the controller reaches it through its proxy
             # while it starts
             broker.port = free_port()
+            broker._wait_until_ready = False  # it may start cut off from the controller
             self.processes[broker_id] = broker
         assert self.network is not None
         self.network.proxies[broker_id].set_target(broker.port)

@@ -7,6 +7,7 @@ import os
 
 import pytest
 
+from kafkalite.testing import Broker
 from tests.integration.common import wait_for
 
 try:
@@ -23,9 +24,18 @@ except ImportError as e:  # pragma: no cover - a missing client fails loudly
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # kafka-python internals
 
 
+@pytest.fixture(scope="module")
+def shared_broker(tmp_path_factory):
+    """One subprocess broker for the module (tests use distinct topics)."""
+    with Broker(subprocess=True, data_dir=tmp_path_factory.mktemp("broker")) as broker:
+        yield broker
+
+
 @pytest.fixture
 def kp_admin(shared_broker):
-    client = KafkaAdminClient(bootstrap_servers=shared_broker.bootstrap, client_id="kp-admin")
+    client = KafkaAdminClient(
+        bootstrap_servers=shared_broker.bootstrap_servers, client_id="kp-admin"
+    )
     yield client
     client.close()
 
@@ -35,7 +45,7 @@ def create_topic(admin, name, partitions=1):
 
 
 def produce(broker, topic, partition, count):
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers)
     for f in [producer.send(topic, b"x" * 100, partition=partition) for _ in range(count)]:
         f.get(timeout=30)
     producer.close()
@@ -107,7 +117,7 @@ def test_elect_leaders_on_one_broker_confluent_kafka(shared_broker, kp_admin):
     from confluent_kafka.admin import AdminClient
 
     create_topic(kp_admin, "el-ck", 1)
-    ck = AdminClient({"bootstrap.servers": shared_broker.bootstrap})
+    ck = AdminClient({"bootstrap.servers": shared_broker.bootstrap_servers})
     result = ck.elect_leaders(
         ElectionType.PREFERRED,
         [CkTopicPartition("el-ck", 0), CkTopicPartition("el-ck", 5)],

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import os
-import signal
 import time
 
 import pytest
@@ -27,7 +25,7 @@ import pytest
 from kafkalite.client.client import KafkaClient
 from kafkalite.client.connection import request_builder
 from kafkalite.protocol.api import ApiKey
-from tests.harness.broker import BrokerProcess
+from kafkalite.testing import Broker
 from tests.harness.zookeeper import ZooKeeperServer
 from tests.integration.common import wait_for
 
@@ -50,12 +48,12 @@ DEADLINE_S = 60.0
 
 
 class Cluster:
-    def __init__(self, brokers: dict[int, BrokerProcess]) -> None:
+    def __init__(self, brokers: dict[int, Broker]) -> None:
         self.brokers = brokers
 
     @property
     def bootstrap(self) -> str:
-        return ",".join(b.bootstrap for b in self.brokers.values() if b.running)
+        return ",".join(b.bootstrap_servers for b in self.brokers.values() if b.running)
 
     def admin(self) -> KafkaAdminClient:
         return KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="kp-admin")
@@ -115,13 +113,11 @@ class Cluster:
 def cluster(tmp_path_factory):
     root = tmp_path_factory.mktemp("admin-protocol-cluster")
     with ZooKeeperServer(root / "zk") as zk:
-        brokers: dict[int, BrokerProcess] = {}
+        brokers: dict[int, Broker] = {}
         try:
             for broker_id in BROKER_IDS:
-                brokers[broker_id] = BrokerProcess(
-                    root / f"broker{broker_id}",
-                    broker_id=broker_id,
-                    overrides={
+                brokers[broker_id] = Broker(
+                    {
                         "zookeeper.connect": zk.connect_string("/admin-protocol"),
                         # a paused broker keeps its session (and stays "alive") meanwhile
                         "zookeeper.session.timeout.ms": "30000",
@@ -130,6 +126,9 @@ def cluster(tmp_path_factory):
                         "controlled.shutdown.retry.backoff.ms": "200",
                         "auto.leader.rebalance.enable": "false",
                     },
+                    broker_id=broker_id,
+                    subprocess=True,
+                    data_dir=root / f"broker{broker_id}",
                 ).start()
             c = Cluster(brokers)
             wait_for(
@@ -140,12 +139,10 @@ def cluster(tmp_path_factory):
             yield c
         finally:
             for b in brokers.values():
-                if b.running:
-                    try:
-                        os.kill(b.proc.pid, signal.SIGCONT)
-                        b.stop()
-                    except TimeoutError:
-                        b.kill()
+                try:
+                    b.close()  # a paused broker is continued first
+                except TimeoutError:
+                    pass  # killed after the deadline
 
 
 @pytest.fixture(autouse=True)
@@ -250,7 +247,7 @@ def test_reassignment_in_progress_is_listed_then_cancelled(cluster) -> None:
     admin = cluster.admin()
     # the client learns the controller now: its metadata requests must not go to a paused broker
     assert admin.list_partition_reassignments() == {}
-    os.kill(paused.proc.pid, signal.SIGSTOP)  # b cannot catch up: the reassignment waits
+    paused.pause()  # b cannot catch up: the reassignment waits
     try:
         assert admin.alter_partition_reassignments({tp: [b]}) == {tp: None}
         ongoing = {"replicas": [b, a], "adding_replicas": [b], "removing_replicas": [a]}
@@ -259,7 +256,7 @@ def test_reassignment_in_progress_is_listed_then_cancelled(cluster) -> None:
         assert admin.alter_partition_reassignments({tp: None}) == {tp: None}  # cancel
         assert admin.list_partition_reassignments() == {}
     finally:
-        os.kill(paused.proc.pid, signal.SIGCONT)
+        paused.resume()
         admin.close()
     wait_for(lambda: cluster.partition("held")["replica_nodes"] == [a], "held-0 back on its broker")
     # the replica b was adding is stopped and deleted once b runs again

@@ -3,6 +3,9 @@
 import asyncio
 import time
 
+import pytest
+
+from kafkalite.testing import Broker
 from tests.integration.common import (
     BASE_TS,
     CODECS,
@@ -21,6 +24,13 @@ try:
     from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 except ImportError as e:  # pragma: no cover - a missing client fails loudly
     raise ImportError("aiokafka is missing: pip install -e '.[test]'") from e
+
+
+@pytest.fixture(scope="module")
+def shared_broker(tmp_path_factory):
+    """One subprocess broker for the module (tests use distinct topics)."""
+    with Broker(subprocess=True, data_dir=tmp_path_factory.mktemp("broker")) as broker:
+        yield broker
 
 
 async def produce_and_consume(bootstrap):
@@ -93,7 +103,7 @@ async def produce_and_consume(bootstrap):
 
 
 def test_produce_and_consume_every_codec(shared_broker):
-    asyncio.run(produce_and_consume(shared_broker.bootstrap))
+    asyncio.run(produce_and_consume(shared_broker.bootstrap_servers))
 
 
 async def admin_ops(bootstrap):
@@ -124,4 +134,4 @@ async def admin_ops(bootstrap):
 
 
 def test_admin_create_describe_alter_delete(shared_broker):
-    asyncio.run(admin_ops(shared_broker.bootstrap))
+    asyncio.run(admin_ops(shared_broker.bootstrap_servers))

@@ -17,6 +17,7 @@ from kafkalite.client.connection import request_builder
 from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.records import Record, build_batch
 from kafkalite.protocol.types import TopicPartition
+from kafkalite.testing import Broker
 from tests.harness.broker import api_versions_ok
 
 
@@ -51,6 +52,13 @@ def closed_by_broker(s, timeout=10.0):
         return s.recv(1) == b""
     except ConnectionResetError:
         return True
+
+
+@pytest.fixture(scope="module")
+def shared_broker(tmp_path_factory):
+    """One subprocess broker for the module (tests use distinct topics)."""
+    with Broker(subprocess=True, data_dir=tmp_path_factory.mktemp("broker")) as broker:
+        yield broker
 
 
 @pytest.fixture
@@ -185,4 +193,4 @@ async def unknown_topic_answers(bootstrap):
 
 
 def test_unknown_topics_get_unknown_topic_or_partition(shared_broker, healthy):
-    asyncio.run(unknown_topic_answers(shared_broker.bootstrap))
+    asyncio.run(unknown_topic_answers(shared_broker.bootstrap_servers))

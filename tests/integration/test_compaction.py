@@ -49,13 +49,13 @@ def read_from_beginning(bootstrap: str, topic: str, end: int) -> list[tuple[int,
     return got
 
 
-def test_compacted_topic_keeps_the_latest_value_per_key(broker_factory):
+def test_compacted_topic_keeps_the_latest_value_per_key(start_broker):
     from confluent_kafka import KafkaError, Producer
     from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
-    broker = broker_factory(overrides=CLEANER_OVERRIDES).start()
+    broker = start_broker(CLEANER_OVERRIDES)
     topic = "compacted"
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     configs = {
         "cleanup.policy": "compact",
         "segment.bytes": "2048",
@@ -71,7 +71,7 @@ def test_compacted_topic_keeps_the_latest_value_per_key(broker_factory):
 
     producer = Producer(
         {
-            "bootstrap.servers": broker.bootstrap,
+            "bootstrap.servers": broker.bootstrap_servers,
             "linger.ms": 1,
             "compression.type": "lz4",
             "batch.size": 1000,  # below segment.bytes: a larger batch would be refused
@@ -115,7 +115,7 @@ def test_compacted_topic_keeps_the_latest_value_per_key(broker_factory):
     )
 
     def compacted_view():
-        got = read_from_beginning(broker.bootstrap, topic, end)
+        got = read_from_beginning(broker.bootstrap_servers, topic, end)
         return got if len(got) == len(latest) else None
 
     got = wait_for(compacted_view, "one record per key", timeout=DEADLINE_S, interval=0.5)
@@ -123,28 +123,32 @@ def test_compacted_topic_keeps_the_latest_value_per_key(broker_factory):
     assert [offset for offset, _, _ in got] == sorted(offset for offset, _ in latest.values())
 
 
-def test_consumer_offsets_are_compacted_and_survive_a_restart(broker_factory):
+def test_consumer_offsets_are_compacted_and_survive_a_restart(start_broker):
     from confluent_kafka import Consumer, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    broker = broker_factory(
-        overrides={
+    broker = start_broker(
+        {
             **CLEANER_OVERRIDES,
             "offsets.topic.num.partitions": "1",
             "offsets.topic.segment.bytes": "4096",
         }
-    ).start()
+    )
     topic = "events"
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
-    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
     for i in range(20):
         producer.produce(topic, value=b"m-%d" % i)
     producer.flush(30)
 
     commits = 1500
     consumer = Consumer(
-        {"bootstrap.servers": broker.bootstrap, "group.id": "g", "enable.auto.commit": False}
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "group.id": "g",
+            "enable.auto.commit": False,
+        }
     )
     try:
         for i in range(commits):
@@ -170,7 +174,11 @@ def test_consumer_offsets_are_compacted_and_survive_a_restart(broker_factory):
 
     broker.restart(hard=True)
     consumer = Consumer(
-        {"bootstrap.servers": broker.bootstrap, "group.id": "g", "enable.auto.commit": False}
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "group.id": "g",
+            "enable.auto.commit": False,
+        }
     )
     try:
         committed = consumer.committed([TopicPartition(topic, 0)], timeout=30)

@@ -2,6 +2,7 @@
 
 import pytest
 
+from kafkalite.testing import Broker
 from tests.integration.common import (
     BASE_TS,
     CODECS,
@@ -31,8 +32,15 @@ except ImportError as e:  # pragma: no cover - a missing client fails loudly
     raise ImportError("confluent-kafka is missing: pip install -e '.[test]'") from e
 
 
+@pytest.fixture(scope="module")
+def shared_broker(tmp_path_factory):
+    """One subprocess broker for the module (tests use distinct topics)."""
+    with Broker(subprocess=True, data_dir=tmp_path_factory.mktemp("broker")) as broker:
+        yield broker
+
+
 def admin(broker):
-    return AdminClient({"bootstrap.servers": broker.bootstrap})
+    return AdminClient({"bootstrap.servers": broker.bootstrap_servers})
 
 
 def create_topic(broker, name, partitions=PARTITIONS, config=None):
@@ -47,7 +55,7 @@ def create_topic(broker, name, partitions=PARTITIONS, config=None):
 def produce_all(broker, topic, sent, codec):
     producer = Producer(
         {
-            "bootstrap.servers": broker.bootstrap,
+            "bootstrap.servers": broker.bootstrap_servers,
             "compression.type": codec,
             "linger.ms": 5,
             "acks": "all",
@@ -82,7 +90,7 @@ def produce_all(broker, topic, sent, codec):
 def consume_all(broker, topic, count, partitions=PARTITIONS):
     consumer = Consumer(
         {
-            "bootstrap.servers": broker.bootstrap,
+            "bootstrap.servers": broker.bootstrap_servers,
             "group.id": "unused-manual-assignment",
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
@@ -127,7 +135,9 @@ def test_produce_and_consume_every_codec(shared_broker):
     received = consume_all(shared_broker, topic, len(sent))
     check_consumed(sent, received)
 
-    consumer = Consumer({"bootstrap.servers": shared_broker.bootstrap, "group.id": "unused"})
+    consumer = Consumer(
+        {"bootstrap.servers": shared_broker.bootstrap_servers, "group.id": "unused"}
+    )
     try:
         wanted = [TopicPartition(topic, p, BASE_TS + 5001) for p in range(PARTITIONS)]
         answers = consumer.offsets_for_times(wanted, timeout=30)
@@ -192,7 +202,9 @@ def test_alter_configs_and_delete_records(shared_broker):
     deleted = client.delete_records([TopicPartition("ck-records", 0, 4)])
     low = deleted[TopicPartition("ck-records", 0, 4)].result(timeout=30)
     assert low.low_watermark == 4
-    consumer = Consumer({"bootstrap.servers": shared_broker.bootstrap, "group.id": "unused"})
+    consumer = Consumer(
+        {"bootstrap.servers": shared_broker.bootstrap_servers, "group.id": "unused"}
+    )
     try:
         lo, hi = consumer.get_watermark_offsets(TopicPartition("ck-records", 0), timeout=30)
         assert (lo, hi) == (4, 10)
@@ -200,23 +212,24 @@ def test_alter_configs_and_delete_records(shared_broker):
         consumer.close()
 
 
-def test_describe_configs_names_the_source_of_a_default(broker_factory):
+def test_describe_configs_names_the_source_of_a_default(tmp_path):
     """A topic default set in the broker's configuration is STATIC_BROKER_CONFIG, with the
     property that set it as synonym; an untouched one is DEFAULT_CONFIG (all were reported
     DEFAULT_CONFIG, so ConfigEntry.is_default was wrong)."""
     from confluent_kafka.admin import ConfigResource, ConfigSource
 
-    broker = broker_factory(overrides={"log.retention.hours": "2"}).start()
-    create_topic(broker, "sources", 1)
-    resource = ConfigResource(ConfigResource.Type.TOPIC, "sources")
-    client = admin(broker)  # keep a reference: the futures fail when the handle is destroyed
-    configs = client.describe_configs([resource])[resource].result(timeout=30)
-    retention = configs["retention.ms"]
-    assert retention.value == "7200000"
-    assert retention.source == ConfigSource.STATIC_BROKER_CONFIG.value
-    assert not retention.is_default
-    assert [s.name for s in retention.synonyms.values()] == ["log.retention.hours"]
-    assert configs["segment.ms"].source == ConfigSource.DEFAULT_CONFIG.value
+    config = {"log.retention.hours": "2"}
+    with Broker(config, subprocess=True, data_dir=tmp_path / "broker") as broker:
+        create_topic(broker, "sources", 1)
+        resource = ConfigResource(ConfigResource.Type.TOPIC, "sources")
+        client = admin(broker)  # keep a reference: the futures fail when the handle is destroyed
+        configs = client.describe_configs([resource])[resource].result(timeout=30)
+        retention = configs["retention.ms"]
+        assert retention.value == "7200000"
+        assert retention.source == ConfigSource.STATIC_BROKER_CONFIG.value
+        assert not retention.is_default
+        assert [s.name for s in retention.synonyms.values()] == ["log.retention.hours"]
+        assert configs["segment.ms"].source == ConfigSource.DEFAULT_CONFIG.value
 
 
 def test_authorized_operations_without_authorizer(shared_broker):
@@ -252,7 +265,9 @@ def test_authorized_operations_without_authorizer(shared_broker):
     # not asked: librdkafka reports None
     assert client.describe_cluster().result(timeout=30).authorized_operations is None
 
-    consumer = Consumer({"bootstrap.servers": shared_broker.bootstrap, "group.id": "ck-acl-group"})
+    consumer = Consumer(
+        {"bootstrap.servers": shared_broker.bootstrap_servers, "group.id": "ck-acl-group"}
+    )
     try:
         consumer.subscribe(["ck-acl-ops"])
         wait_for(lambda: consumer.poll(0.2) is None and consumer.assignment(), "an assignment")

@@ -105,13 +105,13 @@ def describe(bootstrap):
 
 
 @pytest.mark.timeout(120)
-def test_bad_group_requests_get_kafka_codes_and_corrupt_nothing(broker_factory):
+def test_bad_group_requests_get_kafka_codes_and_corrupt_nothing(start_broker):
     # Kafka's default replication factor for the offsets topic (3) on one broker: capped at the
     # live brokers, so a single broker with default settings serves groups
-    broker = broker_factory(
-        overrides={"offsets.topic.num.partitions": "3", "offsets.topic.replication.factor": "3"}
-    ).start()
-    bootstrap = broker.bootstrap
+    broker = start_broker(
+        {"offsets.topic.num.partitions": "3", "offsets.topic.replication.factor": "3"}
+    )
+    bootstrap = broker.bootstrap_servers
     create_topic(bootstrap, TOPIC)
     wait_for(
         lambda: (

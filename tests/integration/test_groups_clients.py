@@ -26,7 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness.broker import REPO_ROOT, BrokerProcess
+from kafkalite.testing import Broker
+from tests.harness.broker import REPO_ROOT
 from tests.integration.common import wait_for
 from tests.integration.support import (
     CLIENTS,
@@ -248,7 +249,7 @@ class Worker:
         self.stderr.close()
 
 
-def stable_cover(broker: BrokerProcess, group: str, workers: list[Worker]) -> bool:
+def stable_cover(broker: Broker, group: str, workers: list[Worker]) -> bool:
     """The group is Stable with exactly these members, each with a non-empty assignment, and
     the assignments are disjoint and cover every partition."""
     assignments = [w.assigned for w in workers]
@@ -257,28 +258,21 @@ def stable_cover(broker: BrokerProcess, group: str, workers: list[Worker]) -> bo
     flat = sorted(p for a in assignments for p in a)
     if flat != list(range(PARTITIONS)):
         return False
-    return describe(broker.bootstrap, group) == ("Stable", len(workers))
+    return describe(broker.bootstrap_servers, group) == ("Stable", len(workers))
 
 
 @pytest.fixture(scope="module")
 def group_broker(tmp_path_factory):
-    b = BrokerProcess(
-        tmp_path_factory.mktemp("groups-broker"),
-        overrides={"offsets.topic.num.partitions": "10"},
-    )
-    b.start()
-    yield b
-    if b.running:
-        try:
-            b.stop()
-        except TimeoutError:
-            b.kill()
+    data_dir = tmp_path_factory.mktemp("groups-broker")
+    config = {"offsets.topic.num.partitions": "10"}
+    with Broker(config, subprocess=True, data_dir=data_dir) as broker:
+        yield broker
 
 
 @pytest.mark.timeout(150)
 @pytest.mark.parametrize("client", CLIENTS)
 def test_group_membership_lifecycle(group_broker, tmp_path, client):
-    bootstrap = group_broker.bootstrap
+    bootstrap = group_broker.bootstrap_servers
     topic, group = f"orders-{client}", f"billing-{client}"
     create_topic(bootstrap, topic)
     workers: list[Worker] = []
@@ -340,7 +334,7 @@ def test_static_member_restart_keeps_assignments_without_rebalance(group_broker,
     """KIP-345 with librdkafka: a static member (group.instance.id) that closes does not leave
     the group; restarted within its session timeout it gets its old assignment back and the
     other member is not rebalanced (its assignment never changes)."""
-    bootstrap = group_broker.bootstrap
+    bootstrap = group_broker.bootstrap_servers
     topic, group = "static-topic", "static-group"
     create_topic(bootstrap, topic)
     workers: list[Worker] = []
@@ -370,7 +364,7 @@ def test_cooperative_sticky_rebalances_pass_through(group_broker, tmp_path):
     """librdkafka's cooperative-sticky assignor (KIP-429 incremental rebalances) needs nothing
     from the broker but passing its protocol and assignments through: members join one by one
     and one leaves, and every time the assignments end up disjoint and covering."""
-    bootstrap = group_broker.bootstrap
+    bootstrap = group_broker.bootstrap_servers
     topic, group = "coop-topic", "coop-group"
     create_topic(bootstrap, topic)
     workers: list[Worker] = []

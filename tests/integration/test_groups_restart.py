@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from kafkalite.testing import Broker
 from tests.integration.common import wait_for
 from tests.integration.support import (
     CLIENTS,
@@ -184,37 +185,44 @@ def offset_fetch(bootstrap, group, topic):
     return asyncio.run(_offset_fetch(bootstrap, group, topic))
 
 
+@pytest.fixture
+def broker(tmp_path):
+    """A subprocess broker whose offsets topic has several partitions."""
+    config = {"offsets.topic.num.partitions": "5"}
+    with Broker(config, subprocess=True, data_dir=tmp_path / "broker") as broker:
+        yield broker
+
+
 @pytest.mark.timeout(150)
 @pytest.mark.parametrize("client", CLIENTS)
-def test_consumers_resume_from_committed_offsets_after_restarts(broker_factory, client):
-    broker = broker_factory(overrides={"offsets.topic.num.partitions": "5"}).start()
+def test_consumers_resume_from_committed_offsets_after_restarts(broker, client):
     topic, group = "ledger", "accounts"
     consume = CONSUMERS[client]
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     sent = [f"r0-{i}" for i in range(60)]
-    produce(broker.bootstrap, topic, sent)
+    produce(broker.bootstrap_servers, topic, sent)
 
-    got = consume(broker.bootstrap, topic, group, len(sent), 0)
+    got = consume(broker.bootstrap_servers, topic, group, len(sent), 0)
     assert sorted(v for _, _, v in got) == sorted(sent)
-    committed = offset_fetch(broker.bootstrap, group, topic)
+    committed = offset_fetch(broker.bootstrap_servers, group, topic)
     assert committed == {p: (10, stored_metadata(client, p, 0), 0) for p in range(PARTITIONS)}
 
     total = len(sent)
     for round_, hard in ((1, False), (2, True)):
         broker.restart(hard=hard)
         wait_for(
-            lambda want=committed: offset_fetch(broker.bootstrap, group, topic) == want,
+            lambda want=committed: offset_fetch(broker.bootstrap_servers, group, topic) == want,
             "committed offsets reloaded after the restart",
             timeout=DEADLINE_S,
         )
         fresh = [f"r{round_}-{i}" for i in range(30)]
-        produce(broker.bootstrap, topic, fresh)
-        got = consume(broker.bootstrap, topic, group, len(fresh), round_)
+        produce(broker.bootstrap_servers, topic, fresh)
+        got = consume(broker.bootstrap_servers, topic, group, len(fresh), round_)
         assert sorted(v for _, _, v in got) == sorted(fresh), f"round {round_}: only new messages"
         firsts = {p: min(o for q, o, _ in got if q == p) for p in range(PARTITIONS)}
         assert firsts == {p: total // PARTITIONS for p in range(PARTITIONS)}
         total += len(fresh)
-        committed = offset_fetch(broker.bootstrap, group, topic)
+        committed = offset_fetch(broker.bootstrap_servers, group, topic)
         assert committed == {
             p: (total // PARTITIONS, stored_metadata(client, p, round_), 0)
             for p in range(PARTITIONS)

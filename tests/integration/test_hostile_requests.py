@@ -12,6 +12,7 @@ import json
 import socket
 import struct
 
+import pytest
 from kio.serial._introspect import (
     EntityField,
     EntityTupleField,
@@ -25,6 +26,15 @@ from kafkalite.protocol.api import ADVERTISED_VERSIONS, ApiKey, request_class
 from kafkalite.protocol.error_response import error_codes_in
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.request_checks import null_field
+from kafkalite.testing import Broker
+
+
+@pytest.fixture
+def broker(tmp_path):
+    """A started subprocess broker on a fresh data dir."""
+    with Broker(subprocess=True, data_dir=tmp_path / "broker") as broker:
+        yield broker
+
 
 _VALUES = {
     "string": "hostile",

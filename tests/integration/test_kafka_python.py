@@ -2,6 +2,7 @@
 
 import pytest
 
+from kafkalite.testing import Broker
 from tests.integration.common import (
     BASE_TS,
     CODECS,
@@ -31,8 +32,15 @@ except ImportError as e:  # pragma: no cover - a missing client fails loudly
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # kafka-python internals
 
 
+@pytest.fixture(scope="module")
+def shared_broker(tmp_path_factory):
+    """One subprocess broker for the module (tests use distinct topics)."""
+    with Broker(subprocess=True, data_dir=tmp_path_factory.mktemp("broker")) as broker:
+        yield broker
+
+
 def admin(broker):
-    return KafkaAdminClient(bootstrap_servers=broker.bootstrap, client_id="kp-admin")
+    return KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers, client_id="kp-admin")
 
 
 def test_produce_and_consume_every_codec(shared_broker):
@@ -45,7 +53,7 @@ def test_produce_and_consume_every_codec(shared_broker):
     for n, codec in enumerate(CODECS):
         batch = messages(codec, per_codec, start=n * per_codec)
         producer = KafkaProducer(
-            bootstrap_servers=shared_broker.bootstrap, compression_type=codec
+            bootstrap_servers=shared_broker.bootstrap_servers, compression_type=codec
         )  # defaults: idempotent, acks=all
         futures = [
             producer.send(
@@ -65,7 +73,7 @@ def test_produce_and_consume_every_codec(shared_broker):
         sent += batch
 
     consumer = KafkaConsumer(
-        bootstrap_servers=shared_broker.bootstrap, group_id=None, enable_auto_commit=False
+        bootstrap_servers=shared_broker.bootstrap_servers, group_id=None, enable_auto_commit=False
     )
     partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
     consumer.assign(partitions)

@@ -3,11 +3,21 @@
 import asyncio
 import datetime
 
+import pytest
+
 from kafkalite.client.client import KafkaClient
 from kafkalite.client.connection import request_builder
 from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.records import Record, build_batch
 from kafkalite.protocol.types import TopicPartition
+from kafkalite.testing import Broker
+
+
+@pytest.fixture(scope="module")
+def shared_broker(tmp_path_factory):
+    """One subprocess broker for the module (tests use distinct topics)."""
+    with Broker(subprocess=True, data_dir=tmp_path_factory.mktemp("broker")) as broker:
+        yield broker
 
 
 async def scenario(bootstrap):
@@ -121,7 +131,7 @@ async def scenario(bootstrap):
 
 
 def test_offsets_epochs_producer_ids_configs_and_auto_creation(shared_broker):
-    asyncio.run(scenario(shared_broker.bootstrap))
+    asyncio.run(scenario(shared_broker.bootstrap_servers))
 
 
 async def keyless_records_scenario(bootstrap):
@@ -175,4 +185,4 @@ async def keyless_records_scenario(bootstrap):
 
 def test_keyless_records_on_a_compacted_topic_are_named_in_record_errors(shared_broker):
     """KIP-467: the refused records of a batch are named by batch_index with Kafka's message."""
-    asyncio.run(keyless_records_scenario(shared_broker.bootstrap))
+    asyncio.run(keyless_records_scenario(shared_broker.bootstrap_servers))

@@ -15,9 +15,17 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from kafkalite.testing import Broker
 from tests.integration.common import wait_for
 
 PARTITIONS = 2
+
+
+@pytest.fixture
+def broker(tmp_path):
+    """A started subprocess broker on a fresh data dir."""
+    with Broker(subprocess=True, data_dir=tmp_path / "broker") as broker:
+        yield broker
 
 
 class BackgroundProducer:
@@ -94,12 +102,11 @@ def consume_everything(bootstrap, topic):
 
 
 @pytest.mark.parametrize("hard", [False, True], ids=["sigterm", "sigkill"])
-def test_acknowledged_messages_survive_a_restart(broker_factory, hard):
-    broker = broker_factory().start()
+def test_acknowledged_messages_survive_a_restart(broker, hard):
     topic = "restart"
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})  # keep the handle alive
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})  # keep the handle alive
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
-    producer = BackgroundProducer(broker.bootstrap, topic)
+    producer = BackgroundProducer(broker.bootstrap_servers, topic)
     producer.thread.start()
     try:
         wait_for(lambda: producer.count() >= 3000, "acks before the restart")
@@ -112,7 +119,7 @@ def test_acknowledged_messages_survive_a_restart(broker_factory, hard):
         producer.thread.join(90)
     assert producer.errors == []
 
-    got = consume_everything(broker.bootstrap, topic)
+    got = consume_everything(broker.bootstrap_servers, topic)
     values = []
     for p in range(PARTITIONS):
         offsets = [o for o, _ in got[p]]

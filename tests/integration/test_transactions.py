@@ -31,27 +31,19 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.harness.broker import REPO_ROOT, BrokerProcess, free_port
+from kafkalite.testing import Broker
+from tests.harness.broker import REPO_ROOT
 from tests.integration.common import wait_for
 
 DEADLINE_S = 60.0
 OVERRIDES = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"}
-ADMIN_PORT = free_port()
 
 
 @pytest.fixture(scope="module")
 def txn_broker(tmp_path_factory):
-    b = BrokerProcess(
-        tmp_path_factory.mktemp("txn-broker"),
-        overrides={**OVERRIDES, "admin.listener": f"http://127.0.0.1:{ADMIN_PORT}"},
-    )
-    b.start()
-    yield b
-    if b.running:
-        try:
-            b.stop()
-        except TimeoutError:
-            b.kill()
+    data_dir = tmp_path_factory.mktemp("txn-broker")
+    with Broker(OVERRIDES, subprocess=True, data_dir=data_dir) as broker:
+        yield broker
 
 
 def _name(prefix: str) -> str:
@@ -132,8 +124,8 @@ def committed_end(bootstrap: str, topic: str, partition: int = 0) -> int:
 
 def test_commit_and_abort_read_committed_and_uncommitted(txn_broker):
     topic = _name("txn")
-    create_topic(txn_broker.bootstrap, topic, 2)
-    producer = txn_producer(txn_broker.bootstrap, _name("tx"))
+    create_topic(txn_broker.bootstrap_servers, topic, 2)
+    producer = txn_producer(txn_broker.bootstrap_servers, _name("tx"))
     producer.init_transactions(DEADLINE_S)
     committed: dict[int, list[bytes]] = {0: [], 1: []}
     everything: dict[int, list[bytes]] = {0: [], 1: []}
@@ -152,15 +144,19 @@ def test_commit_and_abort_read_committed_and_uncommitted(txn_broker):
             producer.flush(DEADLINE_S)  # the aborted records do reach the log
             producer.abort_transaction(DEADLINE_S)
     expected = sum(map(len, committed.values()))
-    assert consume_all(txn_broker.bootstrap, topic, 2, "read_committed", expected) == committed
+    assert (
+        consume_all(txn_broker.bootstrap_servers, topic, 2, "read_committed", expected) == committed
+    )
     total = sum(map(len, everything.values()))
-    assert consume_all(txn_broker.bootstrap, topic, 2, "read_uncommitted", total) == everything
+    assert (
+        consume_all(txn_broker.bootstrap_servers, topic, 2, "read_uncommitted", total) == everything
+    )
 
 
 def test_open_transaction_is_invisible_until_committed(txn_broker):
     topic = _name("open")
-    create_topic(txn_broker.bootstrap, topic)
-    producer = txn_producer(txn_broker.bootstrap, _name("tx"))
+    create_topic(txn_broker.bootstrap_servers, topic)
+    producer = txn_producer(txn_broker.bootstrap_servers, _name("tx"))
     producer.init_transactions(DEADLINE_S)
     producer.begin_transaction()
     producer.produce(topic, b"before", partition=0)
@@ -170,15 +166,20 @@ def test_open_transaction_is_invisible_until_committed(txn_broker):
         producer.produce(topic, f"open-{i}".encode(), partition=0)
     producer.flush(DEADLINE_S)
     # the open transaction starts at offset 2 (offset 1 is the first commit marker)
-    assert committed_end(txn_broker.bootstrap, topic) == 2
-    assert consume_all(txn_broker.bootstrap, topic, 1, "read_committed", 1) == {0: [b"before"]}
-    assert consume_all(txn_broker.bootstrap, topic, 1, "read_uncommitted", 6)[0] == [
+    assert committed_end(txn_broker.bootstrap_servers, topic) == 2
+    assert consume_all(txn_broker.bootstrap_servers, topic, 1, "read_committed", 1) == {
+        0: [b"before"]
+    }
+    assert consume_all(txn_broker.bootstrap_servers, topic, 1, "read_uncommitted", 6)[0] == [
         b"before",
         *(f"open-{i}".encode() for i in range(5)),
     ]
     producer.commit_transaction(DEADLINE_S)
-    wait_for(lambda: committed_end(txn_broker.bootstrap, topic) == 8, "the LSO to pass the commit")
-    assert consume_all(txn_broker.bootstrap, topic, 1, "read_committed", 6)[0] == [
+    wait_for(
+        lambda: committed_end(txn_broker.bootstrap_servers, topic) == 8,
+        "the LSO to pass the commit",
+    )
+    assert consume_all(txn_broker.bootstrap_servers, topic, 1, "read_committed", 6)[0] == [
         b"before",
         *(f"open-{i}".encode() for i in range(5)),
     ]
@@ -186,9 +187,9 @@ def test_open_transaction_is_invisible_until_committed(txn_broker):
 
 def test_consume_transform_produce_exactly_once(txn_broker):
     source, sink, group = _name("src"), _name("sink"), _name("ctp")
-    create_topic(txn_broker.bootstrap, source, 2)
-    create_topic(txn_broker.bootstrap, sink, 1)
-    plain = Producer({"bootstrap.servers": txn_broker.bootstrap})
+    create_topic(txn_broker.bootstrap_servers, source, 2)
+    create_topic(txn_broker.bootstrap_servers, sink, 1)
+    plain = Producer({"bootstrap.servers": txn_broker.bootstrap_servers})
     inputs = [f"in-{i}".encode() for i in range(60)]
     for i, value in enumerate(inputs):
         plain.produce(source, value, partition=i % 2)
@@ -199,7 +200,7 @@ def test_consume_transform_produce_exactly_once(txn_broker):
         returns the rounds made."""
         consumer = Consumer(
             {
-                "bootstrap.servers": txn_broker.bootstrap,
+                "bootstrap.servers": txn_broker.bootstrap_servers,
                 "group.id": group,
                 "enable.auto.commit": False,
                 "auto.offset.reset": "earliest",
@@ -207,7 +208,7 @@ def test_consume_transform_produce_exactly_once(txn_broker):
             }
         )
         consumer.subscribe([source])
-        producer = txn_producer(txn_broker.bootstrap, f"{group}-tx")
+        producer = txn_producer(txn_broker.bootstrap_servers, f"{group}-tx")
         producer.init_transactions(DEADLINE_S)
         rounds = 0
         idle_since = time.monotonic()
@@ -248,11 +249,11 @@ def test_consume_transform_produce_exactly_once(txn_broker):
             consumer.close()
 
     run({0, 2}, None)
-    out = consume_all(txn_broker.bootstrap, sink, 1, "read_committed", len(inputs))[0]
+    out = consume_all(txn_broker.bootstrap_servers, sink, 1, "read_committed", len(inputs))[0]
     assert sorted(out) == sorted(v.replace(b"in-", b"out-") for v in inputs)
     assert len(out) == len(set(out)) == len(inputs)
     # the group's committed offsets are those of the committed transactions: at the end
-    checker = Consumer({"bootstrap.servers": txn_broker.bootstrap, "group.id": group})
+    checker = Consumer({"bootstrap.servers": txn_broker.bootstrap_servers, "group.id": group})
     try:
         offsets = checker.committed(
             [TopicPartition(source, 0), TopicPartition(source, 1)], timeout=DEADLINE_S
@@ -264,14 +265,14 @@ def test_consume_transform_produce_exactly_once(txn_broker):
 
 def test_second_producer_fences_the_first(txn_broker):
     topic = _name("fence")
-    create_topic(txn_broker.bootstrap, topic)
+    create_topic(txn_broker.bootstrap_servers, topic)
     txn_id = _name("tx")
-    zombie = txn_producer(txn_broker.bootstrap, txn_id)
+    zombie = txn_producer(txn_broker.bootstrap_servers, txn_id)
     zombie.init_transactions(DEADLINE_S)
     zombie.begin_transaction()
     zombie.produce(topic, b"zombie", partition=0)
     zombie.flush(DEADLINE_S)
-    successor = txn_producer(txn_broker.bootstrap, txn_id)
+    successor = txn_producer(txn_broker.bootstrap_servers, txn_id)
     successor.init_transactions(DEADLINE_S)  # fences the zombie and aborts its transaction
     successor.begin_transaction()
     successor.produce(topic, b"successor", partition=0)
@@ -281,7 +282,9 @@ def test_second_producer_fences_the_first(txn_broker):
         zombie.commit_transaction(DEADLINE_S)
     error = failure.value.args[0]
     assert error.code() == KafkaError._FENCED or error.fatal(), error
-    assert consume_all(txn_broker.bootstrap, topic, 1, "read_committed", 1) == {0: [b"successor"]}
+    assert consume_all(txn_broker.bootstrap_servers, topic, 1, "read_committed", 1) == {
+        0: [b"successor"]
+    }
 
 
 # ---------------------------------------------------------------------- hanging transaction
@@ -304,14 +307,22 @@ time.sleep(600)  # holds the transaction open until the test kills this process
 
 def test_killed_producer_transaction_is_aborted_after_its_timeout(txn_broker):
     topic = _name("hang")
-    create_topic(txn_broker.bootstrap, topic)
-    before = txn_producer(txn_broker.bootstrap, _name("tx"))
+    create_topic(txn_broker.bootstrap_servers, topic)
+    before = txn_producer(txn_broker.bootstrap_servers, _name("tx"))
     before.init_transactions(DEADLINE_S)
     before.begin_transaction()
     before.produce(topic, b"committed-0", partition=0)
     before.commit_transaction(DEADLINE_S)
     proc = subprocess.Popen(
-        [sys.executable, "-c", HANGING_PRODUCER, txn_broker.bootstrap, topic, _name("tx"), "3000"],
+        [
+            sys.executable,
+            "-c",
+            HANGING_PRODUCER,
+            txn_broker.bootstrap_servers,
+            topic,
+            _name("tx"),
+            "3000",
+        ],
         stdout=subprocess.PIPE,
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
     )
@@ -321,10 +332,12 @@ def test_killed_producer_transaction_is_aborted_after_its_timeout(txn_broker):
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=DEADLINE_S)
         # while the transaction is open the LSO stays at its first record (offset 2)
-        assert committed_end(txn_broker.bootstrap, topic) == 2
+        assert committed_end(txn_broker.bootstrap_servers, topic) == 2
         # after transaction.timeout.ms the coordinator fences and aborts it: the LSO moves
         # past its abort marker
-        wait_for(lambda: committed_end(txn_broker.bootstrap, topic) == 8, "the timeout abort")
+        wait_for(
+            lambda: committed_end(txn_broker.bootstrap_servers, topic) == 8, "the timeout abort"
+        )
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -332,7 +345,7 @@ def test_killed_producer_transaction_is_aborted_after_its_timeout(txn_broker):
     before.begin_transaction()
     before.produce(topic, b"committed-1", partition=0)
     before.commit_transaction(DEADLINE_S)
-    assert consume_all(txn_broker.bootstrap, topic, 1, "read_committed", 2) == {
+    assert consume_all(txn_broker.bootstrap_servers, topic, 1, "read_committed", 2) == {
         0: [b"committed-0", b"committed-1"]
     }
 
@@ -365,7 +378,7 @@ def test_admin_api_cli_and_kip664_apis(txn_broker):
     from kafkalite.protocol.api import ApiKey
 
     runner = CliRunner()
-    admin_url = f"http://127.0.0.1:{ADMIN_PORT}"
+    admin_url = txn_broker.admin_url
 
     def cli(*args: str) -> str:
         result = runner.invoke(app, list(args))
@@ -373,10 +386,10 @@ def test_admin_api_cli_and_kip664_apis(txn_broker):
         return result.output
 
     topic = _name("admin")
-    create_topic(txn_broker.bootstrap, topic)
+    create_topic(txn_broker.bootstrap_servers, topic)
     txn_id = _name("tx-open")
     # a hanging transaction the coordinator will not time out soon (15 minutes)
-    start_hanging_producer(txn_broker.bootstrap, topic, txn_id, 900_000)
+    start_hanging_producer(txn_broker.bootstrap_servers, topic, txn_id, 900_000)
     listed = json.loads(cli("transactions", "list", "--admin-url", admin_url, "--json"))
     assert [t["state"] for t in listed if t["transactional_id"] == txn_id] == ["Ongoing"]
     described = json.loads(
@@ -388,7 +401,7 @@ def test_admin_api_cli_and_kip664_apis(txn_broker):
     assert txn_id in cli("transactions", "describe", txn_id, "--admin-url", admin_url)
 
     async def protocol() -> None:
-        client = KafkaClient(txn_broker.bootstrap)
+        client = KafkaClient(txn_broker.bootstrap_servers)
         await client.start()
         try:
             d = await client.send(ApiKey.DESCRIBE_TRANSACTIONS, {"transactional_ids": [txn_id]})
@@ -421,61 +434,67 @@ def test_admin_api_cli_and_kip664_apis(txn_broker):
         "--start-offset",
         "0",
         "-b",
-        txn_broker.bootstrap,
+        txn_broker.bootstrap_servers,
     )
-    wait_for(lambda: committed_end(txn_broker.bootstrap, topic) == 6, "the LSO past the abort")
+    wait_for(
+        lambda: committed_end(txn_broker.bootstrap_servers, topic) == 6, "the LSO past the abort"
+    )
     # an open transaction the coordinator knows: aborted through the admin API
     other = _name("tx-admin")
-    start_hanging_producer(txn_broker.bootstrap, topic, other, 900_000)
-    assert committed_end(txn_broker.bootstrap, topic) == 6
+    start_hanging_producer(txn_broker.bootstrap_servers, topic, other, 900_000)
+    assert committed_end(txn_broker.bootstrap_servers, topic) == 6
     assert "aborted" in cli("transactions", "abort", other, "--admin-url", admin_url)
-    wait_for(lambda: committed_end(txn_broker.bootstrap, topic) == 12, "the admin abort")
+    wait_for(lambda: committed_end(txn_broker.bootstrap_servers, topic) == 12, "the admin abort")
     assert (
         json.loads(cli("transactions", "describe", other, "--admin-url", admin_url, "--json"))[
             "state"
         ]
         == "CompleteAbort"
     )
-    assert consume_all(txn_broker.bootstrap, topic, 1, "read_committed", 0) == {0: []}
+    assert consume_all(txn_broker.bootstrap_servers, topic, 1, "read_committed", 0) == {0: []}
 
 
 # ---------------------------------------------------------------------- restart
 
 
-def test_restart_rebuilds_lso_and_aborted_index(broker_factory):
-    broker = broker_factory("restart", overrides=OVERRIDES).start()
-    topic = _name("restart")
-    create_topic(broker.bootstrap, topic)
-    producer = txn_producer(broker.bootstrap, _name("tx"))
-    producer.init_transactions(DEADLINE_S)
-    producer.begin_transaction()
-    producer.produce(topic, b"aborted", partition=0)  # offset 0
-    producer.flush(DEADLINE_S)
-    producer.abort_transaction(DEADLINE_S)  # marker at 1
-    producer.begin_transaction()
-    producer.produce(topic, b"committed", partition=0)  # offset 2
-    producer.commit_transaction(DEADLINE_S)  # marker at 3
-    wait_for(lambda: committed_end(broker.bootstrap, topic) == 4, "the commit marker")
-    hanging = txn_producer(broker.bootstrap, _name("tx"), **{"transaction.timeout.ms": 3000})
-    hanging.init_transactions(DEADLINE_S)
-    hanging.begin_transaction()
-    hanging.produce(topic, b"open", partition=0)  # offset 4, never ended by this producer
-    hanging.flush(DEADLINE_S)
-    assert committed_end(broker.bootstrap, topic) == 4
+def test_restart_rebuilds_lso_and_aborted_index(tmp_path):
+    with Broker(OVERRIDES, subprocess=True, data_dir=tmp_path / "restart") as broker:
+        topic = _name("restart")
+        create_topic(broker.bootstrap_servers, topic)
+        producer = txn_producer(broker.bootstrap_servers, _name("tx"))
+        producer.init_transactions(DEADLINE_S)
+        producer.begin_transaction()
+        producer.produce(topic, b"aborted", partition=0)  # offset 0
+        producer.flush(DEADLINE_S)
+        producer.abort_transaction(DEADLINE_S)  # marker at 1
+        producer.begin_transaction()
+        producer.produce(topic, b"committed", partition=0)  # offset 2
+        producer.commit_transaction(DEADLINE_S)  # marker at 3
+        wait_for(lambda: committed_end(broker.bootstrap_servers, topic) == 4, "the commit marker")
+        hanging = txn_producer(
+            broker.bootstrap_servers, _name("tx"), **{"transaction.timeout.ms": 3000}
+        )
+        hanging.init_transactions(DEADLINE_S)
+        hanging.begin_transaction()
+        hanging.produce(topic, b"open", partition=0)  # offset 4, never ended by this producer
+        hanging.flush(DEADLINE_S)
+        assert committed_end(broker.bootstrap_servers, topic) == 4
 
-    broker.kill()
-    broker.start()
-    # the open transaction holds the LSO again, from the producer state on disk
-    assert committed_end(broker.bootstrap, topic) in (4, 6)
-    # the coordinator reloads it from __transaction_state and aborts it after its timeout
-    wait_for(lambda: committed_end(broker.bootstrap, topic) == 6, "the reloaded abort")
-    assert consume_all(broker.bootstrap, topic, 1, "read_committed", 1) == {0: [b"committed"]}
-    assert consume_all(broker.bootstrap, topic, 1, "read_uncommitted", 3) == {
-        0: [b"aborted", b"committed", b"open"]
-    }
-    txn_files = sorted(p.name for p in (broker.log_dir / f"{topic}-0").glob("*.txnindex"))
-    assert txn_files == ["00000000000000000000.txnindex"]
-    assert (broker.log_dir / f"{topic}-0" / txn_files[0]).stat().st_size == 2 * 34
+        broker.kill()
+        broker.start()
+        # the open transaction holds the LSO again, from the producer state on disk
+        assert committed_end(broker.bootstrap_servers, topic) in (4, 6)
+        # the coordinator reloads it from __transaction_state and aborts it after its timeout
+        wait_for(lambda: committed_end(broker.bootstrap_servers, topic) == 6, "the reloaded abort")
+        assert consume_all(broker.bootstrap_servers, topic, 1, "read_committed", 1) == {
+            0: [b"committed"]
+        }
+        assert consume_all(broker.bootstrap_servers, topic, 1, "read_uncommitted", 3) == {
+            0: [b"aborted", b"committed", b"open"]
+        }
+        txn_files = sorted(p.name for p in (broker.log_dir / f"{topic}-0").glob("*.txnindex"))
+        assert txn_files == ["00000000000000000000.txnindex"]
+        assert (broker.log_dir / f"{topic}-0" / txn_files[0]).stat().st_size == 2 * 34
 
 
 # ---------------------------------------------------------------------- aiokafka
@@ -487,19 +506,21 @@ def test_aiokafka_transactions(txn_broker):
     from aiokafka.structs import TopicPartition as ATP
 
     topic, source, group = _name("aio"), _name("aio-src"), _name("aio-g")
-    create_topic(txn_broker.bootstrap, topic)
-    create_topic(txn_broker.bootstrap, source)
+    create_topic(txn_broker.bootstrap_servers, topic)
+    create_topic(txn_broker.bootstrap_servers, source)
     txn_id = _name("aio-tx")
 
     async def scenario() -> None:
-        seed = AIOKafkaProducer(bootstrap_servers=txn_broker.bootstrap)
+        seed = AIOKafkaProducer(bootstrap_servers=txn_broker.bootstrap_servers)
         await seed.start()
         try:
             for i in range(10):
                 await seed.send_and_wait(source, f"in-{i}".encode(), partition=0)
         finally:
             await seed.stop()
-        producer = AIOKafkaProducer(bootstrap_servers=txn_broker.bootstrap, transactional_id=txn_id)
+        producer = AIOKafkaProducer(
+            bootstrap_servers=txn_broker.bootstrap_servers, transactional_id=txn_id
+        )
         await producer.start()
         try:
             async with producer.transaction():
@@ -510,7 +531,7 @@ def test_aiokafka_transactions(txn_broker):
             await producer.abort_transaction()
             # consume-transform-produce: offsets committed inside the transaction
             consumer = AIOKafkaConsumer(
-                bootstrap_servers=txn_broker.bootstrap,
+                bootstrap_servers=txn_broker.bootstrap_servers,
                 group_id=group,
                 enable_auto_commit=False,
                 auto_offset_reset="earliest",
@@ -538,7 +559,7 @@ def test_aiokafka_transactions(txn_broker):
                 await consumer.stop()
             # a second producer with the same id fences this one
             successor = AIOKafkaProducer(
-                bootstrap_servers=txn_broker.bootstrap, transactional_id=txn_id
+                bootstrap_servers=txn_broker.bootstrap_servers, transactional_id=txn_id
             )
             await successor.start()
             try:
@@ -558,7 +579,7 @@ def test_aiokafka_transactions(txn_broker):
             ),
         ):
             reader = AIOKafkaConsumer(
-                bootstrap_servers=txn_broker.bootstrap,
+                bootstrap_servers=txn_broker.bootstrap_servers,
                 isolation_level=isolation,
                 auto_offset_reset="earliest",
             )
@@ -584,8 +605,10 @@ def test_kafka_python_transactions(txn_broker):
     from kafka import KafkaProducer
 
     topic = _name("kp")
-    create_topic(txn_broker.bootstrap, topic)
-    producer = KafkaProducer(bootstrap_servers=txn_broker.bootstrap, transactional_id=_name("kp"))
+    create_topic(txn_broker.bootstrap_servers, topic)
+    producer = KafkaProducer(
+        bootstrap_servers=txn_broker.bootstrap_servers, transactional_id=_name("kp")
+    )
     try:
         producer.init_transactions()
         producer.begin_transaction()
@@ -598,9 +621,10 @@ def test_kafka_python_transactions(txn_broker):
         producer.abort_transaction()
     finally:
         producer.close()
-    assert consume_all(txn_broker.bootstrap, topic, 1, "read_committed", 3) == {
+    assert consume_all(txn_broker.bootstrap_servers, topic, 1, "read_committed", 3) == {
         0: [b"kp-0", b"kp-1", b"kp-2"]
     }
     assert (
-        consume_all(txn_broker.bootstrap, topic, 1, "read_uncommitted", 4)[0][-1] == b"kp-aborted"
+        consume_all(txn_broker.bootstrap_servers, topic, 1, "read_uncommitted", 4)[0][-1]
+        == b"kp-aborted"
     )

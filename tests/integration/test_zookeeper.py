@@ -11,14 +11,12 @@ from tests.harness.zookeeper import ZooKeeperServer
 from tests.integration.common import wait_for
 
 
-def test_broker_on_zookeeper(broker_factory, tmp_path):
+def test_broker_on_zookeeper(start_broker, tmp_path):
     with ZooKeeperServer(tmp_path / "zk") as zk:
-        broker = broker_factory(
-            overrides={"zookeeper.connect": zk.connect_string("/kafkalite")}
-        ).start()
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        broker = start_broker({"zookeeper.connect": zk.connect_string("/kafkalite")})
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
         admin.create_topics([NewTopic("zk-topic", 2, 1)])["zk-topic"].result(30)
-        producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all"})
+        producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "acks": "all"})
         for i in range(100):
             producer.produce("zk-topic", f"v{i}".encode(), partition=i % 2)
         assert producer.flush(30) == 0
@@ -27,7 +25,7 @@ def test_broker_on_zookeeper(broker_factory, tmp_path):
         assert "zk-topic" in admin.list_topics(timeout=30).topics
         consumer = Consumer(
             {
-                "bootstrap.servers": broker.bootstrap,
+                "bootstrap.servers": broker.bootstrap_servers,
                 "group.id": "unused",
                 "enable.auto.commit": False,
             }
@@ -48,7 +46,7 @@ def test_broker_on_zookeeper(broker_factory, tmp_path):
 
 
 def test_broker_registers_again_after_zookeeper_was_gone_longer_than_its_session(
-    broker_factory, tmp_path
+    start_broker, tmp_path
 ):
     """ZooKeeper down for longer than zookeeper.session.timeout.ms: the broker's session is
     expired, so it opens a new one when ZooKeeper is back, registers under /brokers/ids again,
@@ -59,13 +57,13 @@ def test_broker_registers_again_after_zookeeper_was_gone_longer_than_its_session
     from kafkalite.zk.data import BROKER_IDS
 
     with ZooKeeperServer(tmp_path / "zk") as zk:
-        broker = broker_factory(
-            overrides={
+        broker = start_broker(
+            {
                 "zookeeper.connect": zk.connect_string("/kafkalite"),
                 "zookeeper.session.timeout.ms": "4000",
             }
-        ).start()
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        )
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
         admin.create_topics([NewTopic("survivor", 1, 1)])["survivor"].result(30)
         zk.stop()
         wait_for(
@@ -89,7 +87,7 @@ def test_broker_registers_again_after_zookeeper_was_gone_longer_than_its_session
 
         assert asyncio.run(registered()) == [str(broker.broker_id)]
         assert admin.list_topics(timeout=30).controller_id == broker.broker_id
-        producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all"})
+        producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "acks": "all"})
         producer.produce("survivor", b"after")
         assert producer.flush(30) == 0
         broker.stop()

@@ -154,6 +154,32 @@ def test_subprocess_broker_with_kafka_python_and_kill(monkeypatch):
         assert "shut down" in broker.log_tail(5)
 
 
+def test_a_subprocess_broker_is_ready_when_start_returns():
+    """start() returns once Metadata lists the broker and a controller and the admin API
+    accepts: a test's first request needs no retry."""
+    import asyncio
+    import socket
+
+    from kafkalite.client import KafkaClient
+
+    async def metadata(bootstrap: str) -> tuple[set[int], int]:
+        client = KafkaClient(bootstrap, client_id="t", request_timeout=5.0, connect_timeout=2.0)
+        try:
+            await client.start()
+            await client.refresh_metadata([])
+            return set(client.brokers), client.controller_id
+        finally:
+            await client.close()
+
+    with Broker(subprocess=True, broker_id=7) as broker:
+        for _ in range(2):
+            brokers, controller = asyncio.run(metadata(broker.bootstrap_servers))
+            assert brokers == {7} and controller == 7
+            assert broker.admin_port is not None
+            socket.create_connection((broker.host, broker.admin_port), timeout=1.0).close()
+            broker.restart(hard=True)
+
+
 def test_data_dir_is_removed_unless_kept(tmp_path):
     with Broker() as broker:
         data_dir = broker.data_dir
