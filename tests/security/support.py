@@ -20,7 +20,8 @@ from pathlib import Path
 import trustme
 
 from kafkalite.client.connection import KafkaConnection
-from kafkalite.protocol.api import ApiKey
+from kafkalite.protocol import frames
+from kafkalite.protocol.api import ApiKey, request_class
 from kafkalite.security.listeners import ClientSecurity
 from tests.harness.broker import BrokerProcess, free_port
 
@@ -156,10 +157,6 @@ async def add_scram_user(bootstrap: str, user: str, password: str, security=None
     assert [int(r.error_code) for r in response.results] == [0], response
 
 
-def run(coro):
-    return asyncio.run(coro)
-
-
 ADMIN_TOKEN = "admin-token-SECRET"
 KEY_PASSWORD, TRUSTSTORE_PASSWORD = "key-password-SECRET", "truststore-password-SECRET"
 SECRETS = (ADMIN_TOKEN, KEY_PASSWORD, TRUSTSTORE_PASSWORD, *PLAIN_USERS.values())
@@ -279,3 +276,24 @@ class Secured:
     async def send(self, user: str | None, api_key: int, request: dict, version=None):
         async with self.connect(user) as conn:
             return await conn.send(api_key, request, version)
+
+
+# -- frames for driving an authenticator without a socket -----------------------------------------
+
+
+def request(api_key: int, version: int, correlation_id: int = 1, **fields) -> bytearray:
+    frame = frames.encode_request(
+        api_key, version, correlation_id, "test", request_class(api_key, version)(**fields)
+    )
+    return bytearray(frame[4:])
+
+
+def response_body(encoded: bytes, api_key: int, version: int):
+    return frames.decode_response(api_key, version, encoded[4:])[1]
+
+
+def run(value):
+    """A coroutine's result (run to completion on a fresh loop), or the value itself."""
+    if asyncio.iscoroutine(value):
+        return asyncio.run(value)
+    return value

@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import threading
 from types import SimpleNamespace
@@ -22,8 +21,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from kafkalite.admin import security as admin_security
 from kafkalite.config import BrokerConfig, ConfigError
-from kafkalite.protocol import frames
-from kafkalite.protocol.api import ApiKey, request_class
+from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.security import scram
 from kafkalite.security.ratelimit import FailedAuthLimiter
@@ -35,25 +33,9 @@ from kafkalite.security.scram import (
     make_credential,
     parse_client_first,
 )
+from tests.security.support import request, response_body, run
 
 BOB = make_credential("SCRAM-SHA-256", "bob-secret", iterations=DEFAULT_ITERATIONS)
-
-
-def request(api_key: int, version: int, correlation_id: int = 1, **fields) -> bytearray:
-    frame = frames.encode_request(
-        api_key, version, correlation_id, "test", request_class(api_key, version)(**fields)
-    )
-    return bytearray(frame[4:])
-
-
-def response_body(encoded: bytes, api_key: int, version: int):
-    return frames.decode_response(api_key, version, encoded[4:])[1]
-
-
-def run(value):
-    if asyncio.iscoroutine(value):
-        return asyncio.run(value)
-    return value
 
 
 def authenticator(**kw) -> SaslServerAuthenticator:

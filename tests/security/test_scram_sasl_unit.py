@@ -16,8 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafkalite.protocol import frames
-from kafkalite.protocol.api import ApiKey, request_class
+from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.errors import ErrorCode, KafkaError
 from kafkalite.security.jaas import parse_jaas_config
 from kafkalite.security.sasl import (
@@ -35,6 +34,7 @@ from kafkalite.security.scram import (
     parse_client_first,
 )
 from kafkalite.security.tls import PrincipalMapper, TlsConfigError, subject_dn
+from tests.security.support import request, response_body, run
 
 
 def test_rfc7677_scram_sha_256_exchange():
@@ -93,23 +93,6 @@ def test_scram_client_and_server_agree(user, password, wrong, mechanism):
 
 
 # ---------------------------------------------------------------------- the authenticator
-
-
-def request(api_key: int, version: int, correlation_id: int = 1, **fields) -> bytearray:
-    frame = frames.encode_request(
-        api_key, version, correlation_id, "test", request_class(api_key, version)(**fields)
-    )
-    return bytearray(frame[4:])
-
-
-def response_body(encoded: bytes, api_key: int, version: int):
-    return frames.decode_response(api_key, version, encoded[4:])[1]
-
-
-def run(value):
-    if asyncio.iscoroutine(value):
-        return asyncio.run(value)
-    return value
 
 
 def authenticator(**kw) -> SaslServerAuthenticator:
