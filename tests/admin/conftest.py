@@ -5,7 +5,6 @@ clients see)."""
 from __future__ import annotations
 
 import json
-import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -13,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.admin.support import wait_for
 from tests.harness.broker import BrokerProcess, free_port
 
 
@@ -55,14 +55,7 @@ class AdminClient:
 
     def wait_for(self, predicate, what: str, timeout: float = 20.0) -> Any:
         """Poll `predicate()` until it returns a truthy value (a deadline, not a sleep)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            value = predicate()
-            if value:
-                return value
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting for {what}")
-            time.sleep(0.05)  # polling interval
+        return wait_for(predicate, what, timeout)
 
 
 @pytest.fixture(scope="module")

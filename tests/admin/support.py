@@ -4,7 +4,9 @@ and a test client over the app built for it."""
 from __future__ import annotations
 
 import asyncio
+import time
 from types import SimpleNamespace
+from typing import Any
 
 from aiohttp.test_utils import TestClient, TestServer
 
@@ -31,3 +33,15 @@ async def client_for(server) -> TestClient:
     client = TestClient(TestServer(create_app(server)))
     await client.start_server()
     return client
+
+
+def wait_for(predicate, what: str, timeout: float = 20.0) -> Any:
+    """Poll `predicate()` until it returns a truthy value (a deadline, not a sleep)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)  # polling interval

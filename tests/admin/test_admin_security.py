@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import logging
 import socket
-import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -40,6 +39,7 @@ from confluent_kafka.admin import (
 )
 
 from kafkalite.testing import Broker
+from tests.admin.support import wait_for
 from tests.security.support import ADMIN_TOKEN, basic, secured_admin_config
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
@@ -79,17 +79,6 @@ def call(
     if found.get("Content-Type", "").startswith("application/json"):
         return Answer(status, json.loads(text), found)
     return Answer(status, text, found)
-
-
-def wait_for(predicate, what: str, timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)  # polling interval
 
 
 def allow(principal: str, rtype: ResourceType, name: str, op: AclOperation) -> AclBinding:
