@@ -211,7 +211,7 @@ def _tiers_of(item: pytest.Item) -> set[str]:
     if callspec is not None and callspec.params.get("backend") == "zookeeper":
         tiers.add("zookeeper")
     fixtures = set(getattr(item, "fixturenames", ()))
-    if fixtures & {"broker", "broker_factory", "shared_broker", "admin_broker"}:
+    if fixtures & {"broker", "broker_factory", "shared_broker", "admin_broker", "secured"}:
         tiers.add("integration")
     if fixtures & {"spark", "spark_holder"}:
         tiers.add("spark")

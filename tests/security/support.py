@@ -14,6 +14,8 @@ users and the SCRAM user mallory on SASL_PLAINTEXT.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -256,6 +258,18 @@ def secured_overrides(port: int, sasl_port: int) -> dict[str, str]:
 
 class Secured:
     """A broker started with ``secured_overrides``, and connections to it as each user."""
+
+    @classmethod
+    @contextmanager
+    def started(cls, data_dir: Path) -> Iterator[Secured]:
+        """A subprocess broker with the secured listeners, stopped on exit."""
+        port, sasl_port = free_port(), free_port()
+        broker = BrokerProcess(data_dir, port=port, overrides=secured_overrides(port, sasl_port))
+        broker.start()
+        try:
+            yield cls(broker, sasl_port)
+        finally:
+            broker.stop()
 
     def __init__(self, broker: BrokerProcess, sasl_port: int) -> None:
         self.broker = broker

@@ -30,8 +30,7 @@ from kafkalite.apis.dispatcher import advertised_versions
 from kafkalite.protocol.api import ApiKey, request_class, response_class
 from kafkalite.protocol.error_response import SOURCES, error_response
 from kafkalite.protocol.errors import ErrorCode
-from tests.harness.broker import BrokerProcess, free_port
-from tests.security.support import USERS, Secured, secured_overrides
+from tests.security.support import USERS, Secured
 
 DENIED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 
@@ -176,17 +175,8 @@ def test_each_item_carries_the_error(api_key, version, values, count):
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory):
-    port, sasl_port = free_port(), free_port()
-    broker = BrokerProcess(
-        tmp_path_factory.mktemp("refused-admin"),
-        port=port,
-        overrides=secured_overrides(port, sasl_port),
-    )
-    broker.start()
-    try:
-        yield Secured(broker, sasl_port)
-    finally:
-        broker.stop()
+    with Secured.started(tmp_path_factory.mktemp("refused-admin")) as secured:
+        yield secured
 
 
 ADMIN_SCRIPT = textwrap.dedent(

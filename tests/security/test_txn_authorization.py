@@ -31,14 +31,12 @@ from confluent_kafka import TopicPartition as CTopicPartition
 from kafkalite.protocol.acl import AclOperation, ResourceType
 from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.errors import ErrorCode
-from tests.harness.broker import BrokerProcess, free_port
 from tests.security.support import (
     MALLORY,
     MALLORY_PASSWORD,
     USERS,
     Secured,
     add_scram_user,
-    secured_overrides,
 )
 
 DEADLINE_S = 30.0
@@ -110,19 +108,9 @@ async def set_up(secured: Secured) -> None:
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory):
-    port, sasl_port = free_port(), free_port()
-    broker = BrokerProcess(
-        tmp_path_factory.mktemp("txn-authz"),
-        port=port,
-        overrides=secured_overrides(port, sasl_port),
-    )
-    broker.start()
-    try:
-        secured = Secured(broker, sasl_port)
+    with Secured.started(tmp_path_factory.mktemp("txn-authz")) as secured:
         asyncio.run(set_up(secured))
         yield secured
-    finally:
-        broker.stop()
 
 
 @pytest.fixture(scope="module")
