@@ -45,7 +45,7 @@ serve: $(STAMP)
 	$(BIN)/kafkalite serve $(ARGS)
 
 test: debs $(TEST_STAMP)
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest --durations=30 $(PYTEST_ARGS)
 
 # The unit tier: every test without a tier marker (tests/conftest.py says which). It installs no
 # Debian package and starts no other process; it is the inner loop, `make test` is what CI runs.
