@@ -26,7 +26,7 @@ from kafkalite.client.client import KafkaClient
 from kafkalite.client.connection import request_builder
 from kafkalite.protocol.api import ApiKey
 from kafkalite.testing import Broker
-from tests.harness.zookeeper import ZooKeeperServer
+from kafkalite.testing import ZooKeeperServer
 from tests.integration.common import wait_for
 
 try:

@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.harness.broker import BrokerProcess
-from tests.harness.zookeeper import ZooKeeperServer
+from kafkalite.testing import ZooKeeperServer
 
 T = TypeVar("T")
 

@@ -34,7 +34,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.harness.zookeeper import ZooKeeperServer
+from kafkalite.testing import ZooKeeperServer
 from tests.system.support import BROKER_IDS, Cluster, broker_view, wait_for
 
 

@@ -37,7 +37,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafkalite.coord import open_store
 from tests.harness.broker import BrokerProcess
-from tests.harness.zookeeper import ZooKeeperServer
+from kafkalite.testing import ZooKeeperServer
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -34,7 +34,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from confluent_kafka import TopicPartition as CTP
 
 from kafkalite.txn.records import partition_for
-from tests.harness.zookeeper import ZooKeeperServer
+from kafkalite.testing import ZooKeeperServer
 from tests.system.support import BROKER_IDS, Cluster, wait_for
 
 TXN_PARTITIONS = 50  # Kafka's default transaction.state.log.num.partitions

@@ -7,8 +7,7 @@ import uuid
 
 import pytest
 
-from kafkalite.testing import Cluster
-from tests.harness.zookeeper import ZooKeeperServer
+from kafkalite.testing import Cluster, ZooKeeperServer
 
 
 @pytest.fixture(scope="module")
