@@ -1,5 +1,6 @@
 """The same controller and replication scenario on the embedded multi-broker cluster and on
-ZooKeeper (a real one, Debian's package, through tests/harness): both must behave alike."""
+ZooKeeper (a real one, Debian's package, through kafkalite.testing.ZooKeeperServer): both must
+behave alike."""
 
 from __future__ import annotations
 
