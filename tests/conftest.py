@@ -203,6 +203,9 @@ _STARTS_A_PROCESS = {
     "tests/testing/test_broker.py::test_a_subprocess_broker_is_ready_when_start_returns": (
         "integration",
     ),
+    "tests/testing/test_broker.py::test_a_quiet_subprocess_broker_on_a_given_port_is_spawned_then_waited_for": (
+        "integration",
+    ),
     "tests/testing/test_cluster.py": ("integration",),
     "tests/testing/test_pytest_plugin.py": ("integration",),
 }
