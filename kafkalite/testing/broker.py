@@ -11,7 +11,10 @@ serves synchronous and asynchronous tests alike; ``subprocess=True`` runs ``pyth
 serve`` (a crash or a hang of the broker cannot take the test process with it; ``kill()`` is a
 real SIGKILL). Either way the broker listens on a port the OS chose (no race for a free port),
 keeps its data in a temporary directory removed at stop unless ``keep_data`` (or ``data_dir``
-given), and ``stop()`` then ``start()`` comes back on the same port and data.
+given), and ``stop()`` then ``start()`` comes back on the same port and data. A subprocess
+broker can also be ``spawn()``ed and then ``wait_ready()``ed (brokers that need each other, on
+one ZooKeeper, start together), be given its client ``port`` (a test with several listeners),
+and log above INFO (its ports are then chosen before the start, not read from its log).
 
 Defaults differ from a production broker only where a test gains time: no initial rebalance
 delay, one replica and one partition for ``__consumer_offsets``, the embedded coordination store
