@@ -7,7 +7,7 @@ way the controller uses the store), on:
   behind a coordination thread (``ThreadedStore``): the difference is the cost of the hop to the
   thread and back, printed in microseconds per call;
 - embedded, journal fsynced per transaction (the default, durable);
-- ZooKeeper 3.8 standalone through aiozk, started here by tests/harness/zookeeper.py
+- ZooKeeper 3.8 standalone through aiozk, started here by kafkalite.testing.ZooKeeperServer
   (``forceSync=no``: the server does not fsync, as in the tests), twice: the aiozk client on the
   caller's loop (``AiozkStore``, the same-run baseline) and on its coordination thread
   (``ZooKeeperStore``, what the broker uses: each call crosses to that thread and back).
@@ -35,7 +35,7 @@ from kafkalite.coord import CoordStore, CreateOp, open_store  # noqa: E402
 from kafkalite.coord.embedded import EmbeddedStore  # noqa: E402
 from kafkalite.coord.threaded import ThreadedStore  # noqa: E402
 from kafkalite.coord.zookeeper import AiozkStore  # noqa: E402
-from tests.harness.zookeeper import ZooKeeperServer  # noqa: E402
+from kafkalite.testing import ZooKeeperServer  # noqa: E402
 
 PAYLOAD = b"x" * 100
 

@@ -4,7 +4,7 @@
                                                        [--profile py-spy|cprofile|none]
                                                        [--baseline DIR --rounds N]
 
-One broker subprocess (tests/harness) with its admin listener (for the request counters in
+One broker subprocess (kafkalite.testing.Broker) with its admin listener (for the request counters in
 ``/metrics``), one topic, ``--records`` 100-byte records produced by confluent-kafka (linger 5 ms,
 1 MiB batches, acks=1) spread over ``--partitions`` partitions, then read back twice:
 
@@ -68,7 +68,11 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from kafkalite.client.messages import build_message  # noqa: E402
 from kafkalite.protocol.api import ApiKey, request_class  # noqa: E402
 from kafkalite.protocol.frames import encode_request  # noqa: E402
-from tests.harness.broker import BrokerProcess, free_port, recv_exactly  # noqa: E402
+from kafkalite.testing import (  # noqa: E402
+    Broker,  # noqa: E402
+    free_port,
+    recv_exactly,
+)
 
 VALUE_SIZE = 100
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -155,8 +159,8 @@ def fetch_stats(admin_port: int) -> tuple[float, float]:
     return count, seconds
 
 
-class ProfiledBroker(BrokerProcess):
-    """A BrokerProcess whose command runs under a profiler; ``pid`` is the Python process."""
+class ProfiledBroker(Broker):
+    """A Broker whose command runs under a profiler; ``pid`` is the Python process."""
 
     def __init__(self, *args, profile: str, output: Path, native: bool, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -297,7 +301,7 @@ def session_of(response: bytes) -> int:
     return int.from_bytes(response[11:15], "big")
 
 
-def micro_phase(broker: BrokerProcess, pid: int, topic: str, partitions: int, mode: str, n: int):
+def micro_phase(broker: Broker, pid: int, topic: str, partitions: int, mode: str, n: int):
     """Broker CPU per Fetch request over ``n`` requests of one session on one connection:
     ``empty`` (incremental fetches with nothing new: the per-request cost) or ``batch`` (each
     fetch names partition 0 at the next offset with partition_max_bytes 1, so it returns one
@@ -347,7 +351,9 @@ def produce_small_batches(bootstrap: str, topic: str, partitions: int) -> None:
 def run_micro(args, tmp: Path, env: dict[str, str] | None = None) -> dict:
     output = tmp / ("profile-micro." + ("prof" if args.profile == "cprofile" else "txt"))
     data_dir = tmp / f"broker-micro-{len(list(tmp.iterdir()))}"
-    writer = BrokerProcess(data_dir, overrides={"log.level": "WARNING"}, env=env)
+    writer = Broker(
+        data_dir=data_dir, config={"log.level": "WARNING"}, env=env, subprocess=True, admin=False
+    )
     writer.start()
     try:
         admin = AdminClient({"bootstrap.servers": writer.bootstrap})
@@ -357,9 +363,11 @@ def run_micro(args, tmp: Path, env: dict[str, str] | None = None) -> dict:
     finally:
         writer.stop(timeout=60)
     broker = ProfiledBroker(
-        data_dir,
+        data_dir=data_dir,
+        subprocess=True,
+        admin=False,
         port=writer.port,
-        overrides={"log.level": "WARNING"},
+        config={"log.level": "WARNING"},
         profile=args.profile,
         output=output,
         native=args.native,
@@ -446,7 +454,7 @@ def run_phase(args, reader_name: str, tmp: Path, env: dict[str, str] | None = No
     # The records are written by a broker without a profiler, which then stops: the profiled
     # broker (same data dir) serves the read only, so its profile is the fetch path's alone.
     # It checks each batch's CRC on its first read (a stage of its own in the summary).
-    writer = BrokerProcess(data_dir, overrides=overrides, env=env)
+    writer = Broker(data_dir=data_dir, config=overrides, env=env, subprocess=True)
     writer.start()
     try:
         admin = AdminClient({"bootstrap.servers": writer.bootstrap})
@@ -455,9 +463,10 @@ def run_phase(args, reader_name: str, tmp: Path, env: dict[str, str] | None = No
     finally:
         writer.stop(timeout=60)
     broker = ProfiledBroker(
-        data_dir,
+        data_dir=data_dir,
+        subprocess=True,
         port=writer.port,
-        overrides=overrides,
+        config=overrides,
         profile=args.profile,
         output=output,
         native=args.native,
@@ -537,7 +546,7 @@ def run_first_read(args, reader_name: str, tmp: Path, env: dict[str, str] | None
         "admin.listener": f"http://127.0.0.1:{admin_port}",
         "log.segment.bytes": str(args.segment_bytes),
     }
-    broker = BrokerProcess(data_dir, overrides=overrides, env=env)
+    broker = Broker(data_dir=data_dir, config=overrides, env=env, subprocess=True)
     broker.start()
     try:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})

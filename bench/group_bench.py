@@ -39,7 +39,7 @@ from kafkalite.client.messages import build_message  # noqa: E402
 from kafkalite.protocol.api import ApiKey, request_class  # noqa: E402
 from kafkalite.protocol.consumer_protocol import encode_subscription  # noqa: E402
 from kafkalite.protocol.errors import ErrorCode  # noqa: E402
-from tests.harness.broker import BrokerProcess  # noqa: E402
+from kafkalite.testing import Broker  # noqa: E402
 
 TOPIC = "bench-topic"
 TOPIC_PARTITIONS = 100
@@ -112,13 +112,13 @@ class Member:
             return time.perf_counter()
 
 
-async def connect(broker: BrokerProcess, client_id: str) -> KafkaConnection:
+async def connect(broker: Broker, client_id: str) -> KafkaConnection:
     conn = KafkaConnection(broker.host, broker.port, client_id=client_id, request_timeout=120)
     await conn.connect()
     return conn
 
 
-async def wait_coordinator(broker: BrokerProcess, group: str) -> None:
+async def wait_coordinator(broker: Broker, group: str) -> None:
     conn = await connect(broker, "bench-find")
     try:
         deadline = time.monotonic() + 60
@@ -137,7 +137,7 @@ async def wait_coordinator(broker: BrokerProcess, group: str) -> None:
         await conn.close()
 
 
-async def rebalance_figures(broker: BrokerProcess, size: int, rounds: int) -> dict[str, float]:
+async def rebalance_figures(broker: Broker, size: int, rounds: int) -> dict[str, float]:
     group = f"bench-{size}"
     await wait_coordinator(broker, group)
     members = [Member(await connect(broker, f"m{i}"), group) for i in range(size)]
@@ -184,7 +184,7 @@ def commit_request(group: str, partitions: range, offset: int):
     )
 
 
-async def commit_figures(broker: BrokerProcess, commits: int) -> dict[str, float]:
+async def commit_figures(broker: Broker, commits: int) -> dict[str, float]:
     group = "bench-commits"
     await wait_coordinator(broker, group)
     conn = await connect(broker, "bench-commit")
@@ -226,7 +226,7 @@ async def commit_figures(broker: BrokerProcess, commits: int) -> dict[str, float
     return {"sequential": sequential, "pipelined": pipelined, "batched": batched}
 
 
-async def create_topic(broker: BrokerProcess) -> None:
+async def create_topic(broker: Broker) -> None:
     conn = await connect(broker, "bench-admin")
     try:
         r = await conn.send(
@@ -244,7 +244,7 @@ async def create_topic(broker: BrokerProcess) -> None:
         await conn.close()
 
 
-async def main_async(args: argparse.Namespace, broker: BrokerProcess) -> None:
+async def main_async(args: argparse.Namespace, broker: Broker) -> None:
     await create_topic(broker)
     print(f"broker: {broker.bootstrap}, group.initial.rebalance.delay.ms=0")
     print(f"{'members':>8} {'form (ms)':>10} {'rejoin (ms, median)':>20}")
@@ -266,13 +266,15 @@ def main() -> None:
     parser.add_argument("--commits", default=3000, type=int)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as data_dir:
-        broker = BrokerProcess(
-            data_dir,
-            overrides={
+        broker = Broker(
+            data_dir=data_dir,
+            config={
                 "group.initial.rebalance.delay.ms": "0",
                 "offsets.topic.num.partitions": "50",
                 "log.level": "WARNING",
             },
+            subprocess=True,
+            admin=False,
         )
         broker.start()
         try:

@@ -198,13 +198,15 @@ def main() -> int:
     )
     args = parser.parse_args()
 
-    from tests.harness.broker import BrokerProcess
+    from kafkalite.testing import Broker
 
     shutil.rmtree(args.out, ignore_errors=True)
-    broker = BrokerProcess(
-        args.out / "broker",
-        overrides={"offsets.topic.num.partitions": "10"},
+    broker = Broker(
+        data_dir=args.out / "broker",
+        config={"offsets.topic.num.partitions": "10"},
         env={"KAFKALITE_LOG_LEVEL": args.broker_log_level},
+        subprocess=True,
+        admin=False,
     )
     broker.start()
     stalled = 0

@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from tests.harness.broker import BrokerProcess  # noqa: E402
+from kafkalite.testing import Broker  # noqa: E402
 
 VALUE_SIZE = 100
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -280,7 +280,12 @@ def main() -> None:
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="kafkalite-bench-") as tmp:
-        broker = BrokerProcess(Path(tmp) / "broker", overrides={"log.level": "WARNING"})
+        broker = Broker(
+            data_dir=Path(tmp) / "broker",
+            config={"log.level": "WARNING"},
+            subprocess=True,
+            admin=False,
+        )
         broker.start()
         try:
             pid = broker.proc.pid

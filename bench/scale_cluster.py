@@ -1,6 +1,6 @@
 """Cluster scale figures (prints JSON; not a test): issue 11's rows for 3 brokers on ZooKeeper.
 
-Starts a real ZooKeeper and three ``kafkalite serve`` processes (tests/harness), with
+Starts a real ZooKeeper and three ``kafkalite serve`` processes (kafkalite.testing.Broker), with
 ``zookeeper.session.timeout.ms=6000``, then runs in order:
 
 1. one topic of ``--partitions`` partitions at RF 3: time until every partition has a leader
@@ -50,8 +50,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from kafkalite.coord import open_store  # noqa: E402
-from tests.harness.broker import BrokerProcess, api_versions_ok, free_port  # noqa: E402
-from tests.harness.zookeeper import ZooKeeperServer  # noqa: E402
+from kafkalite.testing import (  # noqa: E402
+    Broker,  # noqa: E402
+    ZooKeeperServer,  # noqa: E402
+    api_versions_ok,
+    free_port,
+)
 
 CHROOT = "/kafkalite"
 BROKER_IDS = (1, 2, 3)
@@ -118,10 +122,10 @@ class ClusterBench:
         self.zk.start()
         self.admin_ports = {b: free_port() for b in BROKER_IDS}
         self.brokers = {
-            b: BrokerProcess(
-                base / f"broker-{b}",
+            b: Broker(
+                data_dir=base / f"broker-{b}",
                 broker_id=b,
-                overrides={
+                config={
                     "zookeeper.connect": self.zk.connect_string(CHROOT),
                     "zookeeper.session.timeout.ms": str(session_timeout_ms),
                     "default.replication.factor": "3",
@@ -131,6 +135,7 @@ class ClusterBench:
                     "auto.leader.rebalance.enable": "false",
                     "admin.listener": f"http://127.0.0.1:{self.admin_ports[b]}",
                 },
+                subprocess=True,
             )
             for b in BROKER_IDS
         }
@@ -434,7 +439,7 @@ def _raise(message: str) -> bool:
     raise PhaseTimeout(message)
 
 
-def _api_ok(broker: BrokerProcess) -> bool:
+def _api_ok(broker: Broker) -> bool:
     return api_versions_ok(broker.host, broker.port)
 
 

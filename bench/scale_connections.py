@@ -40,7 +40,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.harness.broker import BrokerProcess, free_port, recv_exactly  # noqa: E402
+from kafkalite.testing import (  # noqa: E402
+    Broker,  # noqa: E402
+    free_port,
+    recv_exactly,
+)
 
 TARGET_KIB_PER_CONNECTION = 16
 TARGET_RETURNED_SHARE = 0.9
@@ -201,13 +205,14 @@ def run(
     rounds_out = []
     with tempfile.TemporaryDirectory(prefix="kl-scale-") as tmp:
         admin_url = f"http://127.0.0.1:{free_port()}"
-        broker = BrokerProcess(
-            tmp,
-            overrides={
+        broker = Broker(
+            data_dir=tmp,
+            config={
                 "admin.listener": admin_url,
                 "offsets.topic.num.partitions": "1",
                 "num.partitions": "1",
             },
+            subprocess=True,
         )
         broker.start()
         try:

@@ -4,7 +4,7 @@ Run: ``PYTHONPATH=. .venv/bin/python bench/scale_single.py`` (``--topics``, ``--
 ``--profile FILE`` to run the broker under cProfile). Prints JSON; ``main()`` returns the same
 dict (``bench/scale.py`` calls it). Asserts nothing: each figure is printed next to its target.
 
-Scenarios, on one broker subprocess (``tests/harness/broker.py``) on the embedded store:
+Scenarios, on one broker subprocess (``kafkalite.testing.Broker``) on the embedded store:
 
 1. CreateTopics of ``--topics`` single-partition topics through confluent-kafka's AdminClient,
    ``--batch`` topics per request, each request waited for before the next: partitions/s
@@ -28,7 +28,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.harness.broker import BrokerProcess, api_versions_ok  # noqa: E402
+from kafkalite.testing import (
+    Broker,  # noqa: E402
+    api_versions_ok,  # noqa: E402
+)
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 METADATA_WAIT_MESSAGE = "serving before the controller's metadata arrived"
@@ -78,7 +81,7 @@ def phases(log_text: str) -> dict[str, float]:
     return {k: round(v - start, 2) for k, v in marks.items()} if start else {}
 
 
-class ProfiledBroker(BrokerProcess):
+class ProfiledBroker(Broker):
     """The broker under cProfile (the profile is written when it exits cleanly)."""
 
     def __init__(self, *args, profile: str | None = None, **kwargs) -> None:
@@ -135,9 +138,11 @@ def all_led(bootstrap: str, count: int) -> bool:
 def main(topics: int = 10_000, batch: int = 1_000, profile: str | None = None) -> dict:
     data_dir = tempfile.mkdtemp(prefix="kafkalite-scale-")
     broker = ProfiledBroker(
-        data_dir,
+        data_dir=data_dir,
+        subprocess=True,
+        admin=False,
         profile=profile,
-        overrides={"num.partitions": "1", "log.retention.check.interval.ms": "300000"},
+        config={"num.partitions": "1", "log.retention.check.interval.ms": "300000"},
     )
     result: dict = {"topics": topics, "batch": batch, "data_dir": data_dir}
     names = [f"scale-{i:05d}" for i in range(topics)]

@@ -49,7 +49,10 @@ from kafkalite.security.acl import (  # noqa: E402
 )
 from kafkalite.security.listeners import ClientSecurity  # noqa: E402
 from kafkalite.security.quotas import QuotaManager, entity_of  # noqa: E402
-from tests.harness.broker import BrokerProcess, free_port  # noqa: E402
+from kafkalite.testing import (
+    Broker,  # noqa: E402
+    free_port,  # noqa: E402
+)
 from tests.security.support import (  # noqa: E402
     PLAIN_USERS,
     SCRAM_PASSWORD,
@@ -65,10 +68,10 @@ RECORD = b"x" * 1024
 def start_broker(root: Path):
     pki = make_pki(root / "pki")
     port, ssl_port, scram_port, plain_port = (free_port() for _ in range(4))
-    broker = BrokerProcess(
-        root / "broker",
+    broker = Broker(
+        data_dir=root / "broker",
         port=port,
-        overrides={
+        config={
             "listeners": (
                 f"PLAINTEXT://127.0.0.1:{port},SSL://127.0.0.1:{ssl_port},"
                 f"SASL_SSL://127.0.0.1:{scram_port},PLAINSSL://127.0.0.1:{plain_port}"
@@ -85,6 +88,8 @@ def start_broker(root: Path):
             "sasl.enabled.mechanisms": "PLAIN",
             "log.segment.bytes": str(256 << 20),
         },
+        subprocess=True,
+        admin=False,
     )
     broker.start()
     asyncio.run(add_scram_user(broker.bootstrap, SCRAM_USER, SCRAM_PASSWORD))

@@ -6,10 +6,10 @@
 For each variant (this tree; with ``--baseline DIR`` also the kafkalite tree in DIR, whose
 brokers import kafkalite from there, alternating round by round):
 
-1. one broker (tests/harness, the embedded store), one partition: 1,000 records/s of 100 bytes
-   with linger.ms=0 and acks=1 for ``--seconds`` (issue 18's "e2e p99 at 1,000 rec/s");
-2. a real ZooKeeper (Debian's package, tests/harness) and three brokers; one topic, one
-   partition, RF 3, min.insync.replicas=2;
+1. one broker (kafkalite.testing.Broker, the embedded store), one partition: 1,000 records/s
+   of 100 bytes with linger.ms=0 and acks=1 for ``--seconds`` (issue 18's "e2e p99 at 1,000 rec/s");
+2. a real ZooKeeper (Debian's package, kafkalite.testing.ZooKeeperServer) and three brokers;
+   one topic, one partition, RF 3, min.insync.replicas=2;
 3. the maximum: confluent-kafka produces ``--max-records`` 100-byte records as fast as it can
    with the latency phase's producer settings (linger.ms=1, default batch size, acks=all)
    -> records/s;
@@ -45,8 +45,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from tests.harness.broker import BrokerProcess  # noqa: E402
-from tests.harness.zookeeper import ZooKeeperServer  # noqa: E402
+from kafkalite.testing import (
+    Broker,  # noqa: E402
+    ZooKeeperServer,  # noqa: E402
+)
 
 VALUE_SIZE = 100
 LATENCY_LINGER_MS = 1
@@ -174,7 +176,13 @@ def measure_latency(
 
 
 def single_broker(tmp: Path, env, seconds: float) -> dict:
-    broker = BrokerProcess(tmp / "single", overrides={"log.level": "WARNING"}, env=env)
+    broker = Broker(
+        data_dir=tmp / "single",
+        config={"log.level": "WARNING"},
+        env=env,
+        subprocess=True,
+        admin=False,
+    )
     broker.start()
     try:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
@@ -191,16 +199,18 @@ def single_broker(tmp: Path, env, seconds: float) -> dict:
 def three_brokers(tmp: Path, env, args) -> dict:
     with ZooKeeperServer(tmp / "zk") as zk:
         brokers = [
-            BrokerProcess(
-                tmp / f"broker{i}",
+            Broker(
+                data_dir=tmp / f"broker{i}",
                 broker_id=i,
-                overrides={
+                config={
                     "log.level": "WARNING",
                     "zookeeper.connect": zk.connect_string("/tail"),
                     "min.insync.replicas": "2",
                     "controlled.shutdown.enable": "false",
                 },
                 env=env,
+                subprocess=True,
+                admin=False,
             )
             for i in (1, 2, 3)
         ]

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from tests.harness.broker import BrokerProcess  # noqa: E402
+from kafkalite.testing import Broker  # noqa: E402
 
 VALUE = b"v" * 100
 
@@ -149,7 +149,12 @@ def main() -> None:
     parser.add_argument("--big-txns", type=int, default=20)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        broker = BrokerProcess(Path(tmp) / "broker", overrides={"log.level": "WARNING"})
+        broker = Broker(
+            data_dir=Path(tmp) / "broker",
+            config={"log.level": "WARNING"},
+            subprocess=True,
+            admin=False,
+        )
         broker.start()
         try:
             bootstrap = broker.bootstrap

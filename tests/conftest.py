@@ -1,4 +1,5 @@
-"""Shared fixtures (kafkalite brokers as subprocesses, tests/harness/broker.py) and the test tiers.
+"""Shared fixtures (kafkalite brokers as subprocesses: ``kafkalite.testing.Broker``) and the test
+tiers.
 
 The tiers are pytest markers, registered in pyproject.toml and checked with ``--strict-markers``:
 
@@ -11,7 +12,8 @@ The tiers are pytest markers, registered in pyproject.toml and checked with ``--
 
 A test with none of them is in the unit tier, which ``make test-fast`` runs: it starts no other
 process, so it needs no Debian package. Markers are applied here: by directory; by the test's
-module (one that imports the subprocess broker or the ZooKeeper harness); by the fixtures it
+module (one that makes a ``Broker(subprocess=True)`` or imports ``ZooKeeperServer``); by the
+fixtures it
 uses (subprocess brokers, Spark, ZooKeeper); and, for the few tests outside the tiered
 directories that start a program some other way, by name in ``_STARTS_A_PROCESS``. In the unit
 tier (``--unit-tier``, as ``make test-fast`` runs it) starting a process fails the test with a
@@ -19,14 +21,16 @@ message saying to mark it, so a test that needs a component cannot slip into the
 """
 
 import datetime
+import functools
 import subprocess
+from pathlib import Path
 
 import kio.static.primitive as kio_primitive
 import pytest
 from hypothesis import HealthCheck, assume, settings
 from hypothesis import strategies as st
 
-from tests.harness.broker import BrokerProcess
+from kafkalite.testing import Broker
 
 # Property tests draw fresh examples on every run, in CI too (this profile replaces the "ci" one
 # hypothesis picks when $CI is set, which derandomizes), keep failures in .hypothesis/ and print
@@ -62,50 +66,61 @@ for _phantom in (kio_primitive.TZAware, kio_primitive.TZAwareMicros):
     st.register_type_strategy(_phantom, _unambiguous_aware_datetimes(_phantom))
 
 
+def subprocess_broker(data_dir, *, overrides: dict[str, str] | None = None, **kwargs) -> Broker:
+    """A ``python -m kafkalite serve`` broker (not started) on ``data_dir``: the fixtures'
+    brokers. Its admin API is off unless ``overrides`` name an ``admin.listener`` (then
+    ``start()`` also waits for it); ``kwargs`` go to ``Broker`` (``broker_id``, ``port``,
+    ``env``)."""
+    overrides = dict(overrides or {})
+    admin = bool(overrides.get("admin.listener"))
+    return Broker(overrides, subprocess=True, data_dir=data_dir, admin=admin, **kwargs)
+
+
+def _stop(broker: Broker) -> None:
+    if broker.running:
+        try:
+            broker.stop()
+        except TimeoutError:
+            broker.kill()
+
+
 @pytest.fixture
 def broker_factory(tmp_path):
-    """Make (not start) brokers on fresh data dirs; every one is stopped at teardown."""
-    made: list[BrokerProcess] = []
+    """Make (not start) subprocess brokers on fresh data dirs; every one is stopped at
+    teardown. ``make(name, overrides=..., broker_id=..., port=..., env=...)``."""
+    made: list[Broker] = []
 
-    def make(name: str = "broker", **kwargs) -> BrokerProcess:
-        b = BrokerProcess(tmp_path / name, **kwargs)
+    def make(name: str = "broker", **kwargs) -> Broker:
+        b = subprocess_broker(tmp_path / name, **kwargs)
         made.append(b)
         return b
 
     yield make
     for b in made:
-        if b.running:
-            try:
-                b.stop()
-            except TimeoutError:
-                b.kill()
+        _stop(b)
 
 
 @pytest.fixture
 def broker(broker_factory):
-    """A started single broker on a fresh data dir."""
+    """A started single subprocess broker on a fresh data dir."""
     return broker_factory().start()
 
 
 @pytest.fixture(scope="module")
 def shared_broker(tmp_path_factory):
-    """One broker for a whole test module (tests use distinct topics)."""
-    b = BrokerProcess(tmp_path_factory.mktemp("shared-broker"))
+    """One subprocess broker for a whole test module (tests use distinct topics)."""
+    b = subprocess_broker(tmp_path_factory.mktemp("shared-broker"))
     b.start()
     yield b
-    if b.running:
-        try:
-            b.stop()
-        except TimeoutError:
-            b.kill()
+    _stop(b)
 
 
-# -- Spark: one shared session for tests/bench and tests/spark (tests/harness/spark.py) ----------
+# -- Spark: one shared session for tests/bench and tests/spark (tests/spark/session.py) ----------
 
 
 @pytest.fixture(scope="session")
 def spark_holder():
-    from tests.harness.spark import HOLDERS, INSTALL_HINT, SparkHolder, bench_on_path
+    from tests.spark.session import HOLDERS, INSTALL_HINT, SparkHolder, bench_on_path
 
     try:
         import pyspark  # noqa: F401
@@ -134,7 +149,7 @@ def pytest_runtest_makereport(item, call):
     session for the tests after it."""
     report = yield
     if report.failed and "spark_holder" in getattr(item, "fixturenames", ()):
-        from tests.harness.spark import HOLDERS
+        from tests.spark.session import HOLDERS
 
         for holder in HOLDERS:
             holder.poisoned = True
@@ -188,9 +203,25 @@ _STARTS_A_PROCESS = {
     "tests/testing/test_broker.py::test_a_subprocess_broker_is_ready_when_start_returns": (
         "integration",
     ),
+    "tests/testing/test_broker.py::test_a_quiet_subprocess_broker_on_a_given_port_is_spawned_then_waited_for": (
+        "integration",
+    ),
     "tests/testing/test_cluster.py": ("integration",),
     "tests/testing/test_pytest_plugin.py": ("integration",),
 }
+
+
+@functools.cache
+def _makes_subprocess_brokers(path: Path) -> bool:
+    """The module starts ``kafkalite.testing.Broker(subprocess=True)`` brokers itself (in a
+    module fixture, say). tests/testing/ is left out: its modules test both kinds of broker,
+    and name their process-starting tests in ``_STARTS_A_PROCESS``."""
+    if "testing" in path.parts[-2:-1]:
+        return False
+    try:
+        return "subprocess=True" in path.read_text()
+    except OSError:
+        return False
 
 
 def _tiers_of(item: pytest.Item) -> set[str]:
@@ -203,7 +234,7 @@ def _tiers_of(item: pytest.Item) -> set[str]:
             tiers.update(marks)
     module = getattr(item, "module", None)
     names = vars(module) if module is not None else {}
-    if "BrokerProcess" in names:
+    if "Broker" in names and _makes_subprocess_brokers(item.path):
         tiers.add("integration")
     if "ZooKeeperServer" in names or "started_zookeeper" in names:
         tiers.update(("integration", "zookeeper"))

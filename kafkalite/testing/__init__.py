@@ -7,10 +7,27 @@ or as subprocesses; both are sync and async context managers and expose
 isolate, partition, slow, fail_log_dir, expire_session). The pytest plugin
 (``kafkalite.testing.pytest_plugin``, registered through the ``pytest11`` entry point) turns
 them into fixtures.
+
+For the tests of kafkalite itself and of applications that want them: ``ZooKeeperServer`` runs
+a real ZooKeeper (Debian's package, with java) for ``Cluster(zookeeper_connect=...)`` or
+brokers on ZooKeeper; ``api_versions_ok``, ``recv_exactly`` and ``free_port`` (``wire.py``)
+serve tests that talk to a broker on a raw socket.
 """
 
 from ._ops import Message, PartitionState
 from .broker import Broker
 from .cluster import Cluster
+from .wire import api_versions_ok, free_port, recv_exactly
+from .zookeeper import ZooKeeperMissing, ZooKeeperServer
 
-__all__ = ["Broker", "Cluster", "Message", "PartitionState"]
+__all__ = [
+    "Broker",
+    "Cluster",
+    "Message",
+    "PartitionState",
+    "ZooKeeperMissing",
+    "ZooKeeperServer",
+    "api_versions_ok",
+    "free_port",
+    "recv_exactly",
+]

@@ -11,7 +11,10 @@ serves synchronous and asynchronous tests alike; ``subprocess=True`` runs ``pyth
 serve`` (a crash or a hang of the broker cannot take the test process with it; ``kill()`` is a
 real SIGKILL). Either way the broker listens on a port the OS chose (no race for a free port),
 keeps its data in a temporary directory removed at stop unless ``keep_data`` (or ``data_dir``
-given), and ``stop()`` then ``start()`` comes back on the same port and data.
+given), and ``stop()`` then ``start()`` comes back on the same port and data. A subprocess
+broker can also be ``spawn()``ed and then ``wait_ready()``ed (brokers that need each other, on
+one ZooKeeper, start together), be given its client ``port`` (a test with several listeners),
+and log above INFO (its ports are then chosen before the start, not read from its log).
 
 Defaults differ from a production broker only where a test gains time: no initial rebalance
 delay, one replica and one partition for ``__consumer_offsets``, the embedded coordination store
@@ -94,6 +97,7 @@ class Broker(Helpers):
         admin: bool = True,
         start_timeout: float = START_TIMEOUT_S,
         env: Mapping[str, str] | None = None,
+        port: int | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.subprocess = subprocess
@@ -104,14 +108,20 @@ class Broker(Helpers):
         self.start_timeout = start_timeout
         self.overrides = _settings(config)
         self.env = dict(env or {})
-        self.port: int | None = None
+        # a given port is the one clients use, whatever listeners the config names (a test
+        # with several listeners gives its PLAINTEXT one); else the OS picks it at first start
+        self.port: int | None = port
+        self._port_given = port is not None
         self.admin_port: int | None = None
         self._admin_host = self.host
+        self._admin_scheme = "http"  # https when its admin.listener says so
         # a Cluster waits for its own conditions (a broker may start cut off from the controller)
         self._wait_until_ready = True
         self.server: Any = None  # the KafkaServer, in-process
         self.process: subprocess_module.Popen[bytes] | None = None
         self._thread: LoopThread | None = None
+        self._log_offset = 0
+        self.starts = 0  # how many times the broker was started
 
     # -- what a test needs --
 
@@ -126,8 +136,20 @@ class Broker(Helpers):
         return f"{self.host}:{self.port}"
 
     @property
+    def bootstrap(self) -> str:
+        """The same as ``bootstrap_servers`` (one ``host:port``)."""
+        return self.bootstrap_servers
+
+    @property
+    def proc(self) -> subprocess_module.Popen[bytes] | None:
+        """The same as ``process``: the subprocess (None in-process or before a start)."""
+        return self.process
+
+    @property
     def admin_url(self) -> str | None:
-        return None if self.admin_port is None else f"http://{self.host}:{self.admin_port}"
+        if self.admin_port is None:
+            return None
+        return f"{self._admin_scheme}://{self.host}:{self.admin_port}"
 
     @property
     def log_dir(self) -> Path:
@@ -154,17 +176,24 @@ class Broker(Helpers):
 
     # -- life cycle --
 
-    def start(self) -> Broker:
+    def start(self, timeout: float | None = None) -> Broker:
+        """Start and return once the broker serves (within ``timeout``, default
+        ``start_timeout``)."""
+        if self.subprocess:
+            self.spawn()
+            self.wait_ready(timeout)
+            return self
+        self._prepare()
+        self._start_in_process(self.start_timeout if timeout is None else timeout)
+        return self
+
+    def _prepare(self) -> None:
         if self.running:
             raise RuntimeError("broker already running")
         if self.data_dir is None:
             self.data_dir = Path(tempfile.mkdtemp(prefix="kafkalite-"))
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        if self.subprocess:
-            self._start_subprocess()
-        else:
-            self._start_in_process()
-        return self
+        self.starts += 1
 
     def stop(self, timeout: float = STOP_TIMEOUT_S) -> int | None:
         """A clean stop (controlled shutdown, logs flushed); the data stays until ``close``.
@@ -197,13 +226,13 @@ class Broker(Helpers):
                 self._thread.stop()
                 self._thread = None
 
-    def restart(self, *, hard: bool = False) -> Broker:
+    def restart(self, *, hard: bool = False, timeout: float | None = None) -> Broker:
         """Stop (``kill()`` if ``hard``), then start again on the same port and data."""
         if hard:
             self.kill()
         else:
             self.stop()
-        return self.start()
+        return self.start(timeout)
 
     def close(self) -> None:
         """Stop if running, then remove the data directory unless it is kept."""
@@ -221,10 +250,10 @@ class Broker(Helpers):
 
     # -- in this process --
 
-    def _start_in_process(self) -> None:
+    def _start_in_process(self, timeout: float) -> None:
         self._thread = LoopThread(f"kafkalite-broker-{self.broker_id}").start()
         try:
-            self.server = self._thread.run(self._startup(), self.start_timeout)
+            self.server = self._thread.run(self._startup(), timeout)
         except BaseException:
             self._thread.stop()
             self._thread = None
@@ -261,35 +290,46 @@ class Broker(Helpers):
         assert self.data_dir is not None
         return self.data_dir / "broker.log"
 
+    @property
+    def _quiet(self) -> bool:
+        """Its log level hides the start-up lines that say the ports (a benchmark's broker
+        logs WARNING): the ports are then chosen before it starts."""
+        return self.overrides.get("log.level", "INFO").upper() not in ("INFO", "DEBUG")
+
     def command(self) -> list[str]:
         settings = self.settings()
-        # the subprocess says its ports in its "started" and "admin API listening" lines
-        if self.overrides.get("log.level", "INFO").upper() not in ("INFO", "DEBUG"):
-            raise ValueError(
-                "log.level: a subprocess broker needs INFO or DEBUG (its start-up lines "
-                "carry the ports it listens on)"
-            )
         if "log.level" not in self.overrides:
+            # the subprocess says its ports in its "started" and "admin API listening" lines
             settings["log.level"] = "INFO"
         cmd = [sys.executable, "-m", "kafkalite", "serve"]
         for key, value in settings.items():
             cmd += ["--override", f"{key}={value}"]
         return cmd
 
-    def _start_subprocess(self) -> None:
+    def spawn(self) -> subprocess_module.Popen[bytes]:
+        """Start the subprocess and return at once; ``wait_ready()`` then waits until it
+        serves. (Several brokers that need each other, a cluster on ZooKeeper, are spawned
+        together, then waited for.)"""
         import kafkalite
 
+        if not self.subprocess:
+            raise RuntimeError("spawn() needs a broker with subprocess=True")
+        self._prepare()
+        assert self.data_dir is not None
+        if self._quiet:
+            self._choose_ports()
         # the child's configuration is its settings alone, as in-process (no KAFKALITE_*
         # variable of the environment), plus the caller's ``env``
         env = {k: v for k, v in os.environ.items() if not k.startswith("KAFKALITE_")}
-        env.update(self.env)
-        # the child imports the same kafkalite as this process, installed or not
+        # the child imports the same kafkalite as this process, installed or not, unless the
+        # caller's ``env`` names a PYTHONPATH (a benchmark's baseline tree)
         package_root = str(Path(kafkalite.__file__).resolve().parent.parent)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+        env.update(self.env)
         with open(self.log_path, "ab") as log:
             log.write(b"--- start ---\n")
             log.flush()
-            start_at = log.tell()
+            self._log_offset = log.tell()
             self.process = subprocess_module.Popen(
                 self.command(),
                 stdout=log,
@@ -298,9 +338,15 @@ class Broker(Helpers):
                 env=env,
                 cwd=str(self.data_dir),
             )
-        deadline = time.monotonic() + self.start_timeout
+        return self.process
+
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """After ``spawn()``: wait until the broker says it started, then until it serves (see
+        ``start``); on failure or after ``timeout`` (default ``start_timeout``) the process is
+        killed and the error carries the tail of its log."""
+        deadline = time.monotonic() + (self.start_timeout if timeout is None else timeout)
         try:
-            self._wait_started(start_at, deadline)
+            self._wait_started(self._log_offset, deadline)
             if self._wait_until_ready:
                 self._wait_ready(deadline)
         except BaseException:
@@ -336,8 +382,40 @@ class Broker(Helpers):
                     ) from None
             time.sleep(0.01)  # the interval of the connection attempts, not a synchronisation
 
+    def _choose_ports(self) -> None:
+        """Ports known before the start, for a broker whose log will not say them."""
+        from .proxy import free_port
+
+        if self.port is None:
+            self.port = free_port()
+        if not self.admin:
+            return
+        url = self.overrides.get("admin.listener")
+        if url:
+            self._admin_scheme = url.split("://", 1)[0] if "://" in url else "http"
+            self.admin_port = int(url.rsplit(":", 1)[1])
+        elif self.admin_port is None:
+            self.admin_port = free_port()
+
     def _wait_started(self, offset: int, deadline: float) -> None:
-        """Read the broker's JSON log lines until it says it started (its ports in them)."""
+        """Read the broker's JSON log lines until it says it started (its ports in them); a
+        quiet broker's, until its port answers ApiVersions."""
+        if self._quiet:
+            from .wire import api_versions_ok
+
+            assert self.process is not None and self.port is not None
+            while not api_versions_ok(self.host, self.port):
+                if self.process.poll() is not None:
+                    raise RuntimeError(
+                        f"broker exited with status {self.process.returncode} before it "
+                        f"started:\n{self.log_tail()}"
+                    )
+                if time.monotonic() > deadline:
+                    raise TimeoutError(
+                        f"broker not started within {self.start_timeout} s:\n{self.log_tail()}"
+                    )
+                time.sleep(0.01)  # the interval of the connection attempts, not a synchronisation
+            return
         buffered = b""
         listening = admin_seen = False
         while True:
@@ -354,10 +432,13 @@ class Broker(Helpers):
                     continue
                 event = entry.get("event") if isinstance(entry, dict) else None
                 if event == "started":
-                    listener = entry["listeners"][0]
-                    self.port = int(listener.rsplit(":", 1)[1])
+                    if not self._port_given:
+                        listener = entry["listeners"][0]
+                        self.port = int(listener.rsplit(":", 1)[1])
                     listening = True
                 elif event == "admin API listening":
+                    if "://" in entry["url"]:
+                        self._admin_scheme = entry["url"].split("://", 1)[0]
                     host, _, port = entry["url"].split("://", 1)[-1].rpartition(":")
                     host = host.strip("[]")
                     self._admin_host = host if host not in ("", "0.0.0.0", "::") else self.host

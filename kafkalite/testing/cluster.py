@@ -424,7 +424,9 @@ class Cluster(Helpers):
         return predicate
 
     def _others(self, broker_ids: Iterable[int]) -> list[int]:
-        excluded = set(broker_ids)
+        """The running brokers but ``broker_ids``, less the paused ones (which cannot answer:
+        a fault on another broker while one is paused is observed by the rest)."""
+        excluded = set(broker_ids) | set(self._paused)
         return [b for b in self.running_brokers if b not in excluded]
 
     def controller(self, timeout: float = FAULT_TIMEOUT_S) -> int:
@@ -444,12 +446,13 @@ class Cluster(Helpers):
 
     # -- faults --
 
-    def kill(self, broker_id: int, timeout: float = FAULT_TIMEOUT_S) -> None:
+    def kill(self, broker_id: int, timeout: float = FAULT_TIMEOUT_S, *, wait: bool = True) -> None:
         """Stop ``broker_id`` without a controlled shutdown, its session ended; returns when
-        the other brokers no longer list it nor name it leader of anything."""
-        self._run(self._kill(broker_id, timeout), timeout)
+        the other brokers no longer list it nor name it leader of anything, or at once with
+        ``wait=False`` (a subprocess broker's session then expires on ZooKeeper later)."""
+        self._run(self._kill(broker_id, timeout, wait), timeout)
 
-    async def _kill(self, broker_id: int, timeout: float) -> None:
+    async def _kill(self, broker_id: int, timeout: float, wait: bool = True) -> None:
         assert self.network is not None
         handle = self._paused.pop(broker_id, None)
         if handle is not None:
@@ -459,7 +462,7 @@ class Cluster(Helpers):
             self.network.proxies[broker_id].set_target(None)
             await asyncio.to_thread(self.processes[broker_id].kill)
             others = self._others([broker_id])
-            if others:
+            if others and wait:
                 await self._wait_observed(
                     others, self._gone([broker_id]), timeout, f"broker {broker_id} gone"
                 )
@@ -474,7 +477,7 @@ class Cluster(Helpers):
         await shutdown
         self._resume_store([broker_id])
         others = self._others([broker_id])
-        if others:
+        if others and wait:
             await self._wait_observed(
                 others, self._gone([broker_id]), timeout, f"broker {broker_id} gone"
             )

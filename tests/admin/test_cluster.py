@@ -9,9 +9,8 @@ import signal
 
 import pytest
 
+from kafkalite.testing import Broker, ZooKeeperServer, free_port
 from tests.admin.conftest import AdminClient, produce
-from tests.harness.broker import BrokerProcess, free_port
-from tests.harness.zookeeper import ZooKeeperServer
 
 try:
     from confluent_kafka import Consumer, TopicPartition
@@ -27,16 +26,17 @@ def cluster(tmp_path_factory):
         try:
             for broker_id in (0, 1):
                 port = free_port()
-                b = BrokerProcess(
-                    root / f"broker{broker_id}",
+                b = Broker(
+                    data_dir=root / f"broker{broker_id}",
                     broker_id=broker_id,
-                    overrides={
+                    config={
                         "zookeeper.connect": zk.connect_string("/admin-test"),
                         "admin.listener": f"http://127.0.0.1:{port}",
                         "offsets.topic.num.partitions": "4",
                         # a paused follower leaves the ISR quickly (test_isr_metrics)
                         "replica.lag.time.max.ms": "1500",
                     },
+                    subprocess=True,
                 )
                 b.start()
                 brokers.append((b, AdminClient(f"http://127.0.0.1:{port}")))

@@ -29,8 +29,8 @@ import pytest
 
 from kafkalite.admin.openapi import openapi_document
 from kafkalite.admin.security import WWW_AUTHENTICATE
+from kafkalite.testing import Broker, free_port
 from tests.admin.conftest import AdminClient
-from tests.harness.broker import BrokerProcess, free_port
 
 REPO = Path(__file__).resolve().parents[2]
 MAX_EXAMPLES = 10
@@ -105,9 +105,9 @@ def secured(tmp_path_factory):
     """A broker whose admin API asks for basic or bearer credentials and applies ACLs; the
     bearer token's principal is a super user (so is the broker's own plaintext principal)."""
     port = free_port()
-    b = BrokerProcess(
-        tmp_path_factory.mktemp("secured-admin-broker"),
-        overrides={
+    b = Broker(
+        data_dir=tmp_path_factory.mktemp("secured-admin-broker"),
+        config={
             "admin.listener": f"http://127.0.0.1:{port}",
             "admin.authentication": "basic,bearer",
             "admin.bearer.token": TOKEN,
@@ -119,6 +119,7 @@ def secured(tmp_path_factory):
             # limit on failed authentications, or they would be answered 429
             "failed.authentication.burst.per.ip": "0",
         },
+        subprocess=True,
     )
     b.start()
     try:

@@ -131,7 +131,7 @@ def test_groups_list_describe_reset_delete(admin: AdminClient, committed_group: 
 
 
 def test_unreachable_admin_api(admin_broker) -> None:
-    from tests.harness.broker import free_port
+    from kafkalite.testing import free_port
 
     out = cli("groups", "list", "--admin-url", f"http://127.0.0.1:{free_port()}", code=1)
     assert "cannot reach the admin API" in out

@@ -37,7 +37,7 @@ def one_error_line_among_the_logs(result, *needles: str) -> None:
 
 
 def serve_args(tmp_path, *overrides: str) -> list[str]:
-    from tests.harness.broker import free_port
+    from kafkalite.testing import free_port
 
     settings = {
         "log.dirs": str(tmp_path / "logs"),

@@ -17,7 +17,7 @@ import pytest
 from kafkalite.coord import CoordSession, CoordStore, SessionState, open_store
 from kafkalite.coord.embedded import EmbeddedSession, EmbeddedStore
 from kafkalite.coord.zookeeper import ZooKeeperSession, ZooKeeperStore
-from tests.harness.zookeeper import ZooKeeperMissing, ZooKeeperServer
+from kafkalite.testing import ZooKeeperMissing, ZooKeeperServer
 
 SESSION_TIMEOUT_MS = 4000
 _chroots = itertools.count()

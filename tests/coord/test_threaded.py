@@ -338,7 +338,7 @@ async def test_a_broker_whose_loop_is_held_keeps_its_registration_and_controller
     same epoch; nothing was renewed."""
     from kafkalite.config import BrokerConfig
     from kafkalite.server import KafkaServer
-    from tests.harness.broker import free_port
+    from kafkalite.testing import free_port
 
     config = BrokerConfig.load(
         overrides={

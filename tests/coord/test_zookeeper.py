@@ -20,7 +20,7 @@ from kafkalite.coord import (
 )
 from kafkalite.coord.embedded import EmbeddedStore
 from kafkalite.coord.zookeeper import ZooKeeperStore
-from tests.harness.zookeeper import ZooKeeperMissing, ZooKeeperServer, free_port
+from kafkalite.testing import ZooKeeperMissing, ZooKeeperServer, free_port
 
 from .conftest import started_zookeeper, wait_state
 
@@ -152,7 +152,7 @@ async def test_disconnected_longer_than_the_session_timeout_is_expired(own_serve
 
 
 def test_missing_zookeeper_fails_with_an_install_hint(monkeypatch, tmp_path):
-    from tests.harness import zookeeper as harness
+    from kafkalite.testing import zookeeper as harness
 
     monkeypatch.setattr(harness, "ZOOKEEPER_JAR", tmp_path / "absent.jar")
     with pytest.raises(ZooKeeperMissing, match="apt-get install zookeeper"):

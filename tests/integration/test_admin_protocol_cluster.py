@@ -25,8 +25,7 @@ import pytest
 from kafkalite.client.client import KafkaClient
 from kafkalite.client.connection import request_builder
 from kafkalite.protocol.api import ApiKey
-from kafkalite.testing import Broker
-from tests.harness.zookeeper import ZooKeeperServer
+from kafkalite.testing import Cluster, ZooKeeperServer
 from tests.integration.common import wait_for
 
 try:
@@ -47,112 +46,103 @@ BROKER_IDS = (1, 2, 3)
 DEADLINE_S = 60.0
 
 
-class Cluster:
-    def __init__(self, brokers: dict[int, Broker]) -> None:
-        self.brokers = brokers
+def bootstrap(cluster: Cluster) -> str:
+    """The running brokers (a stopped one's proxy refuses connections)."""
+    return cluster.bootstrap_of(*cluster.running_brokers)
 
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(b.bootstrap_servers for b in self.brokers.values() if b.running)
 
-    def admin(self) -> KafkaAdminClient:
-        return KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="kp-admin")
+def admin_client(cluster: Cluster) -> KafkaAdminClient:
+    return KafkaAdminClient(bootstrap_servers=bootstrap(cluster), client_id="kp-admin")
 
-    def controller_id(self) -> int:
-        admin = self.admin()
+
+def controller_id(cluster: Cluster) -> int:
+    admin = admin_client(cluster)
+    try:
+        return admin.describe_cluster()["controller_id"]
+    finally:
+        admin.close()
+
+
+def all_registered(cluster: Cluster) -> bool:
+    try:
+        admin = admin_client(cluster)
         try:
-            return admin.describe_cluster()["controller_id"]
+            return len(admin.describe_cluster()["brokers"]) == len(BROKER_IDS)
         finally:
             admin.close()
+    except KafkaConnectionError:  # a broker just stopped may still be listed
+        return False
 
-    def all_registered(self) -> bool:
+
+def others(cluster: Cluster) -> list[int]:
+    """The brokers that are not the controller, by id."""
+    controller = controller_id(cluster)
+    return [b for b in BROKER_IDS if b != controller]
+
+
+def _describe_topics(cluster: Cluster, topics: list[str]) -> list[dict]:
+    """DescribeTopics, asked again when the node the client picked refuses the connection:
+    right after a broker stops, the others' metadata may still list it for a moment."""
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
         try:
-            admin = self.admin()
+            admin = admin_client(cluster)
             try:
-                return len(admin.describe_cluster()["brokers"]) == len(BROKER_IDS)
+                return admin.describe_topics(topics)
             finally:
                 admin.close()
-        except KafkaConnectionError:  # a broker just stopped may still be listed
-            return False
+        except KafkaConnectionError:
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(0.1)  # polling interval of the retry, not synchronisation
 
-    def others(self) -> list[int]:
-        """The brokers that are not the controller, by id."""
-        controller = self.controller_id()
-        return [b for b in BROKER_IDS if b != controller]
 
-    def _describe_topics(self, topics: list[str]) -> list[dict]:
-        """DescribeTopics, asked again when the node the client picked refuses the connection:
-        right after a broker stops, the others' metadata may still list it for a moment."""
-        deadline = time.monotonic() + DEADLINE_S
-        while True:
-            try:
-                admin = self.admin()
-                try:
-                    return admin.describe_topics(topics)
-                finally:
-                    admin.close()
-            except KafkaConnectionError:
-                if time.monotonic() > deadline:
-                    raise
-            time.sleep(0.1)  # polling interval of the retry, not synchronisation
+def partition(cluster: Cluster, topic: str, index: int = 0) -> dict:
+    state = partition_if_known(cluster, topic, index)
+    assert state is not None, f"{topic}-{index} is not in the metadata"
+    return state
 
-    def partition(self, topic: str, partition: int = 0) -> dict:
-        state = self.partition_if_known(topic, partition)
-        assert state is not None, f"{topic}-{partition} is not in the metadata"
-        return state
 
-    def partition_if_known(self, topic: str, partition: int = 0) -> dict | None:
-        """The partition's metadata, or None while the answering broker does not know it yet
-        (a topic just created is in ZooKeeper before UpdateMetadata reaches every broker)."""
-        [described] = self._describe_topics([topic])
-        states = [p for p in described["partitions"] if p["partition_index"] == partition]
-        return states[0] if states else None
+def partition_if_known(cluster: Cluster, topic: str, index: int = 0) -> dict | None:
+    """The partition's metadata, or None while the answering broker does not know it yet
+    (a topic just created is in ZooKeeper before UpdateMetadata reaches every broker)."""
+    [described] = _describe_topics(cluster, [topic])
+    states = [p for p in described["partitions"] if p["partition_index"] == index]
+    return states[0] if states else None
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     root = tmp_path_factory.mktemp("admin-protocol-cluster")
     with ZooKeeperServer(root / "zk") as zk:
-        brokers: dict[int, Broker] = {}
-        try:
-            for broker_id in BROKER_IDS:
-                brokers[broker_id] = Broker(
-                    {
-                        "zookeeper.connect": zk.connect_string("/admin-protocol"),
-                        # a paused broker keeps its session (and stays "alive") meanwhile
-                        "zookeeper.session.timeout.ms": "30000",
-                        "replica.lag.time.max.ms": "2000",
-                        "replica.fetch.wait.max.ms": "200",
-                        "controlled.shutdown.retry.backoff.ms": "200",
-                        "auto.leader.rebalance.enable": "false",
-                    },
-                    broker_id=broker_id,
-                    subprocess=True,
-                    data_dir=root / f"broker{broker_id}",
-                ).start()
-            c = Cluster(brokers)
-            wait_for(
-                lambda: len(c.admin().describe_cluster()["brokers"]) == len(BROKER_IDS),
-                "every broker registered",
-                DEADLINE_S,
-            )
+        c = Cluster(
+            brokers=len(BROKER_IDS),
+            config={
+                "replica.lag.time.max.ms": "2000",
+                "replica.fetch.wait.max.ms": "200",
+                "controlled.shutdown.retry.backoff.ms": "200",
+                "auto.leader.rebalance.enable": "false",
+            },
+            zookeeper_connect=zk.connect_string("/admin-protocol"),
+            # a paused broker keeps its session (and stays "alive") meanwhile
+            session_timeout_ms=30000,
+            subprocess=True,
+            data_dir=root / "brokers",
+            admin=False,
+        )
+        with c:
+            wait_for(lambda: all_registered(c), "every broker registered", DEADLINE_S)
             yield c
-        finally:
-            for b in brokers.values():
-                try:
-                    b.close()  # a paused broker is continued first
-                except TimeoutError:
-                    pass  # killed after the deadline
 
 
 @pytest.fixture(autouse=True)
 def every_broker_running(cluster):
     """Each test starts with the three brokers up, whatever the one before it left stopped
     (a failed test must not fail the next ones)."""
-    for broker in cluster.brokers.values():
-        if not broker.running:
-            broker.start()
-    wait_for(cluster.all_registered, "every broker registered", DEADLINE_S)
+    for broker_id in BROKER_IDS:
+        if broker_id not in cluster.running_brokers:
+            cluster.restart(broker_id)
+    wait_for(lambda: all_registered(cluster), "every broker registered", DEADLINE_S)
 
 
 def produce(bootstrap: str, topic: str, count: int, partition: int = 0) -> list[bytes]:
@@ -184,21 +174,21 @@ def consume(bootstrap: str, topic: str, count: int, partition: int = 0) -> list[
 
 
 def create_topic(cluster: Cluster, name: str, assignment: dict[int, list[int]]) -> None:
-    admin = cluster.admin()
+    admin = admin_client(cluster)
     try:
         admin.create_topics([NewTopic(name, replica_assignments=assignment)])
     finally:
         admin.close()
 
     def has_leader() -> bool:
-        state = cluster.partition_if_known(name)
+        state = partition_if_known(cluster, name)
         return state is not None and state["leader_id"] >= 0
 
     wait_for(has_leader, f"{name} has a leader", DEADLINE_S)
 
 
 def log_dir_partitions(cluster: Cluster, broker_id: int, topic: str) -> dict[int, dict]:
-    admin = cluster.admin()
+    admin = admin_client(cluster)
     try:
         [answer] = admin.describe_log_dirs({topic: [0]}, brokers=[broker_id])
     finally:
@@ -213,16 +203,16 @@ def log_dir_partitions(cluster: Cluster, broker_id: int, topic: str) -> dict[int
 
 
 def test_reassignment_moves_a_partition_and_its_records(cluster) -> None:
-    a, b = cluster.others()
+    a, b = others(cluster)
     create_topic(cluster, "mv", {0: [a]})
-    values = produce(cluster.bootstrap, "mv", 50)
+    values = produce(bootstrap(cluster), "mv", 50)
     tp = TopicPartition("mv", 0)
-    admin = cluster.admin()
+    admin = admin_client(cluster)
     try:
         assert admin.alter_partition_reassignments({tp: [b]}) == {tp: None}
 
         def moved():
-            state = cluster.partition("mv")
+            state = partition(cluster, "mv")
             return (
                 admin.list_partition_reassignments() == {}
                 and state["replica_nodes"] == [b]
@@ -232,22 +222,21 @@ def test_reassignment_moves_a_partition_and_its_records(cluster) -> None:
         wait_for(moved, "mv-0 moved to the other broker", DEADLINE_S)
     finally:
         admin.close()
-    assert consume(cluster.bootstrap, "mv", 50) == values
+    assert consume(bootstrap(cluster), "mv", 50) == values
     on_b = log_dir_partitions(cluster, b, "mv")
     assert on_b[0]["partition_size"] > 0 and on_b[0]["offset_lag"] == 0
     wait_for(lambda: log_dir_partitions(cluster, a, "mv") == {}, "the old replica deleted")
 
 
 def test_reassignment_in_progress_is_listed_then_cancelled(cluster) -> None:
-    a, b = cluster.others()
+    a, b = others(cluster)
     create_topic(cluster, "held", {0: [a]})
-    produce(cluster.bootstrap, "held", 10)
+    produce(bootstrap(cluster), "held", 10)
     tp = TopicPartition("held", 0)
-    paused = cluster.brokers[b]
-    admin = cluster.admin()
+    admin = admin_client(cluster)
     # the client learns the controller now: its metadata requests must not go to a paused broker
     assert admin.list_partition_reassignments() == {}
-    paused.pause()  # b cannot catch up: the reassignment waits
+    cluster.pause(b, 10 * DEADLINE_S)  # SIGSTOP: b cannot catch up: the reassignment waits
     try:
         assert admin.alter_partition_reassignments({tp: [b]}) == {tp: None}
         ongoing = {"replicas": [b, a], "adding_replicas": [b], "removing_replicas": [a]}
@@ -256,48 +245,50 @@ def test_reassignment_in_progress_is_listed_then_cancelled(cluster) -> None:
         assert admin.alter_partition_reassignments({tp: None}) == {tp: None}  # cancel
         assert admin.list_partition_reassignments() == {}
     finally:
-        paused.resume()
+        cluster.resume(b)
         admin.close()
-    wait_for(lambda: cluster.partition("held")["replica_nodes"] == [a], "held-0 back on its broker")
+    wait_for(
+        lambda: partition(cluster, "held")["replica_nodes"] == [a], "held-0 back on its broker"
+    )
     # the replica b was adding is stopped and deleted once b runs again
     wait_for(lambda: log_dir_partitions(cluster, b, "held") == {}, "the added replica deleted")
-    assert consume(cluster.bootstrap, "held", 10) == [f"held-{i}".encode() for i in range(10)]
+    assert consume(bootstrap(cluster), "held", 10) == [f"held-{i}".encode() for i in range(10)]
 
 
 def test_preferred_election_moves_leadership_back(cluster) -> None:
-    a, b = cluster.others()
+    a, b = others(cluster)
     create_topic(cluster, "pref", {0: [a, b]})
-    values = produce(cluster.bootstrap, "pref", 20)
-    cluster.brokers[a].stop()  # controlled shutdown: b leads
-    wait_for(lambda: cluster.partition("pref")["leader_id"] == b, "b leads", DEADLINE_S)
-    cluster.brokers[a].start()
+    values = produce(bootstrap(cluster), "pref", 20)
+    cluster.stop_broker(a)  # controlled shutdown: b leads
+    wait_for(lambda: partition(cluster, "pref")["leader_id"] == b, "b leads", DEADLINE_S)
+    cluster.restart(a)
     wait_for(
-        lambda: sorted(cluster.partition("pref")["isr_nodes"]) == sorted([a, b]),
+        lambda: sorted(partition(cluster, "pref")["isr_nodes"]) == sorted([a, b]),
         "a back in the ISR",
         DEADLINE_S,
     )
-    assert cluster.partition("pref")["leader_id"] == b
-    ck = CkAdminClient({"bootstrap.servers": cluster.bootstrap})
+    assert partition(cluster, "pref")["leader_id"] == b
+    ck = CkAdminClient({"bootstrap.servers": bootstrap(cluster)})
     result = ck.elect_leaders(ElectionType.PREFERRED, [CkTopicPartition("pref", 0)]).result(60)
     assert {(tp.topic, tp.partition): e for tp, e in result.items()} == {("pref", 0): None}
     # (the answer waited for the controller broker's metadata; the others follow)
-    wait_for(lambda: cluster.partition("pref")["leader_id"] == a, "a leads again", DEADLINE_S)
+    wait_for(lambda: partition(cluster, "pref")["leader_id"] == a, "a leads again", DEADLINE_S)
     again = ck.elect_leaders(ElectionType.PREFERRED, [CkTopicPartition("pref", 0)]).result(60)
     [error] = again.values()
     assert error.code() == KafkaError.ELECTION_NOT_NEEDED
-    assert consume(cluster.bootstrap, "pref", 20) == values
+    assert consume(bootstrap(cluster), "pref", 20) == values
 
 
 def test_unclean_election_of_a_leaderless_partition(cluster) -> None:
-    a, b = cluster.others()
+    a, b = others(cluster)
     create_topic(cluster, "dirty", {0: [a, b]})
-    cluster.brokers[b].stop()  # the follower goes: ISR {a}
-    wait_for(lambda: cluster.partition("dirty")["isr_nodes"] == [a], "ISR {a}", DEADLINE_S)
-    produce(cluster.bootstrap, "dirty", 5)  # records b never gets
-    cluster.brokers[a].stop()  # the last ISR member goes: no leader
-    cluster.brokers[b].start()  # out of sync, not electable cleanly
-    wait_for(lambda: cluster.partition("dirty")["leader_id"] == -1, "dirty-0 leaderless")
-    admin = cluster.admin()
+    cluster.stop_broker(b)  # the follower goes: ISR {a}
+    wait_for(lambda: partition(cluster, "dirty")["isr_nodes"] == [a], "ISR {a}", DEADLINE_S)
+    produce(bootstrap(cluster), "dirty", 5)  # records b never gets
+    cluster.stop_broker(a)  # the last ISR member goes: no leader
+    cluster.restart(b)  # out of sync, not electable cleanly
+    wait_for(lambda: partition(cluster, "dirty")["leader_id"] == -1, "dirty-0 leaderless")
+    admin = admin_client(cluster)
     try:
         preferred = admin.elect_leaders(0, {"dirty": [0]}, timeout_ms=10_000, raise_errors=False)
         [[result]] = [r.partition_result for r in preferred.replica_election_results]
@@ -313,14 +304,14 @@ def test_unclean_election_of_a_leaderless_partition(cluster) -> None:
         admin.close()
     wait_for(
         lambda: (lambda s: (s["leader_id"], s["isr_nodes"]) == (b, [b]))(
-            cluster.partition("dirty")
+            partition(cluster, "dirty")
         ),
         "b leads dirty-0 alone",
         DEADLINE_S,
     )
-    cluster.brokers[a].start()  # a truncates to b's log and follows
+    cluster.restart(a)  # a truncates to b's log and follows
     wait_for(
-        lambda: sorted(cluster.partition("dirty")["isr_nodes"]) == sorted([a, b]),
+        lambda: sorted(partition(cluster, "dirty")["isr_nodes"]) == sorted([a, b]),
         "a rejoined the ISR",
         DEADLINE_S,
     )
@@ -333,16 +324,16 @@ async def _send_to(bootstrap: str, node_id: int, api_key: ApiKey, **fields):
 
 
 def test_a_broker_that_is_not_the_controller_forwards(cluster) -> None:
-    a, b = cluster.others()
+    a, b = others(cluster)
     create_topic(cluster, "fwd", {0: [a, b]})
     timeout = datetime.timedelta(seconds=10)
     listed = asyncio.run(
-        _send_to(cluster.bootstrap, a, ApiKey.LIST_PARTITION_REASSIGNMENTS, timeout=timeout)
+        _send_to(bootstrap(cluster), a, ApiKey.LIST_PARTITION_REASSIGNMENTS, timeout=timeout)
     )
     assert (int(listed.error_code), listed.topics) == (0, ())
     altered = asyncio.run(
         _send_to(
-            cluster.bootstrap,
+            bootstrap(cluster),
             b,
             ApiKey.ALTER_PARTITION_REASSIGNMENTS,
             timeout=timeout,
@@ -354,7 +345,7 @@ def test_a_broker_that_is_not_the_controller_forwards(cluster) -> None:
     assert int(partition.error_code) == 85  # NO_REASSIGNMENT_IN_PROGRESS, from the controller
     elected = asyncio.run(
         _send_to(
-            cluster.bootstrap,
+            bootstrap(cluster),
             a,
             ApiKey.ELECT_LEADERS,
             election_type=0,

@@ -17,8 +17,7 @@ from kafkalite.client.connection import request_builder
 from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.records import Record, build_batch
 from kafkalite.protocol.types import TopicPartition
-from kafkalite.testing import Broker
-from tests.harness.broker import api_versions_ok
+from kafkalite.testing import Broker, api_versions_ok
 
 
 def header(api_key, version, correlation_id=7, client=b"bad"):

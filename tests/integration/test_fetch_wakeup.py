@@ -26,8 +26,7 @@ from kafkalite.client.messages import build_message
 from kafkalite.protocol.api import ApiKey, request_class
 from kafkalite.protocol.frames import decode_response, encode_request
 from kafkalite.protocol.records import iter_batches
-from tests.harness.broker import BrokerProcess, recv_exactly
-from tests.harness.zookeeper import ZooKeeperServer
+from kafkalite.testing import Broker, ZooKeeperServer, recv_exactly
 from tests.integration.common import wait_for
 
 try:
@@ -47,16 +46,18 @@ def cluster(tmp_path_factory):
     root = tmp_path_factory.mktemp("fetch-wakeup")
     with ZooKeeperServer(root / "zk") as zk:
         brokers = [
-            BrokerProcess(
-                root / f"broker{broker_id}",
+            Broker(
+                data_dir=root / f"broker{broker_id}",
                 broker_id=broker_id,
-                overrides={
+                config={
                     "zookeeper.connect": zk.connect_string("/fetch-wakeup"),
                     "default.replication.factor": "3",
                     "min.insync.replicas": "2",
                     # the test needs no leadership moves at the end: the brokers stop at once
                     "controlled.shutdown.enable": "false",
                 },
+                subprocess=True,
+                admin=False,
             )
             for broker_id in BROKER_IDS
         ]

@@ -27,7 +27,6 @@ from pathlib import Path
 import pytest
 
 from kafkalite.testing import Broker
-from tests.harness.broker import REPO_ROOT
 from tests.integration.common import wait_for
 from tests.integration.support import (
     CLIENTS,
@@ -38,6 +37,8 @@ from tests.integration.support import (
     kafka_python_metadata_before_poll,
     produce,
 )
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 SESSION_TIMEOUT_MS = 6000
 DEADLINE_S = 60.0

@@ -12,13 +12,16 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+from kafkalite.testing import Broker, free_port
 from tests.admin.conftest import AdminClient as AdminApi
-from tests.harness.broker import REPO_ROOT, BrokerProcess, free_port
-from tests.harness.tmpfs import fill, mounted_tmpfs
 from tests.integration.common import DEADLINE_S, wait_for
+from tests.storage.tmpfs import fill, mounted_tmpfs
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 try:
     from confluent_kafka import Consumer, Producer, TopicPartition
@@ -36,25 +39,26 @@ def dirs(tmp_path):
         yield good, full
 
 
-def start_broker(tmp_path, good, full) -> BrokerProcess:
+def start_broker(tmp_path, good, full) -> Broker:
     admin_port = free_port()
-    broker = BrokerProcess(
-        tmp_path / "broker",
-        overrides={
+    broker = Broker(
+        data_dir=tmp_path / "broker",
+        config={
             "log.dirs": f"{good},{full}",
             # 64 KiB indexes: preallocated for real, they must fit the 2 MiB filesystem
             "log.index.size.max.bytes": "65536",
             "admin.listener": f"http://127.0.0.1:{admin_port}",
         },
+        subprocess=True,
     )
-    broker.admin = AdminApi(f"http://127.0.0.1:{admin_port}")
+    broker.admin_api = AdminApi(f"http://127.0.0.1:{admin_port}")
     return broker.start()
 
 
-def metric_samples(broker: BrokerProcess) -> dict[str, float]:
+def metric_samples(broker: Broker) -> dict[str, float]:
     from prometheus_client.parser import text_string_to_metric_families
 
-    answer = broker.admin.get("/metrics")
+    answer = broker.admin_api.get("/metrics")
     assert answer.status == 200
     return {
         sample.name: sample.value
@@ -64,13 +68,13 @@ def metric_samples(broker: BrokerProcess) -> dict[str, float]:
     }
 
 
-def create_topic(broker: BrokerProcess) -> None:
+def create_topic(broker: Broker) -> None:
     client = AdminClient({"bootstrap.servers": broker.bootstrap})
     futures = client.create_topics([NewTopic(TOPIC, 2, 1)], operation_timeout=30)
     futures[TOPIC].result(timeout=30)
 
 
-def log_events(broker: BrokerProcess) -> list[dict]:
+def log_events(broker: Broker) -> list[dict]:
     events = []
     for line in broker.log_text().splitlines():
         if line.startswith("{"):
@@ -81,7 +85,7 @@ def log_events(broker: BrokerProcess) -> list[dict]:
     return events
 
 
-def produce(broker: BrokerProcess, partition: int, count: int, size: int = 1000):
+def produce(broker: Broker, partition: int, count: int, size: int = 1000):
     """``count`` values of ``size`` bytes, acks=all, no client retries (so the application
     sees the broker's own error code); returns ({offset: value}, [error names])."""
     producer = Producer(
@@ -112,7 +116,7 @@ def produce(broker: BrokerProcess, partition: int, count: int, size: int = 1000)
     return acked, errors
 
 
-def consume(broker: BrokerProcess, partition: int, count: int) -> dict[int, bytes]:
+def consume(broker: Broker, partition: int, count: int) -> dict[int, bytes]:
     consumer = Consumer(
         {"bootstrap.servers": broker.bootstrap, "group.id": "check", "enable.auto.commit": False}
     )
@@ -154,9 +158,9 @@ def test_disk_full_while_producing_answers_kafka_storage_error_and_loses_no_ack(
         samples = metric_samples(broker)
         assert samples["kafkalite_offline_log_dirs"] == 1
         assert samples["kafkalite_offline_storage_partitions"] == 1
-        [listed] = broker.admin.get("/brokers").body
+        [listed] = broker.admin_api.get("/brokers").body
         assert listed["offline_log_dirs"] == [str(full)] and listed["offline_partitions"] == 1
-        assert "offline log dirs" in broker.admin.get("/console/app.js").body
+        assert "offline log dirs" in broker.admin_api.get("/console/app.js").body
         # the healthy directory keeps serving
         good_acked, good_errors = produce(broker, 0, 10)
         assert len(good_acked) == 10 and not good_errors
@@ -164,7 +168,7 @@ def test_disk_full_while_producing_answers_kafka_storage_error_and_loses_no_ack(
 
         os.unlink(full / "filler")  # the operator frees space and restarts
         broker.start()
-        [listed] = broker.admin.get("/brokers").body
+        [listed] = broker.admin_api.get("/brokers").body
         assert listed["offline_log_dirs"] == [] and listed["offline_partitions"] == 0
         received = consume(broker, 1, len(acked))
         assert {o: received.get(o) for o in acked} == acked, "an acknowledged record is lost"
@@ -224,18 +228,20 @@ def test_a_deleted_partition_directory_moves_leadership_and_is_never_served_empt
     directory deleted while it runs. The leader notices, the controller elects the other
     replica (which has every record), and the old leader, restarted, does not come back with
     an empty log: its replica stays offline, with an error naming the partition."""
-    from tests.harness.zookeeper import ZooKeeperServer
+    from kafkalite.testing import ZooKeeperServer
 
     with ZooKeeperServer(tmp_path / "zk") as zk:
         brokers = {
-            broker_id: BrokerProcess(
-                tmp_path / f"broker{broker_id}",
+            broker_id: Broker(
+                data_dir=tmp_path / f"broker{broker_id}",
                 broker_id=broker_id,
-                overrides={
+                config={
                     "zookeeper.connect": zk.connect_string("/vanished"),
                     "replica.lag.time.max.ms": "5000",
                     "unclean.leader.election.enable": "false",
                 },
+                subprocess=True,
+                admin=False,
             )
             for broker_id in (1, 2)
         }
@@ -295,7 +301,12 @@ def test_a_consumer_never_gets_a_batch_that_fails_its_crc(tmp_path):
     it stopped for good; now the broker refuses the bad batch (CORRUPT_MESSAGE)."""
     from kafkalite.protocol.records import iter_batch_headers
 
-    broker = BrokerProcess(tmp_path / "broker", overrides={"log.segment.bytes": "100000"}).start()
+    broker = Broker(
+        data_dir=tmp_path / "broker",
+        config={"log.segment.bytes": "100000"},
+        subprocess=True,
+        admin=False,
+    ).start()
     try:
         create_topic(broker)
         acked, errors = produce(broker, 0, 200, size=400)
@@ -354,7 +365,7 @@ def test_a_leader_whose_disk_fills_hands_over_and_retrying_producers_lose_nothin
     """Disk full on a leader with a replica elsewhere: the producer is answered
     KAFKA_STORAGE_ERROR, the controller moves leadership, and a producer with Kafka's default
     retries goes on with the new leader: no client-side timeout, every record delivered."""
-    from tests.harness.zookeeper import ZooKeeperServer
+    from kafkalite.testing import ZooKeeperServer
 
     with (
         ZooKeeperServer(tmp_path / "zk") as zk,
@@ -363,15 +374,17 @@ def test_a_leader_whose_disk_fills_hands_over_and_retrying_producers_lose_nothin
     ):
         dirs = {1: disk1, 2: disk2}
         brokers = {
-            broker_id: BrokerProcess(
-                tmp_path / f"broker{broker_id}",
+            broker_id: Broker(
+                data_dir=tmp_path / f"broker{broker_id}",
                 broker_id=broker_id,
-                overrides={
+                config={
                     "zookeeper.connect": zk.connect_string("/full-leader"),
                     "log.dirs": str(dirs[broker_id]),
                     "log.index.size.max.bytes": "65536",
                     "replica.lag.time.max.ms": "10000",
                 },
+                subprocess=True,
+                admin=False,
             )
             for broker_id in (1, 2)
         }

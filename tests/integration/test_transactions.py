@@ -26,14 +26,16 @@ import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafkalite.testing import Broker
-from tests.harness.broker import REPO_ROOT
 from tests.integration.common import wait_for
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 DEADLINE_S = 60.0
 OVERRIDES = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"}

@@ -7,7 +7,7 @@ topic created through the admin API; a restart on the same ZooKeeper keeps the t
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.harness.zookeeper import ZooKeeperServer
+from kafkalite.testing import ZooKeeperServer
 from tests.integration.common import wait_for
 
 

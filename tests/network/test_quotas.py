@@ -10,6 +10,7 @@ import socket
 import struct
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -18,9 +19,11 @@ from hypothesis import strategies as st
 from kafkalite.config import INT_MAX, BrokerConfig, ConfigError, Endpoint
 from kafkalite.network.quotas import ConnectionQuotas
 from kafkalite.network.server import SocketServer
+from kafkalite.testing import free_port
 from tests.controller.shell_support import eventually
-from tests.harness.broker import REPO_ROOT, free_port
 from tests.network.support import ScriptedDispatcher, frame, read_response
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 # ---------------------------------------------------------------------- counting
 

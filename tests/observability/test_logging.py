@@ -5,8 +5,9 @@ retrieved") are routed through the same renderer, tracebacks included as a field
 import json
 import subprocess
 import sys
+from pathlib import Path
 
-from tests.harness.broker import REPO_ROOT
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 SCRIPT = r"""
 import asyncio, gc, logging, warnings

@@ -25,7 +25,7 @@ from kafkalite.client.connection import KafkaConnection
 from kafkalite.protocol import frames
 from kafkalite.protocol.api import ApiKey, request_class
 from kafkalite.security.listeners import ClientSecurity
-from tests.harness.broker import BrokerProcess, free_port
+from kafkalite.testing import Broker, free_port
 
 ADMIN_USER, ADMIN_PASSWORD = "admin", "admin-secret"
 PLAIN_USERS = {ADMIN_USER: ADMIN_PASSWORD, "alice": "alice-secret", "bob": "bob-secret"}
@@ -264,14 +264,20 @@ class Secured:
     def started(cls, data_dir: Path) -> Iterator[Secured]:
         """A subprocess broker with the secured listeners, stopped on exit."""
         port, sasl_port = free_port(), free_port()
-        broker = BrokerProcess(data_dir, port=port, overrides=secured_overrides(port, sasl_port))
+        broker = Broker(
+            data_dir=data_dir,
+            port=port,
+            config=secured_overrides(port, sasl_port),
+            subprocess=True,
+            admin=False,
+        )
         broker.start()
         try:
             yield cls(broker, sasl_port)
         finally:
             broker.stop()
 
-    def __init__(self, broker: BrokerProcess, sasl_port: int) -> None:
+    def __init__(self, broker: Broker, sasl_port: int) -> None:
         self.broker = broker
         self.sasl_port = sasl_port
 

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from kafkalite.client.connection import KafkaConnection
 from kafkalite.protocol.api import ApiKey
 from kafkalite.security.listeners import ClientSecurity
-from tests.harness.broker import BrokerProcess, api_versions_ok, free_port, recv_exactly
+from kafkalite.testing import Broker, api_versions_ok, free_port, recv_exactly
 from tests.security.support import (
     PLAIN_USERS,
     SCRAM_PASSWORD,
@@ -50,7 +50,9 @@ def secure(tmp_path_factory):
     # two 1 s samples: the quota test's producer gets no long initial burst (Kafka's default
     # 11 samples let a new client send up to 10 s worth of quota at once)
     overrides, ports = secure_listeners(pki, port, **{"quota.window.num": "2"})
-    broker = BrokerProcess(root / "broker", port=port, overrides=overrides)
+    broker = Broker(
+        data_dir=root / "broker", port=port, config=overrides, subprocess=True, admin=False
+    )
     broker.start()
     asyncio.run(add_scram_user(broker.bootstrap, SCRAM_USER, SCRAM_PASSWORD))
     yield broker, pki, ports

@@ -30,9 +30,8 @@ from kafkalite.coord import open_store
 from kafkalite.protocol.acl import SUPPORTED_OPERATIONS, ResourceType, from_32bit_field
 from kafkalite.protocol.errors import KafkaError as KafkaLiteError
 from kafkalite.security.scram import make_credential
+from kafkalite.testing import Broker, ZooKeeperServer, free_port
 from kafkalite.zk.security import alter_entity_config
-from tests.harness.broker import BrokerProcess, free_port
-from tests.harness.zookeeper import ZooKeeperServer
 from tests.security.support import make_pki, scram_jaas
 
 CHROOT = "/kafkalite"
@@ -78,11 +77,11 @@ def sasl_cluster(tmp_path_factory):
                 else {}
             )
             brokers.append(
-                BrokerProcess(
-                    base / f"broker-{broker_id}",
+                Broker(
+                    data_dir=base / f"broker-{broker_id}",
                     broker_id=broker_id,
                     port=port,
-                    overrides={
+                    config={
                         "zookeeper.connect": zk.connect_string(CHROOT),
                         "listeners": (
                             f"PLAINTEXT://127.0.0.1:{port},SASL_SSL://127.0.0.1:{sasl_port}"
@@ -103,6 +102,8 @@ def sasl_cluster(tmp_path_factory):
                         "super.users": f"User:{BROKER_USER}",
                         **admin,
                     },
+                    subprocess=True,
+                    admin=broker_id == 1,
                 )
             )
         try:
@@ -110,7 +111,6 @@ def sasl_cluster(tmp_path_factory):
                 broker.spawn()
             for broker in brokers:
                 broker.wait_ready(DEADLINE_S)
-            brokers[0].admin_url = f"https://127.0.0.1:{admin_port}"
             yield brokers, sasl_ports, pki
         finally:
             for broker in brokers:  # killed: a graceful stop of each in turn costs ~4 s apiece

@@ -26,7 +26,7 @@ from kafkalite.protocol import frames
 from kafkalite.protocol.api import ApiKey, request_class
 from kafkalite.protocol.request_checks import InvalidRequestFieldError
 from kafkalite.security.scram import ScramClient
-from tests.harness.broker import BrokerProcess, api_versions_ok, free_port, recv_exactly
+from kafkalite.testing import Broker, api_versions_ok, free_port, recv_exactly
 from tests.security.support import (
     PLAIN_USERS,
     SCRAM_PASSWORD,
@@ -46,7 +46,9 @@ def secure(tmp_path_factory):
     pki = make_pki(root / "pki")
     port = free_port()
     overrides, ports = secure_listeners(pki, port)
-    broker = BrokerProcess(root / "broker", port=port, overrides=overrides)
+    broker = Broker(
+        data_dir=root / "broker", port=port, config=overrides, subprocess=True, admin=False
+    )
     broker.start()
     asyncio.run(add_scram_user(broker.bootstrap, SCRAM_USER, SCRAM_PASSWORD))
     yield broker, pki, ports

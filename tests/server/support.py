@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kafkalite.config import BrokerConfig
 from kafkalite.server import KafkaServer
-from tests.harness.broker import free_port
+from kafkalite.testing import free_port
 
 
 async def started(tmp_path, **overrides: str) -> KafkaServer:

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from kafkalite.server import KafkaServer
+from kafkalite.testing import free_port
 from kafkalite.zk import client as zk_client
 from tests.controller.shell_support import eventually
-from tests.harness.broker import free_port
 from tests.server.support import started
 
 

@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
-from tests.harness.broker import BrokerProcess
+from kafkalite.testing import Broker
 
 T = TypeVar("T")
 DEADLINE_S = 60.0
@@ -78,9 +78,11 @@ class Kafka:
 
 @pytest.fixture(scope="module")
 def kafka_broker(tmp_path_factory):
-    b = BrokerProcess(
-        tmp_path_factory.mktemp("spark-broker"),
-        overrides={"auto.create.topics.enable": "false"},
+    b = Broker(
+        data_dir=tmp_path_factory.mktemp("spark-broker"),
+        config={"auto.create.topics.enable": "false"},
+        subprocess=True,
+        admin=False,
     )
     b.start()
     yield b

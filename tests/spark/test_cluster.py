@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.harness.broker import BrokerProcess
-from tests.harness.zookeeper import ZooKeeperServer
+from kafkalite.testing import Broker, ZooKeeperServer
 from tests.spark.conftest import Kafka, wait_for
 
 FAILOVER_DEADLINE_S = 90.0
@@ -18,10 +17,10 @@ def cluster(tmp_path_factory):
     base = tmp_path_factory.mktemp("spark-cluster")
     with ZooKeeperServer(base / "zk") as zk:
         brokers = {
-            broker_id: BrokerProcess(
-                base / f"broker-{broker_id}",
+            broker_id: Broker(
+                data_dir=base / f"broker-{broker_id}",
                 broker_id=broker_id,
-                overrides={
+                config={
                     "zookeeper.connect": zk.connect_string("/kafkalite"),
                     "zookeeper.session.timeout.ms": "6000",
                     "replica.lag.time.max.ms": "2000",
@@ -29,6 +28,8 @@ def cluster(tmp_path_factory):
                     "default.replication.factor": "3",
                     "min.insync.replicas": "2",
                 },
+                subprocess=True,
+                admin=False,
             )
             for broker_id in (1, 2, 3)
         }

@@ -19,7 +19,7 @@ from confluent_kafka import TopicPartition as CkTopicPartition
 
 from kafkalite.spark.kafka import KafkaError, TransactionalTaskWrite
 from kafkalite.spark.source import KafkaBatchWriter
-from tests.harness.broker import BrokerProcess
+from kafkalite.testing import Broker
 from tests.spark.conftest import DEADLINE_S
 from tests.spark.support import stream
 
@@ -30,11 +30,8 @@ RECORDS = 40  # per source partition
 def kafka_broker(tmp_path_factory):
     """The data-source tests' broker, with one partition for the transaction state and the
     group offsets (their first use creates the topic: 50 partitions take seconds)."""
-    b = BrokerProcess(
-        tmp_path_factory.mktemp("spark-eo-broker"),
-        overrides={"auto.create.topics.enable": "false", "offsets.topic.num.partitions": "1",
-                   "transaction.state.log.num.partitions": "1"},
-    )  # fmt: skip
+    b = Broker(data_dir=tmp_path_factory.mktemp("spark-eo-broker"), config={"auto.create.topics.enable": "false", "offsets.topic.num.partitions": "1",
+                   "transaction.state.log.num.partitions": "1"}, subprocess=True, admin=False)  # fmt: skip
     b.start()
     yield b
     if b.running:

@@ -15,8 +15,8 @@ from kafkalite.storage.errors import LogDirFailure, LogOfflineError, StorageErro
 from kafkalite.storage.index import OffsetIndex, TimeIndex
 from kafkalite.storage.log import Log
 from kafkalite.storage.log_manager import LogManager
-from tests.harness.tmpfs import fill, mounted_tmpfs
 from tests.storage.conftest import make_batch
+from tests.storage.tmpfs import fill, mounted_tmpfs
 
 
 def is_sparse(stat: os.stat_result) -> bool:

@@ -8,6 +8,7 @@ import os
 import struct
 import subprocess
 import sys
+from pathlib import Path
 from unittest.mock import patch
 
 import pytest
@@ -28,8 +29,9 @@ from kafkalite.storage.verifier import (
     verify_path,
     verify_segment_files,
 )
-from tests.harness.broker import REPO_ROOT
 from tests.storage.conftest import make_batch
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 BATCHES_PER_SEGMENT = 5
 

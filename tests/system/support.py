@@ -1,6 +1,6 @@
-"""The three-broker cluster of the system tests (kafkalite subprocesses on one real ZooKeeper)
-and what the tests read of it: ZooKeeper's znodes, each broker's Metadata answer, and waits
-with deadlines."""
+"""The three-broker cluster of the system tests (``kafkalite.testing.Cluster``: kafkalite
+subprocesses on one real ZooKeeper) and what the tests read of it: ZooKeeper's znodes, each
+broker's Metadata answer, and waits with deadlines."""
 
 from __future__ import annotations
 
@@ -8,15 +8,16 @@ import asyncio
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.harness.broker import BrokerProcess
-from tests.harness.zookeeper import ZooKeeperServer
+from kafkalite.testing import Cluster, ZooKeeperServer
 
 T = TypeVar("T")
 
@@ -144,72 +145,66 @@ def broker_view(bootstrap: str, topics: list[str]) -> BrokerView | None:
 # -- the cluster ----------------------------------------------------------------------------------
 
 
-class Cluster:
-    def __init__(self, zk: ZooKeeperServer, base_dir) -> None:
-        self.zk = zk
-        self.brokers: dict[int, BrokerProcess] = {}
-        for broker_id in BROKER_IDS:
-            self.brokers[broker_id] = BrokerProcess(
-                base_dir / f"broker-{broker_id}",
-                broker_id=broker_id,
-                overrides={
-                    "zookeeper.connect": zk.connect_string(CHROOT),
-                    "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
-                    "replica.lag.time.max.ms": str(REPLICA_LAG_TIME_MAX_MS),
-                    "replica.fetch.wait.max.ms": "200",
-                    "replica.fetch.backoff.ms": "200",
-                    "controlled.shutdown.retry.backoff.ms": "200",
-                    "admin.listener": "",
-                },
+@contextmanager
+def system_cluster(
+    zk: ZooKeeperServer, base_dir: Path, config: Mapping[str, str] | None = None
+) -> Iterator[tuple[Cluster, ZkReader]]:
+    """The three brokers started on ``zk`` (chroot ``CHROOT``) and a reader of its znodes;
+    the brokers are killed at the end."""
+    cluster = Cluster(
+        brokers=len(BROKER_IDS),
+        config={
+            "replica.lag.time.max.ms": str(REPLICA_LAG_TIME_MAX_MS),
+            "replica.fetch.wait.max.ms": "200",
+            "replica.fetch.backoff.ms": "200",
+            "controlled.shutdown.retry.backoff.ms": "200",
+            **(config or {}),
+        },
+        zookeeper_connect=zk.connect_string(CHROOT),
+        session_timeout_ms=SESSION_TIMEOUT_MS,
+        subprocess=True,
+        data_dir=base_dir / "brokers",
+        admin=False,
+    )
+    with cluster, closing(ZkReader(zk.servers, CHROOT)) as reader:
+        yield cluster, reader
+
+
+def start_all(cluster: Cluster, zk: ZkReader) -> None:
+    """Start every stopped broker, each once its previous ZooKeeper registration is gone
+    (after a kill -9 the ephemeral ``/brokers/ids/<id>`` lives until the old session
+    expires)."""
+    for broker_id in cluster.broker_ids:
+        if broker_id not in cluster.running_brokers:
+            wait_for(
+                lambda b=broker_id: b not in zk.registered_brokers(),
+                f"the old registration of broker {broker_id} to expire",
             )
-        self.zk_reader = ZkReader(zk.servers, CHROOT)
+            cluster.restart(broker_id)
 
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(b.bootstrap for b in self.brokers.values())
 
-    def running(self) -> list[BrokerProcess]:
-        return [b for b in self.brokers.values() if b.running]
+def create_topic(
+    cluster: Cluster,
+    zk: ZkReader,
+    topic: str,
+    partitions: int,
+    config: dict[str, str] | None = None,
+) -> bool:
+    """Create ``topic`` (replication factor 3) and wait until ZooKeeper shows a leader and a
+    full ISR for every partition."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    new = NewTopic(topic, partitions, 3, config=config or {})
+    admin.create_topics([new], operation_timeout=30)[topic].result(60)
+    return wait_for(
+        lambda: all(
+            (s := zk.partition_state(topic, p)) is not None and s.leader >= 0 and len(s.isr) == 3
+            for p in range(partitions)
+        ),
+        f"{topic}: a leader and a full ISR for every partition",
+    )
 
-    def start_all(self) -> None:
-        for broker in self.brokers.values():
-            if not broker.running:
-                self.start(broker.broker_id)
 
-    def start(self, broker_id: int) -> None:
-        """Start a broker once its previous ZooKeeper registration is gone (after a kill -9 the
-        ephemeral `/brokers/ids/<id>` lives until the old session expires)."""
-        wait_for(
-            lambda: broker_id not in self.zk_reader.registered_brokers(),
-            f"the old registration of broker {broker_id} to expire",
-        )
-        self.brokers[broker_id].start(timeout=60)
-
-    def kill(self, broker_id: int) -> None:
-        self.brokers[broker_id].kill()
-
-    def stop_all(self) -> None:
-        for broker in self.brokers.values():
-            if broker.running:
-                try:
-                    broker.stop()
-                except TimeoutError:
-                    broker.kill()
-
-    def state(self, topic: str, partition: int) -> PartitionState | None:
-        return self.zk_reader.partition_state(topic, partition)
-
-    def create_topic(self, topic: str, partitions: int, config: dict[str, str] | None = None):
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
-        new = NewTopic(topic, partitions, 3, config=config or {})
-        admin.create_topics([new], operation_timeout=30)[topic].result(60)
-        return wait_for(
-            lambda: all(
-                (s := self.state(topic, p)) is not None and s.leader >= 0 and len(s.isr) == 3
-                for p in range(partitions)
-            ),
-            f"{topic}: a leader and a full ISR for every partition",
-        )
-
-    def logs(self) -> str:
-        return "\n".join(f"=== broker {i} ===\n{b.log_tail(60)}" for i, b in self.brokers.items())
+def logs(cluster: Cluster) -> str:
+    return "\n".join(
+        f"=== broker {i} ===\n{b.log_tail(60)}" for i, b in sorted(cluster.processes.items())
+    )

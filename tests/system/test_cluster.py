@@ -34,33 +34,42 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.harness.zookeeper import ZooKeeperServer
-from tests.system.support import BROKER_IDS, Cluster, broker_view, wait_for
+from kafkalite.testing import Cluster, ZooKeeperServer
+from tests.system.support import (
+    BROKER_IDS,
+    broker_view,
+    create_topic,
+    logs,
+    start_all,
+    system_cluster,
+    wait_for,
+)
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
+def running(tmp_path_factory):
     base = tmp_path_factory.mktemp("cluster")
-    with ZooKeeperServer(base / "zk", max_session_timeout_ms=60000) as zk:
-        cluster = Cluster(zk, base)
-        try:
-            for broker_id in BROKER_IDS:
-                cluster.brokers[broker_id].spawn()
-            for broker in cluster.brokers.values():
-                broker.wait_ready(60)
-            yield cluster
-        finally:
-            cluster.stop_all()
-            cluster.zk_reader.close()
+    with (
+        ZooKeeperServer(base / "zk", max_session_timeout_ms=60000) as zk,
+        system_cluster(zk, base) as (cluster, reader),
+    ):
+        yield cluster, reader
+
+
+@pytest.fixture(scope="module")
+def zk(running):
+    """The cluster's znodes, read straight from ZooKeeper."""
+    return running[1]
 
 
 @pytest.fixture
-def healthy_cluster(cluster):
+def healthy_cluster(running, zk):
     """Every broker running at the start. The broker logs' tails are printed at teardown
     (pytest shows captured output of failed tests only)."""
-    cluster.start_all()
+    cluster = running[0]
+    start_all(cluster, zk)
     yield cluster
-    print(cluster.logs())
+    print(logs(cluster))
 
 
 # -- the acknowledged-writes ledger -------------------------------------------------------------
@@ -212,22 +221,22 @@ def check_ledger(ledger: Ledger, consumed: dict[int, list[tuple[int, bytes]]]) -
 # -- the tests ------------------------------------------------------------------------------------
 
 
-def test_leader_kill9_loses_no_acknowledged_write(healthy_cluster):
+def test_leader_kill9_loses_no_acknowledged_write(healthy_cluster, zk):
     cluster = healthy_cluster
     topic, partitions = "ledger", 3
-    cluster.create_topic(topic, partitions, {"min.insync.replicas": "2"})
+    create_topic(cluster, zk, topic, partitions, {"min.insync.replicas": "2"})
     victim_partition = 0
-    before = cluster.state(topic, victim_partition)
+    before = zk.partition_state(topic, victim_partition)
     victim = before.leader
 
-    producer = BackgroundProducer(cluster.bootstrap, topic, partitions, "v").start()
+    producer = BackgroundProducer(cluster.bootstrap_servers, topic, partitions, "v").start()
     try:
         producer.wait_acked(300, "300 acknowledged writes before the kill")
         cluster.kill(victim)
         killed_at = producer.ledger.count()
 
         def new_leader():
-            s = cluster.state(topic, victim_partition)
+            s = zk.partition_state(topic, victim_partition)
             return s if s is not None and s.leader not in (victim, -1) else None
 
         after = wait_for(new_leader, f"a new leader of {topic}-{victim_partition}")
@@ -236,16 +245,16 @@ def test_leader_kill9_loses_no_acknowledged_write(healthy_cluster):
         assert victim not in after.isr
         producer.wait_acked(killed_at + 300, "300 more acknowledged writes on the new leaders")
 
-        cluster.start(victim)
+        cluster.restart(victim)
         wait_for(
-            lambda: all(victim in cluster.state(topic, p).isr for p in range(partitions)),
+            lambda: all(victim in zk.partition_state(topic, p).isr for p in range(partitions)),
             f"broker {victim} back in the ISR of every partition (ISR expansion)",
         )
         producer.wait_acked(producer.ledger.count() + 200, "writes acknowledged after rejoining")
     finally:
         ledger = producer.stop()
 
-    consumed = consume_all(cluster.bootstrap, topic, partitions)
+    consumed = consume_all(cluster.bootstrap_servers, topic, partitions)
     acked = check_ledger(ledger, consumed)
     assert acked >= 800
 
@@ -255,96 +264,100 @@ def test_leader_kill9_loses_no_acknowledged_write(healthy_cluster):
     for broker_id in others:
         cluster.kill(broker_id)
     wait_for(
-        lambda: all(cluster.state(topic, p).leader == victim for p in range(partitions)),
+        lambda: all(zk.partition_state(topic, p).leader == victim for p in range(partitions)),
         f"broker {victim} leading every partition alone",
     )
     # ZooKeeper first, then LeaderAndIsr/UpdateMetadata: wait until the broker says so too
     wait_for(
         lambda: (
-            (v := broker_view(cluster.brokers[victim].bootstrap, [topic])) is not None
+            (v := broker_view(cluster.bootstrap_of(victim), [topic])) is not None
             and all(v.leaders.get((topic, p)) == victim for p in range(partitions))
         ),
         f"broker {victim}'s metadata naming itself leader of every partition",
     )
-    alone = consume_all(cluster.brokers[victim].bootstrap, topic, partitions)
+    alone = consume_all(cluster.bootstrap_of(victim), topic, partitions)
     check_ledger(ledger, alone)
     assert alone == consumed
 
 
-def test_idempotent_producer_through_two_leader_kills(healthy_cluster):
+def test_idempotent_producer_through_two_leader_kills(healthy_cluster, zk):
     """The producer state travels with the log: a follower that becomes leader accepts the
     idempotent producer's next sequence numbers and rejects its retries as duplicates, so
     every value is in the log exactly once."""
     cluster = healthy_cluster
     topic, partitions = "idempotent", 2
-    cluster.create_topic(topic, partitions, {"min.insync.replicas": "2"})
+    create_topic(cluster, zk, topic, partitions, {"min.insync.replicas": "2"})
     producer = BackgroundProducer(
-        cluster.bootstrap, topic, partitions, "i", idempotent=True
+        cluster.bootstrap_servers, topic, partitions, "i", idempotent=True
     ).start()
     try:
         producer.wait_acked(200, "200 acknowledged writes")
         for partition in (0, 1):
-            old = cluster.state(topic, partition).leader
+            old = zk.partition_state(topic, partition).leader
             cluster.kill(old)
             wait_for(
-                lambda p=partition, old=old: cluster.state(topic, p).leader not in (old, -1),
+                lambda p=partition, old=old: zk.partition_state(topic, p).leader not in (old, -1),
                 f"a leader of {topic}-{partition} other than {old}",
             )
             producer.wait_acked(producer.ledger.count() + 200, "writes acknowledged after the kill")
-            cluster.start(old)
+            cluster.restart(old)
             wait_for(
-                lambda old=old: all(old in cluster.state(topic, p).isr for p in range(partitions)),
+                lambda old=old: all(
+                    old in zk.partition_state(topic, p).isr for p in range(partitions)
+                ),
                 f"broker {old} back in the ISRs",
             )
     finally:
         ledger = producer.stop()
 
-    consumed = consume_all(cluster.bootstrap, topic, partitions)
+    consumed = consume_all(cluster.bootstrap_servers, topic, partitions)
     check_ledger(ledger, consumed)
     values = [v for records in consumed.values() for _, v in records]
     assert len(values) == len(set(values)), "a value was written twice"
     assert len(values) == producer.sent == ledger.count()
 
 
-def test_controlled_shutdown_moves_leadership_before_stopping(healthy_cluster):
+def test_controlled_shutdown_moves_leadership_before_stopping(healthy_cluster, zk):
     """SIGTERM: the broker asks the controller to move its leaderships away (ControlledShutdown)
     and exits 0; by then another ISR member leads and the stopped broker left the ISR."""
     cluster = healthy_cluster
     topic, partitions = "controlled", 2
-    cluster.create_topic(topic, partitions, {"min.insync.replicas": "2"})
-    producer = BackgroundProducer(cluster.bootstrap, topic, partitions, "t").start()
+    create_topic(cluster, zk, topic, partitions, {"min.insync.replicas": "2"})
+    producer = BackgroundProducer(cluster.bootstrap_servers, topic, partitions, "t").start()
     try:
         producer.wait_acked(200, "200 acknowledged writes")
-        before = cluster.state(topic, 0)
-        assert cluster.brokers[before.leader].stop() == 0
-        after = cluster.state(topic, 0)
+        before = zk.partition_state(topic, 0)
+        assert cluster.processes[before.leader].stop() == 0
+        after = zk.partition_state(topic, 0)
         assert after.leader in before.isr and after.leader != before.leader
         assert before.leader not in after.isr
         producer.wait_acked(producer.ledger.count() + 200, "writes acknowledged by the new leader")
-        cluster.start(before.leader)
+        cluster.restart(before.leader)
         wait_for(
-            lambda: all(before.leader in cluster.state(topic, p).isr for p in range(partitions)),
+            lambda: all(
+                before.leader in zk.partition_state(topic, p).isr for p in range(partitions)
+            ),
             f"broker {before.leader} back in the ISRs",
         )
     finally:
         ledger = producer.stop()
-    check_ledger(ledger, consume_all(cluster.bootstrap, topic, partitions))
+    check_ledger(ledger, consume_all(cluster.bootstrap_servers, topic, partitions))
 
 
-def test_follower_kill9_shrinks_the_isr(healthy_cluster):
+def test_follower_kill9_shrinks_the_isr(healthy_cluster, zk):
     cluster = healthy_cluster
     topic = "shrink"
-    cluster.create_topic(topic, 1, {"min.insync.replicas": "2"})
-    state = cluster.state(topic, 0)
-    controller = cluster.zk_reader.controller()
+    create_topic(cluster, zk, topic, 1, {"min.insync.replicas": "2"})
+    state = zk.partition_state(topic, 0)
+    controller = zk.controller()
     follower = next(b for b in state.isr if b not in (state.leader, controller))
 
-    producer = BackgroundProducer(cluster.bootstrap, topic, 1, "s").start()
+    producer = BackgroundProducer(cluster.bootstrap_servers, topic, 1, "s").start()
     try:
         producer.wait_acked(100, "100 acknowledged writes before the kill")
         cluster.kill(follower)
         shrunk = wait_for(
-            lambda: (s := cluster.state(topic, 0)) is not None and follower not in s.isr and s,
+            lambda: (s := zk.partition_state(topic, 0)) is not None and follower not in s.isr and s,
             f"broker {follower} removed from the ISR of {topic}-0",
         )
         assert shrunk.leader == state.leader, "the leader did not change"
@@ -353,18 +366,17 @@ def test_follower_kill9_shrinks_the_isr(healthy_cluster):
         producer.wait_acked(producer.ledger.count() + 100, "writes acknowledged by a shrunk ISR")
     finally:
         ledger = producer.stop()
-    check_ledger(ledger, consume_all(cluster.bootstrap, topic, 1))
+    check_ledger(ledger, consume_all(cluster.bootstrap_servers, topic, 1))
 
-    cluster.start(follower)
+    cluster.restart(follower)
     wait_for(
-        lambda: follower in cluster.state(topic, 0).isr,
+        lambda: follower in zk.partition_state(topic, 0).isr,
         f"broker {follower} back in the ISR of {topic}-0",
     )
 
 
-def test_controller_kill9_fails_over(healthy_cluster):
+def test_controller_kill9_fails_over(healthy_cluster, zk):
     cluster = healthy_cluster
-    zk = cluster.zk_reader
     old_controller = wait_for(zk.controller, "an active controller")
     old_epoch = zk.controller_epoch()
     cluster.kill(old_controller)
@@ -376,25 +388,25 @@ def test_controller_kill9_fails_over(healthy_cluster):
     assert new_controller in BROKER_IDS
     assert zk.controller_epoch() > old_epoch
     # the new controller's UpdateMetadata reaches every live broker: clients find it
-    live = frozenset(b.broker_id for b in cluster.running())
+    live = frozenset(cluster.running_brokers)
     wait_for(
         lambda: all(
-            (v := broker_view(b.bootstrap, [])) is not None
+            (v := broker_view(cluster.bootstrap_of(b), [])) is not None
             and v.controller_id == new_controller
             and v.brokers == live
-            for b in cluster.running()
+            for b in cluster.running_brokers
         ),
         f"every live broker's metadata naming controller {new_controller} and brokers {live}",
     )
 
     # the new controller creates topics: leaders on the live brokers only
     topic = "after-failover"
-    admin = AdminClient({"bootstrap.servers": ",".join(b.bootstrap for b in cluster.running())})
+    admin = AdminClient({"bootstrap.servers": admin_bootstrap(cluster)})
     admin.create_topics([NewTopic(topic, 2, 2)], operation_timeout=30)[topic].result(60)
     states = wait_for(
         lambda: (
-            all((s := cluster.state(topic, p)) is not None and s.leader >= 0 for p in (0, 1))
-            and [cluster.state(topic, p) for p in (0, 1)]
+            all((s := zk.partition_state(topic, p)) is not None and s.leader >= 0 for p in (0, 1))
+            and [zk.partition_state(topic, p) for p in (0, 1)]
         ),
         f"{topic}: leaders elected by the new controller",
     )
@@ -407,9 +419,9 @@ def test_controller_kill9_fails_over(healthy_cluster):
     assert producer.flush(60) == 0
     assert check_ledger(ledger, consume_all(admin_bootstrap(cluster), topic, 2)) == 50
 
-    cluster.start(old_controller)
+    cluster.restart(old_controller)
     assert zk.controller() == new_controller, "a restarted broker does not take over"
 
 
 def admin_bootstrap(cluster: Cluster) -> str:
-    return ",".join(b.bootstrap for b in cluster.running())
+    return cluster.bootstrap_of(*cluster.running_brokers)

@@ -29,6 +29,7 @@ import asyncio
 import threading
 import time
 from collections.abc import Callable
+from contextlib import closing
 from typing import Any, TypeVar
 
 import pytest
@@ -36,8 +37,7 @@ from confluent_kafka import ElectionType
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafkalite.coord import open_store
-from tests.harness.broker import BrokerProcess
-from tests.harness.zookeeper import ZooKeeperServer
+from kafkalite.testing import Cluster, ZooKeeperServer
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -61,12 +61,14 @@ def wait_for(condition: Callable[[], T], what: str, deadline_s: float = DEADLINE
         time.sleep(0.1)  # polling interval of the condition, not synchronisation
 
 
-def partitions_seen_by(broker: BrokerProcess) -> dict[int, Any] | None:
+def partitions_seen_by(cluster: Cluster, broker_id: int) -> dict[int, Any] | None:
     """The topic's partitions (leader, replicas, isr) in this broker's own Metadata answer."""
     from kafkalite.client.client import KafkaClient
 
     async def ask() -> dict[int, Any] | None:
-        client = KafkaClient(broker.bootstrap, client_id="scale-test", request_timeout=10.0)
+        client = KafkaClient(
+            cluster.bootstrap_of(broker_id), client_id="scale-test", request_timeout=10.0
+        )
         try:
             await client.start()
             await client.refresh_metadata(topics=[TOPIC])
@@ -81,37 +83,47 @@ def partitions_seen_by(broker: BrokerProcess) -> dict[int, Any] | None:
     return asyncio.run(ask())
 
 
-class ScaleCluster:
-    def __init__(self, zk: ZooKeeperServer, base) -> None:
-        self.zk = zk
-        self.brokers = {
-            b: BrokerProcess(
-                base / f"broker-{b}",
-                broker_id=b,
-                overrides={
-                    "zookeeper.connect": zk.connect_string(CHROOT),
-                    "zookeeper.session.timeout.ms": "6000",
-                    "auto.leader.rebalance.enable": "false",
-                    "controlled.shutdown.retry.backoff.ms": "200",
-                    "admin.listener": "",
-                },
-            )
-            for b in BROKER_IDS
-        }
-        # The store's session lives on a loop of its own thread, so it keeps its heartbeats
-        # while the test waits.
+def all_led_with_full_isr(cluster: Cluster, broker_id: int) -> dict[int, Any] | None:
+    seen = partitions_seen_by(cluster, broker_id)
+    if seen is None or len(seen) != PARTITIONS:
+        return None
+    if all(p.leader >= 0 and len(p.isr) == 3 for p in seen.values()):
+        return seen
+    return None
+
+
+def expiries_logged(cluster: Cluster, broker_ids=BROKER_IDS) -> list[str]:
+    return [
+        f"broker {b}: {line}"
+        for b in broker_ids
+        for line in cluster.processes[b].log_text().splitlines()
+        if any(mark in line for mark in EXPIRY_MARKS)
+    ]
+
+
+def logs(cluster: Cluster) -> str:
+    return "\n".join(
+        f"=== broker {i} ===\n{b.log_tail(40)}" for i, b in sorted(cluster.processes.items())
+    )
+
+
+class ZkSession:
+    """A session of the test's own on the cluster's ZooKeeper, for what only ZooKeeper knows:
+    each broker's registration (its czxid changes when it registers on a new session) and the
+    controller. The session lives on a loop of its own thread, so it keeps its heartbeats
+    while the test waits."""
+
+    def __init__(self, connect: str) -> None:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._thread.start()
-        self.store = open_store(zk.connect_string(CHROOT), None, 30000)
+        self.store = open_store(connect, None, 30000)
         self.session = self._run(self.store.open_session())
 
     def _run(self, coro: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(30)
 
     def close(self) -> None:
-        for broker in self.brokers.values():
-            broker.kill()
         try:
             self._run(self.store.close())
         finally:
@@ -138,74 +150,65 @@ class ScaleCluster:
         data, _ = self._run(self.session.get_data(paths.CONTROLLER))
         return paths.decode_controller(data).broker_id
 
-    def expiries_logged(self, broker_ids=BROKER_IDS) -> list[str]:
-        return [
-            f"broker {b}: {line}"
-            for b in broker_ids
-            for line in self.brokers[b].log_text().splitlines()
-            if any(mark in line for mark in EXPIRY_MARKS)
-        ]
-
-    def all_led_with_full_isr(self, broker_id: int) -> dict[int, Any] | None:
-        seen = partitions_seen_by(self.brokers[broker_id])
-        if seen is None or len(seen) != PARTITIONS:
-            return None
-        if all(p.leader >= 0 and len(p.isr) == 3 for p in seen.values()):
-            return seen
-        return None
-
-    def logs(self) -> str:
-        return "\n".join(f"=== broker {i} ===\n{b.log_tail(40)}" for i, b in self.brokers.items())
-
 
 @pytest.fixture
-def cluster(tmp_path):
+def running(tmp_path):
+    """The cluster and a ZooKeeper session of the test's own."""
     with ZooKeeperServer(tmp_path / "zk", max_session_timeout_ms=60000) as zk:
-        cluster = ScaleCluster(zk, tmp_path)
-        try:
-            for broker in cluster.brokers.values():
-                broker.spawn()
-            for broker in cluster.brokers.values():
-                broker.wait_ready(90)
-            yield cluster
-        finally:
-            print(cluster.logs())
-            cluster.close()
+        cluster = Cluster(
+            brokers=len(BROKER_IDS),
+            config={
+                "auto.leader.rebalance.enable": "false",
+                "controlled.shutdown.retry.backoff.ms": "200",
+            },
+            zookeeper_connect=zk.connect_string(CHROOT),
+            session_timeout_ms=6000,
+            subprocess=True,
+            data_dir=tmp_path / "brokers",
+            admin=False,
+            start_timeout=90,
+        )
+        with cluster, closing(ZkSession(zk.connect_string(CHROOT))) as session:
+            try:
+                yield cluster, session
+            finally:
+                print(logs(cluster))
 
 
 def test_a_few_hundred_partitions_survive_kill_restart_election_and_controlled_shutdown(
-    cluster,
+    running,
 ):
-    sessions = cluster.registrations()
+    cluster, zk = running
+    sessions = zk.registrations()
     assert set(sessions) == set(BROKER_IDS)
-    bootstrap = ",".join(b.bootstrap for b in cluster.brokers.values())
+    bootstrap = cluster.bootstrap_servers
     admin = AdminClient({"bootstrap.servers": bootstrap})
 
     # 1. creation
     admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3)], operation_timeout=60)[TOPIC].result(120)
     for broker_id in BROKER_IDS:
         wait_for(
-            lambda b=broker_id: cluster.all_led_with_full_isr(b),
+            lambda b=broker_id: all_led_with_full_isr(cluster, b),
             f"broker {broker_id}: every partition led with a full ISR",
         )
-    assert cluster.registrations() == sessions, "a broker registered again: its session expired"
-    assert cluster.expiries_logged() == []
+    assert zk.registrations() == sessions, "a broker registered again: its session expired"
+    assert expiries_logged(cluster) == []
 
     # 2. kill -9 of a broker that is not the controller, then its restart
-    controller = cluster.controller()
+    controller = zk.controller()
     victim = next(b for b in BROKER_IDS if b != controller)
-    cluster.brokers[victim].kill()
-    wait_for(lambda: victim not in cluster.registrations(), "the killed broker's session expiry")
+    cluster.kill(victim, wait=False)  # SIGKILL
+    wait_for(lambda: victim not in zk.registrations(), "the killed broker's session expiry")
 
     def re_led() -> bool:
-        seen = partitions_seen_by(cluster.brokers[controller])
+        seen = partitions_seen_by(cluster, controller)
         return seen is not None and all(p.leader not in (-1, victim) for p in seen.values())
 
     wait_for(re_led, "every partition led by a live broker")
-    cluster.brokers[victim].start(timeout=90)
+    cluster.restart(victim, timeout=90)
     for broker_id in BROKER_IDS:
         wait_for(
-            lambda b=broker_id: cluster.all_led_with_full_isr(b),
+            lambda b=broker_id: all_led_with_full_isr(cluster, b),
             f"broker {broker_id}: the restarted broker back in every ISR",
         )
 
@@ -213,27 +216,27 @@ def test_a_few_hundred_partitions_survive_kill_restart_election_and_controlled_s
     admin.elect_leaders(ElectionType.PREFERRED, None).result(timeout=120)
 
     def preferred() -> dict[int, Any] | None:
-        seen = cluster.all_led_with_full_isr(controller)
+        seen = all_led_with_full_isr(cluster, controller)
         if seen is not None and all(p.leader == p.replicas[0] for p in seen.values()):
             return seen
         return None
 
     seen = wait_for(preferred, "leaders back on their preferred replicas")
     survivors = [b for b in BROKER_IDS if b != victim]
-    registered = cluster.registrations()
+    registered = zk.registrations()
     assert {b: registered.get(b) for b in survivors} == {b: sessions[b] for b in survivors}
 
     # 4. SIGTERM of the broker leading the most partitions
     counts = {b: sum(1 for p in seen.values() if p.leader == b) for b in BROKER_IDS}
     stopped = max(BROKER_IDS, key=lambda b: counts[b])
     assert counts[stopped] > 0
-    assert cluster.brokers[stopped].stop(timeout=120) == 0
+    assert cluster.processes[stopped].stop(timeout=120) == 0
     for broker_id in BROKER_IDS:
         if broker_id == stopped:
             continue
-        after = partitions_seen_by(cluster.brokers[broker_id])
+        after = partitions_seen_by(cluster, broker_id)
         assert after is not None and len(after) == PARTITIONS
         stranded = sorted(p for p, info in after.items() if info.leader in (-1, stopped))
         assert stranded == [], f"broker {broker_id} shows {len(stranded)} partitions stranded"
-    assert "controlled shutdown succeeded" in cluster.brokers[stopped].log_text()
-    assert cluster.expiries_logged(survivors) == []
+    assert "controlled shutdown succeeded" in cluster.processes[stopped].log_text()
+    assert expiries_logged(cluster, survivors) == []

@@ -23,8 +23,6 @@ committed values too.
 
 from __future__ import annotations
 
-import os
-import signal
 import time
 import uuid
 from collections import defaultdict
@@ -33,9 +31,9 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as CTP
 
+from kafkalite.testing import Cluster, ZooKeeperServer
 from kafkalite.txn.records import partition_for
-from tests.harness.zookeeper import ZooKeeperServer
-from tests.system.support import BROKER_IDS, Cluster, wait_for
+from tests.system.support import ZkReader, create_topic, logs, start_all, system_cluster, wait_for
 
 TXN_PARTITIONS = 50  # Kafka's default transaction.state.log.num.partitions
 RECORDS_PER_TXN = 8
@@ -43,34 +41,36 @@ PARTITIONS = 3
 
 
 @pytest.fixture(scope="module")
-def txn_cluster(tmp_path_factory):
+def running(tmp_path_factory):
     base = tmp_path_factory.mktemp("txn-cluster")
-    with ZooKeeperServer(base / "zk", max_session_timeout_ms=60000) as zk:
-        cluster = Cluster(zk, base)
-        for broker in cluster.brokers.values():
-            broker.overrides.update(
-                {
-                    "transaction.state.log.replication.factor": "3",
-                    "transaction.state.log.min.isr": "2",
-                    "default.replication.factor": "3",
-                    "min.insync.replicas": "2",
-                }
-            )
-        try:
-            for broker_id in BROKER_IDS:
-                cluster.brokers[broker_id].spawn()
-            for broker in cluster.brokers.values():
-                broker.wait_ready(60)
-            yield cluster
-        finally:
-            cluster.stop_all()
-            cluster.zk_reader.close()
+    config = {
+        "transaction.state.log.replication.factor": "3",
+        "transaction.state.log.min.isr": "2",
+        "default.replication.factor": "3",
+        "min.insync.replicas": "2",
+    }
+    with (
+        ZooKeeperServer(base / "zk", max_session_timeout_ms=60000) as zk,
+        system_cluster(zk, base, config) as (cluster, reader),
+    ):
+        yield cluster, reader
 
 
-def coordinator_of(cluster: Cluster, txn_id: str) -> int:
+@pytest.fixture(scope="module")
+def txn_cluster(running):
+    return running[0]
+
+
+@pytest.fixture(scope="module")
+def zk(running):
+    """The cluster's znodes, read straight from ZooKeeper."""
+    return running[1]
+
+
+def coordinator_of(zk: ZkReader, txn_id: str) -> int:
     partition = partition_for(txn_id, TXN_PARTITIONS)
     state = wait_for(
-        lambda: cluster.state("__transaction_state", partition),
+        lambda: zk.partition_state("__transaction_state", partition),
         "the transaction state partition",
     )
     return state.leader
@@ -85,7 +85,7 @@ class Ledger:
 def new_producer(cluster: Cluster, txn_id: str) -> Producer:
     producer = Producer(
         {
-            "bootstrap.servers": cluster.bootstrap,
+            "bootstrap.servers": cluster.bootstrap_servers,
             "transactional.id": txn_id,
             "transaction.timeout.ms": 60_000,
             "linger.ms": 5,
@@ -99,6 +99,7 @@ def new_producer(cluster: Cluster, txn_id: str) -> Producer:
 
 def run_transaction(
     cluster: Cluster,
+    zk: ZkReader,
     producer: Producer,
     txn_id: str,
     topic: str,
@@ -113,7 +114,7 @@ def run_transaction(
     for i, value in enumerate(values):
         producer.produce(topic, value, partition=i % PARTITIONS)
     producer.flush(120)
-    coordinator = coordinator_of(cluster, txn_id)
+    coordinator = coordinator_of(zk, txn_id)
     stopped = None
     if fault == "mid":
         cluster.kill(coordinator)
@@ -122,9 +123,9 @@ def run_transaction(
         # PrepareCommit (its ISR shrinks without the stopped broker) and answers EndTxn, but
         # cannot write that partition's marker, so it is killed between PrepareCommit and
         # CompleteCommit for sure
-        leaders = {cluster.state(topic, p).leader for p in range(PARTITIONS)} - {coordinator}
-        stopped = cluster.brokers[sorted(leaders)[0]]
-        os.kill(stopped.proc.pid, signal.SIGSTOP)
+        leaders = {zk.partition_state(topic, p).leader for p in range(PARTITIONS)}
+        stopped = sorted(leaders - {coordinator})[0]
+        cluster.pause(stopped, 600)  # SIGSTOP
     try:
         try:
             if commit:
@@ -133,8 +134,9 @@ def run_transaction(
                 producer.abort_transaction(120)
         finally:
             if stopped is not None:
-                cluster.kill(coordinator)
-                os.kill(stopped.proc.pid, signal.SIGCONT)
+                # SIGKILL, then SIGCONT at once (the stopped broker keeps its session)
+                cluster.kill(coordinator, wait=False)
+                cluster.resume(stopped)
     except KafkaException as e:
         error = e.args[0]
         ledger.aborted.update(values)
@@ -154,7 +156,7 @@ def run_transaction(
 def read_all(cluster: Cluster, topic: str, isolation: str, expected: int) -> dict[int, list[bytes]]:
     consumer = Consumer(
         {
-            "bootstrap.servers": cluster.bootstrap,
+            "bootstrap.servers": cluster.bootstrap_servers,
             "group.id": f"check-{uuid.uuid4().hex[:6]}",
             "isolation.level": isolation,
             "enable.auto.commit": False,
@@ -198,12 +200,12 @@ def check(cluster: Cluster, topic: str, ledger: Ledger) -> None:
         assert seen == ledger.committed[p], f"partition {p} (read_uncommitted)"
 
 
-def test_coordinator_kill_mid_transaction_and_between_prepare_and_complete(txn_cluster):
+def test_coordinator_kill_mid_transaction_and_between_prepare_and_complete(txn_cluster, zk):
     cluster = txn_cluster
-    cluster.start_all()
+    start_all(cluster, zk)
     try:
         topic = f"txn-{uuid.uuid4().hex[:6]}"
-        cluster.create_topic(topic, PARTITIONS)
+        create_topic(cluster, zk, topic, PARTITIONS)
         txn_id = f"tx-{uuid.uuid4().hex[:8]}"
         ledger = Ledger()
         producer = new_producer(cluster, txn_id)
@@ -212,23 +214,25 @@ def test_coordinator_kill_mid_transaction_and_between_prepare_and_complete(txn_c
         faults = {2: "mid", 4: "prepared"}
         for n, commit in enumerate(plan):
             fault = faults.get(n)
-            producer = run_transaction(cluster, producer, txn_id, topic, ledger, n, commit, fault)
+            producer = run_transaction(
+                cluster, zk, producer, txn_id, topic, ledger, n, commit, fault
+            )
             if fault == "mid":
                 # back to three brokers before the next kill (min ISR 2); after the second
                 # kill the last transactions run on two
-                cluster.start_all()
+                start_all(cluster, zk)
         producer.flush(60)
         check(cluster, topic, ledger)
         # the second kill did hit the window: a new coordinator found PrepareCommit and
         # finished it
         completed = [
             line
-            for b in cluster.brokers.values()
+            for b in cluster.processes.values()
             for line in b.log_path.read_text().splitlines()
             if "completing a prepared transaction" in line and txn_id in line
         ]
-        assert completed and "PrepareCommit" in completed[0], cluster.logs()
+        assert completed and "PrepareCommit" in completed[0], logs(cluster)
         assert sum(map(len, ledger.committed.values())) >= RECORDS_PER_TXN * 3
     except BaseException:
-        print(cluster.logs())
+        print(logs(cluster))
         raise

@@ -180,6 +180,34 @@ def test_a_subprocess_broker_is_ready_when_start_returns():
             broker.restart(hard=True)
 
 
+def test_a_quiet_subprocess_broker_on_a_given_port_is_spawned_then_waited_for():
+    """log.level WARNING hides the start-up lines that say the ports: a given port (the one
+    clients use, whatever the listeners) and an admin port chosen before the start are used
+    instead; spawn() returns at once and wait_ready() returns once it serves."""
+    import urllib.request
+
+    from kafkalite.testing import api_versions_ok, free_port
+
+    port = free_port()
+    broker = Broker({"log.level": "WARNING"}, subprocess=True, port=port)
+    try:
+        process = broker.spawn()
+        assert broker.proc is process and broker.starts == 1
+        broker.wait_ready()
+        assert broker.bootstrap == broker.bootstrap_servers == f"127.0.0.1:{port}"
+        assert api_versions_ok(broker.host, port)
+        assert broker.produce(broker.create_topic("quiet"), [b"x"]) == 0
+        assert broker.admin_url is not None
+        with urllib.request.urlopen(f"{broker.admin_url}/health", timeout=10) as answer:
+            assert answer.status == 200
+        assert '"event": "started"' not in broker.log_text()
+        broker.restart(hard=True, timeout=60)
+        assert broker.port == port and broker.starts == 2
+        assert [m.value for m in broker.consume_all("quiet")] == [b"x"]
+    finally:
+        broker.close()
+
+
 def test_data_dir_is_removed_unless_kept(tmp_path):
     with Broker() as broker:
         data_dir = broker.data_dir

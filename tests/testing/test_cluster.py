@@ -1,5 +1,6 @@
 """The same controller and replication scenario on the embedded multi-broker cluster and on
-ZooKeeper (a real one, Debian's package, through tests/harness): both must behave alike."""
+ZooKeeper (a real one, Debian's package, through kafkalite.testing.ZooKeeperServer): both must
+behave alike."""
 
 from __future__ import annotations
 
@@ -7,8 +8,7 @@ import uuid
 
 import pytest
 
-from kafkalite.testing import Cluster
-from tests.harness.zookeeper import ZooKeeperServer
+from kafkalite.testing import Cluster, ZooKeeperServer
 
 
 @pytest.fixture(scope="module")

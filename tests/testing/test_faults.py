@@ -87,6 +87,19 @@ def test_paused_leader_is_replaced_then_rejoins_as_a_follower(cluster, topic):
     assert [m.value for m in cluster.consume_all(topic)] == [b"a", b"b"]
 
 
+def test_a_kill_while_another_broker_is_paused_is_observed_by_the_rest(cluster, topic):
+    """A paused broker cannot answer Metadata: the kill of another returns once the brokers
+    that can answer observed it (it does not wait on the paused one)."""
+    paused, killed, survivor = cluster.broker_ids
+    cluster.pause(paused, seconds=60)
+    try:
+        cluster.kill(killed, timeout=30)
+        assert cluster.wait_for_leaders(topic, not_on=[killed, paused])
+        assert killed not in cluster.running_brokers
+    finally:
+        cluster.resume(paused)
+
+
 def test_partition_moves_leadership_to_the_larger_side(cluster, topic):
     leader = cluster.partitions(topic)[0].leader
     others = [b for b in cluster.broker_ids if b != leader]

@@ -30,6 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from .proxy import free_port
+
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
 INSTALL_HINT = (
@@ -49,12 +51,6 @@ def find_java() -> str:
     if not ZOOKEEPER_JAR.exists():
         raise ZooKeeperMissing(f"{ZOOKEEPER_JAR} not found; {INSTALL_HINT}")
     return java
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def four_letter(host: str, port: int, command: bytes, timeout: float = 1.0) -> str:
