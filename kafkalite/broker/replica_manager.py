@@ -699,10 +699,16 @@ class ReplicaManager:
             proposal = partition.maybe_expand_isr(replica_id)
             if proposal is not None:
                 self._submit_isr_update(partition, proposal)
-            partition.maybe_increment_leader_hw(now)
-            # The HW or the follower's log start may have moved: wake acks=all produces,
-            # consumer fetches and DeleteRecords waiting on this partition.
-            self._complete_delayed_requests(tp)
+            if partition.maybe_increment_leader_hw(now):
+                # Wake acks=all produces, consumer fetches and DeleteRecords waiting on it.
+                self._complete_delayed_requests(tp)
+            else:
+                # The HW did not move, so no waiting produce or fetch can complete (Kafka's
+                # updateFollowerFetchState): checking them anyway cost every other follower's
+                # waiting fetch a pass over all its partitions, for each partition of this
+                # fetch. The follower's log start may have moved the low watermark, which only
+                # DeleteRecords waits on.
+                self.delete_records_purgatory.check_and_complete(tp)
 
     # -- ISR ----------------------------------------------------------------------------------
 
