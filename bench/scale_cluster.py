@@ -61,6 +61,7 @@ CHROOT = "/kafkalite"
 BROKER_IDS = (1, 2, 3)
 TOPIC = "scale"
 LAG_GAUGE = "kafkalite_event_loop_lag_max_seconds"
+LAG_HISTOGRAM = "kafkalite_event_loop_lag_seconds"
 SESSION_EXPIRED_MARK = "coordination session expired"
 
 
@@ -81,16 +82,33 @@ def wait_until(condition: Callable[[], Any], deadline_s: float, what: str) -> An
 
 
 class LagSampler:
-    """Scrapes every broker's /metrics once a second in a thread; keeps the maximum of the
-    event-loop lag gauge per phase (None when no broker exports it)."""
+    """Scrapes every broker's /metrics once a second in a thread. Per phase it keeps the
+    maximum of the event-loop lag gauge (the worst stall of the broker's last 10-20 s, so a
+    stall shows in the phase after it too) and, per broker, the probes of the phase by lag
+    from the ``kafkalite_event_loop_lag_seconds`` histogram (the difference of two scrapes; a
+    restarted broker's histogram starts again from zero): how many probes ran more than 50 ms
+    and more than 250 ms late, and the upper bound of the worst bucket reached."""
 
     def __init__(self, urls: dict[int, str]) -> None:
         self.urls = urls
-        self.phase = "start"
+        self._phase = "start"
         self.max_by_phase: dict[str, float] = {}
+        self.histograms: dict[str, dict[int, dict[str, float]]] = {}
+        self._last: dict[int, dict[str, float]] = {}
         self.seen_gauge = False
+        self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
+
+    @property
+    def phase(self) -> str:
+        return self._phase
+
+    @phase.setter
+    def phase(self, name: str) -> None:
+        self._scrape_all()  # what happened until now belongs to the phase that ends
+        with self._lock:
+            self._phase = name
 
     def start(self) -> LagSampler:
         self._thread.start()
@@ -99,21 +117,63 @@ class LagSampler:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(5)
+        self._scrape_all()
 
     def _run(self) -> None:
-        pattern = re.compile(rf"^{LAG_GAUGE}(?:{{[^}}]*}})?\s+([0-9.eE+-]+)", re.MULTILINE)
         while not self._stop.wait(1.0):
-            for url in self.urls.values():
-                try:
-                    with urllib.request.urlopen(url, timeout=2) as answer:
-                        text = answer.read().decode("utf-8", "replace")
-                except OSError:
-                    continue
-                for match in pattern.finditer(text):
+            self._scrape_all()
+
+    def _scrape_all(self) -> None:
+        gauge = re.compile(rf"^{LAG_GAUGE}(?:{{[^}}]*}})?\s+([0-9.eE+-]+)", re.MULTILINE)
+        bucket = re.compile(rf'^{LAG_HISTOGRAM}_bucket{{le="([^"]+)"}}\s+(\S+)', re.MULTILINE)
+        for broker_id, url in self.urls.items():
+            try:
+                with urllib.request.urlopen(url, timeout=5) as answer:
+                    text = answer.read().decode("utf-8", "replace")
+            except OSError:
+                continue
+            with self._lock:
+                phase = self._phase
+                for match in gauge.finditer(text):
                     self.seen_gauge = True
                     value = float(match.group(1))
-                    current = self.max_by_phase.get(self.phase, 0.0)
-                    self.max_by_phase[self.phase] = max(current, value)
+                    current = self.max_by_phase.get(phase, 0.0)
+                    self.max_by_phase[phase] = max(current, value)
+                now = {le: float(count) for le, count in bucket.findall(text)}
+                before = self._last.get(broker_id, {})
+                if now.get("+Inf", 0.0) < before.get("+Inf", 0.0):
+                    before = {}  # restarted: its histogram began again
+                acc = self.histograms.setdefault(phase, {}).setdefault(broker_id, {})
+                for le, count in now.items():
+                    acc[le] = acc.get(le, 0.0) + count - before.get(le, 0.0)
+                self._last[broker_id] = now
+
+    def probes_by_phase(self) -> dict[str, dict[int, dict[str, Any]]]:
+        """phase -> broker -> probes, probes over 50 ms and 250 ms, worst bucket bound."""
+        out: dict[str, dict[int, dict[str, Any]]] = {}
+        with self._lock:
+            for phase, brokers in self.histograms.items():
+                for broker_id, cumulative in brokers.items():
+                    bounds = sorted(cumulative, key=_bound)
+                    total = cumulative.get("+Inf", 0.0)
+                    at_most = {le: cumulative[le] for le in bounds}
+                    worst = None
+                    previous = 0.0
+                    for le in bounds:
+                        if at_most[le] > previous:
+                            worst = le
+                        previous = at_most[le]
+                    out.setdefault(phase, {})[broker_id] = {
+                        "probes": int(total),
+                        "over_50ms": int(total - at_most.get("0.05", total)),
+                        "over_250ms": int(total - at_most.get("0.25", total)),
+                        "worst_bucket_le": worst,
+                    }
+        return out
+
+
+def _bound(le: str) -> float:
+    return float("inf") if le == "+Inf" else float(le)
 
 
 class ClusterBench:
@@ -155,7 +215,8 @@ class ClusterBench:
         return asyncio.run_coroutine_threadsafe(coro, self._zk_loop).result(30)
 
     def close(self) -> None:
-        self.sampler.stop()
+        if self.sampler._thread.is_alive():
+            self.sampler.stop()
         with contextlib.suppress(Exception):
             self._zk_run(self.zk_store.close())
         self._zk_loop.call_soon_threadsafe(self._zk_loop.stop)
@@ -268,6 +329,11 @@ def main(
         except PhaseTimeout as error:
             figures["error"] = str(error)
         finally:
+            bench.sampler.stop()
+            figures["event_loop_lag_probes"] = {
+                "by_phase_and_broker": bench.sampler.probes_by_phase(),
+                "target": "no probe over 200 ms (p99 <= 50 ms) on any broker in any phase",
+            }
             figures["event_loop_lag_max_s"] = {
                 "by_phase": dict(bench.sampler.max_by_phase),
                 "max": max(bench.sampler.max_by_phase.values(), default=None),

@@ -120,7 +120,11 @@ class LogManager(Protocol):
 
     def delete_log(self, topic: str, partition: int, *, remove_files: bool = True) -> Any: ...
 
-    async def delete_logs(self, keys: list[tuple[str, int]], batch_size: int = 500) -> None: ...
+    async def delete_logs(
+        self, keys: list[tuple[str, int]], batch_size: int = 500
+    ) -> Mapping[tuple[str, int], BaseException] | None:
+        """``delete_log`` for many, file work off the event loop; the failures by partition."""
+        ...
 
 
 class ReplicaFetcherManager(Protocol):
@@ -695,10 +699,16 @@ class ReplicaManager:
             proposal = partition.maybe_expand_isr(replica_id)
             if proposal is not None:
                 self._submit_isr_update(partition, proposal)
-            partition.maybe_increment_leader_hw(now)
-            # The HW or the follower's log start may have moved: wake acks=all produces,
-            # consumer fetches and DeleteRecords waiting on this partition.
-            self._complete_delayed_requests(tp)
+            if partition.maybe_increment_leader_hw(now):
+                # Wake acks=all produces, consumer fetches and DeleteRecords waiting on it.
+                self._complete_delayed_requests(tp)
+            else:
+                # The HW did not move, so no waiting produce or fetch can complete (Kafka's
+                # updateFollowerFetchState): checking them anyway cost every other follower's
+                # waiting fetch a pass over all its partitions, for each partition of this
+                # fetch. The follower's log start may have moved the low watermark, which only
+                # DeleteRecords waits on.
+                self.delete_records_purgatory.check_and_complete(tp)
 
     # -- ISR ----------------------------------------------------------------------------------
 
@@ -991,37 +1001,38 @@ class ReplicaManager:
                 )
             self.controller_epoch = controller_epoch
             errors: dict[TopicPartition, ErrorCode] = {}
+            to_delete: list[tuple[str, int]] = []
             for start in range(0, len(states), slice_size):
                 chunk = states[start : start + slice_size]
                 self._stop_replicas_slice(chunk, errors)
-                to_delete = [
+                to_delete.extend(
                     (s.topic, s.partition)
                     for s in chunk
                     if s.delete_partition
                     and errors.get(TopicPartition(s.topic, s.partition)) is ErrorCode.NONE
-                ]
-                if to_delete:
-                    try:
-                        await self.log_manager.delete_logs(to_delete, batch_size=slice_size)
-                    except (KafkaError, OSError) as e:
-                        for topic, partition in to_delete:
-                            errors[TopicPartition(topic, partition)] = _error_result_code(e)
+                )
                 await asyncio.sleep(0)
+            if to_delete:
+                # All of the request's deletions at once: each log directory's checkpoints are
+                # written once for the batch, in a worker thread (not once per partition).
+                try:
+                    failures = await self.log_manager.delete_logs(to_delete, batch_size=slice_size)
+                except (KafkaError, OSError) as e:
+                    failures = dict.fromkeys(to_delete, e)
+                for (topic, partition), error in (failures or {}).items():
+                    errors[TopicPartition(topic, partition)] = _error_result_code_or_storage(error)
             return StopReplicaResult(ErrorCode.NONE, errors)
 
     def _forget_missing_log(
         self, tp: TopicPartition, errors: dict[TopicPartition, ErrorCode]
     ) -> bool:
-        """Deleting a partition whose directory vanished accepts its loss: the log manager
-        forgets it and the replica is no longer offline. False if it is not missing."""
+        """Deleting a partition whose directory vanished accepts its loss: the replica is no
+        longer offline, and the caller's ``delete_logs`` makes the log manager forget it.
+        False if it is not missing."""
         if not self.log_manager.is_missing(tp.topic, tp.partition):
             return False
-        try:
-            self.log_manager.delete_log(tp.topic, tp.partition)
-            self.offline_partitions.discard(tp)
-            errors[tp] = ErrorCode.NONE
-        except (KafkaError, OSError) as e:
-            errors[tp] = _error_result_code(e)
+        self.offline_partitions.discard(tp)
+        errors[tp] = ErrorCode.NONE
         return True
 
     def _stop_replicas_slice(

@@ -1263,11 +1263,16 @@ class Log:
     def rename_dir(self, name: str) -> None:
         """Rename the partition directory (to ``<topic>-<partition>.<uuid>-delete`` before a
         delete); segment file paths follow."""
-        new_dir = self.dir.parent / name
         try:
-            os.replace(self.dir, new_dir)
+            self.rename_dir_quietly(name)
         except OSError as e:
             raise self._fail(e) from e
+
+    def rename_dir_quietly(self, name: str) -> None:
+        """``rename_dir`` that raises the OSError without telling anyone (for a worker thread:
+        the caller reports the failure on the event loop)."""
+        new_dir = self.dir.parent / name
+        os.replace(self.dir, new_dir)
         self.dir = new_dir
         for segment in self._segments:
             segment.update_parent_dir(new_dir)

@@ -43,7 +43,7 @@ to create it until the directory is back (a restart loads it) or the partition i
 replica. Kafka recreates such a log empty and serves it, losing every acknowledged record.
 
 The periodic work (retention, flush.ms, fsync of rolled segments, checkpoints) is done by
-``run_scheduler()`` on the event loop, fsyncs in a worker thread. ``maybe_run_periodic_tasks``
+``run_scheduler()`` on the event loop, fsyncs and checkpoint files in a worker thread. ``maybe_run_periodic_tasks``
 does one round synchronously (tests drive it with a fake clock). ``run_scheduler()`` also starts
 the log cleaner (``cleaner.py``, compaction of ``cleanup.policy=compact`` logs, when
 ``log.cleaner.enable``) and the segment verifier (``verifier.py``: a throttled check of every
@@ -57,11 +57,13 @@ from __future__ import annotations
 import asyncio
 import errno
 import fcntl
+import itertools
 import os
 import shutil
+import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
@@ -157,6 +159,11 @@ class LogManager:
         self._missing_logs: dict[TopicPartitionKey, tuple[str, MissingLogOffsets]] = {}
         self.partition_failure_listeners: list[Callable[[str, int], None]] = []
         self._locks: dict[str, int] = {}
+        # Checkpoint files are written from the loop and from worker threads (see
+        # _write_offset_files): one writer at a time, the newest snapshot wins.
+        self._checkpoint_lock = threading.Lock()
+        self._checkpoint_seq = itertools.count()
+        self._checkpoint_written: dict[Path, int] = {}
         self._last_run: dict[str, int] = {}
         self._started = False
         self._scheduler_task: asyncio.Task[None] | None = None
@@ -592,54 +599,112 @@ class LogManager:
                 results.append(e)
         return results
 
-    async def delete_logs(self, keys: list[TopicPartitionKey], batch_size: int = 500) -> None:
-        """``delete_log`` for many logs: each is renamed to its ``-delete`` name here (it is
-        gone for the broker at once), and the renamed directories are removed in a worker
-        thread, ``batch_size`` at a time (a failure there leaves a ``-delete`` directory that
-        the next start-up removes; Kafka also deletes asynchronously)."""
-        for start in range(0, len(keys), batch_size):
-            renamed = []
-            for topic, partition in keys[start : start + batch_size]:
-                log = self.delete_log(topic, partition, remove_files=False)
-                if log is not None and not log.offline:
-                    renamed.append(log.dir)
-            if renamed:
-                await asyncio.to_thread(_remove_dirs, renamed)
+    async def delete_logs(
+        self, keys: list[TopicPartitionKey], batch_size: int = 500
+    ) -> dict[TopicPartitionKey, BaseException]:
+        """``delete_log`` for many logs (one StopReplica's deletions), with the event loop never
+        waiting for a file: the logs are forgotten and closed here, ``batch_size`` per slice
+        (each is gone for the broker at once); then, in worker threads, their directories are
+        renamed to their ``-delete`` names, each affected log directory's checkpoints are
+        written once (not once per log), and only then are the renamed directories removed.
 
-    def delete_log(self, topic: str, partition: int, *, remove_files: bool = True) -> Log | None:
-        """Remove the log: rename its directory to ``<topic>-<partition>.<uuid>-delete``, then
-        delete it (unless ``remove_files`` is False: the caller removes the renamed directory).
-        Returns the removed log (None if there was none)."""
-        key = (topic, partition)
+        Crash-safety (why this order): a crash before the checkpoints are on disk leaves each
+        partition's directory, under its own name or its ``-delete`` one, which start-up reads
+        as present or deliberately deleted; once they are (the checkpoint write fsyncs the log
+        directory, so the renames are durable too) no checkpoint names the partition. At no
+        point does a checkpoint name a partition whose directory is gone, which start-up would
+        take for a vanished partition and keep offline. Returns the partitions whose deletion
+        failed (their log directory went offline), by partition."""
+        failures: dict[TopicPartitionKey, BaseException] = {}
+        dirs: set[str] = set()
+        doomed: list[tuple[TopicPartitionKey, Log]] = []
+        for start in range(0, len(keys), batch_size):
+            for key in keys[start : start + batch_size]:
+                log = self._forget_log(key, dirs)
+                if log is not None and not log.offline:
+                    doomed.append((key, log))
+            await asyncio.sleep(0)
+        self._forget_in_cleaner(doomed)
+        renamed: list[Path] = []
+        if doomed:
+            results = await asyncio.to_thread(_rename_for_delete, [log for _, log in doomed])
+            for (key, log), error in zip(doomed, results, strict=True):
+                dir = str(log.dir.parent)
+                if error is None:
+                    renamed.append(log.dir)
+                    dirs.add(dir)
+                else:
+                    failures[key] = LogDirFailure(dir, error)
+                    self._handle_log_dir_failure(dir, error)
+        failed_dirs = await self.write_checkpoints_async(dirs)
+        for key, log in doomed:
+            if str(log.dir.parent) in failed_dirs:
+                failures.setdefault(key, LogDirFailure(str(log.dir.parent), None))
+        kept = [path for path in renamed if str(path.parent) not in failed_dirs]
+        if kept:
+            # A failure here leaves a -delete directory that the next start-up removes.
+            await asyncio.to_thread(_remove_dirs, kept)
+        return failures
+
+    def _forget_log(self, key: TopicPartitionKey, dirs: set[str]) -> Log | None:
+        """Remove the log (or the missing partition) from this manager and close its files;
+        the log directory whose checkpoints must stop naming it goes into ``dirs``."""
         missing = self._missing_logs.pop(key, None)  # deleting the partition accepts its loss
+        if missing is not None:
+            dirs.add(missing[0])
         log = self._pop_log(key) or self._offline_logs.pop(key, None)
         if log is None:
-            if missing is not None:
-                self._checkpoint_after_delete(missing[0])
             return None
         log._close_quietly()
         log.on_truncation = None
-        self.cleaner.remove_log(str(log.dir.parent), key)
+        return log
+
+    def _forget_in_cleaner(self, removed: list[tuple[TopicPartitionKey, Log]]) -> None:
+        for key, log in removed:
+            self.cleaner.remove_log(str(log.dir.parent), key)
+
+    def delete_log(self, topic: str, partition: int, *, remove_files: bool = True) -> Log | None:
+        """Remove the log: rename its directory to ``<topic>-<partition>.<uuid>-delete``,
+        write its log directory's checkpoints (they stop naming it), then delete the renamed
+        directory (unless ``remove_files`` is False: the caller removes it). Synchronously:
+        many logs at once go through ``delete_logs``. Returns the removed log (None if there
+        was none)."""
+        key = (topic, partition)
+        dirs: set[str] = set()
+        log = self._forget_log(key, dirs)
+        if log is None:
+            for dir in dirs:
+                self._checkpoint_after_delete(dir)
+            return None
+        self._forget_in_cleaner([(key, log)])
         if log.offline:
             return log
         try:
             log.rename_dir(log_delete_dir_name(topic, partition, uuid.uuid4().hex))
-            if remove_files:
-                log.delete()
         except LogDirFailure:
             return log  # already handled: the directory is offline
-        self._checkpoint_after_delete(str(log.dir.parent))
+        dir = str(log.dir.parent)
+        if not self._checkpoint_after_delete(dir):
+            return log  # the -delete directory stays for the next start-up
+        if remove_files:
+            try:
+                log.delete()
+            except LogDirFailure:
+                pass  # already handled: the directory is offline
         return log
 
-    def _checkpoint_after_delete(self, dir: str) -> None:
+    def _checkpoint_after_delete(self, dir: str) -> bool:
         """The checkpoints stop naming a deleted partition at once (Kafka checkpoints on
-        deletion too): one the checkpoint names without a directory is taken for vanished."""
+        deletion too): one the checkpoint names without a directory is taken for vanished.
+        False if the directory is (or went) offline."""
         if dir in self.offline_dirs:
-            return
+            return False
         try:
             self._write_checkpoints(dir)
         except OSError as e:
             self._handle_log_dir_failure(dir, e)
+            return False
+        return True
 
     def update_topic_config(self, topic: str, config: LogConfig) -> None:
         self.topic_configs[topic] = config
@@ -651,21 +716,15 @@ class LogManager:
 
     def checkpoint_recovery_points(self) -> None:
         self._for_each_online_dir(
-            lambda dir, logs: OffsetCheckpointFile(
-                Path(dir) / RECOVERY_POINT_CHECKPOINT_FILE
-            ).write(
-                {log.topic_partition: log.recovery_point for log in logs}
-                | self._missing_offsets(dir, 0)
+            lambda dir, logs: self._write_offset_files(
+                [self._contents(dir, RECOVERY_POINT_CHECKPOINT_FILE, logs)]
             )
         )
 
     def checkpoint_log_start_offsets(self) -> None:
         self._for_each_online_dir(
-            lambda dir, logs: OffsetCheckpointFile(
-                Path(dir) / LOG_START_OFFSET_CHECKPOINT_FILE
-            ).write(
-                {log.topic_partition: log.log_start_offset for log in logs}
-                | self._missing_offsets(dir, 1)
+            lambda dir, logs: self._write_offset_files(
+                [self._contents(dir, LOG_START_OFFSET_CHECKPOINT_FILE, logs)]
             )
         )
 
@@ -692,26 +751,80 @@ class LogManager:
                     if high_watermarks
                     else log.high_watermark
                 )
-            OffsetCheckpointFile(Path(dir) / HIGH_WATERMARK_CHECKPOINT_FILE).write(
-                offsets | self._missing_offsets(dir, 2)
+            path = Path(dir) / HIGH_WATERMARK_CHECKPOINT_FILE
+            self._write_offset_files(
+                [(path, offsets | self._missing_offsets(dir, 2), next(self._checkpoint_seq))]
             )
 
         self._for_each_online_dir(write)
 
+    def _contents(self, dir: str, name: str, logs: list[Log]) -> _CheckpointContents:
+        """What checkpoint ``name`` of ``dir`` says now (its logs' offsets and the missing
+        partitions'), numbered so an older snapshot is never written over a newer one."""
+        if name == RECOVERY_POINT_CHECKPOINT_FILE:
+            offsets = {log.topic_partition: log.recovery_point for log in logs}
+            field = 0
+        elif name == LOG_START_OFFSET_CHECKPOINT_FILE:
+            offsets = {log.topic_partition: log.log_start_offset for log in logs}
+            field = 1
+        else:
+            offsets = {log.topic_partition: log.high_watermark for log in logs}
+            field = 2
+        return (
+            Path(dir) / name,
+            offsets | self._missing_offsets(dir, field),
+            next(self._checkpoint_seq),
+        )
+
+    def _all_contents(self, dir: str, logs: list[Log]) -> list[_CheckpointContents]:
+        return [
+            self._contents(dir, name, logs)
+            for name in (
+                RECOVERY_POINT_CHECKPOINT_FILE,
+                LOG_START_OFFSET_CHECKPOINT_FILE,
+                HIGH_WATERMARK_CHECKPOINT_FILE,
+            )
+        ]
+
+    def _write_offset_files(self, files: list[_CheckpointContents]) -> None:
+        """Write checkpoint files (from any thread; raises OSError). Writers take turns (they
+        share each file's temporary name), and a snapshot older than the one already written
+        to a file is skipped: a newer snapshot never names a log removed before an older one
+        was taken, so what is on disk only moves forward."""
+        with self._checkpoint_lock:
+            for path, offsets, seq in files:
+                if self._checkpoint_written.get(path, -1) > seq:
+                    continue
+                OffsetCheckpointFile(path).write(offsets)
+                self._checkpoint_written[path] = seq
+
     def _write_checkpoints(self, dir: str) -> None:
-        logs = self.logs_by_dir().get(dir, [])
-        OffsetCheckpointFile(Path(dir) / RECOVERY_POINT_CHECKPOINT_FILE).write(
-            {log.topic_partition: log.recovery_point for log in logs}
-            | self._missing_offsets(dir, 0)
-        )
-        OffsetCheckpointFile(Path(dir) / LOG_START_OFFSET_CHECKPOINT_FILE).write(
-            {log.topic_partition: log.log_start_offset for log in logs}
-            | self._missing_offsets(dir, 1)
-        )
-        OffsetCheckpointFile(Path(dir) / HIGH_WATERMARK_CHECKPOINT_FILE).write(
-            {log.topic_partition: log.high_watermark for log in logs}
-            | self._missing_offsets(dir, 2)
-        )
+        self._write_offset_files(self._all_contents(dir, self.logs_by_dir().get(dir, [])))
+
+    async def write_checkpoints_async(self, dirs: Iterable[str]) -> set[str]:
+        """The offset checkpoints of each of ``dirs``, taken here and written (with their
+        fsyncs) in a worker thread, so the event loop never waits for the disk. Returns those
+        of ``dirs`` that are offline afterwards (a write failure takes its directory offline)."""
+        dirs = set(dirs)
+        online = sorted(d for d in dirs if d not in self.offline_dirs)
+        if online:
+            by_dir = self.logs_by_dir()
+            jobs = [(dir, self._all_contents(dir, by_dir.get(dir, []))) for dir in online]
+            errors = await asyncio.to_thread(self._write_checkpoint_jobs, jobs)
+            for dir, error in errors.items():
+                self._handle_log_dir_failure(dir, error)
+        return dirs & self.offline_dirs
+
+    def _write_checkpoint_jobs(
+        self, jobs: list[tuple[str, list[_CheckpointContents]]]
+    ) -> dict[str, OSError]:
+        errors: dict[str, OSError] = {}
+        for dir, files in jobs:
+            try:
+                self._write_offset_files(files)
+            except OSError as e:
+                errors[dir] = e
+        return errors
 
     def _for_each_online_dir(self, action: Callable[[str, list[Log]], None]) -> None:
         for dir, logs in self.logs_by_dir().items():
@@ -768,6 +881,22 @@ class LogManager:
 
     def maybe_run_periodic_tasks(self) -> None:
         """One scheduler round: whatever is due of retention, flush.ms, checkpoints."""
+        jobs = self._periodic_round()
+        for dir, error in self._write_checkpoint_jobs(jobs).items():
+            self._handle_log_dir_failure(dir, error)
+
+    async def _periodic_round_async(self) -> None:
+        """``maybe_run_periodic_tasks`` with the checkpoint files (and their fsyncs) written in
+        a worker thread: the loop only takes the snapshots."""
+        jobs = self._periodic_round()
+        if jobs:
+            errors = await asyncio.to_thread(self._write_checkpoint_jobs, jobs)
+            for dir, error in errors.items():
+                self._handle_log_dir_failure(dir, error)
+
+    def _periodic_round(self) -> list[tuple[str, list[_CheckpointContents]]]:
+        """Run what is due of the periodic tasks but the checkpoint writes: those are returned,
+        as snapshots taken now, for the caller to write."""
         now = self._time_ms()
         if now - self._last_run["retention"] >= self.retention_check_interval_ms:
             self._last_run["retention"] = now
@@ -775,22 +904,29 @@ class LogManager:
         if now - self._last_run["flush"] >= min(self.flush_check_interval_ms, 1_000):
             self._last_run["flush"] = now
             self.flush_dirty_logs()
+        due: list[str] = []
         if now - self._last_run["hw"] >= self.high_watermark_checkpoint_interval_ms:
             self._last_run["hw"] = now
-            self.checkpoint_high_watermarks()
+            due.append(HIGH_WATERMARK_CHECKPOINT_FILE)
         if now - self._last_run["recovery"] >= self.flush_recovery_offset_checkpoint_interval_ms:
             self._last_run["recovery"] = now
             self.flush_rolled_segments()
-            self.checkpoint_recovery_points()
+            due.append(RECOVERY_POINT_CHECKPOINT_FILE)
         if now - self._last_run["start"] >= self.flush_start_offset_checkpoint_interval_ms:
             self._last_run["start"] = now
-            self.checkpoint_log_start_offsets()
+            due.append(LOG_START_OFFSET_CHECKPOINT_FILE)
+        jobs: list[tuple[str, list[_CheckpointContents]]] = []
+        if due:
+            for dir, logs in self.logs_by_dir().items():
+                if dir not in self.offline_dirs:
+                    jobs.append((dir, [self._contents(dir, name, logs) for name in due]))
         if now - self._last_run.get("idle", now) >= self.idle_release_interval_ms:
             self._last_run["idle"] = now
             self.release_idle_logs()
         if now - self._last_run.get("dirs", now) >= self.log_dir_check_interval_ms:
             self._last_run["dirs"] = now
             self.check_partition_dirs()
+        return jobs
 
     def release_idle_logs(self) -> int:
         """Close the files of every log not appended to or read since the previous call (its
@@ -908,7 +1044,7 @@ class LogManager:
         try:
             while True:
                 await self._flush_rolled_segments_async()
-                self.maybe_run_periodic_tasks()
+                await self._periodic_round_async()
                 await asyncio.sleep(tick_seconds)
         finally:
             self._scheduler_task = None
@@ -926,6 +1062,25 @@ class MissingLogOffsets(NamedTuple):
     recovery_point: int
     log_start_offset: int
     high_watermark: int
+
+
+_CheckpointContents = tuple[Path, dict[TopicPartitionKey, int], int]
+"""A checkpoint file's path, its offsets, and the number of the snapshot they were taken in."""
+
+
+def _rename_for_delete(logs: list[Log]) -> list[OSError | None]:
+    """In a worker thread: rename each log's directory to its ``-delete`` name (the logs are no
+    longer the manager's: nothing else touches them). The error of each, None if renamed."""
+    results: list[OSError | None] = []
+    for log in logs:
+        topic, partition = log.topic_partition
+        try:
+            log.rename_dir_quietly(log_delete_dir_name(topic, partition, uuid.uuid4().hex))
+        except OSError as e:
+            results.append(e)
+        else:
+            results.append(None)
+    return results
 
 
 def _remove_dirs(dirs: list[Path]) -> None:

@@ -357,3 +357,79 @@ def test_any_failure_after_the_log_write_takes_the_log_offline(tmp_path, monkeyp
         log.append_as_leader(make_batch(200, value_size=50), 0)
     assert "after the log write" in str(failed.value) and log.offline
     log.close()
+
+
+async def test_deleted_dirs_are_removed_only_once_the_checkpoints_stop_naming_them(
+    tmp_path, monkeypatch
+):
+    """A batch deletion removes the renamed directories only after every checkpoint of their
+    log directory is on disk without them: a crash at any point never leaves a checkpoint
+    naming a partition whose directory is gone (start-up would keep it offline as vanished)."""
+    from kafkalite.storage import log_manager as module
+
+    manager = LogManager([tmp_path], LogConfig())
+    manager.startup()
+    for partition in range(6):
+        manager.get_or_create_log("t", partition).append_as_leader(make_batch(2), 0)
+    manager.checkpoint_recovery_points()
+    manager.checkpoint_high_watermarks()
+    manager.checkpoint_log_start_offsets()
+    seen_at_removal = []
+    original = module._remove_dirs
+
+    def checking(dirs):
+        for name in (
+            "recovery-point-offset-checkpoint",
+            "replication-offset-checkpoint",
+            "log-start-offset-checkpoint",
+        ):
+            seen_at_removal.append((tmp_path / name).read_text())
+        original(dirs)
+
+    monkeypatch.setattr(module, "_remove_dirs", checking)
+    assert await manager.delete_logs([("t", p) for p in range(4)]) == {}
+    assert seen_at_removal and not any("t 0 " in text for text in seen_at_removal)
+    assert all("t 5 " in text for text in seen_at_removal)
+    crash(manager)
+
+    with capture_logs() as logs:
+        again = LogManager([tmp_path], LogConfig())
+        again.startup()
+    assert again.offline_log_keys() == [] and not [e for e in logs if e["log_level"] == "error"]
+    assert {log.partition for log in again.all_logs()} == {4, 5}
+    again.shutdown()
+
+
+async def test_a_failed_checkpoint_write_keeps_the_renamed_dirs_for_the_next_start(
+    tmp_path, monkeypatch
+):
+    """The checkpoint write fails: the directory goes offline, the deletions are reported
+    failed, and the ``-delete`` directories stay, so the next start-up takes the partitions
+    for deleted (not vanished) and removes them."""
+    from kafkalite.storage import checkpoint
+
+    manager = LogManager([tmp_path], LogConfig())
+    manager.startup()
+    for partition in range(3):
+        manager.get_or_create_log("t", partition).append_as_leader(make_batch(2), 0)
+    manager.checkpoint_recovery_points()
+
+    def failing(self, offsets):
+        raise OSError(errno.EIO, "injected", str(self.path))
+
+    monkeypatch.setattr(checkpoint.OffsetCheckpointFile, "write", failing)
+    with capture_logs():
+        failures = await manager.delete_logs([("t", 0), ("t", 1)])
+    assert set(failures) == {("t", 0), ("t", 1)}
+    assert manager.offline_dirs == {str(tmp_path.resolve())}
+    assert len([n for n in os.listdir(tmp_path) if n.endswith("-delete")]) == 2
+    monkeypatch.undo()
+    crash(manager)
+
+    with capture_logs() as logs:
+        again = LogManager([tmp_path], LogConfig())
+        again.startup()
+    assert again.offline_log_keys() == [] and not [e for e in logs if e["log_level"] == "error"]
+    assert [log.partition for log in again.all_logs()] == [2]
+    assert not [n for n in os.listdir(tmp_path) if n.endswith("-delete")]
+    again.shutdown()

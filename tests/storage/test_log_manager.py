@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+import time
 
 import pytest
 
@@ -206,10 +207,11 @@ async def test_run_scheduler_flushes_rolled_segments(tmp_path):
     fill(log, 10)
     task = asyncio.create_task(manager.run_scheduler(tick_seconds=0.01))
     deadline = asyncio.get_running_loop().time() + 10
-    while log.recovery_point < log.active_segment.base_offset:
+    checkpoint = tmp_path / "recovery-point-offset-checkpoint"
+    while log.recovery_point < log.active_segment.base_offset or not checkpoint.exists():
+        # the checkpoint is written in a worker thread after the flush
         assert asyncio.get_running_loop().time() < deadline, "rolled segments never flushed"
         await asyncio.sleep(0.01)
-    assert (tmp_path / "recovery-point-offset-checkpoint").exists()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -398,3 +400,93 @@ async def test_shutdown_in_a_thread_tells_failure_listeners_on_the_loop(tmp_path
     assert told == [(bad, True)]
     assert (tmp_path / "ok" / CLEAN_SHUTDOWN_FILE).exists()
     assert not (tmp_path / "bad" / CLEAN_SHUTDOWN_FILE).exists()
+
+
+async def test_deleting_many_logs_writes_each_dirs_checkpoints_once(tmp_path, monkeypatch):
+    """One batch of deletions (a StopReplica's) rewrites each log directory's checkpoints once,
+    not once per deleted log (each write is three files with their fsyncs)."""
+    from kafkalite.storage import checkpoint
+
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    manager = LogManager(dirs, LogConfig())
+    manager.startup()
+    for p in range(40):
+        fill(manager.get_or_create_log("gone", p), 1)
+    kept = manager.get_or_create_log("kept", 0)
+    written = []
+    original = checkpoint.OffsetCheckpointFile.write
+
+    def counting(self, offsets):
+        written.append(self.path.name)
+        original(self, offsets)
+
+    monkeypatch.setattr(checkpoint.OffsetCheckpointFile, "write", counting)
+    failures = await manager.delete_logs([("gone", p) for p in range(40)], batch_size=7)
+    assert failures == {}
+    assert sorted(written) == sorted(
+        [
+            "recovery-point-offset-checkpoint",
+            "log-start-offset-checkpoint",
+            "replication-offset-checkpoint",
+        ]
+        * 2
+    ), "three files per log directory for the whole batch"
+    assert [n for d in dirs for n in os.listdir(d) if n.startswith("gone")] == []
+    assert manager.all_logs() == [kept]
+    for d in dirs:
+        names = (d / "recovery-point-offset-checkpoint").read_text()
+        assert "gone" not in names
+    manager.shutdown()
+
+
+async def test_deleting_logs_leaves_the_event_loop_free_during_the_checkpoint_fsyncs(
+    tmp_path, monkeypatch
+):
+    """The checkpoint write (with its fsyncs) happens in a worker thread: while it is held up,
+    other coroutines on the loop keep running."""
+    from kafkalite.storage import checkpoint
+
+    manager = LogManager([tmp_path], LogConfig())
+    manager.startup()
+    for p in range(5):
+        manager.get_or_create_log("gone", p)
+    ticks = 0
+    loop_ran_meanwhile = []
+    original = checkpoint.OffsetCheckpointFile.write
+
+    def held(self, offsets):
+        # Wait (with a deadline) for the loop to tick while this write is in progress: it can
+        # only if the write is not holding the loop.
+        at_entry, deadline = ticks, time.monotonic() + 5
+        while ticks == at_entry and time.monotonic() < deadline:
+            time.sleep(0.001)
+        loop_ran_meanwhile.append(ticks != at_entry)
+        original(self, offsets)
+
+    monkeypatch.setattr(checkpoint.OffsetCheckpointFile, "write", held)
+    deletion = asyncio.create_task(manager.delete_logs([("gone", p) for p in range(5)]))
+    while not deletion.done():
+        ticks += 1
+        await asyncio.sleep(0.001)
+    assert deletion.result() == {}
+    assert loop_ran_meanwhile and all(loop_ran_meanwhile)
+    assert manager.get_log("gone", 0) is None
+    assert not [n for n in os.listdir(tmp_path) if n.startswith("gone")]
+    monkeypatch.undo()
+    manager.shutdown()
+
+
+async def test_a_snapshot_older_than_the_one_on_disk_is_never_written_over_it(tmp_path):
+    """Checkpoints are written from worker threads and from the loop: a snapshot taken before
+    the one already written is skipped, so what is on disk never goes back."""
+    manager = LogManager([tmp_path], LogConfig())
+    manager.startup()
+    log = manager.get_or_create_log("t", 0)
+    path = tmp_path.resolve() / "replication-offset-checkpoint"
+    old = manager._contents(str(tmp_path.resolve()), path.name, [log])
+    log.append_as_leader(make_batch(3), 0)
+    log.high_watermark = 3
+    manager.checkpoint_high_watermarks()
+    manager._write_offset_files([old])  # arrives late
+    assert "t 0 3" in path.read_text().splitlines()
+    manager.shutdown()
