@@ -17,6 +17,11 @@ Rules kept here (persist before you announce):
   to every partition of the transaction (``MarkerSender``, retried until each is written or its
   topic is gone), and only then CompleteCommit/CompleteAbort, which frees the id for the next
   transaction;
+- a request that finds its id completing (PrepareCommit/PrepareAbort, markers in flight) waits
+  for the completion, at most ``COMPLETION_WAIT_S``, and is then decided on the state it finds
+  (Kafka answers CONCURRENT_TRANSACTIONS at once and the client retries after 20 ms or more;
+  the wait gives the same answers without the retry's delay). It never acts on the old state:
+  markers are written everywhere and the Complete state is written before it goes on;
 - a second InitProducerId for an id with an open transaction fences it (PrepareEpochFence: the
   epoch is bumped, the transaction aborted with the bumped epoch) and answers
   CONCURRENT_TRANSACTIONS; the retry gets the next epoch. The old producer then gets
@@ -69,6 +74,7 @@ log = structlog.get_logger(__name__)
 
 S = TransactionState
 LOAD_YIELD_EVERY = 1000
+COMPLETION_WAIT_S = 1.0  # how long a request waits for its id's transaction to complete
 
 
 class TxnLogWriter(Protocol):
@@ -167,6 +173,8 @@ class TransactionCoordinator:
         self.txns: dict[int, dict[str, TransactionMetadata]] = {}
         self._loads: dict[int, asyncio.Task] = {}
         self._tasks: set[asyncio.Task] = set()
+        # transactional id -> done when its running _complete_transaction ends (either way)
+        self._completing: dict[str, asyncio.Future] = {}
         self._periodic: list[asyncio.Task] = []
         self.is_active = False
 
@@ -326,6 +334,18 @@ class TransactionCoordinator:
     def _still_coordinator(self, transactional_id: str, coordinator_epoch: int) -> bool:
         return self.owned.get(self.partition_for(transactional_id)) == coordinator_epoch
 
+    async def _wait_for_completion(self, transactional_id: str) -> bool:
+        """Wait (at most ``COMPLETION_WAIT_S``) until the id's transaction that is writing its
+        markers and Complete state is done; False when none is."""
+        completion = self._completing.get(transactional_id)
+        if completion is None or completion.done():
+            return False
+        try:
+            await asyncio.wait_for(asyncio.shield(completion), COMPLETION_WAIT_S)
+        except TimeoutError:
+            pass
+        return True
+
     async def _append(
         self, meta: TransactionMetadata, coordinator_epoch: int, transit: TxnTransitMetadata
     ) -> ErrorCode:
@@ -366,24 +386,34 @@ class TransactionCoordinator:
             if expected_producer_id != NO_PRODUCER_ID
             else None
         )
-        try:
-            coordinator_epoch, meta = self._lookup(transactional_id)
-            if meta is None:
-                producer_id = await self.generate_producer_id()
+        waited = False
+        while True:
+            try:
                 coordinator_epoch, meta = self._lookup(transactional_id)
                 if meta is None:
-                    meta = TransactionMetadata(
-                        transactional_id,
-                        producer_id,
-                        txn_timeout_ms=transaction_timeout_ms,
-                        txn_last_update_timestamp=self.time.milliseconds(),
-                    )
-                    self.txns[self.partition_for(transactional_id)][transactional_id] = meta
-            transit = await self._prepare_init(meta, transaction_timeout_ms, expected)
-        except TxnError as e:
-            return InitProducerIdResult(e.error)
-        except KafkaError as e:
-            return InitProducerIdResult(e.error_code)
+                    producer_id = await self.generate_producer_id()
+                    coordinator_epoch, meta = self._lookup(transactional_id)
+                    if meta is None:
+                        meta = TransactionMetadata(
+                            transactional_id,
+                            producer_id,
+                            txn_timeout_ms=transaction_timeout_ms,
+                            txn_last_update_timestamp=self.time.milliseconds(),
+                        )
+                        self.txns[self.partition_for(transactional_id)][transactional_id] = meta
+                transit = await self._prepare_init(meta, transaction_timeout_ms, expected)
+                break
+            except TxnError as e:
+                if (
+                    e.error is ErrorCode.CONCURRENT_TRANSACTIONS
+                    and not waited
+                    and await self._wait_for_completion(transactional_id)
+                ):
+                    waited = True
+                    continue
+                return InitProducerIdResult(e.error)
+            except KafkaError as e:
+                return InitProducerIdResult(e.error_code)
         if transit.state is S.PREPARE_EPOCH_FENCE:
             error = await self.end_transaction(
                 transactional_id,
@@ -455,18 +485,25 @@ class TransactionCoordinator:
         if not transactional_id:
             return ErrorCode.INVALID_REQUEST
         partitions = set(partitions)
-        try:
-            coordinator_epoch, meta = self._lookup(transactional_id)
-        except TxnError as e:
-            return e.error
-        if meta is None or meta.producer_id != producer_id:
-            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
-        if meta.producer_epoch != producer_epoch:
-            return ErrorCode.PRODUCER_FENCED
-        if meta.pending_transition_in_progress:
-            return ErrorCode.CONCURRENT_TRANSACTIONS
-        if meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
-            return ErrorCode.CONCURRENT_TRANSACTIONS
+        waited = False
+        while True:
+            try:
+                coordinator_epoch, meta = self._lookup(transactional_id)
+            except TxnError as e:
+                return e.error
+            if meta is None or meta.producer_id != producer_id:
+                return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+            if meta.producer_epoch != producer_epoch:
+                return ErrorCode.PRODUCER_FENCED
+            if meta.pending_transition_in_progress or meta.state in (
+                S.PREPARE_COMMIT,
+                S.PREPARE_ABORT,
+            ):
+                if not waited and await self._wait_for_completion(transactional_id):
+                    waited = True
+                    continue
+                return ErrorCode.CONCURRENT_TRANSACTIONS
+            break
         if meta.state is S.ONGOING and partitions <= meta.partitions:
             return ErrorCode.NONE
         transit = meta.prepare_add_partitions(partitions, self.time.milliseconds())
@@ -533,6 +570,18 @@ class TransactionCoordinator:
         self, transactional_id: str, coordinator_epoch: int, meta: TransactionMetadata
     ) -> None:
         """Send the markers of a prepared transaction, then write its Complete state."""
+        completion = asyncio.get_running_loop().create_future()
+        self._completing[transactional_id] = completion
+        try:
+            await self._write_markers_and_complete(transactional_id, coordinator_epoch, meta)
+        finally:
+            if self._completing.get(transactional_id) is completion:
+                del self._completing[transactional_id]
+            completion.set_result(None)
+
+    async def _write_markers_and_complete(
+        self, transactional_id: str, coordinator_epoch: int, meta: TransactionMetadata
+    ) -> None:
         commit = meta.state is S.PREPARE_COMMIT
 
         def still() -> bool:
