@@ -310,14 +310,23 @@ def test_a_request_during_completion_waits_for_it_instead_of_concurrent_transact
         assert log.states(0)[-1] == ("tx", S.PREPARE_COMMIT)
         markers.release.set()
         assert await add is ErrorCode.NONE
-        # it acted only after the markers and the Complete state were written
+        # it was written once every marker was, and its Ongoing record completes the
+        # previous transaction: no Complete record between them
         assert markers.sent == [(5, pid, 0, True, (TP0,))]
-        assert log.states(0)[-3:] == [
-            ("tx", S.PREPARE_COMMIT),
-            ("tx", S.COMPLETE_COMMIT),
-            ("tx", S.ONGOING),
-        ]
+        assert log.states(0)[-2:] == [("tx", S.PREPARE_COMMIT), ("tx", S.ONGOING)]
+        await settle(c)
+        assert log.states(0)[-1] == ("tx", S.ONGOING)
         assert c.describe("tx").partitions == (TP1,)
+        assert c.describe("tx").state == "Ongoing"
+        # a new coordinator loading this log finds the new transaction, nothing to complete
+        reloaded_markers = RecordingMarkers()
+        d = await owned(make(log, reloaded_markers), epoch=6)
+        await settle(d)
+        assert reloaded_markers.sent == []
+        assert d.describe("tx").partitions == (TP1,)
+        assert await d.end_transaction("tx", pid, 0, commit=False) is ErrorCode.NONE
+        await settle(d)
+        assert reloaded_markers.sent == [(6, pid, 0, False, (TP1,))]
 
     run(scenario())
 
@@ -358,6 +367,32 @@ def test_markers_that_stay_unwritten_still_answer_concurrent_transactions(monkey
         assert log.states(0)[-1] == ("tx", S.PREPARE_COMMIT)
         markers.release.set()
         await settle(c)
+        assert await c.add_partitions("tx", pid, 0, [TP1]) is ErrorCode.NONE
+
+    run(scenario())
+
+
+def test_a_failed_write_of_the_next_transaction_leaves_the_completion_to_finish():
+    async def scenario():
+        log, markers = MemoryLog(), RecordingMarkers()
+        c = await owned(make(log, markers))
+        init = await c.init_producer_id("tx", 60_000)
+        pid = init.producer_id
+        assert await c.add_partitions("tx", pid, 0, [TP0]) is ErrorCode.NONE
+        markers.release.clear()
+        assert await c.end_transaction("tx", pid, 0, commit=True) is ErrorCode.NONE
+        add = asyncio.ensure_future(c.add_partitions("tx", pid, 0, [TP1]))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        log.fail_with = ErrorCode.NOT_ENOUGH_REPLICAS  # its Ongoing write fails
+        markers.release.set()
+        assert await add is ErrorCode.COORDINATOR_NOT_AVAILABLE
+        # back in PrepareCommit in memory, so the completion writes CompleteCommit itself
+        assert c.txns[0]["tx"].state is S.PREPARE_COMMIT
+        assert c.txns[0]["tx"].partitions == {TP0}
+        log.fail_with = None
+        await settle(c)
+        assert log.states(0)[-2:] == [("tx", S.PREPARE_COMMIT), ("tx", S.COMPLETE_COMMIT)]
         assert await c.add_partitions("tx", pid, 0, [TP1]) is ErrorCode.NONE
 
     run(scenario())
