@@ -1,6 +1,7 @@
 """Transactions: transactions/s, records/s inside transactions, read_committed consume rate.
 
     .venv/bin/python bench/transactions.py [--seconds 5] [--big-records 10000] [--big-txns 20]
+        [--commit-txns 200] [--only-commit] [--baseline-src DIR --rounds N]
 
 One run, one `kafkalite serve` subprocess on a free port and a temp data dir, confluent-kafka
 (librdkafka) clients, 100-byte values, everything on this machine:
@@ -24,7 +25,8 @@ One run, one `kafkalite serve` subprocess on a free port and a temp data dir, co
    previous transaction's markers are still being written, then the Produce), with the number
    of those retries counted from librdkafka's ``eos`` debug log. Baseline, same cluster, same
    run: a plain idempotent producer's one-record round trip (target: commit-to-next-begin
-   <= 15 ms on three brokers).
+   <= 15 ms on three brokers). ``--baseline-src DIR`` also runs the three brokers from another
+   checkout (``git archive`` of the base commit), alternating with this tree ``--rounds`` times.
 
 Figures are printed, never asserted.
 """
@@ -266,8 +268,9 @@ def create_replicated(bootstrap: str, topic: str, partitions: int) -> None:
 
 
 @contextlib.contextmanager
-def three_brokers(base: Path) -> Iterator[str]:
-    """Three ``kafkalite serve`` processes on a real ZooKeeper; yields their bootstrap list."""
+def three_brokers(base: Path, src: Path | None = None) -> Iterator[str]:
+    """Three ``kafkalite serve`` processes on a real ZooKeeper, running the ``kafkalite`` of
+    ``src`` (a checkout) or of this tree; yields their bootstrap list."""
     zk = ZooKeeperServer(base / "zk", max_session_timeout_ms=60000)
     zk.start()
     brokers = [
@@ -281,6 +284,7 @@ def three_brokers(base: Path) -> Iterator[str]:
                 "min.insync.replicas": "2",
                 "offsets.topic.replication.factor": "3",
             },
+            env=None if src is None else {"PYTHONPATH": str(src.resolve())},
         )
         for b in (1, 2, 3)
     ]
@@ -314,6 +318,14 @@ def main() -> None:
     parser.add_argument("--big-txns", type=int, default=20)
     parser.add_argument("--commit-txns", type=int, default=200)
     parser.add_argument("--only-commit", action="store_true", help="only the commit latency")
+    parser.add_argument(
+        "--baseline-src",
+        type=Path,
+        default=None,
+        help="a checkout (e.g. `git archive` of the base commit): its three brokers' commit "
+        "latency is measured too, alternating with this tree's, --rounds times",
+    )
+    parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         broker = BrokerProcess(Path(tmp) / "broker", overrides={"log.level": "WARNING"})
@@ -322,10 +334,16 @@ def main() -> None:
             bootstrap = broker.bootstrap
             if args.commit_txns:
                 one = commit_latency(bootstrap, "commit-1", args.commit_txns)
-                with three_brokers(Path(tmp) / "cluster") as cluster:
-                    three = commit_latency(cluster, "commit-3", args.commit_txns)
                 print_commit_latency("1 broker", one)
-                print_commit_latency("3 brokers (RF 3, min.insync.replicas 2)", three)
+                trees = [("this tree", None)]
+                if args.baseline_src is not None:
+                    trees.append((f"baseline {args.baseline_src}", args.baseline_src))
+                for n in range(args.rounds):
+                    for label, src in trees:
+                        where = Path(tmp) / f"cluster-{n}-{len(label)}"
+                        with three_brokers(where, src) as cluster:
+                            three = commit_latency(cluster, "commit-3", args.commit_txns)
+                        print_commit_latency(f"3 brokers (RF 3, min.insync 2), {label}", three)
             if args.only_commit:
                 return
             for partitions in (1, 10):

@@ -12,11 +12,13 @@ Rules kept here (persist before you announce):
 
 - every state change is written to ``__transaction_state`` (acks=all) before it is applied and
   before the client hears of it; while it is written the id has a pending state and other
-  requests for it get CONCURRENT_TRANSACTIONS;
-- EndTxn is answered once PrepareCommit/PrepareAbort is written; the markers are then written
-  to every partition of the transaction (``MarkerSender``, retried until each is written or its
-  topic is gone), and only then CompleteCommit/CompleteAbort, which frees the id for the next
-  transaction;
+  requests for it get CONCURRENT_TRANSACTIONS (or wait, below);
+- EndTxn is answered once PrepareCommit/PrepareAbort is written (not before: markers written
+  while it could still be lost could commit a transaction a new coordinator then aborts); the
+  markers are then written to every partition of the transaction (``MarkerSender``, retried
+  until each is written or its topic is gone), and only then is the transaction completed
+  (CompleteCommit/CompleteAbort, or the next transaction's record, below), which frees the id
+  for the next transaction;
 - a request that finds its id completing (PrepareCommit/PrepareAbort, markers in flight) waits
   for the completion, at most ``COMPLETION_WAIT_S``, and is then decided on the state it finds
   (Kafka answers CONCURRENT_TRANSACTIONS at once and the client retries after 20 ms or more;
