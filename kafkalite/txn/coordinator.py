@@ -12,11 +12,25 @@ Rules kept here (persist before you announce):
 
 - every state change is written to ``__transaction_state`` (acks=all) before it is applied and
   before the client hears of it; while it is written the id has a pending state and other
-  requests for it get CONCURRENT_TRANSACTIONS;
-- EndTxn is answered once PrepareCommit/PrepareAbort is written; the markers are then written
-  to every partition of the transaction (``MarkerSender``, retried until each is written or its
-  topic is gone), and only then CompleteCommit/CompleteAbort, which frees the id for the next
-  transaction;
+  requests for it get CONCURRENT_TRANSACTIONS (or wait, below);
+- EndTxn is answered once PrepareCommit/PrepareAbort is written (not before: markers written
+  while it could still be lost could commit a transaction a new coordinator then aborts); the
+  markers are then written to every partition of the transaction (``MarkerSender``, retried
+  until each is written or its topic is gone), and only then is the transaction completed
+  (CompleteCommit/CompleteAbort, or the next transaction's record, below), which frees the id
+  for the next transaction;
+- a request that finds its id completing (PrepareCommit/PrepareAbort, markers in flight) waits
+  for the completion, at most ``COMPLETION_WAIT_S``, and is then decided on the state it finds
+  (Kafka answers CONCURRENT_TRANSACTIONS at once and the client retries after 20 ms or more;
+  the wait gives the same answers without the retry's delay);
+- pipelining, the next transaction's first AddPartitionsToTxn with the end of the previous one:
+  once every marker is written, a waiting AddPartitionsToTxn of the same producer and epoch
+  writes its Ongoing record directly after PrepareCommit/PrepareAbort, and the completion writes
+  no Complete record of its own. This holds because a PrepareX record is only ever followed,
+  for its id, by records written after all its markers (the last record wins on a load, so
+  the Ongoing one carries the completion); in memory the Complete state is applied just before
+  the Ongoing one is prepared, and put back to PrepareX if the Ongoing write fails, so the
+  completion then writes it as usual;
 - a second InitProducerId for an id with an open transaction fences it (PrepareEpochFence: the
   epoch is bumped, the transaction aborted with the bumped epoch) and answers
   CONCURRENT_TRANSACTIONS; the retry gets the next epoch. The old producer then gets
@@ -33,6 +47,7 @@ around them. Everything runs on one event loop.
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
@@ -69,6 +84,19 @@ log = structlog.get_logger(__name__)
 
 S = TransactionState
 LOAD_YIELD_EVERY = 1000
+COMPLETION_WAIT_S = 1.0  # how long a request waits for its id's transaction to complete
+
+
+@dataclass(eq=False, slots=True)
+class _Completion:
+    """The markers and Complete state of one prepared transaction being written."""
+
+    meta: TransactionMetadata
+    coordinator_epoch: int
+    done: asyncio.Future  # the completion ended (either way)
+    # the next transaction's first AddPartitionsToTxn, waiting for the markers: its partitions
+    # and the future its answer goes to (None: not taken, decide again)
+    next_begin: tuple[set[TopicPartition], asyncio.Future] | None = None
 
 
 class TxnLogWriter(Protocol):
@@ -167,6 +195,8 @@ class TransactionCoordinator:
         self.txns: dict[int, dict[str, TransactionMetadata]] = {}
         self._loads: dict[int, asyncio.Task] = {}
         self._tasks: set[asyncio.Task] = set()
+        # transactional id -> done when its running _complete_transaction ends (either way)
+        self._completing: dict[str, _Completion] = {}
         self._periodic: list[asyncio.Task] = []
         self.is_active = False
 
@@ -326,6 +356,59 @@ class TransactionCoordinator:
     def _still_coordinator(self, transactional_id: str, coordinator_epoch: int) -> bool:
         return self.owned.get(self.partition_for(transactional_id)) == coordinator_epoch
 
+    async def _wait_for_completion(self, transactional_id: str, deadline: float) -> bool:
+        """Wait until the id's running completion is done, at most until ``deadline`` (loop
+        time); False when there is none or the deadline passed."""
+        completion = self._completing.get(transactional_id)
+        if completion is None or completion.done.done():
+            return False
+        timeout = deadline - asyncio.get_running_loop().time()
+        if timeout <= 0:
+            return False
+        await asyncio.wait({completion.done}, timeout=timeout)
+        return True
+
+    async def _begin_after_completion(
+        self, completion: _Completion, partitions: set[TopicPartition], deadline: float
+    ) -> ErrorCode | None:
+        """Hand the next transaction's first partitions to the completion, which writes them
+        (``_begin_after_markers``) once its markers are written; the answer, or None when it
+        was not taken (decide again on the state then)."""
+        answer: asyncio.Future = asyncio.get_running_loop().create_future()
+        completion.next_begin = (partitions, answer)
+        timeout = max(0.0, deadline - asyncio.get_running_loop().time())
+        await asyncio.wait({answer}, timeout=timeout)
+        if answer.done():
+            return answer.result()
+        if completion.next_begin is not None and completion.next_begin[1] is answer:
+            completion.next_begin = None  # not taken in time
+            return ErrorCode.CONCURRENT_TRANSACTIONS
+        return await answer  # taken: its write is under way
+
+    async def _begin_after_markers(
+        self, completion: _Completion, partitions: set[TopicPartition]
+    ) -> ErrorCode:
+        """Start the next transaction on top of a prepared one whose markers are written: its
+        Ongoing record, written next, also completes the previous one (see the module doc)."""
+        meta = completion.meta
+        before = copy.copy(meta)
+        ok = False
+        try:
+            now = self.time.milliseconds()
+            meta.complete_transition_to(meta.prepare_complete(now))
+            transit = meta.prepare_add_partitions(partitions, now)
+            error = await self._append(meta, completion.coordinator_epoch, transit)
+            ok = error is ErrorCode.NONE
+            return error
+        finally:
+            if (
+                not ok
+                and meta.state in COMPLETED_STATES
+                and not meta.pending_transition_in_progress
+            ):
+                for name in meta.__slots__:  # the Complete state was never written: PrepareX
+                    setattr(meta, name, getattr(before, name))
+
     async def _append(
         self, meta: TransactionMetadata, coordinator_epoch: int, transit: TxnTransitMetadata
     ) -> ErrorCode:
@@ -366,24 +449,31 @@ class TransactionCoordinator:
             if expected_producer_id != NO_PRODUCER_ID
             else None
         )
-        try:
-            coordinator_epoch, meta = self._lookup(transactional_id)
-            if meta is None:
-                producer_id = await self.generate_producer_id()
+        deadline = asyncio.get_running_loop().time() + COMPLETION_WAIT_S
+        while True:
+            try:
                 coordinator_epoch, meta = self._lookup(transactional_id)
                 if meta is None:
-                    meta = TransactionMetadata(
-                        transactional_id,
-                        producer_id,
-                        txn_timeout_ms=transaction_timeout_ms,
-                        txn_last_update_timestamp=self.time.milliseconds(),
-                    )
-                    self.txns[self.partition_for(transactional_id)][transactional_id] = meta
-            transit = await self._prepare_init(meta, transaction_timeout_ms, expected)
-        except TxnError as e:
-            return InitProducerIdResult(e.error)
-        except KafkaError as e:
-            return InitProducerIdResult(e.error_code)
+                    producer_id = await self.generate_producer_id()
+                    coordinator_epoch, meta = self._lookup(transactional_id)
+                    if meta is None:
+                        meta = TransactionMetadata(
+                            transactional_id,
+                            producer_id,
+                            txn_timeout_ms=transaction_timeout_ms,
+                            txn_last_update_timestamp=self.time.milliseconds(),
+                        )
+                        self.txns[self.partition_for(transactional_id)][transactional_id] = meta
+                transit = await self._prepare_init(meta, transaction_timeout_ms, expected)
+                break
+            except TxnError as e:
+                if e.error is ErrorCode.CONCURRENT_TRANSACTIONS and await self._wait_for_completion(
+                    transactional_id, deadline
+                ):
+                    continue
+                return InitProducerIdResult(e.error)
+            except KafkaError as e:
+                return InitProducerIdResult(e.error_code)
         if transit.state is S.PREPARE_EPOCH_FENCE:
             error = await self.end_transaction(
                 transactional_id,
@@ -455,18 +545,37 @@ class TransactionCoordinator:
         if not transactional_id:
             return ErrorCode.INVALID_REQUEST
         partitions = set(partitions)
-        try:
-            coordinator_epoch, meta = self._lookup(transactional_id)
-        except TxnError as e:
-            return e.error
-        if meta is None or meta.producer_id != producer_id:
-            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
-        if meta.producer_epoch != producer_epoch:
-            return ErrorCode.PRODUCER_FENCED
-        if meta.pending_transition_in_progress:
-            return ErrorCode.CONCURRENT_TRANSACTIONS
-        if meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
-            return ErrorCode.CONCURRENT_TRANSACTIONS
+        deadline = asyncio.get_running_loop().time() + COMPLETION_WAIT_S
+        while True:
+            try:
+                coordinator_epoch, meta = self._lookup(transactional_id)
+            except TxnError as e:
+                return e.error
+            if meta is None or meta.producer_id != producer_id:
+                return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+            if meta.producer_epoch != producer_epoch:
+                return ErrorCode.PRODUCER_FENCED
+            completion = self._completing.get(transactional_id)
+            if (
+                completion is not None
+                and completion.meta is meta
+                and completion.coordinator_epoch == coordinator_epoch
+                and completion.next_begin is None
+                and not completion.done.done()
+                and meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT)
+            ):
+                answer = await self._begin_after_completion(completion, partitions, deadline)
+                if answer is not None:
+                    return answer
+                continue
+            if meta.pending_transition_in_progress or meta.state in (
+                S.PREPARE_COMMIT,
+                S.PREPARE_ABORT,
+            ):
+                if await self._wait_for_completion(transactional_id, deadline):
+                    continue
+                return ErrorCode.CONCURRENT_TRANSACTIONS
+            break
         if meta.state is S.ONGOING and partitions <= meta.partitions:
             return ErrorCode.NONE
         transit = meta.prepare_add_partitions(partitions, self.time.milliseconds())
@@ -533,6 +642,25 @@ class TransactionCoordinator:
         self, transactional_id: str, coordinator_epoch: int, meta: TransactionMetadata
     ) -> None:
         """Send the markers of a prepared transaction, then write its Complete state."""
+        loop = asyncio.get_running_loop()
+        completion = _Completion(meta, coordinator_epoch, loop.create_future())
+        self._completing[transactional_id] = completion
+        try:
+            await self._write_markers_and_complete(transactional_id, completion)
+        finally:
+            if self._completing.get(transactional_id) is completion:
+                del self._completing[transactional_id]
+            if completion.next_begin is not None:  # never taken: it decides again
+                _partitions, answer = completion.next_begin
+                completion.next_begin = None
+                if not answer.done():
+                    answer.set_result(None)
+            completion.done.set_result(None)
+
+    async def _write_markers_and_complete(
+        self, transactional_id: str, completion: _Completion
+    ) -> None:
+        meta, coordinator_epoch = completion.meta, completion.coordinator_epoch
         commit = meta.state is S.PREPARE_COMMIT
 
         def still() -> bool:
@@ -552,6 +680,22 @@ class TransactionCoordinator:
             )
             if not done:
                 return
+        if (
+            completion.next_begin is not None
+            and still()
+            and not meta.pending_transition_in_progress
+            and meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT)
+        ):
+            partitions, answer = completion.next_begin
+            completion.next_begin = None
+            error = ErrorCode.NOT_COORDINATOR  # if cancelled: the coordinator is going away
+            try:
+                error = await self._begin_after_markers(completion, partitions)
+            finally:
+                if not answer.done():
+                    answer.set_result(error)
+            if error is ErrorCode.NONE:
+                return  # the next transaction's Ongoing record completed this one
         while still():
             if meta.pending_transition_in_progress:
                 await asyncio.sleep(0.05)

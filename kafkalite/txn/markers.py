@@ -9,10 +9,16 @@ producer's transaction in the partition, moves its last stable offset and, for a
 the transaction to the ``.txnindex``. Markers on ``__consumer_offsets`` partitions also tell the
 group coordinator to make the transaction's offsets visible (commit) or drop them (abort).
 
-``TransactionMarkerChannelManager`` is the coordinator's side: it groups a transaction's
-partitions by leader and sends one WriteTxnMarkers per leader (the local broker's directly,
-the others over the inter-broker listener), retrying what failed with a retriable error after a
-short back-off, dropping partitions whose topic is gone, until every marker is written or the
+``TransactionMarkerChannelManager`` is the coordinator's side, as Kafka's marker channel: one
+queue per destination broker, drained by completion, not by a timer. ``write_markers`` (one
+transaction) groups its partitions by leader and queues one marker per leader; a broker's
+drainer sends everything queued for it as ONE WriteTxnMarkers (the local broker's markers go to
+``write_locally`` in one call), keeps one request in flight per broker, and sends what queued
+up meanwhile as the next request the moment the answer arrives. So a transaction spanning
+partitions led by two brokers costs one request to each, and concurrent transactions share
+requests. Markers of one producer id go in separate requests (the response is keyed by producer
+id, as Kafka's). ``write_markers`` retries what failed with a retriable error after a short
+back-off, drops partitions whose topic is gone, and ends when every marker is written or the
 coordinator lost the transaction's partition (``still_coordinator()``).
 """
 
@@ -57,37 +63,54 @@ async def append_txn_markers(
     timeout_ms: int,
     on_offsets_txn_complete: OffsetsTxnCompletion | None = None,
 ) -> list[dict[TopicPartition, ErrorCode]]:
-    """Write each marker to its partitions led here; one result map per marker."""
-    results = []
-    for marker in markers:
-        batch = build_end_txn_marker_batch(
-            producer_id=marker.producer_id,
-            producer_epoch=marker.producer_epoch,
-            commit=marker.commit,
-            coordinator_epoch=marker.coordinator_epoch,
-        )
-        entries = {tp: bytearray(batch) for tp in marker.partitions}
-        try:
-            appended = await replica_manager.append_records(
-                timeout_ms,
-                -1,
-                entries,
-                origin=AppendOrigin.COORDINATOR,
-                internal_topics_allowed=True,
+    """Write each marker to its partitions led here; one result map per marker, in order.
+
+    All the markers' appends are started before any is waited for (each is in the log before
+    its ``append_records`` first suspends, so they keep the request's order); their acks=all
+    replication is waited for together."""
+    return list(
+        await asyncio.gather(
+            *(
+                _append_marker(replica_manager, m, timeout_ms, on_offsets_txn_complete)
+                for m in markers
             )
-            errors = {tp: appended[tp].error_code for tp in marker.partitions}
-        except KafkaError as e:
-            errors = dict.fromkeys(marker.partitions, e.error_code)
-        offsets_partitions = [
-            tp.partition
-            for tp, error in errors.items()
-            if tp.topic == GROUP_METADATA_TOPIC_NAME
-            and error in (ErrorCode.NONE, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
-        ]
-        if offsets_partitions and on_offsets_txn_complete is not None:
-            on_offsets_txn_complete(marker.producer_id, offsets_partitions, marker.commit)
-        results.append(errors)
-    return results
+        )
+    )
+
+
+async def _append_marker(
+    replica_manager,
+    marker: TxnMarker,
+    timeout_ms: int,
+    on_offsets_txn_complete: OffsetsTxnCompletion | None,
+) -> dict[TopicPartition, ErrorCode]:
+    batch = build_end_txn_marker_batch(
+        producer_id=marker.producer_id,
+        producer_epoch=marker.producer_epoch,
+        commit=marker.commit,
+        coordinator_epoch=marker.coordinator_epoch,
+    )
+    entries = {tp: bytearray(batch) for tp in marker.partitions}
+    try:
+        appended = await replica_manager.append_records(
+            timeout_ms,
+            -1,
+            entries,
+            origin=AppendOrigin.COORDINATOR,
+            internal_topics_allowed=True,
+        )
+        errors = {tp: appended[tp].error_code for tp in marker.partitions}
+    except KafkaError as e:
+        errors = dict.fromkeys(marker.partitions, e.error_code)
+    offsets_partitions = [
+        tp.partition
+        for tp, error in errors.items()
+        if tp.topic == GROUP_METADATA_TOPIC_NAME
+        and error in (ErrorCode.NONE, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+    ]
+    if offsets_partitions and on_offsets_txn_complete is not None:
+        on_offsets_txn_complete(marker.producer_id, offsets_partitions, marker.commit)
+    return errors
 
 
 class TransactionMarkerChannelManager:
@@ -107,8 +130,21 @@ class TransactionMarkerChannelManager:
         self.write_locally = write_locally
         self.request_timeout_ms = request_timeout_ms
         self._connections: dict[int, KafkaConnection] = {}
+        # per destination broker: markers waiting for its next request, and its drainer
+        self._queues: dict[int, list[tuple[TxnMarker, asyncio.Future]]] = {}
+        self._drainers: dict[int, asyncio.Task] = {}
+        self.requests_sent: dict[int, int] = {}  # per destination broker (local included)
 
     async def close(self) -> None:
+        drainers = list(self._drainers.values())
+        for task in drainers:
+            task.cancel()
+        if drainers:
+            await asyncio.gather(*drainers, return_exceptions=True)
+        for queue in self._queues.values():
+            for _marker, future in queue:
+                future.cancel()
+        self._queues.clear()
         for connection in self._connections.values():
             await connection.close()
         self._connections.clear()
@@ -143,14 +179,14 @@ class TransactionMarkerChannelManager:
                     pending.discard(tp)
                 elif leader >= 0:
                     by_leader.setdefault(leader, []).append(tp)
-            sends = [
-                self._send(
+            queued = [
+                self._enqueue(
                     leader,
                     TxnMarker(producer_id, producer_epoch, commit, coordinator_epoch, tuple(tps)),
                 )
                 for leader, tps in by_leader.items()
             ]
-            for errors in await asyncio.gather(*sends):
+            for errors in await asyncio.gather(*queued):
                 for tp, error in errors.items():
                     if error in (ErrorCode.NONE, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND):
                         pending.discard(tp)
@@ -167,11 +203,71 @@ class TransactionMarkerChannelManager:
                 await asyncio.sleep(RETRY_BACKOFF_S)
         return True
 
-    async def _send(self, leader: int, marker: TxnMarker) -> dict[TopicPartition, ErrorCode]:
-        if leader == self.broker_id:
-            return (await self.write_locally([marker]))[0]
+    # -- the per-broker queues ------------------------------------------------------------------
+
+    def _enqueue(self, broker_id: int, marker: TxnMarker) -> asyncio.Future:
+        """Queue ``marker`` for ``broker_id``'s next request; the future gets its error map."""
+        future: asyncio.Future = asyncio.get_running_loop().create_future()
+        self._queues.setdefault(broker_id, []).append((marker, future))
+        if broker_id not in self._drainers:
+            task = asyncio.get_running_loop().create_task(self._drain(broker_id))
+            self._drainers[broker_id] = task
+        return future
+
+    async def _drain(self, broker_id: int) -> None:
+        """Send what is queued for ``broker_id``, one request at a time, until nothing is."""
+        batch: list[tuple[TxnMarker, asyncio.Future]] = []
         try:
-            connection = await self._connection(leader)
+            while True:
+                batch = self._take(broker_id)
+                if not batch:
+                    return
+                markers = [marker for marker, _ in batch]
+                try:
+                    results = await self._send(broker_id, markers)
+                except Exception:  # a bug: fail these markers (retried), keep the channel
+                    log.exception("writing markers failed", broker=broker_id)
+                    results = [
+                        dict.fromkeys(m.partitions, ErrorCode.UNKNOWN_SERVER_ERROR) for m in markers
+                    ]
+                for (_marker, future), errors in zip(batch, results, strict=True):
+                    if not future.done():
+                        future.set_result(errors)
+        except asyncio.CancelledError:
+            for _marker, future in batch:
+                future.cancel()
+            raise
+        finally:
+            # no await between the empty queue and here: nothing was queued unseen
+            if self._drainers.get(broker_id) is asyncio.current_task():
+                del self._drainers[broker_id]
+
+    def _take(self, broker_id: int) -> list[tuple[TxnMarker, asyncio.Future]]:
+        """Everything queued for the broker, except a second marker of one producer id (the
+        response is keyed by producer id): that one waits for the next request."""
+        queue = self._queues.pop(broker_id, [])
+        batch, later, producers = [], [], set()
+        for marker, future in queue:
+            if future.done():  # its writer gave up (cancelled)
+                continue
+            if marker.producer_id in producers:
+                later.append((marker, future))
+            else:
+                producers.add(marker.producer_id)
+                batch.append((marker, future))
+        if later:
+            self._queues[broker_id] = later
+        return batch
+
+    async def _send(
+        self, broker_id: int, markers: list[TxnMarker]
+    ) -> list[dict[TopicPartition, ErrorCode]]:
+        """One WriteTxnMarkers (or one local write) for ``markers``; an error map per marker."""
+        self.requests_sent[broker_id] = self.requests_sent.get(broker_id, 0) + 1
+        if broker_id == self.broker_id:
+            return list(await self.write_locally(markers))
+        try:
+            connection = await self._connection(broker_id)
             response = await connection.send(
                 ApiKey.WRITE_TXN_MARKERS,
                 {
@@ -186,19 +282,27 @@ class TransactionMarkerChannelManager:
                                 for topic, parts in _by_topic(marker.partitions).items()
                             ],
                         }
+                        for marker in markers
                     ]
                 },
             )
         except (KafkaConnectionError, KafkaTimeoutError, KafkaError, OSError) as e:
-            self._drop(leader)
-            log.info("sending markers failed", broker=leader, error=str(e))
-            return dict.fromkeys(marker.partitions, ErrorCode.NETWORK_EXCEPTION)
-        errors: dict[TopicPartition, ErrorCode] = {}
+            self._drop(broker_id)
+            log.info("sending markers failed", broker=broker_id, error=str(e))
+            return [dict.fromkeys(m.partitions, ErrorCode.NETWORK_EXCEPTION) for m in markers]
+        by_producer: dict[int, dict[TopicPartition, ErrorCode]] = {}
         for m in response.markers:
+            errors = by_producer.setdefault(m.producer_id, {})
             for topic in m.topics:
                 for p in topic.partitions:
                     errors[TopicPartition(topic.name, p.partition_index)] = ErrorCode(p.error_code)
-        return {tp: errors.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR) for tp in marker.partitions}
+        return [
+            {
+                tp: by_producer.get(marker.producer_id, {}).get(tp, ErrorCode.UNKNOWN_SERVER_ERROR)
+                for tp in marker.partitions
+            }
+            for marker in markers
+        ]
 
     async def _connection(self, broker_id: int) -> KafkaConnection:
         connection = self._connections.get(broker_id)

@@ -291,3 +291,108 @@ def test_abort_command(state):
         assert await c.abort_transaction("other") is ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
 
     run(scenario())
+
+
+def test_a_request_during_completion_waits_for_it_instead_of_concurrent_transactions():
+    async def scenario():
+        log, markers = MemoryLog(), RecordingMarkers()
+        c = await owned(make(log, markers))
+        init = await c.init_producer_id("tx", 60_000)
+        pid = init.producer_id
+        assert await c.add_partitions("tx", pid, 0, [TP0]) is ErrorCode.NONE
+        markers.release.clear()  # the markers are being written
+        assert await c.end_transaction("tx", pid, 0, commit=True) is ErrorCode.NONE
+        # the next transaction's first AddPartitionsToTxn arrives meanwhile
+        add = asyncio.ensure_future(c.add_partitions("tx", pid, 0, [TP1]))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not add.done()
+        assert log.states(0)[-1] == ("tx", S.PREPARE_COMMIT)
+        markers.release.set()
+        assert await add is ErrorCode.NONE
+        # it was written once every marker was, and its Ongoing record completes the
+        # previous transaction: no Complete record between them
+        assert markers.sent == [(5, pid, 0, True, (TP0,))]
+        assert log.states(0)[-2:] == [("tx", S.PREPARE_COMMIT), ("tx", S.ONGOING)]
+        await settle(c)
+        assert log.states(0)[-1] == ("tx", S.ONGOING)
+        assert c.describe("tx").partitions == (TP1,)
+        assert c.describe("tx").state == "Ongoing"
+        # a new coordinator loading this log finds the new transaction, nothing to complete
+        reloaded_markers = RecordingMarkers()
+        d = await owned(make(log, reloaded_markers), epoch=6)
+        await settle(d)
+        assert reloaded_markers.sent == []
+        assert d.describe("tx").partitions == (TP1,)
+        assert await d.end_transaction("tx", pid, 0, commit=False) is ErrorCode.NONE
+        await settle(d)
+        assert reloaded_markers.sent == [(6, pid, 0, False, (TP1,))]
+
+    run(scenario())
+
+
+def test_init_producer_id_during_completion_waits_for_it():
+    async def scenario():
+        log, markers = MemoryLog(), RecordingMarkers()
+        c = await owned(make(log, markers))
+        init = await c.init_producer_id("tx", 60_000)
+        assert await c.add_partitions("tx", init.producer_id, 0, [TP0]) is ErrorCode.NONE
+        markers.release.clear()
+        assert await c.end_transaction("tx", init.producer_id, 0, commit=False) is ErrorCode.NONE
+        again = asyncio.ensure_future(c.init_producer_id("tx", 60_000))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not again.done()
+        markers.release.set()
+        result = await again
+        assert (result.error, result.producer_epoch) == (ErrorCode.NONE, 1)
+        assert log.states(0)[-2:] == [("tx", S.COMPLETE_ABORT), ("tx", S.EMPTY)]
+
+    run(scenario())
+
+
+def test_markers_that_stay_unwritten_still_answer_concurrent_transactions(monkeypatch):
+    monkeypatch.setattr("kafkalite.txn.coordinator.COMPLETION_WAIT_S", 0.01)
+
+    async def scenario():
+        log, markers = MemoryLog(), RecordingMarkers()
+        c = await owned(make(log, markers))
+        init = await c.init_producer_id("tx", 60_000)
+        pid = init.producer_id
+        assert await c.add_partitions("tx", pid, 0, [TP0]) is ErrorCode.NONE
+        markers.release.clear()  # a partition leader is down: the markers hang
+        assert await c.end_transaction("tx", pid, 0, commit=True) is ErrorCode.NONE
+        assert await c.add_partitions("tx", pid, 0, [TP1]) is ErrorCode.CONCURRENT_TRANSACTIONS
+        assert (await c.init_producer_id("tx", 60_000)).error is ErrorCode.CONCURRENT_TRANSACTIONS
+        assert log.states(0)[-1] == ("tx", S.PREPARE_COMMIT)
+        markers.release.set()
+        await settle(c)
+        assert await c.add_partitions("tx", pid, 0, [TP1]) is ErrorCode.NONE
+
+    run(scenario())
+
+
+def test_a_failed_write_of_the_next_transaction_leaves_the_completion_to_finish():
+    async def scenario():
+        log, markers = MemoryLog(), RecordingMarkers()
+        c = await owned(make(log, markers))
+        init = await c.init_producer_id("tx", 60_000)
+        pid = init.producer_id
+        assert await c.add_partitions("tx", pid, 0, [TP0]) is ErrorCode.NONE
+        markers.release.clear()
+        assert await c.end_transaction("tx", pid, 0, commit=True) is ErrorCode.NONE
+        add = asyncio.ensure_future(c.add_partitions("tx", pid, 0, [TP1]))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        log.fail_with = ErrorCode.NOT_ENOUGH_REPLICAS  # its Ongoing write fails
+        markers.release.set()
+        assert await add is ErrorCode.COORDINATOR_NOT_AVAILABLE
+        # back in PrepareCommit in memory, so the completion writes CompleteCommit itself
+        assert c.txns[0]["tx"].state is S.PREPARE_COMMIT
+        assert c.txns[0]["tx"].partitions == {TP0}
+        log.fail_with = None
+        await settle(c)
+        assert log.states(0)[-2:] == [("tx", S.PREPARE_COMMIT), ("tx", S.COMPLETE_COMMIT)]
+        assert await c.add_partitions("tx", pid, 0, [TP1]) is ErrorCode.NONE
+
+    run(scenario())
