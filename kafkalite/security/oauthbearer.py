@@ -359,9 +359,12 @@ class UnsecuredValidator(Validator):
 
 
 def _ms(seconds: float) -> int:
-    if not math.isfinite(seconds):
-        raise _Refused("a time claim is not a finite number")
-    return round(seconds * 1000)
+    try:
+        if math.isfinite(seconds) and abs(seconds) < 2**53:
+            return round(seconds * 1000)
+    except OverflowError:  # an integer too large for a float
+        pass
+    raise _Refused("a time claim is out of range")
 
 
 # ---------------------------------------------------------------- signed JWTs (KIP-768)
@@ -634,13 +637,15 @@ class JwtValidator(Validator):
     def _claims(self, token: str, claims: Mapping[str, Any]) -> BearerToken:
         now = self.clock()
         skew = self.clock_skew_s
-        exp, iat, nbf = claims.get("exp"), claims.get("iat"), claims.get("nbf")
-        for name, value in (("exp", exp), ("iat", iat)):
+        for name in ("exp", "iat"):
+            value = claims.get(name)
             if value is None:
                 raise _Refused(f"No {name} claim present")
             if not _number(value) or value < 0:
                 raise _Refused(f"The {name} claim is not a non-negative number")
-        assert exp is not None and iat is not None  # checked just above
+        exp: float = claims["exp"]
+        iat: float = claims["iat"]
+        nbf = claims.get("nbf")
         if nbf is not None and (not _number(nbf) or now + skew < nbf):
             raise _Refused("The JWT is not yet valid (nbf)")
         if now - skew >= exp:

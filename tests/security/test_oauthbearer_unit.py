@@ -11,7 +11,7 @@ import json
 import time
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from joserfc import jwt
 from joserfc.jwk import ECKey, KeySet, OctKey, RSAKey
@@ -338,6 +338,39 @@ def test_a_failed_refresh_keeps_the_known_keys():
         assert isinstance(v.validate(signed()), BearerToken)
 
     asyncio.run(scenario())
+
+
+_CLAIM_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**30), 10**400)
+    | st.floats(allow_nan=True)
+    | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+_CLAIMS = st.dictionaries(
+    st.sampled_from(["sub", "exp", "iat", "nbf", "aud", "iss", "scope", "x"]), _CLAIM_VALUES
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    claims=_CLAIMS,
+    header=st.dictionaries(st.sampled_from(["alg", "kid", "typ"]), _CLAIM_VALUES),
+    raw=st.text(max_size=40),
+)
+@example(claims={"sub": "a", "exp": 10**400}, header={"alg": "none"}, raw="")
+@example(claims={**CLAIMS, "exp": 10**400}, header={}, raw="")
+def test_validators_only_ever_accept_or_refuse(claims, header, raw):
+    """Whatever a token holds, the validators answer a token or a refusal; never an
+    exception."""
+    v = jwt_validator()
+    for token in (unsecured(claims, header), unsecured(claims), raw, signed({**claims})):
+        assert isinstance(validator().validate(token), BearerToken | Invalid)
+        assert isinstance(v.validate(token), BearerToken | Invalid)
 
 
 # ---------------------------------------------------------------- the authenticator
