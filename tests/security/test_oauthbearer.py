@@ -492,3 +492,44 @@ def test_a_token_that_is_not_renewed_ends_the_session(oauth):
     producer.flush(1.0)
     assert len(delivered) == settled  # not delivered: no session
     producer.purge()
+
+
+# ---------------------------------------------------------------- start-up
+
+
+def _oidc_broker(url: str, allowed: str) -> Broker:
+    return Broker(
+        {
+            "listeners": "PLAINTEXT://127.0.0.1:0,OIDC://127.0.0.1:0",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,OIDC:SASL_PLAINTEXT",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "sasl.enabled.mechanisms": "OAUTHBEARER",
+            "listener.name.oidc.oauthbearer.sasl.jaas.config": f"{MODULE} required;",
+            "listener.name.oidc.oauthbearer.sasl.server.callback.handler.class": (
+                VALIDATOR_HANDLERS[1]
+            ),
+            "sasl.oauthbearer.jwks.endpoint.url": url,
+            ALLOWED_URLS: allowed,
+        },
+        admin=False,
+    )
+
+
+def _start_up_error(broker: Broker) -> str:
+    from kafkalite.server.errors import StartupError
+
+    try:
+        with pytest.raises(StartupError) as info:
+            broker.start()
+        return str(info.value)
+    finally:
+        broker.close()
+
+
+def test_a_jwks_url_not_allowed_or_not_reachable_stops_start_up(oauth):
+    good = f"{oauth.idp.url}/jwks"
+    message = _start_up_error(_oidc_broker(good, ""))
+    assert "sasl.oauthbearer.jwks.endpoint.url" in message and ALLOWED_URLS in message
+    missing = f"{oauth.idp.url}/nothing-here"
+    message = _start_up_error(_oidc_broker(missing, missing))
+    assert "sasl.oauthbearer.jwks.endpoint.url: could not fetch the JWKS" in message
