@@ -529,6 +529,19 @@ class BrokerConfig(BaseModel):
             )
         return value
 
+    @field_validator("sasl_server_callback_handler_class")
+    @classmethod
+    def _known_callback_handler(cls, value: str | None) -> str | None:
+        from kafkalite.security.oauthbearer import UNSECURED_HANDLER, VALIDATOR_HANDLERS
+
+        value = (value or "").strip() or None
+        if value is not None and value not in (UNSECURED_HANDLER, *VALIDATOR_HANDLERS):
+            raise ValueError(
+                f"{value!r}: only Kafka's OAUTHBEARER validators are available: "
+                f"{', '.join(VALIDATOR_HANDLERS)} or {UNSECURED_HANDLER}"
+            )
+        return value
+
     @field_validator("log_cleanup_policy")
     @classmethod
     def _valid_cleanup_policy(cls, value: str) -> str:

@@ -603,6 +603,10 @@ def test_listener_prefixed_oauth_settings_reach_the_validator(tmp_path):
             {"inter.broker.listener.name": "OIDC"},
             "sasl.mechanism.inter.broker.protocol",
         ),
+        (
+            {"sasl.server.callback.handler.class": "com.example.MyHandler"},
+            "sasl.server.callback.handler.class",
+        ),
     ],
 )
 def test_bad_oauth_broker_settings_stop_start_up(overrides, key):
