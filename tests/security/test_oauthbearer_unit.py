@@ -649,3 +649,49 @@ def test_bad_oauth_listener_settings_stop_start_up(overrides, key):
 def test_the_unsecured_validator_uses_wall_clock_time():
     token = unsecured({"sub": "alice", "exp": time.time() + 60})
     assert isinstance(UnsecuredValidator({}).validate(token), BearerToken)
+
+
+def test_an_https_jwks_is_fetched_with_the_jaas_entrys_trust_store(tmp_path):
+    """An https JWKS endpoint with a certificate of a private CA: trusted through the PEM
+    ssl.truststore.location of the JAAS options (as Kafka's JaasOptionsUtils), refused
+    without it."""
+    import ssl
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    import trustme
+
+    from kafkalite.security.listeners import _jwks_ssl_context
+
+    ca = trustme.CA()
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(server_ctx)
+    body = json.dumps(JWKS).encode()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.socket = server_ctx.wrap_socket(httpd.socket, server_side=True)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"https://127.0.0.1:{httpd.server_address[1]}/jwks"
+    try:
+        trusted = JwksEndpoint(
+            url,
+            ssl_context=_jwks_ssl_context({"ssl.truststore.location": str(tmp_path / "ca.pem")}),
+        )
+        asyncio.run(trusted.start())
+        assert isinstance(jwt_validator(trusted).validate(signed()), BearerToken)
+        with pytest.raises(OSError):
+            asyncio.run(JwksEndpoint(url).start())  # the system's CAs do not know this one
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
