@@ -77,7 +77,21 @@ def field_name(key: str) -> str:
 
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+OAUTHBEARER_KEYS = (
+    "sasl.server.callback.handler.class",
+    "sasl.oauthbearer.jwks.endpoint.url",
+    "sasl.oauthbearer.jwks.endpoint.refresh.ms",
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms",
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
+    "sasl.oauthbearer.expected.audience",
+    "sasl.oauthbearer.expected.issuer",
+    "sasl.oauthbearer.clock.skew.seconds",
+    "sasl.oauthbearer.scope.claim.name",
+    "sasl.oauthbearer.sub.claim.name",
+)
+"""The OAUTHBEARER validator's settings (kafkalite/security/oauthbearer.py checks their values
+at start-up); each may be given per listener, with or without the ``oauthbearer.`` prefix."""
 LISTENER_PREFIX = "listener.name."
 AUTHORIZER_CLASS_NAMES = frozenset(
     {
@@ -108,6 +122,7 @@ PER_LISTENER_KEYS = frozenset(
         "sasl.enabled.mechanisms",
         "sasl.jaas.config",
         "connections.max.reauth.ms",
+        *OAUTHBEARER_KEYS,
     }
 )
 """Settings a `listener.name.<name>.` prefix may override (Kafka's listener-prefixed configs);
@@ -310,6 +325,22 @@ class BrokerConfig(BaseModel):
     sasl_enabled_mechanisms: str = "GSSAPI"
     sasl_mechanism_inter_broker_protocol: str = "GSSAPI"
     connections_max_reauth_ms: int = Field(0, ge=0)
+    sasl_server_callback_handler_class: str | None = None
+    """OAUTHBEARER's validator: unset, Kafka's unsecured one (development only); Kafka's
+    org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler: signed
+    JWTs checked against sasl.oauthbearer.jwks.endpoint.url."""
+    sasl_oauthbearer_jwks_endpoint_url: str | None = None
+    sasl_oauthbearer_jwks_endpoint_refresh_ms: int = Field(3_600_000, ge=1)
+    sasl_oauthbearer_jwks_endpoint_retry_backoff_ms: int = Field(100, ge=0)
+    sasl_oauthbearer_jwks_endpoint_retry_backoff_max_ms: int = Field(10_000, ge=0)
+    sasl_oauthbearer_expected_audience: str | None = None
+    sasl_oauthbearer_expected_issuer: str | None = None
+    sasl_oauthbearer_clock_skew_seconds: int = Field(30, ge=0, le=INT_MAX)
+    sasl_oauthbearer_scope_claim_name: str = "scope"
+    sasl_oauthbearer_sub_claim_name: str = "sub"
+    org_apache_kafka_sasl_oauthbearer_allowed_urls: str = ""
+    """Kafka 4's system property of that name, given as a broker property: the URLs
+    (comma-separated, exact) the broker may read a JWKS from; empty allows none."""
     sasl_server_max_receive_size: int = Field(524288, ge=1, le=INT_MAX)
     """The largest frame read from a SASL listener's connection before it has authenticated
     (Kafka's default 512 KiB); a larger size prefix closes the connection without its body
@@ -498,6 +529,19 @@ class BrokerConfig(BaseModel):
             )
         return value
 
+    @field_validator("sasl_server_callback_handler_class")
+    @classmethod
+    def _known_callback_handler(cls, value: str | None) -> str | None:
+        from kafkalite.security.oauthbearer import UNSECURED_HANDLER, VALIDATOR_HANDLERS
+
+        value = (value or "").strip() or None
+        if value is not None and value not in (UNSECURED_HANDLER, *VALIDATOR_HANDLERS):
+            raise ValueError(
+                f"{value!r}: only Kafka's OAUTHBEARER validators are available: "
+                f"{', '.join(VALIDATOR_HANDLERS)} or {UNSECURED_HANDLER}"
+            )
+        return value
+
     @field_validator("log_cleanup_policy")
     @classmethod
     def _valid_cleanup_policy(cls, value: str) -> str:
@@ -562,9 +606,13 @@ class BrokerConfig(BaseModel):
             if listener.upper() not in names:
                 raise ValueError(f"{key}: listener {listener.upper()} is not in listeners")
             mechanism, _, rest = setting.partition(".")
-            if setting not in PER_LISTENER_KEYS and not (
-                mechanism.upper() in SASL_MECHANISMS + ("GSSAPI", "OAUTHBEARER")
-                and rest in ("sasl.jaas.config", "connections.max.reauth.ms")
+            if (
+                setting not in PER_LISTENER_KEYS
+                and not (
+                    mechanism.upper() in SASL_MECHANISMS + ("GSSAPI",)
+                    and rest in ("sasl.jaas.config", "connections.max.reauth.ms")
+                )
+                and not (mechanism.lower() == "oauthbearer" and rest in OAUTHBEARER_KEYS)
             ):
                 raise ValueError(f"{key}: unknown listener setting {setting!r}")
             if setting.endswith("sasl.jaas.config"):
@@ -598,7 +646,7 @@ class BrokerConfig(BaseModel):
             if not mechanisms or unsupported:
                 raise ValueError(
                     f"{key}: {','.join(unsupported) or 'none'} not supported on listener "
-                    f"{name}; enable PLAIN, SCRAM-SHA-256 and/or SCRAM-SHA-512"
+                    f"{name}; enable PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and/or OAUTHBEARER"
                 )
             if "PLAIN" in mechanisms and self.jaas_config(name, "PLAIN") is None:
                 raise ValueError(
@@ -608,6 +656,11 @@ class BrokerConfig(BaseModel):
         inter = self.inter_broker_listener
         if protocol_map.get(inter, "PLAINTEXT").startswith("SASL_"):
             mechanism = self.sasl_mechanism_inter_broker_protocol
+            if mechanism == "OAUTHBEARER":
+                raise ValueError(
+                    "sasl.mechanism.inter.broker.protocol: OAUTHBEARER is not supported for the "
+                    "brokers' own connections; use PLAIN or SCRAM on the inter-broker listener"
+                )
             if mechanism not in self.sasl_mechanisms(inter):
                 raise ValueError(
                     f"sasl.mechanism.inter.broker.protocol: {mechanism} is not enabled on the "

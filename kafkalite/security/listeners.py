@@ -5,7 +5,9 @@
 -> the ClientSecurity the broker's own client uses towards other brokers (over the
 inter-broker listener, with ``sasl.mechanism.inter.broker.protocol`` and the username/password
 of that listener's JAAS entry). TLS files are read here; a problem raises TlsConfigError naming
-the key (the listener-prefixed key when the value came from there).
+the key (the listener-prefixed key when the value came from there). An OAUTHBEARER listener's
+validator is built here too (oauthbearer.py: a JWKS file is read, the settings checked) and
+``start_security`` makes a JWKS endpoint's first fetch, before the listeners open.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .jaas import parse_jaas_config
+from .oauthbearer import MECHANISM as OAUTHBEARER
+from .oauthbearer import Getter, OAuthConfigError, Validator, build_validator, start_validator
 from .ratelimit import FailedAuthLimiter
 from .sasl import CredentialLookup, SaslServerAuthenticator
 from .tls import PrincipalMapper, TlsConfigError, client_context, server_context
@@ -30,6 +34,8 @@ class ListenerSecurity:
     mechanisms: tuple[str, ...] = ()
     plain_users: dict[str, str] = field(default_factory=dict)
     reauth_ms: Callable[[str], int] | int = 0
+    oauth_validator: Validator | None = None
+    oauth_settings: Getter | None = None
 
     @property
     def sasl(self) -> bool:
@@ -53,6 +59,7 @@ class ListenerSecurity:
             limiter=limiter,
             failed_delay_ms=failed_delay_ms,
             scram_unknown_user_secret=scram_unknown_user_secret,
+            oauth_validator=self.oauth_validator,
         )
 
 
@@ -83,6 +90,55 @@ def _named(config: Any, listener: str, error: TlsConfigError) -> TlsConfigError:
     return TlsConfigError(key, str(error).replace(error.key, key, 1))
 
 
+def _oauth_getter(config: Any, listener: str) -> Getter:
+    """An OAUTHBEARER setting of a listener, as Kafka looks it up:
+    ``listener.name.<l>.oauthbearer.<key>``, ``listener.name.<l>.<key>``, then ``<key>``."""
+    overrides = config.listener_name_overrides
+    prefix = f"listener.name.{listener.lower()}."
+
+    def get(key: str) -> tuple[str, str | None]:
+        for candidate in (f"{prefix}oauthbearer.{key}", f"{prefix}{key}"):
+            if candidate in overrides:
+                return candidate, overrides[candidate]
+        if key == "sasl.jaas.config":
+            return f"{prefix}oauthbearer.{key}", config.jaas_config(listener, OAUTHBEARER)
+        value = getattr(config, key.replace(".", "_"), None)
+        return key, None if value is None else str(value)
+
+    return get
+
+
+def _jwks_ssl_context(options: Any) -> ssl.SSLContext | None:
+    """The TLS settings of an https JWKS endpoint, from the JAAS options (``ssl.truststore.*``,
+    as Kafka's JaasOptionsUtils); None: the system's trusted CAs."""
+    if not any(k.startswith("ssl.") for k in options):
+        return None
+    return client_context(lambda key: options.get(key) or None)
+
+
+def _oauth_validator(config: Any, listener: str) -> tuple[Validator, Getter]:
+    get = _oauth_getter(config, listener)
+    jaas_key, jaas = get("sasl.jaas.config")
+    if not jaas:
+        raise OAuthConfigError(jaas_key, f"{jaas_key}: required for OAUTHBEARER on {listener}")
+    entry = parse_jaas_config(jaas)
+    validator = build_validator(
+        get,
+        entry.options,
+        getattr(config, "org_apache_kafka_sasl_oauthbearer_allowed_urls", "") or "",
+        ssl_context_for=_jwks_ssl_context,
+    )
+    return validator, get
+
+
+async def start_security(security: dict[str, ListenerSecurity]) -> None:
+    """What the listeners need before they open: each JWKS endpoint's first fetch (off the
+    event loop); TlsConfigError (OAuthConfigError) naming the key when one fails."""
+    for sec in security.values():
+        if sec.oauth_validator is not None and sec.oauth_settings is not None:
+            await start_validator(sec.oauth_validator, sec.oauth_settings)
+
+
 def listener_security(config: Any) -> dict[str, ListenerSecurity]:
     out: dict[str, ListenerSecurity] = {}
     for endpoint in config.listener_endpoints:
@@ -103,6 +159,8 @@ def listener_security(config: Any) -> dict[str, ListenerSecurity]:
             if "PLAIN" in sec.mechanisms:
                 sec.plain_users = parse_jaas_config(config.jaas_config(name, "PLAIN")).plain_users
             sec.reauth_ms = lambda mechanism, name=name: config.reauth_ms(name, mechanism)
+            if OAUTHBEARER in sec.mechanisms:
+                sec.oauth_validator, sec.oauth_settings = _oauth_validator(config, name)
         out[name] = sec
     return out
 

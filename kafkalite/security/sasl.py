@@ -25,9 +25,12 @@ SaslHandshake and SaslAuthenticate are served; any other request closes the conn
   re-authentication closes the connection. Re-authentication (SaslHandshake + SaslAuthenticate on
   an authenticated connection) must use the same mechanism and principal.
 
-Mechanisms: PLAIN (users from the listener's JAAS ``user_<name>`` options) and SCRAM-SHA-256/512
+Mechanisms: PLAIN (users from the listener's JAAS ``user_<name>`` options), SCRAM-SHA-256/512
 (credentials looked up through an async ``credentials(user, mechanism)`` callable, i.e. the
-coordination store's ``/config/users/<user>``).
+coordination store's ``/config/users/<user>``) and OAUTHBEARER (oauthbearer.py: a token checked
+by the listener's validator). An OAUTHBEARER session ends when its token expires (or after
+``connections.max.reauth.ms``, whichever comes first), as Kafka's; a token refused by the
+validator is counted against the address at once, not only when the client gives up.
 
 Pure: no sockets; ``intercept`` returns what to send (encoded frames) or an awaitable of it.
 """
@@ -47,6 +50,8 @@ from kafkalite.protocol import frames
 from kafkalite.protocol.api import ApiKey, response_class
 from kafkalite.protocol.errors import ErrorCode, KafkaError
 
+from .oauthbearer import MECHANISM as OAUTHBEARER
+from .oauthbearer import OAuthBearerError, OAuthBearerSaslServer, Validator
 from .ratelimit import FailedAuthLimiter
 from .scram import MECHANISMS as SCRAM_MECHANISMS
 from .scram import ScramCredential, ScramError, ScramSaslServer, parse_client_first
@@ -71,6 +76,10 @@ class SaslRefused(KafkaError):
 
 class _RateLimited(ScramError):
     """An attempt refused, unchecked, because its address failed too often (ratelimit.py)."""
+
+
+class _AlreadyCounted(OAuthBearerError):
+    """The end of an exchange whose refused token was already counted (ratelimit.py)."""
 
 
 class CloseAfter:
@@ -100,6 +109,9 @@ class SaslServerAuthenticator:
         "limiter",
         "failed_delay_ms",
         "scram_unknown_user_secret",
+        "oauth_validator",
+        "wall_clock",
+        "_oauth",
     )
 
     def __init__(
@@ -114,8 +126,14 @@ class SaslServerAuthenticator:
         limiter: FailedAuthLimiter | None = None,
         failed_delay_ms: int = 0,
         scram_unknown_user_secret: bytes | None = None,
+        oauth_validator: Validator | None = None,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self.mechanisms = mechanisms
+        self.oauth_validator = oauth_validator
+        self.wall_clock = wall_clock
+        """What a token's ``exp`` is compared with (``clock`` may be monotonic)."""
+        self._oauth: OAuthBearerSaslServer | None = None
         self.client_host = client_host
         self.limiter = limiter
         self.failed_delay_ms = failed_delay_ms
@@ -187,6 +205,7 @@ class SaslServerAuthenticator:
             return CloseAfter(response)
         self.mechanism = mechanism
         self._scram = None
+        self._oauth = None
         if reauthentication:
             self._reauthenticating = True
             self._previous_principal = self.principal
@@ -251,7 +270,7 @@ class SaslServerAuthenticator:
     def _failed(self, error: ScramError) -> None:
         self.state = FAILED
         # refused attempts take nothing: the address gets `per_second` checks, not none
-        if self.limiter is not None and not isinstance(error, _RateLimited):
+        if self.limiter is not None and not isinstance(error, _RateLimited | _AlreadyCounted):
             self.limiter.failed(self.client_host)
 
     def _after_failure_delay(self, outcome: CloseAfter | SaslRefused) -> Any:
@@ -272,6 +291,8 @@ class SaslServerAuthenticator:
         return delayed()
 
     def _done(self) -> bool:
+        if self.mechanism == OAUTHBEARER:
+            return self._oauth is not None and self._oauth.complete
         return self.mechanism == "PLAIN" or (self._scram is not None and self._scram.complete)
 
     def _start_session(self) -> int:
@@ -285,6 +306,14 @@ class SaslServerAuthenticator:
         reauth = (
             self.reauth_ms(self.mechanism or "") if callable(self.reauth_ms) else self.reauth_ms
         )
+        token = self._oauth.token if self._oauth is not None else None
+        if token is not None:
+            # Kafka's calcCompletionTimesAndReturnSessionLifetimeMs: the credential's expiry
+            # bounds the session, connections.max.reauth.ms too when set
+            remaining = max(0, token.lifetime_ms - int(self.wall_clock() * 1000))
+            reauth = min(remaining, reauth) if reauth > 0 else remaining
+            self.expires_at = self.clock() + reauth / 1000
+            return reauth
         self.expires_at = self.clock() + reauth / 1000 if reauth > 0 else None
         return reauth
 
@@ -299,6 +328,8 @@ class SaslServerAuthenticator:
             return self._plain(token)
         if mechanism in SCRAM_MECHANISMS:
             return self._scram_step(token, mechanism)
+        if mechanism == OAUTHBEARER and self.oauth_validator is not None:
+            return self._oauthbearer_step(token)
         return ScramError(f"mechanism {mechanism} is not enabled")
 
     def _plain(self, token: bytes) -> bytes | ScramError:
@@ -361,6 +392,34 @@ class SaslServerAuthenticator:
             return final
         except ScramError as e:
             return e
+
+    def _oauthbearer_step(self, token: bytes) -> bytes | ScramError | Awaitable[Any]:
+        server = self._oauth
+        if server is None:
+            assert self.oauth_validator is not None  # _evaluate checked
+            server = self._oauth = OAuthBearerSaslServer(self.oauth_validator)
+        already_refused = server.error_message is not None
+
+        def settle(result: bytes | ScramError) -> bytes | ScramError:
+            if isinstance(result, ScramError):
+                if already_refused and token == b"\x01":
+                    return _AlreadyCounted(str(result))
+                return result
+            if server.complete and server.token is not None:
+                self.principal = f"User:{server.token.principal_name}"
+            elif server.error_message is not None and self.limiter is not None:
+                # counted now: a client may try token after token without ever giving up
+                self.limiter.failed(self.client_host)
+            return result
+
+        step = server.evaluate(token)
+        if isinstance(step, bytes | ScramError):
+            return settle(step)
+
+        async def later() -> bytes | ScramError:
+            return settle(await step)
+
+        return later()
 
 
 def _api_key(frame: bytearray) -> int:

@@ -71,7 +71,7 @@ from kafkalite.observability import (
 from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.errors import ErrorCode, KafkaError
 from kafkalite.protocol.types import TopicPartition
-from kafkalite.security.listeners import inter_broker_client, listener_security
+from kafkalite.security.listeners import inter_broker_client, listener_security, start_security
 from kafkalite.security.quotas import QuotaManager
 from kafkalite.security.ratelimit import FailedAuthLimiter
 from kafkalite.security.scram import CredentialCache
@@ -155,7 +155,7 @@ class KafkaServer:
             phases[name] = round(clock() - began, 3)
 
         try:
-            listener_security = self._security_settings()
+            listener_security = await self._security_settings()
             if not config.zookeeper_connect:
                 try:
                     Path(config.log_dir_list[0]).mkdir(parents=True, exist_ok=True)
@@ -226,13 +226,14 @@ class KafkaServer:
             phases=phases,
         )
 
-    def _security_settings(self) -> dict[str, Any]:
+    async def _security_settings(self) -> dict[str, Any]:
         """TLS contexts and SASL settings per listener (kafkalite/security), and the
         inter-broker client's, which every connection this broker makes to others uses; a
         bad TLS file or setting stops start-up naming its key."""
         try:
             security = listener_security(self.config)
             set_default_security(inter_broker_client(self.config))
+            await start_security(security)  # a JWKS endpoint's first fetch
         except TlsConfigError as e:
             raise StartupError(str(e)) from None
         return security
