@@ -44,6 +44,7 @@ TEST_DEFAULTS: dict[str, str] = {
     "offsets.topic.replication.factor": "1",
     "offsets.topic.num.partitions": "1",
     "log.level": "WARNING",
+    "schema.registry.listeners": "http://127.0.0.1:0",
 }
 
 
@@ -128,6 +129,11 @@ class Broker(Helpers):
     @property
     def admin_url(self) -> str | None:
         return None if self.admin_port is None else f"http://{self.host}:{self.admin_port}"
+
+    @property
+    def schema_registry_url(self) -> str | None:
+        """The Schema Registry of an in-process broker (None for a subprocess one)."""
+        return self.server.schema_registry_url if self.server is not None else None
 
     @property
     def log_dir(self) -> Path:
