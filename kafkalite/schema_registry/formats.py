@@ -141,6 +141,7 @@ def _parse_avro(text: str, refs: list[tuple[Reference, ParsedSchema]]) -> Parsed
     document = _load_json(text)
     if not isinstance(document, (dict, list, str)):
         raise InvalidSchema("an Avro schema is a JSON object, array or string")
+    _check_avro_shape(document)
     named: dict[str, Any] = {}
     for ref, parsed in refs:
         if parsed.schema_type != AVRO:
@@ -163,6 +164,40 @@ def _parse_avro(text: str, refs: list[tuple[Reference, ParsedSchema]]) -> Parsed
         avro=parsed_schema,
         named=named,
     )
+
+
+REQUIRED_AVRO_ATTRIBUTES = {
+    "record": ("fields", list),
+    "error": ("fields", list),
+    "enum": ("symbols", list),
+    "fixed": ("size", int),
+    "array": ("items", object),
+    "map": ("values", object),
+}
+
+
+def _check_avro_shape(schema: Any) -> None:
+    """What fastavro lets pass but Avro's specification requires (Java's parser refuses a
+    record without `fields`, an enum without `symbols`, a fixed without `size`)."""
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, dict):
+            kind = node.get("type")
+            if isinstance(kind, str) and kind in REQUIRED_AVRO_ATTRIBUTES:
+                attribute, expected = REQUIRED_AVRO_ATTRIBUTES[kind]
+                if not isinstance(node.get(attribute), expected):
+                    raise InvalidSchema(f"a {kind} needs {attribute!r}")
+                if kind in ("record", "error"):
+                    stack.extend(f.get("type") for f in node["fields"] if isinstance(f, dict))
+                elif kind == "array":
+                    stack.append(node["items"])
+                elif kind == "map":
+                    stack.append(node["values"])
+            elif isinstance(kind, (dict, list)):
+                stack.append(kind)
 
 
 # ------------------------------------------------------------------------------- JSON Schema
