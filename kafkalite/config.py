@@ -297,6 +297,12 @@ class BrokerConfig(BaseModel):
     admin_listener: str | None = "http://127.0.0.1:9644"
     """kafkalite: `http://host:port` of the HTTP admin API; empty = disabled. A port already in
     use is logged and the broker runs without the admin API."""
+    schema_registry_listeners: str | None = "http://127.0.0.1:8081"
+    """kafkalite: `http(s)://host:port` of the Schema Registry (Confluent's REST API,
+    kafkalite/schema_registry/); empty = disabled. A port in use is logged and the broker runs
+    without it."""
+    schema_registry_max_schema_bytes: int = Field(1048576, ge=1, le=64 * 1024 * 1024)
+    """kafkalite: the largest schema text the registry accepts (422 above it)."""
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     """kafkalite: the broker's log level."""
 
@@ -561,6 +567,15 @@ class BrokerConfig(BaseModel):
     def _valid_admin_listener(cls, value: str | None) -> str | None:
         if value:
             endpoints = parse_endpoints(value, "admin.listener")
+            if len(endpoints) != 1 or endpoints[0].listener_name not in ("HTTP", "HTTPS"):
+                raise ValueError(f"{value!r} is not one http://host:port or https://host:port")
+        return value or None
+
+    @field_validator("schema_registry_listeners")
+    @classmethod
+    def _valid_schema_registry_listeners(cls, value: str | None) -> str | None:
+        if value:
+            endpoints = parse_endpoints(value, "schema.registry.listeners")
             if len(endpoints) != 1 or endpoints[0].listener_name not in ("HTTP", "HTTPS"):
                 raise ValueError(f"{value!r} is not one http://host:port or https://host:port")
         return value or None

@@ -128,6 +128,7 @@ def _config_value_forms() -> dict[str, dict[str, Any]]:
         DEPRECATED_TOPIC_CONFIGS,
         INT_MAX,
         LONG_MAX,
+        SUBJECT_NAME_STRATEGIES,
         TOPIC_CONFIG_FIELDS,
     )
 
@@ -141,6 +142,10 @@ def _config_value_forms() -> dict[str, dict[str, Any]]:
         "message_timestamp_type": {"enum": ["CreateTime", "LogAppendTime"]},
         "cleanup_policy": {"enum": ["delete", "compact", "compact,delete", "delete,compact"]},
         "compression_type": {"enum": ["uncompressed", "gzip", "snappy", "lz4", "zstd", "producer"]},
+        "confluent_key_schema_validation": {"enum": ["true", "false"]},
+        "confluent_value_schema_validation": {"enum": ["true", "false"]},
+        "confluent_key_subject_name_strategy": {"enum": list(SUBJECT_NAME_STRATEGIES)},
+        "confluent_value_subject_name_strategy": {"enum": list(SUBJECT_NAME_STRATEGIES)},
     }
     out: dict[str, dict[str, Any]] = {}
     for name, field in TOPIC_CONFIG_FIELDS.items():

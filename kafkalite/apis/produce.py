@@ -13,6 +13,12 @@ Kafka's behaviour kept here:
   INVALID_RECORD) names each in record_errors with its batch_index and message;
 - acks=0 gets no response; if any partition failed, the connection is closed instead, so the
   producer notices and refreshes its metadata (KafkaApis.handleProduceRequest).
+
+Schema validation (Confluent Server's confluent.{key,value}.schema.validation): when the
+composition root gives a RecordValidator (`services.extra["record_validator"]`), each
+partition of a topic it `applies` to is checked before the append; a refused partition gets
+INVALID_RECORD with its record_errors and none of its records are appended. The handlers know
+only this interface, never the registry behind it.
 """
 
 from __future__ import annotations
@@ -20,18 +26,31 @@ from __future__ import annotations
 import datetime
 import functools
 import sys
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
 from kafkalite.apis.base import RequestContext, as_datetime, handles
+from kafkalite.broker.types import ProduceResult
 from kafkalite.network.connection import NO_RESPONSE, CloseConnection
 from kafkalite.protocol.api import ApiKey, response_class
-from kafkalite.protocol.errors import ErrorCode
+from kafkalite.protocol.errors import ErrorCode, RecordError, RecordValidationError
 from kafkalite.protocol.produce_request import ProduceRequestData, decode_produce_request
 from kafkalite.protocol.types import TopicPartition
 
 log = structlog.get_logger("kafkalite.apis")
+
+
+class RecordValidator(Protocol):
+    """Checks produced records before they are appended (schema validation)."""
+
+    def applies(self, topic: str) -> bool:
+        """Whether `topic`'s records are checked at all (cheap: called for every partition)."""
+        ...
+
+    async def validate(self, topic: str, records: memoryview) -> list[RecordError]:
+        """The refused records of one partition's data ([] when all pass)."""
+        ...
 
 
 @handles(ApiKey.PRODUCE, decoder=decode_produce_request)
@@ -49,12 +68,26 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequestData) -> An
             else:
                 entries[tp] = part.records
     results: dict[TopicPartition, Any] = {}
+    validator: RecordValidator | None = ctx.services.extra.get("record_validator")
+    refused: dict[TopicPartition, Any] = {}
+    if validator is not None and entries:
+        for tp in [tp for tp in entries if validator.applies(tp.topic)]:
+            record_errors = await validator.validate(tp.topic, entries[tp])
+            if record_errors:
+                del entries[tp]
+                refused[tp] = ProduceResult(
+                    ErrorCode.INVALID_RECORD,
+                    error_message=str(RecordValidationError(record_errors)),
+                    record_errors=tuple(record_errors),
+                )
     if entries:
         results = await ctx.services.replica_manager.append_records(
             timeout_ms=request.timeout_ms,
             required_acks=acks,
             entries=entries,
         )
+    if refused:
+        results = {**results, **refused}
     if acks == 0:
         if errors or any(r.error_code != ErrorCode.NONE for r in results.values()):
             raise CloseConnection("acks=0 produce failed for some partition")

@@ -131,6 +131,7 @@ class KafkaServer:
         self.controller: Any = None
         self.group_coordinator: Any = None
         self.admin_server: Any = None
+        self.schema_registry: Any = None  # schema_registry/server.py, when its listener is set
         self.authorizer: Any = None
         self._scram_cache: Any = None  # security/scram.py's CredentialCache, made when first used
         self.quotas: Any = None
@@ -217,6 +218,7 @@ class KafkaServer:
             raise
         self.dispatcher.ready.set()
         await self._start_admin_server()
+        await self._start_schema_registry()
         log.info(
             "started",
             broker_id=self.broker_id,
@@ -294,6 +296,32 @@ class KafkaServer:
         )
         with _logged("admin API start-up"):
             await self.admin_server.start()
+
+    async def _start_schema_registry(self) -> None:
+        """The Schema Registry on schema.registry.listeners (kafkalite/schema_registry/; empty
+        = none), and its validator in the produce path (apis/produce.py's RecordValidator)."""
+        if not self.config.schema_registry_listeners:
+            return
+        module = await asyncio.to_thread(
+            importlib.import_module, "kafkalite.schema_registry.server"
+        )
+        from kafkalite.schema_registry.validation import SchemaValidator
+
+        self.schema_registry = module.SchemaRegistryServer(
+            self, self.config.schema_registry_listeners
+        )
+        with _logged("schema registry start-up"):
+            await self.schema_registry.start()
+        if self.schema_registry.registry is not None:
+            self.services.extra["record_validator"] = SchemaValidator(
+                self.schema_registry.registry, self.topic_configs.for_topic
+            )
+
+    @property
+    def schema_registry_url(self) -> str | None:
+        """``http://host:port`` of the running Schema Registry (its port resolved), else None."""
+        registry = self.schema_registry
+        return registry.bound_url if registry is not None else None
 
     @property
     def admin_url(self) -> str | None:
@@ -598,6 +626,10 @@ class KafkaServer:
         if self.admin_server is not None:
             with _logged("admin API shutdown"):
                 await self.admin_server.stop()
+        if self.schema_registry is not None:
+            self.services.extra.pop("record_validator", None)
+            with _logged("schema registry shutdown"):
+                await self.schema_registry.stop()
         if self.socket_server is not None and self.controller is not None:
             await self._controlled_shutdown()
         if self.socket_server is not None:

@@ -98,6 +98,13 @@ def _parse_cleanup_policy(key: str, value: Any) -> str:
     return ",".join(parts)
 
 
+SUBJECT_NAME_STRATEGIES = tuple(
+    f"io.confluent.kafka.serializers.subject.{name}"
+    for name in ("TopicNameStrategy", "RecordNameStrategy", "TopicRecordNameStrategy")
+)
+TOPIC_NAME_STRATEGY = SUBJECT_NAME_STRATEGIES[0]
+
+
 @dataclass(frozen=True, slots=True)
 class LogConfig:
     segment_bytes: int = 1024 * 1024 * 1024
@@ -122,6 +129,13 @@ class LogConfig:
     file_delete_delay_ms: int = 60_000
     preallocate: bool = False
     compression_type: str = "producer"
+    # Confluent Server's schema validation (kafkalite/schema_registry/validation.py): the
+    # broker refuses records whose key or value is not framed with an id registered under the
+    # subject the strategy names. Read only by that validator, never by the log.
+    confluent_key_schema_validation: bool = False
+    confluent_value_schema_validation: bool = False
+    confluent_key_subject_name_strategy: str = TOPIC_NAME_STRATEGY
+    confluent_value_subject_name_strategy: str = TOPIC_NAME_STRATEGY
 
     # ---------------------------------------------------------------- derived
 
@@ -209,7 +223,12 @@ class LogConfig:
 
 
 def _parse_field(key: str, field: str, value: Any) -> Any:
-    if field in ("unclean_leader_election_enable", "preallocate"):
+    if field in (
+        "unclean_leader_election_enable",
+        "preallocate",
+        "confluent_key_schema_validation",
+        "confluent_value_schema_validation",
+    ):
         return _parse_bool(key, value)
     if field == "min_cleanable_dirty_ratio":
         return _parse_float(key, value, 0.0, 1.0)
@@ -217,6 +236,11 @@ def _parse_field(key: str, field: str, value: Any) -> Any:
         return _parse_choice(key, value, ("CreateTime", "LogAppendTime"))
     if field == "cleanup_policy":
         return _parse_cleanup_policy(key, value)
+    if field.endswith("_subject_name_strategy"):
+        text = str(value).strip()
+        # the short class name is taken for the full one
+        text = text if "." in text else f"io.confluent.kafka.serializers.subject.{text}"
+        return _parse_choice(key, text, SUBJECT_NAME_STRATEGIES)
     if field == "compression_type":
         return _parse_choice(
             key, value, ("uncompressed", "gzip", "snappy", "lz4", "zstd", "producer")
@@ -281,6 +305,10 @@ TOPIC_CONFIG_FIELDS: dict[str, str] = {
     "file.delete.delay.ms": "file_delete_delay_ms",
     "preallocate": "preallocate",
     "compression.type": "compression_type",
+    "confluent.key.schema.validation": "confluent_key_schema_validation",
+    "confluent.value.schema.validation": "confluent_value_schema_validation",
+    "confluent.key.subject.name.strategy": "confluent_key_subject_name_strategy",
+    "confluent.value.subject.name.strategy": "confluent_value_subject_name_strategy",
 }
 
 # Broker config name -> (LogConfig field, multiplier to milliseconds): which broker setting gives

@@ -47,6 +47,7 @@ TEST_DEFAULTS: dict[str, str] = {
     "offsets.topic.replication.factor": "1",
     "offsets.topic.num.partitions": "1",
     "log.level": "WARNING",
+    "schema.registry.listeners": "http://127.0.0.1:0",
 }
 
 
@@ -150,6 +151,11 @@ class Broker(Helpers):
         if self.admin_port is None:
             return None
         return f"{self._admin_scheme}://{self.host}:{self.admin_port}"
+
+    @property
+    def schema_registry_url(self) -> str | None:
+        """The Schema Registry of an in-process broker (None for a subprocess one)."""
+        return self.server.schema_registry_url if self.server is not None else None
 
     @property
     def log_dir(self) -> Path:

@@ -183,6 +183,11 @@ class Cluster(Helpers):
                 return url
         return None
 
+    def schema_registry_url_of(self, broker_id: int) -> str | None:
+        """The Schema Registry of one running broker (every broker serves it)."""
+        server = self.servers.get(broker_id)
+        return server.schema_registry_url if server is not None else None
+
     def admin_url_of(self, broker_id: int) -> str | None:
         server = self.servers.get(broker_id)
         return server.admin_url if server is not None else None

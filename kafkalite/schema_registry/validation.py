@@ -1,0 +1,125 @@
+"""Schema validation on produce (Confluent Server's `confluent.key.schema.validation` and
+`confluent.value.schema.validation` topic configs), the produce handler's RecordValidator
+(apis/produce.py), injected by the composition root.
+
+A record's key (or value) on a validated topic must be framed as Confluent's serializers frame
+it: magic byte 0, then a 4-byte big-endian schema id, and that id must be registered (not
+deleted) under the subject the topic's `confluent.{key,value}.subject.name.strategy` names:
+TopicNameStrategy `<topic>-key|value` (the default), RecordNameStrategy the record's full name
+(an Avro record's, a Protobuf file's first message's, a JSON Schema's `title`),
+TopicRecordNameStrategy `<topic>-<name>`. A null key or value (a tombstone) passes.
+
+Refusals are per record (KIP-467 record_errors, indexed across the partition's batches) and
+refuse the whole partition's data, as Kafka refuses a batch. Only topics with validation on pay
+anything: `applies` is one dict lookup; their batches are decoded (decompressed) once here.
+An unknown id makes the view sync once (a schema registered on another broker a moment ago).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kafkalite.protocol.errors import RecordError
+from kafkalite.protocol.records import iter_batches
+from kafkalite.schema_registry.formats import AVRO, JSON, PROTOBUF
+from kafkalite.schema_registry.registry import Registry
+
+MAGIC = 0
+
+
+class SchemaValidator:
+    def __init__(self, registry: Registry, config_of: Callable[[str], Any]) -> None:
+        """`config_of(topic)`: the topic's LogConfig (with the confluent.* settings)."""
+        self.registry = registry
+        self.config_of = config_of
+        self._names: dict[int, str | None] = {}
+
+    def applies(self, topic: str) -> bool:
+        config = self.config_of(topic)
+        return bool(
+            config.confluent_value_schema_validation or config.confluent_key_schema_validation
+        )
+
+    async def validate(self, topic: str, records: Any) -> list[RecordError]:
+        config = self.config_of(topic)
+        checks = []
+        if config.confluent_key_schema_validation:
+            checks.append(("key", config.confluent_key_subject_name_strategy))
+        if config.confluent_value_schema_validation:
+            checks.append(("value", config.confluent_value_subject_name_strategy))
+        try:
+            decoded = [
+                record
+                for header, batch in iter_batches(records)
+                if not header.is_control
+                for record in batch
+            ]
+        except Exception:  # a damaged batch: the append refuses it with its own error
+            return []
+        await self.registry.store.start()
+        synced = False
+        while True:
+            refused: list[RecordError] = []
+            unknown = False
+            view = self.registry.store.view
+            for index, record in enumerate(decoded):
+                for part, strategy in checks:
+                    data = record.key if part == "key" else record.value
+                    problem, missing = await self._check(view, topic, part, strategy, data)
+                    if problem is not None:
+                        refused.append(RecordError(index, problem))
+                        unknown = unknown or missing
+                        break
+            if not unknown or synced:
+                return refused
+            await self.registry.view()  # something unknown: catch up once and look again
+            synced = True
+
+    async def _check(
+        self, view: Any, topic: str, part: str, strategy: str, data: bytes | None
+    ) -> tuple[str | None, bool]:
+        """(why the key or value is refused or None, whether the view may just be behind)."""
+        if data is None:
+            return None, False
+        if len(data) < 5 or data[0] != MAGIC:
+            return (
+                f"the {part} is not framed with a schema id (magic byte 0 and a 4-byte id)",
+                False,
+            )
+        schema_id = int.from_bytes(data[1:5], "big")
+        if schema_id not in view.schemas:
+            return f"the {part}'s schema id {schema_id} is not a known schema", True
+        short = strategy.rsplit(".", 1)[-1]
+        if short == "TopicNameStrategy":
+            subject = f"{topic}-{part}"
+        else:
+            name = await self._record_name(view, schema_id)
+            if name is None:
+                return f"the {part}'s schema {schema_id} has no record name for {short}", False
+            subject = name if short == "RecordNameStrategy" else f"{topic}-{name}"
+        if not any(
+            v.id == schema_id and not v.deleted for v in view.subjects.get(subject, {}).values()
+        ):
+            return (
+                f"the {part}'s schema id {schema_id} is not registered under subject {subject}",
+                True,
+            )
+        return None, False
+
+    async def _record_name(self, view: Any, schema_id: int) -> str | None:
+        if schema_id in self._names:
+            return self._names[schema_id]
+        parsed = await self.registry.parsed(view, schema_id)
+        name: str | None = None
+        if parsed.schema_type == AVRO and isinstance(parsed.avro, dict):
+            name = parsed.avro.get("name")
+        elif parsed.schema_type == PROTOBUF and parsed.proto.message_type:
+            package = parsed.proto.package
+            first = parsed.proto.message_type[0].name
+            name = f"{package}.{first}" if package else first
+        elif parsed.schema_type == JSON and isinstance(parsed.json_schema, dict):
+            title = parsed.json_schema.get("title")
+            name = title if isinstance(title, str) else None
+        self._names[schema_id] = name
+        return name
