@@ -18,8 +18,6 @@ from kafkalite.cli.common import LazyConsole, new_table, without_error_name
 DEFAULT_ADMIN_URL = "http://127.0.0.1:9644"
 TIMEOUT_S = 60.0
 
-err_console = LazyConsole(stderr=True, soft_wrap=True)
-
 __all__ = ["new_table"]
 
 
@@ -106,9 +104,8 @@ def call(admin_url: str, method: str, path: str, body: Any = None) -> Any:
 
 
 def fail(message: str, code: int = 1) -> None:
-    from rich.markup import escape
-
-    err_console.print(f"[red]error:[/red] {escape(message)}", highlight=False)
+    """One line on stderr, ``error: ...`` (red on a terminal), and exit ``code``."""
+    click.echo(f"{click.style('error:', fg='red')} {message}", err=True)
     raise SystemExit(code)
 
 

@@ -86,8 +86,8 @@ def cluster_app(ctx: click.Context, admin_url: str, as_json: bool) -> None:
         emit_json(answer)
         return
     controller = answer["controller"]
-    console().print(f"cluster id: {answer['cluster_id']}")
-    console().print(f"controller: broker {controller['broker_id']} (epoch {controller['epoch']})")
+    click.echo(f"cluster id: {answer['cluster_id']}")
+    click.echo(f"controller: broker {controller['broker_id']} (epoch {controller['epoch']})")
     print_brokers(answer["brokers"])
 
 
@@ -185,7 +185,7 @@ def cluster_reassign(
     if as_json:
         emit_json(answer)
         return
-    console().print(f"reassignment of {len(answer['partitions'])} partition(s) submitted")
+    click.echo(f"reassignment of {len(answer['partitions'])} partition(s) submitted")
 
 
 @cluster_app.command("reassignments")
@@ -200,7 +200,7 @@ def cluster_reassignments(ctx: click.Context, admin_url: str, as_json: bool) -> 
         emit_json(answer)
         return
     if not answer["pending"] and not answer["ongoing"]:
-        console().print("No partition reassignment is pending or in progress.")
+        click.echo("No partition reassignment is pending or in progress.")
         return
     table = new_table("topic", "partition", "state", "replicas", "adding", "removing")
     for p in answer["pending"]:
@@ -259,21 +259,17 @@ def cluster_elect_leaders(
         return ", ".join(f"{r['topic']}-{r['partition']}" for r in rows)
 
     if elected:
-        console().print(
-            f"Successfully completed leader election ({kind}) for partitions {names(elected)}",
-            highlight=False,
+        click.echo(
+            f"Successfully completed leader election ({kind}) for partitions {names(elected)}"
         )
     if not_needed:
-        console().print(
-            f"Valid replica already elected for partitions {names(not_needed)}", highlight=False
-        )
+        click.echo(f"Valid replica already elected for partitions {names(not_needed)}")
     if not results:
-        console().print(f"No partition needed a {election_type} leader election.")
+        click.echo(f"No partition needed a {election_type} leader election.")
     for r in failed:
-        console().print(
+        click.echo(
             f"Error completing leader election ({kind}) for partition {r['topic']}-"
-            f"{r['partition']}: {r['error']}: {r['message']}",
-            highlight=False,
+            f"{r['partition']}: {r['error']}: {r['message']}"
         )
     if failed:
         fail(f"{len(failed)} partition(s) could not be elected")

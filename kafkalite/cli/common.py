@@ -69,7 +69,6 @@ class LazyConsole:
 
 
 console = LazyConsole()
-err_console = LazyConsole(stderr=True, soft_wrap=True)
 
 
 def new_table(*headers: str) -> Any:
@@ -152,9 +151,8 @@ def without_error_name(message: str | None, name: str) -> str | None:
 
 
 def fail(message: str, code: int = 1) -> None:
-    from rich.markup import escape
-
-    err_console.print(f"[red]error:[/red] {escape(message)}", highlight=False)
+    """One line on stderr, ``error: ...`` (red on a terminal), and exit ``code``."""
+    click.echo(f"{click.style('error:', fg='red')} {message}", err=True)
     raise SystemExit(code)
 
 
@@ -168,12 +166,16 @@ def parse_pairs(items: list[str], what: str) -> dict[str, str]:
     return out
 
 
+class TopicProblem(Exception):
+    """What the console tools cannot do (a missing topic or partition, an illegal name...), in
+    one line for the operator."""
+
+
 def run(coro: Any) -> Any:
     """Run a command's coroutine; what goes wrong is a one-line error, never a traceback."""
     import asyncio
     import socket
 
-    from kafkalite.cli.console_producer import TopicProblem
     from kafkalite.client.errors import KafkaConnectionError
     from kafkalite.protocol.errors import KafkaError
 

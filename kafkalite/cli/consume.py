@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from kafkalite.cli.common import bootstrap_option, err_console, fail, open_client, run
+from kafkalite.cli.common import bootstrap_option, fail, open_client, run
 
 
 @click.command("consume")
@@ -78,4 +78,4 @@ def consume(
 
     count = run(go())
     where = f"{topic}-{partition}" if partition is not None else topic
-    err_console.print(f"{count} records consumed from {where}", highlight=False)
+    click.echo(f"{count} records consumed from {where}", err=True)

@@ -60,7 +60,7 @@ def groups_describe(group: str, admin_url: str, as_json: bool) -> None:
     if as_json:
         emit_json(answer)
         return
-    console().print(
+    click.echo(
         f"group {answer['group_id']}: {answer['state']}"
         f" (protocol {answer['protocol'] or '-'}, coordinator {answer['coordinator']}),"
         f" total lag {answer['total_lag']}"
@@ -137,7 +137,7 @@ def groups_reset_offsets(
     for o in answer["offsets"]:
         table.add_row(o["topic"], str(o["partition"]), str(o["offset"]))
     console().print(table)
-    console().print("dry run: nothing committed" if answer["dry_run"] else "committed")
+    click.echo("dry run: nothing committed" if answer["dry_run"] else "committed")
 
 
 @groups_app.command("delete")
@@ -150,4 +150,4 @@ def groups_delete(group: str, admin_url: str, as_json: bool) -> None:
     if as_json:
         emit_json(answer)
         return
-    console().print(f"group {answer['group_id']} deleted")
+    click.echo(f"group {answer['group_id']} deleted")

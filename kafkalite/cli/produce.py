@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from kafkalite.cli.common import bootstrap_option, err_console, open_client, run
+from kafkalite.cli.common import bootstrap_option, open_client, run
 
 
 def checked_acks(ctx: Any, param: Any, value: str) -> int:
@@ -105,4 +105,4 @@ def produce(
     producer = run(go())
     sent = sum(producer.sent_per_partition.values())
     where = ", ".join(f"{topic}-{p}: {n}" for p, n in sorted(producer.sent_per_partition.items()))
-    err_console.print(f"{sent} records sent" + (f" ({where})" if where else ""), highlight=False)
+    click.echo(f"{sent} records sent" + (f" ({where})" if where else ""), err=True)

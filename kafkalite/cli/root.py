@@ -30,7 +30,7 @@ import sys
 
 import click
 
-from kafkalite.cli.common import Group, apply_command_config, err_console
+from kafkalite.cli.common import Group, apply_command_config
 from kafkalite.cli.overview import (
     COMMAND_CONFIG_HELP,
     COMMANDS,
@@ -130,9 +130,8 @@ def main() -> None:
             where = f"full report in {write_error_report()}"
         except OSError as report_error:
             where = f"no report written: {report_error}"
-        err_console.print(
-            f"[red]error:[/red] unexpected {type(e).__name__}: {e} ({where})",
-            markup=True,
-            highlight=False,
+        click.echo(
+            f"{click.style('error:', fg='red')} unexpected {type(e).__name__}: {e} ({where})",
+            err=True,
         )
         raise SystemExit(1) from None

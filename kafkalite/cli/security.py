@@ -151,7 +151,7 @@ def users_add(
     )
     for result in response.results:
         _check(result.error_code, result.error_message)
-    console.print(f"User {name}: {', '.join(_mechanisms(mechanism))} set.")
+    click.echo(f"User {name}: {', '.join(_mechanisms(mechanism))} set.")
 
 
 @users_app.command("remove")
@@ -190,7 +190,7 @@ def users_remove(name: str, mechanism: str, bootstrap: str, command_config: str 
     )
     for result in response.results:
         _check(result.error_code, result.error_message)
-    console.print(f"User {name}: removed.")
+    click.echo(f"User {name}: removed.")
 
 
 @users_app.command("list")
@@ -284,7 +284,7 @@ def acls_add(
     response = _send(bootstrap, command_config, ApiKey.CREATE_ACLS, {"creations": creations})
     for result in response.results:
         _check(result.error_code, result.error_message)
-    console.print(f"Added {len(creations)} ACL(s).")
+    click.echo(f"Added {len(creations)} ACL(s).")
 
 
 def _filter(principal, topic, group, cluster, transactional_id, prefixed) -> dict[str, Any]:
@@ -358,7 +358,7 @@ def acls_remove(
     response = _send(bootstrap, command_config, ApiKey.DELETE_ACLS, {"filters": [request]})
     result = response.filter_results[0]
     _check(result.error_code, result.error_message)
-    console.print(f"Removed {len(result.matching_acls)} ACL(s).")
+    click.echo(f"Removed {len(result.matching_acls)} ACL(s).")
 
 
 # ---------------------------------------------------------------------- quotas
@@ -432,7 +432,7 @@ def quotas_set(
         {"entries": [{"entity": entity, "ops": ops}], "validate_only": False},
     )
     _check(response.entries[0].error_code, response.entries[0].error_message)
-    console.print("Quotas updated.")
+    click.echo("Quotas updated.")
 
 
 @quotas_app.command("list")

@@ -11,7 +11,6 @@ from kafkalite.cli.common import (
     Group,
     bootstrap_option,
     console,
-    err_console,
     error_name,
     error_text,
     fail,
@@ -84,7 +83,7 @@ def topics_create(
     (topic,) = response.topics
     if int(topic.error_code):
         fail(error_text(topic.error_code, topic.error_message, name))
-    console.print(f"Created topic {name}." if not validate_only else f"Topic {name} is valid.")
+    click.echo(f"Created topic {name}." if not validate_only else f"Topic {name} is valid.")
 
 
 @topics_app.command("list")
@@ -102,7 +101,7 @@ def topics_list(exclude_internal: bool, bootstrap: str) -> None:
 
     for topic in sorted(run(go()).topics, key=lambda t: t.name):
         if not (exclude_internal and topic.is_internal):
-            console.print(topic.name, highlight=False, markup=False)
+            click.echo(topic.name)
 
 
 @topics_app.command("describe")
@@ -173,9 +172,10 @@ def topics_describe(names: tuple[str, ...], exclude_internal: bool, bootstrap: s
     if failed:
         for topic in shown:
             if int(topic.error_code):
-                err_console.print(
-                    f"[red]error:[/red] {error_text(topic.error_code, None, topic.name)}",
-                    highlight=False,
+                click.echo(
+                    f"{click.style('error:', fg='red')} "
+                    f"{error_text(topic.error_code, None, topic.name)}",
+                    err=True,
                 )
         raise SystemExit(1)
 
@@ -208,7 +208,7 @@ def topics_delete(name: str, bootstrap: str) -> None:
     (result,) = run(go()).responses
     if int(result.error_code):
         fail(error_text(result.error_code, getattr(result, "error_message", None), name))
-    console.print(f"Deleted topic {name}.")
+    click.echo(f"Deleted topic {name}.")
 
 
 @topics_app.command("alter")
@@ -277,4 +277,4 @@ def topics_alter(
     for what, code, message in run(go()):
         if code:
             fail(f"{what}: {error_text(code, message, name)}")
-        console.print(f"Altered {what} of topic {name}.")
+        click.echo(f"Altered {what} of topic {name}.")

@@ -122,7 +122,7 @@ def transactions_abort(
             "POST",
             f"/transactions/{quote(transactional_id)}/abort",
         )
-        console().print(f"aborted the open transaction of {transactional_id}")
+        click.echo(f"aborted the open transaction of {transactional_id}")
         return
     if any(v is None for v in hanging):
         fail("give a transactional id, or --topic, --partition and --start-offset", 2)
@@ -134,7 +134,7 @@ def transactions_abort(
         fail(f"cannot reach the broker at {bootstrap}: {e}")
     except HangingAbortError as e:
         fail(str(e))
-    console().print(
+    click.echo(
         f"aborted the transaction of producer {pid} starting at offset {start_offset} "
         f"of {topic}-{partition}"
     )

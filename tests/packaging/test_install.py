@@ -27,9 +27,10 @@ ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 60
 
 
-def user_env(home: Path) -> dict[str, str]:
+def user_env() -> dict[str, str]:
     """The environment of a user who installed kafkalite into a venv: this checkout is not on
-    the path, the venv's bin is not on PATH, no Spark Python is chosen."""
+    the path, the venv's bin is not on PATH, no Spark Python is chosen. HOME stays: pip's cache
+    is there."""
     env = {
         k: v
         for k, v in os.environ.items()
@@ -41,13 +42,25 @@ def user_env(home: Path) -> dict[str, str]:
         if p and not p.startswith(str(Path(sys.executable).parent)) and ".venv" not in p
     )
     env["SPARK_LOCAL_IP"] = "127.0.0.1"
-    env["HOME"] = str(home)
     return env
 
 
 @pytest.fixture(scope="module")
-def dist(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("dist")
+def workdir():
+    """A directory of this module's own: pytest's base temp directory is pruned by any other
+    pytest run of the machine (it keeps the last three), and a venv deleted under a running
+    broker makes no sense as a failure."""
+    import shutil
+    import tempfile
+
+    where = Path(tempfile.mkdtemp(prefix="kafkalite-packaging-"))
+    yield where
+    shutil.rmtree(where, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def dist(workdir: Path) -> Path:
+    out = workdir / "dist"
     built = subprocess.run(
         [sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)],
         capture_output=True,
@@ -82,18 +95,23 @@ def test_make_dist_gives_a_wheel_and_an_sdist_with_the_license(dist: Path) -> No
 
 
 @pytest.fixture(scope="module")
-def venv(dist: Path, tmp_path_factory) -> Path:
+def venv(dist: Path, workdir: Path) -> Path:
     """A fresh venv with the wheel and its spark extra installed from the index."""
     [wheel] = dist.glob("kafkalite-*.whl")
-    where = tmp_path_factory.mktemp("venv") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(where)], check=True, timeout=300)
+    where = workdir / "venv"
+    # as the user's shell has it: with this checkout on PYTHONPATH, pip would take the
+    # kafkalite.egg-info that the build leaves here for an installed kafkalite
+    env = user_env()
+    subprocess.run([sys.executable, "-m", "venv", str(where)], check=True, timeout=300, env=env)
     installed = subprocess.run(
         [str(where / "bin" / "python"), "-m", "pip", "install", "--quiet", f"{wheel}[spark]"],
         capture_output=True,
         text=True,
         timeout=900,
+        env=env,
     )
     assert installed.returncode == 0, installed.stdout + installed.stderr
+    assert "dependency conflicts" not in installed.stderr, installed.stderr
     return where
 
 
@@ -111,10 +129,11 @@ def started(process: subprocess.Popen, deadline: float) -> str:
 
 
 @pytest.fixture(scope="module")
-def served(venv: Path, tmp_path_factory):
+def served(venv: Path, workdir: Path):
     """``kafkalite serve`` of the venv, its ports picked by the OS; (bootstrap, env)."""
-    home = tmp_path_factory.mktemp("home")
-    env = user_env(home)
+    home = workdir / "home"
+    home.mkdir()
+    env = user_env()
     process = subprocess.Popen(
         [
             str(venv / "bin" / "kafkalite"),
@@ -208,7 +227,7 @@ spark.stop()
 
 
 def test_spark_reads_through_the_installed_package_without_an_activated_venv(
-    venv: Path, served, tmp_path: Path
+    venv: Path, served, workdir: Path
 ) -> None:
     """Spark's Python workers would run ``python3`` from PATH (not the venv's, which is not on
     PATH): ModuleNotFoundError: No module named 'kafkalite', unless kafkalite.spark points
@@ -218,11 +237,11 @@ def test_spark_reads_through_the_installed_package_without_an_activated_venv(
     producer = Producer({"bootstrap.servers": bootstrap})
     producer.produce("installed", b"from-spark-test", partition=0)
     assert producer.flush(30) == 0
-    job = tmp_path / "job.py"
+    job = workdir / "job.py"
     job.write_text(SPARK_JOB)
     ran = subprocess.run(
         [str(venv / "bin" / "python"), str(job), bootstrap],
-        cwd=tmp_path,
+        cwd=workdir,
         env=env,
         capture_output=True,
         text=True,
