@@ -1,5 +1,5 @@
-# kafkalite: `make serve` runs a single broker, `make test` runs the whole suite.
-# Both work from a fresh clone on a fresh Debian machine.
+# kafkalite: `make serve` runs a single broker, `make test` runs the whole suite, `make dist`
+# builds the sdist and the wheel into dist/. They work from a fresh clone on a fresh Debian machine.
 
 PYTHON ?= python3
 VENV := .venv
@@ -10,7 +10,7 @@ BENCH_STAMP := $(VENV)/.installed-bench
 DEB_PACKAGES := zookeeper kcat default-jre-headless redis-server chromium chromium-driver
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: serve test test-fast bench lint clean debs venv
+.PHONY: serve test test-fast bench lint clean debs venv dist
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -58,11 +58,18 @@ test-fast: $(TEST_STAMP)
 bench: debs $(BENCH_STAMP)
 	$(BIN)/python bench/spark_load.py $(ARGS)
 
+# The sdist and the wheel (`pip install dist/kafkalite-*.whl`, or with `[spark]`), built by the
+# PEP 517 front end `build` (the test extra) in an isolated environment; tests/packaging installs
+# the wheel into a fresh venv and runs it.
+dist: $(TEST_STAMP)
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
+
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check kafkalite tests bench tools
 	$(BIN)/ruff format --check kafkalite tests bench tools
 	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis data
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .hypothesis data
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -1,7 +1,11 @@
-"""``python -m kafkalite ...``: the command line (kafkalite/cli/).
+"""``kafkalite ...`` and ``python -m kafkalite ...``: the command line (kafkalite/cli/).
+
+A bare ``kafkalite``, ``kafkalite --help`` and ``kafkalite --version`` are answered here from
+kafkalite/cli/overview.py, without importing click: the same text the full command line prints,
+in the time Python takes to start (docs/decisions/0021-a-command-line-that-imports-what-it-uses.md).
 
 ``python -m kafkalite serve [--config FILE | -c FILE] [--override key=value]...`` takes a short
-way that imports only what the broker needs (not typer, rich's console, nor the admin and
+way that imports only what the broker needs (not click, rich's console, nor the admin and
 storage commands): the port opens about a quarter sooner, which a test suite starting brokers
 as subprocesses pays at every start. Anything else (``--help``, another command, an option the
 short way does not know) goes through the full command line, which behaves the same.
@@ -36,7 +40,24 @@ def serve_arguments(argv: list[str]) -> tuple[str | None, list[str]] | None:
     return config, overrides
 
 
+def overview(argv: list[str]) -> tuple[str, int, bool] | None:
+    """(text, exit status, to stderr) for a bare command, ``--help`` or ``--version``, else
+    None. With no argument the help goes to stderr with status 2, as click's no_args_is_help."""
+    if argv not in ([], ["--help"], ["--version"]):
+        return None
+    from kafkalite.cli.overview import program_name, root_help, version_line
+
+    if argv == ["--version"]:
+        return version_line() + "\n", 0, False
+    return root_help(program_name()), 2 if not argv else 0, not argv
+
+
 def main() -> None:
+    answer = overview(sys.argv[1:])
+    if answer is not None:
+        text, status, to_stderr = answer
+        (sys.stderr if to_stderr else sys.stdout).write(text)
+        raise SystemExit(status)
     arguments = serve_arguments(sys.argv[1:])
     if arguments is None:
         from kafkalite.cli import main as cli_main

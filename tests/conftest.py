@@ -178,6 +178,7 @@ _STARTS_A_PROCESS = {
     "tests/observability/test_logging.py::test_every_line_is_json": ("integration",),
     "tests/admin/test_app.py": ("integration",),
     "tests/cli/test_admin_api.py": ("integration",),
+    "tests/cli/test_kafka_semantics.py": ("integration",),
     "tests/admin/test_console.py": ("integration", "browser"),
     "tests/network/test_quotas.py::test_a_broker_with_an_unresolvable_override_stops_naming_the_key": (
         "integration",

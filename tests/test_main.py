@@ -1,4 +1,4 @@
-"""`python -m kafkalite serve` takes a short way past typer only for a plain serve command."""
+"""`python -m kafkalite serve` takes a short way past click only for a plain serve command."""
 
 import pytest
 

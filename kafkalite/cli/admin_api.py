@@ -9,36 +9,32 @@ errors.
 
 from __future__ import annotations
 
-import json
-import sys
-import urllib.error
-import urllib.parse
-import urllib.request
-from typing import Annotated, Any
+from typing import Any
 
-import typer
-from rich.console import Console
-from rich.markup import escape
+import click
+
+from kafkalite.cli.common import LazyConsole, new_table, without_error_name
 
 DEFAULT_ADMIN_URL = "http://127.0.0.1:9644"
 TIMEOUT_S = 60.0
 
-err_console = Console(stderr=True, soft_wrap=True)
-PIPE_WIDTH = 250
-"""Width of tables written to a pipe or file: as wide as their content, never wrapped at 80."""
+__all__ = ["new_table"]
 
 
-def console() -> Console:
-    """A console on the current stdout: the terminal's width there, else PIPE_WIDTH."""
-    return Console(width=None if sys.stdout.isatty() else PIPE_WIDTH)
+def console() -> Any:
+    """A console on the current stdout: the terminal's width there, else as wide as the
+    content (common.PIPE_WIDTH)."""
+    return LazyConsole()
 
 
-def checked_admin_url(value: str | None) -> str | None:
+def checked_admin_url(ctx: Any, param: Any, value: str | None) -> str | None:
     """``--admin-url`` must be http(s)://host[:port][/prefix]; anything else is a usage error
     naming the option (urllib's own messages, 'unknown url type', 'nonnumeric port', said
     nothing about where the bad value came from)."""
     if value is None:
         return value
+    import urllib.parse
+
     problem = None
     try:
         parts = urllib.parse.urlsplit(value)
@@ -60,16 +56,18 @@ def checked_admin_url(value: str | None) -> str | None:
     return value
 
 
-AdminUrl = Annotated[
-    str,
-    typer.Option(
-        "--admin-url",
-        envvar="KAFKALITE_ADMIN_URL",
-        help="base URL of any broker's admin API (admin.listener)",
-        callback=checked_admin_url,
-    ),
-]
-JsonOutput = Annotated[bool, typer.Option("--json", help="print the API's JSON answer")]
+admin_url_option = click.option(
+    "--admin-url",
+    "admin_url",
+    metavar="URL",
+    default=DEFAULT_ADMIN_URL,
+    show_default=True,
+    envvar="KAFKALITE_ADMIN_URL",
+    show_envvar=True,
+    help="base URL of any broker's admin API (admin.listener)",
+    callback=checked_admin_url,
+)
+json_option = click.option("--json", "as_json", is_flag=True, help="print the API's JSON answer")
 
 
 class ApiError(Exception):
@@ -82,6 +80,10 @@ class ApiError(Exception):
 
 def call(admin_url: str, method: str, path: str, body: Any = None) -> Any:
     """One request to the admin API; the decoded JSON answer. Raises ApiError or exits 1."""
+    import json
+    import urllib.error
+    import urllib.request
+
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(admin_url.rstrip("/") + path, method=method, data=data)
     if data is not None:
@@ -102,19 +104,29 @@ def call(admin_url: str, method: str, path: str, body: Any = None) -> Any:
 
 
 def fail(message: str, code: int = 1) -> None:
-    err_console.print(f"[red]error:[/red] {escape(message)}", highlight=False)
-    raise typer.Exit(code)
+    """One line on stderr, ``error: ...`` (red on a terminal), and exit ``code``."""
+    click.echo(f"{click.style('error:', fg='red')} {message}", err=True)
+    raise SystemExit(code)
 
 
 def run(admin_url: str, method: str, path: str, body: Any = None) -> Any:
     try:
         return call(admin_url, method, path, body)
     except ApiError as e:
-        fail(f"{e.code} (HTTP {e.status}): {e.message}")
+        fail(f"{e.code} (HTTP {e.status}): {without_error_name(e.message, e.code) or ''}")
+
+
+def quote(name: str) -> str:
+    """``name`` as one segment of an admin API path."""
+    import urllib.parse
+
+    return urllib.parse.quote(name, safe="")
 
 
 def emit_json(answer: Any) -> None:
-    typer.echo(json.dumps(answer, indent=2))
+    import json
+
+    click.echo(json.dumps(answer, indent=2))
 
 
 def or_dash(value: Any) -> str:

@@ -23,6 +23,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from kafkalite.cli.common import TopicProblem
 from kafkalite.client.client import KafkaClient
 from kafkalite.client.connection import request_builder
 from kafkalite.client.errors import KafkaConnectionError
@@ -36,10 +37,6 @@ TOPIC_WAIT_S = 30.0
 """How long a topic may take to have a leader for every partition (auto-creation included)."""
 SEND_ATTEMPTS = 5
 RETRY_BACKOFF_S = 0.2
-
-
-class TopicProblem(Exception):
-    """What the console tools cannot do, in one line for the operator."""
 
 
 def explain(code: ErrorCode, message: str | None = None) -> str:

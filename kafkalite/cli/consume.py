@@ -5,35 +5,37 @@ from __future__ import annotations
 
 import sys
 
-import typer
+import click
 
-from kafkalite.cli.common import BOOTSTRAP_OPTION, err_console, fail, open_client, run
+from kafkalite.cli.common import bootstrap_option, fail, open_client, run
 
 
+@click.command("consume")
+@click.argument("topic")
+@click.option(
+    "--partition", "-p", type=int, help="read only this partition (default: every partition)"
+)
+@click.option("--from-beginning", is_flag=True, help="start at the log start (default: at the end)")
+@click.option("--offset", type=int, help="start at this offset (needs --partition)")
+@click.option("--group", "-g", help="join this consumer group and commit offsets")
+@click.option("--max-messages", "-n", type=int, help="exit after this many records")
+@click.option("--timeout-ms", type=int, help="exit when no record arrives for this long")
+@click.option("--print-key", is_flag=True, help="print KEY<TAB>VALUE")
+@click.option("--print-offset", is_flag=True, help="print the offset first")
+@click.option("--print-partition", is_flag=True, help="print the partition first")
+@bootstrap_option
 def consume(
     topic: str,
-    partition: int = typer.Option(
-        None, "--partition", "-p", help="read only this partition (default: every partition)"
-    ),
-    from_beginning: bool = typer.Option(
-        False, "--from-beginning", help="start at the log start (default: at the end)"
-    ),
-    offset: int = typer.Option(None, "--offset", help="start at this offset (needs --partition)"),
-    group: str = typer.Option(
-        None, "--group", "-g", help="join this consumer group and commit offsets"
-    ),
-    max_messages: int = typer.Option(
-        None, "--max-messages", "-n", help="exit after this many records"
-    ),
-    timeout_ms: int = typer.Option(
-        None, "--timeout-ms", help="exit when no record arrives for this long"
-    ),
-    print_key: bool = typer.Option(False, "--print-key", help="print KEY<TAB>VALUE"),
-    print_offset: bool = typer.Option(False, "--print-offset", help="print the offset first"),
-    print_partition: bool = typer.Option(
-        False, "--print-partition", help="print the partition first"
-    ),
-    bootstrap: str = BOOTSTRAP_OPTION,
+    partition: int | None,
+    from_beginning: bool,
+    offset: int | None,
+    group: str | None,
+    max_messages: int | None,
+    timeout_ms: int | None,
+    print_key: bool,
+    print_offset: bool,
+    print_partition: bool,
+    bootstrap: str,
 ) -> None:
     """Print the records of a topic, one per line.
 
@@ -76,4 +78,4 @@ def consume(
 
     count = run(go())
     where = f"{topic}-{partition}" if partition is not None else topic
-    err_console.print(f"{count} records consumed from {where}", highlight=False)
+    click.echo(f"{count} records consumed from {where}", err=True)

@@ -11,53 +11,56 @@
 
 from __future__ import annotations
 
-import urllib.request
-from typing import Annotated, Any
+from typing import Any
 
-import typer
-from rich.table import Table
+import click
 
 from kafkalite.cli.admin_api import (
-    DEFAULT_ADMIN_URL,
-    AdminUrl,
-    JsonOutput,
+    admin_url_option,
     console,
     emit_json,
     fail,
+    json_option,
+    new_table,
     or_dash,
     parse_assignment,
+    quote,
     run,
 )
+from kafkalite.cli.common import Group
 
-groups_app = typer.Typer(
-    help="Consumer groups: list, describe (lag), reset offsets, delete (admin API)",
-    no_args_is_help=True,
-)
+
+@click.group("groups", cls=Group)
+def groups_app() -> None:
+    """Consumer groups: list, describe (lag), reset offsets, delete (admin API)."""
 
 
 @groups_app.command("list")
-def groups_list(admin_url: AdminUrl = DEFAULT_ADMIN_URL, as_json: JsonOutput = False) -> None:
+@admin_url_option
+@json_option
+def groups_list(admin_url: str, as_json: bool) -> None:
     """Consumer groups coordinated by the broker behind --admin-url."""
     answer = run(admin_url, "GET", "/groups")
     if as_json:
         emit_json(answer)
         return
-    table = Table("group", "state", "protocol type")
+    table = new_table("group", "state", "protocol type")
     for g in answer:
         table.add_row(g["group_id"], g["state"], g["protocol_type"])
     console().print(table)
 
 
 @groups_app.command("describe")
-def groups_describe(
-    group: str, admin_url: AdminUrl = DEFAULT_ADMIN_URL, as_json: JsonOutput = False
-) -> None:
+@click.argument("group")
+@admin_url_option
+@json_option
+def groups_describe(group: str, admin_url: str, as_json: bool) -> None:
     """State, members and their assignments, committed offsets and lag per partition."""
-    answer = run(admin_url, "GET", f"/groups/{urllib.request.quote(group, safe='')}")
+    answer = run(admin_url, "GET", f"/groups/{quote(group)}")
     if as_json:
         emit_json(answer)
         return
-    console().print(
+    click.echo(
         f"group {answer['group_id']}: {answer['state']}"
         f" (protocol {answer['protocol'] or '-'}, coordinator {answer['coordinator']}),"
         f" total lag {answer['total_lag']}"
@@ -67,7 +70,7 @@ def groups_describe(
         for a in m["assignment"]:
             for p in a["partitions"]:
                 owners[(a["topic"], p)] = f"{m['client_id']} {m['member_id']} ({m['client_host']})"
-    table = Table("topic", "partition", "committed", "high watermark", "lag", "member")
+    table = new_table("topic", "partition", "committed", "high watermark", "lag", "member")
     for o in answer["offsets"]:
         table.add_row(
             o["topic"],
@@ -83,22 +86,38 @@ def groups_describe(
 
 
 @groups_app.command("reset-offsets")
+@click.argument("group")
+@click.option(
+    "--to",
+    required=True,
+    type=click.Choice(["earliest", "latest", "timestamp", "explicit"]),
+    help="where to move the offsets",
+)
+@click.option("--topic", multiple=True, metavar="TOPIC", help="only this topic (repeatable)")
+@click.option("--timestamp", type=int, metavar="MS", help="with --to timestamp: ms since the epoch")
+@click.option(
+    "--offset",
+    multiple=True,
+    metavar="TOPIC:PARTITION=OFFSET",
+    help="with --to explicit (repeatable)",
+)
+@click.option("--dry-run", is_flag=True, help="show, do not commit")
+@admin_url_option
+@json_option
 def groups_reset_offsets(
     group: str,
-    to: Annotated[str, typer.Option("--to", help="earliest, latest, timestamp or explicit")],
-    topic: Annotated[list[str] | None, typer.Option("--topic", help="(repeatable)")] = None,
-    timestamp: Annotated[int | None, typer.Option("--timestamp", help="ms since the epoch")] = None,
-    offset: Annotated[
-        list[str] | None, typer.Option("--offset", help="TOPIC:PARTITION=OFFSET (repeatable)")
-    ] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="show, do not commit")] = False,
-    admin_url: AdminUrl = DEFAULT_ADMIN_URL,
-    as_json: JsonOutput = False,
+    to: str,
+    topic: tuple[str, ...],
+    timestamp: int | None,
+    offset: tuple[str, ...],
+    dry_run: bool,
+    admin_url: str,
+    as_json: bool,
 ) -> None:
     """Reset an inactive group's committed offsets (refused while it has members)."""
     body: dict[str, Any] = {"to": to, "dry_run": dry_run}
     if topic:
-        body["topics"] = topic
+        body["topics"] = list(topic)
     if timestamp is not None:
         body["timestamp"] = timestamp
     if offset:
@@ -110,24 +129,25 @@ def groups_reset_offsets(
             except ValueError:
                 fail(f"offset must be an integer in {item!r}", 2)
         body["offsets"] = entries
-    answer = run(admin_url, "POST", f"/groups/{urllib.request.quote(group, safe='')}/offsets", body)
+    answer = run(admin_url, "POST", f"/groups/{quote(group)}/offsets", body)
     if as_json:
         emit_json(answer)
         return
-    table = Table("topic", "partition", "new offset")
+    table = new_table("topic", "partition", "new offset")
     for o in answer["offsets"]:
         table.add_row(o["topic"], str(o["partition"]), str(o["offset"]))
     console().print(table)
-    console().print("dry run: nothing committed" if answer["dry_run"] else "committed")
+    click.echo("dry run: nothing committed" if answer["dry_run"] else "committed")
 
 
 @groups_app.command("delete")
-def groups_delete(
-    group: str, admin_url: AdminUrl = DEFAULT_ADMIN_URL, as_json: JsonOutput = False
-) -> None:
+@click.argument("group")
+@admin_url_option
+@json_option
+def groups_delete(group: str, admin_url: str, as_json: bool) -> None:
     """Delete an empty group and its committed offsets."""
-    answer = run(admin_url, "DELETE", f"/groups/{urllib.request.quote(group, safe='')}")
+    answer = run(admin_url, "DELETE", f"/groups/{quote(group)}")
     if as_json:
         emit_json(answer)
         return
-    console().print(f"group {answer['group_id']} deleted")
+    click.echo(f"group {answer['group_id']} deleted")

@@ -3,32 +3,61 @@ console_producer.py)."""
 
 from __future__ import annotations
 
-import asyncio
 import sys
-import threading
+from typing import Any
 
-import typer
+import click
 
-from kafkalite.cli.common import BOOTSTRAP_OPTION, err_console, open_client, run
+from kafkalite.cli.common import bootstrap_option, open_client, run
 
 
+def checked_acks(ctx: Any, param: Any, value: str) -> int:
+    """``--acks`` as Kafka's producer takes it: all, -1, 0 or 1."""
+    from kafkalite.client.acks import normalize_acks
+
+    try:
+        return normalize_acks(value)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
+
+
+@click.command("produce")
+@click.argument("topic")
+@click.option(
+    "--partition",
+    "-p",
+    type=int,
+    help="send every record here (default: Kafka's partitioner)",
+)
+@click.option("--key-separator", "-K", metavar="SEP", help="split each line into key and value")
+@click.option(
+    "--acks",
+    default="all",
+    show_default=True,
+    metavar="all|-1|0|1",
+    callback=checked_acks,
+    help="acknowledgements the leader waits for",
+)
+@click.option(
+    "--batch-size", type=int, default=500, show_default=True, help="records per produce request"
+)
+@bootstrap_option
 def produce(
     topic: str,
-    partition: int = typer.Option(
-        None, "--partition", "-p", help="send every record here (default: Kafka's partitioner)"
-    ),
-    key_separator: str = typer.Option(
-        None, "--key-separator", "-K", help="split each line into key and value"
-    ),
-    acks: int = typer.Option(-1, "--acks", help="-1 (all), 0 or 1"),
-    batch_size: int = typer.Option(500, "--batch-size", help="records per produce request"),
-    bootstrap: str = BOOTSTRAP_OPTION,
+    partition: int | None,
+    key_separator: str | None,
+    acks: int,
+    batch_size: int,
+    bootstrap: str,
 ) -> None:
     """Send each line of stdin as one record.
 
     Keyed records go to Kafka's murmur2 partition of their key (the partition Kafka's and
     librdkafka's default partitioners choose); unkeyed ones fill one partition per batch in
     turn. A missing topic is created if the broker creates topics on first use."""
+    import asyncio
+    import threading
+
     from kafkalite.cli.console_producer import ConsoleProducer, partitions_of
 
     separator = key_separator.encode() if key_separator is not None else None
@@ -76,4 +105,4 @@ def produce(
     producer = run(go())
     sent = sum(producer.sent_per_partition.values())
     where = ", ".join(f"{topic}-{p}: {n}" for p, n in sorted(producer.sent_per_partition.items()))
-    err_console.print(f"{sent} records sent" + (f" ({where})" if where else ""), highlight=False)
+    click.echo(f"{sent} records sent" + (f" ({where})" if where else ""), err=True)

@@ -1,5 +1,6 @@
-"""The root of the `kafkalite` command: the typer app every command and group is added to, its
-own options (``--version``, ``--command-config``), and ``main``, the entry point.
+"""The root of the `kafkalite` command: the click group every command and group hangs from
+(loaded when used), its own options (``--version``, ``--command-config``), and ``main``, the
+entry point (kafkalite/__main__.py calls it for anything but a bare --help or --version).
 
     kafkalite serve [--config server.properties] [--override key=value]...       serve.py
     kafkalite topics create|list|describe|alter|delete ...                         topics.py
@@ -26,71 +27,70 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Annotated
 
-import typer
+import click
 
-from kafkalite.cli import (
-    cluster,
-    consume,
-    groups,
-    produce,
-    security,
-    serve,
-    storage,
-    topics,
-    transactions,
-)
-from kafkalite.cli.common import apply_command_config, err_console
-
-app = typer.Typer(
-    help="kafkalite: a Kafka broker in Python",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
+from kafkalite.cli.common import Group, apply_command_config
+from kafkalite.cli.overview import (
+    COMMAND_CONFIG_HELP,
+    COMMANDS,
+    HELP,
+    VERSION_HELP,
+    program_name,
+    root_help,
 )
 
 
-def show_version(value: bool) -> None:
-    if value:
-        from kafkalite import __version__
+def load_command(name: str) -> click.Command:
+    """The click command (or group) ``name``, its module imported now."""
+    import importlib
 
-        typer.echo(f"kafkalite {__version__}")
-        raise typer.Exit()
+    module, attribute, _ = COMMANDS[name]
+    command = getattr(importlib.import_module(f"kafkalite.cli.{module}"), attribute)
+    command.name = name
+    return command
 
 
-@app.callback()
-def root(
-    version: Annotated[
-        bool,
-        typer.Option(
-            "--version", callback=show_version, is_eager=True, help="print the version and exit"
-        ),
-    ] = False,
-    command_config: Annotated[
-        str | None,
-        typer.Option(
-            "--command-config",
-            help="client.properties (security.protocol, ssl.*, sasl.*) for every connection",
-        ),
-    ] = None,
-) -> None:
-    """kafkalite: a Kafka broker in Python, and the tools to operate it."""
+class LazyGroup(Group):
+    """The root group: it knows its commands' names and one-line help (overview.COMMANDS) and
+    imports a command's module only when that command is used (click's lazy-loading pattern).
+    Its help is overview.root_help, which kafkalite/__main__.py prints without importing
+    click."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        if cmd_name not in self.commands:
+            self.commands[cmd_name] = load_command(cmd_name)
+        return self.commands[cmd_name]
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        formatter.write(root_help(ctx.command_path))
+
+
+def show_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        from kafkalite.cli.overview import version_line
+
+        click.echo(version_line())
+        ctx.exit()
+
+
+@click.group("kafkalite", cls=LazyGroup, help=HELP, no_args_is_help=True)
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=show_version,
+    help=VERSION_HELP,
+)
+@click.option("--command-config", metavar="FILE", help=COMMAND_CONFIG_HELP)
+def app(command_config: str | None) -> None:
     apply_command_config(command_config)
-
-
-# in the order of `kafkalite --help`: the commands, then the groups
-app.command("serve")(serve.serve)
-app.command("produce")(produce.produce)
-app.command("consume")(consume.consume)
-app.add_typer(topics.topics_app, name="topics")
-app.add_typer(cluster.cluster_app, name="cluster")
-app.add_typer(groups.groups_app, name="groups")
-app.add_typer(transactions.transactions_app, name="transactions")
-app.add_typer(storage.storage_app, name="storage")
-app.add_typer(security.users_app, name="users")
-app.add_typer(security.acls_app, name="acls")
-app.add_typer(security.quotas_app, name="quotas")
 
 
 def write_error_report() -> str:
@@ -119,7 +119,7 @@ def main() -> None:
     # (its cache lives in the working directory). The command line never needs it.
     sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
     try:
-        app()
+        app.main(prog_name=program_name())
     except KeyboardInterrupt:
         raise SystemExit(130) from None
     except BrokenPipeError:  # `kafkalite consume ... | head`: the reader has had enough
@@ -130,9 +130,8 @@ def main() -> None:
             where = f"full report in {write_error_report()}"
         except OSError as report_error:
             where = f"no report written: {report_error}"
-        err_console.print(
-            f"[red]error:[/red] unexpected {type(e).__name__}: {e} ({where})",
-            markup=True,
-            highlight=False,
+        click.echo(
+            f"{click.style('error:', fg='red')} unexpected {type(e).__name__}: {e} ({where})",
+            err=True,
         )
         raise SystemExit(1) from None

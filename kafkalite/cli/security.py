@@ -10,26 +10,66 @@ read by common.py).
 
 from __future__ import annotations
 
-import asyncio
 import os
-from typing import Annotated, Any
+from typing import Any
 
-import typer
-from rich.table import Table
+import click
 
-from kafkalite.cli.common import console, fail, load_command_config
+from kafkalite.cli.common import Group, console, error_text, fail, load_command_config, new_table
 
-users_app = typer.Typer(help="SCRAM users (credentials in /config/users)", no_args_is_help=True)
-acls_app = typer.Typer(help="ACLs of the ACL authorizer", no_args_is_help=True)
-quotas_app = typer.Typer(help="Client quotas of users and client ids", no_args_is_help=True)
 
-BOOTSTRAP = typer.Option("127.0.0.1:9092", "--bootstrap-server", "-b", help="host:port of a broker")
-COMMAND_CONFIG = typer.Option(
-    None, "--command-config", help="client.properties: security.protocol, ssl.*, sasl.*"
-)
+@click.group("users", cls=Group)
+def users_app() -> None:
+    """SCRAM users (credentials in /config/users)."""
+
+
+@click.group("acls", cls=Group)
+def acls_app() -> None:
+    """ACLs of the ACL authorizer."""
+
+
+@click.group("quotas", cls=Group)
+def quotas_app() -> None:
+    """Client quotas of users and client ids."""
+
+
+def connection_options(function: Any) -> Any:
+    """--bootstrap-server and --command-config, on every command of these groups."""
+    function = click.option(
+        "--command-config",
+        metavar="FILE",
+        help="client.properties: security.protocol, ssl.*, sasl.*",
+    )(function)
+    return click.option(
+        "--bootstrap-server",
+        "-b",
+        "bootstrap",
+        default="127.0.0.1:9092",
+        show_default=True,
+        metavar="HOST:PORT",
+        help="host:port of a broker",
+    )(function)
+
+
+def resource_options(function: Any) -> Any:
+    """The resource an ACL command is about: --topic, --group, --cluster, --transactional-id,
+    and --prefixed (the name is a prefix)."""
+    for decorator in reversed(
+        [
+            click.option("--topic", help="a topic's ACLs"),
+            click.option("--group", help="a consumer group's ACLs"),
+            click.option("--cluster", is_flag=True, help="the cluster's ACLs"),
+            click.option("--transactional-id", help="a transactional id's ACLs"),
+            click.option("--prefixed", is_flag=True, help="the name is a prefix"),
+        ]
+    ):
+        function = decorator(function)
+    return function
 
 
 def _send(bootstrap: str, command_config: str | None, api_key: int, request: Any) -> Any:
+    import asyncio
+
     from kafkalite.client.connection import KafkaConnection
     from kafkalite.client.errors import KafkaConnectionError
     from kafkalite.protocol.errors import KafkaError
@@ -46,15 +86,12 @@ def _send(bootstrap: str, command_config: str | None, api_key: int, request: Any
     except (KafkaConnectionError, OSError) as e:
         fail(f"cannot reach the broker: {e}")
     except KafkaError as e:
-        fail(str(e))
+        fail(error_text(e.error_code, e.args[0] if e.args else None))
 
 
 def _check(code: int, message: str | None) -> None:
-    from kafkalite.protocol.errors import ErrorCode
-
     if int(code):
-        error = ErrorCode.of(int(code))
-        fail(f"{error.name}: {message or error.message}")
+        fail(error_text(code, message))
 
 
 # ---------------------------------------------------------------------- users
@@ -72,13 +109,23 @@ def _mechanisms(mechanism: str) -> list[str]:
 
 
 @users_app.command("add")
+@click.argument("name", metavar="USER")
+@click.option("--password", prompt=True, hide_input=True, help="(asked for when not given)")
+@click.option(
+    "--mechanism",
+    default="both",
+    show_default=True,
+    metavar="SCRAM-SHA-256|SCRAM-SHA-512|both",
+)
+@click.option("--iterations", type=int, default=4096, show_default=True)
+@connection_options
 def users_add(
     name: str,
-    password: str = typer.Option(..., "--password", prompt=True, hide_input=True),
-    mechanism: str = typer.Option("both", "--mechanism"),
-    iterations: int = typer.Option(4096, "--iterations"),
-    bootstrap: str = BOOTSTRAP,
-    command_config: str | None = COMMAND_CONFIG,
+    password: str,
+    mechanism: str,
+    iterations: int,
+    bootstrap: str,
+    command_config: str | None,
 ) -> None:
     """Add or change a user's SCRAM credentials."""
     from kafkalite.protocol.api import ApiKey
@@ -104,16 +151,19 @@ def users_add(
     )
     for result in response.results:
         _check(result.error_code, result.error_message)
-    console.print(f"User {name}: {', '.join(_mechanisms(mechanism))} set.")
+    click.echo(f"User {name}: {', '.join(_mechanisms(mechanism))} set.")
 
 
 @users_app.command("remove")
-def users_remove(
-    name: str,
-    mechanism: str = typer.Option("both", "--mechanism"),
-    bootstrap: str = BOOTSTRAP,
-    command_config: str | None = COMMAND_CONFIG,
-) -> None:
+@click.argument("name", metavar="USER")
+@click.option(
+    "--mechanism",
+    default="both",
+    show_default=True,
+    metavar="SCRAM-SHA-256|SCRAM-SHA-512|both",
+)
+@connection_options
+def users_remove(name: str, mechanism: str, bootstrap: str, command_config: str | None) -> None:
     """Remove a user's SCRAM credentials (with `both`, those it has)."""
     from kafkalite.protocol.api import ApiKey
 
@@ -140,11 +190,12 @@ def users_remove(
     )
     for result in response.results:
         _check(result.error_code, result.error_message)
-    console.print(f"User {name}: removed.")
+    click.echo(f"User {name}: removed.")
 
 
 @users_app.command("list")
-def users_list(bootstrap: str = BOOTSTRAP, command_config: str | None = COMMAND_CONFIG) -> None:
+@connection_options
+def users_list(bootstrap: str, command_config: str | None) -> None:
     """The SCRAM users and their mechanisms."""
     from kafkalite.protocol.api import ApiKey
 
@@ -153,7 +204,7 @@ def users_list(bootstrap: str = BOOTSTRAP, command_config: str | None = COMMAND_
     )
     _check(response.error_code, response.error_message)
     names = {v: k for k, v in MECHANISMS.items()}
-    table = Table("user", "mechanisms")
+    table = new_table("user", "mechanisms")
     for result in response.results:
         table.add_row(
             result.user,
@@ -191,18 +242,26 @@ def _operation(name: str) -> int:
 
 
 @acls_app.command("add")
+@click.option(
+    "--operation", multiple=True, required=True, help="Read, Write, All, ... (repeatable)"
+)
+@click.option("--principal", required=True, help="User:alice")
+@resource_options
+@click.option("--deny", is_flag=True, help="a DENY ACL (default ALLOW)")
+@click.option("--host", default="*", show_default=True, help="the client host it applies to")
+@connection_options
 def acls_add(
-    operation: Annotated[list[str], typer.Option("--operation", help="Read, Write, All, ...")],
-    principal: str = typer.Option(..., "--principal", help="User:alice"),
-    topic: str | None = typer.Option(None, "--topic"),
-    group: str | None = typer.Option(None, "--group"),
-    cluster: bool = typer.Option(False, "--cluster"),
-    transactional_id: str | None = typer.Option(None, "--transactional-id"),
-    prefixed: bool = typer.Option(False, "--prefixed", help="the name is a prefix"),
-    deny: bool = typer.Option(False, "--deny", help="a DENY ACL (default ALLOW)"),
-    host: str = typer.Option("*", "--host"),
-    bootstrap: str = BOOTSTRAP,
-    command_config: str | None = COMMAND_CONFIG,
+    operation: tuple[str, ...],
+    principal: str,
+    topic: str | None,
+    group: str | None,
+    cluster: bool,
+    transactional_id: str | None,
+    prefixed: bool,
+    deny: bool,
+    host: str,
+    bootstrap: str,
+    command_config: str | None,
 ) -> None:
     """Add ACLs (CreateAcls)."""
     from kafkalite.protocol.api import ApiKey
@@ -225,7 +284,7 @@ def acls_add(
     response = _send(bootstrap, command_config, ApiKey.CREATE_ACLS, {"creations": creations})
     for result in response.results:
         _check(result.error_code, result.error_message)
-    console.print(f"Added {len(creations)} ACL(s).")
+    click.echo(f"Added {len(creations)} ACL(s).")
 
 
 def _filter(principal, topic, group, cluster, transactional_id, prefixed) -> dict[str, Any]:
@@ -242,15 +301,18 @@ def _filter(principal, topic, group, cluster, transactional_id, prefixed) -> dic
 
 
 @acls_app.command("list")
+@click.option("--principal", help="User:alice")
+@resource_options
+@connection_options
 def acls_list(
-    principal: str | None = typer.Option(None, "--principal"),
-    topic: str | None = typer.Option(None, "--topic"),
-    group: str | None = typer.Option(None, "--group"),
-    cluster: bool = typer.Option(False, "--cluster"),
-    transactional_id: str | None = typer.Option(None, "--transactional-id"),
-    prefixed: bool = typer.Option(False, "--prefixed"),
-    bootstrap: str = BOOTSTRAP,
-    command_config: str | None = COMMAND_CONFIG,
+    principal: str | None,
+    topic: str | None,
+    group: str | None,
+    cluster: bool,
+    transactional_id: str | None,
+    prefixed: bool,
+    bootstrap: str,
+    command_config: str | None,
 ) -> None:
     """List ACLs (DescribeAcls)."""
     from kafkalite.protocol.api import ApiKey
@@ -259,7 +321,7 @@ def acls_list(
     request = _filter(principal, topic, group, cluster, transactional_id, prefixed)
     response = _send(bootstrap, command_config, ApiKey.DESCRIBE_ACLS, request)
     _check(response.error_code, response.error_message)
-    table = Table("resource", "pattern", "principal", "host", "operation", "permission")
+    table = new_table("resource", "pattern", "principal", "host", "operation", "permission")
     for r in response.resources:
         for a in r.acls:
             table.add_row(
@@ -274,15 +336,18 @@ def acls_list(
 
 
 @acls_app.command("remove")
+@click.option("--principal", help="User:alice")
+@resource_options
+@connection_options
 def acls_remove(
-    principal: str | None = typer.Option(None, "--principal"),
-    topic: str | None = typer.Option(None, "--topic"),
-    group: str | None = typer.Option(None, "--group"),
-    cluster: bool = typer.Option(False, "--cluster"),
-    transactional_id: str | None = typer.Option(None, "--transactional-id"),
-    prefixed: bool = typer.Option(False, "--prefixed"),
-    bootstrap: str = BOOTSTRAP,
-    command_config: str | None = COMMAND_CONFIG,
+    principal: str | None,
+    topic: str | None,
+    group: str | None,
+    cluster: bool,
+    transactional_id: str | None,
+    prefixed: bool,
+    bootstrap: str,
+    command_config: str | None,
 ) -> None:
     """Remove the ACLs matching the filter (DeleteAcls)."""
     from kafkalite.protocol.api import ApiKey
@@ -293,7 +358,7 @@ def acls_remove(
     response = _send(bootstrap, command_config, ApiKey.DELETE_ACLS, {"filters": [request]})
     result = response.filter_results[0]
     _check(result.error_code, result.error_message)
-    console.print(f"Removed {len(result.matching_acls)} ACL(s).")
+    click.echo(f"Removed {len(result.matching_acls)} ACL(s).")
 
 
 # ---------------------------------------------------------------------- quotas
@@ -312,18 +377,38 @@ def _entity(user: str | None, client_id: str | None, default_user: bool, default
     return entity
 
 
+def entity_options(function: Any) -> Any:
+    """The entity a quota command is about: a user, a client id, or the defaults."""
+    for decorator in reversed(
+        [
+            click.option("--user", help="a user's quotas"),
+            click.option("--client-id", help="a client id's quotas"),
+            click.option("--default-user", is_flag=True, help="the default of every user"),
+            click.option("--default-client", is_flag=True, help="the default of every client id"),
+        ]
+    ):
+        function = decorator(function)
+    return function
+
+
 @quotas_app.command("set")
+@entity_options
+@click.option("--producer-byte-rate", type=float, metavar="BYTES/S")
+@click.option("--consumer-byte-rate", type=float, metavar="BYTES/S")
+@click.option("--request-percentage", type=float, metavar="PERCENT")
+@click.option("--remove", multiple=True, metavar="KEY", help="remove this quota (repeatable)")
+@connection_options
 def quotas_set(
-    user: str | None = typer.Option(None, "--user"),
-    client_id: str | None = typer.Option(None, "--client-id"),
-    default_user: bool = typer.Option(False, "--default-user"),
-    default_client: bool = typer.Option(False, "--default-client"),
-    producer_byte_rate: float | None = typer.Option(None, "--producer-byte-rate"),
-    consumer_byte_rate: float | None = typer.Option(None, "--consumer-byte-rate"),
-    request_percentage: float | None = typer.Option(None, "--request-percentage"),
-    remove: Annotated[list[str] | None, typer.Option("--remove", help="a quota key")] = None,
-    bootstrap: str = BOOTSTRAP,
-    command_config: str | None = COMMAND_CONFIG,
+    user: str | None,
+    client_id: str | None,
+    default_user: bool,
+    default_client: bool,
+    producer_byte_rate: float | None,
+    consumer_byte_rate: float | None,
+    request_percentage: float | None,
+    remove: tuple[str, ...],
+    bootstrap: str,
+    command_config: str | None,
 ) -> None:
     """Set (or --remove) quotas of a user, a client id, or both (AlterClientQuotas)."""
     from kafkalite.protocol.api import ApiKey
@@ -347,11 +432,12 @@ def quotas_set(
         {"entries": [{"entity": entity, "ops": ops}], "validate_only": False},
     )
     _check(response.entries[0].error_code, response.entries[0].error_message)
-    console.print("Quotas updated.")
+    click.echo("Quotas updated.")
 
 
 @quotas_app.command("list")
-def quotas_list(bootstrap: str = BOOTSTRAP, command_config: str | None = COMMAND_CONFIG) -> None:
+@connection_options
+def quotas_list(bootstrap: str, command_config: str | None) -> None:
     """Every quota (DescribeClientQuotas)."""
     from kafkalite.protocol.api import ApiKey
 
@@ -362,7 +448,7 @@ def quotas_list(bootstrap: str = BOOTSTRAP, command_config: str | None = COMMAND
         {"components": [], "strict": False},
     )
     _check(response.error_code, response.error_message)
-    table = Table("entity", "quota", "value")
+    table = new_table("entity", "quota", "value")
     for entry in response.entries or ():
         name = ", ".join(
             f"{e.entity_type}={e.entity_name if e.entity_name is not None else '<default>'}"

@@ -5,23 +5,21 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-import typer
+import click
 
 from kafkalite.cli.common import fail
-from kafkalite.config import BrokerConfig, ConfigError
 
 
-def serve(
-    config: str = typer.Option(None, "--config", "-c", help="server.properties file"),
-    override: Annotated[list[str] | None, typer.Option(help="key=value (repeatable)")] = None,
-) -> None:
+@click.command("serve")
+@click.option("--config", "-c", metavar="FILE", help="server.properties file")
+@click.option("--override", multiple=True, metavar="KEY=VALUE", help="a broker config (repeatable)")
+def serve(config: str | None, override: tuple[str, ...]) -> None:
     """Run a broker until SIGTERM/SIGINT."""
+    from kafkalite.config import BrokerConfig, ConfigError
     from kafkalite.server import serve as serve_broker
 
     try:
-        broker_config = BrokerConfig.load(config, override or [])
+        broker_config = BrokerConfig.load(config, list(override))
     except ConfigError as e:
         fail(str(e), 2)
-    raise typer.Exit(serve_broker(broker_config, exit_when_stopped=True))
+    raise SystemExit(serve_broker(broker_config, exit_when_stopped=True))

@@ -14,20 +14,24 @@ from __future__ import annotations
 
 import sys
 
-import typer
+import click
 
-from kafkalite.storage.verifier import verify_path
+from kafkalite.cli.common import Group
 
-storage_app = typer.Typer(
-    help="Check the storage of a stopped or running broker", no_args_is_help=True
-)
+
+@click.group("storage", cls=Group)
+def storage_app() -> None:
+    """Check the storage of a stopped or running broker."""
 
 
 @storage_app.command("verify")
-def verify(
-    path: str = typer.Argument(..., help="log directory, partition directory or .log file"),
-) -> None:
-    """Check every batch's CRC and every index entry against its log; one line per finding."""
+@click.argument("path", metavar="PATH")
+def verify(path: str) -> None:
+    """Check every batch's CRC and every index entry against its log; one line per finding.
+
+    PATH is a log directory, a partition directory or one .log segment file."""
+    from kafkalite.storage.verifier import verify_path
+
     count = 0
     try:
         for finding in verify_path(path):
@@ -35,8 +39,8 @@ def verify(
             print(finding.line(), flush=True)
     except (OSError, ValueError) as e:
         print(f"kafkalite storage verify: cannot check {path}: {e}", file=sys.stderr)
-        raise typer.Exit(2) from None
+        raise SystemExit(2) from None
     if count:
         print(f"{count} finding(s) in {path}", file=sys.stderr)
-        raise typer.Exit(1)
+        raise SystemExit(1)
     print(f"no corruption found in {path}", file=sys.stderr)

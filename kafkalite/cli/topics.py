@@ -3,36 +3,60 @@ Metadata, DescribeConfigs, CreatePartitions, IncrementalAlterConfigs and DeleteT
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-import typer
-from rich.table import Table
+import click
 
 from kafkalite.cli.common import (
-    BOOTSTRAP_OPTION,
+    Group,
+    bootstrap_option,
     console,
-    err_console,
     error_name,
     error_text,
     fail,
+    new_table,
     open_client,
     parse_pairs,
     run,
 )
 
-topics_app = typer.Typer(
-    help="Create, list, describe, alter and delete topics", no_args_is_help=True
-)
+
+@click.group("topics", cls=Group)
+def topics_app() -> None:
+    """Create, list, describe, alter and delete topics."""
+
+
+def exclude_internal_option(function: Any) -> Any:
+    return click.option(
+        "--exclude-internal",
+        is_flag=True,
+        help="leave out internal topics (__consumer_offsets, __transaction_state)",
+    )(function)
 
 
 @topics_app.command("create")
+@click.argument("name", metavar="TOPIC")
+@click.option(
+    "--partitions", "-p", type=int, default=-1, show_default=True, help="-1: num.partitions"
+)
+@click.option(
+    "--replication-factor",
+    "-r",
+    type=int,
+    default=-1,
+    show_default=True,
+    help="-1: default.replication.factor",
+)
+@click.option("--config", multiple=True, metavar="KEY=VALUE", help="a topic config (repeatable)")
+@click.option("--validate-only", is_flag=True, help="check the request, create nothing")
+@bootstrap_option
 def topics_create(
     name: str,
-    partitions: int = typer.Option(-1, "--partitions", "-p", help="-1: num.partitions"),
-    replication_factor: int = typer.Option(-1, "--replication-factor", "-r"),
-    config: Annotated[list[str] | None, typer.Option(help="topic config key=value")] = None,
-    validate_only: bool = typer.Option(False, "--validate-only"),
-    bootstrap: str = BOOTSTRAP_OPTION,
+    partitions: int,
+    replication_factor: int,
+    config: tuple[str, ...],
+    validate_only: bool,
+    bootstrap: str,
 ) -> None:
     """Create a topic (CreateTopics on the controller)."""
     configs = parse_pairs(config or [], "--config")
@@ -59,11 +83,13 @@ def topics_create(
     (topic,) = response.topics
     if int(topic.error_code):
         fail(error_text(topic.error_code, topic.error_message, name))
-    console.print(f"Created topic {name}." if not validate_only else f"Topic {name} is valid.")
+    click.echo(f"Created topic {name}." if not validate_only else f"Topic {name} is valid.")
 
 
 @topics_app.command("list")
-def topics_list(bootstrap: str = BOOTSTRAP_OPTION) -> None:
+@exclude_internal_option
+@bootstrap_option
+def topics_list(exclude_internal: bool, bootstrap: str) -> None:
     """List the topics' names."""
 
     async def go() -> Any:
@@ -74,32 +100,35 @@ def topics_list(bootstrap: str = BOOTSTRAP_OPTION) -> None:
             await client.close()
 
     for topic in sorted(run(go()).topics, key=lambda t: t.name):
-        console.print(topic.name)
+        if not (exclude_internal and topic.is_internal):
+            click.echo(topic.name)
 
 
 @topics_app.command("describe")
-def topics_describe(
-    name: str = typer.Argument(None, help="a topic (default: every topic)"),
-    bootstrap: str = BOOTSTRAP_OPTION,
-) -> None:
-    """Partitions (leader, epoch, replicas, ISR) and config overrides of topics."""
+@click.argument("names", metavar="[TOPIC]...", nargs=-1)
+@exclude_internal_option
+@bootstrap_option
+def topics_describe(names: tuple[str, ...], exclude_internal: bool, bootstrap: str) -> None:
+    """Partitions (leader, epoch, replicas, ISR) and config overrides of topics.
+
+    The topics named, else every topic (as kafka-topics --describe without --topic)."""
     from kafkalite.client.connection import request_builder
     from kafkalite.protocol.api import ApiKey
 
     async def go() -> tuple[Any, dict[str, dict[str, str]]]:
         client = await open_client(bootstrap)
         try:
-            metadata = await client.metadata(None if name is None else [name])
-            names = [t.name for t in metadata.topics if not int(t.error_code)]
+            metadata = await client.metadata(list(dict.fromkeys(names)) or None)
+            found = [t.name for t in metadata.topics if not int(t.error_code)]
             configs: dict[str, dict[str, str]] = {}
-            if names:
+            if found:
                 response = await client.send(
                     ApiKey.DESCRIBE_CONFIGS,
                     request_builder(
                         ApiKey.DESCRIBE_CONFIGS,
                         resources=[
                             {"resource_type": 2, "resource_name": n, "configuration_keys": None}
-                            for n in names
+                            for n in found
                         ],
                         include_synonyms=False,
                         include_documentation=False,
@@ -112,9 +141,10 @@ def topics_describe(
             await client.close()
 
     response, configs = run(go())
-    table = Table("Topic", "Partition", "Leader", "Epoch", "Replicas", "Isr", "Error")
+    table = new_table("Topic", "Partition", "Leader", "Epoch", "Replicas", "Isr", "Error")
     failed = False
-    for topic in sorted(response.topics, key=lambda t: t.name):
+    shown = [t for t in response.topics if not (exclude_internal and t.is_internal)]
+    for topic in sorted(shown, key=lambda t: t.name):
         if int(topic.error_code):
             failed = True
             table.add_row(topic.name, "", "", "", "", "", error_name(topic.error_code))
@@ -122,13 +152,11 @@ def topics_describe(
         partitions = sorted(topic.partitions, key=lambda p: p.partition_index)
         overrides = configs.get(topic.name, {})
         replication = len(partitions[0].replica_nodes) if partitions else 0
-        console.print(
+        # Kafka's tab-separated header line, tabs kept (a console would expand them)
+        click.echo(
             f"Topic: {topic.name}\tPartitionCount: {len(partitions)}\t"
             f"ReplicationFactor: {replication}\t"
-            f"Configs: {','.join(f'{k}={v}' for k, v in sorted(overrides.items()))}",
-            highlight=False,
-            markup=False,
-            soft_wrap=True,
+            f"Configs: {','.join(f'{k}={v}' for k, v in sorted(overrides.items()))}"
         )
         for p in partitions:
             table.add_row(
@@ -142,10 +170,14 @@ def topics_describe(
             )
     console.print(table)
     if failed:
-        for topic in response.topics:
+        for topic in shown:
             if int(topic.error_code):
-                err_console.print(f"[red]error:[/red] {topic.name}: {error_name(topic.error_code)}")
-        raise typer.Exit(1)
+                click.echo(
+                    f"{click.style('error:', fg='red')} "
+                    f"{error_text(topic.error_code, None, topic.name)}",
+                    err=True,
+                )
+        raise SystemExit(1)
 
 
 def topic_overrides(result: Any) -> dict[str, str]:
@@ -161,7 +193,9 @@ def topic_overrides(result: Any) -> dict[str, str]:
 
 
 @topics_app.command("delete")
-def topics_delete(name: str, bootstrap: str = BOOTSTRAP_OPTION) -> None:
+@click.argument("name", metavar="TOPIC")
+@bootstrap_option
+def topics_delete(name: str, bootstrap: str) -> None:
     """Delete a topic (DeleteTopics on the controller)."""
 
     async def go() -> Any:
@@ -174,18 +208,25 @@ def topics_delete(name: str, bootstrap: str = BOOTSTRAP_OPTION) -> None:
     (result,) = run(go()).responses
     if int(result.error_code):
         fail(error_text(result.error_code, getattr(result, "error_message", None), name))
-    console.print(f"Deleted topic {name}.")
+    click.echo(f"Deleted topic {name}.")
 
 
 @topics_app.command("alter")
+@click.argument("name", metavar="TOPIC")
+@click.option("--partitions", "-p", type=int, help="new partition count")
+@click.option(
+    "--config", multiple=True, metavar="KEY=VALUE", help="set a topic config (repeatable)"
+)
+@click.option(
+    "--delete-config", multiple=True, metavar="KEY", help="remove a topic config override"
+)
+@bootstrap_option
 def topics_alter(
     name: str,
-    partitions: int = typer.Option(None, "--partitions", "-p", help="new partition count"),
-    config: Annotated[list[str] | None, typer.Option(help="set topic config key=value")] = None,
-    delete_config: Annotated[
-        list[str] | None, typer.Option(help="remove a topic config override")
-    ] = None,
-    bootstrap: str = BOOTSTRAP_OPTION,
+    partitions: int | None,
+    config: tuple[str, ...],
+    delete_config: tuple[str, ...],
+    bootstrap: str,
 ) -> None:
     """Add partitions, set or remove topic config overrides."""
     import datetime
@@ -195,7 +236,6 @@ def topics_alter(
     from kafkalite.protocol.api import ApiKey
 
     configs = parse_pairs(config or [], "--config")
-    delete_config = delete_config or []
     if partitions is None and not configs and not delete_config:
         fail("nothing to alter: give --partitions, --config or --delete-config", 2)
 
@@ -237,4 +277,4 @@ def topics_alter(
     for what, code, message in run(go()):
         if code:
             fail(f"{what}: {error_text(code, message, name)}")
-        console.print(f"Altered {what} of topic {name}.")
+        click.echo(f"Altered {what} of topic {name}.")

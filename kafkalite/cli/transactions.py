@@ -14,60 +14,59 @@ Aborting a hanging transaction needs no admin API: it asks the partition's leade
 
 from __future__ import annotations
 
-import urllib.request
-from typing import Annotated
-
-import typer
-from rich.table import Table
+import click
 
 from kafkalite.cli.admin_api import (
-    DEFAULT_ADMIN_URL,
-    AdminUrl,
-    JsonOutput,
+    admin_url_option,
     console,
     emit_json,
     fail,
+    json_option,
+    new_table,
+    quote,
     run,
 )
+from kafkalite.cli.common import Group, bootstrap_option
 
-transactions_app = typer.Typer(
-    help="Transactions: list, describe, abort (admin API; hanging ones over the Kafka protocol)",
-    no_args_is_help=True,
-)
+
+@click.group("transactions", cls=Group)
+def transactions_app() -> None:
+    """Transactions: list, describe, abort (admin API; hanging ones over the Kafka protocol)."""
 
 
 @transactions_app.command("list")
-def transactions_list(admin_url: AdminUrl = DEFAULT_ADMIN_URL, as_json: JsonOutput = False) -> None:
+@admin_url_option
+@json_option
+def transactions_list(admin_url: str, as_json: bool) -> None:
     """Transactional ids coordinated by the broker behind --admin-url."""
     answer = run(admin_url, "GET", "/transactions")
     if as_json:
         emit_json(answer)
         return
-    table = Table("transactional id", "producer id", "state")
+    table = new_table("transactional id", "producer id", "state")
     for t in answer:
         table.add_row(t["transactional_id"], str(t["producer_id"]), t["state"])
     console().print(table)
 
 
 @transactions_app.command("describe")
-def transactions_describe(
-    transactional_id: str, admin_url: AdminUrl = DEFAULT_ADMIN_URL, as_json: JsonOutput = False
-) -> None:
+@click.argument("transactional_id", metavar="TRANSACTIONAL_ID")
+@admin_url_option
+@json_option
+def transactions_describe(transactional_id: str, admin_url: str, as_json: bool) -> None:
     """State, producer id and epoch, timeout, start time and partitions of a transaction."""
-    answer = run(
-        admin_url, "GET", f"/transactions/{urllib.request.quote(transactional_id, safe='')}"
-    )
+    answer = run(admin_url, "GET", f"/transactions/{quote(transactional_id)}")
     if as_json:
         emit_json(answer)
         return
-    table = Table(
+    table = new_table(
         "transactional id",
         "coordinator",
         "state",
         "producer id",
         "epoch",
         "timeout ms",
-        "start time ms",
+        "start time",
         "partitions",
     )
     table.add_row(
@@ -77,22 +76,37 @@ def transactions_describe(
         str(answer["producer_id"]),
         str(answer["producer_epoch"]),
         str(answer["timeout_ms"]),
-        str(answer["start_time_ms"]),
+        iso_time(answer["start_time_ms"]),
         ",".join(f"{p['topic']}-{p['partition']}" for p in answer["partitions"]) or "-",
     )
     console().print(table)
 
 
+def iso_time(ms: int | None) -> str:
+    """Milliseconds since the epoch as ISO-8601 UTC (``2026-11-27T13:05:09.123Z``); ``-`` for
+    none (-1, as Kafka says "no transaction started")."""
+    if ms is None or ms < 0:
+        return "-"
+    import datetime
+
+    moment = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 @transactions_app.command("abort")
+@click.argument("transactional_id", metavar="[TRANSACTIONAL_ID]", required=False)
+@click.option("--topic", help="a hanging transaction's topic")
+@click.option("--partition", type=int, help="a hanging transaction's partition")
+@click.option("--start-offset", type=int, help="the offset its open transaction starts at")
+@bootstrap_option
+@admin_url_option
 def transactions_abort(
-    transactional_id: Annotated[str | None, typer.Argument()] = None,
-    topic: Annotated[str | None, typer.Option("--topic")] = None,
-    partition: Annotated[int | None, typer.Option("--partition")] = None,
-    start_offset: Annotated[int | None, typer.Option("--start-offset")] = None,
-    bootstrap: Annotated[
-        str, typer.Option("--bootstrap-server", "-b", help="host:port of any broker")
-    ] = "127.0.0.1:9092",
-    admin_url: AdminUrl = DEFAULT_ADMIN_URL,
+    transactional_id: str | None,
+    topic: str | None,
+    partition: int | None,
+    start_offset: int | None,
+    bootstrap: str,
+    admin_url: str,
 ) -> None:
     """Abort an open transaction by id, or a hanging one by topic, partition, start offset.
 
@@ -106,9 +120,9 @@ def transactions_abort(
         run(
             admin_url,
             "POST",
-            f"/transactions/{urllib.request.quote(transactional_id, safe='')}/abort",
+            f"/transactions/{quote(transactional_id)}/abort",
         )
-        console().print(f"aborted the open transaction of {transactional_id}")
+        click.echo(f"aborted the open transaction of {transactional_id}")
         return
     if any(v is None for v in hanging):
         fail("give a transactional id, or --topic, --partition and --start-offset", 2)
@@ -120,7 +134,7 @@ def transactions_abort(
         fail(f"cannot reach the broker at {bootstrap}: {e}")
     except HangingAbortError as e:
         fail(str(e))
-    console().print(
+    click.echo(
         f"aborted the transaction of producer {pid} starting at offset {start_offset} "
         f"of {topic}-{partition}"
     )

@@ -26,6 +26,7 @@ from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.errors import ErrorCode, KafkaError
 from kafkalite.protocol.types import TopicPartition
 
+from .acks import normalize_acks
 from .connection import KafkaConnection, RequestSpec, request_builder
 from .errors import KafkaConnectionError, NoBrokersAvailableError
 
@@ -402,11 +403,13 @@ class KafkaClient:
         tp: TopicPartition,
         records: bytes,
         *,
-        acks: int = -1,
+        acks: int | str = -1,
         timeout_ms: int = 30000,
     ) -> Any:
         """Produce one record-batch buffer (build it with protocol.records.build_batch) to the
-        partition's leader. Returns None for acks=0."""
+        partition's leader. ``acks``: all, -1, 0, 1 or an int (client/acks.py). Returns None for
+        acks=0."""
+        acks = normalize_acks(acks)
         return await self._send_to_leader(
             tp,
             ApiKey.PRODUCE,

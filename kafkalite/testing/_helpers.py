@@ -101,7 +101,7 @@ class Helpers:
         values: Iterable[Any],
         *,
         partition: int = 0,
-        acks: int = -1,
+        acks: int | str = -1,
         timeout: float = 30.0,
     ) -> int:
         """Append ``values`` (values, ``(key, value)`` or ``(key, value, headers)``) to one
@@ -170,7 +170,7 @@ class Helpers:
         values: Iterable[Any],
         *,
         partition: int = 0,
-        acks: int = -1,
+        acks: int | str = -1,
         timeout: float = 30.0,
     ) -> int:
         return await self._arun(

@@ -210,7 +210,7 @@ async def produce(
     values: Iterable[Any],
     *,
     partition: int = 0,
-    acks: int = -1,
+    acks: int | str = -1,
     timeout: float = 30.0,
 ) -> int:
     """Append ``values`` to one partition as one batch (each a value, or ``(key, value)``, or

@@ -1,12 +1,12 @@
 """`kafkalite cluster` and `kafkalite groups`, the commands over the admin API (cli/cluster.py,
-cli/groups.py, cli/admin_api.py), run by typer's CliRunner against a broker subprocess."""
+cli/groups.py, cli/admin_api.py), run by click's CliRunner against a broker subprocess."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from kafkalite.cli import app
 from tests.admin.conftest import AdminClient, produce
@@ -62,14 +62,30 @@ def test_cluster_topics_shows_partition_offsets(admin: AdminClient, committed_gr
     assert "UNKNOWN_TOPIC_OR_PARTITION" in missing
 
 
-def test_cluster_reassign_and_elect(admin: AdminClient) -> None:
+def test_cluster_reassign_and_elect(admin: AdminClient, admin_broker) -> None:
     assert admin.post("/topics", {"name": "cli-moved", "partitions": 1}).status == 201
     out = cli("cluster", "reassign", "cli-moved:0=0", "--admin-url", admin.url)
     assert "reassignment of 1 partition(s) submitted" in out
     status = json.loads(cli("cluster", "reassignments", "--admin-url", admin.url, "--json"))
     assert set(status) == {"pending", "ongoing"}
-    out = cli("cluster", "elect-leaders", "cli-moved:0", "--admin-url", admin.url)
-    assert "preferred leader election requested for 1 partition(s)" in out
+    # as kafka-leader-election.sh: only what needed (or got) an election is reported
+    out = cli("cluster", "elect-leaders", "cli-moved:0", "-b", admin_broker.bootstrap)
+    assert out == "Valid replica already elected for partitions cli-moved-0\n"
+    out = cli("cluster", "elect-leaders", "-b", admin_broker.bootstrap)
+    assert out == "No partition needed a preferred leader election.\n"
+    answer = json.loads(
+        cli("cluster", "elect-leaders", "cli-moved:0", "-b", admin_broker.bootstrap, "--json")
+    )
+    assert answer == [
+        {
+            "topic": "cli-moved",
+            "partition": 0,
+            "error": "ELECTION_NOT_NEEDED",
+            "message": "Leader election not needed for topic partition.",
+        }
+    ]
+    missing = cli("cluster", "elect-leaders", "nope:0", "-b", admin_broker.bootstrap, code=1)
+    assert "nope-0: UNKNOWN_TOPIC_OR_PARTITION" in missing
     cli("cluster", "reassign", "cli-moved-0=0", "--admin-url", admin.url, code=2)
     bad = cli("cluster", "reassign", "cli-moved:7=0", "--admin-url", admin.url, code=1)
     assert "UNKNOWN_TOPIC_OR_PARTITION" in bad

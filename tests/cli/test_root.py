@@ -10,8 +10,6 @@ from tests.cli.support import kafkalite, one_line_error
 
 
 def test_version_and_help_text_of_every_subcommand():
-    import typer.main
-
     from kafkalite import __version__
     from kafkalite.cli import app
 
@@ -20,12 +18,12 @@ def test_version_and_help_text_of_every_subcommand():
 
     def walk(command, path):
         yield path, command
-        if hasattr(command, "list_commands"):  # a group (typer may carry its own click)
+        if hasattr(command, "list_commands"):  # a group
             ctx = type(command).context_class(command)
             for name in command.list_commands(ctx):
                 yield from walk(command.get_command(ctx, name), [*path, name])
 
-    commands = list(walk(typer.main.get_command(app), []))
+    commands = list(walk(app, []))
     assert len(commands) > 15
     for path, command in commands:
         assert (command.help or "").strip(), f"kafkalite {' '.join(path)} has no help text"

@@ -373,7 +373,7 @@ def test_admin_api_cli_and_kip664_apis(txn_broker):
     partition and start offset, as kafka-transactions.sh)."""
     import json
 
-    from typer.testing import CliRunner
+    from click.testing import CliRunner
 
     from kafkalite.cli import app
     from kafkalite.client.client import KafkaClient

@@ -395,7 +395,7 @@ def test_a_throttled_producer_is_held_to_its_byte_rate(secure):
 
 
 def test_cli_users_and_quotas_over_sasl_ssl_with_a_command_config(secure, tmp_path):
-    from typer.testing import CliRunner
+    from click.testing import CliRunner
 
     from kafkalite.cli import app
 

@@ -548,7 +548,7 @@ def test_admin_api_over_https_asks_for_credentials_and_applies_the_acls(sasl_clu
 
 
 def test_cli_acls_add_list_remove(sasl_cluster, tmp_path):
-    from typer.testing import CliRunner
+    from click.testing import CliRunner
 
     from kafkalite.cli import app
 
