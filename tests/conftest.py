@@ -164,6 +164,8 @@ _STARTS_A_PROCESS = {
     "tests/admin/test_app.py": ("integration",),
     "tests/cli/test_admin_api.py": ("integration",),
     "tests/admin/test_console.py": ("integration", "browser"),
+    "tests/admin/test_console_cluster.py": ("integration", "browser"),
+    "tests/admin/test_console_login.py": ("integration", "browser"),
     "tests/network/test_quotas.py::test_a_broker_with_an_unresolvable_override_stops_naming_the_key": (
         "integration",
     ),

@@ -510,10 +510,23 @@ class DeletedTopic(Answer):
     marked_for_deletion: bool
 
 
+class GroupsQuery(Query):
+    """GET /groups: with `lag` (the default) each group is described by its coordinator for
+    its members, topics and total lag."""
+
+    lag: bool = True
+
+
 class GroupSummary(Answer):
     group_id: str
     protocol_type: str
     state: str
+    coordinator: BrokerId = Field(description="the broker coordinating the group")
+    members: Int32 | None = Field(description="null when not asked (lag=false) or not described")
+    topics: list[str] | None = Field(description="topics committed or assigned")
+    total_lag: Int64 | None = Field(
+        description="sum of the lag of every partition committed or assigned"
+    )
 
 
 class MemberAssignment(Answer):
@@ -530,11 +543,17 @@ class GroupMember(Answer):
 
 
 class GroupOffset(Answer):
+    """A partition the group committed or has assigned to a member."""
+
     topic: str
     partition: Int32
-    committed_offset: Int64
+    committed_offset: Int64 | None = Field(description="null: assigned but never committed")
+    log_start_offset: Int64 | None
     high_watermark: Int64 | None
-    lag: Int64 | None
+    lag: Int64 | None = Field(
+        description="high watermark - committed (or - log start when never committed)"
+    )
+    member_id: str | None = Field(description="the member it is assigned to")
 
 
 class Group(Answer):
@@ -705,7 +724,7 @@ class Overview(Answer):
     under_replicated: Int32
     offline: Int32
     under_min_isr: Int32
-    groups: Int32 = Field(description="groups coordinated by this broker")
+    groups: Int32 = Field(description="consumer groups of the cluster")
 
 
 PartitionStateFilter = Literal["all", "under_replicated", "offline", "under_min_isr"]

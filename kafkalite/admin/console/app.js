@@ -267,40 +267,90 @@ async function partitionsPage(query) {
 
 // ------------------------------------------------------------------ groups
 
-async function groupsPage() {
-  const list = h("div", { id: "group-list" });
-  main.append(h("h1", {}, "Consumer groups"), h("p", { class: "muted" }, "Groups coordinated by this broker."), list);
-  return async () => {
-    const groups = await get("/groups");
-    replace(list, groups.length ? table("groups", ["group", "state", "protocol type"], groups.map((g) => h("tr", { "data-group": g.group_id },
-      cell(h("a", { href: `#/group/${enc(g.group_id)}` }, g.group_id)), cell(g.state), cell(g.protocol_type || "–"))))
-      : h("p", { class: "muted" }, "No groups."));
-  };
+/** A table whose columns sort on a click of their header (again: the other way). `columns`:
+ * [{ label, key: (row) => sortable value, cell: (row) => td, num }]. */
+function sortableTable(id, columns, rows, state, rowAttrs) {
+  const sorted = [...rows];
+  const col = columns[state.by] || columns[0];
+  sorted.sort((a, b) => {
+    const x = col.key(a);
+    const y = col.key(b);
+    const order = x === y ? 0 : x === null || x === undefined ? 1 : y === null || y === undefined ? -1 : x < y ? -1 : 1;
+    return state.desc ? -order : order;
+  });
+  const body = h("tbody", {}, ...sorted.map((r) => h("tr", rowAttrs(r), ...columns.map((c) => c.cell(r)))));
+  const head = h("tr", {}, ...columns.map((c, i) => h("th", {
+    class: `${c.num ? "num " : ""}sortable`, "data-sort": c.label, "aria-sort": i === state.by ? (state.desc ? "descending" : "ascending") : "none",
+    onclick: () => { state.desc = i === state.by ? !state.desc : !!c.num; state.by = i; state.redraw(); },
+  }, c.label, i === state.by ? (state.desc ? " ▼" : " ▲") : "")));
+  return h("table", { class: "grid", id }, h("thead", {}, head), body);
 }
 
-const lagTrend = new Map(); // "group/topic/partition" -> recent lags, kept while the page is open
+async function groupsPage() {
+  const list = h("div", { id: "group-list" });
+  const search = h("input", { id: "group-search", type: "search", placeholder: "filter by group or topic" });
+  main.append(h("h1", {}, "Consumer groups"),
+    h("p", { class: "muted" }, "Every group of the cluster, whichever broker coordinates it. Sorted by total lag: who is behind comes first."),
+    h("div", { class: "toolbar" }, search), list);
+  let groups = [];
+  const state = { by: 4, desc: true, redraw: () => draw() };
+  const lagCell = (g) => h("td", { class: `num${g.total_lag ? " warn" : ""}` }, fmt.num(g.total_lag));
+  const columns = [
+    { label: "group", key: (g) => g.group_id, cell: (g) => cell(h("a", { href: `#/group/${enc(g.group_id)}` }, g.group_id)) },
+    { label: "state", key: (g) => g.state, cell: (g) => cell(h("span", { class: `pill ${g.state === "Stable" ? "ok" : g.state === "Empty" ? "" : "warn"}` }, g.state)) },
+    { label: "members", num: true, key: (g) => g.members, cell: (g) => num(g.members) },
+    { label: "topics", key: (g) => (g.topics || []).join(","), cell: (g) => cell((g.topics || []).join(", ") || "–") },
+    { label: "total lag", num: true, key: (g) => g.total_lag, cell: lagCell },
+    { label: "coordinator", num: true, key: (g) => g.coordinator, cell: (g) => num(g.coordinator) },
+  ];
+  const draw = () => {
+    const needle = search.value.toLowerCase();
+    const shown = groups.filter((g) => !needle || g.group_id.toLowerCase().includes(needle) || (g.topics || []).some((t) => t.toLowerCase().includes(needle)));
+    replace(list, groups.length ? sortableTable("groups", columns, shown, state, (g) => ({ "data-group": g.group_id }))
+      : h("p", { class: "muted" }, "No groups."));
+  };
+  search.addEventListener("input", draw);
+  return async () => { groups = await get("/groups"); draw(); };
+}
+
+const lagTrend = trendStore("kafkalite.lag"); // "group/topic/partition" -> recent lags, kept across page loads
+
+/** Recent values per key in sessionStorage (kept across page loads of this tab). */
+function trendStore(name) {
+  let saved = {};
+  try { saved = JSON.parse(sessionStorage.getItem(name) || "{}"); } catch { saved = {}; }
+  return {
+    push(key, value) {
+      const trend = [...(saved[key] || []), value].slice(-60);
+      saved[key] = trend;
+      try { sessionStorage.setItem(name, JSON.stringify(saved)); } catch { /* full: keep in memory */ }
+      return trend;
+    },
+  };
+}
 
 async function groupPage(id) {
   const head = h("div");
   const members = h("div");
   const offsets = h("div", { id: "group-offsets" });
   main.append(h("h1", {}, "Group ", h("code", {}, id)), head, h("h2", {}, "Members"), members,
-    h("h2", {}, "Lag"), offsets, h("h2", {}, "Reset offsets"), resetForm(id));
+    h("h2", {}, "Lag"), h("p", { class: "muted" }, "Every partition the group committed or has assigned. One never committed shows \"no offset\": its lag counts from the log start."), offsets,
+    h("h2", {}, "Reset offsets"), resetForm(id));
   return async () => {
     const g = await get(`/groups/${enc(id)}`);
     replace(head, h("p", {}, h("span", { class: "pill", id: "group-state" }, g.state), ` ${g.protocol_type || ""} ${g.protocol || ""} · coordinator ${g.coordinator} · total lag `,
       h("b", { id: "total-lag" }, fmt.num(g.total_lag))));
+    const clientOf = Object.fromEntries(g.members.map((m) => [m.member_id, m.client_id]));
     replace(members, g.members.length ? table("members", ["member", "client", "host", "assignment"], g.members.map((m) => h("tr", {},
       cell(h("code", {}, m.member_id)), cell(m.client_id), cell(m.client_host),
       cell(m.assignment.map((a) => `${a.topic} [${a.partitions.join(", ")}]`).join("; ") || "–"))))
       : h("p", { class: "muted" }, "No members (the group is inactive: its offsets can be reset)."));
-    replace(offsets, table("lag-table", ["topic", "#partition", "#committed", "#end", "#lag", "trend"], g.offsets.map((o) => {
-      const key = `${id}/${o.topic}/${o.partition}`;
-      const trend = lagTrend.get(key) || [];
-      trend.push(o.lag || 0);
-      lagTrend.set(key, trend.slice(-60));
+    replace(offsets, table("lag-table", ["topic", "#partition", "#committed", "#log start", "#end", "#lag", "member", "trend"], g.offsets.map((o) => {
+      const trend = lagTrend.push(`${id}/${o.topic}/${o.partition}`, o.lag || 0);
       return h("tr", { "data-partition": `${o.topic}-${o.partition}` }, cell(o.topic), num(o.partition),
-        h("td", { class: "num committed" }, fmt.num(o.committed_offset)), num(o.high_watermark), num(o.lag), cell(sparkline(trend)));
+        h("td", { class: "num committed" }, o.committed_offset === null ? h("span", { class: "muted" }, "no offset") : fmt.num(o.committed_offset)),
+        num(o.log_start_offset), num(o.high_watermark), h("td", { class: `num lag${o.lag ? " warn" : ""}` }, fmt.num(o.lag)),
+        cell(o.member_id ? clientOf[o.member_id] || o.member_id : "–", o.member_id ? "" : "muted"), cell(sparkline(trend)));
     })));
   };
 }
@@ -355,15 +405,15 @@ async function brokersPage() {
       const { data: hosted, total } = await getPage(`/partitions?broker=${b.id}&limit=10000`);
       const leads = hosted.filter((p) => p.leader === b.id).length;
       const body = [h("p", {}, `${fmt.num(leads)} partitions led, ${fmt.num(total - leads)} followed`)];
-      if (b.id === cluster.this_broker) {
+      try {
         const storage = await get(`/brokers/${b.id}/storage`);
         body.push(table(`log-dirs-${b.id}`, ["log dir", "#partitions", "#size", "state"], storage.log_dirs.map((d) => h("tr", {},
           cell(h("code", {}, d.path)), num(d.partitions), h("td", { class: "num" }, fmt.bytes(d.size_bytes)),
           cell(d.offline ? h("span", { class: "pill bad" }, "offline") : h("span", { class: "pill ok" }, "online"))))),
         h("details", {}, h("summary", {}, "configs"), table(`configs-${b.id}`, ["name", "value"],
           Object.entries(storage.configs).map(([k, v]) => h("tr", {}, cell(h("code", {}, k)), cell(v === null ? "–" : v))))));
-      } else {
-        body.push(h("p", { class: "muted" }, "Log dirs and configs: open this broker's own console."));
+      } catch (e) {
+        body.push(message("error", `log dirs: ${errorText(e)}`));
       }
       sections.push(h("div", { class: "panel", id: `broker-${b.id}` }, h("h2", {}, `Broker ${b.id}${b.is_controller ? " (controller)" : ""}`), ...body));
     }

@@ -1,0 +1,169 @@
+"""The console of a two-broker cluster (kafkalite.testing.Cluster, in this process) in a real
+headless chromium: every view answers for the whole cluster from either broker's console (groups,
+their lag and log dirs are read over the Kafka protocol from the broker that has them), and
+each view an operator uses is exercised against what Kafka clients see. Screenshots of each are
+written to tests/output/console/."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+import pytest
+
+from kafkalite.testing import Cluster
+from tests.admin.browser import (
+    console_errors,
+    open_page,
+    rows_of,
+    screenshot,
+    table_text,
+    wait_until,
+)
+
+try:
+    from confluent_kafka import Consumer, TopicPartition
+    from selenium.webdriver.common.by import By
+except ImportError as e:  # pragma: no cover - the test extras are required
+    raise RuntimeError("selenium and confluent-kafka are required: pip install -e '.[test]'") from e
+
+GROUPS = [f"team-{i}" for i in range(6)]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with Cluster(
+        brokers=2,
+        config={
+            "offsets.topic.num.partitions": 4,
+            "offsets.topic.replication.factor": 1,
+            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+            "super.users": "User:ANONYMOUS",
+        },
+    ) as c:
+        yield c
+
+
+def api(url: str, path: str):
+    with urllib.request.urlopen(url + path, timeout=30) as response:
+        return json.loads(response.read())
+
+
+@pytest.fixture(scope="module")
+def orders(cluster) -> str:
+    """Topic `orders`: a partition on each broker, 7 records in partition 0 and 11 in 1; the
+    groups team-N committed N in partition 0 (lag 18 - N)."""
+    cluster.create_topic("orders", partitions=2, replication_factor=1)
+    cluster.produce("orders", [f"a{i}" for i in range(7)], partition=0)
+    cluster.produce("orders", [f"b{i}" for i in range(11)], partition=1)
+    for i, name in enumerate(GROUPS):
+        consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": name})
+        try:
+            commits = [TopicPartition("orders", 0, i), TopicPartition("orders", 1, 0)]
+            consumer.commit(offsets=commits, asynchronous=False)
+        finally:
+            consumer.close()
+    return "orders"
+
+
+def test_group_list_has_every_groups_lag_from_either_broker(browser, cluster, orders) -> None:
+    coordinators = {
+        g["group_id"]: g["coordinator"] for g in api(cluster.admin_url_of(1), "/groups")
+    }
+    assert {coordinators[g] for g in GROUPS} == {1, 2}  # some are coordinated by each broker
+    for broker in (1, 2):
+        url = cluster.admin_url_of(broker)
+        browser.get_log("browser")
+        open_page(browser, url, "/groups", "groups")
+        wait_until(
+            lambda: set(GROUPS) <= set(rows_of(browser, "#groups tbody tr", "data-group")),
+            "every group listed",
+        )
+        # sorted by total lag, the largest first: who is behind comes first
+        rows = [r for r in table_text(browser, "#groups tbody tr") if r[0] in GROUPS]
+        assert [r[0] for r in rows] == GROUPS
+        assert [int(r[4]) for r in rows] == [18 - i for i in range(6)]
+        assert {r[3] for r in rows} == {"orders"} and {r[2] for r in rows} == {"0"}
+        assert {r[1] for r in rows} == {"Empty"}
+        screenshot(browser, f"groups-from-broker-{broker}")
+        assert console_errors(browser) == []
+    # a click on a header sorts by it, again the other way
+    browser.find_element(By.CSS_SELECTOR, "th[data-sort=group]").click()
+    wait_until(
+        lambda: (
+            [g for g in rows_of(browser, "#groups tbody tr", "data-group") if g in GROUPS] == GROUPS
+        ),
+        "the list sorted by name",
+    )
+    browser.find_element(By.CSS_SELECTOR, "th[data-sort=group]").click()
+    wait_until(
+        lambda: (
+            [g for g in rows_of(browser, "#groups tbody tr", "data-group") if g in GROUPS]
+            == list(reversed(GROUPS))
+        ),
+        "the list sorted by name, descending",
+    )
+
+
+def test_group_page_of_a_group_the_other_broker_coordinates(browser, cluster, orders) -> None:
+    """A live consumer that committed nothing: its page, opened on the broker that does not
+    coordinate it, shows every assigned partition with "no offset" and lag from the log start."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": "live-reader",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "latest",
+        }
+    )
+    try:
+        consumer.subscribe(["orders"])
+
+        def assigned():
+            consumer.poll(0.2)
+            return len(consumer.assignment()) == 2
+
+        wait_until(assigned, "the consumer's assignment")
+        coordinator = wait_until(
+            lambda: {g["group_id"]: g for g in api(cluster.admin_url_of(1), "/groups")}[
+                "live-reader"
+            ]["coordinator"],
+            "the group listed",
+        )
+        other = 2 if coordinator == 1 else 1
+        url = cluster.admin_url_of(other)
+        browser.get_log("browser")
+        open_page(browser, url, "/group/live-reader", "group")
+
+        def lag_rows():
+            consumer.poll(0.1)  # stays a live member
+            rows = table_text(browser, "#lag-table tbody tr")
+            return len(rows) == 2 and rows
+
+        rows = wait_until(lag_rows, "both assigned partitions in the lag table")
+        screenshot(browser, "group-never-committed")
+        assert [(r[0], r[1], r[2], r[3], r[4], r[5]) for r in rows] == [
+            ("orders", "0", "no offset", "0", "7", "7"),
+            ("orders", "1", "no offset", "0", "11", "11"),
+        ]
+        assert browser.find_element(By.ID, "total-lag").text == "18"
+        assert f"coordinator {coordinator}" in browser.find_element(By.ID, "main").text
+        assert console_errors(browser) == []
+    finally:
+        consumer.close()
+
+
+def test_brokers_page_shows_every_brokers_log_dirs(browser, cluster, orders) -> None:
+    open_page(browser, cluster.admin_url_of(1), "/brokers", "brokers")
+    for broker in (1, 2):
+        wait_until(
+            lambda broker=broker: browser.find_elements(
+                By.CSS_SELECTOR, f"#log-dirs-{broker} tbody tr"
+            ),
+            f"broker {broker}'s log dirs",
+        )
+    screenshot(browser, "brokers-log-dirs")
+    for broker in (1, 2):
+        [row] = table_text(browser, f"#log-dirs-{broker} tbody tr")
+        assert row[0].endswith(f"broker-{broker}/logs") and row[3] == "online"
+    assert console_errors(browser) == []
