@@ -369,10 +369,24 @@ class RecordsQuery(Query):
     """Where to start reading: `offset`, else the first record at or after `timestamp`
     (milliseconds since the epoch), else the last `limit` records before the high watermark."""
 
-    partition: Annotated[int, Field(ge=0, le=INT32_MAX)]
-    offset: Annotated[int | None, Field(ge=0, le=INT64_MAX)] = None
-    timestamp: Annotated[int | None, Field(ge=0, le=INT64_MAX)] = None
+    partition: Annotated[
+        int | None, Field(ge=0, le=INT32_MAX, description="one partition; absent: all of them")
+    ] = None
+    offset: Annotated[
+        int | None, Field(ge=0, le=INT64_MAX, description="from this offset (of each partition)")
+    ] = None
+    timestamp: Annotated[
+        int | None, Field(ge=0, le=INT64_MAX, description="from the first record at this time (ms)")
+    ] = None
     limit: Annotated[int, Field(ge=1, le=500)] = 50
+    filter: Annotated[
+        str | None,
+        Field(
+            max_length=200,
+            description="only records whose key, value, or a header's key or value contains "
+            "this text (case-insensitive)",
+        ),
+    ] = None
 
 
 class HistoryQuery(Query):
@@ -671,14 +685,53 @@ class BrowsedRecord(Answer):
     headers: list[RecordHeader]
 
 
-class RecordsPage(Answer):
-    topic: str
+class PartitionCursor(Answer):
     partition: Int32
     log_start_offset: Int64
     high_watermark: Int64
     start_offset: Int64 = Field(description="where reading started")
     next_offset: Int64 = Field(description="the offset to ask for the next page")
+    scanned: Int64 = Field(description="records read (more than returned with a filter)")
+
+
+class RecordsPage(Answer):
+    """One partition's records by offset; all partitions' merged by timestamp (then partition
+    and offset). Without `offset` or `timestamp` the last records, else the first ones from
+    there."""
+
+    topic: str
+    partition: Int32 | None = Field(description="null: all partitions")
+    log_start_offset: Int64 | None = Field(description="of `partition` (null: all)")
+    high_watermark: Int64 | None
+    start_offset: Int64 | None
+    next_offset: Int64 | None
+    partitions: list[PartitionCursor]
     records: list[BrowsedRecord]
+
+
+class NewRecordHeader(Body):
+    key: Annotated[str, Field(max_length=1000)]
+    value: Annotated[str | None, Field(max_length=1_000_000)] = None
+
+
+class NewRecord(Body):
+    """A test record, produced as a producer with acks=all would (UTF-8 key, value, headers)."""
+
+    key: Annotated[str | None, Field(max_length=1_000_000)] = None
+    value: Annotated[str | None, Field(max_length=1_000_000)] = None
+    headers: Annotated[list[NewRecordHeader], Field(max_length=100)] = []
+    partition: NonNegInt32 | None = Field(
+        default=None,
+        description="absent: by the key's murmur2 hash as Kafka's producers, "
+        "or any partition without a key",
+    )
+
+
+class ProducedRecord(Answer):
+    topic: str
+    partition: Int32
+    offset: Int64
+    timestamp: Int64
 
 
 class BrokerRates(Answer):

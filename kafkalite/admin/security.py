@@ -92,6 +92,8 @@ ROUTE_ACLS: dict[tuple[str, str], Need | None] = {
     ("PATCH", "/topics/{name}/config"): (Op.ALTER_CONFIGS, T.TOPIC, "name"),
     ("POST", "/topics/{name}/partitions"): (Op.ALTER, T.TOPIC, "name"),
     ("GET", "/topics/{name}/records"): (Op.READ, T.TOPIC, "name"),
+    # as Produce: WRITE on the topic
+    ("POST", "/topics/{name}/records"): (Op.WRITE, T.TOPIC, "name"),
     ("GET", "/groups"): (Op.DESCRIBE, T.CLUSTER, None),
     ("GET", "/groups/{id}"): (Op.DESCRIBE, T.GROUP, "id"),
     ("DELETE", "/groups/{id}"): (Op.DELETE, T.GROUP, "id"),

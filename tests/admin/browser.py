@@ -66,7 +66,12 @@ def console_errors(driver) -> list[str]:
     return [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
 
 
-def screenshot(driver, name: str) -> None:
+def screenshot(driver, name: str, at: str | None = None) -> None:
+    """Save the window as tests/output/console/`name`.png, scrolled to the element `at` (css)."""
+    if at is not None:
+        driver.execute_script(
+            "document.querySelector(arguments[0]).scrollIntoView({block: 'start'})", at
+        )
     driver.save_screenshot(str(SCREENSHOTS / f"{name}.png"))
 
 

@@ -101,8 +101,9 @@ def test_record_browser_shows_what_a_client_produced(
         lambda: browser.find_elements(By.CSS_SELECTOR, "#records tbody tr"), "the records"
     )
     browser.save_screenshot(str(SCREENSHOTS / "records.png"))
-    assert [r.get_attribute("data-offset") for r in rows] == ["4", "5", "6", "7", "8"]
-    assert "v4" in rows[0].text and "v8" in rows[-1].text
+    # newest first
+    assert [r.get_attribute("data-offset") for r in rows] == ["8", "7", "6", "5", "4"]
+    assert "v8" in rows[0].text and "v4" in rows[-1].text
 
 
 def test_resetting_offsets_in_the_page_moves_a_real_consumer(

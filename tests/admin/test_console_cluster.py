@@ -167,3 +167,124 @@ def test_brokers_page_shows_every_brokers_log_dirs(browser, cluster, orders) -> 
         [row] = table_text(browser, f"#log-dirs-{broker} tbody tr")
         assert row[0].endswith(f"broker-{broker}/logs") and row[3] == "online"
     assert console_errors(browser) == []
+
+
+@pytest.fixture(scope="module")
+def events(cluster) -> str:
+    """Topic `events`: 3 partitions on both brokers, record i in partition i % 3 at time
+    T0 + i seconds, key k<i>, value "paid" or every fourth "refund", header source=web on 7."""
+    cluster.create_topic("events", partitions=3, replication_factor=1)
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers})
+    for i in range(12):
+        producer.produce(
+            "events",
+            key=f"k{i}".encode(),
+            value=f"order {i} {'refund' if i % 4 == 0 else 'paid'}".encode(),
+            partition=i % 3,
+            headers=[("source", b"web" if i == 7 else b"shop")],
+            timestamp=T0 + 1000 * i,
+        )
+    assert producer.flush(30) == 0
+    return "events"
+
+
+T0 = 1_700_000_000_000
+
+
+def load_records(browser) -> list[tuple[str, str]]:
+    browser.execute_script("document.getElementById('records-out').replaceChildren()")
+    browser.find_element(By.ID, "rb-load").click()
+    wait_until(lambda: browser.find_elements(By.ID, "records"), "the records")
+    return [
+        (p, o)
+        for p, o in zip(
+            rows_of(browser, "#records tbody tr", "data-partition"),
+            rows_of(browser, "#records tbody tr", "data-offset"),
+            strict=True,
+        )
+    ]
+
+
+def test_record_browser_merges_seeks_filters_and_produces(browser, cluster, events) -> None:
+    url = cluster.admin_url_of(1)
+    browser.get_log("browser")
+    open_page(browser, url, "/topic/events", "topic")
+    # all partitions merged, newest first: record i is (partition i % 3, offset i // 3)
+    shown = load_records(browser)
+    assert shown == [(str(i % 3), str(i // 3)) for i in reversed(range(12))]
+    screenshot(browser, "records-merged", at="#records-out")
+
+    # from a time: the 4 records from T0 + 5 s on (limit 4), newest first
+    browser.find_element(By.CSS_SELECTOR, "#rb-mode option[value=timestamp]").click()
+    browser.execute_script(  # the local time of T0 + 5 s in the datetime-local input
+        "const d = new Date(arguments[0]);"
+        "const pad = (n) => String(n).padStart(2, '0');"
+        "document.getElementById('rb-time').value = `${d.getFullYear()}-${pad(d.getMonth() + 1)}-"
+        "${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`",
+        T0 + 5000,
+    )
+    limit = browser.find_element(By.ID, "rb-limit")
+    limit.clear()
+    limit.send_keys("4")
+    assert load_records(browser) == [(str(i % 3), str(i // 3)) for i in (8, 7, 6, 5)]
+
+    # from an offset of each partition
+    browser.find_element(By.CSS_SELECTOR, "#rb-mode option[value=offset]").click()
+    browser.find_element(By.ID, "rb-from").send_keys("3")
+    limit.clear()
+    limit.send_keys("50")
+    assert load_records(browser) == [(str(i % 3), "3") for i in (11, 10, 9)]
+
+    # a filter on the value, then on a header
+    browser.find_element(By.CSS_SELECTOR, "#rb-mode option[value=last]").click()
+    search = browser.find_element(By.ID, "rb-filter")
+    search.send_keys("REFUND")
+    assert load_records(browser) == [(str(i % 3), str(i // 3)) for i in (8, 4, 0)]
+    search.clear()
+    search.send_keys("web")
+    assert load_records(browser) == [("1", "2")]
+    screenshot(browser, "records-filtered", at="#records-out")
+
+    # the compact view: one line a record
+    search.clear()
+    browser.find_element(By.ID, "rb-compact").click()
+    load_records(browser)
+    wait_until(
+        lambda: len(browser.find_elements(By.CSS_SELECTOR, "#records tr.compact")) == 12,
+        "the compact rows",
+    )
+    assert "k11" in browser.find_element(By.CSS_SELECTOR, "#records tbody tr").text
+    screenshot(browser, "records-compact", at="#records-out")
+
+    # a test record, produced from the page, is what a consumer reads
+    browser.find_element(By.CSS_SELECTOR, "details.produce > summary").click()
+    browser.find_element(By.ID, "produce-key").send_keys("from-the-page")
+    browser.find_element(By.ID, "produce-value").send_keys("hello from chromium")
+    browser.find_element(By.ID, "produce-headers").send_keys("trace=abc, env=test")
+    browser.find_element(By.ID, "produce-partition").send_keys("2")
+    browser.find_element(By.ID, "produce-send").click()
+    wait_until(
+        lambda: (
+            "Produced to partition 2 at offset 4" in browser.find_element(By.ID, "produce-out").text
+        ),
+        "the produce to be acknowledged",
+    )
+    wait_until(
+        lambda: rows_of(browser, "#records tbody tr", "data-offset")[:1] == ["4"],
+        "the new record first in the list",
+    )
+    screenshot(browser, "records-produced", at="#records-out")
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "check"})
+    try:
+        consumer.assign([TopicPartition("events", 2, 4)])
+        msg = wait_until(
+            lambda: (m := consumer.poll(0.5)) is not None and m.error() is None and m,
+            "the produced record",
+        )
+    finally:
+        consumer.close()
+    assert (msg.key(), msg.value()) == (b"from-the-page", b"hello from chromium")
+    assert msg.headers() == [("trace", b"abc"), ("env", b"test")]
+    assert console_errors(browser) == []

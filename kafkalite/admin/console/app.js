@@ -209,32 +209,93 @@ function configEditor(name, current) {
       h("button", { id: "save-configs", onclick: save }, "save")), out);
 }
 
+/** Records of all partitions (or one) merged by time, newest first; seek by offset or time,
+ * filter on key, value or headers (on the broker), a compact one-line view, and a form that
+ * produces a test record. */
 function recordBrowser(name) {
-  const partition = h("input", { id: "rb-partition", type: "number", min: 0, value: 0 });
-  const mode = h("select", { id: "rb-mode" }, h("option", { value: "last" }, "last records"),
-    h("option", { value: "offset" }, "from offset"), h("option", { value: "timestamp" }, "from time (ms)"));
-  const from = h("input", { id: "rb-from", placeholder: "offset or epoch ms" });
+  const partition = h("input", { id: "rb-partition", type: "number", min: 0, placeholder: "all" });
+  const mode = h("select", { id: "rb-mode" }, h("option", { value: "last" }, "newest records"),
+    h("option", { value: "offset" }, "from offset"), h("option", { value: "timestamp" }, "from time"));
+  const from = h("input", { id: "rb-from", placeholder: "offset", type: "number", min: 0 });
+  const time = h("input", { id: "rb-time", type: "datetime-local", step: 1 });
+  const filter = h("input", { id: "rb-filter", type: "search", placeholder: "key, value or header contains…" });
   const limit = h("input", { id: "rb-limit", type: "number", min: 1, max: 500, value: 50 });
+  const compact = h("input", { id: "rb-compact", type: "checkbox" });
   const out = h("div", { id: "records-out" });
+  const showMode = () => {
+    from.hidden = mode.value !== "offset";
+    time.hidden = mode.value !== "timestamp";
+  };
+  mode.addEventListener("change", showMode);
+  showMode();
+  let page = null;
+  const shown = (v) => v === null ? h("span", { class: "muted" }, "null")
+    : h("div", {}, h("span", { class: "pill" }, v.encoding), v.truncated ? h("span", { class: "pill warn" }, `${fmt.bytes(v.size)}, cut`) : "",
+      h("pre", { class: "value" }, v.encoding === "json" ? JSON.stringify(JSON.parse(v.text), null, 2) : v.text));
+  const oneLine = (v) => v === null ? h("span", { class: "muted" }, "null") : h("span", { class: "mono", title: v.text }, v.text.length > 120 ? `${v.text.slice(0, 120)}…` : v.text);
+  const when = (t) => t >= 0 ? new Date(t).toISOString().replace("T", " ").replace("Z", "") : "–";
+  const draw = () => {
+    if (!page) return;
+    const newest = [...page.records].sort((a, b) => b.timestamp - a.timestamp || a.partition - b.partition || b.offset - a.offset);
+    const scanned = page.partitions.reduce((n, c) => n + c.scanned, 0);
+    const summary = page.partitions.length === 1
+      ? `partition ${page.partitions[0].partition}: log start ${fmt.num(page.partitions[0].log_start_offset)}, high watermark ${fmt.num(page.partitions[0].high_watermark)}`
+      : `${page.partitions.length} partitions, ${fmt.num(page.partitions.reduce((n, c) => n + c.high_watermark - c.log_start_offset, 0))} records`;
+    const attrs = (r) => ({ "data-offset": r.offset, "data-partition": r.partition, class: compact.checked ? "compact" : "" });
+    const rows = compact.checked
+      ? newest.map((r) => h("tr", attrs(r), cell(when(r.timestamp), "mono"), num(r.partition), num(r.offset), cell(oneLine(r.key)), cell(oneLine(r.value)),
+        cell(r.headers.map((x) => `${x.key}=${x.value ? x.value.text : "null"}`).join(", "), "mono")))
+      : newest.map((r) => h("tr", attrs(r), cell(when(r.timestamp)), num(r.partition), num(r.offset), cell(shown(r.key)), cell(shown(r.value)),
+        cell(r.headers.map((x) => h("div", {}, h("code", {}, x.key), ": ", x.value ? x.value.text : "null")))));
+    replace(out, h("p", { class: "muted", id: "records-summary" }, `${summary} · ${page.records.length} shown, newest first`,
+      filter.value ? ` · ${fmt.num(scanned)} read to find them` : ""),
+    table("records", ["timestamp (UTC)", "#partition", "#offset", "key", "value", "headers"], rows));
+  };
+  compact.addEventListener("change", draw);
   const load = async () => {
-    const q = new URLSearchParams({ partition: partition.value || 0, limit: limit.value || 50 });
-    if (mode.value !== "last" && from.value) q.set(mode.value, from.value);
+    const q = new URLSearchParams({ limit: limit.value || 50 });
+    if (partition.value !== "") q.set("partition", partition.value);
+    if (mode.value === "offset" && from.value !== "") q.set("offset", from.value);
+    if (mode.value === "timestamp" && time.value) q.set("timestamp", String(new Date(time.value).getTime()));
+    if (filter.value) q.set("filter", filter.value);
     try {
-      const page = await get(`/topics/${enc(name)}/records?${q}`);
-      const shown = (v) => v === null ? h("span", { class: "muted" }, "null")
-        : h("div", {}, h("span", { class: "pill" }, v.encoding), v.truncated ? h("span", { class: "pill warn" }, `${fmt.bytes(v.size)}, cut`) : "",
-          h("pre", { class: "value" }, v.encoding === "json" ? JSON.stringify(JSON.parse(v.text), null, 2) : v.text));
-      replace(out, h("p", { class: "muted" }, `log start ${page.log_start_offset}, high watermark ${page.high_watermark}, ${page.records.length} records from ${page.start_offset}`),
-        table("records", ["#offset", "timestamp", "key", "value", "headers"], page.records.map((r) => h("tr", { "data-offset": r.offset },
-          num(r.offset), cell(r.timestamp >= 0 ? new Date(r.timestamp).toISOString() : "–"),
-          cell(shown(r.key)), cell(shown(r.value)),
-          cell(r.headers.map((x) => h("div", {}, h("code", {}, x.key), ": ", x.value ? x.value.text : "null")))))));
+      page = await get(`/topics/${enc(name)}/records?${q}`);
+      draw();
     } catch (e) {
       replace(out, message("error", errorText(e)));
     }
   };
-  return h("div", { class: "panel" }, h("div", { class: "toolbar" }, h("label", {}, "partition ", partition), mode, from,
-    h("label", {}, "limit ", limit), h("button", { id: "rb-load", onclick: load }, "show")), out);
+  filter.addEventListener("keydown", (e) => { if (e.key === "Enter") load(); });
+  return h("div", { class: "panel" }, h("div", { class: "toolbar" }, h("label", {}, "partition ", partition), mode, from, time, filter,
+    h("label", {}, "limit ", limit), h("label", {}, compact, " compact"), h("button", { id: "rb-load", onclick: load }, "show")), out,
+  produceForm(name, load));
+}
+
+function produceForm(name, reload) {
+  const key = h("input", { id: "produce-key", placeholder: "key (empty: none)" });
+  const value = h("textarea", { id: "produce-value", rows: 3, placeholder: "value" });
+  const headers = h("input", { id: "produce-headers", placeholder: "headers: name=value, name=value" });
+  const partition = h("input", { id: "produce-partition", type: "number", min: 0, placeholder: "partition (empty: by key)" });
+  const out = h("div", { id: "produce-out" });
+  const send = async (event) => {
+    event.preventDefault();
+    const body = { value: value.value, headers: [] };
+    if (key.value !== "") body.key = key.value;
+    if (partition.value !== "") body.partition = Number(partition.value);
+    for (const item of headers.value.split(",").map((x) => x.trim()).filter(Boolean)) {
+      const at = item.indexOf("=");
+      body.headers.push(at < 0 ? { key: item, value: null } : { key: item.slice(0, at).trim(), value: item.slice(at + 1).trim() });
+    }
+    const result = await act(out, "Producing", () => post(`/topics/${enc(name)}/records`, body));
+    if (result) {
+      replace(out, message("info", `Produced to partition ${result.partition} at offset ${result.offset}`));
+      reload();
+    }
+  };
+  return h("details", { class: "produce" }, h("summary", {}, "Produce a test record"),
+    h("form", { class: "stack", id: "produce-form", onsubmit: send }, h("label", {}, "key", key), h("label", {}, "value", value),
+      h("label", {}, "headers", headers), h("label", {}, "partition", partition),
+      h("div", {}, h("button", { type: "submit", id: "produce-send" }, "produce")), out));
 }
 
 function topicActions(name, out) {
