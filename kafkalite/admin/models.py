@@ -497,6 +497,37 @@ class Topic(Answer):
     marked_for_deletion: bool
     configs: Configs
     partitions: list[Partition]
+    message_count: Int64 | None = Field(
+        description="the sum of high watermark - log start offset of every partition (null "
+        "when a partition's leader cannot say)"
+    )
+    message_count_is_estimate: bool = Field(
+        description="the topic is compacted: offsets removed by compaction are still counted"
+    )
+
+
+class EffectiveConfig(Answer):
+    name: str
+    value: str | None = Field(description="null for a secret")
+    source: str = Field(
+        description="Kafka's config source: DYNAMIC_TOPIC_CONFIG (an override of this topic), "
+        "STATIC_BROKER_CONFIG, DEFAULT_CONFIG, ..."
+    )
+    read_only: bool
+    sensitive: bool
+
+
+class EffectiveConfigs(Answer):
+    name: str
+    configs: list[EffectiveConfig]
+
+
+class TopicGroup(Answer):
+    group_id: str
+    state: str
+    members: Int32 = Field(description="members with partitions of the topic assigned")
+    partitions: Int32 = Field(description="partitions of the topic committed or assigned")
+    lag: Int64 = Field(description="the group's lag on this topic")
 
 
 class TopicConfigs(Answer):
@@ -710,16 +741,17 @@ class RecordsPage(Answer):
 
 
 class NewRecordHeader(Body):
-    key: Annotated[str, Field(max_length=1000)]
-    value: Annotated[str | None, Field(max_length=1_000_000)] = None
+    key: Annotated[str, Field(max_length=256)]
+    value: Annotated[str | None, Field(max_length=4096)] = None
 
 
 class NewRecord(Body):
-    """A test record, produced as a producer with acks=all would (UTF-8 key, value, headers)."""
+    """A test record, produced as a producer with acks=all would (UTF-8 key, value, headers).
+    The bounds keep any one field, even one past its bound, within the 1 MiB request limit."""
 
-    key: Annotated[str | None, Field(max_length=1_000_000)] = None
-    value: Annotated[str | None, Field(max_length=1_000_000)] = None
-    headers: Annotated[list[NewRecordHeader], Field(max_length=100)] = []
+    key: Annotated[str | None, Field(max_length=4096)] = None
+    value: Annotated[str | None, Field(max_length=65_536)] = None
+    headers: Annotated[list[NewRecordHeader], Field(max_length=20)] = []
     partition: NonNegInt32 | None = Field(
         default=None,
         description="absent: by the key's murmur2 hash as Kafka's producers, "

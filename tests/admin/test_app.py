@@ -688,3 +688,44 @@ def test_operator_metrics_lag_and_log_dirs(admin: AdminClient, admin_broker) -> 
     ):
         assert samples[(name, ())] >= 0, name
     assert samples[("kafkalite_request_latency_seconds_count", (("api", "OffsetCommit"),))] >= 1
+
+
+def test_topic_effective_configs_consuming_groups_and_message_count(
+    admin: AdminClient, admin_broker
+) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    created = admin.post(
+        "/topics",
+        {"name": "counted-msgs", "partitions": 2, "configs": {"retention.ms": "3600000"}},
+    )
+    assert created.status == 201
+    produce(admin_broker.bootstrap, "counted-msgs", 5, partition=0)
+    produce(admin_broker.bootstrap, "counted-msgs", 3, partition=1)
+    topic = admin.get("/topics/counted-msgs").body
+    assert (topic["message_count"], topic["message_count_is_estimate"]) == (8, False)
+
+    configs = {c["name"]: c for c in admin.get("/topics/counted-msgs/configs").body["configs"]}
+    assert configs["retention.ms"]["value"] == "3600000"
+    assert configs["retention.ms"]["source"] == "DYNAMIC_TOPIC_CONFIG"
+    assert configs["cleanup.policy"]["value"] == "delete"
+    assert configs["cleanup.policy"]["source"] in ("DEFAULT_CONFIG", "STATIC_BROKER_CONFIG")
+    assert admin.get("/topics/no-such-topic/configs").status == 404
+
+    consumer = Consumer({"bootstrap.servers": admin_broker.bootstrap, "group.id": "counting"})
+    try:
+        consumer.commit(offsets=[TopicPartition("counted-msgs", 0, 2)], asynchronous=False)
+    finally:
+        consumer.close()
+    groups = admin.get("/topics/counted-msgs/groups").body
+    assert groups == [
+        {"group_id": "counting", "state": "Empty", "members": 0, "partitions": 1, "lag": 3}
+    ]
+
+    assert (
+        admin.post(
+            "/topics", {"name": "compacted", "configs": {"cleanup.policy": "compact"}}
+        ).status
+        == 201
+    )
+    assert admin.get("/topics/compacted").body["message_count_is_estimate"] is True

@@ -288,3 +288,55 @@ def test_record_browser_merges_seeks_filters_and_produces(browser, cluster, even
     assert (msg.key(), msg.value()) == (b"from-the-page", b"hello from chromium")
     assert msg.headers() == [("trace", b"abc"), ("env", b"test")]
     assert console_errors(browser) == []
+
+
+def test_topic_page_effective_configs_groups_and_message_count(browser, cluster, orders) -> None:
+    cluster.create_topic("configured", partitions=1, config={"retention.ms": "3600000"})
+    cluster.produce("configured", [b"x"] * 3)
+    browser.get_log("browser")
+    open_page(browser, cluster.admin_url_of(2), "/topic/orders", "topic")
+    assert browser.find_element(By.ID, "message-count").text == "18 messages"
+    groups = wait_until(lambda: table_text(browser, "#topic-group-table tbody tr"), "the groups")
+    assert {r[0]: int(r[4]) for r in groups if r[0] in GROUPS} == {
+        g: 18 - i for i, g in enumerate(GROUPS)
+    }
+    screenshot(browser, "topic-groups", at="#topic-groups")
+
+    open_page(browser, cluster.admin_url_of(1), "/topic/configured", "topic")
+    rows = wait_until(
+        lambda: table_text(browser, "#effective-config-table tbody tr"), "the effective configs"
+    )
+    by_name = {r[0]: (r[1], r[2]) for r in rows}
+    assert by_name["retention.ms"] == ("3600000", "DYNAMIC_TOPIC_CONFIG")
+    assert by_name["cleanup.policy"][0] == "delete"
+    assert by_name["cleanup.policy"][1] in ("DEFAULT_CONFIG", "STATIC_BROKER_CONFIG")
+    assert len(rows) > 20  # every config, not only the overrides
+    assert browser.find_element(By.ID, "message-count").text == "3 messages"
+    screenshot(browser, "topic-effective-configs", at="#effective-configs")
+    assert console_errors(browser) == []
+
+
+def test_partitions_view_hides_internal_topics_and_pages(browser, cluster, orders) -> None:
+    cluster.create_topic("wide", partitions=110, replication_factor=1)
+    url = cluster.admin_url_of(1)
+    open_page(browser, url, "/partitions?state=all", "partitions")
+
+    def count() -> str:
+        return browser.find_element(By.ID, "partitions-count").text
+
+    shown = rows_of(browser, "#partition-health tbody tr", "data-partition")
+    assert len(shown) == 100 and not any(p.startswith("__") for p in shown)
+    total = int(count().split(" of ")[1].replace(",", ""))
+    assert count() == f"1–100 of {total}" and total >= 110 + 2 + 3
+    screenshot(browser, "partitions-page-1")
+    browser.execute_script("document.getElementById('partitions-next').click()")
+    wait_until(lambda: count() == f"101–{total} of {total}", "the second page")
+    assert len(rows_of(browser, "#partition-health tbody tr", "data-partition")) == total - 100
+    browser.find_element(By.ID, "partitions-internal").click()
+    wait_until(lambda: count() == f"1–100 of {total + 4}", "internal partitions counted")
+    browser.find_element(By.ID, "partitions-topic").send_keys("__consumer")
+    wait_until(lambda: count() == "1–4 of 4", "the offsets topic's partitions")
+    assert rows_of(browser, "#partition-health tbody tr", "data-partition") == [
+        f"__consumer_offsets-{p}" for p in range(4)
+    ]
+    screenshot(browser, "partitions-internal")

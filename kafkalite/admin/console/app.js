@@ -153,19 +153,26 @@ async function topicsPage(query) {
 }
 
 async function topicPage(name) {
-  const head = h("div", {});
+  const head = h("div", { id: "topic-head" });
   const parts = h("div", { id: "partitions" });
   const charts = h("div", { class: "charts" });
+  const groups = h("div", { id: "topic-groups" });
+  const effective = h("div", { id: "effective-configs" });
   const configs = h("div", { id: "configs" });
   const out = h("div");
   main.append(h("h1", {}, "Topic ", h("code", {}, name)), head, out,
-    h("h2", {}, "Partitions"), parts, h("h2", {}, "Rates"), charts,
-    h("h2", {}, "Configs"), configs, h("h2", {}, "Records"), recordBrowser(name),
+    h("h2", {}, "Partitions"), parts, h("h2", {}, "Consuming groups"), groups, h("h2", {}, "Rates"), charts,
+    h("h2", {}, "Configs"), effective, configs, h("h2", {}, "Records"), recordBrowser(name),
     h("h2", {}, "Actions"), topicActions(name, out));
   let configsShown = false;
   return async () => {
-    const [t, history] = await Promise.all([get(`/topics/${enc(name)}`), get(`/metrics/history?topic=${enc(name)}`)]);
-    replace(head, h("p", { class: "muted" }, `id ${t.topic_id || "–"} · ${t.partitions.length} partitions`,
+    const [t, history, consumers] = await Promise.all([get(`/topics/${enc(name)}`), get(`/metrics/history?topic=${enc(name)}`),
+      get(`/topics/${enc(name)}/groups`)]);
+    const count = t.message_count === null ? "message count unknown (a leader did not answer)"
+      : `${t.message_count_is_estimate ? "≈ " : ""}${fmt.num(t.message_count)} messages`;
+    replace(head, h("p", { class: "muted" }, `id ${t.topic_id || "–"} · ${t.partitions.length} partitions · `,
+      h("b", { id: "message-count" }, count),
+      t.message_count_is_estimate ? " (an estimate: the topic is compacted, and offsets compaction removed are still counted)" : "",
       t.internal ? " · internal" : "", t.marked_for_deletion ? " · marked for deletion" : ""));
     replace(parts, table("partition-table", ["#partition", "leader", "replicas", "ISR", "#log start", "#end (HW)", "#LEO", "#size"],
       t.partitions.map((p) => h("tr", {},
@@ -174,11 +181,27 @@ async function topicPage(name) {
         cell(p.isr.join(", "), p.isr.length < p.replicas.length ? "bad" : ""),
         num(p.log_start_offset), num(p.high_watermark), num(p.log_end_offset),
         h("td", { class: "num" }, fmt.bytes(p.size_bytes))))));
+    replace(groups, consumers.length ? table("topic-group-table", ["group", "state", "#members", "#partitions", "#lag"], consumers.map((g) => h("tr", { "data-group": g.group_id },
+      cell(h("a", { href: `#/group/${enc(g.group_id)}` }, g.group_id)), cell(g.state), num(g.members), num(g.partitions),
+      h("td", { class: `num${g.lag ? " warn" : ""}` }, fmt.num(g.lag)))))
+      : h("p", { class: "muted" }, "No group has committed offsets of this topic or has it assigned."));
     const series = history.topics[name] || [];
     replace(charts,
       lineChart("messages in", [{ name: "msgs/s", points: series.map((p) => ({ time: p.time, value: p.messages_in_per_sec })) }]),
       lineChart("bytes in", [{ name: "B/s", points: series.map((p) => ({ time: p.time, value: p.bytes_in_per_sec })) }], { unit: " B/s" }));
-    if (!configsShown) { replace(configs, configEditor(name, t.configs)); configsShown = true; }
+    if (!configsShown) {
+      configsShown = true;
+      replace(configs, configEditor(name, t.configs));
+      try {
+        const all = await get(`/topics/${enc(name)}/configs`);
+        const source = (c) => h("span", { class: `pill${c.source === "DYNAMIC_TOPIC_CONFIG" ? " warn" : ""}` }, c.source);
+        replace(effective, h("details", { open: true }, h("summary", {}, `Effective configs (${all.configs.length}), with where each value comes from`),
+          table("effective-config-table", ["name", "value", "source"], all.configs.map((c) => h("tr", { "data-config": c.name },
+            cell(h("code", {}, c.name)), cell(c.value === null ? h("span", { class: "muted" }, c.sensitive ? "(secret)" : "null") : c.value, "mono"), cell(source(c)))))));
+      } catch (e) {
+        replace(effective, message("error", `effective configs: ${errorText(e)}`));
+      }
+    }
   };
 }
 
@@ -314,16 +337,37 @@ function topicActions(name, out) {
 
 async function partitionsPage(query) {
   const state = query.get("state") || "all";
-  const list = h("div");
+  let offset = Number(query.get("offset") || 0);
+  const size = 100;
+  const internal = h("input", { id: "partitions-internal", type: "checkbox" });
+  internal.checked = query.get("internal") === "true";
+  const filter = h("input", { id: "partitions-topic", type: "search", placeholder: "topic contains…" });
+  const list = h("div", { id: "partitions-list" });
+  const pager = h("div", { class: "toolbar" });
   const titles = { all: "All partitions", under_replicated: "Under-replicated partitions", offline: "Offline partitions", under_min_isr: "Partitions under min ISR" };
-  main.append(h("h1", {}, titles[state] || "Partitions"), list);
-  return async () => {
-    const { data, total } = await getPage(`/partitions?state=${enc(state)}&limit=1000`);
-    replace(list, h("p", { class: "muted" }, `${fmt.num(total)} partitions${total > data.length ? `, first ${data.length} shown` : ""}`),
-      table("partition-health", ["topic", "#partition", "leader", "replicas", "ISR", "health"], data.map((p) => h("tr", {},
-        cell(h("a", { href: `#/topic/${enc(p.topic)}` }, p.topic)), num(p.partition), cell(String(p.leader)),
-        cell(p.replicas.join(", ")), cell(p.isr.join(", ")), cell(brokerHealth(p))))));
+  let refresh;
+  const go = () => { offset = 0; refresh(); };
+  internal.addEventListener("change", go);
+  filter.addEventListener("input", go);
+  main.append(h("h1", {}, titles[state] || "Partitions"),
+    h("div", { class: "toolbar" }, filter, h("label", {}, internal, " show internal topics")), list, pager);
+  let asked = 0;
+  refresh = async () => {
+    const mine = ++asked;
+    const q = new URLSearchParams({ state, offset, limit: size, internal: internal.checked });
+    if (filter.value) q.set("topic", filter.value);
+    const { data, total } = await getPage(`/partitions?${q}`);
+    if (mine !== asked) return;
+    replace(list, table("partition-health", ["topic", "#partition", "leader", "replicas", "ISR", "health"], data.map((p) => h("tr", { "data-partition": `${p.topic}-${p.partition}` },
+      cell(h("a", { href: `#/topic/${enc(p.topic)}` }, p.topic), p.topic.startsWith("__") ? "muted" : ""), num(p.partition), cell(String(p.leader)),
+      cell(p.replicas.join(", ")), cell(p.isr.join(", ")), cell(brokerHealth(p))))));
+    const last = Math.min(offset + size, total);
+    replace(pager,
+      h("span", { id: "partitions-count" }, total ? `${fmt.num(offset + 1)}–${fmt.num(last)} of ${fmt.num(total)}` : "no partitions"),
+      h("button", { class: "secondary", id: "partitions-previous", disabled: offset === 0, onclick: () => { offset = Math.max(0, offset - size); refresh(); } }, "← previous"),
+      h("button", { class: "secondary", id: "partitions-next", disabled: last >= total, onclick: () => { offset += size; refresh(); } }, "next →"));
   };
+  return refresh;
 }
 
 // ------------------------------------------------------------------ groups
