@@ -340,3 +340,38 @@ def test_partitions_view_hides_internal_topics_and_pages(browser, cluster, order
         f"__consumer_offsets-{p}" for p in range(4)
     ]
     screenshot(browser, "partitions-internal")
+
+
+def test_charts_have_a_time_axis_hover_values_and_the_brokers_history(
+    browser, cluster, orders
+) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    url = cluster.admin_url_of(1)
+    # the broker samples its rates every few seconds and keeps minutes of them: a page opened
+    # later draws what came before it
+    samples = wait_until(
+        lambda: len(h := api(url, "/metrics/history")["broker"]) >= 2 and h, "two samples"
+    )
+    open_page(browser, url, "/", "overview")
+    chart = wait_until(
+        lambda: browser.find_elements(By.CSS_SELECTOR, "#overview-charts svg.chart")[0],
+        "the charts",
+    )
+    ticks = [t.text for t in chart.find_elements(By.CSS_SELECTOR, "text.x-tick")]
+    assert len(ticks) == 4 and all(len(t) == 8 and t.count(":") == 2 for t in ticks), ticks
+    assert ticks[0] != ticks[-1]  # the axis spans the history, from before the page opened
+    assert chart.find_elements(By.CSS_SELECTOR, "text.y-tick")
+    path = chart.find_element(By.CSS_SELECTOR, "path.line1").get_attribute("d")
+    assert path.count("L") >= len(samples) - 2  # every sample the broker kept is drawn
+
+    def hover_tip() -> str:
+        area = browser.find_element(By.CSS_SELECTOR, "#overview-charts svg.chart .hover-area")
+        ActionChains(browser).move_to_element(area).perform()
+        tip = browser.find_element(By.CSS_SELECTOR, "#overview-charts svg.chart .tip")
+        return tip.get_attribute("visibility") == "visible" and tip.text
+
+    text = wait_until(hover_tip, "the hover values")
+    clock, values = text.split(" · ", 1)
+    assert len(clock) == 8 and values.startswith("msgs/s ")
+    screenshot(browser, "chart-hover", at="#overview-charts")

@@ -106,7 +106,7 @@ function brokerTable(cluster, down = []) {
       cell(`${b.host}:${b.port}`), cell(b.rack || "–"),
       cell(b.is_controller ? h("span", { class: "pill" }, "controller") : ""),
       cell(h("span", { class: "pill ok" }, "up")),
-      cell(b.offline_log_dirs === null ? h("span", { class: "muted" }, "ask that broker")
+      cell(b.offline_log_dirs === null ? h("a", { href: "#/brokers" }, "see Brokers")
         : b.offline_log_dirs.length ? h("span", { class: "bad" }, b.offline_log_dirs.join(", ")) : "none"))), ...gone]);
 }
 
