@@ -180,6 +180,8 @@ _STARTS_A_PROCESS = {
     "tests/cli/test_admin_api.py": ("integration",),
     "tests/cli/test_kafka_semantics.py": ("integration",),
     "tests/admin/test_console.py": ("integration", "browser"),
+    "tests/admin/test_console_cluster.py": ("integration", "browser"),
+    "tests/admin/test_console_login.py": ("integration", "browser"),
     "tests/network/test_quotas.py::test_a_broker_with_an_unresolvable_override_stops_naming_the_key": (
         "integration",
     ),

@@ -35,11 +35,12 @@ answer against its answer model, and is what openapi.py turns into the OpenAPI 3
 Where the data comes from: topics, assignments, partition leader/ISR/epoch, brokers and the
 controller are read from the coordination store (the authority, so every broker answers alike);
 offsets and sizes come from this broker's own logs, so they are null for a partition not hosted
-here. Topic administration writes the store nodes the controller watches (zk/admin.py);
+here (ListOffsets at the leader fills a group's lag and the record browser). Topic administration writes the store nodes the controller watches (zk/admin.py);
 reassignment and elections go through zk/admin.py too (`/admin/reassign_partitions`,
 `/admin/preferred_replica_election`, kafkalite's `/admin/unclean_leader_election`), which the
-active controller acts on; a request while an earlier one is pending is answered 409. Groups are those coordinated by this
-broker (the leader of the group's `__consumer_offsets` partition); others answer NOT_COORDINATOR.
+active controller acts on; a request while an earlier one is pending is answered 409. Groups and
+other brokers' log dirs are the cluster's: what another broker holds is asked of it over the
+Kafka protocol (groupview.py; decision 0022), so every broker answers alike.
 
 Request bodies are JSON only and cross-origin writes are refused (csrf.py); every answer carries
 the console's security headers (Content-Security-Policy, X-Frame-Options, nosniff).

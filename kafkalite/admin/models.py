@@ -374,10 +374,24 @@ class RecordsQuery(Query):
     """Where to start reading: `offset`, else the first record at or after `timestamp`
     (milliseconds since the epoch), else the last `limit` records before the high watermark."""
 
-    partition: Annotated[int, Field(ge=0, le=INT32_MAX)]
-    offset: Annotated[int | None, Field(ge=0, le=INT64_MAX)] = None
-    timestamp: Annotated[int | None, Field(ge=0, le=INT64_MAX)] = None
+    partition: Annotated[
+        int | None, Field(ge=0, le=INT32_MAX, description="one partition; absent: all of them")
+    ] = None
+    offset: Annotated[
+        int | None, Field(ge=0, le=INT64_MAX, description="from this offset (of each partition)")
+    ] = None
+    timestamp: Annotated[
+        int | None, Field(ge=0, le=INT64_MAX, description="from the first record at this time (ms)")
+    ] = None
     limit: Annotated[int, Field(ge=1, le=500)] = 50
+    filter: Annotated[
+        str | None,
+        Field(
+            max_length=200,
+            description="only records whose key, value, or a header's key or value contains "
+            "this text (case-insensitive)",
+        ),
+    ] = None
 
 
 class HistoryQuery(Query):
@@ -488,6 +502,37 @@ class Topic(Answer):
     marked_for_deletion: bool
     configs: Configs
     partitions: list[Partition]
+    message_count: Int64 | None = Field(
+        description="the sum of high watermark - log start offset of every partition (null "
+        "when a partition's leader cannot say)"
+    )
+    message_count_is_estimate: bool = Field(
+        description="the topic is compacted: offsets removed by compaction are still counted"
+    )
+
+
+class EffectiveConfig(Answer):
+    name: str
+    value: str | None = Field(description="null for a secret")
+    source: str = Field(
+        description="Kafka's config source: DYNAMIC_TOPIC_CONFIG (an override of this topic), "
+        "STATIC_BROKER_CONFIG, DEFAULT_CONFIG, ..."
+    )
+    read_only: bool
+    sensitive: bool
+
+
+class EffectiveConfigs(Answer):
+    name: str
+    configs: list[EffectiveConfig]
+
+
+class TopicGroup(Answer):
+    group_id: str
+    state: str
+    members: Int32 = Field(description="members with partitions of the topic assigned")
+    partitions: Int32 = Field(description="partitions of the topic committed or assigned")
+    lag: Int64 = Field(description="the group's lag on this topic")
 
 
 class TopicConfigs(Answer):
@@ -515,10 +560,23 @@ class DeletedTopic(Answer):
     marked_for_deletion: bool
 
 
+class GroupsQuery(Query):
+    """GET /groups: with `lag` (the default) each group is described by its coordinator for
+    its members, topics and total lag."""
+
+    lag: bool = True
+
+
 class GroupSummary(Answer):
     group_id: str
     protocol_type: str
     state: str
+    coordinator: BrokerId = Field(description="the broker coordinating the group")
+    members: Int32 | None = Field(description="null when not asked (lag=false) or not described")
+    topics: list[str] | None = Field(description="topics committed or assigned")
+    total_lag: Int64 | None = Field(
+        description="sum of the lag of every partition committed or assigned"
+    )
 
 
 class MemberAssignment(Answer):
@@ -535,11 +593,17 @@ class GroupMember(Answer):
 
 
 class GroupOffset(Answer):
+    """A partition the group committed or has assigned to a member."""
+
     topic: str
     partition: Int32
-    committed_offset: Int64
+    committed_offset: Int64 | None = Field(description="null: assigned but never committed")
+    log_start_offset: Int64 | None
     high_watermark: Int64 | None
-    lag: Int64 | None
+    lag: Int64 | None = Field(
+        description="high watermark - committed (or - log start when never committed)"
+    )
+    member_id: str | None = Field(description="the member it is assigned to")
 
 
 class Group(Answer):
@@ -657,14 +721,54 @@ class BrowsedRecord(Answer):
     headers: list[RecordHeader]
 
 
-class RecordsPage(Answer):
-    topic: str
+class PartitionCursor(Answer):
     partition: Int32
     log_start_offset: Int64
     high_watermark: Int64
     start_offset: Int64 = Field(description="where reading started")
     next_offset: Int64 = Field(description="the offset to ask for the next page")
+    scanned: Int64 = Field(description="records read (more than returned with a filter)")
+
+
+class RecordsPage(Answer):
+    """One partition's records by offset; all partitions' merged by timestamp (then partition
+    and offset). Without `offset` or `timestamp` the last records, else the first ones from
+    there."""
+
+    topic: str
+    partition: Int32 | None = Field(description="null: all partitions")
+    log_start_offset: Int64 | None = Field(description="of `partition` (null: all)")
+    high_watermark: Int64 | None
+    start_offset: Int64 | None
+    next_offset: Int64 | None
+    partitions: list[PartitionCursor]
     records: list[BrowsedRecord]
+
+
+class NewRecordHeader(Body):
+    key: Annotated[str, Field(max_length=256)]
+    value: Annotated[str | None, Field(max_length=4096)] = None
+
+
+class NewRecord(Body):
+    """A test record, produced as a producer with acks=all would (UTF-8 key, value, headers).
+    The bounds keep any one field, even one past its bound, within the 1 MiB request limit."""
+
+    key: Annotated[str | None, Field(max_length=4096)] = None
+    value: Annotated[str | None, Field(max_length=65_536)] = None
+    headers: Annotated[list[NewRecordHeader], Field(max_length=20)] = []
+    partition: NonNegInt32 | None = Field(
+        default=None,
+        description="absent: by the key's murmur2 hash as Kafka's producers, "
+        "or any partition without a key",
+    )
+
+
+class ProducedRecord(Answer):
+    topic: str
+    partition: Int32
+    offset: Int64
+    timestamp: Int64
 
 
 class BrokerRates(Answer):
@@ -710,7 +814,7 @@ class Overview(Answer):
     under_replicated: Int32
     offline: Int32
     under_min_isr: Int32
-    groups: Int32 = Field(description="groups coordinated by this broker")
+    groups: Int32 = Field(description="consumer groups of the cluster")
 
 
 PartitionStateFilter = Literal["all", "under_replicated", "offline", "under_min_isr"]

@@ -92,6 +92,11 @@ ROUTE_ACLS: dict[tuple[str, str], Need | None] = {
     ("PATCH", "/topics/{name}/config"): (Op.ALTER_CONFIGS, T.TOPIC, "name"),
     ("POST", "/topics/{name}/partitions"): (Op.ALTER, T.TOPIC, "name"),
     ("GET", "/topics/{name}/records"): (Op.READ, T.TOPIC, "name"),
+    # as DescribeConfigs of the topic
+    ("GET", "/topics/{name}/configs"): (Op.DESCRIBE_CONFIGS, T.TOPIC, "name"),
+    ("GET", "/topics/{name}/groups"): (Op.DESCRIBE, T.TOPIC, "name"),
+    # as Produce: WRITE on the topic
+    ("POST", "/topics/{name}/records"): (Op.WRITE, T.TOPIC, "name"),
     ("GET", "/groups"): (Op.DESCRIBE, T.CLUSTER, None),
     ("GET", "/groups/{id}"): (Op.DESCRIBE, T.GROUP, "id"),
     ("DELETE", "/groups/{id}"): (Op.DELETE, T.GROUP, "id"),
@@ -120,6 +125,7 @@ ITEM_ACLS: dict[tuple[str, str], str] = {
     "cluster)",
     ("GET", "/groups/{id}"): "offsets, lag and assignments of topics the principal may DESCRIBE "
     "(as OffsetFetch)",
+    ("GET", "/topics/{name}/groups"): "the groups the principal may DESCRIBE (as ListGroups)",
     ("POST", "/groups/{id}/offsets"): "READ on each topic, dry run or not, checked before the "
     "topic is looked up: 403 TOPIC_AUTHORIZATION_FAILED (as OffsetCommit)",
     ("GET", "/transactions"): "lists the transactional ids the principal may DESCRIBE "

@@ -9,7 +9,9 @@ refresh before failing. A connection that broke is replaced on the next send to 
 send that saw it break fails (the caller decides whether to retry: the error is retriable).
 
 Convenience methods used by the CLI and tests: ``metadata``, ``create_topics``,
-``delete_topics``, ``list_offsets``, ``produce``, ``fetch``. They return kio responses; error
+``delete_topics``, ``list_offsets``, ``produce``, ``fetch``; for the admin API's cluster-wide
+views ``find_coordinator``, ``list_groups``, ``describe_groups``, ``offset_fetch``,
+``offset_commit``, ``delete_groups``, ``describe_log_dirs``, ``describe_configs``. They return kio responses; error
 codes inside responses are data, not exceptions.
 """
 
@@ -469,6 +471,151 @@ class KafkaClient:
                 rack_id="",
             ),
             lambda r: r.responses[0].partitions[0].error_code,
+        )
+
+    # -- groups and cluster state (the admin API's cluster-wide views) -----------------------
+
+    async def find_coordinator(self, key: str, key_type: int = 0) -> tuple[ErrorCode, int]:
+        """FindCoordinator for a group (``key_type`` 0) or a transactional id (1): (error, the
+        coordinator's node id, -1 with an error)."""
+        response = await self.send(
+            ApiKey.FIND_COORDINATOR,
+            request_builder(
+                ApiKey.FIND_COORDINATOR, key=key, key_type=key_type, coordinator_keys=[key]
+            ),
+        )
+        answer = response.coordinators[0] if getattr(response, "coordinators", None) else response
+        code = ErrorCode.of(int(answer.error_code))
+        return code, int(answer.node_id) if code == ErrorCode.NONE else -1
+
+    async def list_groups(self, node_id: int) -> Any:
+        """ListGroups to ``node_id``: the groups that broker coordinates."""
+        return await self.send(
+            ApiKey.LIST_GROUPS,
+            request_builder(ApiKey.LIST_GROUPS, states_filter=[], types_filter=[]),
+            node_id=node_id,
+        )
+
+    async def describe_groups(self, node_id: int, group_ids: Iterable[str]) -> Any:
+        """DescribeGroups to ``node_id`` (their coordinator)."""
+        return await self.send(
+            ApiKey.DESCRIBE_GROUPS,
+            request_builder(
+                ApiKey.DESCRIBE_GROUPS,
+                groups=list(group_ids),
+                include_authorized_operations=False,
+            ),
+            node_id=node_id,
+        )
+
+    async def offset_fetch(
+        self, node_id: int, group_id: str, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, int]:
+        """OffsetFetch of one group at ``node_id`` (its coordinator): the committed offset of
+        each partition (``partitions`` None: every partition it committed). A group-level error
+        raises KafkaError; partitions without a commit are absent."""
+        topics: list[dict[str, Any]] | None = None
+        if partitions is not None:
+            by_topic: dict[str, list[int]] = {}
+            for tp in partitions:
+                by_topic.setdefault(tp.topic, []).append(tp.partition)
+            topics = [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]
+        response = await self.send(
+            ApiKey.OFFSET_FETCH,
+            request_builder(
+                ApiKey.OFFSET_FETCH,
+                group_id=group_id,
+                topics=topics,
+                groups=[{"group_id": group_id, "topics": topics}],
+                require_stable=False,
+            ),
+            node_id=node_id,
+        )
+        group = response.groups[0] if getattr(response, "groups", None) else response
+        code = ErrorCode.of(int(getattr(group, "error_code", 0)))
+        if code != ErrorCode.NONE:
+            raise KafkaError(f"OffsetFetch of group {group_id!r}: {code.name}", error_code=code)
+        out: dict[TopicPartition, int] = {}
+        for topic in group.topics:
+            for p in topic.partitions:
+                if int(p.error_code) == 0 and p.committed_offset >= 0:
+                    out[TopicPartition(topic.name, p.partition_index)] = int(p.committed_offset)
+        return out
+
+    async def offset_commit(
+        self, node_id: int, group_id: str, offsets: dict[TopicPartition, int]
+    ) -> dict[TopicPartition, ErrorCode]:
+        """OffsetCommit of an inactive group at ``node_id`` (its coordinator), as an admin
+        client commits (generation -1, no member): each partition's error."""
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for tp, offset in offsets.items():
+            by_topic.setdefault(tp.topic, []).append(
+                {
+                    "partition_index": tp.partition,
+                    "committed_offset": offset,
+                    "committed_leader_epoch": -1,
+                    "commit_timestamp": -1,
+                    "committed_metadata": "",
+                }
+            )
+        response = await self.send(
+            ApiKey.OFFSET_COMMIT,
+            request_builder(
+                ApiKey.OFFSET_COMMIT,
+                group_id=group_id,
+                generation_id_or_member_epoch=-1,
+                generation_id=-1,
+                member_id="",
+                group_instance_id=None,
+                retention_time_ms=-1,
+                topics=[{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+            ),
+            node_id=node_id,
+        )
+        return {
+            TopicPartition(topic.name, p.partition_index): ErrorCode.of(int(p.error_code))
+            for topic in response.topics
+            for p in topic.partitions
+        }
+
+    async def delete_groups(self, node_id: int, group_ids: Iterable[str]) -> dict[str, ErrorCode]:
+        """DeleteGroups at ``node_id`` (their coordinator): each group's error."""
+        response = await self.send(
+            ApiKey.DELETE_GROUPS,
+            request_builder(ApiKey.DELETE_GROUPS, groups_names=list(group_ids)),
+            node_id=node_id,
+        )
+        return {r.group_id: ErrorCode.of(int(r.error_code)) for r in response.results}
+
+    async def describe_log_dirs(self, node_id: int) -> Any:
+        """DescribeLogDirs of every partition at ``node_id``."""
+        return await self.send(
+            ApiKey.DESCRIBE_LOG_DIRS,
+            request_builder(ApiKey.DESCRIBE_LOG_DIRS, topics=None),
+            node_id=node_id,
+        )
+
+    async def describe_configs(
+        self,
+        resources: Iterable[tuple[int, str]],
+        *,
+        node_id: int | None = None,
+        include_synonyms: bool = False,
+    ) -> Any:
+        """DescribeConfigs of (resource type, name) pairs (2 topic, 4 broker: send a broker's
+        to that broker) at ``node_id`` (None: any broker)."""
+        return await self.send(
+            ApiKey.DESCRIBE_CONFIGS,
+            request_builder(
+                ApiKey.DESCRIBE_CONFIGS,
+                resources=[
+                    {"resource_type": t, "resource_name": n, "configuration_keys": None}
+                    for t, n in resources
+                ],
+                include_synonyms=include_synonyms,
+                include_documentation=False,
+            ),
+            node_id=node_id,
         )
 
     def random_node(self) -> int:

@@ -103,3 +103,13 @@ def produce(bootstrap: str, topic: str, count: int, partition: int = 0) -> None:
         )
     assert producer.flush(30) == 0
     assert delivered == [None] * count
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    """One headless chromium for a test module (tests/admin/browser.py)."""
+    from tests.admin.browser import start_browser
+
+    driver = start_browser(tmp_path_factory.mktemp("chromium-profile"))
+    yield driver
+    driver.quit()

@@ -19,12 +19,13 @@ BROKERS = 1
 def _within_bounds(body: Any) -> bool:
     if not isinstance(body, dict):
         return True
+    # a JSON number with an integral value (39460.0) is an integer to the API too
     partitions = body.get("partitions")
-    if isinstance(partitions, int) and not isinstance(partitions, bool):
+    if isinstance(partitions, int | float) and not isinstance(partitions, bool):
         if partitions > MAX_PARTITIONS:
             return False
     factor = body.get("replication_factor")
-    if isinstance(factor, int) and not isinstance(factor, bool) and factor > BROKERS:
+    if isinstance(factor, int | float) and not isinstance(factor, bool) and factor > BROKERS:
         return False
     return True
 

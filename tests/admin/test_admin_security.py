@@ -341,3 +341,14 @@ def test_malformed_requests_are_answered_400_without_a_traceback(broker, caplog)
     malformed = [line for line in lines if "malformed" in line["event"]]
     assert len(malformed) == 1 and malformed[0]["log_level"] == "warning"
     assert "exc_info" not in malformed[0]
+
+
+def test_producing_through_the_api_needs_write_on_the_topic(broker) -> None:
+    """As Produce: alice, who may READ `public`, may not write to it; nothing is appended."""
+    before = call(broker, "GET", "/topics/public/records?partition=0", headers=ADMIN).body
+    refused = call(broker, "POST", "/topics/public/records", {"value": "x"}, headers=ALICE)
+    assert refused.status == 403, refused.body
+    allowed = call(broker, "POST", "/topics/public/records", {"value": "y"}, headers=ADMIN)
+    assert allowed.status == 201, allowed.body
+    after = call(broker, "GET", "/topics/public/records?partition=0", headers=ADMIN).body
+    assert [r["value"]["text"] for r in after["records"]][len(before["records"]) :] == ["y"]

@@ -250,8 +250,10 @@ def test_group_lag_reset_and_delete(admin: AdminClient, admin_broker) -> None:
         "topic": "lagged",
         "partition": 0,
         "committed_offset": 12,
+        "log_start_offset": 0,
         "high_watermark": 38,
         "lag": 38 - 12,
+        "member_id": None,
     }
     assert group["total_lag"] == 26
 
@@ -548,8 +550,85 @@ def test_record_browser_shows_what_a_client_produced(admin: AdminClient, admin_b
     assert empty["records"] == [] and empty["high_watermark"] == 0
     missing = admin.get("/topics/browsed/records?partition=7")
     assert missing.status == 404 and missing.body["field"] == "partition"
-    assert admin.get("/topics/browsed/records").status == 400  # partition is required
     assert admin.get("/topics/browsed/records?partition=x").status == 400
+
+
+def test_record_browser_merges_partitions_by_time_and_filters(
+    admin: AdminClient, admin_broker
+) -> None:
+    assert admin.post("/topics", {"name": "merged", "partitions": 3}).status == 201
+    producer = Producer({"bootstrap.servers": admin_broker.bootstrap})
+    # timestamps interleave the partitions: 1000 + 10 * i in partition i % 3
+    for i in range(12):
+        producer.produce(
+            "merged",
+            key=f"key-{i}".encode(),
+            value=f"order {i} {'refund' if i % 4 == 0 else 'paid'}".encode(),
+            partition=i % 3,
+            headers=[("source", b"web" if i == 7 else b"shop")],
+            timestamp=1000 + 10 * i,
+        )
+    assert producer.flush(30) == 0
+
+    last = admin.get("/topics/merged/records?limit=5").body
+    assert last["partition"] is None and len(last["partitions"]) == 3
+    # the newest five of all partitions, by timestamp
+    assert [r["key"]["text"] for r in last["records"]] == [f"key-{i}" for i in range(7, 12)]
+    assert [r["partition"] for r in last["records"]] == [i % 3 for i in range(7, 12)]
+
+    by_time = admin.get("/topics/merged/records?timestamp=1035&limit=3").body
+    assert [r["timestamp"] for r in by_time["records"]] == [1040, 1050, 1060]
+    # each partition goes on after the last record it showed (1060 is offset 2 of partition 0)
+    cursors = {c["partition"]: c["next_offset"] for c in by_time["partitions"]}
+    assert cursors == {0: 3, 1: 2, 2: 2}
+
+    by_offset = admin.get("/topics/merged/records?offset=3&limit=10").body
+    assert [r["key"]["text"] for r in by_offset["records"]] == ["key-9", "key-10", "key-11"]
+
+    refunds = admin.get("/topics/merged/records?filter=REFUND").body
+    assert [r["key"]["text"] for r in refunds["records"]] == ["key-0", "key-4", "key-8"]
+    assert sum(c["scanned"] for c in refunds["partitions"]) == 12
+    by_header = admin.get("/topics/merged/records?filter=web").body
+    assert [r["key"]["text"] for r in by_header["records"]] == ["key-7"]
+    assert (
+        admin.get("/topics/merged/records?filter=key-1&partition=1").body["records"][0]["key"][
+            "text"
+        ]
+        == "key-1"
+    )
+
+
+def test_a_record_produced_through_the_api_is_consumed_by_a_client(
+    admin: AdminClient, admin_broker
+) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    assert admin.post("/topics", {"name": "produced", "partitions": 4}).status == 201
+    answer = admin.post(
+        "/topics/produced/records",
+        {"key": "k1", "value": "hello", "headers": [{"key": "h", "value": "v"}], "partition": 2},
+    )
+    assert answer.status == 201, answer.body
+    assert (answer.body["partition"], answer.body["offset"]) == (2, 0)
+    keyed = admin.post("/topics/produced/records", {"key": "k1", "value": "again"}).body
+    # by the key's murmur2 hash, as Kafka's producers (and confluent-kafka's murmur2 partitioner)
+    from kafkalite.client.partitioner import partition_for_key
+
+    assert keyed["partition"] == partition_for_key(b"k1", 4)
+    consumer = Consumer({"bootstrap.servers": admin_broker.bootstrap, "group.id": "check-produced"})
+    try:
+        consumer.assign([TopicPartition("produced", 2, 0)])
+        msg = admin.wait_for(
+            lambda: (m := consumer.poll(0.5)) is not None and m.error() is None and m,
+            "the record",
+        )
+    finally:
+        consumer.close()
+    assert (msg.key(), msg.value(), msg.headers()) == (b"k1", b"hello", [("h", b"v")])
+    assert admin.post("/topics/produced/records", {"value": "x", "partition": 9}).status == 404
+    assert admin.post("/topics/nope/records", {"value": "x"}).status == 404
+    internal = admin.post("/topics/__consumer_offsets/records", {"value": "x"})
+    assert internal.status == 403 and internal.body["error"] == "INVALID_TOPIC_EXCEPTION"
 
 
 def test_metrics_history_has_rates_of_what_was_produced(admin: AdminClient, admin_broker) -> None:
@@ -609,3 +688,44 @@ def test_operator_metrics_lag_and_log_dirs(admin: AdminClient, admin_broker) -> 
     ):
         assert samples[(name, ())] >= 0, name
     assert samples[("kafkalite_request_latency_seconds_count", (("api", "OffsetCommit"),))] >= 1
+
+
+def test_topic_effective_configs_consuming_groups_and_message_count(
+    admin: AdminClient, admin_broker
+) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    created = admin.post(
+        "/topics",
+        {"name": "counted-msgs", "partitions": 2, "configs": {"retention.ms": "3600000"}},
+    )
+    assert created.status == 201
+    produce(admin_broker.bootstrap, "counted-msgs", 5, partition=0)
+    produce(admin_broker.bootstrap, "counted-msgs", 3, partition=1)
+    topic = admin.get("/topics/counted-msgs").body
+    assert (topic["message_count"], topic["message_count_is_estimate"]) == (8, False)
+
+    configs = {c["name"]: c for c in admin.get("/topics/counted-msgs/configs").body["configs"]}
+    assert configs["retention.ms"]["value"] == "3600000"
+    assert configs["retention.ms"]["source"] == "DYNAMIC_TOPIC_CONFIG"
+    assert configs["cleanup.policy"]["value"] == "delete"
+    assert configs["cleanup.policy"]["source"] in ("DEFAULT_CONFIG", "STATIC_BROKER_CONFIG")
+    assert admin.get("/topics/no-such-topic/configs").status == 404
+
+    consumer = Consumer({"bootstrap.servers": admin_broker.bootstrap, "group.id": "counting"})
+    try:
+        consumer.commit(offsets=[TopicPartition("counted-msgs", 0, 2)], asynchronous=False)
+    finally:
+        consumer.close()
+    groups = admin.get("/topics/counted-msgs/groups").body
+    assert groups == [
+        {"group_id": "counting", "state": "Empty", "members": 0, "partitions": 1, "lag": 3}
+    ]
+
+    assert (
+        admin.post(
+            "/topics", {"name": "compacted", "configs": {"cleanup.policy": "compact"}}
+        ).status
+        == 201
+    )
+    assert admin.get("/topics/compacted").body["message_count_is_estimate"] is True

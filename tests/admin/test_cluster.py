@@ -1,6 +1,6 @@
 """The admin API of a two-broker cluster on ZooKeeper: every broker answers alike, offsets of
-partitions led by the other broker are asked of it, a group is described by its coordinator and
-the other broker names that coordinator."""
+partitions led by the other broker are asked of it, and groups and log dirs are read over the
+Kafka protocol from whichever broker has them, so either broker's API answers for all."""
 
 from __future__ import annotations
 
@@ -117,11 +117,12 @@ def test_group_lag_across_brokers_and_the_coordinator_is_named(cluster, spread) 
     finally:
         consumer.close()
     answers = {0: a.get("/groups/spread-group"), 1: b.get("/groups/spread-group")}
-    [coordinator] = [i for i, ans in answers.items() if ans.status == 200]
-    other = answers[1 - coordinator]
-    assert other.status == 421 and other.body["error"] == "NOT_COORDINATOR"
-    assert f"broker {coordinator}" in other.body["message"]
-    group = answers[coordinator].body
+    # either broker answers, the one coordinating the group and the one asking it over the
+    # Kafka protocol (FindCoordinator, DescribeGroups, OffsetFetch), and they answer alike
+    assert answers[0].status == answers[1].status == 200, answers
+    assert answers[0].body == answers[1].body
+    group = answers[0].body
+    assert group["coordinator"] in (0, 1)
     assert [
         (o["partition"], o["committed_offset"], o["high_watermark"], o["lag"])
         for o in group["offsets"]
@@ -130,6 +131,81 @@ def test_group_lag_across_brokers_and_the_coordinator_is_named(cluster, spread) 
         (1, 3, 11, 8),
     ]
     assert group["total_lag"] == 13
+    # and the list of every broker has it, with its lag
+    for api in (a, b):
+        [listed] = [g for g in api.get("/groups").body if g["group_id"] == "spread-group"]
+        assert listed["coordinator"] == group["coordinator"]
+        assert (listed["total_lag"], listed["topics"], listed["members"]) == (13, ["spread"], 0)
+
+
+def test_every_broker_lists_groups_coordinated_by_either(cluster, spread) -> None:
+    """Enough groups that both brokers coordinate some (4 offsets partitions on 2 brokers):
+    every broker's list has all of them, and describes each one."""
+    (broker_a, a), (_, b) = cluster
+    names = [f"either-{i}" for i in range(8)]
+    for name in names:
+        consumer = Consumer({"bootstrap.servers": broker_a.bootstrap, "group.id": name})
+        try:
+            consumer.commit(offsets=[TopicPartition("spread", 0, 1)], asynchronous=False)
+        finally:
+            consumer.close()
+    coordinators = set()
+    for api in (a, b):
+        listed = {g["group_id"]: g for g in api.get("/groups").body}
+        assert set(names) <= set(listed)
+        for name in names:
+            assert listed[name]["total_lag"] == 6, name
+            coordinators.add(listed[name]["coordinator"])
+            assert api.get(f"/groups/{name}").status == 200
+    assert coordinators == {0, 1}  # the test covers both a local and a remote coordinator
+
+
+def test_an_assigned_partition_never_committed_is_in_the_lag(cluster, spread) -> None:
+    """A live consumer that has its assignment but committed nothing: both partitions are in
+    its lag, counted from the log start offset."""
+    (broker_a, a), (_, b) = cluster
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker_a.bootstrap,
+            "group.id": "never-committed",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "latest",
+        }
+    )
+    try:
+        consumer.subscribe(["spread"])
+
+        def assigned():
+            consumer.poll(0.2)
+            answer = a.get("/groups/never-committed")
+            return answer.status == 200 and len(answer.body["offsets"]) == 2 and answer.body
+
+        group = a.wait_for(assigned, "the assignment to show in the lag")
+        assert b.get("/groups/never-committed").body["offsets"] == group["offsets"]
+    finally:
+        consumer.close()
+    [member] = group["members"]
+    assert [
+        (o["partition"], o["committed_offset"], o["log_start_offset"], o["lag"], o["member_id"])
+        for o in group["offsets"]
+    ] == [
+        (0, None, 0, 7, member["member_id"]),
+        (1, None, 0, 11, member["member_id"]),
+    ]
+    assert group["total_lag"] == 18
+
+
+def test_log_dirs_of_the_other_broker(cluster, spread) -> None:
+    """Each broker's storage is answered by every broker (DescribeLogDirs to the other)."""
+    (_, a), (_, b) = cluster
+    for broker_id in (0, 1):
+        mine = (a if broker_id == 0 else b).get(f"/brokers/{broker_id}/storage").body
+        other = (b if broker_id == 0 else a).get(f"/brokers/{broker_id}/storage")
+        assert other.status == 200, other.body
+        assert [d["path"] for d in other.body["log_dirs"]] == [d["path"] for d in mine["log_dirs"]]
+        assert [d["offline"] for d in other.body["log_dirs"]] == [False]
+        assert other.body["log_dirs"][0]["partitions"] >= 1
+        assert other.body["configs"]["broker.id"] == str(broker_id)
 
 
 def produce_acks_1(bootstrap: str, topic: str, count: int) -> None:

@@ -5,87 +5,26 @@ written to tests/output/console/ for review."""
 
 from __future__ import annotations
 
-import shutil
-import time
-from pathlib import Path
-
-import pytest
-
+from tests.admin.browser import (
+    SCREENSHOTS,
+    console_errors,
+    text_of,
+    wait_until,
+)
+from tests.admin.browser import open_page as open_console
 from tests.admin.conftest import AdminClient, produce
 
 try:
     from confluent_kafka import Consumer, TopicPartition
     from confluent_kafka.admin import AdminClient as KafkaAdmin
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
 except ImportError as e:  # pragma: no cover - the test extras are required
     raise RuntimeError("selenium and confluent-kafka are required: pip install -e '.[test]'") from e
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
-SCREENSHOTS = Path(__file__).resolve().parents[1] / "output" / "console"
-WAIT_S = 30.0
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    for path in (CHROMIUM, CHROMEDRIVER):
-        if shutil.which(path) is None:
-            raise RuntimeError(f"{path} is required: apt-get install chromium chromium-driver")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--disable-dev-shm-usage",
-        "--window-size=1400,1000",
-        f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
-    ):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(WAIT_S)
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    yield driver
-    driver.quit()
-
-
-def wait_until(predicate, what: str, timeout: float = WAIT_S):
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            value = predicate()
-        except Exception:  # an element not there yet, a stale one: poll again
-            value = None
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)  # polling interval
-
-
-def console_errors(driver) -> list[str]:
-    return [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
-
 
 def open_page(driver, admin: AdminClient, route: str, page: str, shot: str | None = None) -> None:
-    driver.get(f"{admin.url}/#{route}")
-    main = driver.find_element(By.ID, "main")
-    wait_until(lambda: main.get_attribute("data-loaded") == page, f"page {route} to load")
-    if shot:
-        driver.save_screenshot(str(SCREENSHOTS / f"{shot}.png"))
-
-
-def text_of(driver, css: str) -> str:
-    return driver.find_element(By.CSS_SELECTOR, css).text
+    open_console(driver, admin.url, route, page, shot)
 
 
 def test_every_page_loads_without_console_errors(browser, admin: AdminClient, admin_broker) -> None:
@@ -162,8 +101,9 @@ def test_record_browser_shows_what_a_client_produced(
         lambda: browser.find_elements(By.CSS_SELECTOR, "#records tbody tr"), "the records"
     )
     browser.save_screenshot(str(SCREENSHOTS / "records.png"))
-    assert [r.get_attribute("data-offset") for r in rows] == ["4", "5", "6", "7", "8"]
-    assert "v4" in rows[0].text and "v8" in rows[-1].text
+    # newest first
+    assert [r.get_attribute("data-offset") for r in rows] == ["8", "7", "6", "5", "4"]
+    assert "v8" in rows[0].text and "v4" in rows[-1].text
 
 
 def test_resetting_offsets_in_the_page_moves_a_real_consumer(

@@ -106,7 +106,7 @@ function brokerTable(cluster, down = []) {
       cell(`${b.host}:${b.port}`), cell(b.rack || "–"),
       cell(b.is_controller ? h("span", { class: "pill" }, "controller") : ""),
       cell(h("span", { class: "pill ok" }, "up")),
-      cell(b.offline_log_dirs === null ? h("span", { class: "muted" }, "ask that broker")
+      cell(b.offline_log_dirs === null ? h("a", { href: "#/brokers" }, "see Brokers")
         : b.offline_log_dirs.length ? h("span", { class: "bad" }, b.offline_log_dirs.join(", ")) : "none"))), ...gone]);
 }
 
@@ -153,19 +153,26 @@ async function topicsPage(query) {
 }
 
 async function topicPage(name) {
-  const head = h("div", {});
+  const head = h("div", { id: "topic-head" });
   const parts = h("div", { id: "partitions" });
   const charts = h("div", { class: "charts" });
+  const groups = h("div", { id: "topic-groups" });
+  const effective = h("div", { id: "effective-configs" });
   const configs = h("div", { id: "configs" });
   const out = h("div");
   main.append(h("h1", {}, "Topic ", h("code", {}, name)), head, out,
-    h("h2", {}, "Partitions"), parts, h("h2", {}, "Rates"), charts,
-    h("h2", {}, "Configs"), configs, h("h2", {}, "Records"), recordBrowser(name),
+    h("h2", {}, "Partitions"), parts, h("h2", {}, "Consuming groups"), groups, h("h2", {}, "Rates"), charts,
+    h("h2", {}, "Configs"), effective, configs, h("h2", {}, "Records"), recordBrowser(name),
     h("h2", {}, "Actions"), topicActions(name, out));
   let configsShown = false;
   return async () => {
-    const [t, history] = await Promise.all([get(`/topics/${enc(name)}`), get(`/metrics/history?topic=${enc(name)}`)]);
-    replace(head, h("p", { class: "muted" }, `id ${t.topic_id || "–"} · ${t.partitions.length} partitions`,
+    const [t, history, consumers] = await Promise.all([get(`/topics/${enc(name)}`), get(`/metrics/history?topic=${enc(name)}`),
+      get(`/topics/${enc(name)}/groups`)]);
+    const count = t.message_count === null ? "message count unknown (a leader did not answer)"
+      : `${t.message_count_is_estimate ? "≈ " : ""}${fmt.num(t.message_count)} messages`;
+    replace(head, h("p", { class: "muted" }, `id ${t.topic_id || "–"} · ${t.partitions.length} partitions · `,
+      h("b", { id: "message-count" }, count),
+      t.message_count_is_estimate ? " (an estimate: the topic is compacted, and offsets compaction removed are still counted)" : "",
       t.internal ? " · internal" : "", t.marked_for_deletion ? " · marked for deletion" : ""));
     replace(parts, table("partition-table", ["#partition", "leader", "replicas", "ISR", "#log start", "#end (HW)", "#LEO", "#size"],
       t.partitions.map((p) => h("tr", {},
@@ -174,11 +181,27 @@ async function topicPage(name) {
         cell(p.isr.join(", "), p.isr.length < p.replicas.length ? "bad" : ""),
         num(p.log_start_offset), num(p.high_watermark), num(p.log_end_offset),
         h("td", { class: "num" }, fmt.bytes(p.size_bytes))))));
+    replace(groups, consumers.length ? table("topic-group-table", ["group", "state", "#members", "#partitions", "#lag"], consumers.map((g) => h("tr", { "data-group": g.group_id },
+      cell(h("a", { href: `#/group/${enc(g.group_id)}` }, g.group_id)), cell(g.state), num(g.members), num(g.partitions),
+      h("td", { class: `num${g.lag ? " warn" : ""}` }, fmt.num(g.lag)))))
+      : h("p", { class: "muted" }, "No group has committed offsets of this topic or has it assigned."));
     const series = history.topics[name] || [];
     replace(charts,
       lineChart("messages in", [{ name: "msgs/s", points: series.map((p) => ({ time: p.time, value: p.messages_in_per_sec })) }]),
       lineChart("bytes in", [{ name: "B/s", points: series.map((p) => ({ time: p.time, value: p.bytes_in_per_sec })) }], { unit: " B/s" }));
-    if (!configsShown) { replace(configs, configEditor(name, t.configs)); configsShown = true; }
+    if (!configsShown) {
+      configsShown = true;
+      replace(configs, configEditor(name, t.configs));
+      try {
+        const all = await get(`/topics/${enc(name)}/configs`);
+        const source = (c) => h("span", { class: `pill${c.source === "DYNAMIC_TOPIC_CONFIG" ? " warn" : ""}` }, c.source);
+        replace(effective, h("details", { open: true }, h("summary", {}, `Effective configs (${all.configs.length}), with where each value comes from`),
+          table("effective-config-table", ["name", "value", "source"], all.configs.map((c) => h("tr", { "data-config": c.name },
+            cell(h("code", {}, c.name)), cell(c.value === null ? h("span", { class: "muted" }, c.sensitive ? "(secret)" : "null") : c.value, "mono"), cell(source(c)))))));
+      } catch (e) {
+        replace(effective, message("error", `effective configs: ${errorText(e)}`));
+      }
+    }
   };
 }
 
@@ -209,32 +232,93 @@ function configEditor(name, current) {
       h("button", { id: "save-configs", onclick: save }, "save")), out);
 }
 
+/** Records of all partitions (or one) merged by time, newest first; seek by offset or time,
+ * filter on key, value or headers (on the broker), a compact one-line view, and a form that
+ * produces a test record. */
 function recordBrowser(name) {
-  const partition = h("input", { id: "rb-partition", type: "number", min: 0, value: 0 });
-  const mode = h("select", { id: "rb-mode" }, h("option", { value: "last" }, "last records"),
-    h("option", { value: "offset" }, "from offset"), h("option", { value: "timestamp" }, "from time (ms)"));
-  const from = h("input", { id: "rb-from", placeholder: "offset or epoch ms" });
+  const partition = h("input", { id: "rb-partition", type: "number", min: 0, placeholder: "all" });
+  const mode = h("select", { id: "rb-mode" }, h("option", { value: "last" }, "newest records"),
+    h("option", { value: "offset" }, "from offset"), h("option", { value: "timestamp" }, "from time"));
+  const from = h("input", { id: "rb-from", placeholder: "offset", type: "number", min: 0 });
+  const time = h("input", { id: "rb-time", type: "datetime-local", step: 1 });
+  const filter = h("input", { id: "rb-filter", type: "search", placeholder: "key, value or header contains…" });
   const limit = h("input", { id: "rb-limit", type: "number", min: 1, max: 500, value: 50 });
+  const compact = h("input", { id: "rb-compact", type: "checkbox" });
   const out = h("div", { id: "records-out" });
+  const showMode = () => {
+    from.hidden = mode.value !== "offset";
+    time.hidden = mode.value !== "timestamp";
+  };
+  mode.addEventListener("change", showMode);
+  showMode();
+  let page = null;
+  const shown = (v) => v === null ? h("span", { class: "muted" }, "null")
+    : h("div", {}, h("span", { class: "pill" }, v.encoding), v.truncated ? h("span", { class: "pill warn" }, `${fmt.bytes(v.size)}, cut`) : "",
+      h("pre", { class: "value" }, v.encoding === "json" ? JSON.stringify(JSON.parse(v.text), null, 2) : v.text));
+  const oneLine = (v) => v === null ? h("span", { class: "muted" }, "null") : h("span", { class: "mono", title: v.text }, v.text.length > 120 ? `${v.text.slice(0, 120)}…` : v.text);
+  const when = (t) => t >= 0 ? new Date(t).toISOString().replace("T", " ").replace("Z", "") : "–";
+  const draw = () => {
+    if (!page) return;
+    const newest = [...page.records].sort((a, b) => b.timestamp - a.timestamp || a.partition - b.partition || b.offset - a.offset);
+    const scanned = page.partitions.reduce((n, c) => n + c.scanned, 0);
+    const summary = page.partitions.length === 1
+      ? `partition ${page.partitions[0].partition}: log start ${fmt.num(page.partitions[0].log_start_offset)}, high watermark ${fmt.num(page.partitions[0].high_watermark)}`
+      : `${page.partitions.length} partitions, ${fmt.num(page.partitions.reduce((n, c) => n + c.high_watermark - c.log_start_offset, 0))} records`;
+    const attrs = (r) => ({ "data-offset": r.offset, "data-partition": r.partition, class: compact.checked ? "compact" : "" });
+    const rows = compact.checked
+      ? newest.map((r) => h("tr", attrs(r), cell(when(r.timestamp), "mono"), num(r.partition), num(r.offset), cell(oneLine(r.key)), cell(oneLine(r.value)),
+        cell(r.headers.map((x) => `${x.key}=${x.value ? x.value.text : "null"}`).join(", "), "mono")))
+      : newest.map((r) => h("tr", attrs(r), cell(when(r.timestamp)), num(r.partition), num(r.offset), cell(shown(r.key)), cell(shown(r.value)),
+        cell(r.headers.map((x) => h("div", {}, h("code", {}, x.key), ": ", x.value ? x.value.text : "null")))));
+    replace(out, h("p", { class: "muted", id: "records-summary" }, `${summary} · ${page.records.length} shown, newest first`,
+      filter.value ? ` · ${fmt.num(scanned)} read to find them` : ""),
+    table("records", ["timestamp (UTC)", "#partition", "#offset", "key", "value", "headers"], rows));
+  };
+  compact.addEventListener("change", draw);
   const load = async () => {
-    const q = new URLSearchParams({ partition: partition.value || 0, limit: limit.value || 50 });
-    if (mode.value !== "last" && from.value) q.set(mode.value, from.value);
+    const q = new URLSearchParams({ limit: limit.value || 50 });
+    if (partition.value !== "") q.set("partition", partition.value);
+    if (mode.value === "offset" && from.value !== "") q.set("offset", from.value);
+    if (mode.value === "timestamp" && time.value) q.set("timestamp", String(new Date(time.value).getTime()));
+    if (filter.value) q.set("filter", filter.value);
     try {
-      const page = await get(`/topics/${enc(name)}/records?${q}`);
-      const shown = (v) => v === null ? h("span", { class: "muted" }, "null")
-        : h("div", {}, h("span", { class: "pill" }, v.encoding), v.truncated ? h("span", { class: "pill warn" }, `${fmt.bytes(v.size)}, cut`) : "",
-          h("pre", { class: "value" }, v.encoding === "json" ? JSON.stringify(JSON.parse(v.text), null, 2) : v.text));
-      replace(out, h("p", { class: "muted" }, `log start ${page.log_start_offset}, high watermark ${page.high_watermark}, ${page.records.length} records from ${page.start_offset}`),
-        table("records", ["#offset", "timestamp", "key", "value", "headers"], page.records.map((r) => h("tr", { "data-offset": r.offset },
-          num(r.offset), cell(r.timestamp >= 0 ? new Date(r.timestamp).toISOString() : "–"),
-          cell(shown(r.key)), cell(shown(r.value)),
-          cell(r.headers.map((x) => h("div", {}, h("code", {}, x.key), ": ", x.value ? x.value.text : "null")))))));
+      page = await get(`/topics/${enc(name)}/records?${q}`);
+      draw();
     } catch (e) {
       replace(out, message("error", errorText(e)));
     }
   };
-  return h("div", { class: "panel" }, h("div", { class: "toolbar" }, h("label", {}, "partition ", partition), mode, from,
-    h("label", {}, "limit ", limit), h("button", { id: "rb-load", onclick: load }, "show")), out);
+  filter.addEventListener("keydown", (e) => { if (e.key === "Enter") load(); });
+  return h("div", { class: "panel" }, h("div", { class: "toolbar" }, h("label", {}, "partition ", partition), mode, from, time, filter,
+    h("label", {}, "limit ", limit), h("label", {}, compact, " compact"), h("button", { id: "rb-load", onclick: load }, "show")), out,
+  produceForm(name, load));
+}
+
+function produceForm(name, reload) {
+  const key = h("input", { id: "produce-key", placeholder: "key (empty: none)" });
+  const value = h("textarea", { id: "produce-value", rows: 3, placeholder: "value" });
+  const headers = h("input", { id: "produce-headers", placeholder: "headers: name=value, name=value" });
+  const partition = h("input", { id: "produce-partition", type: "number", min: 0, placeholder: "partition (empty: by key)" });
+  const out = h("div", { id: "produce-out" });
+  const send = async (event) => {
+    event.preventDefault();
+    const body = { value: value.value, headers: [] };
+    if (key.value !== "") body.key = key.value;
+    if (partition.value !== "") body.partition = Number(partition.value);
+    for (const item of headers.value.split(",").map((x) => x.trim()).filter(Boolean)) {
+      const at = item.indexOf("=");
+      body.headers.push(at < 0 ? { key: item, value: null } : { key: item.slice(0, at).trim(), value: item.slice(at + 1).trim() });
+    }
+    const result = await act(out, "Producing", () => post(`/topics/${enc(name)}/records`, body));
+    if (result) {
+      replace(out, message("info", `Produced to partition ${result.partition} at offset ${result.offset}`));
+      reload();
+    }
+  };
+  return h("details", { class: "produce" }, h("summary", {}, "Produce a test record"),
+    h("form", { class: "stack", id: "produce-form", onsubmit: send }, h("label", {}, "key", key), h("label", {}, "value", value),
+      h("label", {}, "headers", headers), h("label", {}, "partition", partition),
+      h("div", {}, h("button", { type: "submit", id: "produce-send" }, "produce")), out));
 }
 
 function topicActions(name, out) {
@@ -253,54 +337,125 @@ function topicActions(name, out) {
 
 async function partitionsPage(query) {
   const state = query.get("state") || "all";
-  const list = h("div");
+  let offset = Number(query.get("offset") || 0);
+  const size = 100;
+  const internal = h("input", { id: "partitions-internal", type: "checkbox" });
+  internal.checked = query.get("internal") === "true";
+  const filter = h("input", { id: "partitions-topic", type: "search", placeholder: "topic contains…" });
+  const list = h("div", { id: "partitions-list" });
+  const pager = h("div", { class: "toolbar" });
   const titles = { all: "All partitions", under_replicated: "Under-replicated partitions", offline: "Offline partitions", under_min_isr: "Partitions under min ISR" };
-  main.append(h("h1", {}, titles[state] || "Partitions"), list);
-  return async () => {
-    const { data, total } = await getPage(`/partitions?state=${enc(state)}&limit=1000`);
-    replace(list, h("p", { class: "muted" }, `${fmt.num(total)} partitions${total > data.length ? `, first ${data.length} shown` : ""}`),
-      table("partition-health", ["topic", "#partition", "leader", "replicas", "ISR", "health"], data.map((p) => h("tr", {},
-        cell(h("a", { href: `#/topic/${enc(p.topic)}` }, p.topic)), num(p.partition), cell(String(p.leader)),
-        cell(p.replicas.join(", ")), cell(p.isr.join(", ")), cell(brokerHealth(p))))));
+  let refresh;
+  const go = () => { offset = 0; refresh(); };
+  internal.addEventListener("change", go);
+  filter.addEventListener("input", go);
+  main.append(h("h1", {}, titles[state] || "Partitions"),
+    h("div", { class: "toolbar" }, filter, h("label", {}, internal, " show internal topics")), list, pager);
+  let asked = 0;
+  refresh = async () => {
+    const mine = ++asked;
+    const q = new URLSearchParams({ state, offset, limit: size, internal: internal.checked });
+    if (filter.value) q.set("topic", filter.value);
+    const { data, total } = await getPage(`/partitions?${q}`);
+    if (mine !== asked) return;
+    replace(list, table("partition-health", ["topic", "#partition", "leader", "replicas", "ISR", "health"], data.map((p) => h("tr", { "data-partition": `${p.topic}-${p.partition}` },
+      cell(h("a", { href: `#/topic/${enc(p.topic)}` }, p.topic), p.topic.startsWith("__") ? "muted" : ""), num(p.partition), cell(String(p.leader)),
+      cell(p.replicas.join(", ")), cell(p.isr.join(", ")), cell(brokerHealth(p))))));
+    const last = Math.min(offset + size, total);
+    replace(pager,
+      h("span", { id: "partitions-count" }, total ? `${fmt.num(offset + 1)}–${fmt.num(last)} of ${fmt.num(total)}` : "no partitions"),
+      h("button", { class: "secondary", id: "partitions-previous", disabled: offset === 0, onclick: () => { offset = Math.max(0, offset - size); refresh(); } }, "← previous"),
+      h("button", { class: "secondary", id: "partitions-next", disabled: last >= total, onclick: () => { offset += size; refresh(); } }, "next →"));
   };
+  return refresh;
 }
 
 // ------------------------------------------------------------------ groups
 
-async function groupsPage() {
-  const list = h("div", { id: "group-list" });
-  main.append(h("h1", {}, "Consumer groups"), h("p", { class: "muted" }, "Groups coordinated by this broker."), list);
-  return async () => {
-    const groups = await get("/groups");
-    replace(list, groups.length ? table("groups", ["group", "state", "protocol type"], groups.map((g) => h("tr", { "data-group": g.group_id },
-      cell(h("a", { href: `#/group/${enc(g.group_id)}` }, g.group_id)), cell(g.state), cell(g.protocol_type || "–"))))
-      : h("p", { class: "muted" }, "No groups."));
-  };
+/** A table whose columns sort on a click of their header (again: the other way). `columns`:
+ * [{ label, key: (row) => sortable value, cell: (row) => td, num }]. */
+function sortableTable(id, columns, rows, state, rowAttrs) {
+  const sorted = [...rows];
+  const col = columns[state.by] || columns[0];
+  sorted.sort((a, b) => {
+    const x = col.key(a);
+    const y = col.key(b);
+    const order = x === y ? 0 : x === null || x === undefined ? 1 : y === null || y === undefined ? -1 : x < y ? -1 : 1;
+    return state.desc ? -order : order;
+  });
+  const body = h("tbody", {}, ...sorted.map((r) => h("tr", rowAttrs(r), ...columns.map((c) => c.cell(r)))));
+  const head = h("tr", {}, ...columns.map((c, i) => h("th", {
+    class: `${c.num ? "num " : ""}sortable`, "data-sort": c.label, "aria-sort": i === state.by ? (state.desc ? "descending" : "ascending") : "none",
+    onclick: () => { state.desc = i === state.by ? !state.desc : !!c.num; state.by = i; state.redraw(); },
+  }, c.label, i === state.by ? (state.desc ? " ▼" : " ▲") : "")));
+  return h("table", { class: "grid", id }, h("thead", {}, head), body);
 }
 
-const lagTrend = new Map(); // "group/topic/partition" -> recent lags, kept while the page is open
+async function groupsPage() {
+  const list = h("div", { id: "group-list" });
+  const search = h("input", { id: "group-search", type: "search", placeholder: "filter by group or topic" });
+  main.append(h("h1", {}, "Consumer groups"),
+    h("p", { class: "muted" }, "Every group of the cluster, whichever broker coordinates it. Sorted by total lag: who is behind comes first."),
+    h("div", { class: "toolbar" }, search), list);
+  let groups = [];
+  const state = { by: 4, desc: true, redraw: () => draw() };
+  const lagCell = (g) => h("td", { class: `num${g.total_lag ? " warn" : ""}` }, fmt.num(g.total_lag));
+  const columns = [
+    { label: "group", key: (g) => g.group_id, cell: (g) => cell(h("a", { href: `#/group/${enc(g.group_id)}` }, g.group_id)) },
+    { label: "state", key: (g) => g.state, cell: (g) => cell(h("span", { class: `pill ${g.state === "Stable" ? "ok" : g.state === "Empty" ? "" : "warn"}` }, g.state)) },
+    { label: "members", num: true, key: (g) => g.members, cell: (g) => num(g.members) },
+    { label: "topics", key: (g) => (g.topics || []).join(","), cell: (g) => cell((g.topics || []).join(", ") || "–") },
+    { label: "total lag", num: true, key: (g) => g.total_lag, cell: lagCell },
+    { label: "coordinator", num: true, key: (g) => g.coordinator, cell: (g) => num(g.coordinator) },
+  ];
+  const draw = () => {
+    const needle = search.value.toLowerCase();
+    const shown = groups.filter((g) => !needle || g.group_id.toLowerCase().includes(needle) || (g.topics || []).some((t) => t.toLowerCase().includes(needle)));
+    replace(list, groups.length ? sortableTable("groups", columns, shown, state, (g) => ({ "data-group": g.group_id }))
+      : h("p", { class: "muted" }, "No groups."));
+  };
+  search.addEventListener("input", draw);
+  return async () => { groups = await get("/groups"); draw(); };
+}
+
+const lagTrend = trendStore("kafkalite.lag"); // "group/topic/partition" -> recent lags, kept across page loads
+
+/** Recent values per key in sessionStorage (kept across page loads of this tab). */
+function trendStore(name) {
+  let saved = {};
+  try { saved = JSON.parse(sessionStorage.getItem(name) || "{}"); } catch { saved = {}; }
+  return {
+    push(key, value) {
+      const trend = [...(saved[key] || []), value].slice(-60);
+      saved[key] = trend;
+      try { sessionStorage.setItem(name, JSON.stringify(saved)); } catch { /* full: keep in memory */ }
+      return trend;
+    },
+  };
+}
 
 async function groupPage(id) {
   const head = h("div");
   const members = h("div");
   const offsets = h("div", { id: "group-offsets" });
   main.append(h("h1", {}, "Group ", h("code", {}, id)), head, h("h2", {}, "Members"), members,
-    h("h2", {}, "Lag"), offsets, h("h2", {}, "Reset offsets"), resetForm(id));
+    h("h2", {}, "Lag"), h("p", { class: "muted" }, "Every partition the group committed or has assigned. One never committed shows \"no offset\": its lag counts from the log start."), offsets,
+    h("h2", {}, "Reset offsets"), resetForm(id));
   return async () => {
     const g = await get(`/groups/${enc(id)}`);
     replace(head, h("p", {}, h("span", { class: "pill", id: "group-state" }, g.state), ` ${g.protocol_type || ""} ${g.protocol || ""} · coordinator ${g.coordinator} · total lag `,
       h("b", { id: "total-lag" }, fmt.num(g.total_lag))));
+    const clientOf = Object.fromEntries(g.members.map((m) => [m.member_id, m.client_id]));
     replace(members, g.members.length ? table("members", ["member", "client", "host", "assignment"], g.members.map((m) => h("tr", {},
       cell(h("code", {}, m.member_id)), cell(m.client_id), cell(m.client_host),
       cell(m.assignment.map((a) => `${a.topic} [${a.partitions.join(", ")}]`).join("; ") || "–"))))
       : h("p", { class: "muted" }, "No members (the group is inactive: its offsets can be reset)."));
-    replace(offsets, table("lag-table", ["topic", "#partition", "#committed", "#end", "#lag", "trend"], g.offsets.map((o) => {
-      const key = `${id}/${o.topic}/${o.partition}`;
-      const trend = lagTrend.get(key) || [];
-      trend.push(o.lag || 0);
-      lagTrend.set(key, trend.slice(-60));
+    replace(offsets, table("lag-table", ["topic", "#partition", "#committed", "#log start", "#end", "#lag", "member", "trend"], g.offsets.map((o) => {
+      const trend = lagTrend.push(`${id}/${o.topic}/${o.partition}`, o.lag || 0);
       return h("tr", { "data-partition": `${o.topic}-${o.partition}` }, cell(o.topic), num(o.partition),
-        h("td", { class: "num committed" }, fmt.num(o.committed_offset)), num(o.high_watermark), num(o.lag), cell(sparkline(trend)));
+        h("td", { class: "num committed" }, o.committed_offset === null ? h("span", { class: "muted" }, "no offset") : fmt.num(o.committed_offset)),
+        num(o.log_start_offset), num(o.high_watermark), h("td", { class: `num lag${o.lag ? " warn" : ""}` }, fmt.num(o.lag)),
+        cell(o.member_id ? clientOf[o.member_id] || o.member_id : "–", o.member_id ? "" : "muted"), cell(sparkline(trend)));
     })));
   };
 }
@@ -355,15 +510,15 @@ async function brokersPage() {
       const { data: hosted, total } = await getPage(`/partitions?broker=${b.id}&limit=10000`);
       const leads = hosted.filter((p) => p.leader === b.id).length;
       const body = [h("p", {}, `${fmt.num(leads)} partitions led, ${fmt.num(total - leads)} followed`)];
-      if (b.id === cluster.this_broker) {
+      try {
         const storage = await get(`/brokers/${b.id}/storage`);
         body.push(table(`log-dirs-${b.id}`, ["log dir", "#partitions", "#size", "state"], storage.log_dirs.map((d) => h("tr", {},
           cell(h("code", {}, d.path)), num(d.partitions), h("td", { class: "num" }, fmt.bytes(d.size_bytes)),
           cell(d.offline ? h("span", { class: "pill bad" }, "offline") : h("span", { class: "pill ok" }, "online"))))),
         h("details", {}, h("summary", {}, "configs"), table(`configs-${b.id}`, ["name", "value"],
           Object.entries(storage.configs).map(([k, v]) => h("tr", {}, cell(h("code", {}, k)), cell(v === null ? "–" : v))))));
-      } else {
-        body.push(h("p", { class: "muted" }, "Log dirs and configs: open this broker's own console."));
+      } catch (e) {
+        body.push(message("error", `log dirs: ${errorText(e)}`));
       }
       sections.push(h("div", { class: "panel", id: `broker-${b.id}` }, h("h2", {}, `Broker ${b.id}${b.is_controller ? " (controller)" : ""}`), ...body));
     }

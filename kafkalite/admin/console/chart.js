@@ -1,4 +1,4 @@
-// Line charts as inline SVG (no library): series of {time, value} points.
+// Line charts as inline SVG (no library, nothing from a CDN): series of {time, value} points.
 const NS = "http://www.w3.org/2000/svg";
 
 function el(tag, attrs) {
@@ -7,12 +7,23 @@ function el(tag, attrs) {
   return node;
 }
 
-export function lineChart(title, series, { width = 420, height = 140, unit = "/s" } = {}) {
+function valueText(v, unit) {
+  const n = Math.abs(v) >= 100 ? Math.round(v).toLocaleString("en") : Number(v.toPrecision(3)).toString();
+  return `${n}${unit}`;
+}
+
+function clock(t) {
+  return new Date(t * 1000).toTimeString().slice(0, 8);
+}
+
+/** A line chart of series of {time (s since the epoch), value}: a time axis (local clock), a
+ * value axis, and on hover a cursor with the time and each series' value there. */
+export function lineChart(title, series, { width = 420, height = 160, unit = "/s" } = {}) {
   const svg = el("svg", { class: "chart", width, height, viewBox: `0 0 ${width} ${height}`,
     role: "img", "aria-label": title });
-  const pad = { l: 46, r: 8, t: 18, b: 18 };
+  const pad = { l: 52, r: 10, t: 20, b: 30 };
   const all = series.flatMap((s) => s.points);
-  const label = el("text", { x: pad.l, y: 12 });
+  const label = el("text", { x: pad.l, y: 13, class: "title" });
   label.textContent = title;
   svg.append(label);
   if (all.length < 1) {
@@ -21,28 +32,66 @@ export function lineChart(title, series, { width = 420, height = 140, unit = "/s
     svg.append(none);
     return svg;
   }
-  const t0 = Math.min(...all.map((p) => p.time));
-  const t1 = Math.max(...all.map((p) => p.time), t0 + 1);
-  const vmax = Math.max(...all.map((p) => p.value), 1e-9);
-  const x = (t) => pad.l + ((t - t0) / (t1 - t0)) * (width - pad.l - pad.r);
+  const t1 = Math.max(...all.map((p) => p.time));
+  const t0 = Math.min(...all.map((p) => p.time), t1 - 30); // at least the last 30 s
+  const vmax = Math.max(...all.map((p) => p.value)) || 1; // all zero: an axis to 1
+  const plotW = width - pad.l - pad.r;
+  const x = (t) => pad.l + ((t - t0) / (t1 - t0)) * plotW;
   const y = (v) => height - pad.b - (v / vmax) * (height - pad.t - pad.b);
-  const top = el("text", { x: 2, y: pad.t + 4 });
-  top.textContent = `${vmax >= 100 ? Math.round(vmax) : vmax.toPrecision(2)}${unit}`;
-  const zero = el("text", { x: 2, y: height - pad.b });
-  zero.textContent = "0";
-  const span = el("text", { x: width - 70, y: height - 4 });
-  span.textContent = `last ${Math.round((t1 - t0) / 60)} min`;
-  svg.append(top, zero, span);
+  // value axis: 0, half and the top, with grid lines
+  for (const v of [0, vmax / 2, vmax]) {
+    svg.append(el("line", { x1: pad.l, x2: width - pad.r, y1: y(v), y2: y(v), class: "grid" }));
+    const tick = el("text", { x: pad.l - 4, y: y(v) + 3, "text-anchor": "end", class: "y-tick" });
+    tick.textContent = valueText(v, unit);
+    svg.append(tick);
+  }
+  // time axis: the local clock at four even steps
+  svg.append(el("line", { x1: pad.l, x2: width - pad.r, y1: height - pad.b, y2: height - pad.b, class: "axis" }));
+  for (let i = 0; i <= 3; i += 1) {
+    const t = t0 + ((t1 - t0) * i) / 3;
+    const tick = el("text", { x: x(t), y: height - pad.b + 13, "text-anchor": i === 0 ? "start" : i === 3 ? "end" : "middle", class: "x-tick" });
+    tick.textContent = clock(t);
+    svg.append(tick);
+  }
   series.forEach((s, i) => {
     if (!s.points.length) return;
     const d = s.points.map((p, j) => `${j ? "L" : "M"}${x(p.time).toFixed(1)},${y(p.value).toFixed(1)}`).join("");
     svg.append(el("path", { d, class: `line${i + 1}` }));
     const last = s.points[s.points.length - 1];  // the latest value, also when it is the only one
     svg.append(el("circle", { cx: x(last.time).toFixed(1), cy: y(last.value).toFixed(1), r: 2.5, class: `dot${i + 1}` }));
-    const key = el("text", { x: width - 150 + i * 70, y: 12 });
+    const key = el("text", { x: width - pad.r - (series.length - i) * 70, y: 13 });
     key.textContent = s.name;
     key.setAttribute("class", `key${i + 1}`);
     svg.append(key);
+  });
+  // hover: the sample nearest the pointer, its time and every series' value
+  const times = [...new Set(all.map((p) => p.time))].sort((a, b) => a - b);
+  const cursor = el("line", { y1: pad.t, y2: height - pad.b, class: "cursor", visibility: "hidden" });
+  const tip = el("text", { y: pad.t + 10, class: "tip", visibility: "hidden" });
+  const area = el("rect", { x: pad.l, y: pad.t, width: plotW, height: height - pad.t - pad.b, class: "hover-area" });
+  svg.append(cursor, tip, area);
+  const show = (event) => {
+    const box = svg.getBoundingClientRect();
+    const px = ((event.clientX - box.left) / box.width) * width;
+    const wanted = t0 + ((px - pad.l) / plotW) * (t1 - t0);
+    const t = times.reduce((best, c) => (Math.abs(c - wanted) < Math.abs(best - wanted) ? c : best), times[0]);
+    const parts = series.map((s) => {
+      const p = s.points.find((q) => q.time === t);
+      return p ? `${s.name} ${valueText(p.value, unit)}` : null;
+    }).filter(Boolean);
+    cursor.setAttribute("x1", x(t));
+    cursor.setAttribute("x2", x(t));
+    tip.textContent = `${clock(t)} · ${parts.join(" · ")}`;
+    const right = x(t) > pad.l + plotW / 2;
+    tip.setAttribute("x", right ? x(t) - 4 : x(t) + 4);
+    tip.setAttribute("text-anchor", right ? "end" : "start");
+    cursor.setAttribute("visibility", "visible");
+    tip.setAttribute("visibility", "visible");
+  };
+  area.addEventListener("mousemove", show);
+  area.addEventListener("mouseleave", () => {
+    cursor.setAttribute("visibility", "hidden");
+    tip.setAttribute("visibility", "hidden");
   });
   return svg;
 }

@@ -111,22 +111,20 @@ class ClusterRoutes(ApiBase):
         params={"id": m.BrokerId},
     )
     async def broker_storage(self, request: web.Request) -> Any:
-        """Log directories (size, partitions, offline) and settings of this broker; another
-        broker's are asked of that broker's admin API (421)."""
+        """Log directories (size, partitions, offline) and settings of a broker: this broker's
+        from its own log manager, another's asked of it over the Kafka protocol."""
         broker_id = path_int(request, "id")
         if broker_id not in {b["id"] for b in await self._brokers()}:
             raise AdminError(404, "BROKER_NOT_AVAILABLE", f"broker {broker_id} is not registered")
-        if broker_id != self.server.broker_id:
-            raise AdminError(
-                421,
-                "NOT_THIS_BROKER",
-                f"broker {self.server.broker_id} answers for itself only; ask broker "
-                f"{broker_id}'s admin API",
-            )
         # as DescribeConfigs of the broker answers: only with DESCRIBE_CONFIGS on the cluster,
         # and secrets (config.SENSITIVE_CONFIGS) null
+        may_see_configs = Access(self.server, request).allowed(
+            Op.DESCRIBE_CONFIGS, T.CLUSTER, CLUSTER_NAME
+        )
+        if broker_id != self.server.broker_id:
+            return await self._remote_storage(broker_id, may_see_configs)
         configs: dict[str, str | None] = {}
-        if Access(self.server, request).allowed(Op.DESCRIBE_CONFIGS, T.CLUSTER, CLUSTER_NAME):
+        if may_see_configs:
             configs = self.server.config.public_properties()
         lm = self.server.log_manager
         dirs: list[dict[str, Any]] = []
@@ -154,6 +152,53 @@ class ClusterRoutes(ApiBase):
             "broker_id": broker_id,
             "log_dirs": dirs,
             "configs": configs,
+        }
+
+    async def _remote_storage(self, broker_id: int, with_configs: bool) -> dict[str, Any]:
+        """Another broker's log dirs (DescribeLogDirs) and settings (DescribeConfigs of the
+        broker, which answers secrets as null), asked of that broker."""
+        import asyncio
+
+        from kafkalite.protocol.errors import ErrorCode
+
+        try:
+            client = await self.kafka_client()
+            dirs_answer = await client.describe_log_dirs(broker_id)
+            configs_answer = (
+                await client.describe_configs([(4, str(broker_id))], node_id=broker_id)
+                if with_configs
+                else None
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # the client's I/O and protocol failures, at the boundary
+            raise AdminError(
+                503, "BROKER_NOT_AVAILABLE", f"broker {broker_id} did not answer: {e}"
+            ) from None
+        if int(getattr(dirs_answer, "error_code", 0)):
+            raise AdminError.kafka(ErrorCode.of(int(dirs_answer.error_code)))
+        dirs = []
+        for result in dirs_answer.results:
+            partitions = [p for t in result.topics for p in t.partitions]
+            dirs.append(
+                {
+                    "path": result.log_dir,
+                    "offline": int(result.error_code) != 0,
+                    "partitions": len(partitions),
+                    "size_bytes": sum(max(int(p.partition_size), 0) for p in partitions),
+                }
+            )
+        configs: dict[str, str | None] = {}
+        if configs_answer is not None:
+            for result in configs_answer.results:
+                if int(result.error_code) == 0:
+                    configs.update(
+                        {c.name: None if c.is_sensitive else c.value for c in result.configs}
+                    )
+        return {
+            "broker_id": broker_id,
+            "log_dirs": sorted(dirs, key=lambda d: d["path"]),
+            "configs": dict(sorted(configs.items())),
         }
 
     def _partition_health(self, access: Access) -> list[dict[str, Any]]:
@@ -191,19 +236,16 @@ class ClusterRoutes(ApiBase):
 
     @route("GET", "/overview", summary="Cluster overview", tag="cluster", answer=m.Overview)
     async def overview(self, request: web.Request) -> Any:
-        from kafkalite.protocol.errors import ErrorCode
-
         cache = self.server.metadata_cache
         access = Access(self.server, request)
         health = self._partition_health(access)
         topics = set(access.topics(cache.partition_states)) if cache is not None else set()
         internal = {t for t in topics if t.startswith("__")}
         groups = 0
-        coordinator = self.server.services.group_coordinator
-        if coordinator is not None:
-            error, overviews = coordinator.list_groups()
-            visible = [o for o in overviews if access.group(o.group_id)]
-            groups = len(visible) if error == ErrorCode.NONE else 0
+        if self.server.services.group_coordinator is not None:
+            from kafkalite.admin.groupview import GroupView
+
+            groups = len(await GroupView(self, access).overviews())
         controller = cache.get_controller_id() if cache is not None else None
         alive = {b.id for b in cache.get_alive_brokers()} if cache is not None else set()
         named = {b for p in health for b in p["replicas"]}

@@ -1,4 +1,4 @@
-"""Consumer groups coordinated by this broker: /groups, /groups/{id} and its offset resets."""
+"""Consumer groups of the cluster: /groups, /groups/{id} and its offset resets."""
 
 from __future__ import annotations
 
@@ -10,47 +10,61 @@ from aiohttp import web
 from kafkalite.admin import models as m
 from kafkalite.admin.access import Access
 from kafkalite.admin.errors import AdminError
+from kafkalite.admin.groupview import GroupData, GroupView, lag_rows
 from kafkalite.admin.routes.base import ApiBase
 from kafkalite.admin.routing import route
 from kafkalite.protocol.acl import AclOperation as Op
-from kafkalite.protocol.consumer_protocol import assigned_partitions
-
-
-def decode_consumer_assignment(data: bytes) -> list[dict[str, Any]]:
-    """Kafka's ConsumerProtocolAssignment as [{"topic", "partitions"}]; [] when empty or not the
-    consumer protocol."""
-    decoded = assigned_partitions(data) if len(data) >= 6 else None
-    return [{"topic": t, "partitions": p} for t, p in decoded or ()]
-
 
 # ---------------------------------------------------------------------- the API
 
 
 class GroupRoutes(ApiBase):
-    """List, describe and delete groups; reset their committed offsets."""
+    """List, describe and delete groups; reset their committed offsets. Any broker answers for
+    every group (groupview.py: a group another broker coordinates is asked of it over the Kafka
+    protocol)."""
 
-    @route("GET", "/groups", summary="List groups", tag="groups", answer=list[m.GroupSummary])
-    async def list_groups(self, request: web.Request) -> Any:
-        from kafkalite.protocol.errors import ErrorCode
-
-        error, overviews = self.group_coordinator().list_groups()
-        if error != ErrorCode.NONE:
-            raise AdminError.kafka(error)
+    @route(
+        "GET",
+        "/groups",
+        summary="List groups",
+        tag="groups",
+        answer=list[m.GroupSummary],
+        query=m.GroupsQuery,
+    )
+    async def list_groups(self, request: web.Request, query: m.GroupsQuery) -> Any:
+        """Every group of the cluster (ListGroups to every broker) with its state, and unless
+        `lag=false` its members, topics and total lag (each described by its coordinator)."""
+        self.group_coordinator()
         access = Access(self.server, request)  # as ListGroups answers
-        return [
-            {"group_id": o.group_id, "protocol_type": o.protocol_type, "state": o.state}
-            for o in sorted(overviews, key=lambda o: o.group_id)
-            if access.group(o.group_id)
+        view = GroupView(self, access)
+        overviews = await view.overviews()
+        out: list[dict[str, Any]] = [
+            {
+                "group_id": group_id,
+                "protocol_type": protocol_type,
+                "state": state,
+                "coordinator": node,
+                "members": None,
+                "topics": None,
+                "total_lag": None,
+            }
+            for group_id, protocol_type, state, node in overviews
         ]
-
-    async def _describe(self, group_id: str, *, create: bool = False) -> tuple[Any, Any]:
-        from kafkalite.protocol.errors import ErrorCode
-
-        coordinator = await self.coordinator_for(group_id, create=create)
-        error, summary = coordinator.describe_group(group_id)
-        if error != ErrorCode.NONE:
-            raise AdminError.kafka(error, f"group {group_id!r}: {error.name}")
-        return coordinator, summary
+        if not query.lag or not out:
+            return out
+        datas = await view.many([g["group_id"] for g in out])
+        wanted = set().union(*(d.partitions() for d in datas.values() if d is not None))
+        ends = await view.ends(wanted)
+        for g in out:
+            data = datas[g["group_id"]]
+            if data is None:
+                continue
+            rows = lag_rows(data, ends)
+            g["state"] = data.state
+            g["members"] = len(data.members)
+            g["topics"] = data.topics()
+            g["total_lag"] = sum(r["lag"] or 0 for r in rows)
+        return out
 
     @route(
         "GET",
@@ -61,55 +75,33 @@ class GroupRoutes(ApiBase):
         params={"id": str},
     )
     async def describe_group(self, request: web.Request) -> Any:
-        from kafkalite.protocol.errors import ErrorCode
-
+        """State, members with their assignments, and the lag of every partition the group
+        committed or has assigned (a partition never committed has no committed offset and
+        counts its lag from the log start offset)."""
         group_id = request.match_info["id"]
-        coordinator, summary = await self._describe(group_id)
+        access = Access(self.server, request)
+        view = GroupView(self, access)
+        self.group_coordinator()
         # as OffsetFetch for every topic answers: the topics the principal may not DESCRIBE
         # are left out (of the offsets, the lag and the members' assignments)
-        access = Access(self.server, request)
-        _, committed = coordinator.fetch_offsets(group_id)
-        committed = [tp for tp in committed if access.topic(tp.topic)]
-        high_watermarks = await self.high_watermarks(committed)
-        error, lags = coordinator.consumer_lag(group_id, high_watermarks.get)
-        if error != ErrorCode.NONE:
-            raise AdminError.kafka(error)
-        lags = {tp: lag for tp, lag in lags.items() if access.topic(tp.topic)}
-        if summary.state == "Dead" and not lags:
-            raise AdminError(404, "GROUP_ID_NOT_FOUND", f"group {group_id!r} does not exist")
-        consumer = summary.protocol_type == "consumer"
-        members = [
-            {
-                "member_id": m.member_id,
-                "group_instance_id": m.group_instance_id,
-                "client_id": m.client_id,
-                "client_host": m.client_host,
-                "assignment": [
-                    a
-                    for a in (decode_consumer_assignment(m.assignment) if consumer else [])
-                    if access.topic(a["topic"])
-                ],
-            }
-            for m in summary.members
-        ]
-        offsets = []
-        for tp, (committed, lag) in sorted(lags.items()):
-            offsets.append(
-                {
-                    "topic": tp.topic,
-                    "partition": tp.partition,
-                    "committed_offset": committed,
-                    "high_watermark": high_watermarks.get(tp),
-                    "lag": lag,
-                }
-            )
+        data = (await view.group(group_id)).visible(access)
+        offsets = lag_rows(data, await view.ends(data.partitions()))
         return {
             "group_id": group_id,
-            "state": summary.state,
-            "protocol_type": summary.protocol_type,
-            "protocol": summary.protocol,
-            "coordinator": self.server.broker_id,
-            "members": members,
+            "state": data.state,
+            "protocol_type": data.protocol_type,
+            "protocol": data.protocol,
+            "coordinator": data.coordinator,
+            "members": [
+                {
+                    "member_id": mb.member_id,
+                    "group_instance_id": mb.group_instance_id,
+                    "client_id": mb.client_id,
+                    "client_host": mb.client_host,
+                    "assignment": mb.assignment,
+                }
+                for mb in data.members
+            ],
             "offsets": offsets,
             "total_lag": sum(o["lag"] or 0 for o in offsets),
         }
@@ -126,8 +118,14 @@ class GroupRoutes(ApiBase):
         from kafkalite.protocol.errors import ErrorCode
 
         group_id = request.match_info["id"]
-        coordinator = await self.coordinator_for(group_id)
-        results = await coordinator.delete_groups([group_id])
+        view = GroupView(self, Access(self.server, request))
+        node = await view.coordinator_of(group_id)
+        if view.is_local(node):
+            coordinator = await self.coordinator_for(group_id)
+            results = await coordinator.delete_groups([group_id])
+        else:  # DeleteGroups at its coordinator, as an admin client sends it
+            client = await self.kafka_client()
+            results = await client.delete_groups(node, [group_id])
         error = results.get(group_id, ErrorCode.NONE)
         if error != ErrorCode.NONE:
             raise AdminError.kafka(error, f"group {group_id!r}: {error.message or error.name}")
@@ -152,12 +150,23 @@ class GroupRoutes(ApiBase):
         group_id = request.match_info["id"]
         body = reset.root
         dry_run = body.dry_run
-        coordinator, summary = await self._describe(group_id, create=True)
-        if summary.state not in ("Empty", "Dead"):
+        from kafkalite.group.config import GROUP_METADATA_TOPIC_NAME
+
+        if not self.server.metadata_cache.contains_topic(GROUP_METADATA_TOPIC_NAME):
+            await self.coordinator_for(group_id, create=True)  # creates it, as FindCoordinator
+        view = GroupView(self, Access(self.server, request))
+        node = await view.coordinator_of(group_id)
+        try:
+            group = await view.group(group_id)
+        except AdminError as e:
+            if e.code != "GROUP_ID_NOT_FOUND":
+                raise
+            group = GroupData(group_id, "Dead", "", "", node)  # a reset may seed a new group
+        if group.state not in ("Empty", "Dead"):
             raise AdminError(
                 409,
                 "NON_EMPTY_GROUP",
-                f"group {group_id!r} is {summary.state} with {len(summary.members)} member(s); "
+                f"group {group_id!r} is {group.state} with {len(group.members)} member(s); "
                 "offsets can only be reset while the group is inactive",
             )
 
@@ -189,7 +198,7 @@ class GroupRoutes(ApiBase):
                 refuse_unauthorised(list(topics))
             else:
                 # every committed topic the principal may see (OffsetFetch of all topics)
-                _, committed = coordinator.fetch_offsets(group_id)
+                committed = group.committed
                 topics = sorted({tp.topic for tp in committed if access.topic(tp.topic, Op.READ)})
                 if not topics:
                     raise AdminError(
@@ -208,7 +217,16 @@ class GroupRoutes(ApiBase):
                     targets[tp] = await self._offset_for(tp, timestamp)
         if not targets:
             raise AdminError.invalid("offsets", "no partitions to reset")
-        if not dry_run:
+        if not dry_run and not view.is_local(node):
+            # OffsetCommit at its coordinator, as an admin client commits for an inactive group
+            client = await self.kafka_client()
+            results = await client.offset_commit(node, group_id, targets)
+            failed = {tp: e for tp, e in results.items() if e != ErrorCode.NONE}
+            if failed:
+                tp, error = next(iter(sorted(failed.items())))
+                raise AdminError.kafka(error, f"commit for {tp.topic}-{tp.partition}: {error.name}")
+        elif not dry_run:
+            coordinator = await self.coordinator_for(group_id)
             now = int(time.time() * 1000)  # a commit timestamp is wall-clock time
             results = await coordinator.commit_offsets(
                 group_id,

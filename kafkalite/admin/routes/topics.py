@@ -15,6 +15,16 @@ from kafkalite.admin.routes.base import CREATE_WAIT_S, ApiBase, topic_name
 from kafkalite.admin.routing import Reply, route
 from kafkalite.protocol.acl import AclOperation as Op
 
+CONFIG_SOURCES = {
+    1: "DYNAMIC_TOPIC_CONFIG",
+    2: "DYNAMIC_BROKER_CONFIG",
+    3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
+    4: "STATIC_BROKER_CONFIG",
+    5: "DEFAULT_CONFIG",
+    6: "DYNAMIC_BROKER_LOGGER_CONFIG",
+}
+"""Kafka's DescribeConfigs config_source values by name."""
+
 
 def refuse_invalid_topic_configs(name: str, configs: dict[str, str]) -> None:
     """Refuse what CreateTopics refuses (unknown names, bad values), with the same code: stored
@@ -213,8 +223,10 @@ class TopicRoutes(ApiBase):
             session, [TopicPartition(name, p) for p in assignment]
         )
         configs: dict[str, str] = {}
+        overrides = await zk_data.get_topic_config(session, name)
         if Access(self.server, request).topic(name, Op.DESCRIBE_CONFIGS):  # as DescribeConfigs
-            configs = await zk_data.get_topic_config(session, name)
+            configs = overrides
+        policy = overrides.get("cleanup.policy", self.server.config.log_cleanup_policy)
         deleting = name in set(await zk_data.get_topic_deletions(session))
         local = {p: self._local_offsets(name, p) for p in assignment}
         remote = [
@@ -248,6 +260,11 @@ class TopicRoutes(ApiBase):
                     "removing_replicas": list(replicas.removing_replicas),
                 }
             )
+        spans = [
+            (p["high_watermark"], p["log_start_offset"])
+            for p in partitions
+            if p["high_watermark"] is not None and p["log_start_offset"] is not None
+        ]
         return {
             "name": name,
             "topic_id": topic_id,
@@ -255,7 +272,87 @@ class TopicRoutes(ApiBase):
             "marked_for_deletion": deleting,
             "configs": configs,
             "partitions": partitions,
+            "message_count": sum(max(e - s, 0) for e, s in spans)
+            if len(spans) == len(partitions)
+            else None,
+            "message_count_is_estimate": "compact" in policy,
         }
+
+    @route(
+        "GET",
+        "/topics/{name}/configs",
+        summary="Effective topic configs",
+        tag="topics",
+        answer=m.EffectiveConfigs,
+        params={"name": m.TopicName},
+    )
+    async def effective_configs(self, request: web.Request) -> Any:
+        """Every config of the topic with the value in effect and where it comes from, as
+        DescribeConfigs answers (secrets null)."""
+        from kafkalite.protocol.errors import ErrorCode
+
+        name = topic_name(request)
+        if not self.server.metadata_cache.contains_topic(name):
+            raise AdminError(404, "UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
+        client = await self.kafka_client()
+        response = await client.describe_configs([(2, name)], node_id=self.server.broker_id)
+        [result] = response.results
+        error = ErrorCode.of(int(result.error_code))
+        if error != ErrorCode.NONE:
+            raise AdminError.kafka(error, result.error_message or f"{name}: {error.name}")
+        return {
+            "name": name,
+            "configs": [
+                {
+                    "name": c.name,
+                    "value": None if c.is_sensitive else c.value,
+                    "source": CONFIG_SOURCES.get(int(c.config_source), "UNKNOWN"),
+                    "read_only": bool(c.read_only),
+                    "sensitive": bool(c.is_sensitive),
+                }
+                for c in sorted(result.configs, key=lambda c: c.name)
+            ],
+        }
+
+    @route(
+        "GET",
+        "/topics/{name}/groups",
+        summary="Groups consuming a topic",
+        tag="topics",
+        answer=list[m.TopicGroup],
+        params={"name": m.TopicName},
+    )
+    async def topic_groups(self, request: web.Request) -> Any:
+        """The groups that committed offsets of the topic or have its partitions assigned,
+        with their lag on it (groups the principal may DESCRIBE)."""
+        from kafkalite.admin.groupview import GroupView, lag_rows
+
+        name = topic_name(request)
+        if not self.server.metadata_cache.contains_topic(name):
+            raise AdminError(404, "UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
+        if self.server.services.group_coordinator is None:
+            return []
+        view = GroupView(self, Access(self.server, request))
+        overviews = await view.overviews()
+        datas = await view.many([g for g, *_ in overviews])
+        using = {
+            g: d for g, d in datas.items() if d is not None and any(t == name for t in d.topics())
+        }
+        wanted = {tp for d in using.values() for tp in d.partitions() if tp.topic == name}
+        ends = await view.ends(wanted)
+        out = []
+        for group_id, data in sorted(using.items()):
+            rows = [r for r in lag_rows(data, ends) if r["topic"] == name]
+            out.append(
+                {
+                    "group_id": group_id,
+                    "state": data.state,
+                    "members": len({r["member_id"] for r in rows if r["member_id"]}),
+                    "partitions": len(rows),
+                    "lag": sum(r["lag"] or 0 for r in rows),
+                }
+            )
+        return out
 
     @route(
         "PATCH",

@@ -1,0 +1,333 @@
+"""Consumer groups seen from any broker: what GET /groups, /groups/{id} and a topic's consuming
+groups answer, whichever broker coordinates each group.
+
+A group lives at its coordinator (the leader of its `__consumer_offsets` partition). A group
+this broker coordinates is read from its own group coordinator; any other is asked of its
+coordinator over the Kafka protocol as an admin client would (FindCoordinator, then
+DescribeGroups and OffsetFetch there), and the list of groups is ListGroups to every live broker.
+So every broker's admin API answers alike, and none answers "ask another broker".
+
+Lag covers every partition the group committed AND every partition assigned to a member: a
+partition assigned but never committed is reported with no committed offset, and its lag
+counts from the log start offset (where a consumer with auto.offset.reset=earliest starts;
+Kafka's kafka-consumer-groups shows "-" for it). Lag is never negative; it is None when the
+partition's leader cannot say where its log ends.
+
+Invariant: what the caller may not see (access.py) is left out before anything is counted: a
+group it may not DESCRIBE is not listed, and partitions of topics it may not DESCRIBE are in no
+lag, member assignment or topic list.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from kafkalite.admin.access import Access
+from kafkalite.admin.errors import AdminError
+from kafkalite.protocol.consumer_protocol import assigned_partitions
+from kafkalite.protocol.errors import ErrorCode
+from kafkalite.protocol.types import TopicPartition
+
+log = structlog.get_logger("kafkalite.admin")
+
+GROUP_CONCURRENCY = 8
+"""Groups described at once when the list of groups is built (each is a DescribeGroups and an
+OffsetFetch at its coordinator, or local lookups)."""
+
+
+def decode_consumer_assignment(data: bytes) -> list[dict[str, Any]]:
+    """Kafka's ConsumerProtocolAssignment as [{"topic", "partitions"}]; [] when empty or not the
+    consumer protocol."""
+    decoded = assigned_partitions(data) if len(data) >= 6 else None
+    return [{"topic": t, "partitions": list(p)} for t, p in decoded or ()]
+
+
+@dataclass
+class Member:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    assignment: list[dict[str, Any]]
+
+
+@dataclass
+class GroupData:
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    coordinator: int
+    members: list[Member] = field(default_factory=list)
+    committed: dict[TopicPartition, int] = field(default_factory=dict)
+
+    def visible(self, access: Access) -> GroupData:
+        """This group as `access` may see it: assignments and offsets of topics it may
+        DESCRIBE only (as OffsetFetch of every topic answers)."""
+        members = [
+            Member(
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                [a for a in m.assignment if access.topic(a["topic"])],
+            )
+            for m in self.members
+        ]
+        committed = {tp: o for tp, o in self.committed.items() if access.topic(tp.topic)}
+        return GroupData(
+            self.group_id,
+            self.state,
+            self.protocol_type,
+            self.protocol,
+            self.coordinator,
+            members,
+            committed,
+        )
+
+    def owners(self) -> dict[TopicPartition, str]:
+        return {
+            TopicPartition(a["topic"], p): m.member_id
+            for m in self.members
+            for a in m.assignment
+            for p in a["partitions"]
+        }
+
+    def partitions(self) -> set[TopicPartition]:
+        """Every partition committed or assigned."""
+        return set(self.committed) | set(self.owners())
+
+    def topics(self) -> list[str]:
+        return sorted({tp.topic for tp in self.partitions()})
+
+
+def lag_rows(
+    group: GroupData,
+    ends: dict[TopicPartition, tuple[int | None, int | None]],
+) -> list[dict[str, Any]]:
+    """The lag table of `group`: one row per partition committed or assigned, by topic and
+    partition. `ends` gives each partition's (log start offset, high watermark), None when
+    unknown."""
+    owners = group.owners()
+    rows = []
+    for tp in sorted(group.partitions()):
+        start, end = ends.get(tp, (None, None))
+        committed = group.committed.get(tp)
+        base = committed if committed is not None else start
+        lag = None if end is None or base is None else max(end - base, 0)
+        rows.append(
+            {
+                "topic": tp.topic,
+                "partition": tp.partition,
+                "committed_offset": committed,
+                "log_start_offset": start,
+                "high_watermark": end,
+                "lag": lag,
+                "member_id": owners.get(tp),
+            }
+        )
+    return rows
+
+
+class GroupView:
+    """Reads groups for one admin request (`api` is the ApiBase of the route handlers)."""
+
+    def __init__(self, api: Any, access: Access) -> None:
+        self.api = api
+        self.access = access
+        self.server = api.server
+
+    # -- where a group lives -----------------------------------------------------------------
+
+    async def coordinator_of(self, group_id: str) -> int:
+        """The coordinator's broker id: this broker when it leads the group's offsets partition,
+        else FindCoordinator's answer. No offsets topic yet: 404 GROUP_ID_NOT_FOUND."""
+        from kafkalite.group.config import GROUP_METADATA_TOPIC_NAME
+
+        coordinator = self.api.group_coordinator()
+        cache = self.server.metadata_cache
+        if not cache.contains_topic(GROUP_METADATA_TOPIC_NAME):
+            raise AdminError(
+                404,
+                "GROUP_ID_NOT_FOUND",
+                f"group {group_id!r} does not exist (no group has committed offsets yet)",
+            )
+        info = cache.get_partition_info(
+            GROUP_METADATA_TOPIC_NAME, coordinator.partition_for(group_id)
+        )
+        if info is not None and info.leader == self.server.broker_id:
+            return int(self.server.broker_id)
+        client = await self.api.kafka_client()
+        error, node = await client.find_coordinator(group_id)
+        if error != ErrorCode.NONE:
+            raise AdminError.kafka(error, f"group {group_id!r}: no coordinator: {error.name}")
+        return int(node)
+
+    def is_local(self, node: int) -> bool:
+        return node == self.server.broker_id
+
+    # -- one group ---------------------------------------------------------------------------
+
+    async def group(self, group_id: str) -> GroupData:
+        """`group_id` as its coordinator describes it, with its committed offsets (all of them:
+        filter with GroupData.visible). A group that does not exist: 404."""
+        node = await self.coordinator_of(group_id)
+        if self.is_local(node):
+            data = await self._local(group_id)
+        else:
+            data = await self._remote(node, group_id)
+        if data.state == "Dead" and not data.committed:
+            raise AdminError(404, "GROUP_ID_NOT_FOUND", f"group {group_id!r} does not exist")
+        return data
+
+    async def _local(self, group_id: str) -> GroupData:
+        coordinator = await self.api.coordinator_for(group_id)
+        error, summary = coordinator.describe_group(group_id)
+        if error != ErrorCode.NONE:
+            raise AdminError.kafka(error, f"group {group_id!r}: {error.name}")
+        _, committed = coordinator.fetch_offsets(group_id)
+        consumer = summary.protocol_type == "consumer"
+        return GroupData(
+            group_id,
+            summary.state,
+            summary.protocol_type,
+            summary.protocol,
+            int(self.server.broker_id),
+            [
+                Member(
+                    m.member_id,
+                    m.group_instance_id,
+                    m.client_id,
+                    m.client_host,
+                    decode_consumer_assignment(m.assignment) if consumer else [],
+                )
+                for m in summary.members
+            ],
+            {tp: int(data.offset) for tp, data in committed.items() if data.offset >= 0},
+        )
+
+    async def _remote(self, node: int, group_id: str) -> GroupData:
+        client = await self.api.kafka_client()
+        try:
+            response, committed = await asyncio.gather(
+                client.describe_groups(node, [group_id]), client.offset_fetch(node, group_id)
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # the client's I/O and protocol failures, at the boundary
+            from kafkalite.protocol.errors import KafkaError
+
+            # an error in the answer (offset_fetch raises it) rather than a failed request
+            if type(e) is KafkaError and isinstance(e.error_code, ErrorCode):
+                code = e.error_code
+                raise AdminError.kafka(code, f"group {group_id!r}: {code.name}") from None
+            log.info("remote group lookup failed", broker=node, group=group_id, error=repr(e))
+            raise AdminError(
+                503,
+                "COORDINATOR_NOT_AVAILABLE",
+                f"the coordinator of group {group_id!r} (broker {node}) did not answer; retry",
+            ) from None
+        described = response.groups[0]
+        error = ErrorCode.of(int(described.error_code))
+        if error != ErrorCode.NONE:
+            raise AdminError.kafka(error, f"group {group_id!r}: {error.name}")
+        consumer = described.protocol_type == "consumer"
+        return GroupData(
+            group_id,
+            described.group_state,
+            described.protocol_type,
+            described.protocol_data,
+            node,
+            [
+                Member(
+                    m.member_id,
+                    m.group_instance_id,
+                    m.client_id,
+                    m.client_host,
+                    decode_consumer_assignment(m.member_assignment) if consumer else [],
+                )
+                for m in described.members
+            ],
+            committed,
+        )
+
+    # -- every group -------------------------------------------------------------------------
+
+    async def overviews(self) -> list[tuple[str, str, str, int]]:
+        """(group id, protocol type, state, coordinator) of every group the caller may see:
+        this broker's own, and ListGroups to every other live broker (one that does not answer
+        is left out and logged)."""
+        coordinator = self.server.services.group_coordinator
+        found: dict[str, tuple[str, str, str, int]] = {}
+        if coordinator is not None:
+            error, local = coordinator.list_groups()
+            if error == ErrorCode.NONE:
+                for o in local:
+                    found[o.group_id] = (
+                        o.group_id,
+                        o.protocol_type,
+                        o.state,
+                        self.server.broker_id,
+                    )
+        cache = self.server.metadata_cache
+        others = (
+            sorted(b.id for b in cache.get_alive_brokers() if b.id != self.server.broker_id)
+            if cache is not None
+            else []
+        )
+
+        async def ask(node: int) -> list[tuple[str, str, str, int]]:
+            try:
+                client = await self.api.kafka_client()
+                response = await client.list_groups(node)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # the client's I/O and protocol failures, at the boundary
+                log.info("remote ListGroups failed", broker=node, error=repr(e))
+                return []
+            if int(response.error_code):
+                log.info("remote ListGroups refused", broker=node, error=response.error_code)
+                return []
+            return [(g.group_id, g.protocol_type, g.group_state, node) for g in response.groups]
+
+        for answer in await asyncio.gather(*(ask(node) for node in others)):
+            for entry in answer:
+                found.setdefault(entry[0], entry)
+        return [found[g] for g in sorted(found) if self.access.group(g)]
+
+    async def many(self, group_ids: list[str]) -> dict[str, GroupData | None]:
+        """Each group's data as the caller may see it; None for one that could not be read."""
+        gate = asyncio.Semaphore(GROUP_CONCURRENCY)
+
+        async def one(group_id: str) -> GroupData | None:
+            async with gate:
+                try:
+                    return (await self.group(group_id)).visible(self.access)
+                except AdminError as e:
+                    log.info("group not described", group=group_id, error=e.code)
+                    return None
+
+        found = await asyncio.gather(*(one(g) for g in group_ids))
+        return dict(zip(group_ids, found, strict=True))
+
+    async def ends(
+        self, partitions: set[TopicPartition]
+    ) -> dict[TopicPartition, tuple[int | None, int | None]]:
+        """(log start offset, high watermark) of each partition, None where its leader cannot
+        tell (ListOffsets earliest and latest, batched per leader)."""
+        wanted = sorted(partitions)
+        earliest, latest = await asyncio.gather(
+            self.api.list_offsets(wanted, -2), self.api.list_offsets(wanted, -1)
+        )
+
+        def ok(answer: tuple[Any, int] | None) -> int | None:
+            if answer is None:
+                return None
+            error, offset = answer
+            return offset if error == ErrorCode.NONE and offset >= 0 else None
+
+        return {tp: (ok(earliest.get(tp)), ok(latest.get(tp))) for tp in wanted}
