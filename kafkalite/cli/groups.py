@@ -94,7 +94,13 @@ def groups_describe(group: str, admin_url: str, as_json: bool) -> None:
     help="where to move the offsets",
 )
 @click.option("--topic", multiple=True, metavar="TOPIC", help="only this topic (repeatable)")
-@click.option("--timestamp", type=int, metavar="MS", help="with --to timestamp: ms since the epoch")
+@click.option(
+    "--timestamp",
+    metavar="TIME",
+    callback=lambda ctx, param, value: None if value is None else epoch_ms(value),
+    help="with --to timestamp: ISO-8601 (2026-11-27T13:05:09Z, UTC if no zone) or ms since "
+    "the epoch",
+)
 @click.option(
     "--offset",
     multiple=True,
@@ -138,6 +144,24 @@ def groups_reset_offsets(
         table.add_row(o["topic"], str(o["partition"]), str(o["offset"]))
     console().print(table)
     click.echo("dry run: nothing committed" if answer["dry_run"] else "committed")
+
+
+def epoch_ms(text: str) -> int:
+    """``--timestamp``: milliseconds since the epoch, or an ISO-8601 time (UTC when it names no
+    zone), as kafka-consumer-groups' --to-datetime."""
+    import datetime
+
+    if text.lstrip("-").isdigit():
+        return int(text)
+    try:
+        moment = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise click.BadParameter(
+            f"{text!r} is neither ISO-8601 (2026-11-27T13:05:09Z) nor ms since the epoch"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    return int(moment.timestamp() * 1000)
 
 
 @groups_app.command("delete")

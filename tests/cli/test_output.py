@@ -111,3 +111,26 @@ def test_cluster_topics_exclude_internal(monkeypatch):
     assert every.index("│ t ") < every.index("__consumer_offsets")
     user = CliRunner().invoke(app, ["cluster", "topics", "--exclude-internal"]).output
     assert "__consumer_offsets" not in user and "│ t " in user
+
+
+@pytest.mark.parametrize(
+    "text, ms",
+    [
+        ("1764248709123", 1_764_248_709_123),
+        ("2025-11-27T13:05:09.123Z", 1_764_248_709_123),
+        ("2025-11-27T13:05:09.123", 1_764_248_709_123),
+        ("2025-11-27T14:05:09.123+01:00", 1_764_248_709_123),
+    ],
+)
+def test_a_reset_timestamp_is_iso_8601_or_epoch_ms(text, ms):
+    from kafkalite.cli.groups import epoch_ms
+
+    assert epoch_ms(text) == ms
+
+
+def test_a_bad_reset_timestamp_is_a_usage_error(monkeypatch):
+    answering(monkeypatch, "kafkalite.cli.groups", {"offsets": [], "dry_run": True})
+    result = CliRunner().invoke(
+        app, ["groups", "reset-offsets", "g", "--to", "timestamp", "--timestamp", "yesterday"]
+    )
+    assert result.exit_code == 2 and "--timestamp" in result.output
