@@ -20,9 +20,10 @@ Rules kept here (persist before you announce):
   (CompleteCommit/CompleteAbort, or the next transaction's record, below), which frees the id
   for the next transaction;
 - a request (InitProducerId, AddPartitionsToTxn, EndTxn) that finds its id completing
-  (PrepareCommit/PrepareAbort, markers in flight) waits for the completion, at most ``COMPLETION_WAIT_S``, and is then decided on the state it finds
-  (Kafka answers CONCURRENT_TRANSACTIONS at once and the client retries after 20 ms or more;
-  the wait gives the same answers without the retry's delay);
+  (PrepareCommit/PrepareAbort, markers in flight) waits for the completion, at most
+  ``COMPLETION_WAIT_S``, and is then decided on the state it finds (Kafka answers
+  CONCURRENT_TRANSACTIONS at once and the client retries after 20 ms or more; the wait gives
+  the same answers without the retry's delay);
 - pipelining, the next transaction's first AddPartitionsToTxn with the end of the previous one:
   once every marker is written, a waiting AddPartitionsToTxn of the same producer and epoch
   writes its Ongoing record directly after PrepareCommit/PrepareAbort, and the completion writes
