@@ -19,10 +19,11 @@ Rules kept here (persist before you announce):
   until each is written or its topic is gone), and only then is the transaction completed
   (CompleteCommit/CompleteAbort, or the next transaction's record, below), which frees the id
   for the next transaction;
-- a request that finds its id completing (PrepareCommit/PrepareAbort, markers in flight) waits
-  for the completion, at most ``COMPLETION_WAIT_S``, and is then decided on the state it finds
-  (Kafka answers CONCURRENT_TRANSACTIONS at once and the client retries after 20 ms or more;
-  the wait gives the same answers without the retry's delay);
+- a request (InitProducerId, AddPartitionsToTxn, EndTxn) that finds its id completing
+  (PrepareCommit/PrepareAbort, markers in flight) waits for the completion, at most
+  ``COMPLETION_WAIT_S``, and is then decided on the state it finds (Kafka answers
+  CONCURRENT_TRANSACTIONS at once and the client retries after 20 ms or more; the wait gives
+  the same answers without the retry's delay);
 - pipelining, the next transaction's first AddPartitionsToTxn with the end of the previous one:
   once every marker is written, a waiting AddPartitionsToTxn of the same producer and epoch
   writes its Ongoing record directly after PrepareCommit/PrepareAbort, and the completion writes
@@ -85,6 +86,7 @@ log = structlog.get_logger(__name__)
 S = TransactionState
 LOAD_YIELD_EVERY = 1000
 COMPLETION_WAIT_S = 1.0  # how long a request waits for its id's transaction to complete
+PREPARED_STATES = (S.PREPARE_COMMIT, S.PREPARE_ABORT)
 
 
 @dataclass(eq=False, slots=True)
@@ -593,16 +595,27 @@ class TransactionCoordinator:
         Complete state follow in the background."""
         if not transactional_id:
             return ErrorCode.INVALID_REQUEST
-        try:
-            coordinator_epoch, meta = self._lookup(transactional_id)
-        except TxnError as e:
-            return e.error
-        if meta is None or meta.producer_id != producer_id:
-            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
-        if (from_client and producer_epoch != meta.producer_epoch) or (
-            producer_epoch < meta.producer_epoch
-        ):
-            return ErrorCode.PRODUCER_FENCED
+        deadline = asyncio.get_running_loop().time() + COMPLETION_WAIT_S
+        while True:
+            try:
+                coordinator_epoch, meta = self._lookup(transactional_id)
+            except TxnError as e:
+                return e.error
+            if meta is None or meta.producer_id != producer_id:
+                return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+            if (from_client and producer_epoch != meta.producer_epoch) or (
+                producer_epoch < meta.producer_epoch
+            ):
+                return ErrorCode.PRODUCER_FENCED
+            # the previous transaction still completing (with, maybe, this one's first
+            # AddPartitionsToTxn handed to it): decide on the state it leaves
+            if (
+                from_client
+                and (meta.pending_transition_in_progress or meta.state in PREPARED_STATES)
+                and await self._wait_for_completion(transactional_id, deadline)
+            ):
+                continue
+            break
         fencing = meta.pending_state is S.PREPARE_EPOCH_FENCE
         if meta.pending_transition_in_progress and not fencing:
             return ErrorCode.CONCURRENT_TRANSACTIONS

@@ -11,15 +11,16 @@ group coordinator to make the transaction's offsets visible (commit) or drop the
 
 ``TransactionMarkerChannelManager`` is the coordinator's side, as Kafka's marker channel: one
 queue per destination broker, drained by completion, not by a timer. ``write_markers`` (one
-transaction) groups its partitions by leader and queues one marker per leader; a broker's
-drainer sends everything queued for it as ONE WriteTxnMarkers (the local broker's markers go to
-``write_locally`` in one call), keeps one request in flight per broker, and sends what queued
-up meanwhile as the next request the moment the answer arrives. So a transaction spanning
-partitions led by two brokers costs one request to each, and concurrent transactions share
-requests. Markers of one producer id go in separate requests (the response is keyed by producer
-id, as Kafka's). ``write_markers`` retries what failed with a retriable error after a short
-back-off, drops partitions whose topic is gone, and ends when every marker is written or the
-coordinator lost the transaction's partition (``still_coordinator()``).
+transaction) groups its partitions by leader and queues one marker per other leader; a broker's
+drainer sends everything queued for it as ONE WriteTxnMarkers, keeps one request in flight per
+broker, and sends what queued up meanwhile as the next request the moment the answer arrives.
+The coordinator's own partitions are written at once (``write_locally``: no request to batch,
+and concurrent local appends keep their order). So a transaction spanning partitions led by two
+brokers costs one request to each, and concurrent transactions share requests. Markers of one
+producer id go in separate requests (the response is keyed by producer id, as Kafka's).
+``write_markers`` retries what failed with a retriable error after a short back-off, drops
+partitions whose topic is gone, and ends when every marker is written or the coordinator lost
+the transaction's partition (``still_coordinator()``).
 """
 
 from __future__ import annotations
@@ -68,6 +69,11 @@ async def append_txn_markers(
     All the markers' appends are started before any is waited for (each is in the log before
     its ``append_records`` first suspends, so they keep the request's order); their acks=all
     replication is waited for together."""
+    markers = list(markers)
+    if len(markers) == 1:  # the common case, without a task per marker
+        return [
+            await _append_marker(replica_manager, markers[0], timeout_ms, on_offsets_txn_complete)
+        ]
     return list(
         await asyncio.gather(
             *(
@@ -179,14 +185,14 @@ class TransactionMarkerChannelManager:
                     pending.discard(tp)
                 elif leader >= 0:
                     by_leader.setdefault(leader, []).append(tp)
-            queued = [
-                self._enqueue(
+            writes = [
+                self._write(
                     leader,
                     TxnMarker(producer_id, producer_epoch, commit, coordinator_epoch, tuple(tps)),
                 )
                 for leader, tps in by_leader.items()
             ]
-            for errors in await asyncio.gather(*queued):
+            for errors in await asyncio.gather(*writes):
                 for tp, error in errors.items():
                     if error in (ErrorCode.NONE, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND):
                         pending.discard(tp)
@@ -204,6 +210,14 @@ class TransactionMarkerChannelManager:
         return True
 
     # -- the per-broker queues ------------------------------------------------------------------
+
+    async def _write(self, broker_id: int, marker: TxnMarker) -> dict[TopicPartition, ErrorCode]:
+        """This broker's partitions are written at once (no request, so nothing to batch:
+        concurrent local appends keep their order); another broker's go through its queue."""
+        if broker_id == self.broker_id:
+            self.requests_sent[broker_id] = self.requests_sent.get(broker_id, 0) + 1
+            return (await self.write_locally([marker]))[0]
+        return await self._enqueue(broker_id, marker)
 
     def _enqueue(self, broker_id: int, marker: TxnMarker) -> asyncio.Future:
         """Queue ``marker`` for ``broker_id``'s next request; the future gets its error map."""
@@ -262,10 +276,8 @@ class TransactionMarkerChannelManager:
     async def _send(
         self, broker_id: int, markers: list[TxnMarker]
     ) -> list[dict[TopicPartition, ErrorCode]]:
-        """One WriteTxnMarkers (or one local write) for ``markers``; an error map per marker."""
+        """One WriteTxnMarkers for ``markers``; an error map per marker."""
         self.requests_sent[broker_id] = self.requests_sent.get(broker_id, 0) + 1
-        if broker_id == self.broker_id:
-            return list(await self.write_locally(markers))
         try:
             connection = await self._connection(broker_id)
             response = await connection.send(

@@ -396,3 +396,36 @@ def test_a_failed_write_of_the_next_transaction_leaves_the_completion_to_finish(
         assert await c.add_partitions("tx", pid, 0, [TP1]) is ErrorCode.NONE
 
     run(scenario())
+
+
+def test_end_txn_behind_a_handed_over_add_partitions_waits_for_it():
+    """A client pipelining its requests (kafkalite handles a connection's requests
+    concurrently) may abort the next transaction while that transaction's first
+    AddPartitionsToTxn still waits for the previous markers: the EndTxn waits too."""
+
+    async def scenario():
+        log, markers = MemoryLog(), RecordingMarkers()
+        c = await owned(make(log, markers))
+        init = await c.init_producer_id("tx", 60_000)
+        pid = init.producer_id
+        assert await c.add_partitions("tx", pid, 0, [TP0]) is ErrorCode.NONE
+        markers.release.clear()
+        assert await c.end_transaction("tx", pid, 0, commit=True) is ErrorCode.NONE
+        add = asyncio.ensure_future(c.add_partitions("tx", pid, 0, [TP1]))
+        abort = asyncio.ensure_future(c.end_transaction("tx", pid, 0, commit=False))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not add.done() and not abort.done()
+        markers.release.set()
+        assert await add is ErrorCode.NONE
+        assert await abort is ErrorCode.NONE
+        await settle(c)
+        assert markers.sent == [(5, pid, 0, True, (TP0,)), (5, pid, 0, False, (TP1,))]
+        assert log.states(0)[-4:] == [
+            ("tx", S.PREPARE_COMMIT),
+            ("tx", S.ONGOING),
+            ("tx", S.PREPARE_ABORT),
+            ("tx", S.COMPLETE_ABORT),
+        ]
+
+    run(scenario())
