@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import time
 
 import pytest
 from confluent_kafka import Producer
@@ -926,7 +927,13 @@ async def test_the_victim_commits_and_the_refusals_are_logged(secured, victim):
     # after every other test of the module: pytest runs them in file order
     producer, pid, _ = victim
     await asyncio.to_thread(producer.commit_transaction, DEADLINE_S)
+    # commit_transaction returns once PrepareCommit is written; the markers, then
+    # CompleteCommit, follow
+    deadline = time.monotonic() + DEADLINE_S
     (state,) = await describe(secured, None, ["victim-tx"])
+    while state.transaction_state == "PrepareCommit" and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+        (state,) = await describe(secured, None, ["victim-tx"])
     assert (state.transaction_state, state.producer_id) == ("CompleteCommit", pid)
     log = secured.broker.log_text()
     denied = [line for line in log.splitlines() if "operation denied" in line]
