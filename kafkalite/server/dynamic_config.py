@@ -661,6 +661,9 @@ def add_broker_reconfigurables(dynamic: DynamicBrokerConfig, server: Any) -> Non
         # handlers read the broker config per request (topic defaults of CreateTopics, ...)
         server.config = new
         server.services.config = new
+        controller = getattr(server, "controller", None)
+        if controller is not None:  # the default for topics without their own setting
+            controller.unclean_leader_election_enable = new.unclean_leader_election_enable
 
     def log_config(old: BrokerConfig, new: BrokerConfig) -> None:
         """DynamicLogConfig: topics without an override follow the new broker default."""
