@@ -429,6 +429,8 @@ class DynamicBrokerConfig:
     def _build(
         self, default_level: Mapping[str, str], broker_level: Mapping[str, str]
     ) -> BrokerConfig:
+        if not default_level and not broker_level:
+            return self.static  # nothing dynamic: the start-up config itself
         props = self._effective_props(default_level, broker_level)
         known = BrokerConfig.known_keys()
         given = {k: v for k, v in props.items() if k in known or k.startswith(LISTENER_PREFIX)}
@@ -495,7 +497,11 @@ class DynamicBrokerConfig:
         new_broker, new_default = self._drop_invalid(new_broker, new_default)
         self.per_broker, self.cluster_default = new_broker, new_default
         old = self.current
-        new = self._build(new_default, new_broker)
+        try:
+            new = self._build(new_default, new_broker)
+        except ConfigError as e:  # _drop_invalid left nothing dynamic: unreachable in practice
+            log.error("dynamic broker configs not applied", error=str(e))
+            return False
         if new == old:
             return False
         self.current = new

@@ -203,3 +203,25 @@ def test_entity_paths_of_notifications() -> None:
     assert broker_of_entity_path("brokers/<default>") is None
     assert broker_of_entity_path("brokers/3") == 3
     assert broker_of_entity_path("topics/t") == ""
+
+
+def test_every_static_setting_survives_the_rebuild() -> None:
+    """The effective config is built from the static settings as properties: every field's
+    printed value must load back to the same value (a Literal of ints once did not)."""
+    static = BrokerConfig.load(
+        overrides={
+            "password.encoder.key.length": "256",
+            "log.cleaner.io.max.bytes.per.second": "1e9",
+            "log.retention.hours": "3",
+            "listener.name.plaintext.ssl.client.auth": "required",
+        },
+        environ={},
+    )
+    rebuilt = BrokerConfig.load(
+        overrides={k: v for k, v in static.properties().items() if v is not None}, environ={}
+    )
+    assert rebuilt == static
+    d = DynamicBrokerConfig(static)
+    d.update(per_broker={"log.retention.ms": "5"})
+    d.update(per_broker={})
+    assert d.current == static
