@@ -505,11 +505,9 @@ class DynamicBrokerConfig:
         if new == old:
             return False
         self.current = new
-        changed = sorted(k for k, v in new.properties().items() if old.properties().get(k) != v)
-        log.info(
-            "dynamic broker config applied",
-            changed=[k if not is_sensitive_config(k) else f"{k}=[hidden]" for k in changed],
-        )
+        before = old.properties()
+        changed = sorted(k for k, v in new.properties().items() if before.get(k) != v)
+        log.info("dynamic broker config applied", changed=changed)  # names only, never values
         for reconfigure in self._reconfigurables:
             try:
                 reconfigure(old, new)
@@ -535,8 +533,8 @@ class DynamicBrokerConfig:
                     log.error("invalid dynamic default config ignored", config=bad, error=str(e))
                     default.pop(bad)
                 else:
-                    # the error names a key of no level (a cross-field rule): drop both levels'
-                    # most recent culprits is not knowable; keep the static config
+                    # the error names no stored key (a rule across settings): which stored
+                    # value broke it is not knowable, so neither level applies
                     log.error("dynamic broker configs ignored", error=str(e))
                     return {}, {}
         return {}, {}

@@ -220,14 +220,31 @@ def test_sources_and_synonyms_in_kafkas_order(broker, admin) -> None:
         result = client.describe_configs(
             [KpResource(ConfigResourceType.BROKER, "0", configs=["log.retention.ms"])],
             include_synonyms=True,
+            config_filter="all",
+        )
+        dynamic_only = client.describe_configs(
+            [KpResource(ConfigResourceType.BROKER, "0")], config_filter="dynamic"
         )
     finally:
         client.close()
-    text = repr(result)
+    seen = result["broker"]["0"]["log.retention.ms"]
+    assert (seen["value"], seen["config_source"], seen["read_only"]) == (
+        "3600000",
+        "DYNAMIC_BROKER_CONFIG",
+        False,
+    )
+    assert [(s["name"], s["value"], s["source"]) for s in seen["synonyms"]] == [
+        ("log.retention.ms", "3600000", "DYNAMIC_BROKER_CONFIG"),
+        ("log.retention.ms", "7200000", "DYNAMIC_DEFAULT_BROKER_CONFIG"),
+        ("log.retention.hours", "100", "STATIC_BROKER_CONFIG"),
+        ("log.retention.hours", "168", "DEFAULT_CONFIG"),
+    ]
+    # what kafka-python calls dynamic: the settings that are not read-only
+    assert "log.retention.ms" in dynamic_only["broker"]["0"]
+    assert "broker.id" not in dynamic_only["broker"]["0"]
     entry = describe(admin)["log.retention.ms"]
     assert entry.value == "3600000" and not entry.is_read_only
     assert entry.source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
-    assert "3600000" in text and "7200000" in text
     synonyms = dynamic_of(broker).synonyms("log.retention.ms", per_broker=True)
     assert synonyms == [
         ("log.retention.ms", "3600000", 2),
