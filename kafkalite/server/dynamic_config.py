@@ -570,7 +570,8 @@ class DynamicBrokerConfig:
     def described_names(self) -> list[str]:
         """Every setting DescribeConfigs of this broker lists."""
         props = self.current.properties()
-        return sorted(set(props) | set(self.per_broker) | set(self.cluster_default))
+        stored_only = {k for k, (_, default) in STORED_ONLY_CONFIGS.items() if default is not None}
+        return sorted(set(props) | set(self.per_broker) | set(self.cluster_default) | stored_only)
 
     def current_value(self, name: str) -> str | None:
         props = self.current.properties()

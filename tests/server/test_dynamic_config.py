@@ -225,3 +225,14 @@ def test_every_static_setting_survives_the_rebuild() -> None:
     d.update(per_broker={"log.retention.ms": "5"})
     d.update(per_broker={})
     assert d.current == static
+
+
+def test_kafka_settings_without_a_field_are_described_with_kafkas_default() -> None:
+    d = dynamic()
+    assert "background.threads" in d.described_names()
+    assert d.current_value("background.threads") == "10"
+    assert d.synonyms("background.threads", per_broker=True) == [
+        ("background.threads", "10", DEFAULT_CONFIG)
+    ]
+    d.update(per_broker={"background.threads": "9"})
+    assert d.current_value("background.threads") == "9"
