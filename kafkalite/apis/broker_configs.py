@@ -13,10 +13,23 @@ this one included.
 
 from __future__ import annotations
 
+from typing import Any
+
 from kafkalite.apis.base import RequestContext
 from kafkalite.protocol.errors import ErrorCode
 
 RELOADABLE_FILE_CONFIGS = ("ssl.keystore.location", "ssl.truststore.location")
+
+
+def dynamic_config(ctx: RequestContext) -> Any:
+    """The broker's DynamicBrokerConfig (the server puts it in ``services.extra``; a handler
+    test without a server gets one over the static config)."""
+    from kafkalite.server.dynamic_config import DynamicBrokerConfig
+
+    extra = ctx.services.extra
+    if "dynamic_config" not in extra:
+        extra["dynamic_config"] = DynamicBrokerConfig(ctx.services.config)
+    return extra["dynamic_config"]
 
 
 def resource_text(name: str) -> str:
@@ -45,9 +58,8 @@ async def stored_level(ctx: RequestContext, broker_id: int | None) -> dict[str, 
     fromPersistentProps)."""
     from kafkalite.zk.broker_configs import get_broker_config
 
-    dynamic = ctx.services.extra["dynamic_config"]
     stored = await get_broker_config(ctx.services.store, broker_id)
-    return dynamic.from_persistent(stored, per_broker=broker_id is not None)  # type: ignore[no-any-return]
+    return dynamic_config(ctx).from_persistent(stored, per_broker=broker_id is not None)
 
 
 async def alter_broker_configs(
@@ -61,7 +73,7 @@ async def alter_broker_configs(
     broker_id, error, message = broker_level(ctx, name)
     if error != ErrorCode.NONE:
         return error, message
-    dynamic = ctx.services.extra["dynamic_config"]
+    dynamic = dynamic_config(ctx)
     per_broker = broker_id is not None
     try:
         new = dynamic.validate(props, per_broker)

@@ -33,6 +33,7 @@ from kafkalite.apis.admin_common import (
     topic_config_from_broker_name,
 )
 from kafkalite.apis.base import RequestContext, handles
+from kafkalite.apis.broker_configs import dynamic_config
 from kafkalite.config import is_sensitive_config
 from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.errors import ErrorCode
@@ -140,11 +141,7 @@ def topic_configs(
 def broker_configs(
     ctx: RequestContext, wanted: set[str] | None, include_synonyms: bool, per_broker: bool = True
 ) -> list[dict[str, Any]]:
-    dynamic = ctx.services.extra.get("dynamic_config")
-    if dynamic is None:  # a handler test without a server: the static settings
-        from kafkalite.server.dynamic_config import DynamicBrokerConfig
-
-        dynamic = DynamicBrokerConfig(ctx.services.config)
+    dynamic = dynamic_config(ctx)
     from kafkalite.server.dynamic_config import DEFAULT_CONFIG, DYNAMIC_CONFIGS, config_type
 
     if per_broker:

@@ -23,7 +23,12 @@ from kafkalite.apis.admin_common import (
 )
 from kafkalite.apis.alter_configs import apply_topic_configs, unsupported_resource
 from kafkalite.apis.base import RequestContext, handles
-from kafkalite.apis.broker_configs import alter_broker_configs, broker_level, stored_level
+from kafkalite.apis.broker_configs import (
+    alter_broker_configs,
+    broker_level,
+    dynamic_config,
+    stored_level,
+)
 from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.errors import ErrorCode
 
@@ -126,7 +131,7 @@ async def _alter_broker(
     current = await stored_level(ctx, broker_id)
     new, error, message = apply_ops(
         current,
-        ctx.services.extra["dynamic_config"].default_props,
+        dynamic_config(ctx).default_props,
         [(c.name, c.config_operation, c.value) for c in resource.configs],
         BROKER_LIST_CONFIGS,
     )
