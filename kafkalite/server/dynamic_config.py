@@ -678,10 +678,12 @@ def add_broker_reconfigurables(dynamic: DynamicBrokerConfig, server: Any) -> Non
         defaults = LogConfig.from_broker_config(new)
         if defaults == topics.defaults:
             return
-        topics.set_defaults(defaults)
+        topics.set_defaults(defaults)  # the dict the LogManager reads is updated in place
         log_manager.default_config = defaults
+        # one pass over the logs (LogManager.update_topic_config per topic would scan every log
+        # once per topic); setting a LogConfig is an attribute write
         for log in log_manager.all_logs():
-            log_manager.update_topic_config(log.topic, topics.for_topic(log.topic))
+            log.update_config(topics.for_topic(log.topic))
 
     def cleaner(old: BrokerConfig, new: BrokerConfig) -> None:
         """LogCleaner's reconfigure: the next cleaning pass reads the new settings; the
