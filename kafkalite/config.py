@@ -373,6 +373,21 @@ class BrokerConfig(BaseModel):
     none, basic, bearer or basic,bearer (admin/security.py)."""
     admin_bearer_token: str | None = None
     admin_bearer_principal: str = "User:admin"
+    password_encoder_secret: str | None = None
+    """The secret dynamic password configs are encrypted with in the store (Kafka's
+    PasswordEncoder, security/password_encoder.py); unset, a password config cannot be set
+    dynamically."""
+    password_encoder_old_secret: str | None = None
+    """The previous secret, to read values stored before the secret changed."""
+    password_encoder_keyfactory_algorithm: (
+        Literal["PBKDF2WithHmacSHA512", "PBKDF2WithHmacSHA1"] | None
+    ) = None
+    password_encoder_cipher_algorithm: Literal["AES/CBC/PKCS5Padding", "AES/GCM/NoPadding"] = (
+        "AES/CBC/PKCS5Padding"
+    )
+    password_encoder_key_length: int = Field(128, ge=8, le=INT_MAX)
+    """Bits of the AES key: 128, 192 or 256 (checked at start-up)."""
+    password_encoder_iterations: int = Field(4096, ge=1024, le=INT_MAX)
     quota_window_num: int = Field(11, ge=1)
     quota_window_size_seconds: int = Field(1, ge=1)
     listener_name_overrides: dict[str, str] = Field(default_factory=dict)
@@ -554,6 +569,13 @@ class BrokerConfig(BaseModel):
         policies = {p.strip() for p in value.split(",") if p.strip()}
         if not policies or not policies <= {"delete", "compact"}:
             raise ValueError(f"{value!r}: expected delete, compact or both")
+        return value
+
+    @field_validator("password_encoder_key_length")
+    @classmethod
+    def _aes_key_length(cls, value: int) -> int:
+        if value not in (128, 192, 256):
+            raise ValueError(f"{value}: AES keys are 128, 192 or 256 bits")
         return value
 
     @field_validator("max_connections_per_ip_overrides")

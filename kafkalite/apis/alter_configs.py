@@ -2,8 +2,10 @@
 
 Topic resources: unknown topic -> UNKNOWN_TOPIC_OR_PARTITION; invalid names or values ->
 INVALID_CONFIG; `validate_only` writes nothing; otherwise the controller's admin path writes
-`/config/topics/<t>` and a change notification, which every broker applies. Broker configs are
-static in kafkalite: INVALID_REQUEST.
+`/config/topics/<t>` and a change notification, which every broker applies.
+Broker resources (the broker's own id, or "" for the cluster-wide defaults): the level's
+dynamic configs replaced as a whole (apis/broker_configs.py). Entries with a null value are
+left out, as Kafka does.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any
 
 from kafkalite.apis.admin_common import RESOURCE_BROKER, RESOURCE_TOPIC
 from kafkalite.apis.base import RequestContext, handles
+from kafkalite.apis.broker_configs import alter_broker_configs
 from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.errors import ErrorCode, KafkaError
 from kafkalite.storage.config import validate_topic_configs
@@ -38,9 +41,11 @@ async def apply_topic_configs(
 
 
 def unsupported_resource(resource_type: int) -> tuple[ErrorCode, str]:
-    if resource_type == RESOURCE_BROKER:
-        return ErrorCode.INVALID_REQUEST, "Broker configs are static in kafkalite"
-    return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}"
+    return (
+        ErrorCode.INVALID_REQUEST,
+        f"AlterConfigs is only supported for topics and brokers, but resource type is "
+        f"{resource_type}",
+    )
 
 
 @handles(ApiKey.ALTER_CONFIGS)
@@ -51,6 +56,11 @@ async def handle_alter_configs(ctx: RequestContext, request: Any) -> Any:
             configs = {c.name: c.value for c in resource.configs}
             error, message = await apply_topic_configs(
                 ctx, resource.resource_name, configs, request.validate_only
+            )
+        elif resource.resource_type == RESOURCE_BROKER:
+            props = {c.name: c.value for c in resource.configs if c.value is not None}
+            error, message = await alter_broker_configs(
+                ctx, resource.resource_name, props, request.validate_only
             )
         else:
             error, message = unsupported_resource(resource.resource_type)

@@ -3,8 +3,13 @@
 Topic resources (type 2): every topic config, valued by the topic's override
 (`/config/topics/<t>`, source TOPIC_CONFIG) or else the broker default (DEFAULT_CONFIG), with
 synonyms (v1+, when asked) and types (v3+). Unknown topic -> UNKNOWN_TOPIC_OR_PARTITION.
-Broker resources (type 4, name = broker id or empty): the broker's static properties
-(read-only). Other resource types -> INVALID_REQUEST.
+Broker resources (type 4): with this broker's id, every setting with its effective value and
+its source, the highest of DYNAMIC_BROKER_CONFIG (``/config/brokers/<id>``),
+DYNAMIC_DEFAULT_BROKER_CONFIG (``/config/brokers/<default>``), STATIC_BROKER_CONFIG and
+DEFAULT_CONFIG, synonyms in that order (Kafka's ConfigHelper.configSynonyms), read_only false
+for the settings Kafka lets change dynamically; with "" the cluster-wide dynamic defaults only
+(Kafka's answer). A topic config's broker synonyms show a dynamic broker default too. Another
+broker id -> INVALID_REQUEST. Other resource types -> INVALID_REQUEST.
 
 Invariant: a sensitive setting (config.SENSITIVE_CONFIGS: Kafka's PASSWORD type, kafkalite's
 admin.bearer.token) is answered as Kafka answers it: value null, is_sensitive=true, its synonyms
@@ -20,7 +25,6 @@ from kafkalite.apis.admin_common import (
     RESOURCE_BROKER,
     RESOURCE_TOPIC,
     SOURCE_DEFAULT_CONFIG,
-    SOURCE_STATIC_BROKER_CONFIG,
     SOURCE_TOPIC_CONFIG,
     broker_topic_defaults,
     default_source,
@@ -29,6 +33,7 @@ from kafkalite.apis.admin_common import (
     topic_config_from_broker_name,
 )
 from kafkalite.apis.base import RequestContext, handles
+from kafkalite.apis.broker_configs import dynamic_config
 from kafkalite.config import is_sensitive_config
 from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.errors import ErrorCode
@@ -67,7 +72,9 @@ async def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
                     f"or empty string, but received {resource.resource_name}",
                 )
                 continue
-            result["configs"] = broker_configs(ctx, wanted, include_synonyms)
+            result["configs"] = broker_configs(
+                ctx, wanted, include_synonyms, per_broker=bool(resource.resource_name)
+            )
         else:
             result.update(
                 error_code=ErrorCode.INVALID_REQUEST,
@@ -95,7 +102,15 @@ def topic_configs(
             synonyms.append({"name": name, "value": value, "source": SOURCE_TOPIC_CONFIG})
         else:
             value, source = defaults.get(name), default_source(name, static)
-        if name in broker_names and name in defaults:
+        dynamic = ctx.services.extra.get("dynamic_config")
+        broker_name = broker_names.get(name)
+        if broker_name is not None and dynamic is not None and dynamic.has_dynamic(broker_name):
+            # a dynamic broker default: Kafka's synonyms of the broker setting, highest first
+            for n, v, src in dynamic.synonyms(broker_name, per_broker=True):
+                synonyms.append({"name": n, "value": v, "source": src})
+            if name not in overrides:
+                source = synonyms[0]["source"] if synonyms else SOURCE_DEFAULT_CONFIG
+        elif name in broker_names and name in defaults:
             synonyms.append(
                 {
                     "name": static.get(name, broker_names[name]),
@@ -124,24 +139,39 @@ def topic_configs(
 
 
 def broker_configs(
-    ctx: RequestContext, wanted: set[str] | None, include_synonyms: bool
+    ctx: RequestContext, wanted: set[str] | None, include_synonyms: bool, per_broker: bool = True
 ) -> list[dict[str, Any]]:
+    dynamic = dynamic_config(ctx)
+    from kafkalite.server.dynamic_config import DEFAULT_CONFIG, DYNAMIC_CONFIGS, config_type
+
+    if per_broker:
+        names = dynamic.described_names()
+    else:
+        names = sorted(dynamic.cluster_default)
     out = []
-    for name, value in sorted(ctx.services.config.public_properties().items()):
+    for name in names:
         if wanted is not None and name not in wanted:
             continue
+        sensitive = is_sensitive_config(name)
+        synonyms = [
+            {"name": n, "value": None if sensitive else v, "source": src}
+            for n, v, src in dynamic.synonyms(name, per_broker)
+        ]
+        if per_broker:
+            value = dynamic.current_value(name)
+        else:
+            value = dynamic.cluster_default.get(name)
+        source = synonyms[0]["source"] if synonyms else DEFAULT_CONFIG
         out.append(
             {
                 "name": name,
-                "value": value,
-                "read_only": True,
-                "config_source": SOURCE_STATIC_BROKER_CONFIG,
-                "is_default": False,
-                "is_sensitive": is_sensitive_config(name),
-                "synonyms": [{"name": name, "value": value, "source": SOURCE_STATIC_BROKER_CONFIG}]
-                if include_synonyms
-                else [],
-                "config_type": 2,
+                "value": None if sensitive else value,
+                "read_only": name not in DYNAMIC_CONFIGS,
+                "config_source": source,
+                "is_default": source == DEFAULT_CONFIG,
+                "is_sensitive": sensitive,
+                "synonyms": synonyms if include_synonyms else [],
+                "config_type": config_type(name),
                 "documentation": None,
             }
         )

@@ -3,6 +3,11 @@
 Applied to the topic's current overrides, then stored like AlterConfigs. APPEND and SUBTRACT
 apply to list configs only (cleanup.policy), starting from the current value (override or
 default), else INVALID_CONFIG; an unknown operation is INVALID_REQUEST.
+
+Broker resources: the operations apply to the level's stored dynamic configs (the broker's own
+id, or "" for the cluster-wide defaults), APPEND/SUBTRACT starting from Kafka's default of a
+list setting; the result is then validated and stored like AlterConfigs
+(apis/broker_configs.py).
 """
 
 from __future__ import annotations
@@ -11,20 +16,45 @@ from typing import Any
 
 from kafkalite.apis.admin_common import (
     LIST_CONFIGS,
+    RESOURCE_BROKER,
     RESOURCE_TOPIC,
     broker_topic_defaults,
     read_topic_config_overrides,
 )
 from kafkalite.apis.alter_configs import apply_topic_configs, unsupported_resource
 from kafkalite.apis.base import RequestContext, handles
+from kafkalite.apis.broker_configs import (
+    alter_broker_configs,
+    broker_level,
+    dynamic_config,
+    stored_level,
+)
 from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.errors import ErrorCode
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
+BROKER_LIST_CONFIGS = frozenset(
+    {
+        "log.cleanup.policy",
+        "metric.reporters",
+        "sasl.enabled.mechanisms",
+        "ssl.enabled.protocols",
+        "ssl.cipher.suites",
+        "sasl.kerberos.principal.to.local.rules",
+        "listeners",
+        "advertised.listeners",
+    }
+)
+"""Kafka's LIST-type broker settings that may be altered dynamically."""
+
+
 def apply_ops(
-    current: dict[str, str], defaults: dict[str, str], ops: list[tuple[str, int, str | None]]
+    current: dict[str, str],
+    defaults: dict[str, str],
+    ops: list[tuple[str, int, str | None]],
+    list_configs: frozenset[str] = LIST_CONFIGS,
 ) -> tuple[dict[str, str] | None, ErrorCode, str | None]:
     """The new override set, or (None, error, message)."""
     new = dict(current)
@@ -36,7 +66,8 @@ def apply_ops(
         elif op == DELETE:
             new.pop(name, None)
         elif op in (APPEND, SUBTRACT):
-            if name not in LIST_CONFIGS:
+            base_name = name.split(".", 3)[3] if name.startswith("listener.name.") else name
+            if name not in list_configs and base_name not in list_configs:
                 return (
                     None,
                     ErrorCode.INVALID_CONFIG,
@@ -76,6 +107,8 @@ async def handle_incremental_alter_configs(ctx: RequestContext, request: Any) ->
             )
             if new is not None:
                 error, message = await apply_topic_configs(ctx, name, new, request.validate_only)
+        elif resource.resource_type == RESOURCE_BROKER:
+            error, message = await _alter_broker(ctx, resource, request.validate_only)
         else:
             error, message = unsupported_resource(resource.resource_type)
         responses.append(
@@ -87,3 +120,21 @@ async def handle_incremental_alter_configs(ctx: RequestContext, request: Any) ->
             }
         )
     return ctx.response(throttle_time=0, responses=responses)
+
+
+async def _alter_broker(
+    ctx: RequestContext, resource: Any, validate_only: bool
+) -> tuple[ErrorCode, str | None]:
+    broker_id, error, message = broker_level(ctx, resource.resource_name)
+    if error != ErrorCode.NONE:
+        return error, message
+    current = await stored_level(ctx, broker_id)
+    new, error, message = apply_ops(
+        current,
+        dynamic_config(ctx).default_props,
+        [(c.name, c.config_operation, c.value) for c in resource.configs],
+        BROKER_LIST_CONFIGS,
+    )
+    if new is None:
+        return error, message
+    return await alter_broker_configs(ctx, resource.resource_name, new, validate_only)

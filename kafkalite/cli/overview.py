@@ -41,6 +41,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "users": ("security", "users_app", "SCRAM users (credentials in /config/users)."),
     "acls": ("security", "acls_app", "ACLs of the ACL authorizer."),
     "quotas": ("security", "quotas_app", "Client quotas of users and client ids."),
+    "configs": ("configs", "configs_app", "Describe or alter broker and topic configs."),
 }
 
 HELP = "kafkalite: a Kafka broker in Python, and the tools to operate it."

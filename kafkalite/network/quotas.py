@@ -69,6 +69,21 @@ class ConnectionQuotas:
             inter_broker_listener=config.inter_broker_listener,  # type: ignore[attr-defined]
         )
 
+    def reconfigure(
+        self, max_connections: int, max_connections_per_ip: int, per_ip_overrides: Mapping[str, int]
+    ) -> None:
+        """New limits (dynamic broker configs), for the connections accepted from now on:
+        connections already counted stay open, as in Kafka. Overrides must be addresses
+        here (`resolve_overrides` turns host names into them)."""
+        self.max_connections = max_connections
+        self.max_connections_per_ip = max_connections_per_ip
+        self.per_ip_overrides = dict(per_ip_overrides)
+        if self._waiters:  # a higher limit may free acceptors that wait
+            waiters, self._waiters = self._waiters, []
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+
     async def resolve_overrides(self) -> None:
         """Host names in the overrides become addresses; an unknown host stops start-up."""
         loop = asyncio.get_running_loop()

@@ -146,6 +146,13 @@ class SocketServer:
         self._max_idle_s = connections_max_idle_ms / 1000
         self._idle_reaper: asyncio.Task[None] | None = None
 
+    def replace_ssl_context(self, listener: str, ssl_context: Any) -> None:
+        """A new TLS context for `listener` (a dynamic keystore or truststore change): the
+        connections accepted from now on use it; those already made keep theirs."""
+        security = self._security.get(listener)
+        if security is not None:
+            security.ssl_context = ssl_context
+
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         raise_open_file_limit()

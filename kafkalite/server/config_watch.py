@@ -11,7 +11,11 @@ it. Two watchers follow ``/config/changes``:
 - `watch_entity_configs`: each new notification naming a user or client entity sets its quotas
   again, and a user's cached SCRAM credentials are dropped.
 
-Both are restarted by the server on a renewed session (notifications may have been missed).
+- `watch_broker_configs`: a notification naming ``brokers/<this id>`` or ``brokers/<default>``
+  reads that level again and hands it to the DynamicBrokerConfig (server/dynamic_config.py),
+  which applies what changed (Kafka's BrokerConfigHandler).
+
+All are restarted by the server on a renewed session (notifications may have been missed).
 """
 
 from __future__ import annotations
@@ -44,6 +48,9 @@ class TopicConfigs:
         self.session = session
         self.defaults = defaults
         self.configs: dict[str, LogConfig] = {}
+        self.overrides: dict[str, dict[str, str]] = {}
+        """Each topic's stored overrides, kept so a new broker default can be applied to the
+        configs it does not override."""
 
     def for_topic(self, topic: str) -> LogConfig:
         """The topic's LogConfig (read when the controller's LeaderAndIsr creates a log)."""
@@ -70,8 +77,10 @@ class TopicConfigs:
             data, _ = await self.session.get_data(f"{TOPIC_CONFIGS}/{topic}")
             props = json.loads(data).get("config", {}) if data else {}
             new = LogConfig.from_properties(props, self.defaults)
+            self.overrides[topic] = dict(props)
         except NoNode:
             new = self.defaults
+            self.overrides.pop(topic, None)
         except (ValueError, json.JSONDecodeError) as e:
             log.warning(
                 "topic config unreadable; keeping the previous one", topic=topic, error=str(e)
@@ -79,6 +88,24 @@ class TopicConfigs:
             return False
         changed = self.configs.get(topic, self.defaults) != new
         self.configs[topic] = new
+        return changed
+
+    def set_defaults(self, defaults: LogConfig) -> list[str]:
+        """A new broker default (a dynamic broker config changed): every topic's LogConfig
+        built again over it, its overrides still winning; the topics whose config changed."""
+        self.defaults = defaults
+        changed = []
+        for topic, old in list(self.configs.items()):
+            try:
+                new = LogConfig.from_properties(self.overrides.get(topic, {}), defaults)
+            except ValueError as e:
+                log.warning(
+                    "topic config unreadable; keeping the previous one", topic=topic, error=str(e)
+                )
+                continue
+            if new != old:
+                self.configs[topic] = new
+                changed.append(topic)
         return changed
 
     async def watch(self, on_change: Callable[[str, LogConfig], None]) -> None:
@@ -130,3 +157,42 @@ async def watch_entity_configs(
                 if len(entity) == 1 and entity[0][0] == "user" and cache is not None:
                     cache.invalidate(entity[0][1])
                 quotas.set_entity(entity, await config_at(session, relative))
+
+
+async def load_broker_configs(session: Any, dynamic: Any) -> None:
+    """Both dynamic levels of this broker, read and applied (start-up, a renewed session)."""
+    from kafkalite.zk.broker_configs import get_broker_config
+
+    default = dynamic.from_persistent(await get_broker_config(session, None), per_broker=False)
+    own = dynamic.from_persistent(
+        await get_broker_config(session, dynamic.broker_id), per_broker=True
+    )
+    dynamic.update(per_broker=own, default=default)
+
+
+async def watch_broker_configs(session: Any, dynamic: Any) -> None:
+    """Kafka's BrokerConfigHandler: each new notification naming this broker's config or
+    the cluster default reads that level again and applies it. Runs until cancelled."""
+    from kafkalite.zk.broker_configs import broker_of_entity_path, get_broker_config
+
+    await session.ensure_path(paths.CONFIG_CHANGES)
+    seen: set[str] | None = None
+    async for children in session.watch_children(paths.CONFIG_CHANGES):
+        current = set(children or ())
+        fresh = sorted(current - seen) if seen is not None else []
+        if seen is None:
+            await load_broker_configs(session, dynamic)  # (re)started: may have missed some
+        seen = current
+        for child in fresh:
+            try:
+                data, _ = await session.get_data(f"{paths.CONFIG_CHANGES}/{child}")
+                relative = paths.decode_config_change(data)
+            except (NoNode, ValueError):
+                continue
+            broker = broker_of_entity_path(relative)
+            if broker is None:
+                stored = await get_broker_config(session, None)
+                dynamic.update(default=dynamic.from_persistent(stored, per_broker=False))
+            elif broker == dynamic.broker_id:
+                stored = await get_broker_config(session, broker)
+                dynamic.update(per_broker=dynamic.from_persistent(stored, per_broker=True))

@@ -76,7 +76,18 @@ from kafkalite.security.quotas import QuotaManager
 from kafkalite.security.ratelimit import FailedAuthLimiter
 from kafkalite.security.scram import CredentialCache
 from kafkalite.security.tls import TlsConfigError
-from kafkalite.server.config_watch import TopicConfigs, load_quotas, watch_entity_configs
+from kafkalite.server.config_watch import (
+    TopicConfigs,
+    load_broker_configs,
+    load_quotas,
+    watch_broker_configs,
+    watch_entity_configs,
+)
+from kafkalite.server.dynamic_config import (
+    DynamicBrokerConfig,
+    add_broker_reconfigurables,
+    changed_tls_listeners,
+)
 from kafkalite.server.errors import StartupError, log_dir_problem
 from kafkalite.server.registration import (
     SESSION_RETRY_BACKOFF_SECONDS,
@@ -136,6 +147,11 @@ class KafkaServer:
         self._scram_cache: Any = None  # security/scram.py's CredentialCache, made when first used
         self.quotas: Any = None
         self.topic_configs: Any = None  # config_watch.TopicConfigs, made at start-up
+        # Dynamic broker configs (server/dynamic_config.py): self.config and services.config
+        # follow its `current`.
+        self.dynamic_config = DynamicBrokerConfig(config)
+        self.services.extra["dynamic_config"] = self.dynamic_config
+        add_broker_reconfigurables(self.dynamic_config, self)
         self._tasks: list[asyncio.Task[Any]] = []
         self._stopping = False
         self._replica_manager_stopped = False
@@ -176,6 +192,8 @@ class KafkaServer:
                 raise StartupError(f"coordination store: {e}") from None
             self.services.store = self.session
             self.services.cluster_id = await get_or_create_cluster_id(self.session)
+            await load_broker_configs(self.session, self.dynamic_config)
+            config = self.config  # the static settings overlaid with the dynamic ones
             phase("store_open_s")
             await self._start_quotas()
             await self._start_authorizer()
@@ -208,6 +226,9 @@ class KafkaServer:
                 await self.socket_server.start()
             except OSError as e:  # the port is taken, the address is not this host's...
                 raise StartupError(f"listeners: {e.strerror or e}") from None
+            self.dynamic_config.reload_tls(
+                config, changed_tls_listeners(self.dynamic_config.static, config)
+            )
             await self._register_broker()
             phase("registered_s")
             await self._start_controller()
@@ -547,6 +568,7 @@ class KafkaServer:
             ("session-renewal", self._renew_expired_sessions),
             ("acl-watcher", self._watch_acls if self.authorizer is not None else None),
             ("quota-watcher", self._watch_quotas),
+            ("broker-config-watcher", self._watch_broker_configs),
         ):
             if factory is not None:
                 self._tasks.append(asyncio.create_task(factory(), name=name))
@@ -584,6 +606,7 @@ class KafkaServer:
                 self._restart_task("topic-config-watcher", self._watch_topic_configs)
                 await self._load_quotas()
                 self._restart_task("quota-watcher", self._watch_quotas)
+                self._restart_task("broker-config-watcher", self._watch_broker_configs)
                 if self.authorizer is not None:
                     await self.authorizer.load(self.session)
                     self._restart_task("acl-watcher", self._watch_acls)
@@ -600,6 +623,10 @@ class KafkaServer:
             task.cancel()
             self._tasks.remove(task)
         self._tasks.append(asyncio.create_task(factory(), name=name))
+
+    async def _watch_broker_configs(self) -> None:
+        """Dynamic broker config changes (server/config_watch.py)."""
+        await watch_broker_configs(self.session, self.dynamic_config)
 
     async def _watch_topic_configs(self) -> None:
         """Topic config changes reach the LogManager (server/config_watch.py)."""
