@@ -19,7 +19,8 @@ Waiting requests live in purgatories keyed by ``TopicPartition``:
 
 Every state change that can satisfy a waiter re-checks the waiters of that partition at once
 (``_complete_delayed_requests``): a local append (LEO moved; on a single-replica ISR the HW too),
-a follower fetch that moved the HW, a committed ISR shrink, a leadership change. A waiting fetch
+a follower fetch that moved the HW, a committed ISR change that moved it (produces are
+re-checked on every committed ISR change), a leadership change. A waiting fetch
 is therefore answered as soon as the data is there, not when ``max_wait_ms`` runs out.
 
 ISR changes decided by partitions are written through the injected ``alter_isr`` callback
@@ -741,8 +742,16 @@ class ReplicaManager:
                 )
             else:
                 self.topic_stats.record_isr_change(isr_before, len(proposal.isr))
-            partition.complete_isr_update(proposal, version)
-            self._complete_delayed_requests(tp)
+            if partition.complete_isr_update(proposal, version) or version is None:
+                # The HW moved, or the partition stopped acting as leader: anything waiting
+                # on it may complete.
+                self._complete_delayed_requests(tp)
+            else:
+                # A new ISR with the same HW: no waiting fetch can complete (re-checking them
+                # cost another follower's waiting fetch a pass over all its partitions for
+                # each partition whose ISR grew); a produce's ISR check may.
+                self.produce_purgatory.check_and_complete(tp)
+                self.delete_records_purgatory.check_and_complete(tp)
 
         task = asyncio.get_running_loop().create_task(write())
         self._isr_tasks.add(task)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kafkalite.apis import load_handlers
 from kafkalite.apis.base import BrokerServices
@@ -120,3 +122,56 @@ async def test_replication_and_truncation_over_the_wire(two_brokers):
     await wait_until(lambda: batches(log1) == batches(log2))
     assert log1.log_end_offset == 7
     await wait_until(lambda: b2.partitions[TP].isr == {1, 2})
+
+
+@given(
+    st.dictionaries(
+        st.tuples(st.sampled_from(["a", "b", "topic-c"]), st.integers(0, 2**31 - 1)),
+        st.tuples(
+            st.integers(0, 2**63 - 1),
+            st.integers(0, 2**31 - 1),
+            st.integers(-1, 2**63 - 1),
+            st.integers(-1, 2**31 - 1),
+            st.integers(-1, 2**31 - 1),
+        ),
+        max_size=30,
+    ),
+    st.integers(0, 2**31 - 1),
+)
+def test_the_follower_fetch_request_is_the_message_the_generic_builder_makes(parts, replica):
+    """The follower's Fetch v12 is built from kio's classes directly (the generic builder costs
+    ~4x more per partition): the same message and the same bytes."""
+    import datetime
+
+    from kafkalite.broker.replica_fetcher import _fetch_request_v12, _partition_dict
+    from kafkalite.broker.types import FetchInfo
+    from kafkalite.client.messages import build_message
+    from kafkalite.protocol.api import ApiKey, request_class
+    from kafkalite.protocol.frames import encode_request
+
+    topics: dict = {}
+    for (topic, p), (offset, max_bytes, start, epoch, last) in parts.items():
+        info = FetchInfo(offset, max_bytes, start, epoch, last)
+        topics.setdefault(topic, []).append((TopicPartition(topic, p), info))
+    values = dict(
+        replica_id=replica,
+        max_wait=datetime.timedelta(milliseconds=500),
+        min_bytes=1,
+        max_bytes=10 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        rack_id="",
+    )
+    direct = _fetch_request_v12(values, topics)
+    generic = build_message(
+        request_class(ApiKey.FETCH, 12),
+        **values,
+        forgotten_topics_data=[],
+        topics=[
+            {"topic": t, "partitions": [_partition_dict(tp, i) for tp, i in ps]}
+            for t, ps in topics.items()
+        ],
+    )
+    assert direct == generic
+    assert encode_request(1, 12, 7, "f", direct) == encode_request(1, 12, 7, "f", generic)

@@ -806,3 +806,42 @@ async def test_a_follower_fetch_that_moves_no_hw_does_not_recheck_waiting_fetche
     await produce(rm, batch(2), tp=tps[7])
     data = (await asyncio.wait_for(waiting, DEADLINE))[tps[7]]
     assert offsets_of(data.records) == [0]
+
+
+async def test_an_isr_expansion_that_moves_no_hw_does_not_recheck_waiting_fetches(
+    make_rm, monkeypatch
+):
+    """Follower 2 rejoining the ISR of N partitions: each committed expansion leaves the HW
+    where it was, so follower 3's fetch waiting on the same N partitions is not re-evaluated
+    once per partition (N passes over N partitions while a restarted broker catches up)."""
+    from kafkalite.broker import replica_manager as module
+
+    async def alter_isr(tp, state):
+        return state.leader_and_isr.zk_version + 1
+
+    rm = make_rm(alter_isr=alter_isr)
+    tps = [TopicPartition("t", p) for p in range(20)]
+    await rm.become_leader_or_follower_async(
+        0, 1, [leader_state(partition=tp.partition, isr=(1, 3), replicas=(1, 2, 3)) for tp in tps]
+    )
+    infos = {tp: FetchInfo(0, 1 << 20, 0) for tp in tps}
+    waiting = asyncio.create_task(
+        rm.fetch_messages(FetchParams(replica_id=3, max_wait_ms=30_000, min_bytes=1), infos)
+    )
+    await wait_until(lambda: rm.fetch_purgatory.delayed == 1)
+    checks = []
+    original = module.DelayedFetch.try_complete
+
+    def counting(self):
+        checks.append(self.params.replica_id)
+        return original(self)
+
+    monkeypatch.setattr(module.DelayedFetch, "try_complete", counting)
+    await rm.fetch_messages(FetchParams(replica_id=2, max_wait_ms=0), infos)
+    await rm.wait_for_isr_updates()
+    assert all(rm.partitions[tp].isr == {1, 2, 3} for tp in tps)
+    assert checks == [], "the ISR grew, the HW did not move: no waiting fetch is re-checked"
+    assert not waiting.done()
+    await produce(rm, batch(2), tp=tps[3])
+    data = (await asyncio.wait_for(waiting, DEADLINE))[tps[3]]
+    assert offsets_of(data.records) == [0]

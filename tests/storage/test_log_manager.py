@@ -490,3 +490,39 @@ async def test_a_snapshot_older_than_the_one_on_disk_is_never_written_over_it(tm
     manager._write_offset_files([old])  # arrives late
     assert "t 0 3" in path.read_text().splitlines()
     manager.shutdown()
+
+
+async def test_logs_by_dir_follows_creations_deletions_and_failures(tmp_path):
+    """The kept index of logs by directory says what the logs' own paths say."""
+    dirs = [tmp_path / "a", tmp_path / "b", tmp_path / "c"]
+    manager = LogManager(dirs, LogConfig())
+    manager.startup()
+
+    def from_paths():
+        out = {}
+        for log in manager.all_logs():
+            out.setdefault(str(log.dir.parent), set()).add(log.topic_partition)
+        return out
+
+    def kept():
+        return {
+            d: {log.topic_partition for log in logs}
+            for d, logs in manager.logs_by_dir().items()
+            if logs
+        }
+
+    for p in range(12):
+        manager.get_or_create_log("t", p)
+    await manager.create_logs([("u", p, None, True) for p in range(9)])
+    assert kept() == from_paths()
+    await manager.delete_logs([("t", p) for p in range(0, 12, 3)])
+    manager.delete_log("u", 4)
+    assert kept() == from_paths()
+    manager.fail_log_dir(str(dirs[1].resolve()))
+    assert kept() == from_paths() and str(dirs[1].resolve()) not in kept()
+    manager.shutdown()
+    again = LogManager(dirs[:1] + dirs[2:], LogConfig())
+    again.startup()
+    manager = again
+    assert kept() == from_paths() and len(again.all_logs()) > 0
+    again.shutdown()
