@@ -134,7 +134,11 @@ async def create_topic(
     """CreateTopics (``replication_factor=-1``: the broker's default), then wait until every
     partition has a leader. Returns the name."""
 
+    tries = 0
+
     async def attempt(client: KafkaClient) -> bool | None:
+        nonlocal tries
+        tries += 1
         response = await client.create_topics(
             [
                 {
@@ -150,6 +154,9 @@ async def create_topic(
         error = ErrorCode.of(int(result.error_code))
         if error.retriable:
             return None
+        if error is ErrorCode.TOPIC_ALREADY_EXISTS and tries > 1:
+            # an earlier try of ours was applied though its answer was lost or timed out
+            return True
         _raise_for(result.error_code, result.error_message, f"create topic {name}")
         return True
 
