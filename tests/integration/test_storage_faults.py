@@ -253,8 +253,11 @@ def test_a_deleted_partition_directory_moves_leadership_and_is_never_served_empt
             admin.create_topics([NewTopic(TOPIC, 1, 2)], operation_timeout=30)[TOPIC].result(30)
 
             def leader():
-                metadata = admin.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions[0]
-                return metadata.leader if len(metadata.isrs) == 2 else None
+                # a topic just created is in ZooKeeper before UpdateMetadata reaches the
+                # broker that answers: its partition may not be listed yet
+                topic = admin.list_topics(TOPIC, timeout=10).topics[TOPIC]
+                metadata = topic.partitions.get(0)
+                return metadata.leader if metadata and len(metadata.isrs) == 2 else None
 
             first = wait_for(leader, "a leader with both replicas in sync")
             acked, errors = produce(brokers[first], 0, 1500, size=16)
@@ -396,8 +399,11 @@ def test_a_leader_whose_disk_fills_hands_over_and_retrying_producers_lose_nothin
             admin.create_topics([NewTopic(TOPIC, 1, 2)], operation_timeout=30)[TOPIC].result(30)
 
             def leader():
-                metadata = admin.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions[0]
-                return metadata.leader if len(metadata.isrs) == 2 else None
+                # a topic just created is in ZooKeeper before UpdateMetadata reaches the
+                # broker that answers: its partition may not be listed yet
+                topic = admin.list_topics(TOPIC, timeout=10).topics[TOPIC]
+                metadata = topic.partitions.get(0)
+                return metadata.leader if metadata and len(metadata.isrs) == 2 else None
 
             first = wait_for(leader, "both replicas in sync")
             second = 3 - first
