@@ -31,7 +31,7 @@ TP = TopicPartition("t", 0)
 DEADLINE = 5.0
 
 
-class Cluster:
+class ReplicaRig:
     """Brokers 1 and 2 in one process; each follower reaches leaders through their
     ReplicaManager directly (LocalLeaderEndPoint)."""
 
@@ -88,7 +88,7 @@ class Cluster:
 
 @pytest.fixture
 async def cluster(tmp_path, mock_time):
-    c = Cluster(tmp_path, mock_time)
+    c = ReplicaRig(tmp_path, mock_time)
     yield c
     await c.close()
 
@@ -424,7 +424,7 @@ def test_fetcher_id_is_kafkas(topic, partition, fetchers, expected):
 
 
 async def test_partitions_spread_over_num_replica_fetchers(tmp_path, mock_time):
-    cluster = Cluster(tmp_path, mock_time, num_fetchers=3)
+    cluster = ReplicaRig(tmp_path, mock_time, num_fetchers=3)
     try:
         leader, follower = cluster.brokers[1], cluster.brokers[2]
         tps = [TopicPartition("t", p) for p in range(6)]
