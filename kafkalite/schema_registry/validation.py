@@ -63,25 +63,33 @@ class SchemaValidator:
             refused: list[RecordError] = []
             unknown = False
             view = self.registry.store.view
-            for index, record in enumerate(decoded):
-                for part, strategy in checks:
+            for part, strategy in checks:
+                # one verdict per distinct 5-byte prefix (magic byte and id): a batch holds
+                # few ids, so the per-record work is a slice and a dict lookup
+                verdicts: dict[bytes, tuple[str | None, bool]] = {}
+                for index, record in enumerate(decoded):
                     data = record.key if part == "key" else record.value
-                    problem, missing = await self._check(view, topic, part, strategy, data)
-                    if problem is not None:
-                        refused.append(RecordError(index, problem))
-                        unknown = unknown or missing
-                        break
+                    if data is None:
+                        continue
+                    prefix = data[:5]
+                    verdict = verdicts.get(prefix)
+                    if verdict is None:
+                        verdict = await self._check(view, topic, part, strategy, prefix)
+                        verdicts[prefix] = verdict
+                    if verdict[0] is not None:
+                        refused.append(RecordError(index, verdict[0]))
+                        unknown = unknown or verdict[1]
             if not unknown or synced:
-                return refused
+                refused.sort(key=lambda e: e.batch_index)
+                return _first_per_record(refused)
             await self.registry.view()  # something unknown: catch up once and look again
             synced = True
 
     async def _check(
-        self, view: Any, topic: str, part: str, strategy: str, data: bytes | None
+        self, view: Any, topic: str, part: str, strategy: str, data: bytes
     ) -> tuple[str | None, bool]:
-        """(why the key or value is refused or None, whether the view may just be behind)."""
-        if data is None:
-            return None, False
+        """(why a key or value starting with `data` (its first 5 bytes) is refused or None,
+        whether the view may just be behind)."""
         if len(data) < 5 or data[0] != MAGIC:
             return (
                 f"the {part} is not framed with a schema id (magic byte 0 and a 4-byte id)",
@@ -123,3 +131,12 @@ class SchemaValidator:
             name = title if isinstance(title, str) else None
         self._names[schema_id] = name
         return name
+
+
+def _first_per_record(errors: list[RecordError]) -> list[RecordError]:
+    """One error per record (its key's if both its key and value are refused)."""
+    out: list[RecordError] = []
+    for error in errors:
+        if not out or out[-1].batch_index != error.batch_index:
+            out.append(error)
+    return out
