@@ -219,6 +219,19 @@ class Registry:
                 if won is not None and won.id == schema_id:
                     self._parsed.setdefault(schema_id, new)
                     return schema_id
+                if won is not None:
+                    # another broker took this version first: our record has its key, and
+                    # compaction keeps a key's last record, so the winner's is written again
+                    # after ours (the views ignore it as a repeat)
+                    winner = self.store.view.schemas[won.id]
+                    await self.store.write(
+                        [
+                            (
+                                schema_key(subject, version),
+                                schema_value(subject, version, won.id, winner, won.deleted),
+                            )
+                        ]
+                    )
             raise RegistryError(
                 errors.STORE_ERROR, "registration kept losing races with other writers"
             )
