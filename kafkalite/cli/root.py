@@ -91,6 +91,7 @@ app.add_typer(storage.storage_app, name="storage")
 app.add_typer(security.users_app, name="users")
 app.add_typer(security.acls_app, name="acls")
 app.add_typer(security.quotas_app, name="quotas")
+app.add_typer(__import__("kafkalite.cli.schemas", fromlist=["_"]).schemas_app, name="schemas")
 
 
 def write_error_report() -> str:
