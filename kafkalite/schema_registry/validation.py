@@ -22,6 +22,7 @@ from typing import Any
 
 from kafkalite.protocol.errors import RecordError
 from kafkalite.protocol.records import iter_batches
+from kafkalite.schema_registry.errors import RegistryError
 from kafkalite.schema_registry.formats import AVRO, JSON, PROTOBUF
 from kafkalite.schema_registry.registry import Registry
 
@@ -42,6 +43,14 @@ class SchemaValidator:
         )
 
     async def validate(self, topic: str, records: Any) -> list[RecordError]:
+        try:
+            return await self._validate(topic, records)
+        except RegistryError as e:
+            # the registry cannot answer (its topic unreachable, a stored schema unreadable):
+            # nothing on a validated topic is written unchecked
+            return [RecordError(0, f"the schema registry cannot check the records: {e.message}")]
+
+    async def _validate(self, topic: str, records: Any) -> list[RecordError]:
         config = self.config_of(topic)
         checks = []
         if config.confluent_key_schema_validation:
