@@ -49,8 +49,8 @@ def test_concurrent_registrations_on_every_broker_never_share_an_id(cluster):
         assert answer.status == 200, answer.body
         return f"race{n}", answer.body["id"]
 
-    with ThreadPoolExecutor(6) as pool:
-        results = list(pool.map(register, range(12)))
+    with ThreadPoolExecutor(9) as pool:
+        results = list(pool.map(register, range(30)))
     ids = [i for _, i in results]
     assert len(set(ids)) == len(ids)
     for subject, schema_id in results:
