@@ -42,6 +42,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "acls": ("security", "acls_app", "ACLs of the ACL authorizer."),
     "quotas": ("security", "quotas_app", "Client quotas of users and client ids."),
     "configs": ("configs", "configs_app", "Describe or alter broker and topic configs."),
+    "schemas": (
+        "schemas",
+        "schemas_app",
+        "Schema Registry: subjects, versions, register, check, delete, config.",
+    ),
 }
 
 HELP = "kafkalite: a Kafka broker in Python, and the tools to operate it."

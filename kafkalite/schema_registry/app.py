@@ -66,7 +66,8 @@ class RouteSpec:
     """The HTTP statuses of the Confluent errors it may answer (besides 400 and 500)."""
     params: dict[str, Any] = field(default_factory=dict)
     raw: bool = False
-    """Answers the schema text itself (…/schema), not JSON of a model."""
+    """Answers the schema text itself (…/schema), not JSON of a model: the handler returns
+    (schema type, text); a .proto is answered as text/plain."""
 
     @functools.cached_property
     def adapter(self) -> TypeAdapter[Any]:
@@ -85,8 +86,10 @@ def route(method: str, path: str, summary: str, answer: Any, **kwargs: Any) -> A
             if spec.body is not None:
                 args.append(_validated(spec.body, await _body(request), 422))
             result = await fn(self, request, *args)
-            if spec.raw:
-                return web.Response(text=result, content_type=MEDIA_TYPE)
+            if spec.raw:  # (schema type, text): JSON as the registry's JSON, .proto as text
+                schema_type, text = result
+                kind = "text/plain" if schema_type == PROTOBUF else MEDIA_TYPE
+                return web.Response(text=text, content_type=kind)
             data = spec.adapter.dump_python(
                 spec.adapter.validate_python(result), mode="json", exclude_none=True
             )
@@ -196,7 +199,8 @@ class RegistryApi:
     )
     async def schema_text_by_id(self, request: web.Request) -> Any:
         view = await self.registry.view()
-        return self.registry.schema(view, _id(request)).text
+        stored = self.registry.schema(view, _id(request))
+        return stored.schema_type, stored.text
 
     @route(
         "GET",
@@ -292,7 +296,8 @@ class RegistryApi:
         entry = self.registry.version(
             view, request.match_info["subject"], request.match_info["version"], query.deleted
         )
-        return view.schemas[entry.id].text
+        stored = view.schemas[entry.id]
+        return stored.schema_type, stored.text
 
     @route(
         "GET",
@@ -630,6 +635,14 @@ def _query_parameters(spec: RouteSpec) -> list[dict[str, Any]]:
         schema: dict[str, Any] = {"type": "integer" if kind is int else "string"}
         if kind is int:
             schema.update(minimum=0, maximum=2**31 - 1)
+        if name == "version":  # registry.parse_version: "latest", -1, or 1 .. 2**31-1
+            schema = {
+                "anyOf": [
+                    {"type": "string", "enum": ["latest"]},
+                    {"type": "integer", "enum": [-1]},
+                    {"type": "integer", "minimum": 1, "maximum": 2**31 - 1},
+                ]
+            }
         out.append({"name": name, "in": "path", "required": True, "schema": schema})
     if spec.query is not None:
         schema = spec.query.model_json_schema(ref_template=REF)
@@ -675,9 +688,10 @@ def openapi_document(schemes: tuple[str, ...] = ()) -> dict[str, Any]:
         "content": {MEDIA_TYPE: {"schema": {"$ref": REF.format(model="Error")}}},
     }
     for spec in specs:
-        content = {
-            MEDIA_TYPE: {"schema": {"type": "string"} if spec.raw else _schema_of(spec.answer)}
-        }
+        if spec.raw:  # an Avro or JSON schema is JSON; a .proto is text
+            content = {MEDIA_TYPE: {"schema": {}}, "text/plain": {"schema": {"type": "string"}}}
+        else:
+            content = {MEDIA_TYPE: {"schema": _schema_of(spec.answer)}}
         responses: dict[str, Any] = {"200": {"description": "success", "content": content}}
         statuses = {400, 500, *spec.errors}
         if schemes:

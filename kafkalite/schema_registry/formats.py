@@ -28,6 +28,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -355,7 +356,38 @@ def _from_base64(text: str) -> Any:
     return proto
 
 
+COMPILED_CACHE_SIZE = 256
+_compiled_lock = threading.Lock()
+_compiled: dict[tuple[str, tuple[tuple[str, bytes], ...]], bytes | str] = {}
+"""Recent protoc results (a serialized descriptor, or the error message), by text and
+imports: a client repeating a lookup or a registration does not start protoc again."""
+
+
 def _compile(text: str, files: Mapping[str, Any]) -> Any:
+    """`text` compiled by protoc (remembered: `_compiled`)."""
+    from google.protobuf import descriptor_pb2
+
+    key = (
+        text,
+        tuple(sorted((n, p.SerializeToString(deterministic=True)) for n, p in files.items())),
+    )
+    with _compiled_lock:  # parsing runs in worker threads
+        found = _compiled.get(key)
+    if found is None:
+        try:
+            found = _run_protoc(text, files).SerializeToString()
+        except InvalidSchema as e:
+            found = e.message.removeprefix("Invalid schema: ")
+        with _compiled_lock:
+            if len(_compiled) >= COMPILED_CACHE_SIZE:
+                _compiled.pop(next(iter(_compiled)))
+            _compiled[key] = found
+    if isinstance(found, str):
+        raise InvalidSchema(found)
+    return descriptor_pb2.FileDescriptorProto.FromString(found)
+
+
+def _run_protoc(text: str, files: Mapping[str, Any]) -> Any:
     """`text` compiled by grpcio-tools' protoc into its FileDescriptorProto."""
     import grpc_tools
     from google.protobuf import descriptor_pb2

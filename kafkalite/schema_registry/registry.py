@@ -10,6 +10,7 @@ Parsing (fastavro, jsonschema, protoc) runs in a worker thread, never on the eve
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,7 +32,13 @@ from kafkalite.schema_registry.view import (
 
 MODES = ("READWRITE", "READONLY", "IMPORT")
 DEFAULT_MODE = "READWRITE"
-WRITE_ATTEMPTS = 5
+WRITE_ATTEMPTS = 100
+"""Races one registration may lose before giving up (50001). Every round has a winner (the
+first record in the log), so a writer loses at most once per registration other brokers make
+meanwhile."""
+LOST_RACE_BACKOFF_S = 0.01
+"""Up to this many seconds (random, times the attempt) before deciding again after a lost
+race, so brokers writing at once spread out."""
 INT_MAX = 2**31 - 1
 
 
@@ -187,7 +194,7 @@ class Registry:
 
     async def register(self, subject: str, stored: StoredSchema, normalize: bool = False) -> int:
         async with self._write_lock:
-            for _ in range(WRITE_ATTEMPTS):
+            for attempt in range(WRITE_ATTEMPTS):
                 view = await self.view()
                 self._writable(view, subject)
                 new = await self.parse(view, stored)
@@ -219,6 +226,21 @@ class Registry:
                 if won is not None and won.id == schema_id:
                     self._parsed.setdefault(schema_id, new)
                     return schema_id
+                if won is not None:
+                    # another broker took this version first: our record has its key, and
+                    # compaction keeps a key's last record, so the winner's is written again
+                    # after ours (the views ignore it as a repeat)
+                    winner = self.store.view.schemas[won.id]
+                    await self.store.write(
+                        [
+                            (
+                                schema_key(subject, version),
+                                schema_value(subject, version, won.id, winner, won.deleted),
+                            )
+                        ]
+                    )
+                # lost: spread out from the other writers (a backoff, not synchronisation)
+                await asyncio.sleep(random.uniform(0, LOST_RACE_BACKOFF_S * (attempt + 1)))
             raise RegistryError(
                 errors.STORE_ERROR, "registration kept losing races with other writers"
             )

@@ -45,6 +45,10 @@ class SchemaStore:
         self.position = 0
         """The next offset to fetch: every record before it is in the view."""
         self._client: KafkaClient | None = None
+        """Writes and end offsets."""
+        self._fetcher: KafkaClient | None = None
+        """The consumer's own: a broker answers a connection's requests in order, so a
+        ListOffsets or Produce behind a long-polling Fetch would wait for it."""
         self._consumer: asyncio.Task[None] | None = None
         self._start_lock = asyncio.Lock()
         self._advanced = asyncio.Condition()
@@ -61,25 +65,31 @@ class SchemaStore:
                 return
             if self._closed:
                 raise RegistryError(STORE_ERROR, "the schema registry is shutting down")
-            client = KafkaClient(
-                self.bootstrap,
-                client_id=self.client_id,
-                request_timeout=TIMEOUT_S,
-                connect_timeout=TIMEOUT_S,
-            )
+            client, fetcher = self._new_client(), self._new_client()
             try:
                 await client.start()
                 await self._create_topic(client)
+                await fetcher.start()
             except RegistryError:
                 await client.close()
+                await fetcher.close()
                 raise
             except Exception as e:  # the client's I/O and protocol failures
                 await client.close()
+                await fetcher.close()
                 raise RegistryError(STORE_ERROR, f"cannot reach {TOPIC}: {e}") from None
-            self._client = client
+            self._client, self._fetcher = client, fetcher
             self._consumer = asyncio.get_running_loop().create_task(
                 self._consume(), name="schema-registry-consumer"
             )
+
+    def _new_client(self) -> KafkaClient:
+        return KafkaClient(
+            self.bootstrap,
+            client_id=self.client_id,
+            request_timeout=TIMEOUT_S,
+            connect_timeout=TIMEOUT_S,
+        )
 
     async def close(self) -> None:
         self._closed = True
@@ -89,8 +99,9 @@ class SchemaStore:
                 await self._consumer
             except (asyncio.CancelledError, Exception):
                 pass
-        if self._client is not None:
-            await self._client.close()
+        for client in (self._client, self._fetcher):
+            if client is not None:
+                await client.close()
 
     async def _create_topic(self, client: KafkaClient) -> None:
         deadline = time.monotonic() + TIMEOUT_S
@@ -122,8 +133,8 @@ class SchemaStore:
     # -------------------------------------------------------------------------- reading
 
     async def _consume(self) -> None:
-        assert self._client is not None
-        client = self._client
+        assert self._fetcher is not None
+        client = self._fetcher
         while not self._closed:
             try:
                 response = await client.fetch(

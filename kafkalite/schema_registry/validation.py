@@ -20,8 +20,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kafkalite.protocol.errors import RecordError
-from kafkalite.protocol.records import iter_batches
+from kafkalite.protocol.compression import decompress
+from kafkalite.protocol.errors import CorruptRecordError, RecordError
+from kafkalite.protocol.records import (
+    CONTROL_FLAG_MASK,
+    LOG_OVERHEAD,
+    RECORDS_OFFSET,
+    parse_batch_header,
+)
+from kafkalite.schema_registry.errors import RegistryError
 from kafkalite.schema_registry.formats import AVRO, JSON, PROTOBUF
 from kafkalite.schema_registry.registry import Registry
 
@@ -42,6 +49,14 @@ class SchemaValidator:
         )
 
     async def validate(self, topic: str, records: Any) -> list[RecordError]:
+        try:
+            return await self._validate(topic, records)
+        except RegistryError as e:
+            # the registry cannot answer (its topic unreachable, a stored schema unreadable):
+            # nothing on a validated topic is written unchecked
+            return [RecordError(0, f"the schema registry cannot check the records: {e.message}")]
+
+    async def _validate(self, topic: str, records: Any) -> list[RecordError]:
         config = self.config_of(topic)
         checks = []
         if config.confluent_key_schema_validation:
@@ -49,12 +64,7 @@ class SchemaValidator:
         if config.confluent_value_schema_validation:
             checks.append(("value", config.confluent_value_subject_name_strategy))
         try:
-            decoded = [
-                record
-                for header, batch in iter_batches(records)
-                if not header.is_control
-                for record in batch
-            ]
+            columns = {part: record_prefixes(records, part) for part, _ in checks}
         except Exception:  # a damaged batch: the append refuses it with its own error
             return []
         await self.registry.store.start()
@@ -63,25 +73,34 @@ class SchemaValidator:
             refused: list[RecordError] = []
             unknown = False
             view = self.registry.store.view
-            for index, record in enumerate(decoded):
-                for part, strategy in checks:
-                    data = record.key if part == "key" else record.value
-                    problem, missing = await self._check(view, topic, part, strategy, data)
+            for part, strategy in checks:
+                column = columns[part]
+                # one verdict per distinct 5-byte prefix (magic byte and id): a batch holds few
+                # ids, so the per-record work is the walk that found the prefixes
+                verdicts = {}
+                for prefix in set(column):
+                    if prefix is not None:
+                        verdicts[prefix] = await self._check(view, topic, part, strategy, prefix)
+                if all(v[0] is None for v in verdicts.values()):
+                    continue
+                for index, prefix in enumerate(column):
+                    if prefix is None:
+                        continue
+                    problem, missing = verdicts[prefix]
                     if problem is not None:
                         refused.append(RecordError(index, problem))
                         unknown = unknown or missing
-                        break
             if not unknown or synced:
-                return refused
+                refused.sort(key=lambda e: e.batch_index)
+                return _first_per_record(refused)
             await self.registry.view()  # something unknown: catch up once and look again
             synced = True
 
     async def _check(
-        self, view: Any, topic: str, part: str, strategy: str, data: bytes | None
+        self, view: Any, topic: str, part: str, strategy: str, data: bytes
     ) -> tuple[str | None, bool]:
-        """(why the key or value is refused or None, whether the view may just be behind)."""
-        if data is None:
-            return None, False
+        """(why a key or value starting with `data` (its first 5 bytes) is refused or None,
+        whether the view may just be behind)."""
         if len(data) < 5 or data[0] != MAGIC:
             return (
                 f"the {part} is not framed with a schema id (magic byte 0 and a 4-byte id)",
@@ -123,3 +142,89 @@ class SchemaValidator:
             name = title if isinstance(title, str) else None
         self._names[schema_id] = name
         return name
+
+
+def _first_per_record(errors: list[RecordError]) -> list[RecordError]:
+    """One error per record (its key's if both its key and value are refused)."""
+    out: list[RecordError] = []
+    for error in errors:
+        if not out or out[-1].batch_index != error.batch_index:
+            out.append(error)
+    return out
+
+
+Prefix = bytes | None
+
+
+def record_prefixes(buf: Any, part: str) -> list[Prefix]:
+    """The first 5 bytes of the key (`part` "key") or value ("value") of every record of the
+    non-control batches in `buf`, in order; None when null. A walk over the records' lengths
+    only (the produce path's budget is a fraction of a microsecond per record): no record
+    objects, the other part and the headers skipped. Raises on damage (the append then refuses
+    the data with its own error)."""
+    want_key = part == "key"
+    mv = memoryview(buf)
+    out: list[Prefix] = []
+    append = out.append
+    pos = 0
+    total = len(mv)
+    while total - pos >= LOG_OVERHEAD:
+        header = parse_batch_header(mv, pos)
+        size = header.size
+        if not header.attributes & CONTROL_FLAG_MASK and header.record_count > 0:
+            data = decompress(header.compression, mv[pos + RECORDS_OFFSET : pos + size])
+            limit = len(data)
+            at = 0
+            for _ in range(header.record_count):
+                b = data[at]
+                if b < 0x80:
+                    length, at = (b >> 1) ^ -(b & 1), at + 1
+                else:
+                    length, at = _varint(data, at)
+                end = at + length
+                at += 1  # attributes
+                while data[at] & 0x80:  # timestamp delta
+                    at += 1
+                at += 1
+                while data[at] & 0x80:  # offset delta
+                    at += 1
+                at += 1
+                b = data[at]
+                if b < 0x80:
+                    size_k, at = (b >> 1) ^ -(b & 1), at + 1
+                else:
+                    size_k, at = _varint(data, at)
+                if want_key:
+                    append(None if size_k < 0 else data[at : at + (size_k if size_k < 5 else 5)])
+                    if size_k > 0:
+                        at += size_k
+                else:
+                    if size_k > 0:
+                        at += size_k
+                    b = data[at]
+                    if b < 0x80:
+                        size_v, at = (b >> 1) ^ -(b & 1), at + 1
+                    else:
+                        size_v, at = _varint(data, at)
+                    append(None if size_v < 0 else data[at : at + (size_v if size_v < 5 else 5)])
+                    if size_v > 0:
+                        at += size_v
+                if at > end or end > limit:
+                    raise CorruptRecordError("a record runs past its length")
+                at = end
+        pos += size
+    return out
+
+
+def _varint(data: bytes, at: int) -> tuple[int, int]:
+    """A zigzag varint at `at`: (value, the position after it)."""
+    shift = result = 0
+    while True:
+        b = data[at]
+        at += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (result >> 1) ^ -(result & 1), at
+        shift += 7
+        if shift > 63:
+            raise CorruptRecordError("a varint runs over 10 bytes")

@@ -399,3 +399,96 @@ def test_validation_refuses_unframed_unknown_and_wrong_subject(broker, client):
         assert errors[0].name() == "INVALID_RECORD"
     # nothing of the refused batches is readable: one record only
     assert [m.value for m in broker.consume_all(topic, timeout=30)] == [framed]
+
+
+def test_json_and_protobuf_references(url):
+    common = unique("common")
+    money = {"type": "object", "properties": {"amount": {"type": "number"}}}
+    call(
+        url,
+        "POST",
+        f"/subjects/{common}/versions",
+        {"schema": json.dumps(money), "schemaType": "JSON"},
+    )
+    order = {"type": "object", "properties": {"price": {"$ref": "money.json"}}}
+    answer = call(
+        url,
+        "POST",
+        f"/subjects/{unique('order')}/versions",
+        {
+            "schema": json.dumps(order),
+            "schemaType": "JSON",
+            "references": [{"name": "money.json", "subject": common, "version": 1}],
+        },
+    )
+    assert answer.status == 200, answer.body
+
+    proto_common = unique("proto-common")
+    call(
+        url,
+        "POST",
+        f"/subjects/{proto_common}/versions",
+        {
+            "schema": 'syntax = "proto3"; package shop; message Money { int64 cents = 1; }',
+            "schemaType": "PROTOBUF",
+        },
+    )
+    importing = (
+        'syntax = "proto3"; package shop; import "money.proto"; message Item { Money price = 1; }'
+    )
+    subject = unique("proto-item")
+    answer = call(
+        url,
+        "POST",
+        f"/subjects/{subject}/versions",
+        {
+            "schema": importing,
+            "schemaType": "PROTOBUF",
+            "references": [{"name": "money.proto", "subject": proto_common, "version": 1}],
+        },
+    )
+    assert answer.status == 200, answer.body
+    # without the reference, the import does not resolve: 422
+    missing = call(
+        url,
+        "POST",
+        f"/subjects/{unique('p')}/versions",
+        {"schema": importing, "schemaType": "PROTOBUF"},
+    )
+    assert missing.status == 422 and "money.proto" in missing.body["message"]
+    # the serialized format: a base64 FileDescriptorProto that names its import
+    serialized = call(url, "GET", f"/subjects/{subject}/versions/1?format=serialized").body
+    import base64
+
+    from google.protobuf import descriptor_pb2
+
+    proto = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(serialized["schema"]))
+    assert list(proto.dependency) == ["money.proto"]
+
+
+def test_validation_with_the_record_name_strategies(broker, client):
+    by_name = unique("byname")
+    broker.create_topic(
+        by_name,
+        config={
+            "confluent.value.schema.validation": "true",
+            "confluent.value.subject.name.strategy": "RecordNameStrategy",
+            "confluent.key.schema.validation": "true",
+            "confluent.key.subject.name.strategy": "io.confluent.kafka.serializers.subject."
+            "TopicRecordNameStrategy",
+        },
+    )
+    user = client.register_schema("User", Schema(json.dumps(USER_V1), "AVRO"))
+    key_schema = {"type": "record", "name": "UserKey", "fields": [{"name": "k", "type": "int"}]}
+    key_id = client.register_schema(f"{by_name}-UserKey", Schema(json.dumps(key_schema), "AVRO"))
+    value = b"\x00" + user.to_bytes(4, "big") + b"\x06ada"
+    key = b"\x00" + key_id.to_bytes(4, "big") + b"\x02"
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "retries": 0})
+    outcomes = []
+    producer.produce(by_name, key=key, value=value, on_delivery=lambda e, m: outcomes.append(e))
+    producer.flush(30)
+    # the key framed with the value's id: UserKey's subject does not hold it
+    producer.produce(by_name, key=value, value=value, on_delivery=lambda e, m: outcomes.append(e))
+    producer.flush(30)
+    assert outcomes[0] is None
+    assert outcomes[1] is not None and outcomes[1].name() == "INVALID_RECORD"

@@ -1,0 +1,97 @@
+"""What schema validation on produce costs (prints numbers; not a test).
+
+One in-process broker (kafkalite.testing), two topics: one with
+`confluent.value.schema.validation=true`, one without (the baseline, measured in the same run).
+confluent-kafka's producer sends the same Avro-framed records (magic byte, the registered id, a
+small body) to each, alternating the topics over `--rounds` rounds; each figure is the best
+round. The target: validation costs at most 10% of produce throughput. Also printed: the
+validator's own walk over a 10,000-record batch, per record.
+
+    PYTHONPATH=. .venv/bin/python bench/schema_validation_bench.py [--records 200000]
+        [--rounds 3] [--value-bytes 13]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from confluent_kafka import Producer
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+
+from kafkalite.testing import Broker
+
+SCHEMA = {"type": "record", "name": "Reading", "fields": [{"name": "v", "type": "long"}]}
+
+
+def produce(bootstrap: str, topic: str, value: bytes, records: int) -> float:
+    """Records per second for `records` records (acks=1, default batching)."""
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": 1,
+            "linger.ms": 5,
+            "batch.num.messages": 10000,
+            "queue.buffering.max.messages": records + 1,
+        }
+    )
+    failed = []
+    began = time.perf_counter()
+    for _ in range(records):
+        producer.produce(topic, value=value, on_delivery=lambda e, m: e and failed.append(e))
+        producer.poll(0)
+    producer.flush(120)
+    elapsed = time.perf_counter() - began
+    if failed:
+        raise RuntimeError(f"{len(failed)} records refused: {failed[0]}")
+    return records / elapsed
+
+
+def run(records: int, rounds: int, value_bytes: int = 13) -> dict[str, float]:
+    with Broker() as broker:
+        client = SchemaRegistryClient({"url": broker.schema_registry_url})
+        broker.create_topic("plain")
+        broker.create_topic("validated", config={"confluent.value.schema.validation": "true"})
+        schema_id = client.register_schema("validated-value", Schema(json.dumps(SCHEMA), "AVRO"))
+        value = b"\x00" + schema_id.to_bytes(4, "big") + b"\x02" * max(0, value_bytes - 5)
+        best = {"plain": 0.0, "validated": 0.0}
+        for _ in range(rounds):
+            for topic in ("plain", "validated"):
+                rate = produce(broker.bootstrap_servers, topic, value, records)
+                best[topic] = max(best[topic], rate)
+        return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--value-bytes", type=int, default=13)
+    args = parser.parse_args()
+    best = run(args.records, args.rounds, args.value_bytes)
+    cost = 1 - best["validated"] / best["plain"]
+    print(
+        f"produce, {args.records} records of {args.value_bytes} bytes per round, best of "
+        f"{args.rounds}: "
+        f"baseline {best['plain']:,.0f} records/s, validated {best['validated']:,.0f} records/s "
+        f"(same run): validation costs {cost:.1%} (target <= 10%); the validator's walk "
+        f"{walk_us(args.value_bytes):.2f} us per record"
+    )
+
+
+def walk_us(value_bytes: int) -> float:
+    """The validator's walk over one 10,000-record batch (best of 5), per record."""
+    import timeit
+
+    from kafkalite.protocol.records import Record, build_batch
+    from kafkalite.schema_registry.validation import record_prefixes
+
+    value = b"\x00\x00\x00\x00\x01" + b"\x02" * max(0, value_bytes - 5)
+    buf = build_batch([Record(value=value) for _ in range(10_000)])
+    best = min(timeit.repeat(lambda: set(record_prefixes(buf, "value")), number=10, repeat=5))
+    return best / 10 / 10_000 * 1e6
+
+
+if __name__ == "__main__":
+    main()
