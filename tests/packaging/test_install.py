@@ -104,7 +104,18 @@ def venv(dist: Path, workdir: Path) -> Path:
     env = user_env()
     subprocess.run([sys.executable, "-m", "venv", str(where)], check=True, timeout=300, env=env)
     installed = subprocess.run(
-        [str(where / "bin" / "python"), "-m", "pip", "install", "--quiet", f"{wheel}[spark]"],
+        # --no-compile: byte-compiling pyspark's thousands of modules is most of an install's
+        # time, and Python compiles what it imports anyway
+        [
+            str(where / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-compile",
+            "--disable-pip-version-check",
+            f"{wheel}[spark]",
+        ],
         capture_output=True,
         text=True,
         timeout=900,
