@@ -41,6 +41,7 @@ except ImportError as e:  # pragma: no cover - a missing client fails loudly
     raise ImportError("confluent-kafka is required: pip install -e '.[test]'") from e
 
 DEADLINE_S = 60.0
+INT32_MAX = 2**31 - 1
 
 
 def rack(broker_id: int) -> str:
@@ -94,11 +95,12 @@ def _fetch(
     rack_id: str = "",
     offset: int = 0,
     current_leader_epoch: int = -1,
+    max_wait_ms: int = 0,
 ) -> Any:
     """One sessionless consumer Fetch of partition 0 to ``node_id``; its partition answer."""
 
     async def go() -> Any:
-        client = KafkaClient(_bootstrap(cluster), client_id="ff-raw")
+        client = KafkaClient(_bootstrap(cluster), client_id="ff-raw", request_timeout=DEADLINE_S)
         await client.start()
         try:
             response = await client.send(
@@ -106,7 +108,7 @@ def _fetch(
                 request_builder(
                     ApiKey.FETCH,
                     replica_id=-1,
-                    max_wait=datetime.timedelta(milliseconds=0),
+                    max_wait=datetime.timedelta(milliseconds=max_wait_ms),
                     min_bytes=1,
                     max_bytes=1 << 20,
                     isolation_level=0,
@@ -201,6 +203,26 @@ def test_leader_names_the_follower_in_the_client_rack(cluster):
     assert from_follower.preferred_read_replica == -1
     assert from_follower.high_watermark == 10
     assert _records_in(from_follower) > 0
+
+    # A consumer waiting at the follower's HW is answered when replication moves that HW: its
+    # max_wait (24 days) cannot answer it, the request times out after DEADLINE_S.
+    answers: list[Any] = []
+    waiting = threading.Thread(
+        target=lambda: answers.append(
+            _fetch(
+                cluster, follower, topic, rack_id=rack(follower), offset=10, max_wait_ms=INT32_MAX
+            )
+        )
+    )
+    waiting.start()
+    purgatory = cluster.servers[follower].replica_manager.fetch_purgatory
+    wait_for(lambda: purgatory.delayed >= 1, "the consumer fetch waiting at the follower")
+    cluster.produce(topic, ["v10"])
+    waiting.join(DEADLINE_S + 5)
+    assert answers, "the waiting fetch was not answered"
+    assert ErrorCode.of(int(answers[0].error_code)) is ErrorCode.NONE
+    assert answers[0].high_watermark == 11
+    assert _records_in(answers[0]) > 0
 
 
 def test_follower_checks_what_kafka_checks(cluster):
