@@ -19,7 +19,7 @@ from kafkalite.broker.replica_selector import (
     preferred_read_replica,
     select_rack_aware,
 )
-from kafkalite.broker.types import FetchInfo, FetchParams
+from kafkalite.broker.types import FetchInfo, FetchParams, IsolationLevel
 from kafkalite.config import BrokerConfig, ConfigError
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.records import Record, build_batch
@@ -235,3 +235,26 @@ async def test_follower_checks_epoch_offsets_and_client_metadata(make_rm):
     assert (await code(consumer(None), FetchInfo(0, 1 << 20))).error_code is (
         ErrorCode.NOT_LEADER_OR_FOLLOWER
     )
+
+
+async def test_follower_serves_read_committed_up_to_its_last_stable_offset(make_rm):
+    rm = await _follower(make_rm)  # offsets 0-4, HW 3
+    partition = rm.partitions[TP]
+    records = [Record(offset_delta=0, timestamp_delta=0, key=None, value=b"t")]
+    open_txn = build_batch(
+        records,
+        base_offset=5,
+        producer_id=7,
+        producer_epoch=0,
+        base_sequence=0,
+        is_transactional=True,
+        base_timestamp=1_000,
+    )
+    partition.append_records_to_follower(bytearray(open_txn))
+    partition.append_records_to_follower(_batch_at(6, 1))
+    partition.update_follower_high_watermark(7)
+    committed = FetchParams(client_rack="r1", isolation_level=IsolationLevel.READ_COMMITTED)
+    data = (await rm.fetch_messages(committed, {TP: FetchInfo(0, 1 << 20)}))[TP]
+    assert (data.high_watermark, data.last_stable_offset) == (7, 5)
+    assert data.records_size == len(_batch_at(0, 3)) + len(_batch_at(3, 2))  # stops at the LSO
+    assert data.aborted_transactions == []
