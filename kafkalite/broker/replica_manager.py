@@ -79,7 +79,6 @@ from kafkalite.protocol.errors import (
     KafkaError,
     KafkaStorageError,
     NotLeaderOrFollowerError,
-    OffsetOutOfRangeError,
     UnknownTopicOrPartitionError,
 )
 from kafkalite.protocol.types import TopicPartition
@@ -680,9 +679,6 @@ class ReplicaManager:
                     min_one_message,
                     info.last_fetched_epoch,
                 )
-            except OffsetOutOfRangeError as e:
-                result[tp] = self._follower_offset_out_of_range(tp, params, info, e)
-                continue
             except (KafkaError, OSError) as e:
                 result[tp] = FetchPartitionData(_error_result_code(e))
                 continue
@@ -754,34 +750,6 @@ class ReplicaManager:
             chosen,
             log_end_offset=log.log_end_offset,
         )
-
-    def _follower_offset_out_of_range(
-        self, tp: TopicPartition, params: FetchParams, info: FetchInfo, error: KafkaError
-    ) -> FetchPartitionData:
-        """OFFSET_OUT_OF_RANGE, except (as Kafka) for a consumer that reads from a follower
-        without a leader epoch at an offset past the follower's log end: it may be there on
-        stale metadata, so it gets no records and retries (a client that sends its epoch asks
-        the leader on OFFSET_OUT_OF_RANGE instead)."""
-        partition = self.partitions.get(tp)
-        if (
-            params.replica_id == CONSUMER_REPLICA_ID
-            and not params.fetch_only_from_leader
-            and info.current_leader_epoch == NO_EPOCH
-            and partition is not None
-            and not partition.is_leader
-            and partition.log is not None
-            and info.fetch_offset > partition.log.log_end_offset
-        ):
-            log = partition.log
-            return FetchPartitionData(
-                ErrorCode.NONE,
-                log.high_watermark,
-                partition.last_stable_offset,
-                log.log_start_offset,
-                EMPTY_RECORDS,
-                log_end_offset=log.log_end_offset,
-            )
-        return FetchPartitionData(_error_result_code(error))
 
     def _update_followers_fetch_state(
         self,
