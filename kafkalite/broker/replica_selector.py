@@ -10,8 +10,8 @@ Invariants (Kafka's RackAwareReplicaSelector and ReplicaManager.findPreferredRea
   consumer sent to one that has since failed comes back to the leader and is not sent again.
 - A client without a rack, or whose rack has no candidate, reads from the leader; the leader
   wins when it is in the client's rack; otherwise the most caught-up candidate of that rack:
-  highest log end offset, then shortest time since it was last caught up, then (a
-  deterministic tie-break here; Kafka compares the endpoints' text) the lowest broker id.
+  highest log end offset, then shortest time since it was last caught up, then the highest
+  broker id (Kafka's ReplicaView.comparator).
 - The answer is a follower's broker id or None (read from the leader): the leader is never
   sent out as a preferred read replica.
 """
@@ -43,7 +43,7 @@ class ReplicaView:
 
 
 def _rank(replica: ReplicaView) -> tuple[int, int, int]:
-    return (replica.log_end_offset, -replica.time_since_last_caught_up_ms, -replica.broker_id)
+    return (replica.log_end_offset, -replica.time_since_last_caught_up_ms, replica.broker_id)
 
 
 def select_rack_aware(

@@ -58,13 +58,13 @@ def test_rack_aware_choice(client_rack, leader_rack, followers):
         assert chosen == leader
         return
     # The most caught-up follower of the client's rack: highest log end offset, then the
-    # shortest time since it was caught up, then the lowest id.
+    # shortest time since it was caught up, then the highest id.
     assert chosen in same_rack
     for other in same_rack:
-        assert (other.log_end_offset, -other.time_since_last_caught_up_ms, -other.broker_id) <= (
+        assert (other.log_end_offset, -other.time_since_last_caught_up_ms, other.broker_id) <= (
             chosen.log_end_offset,
             -chosen.time_since_last_caught_up_ms,
-            -chosen.broker_id,
+            chosen.broker_id,
         )
 
 
@@ -154,17 +154,27 @@ async def test_leader_names_the_in_sync_follower_of_the_client_rack(make_rm):
 async def test_leader_does_not_name_a_follower_out_of_the_isr_dead_or_behind(make_rm):
     rm = await _leader_with_followers(make_rm, {1: "r1", 2: "r2", 3: "r2"})
     fetch = {TP: FetchInfo(0, 1 << 20)}
-    assert (await rm.fetch_messages(consumer("r2"), fetch))[TP].preferred_read_replica == 2
-    rm.partitions[TP].isr = frozenset({1, 3})
-    assert (await rm.fetch_messages(consumer("r2"), fetch))[TP].preferred_read_replica == 3
-    rm.metadata_cache.racks.pop(3)  # broker 3 died
+
+    async def preferred(infos=fetch) -> int:
+        return (await rm.fetch_messages(consumer("r2"), infos))[TP].preferred_read_replica
+
+    assert await preferred() == 3  # both caught up at once: the higher id, as Kafka
+    rm.partitions[TP].isr = frozenset({1, 2})
+    assert await preferred() == 2
+    rm.metadata_cache.racks.pop(2)  # broker 2 died
     data = (await rm.fetch_messages(consumer("r2"), fetch))[TP]
     assert data.preferred_read_replica == -1 and data.records_size > 0
-    # A follower that does not hold the fetch offset yet is not named.
+    # The most caught-up follower of the rack is named.
+    rm.metadata_cache.racks[2] = "r2"
     rm.partitions[TP].isr = frozenset({1, 2, 3})
     await rm.append_records(1000, 1, {TP: batch(2)})
-    later = {TP: FetchInfo(5, 1 << 20)}
-    assert (await rm.fetch_messages(consumer("r2"), later))[TP].preferred_read_replica == -1
+    await rm.fetch_messages(FetchParams(replica_id=2), {TP: FetchInfo(6, 1 << 20, 0)})
+    assert await preferred() == 2
+    # A follower that does not hold the fetch offset yet is not named.
+    assert await preferred({TP: FetchInfo(5, 1 << 20)}) == 2
+    rm.partitions[TP].isr = frozenset({1, 3})
+    assert await preferred({TP: FetchInfo(5, 1 << 20)}) == -1  # 3 has 0-3 only
+    assert await preferred({TP: FetchInfo(4, 1 << 20)}) == 3
 
 
 async def test_leader_selector_keeps_consumers_on_the_leader(make_rm):
