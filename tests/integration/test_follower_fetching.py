@@ -334,5 +334,6 @@ def test_consumer_reads_from_its_rack_and_survives_the_follower(cluster):
         assert producer.flush(DEADLINE_S) == 0
         _consume(consumer, len(first) + len(second), seen)
         assert seen == first + second
+        assert leader_spy.bytes > 0, "the consumer did not come back to the leader"
     finally:
         consumer.close()
