@@ -48,17 +48,11 @@ def rack(broker_id: int) -> str:
     return f"r{broker_id}"
 
 
-class RackCluster(Cluster):
-    """A Cluster whose broker b sits in rack r<b>."""
-
-    def settings(self, broker_id: int) -> dict[str, str]:
-        return {**super().settings(broker_id), "broker.rack": rack(broker_id)}
-
-
 @pytest.fixture(scope="module")
 def cluster():
-    with RackCluster(
+    with Cluster(
         brokers=3,
+        broker_configs={b: {"broker.rack": rack(b)} for b in (1, 2, 3)},
         config={
             "replica.selector.class": RACK_AWARE_REPLICA_SELECTOR,
             "controlled.shutdown.enable": "false",
