@@ -93,6 +93,10 @@ OAUTHBEARER_KEYS = (
 """The OAUTHBEARER validator's settings (kafkalite/security/oauthbearer.py checks their values
 at start-up); each may be given per listener, with or without the ``oauthbearer.`` prefix."""
 LISTENER_PREFIX = "listener.name."
+RACK_AWARE_REPLICA_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+LEADER_SELECTOR = "org.apache.kafka.common.replica.LeaderSelector"
+REPLICA_SELECTOR_CLASSES = frozenset({RACK_AWARE_REPLICA_SELECTOR, LEADER_SELECTOR})
+"""replica.selector.class: Kafka's two selectors (broker/replica_selector.py)."""
 AUTHORIZER_CLASS_NAMES = frozenset(
     {
         "kafka.security.authorizer.AclAuthorizer",
@@ -291,6 +295,9 @@ class BrokerConfig(BaseModel):
     # --- broker identity and listeners
     broker_id: int = Field(0, ge=0)
     broker_rack: str | None = None
+    replica_selector_class: str | None = None
+    """Kafka's RackAwareReplicaSelector lets consumers with `client.rack` read from an in-sync
+    follower in their rack (KIP-392); unset or LeaderSelector: consumers read from leaders."""
     listeners: str = "PLAINTEXT://127.0.0.1:9092"
     advertised_listeners: str | None = None
     inter_broker_listener_name: str | None = None
@@ -547,6 +554,17 @@ class BrokerConfig(BaseModel):
             raise ValueError(
                 f"{value!r}: kafkalite's ACL authorizer answers to "
                 + ", ".join(sorted(AUTHORIZER_CLASS_NAMES))
+            )
+        return value
+
+    @field_validator("replica_selector_class")
+    @classmethod
+    def _known_replica_selector(cls, value: str | None) -> str | None:
+        value = (value or "").strip() or None
+        if value is not None and value not in REPLICA_SELECTOR_CLASSES:
+            raise ValueError(
+                f"{value!r}: the replica selectors are Kafka's "
+                + " and ".join(sorted(REPLICA_SELECTOR_CLASSES))
             )
         return value
 

@@ -10,6 +10,11 @@ Fetch sessions (KIP-227, v7+): when the broker has a FetchSessionCache it decide
 every request is served sessionless: session id 0 in the response tells the client that no
 session was created, which Kafka also answers when its cache is full, and a request naming a
 session id gets FETCH_SESSION_ID_NOT_FOUND so the client starts over with a full fetch.
+
+Follower fetching (KIP-392, v11+): a consumer fetch carries client metadata (its rack), so a
+follower serves it (up to its HW) and a leader with `replica.selector.class` set to Kafka's
+RackAwareReplicaSelector may answer it with a preferred read replica and no records
+(broker/replica_selector.py, ReplicaManager.read_from_local_log).
 """
 
 from __future__ import annotations
@@ -68,6 +73,9 @@ def handle_fetch(
         min_bytes=min(request.min_bytes, max_bytes),
         max_bytes=max_bytes,
         isolation_level=IsolationLevel(getattr(request, "isolation_level", 0)),
+        # Kafka's client metadata: every v11+ fetch has it (rack_id "" when client.rack is
+        # unset), which lets a consumer read from a follower (KIP-392).
+        client_rack=(request.rack_id or "") if version >= 11 else None,
     )
 
     sessions = services.fetch_sessions

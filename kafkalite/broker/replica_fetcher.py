@@ -593,8 +593,12 @@ class ReplicaFetcher:
         try:
             if records_size(data.records) > 0:
                 partition.append_records_to_follower(records_bytes(data.records))
+            high_watermark = partition.log.high_watermark
             partition.update_follower_high_watermark(data.high_watermark)
             partition.maybe_advance_log_start_offset(data.log_start_offset)
+            if partition.log.high_watermark != high_watermark:
+                # Consumers reading from this follower (KIP-392) wait for its HW to move.
+                self.replica_manager.fetch_purgatory.check_and_complete(tp)
         except (KafkaError, OSError) as e:
             log.warning("follower_append_failed", partition=str(tp), error=repr(e))
             self._delay([tp], self.config.replica_fetch_backoff_ms)

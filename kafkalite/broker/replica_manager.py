@@ -52,6 +52,7 @@ from kafkalite.broker.partition import (
 )
 from kafkalite.broker.producer_state import AppendOrigin, ProducerStateManager
 from kafkalite.broker.purgatory import DelayedOperation, DelayedOperationPurgatory
+from kafkalite.broker.replica_selector import ReplicaView, preferred_read_replica
 from kafkalite.broker.types import (
     CONSUMER_REPLICA_ID,
     DEBUGGING_REPLICA_ID,
@@ -145,6 +146,7 @@ class ReplicaManagerConfig:
     replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS
     producer_id_expiration_ms: int = 86_400_000
     producer_id_expiration_check_interval_ms: int = 600_000
+    replica_selector_class: str | None = None
 
     @classmethod
     def from_broker_config(cls, config: Any) -> ReplicaManagerConfig:
@@ -162,6 +164,7 @@ class ReplicaManagerConfig:
                 "producer_id_expiration_check_interval_ms",
                 defaults.producer_id_expiration_check_interval_ms,
             ),
+            replica_selector_class=getattr(config, "replica_selector_class", None),
         )
 
 
@@ -286,7 +289,11 @@ class DelayedFetch(DelayedOperation):
         result = self.replica_manager.read_from_local_log(self.params, self.fetch_infos)
         total = 0
         for data in result.values():
-            if data.error_code is not ErrorCode.NONE or data.diverging_epoch is not None:
+            if (
+                data.error_code is not ErrorCode.NONE
+                or data.diverging_epoch is not None
+                or data.preferred_read_replica >= 0
+            ):
                 total = self.params.min_bytes
                 break
             total += data.records_size
@@ -625,7 +632,11 @@ class ReplicaManager:
         total = 0
         must_respond = params.max_wait_ms <= 0 or not fetch_infos
         for data in result.values():
-            if data.error_code is not ErrorCode.NONE or data.diverging_epoch is not None:
+            if (
+                data.error_code is not ErrorCode.NONE
+                or data.diverging_epoch is not None
+                or data.preferred_read_replica >= 0
+            ):
                 must_respond = True
             total += data.records_size
         if must_respond or total >= params.min_bytes:
@@ -646,9 +657,20 @@ class ReplicaManager:
         # Kafka answers read_committed fetches with the aborted transactions overlapping the
         # records returned (Partition.read_records) and read_uncommitted ones with null.
         result: dict[TopicPartition, FetchPartitionData] = {}
+        selector = self.config.replica_selector_class
+        may_redirect = (
+            selector is not None
+            and params.client_rack is not None
+            and params.replica_id == CONSUMER_REPLICA_ID
+        )
         for tp, info in fetch_infos.items():
             try:
                 partition = self.get_partition_or_raise(tp)
+                if may_redirect and partition.is_leader:
+                    redirect = self._preferred_read_replica(partition, params, info)
+                    if redirect is not None:
+                        result[tp] = redirect
+                        continue
                 read = partition.read_records(
                     info.fetch_offset,
                     info.current_leader_epoch,
@@ -677,6 +699,58 @@ class ReplicaManager:
                 read.log_end_offset,
             )
         return result
+
+    def _preferred_read_replica(
+        self, partition: Partition, params: FetchParams, info: FetchInfo
+    ) -> FetchPartitionData | None:
+        """Kafka's findPreferredReadReplica, on the leader: the answer naming the follower the
+        consumer should read from (no records; the leader's offsets), or None to read here.
+        Candidates are the alive in-sync followers holding the fetch offset (see
+        broker/replica_selector.py)."""
+        log = partition.local_log_with_epoch_or_raise(info.current_leader_epoch, True)
+        cache = self.metadata_cache
+        if cache is None:
+            return None
+        now = self.time.milliseconds()
+        offset = info.fetch_offset
+        isr = partition.isr
+        followers = []
+        for replica_id, state in partition.remote_replicas.items():
+            if replica_id not in isr:
+                continue
+            if not state.log_start_offset <= offset <= state.log_end_offset:
+                continue
+            broker = cache.get_alive_broker(replica_id)
+            if broker is None:
+                continue
+            followers.append(
+                ReplicaView(
+                    replica_id,
+                    broker.rack,
+                    state.log_end_offset,
+                    now - state.last_caught_up_time_ms,
+                )
+            )
+        leader_broker = cache.get_alive_broker(self.broker_id)
+        leader = ReplicaView(
+            self.broker_id,
+            leader_broker.rack if leader_broker is not None else None,
+            log.log_end_offset,
+        )
+        chosen = preferred_read_replica(
+            self.config.replica_selector_class, params.client_rack, leader, followers
+        )
+        if chosen is None:
+            return None
+        return FetchPartitionData(
+            ErrorCode.NONE,
+            log.high_watermark,
+            partition.last_stable_offset,
+            log.log_start_offset,
+            EMPTY_RECORDS,
+            chosen,
+            log_end_offset=log.log_end_offset,
+        )
 
     def _update_followers_fetch_state(
         self,

@@ -108,7 +108,11 @@ class ProduceResult:
 
 @dataclass(frozen=True, slots=True)
 class FetchParams:
-    """Request-level fetch parameters. ``replica_id`` >= 0 marks a follower fetch."""
+    """Request-level fetch parameters. ``replica_id`` >= 0 marks a follower fetch.
+
+    ``client_rack`` is a consumer's client metadata (Fetch v11+: its `client.rack`, "" when
+    unset), None for older fetches: only a consumer with client metadata may read from a
+    follower, and only its fetches to a leader are answered with a preferred read replica."""
 
     replica_id: int = CONSUMER_REPLICA_ID
     max_wait_ms: int = 0
@@ -116,6 +120,7 @@ class FetchParams:
     max_bytes: int = 50 * 1024 * 1024
     isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED
     hard_max_bytes_limit: bool = False  # Fetch v0-v2: never exceed max_bytes, not even by one batch
+    client_rack: str | None = None
 
     @property
     def is_from_follower(self) -> bool:
@@ -123,6 +128,9 @@ class FetchParams:
 
     @property
     def fetch_only_from_leader(self) -> bool:
+        # Kafka's FetchParams.fetchOnlyLeader: followers, and consumers without client metadata.
+        if self.replica_id == CONSUMER_REPLICA_ID:
+            return self.client_rack is None
         return self.replica_id != DEBUGGING_REPLICA_ID
 
     @property

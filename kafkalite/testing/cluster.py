@@ -100,7 +100,9 @@ class _StoreView:
 
 class Cluster(Helpers):
     """``brokers`` brokers (ids 1..n). ``start()`` / ``stop()`` or a (sync or async) context
-    manager; the faults are methods. Not thread-safe: drive it from one thread."""
+    manager; the faults are methods. Not thread-safe: drive it from one thread. ``config``
+    applies to every broker, ``broker_configs`` (by broker id) over it to one broker, e.g.
+    ``{1: {"broker.rack": "r1"}, 2: {"broker.rack": "r2"}}``."""
 
     def __init__(
         self,
@@ -114,6 +116,7 @@ class Cluster(Helpers):
         admin: bool = True,
         session_timeout_ms: int = SESSION_TIMEOUT_MS,
         start_timeout: float = START_TIMEOUT_S,
+        broker_configs: Mapping[int, Mapping[str, Any]] | None = None,
     ) -> None:
         if brokers < 1:
             raise ValueError("brokers: at least 1")
@@ -133,6 +136,8 @@ class Cluster(Helpers):
         self.session_timeout_ms = session_timeout_ms
         self.start_timeout = start_timeout
         self.overrides = _settings(config)
+        # Per broker, over ``config``: what differs between brokers ({1: {"broker.rack": "a"}}).
+        self.broker_overrides = {b: _settings(c) for b, c in (broker_configs or {}).items()}
         self.servers: dict[int, Any] = {}  # in-process brokers: their KafkaServer
         self.processes: dict[int, Any] = {}  # subprocess brokers: their testing.Broker
         self._zookeeper_proxies: dict[int, RawProxy] = {}
@@ -214,6 +219,7 @@ class Cluster(Helpers):
             "log.dirs": str(self.data_dir / f"broker-{broker_id}" / "logs"),
             "admin.listener": "http://127.0.0.1:0" if self.admin else "",
             **self.overrides,
+            **self.broker_overrides.get(broker_id, {}),
         }
         if self.zookeeper_connect:
             settings["zookeeper.connect"] = self.zookeeper_connect
