@@ -107,6 +107,18 @@ ROUTE_ACLS: dict[tuple[str, str], Need | None] = {
     ("GET", "/partitions/reassign"): (Op.DESCRIBE, T.CLUSTER, None),
     ("POST", "/partitions/reassign"): (Op.ALTER, T.CLUSTER, None),
     ("POST", "/partitions/elect-leaders"): (Op.ALTER, T.CLUSTER, None),
+    # as DescribeAcls / CreateAcls / DeleteAcls
+    ("GET", "/acls"): (Op.DESCRIBE, T.CLUSTER, None),
+    ("POST", "/acls"): (Op.ALTER, T.CLUSTER, None),
+    ("DELETE", "/acls"): (Op.ALTER, T.CLUSTER, None),
+    # as DescribeUserScramCredentials / AlterUserScramCredentials
+    ("GET", "/users"): (Op.DESCRIBE, T.CLUSTER, None),
+    ("POST", "/users"): (Op.ALTER, T.CLUSTER, None),
+    ("DELETE", "/users/{name}"): (Op.ALTER, T.CLUSTER, None),
+    # as DescribeClientQuotas / AlterClientQuotas
+    ("GET", "/quotas"): (Op.DESCRIBE_CONFIGS, T.CLUSTER, None),
+    ("POST", "/quotas"): (Op.ALTER_CONFIGS, T.CLUSTER, None),
+    ("DELETE", "/quotas"): (Op.ALTER_CONFIGS, T.CLUSTER, None),
 }
 OPEN_PATHS = frozenset(path for (_, path), need in ROUTE_ACLS.items() if need is OPEN)
 
