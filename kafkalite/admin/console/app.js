@@ -2,7 +2,7 @@
 // (#/, #/topics, #/topic/NAME, #/groups, #/group/ID, #/brokers, #/partitions?state=, #/actions);
 // each renders its frame once (forms keep what is typed) and refreshes its live parts every
 // REFRESH_MS. Lists are filtered and paged by the server, so 5,000 topics stay one page of 50.
-import { del, enc, get, getPage, patch, post } from "/console/api.js";
+import { authorization, call, del, enc, get, getPage, patch, post, setAuthorization, whenUnauthorized } from "/console/api.js";
 import { lineChart, sparkline } from "/console/chart.js";
 import { fmt, h } from "/console/dom.js";
 
@@ -663,10 +663,79 @@ function securityPage() {
   };
 }
 
+// ------------------------------------------------------------------ login
+
+/** The login page, shown when the admin API asks for credentials: HTTP basic (a SCRAM or
+ * PLAIN user) or a bearer token. They are checked with one request and kept for this tab. */
+function loginPage(query) {
+  const next = query.get("next") || "/";
+  const user = h("input", { id: "login-user", name: "username", autocomplete: "username", placeholder: "user" });
+  const password = h("input", { id: "login-password", name: "password", type: "password", autocomplete: "current-password", placeholder: "password" });
+  const token = h("input", { id: "login-token", name: "token", type: "password", autocomplete: "off", placeholder: "bearer token" });
+  const kind = h("select", { id: "login-kind" }, h("option", { value: "basic" }, "user and password"), h("option", { value: "bearer" }, "bearer token"));
+  const out = h("div", { id: "login-out" });
+  const basicFields = h("div", { class: "stack" }, h("label", {}, "user", user), h("label", {}, "password", password));
+  const bearerFields = h("div", { class: "stack", hidden: true }, h("label", {}, "token", token));
+  kind.addEventListener("change", () => { basicFields.hidden = kind.value !== "basic"; bearerFields.hidden = kind.value !== "bearer"; });
+  const submit = async (event) => {
+    event.preventDefault();
+    const bytes = new TextEncoder().encode(`${user.value}:${password.value}`);
+    const value = kind.value === "basic" ? `Basic ${btoa(String.fromCharCode(...bytes))}` : `Bearer ${token.value.trim()}`;
+    try {
+      await call("GET", "/cluster", undefined, { authorization: value });
+    } catch (e) {
+      if (e.status === 401 || e.status === 429) {
+        replace(out, message("error", e.status === 429 ? "Too many failed logins from this address; wait and retry." : "Wrong credentials."));
+        return;
+      }
+      if (e.status !== 403) { replace(out, message("error", errorText(e))); return; } // 403: known, just not allowed to describe the cluster
+    }
+    password.value = "";
+    token.value = "";
+    setAuthorization(value);
+    location.hash = `#${next}`;
+  };
+  main.append(h("form", { class: "panel stack login", id: "login-form", onsubmit: submit },
+    h("h1", {}, "Log in"),
+    h("p", { class: "muted" }, "This broker's admin API asks for credentials: a SCRAM or PLAIN user, or its bearer token. They are kept in this browser tab only."),
+    h("label", {}, "with", kind), basicFields, bearerFields,
+    h("div", {}, h("button", { type: "submit", id: "login-submit" }, "log in")), out));
+  user.focus();
+  return null;
+}
+
+function showAuthState() {
+  const link = document.getElementById("logout");
+  link.hidden = !authorization();
+}
+
+whenUnauthorized(() => {
+  setAuthorization(null);
+  const { parts } = parseHash();
+  if (parts[0] !== "login") {
+    const here = location.hash.replace(/^#/, "") || "/";
+    location.hash = `#/login?next=${encodeURIComponent(here)}`;
+  }
+});
+document.getElementById("logout").addEventListener("click", (event) => {
+  event.preventDefault();
+  setAuthorization(null);
+  location.hash = "#/login";
+});
+
 // ------------------------------------------------------------------ router
+
+let probed = false;
 
 async function show() {
   const mine = ++generation;
+  // a page that asks the API nothing still finds out it needs a login: once a load, and on
+  // every page while there are no credentials (after a logout)
+  if (!probed || (!authorization() && parseHash().parts[0] !== "login")) {
+    probed = true;
+    try { await get("/cluster"); } catch { /* a 401 has moved to the login page */ }
+    if (mine !== generation) return;
+  }
   clearInterval(timer);
   main.replaceChildren();
   const { parts, query } = parseHash();
@@ -679,8 +748,10 @@ async function show() {
     overview: () => overviewPage(), topics: () => topicsPage(query), topic: () => topicPage(parts[1]),
     groups: () => groupsPage(), group: () => groupPage(parts[1]), brokers: () => brokersPage(),
     partitions: () => partitionsPage(query), actions: () => actionsPage(), security: () => securityPage(),
+    login: () => loginPage(query),
   };
   refreshNow = () => {};
+  showAuthState();
   const refresh = await (pages[page] || pages.overview)();
   if (!refresh) { main.dataset.loaded = page; return; }
   const tick = async () => {
