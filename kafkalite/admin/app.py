@@ -29,6 +29,9 @@ answer against its answer model, and is what openapi.py turns into the OpenAPI 3
     GET    /brokers/{id}/storage        this broker's log dirs and settings (DESCRIBE_CONFIGS on
                                         the cluster; secrets null)
     GET    /metrics/history             a few minutes of rates, in memory
+    GET    /acls, POST /acls, DELETE /acls?...   ACL bindings (Describe/Create/DeleteAcls)
+    GET    /users, POST /users, DELETE /users/{name}   SCRAM credentials
+    GET    /quotas, POST /quotas, DELETE /quotas?...   client quotas
     GET    /docs                        the API reference page
     GET    /                            the console (console/index.html and its modules)
 
@@ -70,6 +73,7 @@ from kafkalite.admin.routes.health import HealthRoutes
 from kafkalite.admin.routes.metrics import MetricsRoutes
 from kafkalite.admin.routes.partitions import PartitionRoutes
 from kafkalite.admin.routes.records import RecordRoutes
+from kafkalite.admin.routes.security_views import SecurityRoutes
 from kafkalite.admin.routes.topics import TopicRoutes
 from kafkalite.admin.routes.transactions import TransactionRoutes
 from kafkalite.admin.routing import route_specs
@@ -141,6 +145,7 @@ class AdminApi(
     TransactionRoutes,
     GroupRoutes,
     PartitionRoutes,
+    SecurityRoutes,
     MetricsRoutes,
     ConsoleRoutes,
 ):

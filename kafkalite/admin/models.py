@@ -857,3 +857,154 @@ class BrokerStorage(Answer):
     broker_id: BrokerId
     log_dirs: list[LogDir]
     configs: dict[str, str | None]
+
+
+# ---------------------------------------------------------------------- ACLs, users, quotas
+
+AclResourceType = Literal["TOPIC", "GROUP", "CLUSTER", "TRANSACTIONAL_ID"]
+AclOperationName = Literal[
+    "ALL",
+    "READ",
+    "WRITE",
+    "CREATE",
+    "DELETE",
+    "ALTER",
+    "DESCRIBE",
+    "CLUSTER_ACTION",
+    "DESCRIBE_CONFIGS",
+    "ALTER_CONFIGS",
+    "IDEMPOTENT_WRITE",
+]
+Principal = Annotated[
+    str,
+    Field(
+        min_length=3,
+        max_length=255,
+        pattern=r"^[A-Za-z][A-Za-z0-9_]*:[^\x00-\x1f]+$",
+        description="TYPE:name, e.g. User:alice",
+    ),
+]
+AclName = Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[^\x00-\x1f]+$")]
+AclHost = Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[^\x00-\x1f]+$")]
+
+
+class NewAcl(Body):
+    """An ACL binding (Kafka's CreateAcls): the cluster's resource name is kafka-cluster."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "if": {"properties": {"resource_type": {"const": "CLUSTER"}}},
+            "then": {"properties": {"resource_name": {"const": "kafka-cluster"}}},
+        }
+    )
+
+    resource_type: AclResourceType
+    resource_name: AclName
+    pattern_type: Literal["LITERAL", "PREFIXED"] = "LITERAL"
+    principal: Principal
+    host: AclHost = "*"
+    operation: AclOperationName
+    permission: Literal["ALLOW", "DENY"] = "ALLOW"
+
+
+class AclQuery(Query):
+    """The one binding DELETE /acls removes (every field matched exactly)."""
+
+    resource_type: AclResourceType
+    resource_name: AclName
+    pattern_type: Literal["LITERAL", "PREFIXED"] = "LITERAL"
+    principal: Principal
+    host: AclHost = "*"
+    operation: AclOperationName
+    permission: Literal["ALLOW", "DENY"] = "ALLOW"
+
+
+class Acl(Answer):
+    resource_type: str
+    resource_name: str
+    pattern_type: str
+    principal: str
+    host: str
+    operation: str
+    permission: str
+
+
+class DeletedAcls(Answer):
+    deleted: list[Acl]
+
+
+ScramMechanism = Literal["SCRAM-SHA-256", "SCRAM-SHA-512"]
+UserName = Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[^\x00-\x1f]+$")]
+
+
+class NewUser(Body):
+    """A SCRAM credential (Kafka's AlterUserScramCredentials): set, or replaced if it exists."""
+
+    name: UserName
+    password: Annotated[str, Field(min_length=1, max_length=1024)]
+    mechanism: ScramMechanism = "SCRAM-SHA-256"
+    iterations: json_int(ge=4096, le=16384) = 4096  # type: ignore[valid-type]
+
+
+class ScramCredential(Answer):
+    mechanism: str
+    iterations: Int32
+
+
+class ScramUser(Answer):
+    name: str
+    credentials: list[ScramCredential]
+
+
+class DeletedUser(Answer):
+    name: str
+    deleted: bool
+
+
+def _no_default(schema: dict[str, Any]) -> None:
+    schema.pop("default", None)
+
+
+QuotaKey = Literal["producer_byte_rate", "consumer_byte_rate", "request_percentage"]
+QuotaEntityName = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=255,
+        pattern=r"^[^\x00-\x1f]+$",
+        description="a user or client id; <default> for the default entity",
+    ),
+]
+
+
+class QuotaChange(Body):
+    """Set (a number) or remove (null) quotas of a user, a client id, or both (Kafka's
+    AlterClientQuotas); <default> names the default user or client id."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"anyOf": [{"required": ["user"]}, {"required": ["client_id"]}]}
+    )
+
+    # absent (never null): the schema states no default
+    user: QuotaEntityName = Field(
+        default=None, description="a user, or <default>", json_schema_extra=_no_default
+    )
+    client_id: QuotaEntityName = Field(
+        default=None, description="a client id, or <default>", json_schema_extra=_no_default
+    )
+    values: Annotated[
+        dict[QuotaKey, Annotated[float, Field(gt=0, le=1e15)] | None], Field(min_length=1)
+    ]
+
+
+class QuotaQuery(Query):
+    """The entity DELETE /quotas removes every quota of."""
+
+    user: QuotaEntityName | None = None
+    client_id: QuotaEntityName | None = None
+
+
+class Quota(Answer):
+    user: str | None = Field(description="null: not part of the entity; <default>: the default")
+    client_id: str | None
+    values: dict[str, float]

@@ -23,7 +23,13 @@
   topic: CREATE on the cluster or the topic; a group: DESCRIBE / DELETE / READ for resetting
   offsets, plus READ on each topic reset; reassignments and elections: ALTER on the cluster).
   Refused: 403.
-- ``/health`` and ``/ready`` are always open (load balancers, orchestrators).
+- ``/health`` and ``/ready`` are always open (load balancers, orchestrators), and so are the
+  console's and the reference page's own files (``/``, ``/docs``, ``/console/*``: markup and
+  code, no cluster data), so a browser can show the console's login page. The console keeps
+  the credentials typed there in the tab's sessionStorage and sends them in the
+  ``Authorization`` header of its JSON requests, never in a URL; its requests carry
+  ``X-Kafkalite-Console``, and their 401 challenges ``KafkaliteConsole`` instead of Basic, so
+  the browser does not open its own credentials dialog.
 
 ROUTE_ACLS is the one statement of all this per route (matched by canonical path; every route
 the app serves has an entry, a test sees to it): the middleware applies it and the OpenAPI
@@ -72,9 +78,11 @@ OPEN = None
 ROUTE_ACLS: dict[tuple[str, str], Need | None] = {
     ("GET", "/health"): OPEN,
     ("GET", "/ready"): OPEN,
-    ("GET", "/"): (Op.DESCRIBE, T.CLUSTER, None),
-    ("GET", "/docs"): (Op.DESCRIBE, T.CLUSTER, None),
-    ("GET", "/console/{file}"): (Op.DESCRIBE, T.CLUSTER, None),
+    # the console's and the reference page's own files: code and markup only, no cluster data;
+    # open so that a browser can show the console's login page (the data they load is not)
+    ("GET", "/"): OPEN,
+    ("GET", "/docs"): OPEN,
+    ("GET", "/console/{file}"): OPEN,
     ("GET", "/openapi.json"): (Op.DESCRIBE, T.CLUSTER, None),
     ("GET", "/cluster"): (Op.DESCRIBE, T.CLUSTER, None),
     ("GET", "/overview"): (Op.DESCRIBE, T.CLUSTER, None),
@@ -107,6 +115,18 @@ ROUTE_ACLS: dict[tuple[str, str], Need | None] = {
     ("GET", "/partitions/reassign"): (Op.DESCRIBE, T.CLUSTER, None),
     ("POST", "/partitions/reassign"): (Op.ALTER, T.CLUSTER, None),
     ("POST", "/partitions/elect-leaders"): (Op.ALTER, T.CLUSTER, None),
+    # as DescribeAcls / CreateAcls / DeleteAcls
+    ("GET", "/acls"): (Op.DESCRIBE, T.CLUSTER, None),
+    ("POST", "/acls"): (Op.ALTER, T.CLUSTER, None),
+    ("DELETE", "/acls"): (Op.ALTER, T.CLUSTER, None),
+    # as DescribeUserScramCredentials / AlterUserScramCredentials
+    ("GET", "/users"): (Op.DESCRIBE, T.CLUSTER, None),
+    ("POST", "/users"): (Op.ALTER, T.CLUSTER, None),
+    ("DELETE", "/users/{name}"): (Op.ALTER, T.CLUSTER, None),
+    # as DescribeClientQuotas / AlterClientQuotas
+    ("GET", "/quotas"): (Op.DESCRIBE_CONFIGS, T.CLUSTER, None),
+    ("POST", "/quotas"): (Op.ALTER_CONFIGS, T.CLUSTER, None),
+    ("DELETE", "/quotas"): (Op.ALTER_CONFIGS, T.CLUSTER, None),
 }
 OPEN_PATHS = frozenset(path for (_, path), need in ROUTE_ACLS.items() if need is OPEN)
 
@@ -284,8 +304,16 @@ def _error(status: int, error: str, message: str, **headers: str) -> web.Respons
     )
 
 
-def _unauthorized(message: str) -> web.Response:
-    return _error(401, "unauthorized", message, **{"WWW-Authenticate": WWW_AUTHENTICATE})
+CONSOLE_HEADER = "X-Kafkalite-Console"
+"""Sent by the console's own requests: their 401 names the schemes without a Basic challenge,
+so the browser shows the console's login page, not its own credentials dialog."""
+CONSOLE_CHALLENGE = 'KafkaliteConsole realm="kafkalite"'
+
+
+def _unauthorized(message: str, request: web.Request | None = None) -> web.Response:
+    console = request is not None and CONSOLE_HEADER in request.headers
+    challenge = CONSOLE_CHALLENGE if console else WWW_AUTHENTICATE
+    return _error(401, "unauthorized", message, **{"WWW-Authenticate": challenge})
 
 
 def _forbidden(message: str) -> web.Response:
@@ -363,7 +391,7 @@ def security_middleware(server: Any) -> Callable[[web.Request, Handler], Awaitab
             if found is None:
                 if presented:
                     limiter.failed(source)  # type: ignore[union-attr]
-                return _unauthorized("credentials required: " + " or ".join(sorted(modes)))
+                return _unauthorized("credentials required: " + " or ".join(sorted(modes)), request)
             principal = found
         authorizer = getattr(server, "authorizer", None)
         if authorizer is not None:

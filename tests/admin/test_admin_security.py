@@ -17,6 +17,7 @@ alice holds the monitoring grant (DESCRIBE on the cluster), READ on group `g` an
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import socket
@@ -352,3 +353,59 @@ def test_producing_through_the_api_needs_write_on_the_topic(broker) -> None:
     assert allowed.status == 201, allowed.body
     after = call(broker, "GET", "/topics/public/records?partition=0", headers=ADMIN).body
     assert [r["value"]["text"] for r in after["records"]][len(before["records"]) :] == ["y"]
+
+
+def test_acls_users_and_quotas_through_the_api_need_the_cluster_acls(broker) -> None:
+    """ACLs and users need DESCRIBE / ALTER on the cluster, quotas DESCRIBE_CONFIGS /
+    ALTER_CONFIGS, as their Kafka requests: alice (DESCRIBE on the cluster) may list ACLs and
+    users but change nothing; the admin may, and what it does is what Kafka's APIs see."""
+    acl = {
+        "resource_type": "TOPIC",
+        "resource_name": "public",
+        "principal": "User:bob",
+        "operation": "WRITE",
+    }
+    assert call(broker, "POST", "/acls", acl, headers=ALICE).status == 403
+    created = call(broker, "POST", "/acls", acl, headers=ADMIN)
+    assert created.status == 201, created.body
+    listed = call(broker, "GET", "/acls", headers=ALICE)
+    assert listed.status == 200
+    bob = [a for a in listed.body if a["principal"] == "User:bob"]
+    assert bob == [
+        {**acl, "pattern_type": "LITERAL", "host": "*", "permission": "ALLOW"},
+    ]
+    query = "resource_type=TOPIC&resource_name=public&principal=User:bob&operation=WRITE"
+    assert call(broker, "DELETE", f"/acls?{query}", headers=ALICE).status == 403
+    assert call(broker, "DELETE", f"/acls?{query}", headers=ADMIN).status == 200
+    assert call(broker, "DELETE", f"/acls?{query}", headers=ADMIN).status == 404
+    assert not [
+        a for a in call(broker, "GET", "/acls", headers=ADMIN).body if "bob" in a["principal"]
+    ]
+
+    user = {"name": "carol", "password": "carol-secret", "mechanism": "SCRAM-SHA-512"}
+    assert call(broker, "POST", "/users", user, headers=ALICE).status == 403
+    assert call(broker, "POST", "/users", user, headers=ADMIN).status == 201
+    users = {u["name"]: u for u in call(broker, "GET", "/users", headers=ALICE).body}
+    assert users["carol"]["credentials"] == [{"mechanism": "SCRAM-SHA-512", "iterations": 4096}]
+    assert "carol-secret" not in json.dumps(users)
+    # the new credential authenticates on the admin API (HTTP basic against SCRAM users)
+    carol = {"Authorization": "Basic " + base64.b64encode(b"carol:carol-secret").decode()}
+    wait_for(lambda: call(broker, "GET", "/health", headers=carol).status == 200, "health")
+    assert call(broker, "GET", "/cluster", headers=carol).status in (200, 403)  # not 401
+    assert call(broker, "DELETE", "/users/carol", headers=ALICE).status == 403
+    assert call(broker, "DELETE", "/users/carol", headers=ADMIN).status == 200
+    assert call(broker, "DELETE", "/users/carol", headers=ADMIN).status == 404
+
+    quota = {"user": "bob", "values": {"producer_byte_rate": 1024.0}}
+    assert call(broker, "GET", "/quotas", headers=ALICE).status == 403
+    assert call(broker, "POST", "/quotas", quota, headers=ALICE).status == 403
+    set_ = call(broker, "POST", "/quotas", quota, headers=ADMIN)
+    assert set_.status == 200, set_.body
+    assert set_.body == {"user": "bob", "client_id": None, "values": {"producer_byte_rate": 1024.0}}
+    wait_for(
+        lambda: call(broker, "GET", "/quotas", headers=ADMIN).body == [set_.body],
+        "the quota described",
+    )
+    assert call(broker, "DELETE", "/quotas?user=bob", headers=ALICE).status == 403
+    assert call(broker, "DELETE", "/quotas?user=bob", headers=ADMIN).status == 200
+    wait_for(lambda: call(broker, "GET", "/quotas", headers=ADMIN).body == [], "no quotas")

@@ -375,3 +375,70 @@ def test_charts_have_a_time_axis_hover_values_and_the_brokers_history(
     clock, values = text.split(" · ", 1)
     assert len(clock) == 8 and values.startswith("msgs/s ")
     screenshot(browser, "chart-hover", at="#overview-charts")
+
+
+def test_security_page_creates_and_deletes_acls_users_and_quotas(browser, cluster) -> None:
+    from confluent_kafka.admin import (
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+    )
+    from confluent_kafka.admin import AdminClient as KafkaAdmin
+    from selenium.webdriver.support.ui import Select
+
+    url = cluster.admin_url_of(2)
+    browser.get_log("browser")
+    open_page(browser, url, "/security", "security")
+    kafka = KafkaAdmin({"bootstrap.servers": cluster.bootstrap_servers})
+    everything = AclBindingFilter(
+        ResourceType.ANY,
+        None,
+        ResourcePatternType.ANY,
+        None,
+        None,
+        AclOperation.ANY,
+        AclPermissionType.ANY,
+    )
+
+    def kafka_acls():
+        return [
+            (b.principal, b.name, b.operation.name)
+            for b in kafka.describe_acls(everything).result(30)
+        ]
+
+    # an ACL made in the page is one Kafka's DescribeAcls answers
+    Select(browser.find_element(By.ID, "acl-resource-type")).select_by_value("TOPIC")
+    browser.find_element(By.ID, "acl-resource-name").send_keys("orders")
+    browser.find_element(By.ID, "acl-principal").send_keys("User:dora")
+    Select(browser.find_element(By.ID, "acl-operation")).select_by_value("WRITE")
+    browser.find_element(By.ID, "acl-create").click()
+    row = "[data-acl='TOPIC:orders:User:dora:WRITE:ALLOW']"
+    wait_until(lambda: browser.find_elements(By.CSS_SELECTOR, row), "the ACL listed")
+    wait_until(lambda: ("User:dora", "orders", "WRITE") in kafka_acls(), "the ACL in Kafka's")
+
+    # a user, then a quota
+    browser.find_element(By.ID, "user-name").send_keys("erin")
+    browser.find_element(By.ID, "user-password").send_keys("erin-secret")
+    browser.find_element(By.ID, "user-create").click()
+    wait_until(lambda: browser.find_elements(By.CSS_SELECTOR, "[data-user=erin]"), "the user")
+    assert browser.find_element(By.ID, "user-password").get_attribute("value") == ""
+    assert "erin-secret" not in browser.page_source
+    browser.find_element(By.ID, "quota-user").send_keys("erin")
+    browser.find_element(By.ID, "quota-producer").send_keys("2048")
+    browser.find_element(By.ID, "quota-set").click()
+    wait_until(lambda: browser.find_elements(By.CSS_SELECTOR, "[data-quota='erin/']"), "quota")
+    wanted = [{"user": "erin", "client_id": None, "values": {"producer_byte_rate": 2048.0}}]
+    wait_until(lambda: api(url, "/quotas") == wanted, "the quota described")
+    screenshot(browser, "security")
+    assert console_errors(browser) == []
+
+    # each deleted from its row, after a confirmation
+    for css in (row, "[data-user=erin]", "[data-quota='erin/']"):
+        browser.find_element(By.CSS_SELECTOR, f"{css} button[data-delete]").click()
+        browser.find_element(By.ID, "confirm-yes").click()
+        wait_until(lambda css=css: not browser.find_elements(By.CSS_SELECTOR, css), f"{css} gone")
+    wait_until(lambda: ("User:dora", "orders", "WRITE") not in kafka_acls(), "the ACL gone")
+    wait_until(lambda: "erin" not in [u["name"] for u in api(url, "/users")], "the user gone")
+    wait_until(lambda: api(url, "/quotas") == [], "the quota gone")

@@ -14,6 +14,7 @@ from kafkalite.admin import models as m
 from kafkalite.admin.app import create_app
 from kafkalite.admin.openapi import openapi_document
 from kafkalite.admin.security import (
+    CONSOLE_CHALLENGE,
     ITEM_ACLS,
     OPEN,
     OPEN_PATHS,
@@ -39,7 +40,9 @@ def test_every_served_route_has_an_acl_entry_and_every_entry_a_route() -> None:
     missing = sorted(served - ROUTE_ACLS.keys())
     assert not missing, f"routes without a ROUTE_ACLS entry (security.py): {missing}"
     assert not ROUTE_ACLS.keys() - served, "ROUTE_ACLS names routes the app does not serve"
-    assert OPEN_PATHS == {"/health", "/ready"}
+    # besides the probes, only the console's own files (no cluster data) are served without
+    # credentials, so that a browser can show the login page
+    assert OPEN_PATHS == {"/health", "/ready", "/", "/docs", "/console/{file}"}
 
 
 def test_each_operation_states_the_acl_it_needs() -> None:
@@ -133,8 +136,13 @@ async def test_the_middleware_answers_what_the_document_states() -> None:
                 )
                 assert answer.status == 403, (method, path)
                 assert m.Error.model_validate(await answer.json()).error == "forbidden"
-        for path in ("/console/app.js", "/openapi.json"):
-            assert (await client.get(path)).status == 401
-        assert (await client.get("/health")).status == 200
+        assert (await client.get("/openapi.json")).status == 401
+        for path in ("/console/app.js", "/", "/docs", "/health"):
+            assert (await client.get(path)).status == 200, path
+        # the console's own requests are challenged without Basic: no browser dialog
+        answer = await client.get("/cluster", headers={"X-Kafkalite-Console": "1"})
+        assert answer.status == 401
+        assert answer.headers["WWW-Authenticate"] == CONSOLE_CHALLENGE
+        assert "basic" not in answer.headers["WWW-Authenticate"].lower()
     finally:
         await client.close()

@@ -2,7 +2,7 @@
 // (#/, #/topics, #/topic/NAME, #/groups, #/group/ID, #/brokers, #/partitions?state=, #/actions);
 // each renders its frame once (forms keep what is typed) and refreshes its live parts every
 // REFRESH_MS. Lists are filtered and paged by the server, so 5,000 topics stay one page of 50.
-import { del, enc, get, getPage, patch, post } from "/console/api.js";
+import { authorization, call, del, enc, get, getPage, patch, post, setAuthorization, whenUnauthorized } from "/console/api.js";
 import { lineChart, sparkline } from "/console/chart.js";
 import { fmt, h } from "/console/dom.js";
 
@@ -576,10 +576,166 @@ function actionsPage() {
   return null;
 }
 
+// ------------------------------------------------------------------ security
+
+/** ACLs, SCRAM users and quotas: lists with a delete button per row, and a form to add. Each
+ * goes through the admin API, which needs what Kafka's own request needs (a 403 is shown). */
+function securityPage() {
+  const acls = h("div", { id: "acl-list" });
+  const users = h("div", { id: "user-list" });
+  const quotas = h("div", { id: "quota-list" });
+  const aclOut = h("div", { id: "acl-out" });
+  const userOut = h("div", { id: "user-out" });
+  const quotaOut = h("div", { id: "quota-out" });
+  const select = (id, values) => h("select", { id, name: id }, ...values.map((v) => h("option", { value: v }, v)));
+  const field = (id, attrs = {}) => h("input", { id, name: id, ...attrs });
+  const aclForm = {
+    resource_type: select("acl-resource-type", ["TOPIC", "GROUP", "CLUSTER", "TRANSACTIONAL_ID"]),
+    resource_name: field("acl-resource-name", { placeholder: "name (kafka-cluster for the cluster)", required: true }),
+    pattern_type: select("acl-pattern-type", ["LITERAL", "PREFIXED"]),
+    principal: field("acl-principal", { placeholder: "User:alice", required: true }),
+    host: field("acl-host", { value: "*" }),
+    operation: select("acl-operation", ["READ", "WRITE", "DESCRIBE", "CREATE", "DELETE", "ALTER", "DESCRIBE_CONFIGS", "ALTER_CONFIGS", "IDEMPOTENT_WRITE", "CLUSTER_ACTION", "ALL"]),
+    permission: select("acl-permission", ["ALLOW", "DENY"]),
+  };
+  const userForm = {
+    name: field("user-name", { placeholder: "user name", required: true }),
+    password: field("user-password", { type: "password", placeholder: "password", required: true, autocomplete: "new-password" }),
+    mechanism: select("user-mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"]),
+  };
+  const quotaForm = {
+    user: field("quota-user", { placeholder: "user (<default> for all users)" }),
+    client_id: field("quota-client-id", { placeholder: "client id (<default> for all)" }),
+    producer_byte_rate: field("quota-producer", { type: "number", min: 0, placeholder: "producer bytes/s" }),
+    consumer_byte_rate: field("quota-consumer", { type: "number", min: 0, placeholder: "consumer bytes/s" }),
+    request_percentage: field("quota-request", { type: "number", min: 0, placeholder: "request %" }),
+  };
+  const values = (form) => Object.fromEntries(Object.entries(form).map(([k, v]) => [k, v.value.trim()]));
+  const submit = (out, what, run) => async (event) => {
+    event.preventDefault();
+    await act(out, what, run);
+  };
+  const deleteButton = (id, what, run) => h("button", { class: "danger small", "data-delete": id, onclick: async () => {
+    if (await confirmAction(`Delete ${what}?`, "This cannot be undone.")) await act(aclOut, `Deleting ${what}`, run);
+  } }, "delete");
+  main.append(h("h1", {}, "Security"),
+    h("p", { class: "muted" }, "ACLs, SCRAM users and client quotas of the cluster. Changing them needs ALTER (quotas: ALTER_CONFIGS) on the cluster, as Kafka's own requests."),
+    h("h2", {}, "ACLs"), acls,
+    h("form", { class: "panel", id: "acl-form", onsubmit: submit(aclOut, "Creating ACL", () => post("/acls", values(aclForm))) },
+      h("div", { class: "toolbar" }, ...Object.values(aclForm), h("button", { type: "submit", id: "acl-create" }, "add ACL")), aclOut),
+    h("h2", {}, "Users (SCRAM)"), users,
+    h("form", { class: "panel", id: "user-form", onsubmit: submit(userOut, "Setting user", async () => {
+      const result = await post("/users", values(userForm));
+      userForm.password.value = "";
+      return result;
+    }) }, h("div", { class: "toolbar" }, ...Object.values(userForm), h("button", { type: "submit", id: "user-create" }, "set user")), userOut),
+    h("h2", {}, "Client quotas"), quotas,
+    h("form", { class: "panel", id: "quota-form", onsubmit: submit(quotaOut, "Setting quotas", () => {
+      const v = values(quotaForm);
+      const body = { values: {} };
+      if (v.user) body.user = v.user;
+      if (v.client_id) body.client_id = v.client_id;
+      for (const key of ["producer_byte_rate", "consumer_byte_rate", "request_percentage"]) if (v[key] !== "") body.values[key] = Number(v[key]);
+      return post("/quotas", body);
+    }) }, h("div", { class: "toolbar" }, ...Object.values(quotaForm), h("button", { type: "submit", id: "quota-set" }, "set quotas")), quotaOut));
+  const failed = (e) => message("error", errorText(e));
+  return async () => {
+    const [a, u, q] = await Promise.allSettled([get("/acls"), get("/users"), get("/quotas")]);
+    replace(acls, a.status === "rejected" ? failed(a.reason) : a.value.length ? table("acls", ["resource", "pattern", "principal", "host", "operation", "permission", ""], a.value.map((x) => {
+      const query = new URLSearchParams(x);
+      const id = `${x.resource_type}:${x.resource_name}:${x.principal}:${x.operation}:${x.permission}`;
+      return h("tr", { "data-acl": id }, cell(`${x.resource_type}:${x.resource_name}`), cell(x.pattern_type), cell(x.principal), cell(x.host),
+        cell(x.operation), cell(h("span", { class: `pill ${x.permission === "ALLOW" ? "ok" : "bad"}` }, x.permission)),
+        cell(deleteButton(id, `the ACL ${x.principal} ${x.operation} on ${x.resource_type}:${x.resource_name}`, () => del(`/acls?${query}`))));
+    })) : h("p", { class: "muted" }, "No ACLs."));
+    replace(users, u.status === "rejected" ? failed(u.reason) : u.value.length ? table("users", ["user", "credentials", ""], u.value.map((x) => h("tr", { "data-user": x.name },
+      cell(x.name), cell(x.credentials.map((c) => `${c.mechanism} (${c.iterations} iterations)`).join(", ")),
+      cell(deleteButton(x.name, `user ${x.name}`, () => del(`/users/${enc(x.name)}`)))))) : h("p", { class: "muted" }, "No SCRAM users."));
+    replace(quotas, q.status === "rejected" ? failed(q.reason) : q.value.length ? table("quotas", ["user", "client id", "quotas", ""], q.value.map((x) => {
+      const query = new URLSearchParams();
+      if (x.user !== null) query.set("user", x.user);
+      if (x.client_id !== null) query.set("client_id", x.client_id);
+      const id = `${x.user ?? ""}/${x.client_id ?? ""}`;
+      return h("tr", { "data-quota": id }, cell(x.user ?? "–"), cell(x.client_id ?? "–"),
+        cell(Object.entries(x.values).map(([k, v]) => `${k}=${v}`).join(", ")),
+        cell(deleteButton(id, `the quotas of ${id}`, () => del(`/quotas?${query}`))));
+    })) : h("p", { class: "muted" }, "No quotas."));
+  };
+}
+
+// ------------------------------------------------------------------ login
+
+/** The login page, shown when the admin API asks for credentials: HTTP basic (a SCRAM or
+ * PLAIN user) or a bearer token. They are checked with one request and kept for this tab. */
+function loginPage(query) {
+  const next = query.get("next") || "/";
+  const user = h("input", { id: "login-user", name: "username", autocomplete: "username", placeholder: "user" });
+  const password = h("input", { id: "login-password", name: "password", type: "password", autocomplete: "current-password", placeholder: "password" });
+  const token = h("input", { id: "login-token", name: "token", type: "password", autocomplete: "off", placeholder: "bearer token" });
+  const kind = h("select", { id: "login-kind" }, h("option", { value: "basic" }, "user and password"), h("option", { value: "bearer" }, "bearer token"));
+  const out = h("div", { id: "login-out" });
+  const basicFields = h("div", { class: "stack" }, h("label", {}, "user", user), h("label", {}, "password", password));
+  const bearerFields = h("div", { class: "stack", hidden: true }, h("label", {}, "token", token));
+  kind.addEventListener("change", () => { basicFields.hidden = kind.value !== "basic"; bearerFields.hidden = kind.value !== "bearer"; });
+  const submit = async (event) => {
+    event.preventDefault();
+    const bytes = new TextEncoder().encode(`${user.value}:${password.value}`);
+    const value = kind.value === "basic" ? `Basic ${btoa(String.fromCharCode(...bytes))}` : `Bearer ${token.value.trim()}`;
+    try {
+      await call("GET", "/cluster", undefined, { authorization: value });
+    } catch (e) {
+      if (e.status === 401 || e.status === 429) {
+        replace(out, message("error", e.status === 429 ? "Too many failed logins from this address; wait and retry." : "Wrong credentials."));
+        return;
+      }
+      if (e.status !== 403) { replace(out, message("error", errorText(e))); return; } // 403: known, just not allowed to describe the cluster
+    }
+    password.value = "";
+    token.value = "";
+    setAuthorization(value);
+    location.hash = `#${next}`;
+  };
+  main.append(h("form", { class: "panel stack login", id: "login-form", onsubmit: submit },
+    h("h1", {}, "Log in"),
+    h("p", { class: "muted" }, "This broker's admin API asks for credentials: a SCRAM or PLAIN user, or its bearer token. They are kept in this browser tab only."),
+    h("label", {}, "with", kind), basicFields, bearerFields,
+    h("div", {}, h("button", { type: "submit", id: "login-submit" }, "log in")), out));
+  user.focus();
+  return null;
+}
+
+function showAuthState() {
+  const link = document.getElementById("logout");
+  link.hidden = !authorization();
+}
+
+whenUnauthorized(() => {
+  setAuthorization(null);
+  const { parts } = parseHash();
+  if (parts[0] !== "login") {
+    const here = location.hash.replace(/^#/, "") || "/";
+    location.hash = `#/login?next=${encodeURIComponent(here)}`;
+  }
+});
+document.getElementById("logout").addEventListener("click", (event) => {
+  event.preventDefault();
+  setAuthorization(null);
+  location.hash = "#/login";
+});
+
 // ------------------------------------------------------------------ router
+
+let probed = false;
 
 async function show() {
   const mine = ++generation;
+  // a page that asks the API nothing still finds out it needs a login: once a load, and on
+  // every page while there are no credentials (after a logout)
+  if (!probed || (!authorization() && parseHash().parts[0] !== "login")) {
+    probed = true;
+    try { await get("/cluster"); } catch { /* a 401 has moved to the login page */ }
+    if (mine !== generation) return;
+  }
   clearInterval(timer);
   main.replaceChildren();
   const { parts, query } = parseHash();
@@ -591,9 +747,11 @@ async function show() {
   const pages = {
     overview: () => overviewPage(), topics: () => topicsPage(query), topic: () => topicPage(parts[1]),
     groups: () => groupsPage(), group: () => groupPage(parts[1]), brokers: () => brokersPage(),
-    partitions: () => partitionsPage(query), actions: () => actionsPage(),
+    partitions: () => partitionsPage(query), actions: () => actionsPage(), security: () => securityPage(),
+    login: () => loginPage(query),
   };
   refreshNow = () => {};
+  showAuthState();
   const refresh = await (pages[page] || pages.overview)();
   if (!refresh) { main.dataset.loaded = page; return; }
   const tick = async () => {

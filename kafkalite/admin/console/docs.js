@@ -1,10 +1,19 @@
 // Renders the admin API's OpenAPI 3.1 document (/openapi.json): operations by tag, their
 // parameters, bodies and answers (schemas expanded from #/components/schemas), and a form to
 // try each operation against this broker. No third-party code.
+import { authorization } from "/console/api.js";
 import { h } from "/console/dom.js";
 
+/** Headers of this page's requests: the console's login (this tab's), if any. */
+function authHeaders() {
+  const auth = authorization();
+  return { "X-Kafkalite-Console": "1", ...(auth ? { Authorization: auth } : {}) };
+}
+
 const root = document.getElementById("docs");
-const doc = await (await fetch("/openapi.json")).json();
+const answer = await fetch("/openapi.json", { headers: authHeaders(), credentials: "omit" });
+if (answer.status === 401) location.href = "/#/login";
+const doc = await answer.json();
 const schemas = doc.components.schemas;
 
 function resolve(schema) {
@@ -82,9 +91,9 @@ function tryForm(path, method, op) {
       else query.set(name, input.value);
     }
     if ([...query].length) url += `?${query}`;
-    const init = { method: method.toUpperCase() };
+    const init = { method: method.toUpperCase(), headers: authHeaders(), credentials: "omit" };
     if (body) init.body = body.value;
-    if (body) init.headers = { "Content-Type": "application/json" };
+    if (body) init.headers["Content-Type"] = "application/json";
     const response = await fetch(url, init);
     const text = await response.text();
     let shown = text;

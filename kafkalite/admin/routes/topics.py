@@ -229,12 +229,13 @@ class TopicRoutes(ApiBase):
         policy = overrides.get("cleanup.policy", self.server.config.log_cleanup_policy)
         deleting = name in set(await zk_data.get_topic_deletions(session))
         local = {p: self._local_offsets(name, p) for p in assignment}
+        # the leader's log start and high watermark: a follower here learns them a fetch late
         remote = [
             TopicPartition(name, p)
-            for p, offsets in local.items()
-            if offsets["high_watermark"] is None
-            and (state := states.get(TopicPartition(name, p))) is not None
+            for p in local
+            if (state := states.get(TopicPartition(name, p))) is not None
             and state.leader_and_isr.leader >= 0
+            and state.leader_and_isr.leader != self.server.broker_id
         ]
         if remote:
             earliest, latest = await asyncio.gather(
