@@ -21,6 +21,11 @@ KAFKA_ERROR_STATUS: dict[ErrorCode, int] = {
     ErrorCode.NON_EMPTY_GROUP: 409,
     ErrorCode.REASSIGNMENT_IN_PROGRESS: 409,
     ErrorCode.ELECTION_NOT_NEEDED: 409,
+    # fewer in-sync replicas than the topic's min.insync.replicas: a conflict with the topic's
+    # state, which its own config can make permanent (min.insync.replicas above the replication
+    # factor), not a fault of the server
+    ErrorCode.NOT_ENOUGH_REPLICAS: 409,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: 409,
     ErrorCode.NOT_COORDINATOR: 503,
     ErrorCode.COORDINATOR_NOT_AVAILABLE: 503,
     ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: 503,

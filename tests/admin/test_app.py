@@ -629,6 +629,16 @@ def test_a_record_produced_through_the_api_is_consumed_by_a_client(
     assert admin.post("/topics/nope/records", {"value": "x"}).status == 404
     internal = admin.post("/topics/__consumer_offsets/records", {"value": "x"})
     assert internal.status == 403 and internal.body["error"] == "INVALID_TOPIC_EXCEPTION"
+    # a topic whose min.insync.replicas its replicas cannot meet: 409 with Kafka's error, not 5xx
+    assert (
+        admin.post(
+            "/topics",
+            {"name": "unmet-isr", "partitions": 1, "configs": {"min.insync.replicas": "2"}},
+        ).status
+        == 201
+    )
+    unmet = admin.post("/topics/unmet-isr/records", {"value": "x"})
+    assert unmet.status == 409 and unmet.body["error"] == "NOT_ENOUGH_REPLICAS", unmet.body
 
 
 def test_metrics_history_has_rates_of_what_was_produced(admin: AdminClient, admin_broker) -> None:
