@@ -197,7 +197,7 @@ HEAVY_FOR_A_CLIENT = (
 )
 
 
-class CannedBroker:
+class ScriptedBroker:
     """A listener in a thread answering ApiVersions v4 and Metadata v12 with frames encoded
     before the command runs (the command's process must not have imported the encoder for it),
     each with the request's correlation id. Every connection gets the same answers: the
@@ -283,7 +283,7 @@ class CannedBroker:
 def test_a_command_against_a_plaintext_broker_imports_only_what_it_uses():
     """``topics list`` (connection, ApiVersions, Metadata, output) imports neither the broker's
     side, nor security, nor kio's messages of other APIs (bench/cli.py measures the time)."""
-    broker = CannedBroker()
+    broker = ScriptedBroker()
     try:
         with watched_imports(HEAVY_FOR_A_CLIENT) as watch:
             status, out, err = run_main(["topics", "list", "-b", broker.address])
