@@ -26,17 +26,18 @@ import asyncio
 import itertools
 import struct
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafkalite.protocol.api import CODEC_VERSIONS, ApiKey, request_class
 from kafkalite.protocol.errors import ErrorCode, KafkaError, UnsupportedVersionError
 from kafkalite.protocol.frames import decode_response, encode_request, peek_correlation_id
-from kafkalite.security.listeners import ClientSecurity
-from kafkalite.security.scram import MECHANISMS as SCRAM_MECHANISMS
-from kafkalite.security.scram import ScramClient, ScramError
 
 from .errors import KafkaConnectionError, KafkaTimeoutError
 from .messages import build_message
+
+if TYPE_CHECKING:  # imported when a connection authenticates: a PLAINTEXT client never needs
+    # the security package (TLS, OAuth's HTTP client, JAAS parsing)
+    from kafkalite.security.listeners import ClientSecurity
 
 _SIZE = struct.Struct(">i")
 MAX_RESPONSE_BYTES = 512 * 1024 * 1024
@@ -181,7 +182,15 @@ class KafkaConnection:
 
         if mechanism == "PLAIN":
             await token(f"\0{username}\0{password}".encode())
-        elif mechanism in SCRAM_MECHANISMS:
+        elif mechanism.startswith("SCRAM-"):
+            from kafkalite.security.scram import MECHANISMS as SCRAM_MECHANISMS
+            from kafkalite.security.scram import ScramClient, ScramError
+
+            if mechanism not in SCRAM_MECHANISMS:
+                raise KafkaError(
+                    f"SASL mechanism {mechanism} is not supported by kafkalite's client",
+                    error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM,
+                )
             scram = ScramClient(mechanism, username, password)
             try:
                 server_first = await token(scram.first())

@@ -43,8 +43,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kio.schema.api_versions.v0.response import ApiVersion as ApiVersionV0
-from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
 from kio.serial import entity_reader
 from kio.serial.errors import DecodeError as _KioDecodeError
 
@@ -379,6 +377,10 @@ def api_versions_fallback(correlation_id: int, versions: dict[int, tuple[int, in
     ApiVersionsResponse v0 with UNSUPPORTED_VERSION and our version table, so the client can
     retry with a version we have (KIP-511; what Kafka's ApiVersionsRequest.getErrorResponse
     does). Response header v0, as for every ApiVersions response."""
+    # imported here: a client that never meets an older broker never loads v0's messages
+    from kio.schema.api_versions.v0.response import ApiVersion as ApiVersionV0
+    from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
+
     body = ApiVersionsResponseV0(
         error_code=ErrorCode.UNSUPPORTED_VERSION,
         api_keys=tuple(

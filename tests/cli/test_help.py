@@ -163,3 +163,133 @@ def test_help_shows_no_type_labels_and_no_hard_wrapped_lines():
         assert "--install-completion" not in out, path
         for line in out.splitlines():
             assert len(line) <= 80, (path, line)
+
+
+# modules a command talking to a PLAINTEXT broker must not import: the broker and its config,
+# storage and admin API, the security package (TLS, OAuth's HTTP client, SASL), the frameworks
+# it does not use, and kio's messages of APIs the command does not send
+HEAVY_FOR_A_CLIENT = (
+    "pydantic",
+    "structlog",
+    "aiohttp",
+    "confluent_kafka",
+    "pyspark",
+    "typer",
+    "urllib.request",
+    "http.client",
+    "email",
+    "kafkalite.config",
+    "kafkalite.server",
+    "kafkalite.storage",
+    "kafkalite.admin",
+    "kafkalite.security",
+    "kafkalite.broker",
+    "kafkalite.controller",
+    "kafkalite.group",
+    "kafkalite.observability",
+    "kio.schema.api_versions.v0",
+    "kio.schema.produce",
+    "kio.schema.fetch",
+    "kio.schema.create_topics",
+    "kio.schema.list_offsets",
+    "kio.schema.find_coordinator",
+    "kio.schema.describe_configs",
+)
+
+
+class ScriptedBroker:
+    """A listener in a thread answering ApiVersions v4 and Metadata v12 with frames encoded
+    before the command runs (the command's process must not have imported the encoder for it),
+    each with the request's correlation id. Every connection gets the same answers: the
+    metadata names this listener as broker 0."""
+
+    def __init__(self) -> None:
+        import socket
+        import threading
+
+        from kafkalite.protocol.api import ApiKey, response_class
+        from kafkalite.protocol.frames import (
+            RequestHeader,
+            api_versions_response,
+            encode_response,
+        )
+
+        self.server = socket.create_server(("127.0.0.1", 0))
+        port = self.server.getsockname()[1]
+        meta = response_class(ApiKey.METADATA, 12)
+        module = sys.modules[meta.__module__]
+        metadata = meta(
+            throttle_time=__import__("datetime").timedelta(0),
+            brokers=(module.MetadataResponseBroker(node_id=0, host="127.0.0.1", port=port),),
+            cluster_id="canned",
+            controller_id=0,
+            topics=(
+                module.MetadataResponseTopic(
+                    error_code=0,
+                    name="canned-topic",
+                    topic_id=__import__("uuid").uuid4(),
+                    partitions=(
+                        module.MetadataResponsePartition(
+                            error_code=0,
+                            partition_index=0,
+                            leader_id=0,
+                            leader_epoch=0,
+                            replica_nodes=(0,),
+                            isr_nodes=(0,),
+                        ),
+                    ),  # fmt: skip
+                ),
+            ),
+        )
+        versions = {ApiKey.API_VERSIONS: (0, 4), ApiKey.METADATA: (0, 12)}
+        self.answers = {
+            ApiKey.API_VERSIONS: encode_response(
+                RequestHeader(ApiKey.API_VERSIONS, 4, 0, None), api_versions_response(4, versions)
+            ),
+            ApiKey.METADATA: encode_response(RequestHeader(ApiKey.METADATA, 12, 0, None), metadata),
+        }
+        self.address = f"127.0.0.1:{port}"
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self) -> None:
+        import threading
+
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:  # closed
+                return
+            threading.Thread(target=self.serve, args=(conn,), daemon=True).start()
+
+    def serve(self, conn) -> None:
+        import struct
+
+        with conn:
+            stream = conn.makefile("rb")
+            while True:
+                size = stream.read(4)
+                if len(size) < 4:
+                    return
+                frame = stream.read(struct.unpack(">i", size)[0])
+                api_key, _version, correlation_id = struct.unpack(">hhi", frame[:8])
+                answer = bytearray(self.answers[api_key])
+                answer[4:8] = struct.pack(">i", correlation_id)
+                conn.sendall(answer)
+
+    def close(self) -> None:
+        self.server.close()
+
+
+def test_a_command_against_a_plaintext_broker_imports_only_what_it_uses():
+    """``topics list`` (connection, ApiVersions, Metadata, output) imports neither the broker's
+    side, nor security, nor kio's messages of other APIs (bench/cli.py measures the time)."""
+    broker = ScriptedBroker()
+    try:
+        with watched_imports(HEAVY_FOR_A_CLIENT) as watch:
+            status, out, err = run_main(["topics", "list", "-b", broker.address])
+            loaded = set(sys.modules)
+    finally:
+        broker.close()
+    assert watch.attempted == [], f"topics list imported {watch.attempted}"
+    assert status == 0 and out == "canned-topic\n", err
+    assert "kio.schema.metadata.v12.response" in loaded  # what it uses was imported here
