@@ -244,6 +244,40 @@ class ServerLog:
         self.server_logger.warning(msg, *args, **kw)
 
 
+async def start_site(
+    app: web.Application,
+    url: str,
+    host: str,
+    port: int,
+    config: Any,
+    logger: Any,
+    what: str,
+) -> tuple[web.AppRunner, web.TCPSite, int] | None:
+    """Serve `app` on `host:port` (TLS from the ADMIN listener's ssl.* keys when `url` is
+    https) for the admin API and the Schema Registry alike. Returns the runner, the site and
+    the port really bound (port 0 picks one); a port that cannot be bound is logged as a
+    warning naming `what` and gives None, so the broker keeps serving Kafka without it."""
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, logger=ServerLog())
+    await runner.setup()
+    ssl_context = None
+    if url.lower().startswith("https://"):
+        from kafkalite.admin.security import admin_ssl_context
+
+        ssl_context = admin_ssl_context(config)
+    site = web.TCPSite(runner, host or "0.0.0.0", port, reuse_address=True, ssl_context=ssl_context)
+    try:
+        await site.start()
+    except OSError as e:
+        logger.warning(f"{what} not started: cannot bind", url=url, error=str(e))
+        await runner.cleanup()
+        return None
+    sockets = getattr(getattr(site, "_server", None), "sockets", None) or []
+    bound_port = sockets[0].getsockname()[1] if sockets else port
+    scheme = "https" if ssl_context is not None else "http"
+    logger.info(f"{what} listening", url=f"{scheme}://{host}:{bound_port}")
+    return runner, site, bound_port
+
+
 class AdminServer:
     """Runs the admin app on `admin.listener` (`http://host:port`) in the broker's loop.
 
@@ -278,34 +312,17 @@ class AdminServer:
 
     async def start(self) -> None:
         host, port = self.parse_url(self.url)
-        self.runner = web.AppRunner(
+        started = await start_site(
             create_app(self.server, self.request_stats, self.topic_stats),
-            access_log=None,
-            handle_signals=False,
-            logger=ServerLog(),
+            self.url,
+            host,
+            port,
+            self.server.config,
+            log,
+            "admin API",
         )
-        await self.runner.setup()
-        ssl_context = None
-        if self.url.lower().startswith("https://"):
-            from kafkalite.admin.security import admin_ssl_context
-
-            ssl_context = admin_ssl_context(self.server.config)
-        site = web.TCPSite(
-            self.runner, host or "0.0.0.0", port, reuse_address=True, ssl_context=ssl_context
-        )
-        try:
-            await site.start()
-        except OSError as e:
-            log.warning("admin API not started: cannot bind", url=self.url, error=str(e))
-            await self.runner.cleanup()
-            self.runner = None
-            return
-        self.site = site
-        server = getattr(site, "_server", None)
-        sockets = getattr(server, "sockets", None) or []
-        self.bound_port = sockets[0].getsockname()[1] if sockets else port
-        scheme = "https" if ssl_context is not None else "http"
-        log.info("admin API listening", url=f"{scheme}://{host}:{self.bound_port}")
+        if started is not None:
+            self.runner, self.site, self.bound_port = started
 
     async def stop(self) -> None:
         if self.runner is not None:

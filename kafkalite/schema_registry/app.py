@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-import typing
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +34,7 @@ from aiohttp import web
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic.json_schema import models_json_schema
 
+from kafkalite.admin.openapi import REF, _models_of, _schema_of
 from kafkalite.schema_registry import errors, models
 from kafkalite.schema_registry.errors import RegistryError
 from kafkalite.schema_registry.formats import PROTOBUF, SCHEMA_TYPES
@@ -613,20 +613,6 @@ def route_specs() -> list[tuple[str, RouteSpec]]:
 
 
 # ----------------------------------------------------------------------------- OpenAPI
-
-REF = "#/components/schemas/{model}"
-
-
-def _models_of(annotation: Any) -> list[type[BaseModel]]:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return [annotation]
-    return [m for arg in typing.get_args(annotation) for m in _models_of(arg)]
-
-
-def _schema_of(annotation: Any) -> dict[str, Any]:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return {"$ref": REF.format(model=annotation.__name__)}
-    return TypeAdapter(annotation).json_schema(ref_template=REF)
 
 
 def _query_parameters(spec: RouteSpec) -> list[dict[str, Any]]:

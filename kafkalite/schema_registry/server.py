@@ -143,39 +143,23 @@ class SchemaRegistryServer:
         return ",".join(f"{e.host}:{e.port}" for e in endpoints)
 
     async def start(self) -> None:
-        from kafkalite.admin.app import ServerLog
+        from kafkalite.admin.app import start_site
 
         config = self.server.config
         store = SchemaStore(self._bootstrap(), f"kafkalite-schema-registry-{self.server.broker_id}")
         self.registry = Registry(store, config.schema_registry_max_schema_bytes)
         host, port = self.parse_url(self.url)
-        self.runner = web.AppRunner(
+        started = await start_site(
             create_app(self.server, self.registry),
-            access_log=None,
-            handle_signals=False,
-            logger=ServerLog(),
+            self.url,
+            host,
+            port,
+            config,
+            log,
+            "schema registry",
         )
-        await self.runner.setup()
-        ssl_context = None
-        if self.url.lower().startswith("https://"):
-            from kafkalite.admin.security import admin_ssl_context
-
-            ssl_context = admin_ssl_context(config)
-        site = web.TCPSite(
-            self.runner, host or "0.0.0.0", port, reuse_address=True, ssl_context=ssl_context
-        )
-        try:
-            await site.start()
-        except OSError as e:
-            log.warning("schema registry not started: cannot bind", url=self.url, error=str(e))
-            await self.runner.cleanup()
-            self.runner = None
-            return
-        self.site = site
-        sockets = getattr(getattr(site, "_server", None), "sockets", None) or []
-        self.bound_port = sockets[0].getsockname()[1] if sockets else port
-        scheme = "https" if ssl_context is not None else "http"
-        log.info("schema registry listening", url=f"{scheme}://{host}:{self.bound_port}")
+        if started is not None:
+            self.runner, self.site, self.bound_port = started
 
     @property
     def bound_url(self) -> str | None:

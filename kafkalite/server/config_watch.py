@@ -123,6 +123,16 @@ class TopicConfigs:
                     log.info("topic config changed", topic=topic)
 
 
+async def _changed_path(session: Any, child: str) -> str | None:
+    """The entity path a config change notification names; None when the notification is
+    gone already (deleted after its retention) or unreadable, which its watchers skip."""
+    try:
+        data, _ = await session.get_data(f"{paths.CONFIG_CHANGES}/{child}")
+        return paths.decode_config_change(data)
+    except (NoNode, ValueError):
+        return None
+
+
 async def load_quotas(session: Any, quotas: Any) -> None:
     """Every user and client quota from ``/config/users`` and ``/config/clients``."""
     for entity, config in await load_quota_configs(session):
@@ -146,10 +156,8 @@ async def watch_entity_configs(
             cache.clear()  # (re)started: notifications may have been missed
         seen = current
         for child in fresh:
-            try:
-                data, _ = await session.get_data(f"{paths.CONFIG_CHANGES}/{child}")
-                relative = paths.decode_config_change(data)
-            except (NoNode, ValueError):
+            relative = await _changed_path(session, child)
+            if relative is None:
                 continue
             entity = entity_of_path(relative)
             if entity is not None:
@@ -184,10 +192,8 @@ async def watch_broker_configs(session: Any, dynamic: Any) -> None:
             await load_broker_configs(session, dynamic)  # (re)started: may have missed some
         seen = current
         for child in fresh:
-            try:
-                data, _ = await session.get_data(f"{paths.CONFIG_CHANGES}/{child}")
-                relative = paths.decode_config_change(data)
-            except (NoNode, ValueError):
+            relative = await _changed_path(session, child)
+            if relative is None:
                 continue
             broker = broker_of_entity_path(relative)
             if broker is None:

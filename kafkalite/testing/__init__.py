@@ -11,12 +11,14 @@ them into fixtures.
 For the tests of kafkalite itself and of applications that want them: ``ZooKeeperServer`` runs
 a real ZooKeeper (Debian's package, with java) for ``Cluster(zookeeper_connect=...)`` or
 brokers on ZooKeeper; ``api_versions_ok``, ``recv_exactly`` and ``free_port`` (``wire.py``)
-serve tests that talk to a broker on a raw socket.
+serve tests that talk to a broker on a raw socket; ``wait_for`` (``waiting.py``) polls a
+condition with a deadline.
 """
 
 from ._ops import Message, PartitionState
 from .broker import Broker
 from .cluster import Cluster
+from .waiting import wait_for
 from .wire import api_versions_ok, free_port, recv_exactly
 from .zookeeper import ZooKeeperMissing, ZooKeeperServer
 
@@ -30,4 +32,5 @@ __all__ = [
     "api_versions_ok",
     "free_port",
     "recv_exactly",
+    "wait_for",
 ]

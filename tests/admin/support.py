@@ -4,13 +4,13 @@ and a test client over the app built for it."""
 from __future__ import annotations
 
 import asyncio
-import time
 from types import SimpleNamespace
 from typing import Any
 
 from aiohttp.test_utils import TestClient, TestServer
 
 from kafkalite.admin.app import create_app
+from kafkalite.testing import wait_for as shared_wait_for
 
 
 def fake_server(store=None, group_coordinator=None):
@@ -37,11 +37,4 @@ async def client_for(server) -> TestClient:
 
 def wait_for(predicate, what: str, timeout: float = 20.0) -> Any:
     """Poll `predicate()` until it returns a truthy value (a deadline, not a sleep)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)  # polling interval
+    return shared_wait_for(predicate, what, timeout=timeout)

@@ -8,9 +8,10 @@ offsets 0, 1, 2, ... (per partition: contiguous, no gaps, no duplicates).
 
 from __future__ import annotations
 
-import time
 from collections import defaultdict
 from dataclasses import dataclass
+
+from kafkalite.testing import wait_for as shared_wait_for
 
 BASE_TS = 1_700_000_000_000
 MESSAGES = 10_000
@@ -86,11 +87,4 @@ def expected_offset_for_time(sent: list[Sent], partition: int, timestamp: int) -
 
 def wait_for(condition, what: str, timeout: float = DEADLINE_S, interval: float = 0.05):
     """Poll `condition` until it is truthy; fail with `what` after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(interval)
+    return shared_wait_for(condition, what, timeout=timeout, interval=interval)

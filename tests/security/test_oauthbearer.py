@@ -40,6 +40,7 @@ from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.security.oauthbearer import ALLOWED_URLS, VALIDATOR_HANDLERS
 from kafkalite.testing import Broker
+from kafkalite.testing import wait_for as shared_wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -49,13 +50,7 @@ AUDIENCE = "kafka"
 
 
 def wait_for(condition: Callable[[], Any], what: str, timeout: float = DEADLINE_S) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+    return shared_wait_for(condition, what, timeout=timeout)
 
 
 # ---------------------------------------------------------------- the identity provider

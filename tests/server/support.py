@@ -1,6 +1,10 @@
-"""A broker of this process for tests that need the composition root itself."""
+"""A broker of this process for tests that need the composition root itself, and `running`:
+a background task for the duration of a block (cancelled and awaited at its end)."""
 
 from __future__ import annotations
+
+import asyncio
+import contextlib
 
 from kafkalite.config import BrokerConfig
 from kafkalite.server import KafkaServer
@@ -21,3 +25,15 @@ async def started(tmp_path, **overrides: str) -> KafkaServer:
     server = KafkaServer(config)
     await server.startup()
     return server
+
+
+@contextlib.asynccontextmanager
+async def running(coroutine):
+    """`coroutine` as a task while the block runs; cancelled and awaited when it ends."""
+    task = asyncio.create_task(coroutine)
+    try:
+        yield task
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

@@ -4,9 +4,6 @@ notifications; user and client quotas set again, and a user's cached credentials
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-
 import pytest
 
 from kafkalite.coord.embedded import EmbeddedStore
@@ -16,6 +13,7 @@ from kafkalite.storage.config import LogConfig
 from kafkalite.zk import data as paths
 from kafkalite.zk.security import alter_entity_config
 from tests.controller.shell_support import eventually
+from tests.server.support import running
 
 
 @pytest.fixture
@@ -40,17 +38,6 @@ async def set_topic_config(session, topic: str, config: dict[str, str], *, annou
             paths.encode_config_change(f"topics/{topic}"),
             sequential=True,
         )
-
-
-@contextlib.asynccontextmanager
-async def running(coroutine):
-    task = asyncio.create_task(coroutine)
-    try:
-        yield task
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 async def test_topic_overrides_are_read_at_start_and_followed(session):

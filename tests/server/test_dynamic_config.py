@@ -6,9 +6,6 @@ level), the reconfigurables, and the watcher on the embedded store following
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-
 import pytest
 import structlog
 
@@ -30,20 +27,10 @@ from kafkalite.server.dynamic_config import (
 from kafkalite.zk import data as paths
 from kafkalite.zk.broker_configs import broker_of_entity_path, get_broker_config, set_broker_config
 from tests.controller.shell_support import eventually
+from tests.server.support import running
 
 JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_a="pw";'
 PW_KEY = "listener.name.plaintext.plain.sasl.jaas.config"
-
-
-@contextlib.asynccontextmanager
-async def running(coroutine):
-    task = asyncio.create_task(coroutine)
-    try:
-        yield task
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 def dynamic(**props: str) -> DynamicBrokerConfig:

@@ -5,7 +5,6 @@ with confluent-kafka."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -14,20 +13,15 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from kafkalite.testing import Broker
+from kafkalite.testing import wait_for as shared_wait_for
 
 T = TypeVar("T")
 DEADLINE_S = 60.0
 
 
 def wait_for(condition: Callable[[], T], what: str, deadline_s: float = DEADLINE_S) -> T:
-    deadline = time.monotonic() + deadline_s
-    while True:
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {deadline_s}s waiting for {what}")
-        time.sleep(0.1)  # polling interval of the condition, not synchronisation
+    """Poll `condition` until it returns something truthy (returned); fail after the deadline."""
+    return shared_wait_for(condition, what, timeout=deadline_s, interval=0.1)
 
 
 class Kafka:

@@ -7,17 +7,16 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafkalite.testing import Cluster, ZooKeeperServer
+from kafkalite.testing import wait_for as shared_wait_for
 
 T = TypeVar("T")
 
@@ -32,14 +31,7 @@ FAILOVER_DEADLINE_S = 45.0
 
 def wait_for(condition: Callable[[], T], what: str, deadline_s: float = FAILOVER_DEADLINE_S) -> T:
     """Poll `condition` until it returns something truthy (returned); fail after the deadline."""
-    deadline = time.monotonic() + deadline_s
-    while True:
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {deadline_s}s waiting for {what}")
-        time.sleep(0.1)  # polling interval of the condition, not synchronisation
+    return shared_wait_for(condition, what, timeout=deadline_s, interval=0.1)
 
 
 # -- ZooKeeper reads ------------------------------------------------------------------------------

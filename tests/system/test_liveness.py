@@ -22,7 +22,6 @@ lag (its gauge and histogram) on ``/metrics``. Every wait is a condition with a 
 from __future__ import annotations
 
 import threading
-import time
 import urllib.request
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -32,6 +31,7 @@ from confluent_kafka import ElectionType, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafkalite.testing import Cluster
+from kafkalite.testing import wait_for as shared_wait_for
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -44,14 +44,8 @@ DEADLINE_S = 120.0
 
 
 def wait_for(condition: Callable[[], T], what: str, deadline_s: float = DEADLINE_S) -> T:
-    deadline = time.monotonic() + deadline_s
-    while True:
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {deadline_s}s waiting for {what}")
-        time.sleep(0.1)  # polling interval of the condition, not synchronisation
+    """Poll `condition` until it returns something truthy (returned); fail after the deadline."""
+    return shared_wait_for(condition, what, timeout=deadline_s, interval=0.1)
 
 
 class LedgerProducer:

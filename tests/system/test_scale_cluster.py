@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import Callable
 from contextlib import closing
 from typing import Any, TypeVar
@@ -38,6 +37,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafkalite.coord import open_store
 from kafkalite.testing import Cluster, ZooKeeperServer
+from kafkalite.testing import wait_for as shared_wait_for
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -51,14 +51,8 @@ EXPIRY_MARKS = ("coordination session expired", "treating it as expired")
 
 
 def wait_for(condition: Callable[[], T], what: str, deadline_s: float = DEADLINE_S) -> T:
-    deadline = time.monotonic() + deadline_s
-    while True:
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {deadline_s}s waiting for {what}")
-        time.sleep(0.1)  # polling interval of the condition, not synchronisation
+    """Poll `condition` until it returns something truthy (returned); fail after the deadline."""
+    return shared_wait_for(condition, what, timeout=deadline_s, interval=0.1)
 
 
 def partitions_seen_by(cluster: Cluster, broker_id: int) -> dict[int, Any] | None:

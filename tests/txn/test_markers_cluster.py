@@ -12,6 +12,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kafkalite.testing import Cluster
+from kafkalite.testing import wait_for as shared_wait_for
 
 PARTITIONS = 6
 
@@ -23,14 +24,7 @@ def cluster():
 
 
 def wait_for(condition, what: str, timeout: float = 30.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout} s")
-        time.sleep(0.02)
+    return shared_wait_for(condition, what, timeout=timeout, interval=0.02)
 
 
 def transactional(cluster: Cluster, txn_id: str) -> Producer:
