@@ -75,7 +75,7 @@ def groups_describe(group: str, admin_url: str, as_json: bool) -> None:
         table.add_row(
             o["topic"],
             str(o["partition"]),
-            str(o["committed_offset"]),
+            or_dash(o["committed_offset"]),
             or_dash(o["high_watermark"]),
             or_dash(o["lag"]),
             owners.pop((o["topic"], o["partition"]), ""),

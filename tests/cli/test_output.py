@@ -134,3 +134,40 @@ def test_a_bad_reset_timestamp_is_a_usage_error(monkeypatch):
         app, ["groups", "reset-offsets", "g", "--to", "timestamp", "--timestamp", "yesterday"]
     )
     assert result.exit_code == 2 and "--timestamp" in result.output
+
+
+def test_an_assigned_partition_never_committed_shows_a_dash(monkeypatch):
+    answering(
+        monkeypatch,
+        "kafkalite.cli.groups",
+        {
+            "group_id": "g",
+            "state": "Stable",
+            "protocol": "range",
+            "coordinator": 0,
+            "total_lag": 5,
+            "members": [
+                {
+                    "client_id": "c",
+                    "member_id": "m-1",
+                    "client_host": "/127.0.0.1",
+                    "assignment": [{"topic": "t", "partitions": [0]}],
+                }
+            ],
+            "offsets": [
+                {
+                    "topic": "t",
+                    "partition": 0,
+                    "committed_offset": None,
+                    "log_start_offset": 0,
+                    "high_watermark": 5,
+                    "lag": 5,
+                    "member_id": "m-1",
+                }
+            ],
+        },
+    )
+    result = CliRunner(env={"COLUMNS": "200"}).invoke(app, ["groups", "describe", "g"])
+    assert result.exit_code == 0, result.output
+    (row,) = [line for line in result.output.splitlines() if " 0 " in line and "m-1" in line]
+    assert "None" not in row and " - " in row, row
