@@ -52,8 +52,11 @@ TEST_DEFAULTS: dict[str, str] = {
 
 
 def _settings(values: Mapping[str, Any] | None) -> dict[str, str]:
+    """Properties as strings; a key given None is left out (see Broker.settings)."""
     return {
-        str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in (values or {}).items()
+        str(k): str(v).lower() if isinstance(v, bool) else str(v)
+        for k, v in (values or {}).items()
+        if v is not None
     }
 
 
@@ -108,6 +111,7 @@ class Broker(Helpers):
         self.admin = admin
         self.start_timeout = start_timeout
         self.overrides = _settings(config)
+        self.unset = frozenset(str(k) for k, v in (config or {}).items() if v is None)
         self.env = dict(env or {})
         # a given port is the one clients use, whatever listeners the config names (a test
         # with several listeners gives its PLAINTEXT one); else the OS picks it at first start
@@ -169,9 +173,11 @@ class Broker(Helpers):
         return self.server is not None
 
     def settings(self) -> dict[str, str]:
-        """The broker's properties: test defaults, then the caller's overrides."""
+        """The broker's properties: test defaults, then the caller's overrides. A key the
+        caller gave as None is left out, so the broker's own default applies (a bench that runs
+        an older tree leaves out a test default that tree does not know)."""
         assert self.data_dir is not None
-        return {
+        settings = {
             **TEST_DEFAULTS,
             "broker.id": str(self.broker_id),
             "listeners": f"PLAINTEXT://{self.host}:{self.port or 0}",
@@ -179,6 +185,7 @@ class Broker(Helpers):
             "admin.listener": f"http://{self.host}:{self.admin_port or 0}" if self.admin else "",
             **self.overrides,
         }
+        return {k: v for k, v in settings.items() if k not in self.unset}
 
     # -- life cycle --
 

@@ -65,3 +65,13 @@ def test_a_topic_that_existed_before_is_still_an_error(fake):
     with pytest.raises(KafkaError, match="TOPIC_ALREADY_EXISTS"):
         asyncio.run(_ops.create_topic("x:1", "t", timeout=5))
     assert calls == ["t"]
+
+
+def test_a_setting_given_none_is_left_out(tmp_path):
+    from kafkalite.testing import Broker
+
+    broker = Broker({"schema.registry.listeners": None, "num.partitions": 3}, data_dir=tmp_path)
+    settings = broker.settings()
+    assert "schema.registry.listeners" not in settings
+    assert settings["num.partitions"] == "3"
+    assert Broker(data_dir=tmp_path).settings()["schema.registry.listeners"] == "http://127.0.0.1:0"
