@@ -312,9 +312,9 @@ def test_an_unknown_kid_refreshes_the_jwks_once_a_minute_and_is_then_found():
         # keys older than refresh.ms are refreshed in the background on the next use
         endpoint.now[0] += 2  # type: ignore[attr-defined]
         assert isinstance(v.validate(signed()), BearerToken)
-        await asyncio.sleep(0)  # let the background task run its fetch in a thread
-        while endpoint._refreshing is not None:
-            await asyncio.sleep(0.01)
+        refreshing = endpoint._refreshing
+        assert refreshing is not None, "the stale keys started a background refresh"
+        await asyncio.wait_for(asyncio.shield(refreshing), 10)
         assert len(fetched) == 4
 
     asyncio.run(scenario())
