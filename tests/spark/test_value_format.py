@@ -266,3 +266,51 @@ def test_the_options_are_checked(kafka_broker):
     )
     with pytest.raises(OptionError, match="40401|not found"):
         values.latest_schema(missing)
+
+
+def test_a_registry_asking_for_basic_auth(kspark, tmp_path):
+    """The registry behind HTTP basic (the admin API's authentication, a PLAIN user):
+    schema.registry.basic.auth.user.info carries the user; without it planning fails with the
+    registry's 401."""
+    from kafkalite.testing import Broker
+    from tests.spark.conftest import Kafka
+
+    users = {"admin": "admin-secret", "alice": "alice-secret"}
+    jaas = (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        'username="admin" password="admin-secret" '
+        + " ".join(f'user_{u}="{p}"' for u, p in users.items())
+        + ";"
+    )
+    config = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
+        "admin.authentication": "basic",
+    }
+    with Broker(config, data_dir=tmp_path / "b") as broker:
+        url = broker.schema_registry_url
+        client = SchemaRegistryClient({"url": url, "basic.auth.user.info": "alice:alice-secret"})
+        kafka = Kafka(broker.bootstrap_servers)
+        topic = kafka.create("secured-readings", 1)
+        context = SerializationContext(topic, MessageField.VALUE)
+        produce(
+            kafka, topic, [AvroSerializer(client, json.dumps(READING_V1))(avro_record(2), context)]
+        )
+
+        def reader(**extra):
+            r = (
+                kspark.read.format("kafkalite")
+                .option("kafka.bootstrap.servers", kafka.bootstrap)
+                .option("subscribe", topic)
+                .option("valueFormat", "avro")
+                .option("schema.registry.url", url)
+            )
+            for key, value in extra.items():
+                r = r.option(key, value)
+            return r
+
+        rows = reader(**{"schema.registry.basic.auth.user.info": "alice:alice-secret"}).load()
+        assert [(r.sensor, r.tags) for r in rows.collect()] == [("s2", ["t2", "t2"])]
+        with pytest.raises(Exception, match="401"):
+            reader().load()
