@@ -355,6 +355,8 @@ class RegistryApi:
         schema_id = await self.registry.register(
             request.match_info["subject"],
             stored_of(body.schema_, body.schemaType, body.references),
+            schema_id=body.id if body.id is not None and body.id >= 0 else None,
+            version=body.version if body.version is not None and body.version > 0 else None,
         )
         return models.RegisteredId(id=schema_id)
 
@@ -522,7 +524,7 @@ class RegistryApi:
     async def put_mode(
         self, request: web.Request, query: models.ForceQuery, body: models.ModeBody
     ) -> Any:
-        await self.registry.set_mode(None, body.mode)
+        await self.registry.set_mode(None, body.mode, force=query.force)
         return body
 
     @route(
@@ -559,7 +561,7 @@ class RegistryApi:
     async def put_subject_mode(
         self, request: web.Request, query: models.ForceQuery, body: models.ModeBody
     ) -> Any:
-        await self.registry.set_mode(request.match_info["subject"], body.mode)
+        await self.registry.set_mode(request.match_info["subject"], body.mode, force=query.force)
         return body
 
     @route(

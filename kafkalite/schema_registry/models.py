@@ -41,6 +41,12 @@ class SchemaRequest(BaseModel):
     schema_: str = Field(alias="schema")
     schemaType: SchemaType | None = None
     references: list[ReferenceModel] | None = None
+    id: int | None = None
+    """IMPORT mode: the id to keep (a registration elsewhere than IMPORT mode may not give one;
+    a negative id is none, as in Confluent's clients)."""
+    version: int | None = None
+    """The version to keep (IMPORT mode: any; otherwise only the next one; 0 or none: the
+    next)."""
 
 
 class RegisteredId(BaseModel):

@@ -192,40 +192,83 @@ class Registry:
                 f"Subject {subject} is in read-only mode" if subject else "read-only mode",
             )
 
-    async def register(self, subject: str, stored: StoredSchema, normalize: bool = False) -> int:
+    def _registrable(self, view: SchemaView, subject: str, imported: bool) -> None:
+        """Confluent's rule: a registration giving an id needs IMPORT mode, one without needs
+        READWRITE (IMPORT mode takes only registrations with their ids)."""
+        mode = self.mode(view, subject)
+        self._writable(view, subject)
+        if imported and mode != "IMPORT":
+            raise RegistryError(
+                errors.OPERATION_NOT_PERMITTED,
+                f"Subject {subject} in context . is not in import mode",
+            )
+        if not imported and mode != "READWRITE":
+            raise RegistryError(
+                errors.OPERATION_NOT_PERMITTED,
+                f"Subject {subject} in context . is not in read-write mode",
+            )
+
+    async def register(
+        self,
+        subject: str,
+        stored: StoredSchema,
+        normalize: bool = False,
+        *,
+        schema_id: int | None = None,
+        version: int | None = None,
+    ) -> int:
+        """The id of `stored` registered under `subject` (registering it if needed).
+        `schema_id` (IMPORT mode only) and `version`: the id and version to keep."""
+        if version is not None and version > INT_MAX:
+            parse_version(version)  # 42202
         async with self._write_lock:
             for attempt in range(WRITE_ATTEMPTS):
                 view = await self.view()
-                self._writable(view, subject)
+                self._registrable(view, subject, schema_id is not None)
                 new = await self.parse(view, stored)
                 live = view.versions(subject)
-                for v in reversed(live):
-                    old = await self.parsed(view, v.id)
-                    if old.schema_type == new.schema_type and old.identity == new.identity:
-                        return v.id  # idempotent: the same schema, its version's id
-                olds = [await self.parsed(view, v.id) for v in live]
-                problems = compatibility.check(self.level(view, subject), new, olds)
-                if problems:
-                    raise RegistryError(
-                        errors.INCOMPATIBLE_SCHEMA,
-                        f"Schema being registered is incompatible with an earlier schema for "
-                        f'subject "{subject}", details: {problems}',
-                    )
-                schema_id = await self._id_for(view, stored, new)
+                if version is None:
+                    for v in reversed(live):
+                        if schema_id is not None and v.id != schema_id:
+                            continue
+                        old = await self.parsed(view, v.id)
+                        if old.schema_type == new.schema_type and old.identity == new.identity:
+                            return v.id  # idempotent: the same schema, its version's id
                 all_versions = view.subjects.get(subject, {})
-                version = max(all_versions, default=0) + 1
+                next_version = max(all_versions, default=0) + 1
+                if schema_id is not None:
+                    # IMPORT: no compatibility check, the given id and version kept unless
+                    # they are another schema's
+                    self._importable(view, subject, stored, schema_id, version)
+                    chosen_id = schema_id
+                    chosen_version = next_version if version is None else version
+                else:
+                    if version is not None and version != next_version:
+                        raise RegistryError(
+                            errors.INVALID_SCHEMA, "Version is not one more than previous version"
+                        )
+                    olds = [await self.parsed(view, v.id) for v in live]
+                    problems = compatibility.check(self.level(view, subject), new, olds)
+                    if problems:
+                        raise RegistryError(
+                            errors.INCOMPATIBLE_SCHEMA,
+                            f"Schema being registered is incompatible with an earlier schema "
+                            f'for subject "{subject}", details: {problems}',
+                        )
+                    chosen_id = await self._id_for(view, stored, new)
+                    chosen_version = next_version
                 await self.store.write(
                     [
                         (
-                            schema_key(subject, version),
-                            schema_value(subject, version, schema_id, stored, False),
+                            schema_key(subject, chosen_version),
+                            schema_value(subject, chosen_version, chosen_id, stored, False),
                         )
                     ]
                 )
-                won = self.store.view.subjects.get(subject, {}).get(version)
-                if won is not None and won.id == schema_id:
-                    self._parsed.setdefault(schema_id, new)
-                    return schema_id
+                won = self.store.view.subjects.get(subject, {}).get(chosen_version)
+                if won is not None and won.id == chosen_id:
+                    self._parsed.setdefault(chosen_id, new)
+                    return chosen_id
                 if won is not None:
                     # another broker took this version first: our record has its key, and
                     # compaction keeps a key's last record, so the winner's is written again
@@ -234,8 +277,8 @@ class Registry:
                     await self.store.write(
                         [
                             (
-                                schema_key(subject, version),
-                                schema_value(subject, version, won.id, winner, won.deleted),
+                                schema_key(subject, chosen_version),
+                                schema_value(subject, chosen_version, won.id, winner, won.deleted),
                             )
                         ]
                     )
@@ -243,6 +286,31 @@ class Registry:
                 await asyncio.sleep(random.uniform(0, LOST_RACE_BACKOFF_S * (attempt + 1)))
             raise RegistryError(
                 errors.STORE_ERROR, "registration kept losing races with other writers"
+            )
+
+    def _importable(
+        self,
+        view: SchemaView,
+        subject: str,
+        stored: StoredSchema,
+        schema_id: int,
+        version: int | None,
+    ) -> None:
+        """An imported (id, version) may repeat what is stored, never overwrite it (42205, as
+        Confluent refuses another schema under a taken id; a taken version too, which the
+        first-writer-wins view would otherwise ignore silently)."""
+        known = view.schemas.get(schema_id)
+        if known is not None and known != stored:
+            raise RegistryError(
+                errors.OPERATION_NOT_PERMITTED,
+                f"Overwrite new schema with id {schema_id} in context . is not permitted.",
+            )
+        taken = view.subjects.get(subject, {}).get(version) if version is not None else None
+        if taken is not None and taken.id != schema_id:
+            raise RegistryError(
+                errors.OPERATION_NOT_PERMITTED,
+                f"Overwrite new schema with version {version} of subject {subject} (id "
+                f"{taken.id}) in context . is not permitted.",
             )
 
     async def _id_for(self, view: SchemaView, stored: StoredSchema, new: ParsedSchema) -> int:
@@ -367,12 +435,36 @@ class Registry:
         await self.store.write([(config_key(subject), None)])
         return previous
 
-    async def set_mode(self, subject: str | None, mode: str) -> None:
+    async def set_mode(self, subject: str | None, mode: str, force: bool = False) -> None:
+        """Set the global (`subject` None) or a subject's mode. Into IMPORT (from another mode)
+        only when the scope has no live subject unless `force` (Confluent's 42205 "Cannot
+        import since found existing subjects"); its soft-deleted versions are then deleted
+        for good, so imported ids and versions do not meet them."""
         if mode not in MODES:
             raise RegistryError(
                 errors.INVALID_MODE, f"Invalid mode. Valid values are {', '.join(MODES)}"
             )
-        await self.store.write([(mode_key(subject), _json({"mode": mode}))])
+        async with self._write_lock:
+            records: list[tuple[bytes, bytes | None]] = []
+            view = await self.view()
+            if mode == "IMPORT" and self.mode(view, subject) != "IMPORT" and not force:
+                scope = [s for s in view.subjects if subject is None or s == subject]
+                if any(view.versions(s) for s in scope):
+                    raise RegistryError(
+                        errors.OPERATION_NOT_PERMITTED,
+                        "Cannot import since found existing subjects",
+                    )
+                for s in scope:
+                    for v in view.versions(s, deleted=True):
+                        if view.referenced_by(s, v.version):
+                            raise RegistryError(
+                                errors.REFERENCE_EXISTS,
+                                f"One or more references exist to the schema "
+                                f"{{subject={s}, version={v.version}}}",
+                            )
+                        records.append((schema_key(s, v.version), None))
+            records.append((mode_key(subject), _json({"mode": mode})))
+            await self.store.write(records)
 
     async def delete_mode(self, subject: str) -> str:
         view = await self.view()

@@ -50,6 +50,7 @@ from pyspark.sql.types import (
 )
 
 from . import options as opt
+from . import values
 from .kafka import (
     DEFAULT_POLL_TIMEOUT_S,
     DataLossError,
@@ -95,7 +96,13 @@ class KafkaDataSource(DataSource):
         return "kafkalite"
 
     def schema(self) -> StructType:
-        return read_schema(opt.get_bool(self.options, "includeHeaders", False))
+        base = read_schema(opt.get_bool(self.options, "includeHeaders", False))
+        settings = values.settings_of(self.options)
+        if settings is None:
+            return base
+        # valueFormat: the value's fields as columns, from the subject's latest version now
+        latest = values.latest_schema(settings)
+        return values.decoded_schema(base, values.value_fields(settings, latest))
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return KafkaBatchReader(dict(self.options), schema)
@@ -139,6 +146,44 @@ class _ReaderBase:
         self.poll_timeout_s = poll_ms / 1000 if poll_ms else DEFAULT_POLL_TIMEOUT_S
         self.starting = opt.offset_spec(options, "starting", streaming=self.streaming)
         self._offset_reader: OffsetReader | None = None
+        self.registry = values.settings_of(options)
+        self.raw_schema = schema
+        self.planned: values.WriterSchema | None = None
+        self.value_fields: list[StructField] = []
+        if self.registry is not None:
+            self.raw_schema = read_schema(opt.get_bool(options, "includeHeaders", False))
+            self.planned, self.value_fields = self._planned_schema(self.registry, schema)
+
+    def _planned_schema(
+        self, settings: values.RegistrySettings, schema: StructType
+    ) -> tuple[values.WriterSchema, list[StructField]]:
+        """The subject's version whose fields are the columns of `schema` (planned by
+        KafkaDataSource.schema from the latest version: the latest unless a version was
+        registered since, or the caller gave the schema)."""
+        latest = values.latest_schema(settings)
+        fields = values.value_fields(settings, latest)
+        if values.decoded_schema(self.raw_schema, fields) == schema:
+            return latest, fields
+        subject = values.urllib.parse.quote(settings.subject, safe="")
+        versions = values._get(settings, f"/subjects/{subject}/versions", cached=False)
+        for version in sorted(versions, reverse=True):
+            answer = values._get(settings, f"/subjects/{subject}/versions/{version}", cached=False)
+            candidate = values.WriterSchema(
+                int(answer["id"]),
+                str(answer.get("schemaType") or "AVRO"),
+                str(answer["schema"]),
+                tuple(
+                    (str(r["name"]), str(r["subject"]), int(r["version"]))
+                    for r in answer.get("references") or ()
+                ),
+            )
+            fields = values.value_fields(settings, candidate)
+            if values.decoded_schema(self.raw_schema, fields) == schema:
+                return candidate, fields
+        raise OptionError(
+            f"valueFormat: no version of subject {settings.subject} gives the columns "
+            f"{schema.simpleString()}"
+        )
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -226,14 +271,40 @@ class _ReaderBase:
         r = getattr(partition, "range", None)
         if r is None:  # Spark plans one empty partition when there is nothing to read
             return
-        arrow_schema = to_arrow_schema(self.schema, timezone="UTC")
-        yield from read_range(
+        arrow_schema = to_arrow_schema(self.raw_schema, timezone="UTC")
+        batches = read_range(
             r,
             self.params,
             arrow_schema,
             fail_on_data_loss=self.fail_on_data_loss,
             poll_timeout_s=self.poll_timeout_s,
         )
+        if self.registry is None:
+            yield from batches
+            return
+        yield from self._decoded(batches, r)
+
+    def _decoded(self, batches: Iterator[Any], r: OffsetRange) -> Iterator[Any]:
+        """valueFormat: each batch with its value column replaced by the value's fields."""
+        import pyarrow as pa
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        assert self.registry is not None and self.planned is not None
+        out_schema = to_arrow_schema(self.schema, timezone="UTC")
+        decoder = values.ValueDecoder(self.registry, self.planned, self.value_fields)
+        rest = [name for name in self.raw_schema.names if name != "value"]
+        for batch in batches:
+            offsets = batch.column("offset")
+
+            def where(i: int, offsets: Any = offsets) -> str:
+                return f"{r.topic}-{r.partition} offset {offsets[i].as_py()}"
+
+            columns = decoder.columns(batch.column("value"), where)
+            arrays = [
+                pa.array(column, out_schema.field(j).type) for j, column in enumerate(columns)
+            ]
+            arrays += [batch.column(name) for name in rest]
+            yield pa.RecordBatch.from_arrays(arrays, schema=out_schema)
 
 
 class KafkaBatchReader(_ReaderBase, DataSourceReader):

@@ -51,6 +51,17 @@ TEST_DEFAULTS: dict[str, str] = {
 }
 
 
+REGISTRY_LISTENERS = "schema.registry.listeners"
+
+
+def _registry_url_of(listener: str) -> str:
+    """The URL a client uses for a registry listener (a wildcard host: 127.0.0.1)."""
+    scheme, _, rest = listener.partition("://")
+    host, _, port = rest.rpartition(":")
+    host = host.strip("[]")
+    return f"{scheme}://{host if host not in ('', '0.0.0.0', '::') else '127.0.0.1'}:{port}"
+
+
 def _settings(values: Mapping[str, Any] | None) -> dict[str, str]:
     """Properties as strings; a key given None is left out (see Broker.settings)."""
     return {
@@ -120,6 +131,10 @@ class Broker(Helpers):
         self.admin_port: int | None = None
         self._admin_host = self.host
         self._admin_scheme = "http"  # https when its admin.listener says so
+        # a subprocess's Schema Registry: its URL from its log (or chosen before a quiet start),
+        # and its port kept for a restart, as the client and admin ports are
+        self._registry_url: str | None = None
+        self._registry_port: int | None = None
         # a Cluster waits for its own conditions (a broker may start cut off from the controller)
         self._wait_until_ready = True
         self.server: Any = None  # the KafkaServer, in-process
@@ -158,7 +173,10 @@ class Broker(Helpers):
 
     @property
     def schema_registry_url(self) -> str | None:
-        """The Schema Registry of an in-process broker (None for a subprocess one)."""
+        """The broker's Schema Registry (``http://127.0.0.1:port``, the port the OS chose), in
+        process or subprocess; None while stopped or when its listener is disabled."""
+        if self.subprocess:
+            return self._registry_url if self.running else None
         return self.server.schema_registry_url if self.server is not None else None
 
     @property
@@ -185,6 +203,9 @@ class Broker(Helpers):
             "admin.listener": f"http://{self.host}:{self.admin_port or 0}" if self.admin else "",
             **self.overrides,
         }
+        listener = settings.get(REGISTRY_LISTENERS, "")
+        if self._registry_port is not None and listener.endswith(":0"):
+            settings[REGISTRY_LISTENERS] = f"{listener[:-2]}:{self._registry_port}"
         return {k: v for k, v in settings.items() if k not in self.unset}
 
     # -- life cycle --
@@ -329,6 +350,7 @@ class Broker(Helpers):
             raise RuntimeError("spawn() needs a broker with subprocess=True")
         self._prepare()
         assert self.data_dir is not None
+        self._registry_url = None  # said again by this start's log
         if self._quiet:
             self._choose_ports()
         # the child's configuration is its settings alone, as in-process (no KAFKALITE_*
@@ -401,6 +423,11 @@ class Broker(Helpers):
 
         if self.port is None:
             self.port = free_port()
+        listener = "" if REGISTRY_LISTENERS in self.unset else self.settings()[REGISTRY_LISTENERS]
+        if listener.endswith(":0"):
+            self._registry_port = free_port()
+            listener = self.settings()[REGISTRY_LISTENERS]
+        self._registry_url = _registry_url_of(listener) if listener else None
         if not self.admin:
             return
         url = self.overrides.get("admin.listener")
@@ -428,6 +455,18 @@ class Broker(Helpers):
                         f"broker not started within {self.start_timeout} s:\n{self.log_tail()}"
                     )
                 time.sleep(0.01)  # the interval of the connection attempts, not a synchronisation
+            if self._registry_url is not None:  # it binds after the client port
+                port = int(self._registry_url.rsplit(":", 1)[1])
+                while True:
+                    try:
+                        socket.create_connection((self.host, port), timeout=1.0).close()
+                        break
+                    except OSError:
+                        if time.monotonic() > deadline or self.process.poll() is not None:
+                            raise TimeoutError(
+                                f"schema registry not accepting on port {port}:\n{self.log_tail()}"
+                            ) from None
+                    time.sleep(0.01)  # the interval of the attempts, not a synchronisation
             return
         buffered = b""
         listening = admin_seen = False
@@ -459,6 +498,10 @@ class Broker(Helpers):
                     admin_seen = True
                 elif event == "admin API not started: cannot bind":
                     admin_seen = True
+                elif event == "schema registry listening":
+                    # logged before "started"
+                    self._registry_url = _registry_url_of(entry["url"])
+                    self._registry_port = int(self._registry_url.rsplit(":", 1)[1])
             if listening and (admin_seen or not self.admin):
                 return
             assert self.process is not None

@@ -189,9 +189,13 @@ class Cluster(Helpers):
         return None
 
     def schema_registry_url_of(self, broker_id: int) -> str | None:
-        """The Schema Registry of one running broker (every broker serves it)."""
+        """The Schema Registry of one running broker (every broker serves it), in process or
+        subprocess."""
         server = self.servers.get(broker_id)
-        return server.schema_registry_url if server is not None else None
+        if server is not None:
+            return server.schema_registry_url
+        process = self.processes.get(broker_id)
+        return process.schema_registry_url if process is not None else None
 
     def admin_url_of(self, broker_id: int) -> str | None:
         server = self.servers.get(broker_id)

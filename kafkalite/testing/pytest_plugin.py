@@ -12,6 +12,7 @@ Fixtures:
   helpers apply it to the topic names they are given; ``.group(name)`` likewise);
 - ``kafkalite_cluster``: a ``kafkalite.testing.Cluster`` of 3 brokers with fault injection;
 - ``kafkalite_bootstrap``: the bootstrap string of ``kafkalite_broker``.
+- ``kafkalite_schema_registry_url``: the Schema Registry URL of ``kafkalite_broker``.
 
 Choosing how brokers run: ``--kafkalite-mode=in-process|subprocess`` (or the ``kafkalite_mode``
 ini option; default in-process), overridden per test with
@@ -112,6 +113,12 @@ def kafkalite_broker(request: pytest.FixtureRequest):
 def kafkalite_bootstrap(kafkalite_broker) -> str:
     """``host:port`` of the test's ``kafkalite_broker``."""
     return kafkalite_broker.bootstrap_servers
+
+
+@pytest.fixture
+def kafkalite_schema_registry_url(kafkalite_broker) -> str:
+    """``http://127.0.0.1:port`` of the Schema Registry of the test's ``kafkalite_broker``."""
+    return kafkalite_broker.schema_registry_url
 
 
 @pytest.fixture(scope="session")

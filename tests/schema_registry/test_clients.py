@@ -401,6 +401,25 @@ def test_validation_refuses_unframed_unknown_and_wrong_subject(broker, client):
     assert [m.value for m in broker.consume_all(topic, timeout=30)] == [framed]
 
 
+def test_validation_of_large_uniform_batches_and_a_deleted_version(broker, client, url):
+    """Batches of one layout (the validator's fast path) are refused as the walk would refuse
+    them, and a verdict given before a version's deletion is not kept after it."""
+    topic = unique("uniform")
+    broker.create_topic(topic, config={"confluent.value.schema.validation": "true"})
+    good = client.register_schema(f"{topic}-value", Schema(json.dumps(USER_V1), "AVRO"))
+    other = client.register_schema(unique("else") + "-value", Schema(json.dumps(USER_V2), "AVRO"))
+    framed = b"\x00" + good.to_bytes(4, "big") + b"\x06ada"
+    wrong = b"\x00" + other.to_bytes(4, "big") + b"\x06bob"
+    assert produce_raw(broker, topic, [framed] * 200) == [None] * 200
+    for batch in ([wrong] * 200, [framed] * 100 + [wrong] + [framed] * 99, [b"\x01" * 9] * 50):
+        errors = produce_raw(broker, topic, batch)
+        assert errors and all(e is not None and e.name() == "INVALID_RECORD" for e in errors)
+    assert call(url, "DELETE", f"/subjects/{topic}-value/versions/1").status == 200
+    errors = produce_raw(broker, topic, [framed] * 200)
+    assert errors and all(e is not None and e.name() == "INVALID_RECORD" for e in errors)
+    assert [m.value for m in broker.consume_all(topic, timeout=30)] == [framed] * 200
+
+
 def test_json_and_protobuf_references(url):
     common = unique("common")
     money = {"type": "object", "properties": {"amount": {"type": "number"}}}
