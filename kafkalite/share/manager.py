@@ -168,9 +168,27 @@ class ShareGroupService:
             client_host,
         )
         if result.removed is not None:
-            self._member_gone(group_id, result.removed)
+            self._member_left(group_id, result.removed)
         self._arm_timer()
         return result
+
+    def _member_left(self, group_id: str, member_id: str) -> None:
+        """A member left the group (heartbeat epoch -1). A leaving client closes its share
+        sessions itself (ShareAcknowledge epoch -1, carrying its last acknowledgements), on
+        other connections and so in any order with the leave: the session is kept for one lock
+        duration so those acknowledgements still count, then closed if it is still open."""
+        if (group_id, member_id) not in self.sessions:
+            self._member_gone(group_id, member_id)
+            return
+        loop = asyncio.get_running_loop()
+        loop.call_later(
+            self.config.record_lock_duration_ms / 1000,
+            lambda: (
+                None
+                if self.groups.is_member(group_id, member_id)
+                else self._member_gone(group_id, member_id)
+            ),
+        )
 
     def _member_gone(self, group_id: str, member_id: str) -> None:
         """A member left or timed out: its sessions close and its records go back."""
@@ -329,36 +347,40 @@ class ShareGroupService:
                 else FetchIsolation.HIGH_WATERMARK
             )
             now = self.time_ms()
-            chunks: list[bytes] = []
+            wanted = max(1, max_records)
+            chunks: dict[int, bytes] = {}  # base offset -> the batch, each batch once
             acquired: list[Acquired] = []
+            count = size = 0
             tried: set[int] = set()
-            while len(acquired) < max(1, max_records):
+            while count < wanted and size < max_bytes:
                 offset = sp.first_acquirable_offset()
-                if offset >= sp.end_offset and not sp.can_acquire_new():
-                    break
-                if offset in tried:
+                if offset in tried or (offset >= sp.end_offset and not sp.can_acquire_new()):
                     break
                 tried.add(offset)
                 read = leader.read_records(offset, -1, max_bytes, isolation, True, True)
                 buf = bytes(read.records) if read.records else b""
-                if not buf:
+                positions = [
+                    (h.base_offset, h.last_offset, pos, h.size) for h, pos in _headers(buf)
+                ]
+                if not positions:
                     break
-                batches = []
-                positions = []
-                for header, pos in _headers(buf):
-                    batches.append((header.base_offset, header.last_offset, header.is_control))
-                    positions.append((header.base_offset, header.last_offset, pos, header.size))
-                if not batches:
+                got = sp.acquire(
+                    member_id,
+                    [(base, last, h_control) for base, last, h_control in _kinds(buf)],
+                    wanted - count,
+                    now,
+                )
+                if not got:
                     break
-                got = sp.acquire(member_id, batches, max(1, max_records) - len(acquired), now)
-                if got:
-                    acquired.extend(got)
-                    chunks.append(_covering(buf, positions, got))
-                # room and time for more: read again from the next acquirable offset
-                if not got and sp.first_acquirable_offset() == offset:
-                    break
-                if sum(len(c) for c in chunks) >= max_bytes:
-                    break
+                acquired.extend(got)
+                count += sum(a.last_offset - a.first_offset + 1 for a in got)
+                for base, last, pos, length in positions:
+                    if base not in chunks and any(
+                        a.first_offset <= last and a.last_offset >= base for a in got
+                    ):
+                        chunks[base] = buf[pos : pos + length]
+                        size += length
+            records = b"".join(chunks[base] for base in sorted(chunks))
         except KafkaError as e:
             return PartitionFetch(e.error_code)
         if acquired:
@@ -366,7 +388,7 @@ class ShareGroupService:
             deadline = now + sp.lock_duration_ms
             heapq.heappush(self._deadlines, (deadline, key))
             self._arm_timer()
-        return PartitionFetch(ErrorCode.NONE, b"".join(chunks), acquired, leader.leader_epoch)
+        return PartitionFetch(ErrorCode.NONE, records, acquired, leader.leader_epoch)
 
     async def wait_for_records(
         self, partitions: Iterable[tuple[str, int, int]], max_wait_ms: int
@@ -481,10 +503,7 @@ def _headers(buf: bytes):
         yield header, pos
 
 
-def _covering(buf: bytes, positions: list[tuple[int, int, int, int]], got: list[Acquired]) -> bytes:
-    """The whole batches of ``buf`` that hold an acquired offset."""
-    parts = []
-    for base, last, pos, size in positions:
-        if any(a.first_offset <= last and a.last_offset >= base for a in got):
-            parts.append(buf[pos : pos + size])
-    return b"".join(parts)
+def _kinds(buf: bytes):
+    """(base offset, last offset, is control) of each complete batch of ``buf``."""
+    for header, _ in _headers(buf):
+        yield header.base_offset, header.last_offset, header.is_control
