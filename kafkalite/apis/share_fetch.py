@@ -178,7 +178,8 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
         error = errors.get((topic_id, partition), ErrorCode.NONE)
         ack_error = ack_results.get((topic_id, partition), ErrorCode.NONE)
         result = fetched.get((topic_id, partition))
-        leader = _current_leader(ctx, service, topic_id, partition)
+        refused = ErrorCode.TOPIC_AUTHORIZATION_FAILED in (error, ack_error)
+        leader = dict(_NO_LEADER) if refused else _current_leader(ctx, service, topic_id, partition)
         if error is ErrorCode.NOT_LEADER_OR_FOLLOWER:
             leaders.add(leader["leader_id"])
         entry = {
@@ -235,7 +236,9 @@ async def handle_share_acknowledge(ctx: RequestContext, request: Any) -> Any:
                 "partition_index": partition,
                 "error_code": code,
                 "error_message": None if code is ErrorCode.NONE else code.message,
-                "current_leader": _current_leader(ctx, service, topic_id, partition),
+                "current_leader": dict(_NO_LEADER)
+                if code is ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                else _current_leader(ctx, service, topic_id, partition),
             }
         )
     return ctx.response(

@@ -82,14 +82,14 @@ def _error(ctx: RequestContext, error: ErrorCode) -> Any:
 @handles(ApiKey.SHARE_GROUP_HEARTBEAT)
 async def handle_share_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
     service = share_service(ctx)
-    if service is None:
-        return _error(ctx, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     if not allowed(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
         return _error(ctx, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     topics = request.subscribed_topic_names
     for topic in topics or ():
         if not allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topic):
             return _error(ctx, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    if service is None:
+        return _error(ctx, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     error = coordinates_group(ctx, request.group_id)
     if error is not ErrorCode.NONE:
         return _error(ctx, error)
