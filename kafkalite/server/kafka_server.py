@@ -493,7 +493,7 @@ class KafkaServer:
         (LeaderAndIsr loads its partitions) and the share-group service the handlers use."""
         from kafkalite.share.service import start_share_groups
 
-        start_share_groups(self.services, self.config)
+        start_share_groups(self.services, self.config, self.inter_broker_listener)
 
     async def _stop_group_coordinator(self) -> None:
         share = self.services.extra.get("share_groups")

@@ -264,14 +264,17 @@ class ShareGroupService:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
         key = (group_id, name, partition)
         sp = self.partitions.get(key)
-        if sp is not None:
+        if sp is not None and sp.leader_epoch == leader.leader_epoch:
             self._catch_up_log_start(sp, leader)
             return ErrorCode.NONE, sp
+        # not loaded, or loaded under an earlier leadership of the partition: what another
+        # leader persisted meanwhile is the truth now
         lock = self._loading.setdefault(key, asyncio.Lock())
         async with lock:
             sp = self.partitions.get(key)
-            if sp is not None:
+            if sp is not None and sp.leader_epoch == leader.leader_epoch:
                 return ErrorCode.NONE, sp
+            self.partitions.pop(key, None)
             state = await self.persister.read(group_id, topic_id, partition, leader.leader_epoch)
             if state.error is not ErrorCode.NONE:
                 return _retriable(state.error), None
@@ -295,6 +298,7 @@ class ShareGroupService:
             else:
                 sp = SharePartition.restore(state.start_offset, state.state_batches, **settings)
                 sp.state_epoch = state.state_epoch
+            sp.leader_epoch = leader.leader_epoch
             self._catch_up_log_start(sp, leader)
             self.partitions[key] = sp
             return ErrorCode.NONE, sp
@@ -475,6 +479,9 @@ class ShareGroupService:
         self._arm_timer()
 
     async def shutdown(self) -> None:
+        close = getattr(self.persister, "close", None)
+        if close is not None:
+            await close()
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

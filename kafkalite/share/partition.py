@@ -98,6 +98,8 @@ class SharePartition:
         self.max_record_locks = max_record_locks
         self.records: dict[int, InFlight] = {}
         self.state_epoch = 0
+        self.leader_epoch = -1
+        """The partition's leader epoch when this state was loaded (set by the owner)."""
 
     # -- restoring and persisting -----------------------------------------------------------
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from kafkalite.share.coordinator import ShareCoordinator
 from kafkalite.share.manager import ShareConfig, ShareGroupService
-from kafkalite.share.persister import LocalPersister
+from kafkalite.share.persister import BrokerPersister
 
 
 def share_config(config: Any) -> ShareConfig:
@@ -24,7 +24,9 @@ def share_config(config: Any) -> ShareConfig:
     )
 
 
-def start_share_groups(services: Any, config: Any) -> ShareGroupService:
+def start_share_groups(
+    services: Any, config: Any, listener_name: str = "PLAINTEXT"
+) -> ShareGroupService:
     coordinator = ShareCoordinator(
         services.broker_id,
         services.replica_manager,
@@ -34,7 +36,7 @@ def start_share_groups(services: Any, config: Any) -> ShareGroupService:
         services.broker_id,
         services.replica_manager,
         services.metadata_cache,
-        LocalPersister(coordinator),
+        BrokerPersister(coordinator, services.metadata_cache, listener_name),
         share_config(config),
     )
     services.extra["share_coordinator"] = coordinator
