@@ -61,6 +61,7 @@ HANDLER_MODULES = (
     "share_group",
     "share_fetch",
     "share_state",
+    "share_group_offsets",
 )
 
 

@@ -522,6 +522,9 @@ RULES: dict[int, str] = {
     ApiKey.WRITE_SHARE_GROUP_STATE: _INTER_BROKER,
     ApiKey.DELETE_SHARE_GROUP_STATE: _INTER_BROKER,
     ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: _INTER_BROKER,
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: "DESCRIBE on the group; DESCRIBE on each topic",
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: "READ on the group; READ on each topic",
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: "DELETE on the group; READ on each topic",
 }
 """What each API requires, as Kafka's KafkaApis (the checks are ``check``, ``SPLIT``, ``OWN``
 and ``_AFTER``). Every API the broker serves must be here, ``NO_CHECK`` included where Kafka

@@ -398,6 +398,9 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.WRITE_SHARE_GROUP_STATE: (0, 0),
     ApiKey.DELETE_SHARE_GROUP_STATE: (0, 0),
     ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: (0, 0),
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 0),
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, 0),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: (0, 0),
 }
 
 DATA_KEYS: frozenset[ApiKey] = frozenset(

@@ -59,8 +59,15 @@ class Persister(Protocol):
     ) -> StateResult: ...
 
     async def initialize(
-        self, group_id: str, topic_id: uuid.UUID, partition: int, start_offset: int
+        self,
+        group_id: str,
+        topic_id: uuid.UUID,
+        partition: int,
+        start_offset: int,
+        state_epoch: int = 0,
     ) -> ErrorCode: ...
+
+    async def delete(self, group_id: str, topic_id: uuid.UUID, partition: int) -> ErrorCode: ...
 
     async def write(
         self,
@@ -431,9 +438,54 @@ class ShareGroupService:
                 sp.start_offset,
                 sp.state_batches(),
             )
-        if error is not ErrorCode.NONE:
+        if error is ErrorCode.FENCED_STATE_EPOCH:
+            # an operator reset the group's offsets meanwhile: the next fetch reads it back
+            self.partitions.pop(key, None)
+        elif error is not ErrorCode.NONE:
             log.warning("writing share state failed", key=key, error=error.name)
         return error
+
+    # -- offsets administration (DescribeShareGroupOffsets, Alter..., Delete...) -------------
+
+    def group_is_empty(self, group_id: str) -> bool:
+        group = self.groups.groups.get(group_id)
+        return group is None or not group.members
+
+    def subscribed_topics(self, group_id: str) -> set[str]:
+        group = self.groups.groups.get(group_id)
+        if group is None:
+            return set()
+        return {t for m in group.members.values() for t in m.subscribed}
+
+    async def start_offset(
+        self, group_id: str, topic_id: uuid.UUID, partition: int
+    ) -> tuple[ErrorCode, int, int]:
+        """(error, start offset or -1 without state, leader epoch) of a share-partition."""
+        state = await self.persister.read(group_id, topic_id, partition, -1)
+        if state.error is not ErrorCode.NONE:
+            return _retriable(state.error), -1, -1
+        return ErrorCode.NONE, state.start_offset, state.leader_epoch
+
+    async def reset_start_offset(
+        self, group_id: str, topic_id: uuid.UUID, partition: int, start_offset: int
+    ) -> ErrorCode:
+        """A new state at ``start_offset`` under a higher state epoch (the group is empty):
+        the in-flight records are forgotten and a leader holding the old state is fenced."""
+        state = await self.persister.read(group_id, topic_id, partition, -1)
+        if state.error is not ErrorCode.NONE:
+            return _retriable(state.error)
+        error = await self.persister.initialize(
+            group_id, topic_id, partition, start_offset, state.state_epoch + 1
+        )
+        if error is ErrorCode.NONE:
+            self.partitions.pop((group_id, self.topic_name(topic_id) or "", partition), None)
+        return _retriable(error)
+
+    async def delete_state(self, group_id: str, topic_id: uuid.UUID, partition: int) -> ErrorCode:
+        error = await self.persister.delete(group_id, topic_id, partition)
+        if error is ErrorCode.NONE:
+            self.partitions.pop((group_id, self.topic_name(topic_id) or "", partition), None)
+        return _retriable(error)
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)

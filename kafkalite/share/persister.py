@@ -136,15 +136,22 @@ class BrokerPersister:
         )
 
     async def initialize(
-        self, group_id: str, topic_id: uuid.UUID, partition: int, start_offset: int
+        self,
+        group_id: str,
+        topic_id: uuid.UUID,
+        partition: int,
+        start_offset: int,
+        state_epoch: int = 0,
     ) -> ErrorCode:
+        """A new state (no in-flight records) at ``start_offset``; a higher ``state_epoch`` than
+        the stored one replaces the state (an operator's reset) and fences its old writers."""
         key = (group_id, topic_id, partition)
         leader = self._leader(key)
         if leader is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if leader == self.coordinator.broker_id:
             await self._local_ready(key)
-            return await self.coordinator.initialize(key, 0, start_offset)
+            return await self.coordinator.initialize(key, state_epoch, start_offset)
         return await self._remote_result(
             leader,
             ApiKey.INITIALIZE_SHARE_GROUP_STATE,
@@ -154,7 +161,11 @@ class BrokerPersister:
                     {
                         "topic_id": topic_id,
                         "partitions": [
-                            {"partition": partition, "state_epoch": 0, "start_offset": start_offset}
+                            {
+                                "partition": partition,
+                                "state_epoch": state_epoch,
+                                "start_offset": start_offset,
+                            }
                         ],
                     }
                 ],
@@ -208,6 +219,23 @@ class BrokerPersister:
                         ],
                     }
                 ],
+            },
+        )
+
+    async def delete(self, group_id: str, topic_id: uuid.UUID, partition: int) -> ErrorCode:
+        key = (group_id, topic_id, partition)
+        leader = self._leader(key)
+        if leader is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if leader == self.coordinator.broker_id:
+            await self._local_ready(key)
+            return await self.coordinator.delete(key)
+        return await self._remote_result(
+            leader,
+            ApiKey.DELETE_SHARE_GROUP_STATE,
+            {
+                "group_id": group_id,
+                "topics": [{"topic_id": topic_id, "partitions": [{"partition": partition}]}],
             },
         )
 

@@ -193,7 +193,10 @@ def decode_snapshot(buf: bytes) -> ShareSnapshot:
         batches, _ = _decode_batches(buf, 2 + _SNAPSHOT_HEAD.size)
     except struct.error as e:
         raise StateRecordError(f"bad ShareSnapshotValue: {e}") from e
-    return ShareSnapshot(*head, state_batches=batches)
+    snapshot_epoch, state_epoch, leader_epoch, start, created, written = head
+    return ShareSnapshot(
+        snapshot_epoch, state_epoch, leader_epoch, start, created, written, batches
+    )
 
 
 def encode_update(value: ShareUpdate) -> bytes:
@@ -216,4 +219,5 @@ def decode_update(buf: bytes) -> ShareUpdate:
         batches, _ = _decode_batches(buf, 2 + _UPDATE_HEAD.size)
     except struct.error as e:
         raise StateRecordError(f"bad ShareUpdateValue: {e}") from e
-    return ShareUpdate(*head, state_batches=batches)
+    snapshot_epoch, leader_epoch, start = head
+    return ShareUpdate(snapshot_epoch, leader_epoch, start, batches)

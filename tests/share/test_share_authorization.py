@@ -28,6 +28,9 @@ SHARE_KEYS = (
     ApiKey.SHARE_ACKNOWLEDGE,
     ApiKey.READ_SHARE_GROUP_STATE,
     ApiKey.WRITE_SHARE_GROUP_STATE,
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS,
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS,
 )
 
 
@@ -127,3 +130,15 @@ async def test_the_state_apis_need_cluster_action(call, auth):
         ),
     )
     assert response.results[0].partitions[0].error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
+async def test_the_offsets_apis_need_the_group_and_topic_acls(call, auth):
+    k = ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS
+    response = await call(k, 0, req(k, 0, groups=[{"group_id": "other", "topics": None}]))
+    assert response.groups[0].error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+    k = ApiKey.ALTER_SHARE_GROUP_OFFSETS
+    response = await call(k, 0, req(k, 0, group_id="other", topics=[]))
+    assert response.error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+    k = ApiKey.DELETE_SHARE_GROUP_OFFSETS
+    response = await call(k, 0, req(k, 0, group_id="other", topics=[]))
+    assert response.error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED

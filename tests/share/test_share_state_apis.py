@@ -180,3 +180,56 @@ def test_the_state_apis(broker):
     )
     assert deleted.error_code == ErrorCode.NONE
     assert read().start_offset == -1
+
+
+def test_share_group_offsets_admin(broker):
+    group = "g-offsets"
+    r = heartbeat(broker, group, "m", 0, ["described"])  # also creates __share_group_state
+    assert r.error_code == ErrorCode.NONE
+
+    def describe():
+        response = call(
+            broker,
+            ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+            groups=[
+                {"group_id": group, "topics": [{"topic_name": "described", "partitions": [0, 1]}]}
+            ],
+        )
+        return {
+            p.partition_index: (p.error_code, p.start_offset)
+            for p in response.groups[0].topics[0].partitions
+        }
+
+    def alter(offset):
+        return call(
+            broker,
+            ApiKey.ALTER_SHARE_GROUP_OFFSETS,
+            group_id=group,
+            topics=[
+                {
+                    "topic_name": "described",
+                    "partitions": [{"partition_index": 0, "start_offset": offset}],
+                }
+            ],
+        )
+
+    assert alter(3).error_code == ErrorCode.NON_EMPTY_GROUP, "a member is in the group"
+    heartbeat(broker, group, "m", -1, None)
+    altered = wait_for(
+        lambda: (
+            (a := alter(3)).responses[0].partitions[0].error_code
+            not in (*NOT_YET, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            and a
+        ),
+        "the share coordinator",
+    )
+    assert altered.responses[0].partitions[0].error_code == ErrorCode.NONE
+    assert describe() == {0: (ErrorCode.NONE, 3), 1: (ErrorCode.NONE, -1)}
+    deleted = call(
+        broker,
+        ApiKey.DELETE_SHARE_GROUP_OFFSETS,
+        group_id=group,
+        topics=[{"topic_name": "described"}],
+    )
+    assert deleted.responses[0].error_code == ErrorCode.NONE
+    assert describe() == {0: (ErrorCode.NONE, -1), 1: (ErrorCode.NONE, -1)}
