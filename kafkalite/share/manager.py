@@ -93,6 +93,16 @@ class ShareConfig:
     isolation_level: str = "read_uncommitted"
 
 
+@dataclass(frozen=True, slots=True)
+class ShareGroupOverview:
+    """One share group as ListGroups shows it (the fields of group/'s GroupOverview)."""
+
+    group_id: str
+    protocol_type: str
+    state: str
+    group_type: str
+
+
 @dataclass(slots=True)
 class ShareSession:
     epoch: int = 1
@@ -444,6 +454,20 @@ class ShareGroupService:
         elif error is not ErrorCode.NONE:
             log.warning("writing share state failed", key=key, error=error.name)
         return error
+
+    def overviews(self, states: Any = None, types: Any = None) -> list[Any]:
+        """The share groups coordinated here as ListGroups lists them (protocol type and group
+        type "share"), filtered by state and type as Kafka does (case-insensitively)."""
+        wanted_states = {s.lower() for s in states} if states else None
+        wanted_types = {t.lower() for t in types} if types else None
+        if wanted_types is not None and "share" not in wanted_types:
+            return []
+        out = []
+        for group in self.groups.groups.values():
+            if wanted_states is not None and group.state.lower() not in wanted_states:
+                continue
+            out.append(ShareGroupOverview(group.group_id, "share", group.state, "share"))
+        return out
 
     # -- offsets administration (DescribeShareGroupOffsets, Alter..., Delete...) -------------
 

@@ -233,3 +233,14 @@ def test_share_group_offsets_admin(broker):
     )
     assert deleted.responses[0].error_code == ErrorCode.NONE
     assert describe() == {0: (ErrorCode.NONE, -1), 1: (ErrorCode.NONE, -1)}
+
+
+def test_list_groups_shows_share_groups(broker):
+    r = heartbeat(broker, "g-listed", "m", 0, ["described"])
+    assert r.error_code == ErrorCode.NONE
+    listed = call(broker, ApiKey.LIST_GROUPS, states_filter=[], types_filter=["share"])
+    found = {g.group_id: (g.protocol_type, g.group_state, g.group_type) for g in listed.groups}
+    assert found["g-listed"] == ("share", "Stable", "share")
+    classic_only = call(broker, ApiKey.LIST_GROUPS, states_filter=[], types_filter=["classic"])
+    assert "g-listed" not in {g.group_id for g in classic_only.groups}
+    heartbeat(broker, "g-listed", "m", -1, None)
