@@ -387,7 +387,7 @@ class ShareGroupService:
                     break
                 got = sp.acquire(
                     member_id,
-                    [(base, last, h_control) for base, last, h_control in _kinds(buf)],
+                    list(_kinds(buf, read.aborted_transactions)),
                     wanted - count,
                     now,
                 )
@@ -586,7 +586,19 @@ def _headers(buf: bytes):
         yield header, pos
 
 
-def _kinds(buf: bytes):
-    """(base offset, last offset, is control) of each complete batch of ``buf``."""
+def _kinds(buf: bytes, aborted: list[tuple[int, int]] | None = None):
+    """(base offset, last offset, never to deliver) of each complete batch of ``buf``: control
+    batches, and under read_committed the batches of aborted transactions (``aborted``: their
+    (producer id, first offset), as a read_committed Fetch answers; a producer's batches from
+    that offset up to its next control batch are aborted, as consumers filter them)."""
+    pending = sorted(aborted or (), key=lambda t: t[1])
+    aborting: set[int] = set()
     for header, _ in _headers(buf):
-        yield header.base_offset, header.last_offset, header.is_control
+        while pending and pending[0][1] <= header.base_offset:
+            aborting.add(pending.pop(0)[0])
+        if header.is_control:
+            aborting.discard(header.producer_id)
+            yield header.base_offset, header.last_offset, True
+            continue
+        skip = header.is_transactional and header.producer_id in aborting
+        yield header.base_offset, header.last_offset, skip
