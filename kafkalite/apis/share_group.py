@@ -52,6 +52,13 @@ def coordinates_group(ctx: RequestContext, group_id: str) -> ErrorCode:
     return ErrorCode.NONE
 
 
+def is_other_kind_of_group(ctx: RequestContext, group_id: str) -> bool:
+    """Whether ``group_id`` is a consumer group (classic or not) on the group coordinator: a
+    share group cannot take its name, as in Kafka."""
+    core = getattr(ctx.services.group_coordinator, "core", None)
+    return group_id in getattr(core, "groups", {})
+
+
 async def ensure_state_topic(ctx: RequestContext) -> bool:
     from kafkalite.apis.find_coordinator import ensure_internal_topic
     from kafkalite.share.records import SHARE_GROUP_STATE_TOPIC_NAME
@@ -93,6 +100,8 @@ async def handle_share_group_heartbeat(ctx: RequestContext, request: Any) -> Any
     error = coordinates_group(ctx, request.group_id)
     if error is not ErrorCode.NONE:
         return _error(ctx, error)
+    if is_other_kind_of_group(ctx, request.group_id):
+        return _error(ctx, ErrorCode.GROUP_ID_NOT_FOUND)  # Kafka: "... is not a share group"
     await ensure_state_topic(ctx)
     result = service.heartbeat(
         request.group_id,

@@ -244,3 +244,24 @@ def test_list_groups_shows_share_groups(broker):
     classic_only = call(broker, ApiKey.LIST_GROUPS, states_filter=[], types_filter=["classic"])
     assert "g-listed" not in {g.group_id for g in classic_only.groups}
     heartbeat(broker, "g-listed", "m", -1, None)
+
+
+def test_a_consumer_group_name_is_not_a_share_group(broker):
+    from confluent_kafka import Consumer
+
+    broker.produce("described", [b"x"])
+    c = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "group.id": "g-classic",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    c.subscribe(["described"])
+    try:
+        wait_for(lambda: c.poll(0.3) is not None, "a record through the classic group")
+        c.commit(asynchronous=False)
+    finally:
+        c.close()
+    r = heartbeat(broker, "g-classic", "m", 0, ["described"])
+    assert r.error_code == ErrorCode.GROUP_ID_NOT_FOUND
