@@ -516,6 +516,17 @@ class BrokerConfig(BaseModel):
     group_initial_rebalance_delay_ms: int = Field(3000, ge=0)
     group_min_session_timeout_ms: int = Field(6000, ge=0)
     group_max_session_timeout_ms: int = Field(1800000, ge=0)
+    # --- share groups (KIP-932; kafkalite/share/, docs/share-groups.md)
+    group_share_delivery_count_limit: int = Field(5, ge=2, le=10)
+    group_share_record_lock_duration_ms: int = Field(30000, ge=1000, le=3600000)
+    group_share_partition_max_record_locks: int = Field(2000, ge=100, le=10000)
+    group_share_session_timeout_ms: int = Field(45000, ge=1)
+    group_share_heartbeat_interval_ms: int = Field(5000, ge=1)
+    group_share_max_size: int = Field(200, ge=1, le=1000)
+    share_auto_offset_reset: Literal["latest", "earliest"] = "latest"
+    share_isolation_level: Literal["read_uncommitted", "read_committed"] = "read_uncommitted"
+    share_coordinator_state_topic_num_partitions: int = Field(50, ge=1)
+    share_coordinator_state_topic_replication_factor: int = Field(3, ge=1)
 
     @field_validator("listeners", "advertised_listeners")
     @classmethod

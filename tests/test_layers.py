@@ -22,6 +22,7 @@ LAYER = {
     "controller": 2,
     "group": 2,
     "txn": 2,
+    "share": 2,
     "apis": 3,
     "network": 3,
     "admin": 3,

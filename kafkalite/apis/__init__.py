@@ -57,6 +57,11 @@ HANDLER_MODULES = (
     "describe_transactions",
     "list_transactions",
     "describe_producers",
+    # share groups (kafkalite/share/)
+    "share_group",
+    "share_fetch",
+    "share_state",
+    "share_group_offsets",
 )
 
 

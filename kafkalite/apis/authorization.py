@@ -512,6 +512,19 @@ RULES: dict[int, str] = {
     ApiKey.DESCRIBE_PRODUCERS: "READ on each topic, before its existence",
     ApiKey.DESCRIBE_TRANSACTIONS: "DESCRIBE on each transactional id; topics it may DESCRIBE",
     ApiKey.LIST_TRANSACTIONS: "the transactional ids it may DESCRIBE",
+    # share groups: checked by their handlers (apis/share_group.py, share_fetch.py, share_state.py)
+    ApiKey.SHARE_GROUP_HEARTBEAT: "READ on the group; DESCRIBE on each subscribed topic",
+    ApiKey.SHARE_GROUP_DESCRIBE: "DESCRIBE on each group",
+    ApiKey.SHARE_FETCH: "READ on the group; READ on each topic",
+    ApiKey.SHARE_ACKNOWLEDGE: "READ on the group; READ on each topic",
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: _INTER_BROKER,
+    ApiKey.READ_SHARE_GROUP_STATE: _INTER_BROKER,
+    ApiKey.WRITE_SHARE_GROUP_STATE: _INTER_BROKER,
+    ApiKey.DELETE_SHARE_GROUP_STATE: _INTER_BROKER,
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: _INTER_BROKER,
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: "DESCRIBE on the group; DESCRIBE on each topic",
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: "READ on the group; READ on each topic",
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: "DELETE on the group; READ on each topic",
 }
 """What each API requires, as Kafka's KafkaApis (the checks are ``check``, ``SPLIT``, ``OWN``
 and ``_AFTER``). Every API the broker serves must be here, ``NO_CHECK`` included where Kafka

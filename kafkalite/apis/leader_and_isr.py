@@ -66,6 +66,8 @@ async def handle_leader_and_isr(ctx: RequestContext, request: Any) -> Any:
         services.txn_coordinator.on_leadership_change(
             services.broker_id, states, errors, TRANSACTION_STATE_TOPIC_NAME
         )
+    if result.error_code == 0 and "share_coordinator" in services.extra:  # share groups
+        services.extra["share_coordinator"].on_leadership_change(services.broker_id, states, errors)
     if ctx.api_version < 5:
         return ctx.response(
             error_code=result.error_code,

@@ -15,6 +15,7 @@ def handle_list_groups(ctx: RequestContext, request: Any) -> Any:
     states = getattr(request, "states_filter", None) or None
     types = getattr(request, "types_filter", None) or None
     error, groups = ctx.services.group_coordinator.list_groups(states, types)
+    groups = [*groups, *getattr(ctx.services.extra.get("share_groups"), "overviews", lambda *_: [])(states, types)]  # fmt: skip
     return ctx.response(
         error_code=error,
         groups=[

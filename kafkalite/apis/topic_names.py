@@ -6,7 +6,7 @@ from __future__ import annotations
 from kafkalite.protocol.errors import InvalidTopicError
 from kafkalite.zk.admin import validate_topic_name
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
 def invalid_topic_reason(name: str | None) -> str | None:

@@ -87,7 +87,7 @@ from kafkalite.zk.types import LeaderAndIsr, LeaderIsrAndControllerEpoch
 
 log = structlog.get_logger(__name__)
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 AlterIsr = Callable[[TopicPartition, LeaderIsrAndControllerEpoch], Awaitable[int | None]]
 """Write the state to the partition state node if its version is still

@@ -117,6 +117,23 @@ SOURCES: dict[int, dict[str, tuple[str, ...]]] = {
     },
     ApiKey.DESCRIBE_TRANSACTIONS: {"transaction_states": ("transactional_ids",)},
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: {"results": ("deletions+upsertions",)},
+    # share groups
+    ApiKey.SHARE_GROUP_DESCRIBE: {"groups": ("group_ids",)},
+    **{
+        key: {"results": ("topics",), "results.partitions": ("partitions",)}
+        for key in (
+            ApiKey.INITIALIZE_SHARE_GROUP_STATE,
+            ApiKey.READ_SHARE_GROUP_STATE,
+            ApiKey.WRITE_SHARE_GROUP_STATE,
+            ApiKey.DELETE_SHARE_GROUP_STATE,
+            ApiKey.READ_SHARE_GROUP_STATE_SUMMARY,
+        )
+    },
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: {
+        "groups": ("groups",),
+        "groups.topics": ("topics",),
+        "groups.topics.partitions": ("partitions",),
+    },
 }
 """Response array path -> request array paths (the first the request has is used)."""
 

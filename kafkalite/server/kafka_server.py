@@ -440,6 +440,7 @@ class KafkaServer:
         self.services.producer_id_manager = ProducerIdManager(self.broker_id, self.session)
         self._start_group_coordinator()
         self._start_txn_coordinator()
+        self._start_share_groups()
 
     def _start_group_coordinator(self) -> None:
         """The consumer-group coordinator over the ReplicaManager; it owns the groups of the
@@ -487,7 +488,18 @@ class KafkaServer:
         self.txn_coordinator.startup()
         services.txn_coordinator = self.txn_coordinator
 
+    def _start_share_groups(self) -> None:
+        """Share groups (kafkalite/share/): the share coordinator on ``__share_group_state``
+        (LeaderAndIsr loads its partitions) and the share-group service the handlers use."""
+        from kafkalite.share.service import start_share_groups
+
+        start_share_groups(self.services, self.config, self.inter_broker_listener)
+
     async def _stop_group_coordinator(self) -> None:
+        share = self.services.extra.get("share_groups")
+        if share is not None:
+            with _logged("share groups shutdown"):
+                await share.shutdown()
         txn = getattr(self, "txn_coordinator", None)
         if txn is not None and txn.is_active:
             with _logged("transaction coordinator shutdown"):
