@@ -44,8 +44,12 @@ debs:
 serve: $(STAMP)
 	$(BIN)/kafkalite serve $(ARGS)
 
+# The whole suite on two pytest-xdist workers: most tests wait on brokers, clients and sockets
+# rather than compute, so two run side by side on two cores. tests/conftest.py makes each module
+# one unit of work (all Spark tests one unit) and hands out the longest first.
+TEST_WORKERS ?= 2
 test: debs $(TEST_STAMP)
-	$(BIN)/pytest --durations=30 $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadscope --durations=30 $(PYTEST_ARGS)
 
 # The unit tier: every test without a tier marker (tests/conftest.py says which). It installs no
 # Debian package and starts no other process; it is the inner loop, `make test` is what CI runs.

@@ -254,10 +254,54 @@ def _tiers_of(item: pytest.Item) -> set[str]:
     return tiers
 
 
+# Under pytest-xdist (``make test`` runs two workers, ``--dist loadscope``) the unit of work is a module, so a
+# module's shared broker starts once, except that every Spark test is one unit: one JVM at a time,
+# its session shared. The units go out longest first (by tier, in the order below, then in
+# collection order), so that no long one is left to start last while the other worker idles.
+_LONGEST_FIRST = ("system", "spark", "zookeeper", "browser", "bench", "integration")
+
+
+def _is_spark_module(path: str) -> bool:
+    return path.startswith(("tests/spark/", "tests/bench/test_spark"))
+
+
+def _work_unit(nodeid: str) -> str:
+    module = nodeid.split("::")[0]
+    return "spark" if _is_spark_module(module) else module
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank: dict[str, int] = {}
     for item in items:
-        for tier in sorted(_tiers_of(item)):
+        tiers = _tiers_of(item)
+        for tier in sorted(tiers):
             item.add_marker(getattr(pytest.mark, tier))
+        module = item.nodeid.split("::")[0]
+        if "spark" in tiers and not _is_spark_module(module):
+            raise pytest.UsageError(
+                f"{item.nodeid} needs Spark: put it under tests/spark/ (or tests/bench/test_spark*) "
+                "so that pytest-xdist runs it with the other Spark tests"
+            )
+        order = min((_LONGEST_FIRST.index(t) for t in tiers), default=len(_LONGEST_FIRST))
+        unit = _work_unit(item.nodeid)
+        rank[unit] = min(rank.get(unit, order), order)
+    if getattr(config.option, "numprocesses", None):
+        # stable: the tests of a unit keep their order
+        items.sort(key=lambda item: rank[_work_unit(item.nodeid)])
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """``--dist loadscope`` (as ``make test`` asks) with the Spark tests as one scope."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByWorkUnit(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _work_unit(nodeid)
+
+    return ByWorkUnit(config, log)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
