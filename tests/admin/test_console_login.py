@@ -114,3 +114,24 @@ def test_a_user_without_acls_sees_the_apis_refusals(browser, broker) -> None:
     assert "forbidden" in browser.find_element(By.ID, "user-list").text
     assert "forbidden" in browser.find_element(By.ID, "quota-list").text
     screenshot(browser, "login-forbidden")
+
+
+def test_metrics_are_read_with_the_consoles_credentials(browser, broker) -> None:
+    # the header's metrics link stays inside the console, which fetches /metrics with the
+    # login's Authorization header: a plain link would get the browser's own dialog
+    browser.execute_script("sessionStorage.clear()")
+    browser.get(f"{broker.admin_url}/#/metrics")
+    log_in(browser, token=ADMIN_TOKEN)
+    wait_until(lambda: loaded(browser) == "metrics", "the metrics page after the login")
+    wait_until(
+        lambda: "kafkalite_" in browser.find_element(By.ID, "metrics-text").text,
+        "the metrics, read with the credentials",
+    )
+    assert (
+        browser.execute_script(
+            "return [...document.querySelectorAll('header a')].filter("
+            "(a) => a.getAttribute('href') === '/metrics').length"
+        )
+        == 0
+    )
+    screenshot(browser, "metrics")
