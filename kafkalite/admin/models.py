@@ -1176,9 +1176,6 @@ class BrokerConfigs(Answer):
     configs: list[BrokerConfigEntry]
 
 
-BrokerConfigName = Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[a-zA-Z0-9._-]+$")]
-
-
 class BrokerConfigChange(Body):
     """Set (a string) or remove (null) dynamic broker configs (IncrementalAlterConfigs SET and
     DELETE). The broker validates each value as at start-up; one it refuses (an unknown or
@@ -1190,7 +1187,7 @@ class BrokerConfigChange(Body):
     )
 
     configs: Annotated[
-        dict[BrokerConfigName, Annotated[str, Field(max_length=4096)] | None],
+        dict[str, Annotated[str, Field(max_length=4096)] | None],
         Field(min_length=1, max_length=100),
     ]
 

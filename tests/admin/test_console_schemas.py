@@ -13,7 +13,8 @@ import pytest
 
 from kafkalite.testing import Broker
 from tests.admin.browser import console_errors, open_page, screenshot, wait_until
-from tests.admin.test_schemas_and_broker_configs import ORDER_V1, ORDER_V2, produce, unique
+from tests.admin.support import ORDER_V1, ORDER_V2, unique
+from tests.admin.support import produce_records as produce
 
 try:
     from confluent_kafka.admin import AdminClient as KafkaAdmin

@@ -11,10 +11,8 @@ import importlib
 import json
 import subprocess
 import sys
-import uuid
 
 import pytest
-from confluent_kafka import Producer
 from confluent_kafka.admin import AclOperation, ConfigResource, ResourceType
 from confluent_kafka.admin import AdminClient as KafkaAdmin
 from confluent_kafka.admin import ResourceType as AclResource
@@ -25,20 +23,20 @@ from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from kafkalite.testing import Broker
-from tests.admin.support import wait_for
-from tests.admin.test_admin_security import ADMIN, ALICE, EVIL, allow, call
+from tests.admin.support import (
+    ADMIN,
+    ALICE,
+    EVIL,
+    ORDER_V1,
+    ORDER_V2,
+    allow,
+    call,
+    unique,
+    wait_for,
+)
+from tests.admin.support import produce_records as produce
 from tests.security.support import SECRETS, secured_admin_config
 
-ORDER_V1 = {
-    "type": "record",
-    "name": "Order",
-    "namespace": "shop",
-    "fields": [{"name": "id", "type": "long"}, {"name": "item", "type": "string"}],
-}
-ORDER_V2 = {
-    **ORDER_V1,
-    "fields": [*ORDER_V1["fields"], {"name": "note", "type": "string", "default": ""}],
-}
 PROTO = """syntax = "proto3";
 package shop;
 message Ping { int32 n = 1; }
@@ -48,10 +46,6 @@ JSON_SCHEMA = {
     "type": "object",
     "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
 }
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 @pytest.fixture(scope="module")
@@ -200,15 +194,6 @@ def proto_module(tmp_path_factory):
         yield importlib.import_module("shop_lines_pb2")
     finally:
         sys.path.remove(str(where))
-
-
-def produce(broker, topic: str, records: list[tuple[bytes | None, bytes | None]]) -> None:
-    producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
-    delivered: list[object] = []
-    for key, value in records:
-        producer.produce(topic, key=key, value=value, on_delivery=lambda e, m: delivered.append(e))
-    assert producer.flush(30) == 0
-    assert delivered == [None] * len(records)
 
 
 def browse(broker, topic: str) -> list[dict]:
@@ -436,3 +421,13 @@ def test_cross_site_changes_are_refused(secured) -> None:
     # nothing of it happened
     level = call(secured, "GET", "/schemas", headers=ADMIN).body["compatibility"]
     assert level == "BACKWARD"
+
+
+def test_a_record_the_topic_refuses_is_a_conflict(broker) -> None:
+    # a keyless record on a compacted topic: Kafka's INVALID_RECORD, the topic's rule (409), not
+    # a malformed request (400)
+    topic = unique("compacted")
+    broker.create_topic(topic, config={"cleanup.policy": "compact"})
+    refused = api(broker, "POST", f"/topics/{topic}/records", {"value": "v"})
+    assert (refused.status, refused.body["error"]) == (409, "INVALID_RECORD")
+    assert api(broker, "POST", f"/topics/{topic}/records", {"key": "k", "value": "v"}).status == 201

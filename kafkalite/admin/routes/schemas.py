@@ -24,6 +24,9 @@ from kafkalite.admin.errors import AdminError
 from kafkalite.admin.routes.base import ApiBase
 from kafkalite.admin.routing import route
 
+VIEW_TIMEOUT_S = 10.0
+"""How long a request waits for the registry's view to catch up with `_schemas` (a console
+page must not hang while the topic has no leader)."""
 _SUBJECT = re.compile(r"[^/\x00-\x1f]{1,255}")
 
 
@@ -61,7 +64,13 @@ class SchemaRoutes(ApiBase):
         from kafkalite.schema_registry.errors import RegistryError
 
         try:
-            return await registry.view()
+            return await asyncio.wait_for(registry.view(), VIEW_TIMEOUT_S)
+        except TimeoutError:
+            raise AdminError(
+                503,
+                "SCHEMA_REGISTRY_UNAVAILABLE",
+                f"the registry did not read _schemas to its end within {VIEW_TIMEOUT_S:.0f} s",
+            ) from None
         except RegistryError as e:
             raise registry_error(e) from None
         except asyncio.CancelledError:
