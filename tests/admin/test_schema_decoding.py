@@ -91,16 +91,36 @@ def test_avro_decoder_reads_a_record_and_refuses_trailing_bytes() -> None:
 
 
 def test_protobuf_decoder_follows_nested_message_indexes() -> None:
-    text = """syntax = "proto3";
-message A { int32 a = 1; }
-message B { message Inner { string name = 1; } Inner inner = 1; }
-"""
-    decoder = Decoder(2, parse("PROTOBUF", text), ["p-value"])
-    from google.protobuf import message_factory
+    # message A { int32 a = 1; }  message B { message Inner { string name = 1; } Inner inner = 1; }
+    # given as a base64 FileDescriptorProto (as confluent-kafka's serializer registers it), so
+    # no protoc process runs in the unit tier
+    import base64
 
-    inner = message_factory.GetMessageClass(decoder._message((1, 0)))(name="x")
-    # [1, 0]: the first message nested in the second top-level one
-    framed = bytes([4, 2, 0]) + inner.SerializeToString()
-    assert decoder.decode(framed) == {"name": "x"}
+    from google.protobuf import descriptor_pb2, message_factory
+
+    proto = descriptor_pb2.FileDescriptorProto(name="shapes.proto", syntax="proto3")
+    field = descriptor_pb2.FieldDescriptorProto
+    a = proto.message_type.add(name="A")
+    a.field.add(name="a", number=1, type=field.TYPE_INT32, label=field.LABEL_OPTIONAL)
+    b = proto.message_type.add(name="B")
+    inner = b.nested_type.add(name="Inner")
+    inner.field.add(name="name", number=1, type=field.TYPE_STRING, label=field.LABEL_OPTIONAL)
+    b.field.add(
+        name="inner",
+        number=1,
+        type=field.TYPE_MESSAGE,
+        type_name=".B.Inner",
+        label=field.LABEL_OPTIONAL,
+    )
+    text = base64.b64encode(proto.SerializeToString()).decode()
+    decoder = Decoder(2, parse("PROTOBUF", text), ["p-value"])
+    message = message_factory.GetMessageClass(decoder._message((1, 0)))(name="x")
+    # [1, 0]: the first message nested in the second top-level one (zigzag: 2 -> 4, 1 -> 2)
+    assert decoder.decode(bytes([4, 2, 0]) + message.SerializeToString()) == {"name": "x"}
+    outer = message_factory.GetMessageClass(decoder._message((1,)))()
+    outer.inner.name = "y"
+    assert decoder.decode(bytes([2, 2]) + outer.SerializeToString()) == {"inner": {"name": "y"}}
+    # a lone 0: the first message
+    assert decoder.decode(b"\x00" + b"\x08\x05") == {"a": 5}
     with pytest.raises(ValueError):
-        decoder.decode(bytes([2, 10]) + b"")  # no message at index 5
+        decoder.decode(bytes([2, 10]))  # no message at index 5
