@@ -182,6 +182,8 @@ _STARTS_A_PROCESS = {
     "tests/admin/test_console.py": ("integration", "browser"),
     "tests/admin/test_console_cluster.py": ("integration", "browser"),
     "tests/admin/test_console_login.py": ("integration", "browser"),
+    "tests/admin/test_console_schemas.py": ("integration", "browser"),
+    "tests/admin/test_schemas_and_broker_configs.py": ("integration",),
     "tests/network/test_quotas.py::test_a_broker_with_an_unresolvable_override_stops_naming_the_key": (
         "integration",
     ),

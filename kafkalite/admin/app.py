@@ -28,6 +28,13 @@ answer against its answer model, and is what openapi.py turns into the OpenAPI 3
     GET    /overview, /partitions       counts and partition health for the console
     GET    /brokers/{id}/storage        this broker's log dirs and settings (DESCRIBE_CONFIGS on
                                         the cluster; secrets null)
+    GET    /brokers/{id}/configs, /cluster/broker-configs   settings with their sources (one
+                                        broker's, the cluster-wide dynamic defaults)
+    PATCH  /brokers/{id}/configs, /cluster/broker-configs   dynamic broker configs
+                                        (IncrementalAlterConfigs; ALTER_CONFIGS on the cluster)
+    GET    /schemas, /schemas/subjects/{subject}[/versions/{v}|/diff]   this broker's Schema
+                                        Registry: subjects, versions, schemas, diffs
+    PUT    /schemas/config, /schemas/subjects/{subject}/config   compatibility levels
     GET    /metrics/history             a few minutes of rates, in memory
     GET    /acls, POST /acls, DELETE /acls?...   ACL bindings (Describe/Create/DeleteAcls)
     GET    /users, POST /users, DELETE /users/{name}   SCRAM credentials
@@ -43,7 +50,9 @@ reassignment and elections go through zk/admin.py too (`/admin/reassign_partitio
 `/admin/preferred_replica_election`, kafkalite's `/admin/unclean_leader_election`), which the
 active controller acts on; a request while an earlier one is pending is answered 409. Groups and
 other brokers' log dirs are the cluster's: what another broker holds is asked of it over the
-Kafka protocol (groupview.py; decision 0022), so every broker answers alike.
+Kafka protocol (groupview.py; decision 0022), so every broker answers alike. Dynamic broker
+configs are read and changed over the Kafka protocol too (routes/broker_configs.py); the Schema
+Registry's subjects are this broker's registry, read in process (routes/schemas.py).
 
 Request bodies are JSON only and cross-origin writes are refused (csrf.py); every answer carries
 the console's security headers (Content-Security-Policy, X-Frame-Options, nosniff).
@@ -66,6 +75,7 @@ from aiohttp import web
 from kafkalite.admin.errors import AdminError
 from kafkalite.admin.history import History
 from kafkalite.admin.metrics import new_registry
+from kafkalite.admin.routes.broker_configs import BrokerConfigRoutes
 from kafkalite.admin.routes.cluster import ClusterRoutes
 from kafkalite.admin.routes.console import ConsoleRoutes
 from kafkalite.admin.routes.groups import GroupRoutes
@@ -73,6 +83,7 @@ from kafkalite.admin.routes.health import HealthRoutes
 from kafkalite.admin.routes.metrics import MetricsRoutes
 from kafkalite.admin.routes.partitions import PartitionRoutes
 from kafkalite.admin.routes.records import RecordRoutes
+from kafkalite.admin.routes.schemas import SchemaRoutes
 from kafkalite.admin.routes.security_views import SecurityRoutes
 from kafkalite.admin.routes.topics import TopicRoutes
 from kafkalite.admin.routes.transactions import TransactionRoutes
@@ -140,8 +151,10 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
 class AdminApi(
     HealthRoutes,
     ClusterRoutes,
+    BrokerConfigRoutes,
     TopicRoutes,
     RecordRoutes,
+    SchemaRoutes,
     TransactionRoutes,
     GroupRoutes,
     PartitionRoutes,

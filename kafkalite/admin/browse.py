@@ -1,7 +1,8 @@
 """The record browser behind GET /topics/{name}/records: records read with a plain Fetch (as a
 consumer reads them, from the partition's leader, up to the high watermark) and their keys,
 values and header values shown as JSON, UTF-8 text or hex, whichever the bytes are (text with control characters other than tab and line
-breaks is shown as hex)."""
+breaks is shown as hex). Records framed for the Schema Registry are decoded with their schema
+instead (admin/schemas.py), when this broker runs the registry and holds the schema."""
 
 from __future__ import annotations
 
@@ -44,9 +45,13 @@ def decoded(data: bytes | None) -> dict[str, Any] | None:
     return {"encoding": encoding, "text": text, "size": len(data), "truncated": truncated}
 
 
-def records_of(raw: bytes, start: int, limit: int, partition: int) -> tuple[list[dict], int]:
+def records_of(
+    raw: bytes, start: int, limit: int, partition: int, *, keep_raw: bool = False
+) -> tuple[list[dict], int]:
     """The first `limit` data records at or after `start` in fetched `raw` batches (control
-    batches skipped), and the offset to continue from."""
+    batches skipped), and the offset to continue from. With `keep_raw` each record also holds
+    its key and value bytes ("raw_key", "raw_value") for the schema decoding, which removes
+    them."""
     from kafkalite.protocol.records import iter_batches, record_timestamp
 
     out: list[dict[str, Any]] = []
@@ -61,17 +66,18 @@ def records_of(raw: bytes, start: int, limit: int, partition: int) -> tuple[list
                 continue
             if len(out) >= limit:
                 return out, position
-            out.append(
-                {
-                    "partition": partition,
-                    "offset": offset,
-                    "timestamp": record_timestamp(header, record),
-                    "timestamp_type": "LogAppendTime" if header.timestamp_type else "CreateTime",
-                    "key": decoded(record.key),
-                    "value": decoded(record.value),
-                    "headers": [{"key": h.key, "value": decoded(h.value)} for h in record.headers],
-                }
-            )
+            shown: dict[str, Any] = {
+                "partition": partition,
+                "offset": offset,
+                "timestamp": record_timestamp(header, record),
+                "timestamp_type": "LogAppendTime" if header.timestamp_type else "CreateTime",
+                "key": decoded(record.key),
+                "value": decoded(record.value),
+                "headers": [{"key": h.key, "value": decoded(h.value)} for h in record.headers],
+            }
+            if keep_raw:
+                shown["raw_key"], shown["raw_value"] = record.key, record.value
+            out.append(shown)
             position = offset + 1
         if len(out) < limit:
             position = max(position, header.next_offset)

@@ -26,6 +26,9 @@ KAFKA_ERROR_STATUS: dict[ErrorCode, int] = {
     # factor), not a fault of the server
     ErrorCode.NOT_ENOUGH_REPLICAS: 409,
     ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: 409,
+    # a record the topic's own rules refuse (a keyless record on a compacted topic, one failing
+    # the topic's schema validation): a conflict with the topic, not a malformed request
+    ErrorCode.INVALID_RECORD: 409,
     ErrorCode.NOT_COORDINATOR: 503,
     ErrorCode.COORDINATOR_NOT_AVAILABLE: 503,
     ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: 503,

@@ -698,12 +698,22 @@ class ElectionAccepted(Answer):
 
 
 class DecodedBytes(Answer):
-    """Bytes shown as text: `json` (a JSON object or array), `utf8`, else `hex`."""
+    """Bytes shown as text: `json` (a JSON object or array), `utf8`, else `hex`; a record
+    framed for the Schema Registry (magic byte 0, a 4-byte schema id) whose schema the registry
+    of this broker holds: `avro`, `protobuf` or `json-schema`, its value as JSON text."""
 
-    encoding: Literal["json", "utf8", "hex"]
+    encoding: Literal["json", "utf8", "hex", "avro", "protobuf", "json-schema"]
     text: str
     size: Int64 = Field(description="bytes of the original")
     truncated: bool = Field(description="only the first 64 KiB are shown")
+    schema_id: Int32 | None = Field(
+        default=None, description="the Schema Registry id of a decoded framed record"
+    )
+    subject: str | None = Field(
+        default=None,
+        description="the subject the schema is registered under (the topic's own "
+        "<topic>-key / <topic>-value first)",
+    )
 
 
 class RecordHeader(Answer):
@@ -1008,3 +1018,181 @@ class Quota(Answer):
     user: str | None = Field(description="null: not part of the entity; <default>: the default")
     client_id: str | None
     values: dict[str, float]
+
+
+# ---------------------------------------------------------------------- Schema Registry
+
+CompatibilityLevel = Literal[
+    "NONE",
+    "BACKWARD",
+    "BACKWARD_TRANSITIVE",
+    "FORWARD",
+    "FORWARD_TRANSITIVE",
+    "FULL",
+    "FULL_TRANSITIVE",
+]
+SchemaType = Literal["AVRO", "JSON", "PROTOBUF"]
+SubjectName = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=255,
+        pattern=r"^[^/\x00-\x1f]+$",
+        description="a Schema Registry subject (this API serves those without '/' or control "
+        "characters)",
+    ),
+]
+SchemaVersionNumber = Annotated[int, Field(ge=1, le=INT32_MAX)]
+
+
+class SchemasQuery(Query):
+    deleted: Annotated[bool, Field(description="include soft-deleted subjects and versions")] = (
+        False
+    )
+
+
+class SubjectSummary(Answer):
+    subject: str
+    latest_version: Int32 = Field(description="the latest version shown (live, else deleted)")
+    latest_id: Int32
+    schema_type: SchemaType
+    versions: Int32 = Field(description="versions shown")
+    compatibility: CompatibilityLevel = Field(description="the level in effect for the subject")
+    compatibility_is_subjects: bool = Field(
+        description="the subject has a level of its own (else the global level applies)"
+    )
+    deleted: bool = Field(description="every version of the subject is soft-deleted")
+
+
+class SchemaRegistryOverview(Answer):
+    """The Schema Registry of the broker answering (its in-process view of `_schemas`)."""
+
+    enabled: bool = Field(description="false: schema.registry.listeners is empty")
+    url: str | None = Field(description="the registry's own REST API")
+    compatibility: CompatibilityLevel | None = Field(description="the global level")
+    mode: str | None
+    subjects: list[SubjectSummary]
+
+
+class SubjectVersionRef(Answer):
+    version: Int32
+    id: Int32
+    deleted: bool
+
+
+class SubjectDetail(Answer):
+    subject: str
+    compatibility: CompatibilityLevel
+    subject_compatibility: CompatibilityLevel | None = Field(
+        description="the subject's own level; null: the global level applies"
+    )
+    global_compatibility: CompatibilityLevel
+    mode: str
+    versions: list[SubjectVersionRef]
+
+
+class SchemaReferenceOut(Answer):
+    name: str
+    subject: str
+    version: Int32
+
+
+class SchemaVersionDetail(Answer):
+    subject: str
+    version: Int32
+    id: Int32
+    schema_type: SchemaType
+    schema_text: str = Field(description="the schema, pretty-printed (JSON indented)")
+    references: list[SchemaReferenceOut]
+    deleted: bool
+
+
+class SchemaDiffQuery(Query):
+    from_version: Annotated[SchemaVersionNumber, Field(alias="from")]
+    to_version: Annotated[SchemaVersionNumber, Field(alias="to")]
+
+
+class SchemaDiffLine(Answer):
+    op: Literal["same", "added", "removed"]
+    text: str
+
+
+class SchemaDiff(Answer):
+    subject: str
+    from_version: Int32
+    to_version: Int32
+    lines: list[SchemaDiffLine] = Field(description="the pretty-printed texts, line by line")
+
+
+class CompatibilityChange(Body):
+    """The compatibility level to set; null removes the subject's own level (the global one
+    then applies; the global level cannot be removed)."""
+
+    compatibility: CompatibilityLevel | None
+
+
+class GlobalCompatibilityChange(Body):
+    """The registry's global compatibility level."""
+
+    compatibility: CompatibilityLevel
+
+
+class CompatibilitySetting(Answer):
+    subject: str | None = Field(description="null: the global level")
+    compatibility: CompatibilityLevel = Field(description="the level in effect now")
+
+
+# ---------------------------------------------------------------------- dynamic broker configs
+
+BrokerConfigSource = Literal[
+    "DYNAMIC_BROKER_CONFIG",
+    "DYNAMIC_DEFAULT_BROKER_CONFIG",
+    "STATIC_BROKER_CONFIG",
+    "DEFAULT_CONFIG",
+    "UNKNOWN",
+]
+
+
+class ConfigSynonym(Answer):
+    name: str
+    value: str | None = Field(description="null for a secret")
+    source: BrokerConfigSource
+
+
+class BrokerConfigEntry(Answer):
+    name: str
+    value: str | None = Field(description="null for a secret (a password is never answered)")
+    source: BrokerConfigSource
+    read_only: bool = Field(description="false: the setting can be changed dynamically")
+    sensitive: bool
+    synonyms: list[ConfigSynonym] = Field(description="every level that sets it, highest first")
+
+
+class BrokerConfigs(Answer):
+    """A broker's settings with their sources (DescribeConfigs of the broker, at that broker),
+    or the cluster-wide dynamic defaults (`broker_id` null)."""
+
+    broker_id: BrokerId | None
+    configs: list[BrokerConfigEntry]
+
+
+class BrokerConfigChange(Body):
+    """Set (a string) or remove (null) dynamic broker configs (IncrementalAlterConfigs SET and
+    DELETE). The broker validates each value as at start-up; one it refuses (an unknown or
+    static setting, a bad value) is 409 INVALID_CONFIG / INVALID_REQUEST naming it, and
+    nothing of the request is applied."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"example": {"configs": {"log.cleaner.backoff.ms": "20000"}}}
+    )
+
+    configs: Annotated[
+        dict[str, Annotated[str, Field(max_length=4096)] | None],
+        Field(min_length=1, max_length=100),
+    ]
+
+
+class BrokerConfigsAltered(Answer):
+    broker_id: BrokerId | None = Field(description="null: the cluster-wide defaults")
+    set: list[str] = Field(description="the names set (values are not echoed)")
+    removed: list[str]

@@ -127,6 +127,18 @@ ROUTE_ACLS: dict[tuple[str, str], Need | None] = {
     ("GET", "/quotas"): (Op.DESCRIBE_CONFIGS, T.CLUSTER, None),
     ("POST", "/quotas"): (Op.ALTER_CONFIGS, T.CLUSTER, None),
     ("DELETE", "/quotas"): (Op.ALTER_CONFIGS, T.CLUSTER, None),
+    # as DescribeConfigs / IncrementalAlterConfigs of a BROKER resource
+    ("GET", "/brokers/{id}/configs"): (Op.DESCRIBE_CONFIGS, T.CLUSTER, None),
+    ("PATCH", "/brokers/{id}/configs"): (Op.ALTER_CONFIGS, T.CLUSTER, None),
+    ("GET", "/cluster/broker-configs"): (Op.DESCRIBE_CONFIGS, T.CLUSTER, None),
+    ("PATCH", "/cluster/broker-configs"): (Op.ALTER_CONFIGS, T.CLUSTER, None),
+    # as the Schema Registry's own listener: reading DESCRIBE, changing ALTER on the cluster
+    ("GET", "/schemas"): (Op.DESCRIBE, T.CLUSTER, None),
+    ("GET", "/schemas/subjects/{subject}"): (Op.DESCRIBE, T.CLUSTER, None),
+    ("GET", "/schemas/subjects/{subject}/versions/{version}"): (Op.DESCRIBE, T.CLUSTER, None),
+    ("GET", "/schemas/subjects/{subject}/diff"): (Op.DESCRIBE, T.CLUSTER, None),
+    ("PUT", "/schemas/config"): (Op.ALTER, T.CLUSTER, None),
+    ("PUT", "/schemas/subjects/{subject}/config"): (Op.ALTER, T.CLUSTER, None),
 }
 OPEN_PATHS = frozenset(path for (_, path), need in ROUTE_ACLS.items() if need is OPEN)
 

@@ -27,9 +27,19 @@ class AdminClient:
     def __init__(self, url: str) -> None:
         self.url = url
 
-    def call(self, method: str, path: str, body: Any = None, *, raw: bytes | None = None) -> Answer:
+    def call(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        raw: bytes | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Answer:
         data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
         request = urllib.request.Request(self.url + path, method=method, data=data)
+        for name, value in (headers or {}).items():
+            request.add_header(name, value)
         if data is not None:
             request.add_header("Content-Type", "application/json")
         try:
@@ -85,6 +95,9 @@ def admin_broker(tmp_path_factory):
 def admin(admin_broker) -> AdminClient:
     client = AdminClient(admin_broker.admin_url)
     client.wait_for(lambda: client.get("/ready").status == 200, "the admin API to be ready")
+    # the Schema Registry's store (`_schemas`, created at its first read) exists before a test
+    # starts, as a broker in use has it
+    client.wait_for(lambda: client.get("/schemas").status == 200, "the Schema Registry's store")
     return client
 
 

@@ -21,9 +21,6 @@ import base64
 import json
 import logging
 import socket
-import urllib.error
-import urllib.request
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -31,61 +28,14 @@ import structlog
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaPartition
 from confluent_kafka.admin import (
-    AclBinding,
     AclOperation,
-    AclPermissionType,
     AdminClient,
-    ResourcePatternType,
     ResourceType,
 )
 
 from kafkalite.testing import Broker
-from tests.admin.support import wait_for
-from tests.security.support import ADMIN_TOKEN, basic, secured_admin_config
-
-ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
-ALICE = basic("alice")
-EVIL = "https://evil.example"
-
-
-@dataclass
-class Answer:
-    status: int
-    body: Any
-    headers: Any
-
-
-def call(
-    broker: Broker,
-    method: str,
-    path: str,
-    body: Any = None,
-    *,
-    headers: dict[str, str] | None = None,
-    raw: bytes | None = None,
-    content_type: str | None = "application/json",
-) -> Answer:
-    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
-    request = urllib.request.Request(broker.admin_url + path, method=method, data=data)
-    for name, value in (headers or {}).items():
-        request.add_header(name, value)
-    if data is not None and content_type is not None:
-        request.add_header("Content-Type", content_type)
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            status, payload, found = response.status, response.read(), response.headers
-    except urllib.error.HTTPError as e:
-        status, payload, found = e.code, e.read(), e.headers
-    text = payload.decode()
-    if found.get("Content-Type", "").startswith("application/json"):
-        return Answer(status, json.loads(text), found)
-    return Answer(status, text, found)
-
-
-def allow(principal: str, rtype: ResourceType, name: str, op: AclOperation) -> AclBinding:
-    return AclBinding(
-        rtype, name, ResourcePatternType.LITERAL, principal, "*", op, AclPermissionType.ALLOW
-    )
+from tests.admin.support import ADMIN, ALICE, EVIL, allow, call, wait_for
+from tests.security.support import secured_admin_config
 
 
 @pytest.fixture(scope="module")

@@ -534,11 +534,21 @@ def test_record_browser_shows_what_a_client_produced(admin: AdminClient, admin_b
     assert (body["log_start_offset"], body["high_watermark"], body["next_offset"]) == (0, 10, 3)
     first, second, third = body["records"]
     assert first["offset"] == 0 and first["timestamp"] == 5_000
-    assert first["key"] == {"encoding": "utf8", "text": "k-text", "size": 6, "truncated": False}
+    unframed = {"schema_id": None, "subject": None}  # not a Schema Registry record
+    assert first["key"] == {
+        "encoding": "utf8",
+        "text": "k-text",
+        "size": 6,
+        "truncated": False,
+        **unframed,
+    }
     assert first["value"]["encoding"] == "json" and first["value"]["text"] == '{"n": 1}'
     assert second["key"] is None and second["value"]["text"] == "héllo"
     assert second["headers"] == [
-        {"key": "h", "value": {"encoding": "hex", "text": "ff00", "size": 2, "truncated": False}}
+        {
+            "key": "h",
+            "value": {"encoding": "hex", "text": "ff00", "size": 2, "truncated": False, **unframed},
+        }
     ]
     assert third["key"]["encoding"] == "hex" and third["value"] is None
 

@@ -315,3 +315,29 @@ def test_reassignment_and_preferred_election_through_the_api(cluster, spread) ->
     finally:
         consumer.close()
     assert (low, high) == (0, 7)
+
+
+def test_another_brokers_dynamic_configs_are_read_and_set_at_that_broker(cluster) -> None:
+    # broker 0's API asks broker 1 itself (Kafka refuses another broker's id): its level is set,
+    # broker 0's is not
+    (_, a), (broker_b, _) = cluster
+    path = "/brokers/1/configs"
+    answer = a.call("PATCH", path, {"configs": {"log.cleaner.backoff.ms": "25000"}})
+    assert answer.status == 200, answer.body
+    try:
+
+        def source(api_path: str) -> str:
+            configs = a.get(api_path).body["configs"]
+            return next(c["source"] for c in configs if c["name"] == "log.cleaner.backoff.ms")
+
+        a.wait_for(lambda: source(path) == "DYNAMIC_BROKER_CONFIG", "broker 1's own level")
+        assert source("/brokers/0/configs") == "DEFAULT_CONFIG"
+        from confluent_kafka.admin import AdminClient as KafkaAdmin
+        from confluent_kafka.admin import ConfigResource, ResourceType
+
+        resource = ConfigResource(ResourceType.BROKER, "1")
+        kafka = KafkaAdmin({"bootstrap.servers": broker_b.bootstrap})
+        seen = kafka.describe_configs([resource])[resource].result(30)
+        assert seen["log.cleaner.backoff.ms"].value == "25000"
+    finally:
+        a.call("PATCH", path, {"configs": {"log.cleaner.backoff.ms": None}})

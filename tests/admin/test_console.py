@@ -43,6 +43,8 @@ def test_every_page_loads_without_console_errors(browser, admin: AdminClient, ad
         ("/brokers", "brokers", "brokers"),
         ("/partitions?state=under_replicated", "partitions", "partitions"),
         ("/actions", "actions", "actions"),
+        ("/schemas", "schemas", None),
+        ("/metrics", "metrics", None),
     ):
         open_page(browser, admin, route, page, shot)
         assert console_errors(browser) == [], route

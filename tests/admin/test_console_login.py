@@ -35,6 +35,16 @@ def stored(browser) -> str | None:
     return browser.execute_script("return sessionStorage.getItem('kafkalite.authorization')")
 
 
+def fresh(browser, url: str) -> None:
+    """Forget the tab's login and open `url`: the page shown before (a login page, often) is
+    marked not loaded first, so a wait for the next login page cannot take the old one's
+    form, whose inputs the console is about to replace."""
+    browser.execute_script(
+        "sessionStorage.clear(); document.getElementById('main').dataset.loaded = ''"
+    )
+    browser.get(url)
+
+
 def log_in(browser, *, user: str = "", password: str = "", token: str = "") -> None:
     wait_until(lambda: loaded(browser) == "login", "the login page")
     if token:
@@ -87,8 +97,7 @@ def test_login_with_a_user_then_log_out(browser, broker) -> None:
 
 
 def test_login_with_the_bearer_token_and_act(browser, broker) -> None:
-    browser.execute_script("sessionStorage.clear()")
-    browser.get(f"{broker.admin_url}/#/actions")
+    fresh(browser, f"{broker.admin_url}/#/actions")
     log_in(browser, token=ADMIN_TOKEN)
     wait_until(lambda: loaded(browser) == "actions", "the actions page")
     # a state-changing request from the page: JSON, same origin, the token in its header
@@ -100,8 +109,7 @@ def test_login_with_the_bearer_token_and_act(browser, broker) -> None:
 
 
 def test_a_user_without_acls_sees_the_apis_refusals(browser, broker) -> None:
-    browser.execute_script("sessionStorage.clear()")
-    browser.get(f"{broker.admin_url}/#/security")
+    fresh(browser, f"{broker.admin_url}/#/security")
     log_in(browser, user="alice", password="alice-secret")  # a user with no ACL at all
     wait_until(lambda: stored(browser), "the login")
     browser.get(f"{broker.admin_url}/#/security")
@@ -114,3 +122,23 @@ def test_a_user_without_acls_sees_the_apis_refusals(browser, broker) -> None:
     assert "forbidden" in browser.find_element(By.ID, "user-list").text
     assert "forbidden" in browser.find_element(By.ID, "quota-list").text
     screenshot(browser, "login-forbidden")
+
+
+def test_metrics_are_read_with_the_consoles_credentials(browser, broker) -> None:
+    # the header's metrics link stays inside the console, which fetches /metrics with the
+    # login's Authorization header: a plain link would get the browser's own dialog
+    fresh(browser, f"{broker.admin_url}/#/metrics")
+    log_in(browser, token=ADMIN_TOKEN)
+    wait_until(lambda: loaded(browser) == "metrics", "the metrics page after the login")
+    wait_until(
+        lambda: "kafkalite_" in browser.find_element(By.ID, "metrics-text").text,
+        "the metrics, read with the credentials",
+    )
+    assert (
+        browser.execute_script(
+            "return [...document.querySelectorAll('header a')].filter("
+            "(a) => a.getAttribute('href') === '/metrics').length"
+        )
+        == 0
+    )
+    screenshot(browser, "metrics")

@@ -125,6 +125,11 @@ def secured(tmp_path_factory):
     try:
         client = AdminClient(f"http://127.0.0.1:{port}")
         client.wait_for(lambda: client.get("/ready").status == 200, "the admin API to be ready")
+        token = {"Authorization": f"Bearer {TOKEN}"}
+        client.wait_for(
+            lambda: client.call("GET", "/schemas", headers=token).status == 200,
+            "the Schema Registry's store",
+        )
         yield client
     finally:
         if b.running:

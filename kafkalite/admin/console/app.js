@@ -1,5 +1,6 @@
 // The kafkalite console: a single page over the admin API. Pages are hash routes
-// (#/, #/topics, #/topic/NAME, #/groups, #/group/ID, #/brokers, #/partitions?state=, #/actions);
+// (#/, #/topics, #/topic/NAME, #/groups, #/group/ID, #/brokers, #/partitions?state=, #/actions,
+// #/schemas, #/schema/SUBJECT, #/metrics);
 // each renders its frame once (forms keep what is typed) and refreshes its live parts every
 // REFRESH_MS. Lists are filtered and paged by the server, so 5,000 topics stay one page of 50.
 import { authorization, call, del, enc, get, getPage, patch, post, setAuthorization, whenUnauthorized } from "/console/api.js";
@@ -252,9 +253,13 @@ function recordBrowser(name) {
   mode.addEventListener("change", showMode);
   showMode();
   let page = null;
+  const asJson = (v) => { try { return JSON.stringify(JSON.parse(v.text), null, 2); } catch { return v.text; } };
   const shown = (v) => v === null ? h("span", { class: "muted" }, "null")
-    : h("div", {}, h("span", { class: "pill" }, v.encoding), v.truncated ? h("span", { class: "pill warn" }, `${fmt.bytes(v.size)}, cut`) : "",
-      h("pre", { class: "value" }, v.encoding === "json" ? JSON.stringify(JSON.parse(v.text), null, 2) : v.text));
+    : h("div", { class: "decoded", "data-encoding": v.encoding }, h("span", { class: "pill" }, v.encoding),
+      v.schema_id !== null && v.schema_id !== undefined ? h("span", { class: "pill schema-ref" }, `schema ${v.schema_id}`,
+        v.subject ? [" · ", h("a", { href: `#/schema/${enc(v.subject)}` }, v.subject)] : "") : "",
+      v.truncated ? h("span", { class: "pill warn" }, `${fmt.bytes(v.size)}, cut`) : "",
+      h("pre", { class: "value" }, v.encoding === "utf8" || v.encoding === "hex" ? v.text : asJson(v)));
   const oneLine = (v) => v === null ? h("span", { class: "muted" }, "null") : h("span", { class: "mono", title: v.text }, v.text.length > 120 ? `${v.text.slice(0, 120)}…` : v.text);
   const when = (t) => t >= 0 ? new Date(t).toISOString().replace("T", " ").replace("Z", "") : "–";
   const draw = () => {
@@ -499,7 +504,9 @@ function resetForm(id) {
 
 async function brokersPage() {
   const list = h("div");
-  main.append(h("h1", {}, "Brokers"), list);
+  const defaults = h("div", { id: "broker-defaults" });
+  main.append(h("h1", {}, "Brokers"), list, h("h2", {}, "Cluster-wide broker defaults"),
+    h("p", { class: "muted" }, "Dynamic defaults every broker takes unless it has a value of its own (DYNAMIC_DEFAULT_BROKER_CONFIG)."), defaults);
   let shown = false;
   return async () => {
     const cluster = await get("/cluster");
@@ -514,16 +521,198 @@ async function brokersPage() {
         const storage = await get(`/brokers/${b.id}/storage`);
         body.push(table(`log-dirs-${b.id}`, ["log dir", "#partitions", "#size", "state"], storage.log_dirs.map((d) => h("tr", {},
           cell(h("code", {}, d.path)), num(d.partitions), h("td", { class: "num" }, fmt.bytes(d.size_bytes)),
-          cell(d.offline ? h("span", { class: "pill bad" }, "offline") : h("span", { class: "pill ok" }, "online"))))),
-        h("details", {}, h("summary", {}, "configs"), table(`configs-${b.id}`, ["name", "value"],
-          Object.entries(storage.configs).map(([k, v]) => h("tr", {}, cell(h("code", {}, k)), cell(v === null ? "–" : v))))));
+          cell(d.offline ? h("span", { class: "pill bad" }, "offline") : h("span", { class: "pill ok" }, "online"))))));
       } catch (e) {
         body.push(message("error", `log dirs: ${errorText(e)}`));
       }
+      body.push(brokerConfigs(`/brokers/${b.id}/configs`, String(b.id)));
       sections.push(h("div", { class: "panel", id: `broker-${b.id}` }, h("h2", {}, `Broker ${b.id}${b.is_controller ? " (controller)" : ""}`), ...body));
     }
     replace(list, ...sections);
+    replace(defaults, brokerConfigs("/cluster/broker-configs", "default"));
   };
+}
+
+const SOURCE_CLASS = { DYNAMIC_BROKER_CONFIG: " warn", DYNAMIC_DEFAULT_BROKER_CONFIG: " ok" };
+
+/** A broker's configs (or the cluster-wide defaults) with the source of each value, and a form
+ * setting or removing a dynamic one (IncrementalAlterConfigs through the admin API). A secret's
+ * value is never shown: the API answers it as null. */
+function brokerConfigs(path, key) {
+  const listing = h("div", { id: `broker-configs-${key}` });
+  const out = h("div", { id: `broker-config-out-${key}` });
+  const filter = h("input", { type: "search", placeholder: "filter configs", id: `broker-config-filter-${key}` });
+  const names = h("datalist", { id: `broker-config-names-${key}` });
+  const name = h("input", { id: `broker-config-name-${key}`, list: `broker-config-names-${key}`, placeholder: "config name, e.g. log.retention.ms", required: true });
+  const value = h("input", { id: `broker-config-value-${key}`, placeholder: "value", autocomplete: "off" });
+  let entries = [];
+  let secret = new Set();
+  const draw = () => {
+    const needle = filter.value.toLowerCase();
+    const rows = entries.filter((c) => !needle || c.name.toLowerCase().includes(needle));
+    replace(listing, rows.length ? table(`broker-config-table-${key}`, ["name", "value", "source", "dynamic", ""], rows.map((c) => h("tr", { "data-config": c.name, "data-source": c.source },
+      cell(h("code", {}, c.name)), cell(c.value === null ? h("span", { class: "muted" }, c.sensitive ? "(secret)" : "null") : c.value, "mono"),
+      cell(h("span", { class: `pill${SOURCE_CLASS[c.source] || ""}` }, c.source)), cell(c.read_only ? "" : "yes", "muted"),
+      cell((key === "default" ? c.source === "DYNAMIC_DEFAULT_BROKER_CONFIG" : c.source === "DYNAMIC_BROKER_CONFIG")
+        ? h("button", { class: "secondary small", "data-remove": c.name, onclick: () => change(c.name, null) }, "remove") : ""))))
+      : h("p", { class: "muted" }, key === "default" ? "No cluster-wide dynamic defaults." : "No configs."));
+  };
+  const load = async () => {
+    try {
+      entries = (await get(path)).configs;
+      secret = new Set(entries.filter((c) => c.sensitive).map((c) => c.name));
+      if (key !== "default") replace(names, ...entries.filter((c) => !c.read_only).map((c) => h("option", { value: c.name })));
+      draw();
+    } catch (e) {
+      replace(listing, message("error", `configs: ${errorText(e)}`));
+    }
+  };
+  const change = async (config, newValue) => {
+    const what = newValue === null ? `Removing ${config}` : `Setting ${config}`;
+    const done = await act(out, what, () => patch(path, { configs: { [config]: newValue } }));
+    if (done) { value.value = ""; await load(); }
+  };
+  name.addEventListener("input", () => { value.type = secret.has(name.value.trim()) || /password|jaas/.test(name.value) ? "password" : "text"; });
+  filter.addEventListener("input", draw);
+  load();
+  return h("div", { class: "broker-configs" },
+    h("form", { class: "toolbar", id: `broker-config-form-${key}`, onsubmit: (event) => { event.preventDefault(); change(name.value.trim(), value.value); } },
+      name, names, value, h("button", { type: "submit", id: `broker-config-set-${key}` }, "set"),
+      h("button", { type: "button", class: "secondary", id: `broker-config-remove-${key}`, onclick: () => change(name.value.trim(), null) }, "remove")), out,
+    h("details", { open: key === "default", id: `broker-config-details-${key}` }, h("summary", {}, key === "default" ? "defaults" : "configs, with where each value comes from"), filter, listing));
+}
+
+// ------------------------------------------------------------------ schemas
+
+const LEVELS = ["NONE", "BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL", "FULL_TRANSITIVE"];
+
+/** The Schema Registry of this broker: subjects with their latest version, type and level; the
+ * global level, editable (ALTER on the cluster, as the registry's own API). */
+async function schemasPage(query) {
+  const deleted = h("input", { id: "schemas-deleted", type: "checkbox" });
+  deleted.checked = query.get("deleted") === "true";
+  const search = h("input", { id: "schemas-search", type: "search", placeholder: "filter subjects" });
+  const head = h("div", { id: "schemas-head" });
+  const list = h("div", { id: "subject-list" });
+  const out = h("div", { id: "schemas-out" });
+  const level = h("select", { id: "global-level" }, ...LEVELS.map((l) => h("option", { value: l }, l)));
+  const levelForm = h("div", { class: "toolbar", hidden: true }, h("label", {}, "global compatibility ", level),
+    h("button", { id: "global-level-save", onclick: () => act(out, "Setting the global compatibility", () => call("PUT", "/schemas/config", { compatibility: level.value })) }, "save"));
+  main.append(h("h1", {}, "Schemas"), head, levelForm, out,
+    h("div", { class: "toolbar" }, search, h("label", {}, deleted, " show soft-deleted")), list);
+  let data = null;
+  let levelShown = false;
+  const draw = () => {
+    if (!data) return;
+    const needle = search.value.toLowerCase();
+    const rows = data.subjects.filter((x) => !needle || x.subject.toLowerCase().includes(needle));
+    replace(list, rows.length ? table("subjects", ["subject", "#latest version", "#id", "type", "#versions", "compatibility", ""], rows.map((x) => h("tr", { "data-subject": x.subject },
+      cell(h("a", { href: `#/schema/${enc(x.subject)}${deleted.checked ? "?deleted=true" : ""}` }, x.subject)), num(x.latest_version), num(x.latest_id), cell(x.schema_type),
+      num(x.versions), cell(h("span", { class: `pill${x.compatibility_is_subjects ? " warn" : ""}`, title: x.compatibility_is_subjects ? "the subject's own level" : "the global level" }, x.compatibility)),
+      cell(x.deleted ? h("span", { class: "pill bad" }, "soft-deleted") : ""))))
+      : h("p", { class: "muted" }, "No subjects."));
+  };
+  search.addEventListener("input", draw);
+  let asked = 0;
+  const refresh = async () => {
+    const mine = ++asked;
+    const answer = await get(`/schemas?deleted=${deleted.checked}`);
+    if (mine !== asked) return;
+    data = answer;
+    if (!data.enabled) {
+      replace(head, message("info", "The Schema Registry is disabled on this broker (schema.registry.listeners is empty)."));
+      head.firstChild.id = "schemas-disabled";
+      levelForm.hidden = true;
+      replace(list);
+      return;
+    }
+    replace(head, h("p", { class: "muted" }, `This broker's Schema Registry (${data.url || "no listener"}) · mode ${data.mode} · global compatibility `,
+      h("b", { id: "global-compatibility" }, data.compatibility)));
+    levelForm.hidden = false;
+    if (!levelShown) { level.value = data.compatibility; levelShown = true; }
+    draw();
+  };
+  deleted.addEventListener("change", refresh);
+  return refresh;
+}
+
+/** One subject: its versions, a version's schema, a diff of two versions, its level. */
+async function subjectPage(subject, query) {
+  const deleted = h("input", { id: "subject-deleted", type: "checkbox" });
+  deleted.checked = query.get("deleted") === "true";
+  const head = h("div", { id: "subject-head" });
+  const versions = h("div", { id: "subject-versions" });
+  const schema = h("div", { id: "schema-view" });
+  const diff = h("div", { id: "schema-diff" });
+  const out = h("div", { id: "subject-out" });
+  const from = h("select", { id: "diff-from" });
+  const to = h("select", { id: "diff-to" });
+  const level = h("select", { id: "subject-level" }, h("option", { value: "" }, "(the global level)"), ...LEVELS.map((l) => h("option", { value: l }, l)));
+  const base = `/schemas/subjects/${enc(subject)}`;
+  const showVersion = async (v) => {
+    try {
+      const s = await get(`${base}/versions/${v}`);
+      replace(schema, h("h2", {}, `Version ${s.version}`, s.deleted ? " (soft-deleted)" : ""),
+        h("p", { class: "muted" }, `schema id ${s.id} · ${s.schema_type}`, s.references.length ? ` · references ${s.references.map((r) => `${r.name} (${r.subject} v${r.version})`).join(", ")}` : ""),
+        h("pre", { class: "schema-text", id: "schema-text", "data-version": s.version }, s.schema_text));
+    } catch (e) { replace(schema, message("error", errorText(e))); }
+  };
+  const showDiff = async () => {
+    try {
+      const d = await get(`${base}/diff?from=${from.value}&to=${to.value}`);
+      const sign = { same: " ", added: "+", removed: "-" };
+      replace(diff, h("pre", { class: "diff", id: "diff-lines", "data-from": d.from_version, "data-to": d.to_version },
+        ...d.lines.map((l) => h("div", { class: `diff-${l.op}` }, `${sign[l.op]} ${l.text}`))));
+    } catch (e) { replace(diff, message("error", errorText(e))); }
+  };
+  const saveLevel = () => act(out, "Setting the compatibility", () => call("PUT", `${base}/config`, { compatibility: level.value || null }));
+  main.append(h("h1", {}, "Subject ", h("code", {}, subject)), head,
+    h("div", { class: "toolbar" }, h("label", {}, "compatibility ", level), h("button", { id: "subject-level-save", onclick: saveLevel }, "save"),
+      h("label", {}, deleted, " show soft-deleted versions")), out,
+    h("h2", {}, "Versions"), versions, schema,
+    h("h2", {}, "Diff"), h("div", { class: "toolbar" }, h("label", {}, "from ", from), h("label", {}, "to ", to), h("button", { id: "diff-show", onclick: showDiff }, "diff")), diff);
+  let levelShown = false;
+  let drawnFor = null;
+  const refresh = async () => {
+    const s = await get(`${base}?deleted=${deleted.checked}`);
+    replace(head, h("p", { class: "muted" }, "compatibility ", h("b", { id: "subject-compatibility" }, s.compatibility),
+      s.subject_compatibility ? " (the subject's own)" : ` (the global level, ${s.global_compatibility})`, ` · mode ${s.mode}`));
+    if (!levelShown) { level.value = s.subject_compatibility || ""; levelShown = true; }
+    const key = JSON.stringify(s.versions);
+    if (key === drawnFor) return; // keep the chosen versions while nothing changed
+    drawnFor = key;
+    replace(versions, table("version-table", ["#version", "#id", "state", ""], s.versions.map((v) => h("tr", { "data-version": v.version },
+      num(v.version), num(v.id), cell(v.deleted ? h("span", { class: "pill bad" }, "soft-deleted") : h("span", { class: "pill ok" }, "live")),
+      cell(h("button", { class: "secondary small", "data-show": v.version, onclick: () => showVersion(v.version) }, "show"))))));
+    const options = () => s.versions.map((v) => h("option", { value: v.version }, `v${v.version}${v.deleted ? " (deleted)" : ""}`));
+    replace(from, ...options());
+    replace(to, ...options());
+    if (s.versions.length) {
+      from.value = String(s.versions[Math.max(0, s.versions.length - 2)].version);
+      to.value = String(s.versions[s.versions.length - 1].version);
+      await showVersion(s.versions[s.versions.length - 1].version);
+    }
+  };
+  deleted.addEventListener("change", () => { drawnFor = null; refresh(); });
+  return refresh;
+}
+
+// ------------------------------------------------------------------ metrics
+
+/** The broker's Prometheus text, fetched with the console's credentials (a link to /metrics
+ * would get the browser's own login dialog when the API asks for credentials). */
+async function metricsPage() {
+  const filter = h("input", { id: "metrics-filter", type: "search", placeholder: "series name contains…" });
+  const text = h("pre", { class: "metrics", id: "metrics-text" });
+  main.append(h("h1", {}, "Metrics"), h("p", { class: "muted" }, "This broker's /metrics (Prometheus text format), as a scraper reads it."),
+    h("div", { class: "toolbar" }, filter), text);
+  let raw = "";
+  const draw = () => {
+    const needle = filter.value.toLowerCase();
+    text.textContent = needle ? raw.split("\n").filter((l) => l.toLowerCase().includes(needle)).join("\n") : raw;
+  };
+  filter.addEventListener("input", draw);
+  return async () => { raw = String((await call("GET", "/metrics")).data ?? ""); draw(); };
 }
 
 // ------------------------------------------------------------------ actions
@@ -741,12 +930,13 @@ async function show() {
   const { parts, query } = parseHash();
   const page = parts[0] || "overview";
   for (const a of document.querySelectorAll("#nav a")) {
-    const target = { topic: "topics", group: "groups", partitions: "overview" }[page] || page;
+    const target = { topic: "topics", group: "groups", partitions: "overview", schema: "schemas" }[page] || page;
     a.classList.toggle("active", a.dataset.page === target);
   }
   const pages = {
     overview: () => overviewPage(), topics: () => topicsPage(query), topic: () => topicPage(parts[1]),
     groups: () => groupsPage(), group: () => groupPage(parts[1]), brokers: () => brokersPage(),
+    schemas: () => schemasPage(query), schema: () => subjectPage(parts[1], query), metrics: () => metricsPage(),
     partitions: () => partitionsPage(query), actions: () => actionsPage(), security: () => securityPage(),
     login: () => loginPage(query),
   };

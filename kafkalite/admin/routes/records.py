@@ -41,6 +41,34 @@ def matches(record: dict[str, Any], needle: str) -> bool:
 class RecordRoutes(ApiBase):
     """Records of a topic from an offset or a time, filtered; a test record produced."""
 
+    _decoders: dict[int, Any] | None = None
+
+    async def _decode_framed(self, page: list[dict[str, Any]], topic: str) -> None:
+        """Keys and values framed for the Schema Registry decoded with their schemas (before
+        the filter, which then matches the decoded text); the raw bytes dropped."""
+        from kafkalite.admin.schemas import SchemaDecoders, framed_id, registry_of
+
+        registry = registry_of(self.server)
+        if registry is not None:
+            ids = {
+                i
+                for r in page
+                for i in (framed_id(r["raw_key"]), framed_id(r["raw_value"]))
+                if i is not None
+            }
+            if ids:
+                if self._decoders is None:
+                    self._decoders = {}
+                decoders = SchemaDecoders(registry, self._decoders)
+                await decoders.prepare(ids)
+                for r in page:
+                    for field, raw in (("key", r["raw_key"]), ("value", r["raw_value"])):
+                        shown = decoders.shown(raw, topic, field == "key")
+                        if shown is not None:
+                            r[field] = shown
+        for r in page:
+            del r["raw_key"], r["raw_value"]
+
     async def _read(
         self, tp: Any, start: int, end: int, limit: int, needle: str | None, last: bool
     ) -> tuple[list[dict[str, Any]], int, int]:
@@ -61,9 +89,10 @@ class RecordRoutes(ApiBase):
             if error != ErrorCode.NONE:
                 raise AdminError.kafka(error, f"{tp.topic}-{tp.partition}: {error.name}")
             page, after = records_of(
-                answer.records or b"", position, budget - scanned, tp.partition
+                answer.records or b"", position, budget - scanned, tp.partition, keep_raw=True
             )
             page = [r for r in page if r["offset"] < end]
+            await self._decode_framed(page, tp.topic)
             scanned += len(page)
             records += [r for r in page if needle is None or matches(r, needle)]
             if not last:
