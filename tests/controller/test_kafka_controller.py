@@ -329,7 +329,15 @@ async def test_a_new_topics_first_watch_event_is_decided_from_the_watched_conten
         reads.append(topic)
         return await get_topic_assignment(session, topic)
 
+    get_topic_assignments = zk_data.get_topic_assignments
+
+    async def counted_many(session, topics):
+        topics = list(topics)
+        reads.extend(topics)
+        return await get_topic_assignments(session, topics)
+
     monkeypatch.setattr(zk_data, "get_topic_assignment", counted)
+    monkeypatch.setattr(zk_data, "get_topic_assignments", counted_many)
     processed = []
     process = node.controller.process
 
