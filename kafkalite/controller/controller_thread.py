@@ -51,7 +51,7 @@ _T = TypeVar("_T")
 class ControllerThread:
     """A ``KafkaController`` on its own thread and loop; see the module docstring."""
 
-    def __init__(self, broker_id: int, session: ThreadedSession, config: Any = None) -> None:
+    def __init__(self, broker_id: int, session: Any, config: Any = None) -> None:
         self.broker_id = broker_id
         self.session = session
         self.config = config
@@ -94,7 +94,7 @@ class ControllerThread:
         if not self.thread.running:
             self.thread.start()
             self.controller = None  # a controller of a stopped loop is not used again
-        session = self.session
+        session = _threaded(self.session)
 
         async def start() -> None:
             view = await session.for_running_loop()
@@ -106,17 +106,17 @@ class ControllerThread:
 
         await self._run(start())
 
-    async def reinitialize(self, session: CoordSession) -> None:
+    async def reinitialize(self, session: Any) -> None:
         """The broker opened a new session after the old one expired."""
-        assert isinstance(session, ThreadedSession)
         self.session = session
         if self.controller is None or not self.thread.running:
             await self.startup()
             return
         controller = self.controller
+        current = _threaded(session)
 
         async def renew() -> None:
-            await controller.reinitialize(await session.for_running_loop())
+            await controller.reinitialize(await current.for_running_loop())
 
         await self._run(renew())
 
@@ -174,14 +174,26 @@ class ControllerThread:
         return await self._run(self._require().list_partition_reassignments(chosen))
 
 
+def _threaded(session: Any) -> ThreadedSession:
+    """The session itself, or the current one of a ``RenewableSession`` (the broker's)."""
+    current = getattr(session, "current", None) if not isinstance(session, CoordSession) else None
+    found = current if current is not None else session
+    if not isinstance(found, ThreadedSession):
+        raise TypeError(f"{type(found).__name__} cannot be shared with another loop")
+    return found
+
+
 def new_controller(
-    broker_id: int, session: CoordSession, config: Any = None
+    broker_id: int, session: Any, config: Any = None
 ) -> KafkaController | ControllerThread:
     """The broker's controller: on a thread of its own when the session can be shared with
-    another loop (ZooKeeper's, already on the coordination thread), else on the caller's loop."""
-    if isinstance(session, ThreadedSession):
-        return ControllerThread(broker_id, session, config)
-    return KafkaController(broker_id, session, config)
+    another loop (ZooKeeper's, already on the coordination thread), else on the caller's loop.
+    ``session`` is a ``CoordSession`` or a ``RenewableSession`` (its current one decides)."""
+    try:
+        _threaded(session)
+    except TypeError:
+        return KafkaController(broker_id, session, config)
+    return ControllerThread(broker_id, session, config)
 
 
 __all__ = ["ControllerThread", "new_controller"]
