@@ -397,7 +397,7 @@ def _run(
     bench.sampler.phase = "kill"
     controller = bench.controller()
     victim = next(b for b in BROKER_IDS if b != controller)
-    md = bench.metadata(controller, names)
+    md = wait_until(lambda: bench.metadata(controller, names), 60, "the controller's Metadata")
     victim_led = bench.led_by(md, names).get(victim, 0)
     bench.brokers[victim].kill()
     wait_until(lambda: victim not in bench.registered(), 60, "session expiry")
@@ -445,7 +445,7 @@ def _run(
 
     # 5. SIGTERM of the broker leading the most partitions
     bench.sampler.phase = "sigterm"
-    md = bench.metadata(bench.any_live(), names)
+    md = wait_until(lambda: bench.metadata(bench.any_live(), names), 60, "a broker's Metadata")
     counts = bench.led_by(md, names)
     stopped = max((b for b in counts if b >= 0), key=lambda b: counts[b])
     start = time.monotonic()

@@ -51,10 +51,11 @@ _T = TypeVar("_T")
 class ControllerThread:
     """A ``KafkaController`` on its own thread and loop; see the module docstring."""
 
-    def __init__(self, broker_id: int, session: Any, config: Any = None) -> None:
+    def __init__(self, broker_id: int, session: Any, config: Any = None, **kwargs: Any) -> None:
         self.broker_id = broker_id
         self.session = session
         self.config = config
+        self._kwargs = kwargs  # KafkaController's keyword arguments (a transport in benches)
         self.thread = CoordinationThread(f"controller-{broker_id}")
         self.controller: KafkaController | None = None
 
@@ -99,7 +100,7 @@ class ControllerThread:
         async def start() -> None:
             view = await session.for_running_loop()
             if self.controller is None:
-                self.controller = KafkaController(self.broker_id, view, self.config)
+                self.controller = KafkaController(self.broker_id, view, self.config, **self._kwargs)
                 await self.controller.startup()
             else:
                 await self.controller.reinitialize(view)
