@@ -219,6 +219,12 @@ async def main(partitions: int, rounds: int, modes: list[str]) -> dict[str, Any]
 
 
 if __name__ == "__main__":
+    import logging
+
+    import structlog
+
+    # The controller's info lines would land in the JSON on stdout: warnings only.
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--partitions", type=int, default=3000)
     parser.add_argument("--rounds", type=int, default=2)
