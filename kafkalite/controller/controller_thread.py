@@ -37,8 +37,9 @@ from collections.abc import Coroutine, Iterable, Mapping
 from typing import Any, TypeVar
 
 from kafkalite.coord.base import CoordSession
+from kafkalite.coord.errors import SessionClosed
 from kafkalite.coord.threaded import CoordinationThread, ThreadedSession
-from kafkalite.protocol.errors import ErrorCode
+from kafkalite.protocol.errors import ErrorCode, NotControllerError
 from kafkalite.protocol.types import TopicPartition
 from kafkalite.zk.types import ReplicaAssignment
 
@@ -89,7 +90,20 @@ class ControllerThread:
     # -- calls --
 
     async def _run(self, coro: Coroutine[Any, Any, _T]) -> _T:
-        return await self.thread.run(coro, asyncio.get_running_loop())
+        """Run ``coro`` on the controller's loop. A thread stopped before or while it runs
+        (the broker is shutting down) answers NotControllerError, which callers retry or
+        report as Kafka does, not a coordination error or a cancellation they did not ask for."""
+        try:
+            outcome = self.thread.run(coro, asyncio.get_running_loop())
+        except SessionClosed:
+            raise NotControllerError(f"broker {self.broker_id}'s controller stopped") from None
+        try:
+            return await outcome
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise
+            raise NotControllerError(f"broker {self.broker_id}'s controller stopped") from None
 
     async def startup(self) -> None:
         if not self.thread.running:
@@ -134,8 +148,6 @@ class ControllerThread:
     def _require(self) -> KafkaController:
         controller = self.controller
         if controller is None or not self.thread.running:
-            from kafkalite.protocol.errors import NotControllerError
-
             raise NotControllerError(f"broker {self.broker_id} is not the controller")
         return controller
 

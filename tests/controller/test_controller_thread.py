@@ -17,7 +17,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafkalite.controller.controller_thread import ControllerThread
-from kafkalite.protocol.errors import ErrorCode
+from kafkalite.protocol.errors import ErrorCode, NotControllerError
 from kafkalite.testing import Broker, ZooKeeperMissing, ZooKeeperServer, api_versions_ok, wait_for
 
 
@@ -72,3 +72,5 @@ def test_the_broker_serves_while_its_controllers_loop_is_held(zookeeper_server):
         assert set(outcomes.values()) == {ErrorCode.ELECTION_NOT_NEEDED}
         assert controller_threads(7)
     assert controller_threads(7) == []
+    with pytest.raises(NotControllerError):  # a stopped controller answers as Kafka's would
+        asyncio.run(controller.elect_preferred_leaders(None))
