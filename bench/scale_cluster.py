@@ -27,6 +27,8 @@ Through every phase each broker's ``/metrics`` is scraped for
 it. Standalone:
 
     PYTHONPATH=. .venv/bin/python bench/scale_cluster.py [--partitions 3000] [--topics 100]
+        [--baseline-src DIR]   # then the same phases on DIR's kafkalite (e.g. `git archive`),
+                               # in a child, one after the other in the same run
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import re
 import sys
 import tempfile
@@ -45,7 +48,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+def _source_tree() -> str:
+    """``--src DIR`` (the baseline's child) or this script's own tree: the kafkalite imported
+    here and by the brokers this bench starts (they inherit PYTHONPATH)."""
+    if "--src" in sys.argv:
+        return str(Path(sys.argv[sys.argv.index("--src") + 1]).resolve())
+    return str(Path(__file__).resolve().parent.parent)
+
+
+SRC = _source_tree()
+sys.path.insert(0, SRC)
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [SRC, *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != SRC)]
+)
 
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
@@ -163,8 +179,10 @@ class LagSampler:
                         if at_most[le] > previous:
                             worst = le
                         previous = at_most[le]
+                    p99 = next((le for le in bounds if at_most[le] >= 0.99 * total), None)
                     out.setdefault(phase, {})[broker_id] = {
                         "probes": int(total),
+                        "p99_le": p99,
                         "over_50ms": int(total - at_most.get("0.05", total)),
                         "over_250ms": int(total - at_most.get("0.25", total)),
                         "worst_bucket_le": worst,
@@ -379,7 +397,7 @@ def _run(
     bench.sampler.phase = "kill"
     controller = bench.controller()
     victim = next(b for b in BROKER_IDS if b != controller)
-    md = bench.metadata(controller, names)
+    md = wait_until(lambda: bench.metadata(controller, names), 60, "the controller's Metadata")
     victim_led = bench.led_by(md, names).get(victim, 0)
     bench.brokers[victim].kill()
     wait_until(lambda: victim not in bench.registered(), 60, "session expiry")
@@ -427,7 +445,7 @@ def _run(
 
     # 5. SIGTERM of the broker leading the most partitions
     bench.sampler.phase = "sigterm"
-    md = bench.metadata(bench.any_live(), names)
+    md = wait_until(lambda: bench.metadata(bench.any_live(), names), 60, "a broker's Metadata")
     counts = bench.led_by(md, names)
     stopped = max((b for b in counts if b >= 0), key=lambda b: counts[b])
     start = time.monotonic()
@@ -516,8 +534,28 @@ if __name__ == "__main__":
     parser.add_argument("--topic-partitions", type=int, default=4)
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
     parser.add_argument("--keep-dir", help="keep data and logs there (default: a temporary dir)")
+    parser.add_argument("--src", help="run on this tree's kafkalite instead of this one's")
+    parser.add_argument("--baseline-src", help="then the same run on this tree, in a child")
     args = parser.parse_args()
     figures = main(
         args.partitions, args.topics, args.topic_partitions, args.session_timeout_ms, args.keep_dir
     )
-    print(json.dumps(figures, indent=2))
+    figures["src"] = SRC
+    figures["load_average"] = os.getloadavg()
+    if not args.baseline_src:
+        print(json.dumps(figures, indent=2))
+        sys.exit(0)
+    import subprocess
+
+    command = [sys.executable, __file__, "--src", args.baseline_src]
+    for flag, value in (
+        ("--partitions", args.partitions),
+        ("--topics", args.topics),
+        ("--topic-partitions", args.topic_partitions),
+        ("--session-timeout-ms", args.session_timeout_ms),
+    ):
+        command += [flag, str(value)]
+    if args.keep_dir:
+        command += ["--keep-dir", str(Path(args.keep_dir) / "baseline")]
+    child = subprocess.run(command, capture_output=True, text=True, check=True)
+    print(json.dumps({"this_tree": figures, "baseline_src": json.loads(child.stdout)}, indent=2))

@@ -218,15 +218,19 @@ class ControllerBrokerRequestBatch:
     def add_update_metadata_request_for_brokers(
         self, broker_ids: Iterable[int], partitions: Iterable[TopicPartition] = ()
     ) -> None:
-        self._update_metadata_brokers.update(b for b in broker_ids if b >= 0)
+        brokers = self._update_metadata_brokers
+        if not (isinstance(broker_ids, (set, frozenset)) and broker_ids <= brokers):
+            brokers.update(b for b in broker_ids if b >= 0)  # (called once per partition)
+        ctx = self.ctx
+        leadership = ctx.partition_leadership_info
         for tp in partitions:
-            info = self.ctx.partition_leadership_info.get(tp)
+            info = leadership.get(tp)
             if info is None:
                 continue  # leader not yet assigned: nothing to tell
-            replicas = self.ctx.partition_replica_assignment(tp)
-            offline = tuple(r for r in replicas if not self.ctx.is_replica_online(r, tp))
+            replicas = ctx.partition_replica_assignment(tp)
+            offline = tuple(r for r in replicas if not ctx.is_replica_online(r, tp))
             leader_and_isr = info.leader_and_isr
-            if self.ctx.is_topic_queued_up_for_deletion(tp.topic):
+            if ctx.is_topic_queued_up_for_deletion(tp.topic):
                 leader_and_isr = LeaderAndIsr.during_delete(leader_and_isr.isr)
             self._update_metadata_partitions[tp] = UpdateMetadataPartitionState(
                 topic_name=tp.topic,

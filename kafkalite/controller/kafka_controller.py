@@ -81,7 +81,7 @@ from .channel_manager import (
 )
 from .context import ControllerContext
 from .controller_core import ControllerCore
-from .event_manager import ControllerEventManager
+from .event_manager import SLOW_EVENT_SECONDS, ControllerEventManager
 from .partition_state_machine import NEW_PARTITION, OFFLINE_PARTITION
 from .results import ControllerResult
 
@@ -312,6 +312,7 @@ class KafkaController:
         self._reloads = 0
         self._started = False
         self._deliveries: list[asyncio.Future[Any]] | None = None
+        self._phases: dict[str, float] = {}
         """While a controlled shutdown is decided: the futures of the requests ``_apply``
         sent (see ``ControllerChannelManager.send_request``)."""
 
@@ -452,7 +453,34 @@ class KafkaController:
 
     # -- event processing -----------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def _phase(self, name: str) -> Any:
+        """Time one phase of the event in progress (store reads, decision, writes, sends): an
+        event slower than ``SLOW_EVENT_SECONDS`` is logged with its phases, so a slow cluster
+        shows which of them holds the controller."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        try:
+            yield
+        finally:
+            self._phases[name] = self._phases.get(name, 0.0) + loop.time() - started
+
     async def process(self, event: Any) -> Any:
+        self._phases = {}
+        started = asyncio.get_running_loop().time()
+        try:
+            return await self._process_with_retries(event)
+        finally:
+            took = asyncio.get_running_loop().time() - started
+            if took > SLOW_EVENT_SECONDS and self._phases:
+                log.info(
+                    "controller event phases",
+                    event_type=type(event).__name__,
+                    total_s=round(took, 3),
+                    **{f"{k}_s": round(v, 3) for k, v in self._phases.items()},
+                )
+
+    async def _process_with_retries(self, event: Any) -> Any:
         try:
             for attempt in range(MAX_EVENT_RETRIES + 1):
                 try:
@@ -708,7 +736,8 @@ class KafkaController:
         stale_notifications = await zk_data.get_isr_change_notifications(self.session)
         # Failover sends every live broker LeaderAndIsr anyway: older log dir events are moot.
         stale_log_dir_events = await zk_data.get_log_dir_event_notifications(self.session)
-        await self._initialize_controller_context()
+        with self._phase("load_context"):
+            await self._initialize_controller_context()
         deletions = await zk_data.get_topic_deletions(self.session)
         result = ControllerResult()
         if stale_notifications:
@@ -716,7 +745,8 @@ class KafkaController:
         if stale_log_dir_events:
             result.writes.append(DeleteLogDirEventNotifications(tuple(stale_log_dir_events)))
         reassignments = await zk_data.get_partition_reassignments(self.session)
-        result += self.core.on_controller_failover(deletions, reassignments)
+        with self._phase("decide"):
+            result += self.core.on_controller_failover(deletions, reassignments)
         await self._apply(result)
         if self.auto_leader_rebalance_enable and self._rebalance_task is None:
             self._rebalance_task = asyncio.get_running_loop().create_task(
@@ -807,6 +837,8 @@ class KafkaController:
             return False
         failed: set[TopicPartition] = set()
         if result.writes:
+            self._phases.setdefault("writes", 0.0)
+            writes_started = asyncio.get_running_loop().time()
             try:
                 if zk_data.can_apply_per_partition(result.writes):
                     failed = await zk_data.apply_partition_state_writes(
@@ -835,15 +867,18 @@ class KafkaController:
                 await self._wait_for_reconnect()
                 await self._reload_and_failover()
                 return False
+            finally:
+                self._phases["writes"] += asyncio.get_running_loop().time() - writes_started
             for write in result.writes:
                 if isinstance(write, DeleteTopic):
                     self._stop_partition_watch(write.topic)
-        requests = coalesce_requests(without_partitions(result.requests, failed))
-        if self.channel_manager is not None:
-            for request in requests:
-                delivery = self.channel_manager.send_request(request)
-                if self._deliveries is not None:
-                    self._deliveries.append(delivery)
+        with self._phase("queue_requests"):
+            requests = coalesce_requests(without_partitions(result.requests, failed))
+            if self.channel_manager is not None:
+                for request in requests:
+                    delivery = self.channel_manager.send_request(request)
+                    if self._deliveries is not None:
+                        self._deliveries.append(delivery)
         for key, reason in result.failed.items():
             log.info("state change failed", item=str(key), reason=reason)
         if failed:
@@ -872,9 +907,9 @@ class KafkaController:
         ctx = self.core.ctx
         partitions = {tp for tp in partitions if ctx.partition_replica_assignment(tp)}
         if partitions:
-            self.core.update_leader_and_isr_cache(
-                await zk_data.get_partition_states(self.session, partitions)
-            )
+            with self._phase("read_states"):
+                states = await zk_data.get_partition_states(self.session, partitions)
+            self.core.update_leader_and_isr_cache(states)
 
     async def _process_broker_change(self) -> None:
         core = self.core
@@ -882,19 +917,29 @@ class KafkaController:
         ctx = core.ctx
         brokers = await zk_data.get_all_brokers_and_epochs(self.session)
         changes = core.broker_changes(brokers)
+        if changes.is_empty and all(
+            ctx.live_brokers.get(b) == broker for b, (broker, _) in brokers.items()
+        ):
+            # Nothing changed (the watch's first delivery after a failover, which loaded the
+            # same brokers): re-reading every topic's config and the leaderless partitions'
+            # states would decide nothing while the events behind this one wait.
+            return
         touched = set(changes.new) | set(changes.dead) | set(changes.bounced)
         affected = {tp for b in touched for tp in ctx.partitions_on_broker(b)}
         affected |= set(ctx.partitions_in_state(NEW_PARTITION)) | set(
             ctx.partitions_in_state(OFFLINE_PARTITION)
         )
         await self._refresh_leadership(affected)
-        ctx.unclean_leader_election_topics = await zk_data.get_unclean_leader_election_topics(
-            self.session, ctx.all_topics, self.unclean_leader_election_enable
-        )
+        with self._phase("read_configs"):
+            ctx.unclean_leader_election_topics = await zk_data.get_unclean_leader_election_topics(
+                self.session, ctx.all_topics, self.unclean_leader_election_enable
+            )
         before = dict(ctx.live_brokers)
-        changes, result = core.process_broker_change(brokers)
-        for broker_id in (*changes.dead, *changes.bounced):
-            await self.channel_manager.remove_broker(broker_id)
+        with self._phase("decide"):
+            changes, result = core.process_broker_change(brokers)
+        with self._phase("close_channels"):
+            for broker_id in (*changes.dead, *changes.bounced):
+                await self.channel_manager.remove_broker(broker_id)
         for broker_id, broker in before.items():
             if broker_id in ctx.live_brokers and ctx.live_brokers[broker_id] != broker:
                 await self.channel_manager.remove_broker(broker_id)  # new endpoints: reconnect
@@ -959,8 +1004,11 @@ class KafkaController:
         if not seqs:
             return
         partitions = await zk_data.get_partitions_from_isr_change_notifications(self.session, seqs)
-        leaderships = await zk_data.get_partition_states(self.session, partitions)
-        await self._apply(self.core.process_isr_change_notification(leaderships, seqs))
+        with self._phase("read_states"):
+            leaderships = await zk_data.get_partition_states(self.session, partitions)
+        with self._phase("decide"):
+            result = self.core.process_isr_change_notification(leaderships, seqs)
+        await self._apply(result)
 
     async def _process_topic_config_change(self) -> None:
         """Kafka's ``TopicUncleanLeaderElectionEnable``: a topic that now allows unclean leader

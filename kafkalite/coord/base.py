@@ -466,6 +466,18 @@ class CoordSession(abc.ABC):
 
     # -- built on the primitives --
 
+    async def get_data_many(self, paths: Sequence[str]) -> list[tuple[bytes, Stat] | None]:
+        """``get_data`` of every path, all sent at once (one session answers in order); None
+        where the node does not exist. A bridge to another loop crosses once for the batch."""
+
+        async def one(path: str) -> tuple[bytes, Stat] | None:
+            try:
+                return await self.get_data(path)
+            except NoNode:
+                return None
+
+        return list(await asyncio.gather(*(one(path) for path in paths)))
+
     async def ensure_path(self, path: str) -> None:
         """Create ``path`` and its missing ancestors as empty persistent nodes (no error if present)."""
         validate_path(path)

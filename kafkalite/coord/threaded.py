@@ -247,6 +247,30 @@ class ThreadedSession(CoordSession):
 
     # -- the bridge --
 
+    async def for_running_loop(self) -> ThreadedSession:
+        """Another proxy of the same session for the running loop (a component that runs on a
+        loop of its own in another thread, like the controller): the same session, its answers,
+        watches and state changes relayed to that loop instead, with the same guarantees.
+        The owner of this proxy stays the owner of the session: the view is not closed (its
+        ``close`` closes the session for everyone)."""
+        loop = asyncio.get_running_loop()
+        if loop is self._loop:
+            return self
+        inner = self._inner
+        if inner is None:
+            raise SessionClosed("the session is not open")
+        view = type(self)(self._thread, loop, self.timeout_ms, self.connection_timeout_ms)
+
+        async def attach() -> SessionState:
+            return view._attach(inner)
+
+        state = await self._thread.run(attach(), loop)
+        if state.is_terminal:
+            view._end(state)
+        else:
+            view._set_state(state)
+        return view
+
     def _attach(self, inner: CoordSession) -> SessionState:
         """On the thread's loop: relay ``inner``'s state changes from now on; returns its state.
 
@@ -362,6 +386,9 @@ class ThreadedSession(CoordSession):
 
     async def multi(self, ops: Sequence[Op]) -> list[OpResult]:
         return await self._call(self._inner.multi([_with_bytes(op) for op in ops]))
+
+    async def get_data_many(self, paths: Sequence[str]) -> list[tuple[bytes, Stat] | None]:
+        return await self._call(self._inner.get_data_many(list(paths)))
 
     async def ensure_path(self, path: str) -> None:
         await self._call(self._inner.ensure_path(path))

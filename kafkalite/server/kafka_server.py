@@ -48,7 +48,7 @@ from kafkalite.broker.replica_fetcher import remote_leader_endpoints
 from kafkalite.broker.replica_manager import ReplicaManager
 from kafkalite.client.connection import KafkaConnection, request_builder, set_default_security
 from kafkalite.config import BrokerConfig, ConfigError, Endpoint
-from kafkalite.controller.controller import KafkaController
+from kafkalite.controller.controller import new_controller
 from kafkalite.coord import (
     CoordError,
     SessionClosed,
@@ -541,7 +541,7 @@ class KafkaServer:
         )
 
     async def _start_controller(self) -> None:
-        self.controller = KafkaController(self.broker_id, self.session, self.config)
+        self.controller = new_controller(self.broker_id, self.session, self.config)
         self.services.controller = self.controller
         await _maybe_await(self.controller.startup())
         await self._wait_for_initial_metadata()

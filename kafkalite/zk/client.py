@@ -134,8 +134,13 @@ async def get_topic_assignments(
     session: CoordSession, topics: Iterable[str]
 ) -> dict[str, tuple[str | None, dict[int, ReplicaAssignment]]]:
     topics = sorted(topics)
-    found = await asyncio.gather(*(get_topic_assignment(session, t) for t in topics))
-    return {t: (f[0], f[1]) for t, f in zip(topics, found, strict=True) if f is not None}
+    found = await session.get_data_many([paths.topic_path(t) for t in topics])
+    out: dict[str, tuple[str | None, dict[int, ReplicaAssignment]]] = {}
+    for topic, node in zip(topics, found, strict=True):
+        if node is not None:
+            decoded = paths.decode_topic(topic, node[0])
+            out[topic] = (decoded.topic_id, assignment_from_node(decoded))
+    return out
 
 
 def encode_assignment(
@@ -176,9 +181,10 @@ async def get_unclean_leader_election_topics(
 ) -> set[str]:
     """Topics whose ``unclean.leader.election.enable`` (override, else ``default``) is true."""
     topics = sorted(topics)
-    configs = await asyncio.gather(*(get_topic_config(session, t) for t in topics))
+    found = await session.get_data_many([paths.topic_config_path(t) for t in topics])
     enabled = set()
-    for topic, config in zip(topics, configs, strict=True):
+    for topic, node in zip(topics, found, strict=True):
+        config = paths.decode_entity_config(node[0]) if node is not None else {}
         value = config.get("unclean.leader.election.enable")
         if (value.strip().lower() == "true") if value is not None else default:
             enabled.add(topic)
@@ -206,9 +212,16 @@ async def get_partition_state(
 async def get_partition_states(
     session: CoordSession, partitions: Iterable[TopicPartition]
 ) -> dict[TopicPartition, LeaderIsrAndControllerEpoch | None]:
+    """The partition state nodes, read in one batch (``get_data_many``: one crossing to the
+    coordination thread for all of them, not one per partition)."""
     partitions = sorted(set(partitions))
-    found = await asyncio.gather(*(get_partition_state(session, tp) for tp in partitions))
-    return dict(zip(partitions, found, strict=True))
+    found = await session.get_data_many(
+        [paths.partition_state_path(tp.topic, tp.partition) for tp in partitions]
+    )
+    return {
+        tp: (paths.decode_partition_state(node[0], node[1].version) if node is not None else None)
+        for tp, node in zip(partitions, found, strict=True)
+    }
 
 
 async def update_leader_and_isr(
@@ -312,18 +325,16 @@ async def get_partitions_from_isr_change_notifications(
     after a broker restart leaves hundreds of notifications, and one round trip each in turn
     held the controller's event queue for seconds)."""
 
-    async def read(seq: str) -> set[TopicPartition]:
-        try:
-            data, _ = await session.get_data(
-                f"{paths.ISR_CHANGE_NOTIFICATION}/{paths.ISR_CHANGE_PREFIX}{seq}"
-            )
-        except NoNode:
-            return set()
-        return paths.decode_isr_change(data)
-
+    found = await session.get_data_many(
+        [
+            f"{paths.ISR_CHANGE_NOTIFICATION}/{paths.ISR_CHANGE_PREFIX}{seq}"
+            for seq in sequence_numbers
+        ]
+    )
     partitions: set[TopicPartition] = set()
-    for found in await asyncio.gather(*(read(seq) for seq in sequence_numbers)):
-        partitions |= found
+    for node in found:
+        if node is not None:
+            partitions |= paths.decode_isr_change(node[0])
     return partitions
 
 

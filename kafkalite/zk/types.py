@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 NO_LEADER = -1
 """``LeaderAndIsr.NoLeader``: the partition has no leader (all eligible replicas are down)."""
@@ -75,13 +75,19 @@ class LeaderAndIsr:
 
     def new_leader_and_isr(self, leader: int, isr: Iterable[int]) -> LeaderAndIsr:
         """A new leadership: bumps the leader epoch, keeps the version (the CAS token)."""
-        return replace(self, leader=leader, leader_epoch=self.leader_epoch + 1, isr=tuple(isr))
+        # The constructor, not dataclasses.replace (which inspects the fields on every call):
+        # a broker's failure makes one of these per partition it held.
+        return LeaderAndIsr(
+            leader, self.leader_epoch + 1, tuple(isr), self.zk_version, self.leader_recovery_state
+        )
 
     def new_leader(self, leader: int) -> LeaderAndIsr:
         return self.new_leader_and_isr(leader, self.isr)
 
     def with_zk_version(self, zk_version: int) -> LeaderAndIsr:
-        return replace(self, zk_version=zk_version)
+        return LeaderAndIsr(
+            self.leader, self.leader_epoch, self.isr, zk_version, self.leader_recovery_state
+        )
 
     @staticmethod
     def during_delete(isr: Iterable[int]) -> LeaderAndIsr:

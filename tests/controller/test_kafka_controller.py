@@ -329,7 +329,15 @@ async def test_a_new_topics_first_watch_event_is_decided_from_the_watched_conten
         reads.append(topic)
         return await get_topic_assignment(session, topic)
 
+    get_topic_assignments = zk_data.get_topic_assignments
+
+    async def counted_many(session, topics):
+        topics = list(topics)
+        reads.extend(topics)
+        return await get_topic_assignments(session, topics)
+
     monkeypatch.setattr(zk_data, "get_topic_assignment", counted)
+    monkeypatch.setattr(zk_data, "get_topic_assignments", counted_many)
     processed = []
     process = node.controller.process
 
@@ -810,3 +818,43 @@ async def test_reinitialize_with_a_new_session_after_expiry(store, cluster):
     )
     node.session = fresh
     await stop(node)
+
+
+async def test_a_broker_change_that_changes_nothing_reads_no_partition(store, cluster, monkeypatch):
+    """The brokers watch's first delivery after a failover (the same brokers the failover
+    loaded) decides nothing: it reads no partition state and no topic config (it re-read the
+    config of every topic, and the state of every leaderless partition, while the events behind
+    it waited). A real change still reads the partitions it touches."""
+    from kafkalite.controller.kafka_controller import BrokerChange
+
+    nodes = [await start_node(store, cluster, b, config=config()) for b in (0, 1)]
+    await admin.create_topic(cluster.reader, "t", 4, 2, replica_assignment=None)
+    await eventually(lambda: state(cluster.reader, "t", 3), message="partition states")
+    await settle(*(n.controller for n in nodes))
+    reads: list[int] = []
+    get_partition_states = zk_data.get_partition_states
+
+    async def counted(session, partitions):
+        partitions = list(partitions)
+        reads.append(len(partitions))
+        return await get_partition_states(session, partitions)
+
+    get_unclean = zk_data.get_unclean_leader_election_topics
+
+    async def counted_configs(session, topics, default):
+        topics = list(topics)
+        config_reads.append(len(topics))
+        return await get_unclean(session, topics, default)
+
+    config_reads: list[int] = []
+    monkeypatch.setattr(zk_data, "get_partition_states", counted)
+    monkeypatch.setattr(zk_data, "get_unclean_leader_election_topics", counted_configs)
+    nodes[0].controller.event_manager.put(BrokerChange())
+    await settle(nodes[0].controller)
+    assert reads == [] and config_reads == []
+    await stop(nodes[1])
+    await eventually(lambda: reads, message="the dead broker's partitions re-read")
+    await settle(nodes[0].controller)
+    assert sum(reads) >= 4
+    assert nodes[0].controller.event_manager.errors == []
+    await stop(nodes[0])

@@ -367,3 +367,61 @@ async def test_a_broker_whose_loop_is_held_keeps_its_registration_and_controller
         assert server.controller.is_active and server.controller.epoch == epoch
     finally:
         await server.shutdown()
+
+
+async def test_a_session_shared_with_another_loop(zookeeper_server):
+    """``for_running_loop``: a component on a loop of its own (the controller) uses the broker's
+    session: its answers, batched reads and watch events arrive on that loop, the session's
+    expiry reaches both proxies, and it is one session (one ephemeral owner)."""
+    store = open_store(zookeeper_server.connect_string(chroot("shared")), None, 4000)
+    session = await store.open_session()
+    await session.create("/a", b"1")
+    other = LoopThreadForTest()
+    try:
+
+        async def on_other_loop():
+            view = await session.for_running_loop()
+            assert view is not session and view.session_id == session.session_id
+            path = await view.create("/e", ephemeral=True)
+            stat = await view.exists(path)
+            many = await view.get_data_many(["/a", "/missing"])
+            changes = view.watch_data("/a")
+            first = await anext(changes)
+            return view, stat, many, first, changes
+
+        view, stat, many, first, changes = await other.run(on_other_loop())
+        assert stat.ephemeral_owner == session.session_id
+        assert many[0][0] == b"1" and many[1] is None
+        assert first.data == b"1"
+        await session.set_data("/a", b"2", -1)
+
+        async def next_change():
+            return await anext(changes)
+
+        assert (await other.run(next_change())).data == b"2"
+        await session.close()
+
+        async def state_there():
+            await view.wait_for_state(SessionState.CLOSED, timeout=15)
+            return view.state
+
+        assert await other.run(state_there()) is SessionState.CLOSED
+    finally:
+        other.stop()
+        await store.close()
+
+
+class LoopThreadForTest:
+    """A second event loop in a thread; ``run`` awaits a coroutine run there."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+    async def run(self, coro):
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self.loop))
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)

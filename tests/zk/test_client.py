@@ -305,9 +305,10 @@ async def test_a_failing_first_partition_does_not_take_the_topics_partitions_nod
         assert (await zk_client.get_partition_state(session, tp)).leader_and_isr.leader == 0
 
 
-async def test_isr_change_notifications_are_read_concurrently(store):
+async def test_isr_change_notifications_are_read_in_one_batch(store):
     """Hundreds of notifications after a restart: one round trip each in turn held the
-    controller's event queue for seconds; they are read together."""
+    controller's event queue for seconds; they are read in one batch (``get_data_many``: one
+    crossing to the coordination thread, the reads sent together)."""
     session = await store.open_session()
     for p in range(5):
         await session.create(
@@ -316,21 +317,23 @@ async def test_isr_change_notifications_are_read_concurrently(store):
             sequential=True,
             makepath=True,
         )
-    in_flight = peak = 0
+    batches: list[int] = []
+    singles: list[str] = []
 
-    class Slow:
+    class Counted:
         def __getattr__(self, name):
             return getattr(session, name)
 
         async def get_data(self, path):
-            nonlocal in_flight, peak
-            in_flight += 1
-            peak = max(peak, in_flight)
-            await asyncio.sleep(0.01)
-            in_flight -= 1
+            singles.append(path)
             return await session.get_data(path)
 
+        async def get_data_many(self, paths_):
+            batches.append(len(paths_))
+            return await session.get_data_many(paths_)
+
     seqs = await zk_client.get_isr_change_notifications(session)
-    partitions = await zk_client.get_partitions_from_isr_change_notifications(Slow(), seqs)
+    seqs.append("9999999999")  # removed meanwhile: skipped
+    partitions = await zk_client.get_partitions_from_isr_change_notifications(Counted(), seqs)
     assert partitions == {TopicPartition("t", p) for p in range(5)}
-    assert peak == 5
+    assert batches == [6] and singles == []

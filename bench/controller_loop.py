@@ -1,0 +1,234 @@
+"""The controller's events against its broker's loop: on that loop, or on a thread of its own
+(prints JSON; not a test).
+
+One real ZooKeeper, three broker registrations (sessions of their own), one topic of
+``--partitions`` partitions at RF 3, and one controller whose channel to the brokers is a fake
+transport (each request encoded at its version and answered at once: the brokers' own work is
+left out, so what is measured is the controller's). This process's main loop plays the broker's
+loop: a probe on it sleeps 10 ms at a time and records how late it wakes (the broker's
+``kafkalite_event_loop_lag_seconds`` probe does the same). Phases, each timed from its start
+until the controller's context shows the outcome:
+
+1. ``failover``: the controller starts and loads the context (every partition's state read,
+   LeaderAndIsr and UpdateMetadata for all) until it is active and idle;
+2. ``broker_failure``: broker 3's session is closed, until no partition is led by it;
+3. ``broker_return``: broker 3 registers again, until the controller is idle;
+4. ``preferred_election``: ElectLeaders PREFERRED for all, answered.
+
+``--mode loop`` runs ``KafkaController`` on the main loop (as before decision 0029), ``--mode
+thread`` runs ``ControllerThread``; by default both, alternating for ``--rounds`` rounds, each
+round on a chroot of its own, so the two are compared in the same run.
+
+    PYTHONPATH=. .venv/bin/python bench/controller_loop.py --partitions 3000 --rounds 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from kafkalite.client.messages import build_message  # noqa: E402
+from kafkalite.controller.controller_thread import ControllerThread  # noqa: E402
+from kafkalite.controller.kafka_controller import KafkaController  # noqa: E402
+from kafkalite.coord import open_store  # noqa: E402
+from kafkalite.protocol.api import CODEC_VERSIONS, ApiKey, response_class  # noqa: E402
+from kafkalite.protocol.errors import ErrorCode  # noqa: E402
+from kafkalite.protocol.frames import encode_request  # noqa: E402
+from kafkalite.testing import ZooKeeperServer  # noqa: E402
+from kafkalite.zk import admin  # noqa: E402
+from kafkalite.zk import data as paths  # noqa: E402
+
+PROBE_S = 0.01
+
+
+class EncodingTransport:
+    """Encodes each request at the codec's newest version and answers success at once."""
+
+    def __init__(self, broker: Any) -> None:
+        self.broker = broker
+
+    async def send(self, api_key: int, build: Any) -> Any:
+        key = ApiKey(api_key)
+        version = CODEC_VERSIONS[key][1]
+        encode_request(api_key, version, 1, "controller", build(version))
+        await asyncio.sleep(0)
+        return build_message(response_class(key, version), error_code=ErrorCode.NONE)
+
+    async def close(self) -> None:
+        return None
+
+
+class LagProbe:
+    def __init__(self) -> None:
+        self.samples: list[float] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            before = loop.time()
+            await asyncio.sleep(PROBE_S)
+            self.samples.append(max(0.0, loop.time() - before - PROBE_S))
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def take(self) -> dict[str, float]:
+        samples, self.samples = self.samples, []
+        if not samples:
+            return {}
+        ordered = sorted(samples)
+        return {
+            "probes": len(ordered),
+            "p99_ms": round(1000 * ordered[int(0.99 * (len(ordered) - 1))], 1),
+            "max_ms": round(1000 * ordered[-1], 1),
+            "over_50ms": sum(1 for s in ordered if s > 0.05),
+        }
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+
+async def register(connect: str, broker_id: int) -> tuple[Any, Any]:
+    store = open_store(connect, None, 6000)
+    session = await store.open_session()
+    await session.ensure_path(paths.BROKER_IDS)
+    info = paths.BrokerInfo(broker_id, (paths.EndPoint("127.0.0.1", 19092 + broker_id),))
+    await session.create(paths.broker_path(broker_id), paths.encode_broker(info), ephemeral=True)
+    return store, session
+
+
+async def wait(condition: Any, deadline_s: float = 300.0) -> None:
+    deadline = time.monotonic() + deadline_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError("phase did not finish")
+        await asyncio.sleep(0.005)
+
+
+async def idle(controller: Any) -> None:
+    inner = controller.controller if isinstance(controller, ControllerThread) else controller
+    if isinstance(controller, ControllerThread):
+        await controller._run(inner.event_manager.wait_idle())
+    else:
+        await inner.event_manager.wait_idle()
+
+
+async def one_round(connect: str, mode: str, partitions: int) -> dict[str, Any]:
+    stores, sessions = {}, {}
+    for b in (1, 2, 3):
+        stores[b], sessions[b] = await register(connect, b)
+    await admin.create_topic(sessions[1], "scale", partitions, 3)
+    config = SimpleNamespace(
+        delete_topic_enable=True,
+        unclean_leader_election_enable=False,
+        auto_leader_rebalance_enable=False,
+        leader_imbalance_check_interval_seconds=300,
+    )
+    kind = ControllerThread if mode == "thread" else KafkaController
+    controller = kind(1, sessions[1], config, transport_factory=EncodingTransport)
+    probe = LagProbe()
+    probe.start()
+    figures: dict[str, Any] = {}
+
+    def leadership() -> dict:
+        ctx = controller.context
+        return dict(ctx.partition_leadership_info) if ctx is not None else {}
+
+    try:
+        await asyncio.sleep(0.2)
+        probe.take()
+        start = time.monotonic()
+        await controller.startup()
+        await wait(lambda: controller.is_active)
+        await idle(controller)
+        figures["failover"] = {"s": round(time.monotonic() - start, 3), "lag": probe.take()}
+
+        start = time.monotonic()
+        await sessions[3].close()
+        await wait(
+            lambda: (
+                len(lead := leadership()) == partitions
+                and all(i.leader_and_isr.leader != 3 for i in lead.values())
+            )
+        )
+        figures["broker_failure"] = {"s": round(time.monotonic() - start, 3), "lag": probe.take()}
+        await idle(controller)
+        probe.take()
+
+        start = time.monotonic()
+        await stores[3].close()
+        stores[3], sessions[3] = await register(connect, 3)
+        await wait(lambda: 3 in (controller.context.live_broker_ids if controller.context else ()))
+        await idle(controller)
+        figures["broker_return"] = {"s": round(time.monotonic() - start, 3), "lag": probe.take()}
+
+        start = time.monotonic()
+        await controller.elect_preferred_leaders(None)
+        figures["preferred_election"] = {
+            "s": round(time.monotonic() - start, 3),
+            "lag": probe.take(),
+        }
+    finally:
+        await probe.stop()
+        await controller.shutdown()
+        for store in stores.values():
+            await store.close()
+    return figures
+
+
+async def main(partitions: int, rounds: int, modes: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "partitions": partitions,
+        "load_average_before": os.getloadavg(),
+        "rounds": [],
+    }
+    with ZooKeeperServer() as zk:
+        for r in range(rounds):
+            for mode in modes if r % 2 == 0 else list(reversed(modes)):
+                chroot = f"/bench-{r}-{mode}"
+                figures = await one_round(zk.connect_string(chroot), mode, partitions)
+                out["rounds"].append({"mode": mode, **figures})
+                print(json.dumps({"mode": mode, **figures}), file=sys.stderr, flush=True)
+    summary: dict[str, Any] = {}
+    for mode in modes:
+        rows = [r for r in out["rounds"] if r["mode"] == mode]
+        for phase in ("failover", "broker_failure", "broker_return", "preferred_election"):
+            summary.setdefault(phase, {})[mode] = {
+                "s_median": statistics.median(r[phase]["s"] for r in rows),
+                "lag_p99_ms_median": statistics.median(
+                    r[phase]["lag"].get("p99_ms", 0) for r in rows
+                ),
+                "lag_max_ms_worst": max(r[phase]["lag"].get("max_ms", 0) for r in rows),
+            }
+    out["summary"] = summary
+    out["load_average_after"] = os.getloadavg()
+    return out
+
+
+if __name__ == "__main__":
+    import logging
+
+    import structlog
+
+    # The controller's info lines would land in the JSON on stdout: warnings only.
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--partitions", type=int, default=3000)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--mode", choices=("loop", "thread"), action="append")
+    args = parser.parse_args()
+    result = asyncio.run(main(args.partitions, args.rounds, args.mode or ["loop", "thread"]))
+    print(json.dumps(result, indent=2))
