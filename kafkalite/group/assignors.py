@@ -87,6 +87,8 @@ def uniform_assign(
         for src in sorted(member_ids, key=lambda m: (-count[m], m)):
             best: tuple[int, str, TopicId, int] | None = None
             for t, parts in sorted(result[src].items(), key=lambda kv: str(kv[0])):
+                if not parts:
+                    continue
                 for dst in eligible[t]:
                     if count[dst] + 1 < count[src] and (
                         best is None or (count[dst], dst) < (best[0], best[1])
