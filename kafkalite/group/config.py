@@ -80,7 +80,7 @@ class OffsetConfig:
 
 
 def _build(cls: type, values: Mapping[str, Any]) -> Any:
-    kwargs = {}
+    kwargs: dict[str, Any] = {}
     for f in fields(cls):
         if f.name in values:
             raw = values[f.name]

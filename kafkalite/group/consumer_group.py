@@ -195,6 +195,8 @@ class ConsumerGroup:
         self.subscription_metadata: dict[str, tuple[TopicId, int]] = {}
         self._regex_cache: dict[str, re.Pattern[str]] = {}
         self._pending_replacement: str | None = None
+        #: a write of this group's records failed: the next change rewrites the whole group
+        self.needs_snapshot = False
 
     # ------------------------------------------------------------------ views
 
@@ -601,7 +603,9 @@ class ConsumerGroup:
                 member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
             )
             self._set_member(left)
-            records = [consumer_group_record(self.group_id, left.assignment_value(), member_id)]
+            records: list[Record] = [
+                consumer_group_record(self.group_id, left.assignment_value(), member_id)
+            ]
             return HeartbeatResult(member_id=member_id, member_epoch=member_epoch), records
         return (
             HeartbeatResult(member_id=member_id, member_epoch=LEAVE_GROUP_MEMBER_EPOCH),
@@ -623,6 +627,29 @@ class ConsumerGroup:
         records = self._member_tombstones(member_id)
         self.group_epoch += 1
         records.extend(self._records_epoch())
+        return records
+
+    def snapshot_records(self) -> list[Record]:
+        """The whole group as records (after a failed write, so the log catches up with what
+        members may have been told since)."""
+        records: list[Record] = []
+        for m in self.members.values():
+            records.append(consumer_group_record(self.group_id, m.metadata_value(), m.member_id))
+        records.extend(self._records_partition_metadata())
+        records.extend(self._records_epoch())
+        for member_id, a in self.target.items():
+            records.append(
+                consumer_group_record(
+                    self.group_id, ConsumerGroupTargetAssignmentMemberValue(a), member_id
+                )
+            )
+        records.append(
+            consumer_group_record(
+                self.group_id, ConsumerGroupTargetAssignmentMetadataValue(self.assignment_epoch)
+            )
+        )
+        for m in self.members.values():
+            records.append(consumer_group_record(self.group_id, m.assignment_value(), m.member_id))
         return records
 
     def tombstones(self) -> list[Record]:

@@ -1922,6 +1922,10 @@ class GroupCoordinatorCore:
                     group_id, member.member_id, member.state, member.rebalance_timeout_ms
                 )
         self._sync_consumer_group_state(group)
+        if cg.needs_snapshot:
+            # an earlier write failed: what members were told since is written in full
+            cg.needs_snapshot = False
+            records = cg.snapshot_records() + records
         if not records:
             self._respond(token, result)
             return self._drain()
@@ -1930,6 +1934,7 @@ class GroupCoordinatorCore:
             if error is ErrorCode.NONE:
                 self._respond(token, result)
             else:
+                cg.needs_snapshot = True
                 self._respond(
                     token, HeartbeatResult(_group_store_error(error), None, member_id, member_epoch)
                 )
@@ -1981,8 +1986,16 @@ class GroupCoordinatorCore:
         self._cancel_consumer_timers(group.group_id, member_id)
         records = cg.remove_member(member_id)
         self._sync_consumer_group_state(group)
+        if cg.needs_snapshot:
+            cg.needs_snapshot = False
+            records = cg.snapshot_records() + records
         if records:
-            self._append(self.partition_for(group.group_id), tuple(records), _ignore_append)
+
+            def written(error: ErrorCode, _offset: int | None) -> None:
+                if error is not ErrorCode.NONE:
+                    cg.needs_snapshot = True
+
+            self._append(self.partition_for(group.group_id), tuple(records), written)
 
     def consumer_group_describe(self, group_id: str) -> tuple[ErrorCode, str | None, Any]:
         """ConsumerGroupDescribe for one group: (error, message, ConsumerGroup or None)."""

@@ -221,3 +221,20 @@ def test_listing_describing_committing_and_deleting():
     assert "g" not in h.core.groups
     # nothing of it comes back from the log
     assert "g" not in harness(log=h.log).core.groups
+
+
+def test_after_a_failed_write_the_next_change_rewrites_the_group():
+    log = MemoryLog()
+    h = harness(log=log)
+    topics = Topics(t=4)
+    a = heartbeat(h, topics, "g", "a", 0)
+    h.fail_writes = ErrorCode.NOT_ENOUGH_REPLICAS
+    assert heartbeat(h, topics, "g", "b", 0).error is ErrorCode.COORDINATOR_NOT_AVAILABLE
+    h.fail_writes = None
+    # b's join stands in memory; a's next heartbeat writes the whole group again
+    owned = dict(h.core.groups["g"].consumer.members["a"].assigned)
+    assert heartbeat(h, topics, "g", "a", a.member_epoch, owned=owned).error is ErrorCode.NONE
+    old = h.core.groups["g"].consumer
+    new = harness(log=log).core.groups["g"].consumer
+    assert new.members == old.members and new.target == old.target
+    assert (new.group_epoch, new.assignment_epoch) == (old.group_epoch, old.assignment_epoch)

@@ -9,6 +9,9 @@
 - the coordinator restarts (broker stopped and started on the same data): the group comes back
   from ``__consumer_offsets`` with its epochs, assignment and committed offsets, and its members
   carry on without being fenced;
+- a regex subscription picks up a matching topic created later;
+- a static member (``group.instance.id``) that closes and comes back gets its partitions
+  again with no rebalance (the group epoch unchanged, nothing revoked from the others);
 - ConsumerGroupDescribe, ListGroups (types filter) and OffsetCommit with a stale epoch answer
   as Kafka does; a classic JoinGroup on the consumer group is refused.
 
@@ -371,6 +374,58 @@ def test_consumer_group_apis_answer_as_kafka(broker):
         assert unknown.error_code == 69  # GROUP_ID_NOT_FOUND
     finally:
         member.close()
+
+
+def test_a_regex_subscription_takes_new_topics(broker):
+    bootstrap = broker.bootstrap_servers
+    group = "kip848-regex-group"
+    create_topic(bootstrap, "kip848re-a", 2)
+    create_topic(bootstrap, "kip848-other", 2)
+    member = Member(bootstrap, group, "^kip848re-.*")
+    try:
+
+        def assigned():
+            return {(tp.topic, tp.partition) for tp in member.consumer.assignment()}
+
+        poll_until([member], lambda: len(assigned()) == 2, "the matching topic")
+        create_topic(bootstrap, "kip848re-b", 3)
+        poll_until([member], lambda: len(assigned()) == 5, "the new matching topic")
+        assert {t for t, _p in assigned()} == {"kip848re-a", "kip848re-b"}
+        described = describe(bootstrap, group)
+        # librdkafka sends its patterns joined as "(p1)|(p2)..."
+        assert described.members[0].subscribed_topic_regex == "(^kip848re-.*)"
+        names = {tp.topic_name for tp in described.members[0].assignment.topic_partitions}
+        assert names == {"kip848re-a", "kip848re-b"}
+    finally:
+        member.close()
+
+
+def test_a_static_member_comes_back_to_its_partitions(broker):
+    bootstrap = broker.bootstrap_servers
+    topic, group = "kip848-static", "kip848-static-group"
+    create_topic(bootstrap, topic)
+    members = [
+        Member(bootstrap, group, topic, **{"group.instance.id": f"static-{i}"}) for i in range(2)
+    ]
+    try:
+        poll_until(
+            members,
+            lambda: disjoint_cover(members) and all(len(m.owned) == 6 for m in members),
+            "both static members with six partitions",
+        )
+        before = describe(bootstrap, group)
+        theirs = set(members[1].owned)
+        members[1].close()  # a static member leaves with epoch -2: its partitions wait for it
+        back = Member(bootstrap, group, topic, **{"group.instance.id": "static-1"})
+        members[1] = back
+        poll_until(members, lambda: back.owned == theirs, "the same partitions back")
+        after = describe(bootstrap, group)
+        assert after.group_epoch == before.group_epoch  # no rebalance
+        assert {m.instance_id for m in after.members} == {"static-0", "static-1"}
+        assert members[0].revoked_events == []
+    finally:
+        for m in members:
+            m.close()
 
 
 def test_a_coordinator_restart_keeps_the_group(tmp_path):
