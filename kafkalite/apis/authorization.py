@@ -275,9 +275,7 @@ def check(ctx: Any, auth: BrokerAuthorizer, api_key: int, request: Any) -> None:
     elif api_key == K.CONSUMER_GROUP_HEARTBEAT:
         _need_group(ctx, auth, Op.READ, request.group_id)
         _need_topics(ctx, auth, Op.DESCRIBE, list(request.subscribed_topic_names or ()))
-    elif api_key == K.CONSUMER_GROUP_DESCRIBE:
-        for group in request.group_ids:
-            _need_group(ctx, auth, Op.DESCRIBE, group)
+    # ConsumerGroupDescribe: group by group in its handler (apis/consumer_group_describe.py)
     elif api_key == K.DELETE_GROUPS:
         for group in request.groups_names:
             _need_group(ctx, auth, Op.DELETE, group)
@@ -519,7 +517,7 @@ RULES: dict[int, str] = {
     ApiKey.DESCRIBE_TRANSACTIONS: "DESCRIBE on each transactional id; topics it may DESCRIBE",
     ApiKey.LIST_TRANSACTIONS: "the transactional ids it may DESCRIBE",
     ApiKey.CONSUMER_GROUP_HEARTBEAT: "READ on the group; DESCRIBE on each subscribed topic",
-    ApiKey.CONSUMER_GROUP_DESCRIBE: "DESCRIBE on each group",
+    ApiKey.CONSUMER_GROUP_DESCRIBE: "DESCRIBE on each group (checked by the handler)",
 }
 """What each API requires, as Kafka's KafkaApis (the checks are ``check``, ``SPLIT``, ``OWN``
 and ``_AFTER``). Every API the broker serves must be here, ``NO_CHECK`` included where Kafka

@@ -1,8 +1,10 @@
 """ConsumerGroupDescribe (key 69, v0-v1): the state of consumer groups (KIP-848): group and
 assignment epochs, the assignor, and per member its epoch, subscription, current and target
 assignments (topic id and name). An unknown group, or a classic one, is GROUP_ID_NOT_FOUND, as
-Kafka answers. ``include_authorized_operations`` gets the GROUP operations the principal has
-(every one without an authorizer; the authorizer fills them in from its ACLs)."""
+Kafka answers. With an authorizer, a group the principal may not DESCRIBE is answered
+GROUP_AUTHORIZATION_FAILED on its own (the others are described), as Kafka's handler does.
+``include_authorized_operations`` gets the GROUP operations the principal has (every one
+without an authorizer)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from typing import Any
 from kafkalite.apis.base import RequestContext, handles
 from kafkalite.protocol.acl import (
     AUTHORIZED_OPERATIONS_OMITTED,
+    AclOperation,
     ResourceType,
     authorized_operations,
 )
@@ -31,9 +34,15 @@ def handle_consumer_group_describe(ctx: RequestContext, request: Any) -> Any:
     coordinator = ctx.services.group_coordinator
     cache = ctx.services.metadata_cache
     asked = request.include_authorized_operations
+    authorizer = ctx.services.extra.get("authorizer")
     groups = []
     for group_id in request.group_ids:
-        error, message, cg = coordinator.consumer_group_describe(group_id)
+        if authorizer is not None and not authorizer.allowed(
+            ctx.connection, AclOperation.DESCRIBE, ResourceType.GROUP, group_id
+        ):
+            error, message, cg = ErrorCode.GROUP_AUTHORIZATION_FAILED, None, None
+        else:
+            error, message, cg = coordinator.consumer_group_describe(group_id)
         if error is not ErrorCode.NONE or cg is None:
             groups.append(
                 {
@@ -73,9 +82,11 @@ def handle_consumer_group_describe(ctx: RequestContext, request: Any) -> Any:
                     }
                     for m in cg.members.values()
                 ],
-                "authorized_operations": authorized_operations(ResourceType.GROUP)
-                if asked
-                else AUTHORIZED_OPERATIONS_OMITTED,
+                "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED
+                if not asked
+                else authorizer.operations(ctx.connection, ResourceType.GROUP, group_id)
+                if authorizer is not None
+                else authorized_operations(ResourceType.GROUP),
             }
         )
     return ctx.response(throttle_time=0, groups=groups)
