@@ -1596,6 +1596,13 @@ class GroupCoordinatorCore:
         error = None
         if group.is_state(GroupState.DEAD):
             error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        elif group.consumer is not None:
+            # a consumer group (KIP-848): the generation is the member epoch; TxnOffsetCommit
+            # has no STALE_MEMBER_EPOCH, a stale epoch is ILLEGAL_GENERATION
+            if generation_id >= 0 or member_id != NO_MEMBER_ID:
+                error = group.consumer.validate_offset_commit(member_id, generation_id, True, 0)
+                if error is ErrorCode.STALE_MEMBER_EPOCH:
+                    error = ErrorCode.ILLEGAL_GENERATION
         elif generation_id >= 0 or member_id != NO_MEMBER_ID or group_instance_id is not None:
             if not group.is_state(GroupState.EMPTY) or member_id != NO_MEMBER_ID:
                 error = self._validate_current_member(group, member_id, group_instance_id)
@@ -1869,6 +1876,10 @@ class GroupCoordinatorCore:
             group = self.groups[group_id] = GroupMetadata(
                 group_id, current_state_timestamp=self._now()
             )
+            created = True
+        else:
+            created = False
+        converted_from: tuple | None = None
         if group.consumer is None:
             if group.members or group.pending_members or not group.is_state(GroupState.EMPTY):
                 return fail(
@@ -1880,12 +1891,13 @@ class GroupCoordinatorCore:
                 )
             # an empty classic group (or one that only stores offsets) becomes a consumer
             # group, keeping its offsets (Kafka's upgrade of an empty group)
-            if group.generation_id > 0 or group.protocol_type:
-                self._append(
-                    self.partition_for(group_id),
-                    ((encode_group_metadata_key(group_id), None),),
-                    _ignore_append,
-                )
+            converted_from = (
+                group.protocol_type,
+                group.protocol_name,
+                group.generation_id,
+                group.leader_id,
+                group.subscribed_topics,
+            )
             self._attach_consumer_group(
                 group, ConsumerGroup(group_id, self.group_config.consumer_assignors[0])
             )
@@ -1907,7 +1919,21 @@ class GroupCoordinatorCore:
                 max_size=self.group_config.group_consumer_max_size,
             )
         except ConsumerGroupError as e:
+            if created:
+                del self.groups[group_id]  # a refused first heartbeat leaves no group behind
+            elif converted_from is not None:
+                group.consumer = None
+                (
+                    group.protocol_type,
+                    group.protocol_name,
+                    group.generation_id,
+                    group.leader_id,
+                    group.subscribed_topics,
+                ) = converted_from
             return fail(e.error, e.message)
+        if converted_from is not None and (converted_from[0] or converted_from[2] > 0):
+            # the classic group's record goes first
+            records.insert(0, (encode_group_metadata_key(group_id), None))
         replaced = cg.take_replaced_member()
         if replaced is not None:
             self._cancel_consumer_timers(group_id, replaced)

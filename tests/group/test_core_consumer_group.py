@@ -238,3 +238,44 @@ def test_after_a_failed_write_the_next_change_rewrites_the_group():
     new = harness(log=log).core.groups["g"].consumer
     assert new.members == old.members and new.target == old.target
     assert (new.group_epoch, new.assignment_epoch) == (old.group_epoch, old.assignment_epoch)
+
+
+def test_transactional_commits_check_the_member_epoch():
+    h = harness()
+    topics = Topics(t=1)
+    a = heartbeat(h, topics, "g", "a", 0)
+    tp = TopicPartition("t", 0)
+
+    def txn_commit(member_id, epoch):
+        t = h.token()
+        h.apply(
+            h.core.commit_transactional_offsets(
+                t, "g", 7, 0, member_id, None, epoch, {tp: OffsetAndMetadata(3)}
+            )
+        )
+        return h.response(t)[tp]
+
+    assert txn_commit("a", a.member_epoch) is ErrorCode.NONE
+    assert txn_commit("a", a.member_epoch + 1) is ErrorCode.ILLEGAL_GENERATION
+    assert txn_commit("b", a.member_epoch) is ErrorCode.UNKNOWN_MEMBER_ID
+    assert txn_commit("", -1) is ErrorCode.NONE  # a producer naming only the group
+
+
+def test_a_refused_first_heartbeat_leaves_no_group():
+    h = harness()
+    topics = Topics(t=1)
+    assert heartbeat(
+        h, topics, "g", "a", 0, subscribed_topic_regex="(", subscribed_topic_names=None
+    ).error is (ErrorCode.INVALID_REGULAR_EXPRESSION)
+    assert "g" not in h.core.groups
+    assert h.core.list_groups()[1] == []
+    # nor does it turn an empty classic group into a consumer group
+    t = h.token()
+    h.apply(
+        h.core.commit_offsets(t, "c", "", None, -1, {TopicPartition("t", 0): OffsetAndMetadata(1)})
+    )
+    assert heartbeat(h, topics, "c", "a", 0, server_assignor="sticky").error is (
+        ErrorCode.UNSUPPORTED_ASSIGNOR
+    )
+    assert h.core.groups["c"].consumer is None
+    assert h.core.list_groups()[1][0].group_type == "classic"
