@@ -3,9 +3,13 @@ heartbeats (answers lost or not, owned partitions reported or not), delayed revo
 leaves, static leaves and returns, session expiries, subscription changes and new partitions,
 and checks after every step:
 
-- safety: no partition is owned by two live clients at the same time (a client owns what the
-  coordinator last told it, once it has applied that), and the group's ``partition_owner`` is
-  exactly the members' assigned plus pending-revocation partitions;
+- safety: no partition is owned by two clients that heard every answer; none by two clients
+  at the same epoch (a client owns what the
+  coordinator told it, at the epoch of that answer, once it has applied it), and at most one
+  of its owners is at its member's current epoch (a client that applies a stale answer after
+  a lost one may overlap with the next owner, but at an older epoch: its commits are refused
+  and its next heartbeat is fenced, as in Kafka); the group's ``partition_owner`` is exactly
+  the members' assigned plus pending-revocation partitions;
 - liveness: once every client keeps heartbeating and applying what it is told, the group
   becomes Stable with every partition of every subscribed topic owned by exactly one client
   subscribed to it.
@@ -35,14 +39,18 @@ class Client:
         self.incarnation = 0
         self.epoch: int | None = None  # None: not in the group
         self.owned: dict = {}
-        self.told: dict | None = None  # the last assignment received, not yet applied
+        self.owned_epoch = -1
+        self.told: tuple[dict, int] | None = None  # the last assignment received, not applied
+        self.lost = False  # an answer was lost since it (re)joined
         self.sent_owned: dict | None = None
         self.subscription = ["t"]
         self.static_left = False
 
     def reset(self) -> None:
+        self.lost = False
         self.epoch = None
         self.owned = {}
+        self.owned_epoch = -1
         self.told = None
         self.sent_owned = None
 
@@ -69,6 +77,7 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
                 c.reset()
             return
         if lose:
+            c.lost = True
             return
         if result.member_epoch < 0:
             c.reset()
@@ -76,7 +85,11 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
         c.member_id = result.member_id
         c.epoch = result.member_epoch
         if result.assignment is not None:
-            c.told = dict(result.assignment)
+            c.told = (dict(result.assignment), result.member_epoch)
+        elif c.told is not None:  # no assignment: the last one received stands, at this epoch
+            c.told = (c.told[0], result.member_epoch)
+        else:
+            c.owned_epoch = result.member_epoch
 
     @rule(i=st.integers(0, CLIENTS - 1), subscription=st.sampled_from([["t"], ["t", "u"], ["u"]]))
     def join(self, i, subscription):
@@ -84,9 +97,12 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
         if c.epoch is not None:
             return
         c.subscription = subscription
-        if c.instance_id is not None:
+        if c.instance_id is not None and c.static_left:
+            # a new process for the same instance id (after a static leave), with a new id; a
+            # member that was fenced rejoins with its own id, as Kafka's clients do
             c.incarnation += 1
             c.member_id = f"m{i}-{c.incarnation}"
+            c.static_left = False
         self._answer(
             c,
             lambda: self.group.heartbeat(
@@ -117,7 +133,7 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
         """The client revokes what it lost and starts on what it gained."""
         c = self.clients[i]
         if c.told is not None:
-            c.owned, c.told = c.told, None
+            (c.owned, c.owned_epoch), c.told = c.told, None
 
     @rule(i=st.integers(0, CLIENTS - 1), subscription=st.sampled_from([["t"], ["t", "u"], ["u"]]))
     def change_subscription(self, i, subscription):
@@ -142,6 +158,7 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
         if c.epoch is None:
             return
         static = c.instance_id is not None
+        c.static_left = static
         c.owned = {}  # a leaving consumer stops consuming first
         self._answer(
             c,
@@ -168,13 +185,33 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
     # ------------------------------------------------------------------ checks
 
     @invariant()
-    def no_partition_owned_twice(self):
-        seen = {}
+    def no_partition_owned_twice_by_clients_that_heard_every_answer(self):
+        seen: dict = {}
         for c in self.clients:
+            if c.lost:
+                continue
             for t, parts in c.owned.items():
                 for p in parts:
                     assert (t, p) not in seen, f"{(t, p)} owned by {seen[t, p]} and {c.member_id}"
                     seen[t, p] = c.member_id
+
+    @invariant()
+    def no_partition_owned_twice(self):
+        seen: dict = {}
+        current: dict = {}
+        for c in self.clients:
+            member = self.group.members.get(c.member_id)
+            is_current = member is not None and member.member_epoch == c.owned_epoch
+            for t, parts in c.owned.items():
+                for p in parts:
+                    key = (t, p, c.owned_epoch)
+                    assert key not in seen, f"{key} owned by {seen[key]} and {c.member_id}"
+                    seen[key] = c.member_id
+                    if is_current:
+                        assert (t, p) not in current, (
+                            f"{(t, p)} owned at current epochs by {current[t, p]} and {c.member_id}"
+                        )
+                        current[t, p] = c.member_id
 
     @invariant()
     def ownership_index_is_exact(self):
@@ -193,13 +230,16 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
             if c.epoch is None:
                 self.join(self.clients.index(c), c.subscription)
         for _ in range(12):
-            for i in range(len(self.clients)):
+            for i, c in enumerate(self.clients):
+                if c.epoch is None:  # fenced meanwhile: a real consumer rejoins
+                    self.join(i, c.subscription)
                 self.heartbeat(i, lose=False, full=True)
                 self.apply_assignment(i)
                 self.no_partition_owned_twice()
         assert self.group.state == "Stable", self.group.state
         owners = {}
         for c in self.clients:
+            assert c.told is None and c.owned_epoch == self.group.members[c.member_id].member_epoch
             for t, parts in c.owned.items():
                 for p in parts:
                     owners[t, p] = c
