@@ -5,11 +5,47 @@ group."""
 
 import datetime
 
-from kafkalite.protocol.api import ApiKey
+import pytest
 
-from .test_authorization import GROUP_DENIED, TOPIC_DENIED, auth, req  # noqa: F401
+from kafkalite.apis.authorization import BrokerAuthorizer, guard
+from kafkalite.apis.base import build
+from kafkalite.apis.dispatcher import HANDLERS
+from kafkalite.protocol.acl import AclOperation, ResourceType
+from kafkalite.protocol.api import ApiKey, request_class
+from kafkalite.protocol.error_response import error_response
+from kafkalite.security.acl import AclEntry, PermissionType, ResourcePattern
 
+ALICE = "User:alice"
+TOPIC_DENIED = 29
+GROUP_DENIED = 30
 GROUP_NOT_FOUND = 69
+
+
+def allow(authorizer, rtype, name, op):
+    pattern = ResourcePattern(rtype, name)
+    entries = set(authorizer.cache.get(pattern))
+    entries.add(AclEntry(ALICE, "*", op, PermissionType.ALLOW))
+    authorizer.cache.set(pattern, entries)
+
+
+def req(api_key, version, **values):
+    return build(request_class(api_key, version), values)
+
+
+@pytest.fixture
+def auth(call, services):
+    """ALICE may do everything on topic "mine" and group "g"; every handler an echo."""
+    authorizer = BrokerAuthorizer()
+    allow(authorizer, ResourceType.TOPIC, "mine", AclOperation.ALL)
+    allow(authorizer, ResourceType.GROUP, "g", AclOperation.ALL)
+    services.extra["authorizer"] = authorizer
+    call.connection.principal = ALICE
+
+    def echo(ctx, request):
+        return error_response(ctx.header.api_key, request, ctx.response_class, 0)
+
+    call.dispatcher.handlers = {k: guard(k, echo) for k in HANDLERS}
+    return authorizer
 
 
 def heartbeat(group, topics):
@@ -25,7 +61,7 @@ def heartbeat(group, topics):
     )
 
 
-async def test_heartbeat_needs_read_on_the_group_and_describe_on_its_topics(call, auth):  # noqa: F811
+async def test_heartbeat_needs_read_on_the_group_and_describe_on_its_topics(call, auth):
     response = await call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("g", ["mine"]))
     assert response.error_code == 0  # reached the handler (an echo here)
     response = await call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("g", ["mine", "secret"]))
