@@ -527,6 +527,9 @@ class BrokerConfig(BaseModel):
     share_isolation_level: Literal["read_uncommitted", "read_committed"] = "read_uncommitted"
     share_coordinator_state_topic_num_partitions: int = Field(50, ge=1)
     share_coordinator_state_topic_replication_factor: int = Field(3, ge=1)
+    group_consumer_assignors: str = "uniform,range"
+    group_consumer_session_timeout_ms: int = Field(45000, ge=1)
+    group_consumer_heartbeat_interval_ms: int = Field(5000, ge=1)
 
     @field_validator("listeners", "advertised_listeners")
     @classmethod
@@ -546,6 +549,24 @@ class BrokerConfig(BaseModel):
     @classmethod
     def _upper(cls, value: str | None) -> str | None:
         return value.strip().upper() if value else value
+
+    @field_validator("group_consumer_assignors")
+    @classmethod
+    def _valid_assignors(cls, value: str) -> str:
+        # the consumer group protocol's server assignors (kafkalite/group/assignors.py)
+        known = {
+            "uniform",
+            "range",
+            "org.apache.kafka.coordinator.group.assignor.UniformAssignor",
+            "org.apache.kafka.coordinator.group.assignor.RangeAssignor",
+        }
+        names = [n.strip() for n in value.split(",") if n.strip()]
+        if not names:
+            raise ValueError("at least one assignor is required")
+        for name in names:
+            if name not in known:
+                raise ValueError(f"unknown assignor {name!r}: expected uniform or range")
+        return value
 
     @field_validator("admin_authentication")
     @classmethod
@@ -652,6 +673,12 @@ class BrokerConfig(BaseModel):
                 "connection.failed.authentication.delay.ms: "
                 f"{self.connection_failed_authentication_delay_ms} must be less than "
                 f"connections.max.idle.ms ({self.connections_max_idle_ms})"
+            )
+        if self.group_consumer_heartbeat_interval_ms >= self.group_consumer_session_timeout_ms:
+            raise ValueError(
+                "group.consumer.heartbeat.interval.ms: "
+                f"{self.group_consumer_heartbeat_interval_ms} must be less than "
+                f"group.consumer.session.timeout.ms ({self.group_consumer_session_timeout_ms})"
             )
         if self.replica_socket_timeout_ms < self.replica_fetch_wait_max_ms:
             # Kafka's rule: a follower's fetch would time out while the leader holds it.

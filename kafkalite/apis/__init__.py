@@ -48,6 +48,8 @@ HANDLER_MODULES = (
     "list_groups",
     "describe_groups",
     "delete_groups",
+    "consumer_group_heartbeat",
+    "consumer_group_describe",
     # transactions (kafkalite/txn/)
     "add_partitions_to_txn",
     "add_offsets_to_txn",

@@ -272,6 +272,10 @@ def check(ctx: Any, auth: BrokerAuthorizer, api_key: int, request: Any) -> None:
     elif api_key == K.DESCRIBE_GROUPS:
         for group in request.groups:
             _need_group(ctx, auth, Op.DESCRIBE, group)
+    elif api_key == K.CONSUMER_GROUP_HEARTBEAT:
+        _need_group(ctx, auth, Op.READ, request.group_id)
+        _need_topics(ctx, auth, Op.DESCRIBE, list(request.subscribed_topic_names or ()))
+    # ConsumerGroupDescribe: group by group in its handler (apis/consumer_group_describe.py)
     elif api_key == K.DELETE_GROUPS:
         for group in request.groups_names:
             _need_group(ctx, auth, Op.DELETE, group)
@@ -525,6 +529,8 @@ RULES: dict[int, str] = {
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: "DESCRIBE on the group; DESCRIBE on each topic",
     ApiKey.ALTER_SHARE_GROUP_OFFSETS: "READ on the group; READ on each topic",
     ApiKey.DELETE_SHARE_GROUP_OFFSETS: "DELETE on the group; READ on each topic",
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: "READ on the group; DESCRIBE on each subscribed topic",
+    ApiKey.CONSUMER_GROUP_DESCRIBE: "DESCRIBE on each group (checked by the handler)",
 }
 """What each API requires, as Kafka's KafkaApis (the checks are ``check``, ``SPLIT``, ``OWN``
 and ``_AFTER``). Every API the broker serves must be here, ``NO_CHECK`` included where Kafka

@@ -1,6 +1,13 @@
 """ListGroups (key 16, v0-v5): the groups this broker coordinates, with protocol type, state (v4+,
-filterable by state) and group type (v5+, "classic"; filterable by type). COORDINATOR_LOAD_IN_PROGRESS
-while an offsets partition is still being loaded (the groups listed may be incomplete then)."""
+filterable by state) and group type (v5+: "classic" or "consumer"; filterable by type, case
+insensitively). Consumer groups (KIP-848) show protocol type "consumer" and their own states
+(Empty, Assigning, Reconciling, Stable). COORDINATOR_LOAD_IN_PROGRESS while an offsets partition
+is still being loaded (the groups listed may be incomplete then).
+
+Other group coordinators plug in through ``ctx.services.extra["group_listers"]``: callables
+``(states, types) -> (error, [GroupOverview-like objects])`` whose groups are listed too (share
+groups register one there).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +15,7 @@ from typing import Any
 
 from kafkalite.apis.base import RequestContext, handles
 from kafkalite.protocol.api import ApiKey
+from kafkalite.protocol.errors import ErrorCode
 
 
 @handles(ApiKey.LIST_GROUPS)
@@ -15,7 +23,12 @@ def handle_list_groups(ctx: RequestContext, request: Any) -> Any:
     states = getattr(request, "states_filter", None) or None
     types = getattr(request, "types_filter", None) or None
     error, groups = ctx.services.group_coordinator.list_groups(states, types)
-    groups = [*groups, *getattr(ctx.services.extra.get("share_groups"), "overviews", lambda *_: [])(states, types)]  # fmt: skip
+    groups = list(groups)
+    for lister in ctx.services.extra.get("group_listers", ()):
+        other_error, other = lister(states, types)
+        groups.extend(other)
+        if error is ErrorCode.NONE:
+            error = other_error
     return ctx.response(
         error_code=error,
         groups=[

@@ -1,4 +1,4 @@
-"""OffsetCommit (key 8, v2-v8): store committed offsets (with their metadata strings) for a group.
+"""OffsetCommit (key 8, v2-v9): store committed offsets (with their metadata strings) for a group.
 
 Each partition becomes an ``OffsetAndMetadata`` (v2-v4: an explicit ``retention_time`` sets the
 expire timestamp; v6+ carry the committed leader epoch; v7+ ``group.instance.id``). As in
@@ -7,7 +7,9 @@ UNKNOWN_TOPIC_OR_PARTITION and not committed; the rest go to the coordinator, wh
 member and generation (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS; generation
 -1 with an empty member id is a simple/admin commit, allowed only for groups without members),
 the metadata size (OFFSET_METADATA_TOO_LARGE above offset.metadata.max.bytes) and writes them to
-``__consumer_offsets`` before answering.
+``__consumer_offsets`` before answering. For a consumer group (KIP-848) the generation is the
+member epoch (v9+; STALE_MEMBER_EPOCH when it is not current, UNSUPPORTED_VERSION for a member
+committing below v9).
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ async def handle_offset_commit(ctx: RequestContext, request: Any) -> Any:
                 getattr(request, "group_instance_id", None),
                 request.generation_id_or_member_epoch,
                 offsets,
+                ctx.api_version,
             )
         )
     topics: dict[str, list[dict[str, Any]]] = {}

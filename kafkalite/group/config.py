@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from kafkalite.group.assignors import parse_assignors
+
 GROUP_METADATA_TOPIC_NAME = "__consumer_offsets"
 
 
@@ -22,6 +24,33 @@ class GroupConfig:
     group_max_session_timeout_ms: int = 1_800_000
     group_max_size: int = 2**31 - 1
     group_initial_rebalance_delay_ms: int = 3_000
+    #: the consumer group protocol (KIP-848): server assignors (the first is the default),
+    #: session timeout and the heartbeat interval told to members, Kafka's defaults
+    group_consumer_assignors: str = "uniform,range"
+    group_consumer_session_timeout_ms: int = 45_000
+    group_consumer_heartbeat_interval_ms: int = 5_000
+    group_consumer_max_size: int = 2**31 - 1
+
+    def __post_init__(self) -> None:
+        try:
+            parse_assignors(self.group_consumer_assignors)
+        except ValueError as e:
+            raise ValueError(f"group.consumer.assignors: {e}") from None
+        if self.group_consumer_session_timeout_ms <= 0:
+            raise ValueError("group.consumer.session.timeout.ms must be positive")
+        if (
+            not 0
+            < self.group_consumer_heartbeat_interval_ms
+            < self.group_consumer_session_timeout_ms
+        ):
+            raise ValueError(
+                "group.consumer.heartbeat.interval.ms must be positive and below "
+                "group.consumer.session.timeout.ms"
+            )
+
+    @property
+    def consumer_assignors(self) -> tuple[str, ...]:
+        return parse_assignors(self.group_consumer_assignors)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,10 +80,13 @@ class OffsetConfig:
 
 
 def _build(cls: type, values: Mapping[str, Any]) -> Any:
-    kwargs = {}
+    kwargs: dict[str, Any] = {}
     for f in fields(cls):
         if f.name in values:
             raw = values[f.name]
+            if f.type == "str":
+                kwargs[f.name] = str(raw)
+                continue
             try:
                 kwargs[f.name] = int(raw)
             except (TypeError, ValueError) as e:

@@ -46,13 +46,14 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import structlog
 
 from kafkalite.broker.clock import SYSTEM_TIME, Time, TimerHandle
 from kafkalite.broker.internal_log import apply_leadership_change, current_load, start_load
 from kafkalite.group.config import GROUP_METADATA_TOPIC_NAME, GroupConfig, OffsetConfig
+from kafkalite.group.consumer_group import HeartbeatResult
 from kafkalite.group.core import (
     Append,
     Effects,
@@ -275,7 +276,7 @@ class GroupCoordinator:
                     offset, key, value = item
                     self.core.load_record(partition, offset, key, value)
                 except RecordFormatError as e:
-                    # record types of newer coordinators (KIP-848 ...) are not ours to interpret
+                    # record types of other coordinators (share, streams groups) are not ours
                     skipped += 1
                     log.warning(
                         "skipping unreadable offsets record",
@@ -413,10 +414,11 @@ class GroupCoordinator:
         group_instance_id: str | None,
         generation_id: int,
         offsets: dict[TopicPartition, OffsetAndMetadata],
+        api_version: int = 8,
     ) -> dict[TopicPartition, ErrorCode]:
         token, fut = self._new_request()
         effects = self.core.commit_offsets(
-            token, group_id, member_id, group_instance_id, generation_id, offsets
+            token, group_id, member_id, group_instance_id, generation_id, offsets, api_version
         )
         return await self._await(token, fut, effects)
 
@@ -425,8 +427,26 @@ class GroupCoordinator:
         group_id: str,
         partitions: Iterable[TopicPartition] | None = None,
         require_stable: bool = False,
+        member_id: str | None = None,
+        member_epoch: int = -1,
     ) -> tuple[ErrorCode, dict[TopicPartition, OffsetFetchPartition]]:
-        return self.core.fetch_offsets(group_id, partitions, require_stable)
+        return self.core.fetch_offsets(
+            group_id, partitions, require_stable, member_id, member_epoch
+        )
+
+    async def consumer_group_heartbeat(
+        self, group_id: str, member_id: str, member_epoch: int, **kwargs: Any
+    ) -> HeartbeatResult:
+        """ConsumerGroupHeartbeat (KIP-848); see ``GroupCoordinatorCore.consumer_group_heartbeat``
+        for the arguments. Answered once the group's records are written."""
+        token, fut = self._new_request()
+        effects = self.core.consumer_group_heartbeat(
+            token, group_id, member_id, member_epoch, **kwargs
+        )
+        return await self._await(token, fut, effects)
+
+    def consumer_group_describe(self, group_id: str) -> tuple[ErrorCode, str | None, Any]:
+        return self.core.consumer_group_describe(group_id)
 
     def consumer_lag(
         self, group_id: str, high_watermark: Callable[[TopicPartition], int | None]

@@ -39,10 +39,23 @@ import itertools
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
 
 import structlog
 
 from kafkalite.group.config import GroupConfig, OffsetConfig
+from kafkalite.group.consumer_group import (
+    JOIN_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    Assignment,
+    ConsumerGroup,
+    ConsumerGroupError,
+    ConsumerGroupLoader,
+    HeartbeatResult,
+    MemberState,
+    TopicsView,
+)
 from kafkalite.group.metadata import (
     NEW_MEMBER_JOIN_TIMEOUT_MS,
     NO_GENERATION,
@@ -59,6 +72,7 @@ from kafkalite.group.metadata import (
     OffsetAndMetadata,
 )
 from kafkalite.group.records import (
+    ConsumerGroupKey,
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadataValue,
@@ -184,6 +198,7 @@ class _Loading:
     txn_offsets: dict[int, dict[tuple[str, TopicPartition], tuple[int, OffsetAndMetadata]]] = field(
         default_factory=dict
     )
+    consumer_groups: dict[str, ConsumerGroupLoader] = field(default_factory=dict)
 
 
 def _older(append_offset: int | None, than: int | None) -> bool:
@@ -239,6 +254,10 @@ def _java_string_length(s: str) -> int:
 
 
 _EXPIRE_OFFSETS_TIMER = ("expire-offsets",)
+
+
+def _ignore_append(error: ErrorCode, base_offset: int | None) -> None:
+    """Records whose outcome nobody waits for (a fenced member's tombstones...)."""
 
 
 # --------------------------------------------------------------------------- the core
@@ -347,6 +366,12 @@ class GroupCoordinatorCore:
         if state is None:
             raise RuntimeError(f"partition {partition} is not loading")
         k, v = decode_record(key, value)
+        if isinstance(k, ConsumerGroupKey):
+            loader = state.consumer_groups.get(k.group)
+            if loader is None:
+                loader = state.consumer_groups[k.group] = ConsumerGroupLoader(k.group)
+            loader.apply(k, v)
+            return
         if isinstance(k, OffsetCommitKey):
             tp_key = (k.group, TopicPartition(k.topic, k.partition))
             if v is None:
@@ -419,6 +444,14 @@ class GroupCoordinatorCore:
                 # offsets without group metadata: a group that only stores offsets
                 group = loaded[group_id] = GroupMetadata(group_id, current_state_timestamp=now)
             group.offsets[tp] = CommitRecordMetadataAndOffset(append_offset, om)
+        for group_id, loader in state.consumer_groups.items():
+            cg = loader.build(self.group_config.consumer_assignors[0])
+            if cg is None:
+                continue
+            group = loaded.get(group_id)
+            if group is None or group.members:
+                group = loaded[group_id] = GroupMetadata(group_id, current_state_timestamp=now)
+            self._attach_consumer_group(group, cg)
         for producer_id, pending in state.txn_offsets.items():
             for (group_id, tp), (append_offset, om) in pending.items():
                 group = loaded.get(group_id)
@@ -434,6 +467,9 @@ class GroupCoordinatorCore:
             self.groups[group_id] = group
             for member in group.members.values():
                 self._schedule_heartbeat(group, member)
+            if group.consumer is not None:
+                for member_id in group.consumer.members:
+                    self._schedule_consumer_session(group_id, member_id)
             if len(group) > self.group_config.group_max_size:
                 self._prepare_rebalance(group, "loaded group is over capacity")
         return self._drain()
@@ -508,9 +544,12 @@ class GroupCoordinatorCore:
             for pending in group.pending_members:
                 self.timers.cancel(("pending", group_id, pending))
             self._cancel_group_timers(group)
-            group.transition_to(GroupState.DEAD, self._now())
+            group.state = GroupState.DEAD
 
     def _cancel_group_timers(self, group: GroupMetadata) -> None:
+        if group.consumer is not None:
+            for member_id in group.consumer.members:
+                self._cancel_consumer_timers(group.group_id, member_id)
         self.timers.cancel(("join", group.group_id))
         self.timers.cancel(("sync", group.group_id))
         self._join_phase.pop(group.group_id, None)
@@ -596,6 +635,23 @@ class GroupCoordinatorCore:
             group = self.groups[group_id] = GroupMetadata(
                 group_id, current_state_timestamp=self._now()
             )
+        if group.consumer is not None:
+            if not group.consumer.is_empty():
+                # a classic member may not join a consumer group that has members
+                self._respond(
+                    token,
+                    JoinGroupResult(member_id, error=ErrorCode.INCONSISTENT_GROUP_PROTOCOL),
+                )
+                return self._drain()
+            # an empty consumer group becomes a classic one (Kafka's downgrade of an empty
+            # group): its records go, its offsets stay
+            self._append(
+                self.partition_for(group_id), tuple(group.consumer.tombstones()), _ignore_append
+            )
+            group.consumer = None
+            group.protocol_type = None
+            group.subscribed_topics = None
+            group.state = GroupState.EMPTY
         if not self._accept_joining_member(group, member_id):
             group.remove(member_id)
             self.timers.cancel(("hb", group_id, member_id))
@@ -1192,6 +1248,14 @@ class GroupCoordinatorCore:
                 self._on_join_timer(group)
             elif kind == "sync":
                 self._on_sync_timer(group)
+            elif kind in ("cg-session", "cg-revoke") and group.consumer is not None:
+                log.info(
+                    "consumer group member fenced",
+                    group=group.group_id,
+                    member=key[2],
+                    reason="session timeout" if kind == "cg-session" else "rebalance timeout",
+                )
+                self._fence_consumer_member(group, key[2])
         return self._drain()
 
     # ------------------------------------------------------------------ SyncGroup
@@ -1377,15 +1441,27 @@ class GroupCoordinatorCore:
         group_instance_id: str | None,
         generation_id: int,
         offsets: dict[TopicPartition, OffsetAndMetadata],
+        api_version: int = 8,
     ) -> Effects:
         """OffsetCommit; the response is ``dict[TopicPartition, ErrorCode]``. Commits with
         generation -1 from outside any group (simple consumers, admin tools) are accepted for a
-        group that has no members; commit timestamps default to now."""
+        group that has no members; commit timestamps default to now. For a consumer group
+        (KIP-848) ``generation_id`` is the member epoch: STALE_MEMBER_EPOCH when it is not the
+        member's current one; its members must use OffsetCommit v9+ (``api_version``)."""
         error = self._validate_group_status(group_id, allow_empty_id=True)
         if error is not None:
             self._respond(token, dict.fromkeys(offsets, error))
             return self._drain()
         group = self.groups.get(group_id)
+        if group is not None and group.consumer is not None and not group.is_state(GroupState.DEAD):
+            error = group.consumer.validate_offset_commit(
+                member_id, generation_id, False, api_version
+            )
+            if error is not None:
+                self._respond(token, dict.fromkeys(offsets, error))
+            else:
+                self._store_offsets(token, group, offsets)
+            return self._drain()
         if group is None:
             if generation_id < 0:
                 # the group does not use Kafka's group management: just store offsets
@@ -1520,6 +1596,13 @@ class GroupCoordinatorCore:
         error = None
         if group.is_state(GroupState.DEAD):
             error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        elif group.consumer is not None:
+            # a consumer group (KIP-848): the generation is the member epoch; TxnOffsetCommit
+            # has no STALE_MEMBER_EPOCH, a stale epoch is ILLEGAL_GENERATION
+            if generation_id >= 0 or member_id != NO_MEMBER_ID:
+                error = group.consumer.validate_offset_commit(member_id, generation_id, True, 0)
+                if error is ErrorCode.STALE_MEMBER_EPOCH:
+                    error = ErrorCode.ILLEGAL_GENERATION
         elif generation_id >= 0 or member_id != NO_MEMBER_ID or group_instance_id is not None:
             if not group.is_state(GroupState.EMPTY) or member_id != NO_MEMBER_ID:
                 error = self._validate_current_member(group, member_id, group_instance_id)
@@ -1605,6 +1688,8 @@ class GroupCoordinatorCore:
         group_id: str,
         partitions: Iterable[TopicPartition] | None = None,
         require_stable: bool = False,
+        member_id: str | None = None,
+        member_epoch: int = -1,
     ) -> tuple[ErrorCode, dict[TopicPartition, OffsetFetchPartition]]:
         """OffsetFetch for one group; ``partitions`` None = all committed offsets. Offsets of
         any group are returned whatever its state (groups may only store offsets). With
@@ -1614,6 +1699,11 @@ class GroupCoordinatorCore:
         if error is not None:
             return error, {}
         group = self.groups.get(group_id)
+        if group is not None and group.consumer is not None and member_epoch >= 0:
+            # OffsetFetch v9+ from a member of a consumer group: its epoch must be current
+            error = group.consumer.validate_offset_fetch(member_id, member_epoch)
+            if error is not None:
+                return error, {}
         if group is None or group.is_state(GroupState.DEAD):
             if partitions is None:
                 return ErrorCode.NONE, {}
@@ -1695,7 +1785,10 @@ class GroupCoordinatorCore:
             self._cancel_group_timers(group)
             if self.groups.get(group.group_id) is group:
                 del self.groups[group.group_id]
-            records.append((encode_group_metadata_key(group.group_id), None))
+            if group.consumer is not None:
+                records.extend(group.consumer.tombstones())
+            else:
+                records.append((encode_group_metadata_key(group.group_id), None))
         if records:
             self._append(
                 self.partition_for(group.group_id),
@@ -1716,27 +1809,256 @@ class GroupCoordinatorCore:
             if removed or self._group_is_finished(group):
                 self._append_cleanup(group, removed, lambda error: None)
 
+    # ------------------------------------------------------------------ consumer groups
+
+    def consumer_group_heartbeat(
+        self,
+        token: Token,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        *,
+        topics: TopicsView,
+        instance_id: str | None = None,
+        rack_id: str | None = None,
+        rebalance_timeout_ms: int = -1,
+        subscribed_topic_names: list[str] | None = None,
+        subscribed_topic_regex: str | None = None,
+        server_assignor: str | None = None,
+        owned: Assignment | None = None,
+        client_id: str = "",
+        client_host: str = "",
+    ) -> Effects:
+        """ConsumerGroupHeartbeat (KIP-848); the response is a ``HeartbeatResult``, sent once
+        the records of the change are written. ``topics`` is the broker's view of topics
+        (names, ids, partition counts) the subscriptions are resolved against."""
+
+        def fail(error: ErrorCode, message: str | None = None) -> Effects:
+            self._respond(token, HeartbeatResult(error, message, member_id or None, member_epoch))
+            return self._drain()
+
+        error = self._validate_group_status(group_id, allow_empty_id=False)
+        if error is not None:
+            return fail(error)
+        if not member_id:
+            return fail(ErrorCode.INVALID_REQUEST, "MemberId can't be empty.")
+        if instance_id == "":
+            return fail(ErrorCode.INVALID_REQUEST, "InstanceId can't be empty.")
+        if rack_id == "":
+            return fail(ErrorCode.INVALID_REQUEST, "RackId can't be empty.")
+        if member_epoch == JOIN_GROUP_MEMBER_EPOCH:
+            if rebalance_timeout_ms == -1:
+                return fail(
+                    ErrorCode.INVALID_REQUEST,
+                    "RebalanceTimeoutMs must be provided in first request.",
+                )
+            if owned is None or any(owned.values()):
+                return fail(
+                    ErrorCode.INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining."
+                )
+            if subscribed_topic_names is None and subscribed_topic_regex is None:
+                return fail(
+                    ErrorCode.INVALID_REQUEST,
+                    "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.",
+                )
+        elif member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH and instance_id is None:
+            return fail(ErrorCode.INVALID_REQUEST, "InstanceId can't be null.")
+        elif member_epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            return fail(ErrorCode.INVALID_REQUEST, f"MemberEpoch {member_epoch} is invalid.")
+        group = self.groups.get(group_id)
+        if group is not None and group.is_state(GroupState.DEAD):
+            group = None
+        if group is None:
+            if member_epoch != JOIN_GROUP_MEMBER_EPOCH:
+                return fail(
+                    ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of the group"
+                )
+            group = self.groups[group_id] = GroupMetadata(
+                group_id, current_state_timestamp=self._now()
+            )
+            created = True
+        else:
+            created = False
+        converted_from: tuple | None = None
+        if group.consumer is None:
+            if group.members or group.pending_members or not group.is_state(GroupState.EMPTY):
+                return fail(
+                    ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group."
+                )
+            if member_epoch != JOIN_GROUP_MEMBER_EPOCH:
+                return fail(
+                    ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of the group"
+                )
+            # an empty classic group (or one that only stores offsets) becomes a consumer
+            # group, keeping its offsets (Kafka's upgrade of an empty group)
+            converted_from = (
+                group.protocol_type,
+                group.protocol_name,
+                group.generation_id,
+                group.leader_id,
+                group.subscribed_topics,
+            )
+            self._attach_consumer_group(
+                group, ConsumerGroup(group_id, self.group_config.consumer_assignors[0])
+            )
+        cg: ConsumerGroup = group.consumer
+        try:
+            result, records = cg.heartbeat(
+                topics,
+                member_id,
+                member_epoch,
+                instance_id=instance_id,
+                rack_id=rack_id,
+                client_id=client_id,
+                client_host=client_host,
+                rebalance_timeout_ms=rebalance_timeout_ms,
+                subscribed_topic_names=subscribed_topic_names,
+                subscribed_topic_regex=subscribed_topic_regex,
+                server_assignor=server_assignor,
+                owned=owned,
+                max_size=self.group_config.group_consumer_max_size,
+            )
+        except ConsumerGroupError as e:
+            if created:
+                del self.groups[group_id]  # a refused first heartbeat leaves no group behind
+            elif converted_from is not None:
+                group.consumer = None
+                (
+                    group.protocol_type,
+                    group.protocol_name,
+                    group.generation_id,
+                    group.leader_id,
+                    group.subscribed_topics,
+                ) = converted_from
+            return fail(e.error, e.message)
+        if converted_from is not None and (converted_from[0] or converted_from[2] > 0):
+            # the classic group's record goes first
+            records.insert(0, (encode_group_metadata_key(group_id), None))
+        replaced = cg.take_replaced_member()
+        if replaced is not None:
+            self._cancel_consumer_timers(group_id, replaced)
+        if result.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
+            self._cancel_consumer_timers(group_id, member_id)
+        else:
+            member = cg.members.get(result.member_id or member_id)
+            if member is not None:
+                if member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                    self._schedule_consumer_session(group_id, member.member_id)
+                self._schedule_revocation_deadline(
+                    group_id, member.member_id, member.state, member.rebalance_timeout_ms
+                )
+        self._sync_consumer_group_state(group)
+        if cg.needs_snapshot:
+            # an earlier write failed: what members were told since is written in full
+            cg.needs_snapshot = False
+            records = cg.snapshot_records() + records
+        if not records:
+            self._respond(token, result)
+            return self._drain()
+
+        def written(error: ErrorCode, _offset: int | None) -> None:
+            if error is ErrorCode.NONE:
+                self._respond(token, result)
+            else:
+                cg.needs_snapshot = True
+                self._respond(
+                    token, HeartbeatResult(_group_store_error(error), None, member_id, member_epoch)
+                )
+
+        self._append(self.partition_for(group_id), tuple(records), written)
+        return self._drain()
+
+    def _attach_consumer_group(self, group: GroupMetadata, cg: ConsumerGroup) -> None:
+        group.consumer = cg
+        group.protocol_type = CONSUMER_PROTOCOL_TYPE
+        group.protocol_name = None
+        group.generation_id = 0
+        group.leader_id = None
+        self._sync_consumer_group_state(group)
+
+    def _sync_consumer_group_state(self, group: GroupMetadata) -> None:
+        """The classic view of a consumer group: Empty or Stable, and its subscribed topics
+        (OffsetDelete refuses offsets of those while the group has members)."""
+        cg: ConsumerGroup = group.consumer
+        state = GroupState.EMPTY if cg.is_empty() else GroupState.STABLE
+        if group.state is not state:
+            group.state = state
+            group.current_state_timestamp = self._now()
+        group.subscribed_topics = cg.subscribed_topic_names()
+
+    def _schedule_consumer_session(self, group_id: str, member_id: str) -> None:
+        self.timers.set(
+            ("cg-session", group_id, member_id),
+            self._now() + self.group_config.group_consumer_session_timeout_ms,
+        )
+
+    def _schedule_revocation_deadline(
+        self, group_id: str, member_id: str, state: MemberState, rebalance_timeout_ms: int
+    ) -> None:
+        """A member asked to revoke partitions must do so within its rebalance timeout."""
+        key = ("cg-revoke", group_id, member_id)
+        if state is not MemberState.UNREVOKED_PARTITIONS:
+            self.timers.cancel(key)
+        elif key not in self.timers:
+            timeout = rebalance_timeout_ms if rebalance_timeout_ms > 0 else 300_000
+            self.timers.set(key, self._now() + timeout)
+
+    def _cancel_consumer_timers(self, group_id: str, member_id: str) -> None:
+        self.timers.cancel(("cg-session", group_id, member_id))
+        self.timers.cancel(("cg-revoke", group_id, member_id))
+
+    def _fence_consumer_member(self, group: GroupMetadata, member_id: str) -> None:
+        cg: ConsumerGroup = group.consumer
+        self._cancel_consumer_timers(group.group_id, member_id)
+        records = cg.remove_member(member_id)
+        self._sync_consumer_group_state(group)
+        if cg.needs_snapshot:
+            cg.needs_snapshot = False
+            records = cg.snapshot_records() + records
+        if records:
+
+            def written(error: ErrorCode, _offset: int | None) -> None:
+                if error is not ErrorCode.NONE:
+                    cg.needs_snapshot = True
+
+            self._append(self.partition_for(group.group_id), tuple(records), written)
+
+    def consumer_group_describe(self, group_id: str) -> tuple[ErrorCode, str | None, Any]:
+        """ConsumerGroupDescribe for one group: (error, message, ConsumerGroup or None)."""
+        error = self._validate_group_status(group_id, allow_empty_id=True)
+        if error is not None:
+            return error, None, None
+        group = self.groups.get(group_id)
+        if group is None or group.is_state(GroupState.DEAD):
+            return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.", None
+        if group.consumer is None:
+            return (
+                ErrorCode.GROUP_ID_NOT_FOUND,
+                f"Group {group_id} is not a consumer group.",
+                None,
+            )
+        return ErrorCode.NONE, None, group.consumer
+
     # ------------------------------------------------------------------ groups
 
     def list_groups(
         self, states_filter: Iterable[str] | None = None, types_filter: Iterable[str] | None = None
     ) -> tuple[ErrorCode, list[GroupOverview]]:
         """ListGroups. ``states_filter`` (v4+, KIP-518) matches state names case-insensitively;
-        ``types_filter`` (v5+, KIP-848) names group *types*: every group here is a ``classic``
-        group, so a filter without "classic" matches nothing."""
+        ``types_filter`` (v5+, KIP-848) names group *types* (``classic``, ``consumer``),
+        case-insensitively."""
         if not self.is_active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
         states = {s.lower() for s in states_filter} if states_filter else None
-        if types_filter and "classic" not in {t.lower() for t in types_filter}:
-            return (
-                ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.is_loading else ErrorCode.NONE
-            ), []
+        types = {t.lower() for t in types_filter} if types_filter else None
         overviews = []
         for group in self.groups.values():
             if not self.is_group_local(group.group_id) or group.is_state(GroupState.DEAD):
                 continue
             ov = group.overview()
             if states is not None and ov.state.lower() not in states:
+                continue
+            if types is not None and ov.group_type.lower() not in types:
                 continue
             overviews.append(ov)
         error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.is_loading else ErrorCode.NONE
@@ -1750,6 +2072,11 @@ class GroupCoordinatorCore:
             return error, GroupSummary("", "", NO_PROTOCOL, ())
         group = self.groups.get(group_id)
         if group is None:
+            error = ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 6 else ErrorCode.NONE
+            return error, GroupSummary(str(GroupState.DEAD), "", NO_PROTOCOL, ())
+        if group.consumer is not None:
+            # not a classic group: described as Kafka describes an unknown one (its members
+            # are seen with ConsumerGroupDescribe)
             error = ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 6 else ErrorCode.NONE
             return error, GroupSummary(str(GroupState.DEAD), "", NO_PROTOCOL, ())
         return ErrorCode.NONE, group.summary()

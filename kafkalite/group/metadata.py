@@ -30,6 +30,7 @@ import uuid
 from collections import Counter
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from kafkalite.protocol.consumer_protocol import CONSUMER_PROTOCOL_TYPE, subscribed_topics
 from kafkalite.protocol.types import TopicPartition
@@ -231,6 +232,11 @@ class GroupMetadata:
     pending_txn_offsets: dict[int, dict[TopicPartition, CommitRecordMetadataAndOffset]] = field(
         default_factory=dict
     )
+    #: the consumer group protocol's state (group/consumer_group.py's ConsumerGroup) when this
+    #: is a ``consumer`` group (KIP-848); None for a classic group. Such a group has no classic
+    #: members: its ``state`` is only Empty (no members) or Stable (members), for the checks
+    #: it shares with classic groups (DeleteGroups, offset expiry), and its offsets live here.
+    consumer: Any = None
 
     # ------------------------------------------------------------------ state
 
@@ -439,6 +445,8 @@ class GroupMetadata:
         return GroupSummary(str(self.state), self.protocol_type or "", protocol, members)
 
     def overview(self) -> GroupOverview:
+        if self.consumer is not None:
+            return GroupOverview(self.group_id, "consumer", self.consumer.state, "consumer")
         return GroupOverview(self.group_id, self.protocol_type or "", str(self.state))
 
     # ------------------------------------------------------------------ offsets

@@ -16,6 +16,30 @@ Keys (the version selects the record type):
 
     version 0, 1  OffsetCommitKey    group: string, topic: string, partition: int32
     version 2     GroupMetadataKey   group: string
+    version 3     ConsumerGroupMetadataKey                  group
+    version 4     ConsumerGroupPartitionMetadataKey         group
+    version 5     ConsumerGroupMemberMetadataKey            group, member_id
+    version 6     ConsumerGroupTargetAssignmentMetadataKey  group
+    version 7     ConsumerGroupTargetAssignmentMemberKey    group, member_id
+    version 8     ConsumerGroupCurrentMemberAssignmentKey   group, member_id
+
+The consumer group protocol's values (KIP-848; value version 0, flexible; topic ids are 16-byte
+UUIDs; a partition list is a compact array of int32):
+
+    ConsumerGroupMetadataValue            epoch int32
+    ConsumerGroupPartitionMetadataValue   epoch int32, topics [topic_id, topic_name,
+                                          num_partitions int32, partition_racks [] (empty)]
+    ConsumerGroupMemberMetadataValue      instance_id?, rack_id?, client_id, client_host,
+                                          subscribed_topic_names [string],
+                                          subscribed_topic_regex?, rebalance_timeout_ms int32,
+                                          server_assignor?
+    ConsumerGroupTargetAssignmentMetadataValue  assignment_epoch int32
+    ConsumerGroupTargetAssignmentMemberValue    topic_partitions [topic_id, partitions]
+    ConsumerGroupCurrentMemberAssignmentValue   member_epoch int32, previous_member_epoch int32,
+                                          state int8, assigned_partitions [topic_id,
+                                          partitions], partitions_pending_revocation [...]
+
+Tagged fields of newer Kafka versions are skipped when read and not written.
 
 Values:
 
@@ -44,6 +68,7 @@ Kafka's ``Utils.abs`` (abs(Integer.MIN_VALUE) == 0), so FindCoordinator agrees w
 from __future__ import annotations
 
 import struct
+import uuid
 from dataclasses import dataclass, field
 
 from kafkalite.protocol.types import java_string_hash_code, kafka_abs
@@ -271,15 +296,19 @@ def encode_group_metadata_key(group: str) -> bytes:
     return bytes(w.buf)
 
 
-def decode_key(buf: bytes | memoryview) -> OffsetCommitKey | GroupMetadataKey:
+def decode_key(buf: bytes | memoryview) -> OffsetCommitKey | GroupMetadataKey | ConsumerGroupKey:
     """Decode a ``__consumer_offsets`` key; raises RecordFormatError for other versions
-    (Kafka 3.x's transaction/consumer-group-protocol records are not group metadata)."""
+    (share and streams group records are not ours)."""
     r = _Reader(buf)
     version = r.int16()
     if version in (0, 1):
         return OffsetCommitKey(r.string(), r.string(), r.int32())
     if version == 2:
         return GroupMetadataKey(r.string())
+    if version in CONSUMER_GROUP_RECORD_TYPES:
+        group = r.string()
+        member = r.string() if version in _MEMBER_KEYED else None
+        return ConsumerGroupKey(version, group, member)
     raise RecordFormatError(f"unknown __consumer_offsets key version {version}")
 
 
@@ -397,12 +426,245 @@ def decode_group_metadata_value(buf: bytes | memoryview | None) -> GroupMetadata
     )
 
 
+# --------------------------------------------------------------------------- consumer groups
+
+CG_METADATA = 3
+CG_PARTITION_METADATA = 4
+CG_MEMBER_METADATA = 5
+CG_TARGET_ASSIGNMENT_METADATA = 6
+CG_TARGET_ASSIGNMENT_MEMBER = 7
+CG_CURRENT_MEMBER_ASSIGNMENT = 8
+CONSUMER_GROUP_RECORD_TYPES = frozenset(range(3, 9))
+_MEMBER_KEYED = frozenset(
+    {CG_MEMBER_METADATA, CG_TARGET_ASSIGNMENT_MEMBER, CG_CURRENT_MEMBER_ASSIGNMENT}
+)
+
+TopicPartitions = dict[uuid.UUID, frozenset[int]]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupKey:
+    """The key of a consumer-group-protocol record: its type (= key version), the group and,
+    for the per-member types, the member id."""
+
+    record_type: int
+    group: str
+    member_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupMetadataValue:
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupPartitionMetadataValue:
+    epoch: int
+    topics: tuple[tuple[uuid.UUID, str, int], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupMemberMetadataValue:
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None
+    rebalance_timeout_ms: int
+    server_assignor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupTargetAssignmentMetadataValue:
+    assignment_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupTargetAssignmentMemberValue:
+    partitions: TopicPartitions
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupCurrentMemberAssignmentValue:
+    member_epoch: int
+    previous_member_epoch: int
+    state: int
+    assigned: TopicPartitions
+    pending_revocation: TopicPartitions
+
+
+ConsumerGroupValue = (
+    ConsumerGroupMetadataValue
+    | ConsumerGroupPartitionMetadataValue
+    | ConsumerGroupMemberMetadataValue
+    | ConsumerGroupTargetAssignmentMetadataValue
+    | ConsumerGroupTargetAssignmentMemberValue
+    | ConsumerGroupCurrentMemberAssignmentValue
+)
+_VALUE_TYPES: dict[type, int] = {
+    ConsumerGroupMetadataValue: CG_METADATA,
+    ConsumerGroupPartitionMetadataValue: CG_PARTITION_METADATA,
+    ConsumerGroupMemberMetadataValue: CG_MEMBER_METADATA,
+    ConsumerGroupTargetAssignmentMetadataValue: CG_TARGET_ASSIGNMENT_METADATA,
+    ConsumerGroupTargetAssignmentMemberValue: CG_TARGET_ASSIGNMENT_MEMBER,
+    ConsumerGroupCurrentMemberAssignmentValue: CG_CURRENT_MEMBER_ASSIGNMENT,
+}
+
+
+def encode_consumer_group_key(record_type: int, group: str, member_id: str | None = None) -> bytes:
+    w = _Writer()
+    w.int16(record_type)
+    w.string(group)
+    if record_type in _MEMBER_KEYED:
+        w.string(member_id or "")
+    return bytes(w.buf)
+
+
+def _write_uuid(w: _Writer, u: uuid.UUID) -> None:
+    w.buf += u.bytes
+
+
+def _read_uuid(r: _Reader) -> uuid.UUID:
+    return uuid.UUID(bytes=r._take(16))
+
+
+def _write_topic_partitions(w: _Writer, tps: TopicPartitions) -> None:
+    items = sorted(tps.items(), key=lambda kv: str(kv[0]))
+    w.array_len(len(items))
+    for topic_id, parts in items:
+        _write_uuid(w, topic_id)
+        w.array_len(len(parts))
+        for p in sorted(parts):
+            w.int32(p)
+        w.tagged_fields()
+
+
+def _read_topic_partitions(r: _Reader) -> TopicPartitions:
+    out: dict[uuid.UUID, frozenset[int]] = {}
+    for _ in range(r.array_len()):
+        topic_id = _read_uuid(r)
+        out[topic_id] = frozenset(r.int32() for _ in range(r.array_len()))
+        r.skip_tagged_fields()
+    return out
+
+
+def encode_consumer_group_value(value: ConsumerGroupValue) -> bytes:
+    w = _Writer(flexible=True)
+    w.int16(0)
+    if isinstance(value, ConsumerGroupMetadataValue):
+        w.int32(value.epoch)
+    elif isinstance(value, ConsumerGroupPartitionMetadataValue):
+        w.int32(value.epoch)
+        w.array_len(len(value.topics))
+        for topic_id, name, n in value.topics:
+            _write_uuid(w, topic_id)
+            w.string(name)
+            w.int32(n)
+            w.array_len(0)
+            w.tagged_fields()
+    elif isinstance(value, ConsumerGroupMemberMetadataValue):
+        w.string(value.instance_id)
+        w.string(value.rack_id)
+        w.string(value.client_id)
+        w.string(value.client_host)
+        w.array_len(len(value.subscribed_topic_names))
+        for name in value.subscribed_topic_names:
+            w.string(name)
+        w.string(value.subscribed_topic_regex)
+        w.int32(value.rebalance_timeout_ms)
+        w.string(value.server_assignor)
+    elif isinstance(value, ConsumerGroupTargetAssignmentMetadataValue):
+        w.int32(value.assignment_epoch)
+    elif isinstance(value, ConsumerGroupTargetAssignmentMemberValue):
+        _write_topic_partitions(w, value.partitions)
+    else:
+        w.int32(value.member_epoch)
+        w.int32(value.previous_member_epoch)
+        w.buf += struct.pack(">b", value.state)
+        _write_topic_partitions(w, value.assigned)
+        _write_topic_partitions(w, value.pending_revocation)
+    w.tagged_fields()
+    return bytes(w.buf)
+
+
+def consumer_group_record(
+    group: str, value: ConsumerGroupValue, member_id: str | None = None
+) -> tuple[bytes, bytes]:
+    """Key and value of one consumer-group-protocol record."""
+    record_type = _VALUE_TYPES[type(value)]
+    return encode_consumer_group_key(record_type, group, member_id), encode_consumer_group_value(
+        value
+    )
+
+
+def decode_consumer_group_value(
+    record_type: int, buf: bytes | memoryview | None
+) -> ConsumerGroupValue | None:
+    if buf is None:
+        return None
+    r = _Reader(buf, flexible=True)
+    version = r.int16()
+    if version != 0:
+        raise RecordFormatError(f"unknown consumer group value version {version}")
+    out: ConsumerGroupValue
+    if record_type == CG_METADATA:
+        out = ConsumerGroupMetadataValue(r.int32())
+    elif record_type == CG_PARTITION_METADATA:
+        epoch = r.int32()
+        topics = []
+        for _ in range(r.array_len()):
+            topic_id = _read_uuid(r)
+            name = r.string()
+            n = r.int32()
+            for _ in range(r.array_len()):
+                r.int32()
+                for _ in range(r.array_len()):
+                    r.string()
+                r.skip_tagged_fields()
+            r.skip_tagged_fields()
+            topics.append((topic_id, name, n))
+        out = ConsumerGroupPartitionMetadataValue(epoch, tuple(topics))
+    elif record_type == CG_MEMBER_METADATA:
+        instance_id = r.nullable_string()
+        rack_id = r.nullable_string()
+        client_id = r.string()
+        client_host = r.string()
+        names = tuple(r.string() for _ in range(r.array_len()))
+        out = ConsumerGroupMemberMetadataValue(
+            instance_id,
+            rack_id,
+            client_id,
+            client_host,
+            names,
+            r.nullable_string(),
+            r.int32(),
+            r.nullable_string(),
+        )
+    elif record_type == CG_TARGET_ASSIGNMENT_METADATA:
+        out = ConsumerGroupTargetAssignmentMetadataValue(r.int32())
+    elif record_type == CG_TARGET_ASSIGNMENT_MEMBER:
+        out = ConsumerGroupTargetAssignmentMemberValue(_read_topic_partitions(r))
+    else:
+        member_epoch = r.int32()
+        previous = r.int32()
+        state = struct.unpack(">b", r._take(1))[0]
+        assigned = _read_topic_partitions(r)
+        pending = _read_topic_partitions(r)
+        out = ConsumerGroupCurrentMemberAssignmentValue(
+            member_epoch, previous, state, assigned, pending
+        )
+    r.skip_tagged_fields()
+    return out
+
+
 # --------------------------------------------------------------------------- whole records
 
 
 GroupRecord = (
     tuple[OffsetCommitKey, OffsetCommitValue | None]
     | tuple[GroupMetadataKey, GroupMetadataValue | None]
+    | tuple[ConsumerGroupKey, ConsumerGroupValue | None]
 )
 
 
@@ -411,4 +673,6 @@ def decode_record(key: bytes | memoryview, value: bytes | memoryview | None) -> 
     k = decode_key(key)
     if isinstance(k, OffsetCommitKey):
         return k, decode_offset_commit_value(value)
+    if isinstance(k, ConsumerGroupKey):
+        return k, decode_consumer_group_value(k.record_type, value)
     return k, decode_group_metadata_value(value)

@@ -14,7 +14,8 @@ Three tables, each keyed by ``ApiKey``:
   ranges are those of a Kafka 3.9 ZooKeeper-mode broker, clipped to the codec, and stopping
   below versions that need KRaft-only or unimplemented features:
   Fetch stops at v12 (v13+ address topics by topic id only), Produce at v11, ListOffsets at v9,
-  Metadata at v12, OffsetCommit/OffsetFetch at v8 (v9+: KIP-848 consumer protocol),
+  Metadata at v12, OffsetCommit/OffsetFetch at v9 (v9: member epochs of KIP-848's consumer
+  groups; v10 is KIP-848's topic-id form, not implemented),
   FindCoordinator at v4, InitProducerId at v4.
   These ranges work with librdkafka 2.x (confluent-kafka 2.16, kcat), kafka-python 3.0 (which
   infers "broker 3.x" from them) and aiokafka 0.14 (whose newest versions, e.g. Produce v7,
@@ -372,12 +373,14 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.SYNC_GROUP: (0, 5),
     ApiKey.HEARTBEAT: (0, 4),
     ApiKey.LEAVE_GROUP: (0, 5),
-    ApiKey.OFFSET_COMMIT: (2, 8),
-    ApiKey.OFFSET_FETCH: (1, 8),
+    ApiKey.OFFSET_COMMIT: (2, 9),
+    ApiKey.OFFSET_FETCH: (1, 9),
     ApiKey.LIST_GROUPS: (0, 5),
     ApiKey.DESCRIBE_GROUPS: (0, 5),
     ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.OFFSET_DELETE: (0, 0),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
     # transactions: the versions librdkafka 2.x, aiokafka 0.14 and kafka-python 3.0 use
     # (v4+ of AddPartitionsToTxn and EndTxn are KIP-890's, not implemented)
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
@@ -460,6 +463,8 @@ GROUP_KEYS: frozenset[ApiKey] = frozenset(
         ApiKey.DESCRIBE_GROUPS,
         ApiKey.DELETE_GROUPS,
         ApiKey.OFFSET_DELETE,
+        ApiKey.CONSUMER_GROUP_HEARTBEAT,
+        ApiKey.CONSUMER_GROUP_DESCRIBE,
     }
 )
 DEFAULT_ENABLED_KEYS: frozenset[ApiKey] = DATA_KEYS | INTER_BROKER_KEYS | ADMIN_KEYS

@@ -97,6 +97,7 @@ SOURCES: dict[int, dict[str, tuple[str, ...]]] = {
     },
     ApiKey.DESCRIBE_GROUPS: {"groups": ("groups",)},
     ApiKey.DELETE_GROUPS: {"results": ("groups_names",)},
+    ApiKey.CONSUMER_GROUP_DESCRIBE: {"groups": ("group_ids",)},
     ApiKey.OFFSET_DELETE: {"topics": ("topics",), "topics.partitions": ("partitions",)},
     ApiKey.ADD_PARTITIONS_TO_TXN: {
         "results_by_topic_v3_and_below": ("v3_and_below_topics",),

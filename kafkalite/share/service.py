@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kafkalite.protocol.errors import ErrorCode
 from kafkalite.share.coordinator import ShareCoordinator
 from kafkalite.share.manager import ShareConfig, ShareGroupService
 from kafkalite.share.persister import BrokerPersister
@@ -41,4 +42,8 @@ def start_share_groups(
     )
     services.extra["share_coordinator"] = coordinator
     services.extra["share_groups"] = service
+    # ListGroups lists share groups beside the group coordinator's (apis/list_groups.py)
+    services.extra.setdefault("group_listers", []).append(
+        lambda states, types: (ErrorCode.NONE, service.overviews(states, types))
+    )
     return service

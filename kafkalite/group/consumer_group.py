@@ -1,0 +1,771 @@
+"""The consumer group protocol (KIP-848), sans I/O: group epoch, target assignment, members'
+epochs and their incremental reconciliation (Kafka's ConsumerGroup, TargetAssignmentBuilder,
+CurrentAssignmentBuilder and GroupMetadataManager.consumerGroupHeartbeat).
+
+A ``ConsumerGroup`` is driven by ``heartbeat(...)``, ``remove_member(...)`` and
+``fence_member(...)``; each returns the ``__consumer_offsets`` records that describe the change
+(the caller writes them before it answers, and replays them with ``load(...)`` after a
+coordinator failover). Time, sockets and timers belong to the caller (group/core.py).
+
+The protocol, as the coordinator runs it:
+
+- **Group epoch** goes up whenever what the assignment depends on changes: a member joins or
+  leaves, a subscription or assignor changes, a subscribed topic appears or changes its
+  partition count.
+- **Target assignment**: computed by the assignor when the group epoch is ahead of the
+  assignment epoch, from the members' subscriptions and the previous target (stickiness); it
+  then takes the group epoch as its assignment epoch.
+- **Member epoch and reconciliation**: each member converges to its target one heartbeat at a
+  time. Partitions it keeps stay; partitions it must give up are first *revoked* (the member
+  stays at its epoch, in UNREVOKED_PARTITIONS, until a heartbeat's owned partitions no longer
+  include them); partitions coming from another member are given only once no other member
+  holds them (UNRELEASED_PARTITIONS until then); then the member takes the assignment epoch.
+
+Invariants (tests/group/test_consumer_group_properties.py checks them under random schedules):
+
+- a partition is held (assigned or pending revocation) by at most one member at any time, so
+  no two members ever own it together, whatever their epochs;
+- once heartbeats stop changing the group, every partition of a subscribed topic is assigned
+  to a member subscribed to it;
+- ``partition_owner`` is exactly the union of the members' assigned and pending-revocation
+  partitions.
+
+Subscriptions are topic names or one regular expression. Kafka evaluates RE2J patterns; here
+Python's ``re`` is used with a full match (RE2J's ``matches()``), which accepts RE2's syntax
+except where the two engines differ (Python also accepts backreferences and lookarounds, which
+RE2 refuses). Internal topics (``__consumer_offsets`` ...) never match a pattern.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+from kafkalite.group.assignors import ASSIGNORS
+from kafkalite.group.records import (
+    CG_CURRENT_MEMBER_ASSIGNMENT,
+    CG_MEMBER_METADATA,
+    CG_METADATA,
+    CG_PARTITION_METADATA,
+    CG_TARGET_ASSIGNMENT_MEMBER,
+    CG_TARGET_ASSIGNMENT_METADATA,
+    ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupKey,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupPartitionMetadataValue,
+    ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataValue,
+    consumer_group_record,
+    encode_consumer_group_key,
+)
+from kafkalite.protocol.errors import ErrorCode
+
+TopicId = uuid.UUID
+Assignment = dict[TopicId, frozenset[int]]
+Record = tuple[bytes, bytes | None]
+
+#: member epochs with a meaning (Kafka's ConsumerGroupHeartbeatRequest constants)
+JOIN_GROUP_MEMBER_EPOCH = 0
+LEAVE_GROUP_MEMBER_EPOCH = -1
+LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
+
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+
+
+class MemberState(enum.IntEnum):
+    """Kafka's MemberState values, as stored in CurrentMemberAssignment."""
+
+    UNREVOKED_PARTITIONS = 0
+    UNRELEASED_PARTITIONS = 1
+    STABLE = 2
+    UNKNOWN = 127
+
+
+class TopicsView(Protocol):
+    """What the group needs to know about topics (the broker's MetadataCache has these)."""
+
+    def get_all_topics(self) -> Iterable[str]: ...
+
+    def get_topic_id(self, topic: str) -> uuid.UUID | None: ...
+
+    def num_partitions(self, topic: str) -> int | None: ...
+
+
+class ConsumerGroupError(Exception):
+    def __init__(self, error: ErrorCode, message: str | None = None) -> None:
+        super().__init__(message or error.name)
+        self.error = error
+        self.message = message
+
+
+@dataclass(slots=True)
+class ConsumerGroupMember:
+    member_id: str
+    instance_id: str | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: tuple[str, ...] = ()
+    subscribed_topic_regex: str | None = None
+    rebalance_timeout_ms: int = -1
+    server_assignor: str | None = None
+    member_epoch: int = 0
+    previous_member_epoch: int = -1
+    state: MemberState = MemberState.STABLE
+    assigned: Assignment = field(default_factory=dict)
+    pending_revocation: Assignment = field(default_factory=dict)
+
+    def metadata_value(self) -> ConsumerGroupMemberMetadataValue:
+        return ConsumerGroupMemberMetadataValue(
+            self.instance_id,
+            self.rack_id,
+            self.client_id,
+            self.client_host,
+            self.subscribed_topic_names,
+            self.subscribed_topic_regex,
+            self.rebalance_timeout_ms,
+            self.server_assignor,
+        )
+
+    def assignment_value(self) -> ConsumerGroupCurrentMemberAssignmentValue:
+        return ConsumerGroupCurrentMemberAssignmentValue(
+            self.member_epoch,
+            self.previous_member_epoch,
+            int(self.state),
+            dict(self.assigned),
+            dict(self.pending_revocation),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatResult:
+    error: ErrorCode = ErrorCode.NONE
+    error_message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    #: None: unchanged since the member's last heartbeat (not sent)
+    assignment: Assignment | None = None
+
+
+def _owns_any(owned: Assignment | None, partitions: Assignment) -> bool:
+    """Does the member (by its reported ``owned`` partitions; None: it did not say, so assume
+    it does) still own any of ``partitions``?"""
+    if owned is None:
+        return bool(partitions)
+    return any(owned.get(t, frozenset()) & ps for t, ps in partitions.items())
+
+
+def _is_subset(owned: Assignment | None, of: Assignment) -> bool:
+    if owned is None:
+        return True
+    return all(ps <= of.get(t, frozenset()) for t, ps in owned.items())
+
+
+def _clean(a: Mapping[TopicId, Iterable[int]]) -> Assignment:
+    return {t: frozenset(ps) for t, ps in a.items() if ps}
+
+
+def compile_regex(pattern: str) -> re.Pattern[str]:
+    try:
+        return re.compile(pattern)
+    except re.error as e:
+        raise ConsumerGroupError(
+            ErrorCode.INVALID_REGULAR_EXPRESSION, f"SubscribedTopicRegex {pattern!r}: {e}"
+        ) from None
+
+
+class ConsumerGroup:
+    """One consumer group of the new protocol; see the module docstring."""
+
+    def __init__(self, group_id: str, default_assignor: str = "uniform") -> None:
+        self.group_id = group_id
+        self.default_assignor = default_assignor
+        self.group_epoch = 0
+        self.assignment_epoch = 0
+        self.members: dict[str, ConsumerGroupMember] = {}
+        self.static_members: dict[str, str] = {}
+        self.target: dict[str, Assignment] = {}
+        self.partition_owner: dict[tuple[TopicId, int], str] = {}
+        #: topic name -> (topic id, partitions) of every subscribed topic, as last computed
+        self.subscription_metadata: dict[str, tuple[TopicId, int]] = {}
+        self._regex_cache: dict[str, re.Pattern[str]] = {}
+        self._pending_replacement: str | None = None
+        #: a write of this group's records failed: the next change rewrites the whole group
+        self.needs_snapshot = False
+
+    # ------------------------------------------------------------------ views
+
+    @property
+    def state(self) -> str:
+        """Kafka's ConsumerGroupState names."""
+        if not self.members:
+            return "Empty"
+        if self.group_epoch > self.assignment_epoch:
+            return "Assigning"
+        for m in self.members.values():
+            if m.member_epoch != self.assignment_epoch or m.state is not MemberState.STABLE:
+                return "Reconciling"
+        return "Stable"
+
+    def is_empty(self) -> bool:
+        return not self.members
+
+    def subscribed_topic_names(self) -> set[str]:
+        return set(self.subscription_metadata)
+
+    def preferred_assignor(self) -> str:
+        """The server assignor most members asked for (ties: by name), else the default."""
+        votes: dict[str, int] = {}
+        for m in self.members.values():
+            if m.server_assignor:
+                votes[m.server_assignor] = votes.get(m.server_assignor, 0) + 1
+        if not votes:
+            return self.default_assignor
+        return min(votes, key=lambda a: (-votes[a], a))
+
+    # ------------------------------------------------------------------ subscriptions
+
+    def _pattern(self, regex: str) -> re.Pattern[str]:
+        pattern = self._regex_cache.get(regex)
+        if pattern is None:
+            pattern = self._regex_cache[regex] = compile_regex(regex)
+        return pattern
+
+    def member_topics(self, member: ConsumerGroupMember, topics: TopicsView) -> set[str]:
+        names = set(member.subscribed_topic_names)
+        if member.subscribed_topic_regex:
+            pattern = self._pattern(member.subscribed_topic_regex)
+            names.update(
+                t
+                for t in topics.get_all_topics()
+                if t not in INTERNAL_TOPICS and pattern.fullmatch(t)
+            )
+        return names
+
+    def compute_subscription_metadata(
+        self, topics: TopicsView, members: Iterable[ConsumerGroupMember] | None = None
+    ) -> dict[str, tuple[TopicId, int]]:
+        out: dict[str, tuple[TopicId, int]] = {}
+        for m in self.members.values() if members is None else members:
+            for name in self.member_topics(m, topics):
+                if name in out:
+                    continue
+                topic_id = topics.get_topic_id(name)
+                n = topics.num_partitions(name)
+                if topic_id is not None and n:
+                    out[name] = (topic_id, n)
+        return out
+
+    # ------------------------------------------------------------------ ownership
+
+    def _release(self, member: ConsumerGroupMember) -> None:
+        for a in (member.assigned, member.pending_revocation):
+            for t, ps in a.items():
+                for p in ps:
+                    if self.partition_owner.get((t, p)) == member.member_id:
+                        del self.partition_owner[t, p]
+
+    def _hold(self, member: ConsumerGroupMember) -> None:
+        for a in (member.assigned, member.pending_revocation):
+            for t, ps in a.items():
+                for p in ps:
+                    self.partition_owner[t, p] = member.member_id
+
+    def _set_member(self, member: ConsumerGroupMember) -> None:
+        old = self.members.get(member.member_id)
+        if old is not None:
+            self._release(old)
+        self.members[member.member_id] = member
+        self._hold(member)
+        if member.instance_id is not None:
+            self.static_members[member.instance_id] = member.member_id
+
+    # ------------------------------------------------------------------ target assignment
+
+    def _records_epoch(self) -> list[Record]:
+        return [consumer_group_record(self.group_id, ConsumerGroupMetadataValue(self.group_epoch))]
+
+    def _records_partition_metadata(self) -> list[Record]:
+        topics = tuple(
+            (tid, name, n) for name, (tid, n) in sorted(self.subscription_metadata.items())
+        )
+        value = ConsumerGroupPartitionMetadataValue(self.group_epoch, topics)
+        return [consumer_group_record(self.group_id, value)]
+
+    def _update_target(self, topics: TopicsView) -> list[Record]:
+        """Kafka's TargetAssignmentBuilder: a new target for every member at the group epoch;
+        records for the members whose target changed, then the assignment epoch."""
+        records: list[Record] = []
+        subscriptions: dict[str, set[TopicId]] = {}
+        for m in self.members.values():
+            subscriptions[m.member_id] = {
+                self.subscription_metadata[name][0]
+                for name in self.member_topics(m, topics)
+                if name in self.subscription_metadata
+            }
+        partitions = {tid: n for tid, n in self.subscription_metadata.values()}
+        assign = ASSIGNORS[self.preferred_assignor()]
+        new_target = assign(subscriptions, partitions, self.target)
+        for member_id, a in new_target.items():
+            if self.target.get(member_id) != a:
+                records.append(
+                    consumer_group_record(
+                        self.group_id, ConsumerGroupTargetAssignmentMemberValue(a), member_id
+                    )
+                )
+        self.target = dict(new_target)
+        self.assignment_epoch = self.group_epoch
+        records.append(
+            consumer_group_record(
+                self.group_id, ConsumerGroupTargetAssignmentMetadataValue(self.assignment_epoch)
+            )
+        )
+        return records
+
+    # ------------------------------------------------------------------ reconciliation
+
+    def reconcile(
+        self, member: ConsumerGroupMember, owned: Assignment | None
+    ) -> ConsumerGroupMember:
+        """Kafka's CurrentAssignmentBuilder: the member's next state toward its target."""
+        target = self.target.get(member.member_id, {})
+        if member.state is MemberState.UNREVOKED_PARTITIONS:
+            if _owns_any(owned, member.pending_revocation):
+                return member
+        elif member.state is MemberState.STABLE and member.member_epoch == self.assignment_epoch:
+            return member
+        return self._next_assignment(member, target, owned)
+
+    def _next_assignment(
+        self, member: ConsumerGroupMember, target: Assignment, owned: Assignment | None
+    ) -> ConsumerGroupMember:
+        kept: dict[TopicId, set[int]] = {}
+        revoke: dict[TopicId, set[int]] = {}
+        incoming: dict[TopicId, set[int]] = {}
+        unreleased = False
+        # a member in UNREVOKED_PARTITIONS that acked holds only its kept partitions now
+        current = member.assigned
+        for t in set(target) | set(current):
+            want = target.get(t, frozenset())
+            have = current.get(t, frozenset())
+            kept[t] = set(have & want)
+            revoke[t] = set(have - want)
+            for p in want - have:
+                holder = self.partition_owner.get((t, p))
+                if holder is None or holder == member.member_id:
+                    incoming.setdefault(t, set()).add(p)
+                else:
+                    unreleased = True
+        revoke_c = _clean(revoke)
+        if revoke_c and _owns_any(owned, revoke_c):
+            return replace(
+                member,
+                state=MemberState.UNREVOKED_PARTITIONS,
+                assigned=_clean(kept),
+                pending_revocation=revoke_c,
+            )
+        for t, ps in incoming.items():
+            kept.setdefault(t, set()).update(ps)
+        epoch = self.assignment_epoch
+        return replace(
+            member,
+            state=MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE,
+            previous_member_epoch=member.member_epoch
+            if member.member_epoch != epoch
+            else member.previous_member_epoch,
+            member_epoch=epoch,
+            assigned=_clean(kept),
+            pending_revocation={},
+        )
+
+    # ------------------------------------------------------------------ heartbeat
+
+    def heartbeat(
+        self,
+        topics: TopicsView,
+        member_id: str,
+        member_epoch: int,
+        *,
+        instance_id: str | None = None,
+        rack_id: str | None = None,
+        client_id: str = "",
+        client_host: str = "",
+        rebalance_timeout_ms: int = -1,
+        subscribed_topic_names: Iterable[str] | None = None,
+        subscribed_topic_regex: str | None = None,
+        server_assignor: str | None = None,
+        owned: Assignment | None = None,
+        max_size: int | None = None,
+    ) -> tuple[HeartbeatResult, list[Record]]:
+        """One ConsumerGroupHeartbeat (validated by the caller: ids, required fields). Raises
+        ConsumerGroupError for UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, UNRELEASED_INSTANCE_ID,
+        INVALID_REGULAR_EXPRESSION, UNSUPPORTED_ASSIGNOR, GROUP_MAX_SIZE_REACHED."""
+        if member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+            return self._leave(member_id, member_epoch, instance_id)
+        if server_assignor is not None and server_assignor not in ASSIGNORS:
+            raise ConsumerGroupError(
+                ErrorCode.UNSUPPORTED_ASSIGNOR, f"ServerAssignor {server_assignor} is not supported"
+            )
+        if subscribed_topic_regex is not None:
+            self._pattern(subscribed_topic_regex)
+        records: list[Record] = []
+        bump = False
+        owned_c = _clean(owned) if owned is not None else None
+        replaced: str | None = None
+        if member_epoch == JOIN_GROUP_MEMBER_EPOCH:
+            member = self._join(member_id, instance_id, max_size)
+            replaced = self._pending_replacement
+            is_new = member.member_id not in self.members
+            if is_new:
+                bump = True
+            if replaced is not None:
+                records.extend(self._member_tombstones(replaced))
+                target = self.target.get(member.member_id)
+                if target is not None:
+                    records.append(
+                        consumer_group_record(
+                            self.group_id,
+                            ConsumerGroupTargetAssignmentMemberValue(target),
+                            member.member_id,
+                        )
+                    )
+        else:
+            member = self.members.get(member_id)
+            if member is None:
+                raise ConsumerGroupError(
+                    ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of the group"
+                )
+            if instance_id is not None and self.static_members.get(instance_id) != member_id:
+                raise ConsumerGroupError(ErrorCode.FENCED_INSTANCE_ID)
+            if member_epoch > member.member_epoch or (
+                member_epoch < member.member_epoch
+                and (
+                    member_epoch != member.previous_member_epoch
+                    or not _is_subset(owned_c, member.assigned)
+                )
+            ):
+                raise ConsumerGroupError(
+                    ErrorCode.FENCED_MEMBER_EPOCH,
+                    f"The consumer group member has a smaller member epoch ({member_epoch}) "
+                    f"than the one known by the group coordinator ({member.member_epoch})",
+                )
+            is_new = False
+        updated = replace(
+            member,
+            instance_id=instance_id if instance_id is not None else member.instance_id,
+            rack_id=rack_id if rack_id is not None else member.rack_id,
+            client_id=client_id or member.client_id,
+            client_host=client_host or member.client_host,
+            rebalance_timeout_ms=rebalance_timeout_ms
+            if rebalance_timeout_ms != -1
+            else member.rebalance_timeout_ms,
+            subscribed_topic_names=tuple(subscribed_topic_names)
+            if subscribed_topic_names is not None
+            else member.subscribed_topic_names,
+            subscribed_topic_regex=(subscribed_topic_regex or None)
+            if subscribed_topic_regex is not None
+            else member.subscribed_topic_regex,
+            server_assignor=server_assignor
+            if server_assignor is not None
+            else member.server_assignor,
+        )
+        if is_new or replaced or updated.metadata_value() != member.metadata_value():
+            records.append(
+                consumer_group_record(self.group_id, updated.metadata_value(), updated.member_id)
+            )
+            if (
+                is_new
+                or updated.subscribed_topic_names != member.subscribed_topic_names
+                or updated.subscribed_topic_regex != member.subscribed_topic_regex
+                or updated.server_assignor != member.server_assignor
+            ):
+                bump = True
+        # the subscribed topics as they are now (a topic may have appeared or grown)
+        others = [m for m in self.members.values() if m.member_id != updated.member_id]
+        metadata = self.compute_subscription_metadata(topics, [*others, updated])
+        if metadata != self.subscription_metadata:
+            self.subscription_metadata = metadata
+            records.extend(self._records_partition_metadata())
+            bump = True
+        self._set_member(updated)
+        if bump:
+            self.group_epoch += 1
+            records.extend(self._records_epoch())
+        if self.group_epoch > self.assignment_epoch:
+            records.extend(self._update_target(topics))
+        reconciled = self.reconcile(updated, owned_c)
+        if reconciled is not updated:
+            self._set_member(reconciled)
+        if is_new or replaced or reconciled.assignment_value() != member.assignment_value():
+            records.append(
+                consumer_group_record(
+                    self.group_id, reconciled.assignment_value(), reconciled.member_id
+                )
+            )
+        send = (
+            is_new
+            or replaced is not None
+            or reconciled.assigned != member.assigned
+            or (owned_c is not None and owned_c != reconciled.assigned)
+        )
+        return (
+            HeartbeatResult(
+                member_id=reconciled.member_id,
+                member_epoch=reconciled.member_epoch,
+                assignment=dict(reconciled.assigned) if send else None,
+            ),
+            records,
+        )
+
+    def _join(
+        self, member_id: str, instance_id: str | None, max_size: int | None
+    ) -> ConsumerGroupMember:
+        if instance_id is not None:
+            previous_id = self.static_members.get(instance_id)
+            if previous_id is not None and previous_id != member_id:
+                previous = self.members.get(previous_id)
+                if (
+                    previous is not None
+                    and previous.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH
+                ):
+                    raise ConsumerGroupError(
+                        ErrorCode.UNRELEASED_INSTANCE_ID,
+                        f"Static member {previous_id} with instance id {instance_id} is not "
+                        "released yet",
+                    )
+                if previous is not None:
+                    return self._replace_static_member(previous, member_id)
+        existing = self.members.get(member_id)
+        if existing is not None:
+            # a member rejoining with epoch 0 (it lost its state): start over, same id
+            return existing
+        if max_size is not None and len(self.members) >= max_size:
+            raise ConsumerGroupError(
+                ErrorCode.GROUP_MAX_SIZE_REACHED,
+                f"The consumer group has reached its maximum capacity of {max_size} members",
+            )
+        return ConsumerGroupMember(member_id=member_id, instance_id=instance_id)
+
+    def _replace_static_member(
+        self, previous: ConsumerGroupMember, member_id: str
+    ) -> ConsumerGroupMember:
+        """A static member came back (new member id, same instance id): it takes over the
+        previous incarnation's epoch and assignment; the group epoch does not move."""
+        self._release(previous)
+        del self.members[previous.member_id]
+        target = self.target.pop(previous.member_id, None)
+        if target is not None:
+            self.target[member_id] = target
+        member = replace(
+            previous,
+            member_id=member_id,
+            member_epoch=previous.previous_member_epoch
+            if previous.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH
+            else previous.member_epoch,
+        )
+        self.members[member_id] = member
+        self._hold(member)
+        self.static_members[member.instance_id or ""] = member_id
+        self._pending_replacement = previous.member_id
+        return member
+
+    def take_replaced_member(self) -> str | None:
+        """The member id a static member's rejoin just replaced (its timers must go)."""
+        replaced, self._pending_replacement = self._pending_replacement, None
+        return replaced
+
+    def _member_tombstones(self, member_id: str) -> list[Record]:
+        return [
+            (encode_consumer_group_key(t, self.group_id, member_id), None)
+            for t in (CG_CURRENT_MEMBER_ASSIGNMENT, CG_TARGET_ASSIGNMENT_MEMBER, CG_MEMBER_METADATA)
+        ]
+
+    def _leave(
+        self, member_id: str, member_epoch: int, instance_id: str | None
+    ) -> tuple[HeartbeatResult, list[Record]]:
+        member = self.members.get(member_id)
+        if member is None:
+            if instance_id is not None and instance_id in self.static_members:
+                raise ConsumerGroupError(ErrorCode.FENCED_INSTANCE_ID)
+            raise ConsumerGroupError(
+                ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of the group"
+            )
+        if member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH and member.instance_id is not None:
+            # a static member leaves for now: it keeps its assignment for the session timeout
+            left = replace(
+                member,
+                previous_member_epoch=member.member_epoch,
+                member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+            )
+            self._set_member(left)
+            records: list[Record] = [
+                consumer_group_record(self.group_id, left.assignment_value(), member_id)
+            ]
+            return HeartbeatResult(member_id=member_id, member_epoch=member_epoch), records
+        return (
+            HeartbeatResult(member_id=member_id, member_epoch=LEAVE_GROUP_MEMBER_EPOCH),
+            self.remove_member(member_id),
+        )
+
+    def remove_member(self, member_id: str) -> list[Record]:
+        """The member left, was fenced or its session expired: its partitions are free, the
+        group epoch goes up (tombstones, then the new epoch)."""
+        member = self.members.pop(member_id, None)
+        if member is None:
+            return []
+        self._release(member)
+        if member.instance_id is not None and self.static_members.get(member.instance_id) == (
+            member_id
+        ):
+            del self.static_members[member.instance_id]
+        self.target.pop(member_id, None)
+        records = self._member_tombstones(member_id)
+        self.group_epoch += 1
+        records.extend(self._records_epoch())
+        return records
+
+    def snapshot_records(self) -> list[Record]:
+        """The whole group as records (after a failed write, so the log catches up with what
+        members may have been told since)."""
+        records: list[Record] = []
+        for m in self.members.values():
+            records.append(consumer_group_record(self.group_id, m.metadata_value(), m.member_id))
+        records.extend(self._records_partition_metadata())
+        records.extend(self._records_epoch())
+        for member_id, a in self.target.items():
+            records.append(
+                consumer_group_record(
+                    self.group_id, ConsumerGroupTargetAssignmentMemberValue(a), member_id
+                )
+            )
+        records.append(
+            consumer_group_record(
+                self.group_id, ConsumerGroupTargetAssignmentMetadataValue(self.assignment_epoch)
+            )
+        )
+        for m in self.members.values():
+            records.append(consumer_group_record(self.group_id, m.assignment_value(), m.member_id))
+        return records
+
+    def tombstones(self) -> list[Record]:
+        """Every record of the group deleted (DeleteGroups of an empty group)."""
+        records: list[Record] = []
+        for member_id in self.members:
+            records.extend(self._member_tombstones(member_id))
+        for t in (CG_TARGET_ASSIGNMENT_METADATA, CG_PARTITION_METADATA, CG_METADATA):
+            records.append((encode_consumer_group_key(t, self.group_id), None))
+        return records
+
+    # ------------------------------------------------------------------ offsets
+
+    def validate_offset_commit(
+        self, member_id: str, member_epoch: int, is_transactional: bool, api_version: int
+    ) -> ErrorCode | None:
+        """Kafka's ConsumerGroup.validateOffsetCommit: an admin/simple commit (epoch < 0) only
+        on an empty group; otherwise the member's current epoch (STALE_MEMBER_EPOCH)."""
+        if member_epoch < 0 and not self.members:
+            return None
+        member = self.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if not is_transactional and api_version < 9:
+            return ErrorCode.UNSUPPORTED_VERSION
+        if member_epoch != member.member_epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH
+        return None
+
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> ErrorCode | None:
+        """Kafka's validateOffsetFetch: epoch -1 (an admin client) may always fetch."""
+        if member_epoch < 0 or member_id is None:
+            return None
+        member = self.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if member_epoch != member.member_epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH
+        return None
+
+
+@dataclass(slots=True)
+class ConsumerGroupLoader:
+    """Collects a group's records while its ``__consumer_offsets`` partition is replayed;
+    ``build()`` returns the group as it was last written (later records win, tombstones
+    delete)."""
+
+    group_id: str
+    epoch: int | None = None
+    assignment_epoch: int = 0
+    metadata: dict[str, tuple[TopicId, int]] = field(default_factory=dict)
+    members: dict[str, ConsumerGroupMemberMetadataValue] = field(default_factory=dict)
+    targets: dict[str, Assignment] = field(default_factory=dict)
+    current: dict[str, ConsumerGroupCurrentMemberAssignmentValue] = field(default_factory=dict)
+
+    def apply(self, key: ConsumerGroupKey, value: object | None) -> None:
+        t, member = key.record_type, key.member_id or ""
+        if t == CG_METADATA:
+            self.epoch = value.epoch if isinstance(value, ConsumerGroupMetadataValue) else None
+        elif t == CG_PARTITION_METADATA:
+            self.metadata = (
+                {name: (tid, n) for tid, name, n in value.topics}
+                if isinstance(value, ConsumerGroupPartitionMetadataValue)
+                else {}
+            )
+        elif t == CG_MEMBER_METADATA:
+            if isinstance(value, ConsumerGroupMemberMetadataValue):
+                self.members[member] = value
+            else:
+                self.members.pop(member, None)
+        elif t == CG_TARGET_ASSIGNMENT_METADATA:
+            self.assignment_epoch = (
+                value.assignment_epoch
+                if isinstance(value, ConsumerGroupTargetAssignmentMetadataValue)
+                else 0
+            )
+        elif t == CG_TARGET_ASSIGNMENT_MEMBER:
+            if isinstance(value, ConsumerGroupTargetAssignmentMemberValue):
+                self.targets[member] = dict(value.partitions)
+            else:
+                self.targets.pop(member, None)
+        elif t == CG_CURRENT_MEMBER_ASSIGNMENT:
+            if isinstance(value, ConsumerGroupCurrentMemberAssignmentValue):
+                self.current[member] = value
+            else:
+                self.current.pop(member, None)
+
+    def build(self, default_assignor: str) -> ConsumerGroup | None:
+        if self.epoch is None:
+            return None
+        group = ConsumerGroup(self.group_id, default_assignor)
+        group.group_epoch = self.epoch
+        group.assignment_epoch = self.assignment_epoch
+        group.subscription_metadata = dict(self.metadata)
+        group.target = {m: a for m, a in self.targets.items() if m in self.members}
+        for member_id, meta in self.members.items():
+            cur = self.current.get(member_id)
+            member = ConsumerGroupMember(
+                member_id=member_id,
+                instance_id=meta.instance_id,
+                rack_id=meta.rack_id,
+                client_id=meta.client_id,
+                client_host=meta.client_host,
+                subscribed_topic_names=meta.subscribed_topic_names,
+                subscribed_topic_regex=meta.subscribed_topic_regex,
+                rebalance_timeout_ms=meta.rebalance_timeout_ms,
+                server_assignor=meta.server_assignor,
+            )
+            if cur is not None:
+                member.member_epoch = cur.member_epoch
+                member.previous_member_epoch = cur.previous_member_epoch
+                try:
+                    member.state = MemberState(cur.state)
+                except ValueError:
+                    member.state = MemberState.UNKNOWN
+                member.assigned = dict(cur.assigned)
+                member.pending_revocation = dict(cur.pending_revocation)
+            group._set_member(member)
+        return group

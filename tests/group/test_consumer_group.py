@@ -1,0 +1,228 @@
+"""ConsumerGroup (KIP-848's consumer group protocol, sans I/O): joining, epochs, incremental
+reconciliation (revoke before assign), static members, regex subscriptions, fencing, the
+offsets-topic records and the group rebuilt from them."""
+
+from __future__ import annotations
+
+import pytest
+
+from kafkalite.group.consumer_group import (
+    ConsumerGroup,
+    ConsumerGroupError,
+    ConsumerGroupLoader,
+    MemberState,
+)
+from kafkalite.group.records import decode_record
+from kafkalite.protocol.errors import ErrorCode
+
+from .cg_support import Topics
+
+
+def join(g, topics, member, names=("t",), **kw):
+    return g.heartbeat(
+        topics,
+        member,
+        0,
+        subscribed_topic_names=list(names),
+        rebalance_timeout_ms=30000,
+        owned={},
+        **kw,
+    )
+
+
+def hb(g, topics, member, epoch, owned=None, **kw):
+    return g.heartbeat(topics, member, epoch, owned=owned, **kw)
+
+
+def parts(result, topics, name="t"):
+    assert result.assignment is not None, "no assignment in the answer"
+    return set(result.assignment.get(topics.ids[name], frozenset()))
+
+
+def test_first_member_gets_everything_at_epoch_one():
+    topics = Topics(t=4)
+    g = ConsumerGroup("g")
+    result, records = join(g, topics, "a")
+    assert (result.error, result.member_epoch) == (ErrorCode.NONE, 1)
+    assert parts(result, topics) == {0, 1, 2, 3}
+    assert g.state == "Stable" and g.group_epoch == g.assignment_epoch == 1
+    types = [decode_record(k, v)[0].record_type for k, v in records]
+    # member metadata, partition metadata, epoch, target member, target epoch, current
+    assert types == [5, 4, 3, 7, 6, 8]
+
+
+def test_partitions_move_only_after_their_owner_revoked_them():
+    topics = Topics(t=4)
+    g = ConsumerGroup("g")
+    ra, _ = join(g, topics, "a")
+    owned_a = {topics.ids["t"]: frozenset(ra.assignment[topics.ids["t"]])}
+    rb, _ = join(g, topics, "b")
+    # b is in the group at epoch 2 but gets nothing a still owns
+    assert rb.member_epoch == 2 and parts(rb, topics) == set()
+    assert g.members["b"].state is MemberState.UNRELEASED_PARTITIONS
+    # a is told to give two partitions up; it keeps its epoch until it does
+    ra2, _ = hb(g, topics, "a", 1, owned_a)
+    assert ra2.member_epoch == 1 and len(parts(ra2, topics)) == 2
+    assert g.members["a"].state is MemberState.UNREVOKED_PARTITIONS
+    kept = parts(ra2, topics)
+    # a heartbeat still owning them changes nothing; b still waits
+    assert hb(g, topics, "a", 1, owned_a)[0].member_epoch == 1
+    rb1, _ = hb(g, topics, "b", 2, {})
+    assert rb1.assignment is None and g.members["b"].assigned == {}
+    # a acks: it moves to epoch 2; then b gets the released partitions
+    ra3, _ = hb(g, topics, "a", 1, {topics.ids["t"]: frozenset(kept)})
+    assert ra3.member_epoch == 2 and g.members["a"].state is MemberState.STABLE
+    rb2, _ = hb(g, topics, "b", 2, {})
+    assert parts(rb2, topics) == {0, 1, 2, 3} - kept
+    assert g.state == "Stable"
+
+
+def test_epoch_checks():
+    topics = Topics(t=2)
+    g = ConsumerGroup("g")
+    join(g, topics, "a")
+    with pytest.raises(ConsumerGroupError) as e:
+        hb(g, topics, "a", 5)
+    assert e.value.error is ErrorCode.FENCED_MEMBER_EPOCH
+    with pytest.raises(ConsumerGroupError) as e:
+        hb(g, topics, "nobody", 1)
+    assert e.value.error is ErrorCode.UNKNOWN_MEMBER_ID
+    join(g, topics, "b")
+    # a's epoch-2 answer was lost: it may still heartbeat with its previous epoch
+    ra, _ = hb(g, topics, "a", 1, {topics.ids["t"]: frozenset({0, 1})})
+    assert ra.member_epoch in (1, 2)
+
+
+def test_leaving_frees_partitions_and_bumps_the_epoch():
+    topics = Topics(t=2)
+    g = ConsumerGroup("g")
+    ra, _ = join(g, topics, "a")
+    join(g, topics, "b")
+    ra, _ = hb(g, topics, "a", 1, ra.assignment)  # told to give one partition up
+    hb(g, topics, "a", 1, ra.assignment)  # done
+    rb, _ = hb(g, topics, "b", 2, {})
+    assert len(parts(ra, topics)) == len(parts(rb, topics)) == 1
+    epoch = g.group_epoch
+    result, records = g.heartbeat(topics, "b", -1)
+    assert result.member_epoch == -1 and "b" not in g.members
+    assert g.group_epoch == epoch + 1
+    assert [v for _k, v in records[:3]] == [None, None, None]  # tombstones
+    ra, _ = hb(g, topics, "a", g.members["a"].member_epoch, dict(g.members["a"].assigned))
+    assert parts(ra, topics) == {0, 1} and ra.member_epoch == g.group_epoch
+
+
+def test_static_member_leaves_and_comes_back_with_its_assignment():
+    topics = Topics(t=4)
+    g = ConsumerGroup("g")
+    join(g, topics, "a1", instance_id="i-a")
+    join(g, topics, "b")
+    for _ in range(3):  # settle
+        for m in list(g.members):
+            member = g.members[m]
+            hb(g, topics, m, member.member_epoch, dict(member.assigned))
+    before = dict(g.members["a1"].assigned)
+    epoch = g.group_epoch
+    result, _ = g.heartbeat(topics, "a1", -2, instance_id="i-a")
+    assert result.member_epoch == -2
+    back, _ = join(g, topics, "a2", instance_id="i-a")
+    assert back.member_id == "a2" and "a1" not in g.members
+    assert g.members["a2"].assigned == before
+    assert g.group_epoch == epoch  # no rebalance for a returning static member
+
+
+def test_an_instance_id_in_use_is_not_released():
+    topics = Topics(t=1)
+    g = ConsumerGroup("g")
+    join(g, topics, "p", instance_id="i")
+    with pytest.raises(ConsumerGroupError) as e:
+        join(g, topics, "q", instance_id="i")
+    assert e.value.error is ErrorCode.UNRELEASED_INSTANCE_ID
+    with pytest.raises(ConsumerGroupError) as e:
+        hb(g, topics, "p", 1, instance_id="other")
+    assert e.value.error is ErrorCode.FENCED_INSTANCE_ID
+
+
+def test_regex_subscription_follows_new_topics():
+    topics = Topics(**{"orders-1": 2, "other": 3})
+    g = ConsumerGroup("g")
+    r, _ = g.heartbeat(
+        topics, "a", 0, subscribed_topic_regex="orders-.*", rebalance_timeout_ms=1000, owned={}
+    )
+    assert set(r.assignment) == {topics.ids["orders-1"]}
+    epoch = g.group_epoch
+    topics.add("orders-2", 1)
+    topics.add("__consumer_offsets", 1)
+    r2, _ = hb(g, topics, "a", r.member_epoch, r.assignment)
+    assert g.group_epoch == epoch + 1
+    assert set(r2.assignment) == {topics.ids["orders-1"], topics.ids["orders-2"]}
+
+
+def test_bad_regex_and_assignor():
+    topics = Topics(t=1)
+    g = ConsumerGroup("g")
+    with pytest.raises(ConsumerGroupError) as e:
+        g.heartbeat(topics, "a", 0, subscribed_topic_regex="(", rebalance_timeout_ms=1, owned={})
+    assert e.value.error is ErrorCode.INVALID_REGULAR_EXPRESSION
+    with pytest.raises(ConsumerGroupError) as e:
+        join(g, topics, "a", server_assignor="sticky")
+    assert e.value.error is ErrorCode.UNSUPPORTED_ASSIGNOR
+
+
+def test_range_assignor_when_members_ask_for_it():
+    topics = Topics(t=4)
+    g = ConsumerGroup("g")
+    join(g, topics, "b", server_assignor="range")
+    join(g, topics, "a", server_assignor="range")
+    assert g.preferred_assignor() == "range"
+    assert g.target["a"][topics.ids["t"]] == frozenset({0, 1})
+    assert g.target["b"][topics.ids["t"]] == frozenset({2, 3})
+
+
+def test_offset_commit_and_fetch_validation():
+    topics = Topics(t=1)
+    g = ConsumerGroup("g")
+    join(g, topics, "a")
+    assert g.validate_offset_commit("a", 1, False, 9) is None
+    assert g.validate_offset_commit("a", 0, False, 9) is ErrorCode.STALE_MEMBER_EPOCH
+    assert g.validate_offset_commit("a", 1, False, 8) is ErrorCode.UNSUPPORTED_VERSION
+    assert g.validate_offset_commit("zz", 1, False, 9) is ErrorCode.UNKNOWN_MEMBER_ID
+    assert g.validate_offset_commit("", -1, False, 9) is ErrorCode.UNKNOWN_MEMBER_ID
+    assert g.validate_offset_fetch(None, -1) is None
+    assert g.validate_offset_fetch("a", 3) is ErrorCode.STALE_MEMBER_EPOCH
+    g.heartbeat(topics, "a", -1)
+    assert g.validate_offset_commit("", -1, False, 9) is None  # admin commit, empty group
+
+
+def test_the_records_rebuild_the_group():
+    topics = Topics(t=6, u=2)
+    g = ConsumerGroup("g")
+    written = []
+
+    def run(result_records):
+        written.extend(result_records[1])
+        return result_records[0]
+
+    ra = run(join(g, topics, "a", names=("t", "u"), instance_id="ia", rack_id="r1"))
+    run(join(g, topics, "b"))
+    run(hb(g, topics, "a", ra.member_epoch, ra.assignment))
+    run(join(g, topics, "c"))
+    written.extend(g.remove_member("c"))
+    loader = ConsumerGroupLoader("g")
+    for k, v in written:
+        key, value = decode_record(k, v)
+        loader.apply(key, value)
+    rebuilt = loader.build("uniform")
+    assert rebuilt is not None
+    assert (rebuilt.group_epoch, rebuilt.assignment_epoch) == (g.group_epoch, g.assignment_epoch)
+    assert rebuilt.target == g.target
+    assert rebuilt.subscription_metadata == g.subscription_metadata
+    assert rebuilt.partition_owner == g.partition_owner
+    assert set(rebuilt.members) == set(g.members) == {"a", "b"}
+    for m in g.members.values():
+        assert rebuilt.members[m.member_id] == m
+    assert rebuilt.static_members == {"ia": "a"}
+    # deleting the group leaves nothing to rebuild
+    for k, v in rebuilt.tombstones():
+        key, value = decode_record(k, v)
+        loader.apply(key, value)
+    assert loader.build("uniform") is None
