@@ -208,11 +208,7 @@ def main() -> None:
     figures = asyncio.run(run(args.partitions, args.seconds, args.writes, args.repeats))
     if args.out:
         Path(args.out).write_text(json.dumps(figures, indent=2))
-    print(
-        json.dumps(
-            asyncio.run(run(args.partitions, args.seconds, args.writes, args.repeats)), indent=2
-        )
-    )
+    print(json.dumps(figures, indent=2))
 
 
 if __name__ == "__main__":
