@@ -26,6 +26,10 @@ the least valuable evictable session if the new one is worth more (followers are
 over consumers, then more partitions beat fewer). A session is protected from eviction by
 consumers for ``eviction_ms`` after it is created.
 
+The fetcher's side is ``FetchSessionHandler`` (a follower's replica fetcher keeps one per
+leader): it turns the partitions wanted in a round into a full or an incremental request and
+starts over with a full one whenever the two sides may disagree.
+
 Pure: no I/O; the clock is injected. Not thread-safe.
 """
 
