@@ -26,6 +26,10 @@ the least valuable evictable session if the new one is worth more (followers are
 over consumers, then more partitions beat fewer). A session is protected from eviction by
 consumers for ``eviction_ms`` after it is created.
 
+The fetcher's side is ``FetchSessionHandler`` (a follower's replica fetcher keeps one per
+leader): it turns the partitions wanted in a round into a full or an incremental request and
+starts over with a full one whenever the two sides may disagree.
+
 Pure: no I/O; the clock is injected. Not thread-safe.
 """
 
@@ -370,3 +374,114 @@ class FetchSessionCache:
         if session is not None and session.cached_size >= 0:
             self.num_partitions -= session.cached_size
         return session
+
+
+# -- the fetcher's side (Kafka's FetchSessionHandler) -------------------------------------------
+
+
+@dataclass(slots=True)
+class SessionFetchRequest:
+    """One Fetch request of a session: what goes on the wire (``to_send``, ``to_forget``, the
+    session id and epoch) and what the leader will read once it has applied it
+    (``session_partitions``, every partition of the session with its current parameters)."""
+
+    session_id: int
+    epoch: int
+    to_send: dict[TopicPartition, FetchInfo]
+    to_forget: list[TopicPartition]
+    session_partitions: dict[TopicPartition, FetchInfo]
+
+    @property
+    def is_full(self) -> bool:
+        return self.epoch in (INITIAL_EPOCH, FINAL_EPOCH)
+
+
+class FetchSessionHandler:
+    """The fetcher's half of a session with one broker (a follower's replica fetcher).
+
+    ``build(wanted)`` turns the partitions to fetch this round into a request: a full one (every
+    partition, epoch 0) when there is no session, else only the partitions added or whose
+    parameters changed since the last request, and the ones no longer wanted as forgotten.
+    ``handle_response`` checks the answer against the request and moves the session on;
+    ``handle_error`` (the request failed: lost, timed out, connection closed) and any answer
+    that does not fit make the next request a full one, which also closes the old session on
+    the broker. Invariant: after every answered incremental request, the broker's session holds
+    exactly ``session_partitions`` with these parameters; when in doubt the handler starts over
+    (a full fetch is always correct, only larger).
+
+    Pure, no I/O; one request at a time (the fetcher awaits each answer before building the
+    next)."""
+
+    def __init__(self) -> None:
+        self.session_id = INVALID_SESSION_ID
+        self.next_epoch = INITIAL_EPOCH
+        self.session_partitions: dict[TopicPartition, FetchInfo] = {}
+        self._reset = False
+        self.full_requests = 0
+        self.incremental_requests = 0
+
+    def build(self, wanted: Mapping[TopicPartition, FetchInfo]) -> SessionFetchRequest:
+        wanted = dict(wanted)
+        if self._reset:
+            self._reset = False
+            self.next_epoch = INITIAL_EPOCH
+        if self.next_epoch in (INITIAL_EPOCH, FINAL_EPOCH):
+            self.session_partitions = wanted
+            self.full_requests += 1
+            return SessionFetchRequest(self.session_id, self.next_epoch, wanted, [], wanted)
+        old = self.session_partitions
+        to_send = {tp: info for tp, info in wanted.items() if old.get(tp) != info}
+        to_forget = [tp for tp in old if tp not in wanted]
+        self.session_partitions = wanted
+        self.incremental_requests += 1
+        return SessionFetchRequest(self.session_id, self.next_epoch, to_send, to_forget, wanted)
+
+    def handle_response(
+        self,
+        request: SessionFetchRequest,
+        error_code: ErrorCode,
+        response_session_id: int,
+        partitions: Iterable[TopicPartition],
+    ) -> bool:
+        """Whether the answer's partitions may be used; moves the session to the next epoch,
+        or back to a full request."""
+        if error_code is not ErrorCode.NONE:
+            if error_code is ErrorCode.FETCH_SESSION_ID_NOT_FOUND:
+                self._start_over(INVALID_SESSION_ID)
+            else:
+                self._start_over(self.session_id)
+            return False
+        returned = set(partitions)
+        if request.is_full:
+            if returned != request.session_partitions.keys():
+                # Each partition's answer stands on its own, but the broker's session (if it
+                # made one) does not hold what we asked for: close it with the next request.
+                self._start_over(response_session_id)
+                return True
+            self.session_id = response_session_id
+            # No session on the broker (its cache full, or sessions off): stay full, try again.
+            self.next_epoch = INITIAL_EPOCH if response_session_id == INVALID_SESSION_ID else 1
+            return True
+        if not returned <= request.session_partitions.keys():
+            self._start_over(self.session_id)
+            return False
+        if response_session_id != self.session_id:
+            # The broker closed the session (e.g. every partition was forgotten).
+            self._start_over(INVALID_SESSION_ID)
+            return response_session_id == INVALID_SESSION_ID
+        self.next_epoch = next_epoch(self.next_epoch)
+        return True
+
+    def handle_error(self) -> None:
+        """The request got no answer: the broker may or may not have applied it."""
+        self._start_over(self.session_id)
+
+    def reset(self) -> None:
+        """Make the next request a full one that also closes the current session, even if a
+        request in flight now is answered before it (the answer then does not undo this)."""
+        self._reset = True
+
+    def _start_over(self, session_id: int) -> None:
+        # A full request naming a session (epoch 0) makes the broker close that one first.
+        self.session_id = session_id
+        self.next_epoch = INITIAL_EPOCH

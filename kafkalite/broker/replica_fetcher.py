@@ -14,6 +14,17 @@ when it leads, stops or moves. Each fetcher runs, per partition, Kafka's two pha
    follower (offsets and epochs kept), the follower HW becomes min(leader HW, local LEO), the
    log start offset follows the leader's.
 
+The Fetches of a fetcher form one incremental fetch session with its leader (KIP-227, Kafka's
+FetchSessionHandler in ReplicaFetcherThread) when the endpoint offers sessions: after a full
+first request, each request carries only the partitions added or whose position changed (and
+the ones to forget), and the leader answers only partitions with news, so a caught-up follower
+of thousands of partitions sends and decodes almost nothing. Whatever could leave the leader's
+session out of step with this fetcher starts it over with a full request (which also closes the
+old session): FETCH_SESSION_ID_NOT_FOUND or INVALID_FETCH_SESSION_EPOCH (retried at once), a
+request without an answer, a partition re-added (new leader epoch or log) and an answer dropped
+because its partition changed meanwhile. A partition that moves to another leader moves to that
+leader's fetcher and is forgotten by this session.
+
 Errors per partition, as Kafka: OFFSET_OUT_OF_RANGE resets the fetch position from the leader's
 log end / start (truncating when the leader's log ends below ours, restarting the log when it
 starts above it); FENCED_LEADER_EPOCH drops the partition until the next LeaderAndIsr;
@@ -39,6 +50,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 import structlog
 
 from kafkalite.broker.clock import SYSTEM_TIME, Time
+from kafkalite.broker.fetch_session import (
+    FetchSessionCache,
+    FetchSessionHandler,
+    SessionFetchRequest,
+)
 from kafkalite.broker.partition import records_bytes, records_size
 from kafkalite.broker.types import (
     EARLIEST_TIMESTAMP,
@@ -106,15 +122,51 @@ class LeaderEndPoint(Protocol):
     async def close(self) -> None: ...
 
 
-class LocalLeaderEndPoint:
-    """The leader is another ReplicaManager in this process."""
+@dataclass(slots=True)
+class SessionFetchResponse:
+    """A Fetch answer in a session: the response's error and session id, and its partitions
+    (all of them after a full request; only those with news after an incremental one)."""
 
-    def __init__(self, leader: ReplicaManager, replica_id: int) -> None:
+    error_code: ErrorCode
+    session_id: int
+    partitions: dict[TopicPartition, FetchPartitionData]
+
+
+class LocalLeaderEndPoint:
+    """The leader is another ReplicaManager in this process. With ``sessions`` (the leader's
+    FetchSessionCache) the follower fetches in an incremental session, served as the Fetch
+    handler serves it; without, every fetch is a sessionless full fetch."""
+
+    def __init__(
+        self, leader: ReplicaManager, replica_id: int, sessions: FetchSessionCache | None = None
+    ) -> None:
         self.leader = leader
         self.replica_id = replica_id
+        self.sessions = sessions
+
+    @property
+    def supports_fetch_sessions(self) -> bool:
+        return self.sessions is not None
 
     async def fetch(self, params, infos):
         return await self.leader.fetch_messages(params, infos)
+
+    async def fetch_session(
+        self, params: FetchParams, request: SessionFetchRequest
+    ) -> SessionFetchResponse:
+        assert self.sessions is not None
+        context = self.sessions.new_context(
+            request.session_id,
+            request.epoch,
+            request.to_send,
+            request.to_forget,
+            is_follower=True,
+        )
+        if context.error_code is not ErrorCode.NONE:
+            return SessionFetchResponse(context.error_code, 0, {})
+        results = await self.leader.fetch_messages(params, context.fetch_infos)
+        partitions, session_id = context.update_and_generate_response(results)
+        return SessionFetchResponse(ErrorCode.NONE, session_id, dict(partitions))
 
     async def fetch_epoch_end_offsets(self, partitions):
         return {
@@ -158,21 +210,48 @@ class RemoteLeaderEndPoint:
             api_key, request_builder(api_key, **values), version, node_id=self.leader_id
         )
 
+    supports_fetch_sessions = True
+
     async def fetch(self, params, infos):
+        answer = await self._fetch(params, infos, 0, -1, ())
+        if answer.error_code is not ErrorCode.NONE:
+            raise KafkaError(error_code=answer.error_code)
+        return answer.partitions
+
+    async def fetch_session(
+        self, params: FetchParams, request: SessionFetchRequest
+    ) -> SessionFetchResponse:
+        """One request of an incremental fetch session (KIP-227): the response's own error
+        (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH) is returned, not raised."""
+        return await self._fetch(
+            params, request.to_send, request.session_id, request.epoch, request.to_forget
+        )
+
+    async def _fetch(
+        self,
+        params: FetchParams,
+        infos: Mapping[TopicPartition, FetchInfo],
+        session_id: int,
+        session_epoch: int,
+        forgotten: Iterable[TopicPartition],
+    ) -> SessionFetchResponse:
         from kafkalite.client.messages import build_message
         from kafkalite.protocol.api import ApiKey, request_class
 
         topics: dict[str, list[tuple[TopicPartition, Any]]] = {}
         for tp, info in infos.items():
             topics.setdefault(tp.topic, []).append((tp, info))
+        forgotten_topics: dict[str, list[int]] = {}
+        for tp in forgotten:
+            forgotten_topics.setdefault(tp.topic, []).append(tp.partition)
         values: dict[str, Any] = dict(
             replica_id=self.replica_id,
             max_wait=datetime.timedelta(milliseconds=params.max_wait_ms),
             min_bytes=params.min_bytes,
             max_bytes=params.max_bytes,
             isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
+            session_id=session_id,
+            session_epoch=session_epoch,
             rack_id="",
         )
 
@@ -181,11 +260,13 @@ class RemoteLeaderEndPoint:
             # (often thousands of) partitions by reflection, ~4x slower, on the event loop,
             # for every fetch of every follower.
             if version == self.FETCH_VERSION:
-                return _fetch_request_v12(values, topics)
+                return _fetch_request_v12(values, topics, forgotten_topics)
             return build_message(
                 request_class(ApiKey.FETCH, version),
                 **values,
-                forgotten_topics_data=[],
+                forgotten_topics_data=[
+                    {"topic": t, "partitions": ps} for t, ps in forgotten_topics.items()
+                ],
                 topics=[
                     {"topic": t, "partitions": [_partition_dict(tp, i) for tp, i in ps]}
                     for t, ps in topics.items()
@@ -195,8 +276,6 @@ class RemoteLeaderEndPoint:
         response = await self.client.send(
             ApiKey.FETCH, build, self.FETCH_VERSION, node_id=self.leader_id
         )
-        if _code(getattr(response, "error_code", 0)) is not ErrorCode.NONE:
-            raise KafkaError(error_code=_code(response.error_code))
         out: dict[TopicPartition, FetchPartitionData] = {}
         for topic in response.responses:
             for p in topic.partitions:
@@ -213,7 +292,9 @@ class RemoteLeaderEndPoint:
                         else None
                     ),
                 )
-        return out
+        return SessionFetchResponse(
+            _code(getattr(response, "error_code", 0)), int(getattr(response, "session_id", 0)), out
+        )
 
     async def fetch_epoch_end_offsets(self, partitions):
         from kafkalite.protocol.api import ApiKey
@@ -378,12 +459,20 @@ class ReplicaFetcher:
         self._task: asyncio.Task | None = None
         self._running = True
         self.rounds = 0
+        # One incremental fetch session with the leader (KIP-227) when the endpoint offers it.
+        self.session: FetchSessionHandler | None = (
+            FetchSessionHandler() if getattr(endpoint, "supports_fetch_sessions", False) else None
+        )
 
     # -- membership ---------------------------------------------------------------------------
 
     def add_partitions(self, partitions: Mapping[TopicPartition, tuple[int, int]]) -> None:
         """(fetch offset, current leader epoch) per partition; each starts truncating."""
         for tp, (offset, epoch) in partitions.items():
+            if self.session is not None and tp in self.partitions:
+                # Re-added (a new leader epoch, a new log): its log may be truncated below
+                # what the leader's session last told it, so the session starts over.
+                self.session.reset()
             self.partitions[tp] = PartitionFetchState(offset, epoch, FetchState.TRUNCATING)
         self._changed.set()
 
@@ -553,7 +642,13 @@ class ReplicaFetcher:
             min_bytes=self.config.replica_fetch_min_bytes,
             max_bytes=self.config.replica_fetch_response_max_bytes,
         )
-        response = await self.endpoint.fetch(params, infos)
+        if self.session is None:
+            response = await self.endpoint.fetch(params, infos)
+        else:
+            answered = await self._fetch_in_session(params, infos)
+            if answered is None:
+                return
+            infos, response = answered
         for tp, data in response.items():
             state = self.partitions.get(tp)
             if (
@@ -561,13 +656,50 @@ class ReplicaFetcher:
                 or state is not fetching.get(tp)
                 or state.fetch_offset != infos[tp].fetch_offset
             ):
-                continue  # the partition was removed, re-added or moved on meanwhile
+                # The partition was removed, re-added or moved on meanwhile. The leader's
+                # session believes it told us this answer; a full request tells us again.
+                if self.session is not None:
+                    self.session.reset()
+                continue
             if data.error_code is ErrorCode.NONE:
                 self._process_partition_data(tp, state, data)
             elif data.error_code is ErrorCode.OFFSET_OUT_OF_RANGE:
                 await self._handle_offset_out_of_range(tp, state)
             else:
                 self._handle_partition_error(tp, data.error_code)
+
+    async def _fetch_in_session(
+        self, params: FetchParams, infos: dict[TopicPartition, FetchInfo]
+    ) -> tuple[dict[TopicPartition, FetchInfo], dict[TopicPartition, FetchPartitionData]] | None:
+        """One request of the session: (what the leader read, its answer), or None when the
+        answer cannot be used (the next request is then a full one, sent at once)."""
+        session = self.session
+        assert session is not None
+        request = session.build(infos)
+        try:
+            answer = await self.endpoint.fetch_session(params, request)  # type: ignore[attr-defined]
+        except BaseException:
+            session.handle_error()
+            raise
+        usable = session.handle_response(
+            request, answer.error_code, answer.session_id, answer.partitions.keys()
+        )
+        if usable:
+            return request.session_partitions, answer.partitions
+        if answer.error_code not in (
+            ErrorCode.NONE,
+            ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+            ErrorCode.INVALID_FETCH_SESSION_EPOCH,
+        ):
+            raise KafkaError(error_code=answer.error_code)
+        log.info(
+            "replica_fetch_session_reset",
+            leader=self.leader_id,
+            error=answer.error_code.name,
+            session_id=request.session_id,
+            epoch=request.epoch,
+        )
+        return None
 
     def _process_partition_data(
         self, tp: TopicPartition, state: PartitionFetchState, data: FetchPartitionData
@@ -745,7 +877,9 @@ def _partition_dict(tp: TopicPartition, info: Any) -> dict[str, Any]:
 
 
 def _fetch_request_v12(
-    values: dict[str, Any], topics: dict[str, list[tuple[TopicPartition, Any]]]
+    values: dict[str, Any],
+    topics: dict[str, list[tuple[TopicPartition, Any]]],
+    forgotten: dict[str, list[Any]] | None = None,
 ) -> Any:
     """Fetch v12 from kio's classes: the same message ``build_message`` makes of the values."""
     from kio.schema.fetch.v12 import request as fetch_v12
@@ -756,7 +890,10 @@ def _fetch_request_v12(
     partition: Any = fetch_v12.FetchPartition
     return fetch_v12.FetchRequest(
         **values,
-        forgotten_topics_data=(),
+        forgotten_topics_data=tuple(
+            fetch_v12.ForgottenTopic(topic=TopicName(name), partitions=tuple(partitions))
+            for name, partitions in (forgotten or {}).items()
+        ),
         topics=tuple(
             fetch_v12.FetchTopic(
                 topic=TopicName(name),

@@ -25,7 +25,12 @@ is therefore answered as soon as the data is there, not when ``max_wait_ms`` run
 
 ISR changes decided by partitions are written through the injected ``alter_isr`` callback
 (compare-and-set of the partition state node plus an ISR change notification:
-``zk.client.update_leader_and_isr``), one task per change; see ``partition.py`` for the rules.
+``zk.client.update_leader_and_isr``); see ``partition.py`` for the rules. With
+``alter_isr_batch`` too (a server), the changes proposed meanwhile are written together by one
+flusher task, up to 500 per multi with one notification (``zk.writes.update_leader_and_isr_batch``),
+the ones proposed during a write in the next batch; a batch in which any compare-and-set fails
+writes nothing and its partitions are written one by one, so only those whose state moved on
+stop acting as leader.
 Without a callback (single node, tests) a change commits locally.
 
 As follower, partitions are replicated by a ``ReplicaFetcherManager`` (``replica_fetcher.py``,
@@ -37,7 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -90,6 +95,15 @@ log = structlog.get_logger(__name__)
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 AlterIsr = Callable[[TopicPartition, LeaderIsrAndControllerEpoch], Awaitable[int | None]]
+AlterIsrBatch = Callable[
+    [dict[TopicPartition, LeaderIsrAndControllerEpoch]],
+    Awaitable[dict[TopicPartition, int] | None],
+]
+"""Writes the ISR changes of many partitions at once, all or none
+(``zk.writes.update_leader_and_isr_batch``): their new versions, or None when a compare-and-set
+failed and nothing was written (each is then written alone through ``AlterIsr``)."""
+ISR_BATCH_MAX_PARTITIONS = 500
+"""Partitions per batched ISR write (``zk.writes.ISR_BATCH_MAX_PARTITIONS``)."""
 """Write the state to the partition state node if its version is still
 ``leader_and_isr.zk_version``; return the new version, or None when the compare-and-set
 failed (``zk.client.update_leader_and_isr``)."""
@@ -382,6 +396,7 @@ class ReplicaManager:
         *,
         metadata_cache=None,
         alter_isr: AlterIsr | None = None,
+        alter_isr_batch: AlterIsrBatch | None = None,
         log_config_for_topic: Callable[[str], Any] | None = None,
         replica_fetcher_manager: ReplicaFetcherManager | None = None,
         topic_stats: TopicStats | None = None,
@@ -396,6 +411,12 @@ class ReplicaManager:
         self.time = time
         self.metadata_cache = metadata_cache
         self.alter_isr = alter_isr
+        self.alter_isr_batch = alter_isr_batch
+        # ISR changes proposed and not yet written (with alter_isr_batch): written together by
+        # one flusher task, the ones proposed while a batch is being written in the next one.
+        self._pending_isr: dict[TopicPartition, tuple[Partition, LeaderAndIsr]] = {}
+        self._isr_flusher: asyncio.Task | None = None
+        self.isr_batches_written = 0
         self.log_config_for_topic = log_config_for_topic
         self.replica_fetcher_manager = replica_fetcher_manager
         # Messages and bytes appended as leader, committed ISR changes (Kafka's
@@ -794,42 +815,110 @@ class ReplicaManager:
             if partition.complete_isr_update(proposal, proposal.zk_version + 1):
                 self._complete_delayed_requests(tp)
             return
-        state = LeaderIsrAndControllerEpoch(proposal, partition.controller_epoch)
+        if self.alter_isr_batch is not None:
+            # Batched: every change proposed before the flusher runs (all those of one follower
+            # fetch, one ISR check) is one multi and one notification, not one each.
+            self._pending_isr[tp] = (partition, proposal)
+            if self._isr_flusher is None:
+                self._isr_flusher = self._track_isr_task(self._flush_isr_updates())
+            return
+        self._track_isr_task(self._write_isr_update(partition, proposal))
 
-        async def write() -> None:
-            isr_before = len(partition.isr)
-            try:
-                version = await self.alter_isr(tp, state)
-            except asyncio.CancelledError:
-                partition.abort_isr_update(proposal)
-                raise
-            except Exception as e:  # the store's failures, at the I/O boundary
-                log.warning("isr_update_failed", partition=str(tp), error=repr(e))
-                partition.abort_isr_update(proposal)
-                return
-            if version is None:
-                log.info(
-                    "isr_update_conflict",
-                    partition=str(tp),
-                    zk_version=proposal.zk_version,
-                    note="partition state changed under us: no longer acting as leader",
-                )
-            else:
-                self.topic_stats.record_isr_change(isr_before, len(proposal.isr))
-            if partition.complete_isr_update(proposal, version) or version is None:
-                # The HW moved, or the partition stopped acting as leader: anything waiting
-                # on it may complete.
-                self._complete_delayed_requests(tp)
-            else:
-                # A new ISR with the same HW: no waiting fetch can complete (re-checking them
-                # cost another follower's waiting fetch a pass over all its partitions for
-                # each partition whose ISR grew); a produce's ISR check may.
-                self.produce_purgatory.check_and_complete(tp)
-                self.delete_records_purgatory.check_and_complete(tp)
-
-        task = asyncio.get_running_loop().create_task(write())
+    def _track_isr_task(self, coroutine: Coroutine[Any, Any, None]) -> asyncio.Task:
+        task = asyncio.get_running_loop().create_task(coroutine)
         self._isr_tasks.add(task)
         task.add_done_callback(self._isr_tasks.discard)
+        return task
+
+    async def _flush_isr_updates(self) -> None:
+        """Write the pending ISR changes in batches until none is left (one task at a time)."""
+        try:
+            while self._pending_isr:
+                pending, self._pending_isr = self._pending_isr, {}
+                items = list(pending.values())
+                chunks = [
+                    items[i : i + ISR_BATCH_MAX_PARTITIONS]
+                    for i in range(0, len(items), ISR_BATCH_MAX_PARTITIONS)
+                ]
+                await asyncio.gather(*(self._write_isr_batch(chunk) for chunk in chunks))
+        finally:
+            # Left only when cancelled (shutdown): the changes not taken are not written.
+            self._isr_flusher = None
+            left, self._pending_isr = self._pending_isr, {}
+            for partition, proposal in left.values():
+                partition.abort_isr_update(proposal)
+
+    async def _write_isr_batch(self, items: list[tuple[Partition, LeaderAndIsr]]) -> None:
+        assert self.alter_isr_batch is not None
+        # A proposal replaced or dropped meanwhile (a LeaderAndIsr arrived) is not written.
+        items = [(p, proposal) for p, proposal in items if p.pending_isr_update is proposal]
+        if not items:
+            return
+        states = {
+            p.topic_partition: LeaderIsrAndControllerEpoch(proposal, p.controller_epoch)
+            for p, proposal in items
+        }
+        isr_before = {p.topic_partition: len(p.isr) for p, _ in items}
+        try:
+            versions = await self.alter_isr_batch(states)
+        except asyncio.CancelledError:
+            for p, proposal in items:
+                p.abort_isr_update(proposal)
+            raise
+        except Exception as e:  # the store's failures, at the I/O boundary
+            log.warning("isr_batch_update_failed", partitions=len(items), error=repr(e))
+            for p, proposal in items:
+                p.abort_isr_update(proposal)
+            return
+        if versions is None:
+            # One compare-and-set failed and nothing was written: each alone, so that only
+            # the partitions whose state moved on stop acting as leader.
+            await asyncio.gather(*(self._write_isr_update(p, proposal) for p, proposal in items))
+            return
+        self.isr_batches_written += 1
+        for p, proposal in items:
+            tp = p.topic_partition
+            self._isr_update_written(p, proposal, versions[tp], isr_before[tp])
+
+    async def _write_isr_update(self, partition: Partition, proposal: LeaderAndIsr) -> None:
+        assert self.alter_isr is not None
+        tp = partition.topic_partition
+        state = LeaderIsrAndControllerEpoch(proposal, partition.controller_epoch)
+        isr_before = len(partition.isr)
+        try:
+            version = await self.alter_isr(tp, state)
+        except asyncio.CancelledError:
+            partition.abort_isr_update(proposal)
+            raise
+        except Exception as e:  # the store's failures, at the I/O boundary
+            log.warning("isr_update_failed", partition=str(tp), error=repr(e))
+            partition.abort_isr_update(proposal)
+            return
+        self._isr_update_written(partition, proposal, version, isr_before)
+
+    def _isr_update_written(
+        self, partition: Partition, proposal: LeaderAndIsr, version: int | None, isr_before: int
+    ) -> None:
+        tp = partition.topic_partition
+        if version is None:
+            log.info(
+                "isr_update_conflict",
+                partition=str(tp),
+                zk_version=proposal.zk_version,
+                note="partition state changed under us: no longer acting as leader",
+            )
+        else:
+            self.topic_stats.record_isr_change(isr_before, len(proposal.isr))
+        if partition.complete_isr_update(proposal, version) or version is None:
+            # The HW moved, or the partition stopped acting as leader: anything waiting
+            # on it may complete.
+            self._complete_delayed_requests(tp)
+        else:
+            # A new ISR with the same HW: no waiting fetch can complete (re-checking them
+            # cost another follower's waiting fetch a pass over all its partitions for
+            # each partition whose ISR grew); a produce's ISR check may.
+            self.produce_purgatory.check_and_complete(tp)
+            self.delete_records_purgatory.check_and_complete(tp)
 
     def maybe_shrink_isr(self) -> int:
         """Propose removing lagging followers on every led partition; returns proposals made."""

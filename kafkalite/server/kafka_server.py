@@ -107,6 +107,7 @@ from kafkalite.txn import (
 )
 from kafkalite.txn.config import from_broker_config as txn_configs
 from kafkalite.zk import client as zk_data
+from kafkalite.zk import writes as zk_writes
 from kafkalite.zk.security import scram_credential
 
 log = structlog.get_logger("kafkalite.server")
@@ -413,6 +414,7 @@ class KafkaServer:
             config,
             metadata_cache=self.metadata_cache,
             alter_isr=functools.partial(zk_data.update_leader_and_isr, self.session),
+            alter_isr_batch=functools.partial(zk_writes.update_leader_and_isr_batch, self.session),
             log_config_for_topic=self.topic_configs.for_topic,
             topic_stats=self.topic_stats,
         )

@@ -125,7 +125,15 @@ def log_manager(tmp_path):
 
 @pytest.fixture
 def make_rm(mock_time, log_manager):
-    def make(broker_id=1, *, min_isr=1, alter_isr=None, metadata_cache=None, lag_ms=10_000):
+    def make(
+        broker_id=1,
+        *,
+        min_isr=1,
+        alter_isr=None,
+        alter_isr_batch=None,
+        metadata_cache=None,
+        lag_ms=10_000,
+    ):
         config = LogConfig(min_insync_replicas=min_isr)
         log_manager.default_config = config
         return ReplicaManager(
@@ -134,6 +142,7 @@ def make_rm(mock_time, log_manager):
             ReplicaManagerConfig(replica_lag_time_max_ms=lag_ms),
             mock_time,
             alter_isr=alter_isr,
+            alter_isr_batch=alter_isr_batch,
             metadata_cache=metadata_cache,
         )
 

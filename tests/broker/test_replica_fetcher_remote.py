@@ -42,11 +42,18 @@ def batches(log):
     ]
 
 
+class Brokers(dict):
+    """Broker id -> ReplicaManager; ``sessions``: broker id -> its FetchSessionCache."""
+
+    sessions: dict[int, FetchSessionCache]
+
+
 @pytest.fixture
 async def two_brokers(tmp_path):
     load_handlers()
     started = []
-    brokers = {}
+    brokers = Brokers()
+    brokers.sessions = {}
     servers = []
     caches = {}
     for broker_id in (1, 2):
@@ -62,6 +69,7 @@ async def two_brokers(tmp_path):
             fetch_sessions=FetchSessionCache(10),
             log_manager=lm,
         )
+        brokers.sessions[broker_id] = services.fetch_sessions
         dispatcher = ApiDispatcher(services)
         dispatcher.ready.set()
         server = SocketServer(
@@ -124,6 +132,42 @@ async def test_replication_and_truncation_over_the_wire(two_brokers):
     await wait_until(lambda: b2.partitions[TP].isr == {1, 2})
 
 
+async def test_the_follower_fetches_in_an_incremental_session(two_brokers):
+    """After its first full fetch the follower sends incremental ones; when the leader loses the
+    session (FETCH_SESSION_ID_NOT_FOUND) it starts a new one and replication goes on, and a
+    partition it stops following leaves the leader's session."""
+    b1, b2 = two_brokers[1], two_brokers[2]
+    other = TopicPartition("t", 1)
+    states = [
+        leader_state(topic=tp.topic, partition=tp.partition, leader=1, isr=(1, 2), replicas=(1, 2))
+        for tp in (TP, other)
+    ]
+    await b1.become_leader_or_follower_async(0, 1, states)
+    await b2.become_leader_or_follower_async(0, 1, states)
+    await asyncio.wait_for(b1.append_records(10_000, -1, {TP: batch(2), other: batch(1)}), 10)
+    log1, log2 = b1.log_manager.get_log("t", 0), b2.log_manager.get_log("t", 0)
+    await wait_until(lambda: batches(log2) == batches(log1))
+    (fetcher,) = b2.replica_fetcher_manager.fetchers.values()
+    assert fetcher.session is not None
+    await wait_until(lambda: fetcher.session.incremental_requests > 0)
+    leader_sessions = two_brokers.sessions[1]
+    (session,) = leader_sessions.sessions.values()
+    assert set(session.partitions) == {TP, other}
+
+    for session_id in list(leader_sessions.sessions):
+        leader_sessions.remove(session_id)
+    fulls = fetcher.session.full_requests
+    await asyncio.wait_for(b1.append_records(10_000, -1, {TP: batch(3)}), 10)
+    await wait_until(lambda: batches(log2) == batches(log1))
+    assert fetcher.session.full_requests > fulls
+    await wait_until(lambda: log2.high_watermark == log1.high_watermark == 5)
+
+    b2.replica_fetcher_manager.remove_fetcher_for_partitions([other])
+    await wait_until(
+        lambda: [set(s.partitions) for s in leader_sessions.sessions.values()] == [{TP}]
+    )
+
+
 @given(
     st.dictionaries(
         st.tuples(st.sampled_from(["a", "b", "topic-c"]), st.integers(0, 2**31 - 1)),
@@ -137,8 +181,15 @@ async def test_replication_and_truncation_over_the_wire(two_brokers):
         max_size=30,
     ),
     st.integers(0, 2**31 - 1),
+    st.dictionaries(
+        st.sampled_from(["a", "b", "topic-c"]),
+        st.lists(st.integers(0, 2**31 - 1), min_size=1, max_size=5),
+        max_size=3,
+    ),
 )
-def test_the_follower_fetch_request_is_the_message_the_generic_builder_makes(parts, replica):
+def test_the_follower_fetch_request_is_the_message_the_generic_builder_makes(
+    parts, replica, forgotten
+):
     """The follower's Fetch v12 is built from kio's classes directly (the generic builder costs
     ~4x more per partition): the same message and the same bytes."""
     import datetime
@@ -163,11 +214,11 @@ def test_the_follower_fetch_request_is_the_message_the_generic_builder_makes(par
         session_epoch=-1,
         rack_id="",
     )
-    direct = _fetch_request_v12(values, topics)
+    direct = _fetch_request_v12(values, topics, forgotten)
     generic = build_message(
         request_class(ApiKey.FETCH, 12),
         **values,
-        forgotten_topics_data=[],
+        forgotten_topics_data=[{"topic": t, "partitions": ps} for t, ps in forgotten.items()],
         topics=[
             {"topic": t, "partitions": [_partition_dict(tp, i) for tp, i in ps]}
             for t, ps in topics.items()

@@ -1,7 +1,9 @@
 """Three in-process brokers, repeated leader changes decided like the controller does (a new
 leader from the ISR, epoch bumped), acks=all and acks=1 writes in between: every write
 acknowledged with acks=all is in the final log at its offset, and all replicas end identical
-(the acknowledged-writes ledger of CONTRIBUTING.md, convention 15, without processes)."""
+(the acknowledged-writes ledger of CONTRIBUTING.md, convention 15, without processes). With
+``sessions`` the followers fetch in incremental fetch sessions (KIP-227) that the leaders'
+caches sometimes lose (FETCH_SESSION_ID_NOT_FOUND), across the same leader and epoch changes."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import random
 
 import pytest
 
+from kafkalite.broker.fetch_session import FetchSessionCache
 from kafkalite.broker.replica_fetcher import (
     LocalLeaderEndPoint,
     ReplicaFetcherConfig,
@@ -38,11 +41,13 @@ def epochs(log):
     return [h.partition_leader_epoch for _, h in iter_batch_headers(info.records.view())]
 
 
+@pytest.mark.parametrize("sessions", [False, True], ids=["sessionless", "sessions"])
 @pytest.mark.parametrize("seed", [1, 2, 3])
-async def test_acknowledged_writes_survive_leader_changes(tmp_path, seed):
+async def test_acknowledged_writes_survive_leader_changes(tmp_path, seed, sessions):
     rng = random.Random(seed)
     time = MockTime()
     managers, brokers = {}, {}
+    caches = {b: FetchSessionCache(10, time=time) for b in BROKERS}
     for b in BROKERS:
         lm = LogManager([str(tmp_path / f"b{b}")], LogConfig(min_insync_replicas=2))
         lm.startup()
@@ -50,7 +55,9 @@ async def test_acknowledged_writes_survive_leader_changes(tmp_path, seed):
         rm = ReplicaManager(b, lm, ReplicaManagerConfig(replica_lag_time_max_ms=10_000), time)
         rm.replica_fetcher_manager = ReplicaFetcherManager(
             rm,
-            lambda leader, me=b: LocalLeaderEndPoint(brokers[leader], me),
+            lambda leader, me=b: LocalLeaderEndPoint(
+                brokers[leader], me, caches[leader] if sessions else None
+            ),
             time,
             ReplicaFetcherConfig(replica_fetch_wait_max_ms=600_000, replica_fetch_backoff_ms=10),
         )
@@ -82,6 +89,10 @@ async def test_acknowledged_writes_survive_leader_changes(tmp_path, seed):
                 assert result.error_code is ErrorCode.NONE
                 crc = dict(batches(logs()[leader]))[result.base_offset]
                 acked[result.base_offset] = crc
+            if sessions and rng.random() < 0.5:
+                # The leader forgets its sessions (as after a restart or an eviction).
+                for session_id in list(caches[leader].sessions):
+                    caches[leader].remove(session_id)
             if rng.random() < 0.5:
                 # An unreplicated tail: followers stop, the leader takes acks=1 writes that the
                 # next leader will not have (they were never acknowledged to acks=all).
@@ -102,6 +113,11 @@ async def test_acknowledged_writes_survive_leader_changes(tmp_path, seed):
         present = dict(batches(final[leader]))
         for offset, crc in acked.items():
             assert present.get(offset) == crc, f"acknowledged batch at {offset} lost"
+        if sessions:
+            fetchers = [
+                f for rm in brokers.values() for f in rm.replica_fetcher_manager.fetchers.values()
+            ]
+            assert any(f.session is not None and f.session.incremental_requests for f in fetchers)
         # Same leader epochs stamped everywhere (not covered by the CRC), never decreasing.
         stamped = epochs(final[leader])
         assert all(epochs(final[b]) == stamped for b in BROKERS)
