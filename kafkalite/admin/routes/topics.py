@@ -335,7 +335,7 @@ class TopicRoutes(ApiBase):
             return []
         view = GroupView(self, Access(self.server, request))
         overviews = await view.overviews()
-        datas = await view.many([g for g, *_ in overviews])
+        datas = await view.many([o.group_id for o in overviews if o.group_type != "share"])
         using = {
             g: d for g, d in datas.items() if d is not None and any(t == name for t in d.topics())
         }
