@@ -182,3 +182,60 @@ def test_a_share_groups_page_has_members_and_start_offsets(admin: AdminClient, g
 
 def test_an_unknown_group_is_404(admin: AdminClient, groups):
     assert admin.get("/groups/no-such-group").status == 404
+
+
+@pytest.mark.browser
+def test_the_console_shows_all_three_types(browser, admin: AdminClient, groups):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    from tests.admin.browser import (
+        SCREENSHOTS,
+        console_errors,
+        open_page,
+        rows_of,
+        text_of,
+        wait_until,
+    )
+
+    open_page(browser, admin.url, "/groups", "groups")
+
+    def types_shown() -> dict[str, str]:
+        rows = browser.execute_script(
+            "return [...document.querySelectorAll('#groups tr[data-group]')]"
+            ".map((e) => [e.getAttribute('data-group'), e.getAttribute('data-type')])"
+        )
+        found = dict(rows)
+        return found if set(groups.values()) <= set(found) else {}
+
+    shown = wait_until(types_shown, "the three groups in the list")
+    assert {shown[g]: g for g in groups.values()} == {k: g for k, g in groups.items()}
+    browser.save_screenshot(str(SCREENSHOTS / "groups-types.png"))
+    Select(browser.find_element(By.ID, "group-type-filter")).select_by_value("share")
+    wait_until(
+        lambda: rows_of(browser, "#groups tr[data-group]", "data-group") == ["kinds-share"],
+        "only the share group",
+    )
+
+    open_page(browser, admin.url, "/group/kinds-consumer", "group")
+    wait_until(lambda: text_of(browser, "#group-type") == "consumer", "the consumer group's type")
+    assert "group epoch" in text_of(browser, "#main")
+    assert rows_of(browser, "#lag-table tr[data-partition]", "data-partition") == [
+        f"{TOPIC}-0",
+        f"{TOPIC}-1",
+    ]
+    assert "target assignment" in text_of(browser, "#members").lower()
+    browser.save_screenshot(str(SCREENSHOTS / "group-consumer.png"))
+
+    open_page(browser, admin.url, "/group/kinds-share", "group")
+    wait_until(lambda: text_of(browser, "#group-type") == "share", "the share group's type")
+    wait_until(
+        lambda: (
+            rows_of(browser, "#share-offsets tr[data-partition]", "data-partition")
+            == [f"{TOPIC}-0", f"{TOPIC}-1"]
+        ),
+        "the share-partitions' start offsets",
+    )
+    assert browser.find_elements(By.ID, "reset-apply")[0].is_displayed() is False
+    browser.save_screenshot(str(SCREENSHOTS / "group-share.png"))
+    assert console_errors(browser) == []
