@@ -239,3 +239,12 @@ def test_the_console_shows_all_three_types(browser, admin: AdminClient, groups):
     assert browser.find_elements(By.ID, "reset-apply")[0].is_displayed() is False
     browser.save_screenshot(str(SCREENSHOTS / "group-share.png"))
     assert console_errors(browser) == []
+
+
+def test_a_topics_consuming_groups_include_the_consumer_group(admin: AdminClient, groups):
+    found = {g["group_id"]: g for g in admin.get(f"/topics/{TOPIC}/groups").body}
+    assert found["kinds-consumer"]["state"] == "Stable"
+    assert found["kinds-consumer"]["lag"] == 10
+    assert found["kinds-consumer"]["members"] == 1
+    assert found["kinds-classic"]["lag"] == 10
+    assert "kinds-share" not in found
