@@ -248,3 +248,14 @@ def test_a_topics_consuming_groups_include_the_consumer_group(admin: AdminClient
     assert found["kinds-consumer"]["members"] == 1
     assert found["kinds-classic"]["lag"] == 10
     assert "kinds-share" not in found
+
+
+def test_offsets_of_a_live_consumer_group_or_a_share_group_are_not_reset(
+    admin: AdminClient, groups
+):
+    refused = admin.post("/groups/kinds-consumer/offsets", {"to": "earliest", "dry_run": True})
+    assert (refused.status, refused.body["error"]) == (409, "NON_EMPTY_GROUP")
+    refused = admin.post("/groups/kinds-share/offsets", {"to": "earliest", "dry_run": True})
+    assert (refused.status, refused.body["error"]) == (409, "INCONSISTENT_GROUP_PROTOCOL")
+    g = admin.get("/groups/kinds-consumer").body
+    assert [o["committed_offset"] for o in g["offsets"]] == [RECORDS - 5, RECORDS - 5]

@@ -205,11 +205,20 @@ class GroupRoutes(ApiBase):
         view = GroupView(self, Access(self.server, request))
         node = await view.coordinator_of(group_id)
         try:
-            group = await view.group(group_id)
+            # whatever its type: a consumer group (KIP-848) with members is not Dead
+            group, share_offsets = await self._any_group(view, group_id)
         except AdminError as e:
             if e.code != "GROUP_ID_NOT_FOUND":
                 raise
             group = GroupData(group_id, "Dead", "", "", node)  # a reset may seed a new group
+            share_offsets = None
+        if share_offsets is not None:
+            raise AdminError(
+                409,
+                "INCONSISTENT_GROUP_PROTOCOL",
+                f"group {group_id!r} is a share group: it commits no offsets "
+                "(its start offsets are altered with AlterShareGroupOffsets)",
+            )
         if group.state not in ("Empty", "Dead"):
             raise AdminError(
                 409,
