@@ -21,7 +21,7 @@ lag, member assignment or topic list.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import structlog
@@ -46,6 +46,22 @@ def decode_consumer_assignment(data: bytes) -> list[dict[str, Any]]:
     return [{"topic": t, "partitions": list(p)} for t, p in decoded or ()]
 
 
+GROUP_TYPES = ("classic", "consumer", "share")
+"""The group types ListGroups v5 names: classic (JoinGroup/SyncGroup), consumer (KIP-848's
+ConsumerGroupHeartbeat) and share (KIP-932)."""
+
+
+@dataclass(frozen=True)
+class Overview:
+    """One group as ListGroups lists it."""
+
+    group_id: str
+    protocol_type: str
+    state: str
+    coordinator: int
+    group_type: str
+
+
 @dataclass
 class Member:
     member_id: str
@@ -53,6 +69,11 @@ class Member:
     client_id: str
     client_host: str
     assignment: list[dict[str, Any]]
+    # consumer (KIP-848) and share groups only
+    member_epoch: int | None = None
+    subscribed_topics: list[str] | None = None
+    subscribed_topic_regex: str | None = None
+    target_assignment: list[dict[str, Any]] | None = None
 
 
 @dataclass
@@ -64,30 +85,30 @@ class GroupData:
     coordinator: int
     members: list[Member] = field(default_factory=list)
     committed: dict[TopicPartition, int] = field(default_factory=dict)
+    group_type: str = "classic"
+    # consumer (KIP-848) and share groups only
+    group_epoch: int | None = None
+    assignment_epoch: int | None = None
+    assignor: str | None = None
 
     def visible(self, access: Access) -> GroupData:
         """This group as `access` may see it: assignments and offsets of topics it may
         DESCRIBE only (as OffsetFetch of every topic answers)."""
         members = [
-            Member(
-                m.member_id,
-                m.group_instance_id,
-                m.client_id,
-                m.client_host,
-                [a for a in m.assignment if access.topic(a["topic"])],
+            replace(
+                m,
+                assignment=[a for a in m.assignment if access.topic(a["topic"])],
+                subscribed_topics=None
+                if m.subscribed_topics is None
+                else [t for t in m.subscribed_topics if access.topic(t)],
+                target_assignment=None
+                if m.target_assignment is None
+                else [a for a in m.target_assignment if access.topic(a["topic"])],
             )
             for m in self.members
         ]
         committed = {tp: o for tp, o in self.committed.items() if access.topic(tp.topic)}
-        return GroupData(
-            self.group_id,
-            self.state,
-            self.protocol_type,
-            self.protocol,
-            self.coordinator,
-            members,
-            committed,
-        )
+        return replace(self, members=members, committed=committed)
 
     def owners(self) -> dict[TopicPartition, str]:
         return {
@@ -255,23 +276,205 @@ class GroupView:
             committed,
         )
 
+    # -- consumer (KIP-848) and share groups ---------------------------------------------------
+
+    async def _ask(self, node: int, group_id: str, call: Any) -> Any:
+        """`call(client)` at `node`, its I/O failures answered 503 as for a classic group."""
+        client = await self.api.kafka_client()
+        try:
+            return await call(client)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # the client's I/O and protocol failures, at the boundary
+            from kafkalite.protocol.errors import KafkaError
+
+            if type(e) is KafkaError and isinstance(e.error_code, ErrorCode):
+                code = e.error_code
+                raise AdminError.kafka(code, f"group {group_id!r}: {code.name}") from None
+            log.info("group lookup failed", broker=node, group=group_id, error=repr(e))
+            raise AdminError(
+                503,
+                "COORDINATOR_NOT_AVAILABLE",
+                f"the coordinator of group {group_id!r} (broker {node}) did not answer; retry",
+            ) from None
+
+    @staticmethod
+    def _assignment(assignment: Any) -> list[dict[str, Any]]:
+        return [
+            {"topic": tp.topic_name, "partitions": sorted(int(p) for p in tp.partitions)}
+            for tp in sorted(assignment.topic_partitions, key=lambda tp: tp.topic_name)
+            if tp.topic_name
+        ]
+
+    async def consumer_group(self, group_id: str) -> GroupData:
+        """A consumer group (KIP-848) as ConsumerGroupDescribe and OffsetFetch at its
+        coordinator answer them (this broker too is asked over the protocol). Not a consumer
+        group: 404 GROUP_ID_NOT_FOUND."""
+        from kafkalite.client.connection import request_builder
+        from kafkalite.protocol.api import ApiKey
+
+        node = await self.coordinator_of(group_id)
+
+        async def call(client: Any) -> Any:
+            return await asyncio.gather(
+                client.send(
+                    ApiKey.CONSUMER_GROUP_DESCRIBE,
+                    request_builder(
+                        ApiKey.CONSUMER_GROUP_DESCRIBE,
+                        group_ids=[group_id],
+                        include_authorized_operations=False,
+                    ),
+                    node_id=node,
+                ),
+                client.offset_fetch(node, group_id),
+            )
+
+        response, committed = await self._ask(node, group_id, call)
+        described = response.groups[0]
+        error = ErrorCode.of(int(described.error_code))
+        if error != ErrorCode.NONE:
+            raise AdminError.kafka(error, f"group {group_id!r}: {error.name}")
+        return GroupData(
+            group_id,
+            described.group_state,
+            "consumer",
+            described.assignor_name,
+            node,
+            [
+                Member(
+                    mb.member_id,
+                    mb.instance_id,
+                    mb.client_id,
+                    mb.client_host,
+                    self._assignment(mb.assignment),
+                    member_epoch=int(mb.member_epoch),
+                    subscribed_topics=sorted(mb.subscribed_topic_names),
+                    subscribed_topic_regex=mb.subscribed_topic_regex,
+                    target_assignment=self._assignment(mb.target_assignment),
+                )
+                for mb in described.members
+            ],
+            committed,
+            group_type="consumer",
+            group_epoch=int(described.group_epoch),
+            assignment_epoch=int(described.assignment_epoch),
+            assignor=described.assignor_name,
+        )
+
+    async def share_group(self, group_id: str) -> tuple[GroupData, list[dict[str, Any]]]:
+        """A share group (KIP-932) as ShareGroupDescribe answers it at its coordinator, and the
+        start offset of each of its share-partitions (DescribeShareGroupOffsets of every
+        subscribed topic). Not a share group: 404 GROUP_ID_NOT_FOUND."""
+        from kafkalite.client.connection import request_builder
+        from kafkalite.protocol.api import ApiKey
+
+        node = await self.coordinator_of(group_id)
+
+        async def call(client: Any) -> Any:
+            return await asyncio.gather(
+                client.send(
+                    ApiKey.SHARE_GROUP_DESCRIBE,
+                    request_builder(
+                        ApiKey.SHARE_GROUP_DESCRIBE,
+                        group_ids=[group_id],
+                        include_authorized_operations=False,
+                    ),
+                    node_id=node,
+                ),
+                client.send(
+                    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+                    request_builder(
+                        ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+                        groups=[{"group_id": group_id, "topics": None}],
+                    ),
+                    node_id=node,
+                ),
+            )
+
+        described_response, offsets_response = await self._ask(node, group_id, call)
+        described = described_response.groups[0]
+        error = ErrorCode.of(int(described.error_code))
+        if error != ErrorCode.NONE:
+            raise AdminError.kafka(error, f"group {group_id!r}: {error.name}")
+        data = GroupData(
+            group_id,
+            described.group_state,
+            "share",
+            described.assignor_name,
+            node,
+            [
+                Member(
+                    mb.member_id,
+                    None,
+                    mb.client_id,
+                    mb.client_host,
+                    self._assignment(mb.assignment),
+                    member_epoch=int(mb.member_epoch),
+                    subscribed_topics=sorted(mb.subscribed_topic_names),
+                )
+                for mb in described.members
+            ],
+            group_type="share",
+            group_epoch=int(described.group_epoch),
+            assignment_epoch=int(described.assignment_epoch),
+            assignor=described.assignor_name,
+        )
+        starts: list[dict[str, Any]] = []
+        for group in offsets_response.groups:
+            if int(group.error_code):
+                continue  # the group's own error is ShareGroupDescribe's to tell
+            for topic in group.topics:
+                if not self.access.topic(topic.topic_name):
+                    continue
+                for p in topic.partitions:
+                    code = ErrorCode.of(int(p.error_code))
+                    starts.append(
+                        {
+                            "topic": topic.topic_name,
+                            "partition": int(p.partition_index),
+                            "start_offset": int(p.start_offset) if p.start_offset >= 0 else None,
+                            "error": None if code == ErrorCode.NONE else code.name,
+                        }
+                    )
+        starts.sort(key=lambda r: (r["topic"], r["partition"]))
+        return data, starts
+
+    async def many_consumer(self, group_ids: list[str]) -> dict[str, GroupData | None]:
+        """Each consumer group's data as the caller may see it; None for one not read."""
+        gate = asyncio.Semaphore(GROUP_CONCURRENCY)
+
+        async def one(group_id: str) -> GroupData | None:
+            async with gate:
+                try:
+                    return (await self.consumer_group(group_id)).visible(self.access)
+                except AdminError as e:
+                    log.info("group not described", group=group_id, error=e.code)
+                    return None
+
+        found = await asyncio.gather(*(one(g) for g in group_ids))
+        return dict(zip(group_ids, found, strict=True))
+
     # -- every group -------------------------------------------------------------------------
 
-    async def overviews(self) -> list[tuple[str, str, str, int]]:
-        """(group id, protocol type, state, coordinator) of every group the caller may see:
-        this broker's own, and ListGroups to every other live broker (one that does not answer
+    async def overviews(self) -> list[Overview]:
+        """Every group the caller may see, with its type (ListGroups v5: classic, consumer or
+        share): this broker's own (its group coordinator and the other listers ListGroups asks,
+        as share groups), and ListGroups to every other live broker (one that does not answer
         is left out and logged)."""
-        coordinator = self.server.services.group_coordinator
-        found: dict[str, tuple[str, str, str, int]] = {}
+        services = self.server.services
+        coordinator = services.group_coordinator
+        found: dict[str, Overview] = {}
+        me = int(self.server.broker_id)
         if coordinator is not None:
-            error, local = coordinator.list_groups()
-            if error == ErrorCode.NONE:
+            listers = [coordinator.list_groups, *services.extra.get("group_listers", ())]
+            for lister in listers:
+                error, local = lister(None, None)
+                if error != ErrorCode.NONE:
+                    continue
                 for o in local:
-                    found[o.group_id] = (
-                        o.group_id,
-                        o.protocol_type,
-                        o.state,
-                        self.server.broker_id,
+                    kind = getattr(o, "group_type", "classic") or "classic"
+                    found.setdefault(
+                        o.group_id, Overview(o.group_id, o.protocol_type, o.state, me, kind)
                     )
         cache = self.server.metadata_cache
         others = (
@@ -280,7 +483,7 @@ class GroupView:
             else []
         )
 
-        async def ask(node: int) -> list[tuple[str, str, str, int]]:
+        async def ask(node: int) -> list[Overview]:
             try:
                 client = await self.api.kafka_client()
                 response = await client.list_groups(node)
@@ -292,11 +495,20 @@ class GroupView:
             if int(response.error_code):
                 log.info("remote ListGroups refused", broker=node, error=response.error_code)
                 return []
-            return [(g.group_id, g.protocol_type, g.group_state, node) for g in response.groups]
+            return [
+                Overview(
+                    g.group_id,
+                    g.protocol_type,
+                    g.group_state,
+                    node,
+                    getattr(g, "group_type", "") or "classic",
+                )
+                for g in response.groups
+            ]
 
         for answer in await asyncio.gather(*(ask(node) for node in others)):
             for entry in answer:
-                found.setdefault(entry[0], entry)
+                found.setdefault(entry.group_id, entry)
         return [found[g] for g in sorted(found) if self.access.group(g)]
 
     async def many(self, group_ids: list[str]) -> dict[str, GroupData | None]:

@@ -565,10 +565,16 @@ class GroupsQuery(Query):
     its members, topics and total lag."""
 
     lag: bool = True
+    type: Literal["classic", "consumer", "share"] | None = Field(
+        None, description="only groups of this type (ListGroups v5's types filter)"
+    )
 
 
 class GroupSummary(Answer):
     group_id: str
+    group_type: Literal["classic", "consumer", "share"] = Field(
+        description="classic (JoinGroup), consumer (KIP-848) or share (KIP-932)"
+    )
     protocol_type: str
     state: str
     coordinator: BrokerId = Field(description="the broker coordinating the group")
@@ -589,7 +595,32 @@ class GroupMember(Answer):
     group_instance_id: str | None
     client_id: str
     client_host: str
-    assignment: list[MemberAssignment]
+    assignment: list[MemberAssignment] = Field(
+        description="the partitions it owns (a consumer or share group: its current assignment)"
+    )
+    member_epoch: Int32 | None = Field(
+        None, description="consumer and share groups: the member's epoch"
+    )
+    subscribed_topics: list[str] | None = Field(
+        None, description="consumer and share groups: the topics it subscribes to"
+    )
+    subscribed_topic_regex: str | None = Field(
+        None, description="consumer groups: its regex subscription, if any"
+    )
+    target_assignment: list[MemberAssignment] | None = Field(
+        None, description="consumer groups: the assignment it is reconciling towards"
+    )
+
+
+class ShareGroupOffset(Answer):
+    """A share-partition of a share group (DescribeShareGroupOffsets)."""
+
+    topic: str
+    partition: Int32
+    start_offset: Int64 | None = Field(
+        description="the first offset not yet acknowledged; null when never read"
+    )
+    error: str | None = Field(description="Kafka's error code name when it could not be read")
 
 
 class GroupOffset(Answer):
@@ -608,13 +639,20 @@ class GroupOffset(Answer):
 
 class Group(Answer):
     group_id: str
+    group_type: Literal["classic", "consumer", "share"]
     state: str
     protocol_type: str
-    protocol: str
+    protocol: str = Field(description="classic: the protocol chosen; consumer, share: assignor")
     coordinator: BrokerId
+    group_epoch: Int32 | None = Field(None, description="consumer and share groups")
+    assignment_epoch: Int32 | None = Field(None, description="consumer and share groups")
+    assignor: str | None = Field(None, description="consumer and share groups")
     members: list[GroupMember]
-    offsets: list[GroupOffset]
+    offsets: list[GroupOffset] = Field(description="committed offsets and lag; [] for share")
     total_lag: Int64
+    share_offsets: list[ShareGroupOffset] | None = Field(
+        None, description="share groups: the start offset of each share-partition"
+    )
 
 
 class DeletedGroup(Answer):

@@ -82,9 +82,10 @@ def test_group_list_has_every_groups_lag_from_either_broker(browser, cluster, or
         # sorted by total lag, the largest first: who is behind comes first
         rows = [r for r in table_text(browser, "#groups tbody tr") if r[0] in GROUPS]
         assert [r[0] for r in rows] == GROUPS
-        assert [int(r[4]) for r in rows] == [18 - i for i in range(6)]
-        assert {r[3] for r in rows} == {"orders"} and {r[2] for r in rows} == {"0"}
-        assert {r[1] for r in rows} == {"Empty"}
+        assert [int(r[5]) for r in rows] == [18 - i for i in range(6)]
+        assert {r[4] for r in rows} == {"orders"} and {r[3] for r in rows} == {"0"}
+        assert {r[2] for r in rows} == {"Empty"}
+        assert {r[1] for r in rows} == {"classic"}
         screenshot(browser, f"groups-from-broker-{broker}")
         assert console_errors(browser) == []
     # a click on a header sorts by it, again the other way

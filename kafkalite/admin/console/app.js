@@ -399,14 +399,17 @@ function sortableTable(id, columns, rows, state, rowAttrs) {
 async function groupsPage() {
   const list = h("div", { id: "group-list" });
   const search = h("input", { id: "group-search", type: "search", placeholder: "filter by group or topic" });
-  main.append(h("h1", {}, "Consumer groups"),
-    h("p", { class: "muted" }, "Every group of the cluster, whichever broker coordinates it. Sorted by total lag: who is behind comes first."),
-    h("div", { class: "toolbar" }, search), list);
+  const kind = h("select", { id: "group-type-filter", title: "group type" },
+    ...[["", "every type"], ["classic", "classic"], ["consumer", "consumer"], ["share", "share"]].map(([v, l]) => h("option", { value: v }, l)));
+  main.append(h("h1", {}, "Groups"),
+    h("p", { class: "muted" }, "Every group of the cluster, whichever broker coordinates it: classic (JoinGroup), consumer (the KIP-848 protocol) and share groups. Sorted by total lag: who is behind comes first. A share group has no committed offsets and so no lag."),
+    h("div", { class: "toolbar" }, search, kind), list);
   let groups = [];
-  const state = { by: 4, desc: true, redraw: () => draw() };
+  const state = { by: 5, desc: true, redraw: () => draw() };
   const lagCell = (g) => h("td", { class: `num${g.total_lag ? " warn" : ""}` }, fmt.num(g.total_lag));
   const columns = [
     { label: "group", key: (g) => g.group_id, cell: (g) => cell(h("a", { href: `#/group/${enc(g.group_id)}` }, g.group_id)) },
+    { label: "type", key: (g) => g.group_type, cell: (g) => h("td", { class: "group-type" }, g.group_type) },
     { label: "state", key: (g) => g.state, cell: (g) => cell(h("span", { class: `pill ${g.state === "Stable" ? "ok" : g.state === "Empty" ? "" : "warn"}` }, g.state)) },
     { label: "members", num: true, key: (g) => g.members, cell: (g) => num(g.members) },
     { label: "topics", key: (g) => (g.topics || []).join(","), cell: (g) => cell((g.topics || []).join(", ") || "–") },
@@ -415,11 +418,13 @@ async function groupsPage() {
   ];
   const draw = () => {
     const needle = search.value.toLowerCase();
-    const shown = groups.filter((g) => !needle || g.group_id.toLowerCase().includes(needle) || (g.topics || []).some((t) => t.toLowerCase().includes(needle)));
-    replace(list, groups.length ? sortableTable("groups", columns, shown, state, (g) => ({ "data-group": g.group_id }))
+    const shown = groups.filter((g) => (!kind.value || g.group_type === kind.value)
+      && (!needle || g.group_id.toLowerCase().includes(needle) || (g.topics || []).some((t) => t.toLowerCase().includes(needle))));
+    replace(list, groups.length ? sortableTable("groups", columns, shown, state, (g) => ({ "data-group": g.group_id, "data-type": g.group_type }))
       : h("p", { class: "muted" }, "No groups."));
   };
   search.addEventListener("input", draw);
+  kind.addEventListener("change", draw);
   return async () => { groups = await get("/groups"); draw(); };
 }
 
@@ -439,22 +444,46 @@ function trendStore(name) {
   };
 }
 
+const assigned = (list) => (list || []).map((a) => `${a.topic} [${a.partitions.join(", ")}]`).join("; ") || "–";
+
 async function groupPage(id) {
   const head = h("div");
   const members = h("div");
   const offsets = h("div", { id: "group-offsets" });
+  const offsetsTitle = h("h2", {}, "Lag");
+  const offsetsNote = h("p", { class: "muted" }, "Every partition the group committed or has assigned. One never committed shows \"no offset\": its lag counts from the log start.");
+  const reset = h("div", {}, h("h2", {}, "Reset offsets"), resetForm(id));
   main.append(h("h1", {}, "Group ", h("code", {}, id)), head, h("h2", {}, "Members"), members,
-    h("h2", {}, "Lag"), h("p", { class: "muted" }, "Every partition the group committed or has assigned. One never committed shows \"no offset\": its lag counts from the log start."), offsets,
-    h("h2", {}, "Reset offsets"), resetForm(id));
+    offsetsTitle, offsetsNote, offsets, reset);
   return async () => {
     const g = await get(`/groups/${enc(id)}`);
-    replace(head, h("p", {}, h("span", { class: "pill", id: "group-state" }, g.state), ` ${g.protocol_type || ""} ${g.protocol || ""} · coordinator ${g.coordinator} · total lag `,
-      h("b", { id: "total-lag" }, fmt.num(g.total_lag))));
+    const epochs = g.group_type === "classic" ? ""
+      : ` · group epoch ${g.group_epoch} · assignment epoch ${g.assignment_epoch} · assignor ${g.assignor || "–"}`;
+    replace(head, h("p", {}, h("span", { class: "pill", id: "group-state" }, g.state), " ",
+      h("span", { class: "pill", id: "group-type" }, g.group_type),
+      ` ${g.group_type === "classic" ? `${g.protocol_type || ""} ${g.protocol || ""}` : ""}${epochs} · coordinator ${g.coordinator}`,
+      ...(g.group_type === "share" ? [] : [" · total lag ", h("b", { id: "total-lag" }, fmt.num(g.total_lag))])));
     const clientOf = Object.fromEntries(g.members.map((m) => [m.member_id, m.client_id]));
-    replace(members, g.members.length ? table("members", ["member", "client", "host", "assignment"], g.members.map((m) => h("tr", {},
-      cell(h("code", {}, m.member_id)), cell(m.client_id), cell(m.client_host),
-      cell(m.assignment.map((a) => `${a.topic} [${a.partitions.join(", ")}]`).join("; ") || "–"))))
+    const classic = g.group_type === "classic";
+    const heads = classic ? ["member", "client", "host", "assignment"]
+      : ["member", "#epoch", "client", "host", "subscribed", "assignment", ...(g.group_type === "consumer" ? ["target assignment"] : [])];
+    replace(members, g.members.length ? table("members", heads, g.members.map((m) => h("tr", { "data-member": m.member_id },
+      cell(h("code", {}, m.member_id)), ...(classic ? [] : [num(m.member_epoch)]), cell(m.client_id), cell(m.client_host),
+      ...(classic ? [] : [cell([...(m.subscribed_topics || []), ...(m.subscribed_topic_regex ? [`/${m.subscribed_topic_regex}/`] : [])].join(", ") || "–")]),
+      cell(assigned(m.assignment)),
+      ...(g.group_type === "consumer" ? [cell(assigned(m.target_assignment))] : []))))
       : h("p", { class: "muted" }, "No members (the group is inactive: its offsets can be reset)."));
+    if (g.group_type === "share") {
+      reset.hidden = true;
+      replace(offsetsTitle, "Share-partitions");
+      replace(offsetsNote, "Where the group stands in each partition: its start offset, the first record not yet acknowledged (records before it are done). In-flight records (acquired or available) are not shown.");
+      replace(offsets, (g.share_offsets || []).length ? table("share-offsets", ["topic", "#partition", "#start offset", "error"], g.share_offsets.map((o) =>
+        h("tr", { "data-partition": `${o.topic}-${o.partition}` }, cell(o.topic), num(o.partition),
+          h("td", { class: "num start" }, o.start_offset === null ? h("span", { class: "muted" }, "not read") : fmt.num(o.start_offset)),
+          cell(o.error || "–", o.error ? "warn" : "muted"))))
+        : h("p", { class: "muted" }, "The group has read no partition yet."));
+      return;
+    }
     replace(offsets, table("lag-table", ["topic", "#partition", "#committed", "#log start", "#end", "#lag", "member", "trend"], g.offsets.map((o) => {
       const trend = lagTrend.push(`${id}/${o.topic}/${o.partition}`, o.lag || 0);
       return h("tr", { "data-partition": `${o.topic}-${o.partition}` }, cell(o.topic), num(o.partition),
@@ -748,7 +777,7 @@ function actionsPage() {
       "apply", (v) => patch(`/topics/${enc(v.topic)}/config`, { configs: { [v.name]: v.value === "" ? null : v.value } })),
     form("delete-topic", "Delete topic", [["topic", { required: true }]], "delete",
       (v) => del(`/topics/${enc(v.topic)}`), (v) => `Delete topic ${v.topic} and all its records? This cannot be undone.`),
-    h("div", { class: "panel" }, h("h2", {}, "Reset group offsets"), h("p", {}, "Open the group on the ", h("a", { href: "#/groups" }, "Consumer groups"), " page: it previews the new positions before applying them.")),
+    h("div", { class: "panel" }, h("h2", {}, "Reset group offsets"), h("p", {}, "Open the group on the ", h("a", { href: "#/groups" }, "Groups"), " page: it previews the new positions before applying them.")),
     form("elect-leaders", "Elect preferred leaders", [["topic", { label: "topic (empty: every partition)" }], ["partitions", { label: "partitions (comma-separated; empty: all of the topic)" }]],
       "elect", async (v) => {
         let body = { election_type: "preferred" };

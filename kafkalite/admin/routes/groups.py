@@ -10,7 +10,7 @@ from aiohttp import web
 from kafkalite.admin import models as m
 from kafkalite.admin.access import Access
 from kafkalite.admin.errors import AdminError
-from kafkalite.admin.groupview import GroupData, GroupView, lag_rows
+from kafkalite.admin.groupview import GROUP_TYPES, GroupData, GroupView, lag_rows
 from kafkalite.admin.routes.base import ApiBase
 from kafkalite.admin.routing import route
 from kafkalite.protocol.acl import AclOperation as Op
@@ -32,31 +32,38 @@ class GroupRoutes(ApiBase):
         query=m.GroupsQuery,
     )
     async def list_groups(self, request: web.Request, query: m.GroupsQuery) -> Any:
-        """Every group of the cluster (ListGroups to every broker) with its state, and unless
-        `lag=false` its members, topics and total lag (each described by its coordinator)."""
+        """Every group of the cluster (ListGroups v5 to every broker) with its type and state
+        (`type` keeps one type only), and unless `lag=false` its members, topics and total
+        lag (each described by its coordinator). A share group has no committed offsets and
+        so no lag: its members, topics and lag are null here (see its own page)."""
         self.group_coordinator()
         access = Access(self.server, request)  # as ListGroups answers
         view = GroupView(self, access)
         overviews = await view.overviews()
         out: list[dict[str, Any]] = [
             {
-                "group_id": group_id,
-                "protocol_type": protocol_type,
-                "state": state,
-                "coordinator": node,
+                "group_id": o.group_id,
+                "group_type": o.group_type if o.group_type in GROUP_TYPES else "classic",
+                "protocol_type": o.protocol_type,
+                "state": o.state,
+                "coordinator": o.coordinator,
                 "members": None,
                 "topics": None,
                 "total_lag": None,
             }
-            for group_id, protocol_type, state, node in overviews
+            for o in overviews
+            if query.type is None or o.group_type == query.type
         ]
         if not query.lag or not out:
             return out
-        datas = await view.many([g["group_id"] for g in out])
+        described = [g["group_id"] for g in out if g["group_type"] == "classic"]
+        consumers = [g["group_id"] for g in out if g["group_type"] == "consumer"]
+        datas = await view.many(described)
+        datas.update(await view.many_consumer(consumers))
         wanted = set().union(*(d.partitions() for d in datas.values() if d is not None))
         ends = await view.ends(wanted)
         for g in out:
-            data = datas[g["group_id"]]
+            data = datas.get(g["group_id"])
             if data is None:
                 continue
             rows = lag_rows(data, ends)
@@ -84,14 +91,21 @@ class GroupRoutes(ApiBase):
         self.group_coordinator()
         # as OffsetFetch for every topic answers: the topics the principal may not DESCRIBE
         # are left out (of the offsets, the lag and the members' assignments)
-        data = (await view.group(group_id)).visible(access)
-        offsets = lag_rows(data, await view.ends(data.partitions()))
+        data, share_offsets = await self._any_group(view, group_id)
+        data = data.visible(access)
+        offsets = (
+            lag_rows(data, await view.ends(data.partitions())) if share_offsets is None else []
+        )
         return {
             "group_id": group_id,
+            "group_type": data.group_type,
             "state": data.state,
             "protocol_type": data.protocol_type,
             "protocol": data.protocol,
             "coordinator": data.coordinator,
+            "group_epoch": data.group_epoch,
+            "assignment_epoch": data.assignment_epoch,
+            "assignor": data.assignor,
             "members": [
                 {
                     "member_id": mb.member_id,
@@ -99,12 +113,46 @@ class GroupRoutes(ApiBase):
                     "client_id": mb.client_id,
                     "client_host": mb.client_host,
                     "assignment": mb.assignment,
+                    "member_epoch": mb.member_epoch,
+                    "subscribed_topics": mb.subscribed_topics,
+                    "subscribed_topic_regex": mb.subscribed_topic_regex,
+                    "target_assignment": mb.target_assignment,
                 }
                 for mb in data.members
             ],
             "offsets": offsets,
             "total_lag": sum(o["lag"] or 0 for o in offsets),
+            "share_offsets": share_offsets,
         }
+
+    @staticmethod
+    async def _any_group(
+        view: GroupView, group_id: str
+    ) -> tuple[GroupData, list[dict[str, Any]] | None]:
+        """The group whatever its type: a classic group as DescribeGroups describes it; one
+        DescribeGroups does not know (Dead) as ConsumerGroupDescribe, then ShareGroupDescribe
+        does; a Dead classic group with only committed offsets as that. The share-partitions'
+        start offsets are the second item (None unless a share group)."""
+        try:
+            classic: GroupData | None = await view.group(group_id)
+        except AdminError as e:
+            if e.code != "GROUP_ID_NOT_FOUND":
+                raise
+            classic = None
+        if classic is not None and classic.state != "Dead":
+            return classic, None
+        try:
+            return await view.consumer_group(group_id), None
+        except AdminError as e:
+            if e.code != "GROUP_ID_NOT_FOUND":
+                raise
+        try:
+            data, starts = await view.share_group(group_id)
+            return data, starts
+        except AdminError as e:
+            if e.code != "GROUP_ID_NOT_FOUND" or classic is None:
+                raise
+        return classic, None
 
     @route(
         "DELETE",
@@ -157,11 +205,20 @@ class GroupRoutes(ApiBase):
         view = GroupView(self, Access(self.server, request))
         node = await view.coordinator_of(group_id)
         try:
-            group = await view.group(group_id)
+            # whatever its type: a consumer group (KIP-848) with members is not Dead
+            group, share_offsets = await self._any_group(view, group_id)
         except AdminError as e:
             if e.code != "GROUP_ID_NOT_FOUND":
                 raise
             group = GroupData(group_id, "Dead", "", "", node)  # a reset may seed a new group
+            share_offsets = None
+        if share_offsets is not None:
+            raise AdminError(
+                409,
+                "INCONSISTENT_GROUP_PROTOCOL",
+                f"group {group_id!r} is a share group: it commits no offsets "
+                "(its start offsets are altered with AlterShareGroupOffsets)",
+            )
         if group.state not in ("Empty", "Dead"):
             raise AdminError(
                 409,

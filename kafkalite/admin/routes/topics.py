@@ -335,7 +335,12 @@ class TopicRoutes(ApiBase):
             return []
         view = GroupView(self, Access(self.server, request))
         overviews = await view.overviews()
-        datas = await view.many([g for g, *_ in overviews])
+        # a share group commits no offsets; a consumer group (KIP-848) is described by
+        # ConsumerGroupDescribe (DescribeGroups does not know it)
+        datas = await view.many([o.group_id for o in overviews if o.group_type == "classic"])
+        datas.update(
+            await view.many_consumer([o.group_id for o in overviews if o.group_type == "consumer"])
+        )
         using = {
             g: d for g, d in datas.items() if d is not None and any(t == name for t in d.topics())
         }
