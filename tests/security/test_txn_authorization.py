@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import time
+import uuid
 
 import pytest
 from confluent_kafka import Producer
@@ -457,6 +458,13 @@ def _probes(pid: int, epoch: int) -> dict[int, tuple[int, dict, object]]:
     }
     configs = [{"resource_type": 2, "resource_name": "victim-topic", "configs": []}]
     group_members = {"group_id": "victim-group", "member_id": "m", "group_instance_id": None}
+
+    def share_state(partitions: list[dict]) -> dict:
+        return {
+            "group_id": "victim-group",
+            "topics": [{"topic_id": uuid.UUID(int=7), "partitions": partitions}],
+        }
+
     return {
         K.PRODUCE: (
             9,
@@ -871,6 +879,94 @@ def _probes(pid: int, epoch: int) -> dict[int, tuple[int, dict, object]]:
             {"state_filters": [], "producer_id_filters": [], "duration_filter": -1},
             lambda r: list(r.transaction_states) == [],
         ),
+        # KIP-848 consumer groups
+        K.CONSUMER_GROUP_HEARTBEAT: (
+            0,
+            {
+                "group_id": "victim-group",
+                "member_id": "m",
+                "member_epoch": 0,
+                "rebalance_timeout": datetime.timedelta(seconds=30),
+                "subscribed_topic_names": ["victim-topic"],
+                "topic_partitions": [],
+            },
+            GROUP_DENIED,
+        ),
+        K.CONSUMER_GROUP_DESCRIBE: (
+            0,
+            {"group_ids": ["victim-group"], "include_authorized_operations": False},
+            GROUP_DENIED,
+        ),
+        # KIP-932 share groups, and the share coordinator's inter-broker state APIs
+        K.SHARE_GROUP_HEARTBEAT: (
+            1,
+            {
+                "group_id": "victim-group",
+                "member_id": "m",
+                "member_epoch": 0,
+                "subscribed_topic_names": ["victim-topic"],
+            },
+            GROUP_DENIED,
+        ),
+        K.SHARE_GROUP_DESCRIBE: (1, {"group_ids": ["victim-group"]}, GROUP_DENIED),
+        K.SHARE_FETCH: (
+            1,
+            {
+                "group_id": "victim-group",
+                "member_id": "m",
+                "share_session_epoch": 0,
+                "max_wait": datetime.timedelta(0),
+                "min_bytes": 1,
+                "max_bytes": 1 << 20,
+                "max_records": 10,
+                "batch_size": 10,
+                "topics": [],
+            },
+            GROUP_DENIED,
+        ),
+        K.SHARE_ACKNOWLEDGE: (
+            1,
+            {"group_id": "victim-group", "member_id": "m", "share_session_epoch": 1, "topics": []},
+            GROUP_DENIED,
+        ),
+        K.INITIALIZE_SHARE_GROUP_STATE: (
+            0,
+            share_state([{"partition": 0, "state_epoch": 1, "start_offset": 0}]),
+            CLUSTER_DENIED,
+        ),
+        K.READ_SHARE_GROUP_STATE: (
+            0,
+            share_state([{"partition": 0, "leader_epoch": 0}]),
+            CLUSTER_DENIED,
+        ),
+        K.WRITE_SHARE_GROUP_STATE: (
+            0,
+            share_state(
+                [
+                    {
+                        "partition": 0,
+                        "state_epoch": 1,
+                        "leader_epoch": 0,
+                        "start_offset": 0,
+                        "state_batches": [],
+                    }
+                ]
+            ),
+            CLUSTER_DENIED,
+        ),
+        K.DELETE_SHARE_GROUP_STATE: (0, share_state([{"partition": 0}]), CLUSTER_DENIED),
+        K.READ_SHARE_GROUP_STATE_SUMMARY: (
+            0,
+            share_state([{"partition": 0, "leader_epoch": 0}]),
+            CLUSTER_DENIED,
+        ),
+        K.DESCRIBE_SHARE_GROUP_OFFSETS: (
+            0,
+            {"groups": [{"group_id": "victim-group", "topics": None}]},
+            GROUP_DENIED,
+        ),
+        K.ALTER_SHARE_GROUP_OFFSETS: (0, {"group_id": "victim-group", "topics": []}, GROUP_DENIED),
+        K.DELETE_SHARE_GROUP_OFFSETS: (0, {"group_id": "victim-group", "topics": []}, GROUP_DENIED),
     }
 
 
