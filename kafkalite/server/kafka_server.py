@@ -31,6 +31,7 @@ import io
 import os
 import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +112,19 @@ from kafkalite.zk import writes as zk_writes
 from kafkalite.zk.security import scram_credential
 
 log = structlog.get_logger("kafkalite.server")
+
+# The imports made on worker threads take turns, process-wide. Several brokers of one process
+# (kafkalite.testing) start together, and ast.parse on two threads at once can raise
+# "SystemError: AST constructor recursion depth mismatch" on CPython 3.11 (the AST objects'
+# depth counter is shared); pytest's assertion rewriting parses every module of a package it
+# loads as a plugin, kafkalite's included.
+_IMPORTS = threading.Lock()
+
+
+def _import_module(name: str) -> Any:
+    with _IMPORTS:
+        return importlib.import_module(name)
+
 
 SHUTDOWN_DRAIN_SECONDS = 10.0
 # A shutdown still running after this long logs every task's stack (which step is stuck, and on
@@ -307,7 +321,7 @@ class KafkaServer:
             return
         # aiohttp and the admin app take 0.2-0.5 s to import: in a worker thread, so that the
         # loop serves the first clients meanwhile (the broker is ready before the admin API)
-        admin_app = await asyncio.to_thread(importlib.import_module, "kafkalite.admin.app")
+        admin_app = await asyncio.to_thread(_import_module, "kafkalite.admin.app")
         AdminServer = admin_app.AdminServer  # noqa: N806
 
         self.admin_server = AdminServer(
@@ -324,9 +338,7 @@ class KafkaServer:
         = none), and its validator in the produce path (apis/produce.py's RecordValidator)."""
         if not self.config.schema_registry_listeners:
             return
-        module = await asyncio.to_thread(
-            importlib.import_module, "kafkalite.schema_registry.server"
-        )
+        module = await asyncio.to_thread(_import_module, "kafkalite.schema_registry.server")
         from kafkalite.schema_registry.validation import SchemaValidator
 
         self.schema_registry = module.SchemaRegistryServer(
