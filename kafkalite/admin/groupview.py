@@ -232,26 +232,13 @@ class GroupView:
         )
 
     async def _remote(self, node: int, group_id: str) -> GroupData:
-        client = await self.api.kafka_client()
-        try:
-            response, committed = await asyncio.gather(
+        response, committed = await self._ask(
+            node,
+            group_id,
+            lambda client: asyncio.gather(
                 client.describe_groups(node, [group_id]), client.offset_fetch(node, group_id)
-            )
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:  # the client's I/O and protocol failures, at the boundary
-            from kafkalite.protocol.errors import KafkaError
-
-            # an error in the answer (offset_fetch raises it) rather than a failed request
-            if type(e) is KafkaError and isinstance(e.error_code, ErrorCode):
-                code = e.error_code
-                raise AdminError.kafka(code, f"group {group_id!r}: {code.name}") from None
-            log.info("remote group lookup failed", broker=node, group=group_id, error=repr(e))
-            raise AdminError(
-                503,
-                "COORDINATOR_NOT_AVAILABLE",
-                f"the coordinator of group {group_id!r} (broker {node}) did not answer; retry",
-            ) from None
+            ),
+        )
         described = response.groups[0]
         error = ErrorCode.of(int(described.error_code))
         if error != ErrorCode.NONE:
@@ -288,10 +275,11 @@ class GroupView:
         except Exception as e:  # the client's I/O and protocol failures, at the boundary
             from kafkalite.protocol.errors import KafkaError
 
+            # an error in the answer (offset_fetch raises it) rather than a failed request
             if type(e) is KafkaError and isinstance(e.error_code, ErrorCode):
                 code = e.error_code
                 raise AdminError.kafka(code, f"group {group_id!r}: {code.name}") from None
-            log.info("group lookup failed", broker=node, group=group_id, error=repr(e))
+            log.info("remote group lookup failed", broker=node, group=group_id, error=repr(e))
             raise AdminError(
                 503,
                 "COORDINATOR_NOT_AVAILABLE",

@@ -27,6 +27,9 @@ from pydantic import (
     field_validator,
 )
 
+from kafkalite.schema_registry.models import Level as RegistryLevel
+from kafkalite.schema_registry.models import SchemaType
+
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
@@ -1060,16 +1063,8 @@ class Quota(Answer):
 
 # ---------------------------------------------------------------------- Schema Registry
 
-CompatibilityLevel = Literal[
-    "NONE",
-    "BACKWARD",
-    "BACKWARD_TRANSITIVE",
-    "FORWARD",
-    "FORWARD_TRANSITIVE",
-    "FULL",
-    "FULL_TRANSITIVE",
-]
-SchemaType = Literal["AVRO", "JSON", "PROTOBUF"]
+# the registry's own names for these, so the console's API cannot drift from the registry's
+CompatibilityLevel = RegistryLevel
 SubjectName = Annotated[
     str,
     Field(

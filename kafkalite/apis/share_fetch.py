@@ -105,16 +105,25 @@ def _current_leader(ctx: RequestContext, service: Any, topic_id: uuid.UUID, part
     return {"leader_id": info.leader, "leader_epoch": info.leader_epoch}
 
 
+def _refusal(ctx: RequestContext, request: Any) -> Any | None:
+    """What ShareFetch and ShareAcknowledge check first, in Kafka's order: both ids given, READ
+    on the group, then a share-group service to answer."""
+    if not request.group_id or not request.member_id:
+        return _top_error(ctx, ErrorCode.INVALID_REQUEST)
+    if not allowed(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return _top_error(ctx, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    if share_service(ctx) is None:
+        return _top_error(ctx, ErrorCode.UNKNOWN_SERVER_ERROR)
+    return None
+
+
 @handles(ApiKey.SHARE_FETCH)
 async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
+    refused = _refusal(ctx, request)
+    if refused is not None:
+        return refused
     service = share_service(ctx)
     group_id, member_id = request.group_id, request.member_id
-    if not group_id or not member_id:
-        return _top_error(ctx, ErrorCode.INVALID_REQUEST)
-    if not allowed(ctx, AclOperation.READ, ResourceType.GROUP, group_id):
-        return _top_error(ctx, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    if service is None:
-        return _top_error(ctx, ErrorCode.UNKNOWN_SERVER_ERROR)
     epoch = request.share_session_epoch
     has_acks = any(p.acknowledgement_batches for t in request.topics for p in t.partitions)
     if epoch == 0 and has_acks:
@@ -210,14 +219,11 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
 
 @handles(ApiKey.SHARE_ACKNOWLEDGE)
 async def handle_share_acknowledge(ctx: RequestContext, request: Any) -> Any:
+    refused = _refusal(ctx, request)
+    if refused is not None:
+        return refused
     service = share_service(ctx)
     group_id, member_id = request.group_id, request.member_id
-    if not group_id or not member_id:
-        return _top_error(ctx, ErrorCode.INVALID_REQUEST)
-    if not allowed(ctx, AclOperation.READ, ResourceType.GROUP, group_id):
-        return _top_error(ctx, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    if service is None:
-        return _top_error(ctx, ErrorCode.UNKNOWN_SERVER_ERROR)
     epoch = request.share_session_epoch
     if epoch == 0:
         return _top_error(ctx, ErrorCode.INVALID_SHARE_SESSION_EPOCH)

@@ -94,12 +94,19 @@ async def handle_describe_share_group_offsets(ctx: RequestContext, request: Any)
     return ctx.response(groups=groups)
 
 
+def _empty_group_error(ctx: RequestContext, service: Any, group_id: str, op: Any) -> ErrorCode:
+    """Altering or deleting a share group's offsets: the group's ACL first, then the group must
+    have no members (NON_EMPTY_GROUP), as Kafka."""
+    error = _group_error(ctx, group_id, op)
+    if error is ErrorCode.NONE and not service.group_is_empty(group_id):
+        error = ErrorCode.NON_EMPTY_GROUP
+    return error
+
+
 @handles(ApiKey.ALTER_SHARE_GROUP_OFFSETS)
 async def handle_alter_share_group_offsets(ctx: RequestContext, request: Any) -> Any:
     service = share_service(ctx)
-    error = _group_error(ctx, request.group_id, _OP.READ)
-    if error is ErrorCode.NONE and not service.group_is_empty(request.group_id):
-        error = ErrorCode.NON_EMPTY_GROUP
+    error = _empty_group_error(ctx, service, request.group_id, _OP.READ)
     if error is not ErrorCode.NONE:
         return ctx.response(error_code=error, error_message=_msg(error))
     responses = []
@@ -131,9 +138,7 @@ async def handle_alter_share_group_offsets(ctx: RequestContext, request: Any) ->
 @handles(ApiKey.DELETE_SHARE_GROUP_OFFSETS)
 async def handle_delete_share_group_offsets(ctx: RequestContext, request: Any) -> Any:
     service = share_service(ctx)
-    error = _group_error(ctx, request.group_id, _OP.DELETE)
-    if error is ErrorCode.NONE and not service.group_is_empty(request.group_id):
-        error = ErrorCode.NON_EMPTY_GROUP
+    error = _empty_group_error(ctx, service, request.group_id, _OP.DELETE)
     if error is not ErrorCode.NONE:
         return ctx.response(error_code=error, error_message=_msg(error))
     responses = []

@@ -30,19 +30,12 @@ every version's), FORWARD the latest version reads the new schema's data, FULL b
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, get_args
 
 from kafkalite.schema_registry.formats import AVRO, JSON, PROTOBUF, ParsedSchema
+from kafkalite.schema_registry.models import Level
 
-LEVELS = (
-    "NONE",
-    "BACKWARD",
-    "BACKWARD_TRANSITIVE",
-    "FORWARD",
-    "FORWARD_TRANSITIVE",
-    "FULL",
-    "FULL_TRANSITIVE",
-)
+LEVELS: tuple[str, ...] = get_args(Level)
 DEFAULT_LEVEL = "BACKWARD"
 
 

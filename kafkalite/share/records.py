@@ -22,6 +22,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from kafkalite.protocol.types import java_string_hash_code, kafka_abs
+from kafkalite.protocol.varint import decode_unsigned_varint, encode_unsigned_varint
 from kafkalite.share.partition import StateBatch
 
 SHARE_GROUP_STATE_TOPIC_NAME = "__share_group_state"
@@ -109,35 +110,15 @@ def decode_key(buf: bytes) -> ShareStateKey:
     return ShareStateKey(record_type, group, topic_id, partition)
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
 def _read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        if pos >= len(buf):
-            raise StateRecordError("truncated varint")
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 35:
-            raise StateRecordError("varint too long")
+    try:
+        return decode_unsigned_varint(buf, pos)
+    except ValueError as e:
+        raise StateRecordError(str(e)) from None
 
 
 def _encode_batches(batches: tuple[StateBatch, ...]) -> bytes:
-    parts = [_uvarint(len(batches) + 1)]
+    parts = [encode_unsigned_varint(len(batches) + 1)]
     for b in batches:
         parts.append(_BATCH.pack(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count))
         parts.append(b"\x00")  # tagged fields
