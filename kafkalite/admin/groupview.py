@@ -21,6 +21,7 @@ lag, member assignment or topic list.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -429,18 +430,7 @@ class GroupView:
 
     async def many_consumer(self, group_ids: list[str]) -> dict[str, GroupData | None]:
         """Each consumer group's data as the caller may see it; None for one not read."""
-        gate = asyncio.Semaphore(GROUP_CONCURRENCY)
-
-        async def one(group_id: str) -> GroupData | None:
-            async with gate:
-                try:
-                    return (await self.consumer_group(group_id)).visible(self.access)
-                except AdminError as e:
-                    log.info("group not described", group=group_id, error=e.code)
-                    return None
-
-        found = await asyncio.gather(*(one(g) for g in group_ids))
-        return dict(zip(group_ids, found, strict=True))
+        return await self._many(group_ids, self.consumer_group)
 
     # -- every group -------------------------------------------------------------------------
 
@@ -501,12 +491,17 @@ class GroupView:
 
     async def many(self, group_ids: list[str]) -> dict[str, GroupData | None]:
         """Each group's data as the caller may see it; None for one that could not be read."""
+        return await self._many(group_ids, self.group)
+
+    async def _many(
+        self, group_ids: list[str], describe: Callable[[str], Awaitable[GroupData]]
+    ) -> dict[str, GroupData | None]:
         gate = asyncio.Semaphore(GROUP_CONCURRENCY)
 
         async def one(group_id: str) -> GroupData | None:
             async with gate:
                 try:
-                    return (await self.group(group_id)).visible(self.access)
+                    return (await describe(group_id)).visible(self.access)
                 except AdminError as e:
                     log.info("group not described", group=group_id, error=e.code)
                     return None

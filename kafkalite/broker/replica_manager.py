@@ -89,24 +89,24 @@ from kafkalite.protocol.errors import (
 )
 from kafkalite.protocol.types import TopicPartition
 from kafkalite.zk.types import LeaderAndIsr, LeaderIsrAndControllerEpoch
+from kafkalite.zk.writes import ISR_BATCH_MAX_PARTITIONS
 
 log = structlog.get_logger(__name__)
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 AlterIsr = Callable[[TopicPartition, LeaderIsrAndControllerEpoch], Awaitable[int | None]]
+"""Write the state to the partition state node if its version is still
+``leader_and_isr.zk_version``; return the new version, or None when the compare-and-set
+failed (``zk.client.update_leader_and_isr``)."""
 AlterIsrBatch = Callable[
     [dict[TopicPartition, LeaderIsrAndControllerEpoch]],
     Awaitable[dict[TopicPartition, int] | None],
 ]
 """Writes the ISR changes of many partitions at once, all or none
-(``zk.writes.update_leader_and_isr_batch``): their new versions, or None when a compare-and-set
-failed and nothing was written (each is then written alone through ``AlterIsr``)."""
-ISR_BATCH_MAX_PARTITIONS = 500
-"""Partitions per batched ISR write (``zk.writes.ISR_BATCH_MAX_PARTITIONS``)."""
-"""Write the state to the partition state node if its version is still
-``leader_and_isr.zk_version``; return the new version, or None when the compare-and-set
-failed (``zk.client.update_leader_and_isr``)."""
+(``zk.writes.update_leader_and_isr_batch``, at most its ``ISR_BATCH_MAX_PARTITIONS``): their
+new versions, or None when a compare-and-set failed and nothing was written (each is then
+written alone through ``AlterIsr``)."""
 
 
 class LogManager(Protocol):

@@ -41,6 +41,7 @@ from kafkalite.protocol.records import (
     RECORDS_OFFSET,
     parse_batch_header,
 )
+from kafkalite.protocol.varint import decode_varint, encode_varint
 from kafkalite.schema_registry.errors import RegistryError
 from kafkalite.schema_registry.formats import AVRO, JSON, PROTOBUF
 from kafkalite.schema_registry.registry import Registry
@@ -226,7 +227,7 @@ def record_prefixes(buf: Any, part: str) -> list[Prefix]:
                 if b < 0x80:
                     length, at = (b >> 1) ^ -(b & 1), at + 1
                 else:
-                    length, at = _varint(data, at)
+                    length, at = decode_varint(data, at)
                 end = at + length
                 at += 1  # attributes
                 while data[at] & 0x80:  # timestamp delta
@@ -239,7 +240,7 @@ def record_prefixes(buf: Any, part: str) -> list[Prefix]:
                 if b < 0x80:
                     size_k, at = (b >> 1) ^ -(b & 1), at + 1
                 else:
-                    size_k, at = _varint(data, at)
+                    size_k, at = decode_varint(data, at)
                 if want_key:
                     append(None if size_k < 0 else data[at : at + (size_k if size_k < 5 else 5)])
                     if size_k > 0:
@@ -251,7 +252,7 @@ def record_prefixes(buf: Any, part: str) -> list[Prefix]:
                     if b < 0x80:
                         size_v, at = (b >> 1) ^ -(b & 1), at + 1
                     else:
-                        size_v, at = _varint(data, at)
+                        size_v, at = decode_varint(data, at)
                     append(None if size_v < 0 else data[at : at + (size_v if size_v < 5 else 5)])
                     if size_v > 0:
                         at += size_v
@@ -260,20 +261,6 @@ def record_prefixes(buf: Any, part: str) -> list[Prefix]:
                 at = end
         pos += size
     return out
-
-
-def _varint(data: bytes, at: int) -> tuple[int, int]:
-    """A zigzag varint at `at`: (value, the position after it)."""
-    shift = result = 0
-    while True:
-        b = data[at]
-        at += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (result >> 1) ^ -(result & 1), at
-        shift += 7
-        if shift > 63:
-            raise CorruptRecordError("a varint runs over 10 bytes")
 
 
 def uniform_prefixes(buf: Any, only: str | None = None) -> dict[str, set[Prefix]] | None:
@@ -323,29 +310,19 @@ def _layout(data: Any) -> tuple[int, int] | None:
     sizes = []
     at = 0
     for _ in range(2):
-        length, at = _varint(data, at)
+        length, at = decode_varint(data, at)
         end = at + length
         at += 1
         for _skip in range(2):  # timestamp delta, offset delta
             while data[at] & 0x80:
                 at += 1
             at += 1
-        size_k, at = _varint(data, at)
+        size_k, at = decode_varint(data, at)
         at += max(size_k, 0)
-        size_v, at = _varint(data, at)
+        size_v, at = decode_varint(data, at)
         sizes.append((size_k, size_v))
         at = end
     return sizes[0] if sizes[0] == sizes[1] else None
-
-
-def _zigzag(n: int) -> bytes:
-    n = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def _uniform_pattern(key_size: int, value_size: int, only: str | None) -> re.Pattern[bytes]:
@@ -366,7 +343,7 @@ def _uniform_pattern(key_size: int, value_size: int, only: str | None) -> re.Pat
         return grab + b".{%d}" % (size - head)
 
     def record(first: bool) -> bytes:
-        key_length, value_length = _zigzag(key_size), _zigzag(value_size)
+        key_length, value_length = encode_varint(key_size), encode_varint(value_size)
         fixed = len(key_length) + max(key_size, 0) + len(value_length) + max(value_size, 0)
         fixed += 2  # the attributes byte, the headers count
         heads = []
@@ -376,7 +353,7 @@ def _uniform_pattern(key_size: int, value_size: int, only: str | None) -> re.Pat
         for offset_width in (1, 2, 3):
             for timestamp_width in (1, 2, 3, 4, 5):
                 heads.append(
-                    re.escape(_zigzag(fixed + timestamp_width + offset_width))
+                    re.escape(encode_varint(fixed + timestamp_width + offset_width))
                     + b"."
                     + b"".join(
                         b"[\\x80-\\xff]{%d}[\\x00-\\x7f]" % (w - 1)

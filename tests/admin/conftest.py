@@ -68,17 +68,15 @@ class AdminClient:
         return wait_for(predicate, what, timeout)
 
 
-@pytest.fixture(scope="module")
-def admin_broker(tmp_path_factory):
-    port = free_port()
+def admin_broker_process(data_dir, **config: str):
+    """A subprocess broker with its admin API on a free port and one partition per new topic
+    (`config` adds or overrides settings), stopped, or killed if it will not stop, at the end."""
     b = Broker(
-        data_dir=tmp_path_factory.mktemp("admin-broker"),
+        data_dir=data_dir,
         config={
-            "admin.listener": f"http://127.0.0.1:{port}",
+            "admin.listener": f"http://127.0.0.1:{free_port()}",
             "num.partitions": "1",
-            # Kafka's 50 (kafkalite.testing makes 1): the fuzzing's stateful sequences depend on
-            # the topics listed, and were settled with these
-            "offsets.topic.num.partitions": "50",
+            **{key.replace("_", "."): value for key, value in config.items()},
         },
         subprocess=True,
     )
@@ -89,6 +87,15 @@ def admin_broker(tmp_path_factory):
             b.stop()
         except TimeoutError:
             b.kill()
+
+
+@pytest.fixture(scope="module")
+def admin_broker(tmp_path_factory):
+    # Kafka's 50 offsets partitions (kafkalite.testing makes 1): the fuzzing's stateful
+    # sequences depend on the topics listed, and were settled with these
+    yield from admin_broker_process(
+        tmp_path_factory.mktemp("admin-broker"), offsets_topic_num_partitions="50"
+    )
 
 
 @pytest.fixture(scope="module")

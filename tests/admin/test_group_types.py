@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from kafkalite.testing import Broker, free_port
-from tests.admin.conftest import AdminClient, produce
+from tests.admin.conftest import AdminClient, admin_broker_process, produce
 from tests.admin.support import wait_for
 
 try:
@@ -28,25 +27,12 @@ DEADLINE_S = 60.0
 
 @pytest.fixture(scope="module")
 def admin_broker(tmp_path_factory):
-    port = free_port()
-    b = Broker(
-        data_dir=tmp_path_factory.mktemp("group-types"),
-        config={
-            "admin.listener": f"http://127.0.0.1:{port}",
-            "num.partitions": "1",
-            "offsets.topic.num.partitions": "1",
-            "share.coordinator.state.topic.num.partitions": "1",
-            "share.auto.offset.reset": "earliest",
-        },
-        subprocess=True,
+    yield from admin_broker_process(
+        tmp_path_factory.mktemp("group-types"),
+        offsets_topic_num_partitions="1",
+        share_coordinator_state_topic_num_partitions="1",
+        share_auto_offset_reset="earliest",
     )
-    b.start()
-    yield b
-    if b.running:
-        try:
-            b.stop()
-        except TimeoutError:
-            b.kill()
 
 
 @pytest.fixture(scope="module")
