@@ -211,7 +211,7 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
         by_topic.setdefault(topic_id, []).append(entry)
     return ctx.response(
         error_code=ErrorCode.NONE,
-        acquisition_lock_timeout=service.config.record_lock_duration_ms,
+        acquisition_lock_timeout=service.lock_duration_ms(group_id),
         responses=[{"topic_id": t, "partitions": parts} for t, parts in by_topic.items()],
         node_endpoints=_node_endpoints(ctx, leaders),
     )

@@ -43,6 +43,7 @@ from kafkalite.protocol.records import complete_batches_length, iter_batch_heade
 from kafkalite.protocol.types import TopicPartition
 from kafkalite.share.coordinator import StateResult
 from kafkalite.share.group import ShareGroupManager
+from kafkalite.share.group_configs import by_duration_ms
 from kafkalite.share.partition import Acquired, SharePartition, StateBatch
 
 log = structlog.get_logger(__name__)
@@ -128,6 +129,7 @@ class ShareGroupService:
         persister: Persister,
         config: ShareConfig | None = None,
         time_ms: Callable[[], int] | None = None,
+        group_configs: Any = None,
     ) -> None:
         self.broker_id = broker_id
         self.replica_manager = replica_manager
@@ -135,11 +137,15 @@ class ShareGroupService:
         self.persister = persister
         self.config = config or ShareConfig()
         self.time_ms = time_ms or (lambda: int(time.time() * 1000))
+        self.group_configs = group_configs
         self.groups = ShareGroupManager(
             session_timeout_ms=self.config.session_timeout_ms,
             heartbeat_interval_ms=self.config.heartbeat_interval_ms,
             max_size=self.config.max_size,
             time_ms=self.time_ms,
+            session_timeout_for=lambda g: int(
+                self.setting(g, "share.session.timeout.ms", self.config.session_timeout_ms)
+            ),
         )
         self.sessions: dict[tuple[str, str], ShareSession] = {}
         self.partitions: dict[PartitionKey, SharePartition] = {}
@@ -149,6 +155,31 @@ class ShareGroupService:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
         self._tasks: set[asyncio.Task] = set()
+
+    # -- group configs -----------------------------------------------------------------------
+
+    def setting(self, group_id: str, name: str, default: Any) -> Any:
+        """The group's value of group config ``name`` (share/group_configs.py), else
+        ``default`` (the broker's setting) when no group config store is wired."""
+        if self.group_configs is None:
+            return default
+        return self.group_configs.value(group_id, name)
+
+    def lock_duration_ms(self, group_id: str) -> int:
+        return int(
+            self.setting(
+                group_id, "share.record.lock.duration.ms", self.config.record_lock_duration_ms
+            )
+        )
+
+    def heartbeat_interval_ms(self, group_id: str) -> int:
+        return int(
+            self.setting(group_id, "share.heartbeat.interval.ms", self.config.heartbeat_interval_ms)
+        )
+
+    def _read_committed(self, group_id: str) -> bool:
+        level = self.setting(group_id, "share.isolation.level", self.config.isolation_level)
+        return str(level).lower() == "read_committed"
 
     # -- topics ------------------------------------------------------------------------------
 
@@ -199,7 +230,7 @@ class ShareGroupService:
             return
         loop = asyncio.get_running_loop()
         loop.call_later(
-            self.config.record_lock_duration_ms / 1000,
+            self.lock_duration_ms(group_id) / 1000,
             lambda: (
                 None
                 if self.groups.is_member(group_id, member_id)
@@ -297,16 +328,12 @@ class ShareGroupService:
                 return _retriable(state.error), None
             settings = {
                 "delivery_count_limit": self.config.delivery_count_limit,
-                "lock_duration_ms": self.config.record_lock_duration_ms,
+                "lock_duration_ms": self.lock_duration_ms(group_id),
                 "max_record_locks": self.config.partition_max_record_locks,
             }
             log_ = leader.leader_log_or_raise()
             if state.start_offset < 0:
-                start = (
-                    log_.log_start_offset
-                    if self.config.auto_offset_reset == "earliest"
-                    else log_.high_watermark
-                )
+                start = self._initial_offset(group_id, log_)
                 error = await self.persister.initialize(group_id, topic_id, partition, start)
                 if error is not ErrorCode.NONE:
                     return _retriable(error), None
@@ -319,6 +346,22 @@ class ShareGroupService:
             self._catch_up_log_start(sp, leader)
             self.partitions[key] = sp
             return ErrorCode.NONE, sp
+
+    def _initial_offset(self, group_id: str, log_: Any) -> int:
+        """Where a share-partition without state starts: the group's share.auto.offset.reset
+        (earliest: the log start; latest: the high watermark; by_duration: the first record
+        at or after now minus the duration, else the high watermark)."""
+        reset = str(
+            self.setting(group_id, "share.auto.offset.reset", self.config.auto_offset_reset)
+        ).lower()
+        if reset == "earliest":
+            return log_.log_start_offset
+        duration = by_duration_ms(reset)
+        if duration is not None:
+            found = log_.offset_for_timestamp(self.time_ms() - duration)
+            if found is not None:
+                return min(max(found[0], log_.log_start_offset), log_.high_watermark)
+        return log_.high_watermark
 
     @staticmethod
     def _catch_up_log_start(sp: SharePartition, partition: Any) -> None:
@@ -364,9 +407,10 @@ class ShareGroupService:
             leader = self.replica_manager.get_partition_or_raise(tp)
             isolation = (
                 FetchIsolation.TXN_COMMITTED
-                if self.config.isolation_level == "read_committed"
+                if self._read_committed(group_id)
                 else FetchIsolation.HIGH_WATERMARK
             )
+            sp.lock_duration_ms = self.lock_duration_ms(group_id)
             now = self.time_ms()
             wanted = max(1, max_records)
             chunks: dict[int, bytes] = {}  # base offset -> the batch, each batch once
@@ -510,6 +554,15 @@ class ShareGroupService:
         if error is ErrorCode.NONE:
             self.partitions.pop((group_id, self.topic_name(topic_id) or "", partition), None)
         return _retriable(error)
+
+    def start_background(self, coro: Any) -> None:
+        """A task that lives as long as the service (cancelled by ``shutdown``)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            coro.close()  # built outside a loop (a unit test): nothing to follow
+            return
+        self._spawn(coro)
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)
