@@ -4,7 +4,8 @@ partitions and acknowledged (kafkalite/share/manager.py has the share-session ru
 ShareFetch: acknowledgements first (ACCEPT 1, RELEASE 2, REJECT 3, GAP 0; a per-partition
 ``acknowledge_error_code``), then, unless the session epoch is -1 (the session closes) or
 ``max_records`` is 0, records are acquired from every partition of the session, up to
-``max_records`` in all; when none is available the request waits up to ``max_wait_ms`` for new
+``max_records`` in all, from whole log batches while their total stays within ``max_bytes``
+(the answer's first batch is returned whatever its size, as Kafka's log read does); when none is available the request waits up to ``max_wait_ms`` for new
 records (the fetch purgatory wakes it), then tries once more. A session epoch of 0 with
 acknowledgements is INVALID_REQUEST. The response names the partitions with records, an error or
 an acknowledgement result, and the acquisition lock duration.
@@ -152,11 +153,18 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
                 candidates.append((topic_id, partition))
         for attempt in range(2):
             remaining = max_records
+            bytes_left = request.max_bytes
             for topic_id, partition in candidates:
-                if remaining <= 0:
+                if remaining <= 0 or (bytes_left <= 0 and fetched):
                     break
                 result = await service.acquire(
-                    group_id, member_id, topic_id, partition, remaining, request.max_bytes
+                    group_id,
+                    member_id,
+                    topic_id,
+                    partition,
+                    remaining,
+                    bytes_left,
+                    min_one_batch=not fetched,
                 )
                 if result.error in NOT_READY:
                     pass  # the share coordinator is still starting: nothing to give yet
@@ -165,6 +173,7 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
                 elif result.acquired:
                     fetched[(topic_id, partition)] = result
                     remaining -= sum(a.last_offset - a.first_offset + 1 for a in result.acquired)
+                    bytes_left -= len(result.records)
             wait_ms = millis(request.max_wait)
             if fetched or attempt == 1 or wait_ms <= 0 or not candidates:
                 break

@@ -397,7 +397,14 @@ class ShareGroupService:
         partition: int,
         max_records: int,
         max_bytes: int,
+        min_one_batch: bool = True,
     ) -> PartitionFetch:
+        """Acquire up to ``max_records`` records, batch by batch, from the batches that fit in
+        ``max_bytes``: batches are taken in offset order while their total stays within it,
+        and the first batch that would pass it ends the fetch, unless nothing is in the answer
+        yet (``min_one_batch``: the response's first batch is returned whatever its size, as
+        Kafka's log read with minOneMessage). Only the records of returned batches are
+        acquired, so nothing is locked that the client never sees."""
         error, sp = await self.share_partition(group_id, topic_id, partition)
         if sp is None:
             return PartitionFetch(error)
@@ -417,34 +424,43 @@ class ShareGroupService:
             acquired: list[Acquired] = []
             count = size = 0
             tried: set[int] = set()
-            while count < wanted and size < max_bytes:
+            full = False
+            while count < wanted and not full:
                 offset = sp.first_acquirable_offset()
                 if offset in tried or (offset >= sp.end_offset and not sp.can_acquire_new()):
                     break
                 tried.add(offset)
-                read = leader.read_records(offset, -1, max_bytes, isolation, True, True)
+                read = leader.read_records(
+                    offset, -1, max(0, max_bytes - size), isolation, True, True
+                )
                 buf = bytes(read.records) if read.records else b""
-                positions = [
-                    (h.base_offset, h.last_offset, pos, h.size) for h, pos in _headers(buf)
-                ]
+                positions = {h.base_offset: (pos, h.size) for h, pos in _headers(buf)}
                 if not positions:
                     break
-                got = sp.acquire(
-                    member_id,
-                    list(_kinds(buf, read.aborted_transactions)),
-                    wanted - count,
-                    now,
-                )
-                if not got:
-                    break
-                acquired.extend(got)
-                count += sum(a.last_offset - a.first_offset + 1 for a in got)
-                for base, last, pos, length in positions:
-                    if base not in chunks and any(
-                        a.first_offset <= last and a.last_offset >= base for a in got
-                    ):
+                progressed = False
+                for kind in _kinds(buf, read.aborted_transactions):
+                    base = kind[0]
+                    if count >= wanted:
+                        break
+                    pos, length = positions[base]
+                    fits = size + length <= max_bytes or (
+                        min_one_batch and not chunks and size == 0
+                    )
+                    if base not in chunks and not fits:
+                        full = True
+                        break
+                    got = sp.acquire(member_id, [kind], wanted - count, now)
+                    if not got:
+                        progressed = progressed or kind[2]  # a control batch archived
+                        continue
+                    progressed = True
+                    acquired.extend(got)
+                    count += sum(a.last_offset - a.first_offset + 1 for a in got)
+                    if base not in chunks:
                         chunks[base] = buf[pos : pos + length]
                         size += length
+                if not progressed:
+                    break
             records = b"".join(chunks[base] for base in sorted(chunks))
         except KafkaError as e:
             return PartitionFetch(e.error_code)
@@ -453,7 +469,7 @@ class ShareGroupService:
             deadline = now + sp.lock_duration_ms
             heapq.heappush(self._deadlines, (deadline, key))
             self._arm_timer()
-        return PartitionFetch(ErrorCode.NONE, records, acquired, leader.leader_epoch)
+        return PartitionFetch(ErrorCode.NONE, records, _merge(acquired), leader.leader_epoch)
 
     async def wait_for_records(
         self, partitions: Iterable[tuple[str, int, int]], max_wait_ms: int
@@ -624,6 +640,22 @@ class ShareGroupService:
         (the new leader reads them back from the persister)."""
         for key in [k for k in self.partitions if k[1] == topic and k[2] == partition]:
             del self.partitions[key]
+
+
+def _merge(ranges: list[Acquired]) -> list[Acquired]:
+    """Adjacent acquired ranges with one delivery count as one (batch by batch acquisition
+    yields one range per batch)."""
+    out: list[Acquired] = []
+    for a in sorted(ranges, key=lambda r: r.first_offset):
+        if (
+            out
+            and out[-1].last_offset + 1 == a.first_offset
+            and (out[-1].delivery_count == a.delivery_count)
+        ):
+            out[-1] = Acquired(out[-1].first_offset, a.last_offset, a.delivery_count)
+        else:
+            out.append(a)
+    return out
 
 
 def _retriable(error: ErrorCode) -> ErrorCode:

@@ -1,0 +1,130 @@
+"""ShareFetch's MaxBytes at batch granularity, as Kafka's log read: whole batches while their
+total stays within MaxBytes, the first batch that would pass it ends the answer, and the answer's
+first batch is returned whatever its size; only the records of returned batches are acquired.
+
+One in-process broker (``share.auto.offset.reset=earliest``), raw ShareFetch requests through
+kafkalite's client; three 1,000-byte records, each in its own batch."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import time
+import uuid
+
+import pytest
+
+from kafkalite.client.client import KafkaClient
+from kafkalite.client.connection import request_builder
+from kafkalite.protocol.api import ApiKey
+from kafkalite.protocol.errors import ErrorCode
+from kafkalite.testing import Broker
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "limits"
+VALUE = b"v" * 1000
+
+
+@pytest.fixture(scope="module")
+def broker():
+    with Broker(
+        {
+            "share.auto.offset.reset": "earliest",
+            "offsets.topic.num.partitions": 1,
+            "share.coordinator.state.topic.num.partitions": 1,
+        }
+    ) as b:
+        b.create_topic(TOPIC)
+        for _ in range(3):
+            b.produce(TOPIC, [VALUE])
+        yield b
+
+
+async def _fetch_all(bootstrap: str, group: str, max_bytes: int) -> list[list[tuple[int, int]]]:
+    """Each ShareFetch answer's acquired ranges (one member, epochs 0, 1, ...) until the three
+    records are acquired, and the records' size of each answer."""
+    client = KafkaClient(bootstrap, client_id="limits-test")
+    await client.start()
+    try:
+        meta = await client.send(
+            ApiKey.METADATA,
+            request_builder(ApiKey.METADATA, topics=[{"name": TOPIC}]),
+            version=12,
+        )
+        topic_id = meta.topics[0].topic_id
+        member = str(uuid.uuid4())
+        deadline = time.monotonic() + 30
+        while True:  # FindCoordinator creates the offsets topic on first use
+            await client.send(
+                ApiKey.FIND_COORDINATOR,
+                request_builder(ApiKey.FIND_COORDINATOR, key=group, key_type=0),
+                version=3,
+            )
+            hb = await client.send(
+                ApiKey.SHARE_GROUP_HEARTBEAT,
+                request_builder(
+                    ApiKey.SHARE_GROUP_HEARTBEAT,
+                    group_id=group,
+                    member_id=member,
+                    member_epoch=0,
+                    subscribed_topic_names=[TOPIC],
+                ),
+            )
+            if hb.error_code == ErrorCode.NONE:
+                break
+            assert hb.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE, hb
+            assert time.monotonic() < deadline, hb
+            await asyncio.sleep(0.1)  # a retry back-off, as a client's
+        answers: list[tuple[list[tuple[int, int]], int]] = []
+        epoch, got = 0, 0
+        deadline = time.monotonic() + 30
+        while got < 3:
+            assert time.monotonic() < deadline, answers
+            response = await client.send(
+                ApiKey.SHARE_FETCH,
+                request_builder(
+                    ApiKey.SHARE_FETCH,
+                    group_id=group,
+                    member_id=member,
+                    share_session_epoch=epoch,
+                    max_wait=datetime.timedelta(milliseconds=100),
+                    min_bytes=1,
+                    max_bytes=max_bytes,
+                    max_records=500,
+                    batch_size=500,
+                    topics=[{"topic_id": topic_id, "partitions": [{"partition_index": 0}]}],
+                ),
+            )
+            assert response.error_code == ErrorCode.NONE
+            epoch += 1
+            ranges = [
+                (a.first_offset, a.last_offset)
+                for t in response.responses
+                for p in t.partitions
+                for a in p.acquired_records
+            ]
+            size = sum(len(p.records or b"") for t in response.responses for p in t.partitions)
+            if ranges:
+                answers.append((ranges, size))
+                got += sum(last - first + 1 for first, last in ranges)
+        return answers
+    finally:
+        await client.close()
+
+
+def test_max_bytes_below_one_batch_gives_one_batch_per_answer(broker):
+    answers = asyncio.run(_fetch_all(broker.bootstrap_servers, "g-small", 1500))
+    assert [r for r, _ in answers] == [[(0, 0)], [(1, 1)], [(2, 2)]]
+    assert all(1000 < size <= 1500 for _, size in answers)
+
+
+def test_the_first_batch_comes_whatever_its_size(broker):
+    answers = asyncio.run(_fetch_all(broker.bootstrap_servers, "g-tiny", 10))
+    assert [r for r, _ in answers] == [[(0, 0)], [(1, 1)], [(2, 2)]]
+
+
+def test_batches_while_they_fit(broker):
+    answers = asyncio.run(_fetch_all(broker.bootstrap_servers, "g-two", 2500))
+    assert [r for r, _ in answers] == [[(0, 1)], [(2, 2)]]
+    assert all(size <= 2500 for _, size in answers)
