@@ -312,7 +312,7 @@ class ShareGroupService:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
         key = (group_id, name, partition)
         sp = self.partitions.get(key)
-        if sp is not None and sp.leader_epoch == leader.leader_epoch:
+        if sp is not None and sp.leader_epoch == leader.leader_epoch and sp.topic_id == topic_id:
             self._catch_up_log_start(sp, leader)
             return ErrorCode.NONE, sp
         # not loaded, or loaded under an earlier leadership of the partition: what another
@@ -320,7 +320,11 @@ class ShareGroupService:
         lock = self._loading.setdefault(key, asyncio.Lock())
         async with lock:
             sp = self.partitions.get(key)
-            if sp is not None and sp.leader_epoch == leader.leader_epoch:
+            if (
+                sp is not None
+                and sp.leader_epoch == leader.leader_epoch
+                and sp.topic_id == topic_id
+            ):
                 return ErrorCode.NONE, sp
             self.partitions.pop(key, None)
             state = await self.persister.read(group_id, topic_id, partition, leader.leader_epoch)
@@ -343,6 +347,7 @@ class ShareGroupService:
                 sp = SharePartition.restore(state.start_offset, state.state_batches, **settings)
                 sp.state_epoch = state.state_epoch
             sp.leader_epoch = leader.leader_epoch
+            sp.topic_id = topic_id
             self._catch_up_log_start(sp, leader)
             self.partitions[key] = sp
             return ErrorCode.NONE, sp
@@ -492,8 +497,9 @@ class ShareGroupService:
         if sp is None:
             return ErrorCode.NONE
         group_id, name, partition = key
-        topic_id = self.metadata_cache.get_topic_id(name)
-        if topic_id is None:
+        topic_id = sp.topic_id
+        if topic_id is None or topic_id != self.metadata_cache.get_topic_id(name):
+            # the topic is gone (or was created again): this state has nowhere to go
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         leader = self.replica_manager.online_partition(TopicPartition(name, partition))
         leader_epoch = leader.leader_epoch if leader is not None else -1
@@ -634,6 +640,28 @@ class ShareGroupService:
             task.cancel()
         self.partitions.clear()
         self.sessions.clear()
+
+    def on_partitions_deleted(self, partitions: Iterable[TopicPartition]) -> None:
+        """Partitions deleted here (StopReplica with delete, a topic deletion): their
+        share-partitions are forgotten and their persisted state deleted, as Kafka's group
+        coordinator deletes the share-group state of deleted topics, so a topic created again
+        under the same name starts clean."""
+        gone = {(tp.topic, tp.partition) for tp in partitions}
+        for key in [k for k in self.partitions if (k[1], k[2]) in gone]:
+            sp = self.partitions.pop(key)
+            if sp.topic_id is not None:
+                self._spawn(self._delete_quietly(key[0], sp.topic_id, key[2]))
+
+    async def _delete_quietly(self, group_id: str, topic_id: Any, partition: int) -> None:
+        error = await self.persister.delete(group_id, topic_id, partition)
+        if error is not ErrorCode.NONE:
+            log.info(
+                "deleting the share state of a deleted partition failed",
+                group=group_id,
+                topic_id=str(topic_id),
+                partition=partition,
+                error=error.name,
+            )
 
     def on_resignation(self, topic: str, partition: int) -> None:
         """This broker no longer leads ``topic``-``partition``: forget its share-partitions

@@ -100,6 +100,9 @@ class SharePartition:
         self.state_epoch = 0
         self.leader_epoch = -1
         """The partition's leader epoch when this state was loaded (set by the owner)."""
+        self.topic_id: object = None
+        """The topic id this state belongs to (set by the owner): a topic deleted and created
+        again under the same name is another topic, with a state of its own."""
 
     # -- restoring and persisting -----------------------------------------------------------
 
