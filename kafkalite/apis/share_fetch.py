@@ -106,6 +106,36 @@ def _current_leader(ctx: RequestContext, service: Any, topic_id: uuid.UUID, part
     return {"leader_id": info.leader, "leader_epoch": info.leader_epoch}
 
 
+async def _ready_partitions(
+    service: Any, group_id: str, candidates: list[tuple[uuid.UUID, int]], wait_ms: int
+) -> list[tuple[uuid.UUID, int]]:
+    """The candidates a fetch acquires from now: those whose share-partition is ready. The
+    others are initialised in the background and join a later fetch; when none is ready the
+    fetch waits (up to ``wait_ms``) for the first to be, as Kafka's delayed share fetch
+    completes as soon as a share-partition becomes acquirable."""
+    ready = [c for c in candidates if service.is_ready(group_id, *c)]
+    loading = {service.start_loading(group_id, *c): c for c in candidates if c not in ready}
+    if ready or not loading or wait_ms <= 0:
+        return ready
+    # the fetch completes at the first initialisation, with what is ready at that moment:
+    # that share-partition alone (the others finish in the background for the next fetch)
+    first: asyncio.Future = asyncio.get_running_loop().create_future()
+
+    def on_done(task: asyncio.Task) -> None:
+        if not first.done():
+            first.set_result(loading[task])
+
+    for task in loading:
+        task.add_done_callback(on_done)
+    try:
+        return [await asyncio.wait_for(first, wait_ms / 1000)]
+    except TimeoutError:
+        return []
+    finally:
+        for task in loading:
+            task.remove_done_callback(on_done)
+
+
 def _refusal(ctx: RequestContext, request: Any) -> Any | None:
     """What ShareFetch and ShareAcknowledge check first, in Kafka's order: both ids given, READ
     on the group, then a share-group service to answer."""
@@ -154,7 +184,8 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
         for attempt in range(2):
             remaining = max_records
             bytes_left = request.max_bytes
-            for topic_id, partition in candidates:
+            ready = await _ready_partitions(service, group_id, candidates, millis(request.max_wait))
+            for topic_id, partition in ready:
                 if remaining <= 0 or (bytes_left <= 0 and fetched):
                     break
                 result = await service.acquire(

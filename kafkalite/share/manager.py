@@ -150,6 +150,7 @@ class ShareGroupService:
         self.sessions: dict[tuple[str, str], ShareSession] = {}
         self.partitions: dict[PartitionKey, SharePartition] = {}
         self._loading: dict[PartitionKey, asyncio.Lock] = {}
+        self._load_tasks: dict[tuple[str, uuid.UUID, int], asyncio.Task] = {}
         self._write_locks: dict[PartitionKey, asyncio.Lock] = {}
         self._deadlines: list[tuple[int, PartitionKey]] = []
         self._timer: asyncio.TimerHandle | None = None
@@ -297,6 +298,41 @@ class ShareGroupService:
                 self._spawn(self._persist(key))
 
     # -- share-partitions --------------------------------------------------------------------
+
+    def is_ready(self, group_id: str, topic_id: uuid.UUID, partition: int) -> bool:
+        """Whether a fetch can acquire from the share-partition without loading it first
+        (True too when it cannot be served at all: ``acquire`` answers the error)."""
+        name = self.topic_name(topic_id)
+        if name is None:
+            return True
+        leader = self.replica_manager.online_partition(TopicPartition(name, partition))
+        if leader is None or not leader.is_leader:
+            return True
+        sp = self.partitions.get((group_id, name, partition))
+        return sp is not None and sp.leader_epoch == leader.leader_epoch and sp.topic_id == topic_id
+
+    def start_loading(self, group_id: str, topic_id: uuid.UUID, partition: int) -> asyncio.Task:
+        """Load (or keep loading) the share-partition in the background: a fetch serves the
+        share-partitions that are ready, and one being initialised joins a later fetch, as
+        Kafka's SharePartitionManager initialises share-partitions asynchronously."""
+        key = (group_id, topic_id, partition)
+        task = self._load_tasks.get(key)
+        if task is None or task.done():
+
+            async def load() -> None:
+                try:
+                    await self.share_partition(group_id, topic_id, partition)
+                except Exception as e:  # the fetch that acquires from it reports the error
+                    log.debug("loading a share-partition failed", error=repr(e))
+
+            task = asyncio.get_running_loop().create_task(load())
+            self._load_tasks[key] = task
+            task.add_done_callback(
+                lambda t: (
+                    self._load_tasks.pop(key, None) if self._load_tasks.get(key) is t else None
+                )
+            )
+        return task
 
     async def share_partition(
         self, group_id: str, topic_id: uuid.UUID, partition: int
@@ -636,7 +672,7 @@ class ShareGroupService:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        for task in list(self._tasks):
+        for task in list(self._tasks) + list(self._load_tasks.values()):
             task.cancel()
         self.partitions.clear()
         self.sessions.clear()

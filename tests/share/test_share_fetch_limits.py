@@ -41,15 +41,17 @@ def broker():
         yield b
 
 
-async def _fetch_all(bootstrap: str, group: str, max_bytes: int) -> list[list[tuple[int, int]]]:
-    """Each ShareFetch answer's acquired ranges (one member, epochs 0, 1, ...) until the three
-    records are acquired, and the records' size of each answer."""
+async def _fetch_all(
+    bootstrap: str, group: str, max_bytes: int, topic: str = TOPIC, records: int = 3
+) -> list[tuple[list[tuple[int, int, int]], int]]:
+    """Each ShareFetch answer's acquired ranges (one member, epochs 0, 1, ...) until
+    ``records`` records are acquired, and the records' size of each answer."""
     client = KafkaClient(bootstrap, client_id="limits-test")
     await client.start()
     try:
         meta = await client.send(
             ApiKey.METADATA,
-            request_builder(ApiKey.METADATA, topics=[{"name": TOPIC}]),
+            request_builder(ApiKey.METADATA, topics=[{"name": topic}]),
             version=12,
         )
         topic_id = meta.topics[0].topic_id
@@ -68,7 +70,7 @@ async def _fetch_all(bootstrap: str, group: str, max_bytes: int) -> list[list[tu
                     group_id=group,
                     member_id=member,
                     member_epoch=0,
-                    subscribed_topic_names=[TOPIC],
+                    subscribed_topic_names=[topic],
                 ),
             )
             if hb.error_code == ErrorCode.NONE:
@@ -79,7 +81,8 @@ async def _fetch_all(bootstrap: str, group: str, max_bytes: int) -> list[list[tu
         answers: list[tuple[list[tuple[int, int]], int]] = []
         epoch, got = 0, 0
         deadline = time.monotonic() + 30
-        while got < 3:
+        partitions = [{"partition_index": i} for i in range(len(meta.topics[0].partitions))]
+        while got < records:
             assert time.monotonic() < deadline, answers
             response = await client.send(
                 ApiKey.SHARE_FETCH,
@@ -93,13 +96,13 @@ async def _fetch_all(bootstrap: str, group: str, max_bytes: int) -> list[list[tu
                     max_bytes=max_bytes,
                     max_records=500,
                     batch_size=500,
-                    topics=[{"topic_id": topic_id, "partitions": [{"partition_index": 0}]}],
+                    topics=[{"topic_id": topic_id, "partitions": partitions}] if epoch == 0 else [],
                 ),
             )
             assert response.error_code == ErrorCode.NONE
             epoch += 1
             ranges = [
-                (a.first_offset, a.last_offset)
+                (p.partition_index, a.first_offset, a.last_offset)
                 for t in response.responses
                 for p in t.partitions
                 for a in p.acquired_records
@@ -107,7 +110,7 @@ async def _fetch_all(bootstrap: str, group: str, max_bytes: int) -> list[list[tu
             size = sum(len(p.records or b"") for t in response.responses for p in t.partitions)
             if ranges:
                 answers.append((ranges, size))
-                got += sum(last - first + 1 for first, last in ranges)
+                got += sum(last - first + 1 for _, first, last in ranges)
         return answers
     finally:
         await client.close()
@@ -115,16 +118,31 @@ async def _fetch_all(bootstrap: str, group: str, max_bytes: int) -> list[list[tu
 
 def test_max_bytes_below_one_batch_gives_one_batch_per_answer(broker):
     answers = asyncio.run(_fetch_all(broker.bootstrap_servers, "g-small", 1500))
-    assert [r for r, _ in answers] == [[(0, 0)], [(1, 1)], [(2, 2)]]
+    assert [r for r, _ in answers] == [[(0, 0, 0)], [(0, 1, 1)], [(0, 2, 2)]]
     assert all(1000 < size <= 1500 for _, size in answers)
 
 
 def test_the_first_batch_comes_whatever_its_size(broker):
     answers = asyncio.run(_fetch_all(broker.bootstrap_servers, "g-tiny", 10))
-    assert [r for r, _ in answers] == [[(0, 0)], [(1, 1)], [(2, 2)]]
+    assert [r for r, _ in answers] == [[(0, 0, 0)], [(0, 1, 1)], [(0, 2, 2)]]
 
 
 def test_batches_while_they_fit(broker):
     answers = asyncio.run(_fetch_all(broker.bootstrap_servers, "g-two", 2500))
-    assert [r for r, _ in answers] == [[(0, 1)], [(2, 2)]]
+    assert [r for r, _ in answers] == [[(0, 0, 1)], [(0, 2, 2)]]
     assert all(size <= 2500 for _, size in answers)
+
+
+def test_a_fetch_serves_the_share_partitions_ready_and_initialises_the_others(broker):
+    """Kafka initialises share-partitions asynchronously and its delayed share fetch completes
+    as soon as one is acquirable: a new member's first answer holds the share-partition
+    initialised first, the next answers the others (what librdkafka's 0179 expects: one
+    partition's records per poll)."""
+    broker.create_topic("two-parts", partitions=2)
+    broker.produce("two-parts", [b"a"] * 5, partition=0)
+    broker.produce("two-parts", [b"b"] * 5, partition=1)
+    answers = asyncio.run(
+        _fetch_all(broker.bootstrap_servers, "g-two-parts", 1 << 20, "two-parts", 10)
+    )
+    assert len(answers[0][0]) == 1, answers
+    assert len(answers) == 2, answers
