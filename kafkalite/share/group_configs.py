@@ -230,6 +230,8 @@ class GroupConfigStore:
     defaults: dict[str, str]
     bounds: GroupConfigBounds = field(default_factory=GroupConfigBounds)
     overrides: dict[str, dict[str, str]] = field(default_factory=dict)
+    loaded: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set once every group's overrides were read (the watch's first load)."""
 
     # -- lookups (the coordinators) ----------------------------------------------------------
 
@@ -301,6 +303,16 @@ class GroupConfigStore:
             if config:
                 fresh[group_id] = config
         self.overrides = fresh
+        self.loaded.set()
+
+    async def wait_loaded(self, timeout_s: float = 5.0) -> None:
+        """Until the first load is done (a share-partition initialised right after a start
+        reads its group's ``share.auto.offset.reset``), or ``timeout_s``: the store may be
+        away, and the broker's defaults are then all there is."""
+        try:
+            await asyncio.wait_for(self.loaded.wait(), timeout_s)
+        except TimeoutError:
+            log.warning("group configs not loaded yet; using the broker defaults")
 
     async def watch(self) -> None:
         """Follow the change notifications naming ``groups/<g>`` (runs until cancelled; a

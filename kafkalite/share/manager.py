@@ -373,6 +373,8 @@ class ShareGroupService:
             }
             log_ = leader.leader_log_or_raise()
             if state.start_offset < 0:
+                if self.group_configs is not None:
+                    await self.group_configs.wait_loaded()
                 start = self._initial_offset(group_id, log_)
                 error = await self.persister.initialize(group_id, topic_id, partition, start)
                 if error is not ErrorCode.NONE:
