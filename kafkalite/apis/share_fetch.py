@@ -5,8 +5,11 @@ ShareFetch: acknowledgements first (ACCEPT 1, RELEASE 2, REJECT 3, GAP 0; a per-
 ``acknowledge_error_code``), then, unless the session epoch is -1 (the session closes) or
 ``max_records`` is 0, records are acquired from every partition of the session, up to
 ``max_records`` in all, from whole log batches while their total stays within ``max_bytes``
-(the answer's first batch is returned whatever its size, as Kafka's log read does); when none is available the request waits up to ``max_wait_ms`` for new
-records (the fetch purgatory wakes it), then tries once more. A session epoch of 0 with
+(the answer's first batch is returned whatever its size, as Kafka's log read does). Only the
+share-partitions that are ready are served; the others are initialised in the background, and
+when none is ready the request completes with the first to be. When no record is available the
+request waits for new records (the fetch purgatory wakes it), then tries once more; all its
+waits together stay within ``max_wait_ms``. A session epoch of 0 with
 acknowledgements is INVALID_REQUEST. The response names the partitions with records, an error or
 an acknowledgement result, and the acquisition lock duration.
 
@@ -21,6 +24,7 @@ is looked at).
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from typing import Any
 
@@ -181,10 +185,16 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
                 errors[(topic_id, partition)] = refused
             else:
                 candidates.append((topic_id, partition))
+        # one budget of max_wait for the whole request (initialisation and new records)
+        deadline = time.monotonic() + millis(request.max_wait) / 1000
+
+        def left_ms() -> int:
+            return max(0, int((deadline - time.monotonic()) * 1000))
+
         for attempt in range(2):
             remaining = max_records
             bytes_left = request.max_bytes
-            ready = await _ready_partitions(service, group_id, candidates, millis(request.max_wait))
+            ready = await _ready_partitions(service, group_id, candidates, left_ms())
             for topic_id, partition in ready:
                 if remaining <= 0 or (bytes_left <= 0 and fetched):
                     break
@@ -205,7 +215,7 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
                     fetched[(topic_id, partition)] = result
                     remaining -= sum(a.last_offset - a.first_offset + 1 for a in result.acquired)
                     bytes_left -= len(result.records)
-            wait_ms = millis(request.max_wait)
+            wait_ms = left_ms()
             if fetched or attempt == 1 or wait_ms <= 0 or not candidates:
                 break
             waits = []
