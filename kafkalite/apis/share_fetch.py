@@ -5,7 +5,8 @@ ShareFetch: acknowledgements first (ACCEPT 1, RELEASE 2, REJECT 3, GAP 0; a per-
 ``acknowledge_error_code``), then, unless the session epoch is -1 (the session closes) or
 ``max_records`` is 0, records are acquired from every partition of the session, up to
 ``max_records`` in all, from whole log batches while their total stays within ``max_bytes``
-(the answer's first batch is returned whatever its size, as Kafka's log read does). Only the
+(the answer's first batch is returned whatever its size, as Kafka's log read does; with a
+``max_bytes`` of 0 nothing is, and the request is answered empty after ``max_wait_ms``). Only the
 share-partitions that are ready are served; the others are initialised in the background, and
 when none is ready the request completes with the first to be. When no record is available the
 request waits for new records (the fetch purgatory wakes it), then tries once more; all its
@@ -176,6 +177,10 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
     errors: dict[tuple[uuid.UUID, int], ErrorCode] = {}
     if epoch == -1:
         service.close_session(group_id, member_id)
+    elif request.max_bytes <= 0 and request.max_records != 0:
+        # no byte may be returned, so no record: Kafka's delayed share fetch cannot reach its
+        # minimum and answers, empty, when max_wait passes
+        await asyncio.sleep(millis(request.max_wait) / 1000)
     elif request.max_records > 0 or request.max_records < 0:
         max_records = request.max_records if request.max_records > 0 else 500
         candidates = []

@@ -49,39 +49,11 @@ async def _fetch_all(
     client = KafkaClient(bootstrap, client_id="limits-test")
     await client.start()
     try:
-        meta = await client.send(
-            ApiKey.METADATA,
-            request_builder(ApiKey.METADATA, topics=[{"name": topic}]),
-            version=12,
-        )
-        topic_id = meta.topics[0].topic_id
-        member = str(uuid.uuid4())
-        deadline = time.monotonic() + 30
-        while True:  # FindCoordinator creates the offsets topic on first use
-            await client.send(
-                ApiKey.FIND_COORDINATOR,
-                request_builder(ApiKey.FIND_COORDINATOR, key=group, key_type=0),
-                version=3,
-            )
-            hb = await client.send(
-                ApiKey.SHARE_GROUP_HEARTBEAT,
-                request_builder(
-                    ApiKey.SHARE_GROUP_HEARTBEAT,
-                    group_id=group,
-                    member_id=member,
-                    member_epoch=0,
-                    subscribed_topic_names=[topic],
-                ),
-            )
-            if hb.error_code == ErrorCode.NONE:
-                break
-            assert hb.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE, hb
-            assert time.monotonic() < deadline, hb
-            await asyncio.sleep(0.1)  # a retry back-off, as a client's
+        topic_id, partition_count, member = await _join(client, group, topic)
         answers: list[tuple[list[tuple[int, int]], int]] = []
         epoch, got = 0, 0
         deadline = time.monotonic() + 30
-        partitions = [{"partition_index": i} for i in range(len(meta.topics[0].partitions))]
+        partitions = [{"partition_index": i} for i in range(partition_count)]
         while got < records:
             assert time.monotonic() < deadline, answers
             response = await client.send(
@@ -146,3 +118,88 @@ def test_a_fetch_serves_the_share_partitions_ready_and_initialises_the_others(br
     )
     assert len(answers[0][0]) == 1, answers
     assert len(answers) == 2, answers
+
+
+def test_max_bytes_zero_gives_no_records(broker):
+    """A ShareFetch with MaxBytes 0 acquires nothing (what Kafka answers, and librdkafka's
+    0180 pins): a later fetch with room gets every record, first delivery."""
+
+    async def run() -> tuple[list, list]:
+        zero = await _fetch_once(broker.bootstrap_servers, "g-zero", 0)
+        after = await _fetch_all(broker.bootstrap_servers, "g-zero", 1 << 20)
+        return zero, after
+
+    zero, after = asyncio.run(run())
+    assert zero == []
+    assert [r for r, _ in after] == [[(0, 0, 2)]]
+
+
+async def _fetch_once(bootstrap: str, group: str, max_bytes: int) -> list:
+    """The acquired ranges of a few ShareFetches of one new member with ``max_bytes`` (closing
+    its share session after them, so nothing stays acquired)."""
+    client = KafkaClient(bootstrap, client_id="limits-test")
+    await client.start()
+    try:
+        topic_id, _, member = await _join(client, group, TOPIC)
+        got = []
+        for epoch in range(3):
+            response = await client.send(
+                ApiKey.SHARE_FETCH,
+                request_builder(
+                    ApiKey.SHARE_FETCH,
+                    group_id=group,
+                    member_id=member,
+                    share_session_epoch=epoch,
+                    max_wait=datetime.timedelta(milliseconds=200),
+                    min_bytes=1,
+                    max_bytes=max_bytes,
+                    max_records=500,
+                    batch_size=500,
+                    topics=[{"topic_id": topic_id, "partitions": [{"partition_index": 0}]}]
+                    if epoch == 0
+                    else [],
+                ),
+            )
+            assert response.error_code == ErrorCode.NONE
+            got += [
+                (a.first_offset, a.last_offset)
+                for t in response.responses
+                for p in t.partitions
+                for a in p.acquired_records
+            ]
+        return got
+    finally:
+        await client.close()
+
+
+async def _join(client: KafkaClient, group: str, topic: str) -> tuple[uuid.UUID, int, str]:
+    """(topic id, partition count, member id) of a new member of share group ``group``."""
+    meta = await client.send(
+        ApiKey.METADATA,
+        request_builder(ApiKey.METADATA, topics=[{"name": topic}]),
+        version=12,
+    )
+    member = str(uuid.uuid4())
+    deadline = time.monotonic() + 30
+    while True:  # FindCoordinator creates the offsets topic on first use
+        await client.send(
+            ApiKey.FIND_COORDINATOR,
+            request_builder(ApiKey.FIND_COORDINATOR, key=group, key_type=0),
+            version=3,
+        )
+        hb = await client.send(
+            ApiKey.SHARE_GROUP_HEARTBEAT,
+            request_builder(
+                ApiKey.SHARE_GROUP_HEARTBEAT,
+                group_id=group,
+                member_id=member,
+                member_epoch=0,
+                subscribed_topic_names=[topic],
+            ),
+        )
+        if hb.error_code == ErrorCode.NONE:
+            break
+        assert hb.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE, hb
+        assert time.monotonic() < deadline, hb
+        await asyncio.sleep(0.1)  # a retry back-off, as a client's
+    return meta.topics[0].topic_id, len(meta.topics[0].partitions), member
