@@ -525,6 +525,17 @@ class BrokerConfig(BaseModel):
     group_share_max_size: int = Field(200, ge=1, le=1000)
     share_auto_offset_reset: Literal["latest", "earliest"] = "latest"
     share_isolation_level: Literal["read_uncommitted", "read_committed"] = "read_uncommitted"
+    # the bounds a GROUP config resource's values are validated against (Kafka's)
+    group_share_min_record_lock_duration_ms: int = Field(15000, ge=1000, le=3600000)
+    group_share_max_record_lock_duration_ms: int = Field(60000, ge=1000, le=3600000)
+    group_share_min_session_timeout_ms: int = Field(45000, ge=1)
+    group_share_max_session_timeout_ms: int = Field(60000, ge=1)
+    group_share_min_heartbeat_interval_ms: int = Field(5000, ge=1)
+    group_share_max_heartbeat_interval_ms: int = Field(15000, ge=1)
+    group_consumer_min_session_timeout_ms: int = Field(45000, ge=1)
+    group_consumer_max_session_timeout_ms: int = Field(60000, ge=1)
+    group_consumer_min_heartbeat_interval_ms: int = Field(5000, ge=1)
+    group_consumer_max_heartbeat_interval_ms: int = Field(15000, ge=1)
     share_coordinator_state_topic_num_partitions: int = Field(50, ge=1)
     share_coordinator_state_topic_replication_factor: int = Field(3, ge=1)
     group_consumer_assignors: str = "uniform,range"
@@ -680,6 +691,21 @@ class BrokerConfig(BaseModel):
                 f"{self.group_consumer_heartbeat_interval_ms} must be less than "
                 f"group.consumer.session.timeout.ms ({self.group_consumer_session_timeout_ms})"
             )
+        for kind, what in (
+            ("share", "record.lock.duration.ms"),
+            ("share", "session.timeout.ms"),
+            ("share", "heartbeat.interval.ms"),
+            ("consumer", "session.timeout.ms"),
+            ("consumer", "heartbeat.interval.ms"),
+        ):
+            attr = what.replace(".", "_")
+            low = getattr(self, f"group_{kind}_min_{attr}")
+            high = getattr(self, f"group_{kind}_max_{attr}")
+            if low > high:
+                raise ValueError(
+                    f"group.{kind}.min.{what}: {low} must not be greater than "
+                    f"group.{kind}.max.{what} ({high})"
+                )
         if self.replica_socket_timeout_ms < self.replica_fetch_wait_max_ms:
             # Kafka's rule: a follower's fetch would time out while the leader holds it.
             raise ValueError(

@@ -496,14 +496,14 @@ RULES: dict[int, str] = {
     ApiKey.DESCRIBE_ACLS: "DESCRIBE on the cluster",
     ApiKey.CREATE_ACLS: "ALTER on the cluster",
     ApiKey.DELETE_ACLS: "ALTER on the cluster",
-    ApiKey.DESCRIBE_CONFIGS: "DESCRIBE_CONFIGS on each topic, on the cluster for a broker",
-    ApiKey.ALTER_CONFIGS: "ALTER_CONFIGS on each topic, on the cluster for a broker",
+    ApiKey.DESCRIBE_CONFIGS: "DESCRIBE_CONFIGS on each topic and group, on the cluster for a broker",
+    ApiKey.ALTER_CONFIGS: "ALTER_CONFIGS on each topic and group, on the cluster for a broker",
     ApiKey.DESCRIBE_LOG_DIRS: "DESCRIBE on the cluster",
     ApiKey.SASL_AUTHENTICATE: NO_CHECK,
     ApiKey.CREATE_PARTITIONS: "ALTER on each topic",
     ApiKey.DELETE_GROUPS: "DELETE on each group",
     ApiKey.ELECT_LEADERS: "ALTER on the cluster",
-    ApiKey.INCREMENTAL_ALTER_CONFIGS: "ALTER_CONFIGS on each topic, on the cluster for a broker",
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: "ALTER_CONFIGS on each topic and group, on the cluster for a broker",
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: "ALTER on the cluster",
     ApiKey.LIST_PARTITION_REASSIGNMENTS: "DESCRIBE on the cluster",
     ApiKey.OFFSET_DELETE: "DELETE on the group; READ on each topic",
@@ -650,14 +650,18 @@ def _delete_refusal(ctx: Any, auth: BrokerAuthorizer, request: Any, item: Any) -
 
 
 def _config_refusal(op: AclOperation) -> Refusal:
-    """DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED) or on the
-    cluster for BROKER and BROKER_LOGGER resources (CLUSTER_AUTHORIZATION_FAILED)."""
+    """DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED), on the group
+    for GROUP resources (GROUP_AUTHORIZATION_FAILED), or on the cluster for BROKER and BROKER_LOGGER resources (CLUSTER_AUTHORIZATION_FAILED)."""
 
     def refusal(ctx: Any, auth: BrokerAuthorizer, request: Any, item: Any) -> ErrorCode | None:
         if int(item.resource_type) == 2:  # TOPIC
             if auth.allowed(ctx.connection, op, T.TOPIC, item.resource_name):
                 return None
             return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        if int(item.resource_type) == 32:  # GROUP
+            if auth.allowed(ctx.connection, op, T.GROUP, item.resource_name):
+                return None
+            return ErrorCode.GROUP_AUTHORIZATION_FAILED
         if auth.allowed(ctx.connection, op, T.CLUSTER, CLUSTER_NAME):
             return None
         return ErrorCode.CLUSTER_AUTHORIZATION_FAILED

@@ -9,7 +9,10 @@ DYNAMIC_DEFAULT_BROKER_CONFIG (``/config/brokers/<default>``), STATIC_BROKER_CON
 DEFAULT_CONFIG, synonyms in that order (Kafka's ConfigHelper.configSynonyms), read_only false
 for the settings Kafka lets change dynamically; with "" the cluster-wide dynamic defaults only
 (Kafka's answer). A topic config's broker synonyms show a dynamic broker default too. Another
-broker id -> INVALID_REQUEST. Other resource types -> INVALID_REQUEST.
+broker id -> INVALID_REQUEST.
+Group resources (type 32, Kafka's GroupConfig): every group config of the group, its stored
+override (DYNAMIC_GROUP_CONFIG) or else the broker's setting (DEFAULT_CONFIG); an empty name ->
+INVALID_REQUEST. Other resource types -> INVALID_REQUEST.
 
 Invariant: a sensitive setting (config.SENSITIVE_CONFIGS: Kafka's PASSWORD type, kafkalite's
 admin.bearer.token) is answered as Kafka answers it: value null, is_sensitive=true, its synonyms
@@ -37,6 +40,11 @@ from kafkalite.apis.broker_configs import dynamic_config
 from kafkalite.config import is_sensitive_config
 from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.errors import ErrorCode
+from kafkalite.share.group_configs import (
+    GROUP_CONFIGS,
+    GROUP_RESOURCE,
+    SOURCE_DYNAMIC_GROUP_CONFIG,
+)
 
 
 @handles(ApiKey.DESCRIBE_CONFIGS)
@@ -75,12 +83,60 @@ async def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
             result["configs"] = broker_configs(
                 ctx, wanted, include_synonyms, per_broker=bool(resource.resource_name)
             )
+        elif resource.resource_type == GROUP_RESOURCE and group_store(ctx) is not None:
+            if not resource.resource_name:
+                result.update(
+                    error_code=ErrorCode.INVALID_REQUEST,
+                    error_message="Group name must not be empty",
+                )
+                continue
+            result["configs"] = await group_configs(
+                ctx, resource.resource_name, wanted, include_synonyms
+            )
         else:
             result.update(
                 error_code=ErrorCode.INVALID_REQUEST,
                 error_message=f"Unsupported resource type {resource.resource_type}",
             )
     return ctx.response(throttle_time=0, results=results)
+
+
+def group_store(ctx: RequestContext) -> Any:
+    """The group config store (share/group_configs.py), None on a broker without one."""
+    return ctx.services.extra.get("group_configs")
+
+
+async def group_configs(
+    ctx: RequestContext, group_id: str, wanted: set[str] | None, include_synonyms: bool
+) -> list[dict[str, Any]]:
+    """Every group config of ``group_id`` (the group need not exist, as in Kafka): its
+    override (DYNAMIC_GROUP_CONFIG, with itself as its one synonym) or the broker's default
+    (DEFAULT_CONFIG, no synonyms)."""
+    store = group_store(ctx)
+    overrides = await store.read(group_id)
+    out = []
+    for name, kind in sorted(GROUP_CONFIGS.items()):
+        if wanted is not None and name not in wanted:
+            continue
+        if name in overrides:
+            value, source = overrides[name], SOURCE_DYNAMIC_GROUP_CONFIG
+            synonyms = [{"name": name, "value": value, "source": source}]
+        else:
+            value, source, synonyms = store.defaults[name], SOURCE_DEFAULT_CONFIG, []
+        out.append(
+            {
+                "name": name,
+                "value": value,
+                "read_only": False,
+                "config_source": source,
+                "is_default": source == SOURCE_DEFAULT_CONFIG,
+                "is_sensitive": False,
+                "synonyms": synonyms if include_synonyms else [],
+                "config_type": kind,
+                "documentation": None,
+            }
+        )
+    return out
 
 
 def topic_configs(

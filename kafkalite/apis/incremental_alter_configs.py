@@ -8,6 +8,9 @@ Broker resources: the operations apply to the level's stored dynamic configs (th
 id, or "" for the cluster-wide defaults), APPEND/SUBTRACT starting from Kafka's default of a
 list setting; the result is then validated and stored like AlterConfigs
 (apis/broker_configs.py).
+
+Group resources (type 32): the operations apply to the group's stored overrides; the result is
+validated with Kafka's GroupConfig rules (INVALID_CONFIG) and stored (share/group_configs.py).
 """
 
 from __future__ import annotations
@@ -21,7 +24,11 @@ from kafkalite.apis.admin_common import (
     broker_topic_defaults,
     read_topic_config_overrides,
 )
-from kafkalite.apis.alter_configs import apply_topic_configs, unsupported_resource
+from kafkalite.apis.alter_configs import (
+    apply_group_configs,
+    apply_topic_configs,
+    unsupported_resource,
+)
 from kafkalite.apis.base import RequestContext, handles
 from kafkalite.apis.broker_configs import (
     alter_broker_configs,
@@ -29,8 +36,10 @@ from kafkalite.apis.broker_configs import (
     dynamic_config,
     stored_level,
 )
+from kafkalite.apis.describe_configs import group_store
 from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.errors import ErrorCode
+from kafkalite.share.group_configs import GROUP_RESOURCE
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
@@ -109,6 +118,8 @@ async def handle_incremental_alter_configs(ctx: RequestContext, request: Any) ->
                 error, message = await apply_topic_configs(ctx, name, new, request.validate_only)
         elif resource.resource_type == RESOURCE_BROKER:
             error, message = await _alter_broker(ctx, resource, request.validate_only)
+        elif resource.resource_type == GROUP_RESOURCE and group_store(ctx) is not None:
+            error, message = await _alter_group(ctx, resource, request.validate_only)
         else:
             error, message = unsupported_resource(resource.resource_type)
         responses.append(
@@ -138,3 +149,23 @@ async def _alter_broker(
     if new is None:
         return error, message
     return await alter_broker_configs(ctx, resource.resource_name, new, validate_only)
+
+
+async def _alter_group(
+    ctx: RequestContext, resource: Any, validate_only: bool
+) -> tuple[ErrorCode, str | None]:
+    """The operations applied to the group's stored overrides (no group config is a list, so
+    APPEND/SUBTRACT are INVALID_CONFIG), then validated and stored (apis/alter_configs.py)."""
+    if not resource.resource_name:
+        return ErrorCode.INVALID_REQUEST, "Group name must not be empty"
+    store = group_store(ctx)
+    current = await store.read(resource.resource_name)
+    new, error, message = apply_ops(
+        current,
+        store.defaults,
+        [(c.name, c.config_operation, c.value) for c in resource.configs],
+        frozenset(),
+    )
+    if new is None:
+        return error, message
+    return await apply_group_configs(ctx, resource.resource_name, new, validate_only)

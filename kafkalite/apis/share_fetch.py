@@ -4,8 +4,13 @@ partitions and acknowledged (kafkalite/share/manager.py has the share-session ru
 ShareFetch: acknowledgements first (ACCEPT 1, RELEASE 2, REJECT 3, GAP 0; a per-partition
 ``acknowledge_error_code``), then, unless the session epoch is -1 (the session closes) or
 ``max_records`` is 0, records are acquired from every partition of the session, up to
-``max_records`` in all; when none is available the request waits up to ``max_wait_ms`` for new
-records (the fetch purgatory wakes it), then tries once more. A session epoch of 0 with
+``max_records`` in all, from whole log batches while their total stays within ``max_bytes``
+(the answer's first batch is returned whatever its size, as Kafka's log read does; with a
+``max_bytes`` of 0 nothing is, and the request is answered empty after ``max_wait_ms``). Only the
+share-partitions that are ready are served; the others are initialised in the background, and
+when none is ready the request completes with the first to be. When no record is available the
+request waits for new records (the fetch purgatory wakes it), then tries once more; all its
+waits together stay within ``max_wait_ms``. A session epoch of 0 with
 acknowledgements is INVALID_REQUEST. The response names the partitions with records, an error or
 an acknowledgement result, and the acquisition lock duration.
 
@@ -20,6 +25,7 @@ is looked at).
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from typing import Any
 
@@ -105,6 +111,36 @@ def _current_leader(ctx: RequestContext, service: Any, topic_id: uuid.UUID, part
     return {"leader_id": info.leader, "leader_epoch": info.leader_epoch}
 
 
+async def _ready_partitions(
+    service: Any, group_id: str, candidates: list[tuple[uuid.UUID, int]], wait_ms: int
+) -> list[tuple[uuid.UUID, int]]:
+    """The candidates a fetch acquires from now: those whose share-partition is ready. The
+    others are initialised in the background and join a later fetch; when none is ready the
+    fetch waits (up to ``wait_ms``) for the first to be, as Kafka's delayed share fetch
+    completes as soon as a share-partition becomes acquirable."""
+    ready = [c for c in candidates if service.is_ready(group_id, *c)]
+    loading = {service.start_loading(group_id, *c): c for c in candidates if c not in ready}
+    if ready or not loading or wait_ms <= 0:
+        return ready
+    # the fetch completes at the first initialisation, with what is ready at that moment:
+    # that share-partition alone (the others finish in the background for the next fetch)
+    first: asyncio.Future = asyncio.get_running_loop().create_future()
+
+    def on_done(task: asyncio.Task) -> None:
+        if not first.done():
+            first.set_result(loading[task])
+
+    for task in loading:
+        task.add_done_callback(on_done)
+    try:
+        return [await asyncio.wait_for(first, wait_ms / 1000)]
+    except TimeoutError:
+        return []
+    finally:
+        for task in loading:
+            task.remove_done_callback(on_done)
+
+
 def _refusal(ctx: RequestContext, request: Any) -> Any | None:
     """What ShareFetch and ShareAcknowledge check first, in Kafka's order: both ids given, READ
     on the group, then a share-group service to answer."""
@@ -141,6 +177,10 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
     errors: dict[tuple[uuid.UUID, int], ErrorCode] = {}
     if epoch == -1:
         service.close_session(group_id, member_id)
+    elif request.max_bytes <= 0 and request.max_records != 0:
+        # no byte may be returned, so no record: Kafka's delayed share fetch cannot reach its
+        # minimum and answers, empty, when max_wait passes
+        await asyncio.sleep(millis(request.max_wait) / 1000)
     elif request.max_records > 0 or request.max_records < 0:
         max_records = request.max_records if request.max_records > 0 else 500
         candidates = []
@@ -150,13 +190,27 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
                 errors[(topic_id, partition)] = refused
             else:
                 candidates.append((topic_id, partition))
+        # one budget of max_wait for the whole request (initialisation and new records)
+        deadline = time.monotonic() + millis(request.max_wait) / 1000
+
+        def left_ms() -> int:
+            return max(0, int((deadline - time.monotonic()) * 1000))
+
         for attempt in range(2):
             remaining = max_records
-            for topic_id, partition in candidates:
-                if remaining <= 0:
+            bytes_left = request.max_bytes
+            ready = await _ready_partitions(service, group_id, candidates, left_ms())
+            for topic_id, partition in ready:
+                if remaining <= 0 or (bytes_left <= 0 and fetched):
                     break
                 result = await service.acquire(
-                    group_id, member_id, topic_id, partition, remaining, request.max_bytes
+                    group_id,
+                    member_id,
+                    topic_id,
+                    partition,
+                    remaining,
+                    bytes_left,
+                    min_one_batch=not fetched,
                 )
                 if result.error in NOT_READY:
                     pass  # the share coordinator is still starting: nothing to give yet
@@ -165,7 +219,8 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
                 elif result.acquired:
                     fetched[(topic_id, partition)] = result
                     remaining -= sum(a.last_offset - a.first_offset + 1 for a in result.acquired)
-            wait_ms = millis(request.max_wait)
+                    bytes_left -= len(result.records)
+            wait_ms = left_ms()
             if fetched or attempt == 1 or wait_ms <= 0 or not candidates:
                 break
             waits = []
@@ -211,7 +266,7 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
         by_topic.setdefault(topic_id, []).append(entry)
     return ctx.response(
         error_code=ErrorCode.NONE,
-        acquisition_lock_timeout=service.config.record_lock_duration_ms,
+        acquisition_lock_timeout=service.lock_duration_ms(group_id),
         responses=[{"topic_id": t, "partitions": parts} for t, parts in by_topic.items()],
         node_endpoints=_node_endpoints(ctx, leaders),
     )

@@ -126,7 +126,7 @@ async def handle_share_group_heartbeat(ctx: RequestContext, request: Any) -> Any
         error_code=ErrorCode.NONE,
         member_id=result.member_id,
         member_epoch=result.member_epoch,
-        heartbeat_interval=service.config.heartbeat_interval_ms,
+        heartbeat_interval=service.heartbeat_interval_ms(request.group_id),
         assignment=assignment,
     )
 

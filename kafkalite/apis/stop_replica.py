@@ -45,6 +45,14 @@ async def handle_stop_replica(ctx: RequestContext, request: Any) -> Any:
         )
     if ctx.services.group_coordinator is not None and result.error_code == 0:
         _notify_group_coordinator(ctx.services.group_coordinator, states, result.partition_errors)
+    share = ctx.services.extra.get("share_groups")
+    if share is not None and result.error_code == 0:
+        share.on_partitions_deleted(
+            TopicPartition(s.topic, s.partition)
+            for s in states
+            if s.delete_partition
+            and result.partition_errors.get(TopicPartition(s.topic, s.partition), 0) == 0
+        )
     if ctx.services.txn_coordinator is not None and result.error_code == 0:
         for s in states:
             if (

@@ -5,8 +5,10 @@ Pure (an injected clock in milliseconds, topic metadata passed in). A member joi
 (with the member id it chose, or an empty one the coordinator fills), heartbeats with its
 current epoch, and leaves with -1. The group epoch moves when the membership, a subscription or
 the subscribed topics' partitions change; the member then gets the new epoch and its assignment.
-Share groups revoke nothing: a partition is shared by every member subscribed to its topic (the
-simple assignor gives each of them all its partitions), so the assignment is handed out at once.
+Share groups revoke nothing: the simple assignor (`simple_assignment`, Kafka 4.1's) splits the
+partitions among the members while they are no more than the partitions and shares each
+partition among several members when they are more, and a new assignment is handed out at once
+(the records a member held on a partition it lost go back when its lock or session ends).
 
 A member whose heartbeats stop for ``session_timeout_ms`` is removed (``expire``): the caller
 releases the records it held and closes its share sessions.
@@ -70,8 +72,11 @@ class ShareGroupManager:
         heartbeat_interval_ms: int = 5000,
         max_size: int = 200,
         time_ms: Callable[[], int],
+        session_timeout_for: Callable[[str], int] | None = None,
     ) -> None:
         self.session_timeout_ms = session_timeout_ms
+        self.session_timeout_for = session_timeout_for or (lambda group_id: session_timeout_ms)
+        """A group's session timeout (its ``share.session.timeout.ms`` group config)."""
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.max_size = max_size
         self.time_ms = time_ms
@@ -121,7 +126,7 @@ class ShareGroupManager:
             if subscribed is not None and tuple(sorted(set(subscribed))) != member.subscribed:
                 member.subscribed = tuple(sorted(set(subscribed)))
                 group.group_epoch += 1
-        member.deadline_ms = now + self.session_timeout_ms
+        member.deadline_ms = now + self.session_timeout_for(group_id)
         self._reassign(group, lookup)
         member.member_epoch = group.group_epoch
         changed = member.sent_assignment != member.assignment
@@ -135,16 +140,29 @@ class ShareGroupManager:
         )
 
     def _reassign(self, group: ShareGroup, lookup: TopicLookup) -> None:
-        """The simple assignor: every member subscribed to a topic gets all its partitions. A
-        change of the partitions (a topic created, partitions added) moves the group epoch."""
-        changed = False
+        """The simple assignor (`simple_assignment`) over the group's members and their
+        subscribed topics' partitions. A change of anyone's assignment (a member joined or
+        left, a topic created, partitions added) moves the group epoch."""
+        targets: dict[str, list[tuple[uuid.UUID, int]]] = {}
         for member in group.members.values():
-            target: Assignment = {}
+            wanted: list[tuple[uuid.UUID, int]] = []
             for topic in member.subscribed:
                 found = lookup(topic)
                 if found is not None:
                     topic_id, count = found
-                    target[topic_id] = tuple(range(count))
+                    wanted.extend((topic_id, p) for p in range(count))
+            targets[member.member_id] = wanted
+        current = {
+            m.member_id: {(t, p) for t, parts in m.assignment.items() for p in parts}
+            for m in group.members.values()
+        }
+        assigned = simple_assignment(targets, current)
+        changed = False
+        for member in group.members.values():
+            target: Assignment = {}
+            for topic_id, partition in sorted(assigned[member.member_id]):
+                target.setdefault(topic_id, ())
+                target[topic_id] += (partition,)
             if target != member.assignment:
                 member.assignment = target
                 changed = True
@@ -171,3 +189,74 @@ class ShareGroupManager:
     def is_member(self, group_id: str, member_id: str) -> bool:
         group = self.groups.get(group_id)
         return group is not None and member_id in group.members
+
+
+TopicIdPartition = tuple[uuid.UUID, int]
+
+
+def simple_assignment(
+    targets: dict[str, list[TopicIdPartition]],
+    current: dict[str, set[TopicIdPartition]],
+) -> dict[str, set[TopicIdPartition]]:
+    """Kafka 4.1's simple share assignor: balance first, then stickiness.
+
+    ``targets``: each member (in the group's order) and the partitions of the topics it
+    subscribes to; ``current``: what each holds now. Members subscribed to the same topics are
+    assigned together: each of their partitions goes to ``ceil(members / partitions)`` of them
+    (one member per partition while members <= partitions, so they split the partitions; more
+    members than partitions share each one), and each member gets its share of those
+    assignments, within one of any other's. A member keeps what it holds as far as that
+    balance allows."""
+    out: dict[str, set[TopicIdPartition]] = {m: set() for m in targets}
+    pools: dict[tuple[TopicIdPartition, ...], list[str]] = {}
+    for member, partitions in targets.items():
+        if partitions:
+            pools.setdefault(tuple(sorted(set(partitions))), []).append(member)
+    for partitions, members in pools.items():
+        _assign_pool(list(partitions), members, current, out)
+    return out
+
+
+def _assign_pool(
+    partitions: list[TopicIdPartition],
+    members: list[str],
+    current: dict[str, set[TopicIdPartition]],
+    out: dict[str, set[TopicIdPartition]],
+) -> None:
+    m, p = len(members), len(partitions)
+    sharing = (m + p - 1) // p
+    total = sharing * p
+    low, extra = divmod(total, m)
+    # every member gets `low` assignments and `extra` of them one more
+    big = 0  # members holding low + 1
+
+    def room(member: str) -> bool:
+        n = len(out[member])
+        return n < low or (n == low and big < extra)
+
+    holders: dict[TopicIdPartition, set[str]] = {tp: set() for tp in partitions}
+
+    def give(member: str, tp: TopicIdPartition) -> None:
+        nonlocal big
+        out[member].add(tp)
+        holders[tp].add(member)
+        if len(out[member]) == low + 1:
+            big += 1
+
+    # stickiness: what a member holds stays while its count and the partition's sharing allow
+    for member in members:
+        for tp in sorted(current.get(member, ()) & holders.keys()):
+            if room(member) and len(holders[tp]) < sharing:
+                give(member, tp)
+    # the rest: each under-shared partition to the least-filled member that lacks it
+    progress = True
+    while progress:
+        progress = False
+        for tp in partitions:
+            if len(holders[tp]) >= sharing:
+                continue
+            candidates = [mb for mb in members if room(mb) and mb not in holders[tp]]
+            if not candidates:
+                continue
+            give(min(candidates, key=lambda mb: len(out[mb])), tp)
+            progress = True

@@ -43,6 +43,7 @@ from kafkalite.protocol.records import complete_batches_length, iter_batch_heade
 from kafkalite.protocol.types import TopicPartition
 from kafkalite.share.coordinator import StateResult
 from kafkalite.share.group import ShareGroupManager
+from kafkalite.share.group_configs import by_duration_ms
 from kafkalite.share.partition import Acquired, SharePartition, StateBatch
 
 log = structlog.get_logger(__name__)
@@ -128,6 +129,7 @@ class ShareGroupService:
         persister: Persister,
         config: ShareConfig | None = None,
         time_ms: Callable[[], int] | None = None,
+        group_configs: Any = None,
     ) -> None:
         self.broker_id = broker_id
         self.replica_manager = replica_manager
@@ -135,20 +137,50 @@ class ShareGroupService:
         self.persister = persister
         self.config = config or ShareConfig()
         self.time_ms = time_ms or (lambda: int(time.time() * 1000))
+        self.group_configs = group_configs
         self.groups = ShareGroupManager(
             session_timeout_ms=self.config.session_timeout_ms,
             heartbeat_interval_ms=self.config.heartbeat_interval_ms,
             max_size=self.config.max_size,
             time_ms=self.time_ms,
+            session_timeout_for=lambda g: int(
+                self.setting(g, "share.session.timeout.ms", self.config.session_timeout_ms)
+            ),
         )
         self.sessions: dict[tuple[str, str], ShareSession] = {}
         self.partitions: dict[PartitionKey, SharePartition] = {}
         self._loading: dict[PartitionKey, asyncio.Lock] = {}
+        self._load_tasks: dict[tuple[str, uuid.UUID, int], asyncio.Task] = {}
         self._write_locks: dict[PartitionKey, asyncio.Lock] = {}
         self._deadlines: list[tuple[int, PartitionKey]] = []
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
         self._tasks: set[asyncio.Task] = set()
+
+    # -- group configs -----------------------------------------------------------------------
+
+    def setting(self, group_id: str, name: str, default: Any) -> Any:
+        """The group's value of group config ``name`` (share/group_configs.py), else
+        ``default`` (the broker's setting) when no group config store is wired."""
+        if self.group_configs is None:
+            return default
+        return self.group_configs.value(group_id, name)
+
+    def lock_duration_ms(self, group_id: str) -> int:
+        return int(
+            self.setting(
+                group_id, "share.record.lock.duration.ms", self.config.record_lock_duration_ms
+            )
+        )
+
+    def heartbeat_interval_ms(self, group_id: str) -> int:
+        return int(
+            self.setting(group_id, "share.heartbeat.interval.ms", self.config.heartbeat_interval_ms)
+        )
+
+    def _read_committed(self, group_id: str) -> bool:
+        level = self.setting(group_id, "share.isolation.level", self.config.isolation_level)
+        return str(level).lower() == "read_committed"
 
     # -- topics ------------------------------------------------------------------------------
 
@@ -199,7 +231,7 @@ class ShareGroupService:
             return
         loop = asyncio.get_running_loop()
         loop.call_later(
-            self.config.record_lock_duration_ms / 1000,
+            self.lock_duration_ms(group_id) / 1000,
             lambda: (
                 None
                 if self.groups.is_member(group_id, member_id)
@@ -267,6 +299,41 @@ class ShareGroupService:
 
     # -- share-partitions --------------------------------------------------------------------
 
+    def is_ready(self, group_id: str, topic_id: uuid.UUID, partition: int) -> bool:
+        """Whether a fetch can acquire from the share-partition without loading it first
+        (True too when it cannot be served at all: ``acquire`` answers the error)."""
+        name = self.topic_name(topic_id)
+        if name is None:
+            return True
+        leader = self.replica_manager.online_partition(TopicPartition(name, partition))
+        if leader is None or not leader.is_leader:
+            return True
+        sp = self.partitions.get((group_id, name, partition))
+        return sp is not None and sp.leader_epoch == leader.leader_epoch and sp.topic_id == topic_id
+
+    def start_loading(self, group_id: str, topic_id: uuid.UUID, partition: int) -> asyncio.Task:
+        """Load (or keep loading) the share-partition in the background: a fetch serves the
+        share-partitions that are ready, and one being initialised joins a later fetch, as
+        Kafka's SharePartitionManager initialises share-partitions asynchronously."""
+        key = (group_id, topic_id, partition)
+        task = self._load_tasks.get(key)
+        if task is None or task.done():
+
+            async def load() -> None:
+                try:
+                    await self.share_partition(group_id, topic_id, partition)
+                except Exception as e:  # the fetch that acquires from it reports the error
+                    log.debug("loading a share-partition failed", error=repr(e))
+
+            task = asyncio.get_running_loop().create_task(load())
+            self._load_tasks[key] = task
+            task.add_done_callback(
+                lambda t: (
+                    self._load_tasks.pop(key, None) if self._load_tasks.get(key) is t else None
+                )
+            )
+        return task
+
     async def share_partition(
         self, group_id: str, topic_id: uuid.UUID, partition: int
     ) -> tuple[ErrorCode, SharePartition | None]:
@@ -281,7 +348,7 @@ class ShareGroupService:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
         key = (group_id, name, partition)
         sp = self.partitions.get(key)
-        if sp is not None and sp.leader_epoch == leader.leader_epoch:
+        if sp is not None and sp.leader_epoch == leader.leader_epoch and sp.topic_id == topic_id:
             self._catch_up_log_start(sp, leader)
             return ErrorCode.NONE, sp
         # not loaded, or loaded under an earlier leadership of the partition: what another
@@ -289,7 +356,11 @@ class ShareGroupService:
         lock = self._loading.setdefault(key, asyncio.Lock())
         async with lock:
             sp = self.partitions.get(key)
-            if sp is not None and sp.leader_epoch == leader.leader_epoch:
+            if (
+                sp is not None
+                and sp.leader_epoch == leader.leader_epoch
+                and sp.topic_id == topic_id
+            ):
                 return ErrorCode.NONE, sp
             self.partitions.pop(key, None)
             state = await self.persister.read(group_id, topic_id, partition, leader.leader_epoch)
@@ -297,16 +368,14 @@ class ShareGroupService:
                 return _retriable(state.error), None
             settings = {
                 "delivery_count_limit": self.config.delivery_count_limit,
-                "lock_duration_ms": self.config.record_lock_duration_ms,
+                "lock_duration_ms": self.lock_duration_ms(group_id),
                 "max_record_locks": self.config.partition_max_record_locks,
             }
             log_ = leader.leader_log_or_raise()
             if state.start_offset < 0:
-                start = (
-                    log_.log_start_offset
-                    if self.config.auto_offset_reset == "earliest"
-                    else log_.high_watermark
-                )
+                if self.group_configs is not None:
+                    await self.group_configs.wait_loaded()
+                start = self._initial_offset(group_id, log_)
                 error = await self.persister.initialize(group_id, topic_id, partition, start)
                 if error is not ErrorCode.NONE:
                     return _retriable(error), None
@@ -316,9 +385,26 @@ class ShareGroupService:
                 sp = SharePartition.restore(state.start_offset, state.state_batches, **settings)
                 sp.state_epoch = state.state_epoch
             sp.leader_epoch = leader.leader_epoch
+            sp.topic_id = topic_id
             self._catch_up_log_start(sp, leader)
             self.partitions[key] = sp
             return ErrorCode.NONE, sp
+
+    def _initial_offset(self, group_id: str, log_: Any) -> int:
+        """Where a share-partition without state starts: the group's share.auto.offset.reset
+        (earliest: the log start; latest: the high watermark; by_duration: the first record
+        at or after now minus the duration, else the high watermark)."""
+        reset = str(
+            self.setting(group_id, "share.auto.offset.reset", self.config.auto_offset_reset)
+        ).lower()
+        if reset == "earliest":
+            return log_.log_start_offset
+        duration = by_duration_ms(reset)
+        if duration is not None:
+            found = log_.offset_for_timestamp(self.time_ms() - duration)
+            if found is not None:
+                return min(max(found[0], log_.log_start_offset), log_.high_watermark)
+        return log_.high_watermark
 
     @staticmethod
     def _catch_up_log_start(sp: SharePartition, partition: Any) -> None:
@@ -354,7 +440,14 @@ class ShareGroupService:
         partition: int,
         max_records: int,
         max_bytes: int,
+        min_one_batch: bool = True,
     ) -> PartitionFetch:
+        """Acquire up to ``max_records`` records, batch by batch, from the batches that fit in
+        ``max_bytes``: batches are taken in offset order while their total stays within it,
+        and the first batch that would pass it ends the fetch, unless nothing is in the answer
+        yet (``min_one_batch``: the response's first batch is returned whatever its size, as
+        Kafka's log read with minOneMessage). Only the records of returned batches are
+        acquired, so nothing is locked that the client never sees."""
         error, sp = await self.share_partition(group_id, topic_id, partition)
         if sp is None:
             return PartitionFetch(error)
@@ -364,43 +457,53 @@ class ShareGroupService:
             leader = self.replica_manager.get_partition_or_raise(tp)
             isolation = (
                 FetchIsolation.TXN_COMMITTED
-                if self.config.isolation_level == "read_committed"
+                if self._read_committed(group_id)
                 else FetchIsolation.HIGH_WATERMARK
             )
+            sp.lock_duration_ms = self.lock_duration_ms(group_id)
             now = self.time_ms()
             wanted = max(1, max_records)
             chunks: dict[int, bytes] = {}  # base offset -> the batch, each batch once
             acquired: list[Acquired] = []
             count = size = 0
             tried: set[int] = set()
-            while count < wanted and size < max_bytes:
+            full = False
+            while count < wanted and not full:
                 offset = sp.first_acquirable_offset()
                 if offset in tried or (offset >= sp.end_offset and not sp.can_acquire_new()):
                     break
                 tried.add(offset)
-                read = leader.read_records(offset, -1, max_bytes, isolation, True, True)
+                read = leader.read_records(
+                    offset, -1, max(0, max_bytes - size), isolation, True, True
+                )
                 buf = bytes(read.records) if read.records else b""
-                positions = [
-                    (h.base_offset, h.last_offset, pos, h.size) for h, pos in _headers(buf)
-                ]
+                positions = {h.base_offset: (pos, h.size) for h, pos in _headers(buf)}
                 if not positions:
                     break
-                got = sp.acquire(
-                    member_id,
-                    list(_kinds(buf, read.aborted_transactions)),
-                    wanted - count,
-                    now,
-                )
-                if not got:
-                    break
-                acquired.extend(got)
-                count += sum(a.last_offset - a.first_offset + 1 for a in got)
-                for base, last, pos, length in positions:
-                    if base not in chunks and any(
-                        a.first_offset <= last and a.last_offset >= base for a in got
-                    ):
+                progressed = False
+                for kind in _kinds(buf, read.aborted_transactions):
+                    base = kind[0]
+                    if count >= wanted:
+                        break
+                    pos, length = positions[base]
+                    fits = size + length <= max_bytes or (
+                        min_one_batch and not chunks and size == 0
+                    )
+                    if base not in chunks and not fits:
+                        full = True
+                        break
+                    got = sp.acquire(member_id, [kind], wanted - count, now)
+                    if not got:
+                        progressed = progressed or kind[2]  # a control batch archived
+                        continue
+                    progressed = True
+                    acquired.extend(got)
+                    count += sum(a.last_offset - a.first_offset + 1 for a in got)
+                    if base not in chunks:
                         chunks[base] = buf[pos : pos + length]
                         size += length
+                if not progressed:
+                    break
             records = b"".join(chunks[base] for base in sorted(chunks))
         except KafkaError as e:
             return PartitionFetch(e.error_code)
@@ -409,7 +512,7 @@ class ShareGroupService:
             deadline = now + sp.lock_duration_ms
             heapq.heappush(self._deadlines, (deadline, key))
             self._arm_timer()
-        return PartitionFetch(ErrorCode.NONE, records, acquired, leader.leader_epoch)
+        return PartitionFetch(ErrorCode.NONE, records, _merge(acquired), leader.leader_epoch)
 
     async def wait_for_records(
         self, partitions: Iterable[tuple[str, int, int]], max_wait_ms: int
@@ -432,8 +535,9 @@ class ShareGroupService:
         if sp is None:
             return ErrorCode.NONE
         group_id, name, partition = key
-        topic_id = self.metadata_cache.get_topic_id(name)
-        if topic_id is None:
+        topic_id = sp.topic_id
+        if topic_id is None or topic_id != self.metadata_cache.get_topic_id(name):
+            # the topic is gone (or was created again): this state has nowhere to go
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         leader = self.replica_manager.online_partition(TopicPartition(name, partition))
         leader_epoch = leader.leader_epoch if leader is not None else -1
@@ -511,6 +615,15 @@ class ShareGroupService:
             self.partitions.pop((group_id, self.topic_name(topic_id) or "", partition), None)
         return _retriable(error)
 
+    def start_background(self, coro: Any) -> None:
+        """A task that lives as long as the service (cancelled by ``shutdown``)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            coro.close()  # built outside a loop (a unit test): nothing to follow
+            return
+        self._spawn(coro)
+
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
@@ -561,16 +674,54 @@ class ShareGroupService:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        for task in list(self._tasks):
+        for task in list(self._tasks) + list(self._load_tasks.values()):
             task.cancel()
         self.partitions.clear()
         self.sessions.clear()
+
+    def on_partitions_deleted(self, partitions: Iterable[TopicPartition]) -> None:
+        """Partitions deleted here (StopReplica with delete, a topic deletion): their
+        share-partitions are forgotten and their persisted state deleted, as Kafka's group
+        coordinator deletes the share-group state of deleted topics, so a topic created again
+        under the same name starts clean."""
+        gone = {(tp.topic, tp.partition) for tp in partitions}
+        for key in [k for k in self.partitions if (k[1], k[2]) in gone]:
+            sp = self.partitions.pop(key)
+            if sp.topic_id is not None:
+                self._spawn(self._delete_quietly(key[0], sp.topic_id, key[2]))
+
+    async def _delete_quietly(self, group_id: str, topic_id: Any, partition: int) -> None:
+        error = await self.persister.delete(group_id, topic_id, partition)
+        if error is not ErrorCode.NONE:
+            log.info(
+                "deleting the share state of a deleted partition failed",
+                group=group_id,
+                topic_id=str(topic_id),
+                partition=partition,
+                error=error.name,
+            )
 
     def on_resignation(self, topic: str, partition: int) -> None:
         """This broker no longer leads ``topic``-``partition``: forget its share-partitions
         (the new leader reads them back from the persister)."""
         for key in [k for k in self.partitions if k[1] == topic and k[2] == partition]:
             del self.partitions[key]
+
+
+def _merge(ranges: list[Acquired]) -> list[Acquired]:
+    """Adjacent acquired ranges with one delivery count as one (batch by batch acquisition
+    yields one range per batch)."""
+    out: list[Acquired] = []
+    for a in sorted(ranges, key=lambda r: r.first_offset):
+        if (
+            out
+            and out[-1].last_offset + 1 == a.first_offset
+            and (out[-1].delivery_count == a.delivery_count)
+        ):
+            out[-1] = Acquired(out[-1].first_offset, a.last_offset, a.delivery_count)
+        else:
+            out.append(a)
+    return out
 
 
 def _retriable(error: ErrorCode) -> ErrorCode:

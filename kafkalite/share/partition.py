@@ -29,6 +29,7 @@ the acknowledging member, else INVALID_RECORD_STATE and nothing changes.
 from __future__ import annotations
 
 import enum
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -100,6 +101,9 @@ class SharePartition:
         self.state_epoch = 0
         self.leader_epoch = -1
         """The partition's leader epoch when this state was loaded (set by the owner)."""
+        self.topic_id: uuid.UUID | None = None
+        """The topic id this state belongs to (set by the owner): a topic deleted and created
+        again under the same name is another topic, with a state of its own."""
 
     # -- restoring and persisting -----------------------------------------------------------
 

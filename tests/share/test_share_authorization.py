@@ -142,3 +142,44 @@ async def test_the_offsets_apis_need_the_group_and_topic_acls(call, auth):
     k = ApiKey.DELETE_SHARE_GROUP_OFFSETS
     response = await call(k, 0, req(k, 0, group_id="other", topics=[]))
     assert response.error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+
+
+async def test_group_config_resources_need_the_configs_operations_on_the_group(call, auth):
+    """DESCRIBE_CONFIGS / ALTER_CONFIGS on the GROUP resource (type 32): refused ones get
+    GROUP_AUTHORIZATION_FAILED and nothing of their configs; allowed ones are answered."""
+    from kafkalite.coord.embedded import EmbeddedStore
+    from kafkalite.share.group_configs import GroupConfigStore, defaults_from
+
+    store = EmbeddedStore(None)
+    session = await store.open_session()
+    try:
+        call.dispatcher.handlers.update(
+            {
+                k: guard(k, HANDLERS[k])
+                for k in (ApiKey.DESCRIBE_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS)
+            }
+        )
+        call.dispatcher.services.extra["group_configs"] = GroupConfigStore(
+            session, defaults_from(call.dispatcher.services.config)
+        )
+        k = ApiKey.INCREMENTAL_ALTER_CONFIGS
+        op = {"name": "share.auto.offset.reset", "config_operation": 0, "value": "earliest"}
+        resources = [
+            {"resource_type": 32, "resource_name": name, "configs": [op]} for name in ("other", "g")
+        ]
+        response = await call(k, 1, req(k, 1, resources=resources, validate_only=False))
+        codes = {r.resource_name: r.error_code for r in response.responses}
+        assert codes["other"] == ErrorCode.GROUP_AUTHORIZATION_FAILED
+        assert codes["g"] == ErrorCode.NONE
+        k = ApiKey.DESCRIBE_CONFIGS
+        resources = [
+            {"resource_type": 32, "resource_name": name, "configuration_keys": None}
+            for name in ("other", "g")
+        ]
+        response = await call(k, 4, req(k, 4, resources=resources))
+        results = {r.resource_name: r for r in response.results}
+        assert results["other"].error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+        assert not results["other"].configs
+        assert results["g"].error_code == ErrorCode.NONE
+    finally:
+        await store.close()

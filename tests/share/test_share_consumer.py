@@ -201,3 +201,42 @@ def test_the_delivery_count_limit_archives_a_poison_record(broker):
     finally:
         c.close()
     assert deliveries == list(range(1, LIMIT + 1)), "delivered up to the limit, then archived"
+
+
+def test_a_topic_deleted_and_created_again_starts_clean(broker):
+    """The share-partition state of a deleted topic goes with it (Kafka deletes a deleted
+    topic's share-group state): the new topic's offset 0 is a first delivery, not the old
+    topic's released record coming back with its count."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    broker.create_topic("recreated")
+    broker.produce("recreated", [b"old"])
+    first = consumer(
+        broker, "g-recreated", "recreated", **{"share.acknowledgement.mode": "explicit"}
+    )
+    try:
+        got = []
+        poll_until([first], lambda: got, on_message=lambda i, m: got.append(m))
+        assert (got[0].offset(), got[0].delivery_count()) == (0, 1)
+        first.acknowledge(got[0], AcknowledgeType.RELEASE)
+        first.commit_sync()
+    finally:
+        first.close()
+    admin.delete_topics(["recreated"])["recreated"].result(timeout=30)
+    deadline = time.monotonic() + 30
+    while True:  # created again as soon as the deletion is through
+        try:
+            broker.create_topic("recreated")
+            break
+        except Exception:
+            assert time.monotonic() < deadline, "the topic could not be created again"
+            time.sleep(0.2)  # a retry back-off: the deletion completes asynchronously
+    broker.produce("recreated", [b"new"])
+    second = consumer(broker, "g-recreated", "recreated")
+    try:
+        again = []
+        poll_until([second], lambda: again, on_message=lambda i, m: again.append(m))
+        assert (again[0].offset(), again[0].value(), again[0].delivery_count()) == (0, b"new", 1)
+    finally:
+        second.close()

@@ -69,3 +69,47 @@ def test_share_state_survives_a_broker_restart(tmp_path):
             c.close()
     assert min(again) == 5, "the accepted records were not delivered again"
     assert all(again[o] == first[o] + 1 for o in range(5, 10)), "delivery counts kept"
+
+
+def test_group_configs_survive_a_broker_restart(tmp_path):
+    """A GROUP config resource is stored in the coordination store (the embedded one here):
+    described from there after a restart, and used by the restarted share coordinator."""
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ConfigSource,
+        ResourceType,
+    )
+
+    settings = {
+        "offsets.topic.num.partitions": 1,
+        "share.coordinator.state.topic.num.partitions": 1,
+    }
+    with Broker(settings, subprocess=True, data_dir=tmp_path / "data") as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        entry = ConfigEntry(
+            "share.auto.offset.reset",
+            "earliest",
+            incremental_operation=AlterConfigOpType.SET,
+        )
+        resource = ConfigResource(ResourceType.GROUP, "g-kept", incremental_configs=[entry])
+        admin.incremental_alter_configs([resource])[resource].result(timeout=30)
+        broker.create_topic("kept")
+        broker.produce("kept", [f"r{i}".encode() for i in range(3)])
+
+        broker.restart()
+
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        described = ConfigResource(ResourceType.GROUP, "g-kept")
+        configs = admin.describe_configs([described])[described].result(timeout=30)
+        assert configs["share.auto.offset.reset"].value == "earliest"
+        assert configs["share.auto.offset.reset"].source == ConfigSource.GROUP_CONFIG.value
+        c = ShareConsumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "g-kept"})
+        c.subscribe(["kept"])
+        got: set[int] = set()
+        try:
+            poll_until(c, lambda: got >= {0, 1, 2}, lambda m: got.add(m.offset()))
+        finally:
+            c.close()
