@@ -1,7 +1,7 @@
 """Broker memory per idle connection, and whether closing them gives the memory back.
 
     PYTHONPATH=. .venv/bin/python bench/scale_connections.py [--connections 10000]
-        [--baseline-src DIR] [--pythonmalloc malloc]
+        [--baseline-src DIR] [--pythonmalloc malloc] [--jemalloc /path/to/libjemalloc.so.2]
 
 One `kafkalite serve` subprocess on a free port (admin API on, for /metrics), then:
 
@@ -20,7 +20,9 @@ With `--baseline-src DIR` (a tree of another commit, e.g. `git archive <commit> 
 DIR`) the same steps run against that tree's broker in the same run, after this one's, and
 both are printed (`candidate`, `baseline`) with the RSS before, at the peak (`with`) and after
 the close, and the share given back. `--pythonmalloc malloc` starts this tree's broker with
-PYTHONMALLOC=malloc (every Python object from glibc's malloc instead of CPython's arenas).
+PYTHONMALLOC=malloc (every Python object from glibc's malloc instead of CPython's arenas);
+`--jemalloc LIB` starts it with jemalloc preloaded instead (`JEMALLOC_ENV`: PYTHONMALLOC=malloc,
+and freed pages returned within a second by jemalloc's background thread).
 
 Printed as JSON, each figure next to its target: `<= 16 KiB each` for (with - before) / N,
 and `memory returned` for the share of the first round's growth that closing gave back. The
@@ -53,6 +55,11 @@ from kafkalite.testing import (  # noqa: E402
     recv_exactly,
 )
 
+JEMALLOC_ENV = {
+    "PYTHONMALLOC": "malloc",
+    "MALLOC_CONF": "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0",
+}
+"""With LD_PRELOAD of libjemalloc: what docs/operations.md gives an operator to set."""
 TARGET_KIB_PER_CONNECTION = 16
 TARGET_RETURNED_SHARE = 0.9
 SETTLE_TIMEOUT_S = 120.0
@@ -320,6 +327,9 @@ def main() -> None:
     parser.add_argument(
         "--pythonmalloc", help="PYTHONMALLOC for this tree's broker (e.g. malloc)", default=None
     )
+    parser.add_argument(
+        "--jemalloc", type=Path, help="libjemalloc.so.2 to preload into this tree's broker"
+    )
     args = parser.parse_args()
 
     def measure(label: str, env: dict[str, str] | None) -> dict:
@@ -331,8 +341,12 @@ def main() -> None:
             env=env,
         )
 
-    candidate_env = {"PYTHONMALLOC": args.pythonmalloc} if args.pythonmalloc else None
-    result: dict = {"candidate": measure("candidate", candidate_env)}
+    candidate_env = {"PYTHONMALLOC": args.pythonmalloc} if args.pythonmalloc else {}
+    if args.jemalloc is not None:
+        if not args.jemalloc.is_file():
+            parser.error(f"--jemalloc {args.jemalloc}: no such file")
+        candidate_env.update(JEMALLOC_ENV, LD_PRELOAD=str(args.jemalloc.resolve()))
+    result: dict = {"candidate": measure("candidate", candidate_env or None)}
     if args.baseline_src is not None:
         baseline = args.baseline_src.resolve()
         if not (baseline / "kafkalite" / "__init__.py").is_file():
@@ -346,8 +360,7 @@ def main() -> None:
         }
         for label, figures in result.items()
     }
-    if args.pythonmalloc:
-        result["summary"]["candidate"]["PYTHONMALLOC"] = args.pythonmalloc
+    result["summary"]["candidate"]["environment"] = candidate_env
     print(json.dumps(result, indent=2))
 
 
