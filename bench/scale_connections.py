@@ -1,6 +1,7 @@
 """Broker memory per idle connection, and whether closing them gives the memory back.
 
     PYTHONPATH=. .venv/bin/python bench/scale_connections.py [--connections 10000]
+        [--baseline-src DIR] [--pythonmalloc malloc] [--jemalloc /path/to/libjemalloc.so.2]
 
 One `kafkalite serve` subprocess on a free port (admin API on, for /metrics), then:
 
@@ -14,6 +15,14 @@ One `kafkalite serve` subprocess on a free port (admin API on, for /metrics), th
 4. the idle sockets are closed; once the broker counts them gone its RSS is read (`after`);
 5. steps 2-4 again (`--rounds`, default 2): a second burst should reuse what the first one
    gave back, not add to it.
+
+With `--baseline-src DIR` (a tree of another commit, e.g. `git archive <commit> | tar -x -C
+DIR`) the same steps run against that tree's broker in the same run, after this one's, and
+both are printed (`candidate`, `baseline`) with the RSS before, at the peak (`with`) and after
+the close, and the share given back. `--pythonmalloc malloc` starts this tree's broker with
+PYTHONMALLOC=malloc (every Python object from glibc's malloc instead of CPython's arenas);
+`--jemalloc LIB` starts it with jemalloc preloaded instead (`JEMALLOC_ENV`: PYTHONMALLOC=malloc,
+and freed pages returned within a second by jemalloc's background thread).
 
 Printed as JSON, each figure next to its target: `<= 16 KiB each` for (with - before) / N,
 and `memory returned` for the share of the first round's growth that closing gave back. The
@@ -46,6 +55,11 @@ from kafkalite.testing import (  # noqa: E402
     recv_exactly,
 )
 
+JEMALLOC_ENV = {
+    "PYTHONMALLOC": "malloc",
+    "MALLOC_CONF": "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0",
+}
+"""With LD_PRELOAD of libjemalloc: what docs/operations.md gives an operator to set."""
 TARGET_KIB_PER_CONNECTION = 16
 TARGET_RETURNED_SHARE = 0.9
 SETTLE_TIMEOUT_S = 120.0
@@ -193,6 +207,7 @@ def run(
     records: int = 10_000,
     rounds: int = 2,
     report: Callable[[str], None] = print,
+    env: dict[str, str] | None = None,
 ) -> dict:
     """Measure; return the figures (also reported through `report`, one line per phase).
 
@@ -213,6 +228,7 @@ def run(
                 "num.partitions": "1",
             },
             subprocess=True,
+            env=env,
         )
         broker.start()
         try:
@@ -280,6 +296,11 @@ def run(
             "target": f"<= {TARGET_KIB_PER_CONNECTION} KiB each",
             "met": per_connection <= TARGET_KIB_PER_CONNECTION,
         },
+        "rss_kib": {
+            "before": before["VmRSS"],
+            "peak": first["rss_kib_with"]["VmRSS"],
+            "after_close": first["rss_kib_after"]["VmRSS"],
+        },
         "memory_returned": {
             "value": round(returned, 3),
             "kib_kept_after_first_round": first["rss_kib_after"]["VmRSS"] - before["VmRSS"],
@@ -300,13 +321,46 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=10_000)
     parser.add_argument("--records", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=2)
-    args = parser.parse_args()
-    result = run(
-        args.connections,
-        args.records,
-        args.rounds,
-        report=lambda line: print(line, file=sys.stderr),
+    parser.add_argument(
+        "--baseline-src", type=Path, help="a tree of another commit, measured in the same run"
     )
+    parser.add_argument(
+        "--pythonmalloc", help="PYTHONMALLOC for this tree's broker (e.g. malloc)", default=None
+    )
+    parser.add_argument(
+        "--jemalloc", type=Path, help="libjemalloc.so.2 to preload into this tree's broker"
+    )
+    args = parser.parse_args()
+
+    def measure(label: str, env: dict[str, str] | None) -> dict:
+        return run(
+            args.connections,
+            args.records,
+            args.rounds,
+            report=lambda line: print(f"{label}: {line}", file=sys.stderr),
+            env=env,
+        )
+
+    candidate_env = {"PYTHONMALLOC": args.pythonmalloc} if args.pythonmalloc else {}
+    if args.jemalloc is not None:
+        if not args.jemalloc.is_file():
+            parser.error(f"--jemalloc {args.jemalloc}: no such file")
+        candidate_env.update(JEMALLOC_ENV, LD_PRELOAD=str(args.jemalloc.resolve()))
+    result: dict = {"candidate": measure("candidate", candidate_env or None)}
+    if args.baseline_src is not None:
+        baseline = args.baseline_src.resolve()
+        if not (baseline / "kafkalite" / "__init__.py").is_file():
+            parser.error(f"--baseline-src {baseline}: no kafkalite package there")
+        result["baseline"] = measure("baseline", {"PYTHONPATH": str(baseline)})
+    result["summary"] = {
+        label: {
+            **figures["rss_kib"],
+            "share_given_back": figures["memory_returned"]["value"],
+            "kib_per_connection": figures["kib_per_connection"]["value"],
+        }
+        for label, figures in result.items()
+    }
+    result["summary"]["candidate"]["environment"] = candidate_env
     print(json.dumps(result, indent=2))
 
 

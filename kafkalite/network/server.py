@@ -24,6 +24,16 @@ sockets, `drain()` waits (with a deadline) for requests already read to be answe
 `close_connections()` closes what remains. Connections without traffic for
 `connections.max.idle.ms` are closed, as Kafka does. `stop_reading()` in between keeps clients from sending
 more work on connections that are already open.
+
+Memory after connections close: nothing of a closed connection stays in the server's tables
+(`_connections`, the quotas' per-address counts). Once a burst of at least `TRIM_AFTER_CLOSES`
+closes has been quiet for `TRIM_DELAY_SECONDS`, the server gives back what the burst left:
+`_connections` is copied into a set of its present size when it has shrunk to a quarter of its
+peak (a Python set never shrinks its table: 10,000 connections left 1 MiB behind), and glibc's
+`malloc_trim(0)` returns the free pages of the C heap to the OS, on an executor thread (it
+walks the whole heap) and at most once per `TRIM_MIN_INTERVAL_SECONDS`. What CPython's
+small-object allocator keeps (an arena with one live object left is not returned) is not
+something the server can give back; see docs/decisions/0040-memory-after-connections-close.md.
 """
 
 from __future__ import annotations
@@ -58,6 +68,8 @@ LISTEN_BACKLOG = 512
 ACCEPT_ERROR_BACKOFF_SECONDS = 0.1
 TRIM_AFTER_CLOSES = 256
 TRIM_DELAY_SECONDS = 1.0
+TRIM_MIN_INTERVAL_SECONDS = 10.0
+SHRINK_BELOW_SHARE_OF_PEAK = 0.25
 TLS_HANDSHAKE_TIMEOUT_S = 10.0
 
 
@@ -140,9 +152,12 @@ class SocketServer:
         self._bound_ports: list[tuple[Endpoint, int]] = []
         self._connections: set[KafkaConnection] = set()
         self._receive_buffer = ReceiveBuffer()
+        self._connections_peak = 0
+        """The most connections `_connections` held since it was last rebuilt."""
         self._closed_since_trim = 0
         self._trim: asyncio.TimerHandle | None = None
         self._last_close = 0.0
+        self._last_trim = -TRIM_MIN_INTERVAL_SECONDS
         self._max_idle_s = connections_max_idle_ms / 1000
         self._idle_reaper: asyncio.Task[None] | None = None
 
@@ -228,6 +243,8 @@ class SocketServer:
             max_unauthenticated_bytes=self._max_unauthenticated_bytes,
         )
         self._connections.add(conn)
+        if len(self._connections) > self._connections_peak:
+            self._connections_peak = len(self._connections)
         try:
             conn_sock.setblocking(False)
             if conn_sock.family in (socket.AF_INET, socket.AF_INET6):
@@ -321,16 +338,32 @@ class SocketServer:
             )
 
     def _release_freed_memory(self) -> None:
-        """Trim once a burst of closes is over (one trim per burst, not one per close)."""
-        quiet_for = time.monotonic() - self._last_close
-        if quiet_for < TRIM_DELAY_SECONDS:
-            self._trim = asyncio.get_running_loop().call_later(
-                TRIM_DELAY_SECONDS - quiet_for, self._release_freed_memory
-            )
+        """Once a burst of closes is over (one call per burst, not one per close): shrink the
+        connection table and trim the C heap (module docstring)."""
+        loop = asyncio.get_running_loop()
+        now = time.monotonic()
+        wait = max(
+            TRIM_DELAY_SECONDS - (now - self._last_close),
+            TRIM_MIN_INTERVAL_SECONDS - (now - self._last_trim),
+        )
+        if wait > 0:
+            self._trim = loop.call_later(wait, self._release_freed_memory)
             return
         self._trim = None
         self._closed_since_trim = 0
-        _malloc_trim()
+        self._last_trim = now
+        self.shrink_tables()
+        try:
+            loop.run_in_executor(None, _malloc_trim).add_done_callback(_retrieve_outcome)
+        except RuntimeError:  # the loop's executor already shut down (the broker stopping)
+            pass
+
+    def shrink_tables(self) -> None:
+        """Copy `_connections` into a set of its present size when it holds a quarter of its
+        peak or less: a set's table keeps the size of its largest moment otherwise."""
+        if len(self._connections) <= self._connections_peak * SHRINK_BELOW_SHARE_OF_PEAK:
+            self._connections = set(self._connections)
+            self._connections_peak = len(self._connections)
 
     async def _close_idle_connections(self) -> None:
         """Close connections idle for connections.max.idle.ms (checked every tenth of it)."""

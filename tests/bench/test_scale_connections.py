@@ -21,3 +21,6 @@ def test_a_small_run_reports_every_figure_with_its_target():
         assert all(phase["probes"] > 0 for phase in round_["event_loop_lag_probes"].values())
         assert round_["event_loop_lag_max_seconds_last_10_20s"] >= 0
     assert any("after closing" in line for line in lines)
+    rss = result["rss_kib"]
+    assert rss["peak"] == result["rounds"][0]["rss_kib_with"]["VmRSS"]
+    assert rss["before"] > 0 and rss["after_close"] > 0
