@@ -12,7 +12,7 @@ import json
 from click.testing import CliRunner
 
 from kafkalite.cli import app
-from tests.admin.test_group_types import (  # noqa: F401 - fixtures, found by name
+from tests.admin.group_kinds import (  # noqa: F401 - fixtures, found by name
     TOPIC,
     admin,
     admin_broker,
