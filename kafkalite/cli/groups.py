@@ -1,7 +1,10 @@
-"""`kafkalite groups`: consumer groups over the HTTP admin API (admin_api.py).
+"""`kafkalite groups`: groups over the HTTP admin API (admin_api.py): classic groups, consumer
+groups of the KIP-848 protocol and share groups (KIP-932), as Kafka's kafka-consumer-groups.sh
+and kafka-share-groups.sh show them.
 
-    kafkalite groups list
-    kafkalite groups describe GROUP                          members, offsets, lag
+    kafkalite groups list [--type classic|consumer|share]   type, state, members, lag
+    kafkalite groups describe GROUP                          offsets and lag (a share group:
+                                                             start offsets), then members
     kafkalite groups reset-offsets GROUP --to earliest|latest|timestamp|explicit
               [--topic T]... [--timestamp MS] [--offset TOPIC:PARTITION=OFFSET]... [--dry-run]
     kafkalite groups delete GROUP
@@ -32,21 +35,35 @@ from kafkalite.cli.common import Group
 
 @click.group("groups", cls=Group)
 def groups_app() -> None:
-    """Consumer groups: list, describe (lag), reset offsets, delete (admin API)."""
+    """Groups (classic, consumer, share): list, describe (lag), reset offsets, delete."""
 
 
 @groups_app.command("list")
+@click.option(
+    "--type",
+    "group_type",
+    type=click.Choice(["classic", "consumer", "share"]),
+    help="only groups of this type",
+)
 @admin_url_option
 @json_option
-def groups_list(admin_url: str, as_json: bool) -> None:
-    """Consumer groups coordinated by the broker behind --admin-url."""
-    answer = run(admin_url, "GET", "/groups")
+def groups_list(group_type: str | None, admin_url: str, as_json: bool) -> None:
+    """Every group of the cluster with its type, state, members and total lag (a share group
+    has no committed offsets: no lag)."""
+    answer = run(admin_url, "GET", "/groups" + (f"?type={group_type}" if group_type else ""))
     if as_json:
         emit_json(answer)
         return
-    table = new_table("group", "state", "protocol type")
+    table = new_table("group", "type", "state", "protocol type", "members", "lag")
     for g in answer:
-        table.add_row(g["group_id"], g["state"], g["protocol_type"])
+        table.add_row(
+            g["group_id"],
+            g.get("group_type") or "classic",
+            g["state"],
+            g["protocol_type"] or "-",
+            or_dash(g.get("members")),
+            or_dash(g.get("total_lag")),
+        )
     console().print(table)
 
 
@@ -55,16 +72,33 @@ def groups_list(admin_url: str, as_json: bool) -> None:
 @admin_url_option
 @json_option
 def groups_describe(group: str, admin_url: str, as_json: bool) -> None:
-    """State, members and their assignments, committed offsets and lag per partition."""
+    """Type, state, committed offsets and lag per partition (a share group: each
+    share-partition's start offset), then the members with their assignments (a consumer or
+    share group: their epochs; a consumer group: their target assignments)."""
     answer = run(admin_url, "GET", f"/groups/{quote(group)}")
     if as_json:
         emit_json(answer)
         return
+    group_type = answer.get("group_type") or "classic"
+    if group_type == "classic":
+        detail = f"protocol {answer['protocol'] or '-'}"
+    else:
+        detail = (
+            f"group epoch {answer.get('group_epoch')}, assignment epoch "
+            f"{answer.get('assignment_epoch')}, assignor {answer.get('assignor') or '-'}"
+        )
+    lag = "" if group_type == "share" else f", total lag {answer['total_lag']}"
     click.echo(
-        f"group {answer['group_id']}: {answer['state']}"
-        f" (protocol {answer['protocol'] or '-'}, coordinator {answer['coordinator']}),"
-        f" total lag {answer['total_lag']}"
+        f"{group_type} group {answer['group_id']}: {answer['state']}"
+        f" ({detail}, coordinator {answer['coordinator']}){lag}"
     )
+    if group_type == "share":
+        table = new_table("topic", "partition", "start offset")
+        for o in answer.get("share_offsets") or []:
+            table.add_row(o["topic"], str(o["partition"]), or_dash(o["start_offset"]) + _error(o))
+        console().print(table)
+        _members_table(answer, group_type)
+        return
     owners = {}
     for m in answer["members"]:
         for a in m["assignment"]:
@@ -82,6 +116,48 @@ def groups_describe(group: str, admin_url: str, as_json: bool) -> None:
         )
     for (topic, partition), owner in sorted(owners.items()):
         table.add_row(topic, str(partition), "-", "-", "-", owner)
+    console().print(table)
+    _members_table(answer, group_type)
+
+
+def _error(row: dict[str, Any]) -> str:
+    return f" ({row['error']})" if row.get("error") else ""
+
+
+def _assignment_text(assignment: list[dict[str, Any]] | None) -> str:
+    if not assignment:
+        return "-"
+    return ", ".join(
+        f"{a['topic']}:{','.join(str(p) for p in a['partitions'])}" for a in assignment
+    )
+
+
+def _members_table(answer: dict[str, Any], group_type: str) -> None:
+    """kafka-consumer-groups --describe --members (--verbose for the epochs and targets) and
+    kafka-share-groups --describe --members."""
+    if not answer["members"]:
+        click.echo("no active members")
+        return
+    columns = ["member", "client id", "host", "#partitions", "assignment"]
+    if group_type != "classic":
+        columns.insert(3, "epoch")
+    if group_type == "consumer":
+        columns.append("target assignment")
+    table = new_table(*columns)
+    for m in answer["members"]:
+        assignment = m.get("assignment") or []
+        row = [
+            m["member_id"] + (f" ({m['group_instance_id']})" if m.get("group_instance_id") else ""),
+            m["client_id"],
+            m["client_host"],
+            str(sum(len(a["partitions"]) for a in assignment)),
+            _assignment_text(assignment),
+        ]
+        if group_type != "classic":
+            row.insert(3, or_dash(m.get("member_epoch")))
+        if group_type == "consumer":
+            row.append(_assignment_text(m.get("target_assignment")))
+        table.add_row(*row)
     console().print(table)
 
 

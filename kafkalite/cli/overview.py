@@ -30,7 +30,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "groups": (
         "groups",
         "groups_app",
-        "Consumer groups: list, describe (lag), reset offsets, delete (admin API).",
+        "Groups (classic, consumer, share): list, describe (lag), reset offsets, delete.",
     ),
     "transactions": (
         "transactions",

@@ -30,7 +30,15 @@ Invariants (tests/group/test_consumer_group_properties.py checks them under rand
 - ``partition_owner`` is exactly the union of the members' assigned and pending-revocation
   partitions.
 
-Subscriptions are topic names or one regular expression. Kafka evaluates RE2J patterns; here
+Subscriptions are topic names or one regular expression. Regular expressions are resolved
+*asynchronously*, as Kafka's coordinator does: a heartbeat uses only the group's last
+resolution of a member's regex (none for a regex the group has not resolved yet, so the
+member's literal topics are assigned at once and the regex's topics come at a later heartbeat);
+``refresh_regexes`` (run by the caller after the heartbeat is answered) resolves new regexes and
+re-resolves every regex when the broker's topic names changed, writes the result as Kafka's
+ConsumerGroupRegularExpression record and bumps the group epoch if the subscribed topics
+changed. A resolution no member uses any more is deleted (tombstone) when its last user leaves
+or changes its regex. Kafka evaluates RE2J patterns; here
 Python's ``re`` is used with a full match (RE2J's ``matches()``), which accepts RE2's syntax
 except where the two engines differ (Python also accepts backreferences and lookarounds, which
 RE2 refuses). Internal topics (``__consumer_offsets`` ...) never match a pattern.
@@ -51,6 +59,7 @@ from kafkalite.group.records import (
     CG_MEMBER_METADATA,
     CG_METADATA,
     CG_PARTITION_METADATA,
+    CG_REGULAR_EXPRESSION,
     CG_TARGET_ASSIGNMENT_MEMBER,
     CG_TARGET_ASSIGNMENT_METADATA,
     ConsumerGroupCurrentMemberAssignmentValue,
@@ -58,6 +67,7 @@ from kafkalite.group.records import (
     ConsumerGroupMemberMetadataValue,
     ConsumerGroupMetadataValue,
     ConsumerGroupPartitionMetadataValue,
+    ConsumerGroupRegularExpressionValue,
     ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupTargetAssignmentMetadataValue,
     consumer_group_record,
@@ -194,6 +204,10 @@ class ConsumerGroup:
         #: topic name -> (topic id, partitions) of every subscribed topic, as last computed
         self.subscription_metadata: dict[str, tuple[TopicId, int]] = {}
         self._regex_cache: dict[str, re.Pattern[str]] = {}
+        #: regex -> its last resolution (the topics it matched), as written to the log
+        self.resolved_regexes: dict[str, ConsumerGroupRegularExpressionValue] = {}
+        #: the broker's topic names the resolutions were computed against (None: not yet)
+        self._regexes_resolved_against: frozenset[str] | None = None
         self._pending_replacement: str | None = None
         #: a write of this group's records failed: the next change rewrites the whole group
         self.needs_snapshot = False
@@ -237,15 +251,58 @@ class ConsumerGroup:
         return pattern
 
     def member_topics(self, member: ConsumerGroupMember, topics: TopicsView) -> set[str]:
+        """The member's literal topics and its regex's last resolution (an unresolved regex
+        contributes nothing yet)."""
         names = set(member.subscribed_topic_names)
         if member.subscribed_topic_regex:
-            pattern = self._pattern(member.subscribed_topic_regex)
-            names.update(
-                t
-                for t in topics.get_all_topics()
-                if t not in INTERNAL_TOPICS and pattern.fullmatch(t)
-            )
+            resolved = self.resolved_regexes.get(member.subscribed_topic_regex)
+            if resolved is not None:
+                names.update(resolved.topics)
         return names
+
+    def regexes_in_use(self) -> set[str]:
+        return {m.subscribed_topic_regex for m in self.members.values() if m.subscribed_topic_regex}
+
+    def refresh_regexes(self, topics: TopicsView, now_ms: int) -> list[Record]:
+        """Resolve the regexes no resolution exists for, and all of them again if the broker's
+        topic names changed since the last resolution; Kafka's refreshRegularExpressions and
+        the group epoch bump when it completes. Returns the records of what changed."""
+        in_use = self.regexes_in_use()
+        if not in_use:
+            return []
+        unresolved = in_use - set(self.resolved_regexes)
+        names = frozenset(topics.get_all_topics())
+        if not unresolved and names == self._regexes_resolved_against:
+            return []
+        self._regexes_resolved_against = names
+        records: list[Record] = []
+        version = max((v.version for v in self.resolved_regexes.values()), default=0) + 1
+        for regex in sorted(in_use):
+            pattern = self._pattern(regex)
+            matched = tuple(
+                sorted(t for t in names if t not in INTERNAL_TOPICS and pattern.fullmatch(t))
+            )
+            old = self.resolved_regexes.get(regex)
+            if old is not None and old.topics == matched:
+                continue
+            value = ConsumerGroupRegularExpressionValue(matched, version, now_ms)
+            self.resolved_regexes[regex] = value
+            records.append(consumer_group_record(self.group_id, value, regex))
+        if records:
+            metadata = self.compute_subscription_metadata(topics)
+            if metadata != self.subscription_metadata:
+                self.subscription_metadata = metadata
+                records.extend(self._records_partition_metadata())
+                self.group_epoch += 1
+                records.extend(self._records_epoch())
+        return records
+
+    def _drop_unused_regex(self, regex: str | None) -> list[Record]:
+        """Delete the resolution of ``regex`` if no member subscribes with it any more."""
+        if not regex or regex in self.regexes_in_use() or regex not in self.resolved_regexes:
+            return []
+        del self.resolved_regexes[regex]
+        return [(encode_consumer_group_key(CG_REGULAR_EXPRESSION, self.group_id, regex), None)]
 
     def compute_subscription_metadata(
         self, topics: TopicsView, members: Iterable[ConsumerGroupMember] | None = None
@@ -493,6 +550,8 @@ class ConsumerGroup:
             records.extend(self._records_partition_metadata())
             bump = True
         self._set_member(updated)
+        if updated.subscribed_topic_regex != member.subscribed_topic_regex:
+            records.extend(self._drop_unused_regex(member.subscribed_topic_regex))
         if bump:
             self.group_epoch += 1
             records.extend(self._records_epoch())
@@ -625,6 +684,7 @@ class ConsumerGroup:
             del self.static_members[member.instance_id]
         self.target.pop(member_id, None)
         records = self._member_tombstones(member_id)
+        records.extend(self._drop_unused_regex(member.subscribed_topic_regex))
         self.group_epoch += 1
         records.extend(self._records_epoch())
         return records
@@ -635,6 +695,8 @@ class ConsumerGroup:
         records: list[Record] = []
         for m in self.members.values():
             records.append(consumer_group_record(self.group_id, m.metadata_value(), m.member_id))
+        for regex, resolved in sorted(self.resolved_regexes.items()):
+            records.append(consumer_group_record(self.group_id, resolved, regex))
         records.extend(self._records_partition_metadata())
         records.extend(self._records_epoch())
         for member_id, a in self.target.items():
@@ -657,6 +719,10 @@ class ConsumerGroup:
         records: list[Record] = []
         for member_id in self.members:
             records.extend(self._member_tombstones(member_id))
+        for regex in sorted(self.resolved_regexes):
+            records.append(
+                (encode_consumer_group_key(CG_REGULAR_EXPRESSION, self.group_id, regex), None)
+            )
         for t in (CG_TARGET_ASSIGNMENT_METADATA, CG_PARTITION_METADATA, CG_METADATA):
             records.append((encode_consumer_group_key(t, self.group_id), None))
         return records
@@ -704,6 +770,7 @@ class ConsumerGroupLoader:
     members: dict[str, ConsumerGroupMemberMetadataValue] = field(default_factory=dict)
     targets: dict[str, Assignment] = field(default_factory=dict)
     current: dict[str, ConsumerGroupCurrentMemberAssignmentValue] = field(default_factory=dict)
+    regexes: dict[str, ConsumerGroupRegularExpressionValue] = field(default_factory=dict)
 
     def apply(self, key: ConsumerGroupKey, value: object | None) -> None:
         t, member = key.record_type, key.member_id or ""
@@ -736,6 +803,11 @@ class ConsumerGroupLoader:
                 self.current[member] = value
             else:
                 self.current.pop(member, None)
+        elif t == CG_REGULAR_EXPRESSION:
+            if isinstance(value, ConsumerGroupRegularExpressionValue):
+                self.regexes[member] = value
+            else:
+                self.regexes.pop(member, None)
 
     def build(self, default_assignor: str) -> ConsumerGroup | None:
         if self.epoch is None:
@@ -745,6 +817,7 @@ class ConsumerGroupLoader:
         group.assignment_epoch = self.assignment_epoch
         group.subscription_metadata = dict(self.metadata)
         group.target = {m: a for m, a in self.targets.items() if m in self.members}
+        group.resolved_regexes = dict(self.regexes)
         for member_id, meta in self.members.items():
             cur = self.current.get(member_id)
             member = ConsumerGroupMember(

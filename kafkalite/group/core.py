@@ -1931,6 +1931,9 @@ class GroupCoordinatorCore:
                     group.subscribed_topics,
                 ) = converted_from
             return fail(e.error, e.message)
+        # regular expressions resolve after the answer is computed (Kafka resolves them
+        # asynchronously): this heartbeat saw only earlier resolutions, a later one sees these
+        records.extend(cg.refresh_regexes(topics, self._now()))
         if converted_from is not None and (converted_from[0] or converted_from[2] > 0):
             # the classic group's record goes first
             records.insert(0, (encode_group_metadata_key(group_id), None))

@@ -22,6 +22,7 @@ Keys (the version selects the record type):
     version 6     ConsumerGroupTargetAssignmentMetadataKey  group
     version 7     ConsumerGroupTargetAssignmentMemberKey    group, member_id
     version 8     ConsumerGroupCurrentMemberAssignmentKey   group, member_id
+    version 16    ConsumerGroupRegularExpressionKey         group, regular_expression
 
 The consumer group protocol's values (KIP-848; value version 0, flexible; topic ids are 16-byte
 UUIDs; a partition list is a compact array of int32):
@@ -38,6 +39,9 @@ UUIDs; a partition list is a compact array of int32):
     ConsumerGroupCurrentMemberAssignmentValue   member_epoch int32, previous_member_epoch int32,
                                           state int8, assigned_partitions [topic_id,
                                           partitions], partitions_pending_revocation [...]
+    ConsumerGroupRegularExpressionValue   topics [string], version int64 (the resolution's
+                                          sequence number; Kafka: its metadata image's offset),
+                                          timestamp int64 (ms)
 
 Tagged fields of newer Kafka versions are skipped when read and not written.
 
@@ -434,9 +438,16 @@ CG_MEMBER_METADATA = 5
 CG_TARGET_ASSIGNMENT_METADATA = 6
 CG_TARGET_ASSIGNMENT_MEMBER = 7
 CG_CURRENT_MEMBER_ASSIGNMENT = 8
-CONSUMER_GROUP_RECORD_TYPES = frozenset(range(3, 9))
+CG_REGULAR_EXPRESSION = 16
+CONSUMER_GROUP_RECORD_TYPES = frozenset({*range(3, 9), CG_REGULAR_EXPRESSION})
+#: the types whose key has a second string: the member id, or the regular expression (16)
 _MEMBER_KEYED = frozenset(
-    {CG_MEMBER_METADATA, CG_TARGET_ASSIGNMENT_MEMBER, CG_CURRENT_MEMBER_ASSIGNMENT}
+    {
+        CG_MEMBER_METADATA,
+        CG_TARGET_ASSIGNMENT_MEMBER,
+        CG_CURRENT_MEMBER_ASSIGNMENT,
+        CG_REGULAR_EXPRESSION,
+    }
 )
 
 TopicPartitions = dict[uuid.UUID, frozenset[int]]
@@ -445,7 +456,8 @@ TopicPartitions = dict[uuid.UUID, frozenset[int]]
 @dataclass(frozen=True, slots=True)
 class ConsumerGroupKey:
     """The key of a consumer-group-protocol record: its type (= key version), the group and,
-    for the per-member types, the member id."""
+    for the per-member types, the member id (for ConsumerGroupRegularExpression, type 16: the
+    regular expression)."""
 
     record_type: int
     group: str
@@ -494,6 +506,15 @@ class ConsumerGroupCurrentMemberAssignmentValue:
     pending_revocation: TopicPartitions
 
 
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupRegularExpressionValue:
+    """A regular expression's resolution: the topics it matched when it was last resolved."""
+
+    topics: tuple[str, ...]
+    version: int
+    timestamp: int
+
+
 ConsumerGroupValue = (
     ConsumerGroupMetadataValue
     | ConsumerGroupPartitionMetadataValue
@@ -501,6 +522,7 @@ ConsumerGroupValue = (
     | ConsumerGroupTargetAssignmentMetadataValue
     | ConsumerGroupTargetAssignmentMemberValue
     | ConsumerGroupCurrentMemberAssignmentValue
+    | ConsumerGroupRegularExpressionValue
 )
 _VALUE_TYPES: dict[type, int] = {
     ConsumerGroupMetadataValue: CG_METADATA,
@@ -509,6 +531,7 @@ _VALUE_TYPES: dict[type, int] = {
     ConsumerGroupTargetAssignmentMetadataValue: CG_TARGET_ASSIGNMENT_METADATA,
     ConsumerGroupTargetAssignmentMemberValue: CG_TARGET_ASSIGNMENT_MEMBER,
     ConsumerGroupCurrentMemberAssignmentValue: CG_CURRENT_MEMBER_ASSIGNMENT,
+    ConsumerGroupRegularExpressionValue: CG_REGULAR_EXPRESSION,
 }
 
 
@@ -578,6 +601,12 @@ def encode_consumer_group_value(value: ConsumerGroupValue) -> bytes:
         w.int32(value.assignment_epoch)
     elif isinstance(value, ConsumerGroupTargetAssignmentMemberValue):
         _write_topic_partitions(w, value.partitions)
+    elif isinstance(value, ConsumerGroupRegularExpressionValue):
+        w.array_len(len(value.topics))
+        for name in value.topics:
+            w.string(name)
+        w.int64(value.version)
+        w.int64(value.timestamp)
     else:
         w.int32(value.member_epoch)
         w.int32(value.previous_member_epoch)
@@ -645,6 +674,9 @@ def decode_consumer_group_value(
         out = ConsumerGroupTargetAssignmentMetadataValue(r.int32())
     elif record_type == CG_TARGET_ASSIGNMENT_MEMBER:
         out = ConsumerGroupTargetAssignmentMemberValue(_read_topic_partitions(r))
+    elif record_type == CG_REGULAR_EXPRESSION:
+        names = tuple(r.string() for _ in range(r.array_len()))
+        out = ConsumerGroupRegularExpressionValue(names, r.int64(), r.int64())
     else:
         member_epoch = r.int32()
         previous = r.int32()

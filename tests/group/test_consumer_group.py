@@ -148,13 +148,88 @@ def test_regex_subscription_follows_new_topics():
     r, _ = g.heartbeat(
         topics, "a", 0, subscribed_topic_regex="orders-.*", rebalance_timeout_ms=1000, owned={}
     )
+    assert r.assignment == {}  # the regex is not resolved yet
+    g.refresh_regexes(topics, 1)
+    r, _ = hb(g, topics, "a", r.member_epoch, r.assignment)
     assert set(r.assignment) == {topics.ids["orders-1"]}
     epoch = g.group_epoch
     topics.add("orders-2", 1)
     topics.add("__consumer_offsets", 1)
     r2, _ = hb(g, topics, "a", r.member_epoch, r.assignment)
+    assert r2.assignment is None  # the new topic is not seen until the regex is refreshed
+    assert g.refresh_regexes(topics, 2)
     assert g.group_epoch == epoch + 1
+    r2, _ = hb(g, topics, "a", r.member_epoch, r.assignment)
     assert set(r2.assignment) == {topics.ids["orders-1"], topics.ids["orders-2"]}
+    assert g.refresh_regexes(topics, 3) == []  # nothing changed: nothing written
+
+
+def test_literal_topics_are_assigned_before_the_regex_is_resolved():
+    """Kafka resolves a new regex asynchronously: the first answer carries the literal topics,
+    the regex's topics come once it is resolved (librdkafka's 0045 resubscribe_with_regex)."""
+    topics = Topics(**{"re-1": 4, "re-2": 4, "lit": 2})
+    g = ConsumerGroup("g")
+    r, _ = g.heartbeat(
+        topics,
+        "a",
+        0,
+        subscribed_topic_names=["lit"],
+        subscribed_topic_regex="re-.*",
+        rebalance_timeout_ms=1000,
+        owned={},
+    )
+    assert r.assignment == {topics.ids["lit"]: frozenset({0, 1})}
+    records = g.refresh_regexes(topics, 1000)
+    regex_records = [
+        (k, v) for k, v in map(lambda kv: decode_record(*kv), records) if k.record_type == 16
+    ]
+    assert [(k.member_id, v.topics) for k, v in regex_records] == [("re-.*", ("re-1", "re-2"))]
+    r, _ = hb(g, topics, "a", r.member_epoch, r.assignment)
+    assert {t: len(ps) for t, ps in r.assignment.items()} == {
+        topics.ids["lit"]: 2,
+        topics.ids["re-1"]: 4,
+        topics.ids["re-2"]: 4,
+    }
+    # the member leaves: its regex's resolution goes (a new subscriber resolves it again)
+    _, left = hb(g, topics, "a", -1)
+    tombstones = [decode_record(k, v) for k, v in left if v is None]
+    assert any(k.record_type == 16 and k.member_id == "re-.*" for k, _v in tombstones)
+    assert g.resolved_regexes == {}
+    r, _ = g.heartbeat(
+        topics,
+        "a",
+        0,
+        subscribed_topic_names=["lit"],
+        subscribed_topic_regex="re-.*",
+        rebalance_timeout_ms=1000,
+        owned={},
+    )
+    assert set(r.assignment) == {topics.ids["lit"]}
+
+
+def test_resolved_regexes_are_replayed():
+    topics = Topics(**{"re-1": 2, "lit": 1})
+    g = ConsumerGroup("g")
+    log = []
+    r, recs = g.heartbeat(
+        topics, "a", 0, subscribed_topic_regex="re-.*", rebalance_timeout_ms=1000, owned={}
+    )
+    log += recs
+    log += g.refresh_regexes(topics, 5)
+    r, recs = hb(g, topics, "a", r.member_epoch, r.assignment)
+    log += recs
+    loader = ConsumerGroupLoader("g")
+    for k, v in log:
+        loader.apply(*decode_record(k, v))
+    rebuilt = loader.build("uniform")
+    assert rebuilt.resolved_regexes == g.resolved_regexes
+    assert rebuilt.members["a"].assigned == g.members["a"].assigned
+    assert rebuilt.refresh_regexes(topics, 6) == []  # the replayed resolution still holds
+    # the whole group as records (a snapshot) rebuilds the same resolution
+    loader = ConsumerGroupLoader("g")
+    for k, v in g.snapshot_records():
+        loader.apply(*decode_record(k, v))
+    assert loader.build("uniform").resolved_regexes == g.resolved_regexes
 
 
 def test_bad_regex_and_assignor():

@@ -228,3 +228,29 @@ def test_hash_code_is_a_signed_int32_and_partition_in_range(s):
     h = java_string_hash_code(s)
     assert -(2**31) <= h < 2**31
     assert 0 <= partition_for(s, 50) < 50
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    regex=st.text(max_size=20),
+    topics=st.lists(st.text(min_size=1, max_size=10), max_size=5),
+    version=st.integers(0, 2**63 - 1),
+    ts=st.integers(0, 2**63 - 1),
+)
+def test_regular_expression_record_layout_and_round_trip(regex, topics, version, ts):
+    from kafkalite.group.records import (
+        ConsumerGroupKey,
+        ConsumerGroupRegularExpressionValue,
+        consumer_group_record,
+    )
+
+    value = ConsumerGroupRegularExpressionValue(tuple(topics), version, ts)
+    key, raw = consumer_group_record("g", value, regex)
+    # Kafka's ConsumerGroupRegularExpressionKey: version 16, GroupId, RegularExpression
+    encoded = regex.encode()
+    assert key == struct.pack(">hh", 16, 1) + b"g" + struct.pack(">h", len(encoded)) + encoded
+    # value v0, flexible: compact array of compact strings, Version int64, Timestamp int64
+    assert raw[:3] == struct.pack(">h", 0) + bytes([len(topics) + 1])
+    assert raw[-17:] == struct.pack(">qq", version, ts) + b"\x00"
+    assert decode_record(key, raw) == (ConsumerGroupKey(16, "g", regex), value)
+    assert decode_record(key, None) == (ConsumerGroupKey(16, "g", regex), None)

@@ -400,6 +400,37 @@ def test_a_regex_subscription_takes_new_topics(broker):
         member.close()
 
 
+def test_literal_topics_are_assigned_before_the_regex_resolves(broker):
+    """As librdkafka's 0045 resubscribe_with_regex expects of Kafka: subscribing to a regex and
+    a literal topic, the first assignment holds the literal topic's partitions only; the
+    regex's topics follow once the coordinator has resolved it."""
+    from confluent_kafka import Consumer
+
+    bootstrap = broker.bootstrap_servers
+    create_topic(bootstrap, "kip848lit-re-1", 4)
+    create_topic(bootstrap, "kip848lit-re-2", 4)
+    create_topic(bootstrap, "kip848lit-a", 2)
+    events: list[set[tuple[str, int]]] = []
+    consumer = Consumer(consumer_config(bootstrap, "kip848-lit-group"))
+
+    def on_assign(_consumer, partitions):
+        events.append({(tp.topic, tp.partition) for tp in partitions})
+
+    consumer.subscribe(["^kip848lit-re-.*", "kip848lit-a"], on_assign=on_assign)
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        while sum(len(e) for e in events) < 10:
+            consumer.poll(0.05)
+            assert time.monotonic() < deadline, f"timed out; assignments so far: {events}"
+        assert events[0] == {("kip848lit-a", 0), ("kip848lit-a", 1)}
+        assert set().union(*events) == {
+            *(("kip848lit-a", p) for p in range(2)),
+            *((f"kip848lit-re-{i}", p) for i in (1, 2) for p in range(4)),
+        }
+    finally:
+        consumer.close()
+
+
 def test_a_static_member_comes_back_to_its_partitions(broker):
     bootstrap = broker.bootstrap_servers
     topic, group = "kip848-static", "kip848-static-group"
