@@ -33,8 +33,6 @@ import json
 import os
 import random
 import statistics
-import subprocess
-import sys
 import time
 import timeit
 from pathlib import Path
@@ -187,12 +185,25 @@ def run(
 # ------------------------------------------------------------------ the validator alone
 
 
-def validator_us(kind: str, batch_records: int = 10_000) -> float:
+def validator_us(kind: str, batch_records: int = 10_000, src: str | None = None) -> float:
     """`SchemaValidator.validate` over one batch of the workload (id 1, registered under
-    `t-value`), per record in µs, best of 5 (this process's kafkalite)."""
+    `t-value`), per record in µs, best of 5: this tree's validator, or with `src` the one in
+    DIR/kafkalite/schema_registry/validation.py (loaded beside it, on this tree's protocol
+    modules), so that both are timed in one process, in turns."""
     from kafkalite.protocol.records import Header, Record, build_batch
-    from kafkalite.schema_registry.validation import SchemaValidator
+    from kafkalite.schema_registry import validation
 
+    module: Any = validation
+    if src is not None:
+        import importlib.util
+
+        path = Path(src) / "kafkalite" / "schema_registry" / "validation.py"
+        spec = importlib.util.spec_from_file_location("baseline_validation", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    if hasattr(module, "mixed_pattern"):  # the produce path compiles it on a thread
+        module.mixed_pattern("value")
     items = workload(kind, 1)
     rs = [
         Record(
@@ -223,7 +234,7 @@ def validator_us(kind: str, batch_records: int = 10_000) -> float:
         confluent_value_subject_name_strategy="io.confluent.kafka.serializers.subject."
         "TopicNameStrategy",
     )
-    validator = SchemaValidator(registry, lambda topic: config)  # type: ignore[arg-type]
+    validator = module.SchemaValidator(registry, lambda topic: config)
 
     def once() -> None:
         errors = asyncio.run(validator.validate("t", buf))
@@ -234,17 +245,14 @@ def validator_us(kind: str, batch_records: int = 10_000) -> float:
     return best / batch_records * 1e6
 
 
-def baseline_validator_us(src: str, kind: str) -> float:
-    """`validator_us` with DIR's kafkalite, in a child process."""
-    env = {**os.environ, "PYTHONPATH": str(Path(src).resolve())}
-    child = subprocess.run(
-        [sys.executable, __file__, "--validator-only", "--workload", kind],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return float(child.stdout.split()[-1])
+def validator_pair(kind: str, src: str | None, turns: int = 3) -> tuple[float, float | None]:
+    """(this tree's, DIR's or None) validator per record, the best of `turns` turns each."""
+    mine, theirs = [], []
+    for _ in range(turns):
+        mine.append(validator_us(kind))
+        if src is not None:
+            theirs.append(validator_us(kind, src=src))
+    return min(mine), (min(theirs) if theirs else None)
 
 
 def main() -> None:
@@ -253,14 +261,17 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--workload", choices=["mixed", "uniform", "both"], default="both")
     parser.add_argument("--baseline-src", help="also a broker and the validator of this tree")
-    parser.add_argument("--validator-only", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--validator-only", action="store_true", help="only the validator alone, no broker"
+    )
     args = parser.parse_args()
     kinds = ["mixed", "uniform"] if args.workload == "both" else [args.workload]
-    if args.validator_only:
-        print(validator_us(kinds[0]))
-        return
     print(f"load average at start: {os.getloadavg()}")
     for kind in kinds:
+        if args.validator_only:
+            mine, theirs = validator_pair(kind, args.baseline_src, turns=5)
+            print(f"{kind}: the validator alone {mine:.3f} us per record, baseline {theirs}")
+            continue
         out = run(args.records, args.rounds, kind, args.baseline_src)
         print(
             f"\n{kind}: {args.records:,} records per round and topic, {args.rounds} rounds, "
@@ -280,10 +291,10 @@ def main() -> None:
                 f"{plain['rate']:,.0f} records/s, validated {validated['rate']:,.0f} "
                 f"({validated['rate'] / plain['rate'] - 1:+.1%})"
             )
-        mine = validator_us(kind)
+        mine, theirs = validator_pair(kind, args.baseline_src)
         line = f"  the validator alone, 10,000-record batch: {mine:.3f} us per record"
-        if args.baseline_src:
-            line += f" (baseline tree {baseline_validator_us(args.baseline_src, kind):.3f} us)"
+        if theirs is not None:
+            line += f" (baseline tree {theirs:.3f} us, in turns in this process)"
         print(line)
 
 

@@ -475,12 +475,13 @@ def _one_of(values: Any) -> bytes:
     return b"[" + b"".join(_byte(v) for v in values) + b"]"
 
 
-def _skip_sized(max_high: int) -> list[bytes]:
+def _skip_sized(max_high: int, *, short_first: bool) -> list[bytes]:
     """Alternatives, one per size n <= 64 * max_high + 63: n's zig-zag varint (1 or 2 bytes,
-    canonical) then n bytes. The two-byte ones come first, grouped by their first byte (n's
-    low 6 bits) with the second (n >> 6) inside, so a record costs one literal test per
-    first byte passed plus a few for the second; a branch whose first item is a literal is
-    skipped by `re` without entering it."""
+    canonical) then n bytes. The two-byte ones are grouped by their first byte (n's low 6
+    bits) with the second (n >> 6) inside, so a size costs one literal test per alternative
+    before it plus a few for the second byte (a branch whose first item is a literal is
+    skipped by `re` without entering it); `short_first` puts sizes below 64 first (keys),
+    else after (records, which are mostly longer)."""
     two = [
         _byte(0x80 | low << 1)
         + b"(?:"
@@ -489,7 +490,7 @@ def _skip_sized(max_high: int) -> list[bytes]:
         for low in range(64)
     ]
     one = [_byte(n << 1) + (b".{%d}" % n if n else b"") for n in range(64)]
-    return two + one
+    return one + two if short_first else two + one
 
 
 def _mixed_pattern(part: str) -> re.Pattern[bytes]:
@@ -518,8 +519,14 @@ def _mixed_pattern(part: str) -> re.Pattern[bytes]:
     )
     head = rb"[\x80-\xff]?+[\x00-\x7f]." + varint + varint
     if part == "value":
-        head += b"(?>" + negative + b"|" + b"|".join(_skip_sized(_MIXED_MAX_KEY_HIGH)) + b")"
+        head += (
+            b"(?>"
+            + negative
+            + b"|"
+            + b"|".join(_skip_sized(_MIXED_MAX_KEY_HIGH, short_first=True))
+            + b")"
+        )
     first = b"(?=" + head + at_least_5 + b"(?P<p>.{5}))"
     each = b"(?=" + head + b"(?:" + at_least_5 + b"(?P=p)|" + negative + b"(?P<n>)))"
-    record = b"(?>" + b"|".join(_skip_sized(127)) + b")"
+    record = b"(?>" + b"|".join(_skip_sized(127, short_first=False)) + b")"
     return re.compile(b"(?s)" + first + b"(?:" + each + record + b")*+")

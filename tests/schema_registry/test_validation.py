@@ -323,3 +323,16 @@ def test_the_pattern_compiles_on_a_thread_for_the_produce_path(part, monkeypatch
         "key": {GOOD} if part == "key" else set(),
         "value": {GOOD} if part == "value" else set(),
     }
+
+
+@pytest.mark.timeout(60)
+def test_a_negative_batch_length_is_left_to_the_append():
+    """A batch length below the header's size (here negative: the next batch would start
+    where this one does) stops the walk and the fast path instead of looping; the append
+    refuses the data (CORRUPT_MESSAGE), so the validator has nothing to say."""
+    buf = bytearray(build_batch(mixed_batch(3)))
+    struct.pack_into(">i", buf, 8, -12)
+    assert fast_prefixes(buf, "value") is None
+    with pytest.raises(UnreadableRecords):
+        record_prefixes(buf, "value")
+    assert asyncio.run(stub_validator().validate("t", memoryview(buf))) == []
