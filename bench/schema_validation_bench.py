@@ -18,11 +18,12 @@ Workloads (`--workload`, default both):
 Also printed: the validator alone (`SchemaValidator.validate` over one 10,000-record batch of
 the workload, a stub registry that knows the id) per record, best of 5. `--baseline-src DIR`
 (e.g. `git archive` of the commit before) runs a second broker from DIR's kafkalite beside this
-tree's, the four (broker, topic) pairs taking turns in each round, and times DIR's validator the
-same way in a child process: before and after in one run.
+tree's, the four (broker, topic) pairs taking turns in each round, and times DIR's validator
+(its validation.py loaded beside this tree's) in turns with this tree's in this process:
+before and after in one run. `--validator-only` prints the validator-alone figures only.
 
     PYTHONPATH=. .venv/bin/python bench/schema_validation_bench.py [--records 100000]
-        [--rounds 5] [--workload mixed|uniform|both] [--baseline-src DIR]
+        [--rounds 5] [--workload mixed|uniform|both] [--baseline-src DIR] [--validator-only]
 """
 
 from __future__ import annotations
