@@ -1,37 +1,101 @@
-"""What schema validation on produce costs (prints numbers; not a test).
+"""What schema validation on produce costs the broker (prints numbers; not a test).
 
-One in-process broker (kafkalite.testing), two topics: one with
-`confluent.value.schema.validation=true`, one without (the baseline, measured in the same run).
-confluent-kafka's producer sends the same Avro-framed records (magic byte, the registered id, a
-small body) to each, alternating the topics over `--rounds` rounds; each figure is the best
-round. The target: validation costs at most 10% of produce throughput. Also printed: the
-validator's own check of a 10,000-record batch, per record: the fast path (one regular
-expression over a batch of one layout) and the exact walk it falls back to.
+One broker as a subprocess (`kafkalite.testing.Broker(subprocess=True)`: client and broker on
+separate processes, as in a deployment), two topics: `validated`
+(`confluent.value.schema.validation=true`) and `plain` (the baseline, measured in the same run).
+confluent-kafka's producer, in this process, sends the same records to each, the topics taking
+turns over `--rounds` rounds (which goes first alternates). Per topic: the broker process's CPU
+per record (every thread's schedstat in /proc, ns resolution: far less disturbed by a loaded
+machine than wall time) and the throughput (records acknowledged per second). The target: the
+validated topic costs at most 10% more than the plain one.
 
-    PYTHONPATH=. .venv/bin/python bench/schema_validation_bench.py [--records 200000]
-        [--rounds 3] [--value-bytes 13]
+Workloads (`--workload`, default both):
+- `mixed`, the realistic case: Avro-framed values of the record
+  `{"v": long, "note": string}` with a note of 10-300 bytes, a key on two records in three
+  (4-40 bytes), a header on one in ten;
+- `uniform`: one 13-byte framed value, no key, no header (what a fixed-size schema sends).
+
+Also printed: the validator alone (`SchemaValidator.validate` over one 10,000-record batch of
+the workload, a stub registry that knows the id) per record, best of 5. `--baseline-src DIR`
+(e.g. `git archive` of the commit before) runs a second broker from DIR's kafkalite beside this
+tree's, the four (broker, topic) pairs taking turns in each round, and times DIR's validator
+(its validation.py loaded beside this tree's) in turns with this tree's in this process:
+before and after in one run. `--validator-only` prints the validator-alone figures only.
+
+    PYTHONPATH=. .venv/bin/python bench/schema_validation_bench.py [--records 100000]
+        [--rounds 5] [--workload mixed|uniform|both] [--baseline-src DIR] [--validator-only]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import os
+import random
+import statistics
 import time
+import timeit
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from confluent_kafka import Producer
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 
-from kafkalite.testing import Broker
+SCHEMA = {
+    "type": "record",
+    "name": "Reading",
+    "fields": [{"name": "v", "type": "long"}, {"name": "note", "type": "string"}],
+}
+POOL = 4096
+"""Distinct records per workload, produced round-robin."""
 
-SCHEMA = {"type": "record", "name": "Reading", "fields": [{"name": "v", "type": "long"}]}
+Item = tuple[bytes | None, bytes, list[tuple[str, bytes]] | None]
 
 
-def produce(bootstrap: str, topic: str, value: bytes, records: int) -> tuple[float, float]:
-    """Records per second for `records` records (acks=1, default batching), and the process's
-    CPU seconds per record (producer and broker share the process: the difference between
-    the topics is the broker's extra work, and CPU time is far less disturbed than wall time
-    by other processes on a loaded machine)."""
+def _zigzag_varint(n: int) -> bytes:
+    n = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def workload(kind: str, schema_id: int, seed: int = 26) -> list[Item]:
+    """`POOL` (key, value, headers) triples of the workload, values framed with `schema_id`."""
+    rng = random.Random(seed)
+    frame = b"\x00" + schema_id.to_bytes(4, "big")
+    if kind == "uniform":
+        return [(None, frame + b"\x02" * 8, None)] * POOL
+    items: list[Item] = []
+    for _ in range(POOL):
+        note = bytes(
+            rng.choice(b"abcdefghijklmnopqrstuvwxyz ") for _ in range(rng.randint(10, 300))
+        )
+        value = frame + _zigzag_varint(rng.randint(0, 2**40)) + _zigzag_varint(len(note)) + note
+        key = None if rng.random() < 1 / 3 else rng.randbytes(rng.randint(4, 40))
+        headers = [("trace-id", rng.randbytes(16))] if rng.random() < 0.1 else None
+        items.append((key, value, headers))
+    return items
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time of every thread of `pid`, ns resolution (/proc/<pid>/task/*/schedstat)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (FileNotFoundError, ProcessLookupError):
+            pass  # a thread that just ended
+    return total / 1e9
+
+
+def produce(bootstrap: str, topic: str, items: list[Item], records: int, pid: int) -> tuple:
+    """(records/s, broker CPU seconds per record) for `records` records (acks=1, 5 ms linger,
+    up to 10,000 records a batch)."""
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
@@ -39,112 +103,200 @@ def produce(bootstrap: str, topic: str, value: bytes, records: int) -> tuple[flo
             "linger.ms": 5,
             "batch.num.messages": 10000,
             "queue.buffering.max.messages": records + 1,
+            "queue.buffering.max.kbytes": 2**21,
         }
     )
-    failed = []
+    failed: list[Any] = []
+    producer.list_topics(topic, timeout=30)  # connected before the clock starts
     began = time.perf_counter()
-    cpu = time.process_time()
-    for _ in range(records):
-        producer.produce(topic, value=value, on_delivery=lambda e, m: e and failed.append(e))
+    cpu = cpu_seconds(pid)
+    n = len(items)
+    for i in range(records):
+        key, value, headers = items[i % n]
+        producer.produce(
+            topic,
+            value=value,
+            key=key,
+            headers=headers,
+            on_delivery=lambda e, m: e and failed.append(e),
+        )
         producer.poll(0)
-    producer.flush(120)
+    producer.flush(300)
+    cpu = cpu_seconds(pid) - cpu
     elapsed = time.perf_counter() - began
-    cpu = time.process_time() - cpu
     if failed:
-        raise RuntimeError(f"{len(failed)} records refused: {failed[0]}")
+        raise RuntimeError(f"{len(failed)} records refused on {topic}: {failed[0]}")
     return records / elapsed, cpu / records
 
 
-def run(records: int, rounds: int, value_bytes: int = 13) -> dict[str, float]:
-    """Best records/s per topic ("plain", "validated"), least CPU seconds per record
-    ("plain_cpu", "validated_cpu"), and the seconds the broker spent in the validator per
-    validated record ("in_validator", timed around each call: short intervals, so far less
-    disturbed by a loaded machine than the throughput)."""
-    from kafkalite.schema_registry.validation import SchemaValidator
+def run(
+    records: int,
+    rounds: int,
+    kind: str = "mixed",
+    baseline_src: str | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Per (tree, topic), e.g. "this/plain", "baseline/validated": best records/s ("rate"),
+    broker CPU seconds per record per round ("cpu": a list, least first)."""
+    from kafkalite.testing import Broker
 
-    spent = [0.0]
-    validate = SchemaValidator.validate
-
-    async def timed(self: SchemaValidator, topic: str, data: Any) -> Any:
-        began = time.perf_counter()
-        try:
-            return await validate(self, topic, data)
-        finally:
-            spent[0] += time.perf_counter() - began
-
-    SchemaValidator.validate = timed  # type: ignore[method-assign]  # the bench's probe
+    trees = {"this": Broker(subprocess=True, config={"log.level": "WARNING"})}
+    if baseline_src:
+        src = str(Path(baseline_src).resolve())
+        trees["baseline"] = Broker(
+            subprocess=True, config={"log.level": "WARNING"}, env={"PYTHONPATH": src}
+        )
+    for broker in trees.values():
+        broker.start()
     try:
-        best = _run(records, rounds, value_bytes)
+        pools = {}
+        for name, broker in trees.items():
+            broker.create_topic("plain")
+            broker.create_topic("validated", config={"confluent.value.schema.validation": "true"})
+            client = SchemaRegistryClient({"url": broker.schema_registry_url})
+            schema_id = client.register_schema(
+                "validated-value", Schema(json.dumps(SCHEMA), "AVRO")
+            )
+            pools[name] = workload(kind, schema_id)
+        out: dict[str, dict[str, Any]] = {
+            f"{t}/{topic}": {"rate": 0.0, "cpu": []}
+            for t in trees
+            for topic in ("plain", "validated")
+        }
+        for round_ in range(rounds):
+            pairs = [(t, topic) for topic in ("plain", "validated") for t in trees]
+            if round_ % 2:
+                pairs.reverse()
+            for t, topic in pairs:
+                broker = trees[t]
+                assert broker.process is not None
+                rate, cpu = produce(
+                    broker.bootstrap_servers, topic, pools[t], records, broker.process.pid
+                )
+                row = out[f"{t}/{topic}"]
+                row["rate"] = max(row["rate"], rate)
+                row["cpu"].append(cpu)
+        for row in out.values():
+            row["cpu"].sort()
+        return out
     finally:
-        SchemaValidator.validate = validate  # type: ignore[method-assign]
-    return {**best, "in_validator": spent[0] / (records * rounds)}
+        for broker in trees.values():
+            broker.close()
 
 
-def _run(records: int, rounds: int, value_bytes: int) -> dict[str, float]:
-    with Broker() as broker:
-        client = SchemaRegistryClient({"url": broker.schema_registry_url})
-        broker.create_topic("plain")
-        broker.create_topic("validated", config={"confluent.value.schema.validation": "true"})
-        schema_id = client.register_schema("validated-value", Schema(json.dumps(SCHEMA), "AVRO"))
-        value = b"\x00" + schema_id.to_bytes(4, "big") + b"\x02" * max(0, value_bytes - 5)
-        best = {"plain": 0.0, "validated": 0.0}
-        cpu = {"plain": float("inf"), "validated": float("inf")}
-        for _ in range(rounds):
-            for topic in ("plain", "validated"):
-                rate, per_record = produce(broker.bootstrap_servers, topic, value, records)
-                best[topic] = max(best[topic], rate)
-                cpu[topic] = min(cpu[topic], per_record)
-        return {**best, "plain_cpu": cpu["plain"], "validated_cpu": cpu["validated"]}
+# ------------------------------------------------------------------ the validator alone
+
+
+def validator_us(kind: str, batch_records: int = 10_000, src: str | None = None) -> float:
+    """`SchemaValidator.validate` over one batch of the workload (id 1, registered under
+    `t-value`), per record in µs, best of 5: this tree's validator, or with `src` the one in
+    DIR/kafkalite/schema_registry/validation.py (loaded beside it, on this tree's protocol
+    modules), so that both are timed in one process, in turns."""
+    from kafkalite.protocol.records import Header, Record, build_batch
+    from kafkalite.schema_registry import validation
+
+    module: Any = validation
+    if src is not None:
+        import importlib.util
+
+        path = Path(src) / "kafkalite" / "schema_registry" / "validation.py"
+        spec = importlib.util.spec_from_file_location("baseline_validation", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    if hasattr(module, "mixed_pattern"):  # the produce path compiles it on a thread
+        module.mixed_pattern("value")
+    items = workload(kind, 1)
+    rs = [
+        Record(
+            offset_delta=i,
+            timestamp_delta=i // 50,
+            key=key,
+            value=value,
+            headers=tuple(Header(k, v) for k, v in headers or ()),
+        )
+        for i, (key, value, headers) in enumerate(
+            items[i % len(items)] for i in range(batch_records)
+        )
+    ]
+    buf = memoryview(bytearray(build_batch(rs)))
+    view = SimpleNamespace(
+        schemas={1: object()},
+        subjects={"t-value": {1: SimpleNamespace(id=1, deleted=False)}},
+        next_offset=0,
+    )
+
+    async def started() -> None:
+        return None
+
+    registry = SimpleNamespace(store=SimpleNamespace(view=view, start=started))
+    config = SimpleNamespace(
+        confluent_value_schema_validation=True,
+        confluent_key_schema_validation=False,
+        confluent_value_subject_name_strategy="io.confluent.kafka.serializers.subject."
+        "TopicNameStrategy",
+    )
+    validator = module.SchemaValidator(registry, lambda topic: config)
+
+    def once() -> None:
+        errors = asyncio.run(validator.validate("t", buf))
+        assert not errors, errors
+
+    once()
+    best = min(timeit.repeat(once, number=5, repeat=5)) / 5
+    return best / batch_records * 1e6
+
+
+def validator_pair(kind: str, src: str | None, turns: int = 3) -> tuple[float, float | None]:
+    """(this tree's, DIR's or None) validator per record, the best of `turns` turns each."""
+    mine, theirs = [], []
+    for _ in range(turns):
+        mine.append(validator_us(kind))
+        if src is not None:
+            theirs.append(validator_us(kind, src=src))
+    return min(mine), (min(theirs) if theirs else None)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--records", type=int, default=200_000)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--value-bytes", type=int, default=13)
-    args = parser.parse_args()
-    best = run(args.records, args.rounds, args.value_bytes)
-    cost = 1 - best["validated"] / best["plain"]
-    cpu_cost = best["validated_cpu"] / best["plain_cpu"] - 1
-    print(
-        f"produce, {args.records} records of {args.value_bytes} bytes per round, best of "
-        f"{args.rounds}: "
-        f"baseline {best['plain']:,.0f} records/s, validated {best['validated']:,.0f} records/s "
-        f"(same run): validation costs {cost:.1%} (target <= 10%); CPU per record "
-        f"{best['plain_cpu'] * 1e6:.2f} us against {best['validated_cpu'] * 1e6:.2f} us "
-        f"validated: {cpu_cost:.1%} more; in the broker's validator "
-        f"{best['in_validator'] * 1e6:.2f} us per record "
-        f"({best['in_validator'] / best['plain_cpu']:.1%} of the plain topic's CPU per record); "
-        f"the validator alone per record: "
-        f"fast path {fast_us(args.value_bytes):.2f} us, walk {walk_us(args.value_bytes):.2f} us"
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--workload", choices=["mixed", "uniform", "both"], default="both")
+    parser.add_argument("--baseline-src", help="also a broker and the validator of this tree")
+    parser.add_argument(
+        "--validator-only", action="store_true", help="only the validator alone, no broker"
     )
-
-
-def walk_us(value_bytes: int) -> float:
-    """The validator's walk over one 10,000-record batch (best of 5), per record."""
-    import timeit
-
-    from kafkalite.protocol.records import Record, build_batch
-    from kafkalite.schema_registry.validation import record_prefixes
-
-    value = b"\x00\x00\x00\x00\x01" + b"\x02" * max(0, value_bytes - 5)
-    buf = build_batch([Record(value=value) for _ in range(10_000)])
-    best = min(timeit.repeat(lambda: set(record_prefixes(buf, "value")), number=10, repeat=5))
-    return best / 10 / 10_000 * 1e6
-
-
-def fast_us(value_bytes: int) -> float:
-    """The fast path over one 10,000-record batch of one layout (best of 5), per record."""
-    import timeit
-
-    from kafkalite.protocol.records import Record, build_batch
-    from kafkalite.schema_registry.validation import uniform_prefixes
-
-    value = b"\x00\x00\x00\x00\x01" + b"\x02" * max(0, value_bytes - 5)
-    buf = build_batch([Record(offset_delta=i, value=value) for i in range(10_000)])
-    assert uniform_prefixes(buf, "value") is not None
-    best = min(timeit.repeat(lambda: uniform_prefixes(buf, "value"), number=10, repeat=5))
-    return best / 10 / 10_000 * 1e6
+    args = parser.parse_args()
+    kinds = ["mixed", "uniform"] if args.workload == "both" else [args.workload]
+    print(f"load average at start: {os.getloadavg()}")
+    for kind in kinds:
+        if args.validator_only:
+            mine, theirs = validator_pair(kind, args.baseline_src, turns=5)
+            print(f"{kind}: the validator alone {mine:.3f} us per record, baseline {theirs}")
+            continue
+        out = run(args.records, args.rounds, kind, args.baseline_src)
+        print(
+            f"\n{kind}: {args.records:,} records per round and topic, {args.rounds} rounds, "
+            f"broker in a subprocess (load average now {os.getloadavg()[0]:.1f})"
+        )
+        for tree in ("this", "baseline"):
+            if f"{tree}/plain" not in out:
+                continue
+            plain, validated = out[f"{tree}/plain"], out[f"{tree}/validated"]
+            p_min, v_min = plain["cpu"][0], validated["cpu"][0]
+            p_med, v_med = statistics.median(plain["cpu"]), statistics.median(validated["cpu"])
+            print(
+                f"  {tree + ' tree':13} broker CPU per record: plain {p_min * 1e6:.3f} us "
+                f"(median {p_med * 1e6:.3f}), validated {v_min * 1e6:.3f} us "
+                f"(median {v_med * 1e6:.3f}): validation costs {v_min / p_min - 1:+.1%} "
+                f"(medians {v_med / p_med - 1:+.1%}; target <= 10%); throughput plain "
+                f"{plain['rate']:,.0f} records/s, validated {validated['rate']:,.0f} "
+                f"({validated['rate'] / plain['rate'] - 1:+.1%})"
+            )
+        mine, theirs = validator_pair(kind, args.baseline_src)
+        line = f"  the validator alone, 10,000-record batch: {mine:.3f} us per record"
+        if theirs is not None:
+            line += f" (baseline tree {theirs:.3f} us, in turns in this process)"
+        print(line)
 
 
 if __name__ == "__main__":

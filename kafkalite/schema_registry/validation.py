@@ -16,13 +16,19 @@ An unknown id makes the view sync once (a schema registered on another broker a 
 
 The cost per record is the point (validation must cost a small fraction of produce throughput),
 so the check runs in two steps:
-- the fast path (`uniform_prefixes`): a batch whose records share one layout (the same key and
-  value sizes, no headers: what a producer of one fixed-size schema sends) is checked by one
-  compiled regular expression that walks every record in C, ties each record's length varint to
-  its fields and requires every key/value to start with the first record's 5 bytes. A match
-  proves every record a consumer can read carries that prefix, so one verdict decides the batch;
-- otherwise (mixed sizes, headers, more than one id, a refusal to report) the exact Python walk
-  (`record_prefixes`) gives each record's prefix and the refused records' indexes.
+- the fast path (`fast_prefixes`): compiled regular expressions walk every record in C and
+  require every key/value to start with the first record's 5 bytes: a batch of one layout
+  (the same key and value sizes, no headers) through a pattern made for that layout, any
+  other batch (records of up to 8,191 bytes, any headers) through one pattern per part
+  compiled once per process on a thread. A match proves every record a consumer can read
+  carries that prefix, so one verdict decides the batch;
+- otherwise (more than one id, a refusal to report, a shape the patterns do not take) the
+  exact Python walk (`record_prefixes`) gives each record's prefix and the refused records'
+  indexes.
+Both read the records as a lenient consumer (librdkafka) does: one after another by their
+length varints to the end of the batch, each part where the fields put it. Intact batches
+whose records cannot be read that way (a length past the end, an over-long varint) are refused
+whole: a consumer could not get past the damage, and nothing after it would be checked.
 Verdicts are cached per (topic, part, strategy, prefix) until the view applies another record
 (its `next_offset` moves), so a deletion or a new registration is seen by the next batch.
 """
@@ -30,16 +36,18 @@ Verdicts are cached per (topic, part, strategy, prefix) until the view applies a
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable
 from typing import Any
 
 from kafkalite.protocol.compression import decompress
-from kafkalite.protocol.errors import CorruptRecordError, RecordError
+from kafkalite.protocol.errors import RecordError
 from kafkalite.protocol.records import (
     CONTROL_FLAG_MASK,
     LOG_OVERHEAD,
     RECORDS_OFFSET,
     parse_batch_header,
+    validate_batches,
 )
 from kafkalite.protocol.varint import decode_varint, encode_varint
 from kafkalite.schema_registry.errors import RegistryError
@@ -82,15 +90,21 @@ class SchemaValidator:
             checks.append(("value", config.confluent_value_subject_name_strategy))
         await self.registry.store.start()
         try:
-            fast = uniform_prefixes(records, checks[0][0] if len(checks) == 1 else None)
-        except Exception:  # a damaged batch: the append refuses it with its own error
-            return []
+            fast = fast_prefixes(records, checks[0][0] if len(checks) == 1 else None)
+        except Exception:  # a batch the patterns cannot take apart: the walk says why
+            fast = None
         if fast is not None and await self._all_pass(topic, checks, fast):
             return []
         try:
             columns = {part: record_prefixes(records, part) for part, _ in checks}
-        except Exception:
-            return []
+        except UnreadableRecords as e:
+            try:
+                validate_batches(records, origin_client=True)
+            except Exception:
+                return []  # a damaged batch: the append refuses it with its own error
+            # intact batches whose records a consumer cannot read past some point: nothing
+            # after it could be checked, so none of it is written
+            return [RecordError(e.index, f"the record cannot be read: {e.reason}")]
         synced = False
         while True:
             refused: list[RecordError] = []
@@ -203,104 +217,147 @@ def _first_per_record(errors: list[RecordError]) -> list[RecordError]:
 Prefix = bytes | None
 
 
+class UnreadableRecords(Exception):
+    """The walk could not read record `index` (counted across the partition's batches)."""
+
+    def __init__(self, index: int, reason: str) -> None:
+        super().__init__(index, reason)
+        self.index = index
+        self.reason = reason
+
+
 def record_prefixes(buf: Any, part: str) -> list[Prefix]:
     """The first 5 bytes of the key (`part` "key") or value ("value") of every record of the
-    non-control batches in `buf`, in order; None when null. A walk over the records' lengths
-    only (the produce path's budget is a fraction of a microsecond per record): no record
-    objects, the other part and the headers skipped. Raises on damage (the append then refuses
-    the data with its own error)."""
+    non-control batches in `buf`, in order; None when null (a negative length).
+
+    Every record a consumer can find is read, as a lenient consumer (librdkafka) reads it:
+    records follow one another by their length varints until the batch's (decompressed)
+    records end, whatever count the header declares; a record's fields are read from its
+    start, and one that runs past the record's length is read as it lies (the record after it
+    still starts where the length says). A walk over lengths only (the produce path's budget
+    is a fraction of a microsecond per record): no record objects, the other part and the
+    headers skipped. Raises `UnreadableRecords` (with the index of the record it could not
+    read) when a length varint is over-long or negative, or a record runs past the records'
+    end."""
     want_key = part == "key"
     mv = memoryview(buf)
     out: list[Prefix] = []
     append = out.append
     pos = 0
     total = len(mv)
-    while total - pos >= LOG_OVERHEAD:
-        header = parse_batch_header(mv, pos)
-        size = header.size
-        if not header.attributes & CONTROL_FLAG_MASK and header.record_count > 0:
-            data = decompress(header.compression, mv[pos + RECORDS_OFFSET : pos + size])
-            limit = len(data)
-            at = 0
-            for _ in range(header.record_count):
-                b = data[at]
-                if b < 0x80:
-                    length, at = (b >> 1) ^ -(b & 1), at + 1
-                else:
-                    length, at = decode_varint(data, at)
-                end = at + length
-                at += 1  # attributes
-                while data[at] & 0x80:  # timestamp delta
-                    at += 1
-                at += 1
-                while data[at] & 0x80:  # offset delta
-                    at += 1
-                at += 1
-                b = data[at]
-                if b < 0x80:
-                    size_k, at = (b >> 1) ^ -(b & 1), at + 1
-                else:
-                    size_k, at = decode_varint(data, at)
-                if want_key:
-                    append(None if size_k < 0 else data[at : at + (size_k if size_k < 5 else 5)])
-                    if size_k > 0:
-                        at += size_k
-                else:
-                    if size_k > 0:
-                        at += size_k
+    try:
+        while total - pos >= LOG_OVERHEAD:
+            header = parse_batch_header(mv, pos)
+            size = header.size
+            if size < RECORDS_OFFSET:
+                raise ValueError(f"a batch of {size} bytes")
+            if not header.attributes & CONTROL_FLAG_MASK:
+                data = decompress(header.compression, mv[pos + RECORDS_OFFSET : pos + size])
+                limit = len(data)
+                at = 0
+                while at < limit:
                     b = data[at]
                     if b < 0x80:
-                        size_v, at = (b >> 1) ^ -(b & 1), at + 1
+                        length, at = (b >> 1) ^ -(b & 1), at + 1
                     else:
-                        size_v, at = decode_varint(data, at)
-                    append(None if size_v < 0 else data[at : at + (size_v if size_v < 5 else 5)])
-                    if size_v > 0:
-                        at += size_v
-                if at > end or end > limit:
-                    raise CorruptRecordError("a record runs past its length")
-                at = end
-        pos += size
+                        length, at = decode_varint(data, at)
+                    end = at + length
+                    if length < 0 or end > limit:
+                        raise ValueError(f"a record's length {length} runs past the records")
+                    at += 1  # attributes
+                    while data[at] & 0x80:  # timestamp delta
+                        at += 1
+                    at += 1
+                    while data[at] & 0x80:  # offset delta
+                        at += 1
+                    at += 1
+                    b = data[at]
+                    if b < 0x80:
+                        size_k, at = (b >> 1) ^ -(b & 1), at + 1
+                    else:
+                        size_k, at = decode_varint(data, at)
+                    if want_key:
+                        if size_k < 0:
+                            append(None)
+                        elif at + min(size_k, 5) > limit:
+                            raise ValueError("a key runs past the records")
+                        else:
+                            append(data[at : at + (size_k if size_k < 5 else 5)])
+                    else:
+                        if size_k > 0:
+                            at += size_k
+                        b = data[at]
+                        if b < 0x80:
+                            size_v, at = (b >> 1) ^ -(b & 1), at + 1
+                        else:
+                            size_v, at = decode_varint(data, at)
+                        if size_v < 0:
+                            append(None)
+                        elif at + min(size_v, 5) > limit:
+                            raise ValueError("a value runs past the records")
+                        else:
+                            append(data[at : at + (size_v if size_v < 5 else 5)])
+                    at = end
+            pos += size
+    except Exception as e:  # a bad varint, a read past the end, a codec's error
+        raise UnreadableRecords(len(out), str(e) or type(e).__name__) from e
     return out
 
 
-def uniform_prefixes(buf: Any, only: str | None = None) -> dict[str, set[Prefix]] | None:
+def fast_prefixes(buf: Any, only: str | None = None) -> dict[str, set[Prefix]] | None:
     """The distinct key and value prefixes (first 5 bytes, None when null) of the records of
-    the non-control batches in `buf` when every batch's records share one layout, checked in C
-    by a regular expression; None when some batch does not (the caller then walks the records
-    with `record_prefixes`). `only` ("key" or "value") leaves the other part's bytes unchecked.
+    the non-control batches in `buf`, found by compiled regular expressions that walk the
+    records in C; None when some batch is not in a shape they take (the caller then walks the
+    records with `record_prefixes`, which also says which records are refused). `only`
+    ("key" or "value") leaves the other part unchecked.
 
-    A match proves what a consumer reads: every record's length varint equals its fields'
-    sizes, so the records a consumer finds are the ones matched, each with the prefix. A batch
-    declaring fewer records than it holds is read short (all matched); one declaring more fails
-    to read past the matched ones."""
+    Per batch, one of two patterns must match the whole records area:
+    - a batch whose first two records have the same key and value sizes (and at least
+      `_UNIFORM_MIN_RECORDS` records) is tried against `_uniform_pattern` (records of those
+      sizes, no headers, every record's prefixes equal to the first's);
+    - any batch against `mixed_pattern` (records of any sizes up to 8,191 bytes, keys up to
+      1,023 in value mode, headers of any kind, every non-null prefix equal to the first
+      record's).
+    Either match proves what `record_prefixes` reads: the records a consumer finds by their
+    lengths, each with its part's prefix where a consumer reads it. Nothing here reads
+    another way than the walk, so a batch the walk cannot read never matches."""
+    parts = ("key", "value") if only is None else (only,)
     mv = memoryview(buf)
-    keys: set[Prefix] = set()
-    values: set[Prefix] = set()
+    found: dict[str, set[Prefix]] = {"key": set(), "value": set()}
     pos = 0
     total = len(mv)
     while total - pos >= LOG_OVERHEAD:
         header = parse_batch_header(mv, pos)
         size = header.size
-        if not header.attributes & CONTROL_FLAG_MASK and header.record_count > 0:
-            if header.record_count < _UNIFORM_MIN_RECORDS:
-                return None
+        if size < RECORDS_OFFSET:
+            return None
+        if not header.attributes & CONTROL_FLAG_MASK:
             data = decompress(header.compression, mv[pos + RECORDS_OFFSET : pos + size])
-            layout = _layout(data)
-            if layout is None:
-                return None
-            pattern = _uniform_pattern(*layout, only)
-            match = pattern.fullmatch(data)
-            if match is None:
-                return None
-            found = match.groupdict()
-            keys.add(found.get("k"))
-            values.add(found.get("v"))
+            if len(data):
+                match = None
+                if header.record_count >= _UNIFORM_MIN_RECORDS:
+                    layout = _layout(data)
+                    if layout is not None:
+                        match = _uniform_pattern(*layout, only).fullmatch(data)
+                if match is not None:
+                    groups = match.groupdict()  # a part without its group: null
+                    for part in parts:
+                        found[part].add(groups.get(part[0]))
+                else:
+                    for part in parts:
+                        pattern = mixed_pattern(part, wait=False)
+                        match = pattern.fullmatch(data) if pattern is not None else None
+                        if match is None:
+                            return None
+                        found[part].add(match["p"])
+                        if match["n"] is not None:
+                            found[part].add(None)
         pos += size
-    return {"key": keys, "value": values}
+    return found
 
 
 _UNIFORM_MIN_RECORDS = 16
-"""Below this many records a batch is walked (the walk is cheap, a pattern's compile is not)."""
+"""Below this many records a batch skips the uniform pattern (whose compile is per layout)."""
 
 _patterns: dict[tuple[int, int, str | None], re.Pattern[bytes]] = {}
 
@@ -376,3 +433,100 @@ def _uniform_pattern(key_size: int, value_size: int, only: str | None) -> re.Pat
         _patterns.clear()
     _patterns[(key_size, value_size, only)] = pattern
     return pattern
+
+
+_MIXED_MAX_KEY_HIGH = 15
+"""Value mode skips keys of up to 64 * 15 + 63 = 1,023 bytes (a batch with a longer key is
+walked): each size is an alternative of the pattern, and keys are short."""
+
+_mixed: dict[str, re.Pattern[bytes]] = {}
+_compiling: set[str] = set()
+_compile_lock = threading.Lock()
+
+
+def mixed_pattern(part: str, *, wait: bool = True) -> re.Pattern[bytes] | None:
+    """The pattern that checks a records area of any record sizes for `part` ("key" or
+    "value"), compiled once per process (about 0.2 s of `re.compile`). With `wait=False`
+    (the produce path) a first call starts the compile on a thread and returns None: the
+    batches meanwhile take the walk instead of a stalled event loop."""
+    pattern = _mixed.get(part)
+    if pattern is not None or not wait:
+        if pattern is None:
+            with _compile_lock:
+                if part not in _compiling:
+                    _compiling.add(part)
+                    threading.Thread(
+                        target=mixed_pattern,
+                        args=(part,),
+                        name=f"schema-validation-{part}-pattern",
+                        daemon=True,
+                    ).start()
+        return pattern
+    pattern = _mixed_pattern(part)
+    _mixed[part] = pattern
+    return pattern
+
+
+def _byte(value: int) -> bytes:
+    return re.escape(bytes([value]))
+
+
+def _one_of(values: Any) -> bytes:
+    return b"[" + b"".join(_byte(v) for v in values) + b"]"
+
+
+def _skip_sized(max_high: int, *, short_first: bool) -> list[bytes]:
+    """Alternatives, one per size n <= 64 * max_high + 63: n's zig-zag varint (1 or 2 bytes,
+    canonical) then n bytes. The two-byte ones are grouped by their first byte (n's low 6
+    bits) with the second (n >> 6) inside, so a size costs one literal test per alternative
+    before it plus a few for the second byte (a branch whose first item is a literal is
+    skipped by `re` without entering it); `short_first` puts sizes below 64 first (keys),
+    else after (records, which are mostly longer)."""
+    two = [
+        _byte(0x80 | low << 1)
+        + b"(?:"
+        + b"|".join(_byte(high) + b".{%d}" % (high << 6 | low) for high in range(1, max_high + 1))
+        + b")"
+        for low in range(64)
+    ]
+    one = [_byte(n << 1) + (b".{%d}" % n if n else b"") for n in range(64)]
+    return one + two if short_first else two + one
+
+
+def _mixed_pattern(part: str) -> re.Pattern[bytes]:
+    """Records of any layout, each checked where a consumer reads it (the walk's rules):
+
+        (?=<first record's part: a length of at least 5, its first 5 bytes as group p>)
+        (?: (?=<this record: its part null (group n) or at least 5 long starting with p>)
+            <this record's length varint, then that many bytes> )*+
+
+    The lookahead reads from the record's start: its length varint's shape, the attributes
+    byte, the timestamp and offset deltas (varints of any width), in value mode the key (a
+    negative length: none; else skipped by its size), then the part's length and prefix.
+    The record's own length then decides where the next one starts, as for a consumer; a
+    length of 8,192 or more, a negative one or a non-canonical encoding matches nothing (the
+    batch is walked). A part's length of 5 or more is a canonical varint of 1-3 bytes whose
+    last byte is not 0 (so its value is what the walk's decoder reads); shorter ones and
+    other encodings match nothing either."""
+    varint = rb"[\x80-\xff]*+[\x00-\x7f]"
+    negative = _one_of(range(1, 128, 2))  # the one-byte zig-zag encodings of -1..-64
+    at_least_5 = (
+        b"(?:"
+        + _one_of(range(10, 127, 2))
+        + b"|"
+        + _one_of(range(0x80, 0x100, 2))
+        + rb"(?:[\x01-\x7f]|[\x80-\xff][\x01-\x7f]))"
+    )
+    head = rb"[\x80-\xff]?+[\x00-\x7f]." + varint + varint
+    if part == "value":
+        head += (
+            b"(?>"
+            + negative
+            + b"|"
+            + b"|".join(_skip_sized(_MIXED_MAX_KEY_HIGH, short_first=True))
+            + b")"
+        )
+    first = b"(?=" + head + at_least_5 + b"(?P<p>.{5}))"
+    each = b"(?=" + head + b"(?:" + at_least_5 + b"(?P=p)|" + negative + b"(?P<n>)))"
+    record = b"(?>" + b"|".join(_skip_sized(127, short_first=False)) + b")"
+    return re.compile(b"(?s)" + first + b"(?:" + each + record + b")*+")

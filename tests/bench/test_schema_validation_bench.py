@@ -1,11 +1,14 @@
-"""bench/schema_validation_bench.py run small: both topics take every record (figures are
-printed by the script, never asserted)."""
+"""bench/schema_validation_bench.py run small: both topics of a subprocess broker take every
+record of both workloads, and the validator alone passes a batch of each (figures are printed
+by the script, never asserted)."""
 
 from __future__ import annotations
 
-from schema_validation_bench import run
+from schema_validation_bench import run, validator_us
 
 
 def test_the_bench_runs_and_every_record_is_accepted():
-    best = run(records=2000, rounds=1)
-    assert best["plain"] > 0 and best["validated"] > 0
+    for kind in ("mixed", "uniform"):
+        out = run(records=2000, rounds=1, kind=kind)
+        assert out["this/plain"]["rate"] > 0 and out["this/validated"]["rate"] > 0
+        assert validator_us(kind, batch_records=500) > 0
