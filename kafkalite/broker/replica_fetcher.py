@@ -41,6 +41,7 @@ harness). Waiting uses the injected clock, so tests drive back-offs without slee
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -161,9 +162,13 @@ class LocalLeaderEndPoint:
             request.to_send,
             request.to_forget,
             is_follower=True,
+            replica_id=self.replica_id,
         )
         if context.error_code is not ErrorCode.NONE:
             return SessionFetchResponse(context.error_code, 0, {})
+        if params.max_wait_ms > 0 and getattr(context, "waits_for_news", False):
+            left = await self.leader.wait_for_session_news(context.session, params.max_wait_ms)
+            params = dataclasses.replace(params, max_wait_ms=left)
         results = await self.leader.fetch_messages(params, context.fetch_infos)
         partitions, session_id = context.update_and_generate_response(results)
         return SessionFetchResponse(ErrorCode.NONE, session_id, dict(partitions))

@@ -806,6 +806,50 @@ class ReplicaManager:
                 # DeleteRecords waits on.
                 self.delete_records_purgatory.check_and_complete(tp)
 
+    async def wait_for_session_news(self, session: Any, max_wait_ms: int) -> int:
+        """Wait until a parked partition of ``session`` has news or ``max_wait_ms`` pass (a
+        follower's incremental fetch with nothing else to read: the long poll, without a
+        purgatory watch on every partition). Returns the milliseconds left of the wait."""
+        loop = asyncio.get_running_loop()
+        woken = loop.create_future()
+
+        def wake() -> None:
+            if not woken.done():
+                woken.set_result(None)
+
+        start = self.time.milliseconds()
+        session.waiter = wake
+        try:
+            await asyncio.wait_for(woken, max_wait_ms / 1000)
+        except TimeoutError:
+            pass
+        finally:
+            if session.waiter is wake:
+                session.waiter = None
+        return max(0, max_wait_ms - (self.time.milliseconds() - start))
+
+    def park_idle_partition(
+        self, session: Any, tp: TopicPartition, data: FetchPartitionData
+    ) -> bool:
+        """The fetch sessions' park hook (broker/fetch_session.py): a follower's session was
+        just answered ``data`` for ``tp`` and its follower has all of it. True (and the session
+        is told on the partition's next news) when this broker leads ``tp`` and ``data`` is
+        still its state, so the session may stop reading it until then."""
+        partition = self.partitions.get(tp)
+        if partition is None or not partition.is_leader:
+            return False
+        log_ = partition.log
+        if (
+            log_ is None
+            or log_.offline
+            or log_.log_end_offset != data.log_end_offset
+            or log_.high_watermark != data.high_watermark
+            or log_.log_start_offset != data.log_start_offset
+        ):
+            return False
+        partition.watch_for_news(session, session.replica_id)
+        return True
+
     # -- ISR ----------------------------------------------------------------------------------
 
     def _submit_isr_update(self, partition: Partition, proposal: LeaderAndIsr) -> None:
@@ -1239,6 +1283,10 @@ class ReplicaManager:
                 if partition is not None:
                     partition.make_offline()
                 self._forget_missing_log(tp, errors)
+            else:
+                partition = self.partitions.get(tp)
+                if partition is not None:
+                    partition.notify_news()
             self._complete_delayed_requests(tp)
 
     # -- offsets ------------------------------------------------------------------------------

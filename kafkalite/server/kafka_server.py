@@ -449,7 +449,8 @@ class KafkaServer:
         self.services.metadata_cache = self.metadata_cache
         self.services.replica_manager = self.replica_manager
         self.services.fetch_sessions = FetchSessionCache(
-            config.max_incremental_fetch_session_cache_slots
+            config.max_incremental_fetch_session_cache_slots,
+            park=self.replica_manager.park_idle_partition,
         )
         self.services.producer_id_manager = ProducerIdManager(self.broker_id, self.session)
         self._start_group_coordinator()
