@@ -54,6 +54,7 @@ from kafkalite.broker.clock import SYSTEM_TIME, Time
 from kafkalite.broker.fetch_session import (
     FetchSessionCache,
     FetchSessionHandler,
+    IncrementalFetchContext,
     SessionFetchRequest,
 )
 from kafkalite.broker.partition import records_bytes, records_size
@@ -166,7 +167,11 @@ class LocalLeaderEndPoint:
         )
         if context.error_code is not ErrorCode.NONE:
             return SessionFetchResponse(context.error_code, 0, {})
-        if params.max_wait_ms > 0 and getattr(context, "waits_for_news", False):
+        if (
+            params.max_wait_ms > 0
+            and isinstance(context, IncrementalFetchContext)
+            and context.waits_for_news
+        ):
             left = await self.leader.wait_for_session_news(context.session, params.max_wait_ms)
             params = dataclasses.replace(params, max_wait_ms=left)
         results = await self.leader.fetch_messages(params, context.fetch_infos)
