@@ -150,7 +150,13 @@ def _read_and_respond(
     if denied and not to_fetch:
         results: Any = {}  # Kafka answers at once when nothing is left to wait for
     else:
-        results = services.replica_manager.fetch_messages_now_or_later(params, to_fetch)
+        session = getattr(context, "session", None) if params.replica_id >= 0 else None
+        if session is not None:  # a follower's session: its parked partitions' news wakes it
+            results = services.replica_manager.fetch_messages_now_or_later(
+                params, to_fetch, session
+            )
+        else:
+            results = services.replica_manager.fetch_messages_now_or_later(params, to_fetch)
     if isinstance(results, dict):
         return _respond(ctx, version, context, fetch_infos, results, denied)
     return _respond_when_ready(ctx, version, context, fetch_infos, results, denied)

@@ -174,7 +174,8 @@ class LocalLeaderEndPoint:
         ):
             left = await self.leader.wait_for_session_news(context.session, params.max_wait_ms)
             params = dataclasses.replace(params, max_wait_ms=left)
-        results = await self.leader.fetch_messages(params, context.fetch_infos)
+        session = context.session if isinstance(context, IncrementalFetchContext) else None
+        results = await self.leader.fetch_messages(params, context.fetch_infos, session)
         partitions, session_id = context.update_and_generate_response(results)
         return SessionFetchResponse(ErrorCode.NONE, session_id, dict(partitions))
 

@@ -625,6 +625,7 @@ class ReplicaManager:
         self,
         params: FetchParams,
         fetch_infos: Mapping[TopicPartition, FetchInfo],
+        session: Any = None,
     ) -> dict[TopicPartition, FetchPartitionData]:
         """Read the partitions; answer at once if ``max_wait_ms`` <= 0, nothing was asked,
         ``min_bytes`` are there, or a partition has an error or a diverging epoch; else wait
@@ -633,7 +634,7 @@ class ReplicaManager:
         Follower fetches (``replica_id`` >= 0) first record the follower's position, which may
         grow the ISR and move the HW (completing acks=all produces).
         """
-        result = self.fetch_messages_now_or_later(params, fetch_infos)
+        result = self.fetch_messages_now_or_later(params, fetch_infos, session)
         if isinstance(result, dict):
             return result
         return await result
@@ -642,10 +643,15 @@ class ReplicaManager:
         self,
         params: FetchParams,
         fetch_infos: Mapping[TopicPartition, FetchInfo],
+        session: Any = None,
     ) -> dict[TopicPartition, FetchPartitionData] | Awaitable[dict[TopicPartition, Any]]:
         """``fetch_messages`` without a coroutine when the answer is there now (most fetches:
         the Fetch handler then answers without a task): the result, or an awaitable of it
-        when the fetch waits in purgatory. The awaitable must be awaited (or cancelled)."""
+        when the fetch waits in purgatory. The awaitable must be awaited (or cancelled).
+
+        ``session``: the follower's fetch session whose active partitions these are; news on
+        one of its parked partitions (which the waiting fetch does not watch) answers the
+        waiting fetch at once, so the next round reads it without waiting out max wait."""
         fetch_infos = dict(fetch_infos)
         result = self.read_from_local_log(params, fetch_infos)
         if params.is_from_follower:
@@ -665,6 +671,10 @@ class ReplicaManager:
         operation = DelayedFetch(params.max_wait_ms, params, fetch_infos, self)
         if self.fetch_purgatory.try_complete_else_watch(operation, list(fetch_infos)):
             return operation.future.result()
+        if session is not None and session.parked:
+            # Told from inside the append or HW move: answered once that has finished.
+            loop = asyncio.get_running_loop()
+            session.waiter = lambda: loop.call_soon(operation.force_complete)
         return _await_operation(operation)
 
     def read_from_local_log(

@@ -250,3 +250,34 @@ async def test_a_waiting_follower_fetch_wakes_on_news(tmp_path):
     finally:
         await leader.rm.shutdown()
         leader.close()
+
+
+async def test_a_waiting_fetch_with_active_partitions_wakes_on_a_parked_ones_news(tmp_path):
+    """A round that reads a partition with nothing new waits in purgatory watching that
+    partition only; a record on one of the session's parked partitions answers it at once."""
+    time = MockTime()
+    leader = Leader(tmp_path, time, True)
+    try:
+        for tp in TPS:
+            await leader.elect(tp)
+        for _ in range(3):
+            leader.fetch()
+        session = leader.cache.get(leader.session_id)
+        assert session.parked == set(TPS)
+        changed = {TPS[0]: FetchInfo(0, 1 << 10, 0)}  # new parameters: read, nothing new
+        context = leader.cache.new_context(
+            leader.session_id, leader.session_epoch, changed, is_follower=True, replica_id=FOLLOWER
+        )
+        assert list(context.fetch_infos) == [TPS[0]]
+        params = FetchParams(replica_id=FOLLOWER, max_wait_ms=600_000)
+        pending = leader.rm.fetch_messages_now_or_later(params, context.fetch_infos, session)
+        assert not isinstance(pending, dict)
+        waiting = asyncio.ensure_future(pending)
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        await leader.rm.append_records(1000, 1, {TPS[2]: batch(1)})
+        await wait_until(waiting.done)
+        assert TPS[2] in context.fetch_infos  # read from the next round on
+    finally:
+        await leader.rm.shutdown()
+        leader.close()
