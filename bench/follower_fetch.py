@@ -1,5 +1,7 @@
 """The cost of a follower's fetch round at scale (prints JSON; not a test): sessionless full
-fetches against one incremental fetch session (KIP-227) per leader.
+fetches against one incremental fetch session (KIP-227) per leader, the leader reading every
+partition of the session each round ("session") or only those with news ("parked", the
+others parked until their LEO, HW or log start moves; what the broker runs).
 
 Two brokers in this process, each a ReplicaManager behind the project's socket server; broker 1
 leads ``--partitions`` partitions (a few records each), broker 2 follows them all through its
@@ -58,7 +60,7 @@ def one_batch() -> bytearray:
 
 async def start_brokers(root: str):
     load_handlers()
-    brokers, servers, managers, caches = {}, [], [], {}
+    brokers, servers, managers, caches, sessions = {}, [], [], {}, {}
     for broker_id in (1, 2):
         lm = LogManager([os.path.join(root, f"b{broker_id}")], LogConfig())
         lm.startup()
@@ -69,9 +71,10 @@ async def start_brokers(root: str):
             broker_id=broker_id,
             replica_manager=rm,
             metadata_cache=cache,
-            fetch_sessions=FetchSessionCache(1000),
+            fetch_sessions=FetchSessionCache(1000, park=rm.park_idle_partition),
             log_manager=lm,
         )
+        sessions[broker_id] = services.fetch_sessions
         dispatcher = ApiDispatcher(services)
         dispatcher.ready.set()
         server = SocketServer(
@@ -99,7 +102,7 @@ async def start_brokers(root: str):
             remote_leader_endpoints(caches[broker_id], "PLAINTEXT", broker_id),
             ReplicaFetcherConfig(replica_fetch_wait_max_ms=0, replica_fetch_backoff_ms=50),
         )
-    return brokers, servers, managers
+    return brokers, servers, managers, sessions
 
 
 async def measure(fetcher, seconds: float, writes: int, leader, tps) -> dict:
@@ -126,7 +129,7 @@ async def measure(fetcher, seconds: float, writes: int, leader, tps) -> dict:
 
 async def run(partitions: int, seconds: float, writes: int, repeats: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="follower-fetch-") as root:
-        brokers, servers, managers = await start_brokers(root)
+        brokers, servers, managers, sessions = await start_brokers(root)
         b1, b2 = brokers[1], brokers[2]
         tps = [TopicPartition("scale", p) for p in range(partitions)]
         states = [
@@ -161,10 +164,11 @@ async def run(partitions: int, seconds: float, writes: int, repeats: int) -> dic
                 await asyncio.sleep(0.05)
             catch_up_s = time.perf_counter() - started
             (fetcher,) = b2.replica_fetcher_manager.fetchers.values()
-            figures: dict[str, list[dict]] = {"sessionless": [], "session": []}
+            figures: dict[str, list[dict]] = {"sessionless": [], "session": [], "parked": []}
             for _ in range(repeats):
-                for mode in ("sessionless", "session"):
-                    fetcher.session = FetchSessionHandler() if mode == "session" else None
+                for mode in ("sessionless", "session", "parked"):
+                    sessions[1].park = b1.park_idle_partition if mode == "parked" else None
+                    fetcher.session = FetchSessionHandler() if mode != "sessionless" else None
                     await asyncio.sleep(0.2)  # the first (full) round of a new session
                     figures[mode].append(await measure(fetcher, seconds, 0, b1, tps))
                     figures[mode + "_writes"] = figures.get(mode + "_writes", [])

@@ -130,6 +130,11 @@ class ApiDispatcher:
         """Set when the broker has started; client requests read before that wait for it.
         Controller requests (LeaderAndIsr, UpdateMetadata, ...) are served at once: start-up
         waits for the controller's first UpdateMetadata."""
+        self.roles_ready = asyncio.Event()
+        self.roles_ready.set()
+        """Cleared by a broker whose listener opens before its logs are loaded: until it is set
+        again (the replica manager exists) only ApiVersions is served, controller requests
+        wait for it."""
 
     def dispatch(self, frame: bytearray, connection: ConnectionInfo) -> Any:
         auth = connection.authenticator if connection is not None else None
@@ -140,8 +145,11 @@ class ApiDispatcher:
         started = perf_counter()
         header, body_offset = frames.parse_request_header(frame)
         api_key = header.api_key
-        if not self.ready.is_set() and api_key not in ALWAYS_SERVED:
-            return self._dispatch_when_ready(frame, connection)
+        if not self.ready.is_set():
+            if api_key not in ALWAYS_SERVED:
+                return self._dispatch_when_ready(frame, connection, self.ready)
+            if api_key != ApiKey.API_VERSIONS and not self.roles_ready.is_set():
+                return self._dispatch_when_ready(frame, connection, self.roles_ready)
         if api_key == ApiKey.API_VERSIONS and header.api_version > self.versions[api_key][1]:
             return frames.api_versions_fallback(header.correlation_id, self.versions)
         frames.ensure_supported(header, self.versions)
@@ -166,8 +174,10 @@ class ApiDispatcher:
             encoded = self._error_answer(header, request, e, connection)
         return self._recorded(header, encoded, started, len(frame))
 
-    async def _dispatch_when_ready(self, frame: bytearray, connection: ConnectionInfo) -> Any:
-        await self.ready.wait()
+    async def _dispatch_when_ready(
+        self, frame: bytearray, connection: ConnectionInfo, event: asyncio.Event
+    ) -> Any:
+        await event.wait()
         result = self.dispatch(frame, connection)
         if inspect.isawaitable(result):
             result = await result

@@ -15,10 +15,16 @@ Follower fetching (KIP-392, v11+): a consumer fetch carries client metadata (its
 follower serves it (up to its HW) and a leader with `replica.selector.class` set to Kafka's
 RackAwareReplicaSelector may answer it with a preferred read replica and no records
 (broker/replica_selector.py, ReplicaManager.read_from_local_log).
+
+A follower's incremental fetch reads only the partitions of its session with news (the
+others are parked, broker/fetch_session.py); when there are none it waits for news up to its
+max wait, then reads what has it.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -81,7 +87,12 @@ def handle_fetch(
     sessions = services.fetch_sessions
     if sessions is not None and version >= 7:
         context = sessions.new_context(
-            session_id, session_epoch, fetch_infos, forgotten, is_follower=request.replica_id >= 0
+            session_id,
+            session_epoch,
+            fetch_infos,
+            forgotten,
+            is_follower=request.replica_id >= 0,
+            replica_id=request.replica_id,
         )
         if context.error_code != ErrorCode.NONE:
             return encode_fetch_response(
@@ -93,7 +104,37 @@ def handle_fetch(
         return encode_fetch_response(ctx.header.correlation_id, version, [], error_code=error)
     else:
         context = None
+    if context is not None and params.max_wait_ms > 0 and getattr(context, "waits_for_news", False):
+        # A follower's session whose partitions are all parked: wait for news, then read.
+        return _respond_after_news(ctx, version, context, params, may_read)
+    return _read_and_respond(ctx, version, context, fetch_infos, params, may_read)
 
+
+async def _respond_after_news(
+    ctx: RequestContext,
+    version: int,
+    context: Any,
+    params: FetchParams,
+    may_read: Callable[[str], bool] | None,
+) -> Any:
+    replica_manager = ctx.services.replica_manager
+    left = await replica_manager.wait_for_session_news(context.session, params.max_wait_ms)
+    params = dataclasses.replace(params, max_wait_ms=left)
+    response = _read_and_respond(ctx, version, context, context.fetch_infos, params, may_read)
+    if inspect.isawaitable(response):
+        return await response
+    return response
+
+
+def _read_and_respond(
+    ctx: RequestContext,
+    version: int,
+    context: Any,
+    fetch_infos: dict[TopicPartition, FetchInfo],
+    params: FetchParams,
+    may_read: Callable[[str], bool] | None,
+) -> Any:
+    services = ctx.services
     to_fetch = fetch_infos
     denied: dict[TopicPartition, FetchPartitionData] = {}
     if may_read is not None:
@@ -109,7 +150,13 @@ def handle_fetch(
     if denied and not to_fetch:
         results: Any = {}  # Kafka answers at once when nothing is left to wait for
     else:
-        results = services.replica_manager.fetch_messages_now_or_later(params, to_fetch)
+        session = getattr(context, "session", None) if params.replica_id >= 0 else None
+        if session is not None:  # a follower's session: its parked partitions' news wakes it
+            results = services.replica_manager.fetch_messages_now_or_later(
+                params, to_fetch, session
+            )
+        else:
+            results = services.replica_manager.fetch_messages_now_or_later(params, to_fetch)
     if isinstance(results, dict):
         return _respond(ctx, version, context, fetch_infos, results, denied)
     return _respond_when_ready(ctx, version, context, fetch_infos, results, denied)

@@ -36,7 +36,7 @@ Pure: no I/O; the clock is injected. Not thread-safe.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from kafkalite.broker.clock import SYSTEM_TIME, Time
@@ -49,6 +49,10 @@ INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
 INT32_MAX = 0x7FFFFFFF
 DEFAULT_EVICTION_MS = 120_000  # min.incremental.fetch.session.eviction.ms
+
+
+# (session, partition, what it was just answered) -> whether the leader will unpark it on news
+ParkHook = Callable[["FetchSession", TopicPartition, FetchPartitionData], bool]
 
 
 def next_epoch(epoch: int) -> int:
@@ -122,7 +126,14 @@ class CachedPartition:
 class FetchSession:
     """One session. ``fetch_infos`` mirrors ``partitions`` (same keys, same order) with each
     partition's current FetchInfo: an incremental fetch reads it as it is, so a request that
-    changes nothing rebuilds no per-partition state."""
+    changes nothing rebuilds no per-partition state.
+
+    A follower's session (when the cache has a ``park`` hook) also keeps ``parked``: the
+    partitions whose last answer told the follower everything (it has the leader's whole log,
+    the high watermark and log start offset it was sent are the leader's) and whose leader
+    will call ``unpark`` when any of that moves. ``active`` is ``fetch_infos`` without them:
+    what an incremental fetch reads, so a round costs O(partitions with news), not
+    O(partitions followed). ``waiter`` (set by a fetch waiting for news) is called on unpark."""
 
     id: int
     privileged: bool
@@ -132,9 +143,27 @@ class FetchSession:
     epoch: int
     cached_size: int = -1
     fetch_infos: dict[TopicPartition, FetchInfo] = field(default_factory=dict)
+    replica_id: int = -1
+    parked: set[TopicPartition] = field(default_factory=set)
+    active: dict[TopicPartition, FetchInfo] = field(default_factory=dict)
+    waiter: Callable[[], None] | None = None
 
     def __post_init__(self) -> None:
         self.fetch_infos = {tp: c.info for tp, c in self.partitions.items()}
+        self.active = dict(self.fetch_infos)
+
+    def unpark(self, tp: TopicPartition) -> bool:
+        """``tp`` has news: read it again from the next round on. True if it was parked."""
+        if tp not in self.parked:
+            return False
+        self.parked.discard(tp)
+        info = self.fetch_infos.get(tp)
+        if info is not None:
+            self.active[tp] = info
+        waiter = self.waiter
+        if waiter is not None:
+            waiter()
+        return True
 
     @property
     def size(self) -> int:
@@ -149,6 +178,8 @@ class FetchSession:
         """Apply an incremental request; returns (added, updated, removed)."""
         added, updated, removed = [], [], []
         mirror = self.fetch_infos
+        active = self.active
+        parked = self.parked
         for tp, info in fetch_infos.items():
             cached = self.partitions.get(tp)
             if cached is None:
@@ -158,9 +189,13 @@ class FetchSession:
                 cached.update_request_params(info)
                 updated.append(tp)
             mirror[tp] = info  # a new key goes last, as in partitions; a known one stays put
+            active[tp] = info  # new parameters: read it this round
+            parked.discard(tp)
         for tp in forgotten:
             if self.partitions.pop(tp, None) is not None:
                 del mirror[tp]
+                active.pop(tp, None)
+                parked.discard(tp)
                 removed.append(tp)
         return added, updated, removed
 
@@ -169,6 +204,36 @@ class FetchSession:
         others (fairness across partitions)."""
         self.partitions[tp] = self.partitions.pop(tp)
         self.fetch_infos[tp] = self.fetch_infos.pop(tp)
+        info = self.active.pop(tp, None)
+        if info is not None:
+            self.active[tp] = info
+
+    def park_idle(
+        self,
+        park: ParkHook,
+        response_data: Iterable[tuple[TopicPartition, FetchPartitionData]],
+    ) -> None:
+        """After an answer: park each partition of ``response_data`` (what was read this
+        round) that the follower now knows everything about, if its leader agrees to tell."""
+        partitions = self.partitions
+        none = ErrorCode.NONE
+        for tp, data in response_data:
+            cached = partitions.get(tp)
+            if (
+                cached is None
+                or data.error_code is not none
+                or data.records
+                or data.diverging_epoch is not None
+                or data.preferred_read_replica >= 0
+                or cached.fetch_offset != data.log_end_offset
+                or cached.high_watermark != data.high_watermark
+                or cached.local_log_start_offset != data.log_start_offset
+                or tp in self.parked
+            ):
+                continue
+            if park(self, tp, data):
+                self.parked.add(tp)
+                self.active.pop(tp, None)
 
 
 class FetchContext:
@@ -207,10 +272,12 @@ class FullFetchContext(FetchContext):
         cache: FetchSessionCache,
         fetch_infos: dict[TopicPartition, FetchInfo],
         is_from_follower: bool,
+        replica_id: int = -1,
     ) -> None:
         super().__init__(fetch_infos)
         self.cache = cache
         self.is_from_follower = is_from_follower
+        self.replica_id = replica_id
 
     def update_and_generate_response(self, results):
         response = [(tp, results[tp]) for tp in self.fetch_infos if tp in results]
@@ -223,18 +290,31 @@ class FullFetchContext(FetchContext):
                 partitions[tp] = cached
             return partitions
 
-        session_id = self.cache.maybe_create_session(
-            self.cache.time.milliseconds(), self.is_from_follower, len(response), create_partitions
+        cache = self.cache
+        session_id = cache.maybe_create_session(
+            cache.time.milliseconds(), self.is_from_follower, len(response), create_partitions
         )
+        if session_id != INVALID_SESSION_ID and cache.park is not None and self.replica_id >= 0:
+            session = cache.sessions[session_id]
+            session.replica_id = self.replica_id
+            session.park_idle(cache.park, response)
         return response, session_id
 
 
 class IncrementalFetchContext(FetchContext):
     def __init__(self, cache: FetchSessionCache, session: FetchSession) -> None:
         # The session's own mapping, not a copy: the replica manager copies what it keeps.
-        super().__init__(session.fetch_infos)
+        # Without its parked partitions (see FetchSession): those have no news to read.
+        super().__init__(session.active)
         self.cache = cache
         self.session = session
+
+    @property
+    def waits_for_news(self) -> bool:
+        """Nothing to read this round but parked partitions: the fetch should wait for one of
+        them to have news (or its max wait) rather than answer empty at once."""
+        session = self.session
+        return not session.active and bool(session.parked)
 
     def update_and_generate_response(self, results):
         session = self.session
@@ -260,6 +340,9 @@ class IncrementalFetchContext(FetchContext):
                 response.append((tp, data))
                 if data.records:
                     session.move_to_back(tp)
+        park = self.cache.park
+        if park is not None and session.replica_id >= 0:
+            session.park_idle(park, results.items())
         return response, session.id
 
 
@@ -270,7 +353,11 @@ class FetchSessionCache:
         eviction_ms: int = DEFAULT_EVICTION_MS,
         time: Time = SYSTEM_TIME,
         rng: random.Random | None = None,
+        park: ParkHook | None = None,
     ) -> None:
+        # ``park`` (the leader's ReplicaManager.park_idle_partition): followers' sessions
+        # skip the partitions with no news (see FetchSession); None reads every partition.
+        self.park = park
         self.max_entries = max_entries
         self.eviction_ms = eviction_ms
         self.time = time
@@ -292,6 +379,7 @@ class FetchSessionCache:
         fetch_infos: Mapping[TopicPartition, FetchInfo],
         forgotten: Iterable[TopicPartition] = (),
         is_follower: bool = False,
+        replica_id: int = -1,
     ) -> FetchContext:
         """The context for one Fetch request (see the table in the module docstring)."""
         fetch_infos = dict(fetch_infos)
@@ -300,7 +388,7 @@ class FetchSessionCache:
                 self.remove(session_id)
             if session_epoch == FINAL_EPOCH:
                 return SessionlessFetchContext(fetch_infos)
-            return FullFetchContext(self, fetch_infos, is_follower)
+            return FullFetchContext(self, fetch_infos, is_follower, replica_id)
         session = self.sessions.get(session_id)
         if session is None:
             return SessionErrorContext(ErrorCode.FETCH_SESSION_ID_NOT_FOUND)

@@ -49,6 +49,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from kafkalite.broker.clock import Time
 from kafkalite.broker.producer_state import AppendOrigin, ProducerStateManager
@@ -358,6 +359,35 @@ class Partition:
         self.pending_isr_update: LeaderAndIsr | None = None
         self.fenced_by_isr_conflict = False
         self.remote_replicas: dict[int, ReplicaState] = {}
+        # Followers' fetch sessions that parked this partition (session -> follower id): told
+        # once, then forgotten, when its LEO, HW, log start or leadership moves.
+        self.news_watchers: dict[Any, int] = {}
+
+    def watch_for_news(self, session: Any, replica_id: int) -> None:
+        self.news_watchers[session] = replica_id
+
+    def notify_news(self) -> None:
+        """This partition's LEO, HW, log start or role moved: each session that parked it
+        reads it again. While parked, a follower fetched in its session without reading it;
+        Kafka would have recorded each of those fetches as caught up at the LEO it still
+        has, so the follower's fetch and caught-up times move to its session's last fetch
+        (what Kafka's last read would have left), before anything looks at them."""
+        watchers = self.news_watchers
+        if not watchers:
+            return
+        self.news_watchers = {}
+        tp = self.topic_partition
+        replicas = self.remote_replicas
+        for session, replica_id in watchers.items():
+            if not session.unpark(tp):
+                continue
+            replica = replicas.get(replica_id)
+            if replica is not None:
+                last = session.last_used_ms
+                if last > replica.last_fetch_time_ms:
+                    replica.last_fetch_time_ms = last
+                if last > replica.last_caught_up_time_ms:
+                    replica.last_caught_up_time_ms = last
 
     # -- role ---------------------------------------------------------------------------------
 
@@ -401,6 +431,8 @@ class Partition:
         if self.log is log:
             return
         self.log = log
+        if hasattr(log, "on_news"):
+            log.on_news = self.notify_news
         self.producer_state = ProducerStateManager(
             str(self.topic_partition), getattr(log, "dir", None), self.producer_id_expiration_ms
         )
@@ -468,6 +500,7 @@ class Partition:
         The new epoch is recorded in the leader epoch cache at the current LEO, so a follower
         with entries from an epoch the new leader never saw learns where to truncate.
         """
+        self.notify_news()
         self.attach_log(log)
         is_new_leader = (
             self.leader_replica_id != self.local_broker_id or self.fenced_by_isr_conflict
@@ -490,6 +523,7 @@ class Partition:
     def make_follower(self, state: LeaderAndIsrPartitionState, log) -> bool:
         """Become (or stay) follower of ``state.leader``; returns True when the leader or the
         leader epoch changed (the fetcher must be (re)started and truncation re-run)."""
+        self.notify_news()
         self.attach_log(log)
         self.controller_epoch = state.controller_epoch
         self._update_assignment_and_isr(state)
@@ -506,6 +540,7 @@ class Partition:
         return True
 
     def make_offline(self) -> None:
+        self.notify_news()
         self.leader_replica_id = None
         self.remote_replicas.clear()
         self.pending_isr_update = None
@@ -755,6 +790,7 @@ class Partition:
         self.pending_isr_update = None
         if new_zk_version is None:
             self.fenced_by_isr_conflict = True
+            self.notify_news()  # no longer leader: its followers must hear it
             return False
         self.isr = frozenset(proposal.isr)
         self.zk_version = new_zk_version

@@ -41,6 +41,7 @@ harness). Waiting uses the injected clock, so tests drive back-offs without slee
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -53,6 +54,7 @@ from kafkalite.broker.clock import SYSTEM_TIME, Time
 from kafkalite.broker.fetch_session import (
     FetchSessionCache,
     FetchSessionHandler,
+    IncrementalFetchContext,
     SessionFetchRequest,
 )
 from kafkalite.broker.partition import records_bytes, records_size
@@ -161,10 +163,19 @@ class LocalLeaderEndPoint:
             request.to_send,
             request.to_forget,
             is_follower=True,
+            replica_id=self.replica_id,
         )
         if context.error_code is not ErrorCode.NONE:
             return SessionFetchResponse(context.error_code, 0, {})
-        results = await self.leader.fetch_messages(params, context.fetch_infos)
+        if (
+            params.max_wait_ms > 0
+            and isinstance(context, IncrementalFetchContext)
+            and context.waits_for_news
+        ):
+            left = await self.leader.wait_for_session_news(context.session, params.max_wait_ms)
+            params = dataclasses.replace(params, max_wait_ms=left)
+        session = context.session if isinstance(context, IncrementalFetchContext) else None
+        results = await self.leader.fetch_messages(params, context.fetch_infos, session)
         partitions, session_id = context.update_and_generate_response(results)
         return SessionFetchResponse(ErrorCode.NONE, session_id, dict(partitions))
 

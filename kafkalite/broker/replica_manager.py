@@ -625,6 +625,7 @@ class ReplicaManager:
         self,
         params: FetchParams,
         fetch_infos: Mapping[TopicPartition, FetchInfo],
+        session: Any = None,
     ) -> dict[TopicPartition, FetchPartitionData]:
         """Read the partitions; answer at once if ``max_wait_ms`` <= 0, nothing was asked,
         ``min_bytes`` are there, or a partition has an error or a diverging epoch; else wait
@@ -633,7 +634,7 @@ class ReplicaManager:
         Follower fetches (``replica_id`` >= 0) first record the follower's position, which may
         grow the ISR and move the HW (completing acks=all produces).
         """
-        result = self.fetch_messages_now_or_later(params, fetch_infos)
+        result = self.fetch_messages_now_or_later(params, fetch_infos, session)
         if isinstance(result, dict):
             return result
         return await result
@@ -642,10 +643,15 @@ class ReplicaManager:
         self,
         params: FetchParams,
         fetch_infos: Mapping[TopicPartition, FetchInfo],
+        session: Any = None,
     ) -> dict[TopicPartition, FetchPartitionData] | Awaitable[dict[TopicPartition, Any]]:
         """``fetch_messages`` without a coroutine when the answer is there now (most fetches:
         the Fetch handler then answers without a task): the result, or an awaitable of it
-        when the fetch waits in purgatory. The awaitable must be awaited (or cancelled)."""
+        when the fetch waits in purgatory. The awaitable must be awaited (or cancelled).
+
+        ``session``: the follower's fetch session whose active partitions these are; news on
+        one of its parked partitions (which the waiting fetch does not watch) answers the
+        waiting fetch at once, so the next round reads it without waiting out max wait."""
         fetch_infos = dict(fetch_infos)
         result = self.read_from_local_log(params, fetch_infos)
         if params.is_from_follower:
@@ -665,6 +671,10 @@ class ReplicaManager:
         operation = DelayedFetch(params.max_wait_ms, params, fetch_infos, self)
         if self.fetch_purgatory.try_complete_else_watch(operation, list(fetch_infos)):
             return operation.future.result()
+        if session is not None and session.parked:
+            # Told from inside the append or HW move: answered once that has finished.
+            loop = asyncio.get_running_loop()
+            session.waiter = lambda: loop.call_soon(operation.force_complete)
         return _await_operation(operation)
 
     def read_from_local_log(
@@ -805,6 +815,50 @@ class ReplicaManager:
                 # fetch. The follower's log start may have moved the low watermark, which only
                 # DeleteRecords waits on.
                 self.delete_records_purgatory.check_and_complete(tp)
+
+    async def wait_for_session_news(self, session: Any, max_wait_ms: int) -> int:
+        """Wait until a parked partition of ``session`` has news or ``max_wait_ms`` pass (a
+        follower's incremental fetch with nothing else to read: the long poll, without a
+        purgatory watch on every partition). Returns the milliseconds left of the wait."""
+        loop = asyncio.get_running_loop()
+        woken = loop.create_future()
+
+        def wake() -> None:
+            if not woken.done():
+                woken.set_result(None)
+
+        start = self.time.milliseconds()
+        session.waiter = wake
+        try:
+            await asyncio.wait_for(woken, max_wait_ms / 1000)
+        except TimeoutError:
+            pass
+        finally:
+            if session.waiter is wake:
+                session.waiter = None
+        return max(0, max_wait_ms - (self.time.milliseconds() - start))
+
+    def park_idle_partition(
+        self, session: Any, tp: TopicPartition, data: FetchPartitionData
+    ) -> bool:
+        """The fetch sessions' park hook (broker/fetch_session.py): a follower's session was
+        just answered ``data`` for ``tp`` and its follower has all of it. True (and the session
+        is told on the partition's next news) when this broker leads ``tp`` and ``data`` is
+        still its state, so the session may stop reading it until then."""
+        partition = self.partitions.get(tp)
+        if partition is None or not partition.is_leader:
+            return False
+        log_ = partition.log
+        if (
+            log_ is None
+            or log_.offline
+            or log_.log_end_offset != data.log_end_offset
+            or log_.high_watermark != data.high_watermark
+            or log_.log_start_offset != data.log_start_offset
+        ):
+            return False
+        partition.watch_for_news(session, session.replica_id)
+        return True
 
     # -- ISR ----------------------------------------------------------------------------------
 
@@ -1239,6 +1293,10 @@ class ReplicaManager:
                 if partition is not None:
                     partition.make_offline()
                 self._forget_missing_log(tp, errors)
+            else:
+                partition = self.partitions.get(tp)
+                if partition is not None:
+                    partition.notify_news()
             self._complete_delayed_requests(tp)
 
     # -- offsets ------------------------------------------------------------------------------

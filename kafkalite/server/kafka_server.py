@@ -214,14 +214,10 @@ class KafkaServer:
             await self._start_authorizer()
             await self._load_topic_configs()
             phase("topic_configs_s")
-            try:
-                await self._start_log_manager()
-            except StorageError as e:
-                raise StartupError(str(e)) from None
-            phase("logs_loaded_s")
-
-            await self._start_roles()
-
+            # The listener opens before the logs are loaded (Kafka's order: the socket server,
+            # then the log manager): ApiVersions is answered at once, controller requests
+            # wait for the replica manager, client requests for the end of start-up.
+            self.dispatcher.roles_ready.clear()
             self.socket_server = SocketServer(
                 config.listener_endpoints,
                 self.dispatcher,
@@ -241,6 +237,16 @@ class KafkaServer:
                 await self.socket_server.start()
             except OSError as e:  # the port is taken, the address is not this host's...
                 raise StartupError(f"listeners: {e.strerror or e}") from None
+            phase("listening_s")
+            try:
+                await self._start_log_manager()
+            except StorageError as e:
+                raise StartupError(str(e)) from None
+            phase("logs_loaded_s")
+
+            await self._start_roles()
+            self.dispatcher.roles_ready.set()
+
             self.dynamic_config.reload_tls(
                 config, changed_tls_listeners(self.dynamic_config.static, config)
             )
@@ -250,6 +256,10 @@ class KafkaServer:
             phase("controller_metadata_s")
             self._start_background_tasks()
         except BaseException:
+            if self.socket_server is not None:
+                # The listener opened before the logs were loaded: a failed start closes it.
+                with contextlib.suppress(Exception):
+                    await self.socket_server.stop_accepting()
             await self._stop_components()
             raise
         self.dispatcher.ready.set()
@@ -449,7 +459,8 @@ class KafkaServer:
         self.services.metadata_cache = self.metadata_cache
         self.services.replica_manager = self.replica_manager
         self.services.fetch_sessions = FetchSessionCache(
-            config.max_incremental_fetch_session_cache_slots
+            config.max_incremental_fetch_session_cache_slots,
+            park=self.replica_manager.park_idle_partition,
         )
         self.services.producer_id_manager = ProducerIdManager(self.broker_id, self.session)
         self._start_group_coordinator()

@@ -199,6 +199,9 @@ class Log:
         self._dir_needs_flush = True  # a segment file was created since the last dir fsync
         # Told the offset of every truncation (the LogManager moves the cleaner's checkpoint).
         self.on_truncation: Callable[[int], None] | None = None
+        # Told whenever log_end_offset, the high watermark or log_start_offset moves after the
+        # load (the partition wakes the followers' fetch sessions that stopped reading it).
+        self.on_news: Callable[[], None] | None = None
         # Bumped by appends and reads: the LogManager releases the files of logs whose count
         # did not move between two of its idle checks (release_resources).
         self.uses = 0
@@ -464,7 +467,15 @@ class Log:
 
     @high_watermark.setter
     def high_watermark(self, offset: int) -> None:
-        self._high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+        new = min(max(offset, self.log_start_offset), self.log_end_offset)
+        if new != self._high_watermark:
+            self._high_watermark = new
+            self._news()
+
+    def _news(self) -> None:
+        on_news = self.on_news
+        if on_news is not None:
+            on_news()
 
     @property
     def unflushed_messages(self) -> int:
@@ -721,6 +732,8 @@ class Log:
         except OSError as e:
             raise self._fail(e) from e
         self.log_end_offset = last_offset + 1
+        if self.on_news is not None:
+            self.on_news()
         if self.log_end_offset - self.recovery_point >= self.config.flush_messages:
             self.flush()
 
@@ -937,6 +950,7 @@ class Log:
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self._roll_flush_offset = min(self._roll_flush_offset, self.log_end_offset)
         self._high_watermark = min(self._high_watermark, self.log_end_offset)
+        self._news()
         if self.on_truncation is not None:
             self.on_truncation(self.log_end_offset)
         return True
@@ -953,6 +967,7 @@ class Log:
             self._truncate_fully_and_start_at(new_offset)
         except OSError as e:
             raise self._fail(e) from e
+        self._news()
         if self.on_truncation is not None:
             self.on_truncation(new_offset)
 
@@ -982,6 +997,7 @@ class Log:
         if new_log_start_offset <= self.log_start_offset:
             return False
         self.log_start_offset = new_log_start_offset
+        self._news()
         self._io(self.leader_epoch_cache.truncate_from_start, new_log_start_offset)
         return True
 
@@ -1073,6 +1089,7 @@ class Log:
         except OSError as e:
             raise self._fail(e) from e
         self._high_watermark = max(self._high_watermark, self.log_start_offset)
+        self._news()
         return len(deletable)
 
     # ================================================================= compaction swap

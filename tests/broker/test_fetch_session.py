@@ -213,7 +213,8 @@ def test_an_incremental_fetch_reuses_the_sessions_fetch_infos():
     _, sid = open_session(cache, {A: a0, B: b0})
     session = cache.get(sid)
     context = cache.new_context(sid, 1, {})
-    assert context.fetch_infos is session.fetch_infos
+    # Without parking (a consumer's session) what is read is every partition, in order.
+    assert context.fetch_infos is session.active and session.active == session.fetch_infos
     assert context.fetch_infos[A] is a0 and context.fetch_infos[B] is b0
     context.update_and_generate_response({A: data(), B: data()})
     a1 = FetchInfo(3, 100)
@@ -222,6 +223,7 @@ def test_an_incremental_fetch_reuses_the_sessions_fetch_infos():
     assert context.fetch_infos[A] is a1 and context.fetch_infos[B] is b0
     context.update_and_generate_response({A: data(records=b"x"), B: data(), C: data()})
     assert list(session.fetch_infos) == list(session.partitions) == [B, C, A]
+    assert list(session.active) == [B, C, A]
     context = cache.new_context(sid, 3, {}, forgotten=[B])
     assert list(context.fetch_infos) == [C, A] and context.fetch_infos[A] is a1
 

@@ -41,13 +41,28 @@ def epochs(log):
     return [h.partition_leader_epoch for _, h in iter_batch_headers(info.records.view())]
 
 
-@pytest.mark.parametrize("sessions", [False, True], ids=["sessionless", "sessions"])
+@pytest.mark.parametrize(
+    "sessions", [False, True, "parked"], ids=["sessionless", "sessions", "parked"]
+)
 @pytest.mark.parametrize("seed", [1, 2, 3])
 async def test_acknowledged_writes_survive_leader_changes(tmp_path, seed, sessions):
     rng = random.Random(seed)
     time = MockTime()
     managers, brokers = {}, {}
-    caches = {b: FetchSessionCache(10, time=time) for b in BROKERS}
+    # "parked": the leaders' sessions stop reading the partitions with no news (the park
+    # hook), so every HW, LEO and leadership move must wake the waiting follower fetch.
+    caches = {
+        b: FetchSessionCache(
+            10,
+            time=time,
+            park=(
+                (lambda s, tp, d, b=b: brokers[b].park_idle_partition(s, tp, d))
+                if sessions == "parked"
+                else None
+            ),
+        )
+        for b in BROKERS
+    }
     for b in BROKERS:
         lm = LogManager([str(tmp_path / f"b{b}")], LogConfig(min_insync_replicas=2))
         lm.startup()

@@ -1,0 +1,78 @@
+"""Start-up order: the listener opens before the logs are loaded (a restarted broker with many
+partitions answers ApiVersions at once); the replica manager exists before any controller
+request is served, and client requests are served only once start-up has finished."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from kafkalite.config import BrokerConfig
+from kafkalite.server import KafkaServer
+from kafkalite.storage.log_manager import LogManager
+from kafkalite.testing import free_port
+from kafkalite.testing.wire import api_versions_ok
+from tests.controller.shell_support import eventually
+
+
+async def test_api_versions_is_answered_while_the_logs_load(tmp_path, monkeypatch):
+    loading = threading.Event()
+    release = threading.Event()
+    original = LogManager.startup
+
+    def slow_startup(self):
+        loading.set()
+        release.wait(60)
+        original(self)
+
+    monkeypatch.setattr(LogManager, "startup", slow_startup)
+    port = free_port()
+    config = BrokerConfig.load(
+        overrides={
+            "log.dirs": str(tmp_path / "data"),
+            "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+            "admin.listener": "",
+        },
+        environ={},
+    )
+    server = KafkaServer(config)
+    starting = asyncio.create_task(server.startup())
+    try:
+        await eventually(lambda: loading.is_set(), message="log loading began")
+        # The logs are still loading (the thread waits for `release`): ApiVersions is answered.
+        assert await asyncio.to_thread(api_versions_ok, "127.0.0.1", port)
+        assert server.replica_manager is None and not server.dispatcher.roles_ready.is_set()
+        assert not server.dispatcher.ready.is_set()
+        release.set()
+        await starting
+        assert server.dispatcher.roles_ready.is_set() and server.dispatcher.ready.is_set()
+        assert await asyncio.to_thread(api_versions_ok, "127.0.0.1", port)
+    finally:
+        release.set()
+        if not starting.done():
+            await asyncio.gather(starting, return_exceptions=True)
+        await server.shutdown()
+
+
+async def test_a_start_that_fails_on_its_logs_closes_the_listener(tmp_path, monkeypatch):
+    def failing_startup(self):
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(LogManager, "startup", failing_startup)
+    port = free_port()
+    config = BrokerConfig.load(
+        overrides={
+            "log.dirs": str(tmp_path / "data"),
+            "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+            "admin.listener": "",
+        },
+        environ={},
+    )
+    server = KafkaServer(config)
+    try:
+        await server.startup()
+    except BaseException:
+        pass
+    else:
+        raise AssertionError("start-up succeeded without its logs")
+    assert not await asyncio.to_thread(api_versions_ok, "127.0.0.1", port)
