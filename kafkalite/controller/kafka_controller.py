@@ -563,8 +563,11 @@ class KafkaController:
             case TopicDeletionStopReplicaResponseReceived(broker_id, error_code, errors):
                 await self._apply(self.core.on_stop_replica_response(broker_id, error_code, errors))
             case AutoPreferredReplicaLeaderElection():
-                await self._refresh_leadership(self.core.ctx.all_partitions())
-                await self._apply(self.core.check_and_trigger_auto_leader_rebalance())
+                # From the cache; a lost compare-and-set is re-read and tried again.
+                await self._apply_redeciding(
+                    self.core.check_and_trigger_auto_leader_rebalance(),
+                    self.core.elect_preferred_leaders,
+                )
             case PreferredReplicaLeaderElection(partitions):
                 return await self._process_elect_leaders(partitions, unclean=False)
             case ApiPartitionReassignment(reassignments):
@@ -924,15 +927,26 @@ class KafkaController:
             # same brokers): re-reading every topic's config and the leaderless partitions'
             # states would decide nothing while the events behind this one wait.
             return
-        touched = set(changes.new) | set(changes.dead) | set(changes.bounced)
-        affected = {tp for b in touched for tp in ctx.partitions_on_broker(b)}
-        affected |= set(ctx.partitions_in_state(NEW_PARTITION)) | set(
+        # Decided from the cached leadership (kept current by our own writes and the leaders'
+        # ISR change notifications), written with compare-and-set on the cached versions: a
+        # partition whose cache was stale fails its write and is re-read and decided again
+        # (``_apply_redeciding``). Only the leaderless partitions, few, are read first: their
+        # state node may not even exist yet.
+        leaderless = set(ctx.partitions_in_state(NEW_PARTITION)) | set(
             ctx.partitions_in_state(OFFLINE_PARTITION)
         )
-        await self._refresh_leadership(affected)
+        await self._refresh_leadership(leaderless)
         with self._phase("read_configs"):
-            ctx.unclean_leader_election_topics = await zk_data.get_unclean_leader_election_topics(
-                self.session, ctx.all_topics, self.unclean_leader_election_enable
+            await self._refresh_unclean_settings(
+                self._unclean_candidates(
+                    {
+                        tp
+                        for b in (*changes.dead, *changes.bounced)
+                        for tp in ctx.partitions_on_broker(b)
+                    },
+                    set(brokers) - set(changes.bounced),
+                )
+                | {tp.topic for tp in leaderless}
             )
         before = dict(ctx.live_brokers)
         with self._phase("decide"):
@@ -952,7 +966,59 @@ class KafkaController:
                 dead=list(changes.dead),
                 bounced=list(changes.bounced),
             )
-        await self._apply(result)
+        new_brokers = (*changes.new, *changes.bounced)
+        await self._apply_redeciding(
+            result, lambda failed: core.redecide_after_lost_race(failed, new_brokers)
+        )
+
+    def _unclean_candidates(
+        self, partitions: Iterable[TopicPartition], live_after: set[int]
+    ) -> set[str]:
+        """The topics of ``partitions`` whose cached ISR has no broker of ``live_after``: only
+        an unclean election could give them a leader, so only their setting matters."""
+        assert self.core is not None
+        info = self.core.ctx.partition_leadership_info
+        return {
+            tp.topic
+            for tp in partitions
+            if (state := info.get(tp)) is None
+            or not live_after.intersection(state.leader_and_isr.isr)
+        }
+
+    async def _refresh_unclean_settings(self, topics: set[str]) -> None:
+        """Re-read ``unclean.leader.election.enable`` of ``topics`` (the config change watch
+        keeps the others current)."""
+        assert self.core is not None
+        ctx = self.core.ctx
+        topics &= ctx.all_topics
+        if topics:
+            enabled = await zk_data.get_unclean_leader_election_topics(
+                self.session, topics, self.unclean_leader_election_enable
+            )
+            ctx.unclean_leader_election_topics = (
+                ctx.unclean_leader_election_topics - topics
+            ) | enabled
+
+    async def _apply_redeciding(
+        self, result: ControllerResult, redecide: Callable[[set[TopicPartition]], ControllerResult]
+    ) -> bool:
+        """``_apply``, then for the partitions whose compare-and-set lost a race (re-read by
+        ``_apply``) ``redecide(failed)`` and apply that, up to ``MAX_RELOADS`` times; only
+        then is the whole context reloaded from the store (Kafka's controller likewise retries
+        the failed partitions' updates within the event, re-reading just those)."""
+        core = self.core
+        for _attempt in range(MAX_RELOADS):
+            outcome = await self._apply(result, redecided=True)
+            if not isinstance(outcome, set):
+                return outcome
+            if self.core is not core or core is None:
+                return False
+            with self._phase("read_configs"):
+                await self._refresh_unclean_settings({tp.topic for tp in outcome})
+            with self._phase("decide"):
+                result = redecide(outcome)
+        await self._reload_and_failover()
+        return False
 
     async def _process_topic_change(self) -> None:
         core = self.core
@@ -1062,6 +1128,12 @@ class KafkaController:
     async def _process_elect_leaders(
         self, partitions: tuple[TopicPartition, ...] | None, *, unclean: bool
     ) -> dict[TopicPartition, ElectionOutcome]:
+        no_candidate = (
+            ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+            if unclean
+            else ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+        )
+
         async def decide(core: ControllerCore, only: set[TopicPartition] | None):
             if only is not None:
                 chosen: tuple[TopicPartition, ...] = tuple(sorted(only))
@@ -1069,7 +1141,10 @@ class KafkaController:
                 chosen = tuple(
                     sorted(set(partitions if partitions is not None else core.ctx.all_partitions()))
                 )
-                await self._refresh_leadership(chosen)
+            # Decided from the cached leadership: only the controller moves leaders, so the
+            # cached leader is the stored one; a stale ISR makes an election's compare-and-set
+            # fail (re-read and decided again by _decide_and_apply), and makes a refusal
+            # (no candidate in the cached ISR) doubtful: those are re-read and decided again.
             result = ControllerResult()
             errors: dict[TopicPartition, ErrorCode] = {}
             for start in range(0, len(chosen), PARTITIONS_PER_SLICE):
@@ -1080,6 +1155,12 @@ class KafkaController:
                 )
                 result += sliced
                 errors.update(sliced_errors)
+            doubtful = [tp for tp, err in errors.items() if err == no_candidate]
+            if doubtful and only is None:
+                await self._refresh_leadership(doubtful)
+                again, again_errors = core.elect_leaders(doubtful, unclean=unclean)
+                result += again
+                errors.update(again_errors)
             return result, {
                 tp: ElectionOutcome(err, result.leadership[tp].leader)
                 if err == ErrorCode.NONE
@@ -1106,13 +1187,21 @@ class KafkaController:
         partitions = await zk_data.get_leader_election_request(self.session, path)
         if partitions is None:
             return
-        await self._refresh_leadership(partitions)
-        if path == zk_data.UNCLEAN_LEADER_ELECTION:
-            result = self.core.elect_unclean_leaders(partitions)
-        else:
-            result = self.core.elect_preferred_leaders(partitions)
+        core = self.core
+        elect = (
+            core.elect_unclean_leaders
+            if path == zk_data.UNCLEAN_LEADER_ELECTION
+            else core.elect_preferred_leaders
+        )
+        # From the cache, as the ElectLeaders API: partitions left without a new leader may
+        # only look ineligible through a stale ISR, so those are re-read and tried again.
+        result = elect(partitions)
+        doubtful = [tp for tp in partitions if tp not in result.leadership]
+        if doubtful:
+            await self._refresh_leadership(doubtful)
+            result += elect(doubtful)
         result.writes.append(DeleteLeaderElectionRequest(path))
-        await self._apply(result)
+        await self._apply_redeciding(result, elect)
 
     async def _process_controlled_shutdown(
         self, broker_id: int, broker_epoch: int
@@ -1121,9 +1210,18 @@ class KafkaController:
         stops, and must not while it still leads. Returns the partitions it still leads and
         the deliveries of the requests that announce the moves."""
 
+        refreshed = False
+
         async def decide(core: ControllerCore, only: set[TopicPartition] | None):
-            if only is None:
-                await self._refresh_leadership(core.ctx.partitions_on_broker(broker_id))
+            # From the cache first (a stale ISR fails the compare-and-set: re-read, decided
+            # again); a partition the broker still leads afterwards may only look stuck through
+            # a stale ISR, so those are re-read and decided once more below.
+            if refreshed and only is None:
+                await self._refresh_leadership(
+                    tp
+                    for tp, info in core.ctx.partition_leadership_info.items()
+                    if info.leader_and_isr.leader == broker_id
+                )
             outcome = core.controlled_shutdown(broker_id, broker_epoch)
             return outcome.result, outcome.remaining_partitions
 
@@ -1131,6 +1229,9 @@ class KafkaController:
         self._deliveries = deliveries
         try:
             remaining = await self._decide_and_apply(decide)
+            if remaining:
+                refreshed = True
+                remaining = await self._decide_and_apply(decide)
         finally:
             self._deliveries = None
         return remaining, deliveries
