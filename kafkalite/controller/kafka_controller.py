@@ -736,18 +736,24 @@ class KafkaController:
                 lambda path=path: self.session.watch_data(path),  # type: ignore[misc]
                 lambda path=path: ZkLeaderElectionRequest(path),  # type: ignore[misc]
             )
-        stale_notifications = await zk_data.get_isr_change_notifications(self.session)
-        # Failover sends every live broker LeaderAndIsr anyway: older log dir events are moot.
-        stale_log_dir_events = await zk_data.get_log_dir_event_notifications(self.session)
+        # Failover sends every live broker LeaderAndIsr anyway: older ISR change notifications
+        # and log dir events are moot. These small reads go out together (one round trip's
+        # wait, not one each), before the context is loaded as before.
+        stale_notifications, stale_log_dir_events = await asyncio.gather(
+            zk_data.get_isr_change_notifications(self.session),
+            zk_data.get_log_dir_event_notifications(self.session),
+        )
         with self._phase("load_context"):
             await self._initialize_controller_context()
-        deletions = await zk_data.get_topic_deletions(self.session)
+        deletions, reassignments = await asyncio.gather(
+            zk_data.get_topic_deletions(self.session),
+            zk_data.get_partition_reassignments(self.session),
+        )
         result = ControllerResult()
         if stale_notifications:
             result.writes.append(DeleteIsrChangeNotifications(tuple(stale_notifications)))
         if stale_log_dir_events:
             result.writes.append(DeleteLogDirEventNotifications(tuple(stale_log_dir_events)))
-        reassignments = await zk_data.get_partition_reassignments(self.session)
         with self._phase("decide"):
             result += self.core.on_controller_failover(deletions, reassignments)
         await self._apply(result)
@@ -770,7 +776,13 @@ class KafkaController:
         ctx.set_live_brokers({broker: epoch for broker, epoch in brokers.values()})
         topics = await zk_data.get_all_topics(self.session)
         ctx.set_all_topics(topics)
-        assignments = await zk_data.get_topic_assignments(self.session, topics)
+        # Pipelined: the topics' assignments and their configs in one wait.
+        assignments, unclean_topics = await asyncio.gather(
+            zk_data.get_topic_assignments(self.session, topics),
+            zk_data.get_unclean_leader_election_topics(
+                self.session, topics, self.unclean_leader_election_enable
+            ),
+        )
         missing_ids = ControllerResult()
         for topic, (topic_id, assignment) in sorted(assignments.items()):
             if topic_id is None:
@@ -790,9 +802,7 @@ class KafkaController:
         ).items():
             if info is not None:
                 ctx.put_partition_leadership_info(tp, info)
-        ctx.unclean_leader_election_topics = await zk_data.get_unclean_leader_election_topics(
-            self.session, topics, self.unclean_leader_election_enable
-        )
+        ctx.unclean_leader_election_topics = unclean_topics
         if self.channel_manager is not None:
             await self.channel_manager.shutdown()
         self.channel_manager = ControllerChannelManager(
