@@ -22,11 +22,16 @@ controller. The I/O shell does only this:
    the brokers' channels, coalesced into one LeaderAndIsr and one UpdateMetadata per broker.
    Persist before announce: a broker never hears of a leader or ISR the store does not hold
    (a partition whose write failed is left out of the requests). If the epoch check fails
-   another broker is controller: resign. If another write fails (a leader changed a partition
-   state between our read and our write), an API event (elections, controlled shutdown)
-   re-reads the failed partitions and decides again for them alone; other events reload the
-   context from the store and recompute the failover decisions, which is always safe. Work on
-   thousands of partitions yields to the event loop between slices.
+   another broker is controller: resign. Broker changes, elections and controlled shutdowns
+   decide from the CACHED leadership, not from a fresh read: only the controller writes
+   leaders, its own writes update the cache, and the leaders' ISR changes reach it through
+   their notifications. A cache that is stale (an ISR change in flight) cannot produce a wrong
+   leader: every partition state write is a compare-and-set on the cached version, so it
+   fails; the failed partitions alone are re-read and decided again (up to ``MAX_RELOADS``
+   times, then the context is reloaded from the store and the failover decisions recomputed,
+   which is always safe). A refusal decided from the cache (no eligible leader in the cached
+   ISR) is re-read and decided again too. Work on thousands of partitions yields to the event
+   loop between slices.
 5. **Resignation** (``/controller`` moved, session expired, shutdown): stop the watches,
    channels and timers and forget the context.
 
