@@ -1211,7 +1211,20 @@ class KafkaController:
         # From the cache, as the ElectLeaders API: partitions left without a new leader may
         # only look ineligible through a stale ISR, so those are re-read and tried again.
         result = elect(partitions)
-        doubtful = [tp for tp in partitions if tp not in result.leadership]
+        ctx = core.ctx
+        unclean = path == zk_data.UNCLEAN_LEADER_ELECTION
+        doubtful = [
+            tp
+            for tp in partitions
+            if tp not in result.leadership
+            and (replicas := ctx.partition_replica_assignment(tp))
+            and (
+                (leader := ctx.partition_leader(tp)) is None
+                or not ctx.is_replica_online(leader, tp)
+                if unclean
+                else ctx.partition_leader(tp) != replicas[0]
+            )
+        ]
         if doubtful:
             await self._refresh_leadership(doubtful)
             result += elect(doubtful)
