@@ -5,7 +5,7 @@ import json
 import random
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafkalite.coord.embedded import EmbeddedStore
@@ -185,6 +185,7 @@ class ListingOnly:
 TOPIC_NAMES = st.text(alphabet="ab._-", min_size=1, max_size=4)
 
 
+@settings(deadline=None)  # no timing assertion: a loaded machine makes an example slow
 @given(existing=st.lists(TOPIC_NAMES, unique=True, max_size=12), name=TOPIC_NAMES)
 async def test_colliding_topics_agrees_with_comparing_every_name(existing, name):
     """The fast path (a name without '.' or '_' lists nothing) finds exactly the collisions a
@@ -242,6 +243,7 @@ async def test_configs_too_large_for_the_store_are_invalid(session):
 BATCH_NAMES = st.text(alphabet="ab._", min_size=1, max_size=3)
 
 
+@settings(deadline=None, max_examples=60)  # each example opens two stores
 @given(
     existing=st.lists(BATCH_NAMES, unique=True, max_size=4),
     marked=st.lists(BATCH_NAMES, unique=True, max_size=2),
