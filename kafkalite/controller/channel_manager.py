@@ -120,21 +120,61 @@ def _make(cls: type, values: dict[str, Any]) -> Any:
             continue
         entity = nested.get(name)
         if entity is not None:
-            value = tuple(_make(entity, item) for item in value)
+            if not (isinstance(value, tuple) and value and isinstance(value[0], entity)):
+                value = tuple(_make(entity, item) for item in value)  # else: built already
         elif isinstance(value, list):
             value = tuple(value)
         kwargs[name] = value
     return cls(**kwargs)
 
 
+_TOPIC_STATES_BUILT: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+_TOPIC_STATES_KEPT = 4
+"""Built ``topic_states`` of the last few LeaderAndIsr / UpdateMetadata requests, by content:
+one event sends every broker the same partition states (a failover's UpdateMetadata of every
+partition, and at RF = brokers its LeaderAndIsr too), so each is built once, not once per
+broker (building them is most of a failover's CPU at thousands of partitions). The key holds
+the states themselves (equal content, not identity), so a hit is always the same message."""
+
+
+def _topic_states(
+    request: LeaderAndIsrRequestData | UpdateMetadataRequestData,
+    version: int,
+    cls: type,
+    build: Callable[[], list[dict[str, Any]]],
+) -> tuple[Any, ...]:
+    key = (cls, version, request.partition_states, tuple(sorted(request.topic_ids.items())))
+    built = _TOPIC_STATES_BUILT.get(key)
+    if built is None:
+        _names, nested, _fill = _message_plan(cls)
+        entity = nested.get("topic_states")
+        if entity is None:  # a version without topic_states: _make drops the field
+            return ()
+        built = tuple(_make(entity, item) for item in build())
+        if len(_TOPIC_STATES_BUILT) >= _TOPIC_STATES_KEPT:
+            _TOPIC_STATES_BUILT.pop(next(iter(_TOPIC_STATES_BUILT)))
+        _TOPIC_STATES_BUILT[key] = built
+    return built
+
+
 def to_message(request: ControllerRequest, version: int, listener_name: str | None = None) -> Any:
     """The protocol message of ``request`` at ``version`` (``request_class(api_key, version)``)."""
     cls = request_class(api_key_of(request), version)
-
-    def build_message(cls: type, **values: Any) -> Any:
-        return _make(cls, values)
-
     if isinstance(request, LeaderAndIsrRequestData):
+        return _leader_and_isr_message(request, version, cls, listener_name)
+    if isinstance(request, UpdateMetadataRequestData):
+        return _update_metadata_message(request, version, cls)
+    return _stop_replica_message(request, version, cls)
+
+
+def _build(cls: type, **values: Any) -> Any:
+    return _make(cls, values)
+
+
+def _leader_and_isr_message(
+    request: LeaderAndIsrRequestData, version: int, cls: type, listener_name: str | None
+) -> Any:
+    def topic_states() -> list[dict[str, Any]]:
         topics: dict[str, list] = {}
         for s in request.partition_states:
             topics.setdefault(s.topic_name, []).append(
@@ -151,28 +191,29 @@ def to_message(request: ControllerRequest, version: int, listener_name: str | No
                     "is_new": s.is_new,
                 }
             )
-        leaders = []
-        for b in request.live_leaders:
-            endpoint = _endpoint_for(b, listener_name)
-            leaders.append({"broker_id": b.id, "host_name": endpoint.host, "port": endpoint.port})
-        return build_message(
-            cls,
-            controller_id=request.controller_id,
-            controller_epoch=request.controller_epoch,
-            broker_epoch=request.broker_epoch,
-            type=0,
-            topic_states=[
-                {
-                    "topic_name": t,
-                    "topic_id": _uuid(request.topic_ids.get(t)),
-                    "partition_states": ps,
-                }
-                for t, ps in topics.items()
-            ],
-            live_leaders=leaders,
-        )
-    if isinstance(request, UpdateMetadataRequestData):
-        topics = {}
+        return [
+            {"topic_name": t, "topic_id": _uuid(request.topic_ids.get(t)), "partition_states": ps}
+            for t, ps in topics.items()
+        ]
+
+    leaders = []
+    for b in request.live_leaders:
+        endpoint = _endpoint_for(b, listener_name)
+        leaders.append({"broker_id": b.id, "host_name": endpoint.host, "port": endpoint.port})
+    return _build(
+        cls,
+        controller_id=request.controller_id,
+        controller_epoch=request.controller_epoch,
+        broker_epoch=request.broker_epoch,
+        type=0,
+        topic_states=_topic_states(request, version, cls, topic_states),
+        live_leaders=leaders,
+    )
+
+
+def _update_metadata_message(request: UpdateMetadataRequestData, version: int, cls: type) -> Any:
+    def topic_states() -> list[dict[str, Any]]:
+        topics: dict[str, list] = {}
         for s in request.partition_states:
             topics.setdefault(s.topic_name, []).append(
                 {
@@ -186,67 +227,68 @@ def to_message(request: ControllerRequest, version: int, listener_name: str | No
                     "offline_replicas": list(s.offline_replicas),
                 }
             )
-        return build_message(
-            cls,
-            controller_id=request.controller_id,
-            controller_epoch=request.controller_epoch,
-            broker_epoch=request.broker_epoch,
-            topic_states=[
-                {
-                    "topic_name": t,
-                    "topic_id": _uuid(request.topic_ids.get(t)),
-                    "partition_states": ps,
-                }
-                for t, ps in topics.items()
-            ],
-            live_brokers=[
-                {
-                    "id": b.id,
-                    "endpoints": [
-                        {
-                            "port": e.port,
-                            "host": e.host,
-                            "listener": e.listener_name,
-                            "security_protocol": SECURITY_PROTOCOL_IDS.get(e.security_protocol, 0),
-                        }
-                        for e in b.endpoints
-                    ],
-                    "rack": b.rack,
-                }
-                for b in request.live_brokers
-            ],
-        )
-    if isinstance(request, StopReplicaRequestData):
-        if version < 3:
-            # v0-v2 carry one delete flag for the whole request.
-            by_topic: dict[str, list[int]] = {}
-            for s in request.partition_states:
-                by_topic.setdefault(s.topic_name, []).append(s.partition_index)
-            return build_message(
-                cls,
-                controller_id=request.controller_id,
-                controller_epoch=request.controller_epoch,
-                broker_epoch=request.broker_epoch,
-                delete_partitions=request.deletes_partitions,
-                topics=[{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()],
-            )
-        topics = {}
+        return [
+            {"topic_name": t, "topic_id": _uuid(request.topic_ids.get(t)), "partition_states": ps}
+            for t, ps in topics.items()
+        ]
+
+    return _build(
+        cls,
+        controller_id=request.controller_id,
+        controller_epoch=request.controller_epoch,
+        broker_epoch=request.broker_epoch,
+        topic_states=_topic_states(request, version, cls, topic_states),
+        live_brokers=[
+            {
+                "id": b.id,
+                "endpoints": [
+                    {
+                        "port": e.port,
+                        "host": e.host,
+                        "listener": e.listener_name,
+                        "security_protocol": SECURITY_PROTOCOL_IDS.get(e.security_protocol, 0),
+                    }
+                    for e in b.endpoints
+                ],
+                "rack": b.rack,
+            }
+            for b in request.live_brokers
+        ],
+    )
+
+
+def _stop_replica_message(request: Any, version: int, cls: type) -> Any:
+    if not isinstance(request, StopReplicaRequestData):
+        raise TypeError(f"not a controller request: {request!r}")
+    if version < 3:
+        # v0-v2 carry one delete flag for the whole request.
+        by_topic: dict[str, list[int]] = {}
         for s in request.partition_states:
-            topics.setdefault(s.topic_name, []).append(
-                {
-                    "partition_index": s.partition_index,
-                    "leader_epoch": s.leader_epoch,
-                    "delete_partition": s.delete_partition,
-                }
-            )
-        return build_message(
+            by_topic.setdefault(s.topic_name, []).append(s.partition_index)
+        return _build(
             cls,
             controller_id=request.controller_id,
             controller_epoch=request.controller_epoch,
             broker_epoch=request.broker_epoch,
-            topic_states=[{"topic_name": t, "partition_states": ps} for t, ps in topics.items()],
+            delete_partitions=request.deletes_partitions,
+            topics=[{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()],
         )
-    raise TypeError(f"not a controller request: {request!r}")
+    topics: dict[str, list] = {}
+    for s in request.partition_states:
+        topics.setdefault(s.topic_name, []).append(
+            {
+                "partition_index": s.partition_index,
+                "leader_epoch": s.leader_epoch,
+                "delete_partition": s.delete_partition,
+            }
+        )
+    return _build(
+        cls,
+        controller_id=request.controller_id,
+        controller_epoch=request.controller_epoch,
+        broker_epoch=request.broker_epoch,
+        topic_states=[{"topic_name": t, "partition_states": ps} for t, ps in topics.items()],
+    )
 
 
 def response_errors(

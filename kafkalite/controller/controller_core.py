@@ -59,6 +59,7 @@ from .partition_state_machine import (
     OFFLINE_PARTITION,
     ONLINE_PARTITION,
     PartitionStateMachine,
+    is_valid_partition_transition,
 )
 from .replica_state_machine import (
     NEW_REPLICA,
@@ -283,6 +284,72 @@ class ControllerCore:
             # Nothing changed leader or ISR, so no UpdateMetadata went out: send one so every
             # broker learns the broker set changed.
             result += self.update_metadata(ctx.live_or_shutting_down_broker_ids)
+        return result
+
+    def redecide_after_lost_race(
+        self,
+        partitions: Iterable[TopicPartition],
+        new_brokers: Iterable[int] = (),
+    ) -> ControllerResult:
+        """Decide again for partitions whose compare-and-set write lost a race (a leader
+        changed their ISR between the cached read and our write): the caller has re-read their
+        state nodes into the context. Whatever the first decision was (an election after a
+        broker change, an ISR shrink, a new partition's first state), the outcome it aimed at
+        is the same: a live leader from the ISR, no dead broker in the ISR. So: partitions
+        whose stored leader is not online are moved Offline and elected again (offline
+        strategy; the topic's unclean setting applies), dead replicas leave the ISR, replicas
+        on ``new_brokers`` get a LeaderAndIsr (their request was dropped with the lost write),
+        and every broker gets the partitions' metadata. The writes are again compare-and-set on
+        the freshly read versions."""
+        ctx = self.ctx
+        parts = sorted(
+            tp
+            for tp in set(partitions)
+            if ctx.partition_replica_assignment(tp)
+            and tp in ctx.partition_leadership_info
+            and not ctx.is_topic_queued_up_for_deletion(tp.topic)
+        )
+        result = ControllerResult()
+        if not parts:
+            return result
+        offline = [
+            tp
+            for tp in parts
+            if not ctx.is_replica_online(
+                ctx.partition_leadership_info[tp].leader_and_isr.leader, tp
+            )
+            and is_valid_partition_transition(self.psm.partition_state(tp), OFFLINE_PARTITION)
+        ]
+        result += self.psm.handle_state_changes(offline, OFFLINE_PARTITION)
+        elected = self.psm.handle_state_changes(
+            offline, ONLINE_PARTITION, OfflinePartitionLeaderElectionStrategy(allow_unclean=False)
+        )
+        result += elected
+        dead_in_isr = [
+            replica
+            for tp in parts
+            for r in ctx.partition_leadership_info[tp].leader_and_isr.isr
+            if not ctx.is_replica_online(r, tp)
+            and is_valid_replica_transition(
+                self.rsm.replica_state(replica := PartitionAndReplica(tp, r)), OFFLINE_REPLICA
+            )
+        ]
+        result += self.rsm.handle_state_changes(dead_in_isr, OFFLINE_REPLICA)
+        new = set(new_brokers)
+        if new:
+            told = [
+                replica
+                for tp in parts
+                if tp not in elected.leadership
+                for r in ctx.partition_replica_assignment(tp)
+                if r in new
+                and ctx.is_replica_online(r, tp)
+                and is_valid_replica_transition(
+                    self.rsm.replica_state(replica := PartitionAndReplica(tp, r)), ONLINE_REPLICA
+                )
+            ]
+            result += self.rsm.handle_state_changes(told, ONLINE_REPLICA)
+        result += self.update_metadata(ctx.live_or_shutting_down_broker_ids, parts)
         return result
 
     # -- topics and partitions --

@@ -22,11 +22,16 @@ controller. The I/O shell does only this:
    the brokers' channels, coalesced into one LeaderAndIsr and one UpdateMetadata per broker.
    Persist before announce: a broker never hears of a leader or ISR the store does not hold
    (a partition whose write failed is left out of the requests). If the epoch check fails
-   another broker is controller: resign. If another write fails (a leader changed a partition
-   state between our read and our write), an API event (elections, controlled shutdown)
-   re-reads the failed partitions and decides again for them alone; other events reload the
-   context from the store and recompute the failover decisions, which is always safe. Work on
-   thousands of partitions yields to the event loop between slices.
+   another broker is controller: resign. Broker changes, elections and controlled shutdowns
+   decide from the CACHED leadership, not from a fresh read: only the controller writes
+   leaders, its own writes update the cache, and the leaders' ISR changes reach it through
+   their notifications. A cache that is stale (an ISR change in flight) cannot produce a wrong
+   leader: every partition state write is a compare-and-set on the cached version, so it
+   fails; the failed partitions alone are re-read and decided again (up to ``MAX_RELOADS``
+   times, then the context is reloaded from the store and the failover decisions recomputed,
+   which is always safe). A refusal decided from the cache (no eligible leader in the cached
+   ISR) is re-read and decided again too. Work on thousands of partitions yields to the event
+   loop between slices.
 5. **Resignation** (``/controller`` moved, session expired, shutdown): stop the watches,
    channels and timers and forget the context.
 
@@ -563,8 +568,11 @@ class KafkaController:
             case TopicDeletionStopReplicaResponseReceived(broker_id, error_code, errors):
                 await self._apply(self.core.on_stop_replica_response(broker_id, error_code, errors))
             case AutoPreferredReplicaLeaderElection():
-                await self._refresh_leadership(self.core.ctx.all_partitions())
-                await self._apply(self.core.check_and_trigger_auto_leader_rebalance())
+                # From the cache; a lost compare-and-set is re-read and tried again.
+                await self._apply_redeciding(
+                    self.core.check_and_trigger_auto_leader_rebalance(),
+                    self.core.elect_preferred_leaders,
+                )
             case PreferredReplicaLeaderElection(partitions):
                 return await self._process_elect_leaders(partitions, unclean=False)
             case ApiPartitionReassignment(reassignments):
@@ -733,18 +741,24 @@ class KafkaController:
                 lambda path=path: self.session.watch_data(path),  # type: ignore[misc]
                 lambda path=path: ZkLeaderElectionRequest(path),  # type: ignore[misc]
             )
-        stale_notifications = await zk_data.get_isr_change_notifications(self.session)
-        # Failover sends every live broker LeaderAndIsr anyway: older log dir events are moot.
-        stale_log_dir_events = await zk_data.get_log_dir_event_notifications(self.session)
+        # Failover sends every live broker LeaderAndIsr anyway: older ISR change notifications
+        # and log dir events are moot. These small reads go out together (one round trip's
+        # wait, not one each), before the context is loaded as before.
+        stale_notifications, stale_log_dir_events = await asyncio.gather(
+            zk_data.get_isr_change_notifications(self.session),
+            zk_data.get_log_dir_event_notifications(self.session),
+        )
         with self._phase("load_context"):
             await self._initialize_controller_context()
-        deletions = await zk_data.get_topic_deletions(self.session)
+        deletions, reassignments = await asyncio.gather(
+            zk_data.get_topic_deletions(self.session),
+            zk_data.get_partition_reassignments(self.session),
+        )
         result = ControllerResult()
         if stale_notifications:
             result.writes.append(DeleteIsrChangeNotifications(tuple(stale_notifications)))
         if stale_log_dir_events:
             result.writes.append(DeleteLogDirEventNotifications(tuple(stale_log_dir_events)))
-        reassignments = await zk_data.get_partition_reassignments(self.session)
         with self._phase("decide"):
             result += self.core.on_controller_failover(deletions, reassignments)
         await self._apply(result)
@@ -767,7 +781,13 @@ class KafkaController:
         ctx.set_live_brokers({broker: epoch for broker, epoch in brokers.values()})
         topics = await zk_data.get_all_topics(self.session)
         ctx.set_all_topics(topics)
-        assignments = await zk_data.get_topic_assignments(self.session, topics)
+        # Pipelined: the topics' assignments and their configs in one wait.
+        assignments, unclean_topics = await asyncio.gather(
+            zk_data.get_topic_assignments(self.session, topics),
+            zk_data.get_unclean_leader_election_topics(
+                self.session, topics, self.unclean_leader_election_enable
+            ),
+        )
         missing_ids = ControllerResult()
         for topic, (topic_id, assignment) in sorted(assignments.items()):
             if topic_id is None:
@@ -787,9 +807,7 @@ class KafkaController:
         ).items():
             if info is not None:
                 ctx.put_partition_leadership_info(tp, info)
-        ctx.unclean_leader_election_topics = await zk_data.get_unclean_leader_election_topics(
-            self.session, topics, self.unclean_leader_election_enable
-        )
+        ctx.unclean_leader_election_topics = unclean_topics
         if self.channel_manager is not None:
             await self.channel_manager.shutdown()
         self.channel_manager = ControllerChannelManager(
@@ -924,15 +942,26 @@ class KafkaController:
             # same brokers): re-reading every topic's config and the leaderless partitions'
             # states would decide nothing while the events behind this one wait.
             return
-        touched = set(changes.new) | set(changes.dead) | set(changes.bounced)
-        affected = {tp for b in touched for tp in ctx.partitions_on_broker(b)}
-        affected |= set(ctx.partitions_in_state(NEW_PARTITION)) | set(
+        # Decided from the cached leadership (kept current by our own writes and the leaders'
+        # ISR change notifications), written with compare-and-set on the cached versions: a
+        # partition whose cache was stale fails its write and is re-read and decided again
+        # (``_apply_redeciding``). Only the leaderless partitions, few, are read first: their
+        # state node may not even exist yet.
+        leaderless = set(ctx.partitions_in_state(NEW_PARTITION)) | set(
             ctx.partitions_in_state(OFFLINE_PARTITION)
         )
-        await self._refresh_leadership(affected)
+        await self._refresh_leadership(leaderless)
         with self._phase("read_configs"):
-            ctx.unclean_leader_election_topics = await zk_data.get_unclean_leader_election_topics(
-                self.session, ctx.all_topics, self.unclean_leader_election_enable
+            await self._refresh_unclean_settings(
+                self._unclean_candidates(
+                    {
+                        tp
+                        for b in (*changes.dead, *changes.bounced)
+                        for tp in ctx.partitions_on_broker(b)
+                    },
+                    set(brokers) - set(changes.bounced),
+                )
+                | {tp.topic for tp in leaderless}
             )
         before = dict(ctx.live_brokers)
         with self._phase("decide"):
@@ -952,7 +981,59 @@ class KafkaController:
                 dead=list(changes.dead),
                 bounced=list(changes.bounced),
             )
-        await self._apply(result)
+        new_brokers = (*changes.new, *changes.bounced)
+        await self._apply_redeciding(
+            result, lambda failed: core.redecide_after_lost_race(failed, new_brokers)
+        )
+
+    def _unclean_candidates(
+        self, partitions: Iterable[TopicPartition], live_after: set[int]
+    ) -> set[str]:
+        """The topics of ``partitions`` whose cached ISR has no broker of ``live_after``: only
+        an unclean election could give them a leader, so only their setting matters."""
+        assert self.core is not None
+        info = self.core.ctx.partition_leadership_info
+        return {
+            tp.topic
+            for tp in partitions
+            if (state := info.get(tp)) is None
+            or not live_after.intersection(state.leader_and_isr.isr)
+        }
+
+    async def _refresh_unclean_settings(self, topics: set[str]) -> None:
+        """Re-read ``unclean.leader.election.enable`` of ``topics`` (the config change watch
+        keeps the others current)."""
+        assert self.core is not None
+        ctx = self.core.ctx
+        topics &= ctx.all_topics
+        if topics:
+            enabled = await zk_data.get_unclean_leader_election_topics(
+                self.session, topics, self.unclean_leader_election_enable
+            )
+            ctx.unclean_leader_election_topics = (
+                ctx.unclean_leader_election_topics - topics
+            ) | enabled
+
+    async def _apply_redeciding(
+        self, result: ControllerResult, redecide: Callable[[set[TopicPartition]], ControllerResult]
+    ) -> bool:
+        """``_apply``, then for the partitions whose compare-and-set lost a race (re-read by
+        ``_apply``) ``redecide(failed)`` and apply that, up to ``MAX_RELOADS`` times; only
+        then is the whole context reloaded from the store (Kafka's controller likewise retries
+        the failed partitions' updates within the event, re-reading just those)."""
+        core = self.core
+        for _attempt in range(MAX_RELOADS):
+            outcome = await self._apply(result, redecided=True)
+            if not isinstance(outcome, set):
+                return outcome
+            if self.core is not core or core is None:
+                return False
+            with self._phase("read_configs"):
+                await self._refresh_unclean_settings({tp.topic for tp in outcome})
+            with self._phase("decide"):
+                result = redecide(outcome)
+        await self._reload_and_failover()
+        return False
 
     async def _process_topic_change(self) -> None:
         core = self.core
@@ -1062,6 +1143,12 @@ class KafkaController:
     async def _process_elect_leaders(
         self, partitions: tuple[TopicPartition, ...] | None, *, unclean: bool
     ) -> dict[TopicPartition, ElectionOutcome]:
+        no_candidate = (
+            ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+            if unclean
+            else ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+        )
+
         async def decide(core: ControllerCore, only: set[TopicPartition] | None):
             if only is not None:
                 chosen: tuple[TopicPartition, ...] = tuple(sorted(only))
@@ -1069,7 +1156,10 @@ class KafkaController:
                 chosen = tuple(
                     sorted(set(partitions if partitions is not None else core.ctx.all_partitions()))
                 )
-                await self._refresh_leadership(chosen)
+            # Decided from the cached leadership: only the controller moves leaders, so the
+            # cached leader is the stored one; a stale ISR makes an election's compare-and-set
+            # fail (re-read and decided again by _decide_and_apply), and makes a refusal
+            # (no candidate in the cached ISR) doubtful: those are re-read and decided again.
             result = ControllerResult()
             errors: dict[TopicPartition, ErrorCode] = {}
             for start in range(0, len(chosen), PARTITIONS_PER_SLICE):
@@ -1080,6 +1170,12 @@ class KafkaController:
                 )
                 result += sliced
                 errors.update(sliced_errors)
+            doubtful = [tp for tp, err in errors.items() if err == no_candidate]
+            if doubtful and only is None:
+                await self._refresh_leadership(doubtful)
+                again, again_errors = core.elect_leaders(doubtful, unclean=unclean)
+                result += again
+                errors.update(again_errors)
             return result, {
                 tp: ElectionOutcome(err, result.leadership[tp].leader)
                 if err == ErrorCode.NONE
@@ -1106,13 +1202,34 @@ class KafkaController:
         partitions = await zk_data.get_leader_election_request(self.session, path)
         if partitions is None:
             return
-        await self._refresh_leadership(partitions)
-        if path == zk_data.UNCLEAN_LEADER_ELECTION:
-            result = self.core.elect_unclean_leaders(partitions)
-        else:
-            result = self.core.elect_preferred_leaders(partitions)
+        core = self.core
+        elect = (
+            core.elect_unclean_leaders
+            if path == zk_data.UNCLEAN_LEADER_ELECTION
+            else core.elect_preferred_leaders
+        )
+        # From the cache, as the ElectLeaders API: partitions left without a new leader may
+        # only look ineligible through a stale ISR, so those are re-read and tried again.
+        result = elect(partitions)
+        ctx = core.ctx
+        unclean = path == zk_data.UNCLEAN_LEADER_ELECTION
+        doubtful = [
+            tp
+            for tp in partitions
+            if tp not in result.leadership
+            and (replicas := ctx.partition_replica_assignment(tp))
+            and (
+                (leader := ctx.partition_leader(tp)) is None
+                or not ctx.is_replica_online(leader, tp)
+                if unclean
+                else ctx.partition_leader(tp) != replicas[0]
+            )
+        ]
+        if doubtful:
+            await self._refresh_leadership(doubtful)
+            result += elect(doubtful)
         result.writes.append(DeleteLeaderElectionRequest(path))
-        await self._apply(result)
+        await self._apply_redeciding(result, elect)
 
     async def _process_controlled_shutdown(
         self, broker_id: int, broker_epoch: int
@@ -1121,9 +1238,18 @@ class KafkaController:
         stops, and must not while it still leads. Returns the partitions it still leads and
         the deliveries of the requests that announce the moves."""
 
+        refreshed = False
+
         async def decide(core: ControllerCore, only: set[TopicPartition] | None):
-            if only is None:
-                await self._refresh_leadership(core.ctx.partitions_on_broker(broker_id))
+            # From the cache first (a stale ISR fails the compare-and-set: re-read, decided
+            # again); a partition the broker still leads afterwards may only look stuck through
+            # a stale ISR, so those are re-read and decided once more below.
+            if refreshed and only is None:
+                await self._refresh_leadership(
+                    tp
+                    for tp, info in core.ctx.partition_leadership_info.items()
+                    if info.leader_and_isr.leader == broker_id
+                )
             outcome = core.controlled_shutdown(broker_id, broker_epoch)
             return outcome.result, outcome.remaining_partitions
 
@@ -1131,6 +1257,9 @@ class KafkaController:
         self._deliveries = deliveries
         try:
             remaining = await self._decide_and_apply(decide)
+            if remaining:
+                refreshed = True
+                remaining = await self._decide_and_apply(decide)
         finally:
             self._deliveries = None
         return remaining, deliveries

@@ -135,6 +135,44 @@ def test_update_metadata_message_round_trips(version):
     ]
 
 
+def test_the_same_partition_states_are_built_once_for_every_broker(monkeypatch):
+    """One event sends every broker the same partition states: their message structs are
+    built once (equal content, not the same request object) and shared; each broker's own
+    fields (its epoch) stay its own, and other content is built anew."""
+    from kafkalite.controller import channel_manager
+
+    built = []
+    make = channel_manager._make
+
+    def counting(cls, values):
+        if cls.__name__.endswith("PartitionState"):
+            built.append(cls.__name__)
+        return make(cls, values)
+
+    monkeypatch.setattr(channel_manager, "_make", counting)
+    channel_manager._TOPIC_STATES_BUILT.clear()
+    version = CODEC_VERSIONS[ApiKey.UPDATE_METADATA][1]
+    first = to_message(update_metadata(broker_id=1), version)
+    again = update_metadata(broker_id=2)
+    second = to_message(
+        UpdateMetadataRequestData(**{**_fields(again), "broker_epoch": 78}), version
+    )
+    assert first.topic_states is second.topic_states and built == ["UpdateMetadataPartitionState"]
+    assert (first.broker_epoch, second.broker_epoch) == (77, 78)
+    lai_version = CODEC_VERSIONS[ApiKey.LEADER_AND_ISR][1]
+    one = to_message(leader_and_isr(1), lai_version)
+    two = to_message(leader_and_isr(2), lai_version)
+    other = to_message(leader_and_isr(3, partitions=(("t", 1),)), lai_version)
+    assert one.topic_states is two.topic_states
+    assert other.topic_states is not one.topic_states
+    assert other.topic_states[0].partition_states[0].partition_index == 1
+    assert built.count("LeaderAndIsrPartitionState") == 2
+
+
+def _fields(request):
+    return {name: getattr(request, name) for name in request.__slots__}
+
+
 @pytest.mark.parametrize(
     "version",
     range(CODEC_VERSIONS[ApiKey.STOP_REPLICA][0], CODEC_VERSIONS[ApiKey.STOP_REPLICA][1] + 1),

@@ -1,10 +1,11 @@
 """zk/admin.py: the znodes topic administration writes, and its validation errors."""
 
+import contextlib
 import json
 import random
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafkalite.coord.embedded import EmbeddedStore
@@ -15,6 +16,7 @@ from kafkalite.protocol.errors import (
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
     InvalidTopicError,
+    KafkaError,
     PolicyViolationError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
@@ -183,6 +185,7 @@ class ListingOnly:
 TOPIC_NAMES = st.text(alphabet="ab._-", min_size=1, max_size=4)
 
 
+@settings(deadline=None)  # no timing assertion: a loaded machine makes an example slow
 @given(existing=st.lists(TOPIC_NAMES, unique=True, max_size=12), name=TOPIC_NAMES)
 async def test_colliding_topics_agrees_with_comparing_every_name(existing, name):
     """The fast path (a name without '.' or '_' lists nothing) finds exactly the collisions a
@@ -235,3 +238,67 @@ async def test_configs_too_large_for_the_store_are_invalid(session):
             "configured",
             {"retention.ms": "1000", "cleanup.policy": ",".join(["compact"] * 300_000)},
         )
+
+
+BATCH_NAMES = st.text(alphabet="ab._", min_size=1, max_size=3)
+
+
+@settings(deadline=None, max_examples=60)  # each example opens two stores
+@given(
+    existing=st.lists(BATCH_NAMES, unique=True, max_size=4),
+    marked=st.lists(BATCH_NAMES, unique=True, max_size=2),
+    batch=st.lists(
+        st.tuples(
+            BATCH_NAMES,
+            st.integers(1, 3),
+            st.integers(1, 3),
+            st.sampled_from([{}, {"cleanup.policy": "compact"}, {"segment.bytes": "big"}]),
+        ),
+        max_size=8,
+    ),
+    validate_only=st.booleans(),
+)
+async def test_create_topics_answers_as_creating_them_one_by_one(
+    existing, marked, batch, validate_only
+):
+    """The batch answers every topic as ``create_topic`` one after the other would (the same
+    error kind, or success), and leaves the same topics, configs and change notifications."""
+
+    async def run(batched: bool):
+        store = EmbeddedStore(None)
+        session = await store.open_session()
+        for b in (1, 2):
+            await register_broker(store, b)
+        for name in existing:
+            with contextlib.suppress(KafkaError):  # an invalid or colliding name
+                await admin.create_topic(session, name, 1, 1)
+        await session.ensure_path(paths.DELETE_TOPICS)
+        for name in marked:
+            if name not in existing and name not in (".", ".."):
+                await session.create(paths.delete_topic_path(name))
+        if batched:
+            answers = await admin.create_topics(
+                session,
+                [admin.TopicToCreate(n, p, r, c) for n, p, r, c in batch],
+                validate_only=validate_only,
+            )
+        else:
+            answers = []
+            for n, p, r, c in batch:
+                try:
+                    answers.append(
+                        await admin.create_topic(session, n, p, r, c, validate_only=validate_only)
+                    )
+                except Exception as error:
+                    answers.append(error)
+        kinds = [type(a).__name__ if isinstance(a, Exception) else "ok" for a in answers]
+        topics = sorted(await admin._children(session, paths.BROKER_TOPICS))
+        configs = {
+            t: paths.decode_entity_config((await session.get_data(paths.topic_config_path(t)))[0])
+            for t in topics
+        }
+        changes = len(await admin._children(session, paths.CONFIG_CHANGES))
+        await store.close()
+        return kinds, topics, configs, changes
+
+    assert await run(batched=True) == await run(batched=False)
