@@ -2,7 +2,8 @@
 0), heartbeats (its current epoch, with its owned partitions when they changed) or leaves (-1;
 -2 for a static member that will come back). The answer carries the member's epoch, the
 heartbeat interval (``group.consumer.heartbeat.interval.ms``) and, when it changed, the
-partitions the member may now own, by topic id.
+partitions the member may now own, by topic id. A leave is answered with the member id and
+epoch only (heartbeat interval 0, no assignment), as Kafka does.
 
 v0 lets the coordinator choose the member id of a joining member that sends none; v1 members
 choose their own (an empty one is INVALID_REQUEST). The subscribed topics are resolved against
@@ -60,6 +61,9 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, request: Any) -> 
             ]
         }
     ok = result.error is ErrorCode.NONE
+    # Kafka's answer to a leave (epoch -1 or -2) carries the member id and epoch only: no
+    # heartbeat interval (0) and no assignment, as the member is not to heartbeat again.
+    leaving = request.member_epoch < 0
     return ctx.response(
         throttle_time=0,
         error_code=result.error,
@@ -67,7 +71,7 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, request: Any) -> 
         member_id=result.member_id if ok else None,
         member_epoch=result.member_epoch if ok else -1,
         heartbeat_interval=coordinator.group_config.group_consumer_heartbeat_interval_ms
-        if ok
+        if ok and not leaving
         else 0,
-        assignment=assignment,
+        assignment=None if leaving else assignment,
     )

@@ -376,6 +376,73 @@ def test_consumer_group_apis_answer_as_kafka(broker):
         member.close()
 
 
+INTERVAL = datetime.timedelta(milliseconds=HEARTBEAT_MS)
+NO_INTERVAL = datetime.timedelta(0)
+
+
+def heartbeat(bootstrap: str, group: str, member_id: str, epoch: int, **fields):
+    from kafkalite.protocol.api import ApiKey
+
+    values = dict(
+        group_id=group,
+        member_id=member_id,
+        member_epoch=epoch,
+        instance_id=None,
+        rack_id=None,
+        rebalance_timeout=datetime.timedelta(milliseconds=-1),
+        subscribed_topic_names=None,
+        subscribed_topic_regex=None,
+        server_assignor=None,
+        topic_partitions=None,
+    )
+    values.update(fields)
+    return send(bootstrap, ApiKey.CONSUMER_GROUP_HEARTBEAT, **values)
+
+
+def test_a_leave_is_answered_as_kafka_and_the_member_may_rejoin_at_once(broker):
+    """Kafka answers a leave (epoch -1, or -2 for a static member) with the member id and
+    epoch only: heartbeat interval 0, no assignment. The same member id may join again with
+    epoch 0 right after (librdkafka does, after an unsubscribe and a new subscribe)."""
+    from kafkalite.protocol.api import ApiKey
+
+    bootstrap = broker.bootstrap_servers
+    topic, group = "kip848-leave", "kip848-leave-group"
+    create_topic(bootstrap, topic, partitions=2)
+    join = dict(
+        rebalance_timeout=datetime.timedelta(seconds=30),
+        subscribed_topic_names=[topic],
+        subscribed_topic_regex="",
+        server_assignor="uniform",
+        topic_partitions=[],
+    )
+    # as a client does, FindCoordinator first (it creates the offsets topic); a join with the
+    # same member id and epoch 0 is idempotent, so it is sent again until the coordinator is up
+    send(bootstrap, ApiKey.FIND_COORDINATOR, key=group, key_type=0, coordinator_keys=[group])
+    joined = wait_for(
+        lambda: (r := heartbeat(bootstrap, group, "leaver", 0, **join)).error_code == 0 and r,
+        "the coordinator to answer",
+    )
+    assert joined.member_id == "leaver"
+    assert joined.member_epoch > 0 and joined.heartbeat_interval == INTERVAL
+    left = heartbeat(bootstrap, group, "leaver", -1)
+    assert (left.error_code, left.member_id, left.member_epoch) == (0, "leaver", -1)
+    assert left.heartbeat_interval == NO_INTERVAL
+    assert left.assignment is None
+    again = heartbeat(bootstrap, group, "leaver", 0, **join)
+    assert (again.error_code, again.member_id) == (0, "leaver")
+    assert again.member_epoch > joined.member_epoch
+    assert again.heartbeat_interval == INTERVAL
+    assert again.assignment is not None
+    static = heartbeat(bootstrap, group, "still", 0, instance_id="i-1", **join)
+    assert static.error_code == 0
+    paused = heartbeat(bootstrap, group, "still", -2, instance_id="i-1")
+    assert (paused.error_code, paused.member_id, paused.member_epoch) == (0, "still", -2)
+    assert paused.heartbeat_interval == NO_INTERVAL
+    assert paused.assignment is None
+    gone = heartbeat(bootstrap, group, "leaver", -1)
+    assert (gone.member_epoch, gone.heartbeat_interval, gone.assignment) == (-1, NO_INTERVAL, None)
+
+
 def test_a_regex_subscription_takes_new_topics(broker):
     bootstrap = broker.bootstrap_servers
     group = "kip848-regex-group"
