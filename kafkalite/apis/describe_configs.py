@@ -123,19 +123,7 @@ async def group_configs(
             synonyms = [{"name": name, "value": value, "source": source}]
         else:
             value, source, synonyms = store.defaults[name], SOURCE_DEFAULT_CONFIG, []
-        out.append(
-            {
-                "name": name,
-                "value": value,
-                "read_only": False,
-                "config_source": source,
-                "is_default": source == SOURCE_DEFAULT_CONFIG,
-                "is_sensitive": False,
-                "synonyms": synonyms if include_synonyms else [],
-                "config_type": kind,
-                "documentation": None,
-            }
-        )
+        out.append(config_entry(name, value, source, synonyms if include_synonyms else [], kind))
     return out
 
 
@@ -179,17 +167,14 @@ def topic_configs(
             value = None
             synonyms = [{**s, "value": None} for s in synonyms]
         out.append(
-            {
-                "name": name,
-                "value": value,
-                "read_only": False,
-                "config_source": source,
-                "is_default": source == SOURCE_DEFAULT_CONFIG,
-                "is_sensitive": sensitive,
-                "synonyms": synonyms if include_synonyms else [],
-                "config_type": CONFIG_TYPES.get(name, 2),
-                "documentation": None,
-            }
+            config_entry(
+                name,
+                value,
+                source,
+                synonyms if include_synonyms else [],
+                CONFIG_TYPES.get(name, 2),
+                sensitive=sensitive,
+            )
         )
     return out
 
@@ -219,16 +204,38 @@ def broker_configs(
             value = dynamic.cluster_default.get(name)
         source = synonyms[0]["source"] if synonyms else DEFAULT_CONFIG
         out.append(
-            {
-                "name": name,
-                "value": None if sensitive else value,
-                "read_only": name not in DYNAMIC_CONFIGS,
-                "config_source": source,
-                "is_default": source == DEFAULT_CONFIG,
-                "is_sensitive": sensitive,
-                "synonyms": synonyms if include_synonyms else [],
-                "config_type": config_type(name),
-                "documentation": None,
-            }
+            config_entry(
+                name,
+                None if sensitive else value,
+                source,
+                synonyms if include_synonyms else [],
+                config_type(name),
+                sensitive=sensitive,
+                read_only=name not in DYNAMIC_CONFIGS,
+            )
         )
     return out
+
+
+def config_entry(
+    name: str,
+    value: str | None,
+    source: int,
+    synonyms: list[dict[str, Any]],
+    config_type: int,
+    *,
+    sensitive: bool = False,
+    read_only: bool = False,
+) -> dict[str, Any]:
+    """One described config, as every resource type answers it."""
+    return {
+        "name": name,
+        "value": value,
+        "read_only": read_only,
+        "config_source": source,
+        "is_default": source == SOURCE_DEFAULT_CONFIG,
+        "is_sensitive": sensitive,
+        "synonyms": synonyms,
+        "config_type": config_type,
+        "documentation": None,
+    }
