@@ -14,6 +14,7 @@ Waits are polls of a condition with a deadline. The broker is given log.cleaner.
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -25,8 +26,13 @@ UPDATES = 2000
 CLEANER_OVERRIDES = {"log.cleaner.backoff.ms": "200"}
 
 
-def log_bytes(partition_dir: Path) -> int:
-    return sum(p.stat().st_size for p in partition_dir.glob("*.log"))
+def log_bytes(partition_dir: Path) -> float:
+    """The partition's segment bytes; infinite when the cleaner swapped a segment between the
+    listing and its stat (a half-counted directory would look smaller than it is)."""
+    try:
+        return sum(p.stat().st_size for p in partition_dir.glob("*.log"))
+    except FileNotFoundError:
+        return math.inf
 
 
 def read_from_beginning(bootstrap: str, topic: str, end: int) -> list[tuple[int, bytes, bytes]]:
