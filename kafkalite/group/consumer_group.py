@@ -134,8 +134,7 @@ class ConsumerGroupMember:
     #: a member of the classic protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) inside a
     #: consumer group: its JoinGroup protocols (name, metadata); None for a consumer member
     classic_protocols: tuple[tuple[str, bytes], ...] | None = None
-    #: the classic member's JoinGroup session timeout (not in Kafka's record: after a failover
-    #: the coordinator's consumer session timeout applies until the member rejoins)
+    #: the classic member's JoinGroup session timeout (ClassicMemberMetadata's)
     session_timeout_ms: int = -1
 
     @property
@@ -153,6 +152,7 @@ class ConsumerGroupMember:
             self.rebalance_timeout_ms,
             self.server_assignor,
             self.classic_protocols,
+            self.session_timeout_ms if self.classic_protocols is not None else -1,
         )
 
     def assignment_value(self) -> ConsumerGroupCurrentMemberAssignmentValue:
@@ -849,9 +849,21 @@ class ConsumerGroup:
         return member
 
     def classic_must_rejoin(self, member: ConsumerGroupMember) -> bool:
-        """A classic member learns of a new assignment only by rejoining: it must when it is
-        not reconciled to the group epoch (partitions to revoke or to receive)."""
-        return member.state is not MemberState.STABLE or member.member_epoch != self.group_epoch
+        """A classic member learns of a new assignment only by rejoining (Kafka's rule): when
+        the group epoch moved past its epoch, when it has partitions to revoke, or when the
+        partitions it waits for have all been released."""
+        if member.member_epoch < self.group_epoch:
+            return True
+        if member.state is MemberState.UNREVOKED_PARTITIONS:
+            return True
+        if member.state is MemberState.UNRELEASED_PARTITIONS:
+            target = self.target.get(member.member_id, {})
+            for t, ps in target.items():
+                for p in ps - member.assigned.get(t, frozenset()):
+                    if self.partition_owner.get((t, p)) not in (None, member.member_id):
+                        return False
+            return True
+        return False
 
     def classic_assignment(self, member: ConsumerGroupMember) -> bytes:
         """SyncGroup's answer to a classic member: its assigned partitions by topic name."""
@@ -968,6 +980,7 @@ class ConsumerGroupLoader:
                 rebalance_timeout_ms=meta.rebalance_timeout_ms,
                 server_assignor=meta.server_assignor,
                 classic_protocols=meta.classic_protocols,
+                session_timeout_ms=meta.classic_session_timeout_ms,
             )
             if cur is not None:
                 member.member_epoch = cur.member_epoch

@@ -66,7 +66,7 @@ def owned_names(group: ConsumerGroup, member_id: str) -> dict[str, set[int]]:
 def test_classic_member_metadata_is_kafkas_tagged_field():
     plain = ConsumerGroupMemberMetadataValue(None, None, "c", "h", ("t",), None, 1000, None)
     classic = ConsumerGroupMemberMetadataValue(
-        None, None, "c", "h", ("t",), None, 1000, None, (("range", b"\x00\x01"), ("x", b""))
+        None, None, "c", "h", ("t",), None, 1000, None, (("range", b"\x00\x01"), ("x", b"")), 9000
     )
     plain_bytes = encode_consumer_group_value(plain)
     assert plain_bytes.endswith(b"\x00")  # no tagged fields
