@@ -541,7 +541,7 @@ class BrokerConfig(BaseModel):
     group_consumer_assignors: str = "uniform,range"
     group_consumer_session_timeout_ms: int = Field(45000, ge=1)
     group_consumer_heartbeat_interval_ms: int = Field(5000, ge=1)
-    group_consumer_migration_policy: str = "disabled"
+    group_consumer_migration_policy: str = "bidirectional"
 
     @field_validator("listeners", "advertised_listeners")
     @classmethod
@@ -571,11 +571,6 @@ class BrokerConfig(BaseModel):
         if policy not in ("disabled", "upgrade", "downgrade", "bidirectional"):
             raise ValueError(
                 f"unknown policy {value!r}: expected disabled, upgrade, downgrade or bidirectional"
-            )
-        if policy != "disabled":
-            raise ValueError(
-                f"{value!r}: online migration between classic and consumer groups is not "
-                "implemented yet, only disabled is accepted"
             )
         return policy
 

@@ -35,7 +35,7 @@ class GroupConfig:
     group_consumer_max_size: int = 2**31 - 1
     #: Kafka's ``group.consumer.migration.policy``: whether a classic group with members is
     #: converted to a consumer group (upgrade) and back (downgrade) online
-    group_consumer_migration_policy: str = "disabled"
+    group_consumer_migration_policy: str = "bidirectional"
 
     def __post_init__(self) -> None:
         if self.group_consumer_migration_policy.lower() not in MIGRATION_POLICIES:

@@ -30,6 +30,14 @@ Invariants (tests/group/test_consumer_group_properties.py checks them under rand
 - ``partition_owner`` is exactly the union of the members' assigned and pending-revocation
   partitions.
 
+Classic members (online migration, Kafka's ClassicMemberMetadata): a member with
+``classic_protocols`` speaks JoinGroup/SyncGroup/Heartbeat. ``classic_join`` is a heartbeat
+whose subscription and owned partitions come from its JoinGroup metadata, so it reconciles
+under the same invariants; it learns of a change only by rejoining (``classic_must_rejoin``).
+``from_classic_group`` converts a classic group: every member at the classic generation, its
+current assignment as its target (a partition two members claim stays with the first), so
+the partition-owner invariant holds from the first moment.
+
 Subscriptions are topic names or one regular expression. Regular expressions are resolved
 *asynchronously*, as Kafka's coordinator does: a heartbeat uses only the group's last
 resolution of a member's regex (none for a regex the group has not resolved yet, so the

@@ -19,9 +19,9 @@ def test_kafka_defaults_reach_the_coordinator():
     group_config, _ = from_broker_config(config)
     assert group_config.consumer_assignors == ("uniform", "range")
     assert group_config.group_consumer_session_timeout_ms == 45000
-    # Kafka 4.x defaults to bidirectional; kafkalite does not migrate groups with members yet
-    assert config.group_consumer_migration_policy == "disabled"
-    assert not group_config.upgrade_enabled and not group_config.downgrade_enabled
+    # Kafka 4.x's default: classic groups with members are upgraded and downgraded online
+    assert config.group_consumer_migration_policy == "bidirectional"
+    assert group_config.upgrade_enabled and group_config.downgrade_enabled
 
 
 def test_settings_are_taken():
@@ -46,7 +46,6 @@ def test_settings_are_taken():
         ("group.consumer.session.timeout.ms=0", "group.consumer.session.timeout.ms"),
         ("group.consumer.heartbeat.interval.ms=50000", "group.consumer.heartbeat.interval.ms"),
         ("group.consumer.migration.policy=sideways", "group.consumer.migration.policy"),
-        ("group.consumer.migration.policy=upgrade", "group.consumer.migration.policy"),
     ],
 )
 def test_bad_values_stop_start_up_naming_the_key(setting, key):
@@ -66,6 +65,11 @@ def test_migration_policy_is_case_insensitive():
         environ=NO_ENV, overrides=["group.consumer.migration.policy=DISABLED"]
     )
     assert config.group_consumer_migration_policy == "disabled"
+    config = BrokerConfig.load(
+        environ=NO_ENV, overrides=["group.consumer.migration.policy=Upgrade"]
+    )
+    assert from_broker_config(config)[0].upgrade_enabled
+    assert not from_broker_config(config)[0].downgrade_enabled
     with pytest.raises(ValueError, match="group.consumer.migration.policy"):
         GroupConfig(group_consumer_migration_policy="sideways")
     assert GroupConfig(group_consumer_migration_policy="BIDIRECTIONAL").upgrade_enabled
