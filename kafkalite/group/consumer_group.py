@@ -896,6 +896,9 @@ class ConsumerGroup:
         member = self.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
+        if member.is_classic:
+            # a classic member commits with its generation (its member epoch), any version
+            return ErrorCode.ILLEGAL_GENERATION if member_epoch != member.member_epoch else None
         if not is_transactional and api_version < 9:
             return ErrorCode.UNSUPPORTED_VERSION
         if member_epoch != member.member_epoch:
@@ -910,7 +913,9 @@ class ConsumerGroup:
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if member_epoch != member.member_epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
+            return (
+                ErrorCode.ILLEGAL_GENERATION if member.is_classic else ErrorCode.STALE_MEMBER_EPOCH
+            )
         return None
 
 

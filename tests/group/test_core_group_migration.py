@@ -10,11 +10,12 @@ import struct
 from kafkalite.group.config import GroupConfig, OffsetConfig
 from kafkalite.group.consumer_group import HeartbeatResult
 from kafkalite.group.core import JoinGroupResult, MemberIdentity, SyncGroupResult
-from kafkalite.group.metadata import GroupState
+from kafkalite.group.metadata import GroupState, OffsetAndMetadata
 from kafkalite.group.migration import encode_assignment
 from kafkalite.group.records import GroupMetadataKey, decode_record
 from kafkalite.protocol.consumer_protocol import assigned_partitions
 from kafkalite.protocol.errors import ErrorCode
+from kafkalite.protocol.types import TopicPartition
 
 from .cg_support import Topics
 from .harness import NUM_PARTITIONS, Harness, MemoryLog
@@ -297,3 +298,29 @@ def test_a_silent_classic_member_is_fenced_after_its_session_timeout():
     h.advance(2_000)  # ids[0] silent for 11 s > its 10 s session timeout
     cg = h.core.groups["g"].consumer
     assert ids[0] not in cg.members and ids[1] in cg.members
+
+
+def test_a_classic_member_commits_with_its_generation():
+    h = harness()
+    topics = Topics(t=6)
+    clients, ids = upgraded(h, topics)
+    tp = TopicPartition("t", 0)
+    for generation, expected in (
+        (clients.epoch[ids[0]], ErrorCode.NONE),
+        (99, ErrorCode.ILLEGAL_GENERATION),
+    ):
+        t = h.token()
+        h.apply(
+            h.core.commit_offsets(
+                t, "g", ids[0], None, generation, {tp: OffsetAndMetadata(5)}, api_version=2
+            )
+        )
+        assert h.response(t)[tp] is expected
+    # a consumer-protocol member still needs v9 and a current epoch
+    t = h.token()
+    h.apply(
+        h.core.commit_offsets(
+            t, "g", "modern", None, clients.epoch["modern"], {tp: OffsetAndMetadata(6)}, 8
+        )
+    )
+    assert h.response(t)[tp] is ErrorCode.UNSUPPORTED_VERSION
