@@ -98,6 +98,15 @@ log = structlog.get_logger(__name__)
 Token = Hashable
 Record = tuple[bytes, bytes | None]
 
+#: timers that fence a member of a consumer group, and why (a classic member inside one also
+#: has Kafka's join and sync timeouts)
+_CG_MEMBER_TIMERS = {
+    "cg-session": "session timeout",
+    "cg-revoke": "rebalance timeout",
+    "cg-join": "join timeout",
+    "cg-sync": "sync timeout",
+}
+
 
 # --------------------------------------------------------------------------- results
 
@@ -1269,12 +1278,12 @@ class GroupCoordinatorCore:
                 self._on_join_timer(group)
             elif kind == "sync":
                 self._on_sync_timer(group)
-            elif kind in ("cg-session", "cg-revoke") and group.consumer is not None:
+            elif kind in _CG_MEMBER_TIMERS and group.consumer is not None:
                 log.info(
                     "consumer group member fenced",
                     group=group.group_id,
                     member=key[2],
-                    reason="session timeout" if kind == "cg-session" else "rebalance timeout",
+                    reason=_CG_MEMBER_TIMERS[kind],
                 )
                 self._fence_consumer_member(group, key[2])
         return self._drain()
@@ -2058,8 +2067,16 @@ class GroupCoordinatorCore:
             self.timers.set(key, self._now() + timeout)
 
     def _cancel_consumer_timers(self, group_id: str, member_id: str) -> None:
-        self.timers.cancel(("cg-session", group_id, member_id))
-        self.timers.cancel(("cg-revoke", group_id, member_id))
+        for kind in _CG_MEMBER_TIMERS:
+            self.timers.cancel((kind, group_id, member_id))
+
+    def _schedule_classic_rejoin(self, group_id: str, member: Any) -> None:
+        """Kafka's join timeout: a classic member told to rejoin must within its rebalance
+        timeout, or it is fenced (the timer runs from the first time it is told)."""
+        key = ("cg-join", group_id, member.member_id)
+        if key not in self.timers:
+            timeout = member.rebalance_timeout_ms if member.rebalance_timeout_ms > 0 else 300_000
+            self.timers.set(key, self._now() + timeout)
 
     def _fence_consumer_member(self, group: GroupMetadata, member_id: str) -> None:
         cg: ConsumerGroup = group.consumer
@@ -2260,6 +2277,12 @@ class GroupCoordinatorCore:
         if replaced is not None:
             self._cancel_consumer_timers(group.group_id, replaced)
         self._schedule_classic_session(group.group_id, member)
+        # it rejoined; it must now sync within its rebalance timeout (Kafka's sync timeout)
+        self.timers.cancel(("cg-join", group.group_id, member.member_id))
+        self.timers.set(
+            ("cg-sync", group.group_id, member.member_id),
+            self._now() + (rebalance_timeout_ms if rebalance_timeout_ms > 0 else 300_000),
+        )
         self._schedule_revocation_deadline(
             group.group_id, member.member_id, member.state, member.rebalance_timeout_ms
         )
@@ -2302,7 +2325,9 @@ class GroupCoordinatorCore:
         ):
             # a new rebalance started since its JoinGroup: it rejoins to catch up (one that
             # must revoke first finishes that, then rejoins anyway)
+            self._schedule_classic_rejoin(group.group_id, member)
             return SyncGroupResult(error=ErrorCode.REBALANCE_IN_PROGRESS)
+        self.timers.cancel(("cg-sync", group.group_id, member.member_id))
         self._schedule_classic_session(group.group_id, member)
         return SyncGroupResult(cg.classic_assignment(member), CONSUMER_PROTOCOL_TYPE, name)
 
@@ -2316,6 +2341,7 @@ class GroupCoordinatorCore:
             return e.error
         self._schedule_classic_session(group.group_id, member)
         if cg.classic_must_rejoin(member):
+            self._schedule_classic_rejoin(group.group_id, member)
             return ErrorCode.REBALANCE_IN_PROGRESS
         return ErrorCode.NONE
 

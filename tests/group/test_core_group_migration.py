@@ -324,3 +324,25 @@ def test_a_classic_member_commits_with_its_generation():
         )
     )
     assert h.response(t)[tp] is ErrorCode.UNSUPPORTED_VERSION
+
+
+def test_a_classic_member_that_does_not_rejoin_or_sync_in_time_is_fenced():
+    h = harness()
+    topics = Topics(t=6)
+    clients, ids = upgraded(h, topics)
+    cg = h.core.groups["g"].consumer
+    # told to rejoin, ids[0] keeps heartbeating but never rejoins: fenced after its rebalance
+    # timeout (30 s) although its session (10 s) is kept alive
+    for _ in range(8):
+        assert h.heartbeat("g", ids[0], clients.epoch[ids[0]]) is ErrorCode.REBALANCE_IN_PROGRESS
+        consumer_heartbeat(h, topics, "modern", clients.epoch["modern"])
+        h.advance(4_000)
+    assert ids[0] not in cg.members
+    # ids[1] rejoins but never syncs: fenced after its rebalance timeout too
+    joined = classic_join(h, topics, ids[1], clients.owned[ids[1]])
+    assert joined.error is ErrorCode.NONE
+    for _ in range(8):
+        h.heartbeat("g", ids[1], joined.generation_id)
+        consumer_heartbeat(h, topics, "modern", clients.epoch["modern"])
+        h.advance(4_000)
+    assert ids[1] not in cg.members
