@@ -7,6 +7,7 @@ does it:
   the classic members keep being served through JoinGroup/SyncGroup/Heartbeat and give up
   partitions to the newcomer; every partition ends up owned by exactly one member, no
   partition is ever owned by two members at once, and every record is consumed;
+- ConsumerGroupDescribe shows the classic members as classic (MemberType 0);
 - the consumer-protocol member leaves: the group becomes classic again, rebalances, and the
   classic members share every partition.
 """
@@ -123,6 +124,27 @@ class Watch:
         return all(owned) and set().union(*owned) == set(range(PARTITIONS))
 
 
+async def _member_types(bootstrap: str, group: str) -> list[int]:
+    from kafkalite.client.client import KafkaClient
+    from kafkalite.client.connection import request_builder
+    from kafkalite.protocol.api import ApiKey
+
+    client = KafkaClient(bootstrap, client_id="migration-test")
+    try:
+        await client.start()
+        r = await client.send(
+            ApiKey.CONSUMER_GROUP_DESCRIBE,
+            request_builder(
+                ApiKey.CONSUMER_GROUP_DESCRIBE,
+                group_ids=[group],
+                include_authorized_operations=False,
+            ),
+        )
+        return sorted(m.member_type for m in r.groups[0].members)
+    finally:
+        await client.close()
+
+
 async def _group_type(bootstrap: str, group: str) -> str | None:
     from kafkalite.client.client import KafkaClient
     from kafkalite.client.connection import request_builder
@@ -172,6 +194,8 @@ def test_classic_group_upgraded_by_a_consumer_member_and_downgraded_when_it_leav
             lambda: watch.covered() and group_type(bootstrap, group) == "consumer",
             "the upgraded group to share the topic among all three",
         )
+        # ConsumerGroupDescribe v1: two classic members (0) and one of the consumer protocol
+        assert asyncio.run(_member_types(bootstrap, group)) == [0, 0, 1]
         values = [f"v{i}" for i in range(300)]
         produce(bootstrap, topic, values)
         watch.until(
