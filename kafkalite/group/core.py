@@ -648,6 +648,11 @@ class GroupCoordinatorCore:
             group = self.groups[group_id] = GroupMetadata(
                 group_id, current_state_timestamp=self._now()
             )
+        if group.consumer is not None and group_instance_id is not None:
+            # a static classic member replacing a static member of the consumer protocol
+            # (same instance id): the latter goes, and if it was the last one of its protocol
+            # the group is downgraded and this member joins the classic group
+            self._replace_consumer_static_member(group, group_instance_id)
         if group.consumer is not None:
             if not group.consumer.is_empty():
                 if topics is None:  # a caller that cannot resolve subscriptions
@@ -2299,6 +2304,22 @@ class GroupCoordinatorCore:
             protocol_name=protocols[0][0],
         )
         self._write_then(group.group_id, records, token, result)
+
+    def _replace_consumer_static_member(self, group: GroupMetadata, instance_id: str) -> None:
+        cg: ConsumerGroup = group.consumer
+        previous_id = cg.static_members.get(instance_id)
+        previous = cg.members.get(previous_id) if previous_id is not None else None
+        if previous is None or previous.is_classic:
+            return
+        epoch_before = cg.group_epoch
+        self._cancel_consumer_timers(group.group_id, previous.member_id)
+        records = cg.remove_member(previous.member_id)
+        self._sync_consumer_group_state(group)
+        downgrade = self._maybe_downgrade(group, epoch_before)
+        if downgrade is not None:
+            self._write_then(group.group_id, records + downgrade[0], None, None, downgrade[1])
+        else:
+            self._write_then(group.group_id, records, None, None)
 
     def _classic_sync_to_consumer_group(
         self,

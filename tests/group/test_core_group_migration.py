@@ -346,3 +346,32 @@ def test_a_classic_member_that_does_not_rejoin_or_sync_in_time_is_fenced():
         consumer_heartbeat(h, topics, "modern", clients.epoch["modern"])
         h.advance(4_000)
     assert ids[1] not in cg.members
+
+
+def test_a_static_classic_member_replacing_the_last_consumer_member_downgrades():
+    h = harness()
+    topics = Topics(t=6)
+    clients, ids = upgraded(h, topics)
+    # a second, static consumer-protocol member, which then restarts as a classic consumer
+    t = h.token()
+    h.apply(
+        h.core.consumer_group_heartbeat(
+            t, "g", "static-modern", 0, topics=topics, instance_id="i1",
+            subscribed_topic_names=["t"], rebalance_timeout_ms=30_000, owned={},
+        )
+    )  # fmt: skip
+    assert h.response(t).error is ErrorCode.NONE
+    consumer_heartbeat(h, topics, "modern", -1)  # not the last: the group stays consumer
+    assert h.core.groups["g"].consumer is not None
+    t = h.token()
+    h.apply(
+        h.core.join_group(
+            t, "g", "", "i1", True, "c", "/h", 30_000, 10_000, "consumer",
+            [(PROTOCOL, subscription())], None, False, topics=topics,
+        )
+    )  # fmt: skip
+    group = h.core.groups["g"]
+    assert group.consumer is None
+    assert group.static_members["i1"] in group.members
+    assert set(ids) <= set(group.members)
+    assert group.is_state(GroupState.PREPARING_REBALANCE)
