@@ -480,8 +480,11 @@ class GroupCoordinatorCore:
             for member in group.members.values():
                 self._schedule_heartbeat(group, member)
             if group.consumer is not None:
-                for member_id in group.consumer.members:
-                    self._schedule_consumer_session(group_id, member_id)
+                for member_id, cg_member in group.consumer.members.items():
+                    if cg_member.is_classic:  # its own (JoinGroup) session timeout
+                        self._schedule_classic_session(group_id, cg_member)
+                    else:
+                        self._schedule_consumer_session(group_id, member_id)
             if len(group) > self.group_config.group_max_size:
                 self._prepare_rebalance(group, "loaded group is over capacity")
         return self._drain()

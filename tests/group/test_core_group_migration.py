@@ -210,6 +210,13 @@ def test_the_upgrade_survives_a_coordinator_failover():
     for _ in range(2):
         clients.round()
     assert set().union(*clients.owned.values()) == set(range(6))
+    # a classic member keeps its own session timeout (10 s) on the new coordinator, not the
+    # consumer protocol's (45 s)
+    for _ in range(3):
+        h2.advance(4_000)
+        consumer_heartbeat(h2, topics, "modern", clients.epoch["modern"], None)
+        h2.heartbeat("g", ids[1], clients.epoch[ids[1]])
+    assert ids[0] not in cg.members and ids[1] in cg.members
 
 
 def test_the_policy_decides_whether_a_classic_group_with_members_converts():
