@@ -2377,15 +2377,21 @@ class GroupCoordinatorCore:
         results = []
         records: list[Record] = []
         for leaving in members:
+            # Kafka's classicGroupLeaveToConsumerGroup: a member id must name a classic member;
+            # an instance id alone (an admin's removal) may name any static member
             mid, gid = leaving.member_id, leaving.group_instance_id
-            if mid == NO_MEMBER_ID:
-                mid = cg.static_members.get(gid, "") if gid is not None else ""
-            member = cg.members.get(mid)
+            member = cg.members.get(mid) if gid is None else None
+            if gid is not None:
+                static_id = cg.static_members.get(gid)
+                member = cg.members.get(static_id) if static_id is not None else None
             if member is None:
                 err = ErrorCode.UNKNOWN_MEMBER_ID
-            elif gid is not None and member.instance_id != gid:
+            elif gid is not None and mid != NO_MEMBER_ID and member.member_id != mid:
                 err = ErrorCode.FENCED_INSTANCE_ID
+            elif mid != NO_MEMBER_ID and not member.is_classic:
+                err = ErrorCode.UNKNOWN_MEMBER_ID
             else:
+                mid = member.member_id
                 self._cancel_consumer_timers(group.group_id, mid)
                 records.extend(cg.remove_member(mid))
                 err = ErrorCode.NONE

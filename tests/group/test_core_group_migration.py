@@ -285,8 +285,21 @@ def test_a_classic_member_leaving_a_consumer_group():
     h = harness()
     topics = Topics(t=6)
     clients, ids = upgraded(h, topics)
-    r = h.leave("g", [MemberIdentity(ids[0], None), MemberIdentity("ghost", None)])
-    assert [m.error for m in r.members] == [ErrorCode.NONE, ErrorCode.UNKNOWN_MEMBER_ID]
+    r = h.leave(
+        "g",
+        [
+            MemberIdentity(ids[0], None),
+            MemberIdentity("ghost", None),
+            MemberIdentity("modern", None),  # not a classic member: not through LeaveGroup
+            MemberIdentity("", "no-such-instance"),
+        ],
+    )
+    assert [m.error for m in r.members] == [
+        ErrorCode.NONE,
+        ErrorCode.UNKNOWN_MEMBER_ID,
+        ErrorCode.UNKNOWN_MEMBER_ID,
+        ErrorCode.UNKNOWN_MEMBER_ID,
+    ]
     cg = h.core.groups["g"].consumer
     assert ids[0] not in cg.members
     del clients.owned[ids[0]]
