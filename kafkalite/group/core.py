@@ -462,7 +462,12 @@ class GroupCoordinatorCore:
                 continue
             group = loaded.get(group_id)
             if group is None or group.members:
-                group = loaded[group_id] = GroupMetadata(group_id, current_state_timestamp=now)
+                # a classic group with members too (an upgrade whose classic tombstone was not
+                # written): the consumer group, written after it, wins; the offsets stay
+                fresh = GroupMetadata(group_id, current_state_timestamp=now)
+                if group is not None:
+                    fresh.offsets = group.offsets
+                group = loaded[group_id] = fresh
             self._attach_consumer_group(group, cg)
         for producer_id, pending in state.txn_offsets.items():
             for (group_id, tp), (append_offset, om) in pending.items():

@@ -395,3 +395,25 @@ def test_a_static_classic_member_replacing_the_last_consumer_member_downgrades()
     assert group.static_members["i1"] in group.members
     assert set(ids) <= set(group.members)
     assert group.is_state(GroupState.PREPARING_REBALANCE)
+
+
+def test_an_upgrade_whose_first_write_failed_keeps_the_offsets_on_a_new_coordinator():
+    log = MemoryLog()
+    h = harness(log=log)
+    topics = Topics(t=6)
+    ids, generation = classic_group(h, topics, [[0, 1, 2], [3, 4, 5]])
+    tp = TopicPartition("t", 1)
+    t = h.token()
+    h.apply(h.core.commit_offsets(t, "g", ids[0], None, generation, {tp: OffsetAndMetadata(7)}))
+    assert h.response(t)[tp] is ErrorCode.NONE
+    h.fail_writes = ErrorCode.NOT_LEADER_OR_FOLLOWER
+    r = consumer_heartbeat(h, topics, "modern", 0)
+    assert r.error is ErrorCode.NOT_COORDINATOR
+    h.fail_writes = None
+    # the next change writes the whole consumer group, without the classic tombstone
+    r = consumer_heartbeat(h, topics, "modern", 0)
+    assert r.error is ErrorCode.NONE
+    h2 = harness(log=log)
+    group = h2.core.groups["g"]
+    assert group.consumer is not None and not group.members
+    assert h2.core.fetch_offsets("g")[1][tp].offset == 7
