@@ -9,7 +9,9 @@ does it:
   partition is ever owned by two members at once, and every record is consumed;
 - ConsumerGroupDescribe shows the classic members as classic (MemberType 0);
 - the consumer-protocol member leaves: the group becomes classic again, rebalances, and the
-  classic members share every partition.
+  classic members share every partition;
+- kafka-python classic members (older JoinGroup and OffsetCommit versions) are served the same
+  way inside the upgraded group and commit with their generation.
 """
 
 from __future__ import annotations
@@ -233,3 +235,71 @@ def test_classic_group_upgraded_by_a_consumer_member_and_downgraded_when_it_leav
             m.close()
         if modern is not None:
             modern.close()
+
+
+class KafkaPythonMember:
+    """A kafka-python (classic protocol, range, older JoinGroup/OffsetCommit versions) member
+    with the same interface as ``Member``."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+        from kafka import ConsumerRebalanceListener, KafkaConsumer
+
+        owner = self
+
+        class Listener(ConsumerRebalanceListener):
+            def on_partitions_revoked(self, revoked):
+                owner.owned -= {tp.partition for tp in revoked}
+
+            def on_partitions_assigned(self, assigned):
+                owner.owned |= {tp.partition for tp in assigned}
+
+        self.owned: set[int] = set()
+        self.values: list[str] = []
+        self.consumer = KafkaConsumer(
+            bootstrap_servers=bootstrap,
+            group_id=group,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            session_timeout_ms=10000,
+            heartbeat_interval_ms=300,
+        )
+        # kafka-python 3.0.12 must know the topic's partitions before its first poll (see
+        # tests/integration/support.py's kafka_python_metadata_before_poll)
+        assert self.consumer.partitions_for_topic(topic) == set(range(PARTITIONS))
+        self.consumer.subscribe([topic], listener=Listener())
+
+    def poll(self) -> None:
+        for records in self.consumer.poll(timeout_ms=20).values():
+            self.values.extend(r.value.decode() for r in records)
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def test_a_kafka_python_member_is_served_inside_the_upgraded_group(broker):
+    bootstrap = broker.bootstrap_servers
+    topic, group = "migrate-kafka-python", "migrate-kafka-python-group"
+    create_topic(bootstrap, topic)
+    classic = [KafkaPythonMember(bootstrap, group, topic) for _ in range(2)]
+    members: list = list(classic)
+    try:
+        watch = Watch(members)
+        watch.until(watch.covered, "the kafka-python members to share the topic")
+        members.append(Member(bootstrap, group, topic, "consumer"))
+        watch = Watch(members)
+        watch.until(
+            lambda: (
+                watch.covered()
+                and all(len(m.owned) == 2 for m in members)
+                and group_type(bootstrap, group) == "consumer"
+            ),
+            "the upgraded group to share the topic among all three",
+        )
+        values = [f"k{i}" for i in range(120)]
+        produce(bootstrap, topic, values)
+        watch.until(lambda: {v for m in members for v in m.values} == set(values), "every record")
+        for m in classic:
+            m.consumer.commit()  # an OffsetCommit below v9, with its generation
+    finally:
+        for m in members:
+            m.close()
