@@ -269,7 +269,9 @@ class KafkaPythonMember:
         self.consumer.subscribe([topic], listener=Listener())
 
     def poll(self) -> None:
-        for records in self.consumer.poll(timeout_ms=20).values():
+        # 100 ms as tests/integration/test_groups_clients.py: much shorter polls meet
+        # kafka-python's stalled-rebalance bug (tests/integration/support.py) more often
+        for records in self.consumer.poll(timeout_ms=100).values():
             self.values.extend(r.value.decode() for r in records)
 
     def close(self) -> None:
@@ -280,9 +282,14 @@ def test_a_kafka_python_member_is_served_inside_the_upgraded_group(broker):
     bootstrap = broker.bootstrap_servers
     topic, group = "migrate-kafka-python", "migrate-kafka-python-group"
     create_topic(bootstrap, topic)
-    classic = [KafkaPythonMember(bootstrap, group, topic) for _ in range(2)]
+    classic = [KafkaPythonMember(bootstrap, group, topic)]
     members: list = list(classic)
     try:
+        # one at a time: the second joins a stable group (a rejoin the coordinator asks for)
+        watch = Watch(members)
+        watch.until(watch.covered, "the first kafka-python member to own the topic")
+        classic.append(KafkaPythonMember(bootstrap, group, topic))
+        members.append(classic[-1])
         watch = Watch(members)
         watch.until(watch.covered, "the kafka-python members to share the topic")
         members.append(Member(bootstrap, group, topic, "consumer"))
