@@ -541,6 +541,7 @@ class BrokerConfig(BaseModel):
     group_consumer_assignors: str = "uniform,range"
     group_consumer_session_timeout_ms: int = Field(45000, ge=1)
     group_consumer_heartbeat_interval_ms: int = Field(5000, ge=1)
+    group_consumer_migration_policy: str = "bidirectional"
 
     @field_validator("listeners", "advertised_listeners")
     @classmethod
@@ -560,6 +561,18 @@ class BrokerConfig(BaseModel):
     @classmethod
     def _upper(cls, value: str | None) -> str | None:
         return value.strip().upper() if value else value
+
+    @field_validator("group_consumer_migration_policy")
+    @classmethod
+    def _valid_migration_policy(cls, value: str) -> str:
+        # Kafka's ConsumerGroupMigrationPolicy values, case-insensitive (kafkalite/group/config.py
+        # checks the same for a coordinator built without a BrokerConfig)
+        policy = value.strip().lower()
+        if policy not in ("disabled", "upgrade", "downgrade", "bidirectional"):
+            raise ValueError(
+                f"unknown policy {value!r}: expected disabled, upgrade, downgrade or bidirectional"
+            )
+        return policy
 
     @field_validator("group_consumer_assignors")
     @classmethod

@@ -78,7 +78,8 @@ def handle_consumer_group_describe(ctx: RequestContext, request: Any) -> Any:
                         "subscribed_topic_regex": m.subscribed_topic_regex,
                         "assignment": _assignment(cache, m.assigned),
                         "target_assignment": _assignment(cache, cg.target.get(m.member_id, {})),
-                        "member_type": 1,  # 1: the consumer protocol (0 would be classic)
+                        # 0: a classic member inside the consumer group, 1: a consumer one
+                        "member_type": 0 if m.is_classic else 1,
                     }
                     for m in cg.members.values()
                 ],

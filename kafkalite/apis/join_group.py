@@ -35,6 +35,8 @@ async def handle_join_group(ctx: RequestContext, request: Any) -> Any:
         [(p.name, p.metadata) for p in request.protocols],
         getattr(request, "reason", None),
         version >= 9,
+        # a classic member joining a consumer group is reconciled against the topics
+        topics=ctx.services.metadata_cache,
     )
     protocol_name = result.protocol_name
     if protocol_name is None and version < 7:

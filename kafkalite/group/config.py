@@ -17,6 +17,9 @@ from kafkalite.group.assignors import parse_assignors
 
 GROUP_METADATA_TOPIC_NAME = "__consumer_offsets"
 
+#: Kafka's ConsumerGroupMigrationPolicy values
+MIGRATION_POLICIES = ("disabled", "upgrade", "downgrade", "bidirectional")
+
 
 @dataclass(frozen=True, slots=True)
 class GroupConfig:
@@ -30,8 +33,16 @@ class GroupConfig:
     group_consumer_session_timeout_ms: int = 45_000
     group_consumer_heartbeat_interval_ms: int = 5_000
     group_consumer_max_size: int = 2**31 - 1
+    #: Kafka's ``group.consumer.migration.policy``: whether a classic group with members is
+    #: converted to a consumer group (upgrade) and back (downgrade) online
+    group_consumer_migration_policy: str = "bidirectional"
 
     def __post_init__(self) -> None:
+        if self.group_consumer_migration_policy.lower() not in MIGRATION_POLICIES:
+            raise ValueError(
+                f"group.consumer.migration.policy: unknown policy "
+                f"{self.group_consumer_migration_policy!r}"
+            )
         try:
             parse_assignors(self.group_consumer_assignors)
         except ValueError as e:
@@ -47,6 +58,14 @@ class GroupConfig:
                 "group.consumer.heartbeat.interval.ms must be positive and below "
                 "group.consumer.session.timeout.ms"
             )
+
+    @property
+    def upgrade_enabled(self) -> bool:
+        return self.group_consumer_migration_policy.lower() in ("upgrade", "bidirectional")
+
+    @property
+    def downgrade_enabled(self) -> bool:
+        return self.group_consumer_migration_policy.lower() in ("downgrade", "bidirectional")
 
     @property
     def consumer_assignors(self) -> tuple[str, ...]:

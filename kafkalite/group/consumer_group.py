@@ -30,6 +30,14 @@ Invariants (tests/group/test_consumer_group_properties.py checks them under rand
 - ``partition_owner`` is exactly the union of the members' assigned and pending-revocation
   partitions.
 
+Classic members (online migration, Kafka's ClassicMemberMetadata): a member with
+``classic_protocols`` speaks JoinGroup/SyncGroup/Heartbeat. ``classic_join`` is a heartbeat
+whose subscription and owned partitions come from its JoinGroup metadata, so it reconciles
+under the same invariants; it learns of a change only by rejoining (``classic_must_rejoin``).
+``from_classic_group`` converts a classic group: every member at the classic generation, its
+current assignment as its target (a partition two members claim stays with the first), so
+the partition-owner invariant holds from the first moment.
+
 Subscriptions are topic names or one regular expression. Regular expressions are resolved
 *asynchronously*, as Kafka's coordinator does: a heartbeat uses only the group's last
 resolution of a member's regex (none for a regex the group has not resolved yet, so the
@@ -54,6 +62,7 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from kafkalite.group.assignors import ASSIGNORS
+from kafkalite.group.migration import encode_assignment, parse_subscription
 from kafkalite.group.records import (
     CG_CURRENT_MEMBER_ASSIGNMENT,
     CG_MEMBER_METADATA,
@@ -73,6 +82,7 @@ from kafkalite.group.records import (
     consumer_group_record,
     encode_consumer_group_key,
 )
+from kafkalite.protocol.consumer_protocol import assigned_partitions
 from kafkalite.protocol.errors import ErrorCode
 
 TopicId = uuid.UUID
@@ -129,6 +139,15 @@ class ConsumerGroupMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    #: a member of the classic protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) inside a
+    #: consumer group: its JoinGroup protocols (name, metadata); None for a consumer member
+    classic_protocols: tuple[tuple[str, bytes], ...] | None = None
+    #: the classic member's JoinGroup session timeout (ClassicMemberMetadata's)
+    session_timeout_ms: int = -1
+
+    @property
+    def is_classic(self) -> bool:
+        return self.classic_protocols is not None
 
     def metadata_value(self) -> ConsumerGroupMemberMetadataValue:
         return ConsumerGroupMemberMetadataValue(
@@ -140,6 +159,8 @@ class ConsumerGroupMember:
             self.subscribed_topic_regex,
             self.rebalance_timeout_ms,
             self.server_assignor,
+            self.classic_protocols,
+            self.session_timeout_ms if self.classic_protocols is not None else -1,
         )
 
     def assignment_value(self) -> ConsumerGroupCurrentMemberAssignmentValue:
@@ -458,6 +479,8 @@ class ConsumerGroup:
         server_assignor: str | None = None,
         owned: Assignment | None = None,
         max_size: int | None = None,
+        classic_protocols: tuple[tuple[str, bytes], ...] | None = None,
+        session_timeout_ms: int = -1,
     ) -> tuple[HeartbeatResult, list[Record]]:
         """One ConsumerGroupHeartbeat (validated by the caller: ids, required fields). Raises
         ConsumerGroupError for UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, UNRELEASED_INSTANCE_ID,
@@ -530,6 +553,12 @@ class ConsumerGroup:
             server_assignor=server_assignor
             if server_assignor is not None
             else member.server_assignor,
+            classic_protocols=classic_protocols
+            if classic_protocols is not None
+            else member.classic_protocols,
+            session_timeout_ms=session_timeout_ms
+            if session_timeout_ms != -1
+            else member.session_timeout_ms,
         )
         if is_new or replaced or updated.metadata_value() != member.metadata_value():
             records.append(
@@ -727,6 +756,134 @@ class ConsumerGroup:
             records.append((encode_consumer_group_key(t, self.group_id), None))
         return records
 
+    # ------------------------------------------------------------------ classic members
+
+    def has_consumer_protocol_members(self) -> bool:
+        return any(not m.is_classic for m in self.members.values())
+
+    def only_classic_members(self) -> bool:
+        """Members remain and all of them speak the classic protocol (a downgrade candidate)."""
+        return bool(self.members) and not self.has_consumer_protocol_members()
+
+    def supports_classic_protocols(self, protocols: Iterable[str]) -> bool:
+        """Kafka's supportsClassicProtocols: a joining classic member must share a protocol
+        with every classic member already in the group."""
+        classic = [m for m in self.members.values() if m.is_classic]
+        names = list(protocols)
+        if not names:
+            return False
+        if not classic:
+            return True
+        return any(
+            all(any(n == p for p, _ in m.classic_protocols or ()) for m in classic) for n in names
+        )
+
+    def classic_protocol_name(self, preferred: Iterable[str] = ()) -> str | None:
+        """The protocol every classic member supports: the first of ``preferred`` that all do,
+        else in the first classic member's order."""
+        classic = [m for m in self.members.values() if m.is_classic]
+        if not classic:
+            return None
+        common = set.intersection(*({p for p, _ in m.classic_protocols or ()} for m in classic))
+        for name in [*preferred, *(p for p, _ in classic[0].classic_protocols or ())]:
+            if name in common:
+                return name
+        return None
+
+    def topic_names_by_id(self) -> dict[TopicId, str]:
+        return {tid: name for name, (tid, _) in self.subscription_metadata.items()}
+
+    def classic_join(
+        self,
+        topics: TopicsView,
+        member_id: str,
+        *,
+        instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        protocols: Iterable[tuple[str, bytes]],
+        max_size: int | None = None,
+    ) -> tuple[ConsumerGroupMember, list[Record]]:
+        """A JoinGroup of a classic member (new or rejoining) into this consumer group (Kafka's
+        classicGroupJoinToConsumerGroup): its subscription and the partitions it still owns come
+        from its first protocol's metadata, and it reconciles as a heartbeat would. Raises
+        ConsumerGroupError (INCONSISTENT_GROUP_PROTOCOL, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID,
+        GROUP_MAX_SIZE_REACHED, ...)."""
+        protocols = tuple((n, bytes(m)) for n, m in protocols)
+        if not self.supports_classic_protocols(n for n, _ in protocols):
+            raise ConsumerGroupError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        subscription = parse_subscription(protocols[0][1])
+        if subscription is None:
+            raise ConsumerGroupError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        owned: dict[TopicId, set[int]] = {}
+        for topic, ps in subscription.owned:
+            topic_id = topics.get_topic_id(topic)
+            if topic_id is not None:
+                owned.setdefault(topic_id, set()).update(ps)
+        existing = self.members.get(member_id)
+        if existing is not None and not existing.is_classic:
+            raise ConsumerGroupError(ErrorCode.UNKNOWN_MEMBER_ID)
+        epoch = existing.member_epoch if existing is not None else JOIN_GROUP_MEMBER_EPOCH
+        result, records = self.heartbeat(
+            topics,
+            member_id,
+            epoch,
+            instance_id=instance_id,
+            client_id=client_id,
+            client_host=client_host,
+            rebalance_timeout_ms=rebalance_timeout_ms,
+            subscribed_topic_names=subscription.topics,
+            owned=_clean(owned),
+            max_size=max_size,
+            classic_protocols=protocols,
+            session_timeout_ms=session_timeout_ms,
+        )
+        return self.members[result.member_id or member_id], records
+
+    def classic_member(
+        self, member_id: str, instance_id: str | None, generation_id: int | None
+    ) -> ConsumerGroupMember:
+        """Kafka's validateClassicGroupHeartbeat / validateSyncGroup: the classic member named,
+        at its member epoch. Raises UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, ILLEGAL_GENERATION."""
+        member = self.members.get(member_id)
+        if member is None or not member.is_classic:
+            raise ConsumerGroupError(ErrorCode.UNKNOWN_MEMBER_ID)
+        if instance_id is not None and member.instance_id != instance_id:
+            raise ConsumerGroupError(ErrorCode.FENCED_INSTANCE_ID)
+        if generation_id is not None and generation_id != member.member_epoch:
+            raise ConsumerGroupError(ErrorCode.ILLEGAL_GENERATION)
+        return member
+
+    def classic_must_rejoin(self, member: ConsumerGroupMember) -> bool:
+        """A classic member learns of a new assignment only by rejoining (Kafka's rule): when
+        the group epoch moved past its epoch, when it has partitions to revoke, or when the
+        partitions it waits for have all been released."""
+        if member.member_epoch < self.group_epoch:
+            return True
+        if member.state is MemberState.UNREVOKED_PARTITIONS:
+            return True
+        if member.state is MemberState.UNRELEASED_PARTITIONS:
+            target = self.target.get(member.member_id, {})
+            for t, ps in target.items():
+                for p in ps - member.assigned.get(t, frozenset()):
+                    if self.partition_owner.get((t, p)) not in (None, member.member_id):
+                        return False
+            return True
+        return False
+
+    def classic_assignment(self, member: ConsumerGroupMember) -> bytes:
+        """SyncGroup's answer to a classic member: its assigned partitions by topic name."""
+        names = self.topic_names_by_id()
+        version = 0
+        if member.classic_protocols:
+            sub = parse_subscription(member.classic_protocols[0][1])
+            version = sub.version if sub is not None else 0
+        return encode_assignment(
+            ((names[t], ps) for t, ps in member.assigned.items() if t in names), version
+        )
+
     # ------------------------------------------------------------------ offsets
 
     def validate_offset_commit(
@@ -739,6 +896,9 @@ class ConsumerGroup:
         member = self.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
+        if member.is_classic:
+            # a classic member commits with its generation (its member epoch), any version
+            return ErrorCode.ILLEGAL_GENERATION if member_epoch != member.member_epoch else None
         if not is_transactional and api_version < 9:
             return ErrorCode.UNSUPPORTED_VERSION
         if member_epoch != member.member_epoch:
@@ -753,7 +913,9 @@ class ConsumerGroup:
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if member_epoch != member.member_epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
+            return (
+                ErrorCode.ILLEGAL_GENERATION if member.is_classic else ErrorCode.STALE_MEMBER_EPOCH
+            )
         return None
 
 
@@ -830,6 +992,8 @@ class ConsumerGroupLoader:
                 subscribed_topic_regex=meta.subscribed_topic_regex,
                 rebalance_timeout_ms=meta.rebalance_timeout_ms,
                 server_assignor=meta.server_assignor,
+                classic_protocols=meta.classic_protocols,
+                session_timeout_ms=meta.classic_session_timeout_ms,
             )
             if cur is not None:
                 member.member_epoch = cur.member_epoch
@@ -842,3 +1006,73 @@ class ConsumerGroupLoader:
                 member.pending_revocation = dict(cur.pending_revocation)
             group._set_member(member)
         return group
+
+
+@dataclass(frozen=True, slots=True)
+class ClassicMemberView:
+    """What an upgrade needs of a member of the classic group being converted."""
+
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+    assignment: bytes
+
+
+def from_classic_group(
+    group_id: str,
+    default_assignor: str,
+    generation_id: int,
+    protocol_name: str | None,
+    members: Iterable[ClassicMemberView],
+    topics: TopicsView,
+) -> tuple[ConsumerGroup, list[Record]]:
+    """Kafka's ConsumerGroup.fromClassicGroup: the classic group's members become classic
+    members of a consumer group at the classic generation (group, assignment and member epochs),
+    each keeping its current assignment as its target; returns the group and its records (the
+    caller writes the classic group's tombstone first). A partition two members claim (a
+    leader's bad assignment) stays with the first. Raises ConsumerGroupError
+    (GROUP_ID_NOT_FOUND) when a member's subscription does not parse."""
+    group = ConsumerGroup(group_id, default_assignor)
+    group.group_epoch = group.assignment_epoch = generation_id
+    for view in members:
+        metadata = dict(view.protocols).get(protocol_name or "", None)
+        if metadata is None and view.protocols:
+            metadata = view.protocols[0][1]
+        subscription = parse_subscription(metadata or b"")
+        if subscription is None:
+            raise ConsumerGroupError(
+                ErrorCode.GROUP_ID_NOT_FOUND,
+                f"Cannot upgrade classic group {group_id}: member {view.member_id}'s "
+                "subscription does not parse.",
+            )
+        assigned: dict[TopicId, set[int]] = {}
+        for topic, ps in assigned_partitions(view.assignment) or []:
+            topic_id = topics.get_topic_id(topic)
+            n = topics.num_partitions(topic)
+            if topic_id is None or not n:
+                continue
+            for p in ps:
+                if 0 <= p < n and (topic_id, p) not in group.partition_owner:
+                    assigned.setdefault(topic_id, set()).add(p)
+        member = ConsumerGroupMember(
+            member_id=view.member_id,
+            instance_id=view.instance_id,
+            client_id=view.client_id,
+            client_host=view.client_host,
+            subscribed_topic_names=subscription.topics,
+            rebalance_timeout_ms=view.rebalance_timeout_ms,
+            member_epoch=generation_id,
+            previous_member_epoch=generation_id,
+            state=MemberState.STABLE,
+            assigned=_clean(assigned),
+            classic_protocols=tuple(view.protocols),
+            session_timeout_ms=view.session_timeout_ms,
+        )
+        group._set_member(member)
+        group.target[member.member_id] = dict(member.assigned)
+    group.subscription_metadata = group.compute_subscription_metadata(topics)
+    return group, group.snapshot_records()

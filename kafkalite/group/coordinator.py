@@ -349,6 +349,7 @@ class GroupCoordinator:
         protocols: Sequence[tuple[str, bytes]],
         reason: str | None = None,
         supports_skip_assignment: bool = False,
+        topics: Any = None,
     ) -> JoinGroupResult:
         """JoinGroup; ``require_known_member_id`` = (version >= 4), ``supports_skip_assignment``
         = (version >= 9), ``rebalance_timeout_ms`` -1 for v0. Completes when the rebalance does."""
@@ -367,6 +368,7 @@ class GroupCoordinator:
             list(protocols),
             reason,
             supports_skip_assignment,
+            topics,
         )
         return await self._await(token, fut, effects)
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import uuid
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from enum import Enum
@@ -49,12 +50,14 @@ from kafkalite.group.consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     Assignment,
+    ClassicMemberView,
     ConsumerGroup,
     ConsumerGroupError,
     ConsumerGroupLoader,
     HeartbeatResult,
     MemberState,
     TopicsView,
+    from_classic_group,
 )
 from kafkalite.group.metadata import (
     NEW_MEMBER_JOIN_TIMEOUT_MS,
@@ -94,6 +97,15 @@ log = structlog.get_logger(__name__)
 
 Token = Hashable
 Record = tuple[bytes, bytes | None]
+
+#: timers that fence a member of a consumer group, and why (a classic member inside one also
+#: has Kafka's join and sync timeouts)
+_CG_MEMBER_TIMERS = {
+    "cg-session": "session timeout",
+    "cg-revoke": "rebalance timeout",
+    "cg-join": "join timeout",
+    "cg-sync": "sync timeout",
+}
 
 
 # --------------------------------------------------------------------------- results
@@ -450,7 +462,12 @@ class GroupCoordinatorCore:
                 continue
             group = loaded.get(group_id)
             if group is None or group.members:
-                group = loaded[group_id] = GroupMetadata(group_id, current_state_timestamp=now)
+                # a classic group with members too (an upgrade whose classic tombstone was not
+                # written): the consumer group, written after it, wins; the offsets stay
+                fresh = GroupMetadata(group_id, current_state_timestamp=now)
+                if group is not None:
+                    fresh.offsets = group.offsets
+                group = loaded[group_id] = fresh
             self._attach_consumer_group(group, cg)
         for producer_id, pending in state.txn_offsets.items():
             for (group_id, tp), (append_offset, om) in pending.items():
@@ -468,8 +485,11 @@ class GroupCoordinatorCore:
             for member in group.members.values():
                 self._schedule_heartbeat(group, member)
             if group.consumer is not None:
-                for member_id in group.consumer.members:
-                    self._schedule_consumer_session(group_id, member_id)
+                for member_id, cg_member in group.consumer.members.items():
+                    if cg_member.is_classic:  # its own (JoinGroup) session timeout
+                        self._schedule_classic_session(group_id, cg_member)
+                    else:
+                        self._schedule_consumer_session(group_id, member_id)
             if len(group) > self.group_config.group_max_size:
                 self._prepare_rebalance(group, "loaded group is over capacity")
         return self._drain()
@@ -605,6 +625,7 @@ class GroupCoordinatorCore:
         protocols: list[tuple[str, bytes]],
         reason: str | None = None,
         supports_skip_assignment: bool = False,
+        topics: TopicsView | None = None,
     ) -> Effects:
         """JoinGroup. ``require_known_member_id`` is ``version >= 4`` (KIP-394); it only applies
         to dynamic members. ``rebalance_timeout_ms`` < 0 (v0) means the session timeout.
@@ -635,12 +656,34 @@ class GroupCoordinatorCore:
             group = self.groups[group_id] = GroupMetadata(
                 group_id, current_state_timestamp=self._now()
             )
+        if group.consumer is not None and group_instance_id is not None:
+            # a static classic member replacing a static member of the consumer protocol
+            # (same instance id): the latter goes, and if it was the last one of its protocol
+            # the group is downgraded and this member joins the classic group
+            self._replace_consumer_static_member(group, group_instance_id)
         if group.consumer is not None:
             if not group.consumer.is_empty():
-                # a classic member may not join a consumer group that has members
-                self._respond(
+                if topics is None:  # a caller that cannot resolve subscriptions
+                    self._respond(
+                        token,
+                        JoinGroupResult(member_id, error=ErrorCode.INCONSISTENT_GROUP_PROTOCOL),
+                    )
+                    return self._drain()
+                # a classic member joins a consumer group with members as a classic member of
+                # it (Kafka's classicGroupJoinToConsumerGroup)
+                self._classic_join_to_consumer_group(
                     token,
-                    JoinGroupResult(member_id, error=ErrorCode.INCONSISTENT_GROUP_PROTOCOL),
+                    topics,
+                    group,
+                    require_known_member_id,
+                    member_id,
+                    group_instance_id,
+                    client_id,
+                    client_host,
+                    rebalance_timeout_ms,
+                    session_timeout_ms,
+                    protocol_type,
+                    protocols,
                 )
                 return self._drain()
             # an empty consumer group becomes a classic one (Kafka's downgrade of an empty
@@ -1248,12 +1291,12 @@ class GroupCoordinatorCore:
                 self._on_join_timer(group)
             elif kind == "sync":
                 self._on_sync_timer(group)
-            elif kind in ("cg-session", "cg-revoke") and group.consumer is not None:
+            elif kind in _CG_MEMBER_TIMERS and group.consumer is not None:
                 log.info(
                     "consumer group member fenced",
                     group=group.group_id,
                     member=key[2],
-                    reason="session timeout" if kind == "cg-session" else "rebalance timeout",
+                    reason=_CG_MEMBER_TIMERS[kind],
                 )
                 self._fence_consumer_member(group, key[2])
         return self._drain()
@@ -1283,6 +1326,14 @@ class GroupCoordinatorCore:
             self._respond(token, SyncGroupResult(error=error))
             return self._drain()
         assert group is not None
+        if group.consumer is not None and not group.is_state(GroupState.DEAD):
+            self._respond(
+                token,
+                self._classic_sync_to_consumer_group(
+                    group, member_id, group_instance_id, generation_id, protocol_type, protocol_name
+                ),
+            )
+            return self._drain()
         if group.is_state(GroupState.DEAD):
             error = ErrorCode.COORDINATOR_NOT_AVAILABLE
         elif (
@@ -1361,6 +1412,10 @@ class GroupCoordinatorCore:
             result = ErrorCode.UNKNOWN_MEMBER_ID
         elif group.is_state(GroupState.DEAD):
             result = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        elif group.consumer is not None:
+            result = self._classic_heartbeat_to_consumer_group(
+                group, member_id, group_instance_id, generation_id
+            )
         elif (
             member_error := self._validate_current_member(group, member_id, group_instance_id)
         ) is not None:
@@ -1407,6 +1462,9 @@ class GroupCoordinatorCore:
             return self._drain()
         if group.is_state(GroupState.DEAD):
             self._respond(token, LeaveGroupResult(ErrorCode.COORDINATOR_NOT_AVAILABLE))
+            return self._drain()
+        if group.consumer is not None:
+            self._classic_leave_to_consumer_group(token, group, members)
             return self._drain()
         results = []
         for leaving in members:
@@ -1880,11 +1938,18 @@ class GroupCoordinatorCore:
         else:
             created = False
         converted_from: tuple | None = None
+        upgrade_records: list[Record] = []
+        if group.consumer is None and (
+            group.members or group.pending_members or not group.is_state(GroupState.EMPTY)
+        ):
+            refusal = self._online_upgrade_refusal(group, member_epoch)
+            if refusal is not None:
+                return fail(ErrorCode.GROUP_ID_NOT_FOUND, refusal)
+            try:
+                upgrade_records = self._convert_to_consumer_group(group, topics)
+            except ConsumerGroupError as e:
+                return fail(e.error, e.message)
         if group.consumer is None:
-            if group.members or group.pending_members or not group.is_state(GroupState.EMPTY):
-                return fail(
-                    ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group."
-                )
             if member_epoch != JOIN_GROUP_MEMBER_EPOCH:
                 return fail(
                     ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of the group"
@@ -1902,6 +1967,7 @@ class GroupCoordinatorCore:
                 group, ConsumerGroup(group_id, self.group_config.consumer_assignors[0])
             )
         cg: ConsumerGroup = group.consumer
+        epoch_before = cg.group_epoch
         try:
             result, records = cg.heartbeat(
                 topics,
@@ -1937,11 +2003,18 @@ class GroupCoordinatorCore:
         if converted_from is not None and (converted_from[0] or converted_from[2] > 0):
             # the classic group's record goes first
             records.insert(0, (encode_group_metadata_key(group_id), None))
+        records[:0] = upgrade_records
         replaced = cg.take_replaced_member()
         if replaced is not None:
             self._cancel_consumer_timers(group_id, replaced)
         if result.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
             self._cancel_consumer_timers(group_id, member_id)
+            downgrade = self._maybe_downgrade(group, epoch_before)
+            if downgrade is not None:
+                # the records are written by the downgrade (the group's tombstones, then the
+                # classic group): answer once they are
+                self._write_then(group_id, records + downgrade[0], token, result, downgrade[1])
+                return self._drain()
         else:
             member = cg.members.get(result.member_id or member_id)
             if member is not None:
@@ -2007,17 +2080,30 @@ class GroupCoordinatorCore:
             self.timers.set(key, self._now() + timeout)
 
     def _cancel_consumer_timers(self, group_id: str, member_id: str) -> None:
-        self.timers.cancel(("cg-session", group_id, member_id))
-        self.timers.cancel(("cg-revoke", group_id, member_id))
+        for kind in _CG_MEMBER_TIMERS:
+            self.timers.cancel((kind, group_id, member_id))
+
+    def _schedule_classic_rejoin(self, group_id: str, member: Any) -> None:
+        """Kafka's join timeout: a classic member told to rejoin must within its rebalance
+        timeout, or it is fenced (the timer runs from the first time it is told)."""
+        key = ("cg-join", group_id, member.member_id)
+        if key not in self.timers:
+            timeout = member.rebalance_timeout_ms if member.rebalance_timeout_ms > 0 else 300_000
+            self.timers.set(key, self._now() + timeout)
 
     def _fence_consumer_member(self, group: GroupMetadata, member_id: str) -> None:
         cg: ConsumerGroup = group.consumer
         self._cancel_consumer_timers(group.group_id, member_id)
+        epoch_before = cg.group_epoch
         records = cg.remove_member(member_id)
         self._sync_consumer_group_state(group)
         if cg.needs_snapshot:
             cg.needs_snapshot = False
             records = cg.snapshot_records() + records
+        downgrade = self._maybe_downgrade(group, epoch_before)
+        if downgrade is not None:
+            self._write_then(group.group_id, records + downgrade[0], None, None, downgrade[1])
+            return
         if records:
 
             def written(error: ErrorCode, _offset: int | None) -> None:
@@ -2025,6 +2111,384 @@ class GroupCoordinatorCore:
                     cg.needs_snapshot = True
 
             self._append(self.partition_for(group.group_id), tuple(records), written)
+
+    # ------------------------------------------------------------------ online migration
+
+    def _online_upgrade_refusal(self, group: GroupMetadata, member_epoch: int) -> str | None:
+        """Kafka's validateOnlineUpgrade: why a consumer-protocol member may not convert this
+        classic group with members (None: it may)."""
+        gc = self.group_config
+        if not gc.upgrade_enabled:
+            return f"Group {group.group_id} is not a consumer group."
+        if member_epoch != JOIN_GROUP_MEMBER_EPOCH:
+            return f"Group {group.group_id} is not a consumer group."
+        if group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return (
+                f"Cannot upgrade classic group {group.group_id} to consumer group because "
+                "it is not a consumer group."
+            )
+        if len(group.members) > gc.group_consumer_max_size:
+            return (
+                f"Cannot upgrade classic group {group.group_id} to consumer group because "
+                "its size exceeds the consumer group maximum size."
+            )
+        return None
+
+    def _convert_to_consumer_group(self, group: GroupMetadata, topics: TopicsView) -> list[Record]:
+        """Kafka's convertToConsumerGroup: the classic members become classic members of a
+        consumer group with their current assignments; their pending JoinGroup/SyncGroup are
+        answered REBALANCE_IN_PROGRESS (they rejoin into the consumer group). Returns the
+        records: the classic group's tombstone, then the whole consumer group."""
+        views = [
+            ClassicMemberView(
+                member_id=m.member_id,
+                instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                rebalance_timeout_ms=m.rebalance_timeout_ms,
+                session_timeout_ms=m.session_timeout_ms,
+                protocols=tuple(m.supported_protocols),
+                assignment=m.assignment,
+            )
+            for m in group.members.values()
+        ]
+        cg, records = from_classic_group(
+            group.group_id,
+            self.group_config.consumer_assignors[0],
+            group.generation_id,
+            group.protocol_name,
+            views,
+            topics,
+        )
+        gid = group.group_id
+        for m in list(group.members.values()):
+            if m.awaiting_join is not None:
+                self._respond(
+                    m.awaiting_join,
+                    JoinGroupResult(m.member_id, error=ErrorCode.REBALANCE_IN_PROGRESS),
+                )
+            if m.awaiting_sync is not None:
+                self._respond(
+                    m.awaiting_sync, SyncGroupResult(error=ErrorCode.REBALANCE_IN_PROGRESS)
+                )
+            self.timers.cancel(("hb", gid, m.member_id))
+        for pending in group.pending_members:
+            self.timers.cancel(("pending", gid, pending))
+        self.timers.cancel(("join", gid))
+        self.timers.cancel(("sync", gid))
+        self._join_phase.pop(gid, None)
+        self._sync_generation.pop(gid, None)
+        group.members.clear()
+        group.pending_members.clear()
+        group.static_members.clear()
+        group.supported_protocols.clear()
+        group.pending_sync_members.clear()
+        group.new_member_added = False
+        log.info(
+            "classic group converted to a consumer group",
+            group=gid,
+            generation=cg.group_epoch,
+            members=len(cg.members),
+        )
+        self._attach_consumer_group(group, cg)
+        for member in cg.members.values():
+            self._schedule_classic_session(gid, member)
+        return [(encode_group_metadata_key(gid), None), *records]
+
+    def _schedule_classic_session(self, group_id: str, member: Any) -> None:
+        timeout = member.session_timeout_ms
+        if timeout <= 0:
+            timeout = self.group_config.group_consumer_session_timeout_ms
+        self.timers.set(("cg-session", group_id, member.member_id), self._now() + timeout)
+
+    def _write_then(
+        self,
+        group_id: str,
+        records: list[Record],
+        token: Token | None,
+        result: object,
+        after: Callable[[ErrorCode], None] | None = None,
+    ) -> None:
+        """Write ``records``; then answer ``token`` with ``result`` (or the coordinator error
+        the write failed with, for a consumer group's answer) and call ``after``."""
+        group = self.groups.get(group_id)
+        cg = group.consumer if group is not None else None
+
+        def written(error: ErrorCode, _offset: int | None) -> None:
+            if error is not ErrorCode.NONE and cg is not None:
+                cg.needs_snapshot = True
+            if token is not None:
+                if error is ErrorCode.NONE:
+                    self._respond(token, result)
+                elif isinstance(result, HeartbeatResult):
+                    self._respond(
+                        token,
+                        HeartbeatResult(
+                            _group_store_error(error), None, result.member_id, result.member_epoch
+                        ),
+                    )
+                elif isinstance(result, JoinGroupResult):
+                    self._respond(
+                        token, JoinGroupResult(result.member_id, error=_group_store_error(error))
+                    )
+                else:
+                    self._respond(token, result)
+            if after is not None:
+                after(error)
+
+        if not records:
+            written(ErrorCode.NONE, None)
+            return
+        self._append(self.partition_for(group_id), tuple(records), written)
+
+    def _classic_join_to_consumer_group(
+        self,
+        token: Token,
+        topics: TopicsView,
+        group: GroupMetadata,
+        require_known_member_id: bool,
+        member_id: str,
+        group_instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+    ) -> None:
+        cg: ConsumerGroup = group.consumer
+        if protocol_type != CONSUMER_PROTOCOL_TYPE or not protocols:
+            self._respond(
+                token, JoinGroupResult(member_id, error=ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+            )
+            return
+        if member_id == NO_MEMBER_ID:
+            existing = (
+                cg.static_members.get(group_instance_id) if group_instance_id is not None else None
+            )
+            member_id = existing or str(uuid.uuid4())
+            if require_known_member_id and group_instance_id is None:
+                # KIP-394, as for a classic group: the member rejoins with the id it is given
+                self._respond(token, JoinGroupResult(member_id, error=ErrorCode.MEMBER_ID_REQUIRED))
+                return
+        try:
+            member, records = cg.classic_join(
+                topics,
+                member_id,
+                instance_id=group_instance_id,
+                client_id=client_id,
+                client_host=client_host,
+                rebalance_timeout_ms=rebalance_timeout_ms,
+                session_timeout_ms=session_timeout_ms,
+                protocols=protocols,
+                max_size=self.group_config.group_consumer_max_size,
+            )
+        except ConsumerGroupError as e:
+            self._respond(token, JoinGroupResult(member_id, error=e.error))
+            return
+        replaced = cg.take_replaced_member()
+        if replaced is not None:
+            self._cancel_consumer_timers(group.group_id, replaced)
+        self._schedule_classic_session(group.group_id, member)
+        # it rejoined; it must now sync within its rebalance timeout (Kafka's sync timeout)
+        self.timers.cancel(("cg-join", group.group_id, member.member_id))
+        self.timers.set(
+            ("cg-sync", group.group_id, member.member_id),
+            self._now() + (rebalance_timeout_ms if rebalance_timeout_ms > 0 else 300_000),
+        )
+        self._schedule_revocation_deadline(
+            group.group_id, member.member_id, member.state, member.rebalance_timeout_ms
+        )
+        self._sync_consumer_group_state(group)
+        if cg.needs_snapshot:
+            cg.needs_snapshot = False
+            records = cg.snapshot_records() + records
+        # Kafka answers with the member's first protocol and no leader: the member syncs as a
+        # follower and gets the assignment the coordinator computed
+        result = JoinGroupResult(
+            member.member_id,
+            generation_id=member.member_epoch,
+            protocol_type=CONSUMER_PROTOCOL_TYPE,
+            protocol_name=protocols[0][0],
+        )
+        self._write_then(group.group_id, records, token, result)
+
+    def _replace_consumer_static_member(self, group: GroupMetadata, instance_id: str) -> None:
+        cg: ConsumerGroup = group.consumer
+        previous_id = cg.static_members.get(instance_id)
+        previous = cg.members.get(previous_id) if previous_id is not None else None
+        if previous is None or previous.is_classic:
+            return
+        epoch_before = cg.group_epoch
+        self._cancel_consumer_timers(group.group_id, previous.member_id)
+        records = cg.remove_member(previous.member_id)
+        self._sync_consumer_group_state(group)
+        downgrade = self._maybe_downgrade(group, epoch_before)
+        if downgrade is not None:
+            self._write_then(group.group_id, records + downgrade[0], None, None, downgrade[1])
+        else:
+            self._write_then(group.group_id, records, None, None)
+
+    def _classic_sync_to_consumer_group(
+        self,
+        group: GroupMetadata,
+        member_id: str,
+        instance_id: str | None,
+        generation_id: int,
+        protocol_type: str | None,
+        protocol_name: str | None,
+    ) -> SyncGroupResult:
+        cg: ConsumerGroup = group.consumer
+        try:
+            member = cg.classic_member(member_id, instance_id, generation_id)
+        except ConsumerGroupError as e:
+            return SyncGroupResult(error=e.error)
+        name = (member.classic_protocols or (("", b""),))[0][0]
+        if (protocol_type is not None and protocol_type != CONSUMER_PROTOCOL_TYPE) or (
+            protocol_name is not None and protocol_name != name
+        ):
+            return SyncGroupResult(error=ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        if (
+            cg.group_epoch > member.member_epoch
+            and member.state is not MemberState.UNREVOKED_PARTITIONS
+        ):
+            # a new rebalance started since its JoinGroup: it rejoins to catch up (one that
+            # must revoke first finishes that, then rejoins anyway)
+            self._schedule_classic_rejoin(group.group_id, member)
+            return SyncGroupResult(error=ErrorCode.REBALANCE_IN_PROGRESS)
+        self.timers.cancel(("cg-sync", group.group_id, member.member_id))
+        self._schedule_classic_session(group.group_id, member)
+        return SyncGroupResult(cg.classic_assignment(member), CONSUMER_PROTOCOL_TYPE, name)
+
+    def _classic_heartbeat_to_consumer_group(
+        self, group: GroupMetadata, member_id: str, instance_id: str | None, generation_id: int
+    ) -> ErrorCode:
+        cg: ConsumerGroup = group.consumer
+        try:
+            member = cg.classic_member(member_id, instance_id, generation_id)
+        except ConsumerGroupError as e:
+            return e.error
+        self._schedule_classic_session(group.group_id, member)
+        if cg.classic_must_rejoin(member):
+            self._schedule_classic_rejoin(group.group_id, member)
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
+
+    def _classic_leave_to_consumer_group(
+        self, token: Token, group: GroupMetadata, members: list[MemberIdentity]
+    ) -> None:
+        cg: ConsumerGroup = group.consumer
+        epoch_before = cg.group_epoch
+        results = []
+        records: list[Record] = []
+        for leaving in members:
+            # Kafka's classicGroupLeaveToConsumerGroup: a member id must name a classic member;
+            # an instance id alone (an admin's removal) may name any static member
+            mid, gid = leaving.member_id, leaving.group_instance_id
+            member = cg.members.get(mid) if gid is None else None
+            if gid is not None:
+                static_id = cg.static_members.get(gid)
+                member = cg.members.get(static_id) if static_id is not None else None
+            if member is None:
+                err = ErrorCode.UNKNOWN_MEMBER_ID
+            elif gid is not None and mid != NO_MEMBER_ID and member.member_id != mid:
+                err = ErrorCode.FENCED_INSTANCE_ID
+            elif mid != NO_MEMBER_ID and not member.is_classic:
+                err = ErrorCode.UNKNOWN_MEMBER_ID
+            else:
+                mid = member.member_id
+                self._cancel_consumer_timers(group.group_id, mid)
+                records.extend(cg.remove_member(mid))
+                err = ErrorCode.NONE
+            results.append(LeaveMemberResult(leaving.member_id, gid, err))
+        self._sync_consumer_group_state(group)
+        if records and cg.needs_snapshot:
+            cg.needs_snapshot = False
+            records = cg.snapshot_records() + records
+        result = LeaveGroupResult(ErrorCode.NONE, tuple(results))
+        downgrade = self._maybe_downgrade(group, epoch_before)
+        if downgrade is not None:
+            self._write_then(group.group_id, records + downgrade[0], token, result, downgrade[1])
+        else:
+            self._write_then(group.group_id, records, token, result)
+
+    def _maybe_downgrade(
+        self, group: GroupMetadata, generation: int
+    ) -> tuple[list[Record], Callable[[ErrorCode], None]] | None:
+        """Kafka's validateOnlineDowngrade + convertToClassicGroup: once the last member of the
+        consumer protocol has left and classic members remain, the group becomes a classic
+        group again at the group epoch, its members keeping their assignments, and a rebalance
+        starts (they rejoin through JoinGroup). ``generation`` is the group epoch before the
+        departure (Kafka converts instead of removing the member, so its members' epochs match
+        the classic generation and their heartbeats are told REBALANCE_IN_PROGRESS). Returns the
+        records (the consumer group's
+        tombstones, then the classic group's record) and what to run once they are written;
+        None when the group stays as it is."""
+        cg: ConsumerGroup | None = group.consumer
+        gc = self.group_config
+        if (
+            cg is None
+            or not gc.downgrade_enabled
+            or not cg.only_classic_members()
+            or len(cg.members) > gc.group_max_size
+        ):
+            return None
+        protocol_name = cg.classic_protocol_name()
+        if protocol_name is None:
+            return None
+        gid = group.group_id
+        records = cg.tombstones()
+        members = list(cg.members.values())
+        for m in members:
+            self._cancel_consumer_timers(gid, m.member_id)
+        group.consumer = None
+        group.protocol_type = CONSUMER_PROTOCOL_TYPE
+        group.generation_id = generation
+        group.leader_id = None
+        members_c: list[MemberMetadata] = []
+        for m in members:
+            classic = MemberMetadata(
+                member_id=m.member_id,
+                group_id=gid,
+                group_instance_id=m.instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                rebalance_timeout_ms=m.rebalance_timeout_ms
+                if m.rebalance_timeout_ms > 0
+                else max(m.session_timeout_ms, 1),
+                session_timeout_ms=m.session_timeout_ms
+                if m.session_timeout_ms > 0
+                else gc.group_consumer_session_timeout_ms,
+                protocol_type=CONSUMER_PROTOCOL_TYPE,
+                supported_protocols=list(m.classic_protocols or ()),
+                assignment=cg.classic_assignment(m),
+            )
+            group.add(classic)
+            members_c.append(classic)
+            if m.instance_id is not None:
+                group.static_members[m.instance_id] = m.member_id
+            self._schedule_heartbeat(group, classic)
+        group.protocol_name = protocol_name
+        group.subscribed_topics = group.compute_subscribed_topics()
+        group.state = GroupState.STABLE
+        group.current_state_timestamp = self._now()
+        # the classic group as Kafka writes it on a downgrade: members with their assignments
+        records.append(
+            self._group_metadata_record(group, {m.member_id: m.assignment for m in members_c})
+        )
+        log.info(
+            "consumer group converted to a classic group",
+            group=gid,
+            generation=group.generation_id,
+            members=len(members),
+        )
+
+        def written(error: ErrorCode) -> None:
+            current = self.groups.get(gid)
+            if current is group and group.consumer is None and group.is_state(GroupState.STABLE):
+                self._prepare_rebalance(group, "downgrade from a consumer group")
+
+        return records, written
 
     def consumer_group_describe(self, group_id: str) -> tuple[ErrorCode, str | None, Any]:
         """ConsumerGroupDescribe for one group: (error, message, ConsumerGroup or None)."""
@@ -2144,6 +2608,16 @@ class GroupCoordinatorCore:
     def _store_group(
         self, group: GroupMetadata, assignment: dict[str, bytes], done: Callable[[ErrorCode], None]
     ) -> None:
+        record = self._group_metadata_record(group, assignment)
+        self._append(
+            self.partition_for(group.group_id),
+            (record,),
+            lambda error, _offset: done(
+                _group_store_error(error) if error is not ErrorCode.NONE else error
+            ),
+        )
+
+    def _group_metadata_record(self, group: GroupMetadata, assignment: dict[str, bytes]) -> Record:
         value = GroupMetadataValue(
             protocol_type=group.protocol_type or "",
             generation=group.generation_id,
@@ -2166,14 +2640,7 @@ class GroupCoordinatorCore:
                 for m in group.members.values()
             ),
         )
-        record = (encode_group_metadata_key(group.group_id), encode_group_metadata_value(value))
-        self._append(
-            self.partition_for(group.group_id),
-            (record,),
-            lambda error, _offset: done(
-                _group_store_error(error) if error is not ErrorCode.NONE else error
-            ),
-        )
+        return (encode_group_metadata_key(group.group_id), encode_group_metadata_value(value))
 
     def _append(
         self,

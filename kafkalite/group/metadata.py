@@ -233,9 +233,10 @@ class GroupMetadata:
         default_factory=dict
     )
     #: the consumer group protocol's state (group/consumer_group.py's ConsumerGroup) when this
-    #: is a ``consumer`` group (KIP-848); None for a classic group. Such a group has no classic
-    #: members: its ``state`` is only Empty (no members) or Stable (members), for the checks
-    #: it shares with classic groups (DeleteGroups, offset expiry), and its offsets live here.
+    #: is a ``consumer`` group (KIP-848); None for a classic group. Such a group has nothing in
+    #: ``members`` (classic-protocol members of a consumer group live in the ConsumerGroup): its
+    #: ``state`` is only Empty (no members) or Stable (members), for the checks it shares with
+    #: classic groups (DeleteGroups, offset expiry), and its offsets live here.
     consumer: Any = None
 
     # ------------------------------------------------------------------ state

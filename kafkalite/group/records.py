@@ -33,7 +33,9 @@ UUIDs; a partition list is a compact array of int32):
     ConsumerGroupMemberMetadataValue      instance_id?, rack_id?, client_id, client_host,
                                           subscribed_topic_names [string],
                                           subscribed_topic_regex?, rebalance_timeout_ms int32,
-                                          server_assignor?
+                                          server_assignor?, tagged 0: ClassicMemberMetadata
+                                          {session_timeout_ms int32, supported_protocols
+                                          [name, metadata bytes]} (classic members only)
     ConsumerGroupTargetAssignmentMetadataValue  assignment_epoch int32
     ConsumerGroupTargetAssignmentMemberValue    topic_partitions [topic_id, partitions]
     ConsumerGroupCurrentMemberAssignmentValue   member_epoch int32, previous_member_epoch int32,
@@ -485,6 +487,11 @@ class ConsumerGroupMemberMetadataValue:
     subscribed_topic_regex: str | None
     rebalance_timeout_ms: int
     server_assignor: str | None
+    #: ClassicMemberMetadata (tagged field 0): a member of the classic protocol inside a
+    #: consumer group, its JoinGroup protocols (name, metadata); None for a consumer member
+    classic_protocols: tuple[tuple[str, bytes], ...] | None = None
+    #: ClassicMemberMetadata's SessionTimeoutMs (written only with ``classic_protocols``)
+    classic_session_timeout_ms: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -597,6 +604,22 @@ def encode_consumer_group_value(value: ConsumerGroupValue) -> bytes:
         w.string(value.subscribed_topic_regex)
         w.int32(value.rebalance_timeout_ms)
         w.string(value.server_assignor)
+        if value.classic_protocols is not None:
+            # tagged field 0: ClassicMemberMetadata { SessionTimeoutMs int32,
+            # SupportedProtocols [Name, Metadata] }
+            inner = _Writer(flexible=True)
+            inner.int32(value.classic_session_timeout_ms)
+            inner.array_len(len(value.classic_protocols))
+            for name, metadata in value.classic_protocols:
+                inner.string(name)
+                inner.bytes_(metadata)
+                inner.tagged_fields()
+            inner.tagged_fields()
+            w.uvarint(1)
+            w.uvarint(0)
+            w.uvarint(len(inner.buf))
+            w.buf += inner.buf
+            return bytes(w.buf)
     elif isinstance(value, ConsumerGroupTargetAssignmentMetadataValue):
         w.int32(value.assignment_epoch)
     elif isinstance(value, ConsumerGroupTargetAssignmentMemberValue):
@@ -660,15 +683,35 @@ def decode_consumer_group_value(
         client_id = r.string()
         client_host = r.string()
         names = tuple(r.string() for _ in range(r.array_len()))
-        out = ConsumerGroupMemberMetadataValue(
+        regex = r.nullable_string()
+        rebalance_timeout_ms = r.int32()
+        server_assignor = r.nullable_string()
+        classic: tuple[tuple[str, bytes], ...] | None = None
+        classic_session_timeout_ms = -1
+        for _ in range(r.uvarint()):
+            tag, size = r.uvarint(), r.uvarint()
+            if tag != 0:
+                r._take(size)
+                continue
+            classic_session_timeout_ms = r.int32()
+            protocols = []
+            for _ in range(r.array_len()):
+                name = r.string()
+                protocols.append((name, r.nullable_bytes() or b""))
+                r.skip_tagged_fields()
+            r.skip_tagged_fields()
+            classic = tuple(protocols)
+        return ConsumerGroupMemberMetadataValue(
             instance_id,
             rack_id,
             client_id,
             client_host,
             names,
-            r.nullable_string(),
-            r.int32(),
-            r.nullable_string(),
+            regex,
+            rebalance_timeout_ms,
+            server_assignor,
+            classic,
+            classic_session_timeout_ms,
         )
     elif record_type == CG_TARGET_ASSIGNMENT_METADATA:
         out = ConsumerGroupTargetAssignmentMetadataValue(r.int32())

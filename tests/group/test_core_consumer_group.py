@@ -1,7 +1,8 @@
 """Consumer groups (KIP-848) in GroupCoordinatorCore: answers after the records are written,
 session and rebalance timeouts fence members, a new coordinator rebuilds the group from
-``__consumer_offsets``, classic and consumer groups never mix (an empty one changes kind),
-ListGroups/DescribeGroups/OffsetCommit/DeleteGroups for consumer groups."""
+``__consumer_offsets``, classic and consumer groups do not mix with migration disabled (an
+empty one changes kind), ListGroups/DescribeGroups/OffsetCommit/DeleteGroups for consumer
+groups."""
 
 from __future__ import annotations
 
@@ -160,14 +161,22 @@ def test_a_new_coordinator_rebuilds_the_group_and_its_offsets():
     assert not new.members
 
 
-def test_classic_and_consumer_groups_never_mix():
-    h = harness()
+def test_classic_and_consumer_groups_never_mix_with_migration_disabled():
+    h = Harness(
+        group_config=GroupConfig(
+            group_initial_rebalance_delay_ms=0,
+            group_consumer_session_timeout_ms=SESSION_MS,
+            group_consumer_heartbeat_interval_ms=500,
+            group_consumer_migration_policy="disabled",
+        ),
+        offset_config=OffsetConfig(offsets_topic_num_partitions=NUM_PARTITIONS),
+    )
     topics = Topics(t=1)
     h.join_new_member("classic")
     assert h.core.groups["classic"].members  # a classic member, rebalancing
     assert heartbeat(h, topics, "classic", "x", 0).error is ErrorCode.GROUP_ID_NOT_FOUND
     heartbeat(h, topics, "modern", "a", 0)
-    t = h.join("modern")
+    t = h.join("modern")  # a caller with no topics view cannot reconcile a classic member
     assert h.response(t).error is ErrorCode.INCONSISTENT_GROUP_PROTOCOL
     # an empty group changes kind, keeping its offsets
     t = h.token()

@@ -13,7 +13,7 @@
 - a static member (``group.instance.id``) that closes and comes back gets its partitions
   again with no rebalance (the group epoch unchanged, nothing revoked from the others);
 - ConsumerGroupDescribe, ListGroups (types filter) and OffsetCommit with a stale epoch answer
-  as Kafka does; a classic JoinGroup on the consumer group is refused.
+  as Kafka does; a classic JoinGroup on the consumer group is first given a member id.
 
 Run as a script (``worker`` mode) this file is the consumer process the kill test uses: it
 reports its assignment as JSON lines on stdout.
@@ -332,7 +332,8 @@ def test_consumer_group_apis_answer_as_kafka(broker):
             bootstrap, ApiKey.LIST_GROUPS, states_filter=[], types_filter=["classic"]
         )
         assert group not in {g.group_id for g in classic_only.groups}
-        # a classic member may not join a consumer group that has members
+        # a classic member may join a consumer group that has members (Kafka 4.x): a dynamic
+        # one is first given its member id (KIP-394)
         joined = send(
             bootstrap,
             ApiKey.JOIN_GROUP,
@@ -345,7 +346,7 @@ def test_consumer_group_apis_answer_as_kafka(broker):
             protocols=[{"name": "range", "metadata": b""}],
             reason=None,
         )
-        assert joined.error_code == 23  # INCONSISTENT_GROUP_PROTOCOL
+        assert joined.error_code == 79  # MEMBER_ID_REQUIRED
         described = describe(bootstrap, group)
         member_id = described.members[0].member_id
         stale = send(
