@@ -242,7 +242,7 @@ async def test_a_waiting_follower_fetch_wakes_on_news(tmp_path):
         )
         assert context.waits_for_news
         waiting = asyncio.ensure_future(leader.rm.wait_for_session_news(session, 600_000))
-        await asyncio.sleep(0)
+        await wait_until(lambda: session.waiter is not None)  # the wait is registered
         assert not waiting.done()
         await leader.rm.append_records(1000, 1, {TPS[2]: batch(1)})
         await wait_until(waiting.done)
@@ -273,7 +273,7 @@ async def test_a_waiting_fetch_with_active_partitions_wakes_on_a_parked_ones_new
         pending = leader.rm.fetch_messages_now_or_later(params, context.fetch_infos, session)
         assert not isinstance(pending, dict)
         waiting = asyncio.ensure_future(pending)
-        await asyncio.sleep(0)
+        await wait_until(lambda: session.waiter is not None)  # the wait is registered
         assert not waiting.done()
         await leader.rm.append_records(1000, 1, {TPS[2]: batch(1)})
         await wait_until(waiting.done)

@@ -18,6 +18,7 @@ import pytest
 from confluent_kafka import AcknowledgeType, ShareConsumer
 
 from kafkalite.testing import Broker
+from kafkalite.testing.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -224,14 +225,15 @@ def test_a_topic_deleted_and_created_again_starts_clean(broker):
     finally:
         first.close()
     admin.delete_topics(["recreated"])["recreated"].result(timeout=30)
-    deadline = time.monotonic() + 30
-    while True:  # created again as soon as the deletion is through
+
+    def created_again() -> bool:  # the deletion completes asynchronously
         try:
             broker.create_topic("recreated")
-            break
         except Exception:
-            assert time.monotonic() < deadline, "the topic could not be created again"
-            time.sleep(0.2)  # a retry back-off: the deletion completes asynchronously
+            return False
+        return True
+
+    wait_for(created_again, "the topic created again after its deletion", timeout=30, interval=0.2)
     broker.produce("recreated", [b"new"])
     second = consumer(broker, "g-recreated", "recreated")
     try:
