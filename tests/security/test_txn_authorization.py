@@ -1021,7 +1021,30 @@ async def test_every_advertised_api_refuses_a_user_without_acls(secured, victim)
 
 async def test_the_victim_commits_and_the_refusals_are_logged(secured, victim):
     # after every other test of the module: pytest runs them in file order
-    producer, pid, _ = victim
+    producer, pid, epoch = victim
+    # one refusal of each kind checked below, made here too: under xdist's per-test
+    # distribution the module's other tests may run on another worker's broker
+    (state,) = await describe(secured, MALLORY, ["victim-tx"])
+    assert int(state.error_code) == TXN_DENIED
+    marker = {
+        "producer_id": pid,
+        "producer_epoch": epoch,
+        "transaction_result": True,
+        "topics": [{"name": "victim-topic", "partition_indexes": [0]}],
+        "coordinator_epoch": 0,
+    }
+    response = await secured.send(MALLORY, ApiKey.WRITE_TXN_MARKERS, {"markers": [marker]})
+    assert partition_codes(response.markers[0].topics) == {("victim-topic", 0): CLUSTER_DENIED}
+    response = await secured.send(
+        "alice",
+        ApiKey.OFFSET_FETCH,
+        {
+            "group_id": "victim-group",
+            "topics": [{"name": "victim-topic", "partition_indexes": [0]}],
+        },
+        7,
+    )
+    assert int(response.error_code) == GROUP_DENIED
     await asyncio.to_thread(producer.commit_transaction, DEADLINE_S)
     # commit_transaction returns once PrepareCommit is written; the markers, then
     # CompleteCommit, follow
