@@ -496,7 +496,6 @@ class GroupCoordinatorCore:
                         self._schedule_classic_session(group_id, cg_member)
                     else:
                         self._schedule_consumer_session(group_id, member_id)
-                self._maybe_schedule_assignment(group)
             if len(group) > self.group_config.group_max_size:
                 self._prepare_rebalance(group, "loaded group is over capacity")
         return self._drain()
@@ -579,7 +578,6 @@ class GroupCoordinatorCore:
                 self._cancel_consumer_timers(group.group_id, member_id)
         self.timers.cancel(("join", group.group_id))
         self.timers.cancel(("sync", group.group_id))
-        self.timers.cancel(("cg-assign", group.group_id))
         self._join_phase.pop(group.group_id, None)
         self._sync_generation.pop(group.group_id, None)
 
@@ -1299,8 +1297,6 @@ class GroupCoordinatorCore:
                 self._on_join_timer(group)
             elif kind == "sync":
                 self._on_sync_timer(group)
-            elif kind == "cg-assign":
-                self._run_deferred_assignment(group)
             elif kind in _CG_MEMBER_TIMERS and group.consumer is not None:
                 log.info(
                     "consumer group member fenced",
@@ -2049,7 +2045,6 @@ class GroupCoordinatorCore:
                     group_id, member.member_id, member.state, member.rebalance_timeout_ms
                 )
         self._sync_consumer_group_state(group)
-        self._maybe_schedule_assignment(group)
         if cg.needs_snapshot:
             # an earlier write failed: what members were told since is written in full
             cg.needs_snapshot = False
@@ -2080,30 +2075,15 @@ class GroupCoordinatorCore:
             gc.group_consumer_assignor_offload_enable if offload is None else offload,
         )
 
-    def _maybe_schedule_assignment(self, group: GroupMetadata) -> None:
-        """A consumer group whose epoch is ahead of its target gets its assignor run once the
-        assignment interval has passed since the last run (at once when it has), off the
-        heartbeat path (Kafka 4.3's assignment batching and offload)."""
-        key = ("cg-assign", group.group_id)
+    def _assign_if_due(self, group: GroupMetadata, topics: TopicsView) -> None:
+        """Run the assignor of a consumer group whose epoch is ahead of its target when the
+        assignment interval has passed since its last run, and write the new target (a
+        classic member's Heartbeat: Kafka computes the target there too)."""
         cg: ConsumerGroup | None = group.consumer
-        if cg is None or not cg.members or cg.group_epoch <= cg.assignment_epoch:
-            self.timers.cancel(key)
-            return
-        if key not in self.timers:
-            interval_ms, _ = self._assignment_policy(group.group_id)
-            self.timers.set(key, max(self._now(), cg.assignment_timestamp_ms + interval_ms))
-
-    def _run_deferred_assignment(self, group: GroupMetadata) -> None:
-        cg: ConsumerGroup | None = group.consumer
-        if cg is None or self._topics is None:
-            return
         interval_ms, _ = self._assignment_policy(group.group_id)
-        now = self._now()
-        if not cg.assignment_due(now, interval_ms):
-            self._maybe_schedule_assignment(group)
+        if cg is None or not cg.assignment_due(self._now(), interval_ms):
             return
-        records = cg.assign(self._topics, now)
-        self._sync_consumer_group_state(group)
+        records = cg.assign(topics, self._now())
         if not records:
             return
         if cg.needs_snapshot:
@@ -2169,7 +2149,6 @@ class GroupCoordinatorCore:
         epoch_before = cg.group_epoch
         records = cg.remove_member(member_id)
         self._sync_consumer_group_state(group)
-        self._maybe_schedule_assignment(group)
         if cg.needs_snapshot:
             cg.needs_snapshot = False
             records = cg.snapshot_records() + records
@@ -2377,7 +2356,6 @@ class GroupCoordinatorCore:
             group.group_id, member.member_id, member.state, member.rebalance_timeout_ms
         )
         self._sync_consumer_group_state(group)
-        self._maybe_schedule_assignment(group)
         if cg.needs_snapshot:
             cg.needs_snapshot = False
             records = cg.snapshot_records() + records
@@ -2447,7 +2425,13 @@ class GroupCoordinatorCore:
         except ConsumerGroupError as e:
             return e.error
         self._schedule_classic_session(group.group_id, member)
-        if cg.classic_must_rejoin(member):
+        offload = self._assignment_policy(group.group_id)[1]
+        if self._topics is not None and not offload:
+            self._assign_if_due(group, self._topics)
+        must_rejoin = cg.classic_must_rejoin(member)
+        if self._topics is not None and offload:
+            self._assign_if_due(group, self._topics)  # after the answer was decided
+        if must_rejoin:
             self._schedule_classic_rejoin(group.group_id, member)
             return ErrorCode.REBALANCE_IN_PROGRESS
         return ErrorCode.NONE

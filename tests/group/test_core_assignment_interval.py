@@ -106,9 +106,12 @@ def test_changes_within_the_interval_are_assigned_together_once_it_passed():
     assert b.assignment == {} and c.assignment == {}
     assert (group.group_epoch, group.assignment_epoch) == (4, 2)
     h.advance(INTERVAL_MS - 201)
-    assert group.assignment_epoch == 2
-    h.advance(1)  # one assignor run, for both joins
-    assert group.assignment_epoch == 4
+    heartbeat(h, topics, "b", 2, owned={})
+    assert group.assignment_epoch == 2  # nothing runs before the interval has passed
+    h.advance(1)
+    # the next heartbeat runs the assignor once, for both joins, and gets its target
+    b = heartbeat(h, topics, "b", 2, owned={})
+    assert group.assignment_epoch == 4 and b.member_epoch == 4
     assert sorted(len(group.target[m][topics.ids["t"]]) for m in "abc") == [1, 1, 2]
 
 
@@ -137,6 +140,9 @@ def test_a_member_leaving_leaves_the_target_to_the_next_run():
     heartbeat(h, topics, "b", -1)
     assert group.group_epoch > group.assignment_epoch
     h.advance(INTERVAL_MS)
+    assert group.group_epoch > group.assignment_epoch  # runs only at a heartbeat
+    a = group.members["a"]
+    heartbeat(h, topics, "a", a.member_epoch, owned=dict(a.assigned))
     assert group.group_epoch == group.assignment_epoch
     # the last member leaving: the empty group's assignment epoch catches up at once
     last = group.members["a"]
@@ -276,6 +282,10 @@ def test_with_offload_a_change_within_the_interval_waits_for_it():
     b = heartbeat(h, topics, "b", 0)
     assert b.assignment == {} and group.group_epoch == group.assignment_epoch + 1
     h.advance(INTERVAL_MS - 11)
+    b = heartbeat(h, topics, "b", 2, owned={})
     assert group.state == "Assigning"
     h.advance(1)
+    # the heartbeat after the interval starts the assignor, after its own answer
+    b = heartbeat(h, topics, "b", 2, owned={})
+    assert b.assignment is None and b.member_epoch == 2
     assert group.state == "Reconciling" and set(group.target) == {"a", "b"}
