@@ -14,7 +14,11 @@ The protocol, as the coordinator runs it:
   partition count.
 - **Target assignment**: computed by the assignor when the group epoch is ahead of the
   assignment epoch, from the members' subscriptions and the previous target (stickiness); it
-  then takes the group epoch as its assignment epoch.
+  then takes the group epoch as its assignment epoch. As in Kafka 4.3, at most once per
+  assignment interval (counted from the last run, ``assignment_timestamp_ms``) and, when the
+  caller offloads it, not within the heartbeat that triggers it (``assign`` after the answer);
+  meanwhile members reconcile toward the previous target. A new group starts at epoch 1 with
+  an empty target, so a member never gets the joining epoch 0 back.
 - **Member epoch and reconciliation**: each member converges to its target one heartbeat at a
   time. Partitions it keeps stay; partitions it must give up are first *revoked* (the member
   stays at its epoch, in UNREVOKED_PARTITIONS, until a heartbeat's owned partitions no longer
