@@ -289,3 +289,39 @@ def test_with_offload_a_change_within_the_interval_waits_for_it():
     b = heartbeat(h, topics, "b", 2, owned={})
     assert b.assignment is None and b.member_epoch == 2
     assert group.state == "Reconciling" and set(group.target) == {"a", "b"}
+
+
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [
+        ("group.consumer.assignment.interval.ms=-1", "group.consumer.assignment.interval.ms"),
+        ("group.consumer.assignment.interval.ms=20000", "group.consumer.assignment.interval.ms"),
+        (
+            "group.consumer.max.assignment.interval.ms=-5",
+            "group.consumer.max.assignment.interval.ms",
+        ),
+        ("group.consumer.assignor.offload.enable=maybe", "group.consumer.assignor.offload.enable"),
+    ],
+)
+def test_the_broker_refuses_to_start_on_a_bad_value_naming_the_key(override, key):
+    from kafkalite.config import BrokerConfig, ConfigError
+
+    with pytest.raises(ConfigError) as info:
+        BrokerConfig.load(overrides=[override], environ={})
+    assert key in str(info.value)
+
+
+def test_the_broker_config_reaches_the_coordinator():
+    from kafkalite.config import BrokerConfig
+    from kafkalite.group.config import from_broker_config
+
+    config = BrokerConfig.load(
+        overrides=[
+            "group.consumer.assignment.interval.ms=250",
+            "group.consumer.assignor.offload.enable=false",
+        ],
+        environ={},
+    )
+    gc, _ = from_broker_config(config)
+    assert gc.group_consumer_assignment_interval_ms == 250
+    assert gc.group_consumer_assignor_offload_enable is False
