@@ -15,10 +15,15 @@ is not the whole figure). Per protocol, on a topic of ``--partitions`` partition
 
 The consumer protocol's figures depend on the heartbeat interval (a member hears of a new
 target on its next heartbeat): ``--heartbeat-ms`` sets ``group.consumer.heartbeat.interval.ms``
-(Kafka's default 5000).
+(Kafka's default 5000). They also depend on Kafka 4.3's assignment batching and offload: the
+``consumer`` rows run with the broker's ``group.consumer.assignment.interval.ms`` /
+``group.consumer.assignor.offload.enable`` (Kafka's 1000 / true unless ``--assignment-interval-ms``
+/ ``--no-offload`` say otherwise); the ``consumer-now`` rows, in the same run, are a group that
+sets ``consumer.assignment.interval.ms=0`` and ``consumer.assignor.offload.enable=false`` for
+itself (GROUP configs): every change answered with its target, as before Kafka 4.3.
 
     PYTHONPATH=. .venv/bin/python bench/group_protocols.py [--members 50] [--partitions 100]
-        [--heartbeat-ms 5000] [--rounds 1]
+        [--heartbeat-ms 5000] [--rounds 1] [--assignment-interval-ms 1000] [--no-offload]
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ def _consumer(bootstrap: str, group: str, protocol: str):
         "group.id": group,
         "auto.offset.reset": "earliest",
         "enable.auto.commit": False,
-        "group.protocol": protocol,
+        "group.protocol": "consumer" if protocol.startswith("consumer") else protocol,
         "topic.metadata.refresh.interval.ms": 1000,
     }
     if protocol == "classic":
@@ -78,8 +83,32 @@ def _wait_settled(consumers, partitions: int, watch=None) -> float:
     return time.monotonic() - start
 
 
+def _assign_at_once(bootstrap: str, group: str) -> None:
+    """The group's own settings: no assignment interval, no offload (GROUP configs)."""
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
+
+    entries = [
+        ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+        for name, value in (
+            ("consumer.assignment.interval.ms", "0"),
+            ("consumer.assignor.offload.enable", "false"),
+        )
+    ]
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=entries)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.incremental_alter_configs([resource])[resource].result(timeout=30)
+
+
 def measure(bootstrap: str, protocol: str, topic: str, members: int, partitions: int, rnd: int):
     group = f"bench-{protocol}-{rnd}"
+    if protocol == "consumer-now":
+        _assign_at_once(bootstrap, group)
     consumers = [_consumer(bootstrap, group, protocol) for _ in range(members)]
     try:
         start = time.monotonic()
@@ -120,6 +149,8 @@ def run(
     heartbeat_ms: int = 5000,
     rounds: int = 1,
     report=print,
+    assignment_interval_ms: int | None = None,
+    offload: bool = True,
 ) -> dict:
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -128,8 +159,12 @@ def run(
         "group.consumer.session.timeout.ms": max(45000, heartbeat_ms * 3),
         "group.initial.rebalance.delay.ms": 0,
         "log.level": "WARNING",
+        "group.consumer.assignor.offload.enable": "true" if offload else "false",
     }
-    results: dict[str, list[tuple[float, float, float]]] = {"classic": [], "consumer": []}
+    if assignment_interval_ms is not None:
+        config["group.consumer.assignment.interval.ms"] = assignment_interval_ms
+    protocols = ("classic", "consumer", "consumer-now")
+    results: dict[str, list[tuple[float, float, float]]] = {p: [] for p in protocols}
     broker = Broker(config=config, subprocess=True)
     broker.start(timeout=120)  # a loaded machine may take its time
     try:
@@ -138,7 +173,7 @@ def run(
         admin = AdminClient({"bootstrap.servers": bootstrap})
         admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
         for rnd in range(rounds):
-            for protocol in ("classic", "consumer"):  # same run, alternating
+            for protocol in protocols:  # same run, alternating
                 results[protocol].append(
                     measure(bootstrap, protocol, topic, members, partitions, rnd)
                 )
@@ -147,15 +182,17 @@ def run(
     summary = {}
     report(
         f"{members} members, {partitions} partitions, consumer protocol heartbeat "
-        f"{heartbeat_ms} ms, {rounds} round(s); median seconds"
+        f"{heartbeat_ms} ms, assignment interval "
+        f"{'default' if assignment_interval_ms is None else assignment_interval_ms} ms, "
+        f"offload {offload}, {rounds} round(s); median seconds"
     )
-    report(f"{'protocol':<10} {'form':>8} {'join one':>9} {'paused':>8}")
+    report(f"{'protocol':<12} {'form':>8} {'join one':>9} {'paused':>8}")
     for protocol, rows in results.items():
         form = statistics.median(r[0] for r in rows)
         join = statistics.median(r[1] for r in rows)
         paused = statistics.median(r[2] for r in rows)
         summary[protocol] = {"form_s": form, "join_one_s": join, "paused_s": paused}
-        report(f"{protocol:<10} {form:>8.2f} {join:>9.2f} {paused:>8.2f}")
+        report(f"{protocol:<12} {form:>8.2f} {join:>9.2f} {paused:>8.2f}")
     return summary
 
 
@@ -165,8 +202,17 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=100)
     parser.add_argument("--heartbeat-ms", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--assignment-interval-ms", type=int, default=None)
+    parser.add_argument("--no-offload", action="store_true")
     args = parser.parse_args()
-    run(args.members, args.partitions, args.heartbeat_ms, args.rounds)
+    run(
+        args.members,
+        args.partitions,
+        args.heartbeat_ms,
+        args.rounds,
+        assignment_interval_ms=args.assignment_interval_ms,
+        offload=not args.no_offload,
+    )
 
 
 if __name__ == "__main__":

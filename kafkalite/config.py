@@ -542,6 +542,11 @@ class BrokerConfig(BaseModel):
     group_consumer_session_timeout_ms: int = Field(45000, ge=1)
     group_consumer_heartbeat_interval_ms: int = Field(5000, ge=1)
     group_consumer_migration_policy: str = "bidirectional"
+    # Kafka 4.3's assignment batching and offload (KIP-1263, kafkalite/group/config.py)
+    group_consumer_assignment_interval_ms: int = Field(1000, ge=0)
+    group_consumer_min_assignment_interval_ms: int = Field(0, ge=0)
+    group_consumer_max_assignment_interval_ms: int = Field(15000, ge=0)
+    group_consumer_assignor_offload_enable: bool = True
 
     @field_validator("listeners", "advertised_listeners")
     @classmethod
@@ -710,6 +715,7 @@ class BrokerConfig(BaseModel):
             ("share", "heartbeat.interval.ms"),
             ("consumer", "session.timeout.ms"),
             ("consumer", "heartbeat.interval.ms"),
+            ("consumer", "assignment.interval.ms"),
         ):
             attr = what.replace(".", "_")
             low = getattr(self, f"group_{kind}_min_{attr}")
@@ -719,6 +725,19 @@ class BrokerConfig(BaseModel):
                     f"group.{kind}.min.{what}: {low} must not be greater than "
                     f"group.{kind}.max.{what} ({high})"
                 )
+        interval = self.group_consumer_assignment_interval_ms
+        if not (
+            self.group_consumer_min_assignment_interval_ms
+            <= interval
+            <= self.group_consumer_max_assignment_interval_ms
+        ):
+            raise ValueError(
+                f"group.consumer.assignment.interval.ms: {interval} must be between "
+                "group.consumer.min.assignment.interval.ms "
+                f"({self.group_consumer_min_assignment_interval_ms}) and "
+                "group.consumer.max.assignment.interval.ms "
+                f"({self.group_consumer_max_assignment_interval_ms})"
+            )
         if self.replica_socket_timeout_ms < self.replica_fetch_wait_max_ms:
             # Kafka's rule: a follower's fetch would time out while the leader holds it.
             raise ValueError(

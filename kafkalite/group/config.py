@@ -36,6 +36,16 @@ class GroupConfig:
     #: Kafka's ``group.consumer.migration.policy``: whether a classic group with members is
     #: converted to a consumer group (upgrade) and back (downgrade) online
     group_consumer_migration_policy: str = "bidirectional"
+    #: Kafka 4.3's assignment batching (KIP-1263): a group's target assignment is recomputed
+    #: at most once per ``group.consumer.assignment.interval.ms`` (0: whenever the group
+    #: changes), within the ``group.consumer.{min,max}.assignment.interval.ms`` bounds that
+    #: also limit the group-level ``consumer.assignment.interval.ms``
+    group_consumer_assignment_interval_ms: int = 1_000
+    group_consumer_min_assignment_interval_ms: int = 0
+    group_consumer_max_assignment_interval_ms: int = 15_000
+    #: ``group.consumer.assignor.offload.enable``: the assignor runs off the heartbeat path
+    #: (the heartbeat that changed the group is answered with the previous target)
+    group_consumer_assignor_offload_enable: bool = True
 
     def __post_init__(self) -> None:
         if self.group_consumer_migration_policy.lower() not in MIGRATION_POLICIES:
@@ -57,6 +67,23 @@ class GroupConfig:
             raise ValueError(
                 "group.consumer.heartbeat.interval.ms must be positive and below "
                 "group.consumer.session.timeout.ms"
+            )
+        for name in ("", "min.", "max."):
+            attr = f"group_consumer_{name.replace('.', '_')}assignment_interval_ms"
+            if getattr(self, attr) < 0:
+                raise ValueError(f"group.consumer.{name}assignment.interval.ms must be at least 0")
+        low = self.group_consumer_min_assignment_interval_ms
+        high = self.group_consumer_max_assignment_interval_ms
+        if high < low:
+            raise ValueError(
+                "group.consumer.max.assignment.interval.ms must be greater than or equal to "
+                "group.consumer.min.assignment.interval.ms"
+            )
+        if not low <= self.group_consumer_assignment_interval_ms <= high:
+            raise ValueError(
+                "group.consumer.assignment.interval.ms must be between "
+                "group.consumer.min.assignment.interval.ms and "
+                "group.consumer.max.assignment.interval.ms"
             )
 
     @property
@@ -105,6 +132,14 @@ def _build(cls: type, values: Mapping[str, Any]) -> Any:
             raw = values[f.name]
             if f.type == "str":
                 kwargs[f.name] = str(raw)
+                continue
+            if f.type == "bool":
+                if isinstance(raw, bool):
+                    kwargs[f.name] = raw
+                elif str(raw).strip().lower() in ("true", "false"):
+                    kwargs[f.name] = str(raw).strip().lower() == "true"
+                else:
+                    raise ValueError(f"invalid value for {f.name.replace('_', '.')}: {raw!r}")
                 continue
             try:
                 kwargs[f.name] = int(raw)

@@ -14,7 +14,11 @@ The protocol, as the coordinator runs it:
   partition count.
 - **Target assignment**: computed by the assignor when the group epoch is ahead of the
   assignment epoch, from the members' subscriptions and the previous target (stickiness); it
-  then takes the group epoch as its assignment epoch.
+  then takes the group epoch as its assignment epoch. As in Kafka 4.3, at most once per
+  assignment interval (counted from the last run, ``assignment_timestamp_ms``) and, when the
+  caller offloads it, not within the heartbeat that triggers it (``assign`` after the answer);
+  meanwhile members reconcile toward the previous target. A new group starts at epoch 1 with
+  an empty target, so a member never gets the joining epoch 0 back.
 - **Member epoch and reconciliation**: each member converges to its target one heartbeat at a
   time. Partitions it keeps stay; partitions it must give up are first *revoked* (the member
   stays at its epoch, in UNREVOKED_PARTITIONS, until a heartbeat's owned partitions no longer
@@ -218,6 +222,9 @@ class ConsumerGroup:
         self.default_assignor = default_assignor
         self.group_epoch = 0
         self.assignment_epoch = 0
+        #: when the assignor run that produced the current target finished (Kafka 4.3's
+        #: AssignmentTimestamp; 0: never), in ms; the assignment interval counts from it
+        self.assignment_timestamp_ms = 0
         self.members: dict[str, ConsumerGroupMember] = {}
         self.static_members: dict[str, str] = {}
         self.target: dict[str, Assignment] = {}
@@ -375,7 +382,30 @@ class ConsumerGroup:
         value = ConsumerGroupPartitionMetadataValue(self.group_epoch, topics)
         return [consumer_group_record(self.group_id, value)]
 
-    def _update_target(self, topics: TopicsView) -> list[Record]:
+    def _records_target_metadata(self) -> list[Record]:
+        value = ConsumerGroupTargetAssignmentMetadataValue(
+            self.assignment_epoch, self.assignment_timestamp_ms
+        )
+        return [consumer_group_record(self.group_id, value)]
+
+    def assignment_due(self, now_ms: int, interval_ms: int) -> bool:
+        """A new target may be computed now: the group epoch is ahead of the assignment epoch
+        and ``interval_ms`` passed since the last assignor run finished (Kafka 4.3's
+        ``group.consumer.assignment.interval.ms``)."""
+        return (
+            self.group_epoch > self.assignment_epoch
+            and now_ms - self.assignment_timestamp_ms >= interval_ms
+        )
+
+    def assign(self, topics: TopicsView, now_ms: int) -> list[Record]:
+        """Run the assignor for the current group epoch (a deferred assignment: the heartbeat
+        that bumped the epoch was answered with the previous target). The members reconcile
+        toward it at their next heartbeats. Returns the records, none if nothing is pending."""
+        if self.group_epoch <= self.assignment_epoch or not self.members:
+            return []
+        return self._update_target(topics, now_ms)
+
+    def _update_target(self, topics: TopicsView, now_ms: int = 0) -> list[Record]:
         """Kafka's TargetAssignmentBuilder: a new target for every member at the group epoch;
         records for the members whose target changed, then the assignment epoch."""
         records: list[Record] = []
@@ -398,11 +428,8 @@ class ConsumerGroup:
                 )
         self.target = dict(new_target)
         self.assignment_epoch = self.group_epoch
-        records.append(
-            consumer_group_record(
-                self.group_id, ConsumerGroupTargetAssignmentMetadataValue(self.assignment_epoch)
-            )
-        )
+        self.assignment_timestamp_ms = now_ms
+        records.extend(self._records_target_metadata())
         return records
 
     # ------------------------------------------------------------------ reconciliation
@@ -481,10 +508,20 @@ class ConsumerGroup:
         max_size: int | None = None,
         classic_protocols: tuple[tuple[str, bytes], ...] | None = None,
         session_timeout_ms: int = -1,
+        now_ms: int = 0,
+        assignment_interval_ms: int = 0,
+        defer_assignment: bool = False,
     ) -> tuple[HeartbeatResult, list[Record]]:
         """One ConsumerGroupHeartbeat (validated by the caller: ids, required fields). Raises
         ConsumerGroupError for UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, UNRELEASED_INSTANCE_ID,
-        INVALID_REGULAR_EXPRESSION, UNSUPPORTED_ASSIGNOR, GROUP_MAX_SIZE_REACHED."""
+        INVALID_REGULAR_EXPRESSION, UNSUPPORTED_ASSIGNOR, GROUP_MAX_SIZE_REACHED.
+
+        The new target is computed within the heartbeat only when the group epoch moved past
+        the assignment epoch, ``assignment_interval_ms`` passed since the last assignor run
+        (``assignment_due``) and ``defer_assignment`` (the assignor offloaded) is off;
+        otherwise the member reconciles toward the previous target and the caller runs
+        ``assign`` later (Kafka 4.3's assignment batching and offload). With the defaults
+        (interval 0, not deferred) every heartbeat that changes the group gets its target."""
         if member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
             return self._leave(member_id, member_epoch, instance_id)
         if server_assignor is not None and server_assignor not in ASSIGNORS:
@@ -582,10 +619,16 @@ class ConsumerGroup:
         if updated.subscribed_topic_regex != member.subscribed_topic_regex:
             records.extend(self._drop_unused_regex(member.subscribed_topic_regex))
         if bump:
+            if self.group_epoch == 0:
+                # a new group starts at epoch 1 with an empty target at assignment epoch 1
+                # (Kafka 4.3): members joining before the first assignor run reconcile toward
+                # it and get epoch 1, never the joining epoch 0
+                self.group_epoch = self.assignment_epoch = 1
+                records.extend(self._records_target_metadata())
             self.group_epoch += 1
             records.extend(self._records_epoch())
-        if self.group_epoch > self.assignment_epoch:
-            records.extend(self._update_target(topics))
+        if not defer_assignment and self.assignment_due(now_ms, assignment_interval_ms):
+            records.extend(self._update_target(topics, now_ms))
         reconciled = self.reconcile(updated, owned_c)
         if reconciled is not updated:
             self._set_member(reconciled)
@@ -716,6 +759,10 @@ class ConsumerGroup:
         records.extend(self._drop_unused_regex(member.subscribed_topic_regex))
         self.group_epoch += 1
         records.extend(self._records_epoch())
+        if not self.members:
+            # an empty group has nothing to assign: its assignment epoch catches up (Kafka)
+            self.assignment_epoch = self.group_epoch
+            records.extend(self._records_target_metadata())
         return records
 
     def snapshot_records(self) -> list[Record]:
@@ -734,11 +781,7 @@ class ConsumerGroup:
                     self.group_id, ConsumerGroupTargetAssignmentMemberValue(a), member_id
                 )
             )
-        records.append(
-            consumer_group_record(
-                self.group_id, ConsumerGroupTargetAssignmentMetadataValue(self.assignment_epoch)
-            )
-        )
+        records.extend(self._records_target_metadata())
         for m in self.members.values():
             records.append(consumer_group_record(self.group_id, m.assignment_value(), m.member_id))
         return records
@@ -805,6 +848,9 @@ class ConsumerGroup:
         session_timeout_ms: int,
         protocols: Iterable[tuple[str, bytes]],
         max_size: int | None = None,
+        now_ms: int = 0,
+        assignment_interval_ms: int = 0,
+        defer_assignment: bool = False,
     ) -> tuple[ConsumerGroupMember, list[Record]]:
         """A JoinGroup of a classic member (new or rejoining) into this consumer group (Kafka's
         classicGroupJoinToConsumerGroup): its subscription and the partitions it still owns come
@@ -839,6 +885,9 @@ class ConsumerGroup:
             max_size=max_size,
             classic_protocols=protocols,
             session_timeout_ms=session_timeout_ms,
+            now_ms=now_ms,
+            assignment_interval_ms=assignment_interval_ms,
+            defer_assignment=defer_assignment,
         )
         return self.members[result.member_id or member_id], records
 
@@ -858,9 +907,10 @@ class ConsumerGroup:
 
     def classic_must_rejoin(self, member: ConsumerGroupMember) -> bool:
         """A classic member learns of a new assignment only by rejoining (Kafka's rule): when
-        the group epoch moved past its epoch, when it has partitions to revoke, or when the
+        a newer target than its epoch is computed (not merely a newer group epoch: the target
+        may lag behind it, Kafka 4.3), when it has partitions to revoke, or when the
         partitions it waits for have all been released."""
-        if member.member_epoch < self.group_epoch:
+        if member.member_epoch < self.assignment_epoch:
             return True
         if member.state is MemberState.UNREVOKED_PARTITIONS:
             return True
@@ -928,6 +978,7 @@ class ConsumerGroupLoader:
     group_id: str
     epoch: int | None = None
     assignment_epoch: int = 0
+    assignment_timestamp: int = 0
     metadata: dict[str, tuple[TopicId, int]] = field(default_factory=dict)
     members: dict[str, ConsumerGroupMemberMetadataValue] = field(default_factory=dict)
     targets: dict[str, Assignment] = field(default_factory=dict)
@@ -950,11 +1001,11 @@ class ConsumerGroupLoader:
             else:
                 self.members.pop(member, None)
         elif t == CG_TARGET_ASSIGNMENT_METADATA:
-            self.assignment_epoch = (
-                value.assignment_epoch
-                if isinstance(value, ConsumerGroupTargetAssignmentMetadataValue)
-                else 0
-            )
+            if isinstance(value, ConsumerGroupTargetAssignmentMetadataValue):
+                self.assignment_epoch = value.assignment_epoch
+                self.assignment_timestamp = value.assignment_timestamp
+            else:
+                self.assignment_epoch = self.assignment_timestamp = 0
         elif t == CG_TARGET_ASSIGNMENT_MEMBER:
             if isinstance(value, ConsumerGroupTargetAssignmentMemberValue):
                 self.targets[member] = dict(value.partitions)
@@ -977,6 +1028,7 @@ class ConsumerGroupLoader:
         group = ConsumerGroup(self.group_id, default_assignor)
         group.group_epoch = self.epoch
         group.assignment_epoch = self.assignment_epoch
+        group.assignment_timestamp_ms = self.assignment_timestamp
         group.subscription_metadata = dict(self.metadata)
         group.target = {m: a for m, a in self.targets.items() if m in self.members}
         group.resolved_regexes = dict(self.regexes)

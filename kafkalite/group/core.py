@@ -301,6 +301,12 @@ class GroupCoordinatorCore:
         self._append_callbacks: dict[int, Callable[[ErrorCode, int | None], None]] = {}
         self._next_append_id = 0
         self._out = Effects()
+        #: per consumer group: its group-level ``consumer.assignment.interval.ms`` and
+        #: ``consumer.assignor.offload.enable`` as last given (GROUP config resources)
+        self._assignment_overrides: dict[str, tuple[int | None, bool | None]] = {}
+        #: the broker's topics as the last ConsumerGroupHeartbeat saw them (a deferred
+        #: assignment resolves subscriptions against it)
+        self._topics: TopicsView | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -1886,10 +1892,15 @@ class GroupCoordinatorCore:
         owned: Assignment | None = None,
         client_id: str = "",
         client_host: str = "",
+        assignment_interval_ms: int | None = None,
+        assignor_offload: bool | None = None,
     ) -> Effects:
         """ConsumerGroupHeartbeat (KIP-848); the response is a ``HeartbeatResult``, sent once
         the records of the change are written. ``topics`` is the broker's view of topics
-        (names, ids, partition counts) the subscriptions are resolved against."""
+        (names, ids, partition counts) the subscriptions are resolved against.
+        ``assignment_interval_ms`` and ``assignor_offload`` are the group's own
+        ``consumer.assignment.interval.ms`` / ``consumer.assignor.offload.enable`` (None: the
+        broker's ``group.consumer.*`` settings)."""
 
         def fail(error: ErrorCode, message: str | None = None) -> Effects:
             self._respond(token, HeartbeatResult(error, message, member_id or None, member_epoch))
@@ -1968,6 +1979,9 @@ class GroupCoordinatorCore:
             )
         cg: ConsumerGroup = group.consumer
         epoch_before = cg.group_epoch
+        self._topics = topics
+        self._assignment_overrides[group_id] = (assignment_interval_ms, assignor_offload)
+        interval_ms, offload = self._assignment_policy(group_id)
         try:
             result, records = cg.heartbeat(
                 topics,
@@ -1983,6 +1997,9 @@ class GroupCoordinatorCore:
                 server_assignor=server_assignor,
                 owned=owned,
                 max_size=self.group_config.group_consumer_max_size,
+                now_ms=self._now(),
+                assignment_interval_ms=interval_ms,
+                defer_assignment=offload,
             )
         except ConsumerGroupError as e:
             if created:
@@ -1997,6 +2014,10 @@ class GroupCoordinatorCore:
                     group.subscribed_topics,
                 ) = converted_from
             return fail(e.error, e.message)
+        if offload and cg.assignment_due(self._now(), interval_ms):
+            # the offloaded assignor: it runs after the answer was computed (the member is
+            # answered with the previous target) on the group as this heartbeat left it
+            records.extend(cg.assign(topics, self._now()))
         # regular expressions resolve after the answer is computed (Kafka resolves them
         # asynchronously): this heartbeat saw only earlier resolutions, a later one sees these
         records.extend(cg.refresh_regexes(topics, self._now()))
@@ -2043,6 +2064,37 @@ class GroupCoordinatorCore:
 
         self._append(self.partition_for(group_id), tuple(records), written)
         return self._drain()
+
+    def _assignment_policy(self, group_id: str) -> tuple[int, bool]:
+        """(assignment interval, offload) of a consumer group: its group-level settings, else
+        the broker's."""
+        gc = self.group_config
+        interval, offload = self._assignment_overrides.get(group_id, (None, None))
+        return (
+            gc.group_consumer_assignment_interval_ms if interval is None else interval,
+            gc.group_consumer_assignor_offload_enable if offload is None else offload,
+        )
+
+    def _assign_if_due(self, group: GroupMetadata, topics: TopicsView) -> None:
+        """Run the assignor of a consumer group whose epoch is ahead of its target when the
+        assignment interval has passed since its last run, and write the new target (a
+        classic member's Heartbeat: Kafka computes the target there too)."""
+        cg: ConsumerGroup | None = group.consumer
+        interval_ms, _ = self._assignment_policy(group.group_id)
+        if cg is None or not cg.assignment_due(self._now(), interval_ms):
+            return
+        records = cg.assign(topics, self._now())
+        if not records:
+            return
+        if cg.needs_snapshot:
+            cg.needs_snapshot = False
+            records = cg.snapshot_records() + records
+
+        def written(error: ErrorCode, _offset: int | None) -> None:
+            if error is not ErrorCode.NONE:
+                cg.needs_snapshot = True
+
+        self._append(self.partition_for(group.group_id), tuple(records), written)
 
     def _attach_consumer_group(self, group: GroupMetadata, cg: ConsumerGroup) -> None:
         group.consumer = cg
@@ -2282,10 +2334,14 @@ class GroupCoordinatorCore:
                 session_timeout_ms=session_timeout_ms,
                 protocols=protocols,
                 max_size=self.group_config.group_consumer_max_size,
+                now_ms=self._now(),
+                assignment_interval_ms=self._assignment_policy(group.group_id)[0],
+                defer_assignment=self._assignment_policy(group.group_id)[1],
             )
         except ConsumerGroupError as e:
             self._respond(token, JoinGroupResult(member_id, error=e.error))
             return
+        self._topics = topics
         replaced = cg.take_replaced_member()
         if replaced is not None:
             self._cancel_consumer_timers(group.group_id, replaced)
@@ -2369,7 +2425,13 @@ class GroupCoordinatorCore:
         except ConsumerGroupError as e:
             return e.error
         self._schedule_classic_session(group.group_id, member)
-        if cg.classic_must_rejoin(member):
+        offload = self._assignment_policy(group.group_id)[1]
+        if self._topics is not None and not offload:
+            self._assign_if_due(group, self._topics)
+        must_rejoin = cg.classic_must_rejoin(member)
+        if self._topics is not None and offload:
+            self._assign_if_due(group, self._topics)  # after the answer was decided
+        if must_rejoin:
             self._schedule_classic_rejoin(group.group_id, member)
             return ErrorCode.REBALANCE_IN_PROGRESS
         return ErrorCode.NONE

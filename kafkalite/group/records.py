@@ -36,7 +36,8 @@ UUIDs; a partition list is a compact array of int32):
                                           server_assignor?, tagged 0: ClassicMemberMetadata
                                           {session_timeout_ms int32, supported_protocols
                                           [name, metadata bytes]} (classic members only)
-    ConsumerGroupTargetAssignmentMetadataValue  assignment_epoch int32
+    ConsumerGroupTargetAssignmentMetadataValue  assignment_epoch int32, tagged 0:
+                                          assignment_timestamp int64 (Kafka 4.3)
     ConsumerGroupTargetAssignmentMemberValue    topic_partitions [topic_id, partitions]
     ConsumerGroupCurrentMemberAssignmentValue   member_epoch int32, previous_member_epoch int32,
                                           state int8, assigned_partitions [topic_id,
@@ -497,6 +498,9 @@ class ConsumerGroupMemberMetadataValue:
 @dataclass(frozen=True, slots=True)
 class ConsumerGroupTargetAssignmentMetadataValue:
     assignment_epoch: int
+    #: Kafka 4.3's AssignmentTimestamp (tagged field 0, default 0): when the assignor run that
+    #: produced this target finished, in ms; the assignment interval counts from it
+    assignment_timestamp: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -622,6 +626,13 @@ def encode_consumer_group_value(value: ConsumerGroupValue) -> bytes:
             return bytes(w.buf)
     elif isinstance(value, ConsumerGroupTargetAssignmentMetadataValue):
         w.int32(value.assignment_epoch)
+        if value.assignment_timestamp != 0:
+            # tagged field 0: AssignmentTimestamp int64 (a default 0 is not written)
+            w.uvarint(1)
+            w.uvarint(0)
+            w.uvarint(8)
+            w.int64(value.assignment_timestamp)
+            return bytes(w.buf)
     elif isinstance(value, ConsumerGroupTargetAssignmentMemberValue):
         _write_topic_partitions(w, value.partitions)
     elif isinstance(value, ConsumerGroupRegularExpressionValue):
@@ -714,7 +725,15 @@ def decode_consumer_group_value(
             classic_session_timeout_ms,
         )
     elif record_type == CG_TARGET_ASSIGNMENT_METADATA:
-        out = ConsumerGroupTargetAssignmentMetadataValue(r.int32())
+        epoch = r.int32()
+        timestamp = 0
+        for _ in range(r.uvarint()):
+            tag, size = r.uvarint(), r.uvarint()
+            if tag == 0 and size == 8:
+                timestamp = r.int64()
+            else:
+                r._take(size)
+        return ConsumerGroupTargetAssignmentMetadataValue(epoch, timestamp)
     elif record_type == CG_TARGET_ASSIGNMENT_MEMBER:
         out = ConsumerGroupTargetAssignmentMemberValue(_read_topic_partitions(r))
     elif record_type == CG_REGULAR_EXPRESSION:

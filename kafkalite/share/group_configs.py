@@ -44,12 +44,14 @@ GROUPS_PATH = f"{paths.CONFIG}/groups"
 _CAS_RETRIES = 10
 WATCH_RETRY_SECONDS = 1.0
 
-INT, STRING = 3, 2
+BOOLEAN, INT, STRING = 1, 3, 2
 """DescribeConfigs' config_type values."""
 
 GROUP_CONFIGS: dict[str, int] = {
     "consumer.session.timeout.ms": INT,
     "consumer.heartbeat.interval.ms": INT,
+    "consumer.assignment.interval.ms": INT,
+    "consumer.assignor.offload.enable": BOOLEAN,
     "share.session.timeout.ms": INT,
     "share.heartbeat.interval.ms": INT,
     "share.record.lock.duration.ms": INT,
@@ -58,7 +60,7 @@ GROUP_CONFIGS: dict[str, int] = {
 }
 """Kafka's group config names and their types."""
 
-_AT_LEAST = {"share.record.lock.duration.ms": 1000}
+_AT_LEAST = {"share.record.lock.duration.ms": 1000, "consumer.assignment.interval.ms": 0}
 _ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
 _DURATION = re.compile(
     r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$", re.IGNORECASE
@@ -99,6 +101,8 @@ class GroupConfigBounds:
     share_max_heartbeat_interval_ms: int = 15_000
     share_min_record_lock_duration_ms: int = 15_000
     share_max_record_lock_duration_ms: int = 60_000
+    consumer_min_assignment_interval_ms: int = 0
+    consumer_max_assignment_interval_ms: int = 15_000
 
     def ranges(self) -> dict[str, tuple[int, int, str, str]]:
         """name -> (min, max, the min setting's name, the max setting's name)."""
@@ -114,6 +118,12 @@ class GroupConfigBounds:
                 self.consumer_max_heartbeat_interval_ms,
                 "group.consumer.min.heartbeat.interval.ms",
                 "group.consumer.max.heartbeat.interval.ms",
+            ),
+            "consumer.assignment.interval.ms": (
+                self.consumer_min_assignment_interval_ms,
+                self.consumer_max_assignment_interval_ms,
+                "group.consumer.min.assignment.interval.ms",
+                "group.consumer.max.assignment.interval.ms",
             ),
             "share.session.timeout.ms": (
                 self.share_min_session_timeout_ms,
@@ -149,6 +159,12 @@ def bounds_from(config: Any) -> GroupConfigBounds:
         config.group_share_max_heartbeat_interval_ms,
         config.group_share_min_record_lock_duration_ms,
         config.group_share_max_record_lock_duration_ms,
+        consumer_min_assignment_interval_ms=getattr(
+            config, "group_consumer_min_assignment_interval_ms", 0
+        ),
+        consumer_max_assignment_interval_ms=getattr(
+            config, "group_consumer_max_assignment_interval_ms", 15_000
+        ),
     )
 
 
@@ -157,6 +173,12 @@ def defaults_from(config: Any) -> dict[str, str]:
     return {
         "consumer.session.timeout.ms": str(config.group_consumer_session_timeout_ms),
         "consumer.heartbeat.interval.ms": str(config.group_consumer_heartbeat_interval_ms),
+        "consumer.assignment.interval.ms": str(
+            getattr(config, "group_consumer_assignment_interval_ms", 1000)
+        ),
+        "consumer.assignor.offload.enable": str(
+            getattr(config, "group_consumer_assignor_offload_enable", True)
+        ).lower(),
         "share.session.timeout.ms": str(config.group_share_session_timeout_ms),
         "share.heartbeat.interval.ms": str(config.group_share_heartbeat_interval_ms),
         "share.record.lock.duration.ms": str(config.group_share_record_lock_duration_ms),
@@ -188,6 +210,8 @@ def validate(
                     f"Value must be at least {least}"
                 )
             numbers[name] = number
+        elif kind == BOOLEAN and value.lower() not in ("true", "false"):
+            return f"Invalid value {value} for configuration {name}: Expected value to be either true or false"
     reset = str(values.get("share.auto.offset.reset", "")).strip().lower()
     if reset not in ("latest", "earliest") and by_duration_ms(reset) is None:
         return (

@@ -39,16 +39,18 @@ def parts(result, topics, name="t"):
     return set(result.assignment.get(topics.ids[name], frozenset()))
 
 
-def test_first_member_gets_everything_at_epoch_one():
+def test_first_member_gets_everything_at_epoch_two():
     topics = Topics(t=4)
     g = ConsumerGroup("g")
     result, records = join(g, topics, "a")
-    assert (result.error, result.member_epoch) == (ErrorCode.NONE, 1)
+    # a new group starts at epoch 1 (an empty target); the first assignment is epoch 2
+    assert (result.error, result.member_epoch) == (ErrorCode.NONE, 2)
     assert parts(result, topics) == {0, 1, 2, 3}
-    assert g.state == "Stable" and g.group_epoch == g.assignment_epoch == 1
+    assert g.state == "Stable" and g.group_epoch == g.assignment_epoch == 2
     types = [decode_record(k, v)[0].record_type for k, v in records]
-    # member metadata, partition metadata, epoch, target member, target epoch, current
-    assert types == [5, 4, 3, 7, 6, 8]
+    # member metadata, partition metadata, target epoch 1, epoch 2, target member,
+    # target epoch 2, current
+    assert types == [5, 4, 6, 3, 7, 6, 8]
 
 
 def test_partitions_move_only_after_their_owner_revoked_them():
@@ -57,22 +59,22 @@ def test_partitions_move_only_after_their_owner_revoked_them():
     ra, _ = join(g, topics, "a")
     owned_a = {topics.ids["t"]: frozenset(ra.assignment[topics.ids["t"]])}
     rb, _ = join(g, topics, "b")
-    # b is in the group at epoch 2 but gets nothing a still owns
-    assert rb.member_epoch == 2 and parts(rb, topics) == set()
+    # b is in the group at epoch 3 but gets nothing a still owns
+    assert rb.member_epoch == 3 and parts(rb, topics) == set()
     assert g.members["b"].state is MemberState.UNRELEASED_PARTITIONS
     # a is told to give two partitions up; it keeps its epoch until it does
-    ra2, _ = hb(g, topics, "a", 1, owned_a)
-    assert ra2.member_epoch == 1 and len(parts(ra2, topics)) == 2
+    ra2, _ = hb(g, topics, "a", 2, owned_a)
+    assert ra2.member_epoch == 2 and len(parts(ra2, topics)) == 2
     assert g.members["a"].state is MemberState.UNREVOKED_PARTITIONS
     kept = parts(ra2, topics)
     # a heartbeat still owning them changes nothing; b still waits
-    assert hb(g, topics, "a", 1, owned_a)[0].member_epoch == 1
-    rb1, _ = hb(g, topics, "b", 2, {})
+    assert hb(g, topics, "a", 2, owned_a)[0].member_epoch == 2
+    rb1, _ = hb(g, topics, "b", 3, {})
     assert rb1.assignment is None and g.members["b"].assigned == {}
-    # a acks: it moves to epoch 2; then b gets the released partitions
-    ra3, _ = hb(g, topics, "a", 1, {topics.ids["t"]: frozenset(kept)})
-    assert ra3.member_epoch == 2 and g.members["a"].state is MemberState.STABLE
-    rb2, _ = hb(g, topics, "b", 2, {})
+    # a acks: it moves to epoch 3; then b gets the released partitions
+    ra3, _ = hb(g, topics, "a", 2, {topics.ids["t"]: frozenset(kept)})
+    assert ra3.member_epoch == 3 and g.members["a"].state is MemberState.STABLE
+    rb2, _ = hb(g, topics, "b", 3, {})
     assert parts(rb2, topics) == {0, 1, 2, 3} - kept
     assert g.state == "Stable"
 
@@ -85,12 +87,12 @@ def test_epoch_checks():
         hb(g, topics, "a", 5)
     assert e.value.error is ErrorCode.FENCED_MEMBER_EPOCH
     with pytest.raises(ConsumerGroupError) as e:
-        hb(g, topics, "nobody", 1)
+        hb(g, topics, "nobody", 2)
     assert e.value.error is ErrorCode.UNKNOWN_MEMBER_ID
     join(g, topics, "b")
-    # a's epoch-2 answer was lost: it may still heartbeat with its previous epoch
-    ra, _ = hb(g, topics, "a", 1, {topics.ids["t"]: frozenset({0, 1})})
-    assert ra.member_epoch in (1, 2)
+    # a's epoch-3 answer was lost: it may still heartbeat with its previous epoch
+    ra, _ = hb(g, topics, "a", 2, {topics.ids["t"]: frozenset({0, 1})})
+    assert ra.member_epoch in (2, 3)
 
 
 def test_leaving_frees_partitions_and_bumps_the_epoch():
@@ -98,9 +100,9 @@ def test_leaving_frees_partitions_and_bumps_the_epoch():
     g = ConsumerGroup("g")
     ra, _ = join(g, topics, "a")
     join(g, topics, "b")
-    ra, _ = hb(g, topics, "a", 1, ra.assignment)  # told to give one partition up
-    hb(g, topics, "a", 1, ra.assignment)  # done
-    rb, _ = hb(g, topics, "b", 2, {})
+    ra, _ = hb(g, topics, "a", 2, ra.assignment)  # told to give one partition up
+    hb(g, topics, "a", 2, ra.assignment)  # done
+    rb, _ = hb(g, topics, "b", 3, {})
     assert len(parts(ra, topics)) == len(parts(rb, topics)) == 1
     epoch = g.group_epoch
     result, records = g.heartbeat(topics, "b", -1)
@@ -257,10 +259,10 @@ def test_offset_commit_and_fetch_validation():
     topics = Topics(t=1)
     g = ConsumerGroup("g")
     join(g, topics, "a")
-    assert g.validate_offset_commit("a", 1, False, 9) is None
-    assert g.validate_offset_commit("a", 0, False, 9) is ErrorCode.STALE_MEMBER_EPOCH
-    assert g.validate_offset_commit("a", 1, False, 8) is ErrorCode.UNSUPPORTED_VERSION
-    assert g.validate_offset_commit("zz", 1, False, 9) is ErrorCode.UNKNOWN_MEMBER_ID
+    assert g.validate_offset_commit("a", 2, False, 9) is None
+    assert g.validate_offset_commit("a", 1, False, 9) is ErrorCode.STALE_MEMBER_EPOCH
+    assert g.validate_offset_commit("a", 2, False, 8) is ErrorCode.UNSUPPORTED_VERSION
+    assert g.validate_offset_commit("zz", 2, False, 9) is ErrorCode.UNKNOWN_MEMBER_ID
     assert g.validate_offset_commit("", -1, False, 9) is ErrorCode.UNKNOWN_MEMBER_ID
     assert g.validate_offset_fetch(None, -1) is None
     assert g.validate_offset_fetch("a", 3) is ErrorCode.STALE_MEMBER_EPOCH

@@ -24,6 +24,9 @@ def harness(**kw) -> Harness:
             group_initial_rebalance_delay_ms=0,
             group_consumer_session_timeout_ms=SESSION_MS,
             group_consumer_heartbeat_interval_ms=500,
+            # these tests are about other things: every change gets its target at once
+            group_consumer_assignment_interval_ms=0,
+            group_consumer_assignor_offload_enable=False,
         ),
         offset_config=OffsetConfig(offsets_topic_num_partitions=NUM_PARTITIONS),
         **kw,
@@ -59,7 +62,7 @@ def test_the_answer_waits_for_the_records():
     )
     assert h.response(t) is None
     h.release_writes()
-    assert h.response(t).member_epoch == 1
+    assert h.response(t).member_epoch == 2
     # a failed write is answered with the coordinator error
     h.hold_writes = True
     t = h.token()
@@ -167,6 +170,9 @@ def test_classic_and_consumer_groups_never_mix_with_migration_disabled():
             group_initial_rebalance_delay_ms=0,
             group_consumer_session_timeout_ms=SESSION_MS,
             group_consumer_heartbeat_interval_ms=500,
+            # these tests are about other things: every change gets its target at once
+            group_consumer_assignment_interval_ms=0,
+            group_consumer_assignor_offload_enable=False,
             group_consumer_migration_policy="disabled",
         ),
         offset_config=OffsetConfig(offsets_topic_num_partitions=NUM_PARTITIONS),
@@ -185,9 +191,9 @@ def test_classic_and_consumer_groups_never_mix_with_migration_disabled():
             t, "offsets-only", "", None, -1, {TopicPartition("t", 0): OffsetAndMetadata(7)}
         )
     )
-    assert heartbeat(h, topics, "offsets-only", "a", 0).member_epoch == 1
+    assert heartbeat(h, topics, "offsets-only", "a", 0).member_epoch == 2
     assert h.core.fetch_offsets("offsets-only")[1][TopicPartition("t", 0)].offset == 7
-    assert heartbeat(h, topics, "offsets-only", "a", 1, owned={}).error is ErrorCode.NONE
+    assert heartbeat(h, topics, "offsets-only", "a", 2, owned={}).error is ErrorCode.NONE
     heartbeat(h, topics, "offsets-only", "a", -1)
     h.join_new_member("offsets-only")
     assert h.core.groups["offsets-only"].consumer is None

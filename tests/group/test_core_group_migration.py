@@ -29,6 +29,9 @@ def harness(policy: str = "bidirectional", **kw) -> Harness:
             group_initial_rebalance_delay_ms=0,
             group_consumer_session_timeout_ms=45_000,
             group_consumer_heartbeat_interval_ms=500,
+            # these tests are about other things: every change gets its target at once
+            group_consumer_assignment_interval_ms=0,
+            group_consumer_assignor_offload_enable=False,
             group_consumer_migration_policy=policy,
         ),
         offset_config=OffsetConfig(offsets_topic_num_partitions=NUM_PARTITIONS),

@@ -595,3 +595,70 @@ def test_a_coordinator_restart_keeps_the_group(tmp_path):
 
 if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "worker":
     worker_main(*sys.argv[2:5])
+
+
+def _set_group_configs(bootstrap: str, group: str, **values: str) -> None:
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    entries = [
+        ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET)
+        for k, v in values.items()
+    ]
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=entries)
+    admin.incremental_alter_configs([resource])[resource].result(timeout=30)
+
+
+def test_the_assignment_interval_and_offload_with_their_group_level_settings(broker):
+    """Kafka 4.3's defaults (interval 1 s, assignor offloaded): a member joining a new group is
+    answered at epoch 1 with nothing and gets its partitions at a later heartbeat. A group that
+    sets consumer.assignment.interval.ms=0 and consumer.assignor.offload.enable=false (GROUP
+    config resources) gets them in the answer to the join, as before Kafka 4.3."""
+    from kafkalite.protocol.api import ApiKey
+
+    bootstrap = broker.bootstrap_servers
+    topic = "kip848-interval"
+    create_topic(bootstrap, topic, partitions=2)
+    join = dict(
+        rebalance_timeout=datetime.timedelta(seconds=30),
+        subscribed_topic_names=[topic],
+        subscribed_topic_regex="",
+        server_assignor="uniform",
+        topic_partitions=[],
+    )
+    for group in ("kip848-deferred", "kip848-at-once"):
+        send(bootstrap, ApiKey.FIND_COORDINATOR, key=group, key_type=0, coordinator_keys=[group])
+    _set_group_configs(
+        bootstrap,
+        "kip848-at-once",
+        consumer_assignment_interval_ms="0",
+        consumer_assignor_offload_enable="false",
+    )
+
+    def first_answer(group: str):
+        return wait_for(
+            lambda: (r := heartbeat(bootstrap, group, "m", 0, **join)).error_code == 0 and r,
+            "the coordinator to answer",
+        )
+
+    deferred = first_answer("kip848-deferred")
+    assert deferred.member_epoch == 1
+    assert [tp.partitions for tp in deferred.assignment.topic_partitions] == []
+    later = wait_for(
+        lambda: (
+            (r := heartbeat(bootstrap, "kip848-deferred", "m", 1, topic_partitions=[])).assignment
+            and r
+        ),
+        "the partitions at a later heartbeat",
+    )
+    assert later.member_epoch == 2
+    assert [sorted(tp.partitions) for tp in later.assignment.topic_partitions] == [[0, 1]]
+    at_once = first_answer("kip848-at-once")
+    assert at_once.member_epoch == 2
+    assert [sorted(tp.partitions) for tp in at_once.assignment.topic_partitions] == [[0, 1]]

@@ -169,6 +169,47 @@ def group_type(bootstrap: str, group: str) -> str | None:
     return asyncio.run(_group_type(bootstrap, group))
 
 
+async def _describe_groups(bootstrap: str, group: str, version: int):
+    from kafkalite.client.client import KafkaClient
+    from kafkalite.client.connection import request_builder
+    from kafkalite.protocol.api import ApiKey
+
+    client = KafkaClient(bootstrap, client_id="migration-test")
+    try:
+        await client.start()
+        r = await client.send(
+            ApiKey.DESCRIBE_GROUPS,
+            request_builder(
+                ApiKey.DESCRIBE_GROUPS, groups=[group], include_authorized_operations=False
+            ),
+            version=version,
+        )
+        return r.groups[0]
+    finally:
+        await client.close()
+
+
+def assert_described_as_kafka_describes_a_consumer_group(bootstrap: str, group: str, n: int):
+    """DescribeGroups (API 15) answers only for classic groups: Kafka 4.x's
+    GroupMetadataManager.describeGroups describes any other group, a consumer group with
+    classic members included, as Dead with no members (v6+: GROUP_ID_NOT_FOUND, "Group ... is
+    not a classic group."; kafkalite serves v0-v5, which carry no error). The admin clients
+    see the group through ConsumerGroupDescribe (confluent-kafka) instead."""
+    from confluent_kafka import ConsumerGroupState, ConsumerGroupType
+    from confluent_kafka.admin import AdminClient
+
+    for version in (0, 5):
+        described = asyncio.run(_describe_groups(bootstrap, group, version))
+        assert (described.error_code, described.group_state) == (0, "Dead")
+        assert (described.protocol_type, described.protocol_data) == ("", "")
+        assert list(described.members) == []
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    description = admin.describe_consumer_groups([group])[group].result(30)
+    assert description.type == ConsumerGroupType.CONSUMER
+    assert description.state not in (ConsumerGroupState.DEAD, ConsumerGroupState.EMPTY)
+    assert len(description.members) == n
+
+
 @pytest.mark.parametrize("strategy", ["cooperative-sticky", "range"])
 def test_classic_group_upgraded_by_a_consumer_member_and_downgraded_when_it_leaves(
     broker, strategy
@@ -202,6 +243,8 @@ def test_classic_group_upgraded_by_a_consumer_member_and_downgraded_when_it_leav
         )
         # ConsumerGroupDescribe v1: two classic members (0) and one of the consumer protocol
         assert asyncio.run(_member_types(bootstrap, group)) == [0, 0, 1]
+        # DescribeGroups: not a classic group any more, classic members or not
+        assert_described_as_kafka_describes_a_consumer_group(bootstrap, group, 3)
         values = [f"v{i}" for i in range(300)]
         produce(bootstrap, topic, values)
         watch.until(
@@ -224,6 +267,10 @@ def test_classic_group_upgraded_by_a_consumer_member_and_downgraded_when_it_leav
             lambda: watch.covered() and group_type(bootstrap, group) == "classic",
             "the downgraded group to share the topic among the classic members",
         )
+        # a classic group again: DescribeGroups describes it with its members
+        described = asyncio.run(_describe_groups(bootstrap, group, 5))
+        assert (described.error_code, described.protocol_type) == (0, "consumer")
+        assert described.group_state != "Dead" and len(described.members) == 2
         more = [f"w{i}" for i in range(120)]
         produce(bootstrap, topic, more)
         watch.until(
@@ -235,6 +282,19 @@ def test_classic_group_upgraded_by_a_consumer_member_and_downgraded_when_it_leav
             m.close()
         if modern is not None:
             modern.close()
+
+
+def test_describe_groups_of_a_consumer_group(broker):
+    bootstrap = broker.bootstrap_servers
+    topic, group = "describe-consumer", "describe-consumer-group"
+    create_topic(bootstrap, topic)
+    member = Member(bootstrap, group, topic, "consumer")
+    try:
+        watch = Watch([member])
+        watch.until(lambda: member.owned == set(range(PARTITIONS)), "the member's assignment")
+        assert_described_as_kafka_describes_a_consumer_group(bootstrap, group, 1)
+    finally:
+        member.close()
 
 
 class KafkaPythonMember:
