@@ -12,8 +12,9 @@ and messages: UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, UNRELEASED_INSTANCE_ID,
 FENCED_INSTANCE_ID, GROUP_ID_NOT_FOUND (a classic group with members), UNSUPPORTED_ASSIGNOR,
 INVALID_REGULAR_EXPRESSION, INVALID_REQUEST, GROUP_MAX_SIZE_REACHED, and the coordinator errors.
 
-The group's own ``consumer.assignment.interval.ms`` and ``consumer.assignor.offload.enable``
-(GROUP config resources, share/group_configs.py) override the broker's settings for it.
+The group's own ``consumer.session.timeout.ms``, ``consumer.heartbeat.interval.ms``,
+``consumer.assignment.interval.ms`` and ``consumer.assignor.offload.enable`` (GROUP config
+resources, share/group_configs.py) override the broker's settings for it.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, request: Any) -> 
         for tp in request.topic_partitions:
             if tp.topic_id is not None:
                 owned[tp.topic_id] = frozenset(tp.partitions)
-    interval_ms, offload = _assignment_overrides(ctx, request.group_id)
+    overrides = _group_overrides(ctx, request.group_id)
     result = await coordinator.consumer_group_heartbeat(
         request.group_id,
         member_id,
@@ -55,8 +56,7 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, request: Any) -> 
         owned=owned,
         client_id=ctx.client_id or "",
         client_host=f"/{ctx.connection.client_host}",
-        assignment_interval_ms=interval_ms,
-        assignor_offload=offload,
+        **overrides,
     )
     assignment = None
     if result.error is ErrorCode.NONE and result.assignment is not None:
@@ -76,20 +76,27 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, request: Any) -> 
         error_message=result.error_message,
         member_id=result.member_id if ok else None,
         member_epoch=result.member_epoch if ok else -1,
-        heartbeat_interval=coordinator.group_config.group_consumer_heartbeat_interval_ms
+        heartbeat_interval=coordinator.core.consumer_heartbeat_interval_ms(request.group_id)
         if ok and not leaving
         else 0,
         assignment=None if leaving else assignment,
     )
 
 
-def _assignment_overrides(ctx: RequestContext, group_id: str) -> tuple[int | None, bool | None]:
-    """The group's own assignment interval and offload settings (None: the broker's)."""
+def _group_overrides(ctx: RequestContext, group_id: str) -> dict[str, Any]:
+    """The group's own settings (GROUP config resources), as the coordinator's keyword
+    arguments; None where the group keeps the broker's."""
     store = ctx.services.extra.get("group_configs")
     overrides = store.overrides.get(group_id, {}) if store is not None else {}
-    interval = overrides.get("consumer.assignment.interval.ms")
+
+    def number(name: str) -> int | None:
+        value = overrides.get(name)
+        return int(value) if value is not None else None
+
     offload = overrides.get("consumer.assignor.offload.enable")
-    return (
-        int(interval) if interval is not None else None,
-        str(offload).strip().lower() == "true" if offload is not None else None,
-    )
+    return {
+        "assignment_interval_ms": number("consumer.assignment.interval.ms"),
+        "assignor_offload": str(offload).strip().lower() == "true" if offload is not None else None,
+        "session_timeout_ms": number("consumer.session.timeout.ms"),
+        "heartbeat_interval_ms": number("consumer.heartbeat.interval.ms"),
+    }

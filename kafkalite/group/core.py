@@ -304,6 +304,9 @@ class GroupCoordinatorCore:
         #: per consumer group: its group-level ``consumer.assignment.interval.ms`` and
         #: ``consumer.assignor.offload.enable`` as last given (GROUP config resources)
         self._assignment_overrides: dict[str, tuple[int | None, bool | None]] = {}
+        #: per consumer group: its group-level ``consumer.session.timeout.ms`` and
+        #: ``consumer.heartbeat.interval.ms`` as last given (None: the broker's)
+        self._session_overrides: dict[str, tuple[int | None, int | None]] = {}
         #: the broker's topics as the last ConsumerGroupHeartbeat saw them (a deferred
         #: assignment resolves subscriptions against it)
         self._topics: TopicsView | None = None
@@ -1894,13 +1897,17 @@ class GroupCoordinatorCore:
         client_host: str = "",
         assignment_interval_ms: int | None = None,
         assignor_offload: bool | None = None,
+        session_timeout_ms: int | None = None,
+        heartbeat_interval_ms: int | None = None,
     ) -> Effects:
         """ConsumerGroupHeartbeat (KIP-848); the response is a ``HeartbeatResult``, sent once
         the records of the change are written. ``topics`` is the broker's view of topics
         (names, ids, partition counts) the subscriptions are resolved against.
-        ``assignment_interval_ms`` and ``assignor_offload`` are the group's own
-        ``consumer.assignment.interval.ms`` / ``consumer.assignor.offload.enable`` (None: the
-        broker's ``group.consumer.*`` settings)."""
+        ``assignment_interval_ms``, ``assignor_offload``, ``session_timeout_ms`` and
+        ``heartbeat_interval_ms`` are the group's own ``consumer.assignment.interval.ms``,
+        ``consumer.assignor.offload.enable``, ``consumer.session.timeout.ms`` and
+        ``consumer.heartbeat.interval.ms`` (None: the broker's ``group.consumer.*``
+        settings)."""
 
         def fail(error: ErrorCode, message: str | None = None) -> Effects:
             self._respond(token, HeartbeatResult(error, message, member_id or None, member_epoch))
@@ -1981,6 +1988,7 @@ class GroupCoordinatorCore:
         epoch_before = cg.group_epoch
         self._topics = topics
         self._assignment_overrides[group_id] = (assignment_interval_ms, assignor_offload)
+        self._session_overrides[group_id] = (session_timeout_ms, heartbeat_interval_ms)
         interval_ms, offload = self._assignment_policy(group_id)
         try:
             result, records = cg.heartbeat(
@@ -2114,10 +2122,25 @@ class GroupCoordinatorCore:
             group.current_state_timestamp = self._now()
         group.subscribed_topics = cg.subscribed_topic_names()
 
+    def consumer_session_timeout_ms(self, group_id: str) -> int:
+        """A consumer group's session timeout: its ``consumer.session.timeout.ms``, else the
+        broker's ``group.consumer.session.timeout.ms`` (Kafka's
+        ``consumerGroupSessionTimeoutMs``)."""
+        timeout, _ = self._session_overrides.get(group_id, (None, None))
+        return self.group_config.group_consumer_session_timeout_ms if timeout is None else timeout
+
+    def consumer_heartbeat_interval_ms(self, group_id: str) -> int:
+        """The heartbeat interval a consumer group's members are told: its
+        ``consumer.heartbeat.interval.ms``, else the broker's."""
+        _, interval = self._session_overrides.get(group_id, (None, None))
+        return (
+            self.group_config.group_consumer_heartbeat_interval_ms if interval is None else interval
+        )
+
     def _schedule_consumer_session(self, group_id: str, member_id: str) -> None:
         self.timers.set(
             ("cg-session", group_id, member_id),
-            self._now() + self.group_config.group_consumer_session_timeout_ms,
+            self._now() + self.consumer_session_timeout_ms(group_id),
         )
 
     def _schedule_revocation_deadline(
@@ -2250,7 +2273,7 @@ class GroupCoordinatorCore:
     def _schedule_classic_session(self, group_id: str, member: Any) -> None:
         timeout = member.session_timeout_ms
         if timeout <= 0:
-            timeout = self.group_config.group_consumer_session_timeout_ms
+            timeout = self.consumer_session_timeout_ms(group_id)
         self.timers.set(("cg-session", group_id, member.member_id), self._now() + timeout)
 
     def _write_then(

@@ -129,6 +129,24 @@ def test_the_group_level_settings_override_the_brokers():
     assert a.member_epoch == 2 and partitions(a, topics) == {0, 1}
 
 
+def test_the_group_level_session_timeout_and_heartbeat_interval_override_the_brokers():
+    """consumer.session.timeout.ms and consumer.heartbeat.interval.ms of a group (GROUP config
+    resources) replace the broker's group.consumer.* settings for that group only, as Kafka's
+    consumerGroupSessionTimeoutMs / consumerGroupHeartbeatIntervalMs read them."""
+    h = harness()  # the broker's: 45 s session, 500 ms heartbeat interval
+    topics = Topics(t=2)
+    own = dict(session_timeout_ms=60_000, heartbeat_interval_ms=7_000)
+    heartbeat(h, topics, "a", 0, group="own", **own)
+    heartbeat(h, topics, "b", 0, group="brokers")
+    assert h.core.consumer_heartbeat_interval_ms("own") == 7_000
+    assert h.core.consumer_heartbeat_interval_ms("brokers") == 500
+    h.advance(50_000)  # past the broker's session timeout, within the group's own
+    assert "a" in h.core.groups["own"].consumer.members
+    assert "b" not in h.core.groups["brokers"].consumer.members
+    h.advance(10_001)
+    assert "a" not in h.core.groups["own"].consumer.members
+
+
 def test_a_member_leaving_leaves_the_target_to_the_next_run():
     h = harness(group_consumer_assignor_offload_enable=False)
     topics = Topics(t=2)

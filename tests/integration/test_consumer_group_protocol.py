@@ -662,3 +662,38 @@ def test_the_assignment_interval_and_offload_with_their_group_level_settings(bro
     at_once = first_answer("kip848-at-once")
     assert at_once.member_epoch == 2
     assert [sorted(tp.partitions) for tp in at_once.assignment.topic_partitions] == [[0, 1]]
+    assert deferred.heartbeat_interval == datetime.timedelta(milliseconds=HEARTBEAT_MS)
+
+
+def test_a_groups_own_heartbeat_interval_is_what_its_members_are_told(broker):
+    """consumer.heartbeat.interval.ms of a group (a GROUP config resource, within the broker's
+    group.consumer.min/max.heartbeat.interval.ms) is the interval its members are answered."""
+    from kafkalite.protocol.api import ApiKey
+
+    bootstrap = broker.bootstrap_servers
+    topic, group = "kip848-own-interval", "kip848-own-interval"
+    create_topic(bootstrap, topic, partitions=1)
+    send(bootstrap, ApiKey.FIND_COORDINATOR, key=group, key_type=0, coordinator_keys=[group])
+    _set_group_configs(
+        bootstrap, group, consumer_heartbeat_interval_ms="6000", consumer_session_timeout_ms="50000"
+    )
+    answer = wait_for(
+        lambda: (
+            (
+                r := heartbeat(
+                    bootstrap,
+                    group,
+                    "m",
+                    0,
+                    rebalance_timeout=datetime.timedelta(seconds=30),
+                    subscribed_topic_names=[topic],
+                    topic_partitions=[],
+                )
+            ).error_code
+            == 0
+            and r
+        ),
+        "the coordinator to answer",
+    )
+    assert answer.heartbeat_interval == datetime.timedelta(milliseconds=6000)
+    assert HEARTBEAT_MS != 6000
