@@ -50,20 +50,22 @@ member's literal topics are assigned at once and the regex's topics come at a la
 re-resolves every regex when the broker's topic names changed, writes the result as Kafka's
 ConsumerGroupRegularExpression record and bumps the group epoch if the subscribed topics
 changed. A resolution no member uses any more is deleted (tombstone) when its last user leaves
-or changes its regex. Kafka evaluates RE2J patterns; here
-Python's ``re`` is used with a full match (RE2J's ``matches()``), which accepts RE2's syntax
-except where the two engines differ (Python also accepts backreferences and lookarounds, which
-RE2 refuses). Internal topics (``__consumer_offsets`` ...) never match a pattern.
+or changes its regex. Kafka evaluates RE2J patterns, a Java port of
+RE2; here RE2 itself (google-re2) evaluates them, with a full match (RE2J's ``matches()``), so
+the same patterns are accepted (no backreferences, no lookarounds: INVALID_REGULAR_EXPRESSION)
+and every match takes linear time. Internal topics (``__consumer_offsets`` ...) never match a
+pattern.
 """
 
 from __future__ import annotations
 
 import enum
-import re
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Protocol
+from typing import Any, Protocol
+
+import re2
 
 from kafkalite.group.assignors import ASSIGNORS
 from kafkalite.group.migration import encode_assignment, parse_subscription
@@ -205,12 +207,21 @@ def _clean(a: Mapping[TopicId, Iterable[int]]) -> Assignment:
     return {t: frozenset(ps) for t, ps in a.items() if ps}
 
 
-def compile_regex(pattern: str) -> re.Pattern[str]:
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # a client's bad pattern is answered, not logged by RE2
+
+
+def compile_regex(pattern: str) -> Any:
+    """``pattern`` compiled by RE2 (its ``fullmatch`` is RE2J's ``matches()``)."""
     try:
-        return re.compile(pattern)
-    except re.error as e:
+        return re2.compile(pattern, _RE2_OPTIONS)
+    except re2.error as e:
+        reason = e.args[0] if e.args else "invalid"
+        if isinstance(reason, bytes):
+            reason = reason.decode(errors="replace")
         raise ConsumerGroupError(
-            ErrorCode.INVALID_REGULAR_EXPRESSION, f"SubscribedTopicRegex {pattern!r}: {e}"
+            ErrorCode.INVALID_REGULAR_EXPRESSION,
+            f"SubscribedTopicRegex `{pattern}` is not a valid regular expression: {reason}.",
         ) from None
 
 
@@ -231,7 +242,7 @@ class ConsumerGroup:
         self.partition_owner: dict[tuple[TopicId, int], str] = {}
         #: topic name -> (topic id, partitions) of every subscribed topic, as last computed
         self.subscription_metadata: dict[str, tuple[TopicId, int]] = {}
-        self._regex_cache: dict[str, re.Pattern[str]] = {}
+        self._regex_cache: dict[str, Any] = {}
         #: regex -> its last resolution (the topics it matched), as written to the log
         self.resolved_regexes: dict[str, ConsumerGroupRegularExpressionValue] = {}
         #: the broker's topic names the resolutions were computed against (None: not yet)
@@ -272,7 +283,7 @@ class ConsumerGroup:
 
     # ------------------------------------------------------------------ subscriptions
 
-    def _pattern(self, regex: str) -> re.Pattern[str]:
+    def _pattern(self, regex: str) -> Any:
         pattern = self._regex_cache.get(regex)
         if pattern is None:
             pattern = self._regex_cache[regex] = compile_regex(regex)

@@ -234,6 +234,28 @@ def test_resolved_regexes_are_replayed():
     assert loader.build("uniform").resolved_regexes == g.resolved_regexes
 
 
+@pytest.mark.parametrize("pattern", [r"(t)\1", "(?=t).*", "(?<!x)t", "t++"])
+def test_a_pattern_re2j_refuses_is_an_invalid_regular_expression(pattern):
+    """Backreferences, lookarounds and possessive quantifiers: Python's re accepts them, RE2J
+    (and RE2) refuse them, so Kafka answers INVALID_REGULAR_EXPRESSION."""
+    g = ConsumerGroup("g")
+    with pytest.raises(ConsumerGroupError) as e:
+        g.heartbeat(
+            Topics(t=1), "a", 0, subscribed_topic_regex=pattern, rebalance_timeout_ms=1, owned={}
+        )
+    assert e.value.error is ErrorCode.INVALID_REGULAR_EXPRESSION
+    assert pattern in e.value.message
+
+
+def test_a_regex_matches_whole_topic_names_with_re2_syntax():
+    from kafkalite.group.consumer_group import compile_regex
+
+    pattern = compile_regex(r"orders-\pL+|\Qa.b\E")  # RE2's Unicode class and quoting
+    assert pattern.fullmatch("orders-eu") and pattern.fullmatch("a.b")
+    assert not pattern.fullmatch("orders-eu2") and not pattern.fullmatch("axb")
+    assert not pattern.fullmatch("xorders-eu")  # matches(), not find()
+
+
 def test_bad_regex_and_assignor():
     topics = Topics(t=1)
     g = ConsumerGroup("g")
