@@ -10,7 +10,8 @@ Start-up order (each step needs the previous ones):
    unclean stop;
 3. MetadataCache, ReplicaManager, fetch sessions, producer ids;
 4. network listeners are bound (so port 0 is resolved before the broker announces itself);
-   requests wait until start-up finishes;
+   client requests wait until start-up finishes, except Metadata, answered from the cache
+   once the controller's UpdateMetadata (its answer to the registration) has filled it;
 5. register `/brokers/ids/<id>` (ephemeral, Kafka's JSON) with the advertised endpoints;
 6. KafkaController startup: every broker runs it, the one that creates `/controller` is active;
 7. background tasks (retention, flush, checkpoints, ISR expiration), then requests are served.
@@ -148,6 +149,11 @@ class KafkaServer:
         self.request_stats = RequestStats()
         self.topic_stats = TopicStats()
         self.dispatcher = ApiDispatcher(self.services, stats=self.request_stats)
+        # Metadata is answered from the cache once the controller's UpdateMetadata has filled
+        # it (a restarted broker tells clients where the leaders are before its start-up ends,
+        # as Kafka's answers from its MetadataCache); before that it waits for the start-up.
+        self._metadata_served = asyncio.Event()
+        self.dispatcher.served_early[ApiKey.METADATA] = self._metadata_served
         self.socket_server: SocketServer | None = None
         self.store: Any = None
         self.session: Any = None
@@ -262,6 +268,7 @@ class KafkaServer:
                     await self.socket_server.stop_accepting()
             await self._stop_components()
             raise
+        self._metadata_served.set()
         self.dispatcher.ready.set()
         await self._start_admin_server()
         await self._start_schema_registry()
@@ -430,6 +437,7 @@ class KafkaServer:
     async def _start_roles(self) -> None:
         config = self.config
         self.metadata_cache = MetadataCache(self.broker_id)
+        self.metadata_cache.update_listeners.append(self._metadata_arrived)
         self.replica_manager = ReplicaManager(
             self.broker_id,
             self.log_manager,
@@ -466,6 +474,12 @@ class KafkaServer:
         self._start_group_coordinator()
         self._start_txn_coordinator()
         self._start_share_groups()
+
+    def _metadata_arrived(self) -> None:
+        """An UpdateMetadata was applied: once it names this broker alive (the controller's
+        answer to its registration, which carries every partition), Metadata is served."""
+        if self.metadata_cache.has_alive_broker(self.broker_id):
+            self._metadata_served.set()
 
     def _start_group_coordinator(self) -> None:
         """The consumer-group coordinator over the ReplicaManager; it owns the groups of the
