@@ -175,6 +175,8 @@ class KafkaServer:
         add_broker_reconfigurables(self.dynamic_config, self)
         self._tasks: list[asyncio.Task[Any]] = []
         self._stopping = False
+        self._shutdown_phases: dict[str, float] = {}
+        self._shutdown_began: float | None = None
         self._replica_manager_stopped = False
         self._skip_controlled_shutdown = False
         self.shutdown_requested = asyncio.Event()
@@ -694,11 +696,19 @@ class KafkaServer:
         self._skip_controlled_shutdown = not controlled
         log.info("shutting down", broker_id=self.broker_id)
         watchdog = asyncio.get_running_loop().create_task(_report_slow_shutdown())
+        self._shutdown_phases = {}
+        self._shutdown_began = asyncio.get_running_loop().time()
         try:
             await self._shutdown_steps()
         finally:
             watchdog.cancel()
-        log.info("shut down", broker_id=self.broker_id)
+        # Seconds from the start of the shutdown at the end of each step (what holds an exit).
+        log.info("shut down", broker_id=self.broker_id, phases=self._shutdown_phases)
+
+    def _shutdown_phase(self, name: str) -> None:
+        began = self._shutdown_began
+        if began is not None:
+            self._shutdown_phases[name] = round(asyncio.get_running_loop().time() - began, 3)
 
     async def _shutdown_steps(self) -> None:
         if self.admin_server is not None:
@@ -710,16 +720,20 @@ class KafkaServer:
                 await self.schema_registry.stop()
         if self.socket_server is not None and self.controller is not None:
             await self._controlled_shutdown()
+            self._shutdown_phase("controlled_shutdown_s")
         if self.socket_server is not None:
             # No new connections and no new requests; the ones already read are answered:
             # waiting produces and long-poll fetches are completed now by the replica manager.
             await self.socket_server.stop_accepting()
             self.socket_server.stop_reading()
             await self._stop_group_coordinator()
+            self._shutdown_phase("group_coordinator_s")
             await self._stop_replica_manager()
+            self._shutdown_phase("replica_manager_s")
             drained = await self.socket_server.drain(SHUTDOWN_DRAIN_SECONDS)
             if not drained:
                 log.warning("in-flight requests still pending at shutdown")
+            self._shutdown_phase("drained_s")
         await self._stop_components()
 
     async def _stop_replica_manager(self) -> None:
@@ -804,6 +818,7 @@ class KafkaServer:
         if self.controller is not None:
             with _logged("controller shutdown"):
                 await _maybe_await(self.controller.shutdown())
+            self._shutdown_phase("controller_s")
         await self._stop_group_coordinator()
         await self._stop_replica_manager()
         if self.socket_server is not None:
@@ -811,12 +826,14 @@ class KafkaServer:
         if self.log_manager is not None:
             with _logged("log manager shutdown"):
                 await self.log_manager.shutdown_async()
+            self._shutdown_phase("logs_closed_s")
         if self.session is not None:
             with _logged("coordination session close"):
                 await self.session.close()
         if self.store is not None:
             with _logged("coordination store close"):
                 await self.store.close()
+        self._shutdown_phase("store_closed_s")
 
     # ------------------------------------------------------------------ running
 
