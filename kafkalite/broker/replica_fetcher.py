@@ -495,6 +495,7 @@ class ReplicaFetcher:
         self._wanted: dict[TopicPartition, FetchInfo] = {}
         self._wanted_states: dict[TopicPartition, PartitionFetchState] = {}
         self._unsent: set[TopicPartition] = set()
+        self._listener = self._on_partition_news  # one bound method, compared by identity
 
     # -- membership ---------------------------------------------------------------------------
 
@@ -652,17 +653,20 @@ class ReplicaFetcher:
         unsent = self._unsent
         online = self.replica_manager.online_partition
         max_bytes = self.config.replica_fetch_max_bytes
+        listener = self._listener
+        delayed = self._delayed
         for tp in dirty:
             state = self.partitions.get(tp)
             info = None
-            if state is not None and state.state is FetchState.FETCHING and tp not in self._delayed:
+            if state is not None and state.state is FetchState.FETCHING and tp not in delayed:
                 partition = online(tp)
                 if partition is None or partition.log is None:
                     self._drop(tp)
                     self._dirty.discard(tp)
                     state = None
                 else:
-                    partition.fetch_state_listener = self._on_partition_news
+                    if partition.fetch_state_listener is not listener:
+                        partition.fetch_state_listener = listener
                     info = FetchInfo(
                         state.fetch_offset,
                         max_bytes,
