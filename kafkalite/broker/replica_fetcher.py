@@ -23,7 +23,9 @@ session out of step with this fetcher starts it over with a full request (which 
 old session): FETCH_SESSION_ID_NOT_FOUND or INVALID_FETCH_SESSION_EPOCH (retried at once), a
 request without an answer, a partition re-added (new leader epoch or log) and an answer dropped
 because its partition changed meanwhile. A partition that moves to another leader moves to that
-leader's fetcher and is forgotten by this session.
+leader's fetcher and is forgotten by this session. The fetcher's own side of a round is
+O(partitions whose fetch state changed) too: it keeps the wanted set up to date from an index
+of changed partitions (``ReplicaFetcher``), never walking every partition it follows.
 
 Errors per partition, as Kafka: OFFSET_OUT_OF_RANGE resets the fetch position from the leader's
 log end / start (truncating when the leader's log ends below ours, restarting the log when it
