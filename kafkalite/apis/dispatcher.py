@@ -135,6 +135,9 @@ class ApiDispatcher:
         """Cleared by a broker whose listener opens before its logs are loaded: until it is set
         again (the replica manager exists) only ApiVersions is served, controller requests
         wait for it."""
+        self.served_early: dict[int, asyncio.Event] = {}
+        """Client APIs served before ``ready`` once their event is set (Metadata once the
+        controller's UpdateMetadata has filled the cache); their requests wait for it."""
 
     def dispatch(self, frame: bytearray, connection: ConnectionInfo) -> Any:
         auth = connection.authenticator if connection is not None else None
@@ -146,7 +149,11 @@ class ApiDispatcher:
         header, body_offset = frames.parse_request_header(frame)
         api_key = header.api_key
         if not self.ready.is_set():
-            if api_key not in ALWAYS_SERVED:
+            early = self.served_early.get(api_key)
+            if early is not None:
+                if not early.is_set():
+                    return self._dispatch_when_ready(frame, connection, early)
+            elif api_key not in ALWAYS_SERVED:
                 return self._dispatch_when_ready(frame, connection, self.ready)
             if api_key != ApiKey.API_VERSIONS and not self.roles_ready.is_set():
                 return self._dispatch_when_ready(frame, connection, self.roles_ready)

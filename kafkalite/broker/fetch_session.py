@@ -524,6 +524,39 @@ class FetchSessionHandler:
         self.incremental_requests += 1
         return SessionFetchRequest(self.session_id, self.next_epoch, to_send, to_forget, wanted)
 
+    def build_changed(
+        self, wanted: Mapping[TopicPartition, FetchInfo], changed: Iterable[TopicPartition]
+    ) -> SessionFetchRequest:
+        """``build(wanted)`` in O(``changed``) for an incremental request: ``changed`` must
+        name every partition whose entry in ``wanted`` may differ from the one in the last
+        request built (added, altered or gone). The request is the one ``build`` makes (the
+        property test holds them equal); a full request still copies all of ``wanted``.
+        ``session_partitions`` is then updated in place, so a request's
+        ``session_partitions`` is valid until the next one is built."""
+        if self._reset:
+            self._reset = False
+            self.next_epoch = INITIAL_EPOCH
+        if self.next_epoch in (INITIAL_EPOCH, FINAL_EPOCH):
+            full = dict(wanted)
+            self.session_partitions = full
+            self.full_requests += 1
+            return SessionFetchRequest(self.session_id, self.next_epoch, full, [], full)
+        session = self.session_partitions
+        to_send: dict[TopicPartition, FetchInfo] = {}
+        to_forget: list[TopicPartition] = []
+        for tp in changed:
+            info = wanted.get(tp)
+            old = session.get(tp)
+            if info is None:
+                if old is not None:
+                    del session[tp]
+                    to_forget.append(tp)
+            elif old != info:
+                session[tp] = info
+                to_send[tp] = info
+        self.incremental_requests += 1
+        return SessionFetchRequest(self.session_id, self.next_epoch, to_send, to_forget, session)
+
     def handle_response(
         self,
         request: SessionFetchRequest,

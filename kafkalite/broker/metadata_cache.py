@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,6 +105,9 @@ class MetadataCache:
         self.topic_names: dict[uuid.UUID, str] = {}
         self._all_topics: frozenset[str] | None = None  # get_all_topics' answer, until it changes
         self._partition_count = 0  # partitions in partition_states, kept by update_partition
+        self.update_listeners: list[Callable[[], None]] = []
+        """Called after each UpdateMetadata is applied (the server serves Metadata from the
+        first one on, before its start-up ends)."""
 
     # -- updates ------------------------------------------------------------------------------
 
@@ -190,6 +193,8 @@ class MetadataCache:
         for info in infos:
             if self.update_partition(info):
                 deleted.append(TopicPartition(info.topic, info.partition_index))
+        for listener in self.update_listeners:
+            listener()
         return deleted
 
     def update_partition(self, info: PartitionInfo) -> bool:

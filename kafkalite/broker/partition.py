@@ -47,7 +47,7 @@ Not safe to call concurrently; the broker calls it from one event loop.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -362,6 +362,9 @@ class Partition:
         # Followers' fetch sessions that parked this partition (session -> follower id): told
         # once, then forgotten, when its LEO, HW, log start or leadership moves.
         self.news_watchers: dict[Any, int] = {}
+        # The replica fetcher following this partition, told of every LEO/HW/log start move
+        # (its next request carries the log start offset; it reads only what it is told of).
+        self.fetch_state_listener: Callable[[TopicPartition], None] | None = None
 
     def watch_for_news(self, session: Any, replica_id: int) -> None:
         self.news_watchers[session] = replica_id
@@ -372,6 +375,9 @@ class Partition:
         Kafka would have recorded each of those fetches as caught up at the LEO it still
         has, so the follower's fetch and caught-up times move to its session's last fetch
         (what Kafka's last read would have left), before anything looks at them."""
+        listener = self.fetch_state_listener
+        if listener is not None:
+            listener(self.topic_partition)
         watchers = self.news_watchers
         if not watchers:
             return
@@ -433,6 +439,8 @@ class Partition:
         self.log = log
         if hasattr(log, "on_news"):
             log.on_news = self.notify_news
+        if self.fetch_state_listener is not None:
+            self.fetch_state_listener(self.topic_partition)  # another log, another log start
         self.producer_state = ProducerStateManager(
             str(self.topic_partition), getattr(log, "dir", None), self.producer_id_expiration_ms
         )
@@ -501,6 +509,7 @@ class Partition:
         with entries from an epoch the new leader never saw learns where to truncate.
         """
         self.notify_news()
+        self.fetch_state_listener = None  # nothing follows it here any more
         self.attach_log(log)
         is_new_leader = (
             self.leader_replica_id != self.local_broker_id or self.fenced_by_isr_conflict
@@ -541,6 +550,7 @@ class Partition:
 
     def make_offline(self) -> None:
         self.notify_news()
+        self.fetch_state_listener = None
         self.leader_replica_id = None
         self.remote_replicas.clear()
         self.pending_isr_update = None

@@ -23,7 +23,9 @@ session out of step with this fetcher starts it over with a full request (which 
 old session): FETCH_SESSION_ID_NOT_FOUND or INVALID_FETCH_SESSION_EPOCH (retried at once), a
 request without an answer, a partition re-added (new leader epoch or log) and an answer dropped
 because its partition changed meanwhile. A partition that moves to another leader moves to that
-leader's fetcher and is forgotten by this session.
+leader's fetcher and is forgotten by this session. The fetcher's own side of a round is
+O(partitions whose fetch state changed) too: it keeps the wanted set up to date from an index
+of changed partitions (``ReplicaFetcher``), never walking every partition it follows.
 
 Errors per partition, as Kafka: OFFSET_OUT_OF_RANGE resets the fetch position from the leader's
 log end / start (truncating when the leader's log ends below ours, restarting the log when it
@@ -450,7 +452,20 @@ class PartitionFetchState:
 
 
 class ReplicaFetcher:
-    """Replicates the partitions this broker follows from one leader (one task)."""
+    """Replicates the partitions this broker follows from one leader (one task).
+
+    A round costs O(partitions whose fetch state changed), not O(partitions followed): every
+    change of a partition's fetch state (added, removed, backed off or back, truncating or
+    fetching, its fetch offset, its local log start offset, its Partition or log gone) marks
+    it ``_dirty``, and a round brings only those up to date in ``_wanted`` (the FetchInfo of
+    each partition ready to fetch, what a full request would carry) and ``_unsent`` (the ones
+    whose entry changed since the session's last request). Invariant, checked by a property
+    test against a rebuild from every partition: at each round ``_wanted`` is what the
+    rebuild makes, so the session's incremental request equals the rebuild's diff. The local
+    log start offset moves without the fetcher (retention, the leader's DeleteRecords), so the
+    Partition of each fetching partition tells its fetcher on each LEO/HW/log start move
+    (``Partition.fetch_state_listener``). ``_truncating`` and ``_delayed`` index the
+    partitions in those states, so finding what is ready reads only them."""
 
     def __init__(
         self,
@@ -474,6 +489,15 @@ class ReplicaFetcher:
         self.session: FetchSessionHandler | None = (
             FetchSessionHandler() if getattr(endpoint, "supports_fetch_sessions", False) else None
         )
+        # The indexes that keep a round O(partitions whose fetch state changed): see the
+        # class docstring.
+        self._dirty: set[TopicPartition] = set()
+        self._truncating: set[TopicPartition] = set()
+        self._delayed: dict[TopicPartition, int] = {}
+        self._wanted: dict[TopicPartition, FetchInfo] = {}
+        self._wanted_states: dict[TopicPartition, PartitionFetchState] = {}
+        self._unsent: set[TopicPartition] = set()
+        self._listener = self._on_partition_news  # one bound method, compared by identity
 
     # -- membership ---------------------------------------------------------------------------
 
@@ -485,12 +509,38 @@ class ReplicaFetcher:
                 # what the leader's session last told it, so the session starts over.
                 self.session.reset()
             self.partitions[tp] = PartitionFetchState(offset, epoch, FetchState.TRUNCATING)
+            self._truncating.add(tp)
+            self._delayed.pop(tp, None)
+            self._dirty.add(tp)
         self._changed.set()
 
     def remove_partitions(self, partitions: Iterable[TopicPartition]) -> None:
         for tp in partitions:
-            self.partitions.pop(tp, None)
+            self._drop(tp)
         self._changed.set()
+
+    def _drop(self, tp: TopicPartition) -> None:
+        if self.partitions.pop(tp, None) is not None:
+            self._truncating.discard(tp)
+            self._delayed.pop(tp, None)
+            self._dirty.add(tp)
+
+    def _on_partition_news(self, tp: TopicPartition) -> None:
+        """A followed partition's LEO, HW or log start moved (its Partition's listener): its
+        log start offset may be in the next request."""
+        if tp in self.partitions:
+            self._dirty.add(tp)
+
+    def _set_truncating(self, tp: TopicPartition, state: PartitionFetchState) -> None:
+        state.state = FetchState.TRUNCATING
+        self._truncating.add(tp)
+        self._dirty.add(tp)
+
+    def _set_fetch_offset(
+        self, tp: TopicPartition, state: PartitionFetchState, offset: int
+    ) -> None:
+        state.fetch_offset = offset
+        self._dirty.add(tp)
 
     def start(self) -> None:
         if self._task is None:
@@ -543,24 +593,35 @@ class ReplicaFetcher:
         while self._running:
             self._changed.clear()
             now = self.time.milliseconds()
-            ready = {tp: s for tp, s in self.partitions.items() if s.delayed_until_ms <= now}
-            if not ready:
-                delays = [s.delayed_until_ms - now for s in self.partitions.values()]
-                if delays:
-                    await self._sleep_ms(max(1, min(delays)))
+            truncating = self._ready_to_truncate(now)
+            if not truncating:
+                self._update_wanted()
+            if not truncating and not self._wanted:
+                if self._delayed:
+                    await self._sleep_ms(max(1, min(self._delayed.values()) - now))
                 else:
                     await self._changed.wait()
                 continue
             try:
-                await self.do_work(ready)
+                await self.do_work(truncating)
             except asyncio.CancelledError:
                 raise
             except (KafkaError, OSError) as e:
                 # The leader is unreachable (client errors are KafkaErrors) or answered the
                 # whole request with an error: back off.
                 log.info("replica_fetch_failed", leader=self.leader_id, error=repr(e))
-                self._delay(ready, self.config.replica_fetch_backoff_ms)
+                self._delay([*truncating, *self._wanted], self.config.replica_fetch_backoff_ms)
             self.rounds += 1
+
+    def _ready_to_truncate(self, now: int) -> list[TopicPartition]:
+        """Ends the back-offs due by ``now``; the truncating partitions not backed off."""
+        delayed = self._delayed
+        if delayed:
+            for tp, until in list(delayed.items()):  # O(partitions backed off)
+                if until <= now:
+                    del delayed[tp]
+                    self._dirty.add(tp)
+        return [tp for tp in self._truncating if tp not in delayed]
 
     def _delay(self, partitions: Iterable[TopicPartition], ms: int) -> None:
         until = self.time.milliseconds() + ms
@@ -568,19 +629,83 @@ class ReplicaFetcher:
             state = self.partitions.get(tp)
             if state is not None:
                 state.delayed_until_ms = until
+                self._delayed[tp] = until
+                self._dirty.add(tp)
 
-    async def do_work(self, ready: Mapping[TopicPartition, PartitionFetchState]) -> None:
-        """One round: truncate the truncating partitions, then one Fetch for the others."""
-        truncating = {tp: s for tp, s in ready.items() if s.state is FetchState.TRUNCATING}
-        if truncating:
-            await self.truncate_to_epoch_end_offsets(truncating)
-        fetching = {
-            tp: s
-            for tp, s in ready.items()
-            if s.state is FetchState.FETCHING and self.partitions.get(tp) is s
-        }
-        if fetching:
-            await self.fetch_once(fetching)
+    async def do_work(self, truncating: Iterable[TopicPartition] = ()) -> None:
+        """One round: truncate the truncating partitions given, then one Fetch for the
+        partitions ready to fetch."""
+        states = {tp: self.partitions[tp] for tp in truncating if tp in self.partitions}
+        if states:
+            await self.truncate_to_epoch_end_offsets(states)
+        self._update_wanted()
+        if self._wanted:
+            await self.fetch_once()
+
+    def _update_wanted(self) -> None:
+        """Bring ``_wanted`` up to date for the dirty partitions (and only them): a
+        partition is wanted when it is fetching and not backed off, with the FetchInfo
+        ``_full_wanted`` would make of it. Entries that change are noted in ``_unsent``."""
+        dirty = self._dirty
+        if not dirty:
+            return
+        self._dirty = set()
+        wanted = self._wanted
+        wanted_states = self._wanted_states
+        unsent = self._unsent
+        online = self.replica_manager.online_partition
+        max_bytes = self.config.replica_fetch_max_bytes
+        listener = self._listener
+        delayed = self._delayed
+        for tp in dirty:
+            state = self.partitions.get(tp)
+            info = None
+            if state is not None and state.state is FetchState.FETCHING and tp not in delayed:
+                partition = online(tp)
+                if partition is None or partition.log is None:
+                    self._drop(tp)
+                    self._dirty.discard(tp)
+                    state = None
+                else:
+                    if partition.fetch_state_listener is not listener:
+                        partition.fetch_state_listener = listener
+                    info = FetchInfo(
+                        state.fetch_offset,
+                        max_bytes,
+                        partition.log.log_start_offset,
+                        state.current_leader_epoch,
+                        NO_EPOCH,
+                    )
+            if info is None:
+                if wanted.pop(tp, None) is not None:
+                    del wanted_states[tp]
+                    unsent.add(tp)
+                continue
+            assert state is not None
+            wanted_states[tp] = state
+            if wanted.get(tp) != info:
+                wanted[tp] = info
+                unsent.add(tp)
+
+    def _full_wanted(self) -> dict[TopicPartition, FetchInfo]:
+        """What ``_wanted`` holds, rebuilt from every partition (the reference the property
+        test checks the index against; O(partitions followed))."""
+        now = self.time.milliseconds()
+        out: dict[TopicPartition, FetchInfo] = {}
+        for tp, state in self.partitions.items():
+            if state.state is not FetchState.FETCHING or state.delayed_until_ms > now:
+                continue
+            partition = self.replica_manager.online_partition(tp)
+            if partition is None or partition.log is None:
+                continue
+            out[tp] = FetchInfo(
+                state.fetch_offset,
+                self.config.replica_fetch_max_bytes,
+                partition.log.log_start_offset,
+                state.current_leader_epoch,
+                NO_EPOCH,
+            )
+        return out
 
     # -- truncation ---------------------------------------------------------------------------
 
@@ -591,7 +716,7 @@ class ReplicaFetcher:
         for tp, state in truncating.items():
             partition = self.replica_manager.online_partition(tp)
             if partition is None or partition.log is None:
-                self.partitions.pop(tp, None)
+                self._drop(tp)
                 continue
             latest = partition.log.leader_epoch_cache.latest_epoch
             if latest is None:
@@ -609,7 +734,7 @@ class ReplicaFetcher:
                 continue  # removed or re-added meanwhile
             partition = self.replica_manager.online_partition(tp)
             if partition is None or partition.log is None:
-                self.partitions.pop(tp, None)
+                self._drop(tp)
                 continue
             if answer.error_code is not ErrorCode.NONE:
                 self._handle_partition_error(tp, answer.error_code)
@@ -628,25 +753,13 @@ class ReplicaFetcher:
     def _start_fetching(self, tp: TopicPartition, state: PartitionFetchState, offset: int) -> None:
         state.state = FetchState.FETCHING
         state.fetch_offset = offset
+        self._truncating.discard(tp)
+        self._dirty.add(tp)
 
     # -- fetching -----------------------------------------------------------------------------
 
-    async def fetch_once(self, fetching: Mapping[TopicPartition, PartitionFetchState]) -> None:
-        infos: dict[TopicPartition, FetchInfo] = {}
-        for tp, state in fetching.items():
-            partition = self.replica_manager.online_partition(tp)
-            if partition is None or partition.log is None:
-                self.partitions.pop(tp, None)
-                continue
-            infos[tp] = FetchInfo(
-                state.fetch_offset,
-                self.config.replica_fetch_max_bytes,
-                partition.log.log_start_offset,
-                state.current_leader_epoch,
-                NO_EPOCH,
-            )
-        if not infos:
-            return
+    async def fetch_once(self) -> None:
+        """One Fetch for the partitions in ``_wanted`` (brought up to date by the caller)."""
         params = FetchParams(
             replica_id=self.replica_manager.broker_id,
             max_wait_ms=self.config.replica_fetch_wait_max_ms,
@@ -654,18 +767,26 @@ class ReplicaFetcher:
             max_bytes=self.config.replica_fetch_response_max_bytes,
         )
         if self.session is None:
+            infos = dict(self._wanted)
+            self._unsent.clear()
             response = await self.endpoint.fetch(params, infos)
         else:
-            answered = await self._fetch_in_session(params, infos)
+            answered = await self._fetch_in_session(params)
             if answered is None:
                 return
             infos, response = answered
+        # The states the request was built from: ``_wanted_states`` changes only when the
+        # next round starts, after this answer is handled.
+        sent_states = self._wanted_states
         for tp, data in response.items():
             state = self.partitions.get(tp)
+            info = infos.get(tp)
             if (
                 state is None
-                or state is not fetching.get(tp)
-                or state.fetch_offset != infos[tp].fetch_offset
+                or info is None
+                or state is not sent_states.get(tp)
+                or state.state is not FetchState.FETCHING
+                or state.fetch_offset != info.fetch_offset
             ):
                 # The partition was removed, re-added or moved on meanwhile. The leader's
                 # session believes it told us this answer; a full request tells us again.
@@ -680,13 +801,13 @@ class ReplicaFetcher:
                 self._handle_partition_error(tp, data.error_code)
 
     async def _fetch_in_session(
-        self, params: FetchParams, infos: dict[TopicPartition, FetchInfo]
-    ) -> tuple[dict[TopicPartition, FetchInfo], dict[TopicPartition, FetchPartitionData]] | None:
+        self, params: FetchParams
+    ) -> tuple[Mapping[TopicPartition, FetchInfo], dict[TopicPartition, FetchPartitionData]] | None:
         """One request of the session: (what the leader read, its answer), or None when the
         answer cannot be used (the next request is then a full one, sent at once)."""
         session = self.session
         assert session is not None
-        request = session.build(infos)
+        request = self._build_session_request(session)
         try:
             answer = await self.endpoint.fetch_session(params, request)  # type: ignore[attr-defined]
         except BaseException:
@@ -712,15 +833,22 @@ class ReplicaFetcher:
         )
         return None
 
+    def _build_session_request(self, session: FetchSessionHandler) -> SessionFetchRequest:
+        """The session's next request for ``_wanted`` (built from ``_unsent`` only, unless
+        it is a full one)."""
+        request = session.build_changed(self._wanted, self._unsent)
+        self._unsent = set()
+        return request
+
     def _process_partition_data(
         self, tp: TopicPartition, state: PartitionFetchState, data: FetchPartitionData
     ) -> None:
         partition = self.replica_manager.online_partition(tp)
         if partition is None or partition.log is None:
-            self.partitions.pop(tp, None)
+            self._drop(tp)
             return
         if data.diverging_epoch is not None:
-            state.state = FetchState.TRUNCATING
+            self._set_truncating(tp, state)
             return
         if state.fetch_offset != partition.log.log_end_offset:
             # The log moved under the fetch (Kafka: "Offset mismatch", the partition fails);
@@ -731,7 +859,7 @@ class ReplicaFetcher:
                 fetch_offset=state.fetch_offset,
                 log_end_offset=partition.log.log_end_offset,
             )
-            state.state = FetchState.TRUNCATING
+            self._set_truncating(tp, state)
             return
         try:
             if records_size(data.records) > 0:
@@ -746,7 +874,8 @@ class ReplicaFetcher:
             log.warning("follower_append_failed", partition=str(tp), error=repr(e))
             self._delay([tp], self.config.replica_fetch_backoff_ms)
             return
-        state.fetch_offset = partition.log.log_end_offset
+        # Dirty whether or not the offset moved: the log start may have followed the leader's.
+        self._set_fetch_offset(tp, state, partition.log.log_end_offset)
 
     async def _handle_offset_out_of_range(
         self, tp: TopicPartition, state: PartitionFetchState
@@ -760,7 +889,7 @@ class ReplicaFetcher:
         """
         partition = self.replica_manager.online_partition(tp)
         if partition is None or partition.log is None:
-            self.partitions.pop(tp, None)
+            self._drop(tp)
             return
         try:
             leader_end = await self.endpoint.fetch_offset(
@@ -771,7 +900,7 @@ class ReplicaFetcher:
             replica_end = partition.log.log_end_offset
             if leader_end < replica_end:
                 partition.truncate_to(leader_end)
-                state.fetch_offset = leader_end
+                self._set_fetch_offset(tp, state, leader_end)
                 return
             leader_start = await self.endpoint.fetch_offset(
                 tp, state.current_leader_epoch, EARLIEST_TIMESTAMP
@@ -784,15 +913,15 @@ class ReplicaFetcher:
         replica_end = partition.log.log_end_offset
         if leader_start > replica_end:
             partition.truncate_fully_and_start_at(leader_start)
-            state.fetch_offset = leader_start
+            self._set_fetch_offset(tp, state, leader_start)
         else:
-            state.fetch_offset = max(leader_start, replica_end)
+            self._set_fetch_offset(tp, state, max(leader_start, replica_end))
 
     def _handle_partition_error(self, tp: TopicPartition, error: ErrorCode) -> None:
         if error is ErrorCode.FENCED_LEADER_EPOCH:
             # Our epoch is older than the leader's: wait for the controller's LeaderAndIsr.
             log.info("follower_fenced", partition=str(tp), leader=self.leader_id)
-            self.partitions.pop(tp, None)
+            self._drop(tp)
             return
         self._delay([tp], self.config.replica_fetch_backoff_ms)
 

@@ -10,7 +10,8 @@ Start-up order (each step needs the previous ones):
    unclean stop;
 3. MetadataCache, ReplicaManager, fetch sessions, producer ids;
 4. network listeners are bound (so port 0 is resolved before the broker announces itself);
-   requests wait until start-up finishes;
+   client requests wait until start-up finishes, except Metadata, answered from the cache
+   once the controller's UpdateMetadata (its answer to the registration) has filled it;
 5. register `/brokers/ids/<id>` (ephemeral, Kafka's JSON) with the advertised endpoints;
 6. KafkaController startup: every broker runs it, the one that creates `/controller` is active;
 7. background tasks (retention, flush, checkpoints, ISR expiration), then requests are served.
@@ -148,6 +149,11 @@ class KafkaServer:
         self.request_stats = RequestStats()
         self.topic_stats = TopicStats()
         self.dispatcher = ApiDispatcher(self.services, stats=self.request_stats)
+        # Metadata is answered from the cache once the controller's UpdateMetadata has filled
+        # it (a restarted broker tells clients where the leaders are before its start-up ends,
+        # as Kafka's answers from its MetadataCache); before that it waits for the start-up.
+        self._metadata_served = asyncio.Event()
+        self.dispatcher.served_early[ApiKey.METADATA] = self._metadata_served
         self.socket_server: SocketServer | None = None
         self.store: Any = None
         self.session: Any = None
@@ -169,6 +175,8 @@ class KafkaServer:
         add_broker_reconfigurables(self.dynamic_config, self)
         self._tasks: list[asyncio.Task[Any]] = []
         self._stopping = False
+        self._shutdown_phases: dict[str, float] = {}
+        self._shutdown_began: float | None = None
         self._replica_manager_stopped = False
         self._skip_controlled_shutdown = False
         self.shutdown_requested = asyncio.Event()
@@ -262,6 +270,7 @@ class KafkaServer:
                     await self.socket_server.stop_accepting()
             await self._stop_components()
             raise
+        self._metadata_served.set()
         self.dispatcher.ready.set()
         await self._start_admin_server()
         await self._start_schema_registry()
@@ -430,6 +439,7 @@ class KafkaServer:
     async def _start_roles(self) -> None:
         config = self.config
         self.metadata_cache = MetadataCache(self.broker_id)
+        self.metadata_cache.update_listeners.append(self._metadata_arrived)
         self.replica_manager = ReplicaManager(
             self.broker_id,
             self.log_manager,
@@ -466,6 +476,12 @@ class KafkaServer:
         self._start_group_coordinator()
         self._start_txn_coordinator()
         self._start_share_groups()
+
+    def _metadata_arrived(self) -> None:
+        """An UpdateMetadata was applied: once it names this broker alive (the controller's
+        answer to its registration, which carries every partition), Metadata is served."""
+        if self.metadata_cache.has_alive_broker(self.broker_id):
+            self._metadata_served.set()
 
     def _start_group_coordinator(self) -> None:
         """The consumer-group coordinator over the ReplicaManager; it owns the groups of the
@@ -680,11 +696,19 @@ class KafkaServer:
         self._skip_controlled_shutdown = not controlled
         log.info("shutting down", broker_id=self.broker_id)
         watchdog = asyncio.get_running_loop().create_task(_report_slow_shutdown())
+        self._shutdown_phases = {}
+        self._shutdown_began = asyncio.get_running_loop().time()
         try:
             await self._shutdown_steps()
         finally:
             watchdog.cancel()
-        log.info("shut down", broker_id=self.broker_id)
+        # Seconds from the start of the shutdown at the end of each step (what holds an exit).
+        log.info("shut down", broker_id=self.broker_id, phases=self._shutdown_phases)
+
+    def _shutdown_phase(self, name: str) -> None:
+        began = self._shutdown_began
+        if began is not None:
+            self._shutdown_phases[name] = round(asyncio.get_running_loop().time() - began, 3)
 
     async def _shutdown_steps(self) -> None:
         if self.admin_server is not None:
@@ -696,16 +720,20 @@ class KafkaServer:
                 await self.schema_registry.stop()
         if self.socket_server is not None and self.controller is not None:
             await self._controlled_shutdown()
+            self._shutdown_phase("controlled_shutdown_s")
         if self.socket_server is not None:
             # No new connections and no new requests; the ones already read are answered:
             # waiting produces and long-poll fetches are completed now by the replica manager.
             await self.socket_server.stop_accepting()
             self.socket_server.stop_reading()
             await self._stop_group_coordinator()
+            self._shutdown_phase("group_coordinator_s")
             await self._stop_replica_manager()
+            self._shutdown_phase("replica_manager_s")
             drained = await self.socket_server.drain(SHUTDOWN_DRAIN_SECONDS)
             if not drained:
                 log.warning("in-flight requests still pending at shutdown")
+            self._shutdown_phase("drained_s")
         await self._stop_components()
 
     async def _stop_replica_manager(self) -> None:
@@ -790,6 +818,7 @@ class KafkaServer:
         if self.controller is not None:
             with _logged("controller shutdown"):
                 await _maybe_await(self.controller.shutdown())
+            self._shutdown_phase("controller_s")
         await self._stop_group_coordinator()
         await self._stop_replica_manager()
         if self.socket_server is not None:
@@ -797,12 +826,14 @@ class KafkaServer:
         if self.log_manager is not None:
             with _logged("log manager shutdown"):
                 await self.log_manager.shutdown_async()
+            self._shutdown_phase("logs_closed_s")
         if self.session is not None:
             with _logged("coordination session close"):
                 await self.session.close()
         if self.store is not None:
             with _logged("coordination store close"):
                 await self.store.close()
+        self._shutdown_phase("store_closed_s")
 
     # ------------------------------------------------------------------ running
 

@@ -321,10 +321,13 @@ class LogManager:
             )
         return plan
 
-    def _add_log(self, key: TopicPartitionKey, log: Log) -> None:
+    def _add_log(self, key: TopicPartitionKey, log: Log, parent: str | None = None) -> None:
+        """Registers ``log``; ``parent`` is its log directory when the caller knows it (a
+        ``Path.parent`` per log is a visible part of registering thousands on the loop)."""
         self._watch_truncation(log)
         self._logs[key] = log
-        parent = str(log.dir.parent)
+        if parent is None:
+            parent = str(log.dir.parent)
         self._log_counts[parent] = self._log_counts.get(parent, 0) + 1
         self._dir_logs.setdefault(parent, {})[key] = log
 
@@ -576,7 +579,7 @@ class LogManager:
                             continue
                     else:
                         result.on_log_dir_failure = self._on_log_failure
-                        self._add_log(key, result)
+                        self._add_log(key, result, dir)
                         continue
                 if isinstance(result, LogDirFailure):
                     self._handle_log_dir_failure(dir, result.cause)

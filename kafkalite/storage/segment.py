@@ -384,7 +384,10 @@ class LogSegment:
         if index.entries >= index.max_entries:
             index.resize(index.length + index.entry_size)
         index.maybe_append(
-            self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far, skip_full_check=True
+            self.max_timestamp_so_far,
+            self.offset_of_max_timestamp_so_far,
+            skip_full_check=True,
+            direct=True,
         )
 
     def time_index_is_complete(self) -> bool:

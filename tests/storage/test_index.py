@@ -264,3 +264,27 @@ def test_index_is_not_mapped_until_first_use(tmp_path):
     assert lazy_times.last_entry == TimestampOffset(1_000, 105) and not lazy_times.is_mapped
     assert lazy_times.lookup(2_000) == TimestampOffset(1_000, 105)
     assert lazy_times.is_mapped
+
+
+def test_a_direct_entry_is_written_without_a_map_and_reads_back(tmp_path, monkeypatch):
+    """The final time-index entry of a closing or rolling segment is written with one pwrite
+    when the index is not mapped (mapping and faulting a page in costs milliseconds on a busy
+    filesystem): no map is made, the entry is there after the trim and on reload."""
+    import mmap as mmap_module
+
+    path = tmp_path / "00000000000000000100.timeindex"
+    index = TimeIndex(path, 100, 12 * 16)
+
+    def no_map(*args, **kwargs):
+        raise AssertionError("the index was mapped")
+
+    monkeypatch.setattr(mmap_module, "mmap", no_map)
+    index.maybe_append(5_000, 107, skip_full_check=True, direct=True)
+    assert index.entries == 1 and index.last_entry == TimestampOffset(5_000, 107)
+    index.close()
+    monkeypatch.undo()
+    assert path.stat().st_size == 12
+    reopened = TimeIndex(path, 100, 12 * 16)
+    assert reopened.entries == 1 and reopened.last_entry == TimestampOffset(5_000, 107)
+    assert reopened.lookup(6_000) == TimestampOffset(5_000, 107)
+    reopened.close()

@@ -650,3 +650,26 @@ def test_idle_active_segment_indexes_are_grown_on_first_append_not_on_load(tmp_p
     log = Log(tmp_path / "t-0", config, had_clean_shutdown=True)
     assert log.recovered_segments == 0 and log.log_end_offset == 5
     log.close()
+
+
+def test_closing_a_log_writes_its_final_time_index_entry_without_mapping(tmp_path, monkeypatch):
+    """A segment with a batch but no time-index entry yet (less than index.interval.bytes)
+    gets its final entry on close without mapping its index (one pwrite), and reloads
+    complete: no recovery needed, lookups by time find the batch."""
+    import mmap as mmap_module
+
+    log = Log(tmp_path / "t-0", LogConfig(), had_clean_shutdown=True)
+    log.append_as_leader(make_batch(2), 0)
+    assert log.active_segment.time_index.entries == 0
+
+    def no_map(*args, **kwargs):
+        raise AssertionError("an index was mapped on close")
+
+    monkeypatch.setattr(mmap_module, "mmap", no_map)
+    log.close()
+    monkeypatch.undo()
+    reopened = Log(tmp_path / "t-0", LogConfig(), had_clean_shutdown=True)
+    segment = reopened.active_segment
+    assert segment.time_index.entries == 1 and segment.time_index_is_complete()
+    assert segment.time_index.last_entry.offset == 1  # the later record of the two
+    reopened.close()

@@ -1,0 +1,86 @@
+"""A restarted broker answers Metadata from its cache once the controller's UpdateMetadata has
+filled it, before its start-up has finished (Kafka answers Metadata from its MetadataCache);
+other client requests still wait for the end of start-up."""
+
+from __future__ import annotations
+
+import asyncio
+
+from kafkalite.client.connection import KafkaConnection, request_builder
+from kafkalite.config import BrokerConfig
+from kafkalite.protocol.api import ApiKey
+from kafkalite.server import KafkaServer
+from kafkalite.testing import free_port
+from tests.controller.shell_support import eventually
+
+TOPIC = "restarted"
+
+
+def _config(tmp_path, port: int) -> BrokerConfig:
+    return BrokerConfig.load(
+        overrides={
+            "log.dirs": str(tmp_path / "data"),
+            "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+            "admin.listener": "",
+        },
+        environ={},
+    )
+
+
+async def _metadata(port: int):
+    async with KafkaConnection("127.0.0.1", port, client_id="t") as conn:
+        return await conn.send(
+            ApiKey.METADATA,
+            request_builder(
+                ApiKey.METADATA, topics=[{"name": TOPIC}], allow_auto_topic_creation=True
+            ),
+            9,
+        )
+
+
+async def test_metadata_is_served_from_the_cache_before_start_up_ends(tmp_path, monkeypatch):
+    port = free_port()
+    first = KafkaServer(_config(tmp_path, port))
+    await first.startup()
+    try:
+        await _metadata(port)  # auto-creates the topic
+        await eventually(
+            lambda: (
+                TOPIC in first.metadata_cache.get_all_topics()
+                and first.metadata_cache.get_partition_info(TOPIC, 0).leader >= 0
+            ),
+            message="topic created and led",
+        )
+    finally:
+        await first.shutdown()
+
+    release = asyncio.Event()
+    original = KafkaServer._start_controller
+
+    async def held_start_controller(self):
+        await original(self)  # the controller's UpdateMetadata reaches this broker's cache
+        await release.wait()  # ... and start-up stops here until the test lets it go on
+
+    monkeypatch.setattr(KafkaServer, "_start_controller", held_start_controller)
+    server = KafkaServer(_config(tmp_path, port))
+    starting = asyncio.create_task(server.startup())
+    try:
+        await eventually(
+            lambda: (
+                server.metadata_cache is not None
+                and TOPIC in server.metadata_cache.get_all_topics()
+            ),
+            message="the controller's metadata arrived",
+        )
+        response = await asyncio.wait_for(_metadata(port), 30)
+        assert not server.dispatcher.ready.is_set()  # still starting
+        (topic,) = response.topics
+        assert topic.name == TOPIC and topic.error_code == 0
+        assert [p.leader_id for p in topic.partitions] == [server.broker_id]
+        release.set()
+        await starting
+    finally:
+        release.set()
+        if not starting.done():
+            await asyncio.gather(starting, return_exceptions=True)
+        await server.shutdown()
