@@ -692,14 +692,22 @@ class KafkaController:
             delete_topic_enable=self.delete_topic_enable,
             leader_imbalance_per_broker_percentage=self.leader_imbalance_per_broker_percentage,
         )
-        for path in (
-            paths.BROKER_IDS,
-            paths.BROKER_TOPICS,
-            paths.DELETE_TOPICS,
-            paths.ISR_CHANGE_NOTIFICATION,
-            paths.LOG_DIR_EVENT_NOTIFICATION,
-        ):
-            await self.session.ensure_path(path)
+        # Every read and write of the failover goes out in as few round trips as its
+        # dependencies allow (the paths; then the watches; then everything that does not need
+        # the topics; then the assignments and configs; then the partition states).
+        await asyncio.gather(
+            *(
+                self.session.ensure_path(path)
+                for path in (
+                    paths.BROKER_IDS,
+                    paths.BROKER_TOPICS,
+                    paths.DELETE_TOPICS,
+                    paths.ISR_CHANGE_NOTIFICATION,
+                    paths.LOG_DIR_EVENT_NOTIFICATION,
+                    paths.CONFIG_CHANGES,
+                )
+            )
+        )
         # Watches first: what changes while we load queues up behind this event.
         self._start_watch(
             "brokers", lambda: self.session.watch_children(paths.BROKER_IDS), BrokerChange
@@ -725,7 +733,6 @@ class KafkaController:
             lambda: self.session.watch_data(paths.REASSIGN_PARTITIONS),
             ZkPartitionReassignment,
         )
-        await self.session.ensure_path(paths.CONFIG_CHANGES)
         self._start_watch(
             "config_changes",
             lambda: self.session.watch_children(paths.CONFIG_CHANGES),
@@ -742,18 +749,25 @@ class KafkaController:
                 lambda path=path: ZkLeaderElectionRequest(path),  # type: ignore[misc]
             )
         # Failover sends every live broker LeaderAndIsr anyway: older ISR change notifications
-        # and log dir events are moot. These small reads go out together (one round trip's
-        # wait, not one each), before the context is loaded as before.
-        stale_notifications, stale_log_dir_events = await asyncio.gather(
-            zk_data.get_isr_change_notifications(self.session),
-            zk_data.get_log_dir_event_notifications(self.session),
-        )
+        # and log dir events are moot. The watches are armed: what changes after these reads
+        # queues up behind this event.
         with self._phase("load_context"):
-            await self._initialize_controller_context()
-        deletions, reassignments = await asyncio.gather(
-            zk_data.get_topic_deletions(self.session),
-            zk_data.get_partition_reassignments(self.session),
-        )
+            (
+                stale_notifications,
+                stale_log_dir_events,
+                deletions,
+                reassignments,
+                brokers,
+                topics,
+            ) = await asyncio.gather(
+                zk_data.get_isr_change_notifications(self.session),
+                zk_data.get_log_dir_event_notifications(self.session),
+                zk_data.get_topic_deletions(self.session),
+                zk_data.get_partition_reassignments(self.session),
+                zk_data.get_all_brokers_and_epochs(self.session),
+                zk_data.get_all_topics(self.session),
+            )
+            await self._initialize_controller_context(brokers, topics)
         result = ControllerResult()
         if stale_notifications:
             result.writes.append(DeleteIsrChangeNotifications(tuple(stale_notifications)))
@@ -774,12 +788,12 @@ class KafkaController:
             topics=len(ctx.all_topics),
         )
 
-    async def _initialize_controller_context(self) -> None:
+    async def _initialize_controller_context(
+        self, brokers: dict[int, tuple[Broker, int]], topics: set[str]
+    ) -> None:
         assert self.core is not None
         ctx = self.core.ctx
-        brokers = await zk_data.get_all_brokers_and_epochs(self.session)
         ctx.set_live_brokers({broker: epoch for broker, epoch in brokers.values()})
-        topics = await zk_data.get_all_topics(self.session)
         ctx.set_all_topics(topics)
         # Pipelined: the topics' assignments and their configs in one wait.
         assignments, unclean_topics = await asyncio.gather(

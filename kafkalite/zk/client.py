@@ -93,8 +93,12 @@ async def get_all_brokers_and_epochs(session: CoordSession) -> dict[int, tuple[B
     except NoNode:
         return {}
     ids = sorted(int(c) for c in children if c.lstrip("-").isdigit())
-    found = await asyncio.gather(*(get_broker_and_epoch(session, i) for i in ids))
-    return {i: f for i, f in zip(ids, found, strict=True) if f is not None}
+    found = await session.get_data_many([paths.broker_path(i) for i in ids])
+    return {
+        i: (broker_from_info(paths.decode_broker(i, node[0])), node[1].czxid)
+        for i, node in zip(ids, found, strict=True)
+        if node is not None
+    }
 
 
 # -- topics ---------------------------------------------------------------------------------------
