@@ -135,13 +135,17 @@ async def get_topic_assignment(
 
 
 async def get_topic_assignments(
-    session: CoordSession, topics: Iterable[str]
+    session: CoordSession, topics: Iterable[str], raw: dict[str, bytes] | None = None
 ) -> dict[str, tuple[str | None, dict[int, ReplicaAssignment]]]:
+    """The topics' ids and assignments (absent topics left out), read in one batch; ``raw``,
+    when given, receives each topic node's data as read."""
     topics = sorted(topics)
     found = await session.get_data_many([paths.topic_path(t) for t in topics])
     out: dict[str, tuple[str | None, dict[int, ReplicaAssignment]]] = {}
     for topic, node in zip(topics, found, strict=True):
         if node is not None:
+            if raw is not None:
+                raw[topic] = node[0]
             decoded = paths.decode_topic(topic, node[0])
             out[topic] = (decoded.topic_id, assignment_from_node(decoded))
     return out
