@@ -45,7 +45,6 @@ anything is applied or journaled, so no node holds more than a ZooKeeper node co
 from __future__ import annotations
 
 import asyncio
-import base64
 import binascii
 import fcntl
 import itertools
@@ -143,11 +142,11 @@ class _Node:
 
 
 def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
+    return binascii.b2a_base64(data, newline=False).decode("ascii")
 
 
 def _unb64(text: str) -> bytes:
-    return base64.b64decode(text.encode("ascii"))
+    return binascii.a2b_base64(text)
 
 
 class _Txn:
