@@ -18,7 +18,10 @@ until the controller's context shows the outcome:
    ISR change notification each, all sent at once; until the controller's context shows every
    ISR whole and the controller is idle (each notification is followed by a read of the
    partitions it names);
-5. ``preferred_election``: ElectLeaders PREFERRED for all, answered.
+5. ``preferred_election``: ElectLeaders PREFERRED for all, answered;
+6. ``failover_again``: that controller resigns and a new one starts, as after a controller's
+   death: the failover of phase 1 with every partition state already in the store (phase 1
+   also creates them all), until it is active and idle.
 
 ``--mode loop`` runs ``KafkaController`` on the main loop (as before decision 0029), ``--mode
 thread`` runs ``ControllerThread``; by default both, alternating for ``--rounds`` rounds, each
@@ -240,6 +243,15 @@ async def one_round(connect: str, mode: str, partitions: int) -> dict[str, Any]:
             "s": round(time.monotonic() - start, 3),
             "lag": probe.take(),
         }
+
+        await controller.shutdown()
+        controller = kind(1, sessions[1], config, transport_factory=EncodingTransport)
+        probe.take()
+        start = time.monotonic()
+        await controller.startup()
+        await wait(lambda: controller.is_active)
+        await idle(controller)
+        figures["failover_again"] = {"s": round(time.monotonic() - start, 3), "lag": probe.take()}
     finally:
         await probe.stop()
         await controller.shutdown()
@@ -270,6 +282,7 @@ async def main(partitions: int, rounds: int, modes: list[str]) -> dict[str, Any]
             "broker_return",
             "isr_expansion",
             "preferred_election",
+            "failover_again",
         ):
             summary.setdefault(phase, {})[mode] = {
                 "s_median": statistics.median(r[phase]["s"] for r in rows),
