@@ -13,7 +13,15 @@ until the controller's context shows the outcome:
    LeaderAndIsr and UpdateMetadata for all) until it is active and idle;
 2. ``broker_failure``: broker 3's session is closed, until no partition is led by it;
 3. ``broker_return``: broker 3 registers again, until the controller is idle;
-4. ``preferred_election``: ElectLeaders PREFERRED for all, answered.
+4. ``isr_expansion``: the leaders (brokers 1 and 2, from their own sessions) add broker 3 back
+   to every ISR as a real leader does after the catch-up: ISR changes in multis of 500 with one
+   ISR change notification each, all sent at once; until the controller's context shows every
+   ISR whole and the controller is idle (each notification is followed by a read of the
+   partitions it names);
+5. ``preferred_election``: ElectLeaders PREFERRED for all, answered;
+6. ``failover_again``: that controller resigns and a new one starts, as after a controller's
+   death: the failover of phase 1 with every partition state already in the store (phase 1
+   also creates them all), until it is active and idle.
 
 ``--mode loop`` runs ``KafkaController`` on the main loop (as before decision 0029), ``--mode
 thread`` runs ``ControllerThread``; by default both, alternating for ``--rounds`` rounds, each
@@ -46,7 +54,9 @@ from kafkalite.protocol.errors import ErrorCode  # noqa: E402
 from kafkalite.protocol.frames import encode_request  # noqa: E402
 from kafkalite.testing import ZooKeeperServer  # noqa: E402
 from kafkalite.zk import admin  # noqa: E402
+from kafkalite.zk import client as zk_client  # noqa: E402
 from kafkalite.zk import data as paths  # noqa: E402
+from kafkalite.zk.writes import ISR_BATCH_MAX_PARTITIONS, update_leader_and_isr_batch  # noqa: E402
 
 PROBE_S = 0.01
 
@@ -108,6 +118,44 @@ async def register(connect: str, broker_id: int) -> tuple[Any, Any]:
     info = paths.BrokerInfo(broker_id, (paths.EndPoint("127.0.0.1", 19092 + broker_id),))
     await session.create(paths.broker_path(broker_id), paths.encode_broker(info), ephemeral=True)
     return store, session
+
+
+async def expand_isrs(sessions: dict[int, Any], ctx: Any, partitions: int) -> None:
+    """Every leader puts broker 3 back into the ISRs it leads, from its own session, in
+    batches of ``ISR_BATCH_MAX_PARTITIONS`` with one notification each (a broker's batched ISR
+    writes), all batches at once; a batch that loses a race is written again from a re-read."""
+    snapshot = dict(ctx.partition_leadership_info)
+    by_leader: dict[int, dict[Any, Any]] = {}
+    for tp, info in snapshot.items():
+        lai = info.leader_and_isr
+        if 3 in lai.isr or lai.leader not in sessions:
+            continue
+        isr = tuple(sorted((*lai.isr, 3)))
+        new_lai = type(lai)(lai.leader, lai.leader_epoch, isr, zk_version=lai.zk_version)
+        by_leader.setdefault(lai.leader, {})[tp] = type(info)(new_lai, info.controller_epoch)
+
+    async def write(leader: int, states: dict[Any, Any]) -> None:
+        if await update_leader_and_isr_batch(sessions[leader], states) is None:
+            for tp in states:  # lost a race with the controller: one by one
+                current = await zk_client.get_partition_state(sessions[leader], tp)
+                assert current is not None
+                lai = current.leader_and_isr
+                wanted = type(lai)(
+                    lai.leader,
+                    lai.leader_epoch,
+                    tuple(sorted({*lai.isr, 3})),
+                    zk_version=lai.zk_version,
+                )
+                await zk_client.update_leader_and_isr(
+                    sessions[leader], tp, type(current)(wanted, current.controller_epoch)
+                )
+
+    batches = []
+    for leader, states in by_leader.items():
+        items = sorted(states.items())
+        for i in range(0, len(items), ISR_BATCH_MAX_PARTITIONS):
+            batches.append(write(leader, dict(items[i : i + ISR_BATCH_MAX_PARTITIONS])))
+    await asyncio.gather(*batches)
 
 
 async def wait(condition: Any, deadline_s: float = 300.0) -> None:
@@ -176,11 +224,34 @@ async def one_round(connect: str, mode: str, partitions: int) -> dict[str, Any]:
         figures["broker_return"] = {"s": round(time.monotonic() - start, 3), "lag": probe.take()}
 
         start = time.monotonic()
+        await expand_isrs(sessions, controller.context, partitions)
+        await wait(
+            lambda: (
+                (ctx := controller.context) is not None
+                and sum(
+                    len(i.leader_and_isr.isr) == 3 for i in ctx.partition_leadership_info.values()
+                )
+                == partitions
+            )
+        )
+        await idle(controller)
+        figures["isr_expansion"] = {"s": round(time.monotonic() - start, 3), "lag": probe.take()}
+
+        start = time.monotonic()
         await controller.elect_preferred_leaders(None)
         figures["preferred_election"] = {
             "s": round(time.monotonic() - start, 3),
             "lag": probe.take(),
         }
+
+        await controller.shutdown()
+        controller = kind(1, sessions[1], config, transport_factory=EncodingTransport)
+        probe.take()
+        start = time.monotonic()
+        await controller.startup()
+        await wait(lambda: controller.is_active)
+        await idle(controller)
+        figures["failover_again"] = {"s": round(time.monotonic() - start, 3), "lag": probe.take()}
     finally:
         await probe.stop()
         await controller.shutdown()
@@ -205,7 +276,14 @@ async def main(partitions: int, rounds: int, modes: list[str]) -> dict[str, Any]
     summary: dict[str, Any] = {}
     for mode in modes:
         rows = [r for r in out["rounds"] if r["mode"] == mode]
-        for phase in ("failover", "broker_failure", "broker_return", "preferred_election"):
+        for phase in (
+            "failover",
+            "broker_failure",
+            "broker_return",
+            "isr_expansion",
+            "preferred_election",
+            "failover_again",
+        ):
             summary.setdefault(phase, {})[mode] = {
                 "s_median": statistics.median(r[phase]["s"] for r in rows),
                 "lag_p99_ms_median": statistics.median(

@@ -44,10 +44,20 @@ async def wait_for_all(conditions: Sequence[Callable[[], bool]], timeout_ms: int
     request (Kafka's single DelayedOperation per admin request); which ones held."""
     deadline = time.monotonic() + max(0, timeout_ms) / 1000
     held = [False] * len(conditions)
+    first = 0  # conditions before it all held
     while True:
-        for i, condition in enumerate(conditions):
-            held[i] = held[i] or condition()
-        if all(held) or time.monotonic() >= deadline:
+        final = time.monotonic() >= deadline
+        # A poll stops at the first condition that does not hold yet (the outcomes arrive
+        # roughly in order: polling all 1,000 topics of a request every 10 ms was a quarter
+        # of its handling); the last poll checks every one.
+        for i in range(first, len(conditions)):
+            if not held[i]:
+                held[i] = conditions[i]()
+                if not held[i] and not final:
+                    break
+            if held[i] and i == first:
+                first += 1
+        if first == len(conditions) or final:
             return held
         await asyncio.sleep(POLL_INTERVAL_S)
 

@@ -21,8 +21,9 @@ Rules kept from Kafka:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, KeysView
 from dataclasses import dataclass, replace
+from typing import Any
 
 from kafkalite.protocol.types import TopicPartition
 from kafkalite.zk.types import Broker, LeaderAndIsr, LeaderIsrAndControllerEpoch, ReplicaAssignment
@@ -139,6 +140,11 @@ class ControllerBrokerRequestBatch:
         self._stop_replica: dict[int, dict[TopicPartition, StopReplicaPartitionState]] = {}
         self._update_metadata_brokers: set[int] = set()
         self._update_metadata_partitions: dict[TopicPartition, UpdateMetadataPartitionState] = {}
+        # What each partition's states were built from, so that adding the same partition for
+        # another broker (the replica state machine adds one replica at a time: three times
+        # per partition at RF 3) reuses them instead of building equal ones again.
+        self._leader_and_isr_built: dict[TopicPartition, tuple[Any, ...]] = {}
+        self._update_metadata_built: dict[TopicPartition, tuple[Any, ...]] = {}
 
     def is_empty(self) -> bool:
         return not (
@@ -161,6 +167,8 @@ class ControllerBrokerRequestBatch:
         self._stop_replica.clear()
         self._update_metadata_brokers.clear()
         self._update_metadata_partitions.clear()
+        self._leader_and_isr_built.clear()
+        self._update_metadata_built.clear()
 
     # -- adding --
 
@@ -173,12 +181,23 @@ class ControllerBrokerRequestBatch:
         is_new: bool,
     ) -> None:
         leader_and_isr = leader_isr_and_controller_epoch.leader_and_isr
+        built = self._leader_and_isr_built
         for broker_id in broker_ids:
             if broker_id < 0:
                 continue
             states = self._leader_and_isr.setdefault(broker_id, {})
             already_new = topic_partition in states and states[topic_partition].is_new
-            states[topic_partition] = LeaderAndIsrPartitionState(
+            new = is_new or already_new
+            source = built.get(topic_partition)
+            if (
+                source is not None
+                and source[0] is leader_isr_and_controller_epoch
+                and source[1] is replica_assignment
+                and source[2].is_new is new
+            ):
+                states[topic_partition] = source[2]
+                continue
+            state = states[topic_partition] = LeaderAndIsrPartitionState(
                 topic_name=topic_partition.topic,
                 partition_index=topic_partition.partition,
                 controller_epoch=leader_isr_and_controller_epoch.controller_epoch,
@@ -189,10 +208,11 @@ class ControllerBrokerRequestBatch:
                 replicas=replica_assignment.replicas,
                 adding_replicas=replica_assignment.adding_replicas,
                 removing_replicas=replica_assignment.removing_replicas,
-                is_new=is_new or already_new,
+                is_new=new,
             )
+            built[topic_partition] = (leader_isr_and_controller_epoch, replica_assignment, state)
         self.add_update_metadata_request_for_brokers(
-            self.ctx.live_or_shutting_down_broker_ids, [topic_partition]
+            self.ctx.live_broker_epochs.keys(), (topic_partition,)
         )
 
     def add_stop_replica_request_for_brokers(
@@ -219,18 +239,41 @@ class ControllerBrokerRequestBatch:
         self, broker_ids: Iterable[int], partitions: Iterable[TopicPartition] = ()
     ) -> None:
         brokers = self._update_metadata_brokers
-        if not (isinstance(broker_ids, (set, frozenset)) and broker_ids <= brokers):
+        if not (isinstance(broker_ids, (set, frozenset, KeysView)) and broker_ids <= brokers):
             brokers.update(b for b in broker_ids if b >= 0)  # (called once per partition)
         ctx = self.ctx
         leadership = ctx.partition_leadership_info
+        built = self._update_metadata_built
+        live = ctx.live_broker_epochs
+        # Without brokers shutting down or offline log dirs, a replica is online when its
+        # broker is live (this runs once per partition per event: 10,000 at a failover).
+        plain = not ctx.shutting_down_broker_ids and not ctx.replicas_on_offline_dirs
         for tp in partitions:
             info = leadership.get(tp)
             if info is None:
                 continue  # leader not yet assigned: nothing to tell
             replicas = ctx.partition_replica_assignment(tp)
-            offline = tuple(r for r in replicas if not ctx.is_replica_online(r, tp))
+            deleting = tp.topic in ctx.topics_to_be_deleted
+            if plain:
+                offline: tuple[int, ...] = ()
+                for r in replicas:
+                    if r not in live:
+                        offline = tuple(x for x in replicas if x not in live)
+                        break
+            else:
+                offline = tuple(r for r in replicas if not ctx.is_replica_online(r, tp))
+            source = built.get(tp)
+            if (
+                source is not None
+                and source[0] is info
+                and source[1] is replicas
+                and source[2] is deleting
+                and source[3] == offline
+            ):
+                continue  # the same state as added before
+            built[tp] = (info, replicas, deleting, offline)
             leader_and_isr = info.leader_and_isr
-            if ctx.is_topic_queued_up_for_deletion(tp.topic):
+            if deleting:
                 leader_and_isr = LeaderAndIsr.during_delete(leader_and_isr.isr)
             self._update_metadata_partitions[tp] = UpdateMetadataPartitionState(
                 topic_name=tp.topic,

@@ -71,7 +71,10 @@ def api_key_of(request: ControllerRequest) -> ApiKey:
     raise TypeError(f"not a controller request: {request!r}")
 
 
+@functools.lru_cache(maxsize=1 << 17)
 def _uuid(topic_id: str | None) -> uuid.UUID | None:
+    """The topic id as a UUID (cached: every request names every topic it carries, 10,000
+    conversions per failover at 10,000 topics)."""
     return uuid.UUID(bytes=topic_id_bytes(topic_id)) if topic_id else None
 
 

@@ -142,15 +142,12 @@ class ControllerContext:
         include_shutting_down_brokers: bool = False,
     ) -> bool:
         """Kafka's ``isReplicaOnline``: the broker is live and the replica's log dir is not offline."""
-        broker_online = (
-            broker_id in self.live_broker_epochs
-            if include_shutting_down_brokers
-            else broker_id in self.live_broker_epochs
-            and broker_id not in self.shutting_down_broker_ids
-        )
-        return broker_online and topic_partition not in self.replicas_on_offline_dirs.get(
-            broker_id, ()
-        )
+        if broker_id not in self.live_broker_epochs or (
+            not include_shutting_down_brokers and broker_id in self.shutting_down_broker_ids
+        ):
+            return False
+        offline_dirs = self.replicas_on_offline_dirs
+        return not offline_dirs or topic_partition not in offline_dirs.get(broker_id, ())
 
     # -- topics and assignments --
 

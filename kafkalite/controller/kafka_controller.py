@@ -692,14 +692,22 @@ class KafkaController:
             delete_topic_enable=self.delete_topic_enable,
             leader_imbalance_per_broker_percentage=self.leader_imbalance_per_broker_percentage,
         )
-        for path in (
-            paths.BROKER_IDS,
-            paths.BROKER_TOPICS,
-            paths.DELETE_TOPICS,
-            paths.ISR_CHANGE_NOTIFICATION,
-            paths.LOG_DIR_EVENT_NOTIFICATION,
-        ):
-            await self.session.ensure_path(path)
+        # Every read and write of the failover goes out in as few round trips as its
+        # dependencies allow (the paths; then the watches; then everything that does not need
+        # the topics; then the assignments and configs; then the partition states).
+        await asyncio.gather(
+            *(
+                self.session.ensure_path(path)
+                for path in (
+                    paths.BROKER_IDS,
+                    paths.BROKER_TOPICS,
+                    paths.DELETE_TOPICS,
+                    paths.ISR_CHANGE_NOTIFICATION,
+                    paths.LOG_DIR_EVENT_NOTIFICATION,
+                    paths.CONFIG_CHANGES,
+                )
+            )
+        )
         # Watches first: what changes while we load queues up behind this event.
         self._start_watch(
             "brokers", lambda: self.session.watch_children(paths.BROKER_IDS), BrokerChange
@@ -725,7 +733,6 @@ class KafkaController:
             lambda: self.session.watch_data(paths.REASSIGN_PARTITIONS),
             ZkPartitionReassignment,
         )
-        await self.session.ensure_path(paths.CONFIG_CHANGES)
         self._start_watch(
             "config_changes",
             lambda: self.session.watch_children(paths.CONFIG_CHANGES),
@@ -742,18 +749,25 @@ class KafkaController:
                 lambda path=path: ZkLeaderElectionRequest(path),  # type: ignore[misc]
             )
         # Failover sends every live broker LeaderAndIsr anyway: older ISR change notifications
-        # and log dir events are moot. These small reads go out together (one round trip's
-        # wait, not one each), before the context is loaded as before.
-        stale_notifications, stale_log_dir_events = await asyncio.gather(
-            zk_data.get_isr_change_notifications(self.session),
-            zk_data.get_log_dir_event_notifications(self.session),
-        )
+        # and log dir events are moot. The watches are armed: what changes after these reads
+        # queues up behind this event.
         with self._phase("load_context"):
-            await self._initialize_controller_context()
-        deletions, reassignments = await asyncio.gather(
-            zk_data.get_topic_deletions(self.session),
-            zk_data.get_partition_reassignments(self.session),
-        )
+            (
+                stale_notifications,
+                stale_log_dir_events,
+                deletions,
+                reassignments,
+                brokers,
+                topics,
+            ) = await asyncio.gather(
+                zk_data.get_isr_change_notifications(self.session),
+                zk_data.get_log_dir_event_notifications(self.session),
+                zk_data.get_topic_deletions(self.session),
+                zk_data.get_partition_reassignments(self.session),
+                zk_data.get_all_brokers_and_epochs(self.session),
+                zk_data.get_all_topics(self.session),
+            )
+            await self._initialize_controller_context(brokers, topics)
         result = ControllerResult()
         if stale_notifications:
             result.writes.append(DeleteIsrChangeNotifications(tuple(stale_notifications)))
@@ -774,16 +788,17 @@ class KafkaController:
             topics=len(ctx.all_topics),
         )
 
-    async def _initialize_controller_context(self) -> None:
+    async def _initialize_controller_context(
+        self, brokers: dict[int, tuple[Broker, int]], topics: set[str]
+    ) -> None:
         assert self.core is not None
         ctx = self.core.ctx
-        brokers = await zk_data.get_all_brokers_and_epochs(self.session)
         ctx.set_live_brokers({broker: epoch for broker, epoch in brokers.values()})
-        topics = await zk_data.get_all_topics(self.session)
         ctx.set_all_topics(topics)
+        raw_assignments: dict[str, bytes] = {}
         # Pipelined: the topics' assignments and their configs in one wait.
         assignments, unclean_topics = await asyncio.gather(
-            zk_data.get_topic_assignments(self.session, topics),
+            zk_data.get_topic_assignments(self.session, topics, raw_assignments),
             zk_data.get_unclean_leader_election_topics(
                 self.session, topics, self.unclean_leader_election_enable
             ),
@@ -819,7 +834,7 @@ class KafkaController:
         )
         self.channel_manager.startup(ctx.live_or_shutting_down_brokers)
         for topic in sorted(topics):
-            self._watch_partition_modifications(topic)
+            self._watch_partition_modifications(topic, raw_assignments.get(topic))
 
     async def _reload_and_failover(self) -> None:
         """The store moved under a decision: rebuild the context from it and start over."""
@@ -1042,7 +1057,8 @@ class KafkaController:
         topics = await zk_data.get_all_topics(self.session)
         new = core.new_topics(topics)
         deleted = ctx.all_topics - topics
-        assignments = await zk_data.get_topic_assignments(self.session, new)
+        raw_assignments: dict[str, bytes] = {}
+        assignments = await zk_data.get_topic_assignments(self.session, new, raw_assignments)
         ctx.unclean_leader_election_topics |= await zk_data.get_unclean_leader_election_topics(
             self.session, new, self.unclean_leader_election_enable
         )
@@ -1057,7 +1073,7 @@ class KafkaController:
         for topic in deleted:
             self._stop_partition_watch(topic)
         for topic in sorted(new & topics):
-            self._watch_partition_modifications(topic)
+            self._watch_partition_modifications(topic, raw_assignments.get(topic))
         await self._apply(result)
 
     async def _process_partition_modifications(self, topic: str, data: bytes | None) -> None:
@@ -1300,15 +1316,25 @@ class KafkaController:
             name=f"controller-{self.broker_id}-{name}",
         )
 
-    def _watch_partition_modifications(self, topic: str) -> None:
+    def _watch_partition_modifications(self, topic: str, known: bytes | None = None) -> None:
+        """Watch the topic's node for partitions added to it. ``known``: the node's data the
+        context was just loaded from; the watch's first read finding exactly that is no
+        modification, and queues no event (at 10,000 topics, one event per topic at every
+        failover and creation held the queue for seconds). Anything else read first (changed
+        in between) is an event, as every later change is."""
         task = self._partition_watches.get(topic)
         if task is not None and not task.done():
             return
+        first = [True]
+
+        def event(node: Any) -> PartitionModifications | None:
+            was_first, first[0] = first[0], False
+            if node is None or (was_first and known is not None and node.data == known):
+                return None
+            return PartitionModifications(topic, node.data)
+
         self._partition_watches[topic] = asyncio.get_running_loop().create_task(
-            self._watch_loop(
-                lambda: self.session.watch_data(paths.topic_path(topic)),
-                lambda node: PartitionModifications(topic, node.data) if node is not None else None,
-            ),
+            self._watch_loop(lambda: self.session.watch_data(paths.topic_path(topic)), event),
             name=f"controller-{self.broker_id}-topic-{topic}",
         )
 

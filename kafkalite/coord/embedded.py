@@ -45,7 +45,7 @@ anything is applied or journaled, so no node holds more than a ZooKeeper node co
 from __future__ import annotations
 
 import asyncio
-import base64
+import binascii
 import fcntl
 import itertools
 import json
@@ -142,11 +142,11 @@ class _Node:
 
 
 def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
+    return binascii.b2a_base64(data, newline=False).decode("ascii")
 
 
 def _unb64(text: str) -> bytes:
-    return base64.b64decode(text.encode("ascii"))
+    return binascii.a2b_base64(text)
 
 
 class _Txn:
@@ -504,11 +504,23 @@ class EmbeddedStore(CoordStore):
             os.close(self._lock_fd)
             self._lock_fd = None
             raise CoordError(f"{self.data_dir} is in use by another process") from None
-        self._recover()
-        self._write_snapshot()
+        if self._recover():
+            self._write_snapshot()
+        else:
+            # The snapshot holds everything (a clean close wrote it): writing the same tree
+            # again would only cost the start-up its time. The journal starts empty, as after
+            # a snapshot (a record it held is in the snapshot, see _recover).
+            self._journal = open(self.data_dir / JOURNAL_FILE, "wb")  # noqa: SIM115
+            if self.fsync:
+                os.fsync(self._journal.fileno())
+            self._journal_records = 0
 
-    def _recover(self) -> None:
+    def _recover(self) -> bool:
+        """Load the snapshot, then replay the journal; delete the ephemeral nodes. Returns
+        whether the tree differs from the snapshot on disk (journal records replayed,
+        ephemerals deleted, or no snapshot at all)."""
         assert self.data_dir is not None
+        changed = False
         snapshot = self.data_dir / SNAPSHOT_FILE
         if snapshot.exists():
             try:
@@ -516,10 +528,11 @@ class EmbeddedStore(CoordStore):
                 if doc.get("format") != SNAPSHOT_FORMAT:
                     raise StoreCorrupted(f"{snapshot}: unknown format {doc.get('format')!r}")
                 self._zxid = int(doc["zxid"])
-                for entry in doc["nodes"]:
-                    self._load_node(entry)
-            except (ValueError, KeyError, TypeError) as error:
+                self._load_nodes(doc["nodes"])
+            except (ValueError, KeyError, TypeError, binascii.Error) as error:
                 raise StoreCorrupted(f"{snapshot}: {error}") from error
+        else:
+            changed = True
         journal = self.data_dir / JOURNAL_FILE
         if journal.exists():
             for line in journal.read_bytes().split(b"\n"):
@@ -528,6 +541,7 @@ class EmbeddedStore(CoordStore):
                     break  # torn tail of an interrupted append
                 if record["z"] <= self._zxid:
                     continue
+                changed = True
                 txn = _Txn(record["z"], record["t"])
                 for op in record["ops"]:
                     if op[0] == "c":
@@ -539,20 +553,38 @@ class EmbeddedStore(CoordStore):
                 self._zxid = txn.zxid
         ephemerals = [p for p, n in self._nodes.items() if n.ephemeral_owner]
         if ephemerals:
+            changed = True
             txn = _Txn(self._zxid + 1, int(self._clock() * 1000))
             for path in sorted(ephemerals, reverse=True):
                 self._do_delete(txn, path)
             self._zxid = txn.zxid
+        return changed
 
-    def _load_node(self, entry: list) -> None:
-        path, data, czxid, mzxid, ctime, mtime, version, cversion, aversion, owner, pzxid = entry
-        node = _Node(_unb64(data), czxid, ctime, owner)
-        node.mzxid, node.mtime, node.version = mzxid, mtime, version
-        node.cversion, node.aversion, node.pzxid = cversion, aversion, pzxid
-        self._nodes[path] = node
-        if path != "/":
-            parent_path = parent_of(path)
-            self._nodes[parent_path].children.add(path[len(parent_path) :].lstrip("/"))
+    def _load_nodes(self, entries: list[list]) -> None:
+        """The snapshot's nodes, parents before children (one pass: at 10,000 topics the
+        snapshot holds 50,000 nodes, and this loop is most of the store's start-up)."""
+        nodes = self._nodes
+        unb64 = binascii.a2b_base64
+        for (
+            path,
+            data,
+            czxid,
+            mzxid,
+            ctime,
+            mtime,
+            version,
+            cversion,
+            aversion,
+            owner,
+            pzxid,
+        ) in entries:
+            node = _Node(unb64(data) if data else b"", czxid, ctime, owner)
+            node.mzxid, node.mtime, node.version = mzxid, mtime, version
+            node.cversion, node.aversion, node.pzxid = cversion, aversion, pzxid
+            nodes[path] = node
+            if path != "/":
+                parent, _, name = path.rpartition("/")
+                nodes[parent or "/"].children.add(name)
 
     @staticmethod
     def _parse_journal_line(line: bytes) -> dict | None:
@@ -680,6 +712,22 @@ class EmbeddedSession(CoordSession):
         await self._ready()
         node = self.store._node(path)
         return node.data, node.stat()
+
+    async def get_data_many(self, paths: Sequence[str]) -> list[tuple[bytes, Stat] | None]:
+        """All at once, as one read (ZooKeeper's multiRead): no task per node."""
+        if not paths:
+            return []
+        await self._ready()
+        nodes = self.store._nodes
+        out: list[tuple[bytes, Stat] | None] = []
+        for path in paths:
+            node = nodes.get(path)
+            if node is None:
+                validate_path(path)
+                out.append(None)
+            else:
+                out.append((node.data, node.stat()))
+        return out
 
     async def set_data(self, path: str, data: bytes, version: int) -> Stat:
         results = await self._write([SetDataOp(path, data, version)])

@@ -93,8 +93,12 @@ async def get_all_brokers_and_epochs(session: CoordSession) -> dict[int, tuple[B
     except NoNode:
         return {}
     ids = sorted(int(c) for c in children if c.lstrip("-").isdigit())
-    found = await asyncio.gather(*(get_broker_and_epoch(session, i) for i in ids))
-    return {i: f for i, f in zip(ids, found, strict=True) if f is not None}
+    found = await session.get_data_many([paths.broker_path(i) for i in ids])
+    return {
+        i: (broker_from_info(paths.decode_broker(i, node[0])), node[1].czxid)
+        for i, node in zip(ids, found, strict=True)
+        if node is not None
+    }
 
 
 # -- topics ---------------------------------------------------------------------------------------
@@ -131,13 +135,17 @@ async def get_topic_assignment(
 
 
 async def get_topic_assignments(
-    session: CoordSession, topics: Iterable[str]
+    session: CoordSession, topics: Iterable[str], raw: dict[str, bytes] | None = None
 ) -> dict[str, tuple[str | None, dict[int, ReplicaAssignment]]]:
+    """The topics' ids and assignments (absent topics left out), read in one batch; ``raw``,
+    when given, receives each topic node's data as read."""
     topics = sorted(topics)
     found = await session.get_data_many([paths.topic_path(t) for t in topics])
     out: dict[str, tuple[str | None, dict[int, ReplicaAssignment]]] = {}
     for topic, node in zip(topics, found, strict=True):
         if node is not None:
+            if raw is not None:
+                raw[topic] = node[0]
             decoded = paths.decode_topic(topic, node[0])
             out[topic] = (decoded.topic_id, assignment_from_node(decoded))
     return out

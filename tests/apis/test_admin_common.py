@@ -44,6 +44,30 @@ async def test_one_deadline_for_every_condition_of_a_request(monkeypatch):
     assert now[0] < 60.0  # the last waits ended when their conditions held, not at the deadline
 
 
+async def test_a_poll_stops_at_the_first_condition_still_pending(monkeypatch):
+    """The outcomes of a request arrive about in order (topics are led in the order they were
+    created): a poll stops at the first condition that does not hold yet instead of polling
+    all of them every 10 ms; the last poll, at the deadline, checks every one."""
+    now = [0.0]
+
+    async def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    monkeypatch.setattr(admin_common, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    monkeypatch.setattr(admin_common, "asyncio", SimpleNamespace(sleep=sleep))
+    calls = []
+
+    def led_at(t: float):
+        return lambda: calls.append(t) or now[0] >= t
+
+    conditions = [led_at(0.1 + i / 1000) for i in range(1000)]
+    assert await wait_for_all(conditions, timeout_ms=60_000) == [True] * 1000
+    assert len(calls) < 2 * len(conditions)  # polling every one each time: about 10,000
+    calls.clear()
+    late = [led_at(0.0), led_at(10**9), led_at(0.0)]
+    assert await wait_for_all(late, timeout_ms=50) == [True, False, True]
+
+
 async def test_delete_topics_when_deletion_is_disabled(call, services):
     """Kafka answers TOPIC_DELETION_DISABLED from v3 on, INVALID_REQUEST to older clients."""
     services.config = BrokerConfig.load(overrides={"delete.topic.enable": "false"}, environ={})

@@ -435,3 +435,35 @@ async def test_requests_longer_than_jute_maxbuffer_are_refused(backend, session)
     stat = await session.set_data("/big", b"small", 0)
     assert stat.version == 1
     assert (await session.get_data("/big"))[0] == b"small"
+
+
+async def test_get_data_many_answers_as_get_data_does(session, other):
+    """The bulk read the controller loads its context with: thousands of nodes (more than one
+    request's worth on ZooKeeper), absent ones None, empty and binary data kept, stats equal
+    to ``get_data``'s; a watch armed meanwhile still fires, and the session stays usable."""
+    await session.create("/many")
+    paths: list[str] = []
+    for start in range(0, 2500, 500):
+        ops = [
+            CreateOp(f"/many/n{i}", b"" if i % 7 == 0 else f'{{"i":{i}}}\x00\xff'.encode())
+            for i in range(start, start + 500)
+        ]
+        await session.multi(ops)
+        paths += [op.path for op in ops]
+    await session.set_data("/many/n3", b"changed", 0)
+    asked = [*paths[:1200], "/many/absent", "/nowhere/at/all", *paths[1200:]]
+    _, _, watch = await session.get_data_and_watch("/many/n5")
+
+    found = await session.get_data_many(asked)
+
+    assert len(found) == len(asked)
+    assert found[1200] is None and found[1201] is None
+    for path, answer in zip(asked, found, strict=True):
+        if answer is not None:
+            assert answer == await session.get_data(path), path
+    assert found[3] is not None and found[3][0] == b"changed" and found[3][1].version == 1
+    assert found[0] == (b"", found[0][1])
+    assert await session.get_data_many([]) == []
+    await other.set_data("/many/n5", b"x", ANY_VERSION)
+    assert await asyncio.wait_for(watch, 10) == WatchEvent(EventType.DATA_CHANGED, "/many/n5")
+    assert (await session.get_data("/many/n5"))[0] == b"x"

@@ -102,6 +102,40 @@ async def test_snapshot_compaction_keeps_everything(tmp_path):
     await again.close()
 
 
+async def test_reopening_an_unchanged_store_keeps_its_snapshot(tmp_path):
+    """After a clean close the snapshot holds the whole tree: opening the store again reads
+    it without writing it anew (the same file), starts an empty journal, and what is written
+    from then on is journaled and recovered as before, empty and binary data included."""
+    store = reopen(tmp_path)
+    s = await store.open_session()
+    await s.create("/brokers/topics/t", b'{"partitions":{"0":[1]}}', makepath=True)
+    await s.create("/empty", b"")
+    await s.create("/binary", bytes(range(256)))
+    await store.close()
+    written = (tmp_path / SNAPSHOT_FILE).stat()
+
+    again = reopen(tmp_path)
+    assert (tmp_path / SNAPSHOT_FILE).stat().st_ino == written.st_ino
+    assert (tmp_path / SNAPSHOT_FILE).stat().st_mtime_ns == written.st_mtime_ns
+    assert (tmp_path / JOURNAL_FILE).read_bytes() == b""
+    s2 = await again.open_session()
+    assert (await s2.get_data("/binary"))[0] == bytes(range(256))
+    assert (await s2.get_data("/empty"))[0] == b""
+    assert await s2.get_children("/brokers/topics") == ["t"]
+    await s2.create("/after", b"x")
+    # a crash: the write is in the journal only
+    again._journal.close()
+    fcntl.flock(again._lock_fd, fcntl.LOCK_UN)
+    os.close(again._lock_fd)
+
+    third = reopen(tmp_path)
+    s3 = await third.open_session()
+    assert (await s3.get_data("/after"))[0] == b"x"
+    assert (tmp_path / SNAPSHOT_FILE).stat().st_ino != written.st_ino  # replayed: rewritten
+    assert sorted(await s3.get_children("/")) == ["after", "binary", "brokers", "empty"]
+    await third.close()
+
+
 async def test_second_process_cannot_open_the_same_directory(tmp_path):
     store = reopen(tmp_path)
     with pytest.raises(CoordError):

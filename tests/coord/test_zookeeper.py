@@ -13,13 +13,14 @@ from kafkalite.coord import (
     CreateOp,
     CreateResult,
     EventType,
+    NoNode,
     SessionState,
     WatchEvent,
     open_store,
     parse_connect,
 )
 from kafkalite.coord.embedded import EmbeddedStore
-from kafkalite.coord.zookeeper import ZooKeeperStore
+from kafkalite.coord.zookeeper import AiozkSession, ZooKeeperStore
 from kafkalite.testing import ZooKeeperMissing, ZooKeeperServer, free_port
 
 from .conftest import started_zookeeper, wait_state
@@ -157,3 +158,47 @@ def test_missing_zookeeper_fails_with_an_install_hint(monkeypatch, tmp_path):
     monkeypatch.setattr(harness, "ZOOKEEPER_JAR", tmp_path / "absent.jar")
     with pytest.raises(ZooKeeperMissing, match="apt-get install zookeeper"):
         ZooKeeperServer()
+
+
+async def test_bulk_reads_node_by_node_on_a_server_without_multi_read(zookeeper_server):
+    """Servers before 3.6 have no multiRead: the same bulk read then pipelines one GetData per
+    node, with the same answers (absent nodes None, the rest as ``get_data`` gives them)."""
+    store = open_store(zookeeper_server.connect_string("/no-multi-read"), None, 4000)
+    try:
+        session = await store.open_session()
+        await session.multi([CreateOp(f"/n{i}", str(i).encode()) for i in range(1500)])
+        paths = [f"/n{i}" for i in range(1500)] + ["/absent"]
+        with_multi_read = await session.get_data_many(paths)
+        inner = session._inner
+        assert isinstance(inner, AiozkSession) and inner._can_multi_read()
+        inner._multi_read_ok = False
+        node_by_node = await session.get_data_many(paths)
+        assert node_by_node == with_multi_read
+        assert node_by_node[-1] is None and node_by_node[7][0] == b"7"
+        with pytest.raises(NoNode):
+            await session.get_data("/absent")
+    finally:
+        await store.close()
+
+
+async def test_a_bulk_read_cut_by_a_dropped_connection_raises_connection_loss(own_server):
+    """A connection that breaks while a bulk read waits fails the read with ConnectionLoss
+    (outcome unknown, as for any request); the session reconnects and reads again."""
+    store = open_store(own_server.connect_string("/bulk-cut"), None, 8000)
+    try:
+        session = await store.open_session()
+        await session.multi([CreateOp(f"/n{i}", b"x" * 100) for i in range(1000)])
+        paths = [f"/n{i}" for i in range(1000)] * 20
+        reading = asyncio.ensure_future(session.get_data_many(paths))
+        await asyncio.to_thread(own_server.drop_connection, session.session_id, session.password)
+        try:
+            found = await reading
+        except ConnectionLoss:
+            pass
+        else:  # the read won the race with the cut: then it must be whole
+            assert len(found) == len(paths) and all(f is not None for f in found)
+        await wait_state(session, SessionState.CONNECTED, timeout=10)
+        again = await session.get_data_many(paths[:1000])
+        assert [data for data, _ in again] == [b"x" * 100] * 1000
+    finally:
+        await store.close()
