@@ -32,6 +32,7 @@ from kafkalite.admin.errors import AdminError
 from kafkalite.protocol.consumer_protocol import assigned_partitions
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.types import TopicPartition
+from kafkalite.share.partition import RecordState
 
 log = structlog.get_logger("kafkalite.admin")
 
@@ -153,6 +154,13 @@ def lag_rows(
             }
         )
     return rows
+
+
+def _state_name(value: int) -> str:
+    try:
+        return RecordState(value).name
+    except ValueError:
+        return f"UNKNOWN({value})"
 
 
 class GroupView:
@@ -426,7 +434,85 @@ class GroupView:
                         }
                     )
         starts.sort(key=lambda r: (r["topic"], r["partition"]))
+        await self.in_flight(group_id, starts)
         return data, starts
+
+    async def in_flight(self, group_id: str, rows: list[dict[str, Any]]) -> None:
+        """Each share-partition row of `group_id` gets its tracked window: `view`, `leader`,
+        `start_offset`, `end_offset` and `in_flight` (runs of offsets by state).
+
+        The live view is the partition leader's memory (acquisitions, their owners and lock
+        deadlines exist nowhere else): had when this broker leads the partition and has loaded
+        its share state. Otherwise the persisted view: ReadShareGroupState with LeaderEpoch -1
+        at the share coordinator (through the share-group service's persister; -1 reads
+        without fencing and writes nothing), where an acquired record reads AVAILABLE. A state
+        that cannot be read leaves `view` and `in_flight` null with the error named."""
+        service = self.server.services.extra.get("share_groups")
+        cache = self.server.metadata_cache
+        gate = asyncio.Semaphore(GROUP_CONCURRENCY)
+
+        async def one(row: dict[str, Any]) -> None:
+            topic, partition = row["topic"], row["partition"]
+            info = cache.get_partition_info(topic, partition) if cache is not None else None
+            row.update(view=None, leader=None, end_offset=None, in_flight=None)
+            if info is not None and info.leader >= 0:
+                row["leader"] = int(info.leader)
+            if service is None:
+                return
+            topic_id = cache.get_topic_id(topic) if cache is not None else None
+            sp = None
+            if row["leader"] == self.server.broker_id:
+                sp = service.loaded_partition(group_id, topic, partition)
+                if sp is not None and sp.topic_id not in (None, topic_id):
+                    sp = None  # the state of a deleted topic of the same name
+            if sp is not None:
+                row.update(
+                    view="live",
+                    start_offset=sp.start_offset,
+                    end_offset=sp.end_offset,
+                    in_flight=[
+                        {
+                            "first_offset": r.first_offset,
+                            "last_offset": r.last_offset,
+                            "state": r.state.name,
+                            "delivery_count": r.delivery_count,
+                            "member_id": r.member_id,
+                            "lock_expires_ms": r.deadline_ms,
+                        }
+                        for r in sp.in_flight_runs()
+                    ],
+                )
+                return
+            if topic_id is None:
+                return
+            async with gate:
+                result = await service.persister.read(group_id, topic_id, partition, -1)
+            if result.error != ErrorCode.NONE:
+                row["error"] = row["error"] or result.error.name
+                return
+            batches = sorted(result.state_batches, key=lambda b: b.first_offset)
+            start = int(result.start_offset) if result.start_offset >= 0 else None
+            row.update(
+                view="persisted",
+                start_offset=start,
+                end_offset=None
+                if start is None
+                else max([start, *(b.last_offset + 1 for b in batches)]),
+                in_flight=[
+                    {
+                        "first_offset": b.first_offset,
+                        "last_offset": b.last_offset,
+                        "state": _state_name(b.delivery_state),
+                        "delivery_count": b.delivery_count,
+                        "member_id": None,
+                        "lock_expires_ms": None,
+                    }
+                    for b in batches
+                    if start is not None and b.last_offset >= start
+                ],
+            )
+
+        await asyncio.gather(*(one(row) for row in rows))
 
     async def many_consumer(self, group_ids: list[str]) -> dict[str, GroupData | None]:
         """Each consumer group's data as the caller may see it; None for one not read."""

@@ -615,15 +615,49 @@ class GroupMember(Answer):
     )
 
 
+class InFlightRange(Answer):
+    """Consecutive offsets of a share-partition's window alike in state, delivery count, owner
+    and lock expiry."""
+
+    first_offset: Int64
+    last_offset: Int64
+    state: str = Field(
+        description="AVAILABLE, ACQUIRED (held by member_id until lock_expires_ms), "
+        "ACKNOWLEDGED or ARCHIVED (rejected, or past the delivery-count limit)"
+    )
+    delivery_count: Int32 = Field(description="how many times its records were acquired")
+    member_id: str | None = Field(description="ACQUIRED: the member holding them")
+    lock_expires_ms: Int64 | None = Field(
+        description="ACQUIRED: when the acquisition lock expires (ms since the epoch); the "
+        "records go back to AVAILABLE (or ARCHIVED at the delivery-count limit) then"
+    )
+
+
 class ShareGroupOffset(Answer):
-    """A share-partition of a share group (DescribeShareGroupOffsets)."""
+    """A share-partition of a share group: its start offset (DescribeShareGroupOffsets) and its
+    tracked window of in-flight records."""
 
     topic: str
     partition: Int32
     start_offset: Int64 | None = Field(
-        description="the first offset not yet acknowledged; null when never read"
+        description="the first offset not yet acknowledged (of `view` when there is one); "
+        "null when never read"
     )
     error: str | None = Field(description="Kafka's error code name when it could not be read")
+    leader: BrokerId | None = Field(None, description="the partition's leader, when known")
+    view: Literal["live", "persisted"] | None = Field(
+        None,
+        description="live: the leader's in-memory state (this broker leads the partition and "
+        "has loaded it; acquisitions, owners and lock expiries are known); persisted: the "
+        "share coordinator's state (ReadShareGroupState, LeaderEpoch -1), where an acquired "
+        "record reads AVAILABLE; null when the state could not be read",
+    )
+    end_offset: Int64 | None = Field(
+        None, description="one past the last offset of the tracked window"
+    )
+    in_flight: list[InFlightRange] | None = Field(
+        None, description="the window [start_offset, end_offset) as ranges, by offset"
+    )
 
 
 class GroupOffset(Answer):
@@ -654,7 +688,8 @@ class Group(Answer):
     offsets: list[GroupOffset] = Field(description="committed offsets and lag; [] for share")
     total_lag: Int64
     share_offsets: list[ShareGroupOffset] | None = Field(
-        None, description="share groups: the start offset of each share-partition"
+        None,
+        description="share groups: each share-partition's start offset and in-flight records",
     )
 
 

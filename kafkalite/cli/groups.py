@@ -4,7 +4,8 @@ and kafka-share-groups.sh show them.
 
     kafkalite groups list [--type classic|consumer|share]   type, state, members, lag
     kafkalite groups describe GROUP                          offsets and lag (a share group:
-                                                             start offsets), then members
+                                                             each share-partition's window and
+                                                             in-flight records), then members
     kafkalite groups reset-offsets GROUP --to earliest|latest|timestamp|explicit
               [--topic T]... [--timestamp MS] [--offset TOPIC:PARTITION=OFFSET]... [--dry-run]
     kafkalite groups delete GROUP
@@ -73,7 +74,8 @@ def groups_list(group_type: str | None, admin_url: str, as_json: bool) -> None:
 @json_option
 def groups_describe(group: str, admin_url: str, as_json: bool) -> None:
     """Type, state, committed offsets and lag per partition (a share group: each
-    share-partition's start offset), then the members with their assignments (a consumer or
+    share-partition's start and end offset and its in-flight records by state: who holds the
+    acquired ones and until when, where the partition's leader is the broker asked), then the members with their assignments (a consumer or
     share group: their epochs; a consumer group: their target assignments)."""
     answer = run(admin_url, "GET", f"/groups/{quote(group)}")
     if as_json:
@@ -93,10 +95,7 @@ def groups_describe(group: str, admin_url: str, as_json: bool) -> None:
         f" ({detail}, coordinator {answer['coordinator']}){lag}"
     )
     if group_type == "share":
-        table = new_table("topic", "partition", "start offset")
-        for o in answer.get("share_offsets") or []:
-            table.add_row(o["topic"], str(o["partition"]), or_dash(o["start_offset"]) + _error(o))
-        console().print(table)
+        _share_tables(answer)
         _members_table(answer, group_type)
         return
     owners = {}
@@ -118,6 +117,65 @@ def groups_describe(group: str, admin_url: str, as_json: bool) -> None:
         table.add_row(topic, str(partition), "-", "-", "-", owner)
     console().print(table)
     _members_table(answer, group_type)
+
+
+def _share_tables(answer: dict[str, Any]) -> None:
+    """Each share-partition's window (start and end offset, which view, records per state),
+    then its in-flight ranges (as kafka-share-groups --describe --offsets, and what only the
+    partition's leader knows: who holds each acquired range and until when)."""
+    rows = answer.get("share_offsets") or []
+    table = new_table("topic", "partition", "start offset", "end offset", "view", "in flight")
+    for o in rows:
+        counts: dict[str, int] = {}
+        for r in o.get("in_flight") or []:
+            counts[r["state"]] = (
+                counts.get(r["state"], 0) + r["last_offset"] - r["first_offset"] + 1
+            )
+        summary = ", ".join(f"{n} {state}" for state, n in sorted(counts.items())) or (
+            "none" if o.get("in_flight") is not None else "-"
+        )
+        view = o.get("view") or "-"
+        if o.get("leader") is not None:
+            view += f" (leader {o['leader']})"
+        table.add_row(
+            o["topic"],
+            str(o["partition"]),
+            or_dash(o["start_offset"]) + _error(o),
+            or_dash(o.get("end_offset")),
+            view,
+            summary,
+        )
+    console().print(table)
+    ranges = [(o, r) for o in rows for r in o.get("in_flight") or []]
+    if not ranges:
+        return
+    clients = {m["member_id"]: m["client_id"] for m in answer.get("members") or []}
+    table = new_table(
+        "topic", "partition", "offsets", "state", "deliveries", "member", "lock expires"
+    )
+    for o, r in ranges:
+        first, last = r["first_offset"], r["last_offset"]
+        member = r.get("member_id")
+        table.add_row(
+            o["topic"],
+            str(o["partition"]),
+            str(first) if first == last else f"{first}-{last}",
+            r["state"],
+            str(r["delivery_count"]),
+            f"{clients.get(member, '')} {member}".strip() if member else "-",
+            _expiry(r.get("lock_expires_ms")),
+        )
+    console().print(table)
+
+
+def _expiry(ms: int | None) -> str:
+    if ms is None:
+        return "-"
+    import datetime
+    import time
+
+    at = datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).strftime("%H:%M:%S UTC")
+    return f"{at} (in {max(0, round(ms / 1000 - time.time()))} s)"
 
 
 def _error(row: dict[str, Any]) -> str:

@@ -194,6 +194,12 @@ class ShareGroupService:
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
         return self.metadata_cache.get_topic_name(topic_id)
 
+    def loaded_partition(self, group_id: str, topic: str, partition: int) -> SharePartition | None:
+        """The in-memory state of share-partition (group, topic, partition) when this broker
+        leads the partition and has loaded it (a first ShareFetch loads it), else None. For
+        reading only: its owner is this service."""
+        return self.partitions.get((group_id, topic, partition))
+
     # -- membership --------------------------------------------------------------------------
 
     def heartbeat(

@@ -75,6 +75,19 @@ class StateBatch:
 
 
 @dataclass(frozen=True, slots=True)
+class InFlightRun:
+    """A run of in-flight offsets alike in state, delivery count, owner and lock deadline (the
+    owner and deadline of an ACQUIRED run only)."""
+
+    first_offset: int
+    last_offset: int
+    state: RecordState
+    delivery_count: int
+    member_id: str | None = None
+    deadline_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Acquired:
     """An acquired range as ShareFetch returns it (AcquiredRecords)."""
 
@@ -181,6 +194,28 @@ class SharePartition:
 
     def in_flight_count(self) -> int:
         return len(self.records)
+
+    def in_flight_runs(self) -> list[InFlightRun]:
+        """The window [SPSO, SPEO) as runs of consecutive offsets alike in state, delivery
+        count, owner and lock deadline (what an operator reads; changes nothing)."""
+        out: list[InFlightRun] = []
+        for offset in range(self.start_offset, self.end_offset):
+            r = self.records[offset]
+            owner = r.member_id if r.state is RecordState.ACQUIRED else None
+            deadline = r.deadline_ms if r.state is RecordState.ACQUIRED else None
+            last = out[-1] if out else None
+            if (
+                last is not None
+                and last.last_offset == offset - 1
+                and (last.state, last.delivery_count, last.member_id, last.deadline_ms)
+                == (r.state, r.delivery_count, owner, deadline)
+            ):
+                out[-1] = InFlightRun(
+                    last.first_offset, offset, r.state, r.delivery_count, owner, deadline
+                )
+            else:
+                out.append(InFlightRun(offset, offset, r.state, r.delivery_count, owner, deadline))
+        return out
 
     # -- transitions ------------------------------------------------------------------------
 

@@ -88,7 +88,8 @@ def test_describe_a_share_group_shows_start_offsets_and_members(admin, groups):
     starts = {(o["topic"], o["partition"]): o["start_offset"] for o in described["share_offsets"]}
     assert set(starts) == {(TOPIC, 0), (TOPIC, 1)}
     cells = [[c.strip() for c in line.strip("│").split("│")] for line in out.splitlines()]
-    shown = {(c[0], int(c[1])): c[2] for c in cells if len(c) == 3 and c[0] == TOPIC}
+    # topic, partition, start offset, end offset, view, in flight
+    shown = {(c[0], int(c[1])): c[2] for c in cells if len(c) == 6 and c[0] == TOPIC}
     assert shown == {tp: str(start) for tp, start in starts.items()}
     (member,) = described["members"]
     row = rows(out)[member["member_id"]]

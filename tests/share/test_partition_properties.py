@@ -132,6 +132,33 @@ class SharePartitionMachine(RuleBasedStateMachine):
         assert self.sp.end_offset - self.sp.start_offset <= MAX_LOCKS
         assert self.sp.start_offset <= self.sp.end_offset
 
+    @invariant()
+    def in_flight_runs_describe_the_window(self) -> None:
+        """What the admin API shows: runs that cover [SPSO, SPEO) once, in order, each offset
+        with its record's state and count, an owner and deadline for ACQUIRED only, and no two
+        neighbouring runs alike."""
+        runs = self.sp.in_flight_runs()
+        offsets = [o for r in runs for o in range(r.first_offset, r.last_offset + 1)]
+        assert offsets == list(range(self.sp.start_offset, self.sp.end_offset))
+        for run in runs:
+            for offset in range(run.first_offset, run.last_offset + 1):
+                record = self.sp.records[offset]
+                assert (run.state, run.delivery_count) == (record.state, record.delivery_count)
+                if record.state is RecordState.ACQUIRED:
+                    assert (run.member_id, run.deadline_ms) == (
+                        record.member_id,
+                        record.deadline_ms,
+                    )
+                else:
+                    assert (run.member_id, run.deadline_ms) == (None, None)
+        for a, b in zip(runs, runs[1:], strict=False):
+            assert (a.state, a.delivery_count, a.member_id, a.deadline_ms) != (
+                b.state,
+                b.delivery_count,
+                b.member_id,
+                b.deadline_ms,
+            )
+
 
 TestSharePartition = SharePartitionMachine.TestCase
 TestSharePartition.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)

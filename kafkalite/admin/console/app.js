@@ -476,11 +476,32 @@ async function groupPage(id) {
     if (g.group_type === "share") {
       reset.hidden = true;
       replace(offsetsTitle, "Share-partitions");
-      replace(offsetsNote, "Where the group stands in each partition: its start offset, the first record not yet acknowledged (records before it are done). In-flight records (acquired or available) are not shown.");
-      replace(offsets, (g.share_offsets || []).length ? table("share-offsets", ["topic", "#partition", "#start offset", "error"], g.share_offsets.map((o) =>
-        h("tr", { "data-partition": `${o.topic}-${o.partition}` }, cell(o.topic), num(o.partition),
+      replace(offsetsNote, "Where the group stands in each partition: its start offset (records before it are done), the end of the window it tracks, and the in-flight records in it by state. \"live\" is the partition leader's own state (this broker leads it): who holds each acquired range and until when. \"persisted\" is the share coordinator's copy (another broker leads the partition, or it was not read since): acquired records show there as available.");
+      const rows = [];
+      for (const o of g.share_offsets || []) {
+        const ranges = o.in_flight || [];
+        const span = Math.max(ranges.length, 1);
+        const head = [cell(o.topic), num(o.partition),
           h("td", { class: "num start" }, o.start_offset === null ? h("span", { class: "muted" }, "not read") : fmt.num(o.start_offset)),
-          cell(o.error || "–", o.error ? "warn" : "muted"))))
+          h("td", { class: "num end" }, o.end_offset === null || o.end_offset === undefined ? "–" : fmt.num(o.end_offset)),
+          cell(o.view ? `${o.view}${o.leader === null || o.leader === undefined ? "" : ` (leader ${o.leader})`}` : (o.error || "–"), o.error ? "warn view" : "view")];
+        head.forEach((td) => td.setAttribute("rowspan", span));
+        const rangeCells = (r) => [
+          h("td", { class: "num range" }, r.first_offset === r.last_offset ? fmt.num(r.first_offset) : `${fmt.num(r.first_offset)}–${fmt.num(r.last_offset)}`),
+          h("td", { class: `state ${r.state === "ACQUIRED" ? "" : "muted"}` }, r.state),
+          h("td", { class: "num delivery" }, fmt.num(r.delivery_count)),
+          cell(r.member_id ? h("span", { title: r.member_id }, clientOf[r.member_id] ? `${clientOf[r.member_id]} ${r.member_id}` : r.member_id) : "–", r.member_id ? "member" : "muted member"),
+          h("td", { class: "lock" }, r.lock_expires_ms === null ? "–" : `${new Date(r.lock_expires_ms).toLocaleTimeString()} (in ${Math.max(0, Math.round((r.lock_expires_ms - Date.now()) / 1000))} s)`)];
+        if (!ranges.length) {
+          rows.push(h("tr", { "data-partition": `${o.topic}-${o.partition}` }, ...head,
+            h("td", { class: "muted", colspan: 5 }, o.in_flight ? "no records in flight" : "–")));
+          continue;
+        }
+        ranges.forEach((r, i) => rows.push(h("tr", {
+          "data-partition": `${o.topic}-${o.partition}`, "data-range": `${o.topic}-${o.partition}:${r.first_offset}-${r.last_offset}`, "data-state": r.state,
+          ...(i ? { class: "range-cont" } : {}) }, ...(i ? [] : head), ...rangeCells(r))));
+      }
+      replace(offsets, rows.length ? table("share-offsets", ["topic", "#partition", "#start offset", "#end offset", "view", "#in flight", "state", "#deliveries", "member", "lock expires"], rows)
         : h("p", { class: "muted" }, "The group has read no partition yet."));
       return;
     }
