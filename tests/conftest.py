@@ -34,10 +34,11 @@ from kafkalite.testing import Broker
 
 # Property tests draw fresh examples on every run, in CI too (this profile replaces the "ci" one
 # hypothesis picks when $CI is set, which derandomizes), keep failures in .hypothesis/ and print
-# the blob that replays one. Generation that is slow on a loaded 2-core machine is not a failure
-# of the code under test.
+# the blob that replays one. Generation or an example that is slow on a loaded 2-core machine
+# is not a failure of the code under test: no health check on speed, and no per-example
+# deadline (hypothesis's default of 200 ms is a timed assertion).
 settings.register_profile(
-    "kafkalite", suppress_health_check=[HealthCheck.too_slow], print_blob=True
+    "kafkalite", suppress_health_check=[HealthCheck.too_slow], print_blob=True, deadline=None
 )
 settings.load_profile("kafkalite")
 
