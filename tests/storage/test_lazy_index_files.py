@@ -149,3 +149,26 @@ def test_a_missing_time_index_is_an_empty_one(tmp_path):
     log = Log(tmp_path / "t-0", CONFIG, had_clean_shutdown=True, recovery_point=1)
     assert log.recovered_segments == 0 and log.log_end_offset == 1
     log.close()
+
+
+def test_a_clean_load_reads_no_closed_segment(tmp_path, monkeypatch):
+    """After a clean shutdown a segment's max timestamp is its time index's last entry (as
+    Kafka's): no batches of a closed segment are read; lookups by time still find them."""
+    from kafkalite.storage.file_records import FileRecords
+
+    log = Log(tmp_path / "t-0", CONFIG)
+    for i in range(12):
+        log.append_as_leader(make_batch(2, 300, 1_700_000_000_000 + i), 0)
+    assert log.number_of_segments > 2
+    log.close()
+
+    def no_scan(self, position):
+        raise AssertionError(f"{self.file} read at load")
+
+    monkeypatch.setattr(FileRecords, "largest_timestamp_after", no_scan)
+    log = Log(tmp_path / "t-0", CONFIG, had_clean_shutdown=True, recovery_point=24)
+    assert log.recovered_segments == 0 and log.log_end_offset == 24
+    last_batch = log.segments[1].base_offset // 2 - 1  # of the first segment; 2 records each
+    assert log.segments[0].largest_timestamp == 1_700_000_000_000 + last_batch + 1
+    assert log.offset_for_timestamp(1_700_000_000_000 + 5)[0] == 9  # batch 4, record 1
+    log.close()
