@@ -171,14 +171,26 @@ _CLOSED_HANDLE = FileHandle(-1)
 class FileRecords:
     """An append-only file of record batches with a logical ``size``."""
 
-    def __init__(self, file: str | os.PathLike[str], *, create: bool = True) -> None:
-        self.file = file if isinstance(file, Path) else Path(file)
-        flags = os.O_RDWR | os.O_APPEND | (os.O_CREAT if create else 0)
-        fd = os.open(self.file, flags, 0o644)
-        try:
-            self.size = os.fstat(fd).st_size
-        finally:
-            os.close(fd)
+    def __init__(
+        self, file: str | os.PathLike[str], *, create: bool = True, size: int | None = None
+    ) -> None:
+        """``size``: the file's length, when the caller knows it: with ``create`` it must be
+        0 and the file must not exist yet (a new segment: one system call instead of an
+        open, an ``fstat`` and a close); without, the file is not touched (a segment being
+        loaded, its length from the directory's listing)."""
+        # The path as a str for the os calls; ``file`` builds the Path on demand.
+        self._path = os.fspath(file)
+        self._file: Path | None = file if isinstance(file, Path) else None
+        if size is None:
+            flags = os.O_RDWR | os.O_APPEND | (os.O_CREAT if create else 0)
+            fd = os.open(self._path, flags, 0o644)
+            try:
+                size = os.fstat(fd).st_size
+            finally:
+                os.close(fd)
+        elif create:
+            os.close(os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644))
+        self.size = size
         # Opened on first use and dropped again by release_handle (an idle segment holds no
         # descriptor: a broker with thousands of idle partitions would otherwise hold one
         # each); a slice keeps the handle it was cut from.
@@ -189,13 +201,30 @@ class FileRecords:
         self._maps: list[weakref.ref[mmap.mmap]] = []
 
     @property
+    def file(self) -> Path:
+        file = self._file
+        if file is None:
+            file = self._file = Path(self._path)
+        return file
+
+    @file.setter
+    def file(self, value: str | os.PathLike[str]) -> None:
+        self._path = os.fspath(value)
+        self._file = value if isinstance(value, Path) else None
+
+    @property
+    def path(self) -> str:
+        """The file's path as a str (for os calls)."""
+        return self._path
+
+    @property
     def handle(self) -> FileHandle:
         """The open descriptor (opened now if released); FileHandle(-1) once closed."""
         handle = self._handle
         if handle is None:
             if self._closed:
                 return _CLOSED_HANDLE
-            handle = self._handle = FileHandle(os.open(self.file, os.O_RDWR | os.O_APPEND))
+            handle = self._handle = FileHandle(os.open(self._path, os.O_RDWR | os.O_APPEND))
         return handle
 
     @property
@@ -290,8 +319,8 @@ class FileRecords:
         self._closed = True
 
     def rename_to(self, path: str | os.PathLike[str]) -> None:
-        os.replace(self.file, path)
-        self.file = Path(path)
+        os.replace(self._path, path)
+        self.file = path
 
     # ---------------------------------------------------------------- reading
 

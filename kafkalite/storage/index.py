@@ -18,7 +18,14 @@ for the time index, in timestamp). The index is sparse: the segment adds an entr
 log forward from its position.
 
 Life cycle (Kafka's AbstractIndex): a new index file is preallocated to ``max_index_size``
-(``segment.index.bytes``, rounded down to whole entries); ``entries`` counts the valid ones. The
+(``segment.index.bytes``, rounded down to whole entries); ``entries`` counts the valid ones.
+An index opened with ``exists=False`` (a new log's segment, or a segment loaded without this
+file) is not created until its first entry is written or its owner asks (``create_file``):
+until then ``resize`` only records the length the file will get, and a single entry written
+directly (``pwrite``, on close or roll) creates the file holding just that entry. A new log
+thus costs its directory and its ``.log``, where Kafka's also creates both indexes (its
+loader resizes the active segment's at once); the loader's rules for a missing index are in
+log.py. The
 file is memory-mapped only when first used (Kafka's LazyIndex, KAFKA-7283): opening an index
 reads its length and last entry with ``pread`` and maps nothing, so an idle partition's indexes
 cost no mapping, no descriptor (CPython's mmap keeps a duplicate of the file's descriptor for
@@ -105,8 +112,12 @@ class AbstractIndex:
         max_index_size: int = -1,
         writable: bool = True,
         preallocate: bool = True,
+        exists: bool | None = None,
     ) -> None:
-        self.file = file if isinstance(file, Path) else Path(file)
+        # The path as a str for the os calls (a Path's __fspath__ and construction are a
+        # visible part of loading thousands of logs); ``file`` builds the Path on demand.
+        self._path = os.fspath(file)
+        self._file: Path | None = file if isinstance(file, Path) else None
         # False: a new file is created empty (the owner grows it with ``resize`` before the
         # first append), so an index that is never written costs no ftruncate to create,
         # trim or re-grow.
@@ -121,7 +132,51 @@ class AbstractIndex:
         self._max_entries = 0
         self._reading_fd = -1  # while _open reads the last entry without a map
         self._ends: tuple[int, tuple[int, int], tuple[int, int]] | None = None
-        self._open()
+        # False while the file is not on disk: a writable index whose file did not exist when
+        # it was opened with ``exists=False`` (a new segment, or one loaded without this
+        # index) is created when its first entry is written or the owner asks for it
+        # (``create_file``), as Kafka's LazyIndex; until then it has no entries and ``resize``
+        # only records the length the file will be created with.
+        self._on_disk = True
+        if exists is False and writable:
+            self._on_disk = False
+            if max_index_size < self.entry_size:
+                raise ValueError(f"Invalid max index size: {max_index_size}")
+            self._length = self._round_down(max_index_size) if preallocate else 0
+            self._max_entries = self._length // self.entry_size
+            self._after_load()
+        else:
+            self._open()
+
+    @property
+    def file(self) -> Path:
+        file = self._file
+        if file is None:
+            file = self._file = Path(self._path)
+        return file
+
+    @file.setter
+    def file(self, value: str | os.PathLike[str]) -> None:
+        self._path = os.fspath(value)
+        self._file = value if isinstance(value, Path) else None
+
+    @property
+    def on_disk(self) -> bool:
+        """False while the index file has not been created (see ``__init__``)."""
+        return self._on_disk
+
+    def create_file(self) -> None:
+        """Create the file now if it is not on disk: ``length`` bytes (sparse), no entries."""
+        if self._on_disk:
+            return
+        fd = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            if self._length:
+                os.ftruncate(fd, self._length)
+        finally:
+            os.close(fd)
+        self._reserved = 0
+        self._on_disk = True
 
     # ------------------------------------------------------------------ file handling
 
@@ -129,12 +184,12 @@ class AbstractIndex:
         newly_created = False
         if self.writable:
             try:
-                fd = os.open(self.file, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+                fd = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
                 newly_created = True
             except FileExistsError:
-                fd = os.open(self.file, os.O_RDWR)
+                fd = os.open(self._path, os.O_RDWR)
         else:
-            fd = os.open(self.file, os.O_RDONLY)
+            fd = os.open(self._path, os.O_RDONLY)
         try:
             stat = os.fstat(fd)
             length = stat.st_size
@@ -177,7 +232,9 @@ class AbstractIndex:
         """The map of the file, made now if the index is not mapped (see module docstring)."""
         mapped = self._mmap
         if mapped is None:
-            fd = os.open(self.file, os.O_RDWR if self.writable else os.O_RDONLY)
+            if not self._on_disk:
+                self.create_file()
+            fd = os.open(self._path, os.O_RDWR if self.writable else os.O_RDONLY)
             try:
                 size = os.fstat(fd).st_size
                 if size < self._length:
@@ -249,7 +306,11 @@ class AbstractIndex:
         if rounded == self._length:
             return False
         self._close_mmap()  # mapped again, at the new length, when next used
-        fd = os.open(self.file, os.O_RDWR)
+        if not self._on_disk:  # the file is created at this length when first written
+            self._length = rounded
+            self._max_entries = rounded // self.entry_size
+            return True
+        fd = os.open(self._path, os.O_RDWR)
         try:
             os.ftruncate(fd, rounded)
             self._length = rounded
@@ -274,7 +335,7 @@ class AbstractIndex:
 
     def close(self) -> None:
         """Trim and unmap. The object must not be used afterwards (except ``delete_if_exists``)."""
-        if self.writable and self.file.exists():
+        if self.writable and self._on_disk and os.path.exists(self._path):
             self.trim_to_valid_size()
         self.close_handler()
 
@@ -285,14 +346,15 @@ class AbstractIndex:
     def delete_if_exists(self) -> bool:
         self.close_handler()
         try:
-            self.file.unlink()
+            os.unlink(self._path)
             return True
         except FileNotFoundError:
             return False
 
     def rename_to(self, path: str | os.PathLike[str]) -> None:
-        os.replace(self.file, path)
-        self.file = Path(path)
+        if self._on_disk:
+            os.replace(self._path, path)
+        self.file = path
 
     def reset(self) -> None:
         """Remove every entry and re-grow to the preallocated size (used before a rebuild)."""
@@ -343,7 +405,7 @@ class AbstractIndex:
         # Not mapped: read the entry (the last one on open, the ends in a sanity check).
         fd = self._reading_fd
         if fd < 0:
-            fd = os.open(self.file, os.O_RDONLY)
+            fd = os.open(self._path, os.O_RDONLY)
             try:
                 data = os.pread(fd, self.entry_size, n * self.entry_size)
             finally:
@@ -356,8 +418,10 @@ class AbstractIndex:
         """Give ``[0, end)`` real blocks before an entry is written there through the map, a
         chunk ahead; ENOSPC (an OSError) on a full filesystem instead of a SIGBUS. Where the
         filesystem cannot reserve blocks at all, the map is written as it is."""
+        if not self._on_disk:
+            self.create_file()
         new_end = min(self._length, max(end, self._reserved + RESERVE_CHUNK_BYTES))
-        fd = os.open(self.file, os.O_RDWR)
+        fd = os.open(self._path, os.O_RDWR)
         try:
             os.posix_fallocate(fd, self._reserved, new_end - self._reserved)
         except OSError as e:
@@ -380,7 +444,15 @@ class AbstractIndex:
             )
         position = self._entries * self.entry_size
         if direct and self._mmap is None:
-            fd = os.open(self.file, os.O_RDWR)
+            if not self._on_disk:
+                # The file is made holding just this entry (the length a trim would give it:
+                # a direct write is the last one before the roll's or the close's trim).
+                fd = os.open(self._path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                self._on_disk = True
+                self._length = position + self.entry_size
+                self._max_entries = self._entries + 1
+            else:
+                fd = os.open(self._path, os.O_RDWR)
             try:
                 os.pwrite(fd, self._entry_struct.pack(a, b), position)
             finally:

@@ -11,7 +11,18 @@ Offsets and invariants:
   ``delete_records_before``); reads below it are out of range.
 * ``recovery_point``: every offset below it is fsynced. After a crash only segments at or past
   the recovery point are scanned (``LogSegment.recover``); nothing before it is re-read. After a
-  clean shutdown nothing is scanned at all (only the cheap index sanity checks).
+  clean shutdown nothing is scanned at all (only the cheap index sanity checks, on the first
+  and last entries each index's open read): a segment's max timestamp is its time index's last
+  entry, and only the active segment's batches after its last offset-index entry are read
+  (to find the log end offset).
+* Files: a new log is its directory and an empty ``.log``; a segment's index files are made by
+  their first entry, and a segment holding data keeps an offset index on disk once it is
+  closed, rolled or recovered (``LogSegment.keep_index_files``). The loader accepts what
+  Kafka's LogLoader accepts: a missing ``.index`` is rebuilt by recovering the segment (for a
+  segment holding data; an empty one has nothing to index), a missing ``.timeindex`` is an
+  empty time index (the segment is still recovered if its batches hold a timestamp the index
+  does not end with, as for any incomplete time index). One ``os.scandir`` per log answers
+  which files exist and the ``.log`` sizes.
 * Segments are contiguous in offset order; the last one is the *active* segment, the only one
   appended to; retention never deletes it.
 * The leader numbers batches by patching baseOffset and partitionLeaderEpoch in place in the
@@ -177,7 +188,10 @@ class Log:
         had_clean_shutdown: bool = False,
         time_ms: Callable[[], int] = _wall_clock_ms,
         on_log_dir_failure: Callable[[str, BaseException], None] | None = None,
+        existing: bool = False,
     ) -> None:
+        """``existing``: the caller found the directory (a LogManager loading its logs): it
+        is loaded, not made (no ``mkdir`` that fails)."""
         self.dir = dir if isinstance(dir, Path) else Path(dir)
         self.topic, self.partition = parse_topic_partition_name(self.dir)
         self.config = config
@@ -210,26 +224,36 @@ class Log:
         # True when this object created the directory: it holds nothing to load or recover.
         self.newly_created = False
         try:
-            try:
-                self.dir.mkdir(parents=True)
-                self.newly_created = True
-            except FileExistsError:
-                pass
+            if not existing:
+                try:
+                    self.dir.mkdir(parents=True)
+                    self.newly_created = True
+                except FileExistsError:
+                    pass
             epoch_checkpoint = self.dir / LEADER_EPOCH_CHECKPOINT_FILE
             if self.newly_created:
+                # A new log is its directory and an empty .log: the indexes are created by
+                # their first entry (or the close of a segment holding data), the epoch
+                # checkpoint by the first epoch.
                 self.leader_epoch_cache = LeaderEpochFileCache(
                     epoch_checkpoint, lambda: self.log_end_offset, deferred=True, read=False
                 )
-                segment = self._open_segment(self.log_start_offset, preallocate=False)
+                segment = self._open_segment(self.log_start_offset, preallocate=False, new=True)
                 segment.defer_index_growth(self.config.segment_index_bytes)
                 self._add_segment(segment)
                 self.log_end_offset = self.log_start_offset
                 self.recovery_point = self.log_start_offset
                 self._high_watermark = self.log_start_offset
                 return
+            # One listing of the directory answers every "does this file exist" of the load
+            # (a broker loads thousands of logs: no stat or failing open per file).
+            listing = {entry.name: entry for entry in os.scandir(self.dir)}
             try:
                 self.leader_epoch_cache = LeaderEpochFileCache(
-                    epoch_checkpoint, lambda: self.log_end_offset, deferred=True
+                    epoch_checkpoint,
+                    lambda: self.log_end_offset,
+                    deferred=True,
+                    read=LEADER_EPOCH_CHECKPOINT_FILE in listing,
                 )
                 epochs_lost = False
             except StorageError:
@@ -239,23 +263,29 @@ class Log:
                     epoch_checkpoint, lambda: self.log_end_offset, deferred=True
                 )
                 epochs_lost = True
-            self._load(had_clean_shutdown, recover_all=epochs_lost)
+            self._load(had_clean_shutdown, recover_all=epochs_lost, listing=listing)
         except OSError as e:
             self._close_quietly()
             raise LogDirFailure(str(self.dir.parent), e) from e
 
     # ================================================================= loading (LogLoader)
 
-    def _load(self, had_clean_shutdown: bool, recover_all: bool = False) -> None:
+    def _load(
+        self,
+        had_clean_shutdown: bool,
+        recover_all: bool = False,
+        listing: dict[str, os.DirEntry[str]] | None = None,
+    ) -> None:
         config = self.config
         bases: list[int] = []
         index_missing: set[int] = set()
-        # One listing of the directory answers every "does this file exist" below (a broker
-        # loads thousands of logs: no stat per file).
-        names = set(os.listdir(self.dir))
+        if listing is None:
+            listing = {entry.name: entry for entry in os.scandir(self.dir)}
+        names = set(listing)
         if any(name.endswith(SWAP_FILE_SUFFIX) for name in names):
             self._complete_interrupted_swaps()
-            names = set(os.listdir(self.dir))
+            listing = {entry.name: entry for entry in os.scandir(self.dir)}
+            names = set(listing)
         for name in list(names):
             if name.endswith((DELETED_FILE_SUFFIX, CLEANED_FILE_SUFFIX, ".tmp")):
                 os.unlink(os.path.join(self.dir, name))  # leftovers: interrupted delete/clean/write
@@ -269,14 +299,20 @@ class Log:
                     names.discard(name)
         bases.sort()
         needs_recovery: set[int] = set()
+        # After a clean shutdown every segment's time index ends with its max timestamp:
+        # nothing of the logs is read to find it (see LogSegment).
+        trust_time_index = had_clean_shutdown and not recover_all
         for base in bases:
             prefix = filename_prefix_from_offset(base)
-            if (
-                prefix + INDEX_FILE_SUFFIX not in names
-                or prefix + TIME_INDEX_FILE_SUFFIX not in names
-            ):
+            log_size = listing[prefix + LOG_FILE_SUFFIX].stat().st_size
+            # What Kafka's loader accepts: a missing offset index is rebuilt (here only for a
+            # segment holding data: an empty one has nothing to index), a missing time index
+            # is an empty one (rebuilt below if the segment's timestamps say it misses some).
+            if log_size and prefix + INDEX_FILE_SUFFIX not in names:
                 index_missing.add(base)
-            segment = self._open_segment(base)
+            segment = self._open_segment(
+                base, names=names, log_size=log_size, trust_time_index=trust_time_index
+            )
             self._add_segment(segment)
             if (
                 base in index_missing
@@ -418,11 +454,24 @@ class Log:
         self.truncated_bytes_on_load += truncated
         return truncated
 
-    def _open_segment(self, base_offset: int, preallocate: bool = True) -> LogSegment:
+    def _open_segment(
+        self,
+        base_offset: int,
+        preallocate: bool = True,
+        *,
+        new: bool = False,
+        names: set[str] | None = None,
+        log_size: int | None = None,
+        trust_time_index: bool = False,
+    ) -> LogSegment:
         return LogSegment.open(
             self.dir,
             base_offset,
             preallocate=preallocate,
+            new=new,
+            names=names,
+            log_size=log_size,
+            trust_time_index=trust_time_index,
             index_interval_bytes=self.config.index_interval_bytes,
             max_index_size=self.config.segment_index_bytes,
             # Kafka: a random jitter in [0, segment.jitter.ms) so logs do not all roll at once.

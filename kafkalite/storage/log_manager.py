@@ -299,6 +299,7 @@ class LogManager:
                     recovery_point=recovery_points.get(key, 0),
                     had_clean_shutdown=had_clean_shutdown,
                     time_ms=self._time_ms,
+                    existing=True,
                 )
                 log.high_watermark = high_watermarks.get(key, log.log_start_offset)
                 return log

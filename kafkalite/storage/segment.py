@@ -15,6 +15,11 @@ Files, all named by the segment's base offset in 20 digits (``000000000000001704
 Invariants: batches are in offset order, all offsets within ``[base_offset, base_offset +
 2^31 - 1]`` (relative offsets fit in int32), ``size`` == bytes of complete batches.
 
+The index files are created lazily (see index.py): a new segment has only its ``.log``; a
+segment holding data keeps an offset index on disk once closed, rolled or recovered
+(``keep_index_files``), so that the loader's rule "a missing offset index of a segment holding
+data is rebuilt" (Kafka's) never costs a scan after a clean shutdown.
+
 ``recover()`` rebuilds both indexes from the log, checking every batch (length, magic, CRC),
 and truncates a torn or corrupt tail: it is how a crashed segment is brought back.
 
@@ -65,7 +70,7 @@ import errno
 import mmap
 import os
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -165,6 +170,9 @@ class LogSegment:
         index_interval_bytes: int,
         rolling_jitter_ms: int = 0,
         time_ms: Callable[[], int] = _wall_clock_ms,
+        *,
+        txn_index_exists: bool | None = None,
+        trust_time_index: bool = False,
     ) -> None:
         self.log = log
         self.offset_index = offset_index
@@ -187,9 +195,22 @@ class LogSegment:
         self._index_room = True
         self.verified = VerifiedRanges()
         # aborted transactions whose marker is in this segment (file made on the first one)
-        self.txn_index = TransactionIndex(txn_index_file_for(log.file))
-        self._load_largest_timestamp()
-        self.log.release_map()
+        head, sep, name = log.path.rpartition(os.sep)
+        self.txn_index = TransactionIndex(
+            head + sep + name.replace(LOG_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX, 1),
+            exists=txn_index_exists,
+        )
+        if trust_time_index and time_index.on_disk:
+            # After a clean shutdown the time index ends with the segment's max timestamp (a
+            # close or roll wrote it): nothing of the log is read (Kafka's LogSegment takes
+            # its max timestamp from the time index's last entry too).
+            last = time_index.last_entry
+            if last.timestamp >= 0:
+                self.max_timestamp_so_far = last.timestamp
+                self.offset_of_max_timestamp_so_far = last.offset
+        else:
+            self._load_largest_timestamp()
+            self.log.release_map()
 
     # ---------------------------------------------------------------- construction
 
@@ -205,27 +226,66 @@ class LogSegment:
         time_ms: Callable[[], int] = _wall_clock_ms,
         file_suffix: str = "",
         preallocate: bool = True,
+        new: bool = False,
+        names: Container[str] | None = None,
+        log_size: int | None = None,
+        trust_time_index: bool = False,
     ) -> LogSegment:
-        dir = dir if isinstance(dir, Path) else Path(dir)
+        """Open (or create) the segment's files.
+
+        ``new``: none of the files exists (the log's directory was just made): the ``.log``
+        is created, the indexes are not (each is created by its first entry, or when the
+        segment is closed or rolled holding data; see index.py). ``names``: the directory's
+        listing, when the caller made one: an index not in it is opened the same way, not
+        created. ``log_size``: the ``.log``'s length, if known. ``trust_time_index``: the
+        log was shut down cleanly (see ``__init__``)."""
+        prefix = os.path.join(os.fspath(dir), filename_prefix_from_offset(base_offset))
+        if new:
+            index_exists: bool | None = False
+            time_index_exists: bool | None = False
+            txn_index_exists: bool | None = False
+        elif names is not None:
+            name = prefix[len(prefix) - 20 :]
+            index_exists = name + INDEX_FILE_SUFFIX + file_suffix in names
+            time_index_exists = name + TIME_INDEX_FILE_SUFFIX + file_suffix in names
+            txn_index_exists = name + TXN_INDEX_FILE_SUFFIX + file_suffix in names
+        else:
+            index_exists = time_index_exists = txn_index_exists = None
         return cls(
-            FileRecords(log_file(dir, base_offset, file_suffix)),
+            FileRecords(
+                prefix + LOG_FILE_SUFFIX + file_suffix,
+                create=new or log_size is None,
+                size=0 if new else log_size,
+            ),
             OffsetIndex(
-                offset_index_file(dir, base_offset, file_suffix),
+                prefix + INDEX_FILE_SUFFIX + file_suffix,
                 base_offset,
                 max_index_size,
                 preallocate=preallocate,
+                exists=index_exists,
             ),
             TimeIndex(
-                time_index_file(dir, base_offset, file_suffix),
+                prefix + TIME_INDEX_FILE_SUFFIX + file_suffix,
                 base_offset,
                 max_index_size,
                 preallocate=preallocate,
+                exists=time_index_exists,
             ),
             base_offset,
             index_interval_bytes,
             rolling_jitter_ms,
             time_ms,
+            txn_index_exists=txn_index_exists,
+            trust_time_index=trust_time_index,
         )
+
+    def keep_index_files(self) -> None:
+        """A segment holding data keeps its offset index on disk (created empty if its first
+        entry never came): the load rebuilds a non-empty segment whose ``.index`` is missing,
+        as Kafka's does. Called when the segment is closed, rolled or recovered."""
+        if self.log.size and not self.offset_index.on_disk:
+            self.offset_index.resize(self.offset_index.size_in_bytes)
+            self.offset_index.create_file()
 
     def _load_largest_timestamp(self) -> None:
         """Max timestamp from the time index's last entry, then the batches after it."""
@@ -404,6 +464,7 @@ class LogSegment:
         (every batch is checked again on its first read, see the module docstring)."""
         self.forget_verification()
         self._append_final_time_index_entry()
+        self.keep_index_files()
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
         self.release_resources()
@@ -587,6 +648,7 @@ class LogSegment:
         # appends the surviving ones again; appending an entry already there is a no-op)
         self.txn_index.truncate_to(expected)
         self.offset_index.trim_to_valid_size()
+        self.keep_index_files()
         self._append_final_time_index_entry()
         self.time_index.trim_to_valid_size()
         self.log.release_map()
@@ -620,8 +682,18 @@ class LogSegment:
     def close(self) -> None:
         """Trim the indexes and release the files (slices handed out stay readable)."""
         try:
-            if self.time_index.writable and self.time_index.file.exists():
-                self._append_final_time_index_entry()
+            time_index = self.time_index
+            creates = (not time_index.on_disk and self.max_timestamp_so_far >= 0) or (
+                self.log.size > 0 and not self.offset_index.on_disk
+            )
+            # An index file is made here only in the segment's directory as it is: never
+            # in one deleted under the log (the files are gone, nothing is to be kept).
+            if time_index.writable and (
+                not creates or os.path.isdir(os.path.dirname(self.log.path))
+            ):
+                if not time_index.on_disk or os.path.exists(time_index._path):
+                    self._append_final_time_index_entry()
+                self.keep_index_files()
         finally:
             self.offset_index.close()
             self.time_index.close()
@@ -630,7 +702,7 @@ class LogSegment:
     def update_parent_dir(self, dir: Path) -> None:
         """The partition directory was renamed (the files moved with it): follow it."""
         for file in (self.log, self.offset_index, self.time_index, self.txn_index):
-            file.file = dir / file.file.name
+            file.file = os.path.join(dir, os.path.basename(file._path))
 
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
         """Rename the three files from ``<name><old_suffix>`` to ``<name><new_suffix>`` (Kafka's

@@ -65,15 +65,31 @@ def decode_entries(data: bytes) -> list[AbortedTxn]:
 
 
 class TransactionIndex:
-    def __init__(self, file: Path) -> None:
-        self.file = file
-        self._entries: list[AbortedTxn] | None = None
+    def __init__(self, file: str | os.PathLike[str], *, exists: bool | None = None) -> None:
+        """``exists=False``: the caller knows there is no file (a new segment, or a listing
+        without it): no entries, nothing to read."""
+        self._path = os.fspath(file)
+        self._file: Path | None = file if isinstance(file, Path) else None
+        self._entries: list[AbortedTxn] | None = [] if exists is False else None
+
+    @property
+    def file(self) -> Path:
+        file = self._file
+        if file is None:
+            file = self._file = Path(self._path)
+        return file
+
+    @file.setter
+    def file(self, value: str | os.PathLike[str]) -> None:
+        self._path = os.fspath(value)
+        self._file = value if isinstance(value, Path) else None
 
     @property
     def entries(self) -> list[AbortedTxn]:
         if self._entries is None:
             try:
-                data = self.file.read_bytes()
+                with open(self._path, "rb") as f:
+                    data = f.read()
             except FileNotFoundError:
                 data = b""
             try:
@@ -87,7 +103,7 @@ class TransactionIndex:
         entries = self.entries
         if entries and entry.last_offset <= entries[-1].last_offset:
             return  # already indexed: replayed by recovery or a producer-state reload
-        with open(self.file, "ab") as f:
+        with open(self._path, "ab") as f:
             f.write(entry.encode())
         entries.append(entry)
 
@@ -103,7 +119,7 @@ class TransactionIndex:
 
     def truncate_to(self, offset: int) -> None:
         """Drop the entries whose marker is at or above ``offset``."""
-        if self._entries is None and not self.file.exists():
+        if self._entries is None and not os.path.exists(self._path):
             self._entries = []
             return
         kept = [e for e in self.entries if e.last_offset < offset]
@@ -111,7 +127,8 @@ class TransactionIndex:
             return
         self._entries = kept
         if kept:
-            self.file.write_bytes(b"".join(e.encode() for e in kept))
+            with open(self._path, "wb") as f:
+                f.write(b"".join(e.encode() for e in kept))
         else:
             self.delete()
             self._entries = []
@@ -120,16 +137,16 @@ class TransactionIndex:
         self.delete()
         self._entries = []
 
-    def rename_to(self, path: Path) -> None:
+    def rename_to(self, path: str | os.PathLike[str]) -> None:
         try:
-            os.replace(self.file, path)
+            os.replace(self._path, path)
         except FileNotFoundError:
             pass
         self.file = path
 
     def delete(self) -> None:
         try:
-            self.file.unlink()
+            os.unlink(self._path)
         except FileNotFoundError:
             pass
         self._entries = None

@@ -631,15 +631,16 @@ def test_closing_an_idle_log_whose_epoch_moved_writes_nothing(tmp_path):
 
 
 def test_idle_active_segment_indexes_are_grown_on_first_append_not_on_load(tmp_path):
-    """A new or reloaded log keeps its active indexes at their valid entries (no preallocation
-    to re-grow on load and trim on close); the first append grows them and indexes as usual."""
+    """A new or reloaded empty log has no index files (they are made by their first entry,
+    as Kafka's LazyIndex); the first append grows them and indexes as usual."""
     config = LogConfig(segment_index_bytes=8 * 100, index_interval_bytes=0)
     log = Log(tmp_path / "t-0", config)
     index = tmp_path / "t-0" / "00000000000000000000.index"
-    assert index.stat().st_size == 0
+    assert sorted(os.listdir(tmp_path / "t-0")) == ["00000000000000000000.log"]
     log.close()
+    assert sorted(os.listdir(tmp_path / "t-0")) == ["00000000000000000000.log"]
     log = Log(tmp_path / "t-0", config, had_clean_shutdown=True)
-    assert index.stat().st_size == 0
+    assert not index.exists() and log.recovered_segments == 0
     for _ in range(5):
         log.append_as_leader(make_batch(1), 0)
     assert index.stat().st_size == 8 * 100
