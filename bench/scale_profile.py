@@ -30,7 +30,8 @@ one ``thread;frame;...;frame count`` line per distinct stack) next to the speeds
 reports for the main thread (the asyncio loop) and for the controller's and coordination
 threads: the busy share of the phase, the longest run of consecutive busy samples (the longest
 the loop was held, at the phase's mean sampling interval, which is what ``py-spy`` managed on a
-loaded machine), the top frames by own time and by cumulative time, and the callbacks the loop
+loaded machine; callbacks of one kind that follow each other at once, such as Metadata
+requests polled back to back, make one run, so it bounds a single stall from above), the top frames by own time and by cumulative time, and the callbacks the loop
 ran (the frame under ``Handle._run``: which task or callback held it), overall and within that
 longest run. Beside them, the phase's figures and loop-lag figures from the bench's own JSON.
 
@@ -171,6 +172,7 @@ class Recorder:
         self.path = phase_dir / f"broker-{broker_id}-{pid}.speedscope.json"
         self.started = time.monotonic()
         self.stopped: float | None = None
+        self.ended: float | None = None  # when py-spy was seen gone with its broker (killed)
         self.attempts = 0
         self.proc: subprocess.Popen[bytes] | None = None
         self._launch()
@@ -208,8 +210,15 @@ class Recorder:
                 self.started = time.monotonic()
                 self._launch()
 
+    def note_end(self) -> None:
+        """A broker killed in the phase ends its recording then, not at the phase's end."""
+        if self.ended is None and self.proc is not None and self.proc.poll() is not None:
+            if not Path(f"/proc/{self.pid}").exists():
+                self.ended = time.monotonic()
+
     def stop(self) -> None:
         assert self.proc is not None
+        self.note_end()
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)
         try:
@@ -217,7 +226,7 @@ class Recorder:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.communicate()
-        self.stopped = time.monotonic()
+        self.stopped = self.ended or time.monotonic()
 
 
 def _run_profiled(args: argparse.Namespace, passthrough: list[str], out: Path) -> dict[str, Any]:
@@ -248,6 +257,7 @@ def _run_profiled(args: argparse.Namespace, passthrough: list[str], out: Path) -
             have = {r.pid for r in recorders[phase]}
             for r in recorders[phase]:
                 r.retry_if_failed()
+                r.note_end()
             for pid, broker_id in _brokers(child.pid).items():
                 if pid not in have:
                     recorders[phase].append(Recorder(out / phase, pid, broker_id, args.rate))
@@ -297,7 +307,7 @@ def _run_profiled(args: argparse.Namespace, passthrough: list[str], out: Path) -
         figures = {"error": f"the bench printed no JSON (exit {child.returncode}); see bench.log"}
     return {
         "figures": figures,
-        "phases": [name for name, _ in phases_seen],
+        "phases": [[name, time.strftime("%H:%M:%S", time.gmtime(at))] for name, at in phases_seen],
         "recorders": recorders,
     }
 
@@ -531,7 +541,7 @@ def main() -> None:
     if args.reanalyse:
         out = Path(args.reanalyse)
         summary = _summary(_load_run(out), args.top)
-        summary.update(json.loads((out / "summary.json").read_text()).get("run", {}))
+        summary["run"] = json.loads((out / "summary.json").read_text()).get("run", {})
         (out / "summary.json").write_text(json.dumps(summary, indent=1))
         _print(summary)
         return
@@ -552,6 +562,7 @@ def main() -> None:
         "load_average_at_start": started,
         "rate": args.rate,
         "arguments": passthrough,
+        "phases_started_utc": run["phases"],
         "out": str(out),
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
