@@ -37,6 +37,8 @@ longest run. Beside them, the phase's figures and loop-lag figures from the benc
 
     PYTHONPATH=. .venv/bin/python bench/scale_profile.py --partitions 10000 [--rate 25]
         [--out bench/results/scale_profile-10000]
+    PYTHONPATH=. .venv/bin/python bench/scale_profile.py --reanalyse DIR [--top 8]
+        # summarise a finished run's profiles again (e.g. with more or fewer frames)
 
 Output (``--out``, default ``bench/results/scale_profile-<partitions>-<time>``, which is
 ignored by git): ``figures.json`` (the bench's own output), ``summary.json`` (what is printed),
