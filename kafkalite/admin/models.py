@@ -734,8 +734,38 @@ class NewOffset(Answer):
 
 class OffsetResetResult(Answer):
     group_id: str
+    group_type: Literal["classic", "consumer", "share"] = Field(
+        description="a share group's offsets are its share-partitions' start offsets "
+        "(AlterShareGroupOffsets); the others' are committed offsets (OffsetCommit)"
+    )
     dry_run: bool
     offsets: list[NewOffset]
+
+
+class OffsetsDeleteQuery(Query):
+    """DELETE /groups/{id}/offsets: the topics whose offsets go, every partition of each."""
+
+    topic: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=100_000,
+            pattern=r"^[a-zA-Z0-9._-]{1,249}(,[a-zA-Z0-9._-]{1,249})*$",
+            description="topic names separated by commas",
+        ),
+    ]
+
+    def topics(self) -> list[str]:
+        return list(dict.fromkeys(self.topic.split(",")))
+
+
+class DeletedOffsets(Answer):
+    group_id: str
+    group_type: Literal["classic", "consumer", "share"]
+    topics: list[str] = Field(
+        description="the topics whose offsets were deleted: a share group starts on them again "
+        "at share.auto.offset.reset, a consumer group at auto.offset.reset"
+    )
 
 
 class PartitionReplicas(Answer):
