@@ -316,9 +316,11 @@ class ResetToOffsets(Body):
 
 
 class OffsetReset(RootModel):
-    """earliest/latest/timestamp apply to `topics` (default: the topics the group committed;
-    404 when it committed none); explicit takes `offsets`. Refused (409) while the group has
-    members. `dry_run` answers the new positions without committing them."""
+    """earliest/latest/timestamp apply to `topics` (default: the topics the group committed,
+    or a share group's topics; 404 when there are none); explicit takes `offsets`. Refused
+    (409 NON_EMPTY_GROUP) while the group has members. `dry_run` answers the new positions
+    without committing them. A share group's offsets are its share-partitions' start offsets
+    (AlterShareGroupOffsets)."""
 
     model_config = ConfigDict(strict=True, regex_engine="python-re")
 

@@ -19,7 +19,8 @@ from kafkalite.protocol.acl import AclOperation as Op
 
 
 class GroupRoutes(ApiBase):
-    """List, describe and delete groups; reset their committed offsets. Any broker answers for
+    """List, describe and delete groups; reset and delete their offsets (a share group's: its
+    share-partitions' start offsets). Any broker answers for
     every group (groupview.py: a group another broker coordinates is asked of it over the Kafka
     protocol)."""
 
@@ -193,7 +194,13 @@ class GroupRoutes(ApiBase):
         params={"id": str},
     )
     async def reset_offsets(self, request: web.Request, reset: m.OffsetReset) -> Any:
-        """Kafka's kafka-consumer-groups --reset-offsets --execute, for an inactive group."""
+        """Kafka's kafka-consumer-groups --reset-offsets --execute, for an inactive group
+        (OffsetCommit at its coordinator); of a share group, kafka-share-groups
+        --reset-offsets: AlterShareGroupOffsets at its coordinator replaces each
+        share-partition's state by an empty one at the new start offset (its in-flight records
+        are forgotten). Refused with 409 NON_EMPTY_GROUP while the group has members, dry run
+        included. Without `topics`: the topics the group committed, or a share group's
+        topics."""
         from kafkalite.group.metadata import OffsetAndMetadata
         from kafkalite.protocol.errors import ErrorCode
         from kafkalite.protocol.types import TopicPartition
