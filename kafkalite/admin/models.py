@@ -751,9 +751,9 @@ class OffsetsDeleteQuery(Query):
         str,
         Field(
             min_length=1,
-            max_length=100_000,
+            max_length=4000,  # the request line must fit the server's 8190 bytes
             pattern=r"^[a-zA-Z0-9._-]{1,249}(,[a-zA-Z0-9._-]{1,249})*$",
-            description="topic names separated by commas",
+            description="topic names separated by commas (up to 4000 characters)",
         ),
     ]
 
