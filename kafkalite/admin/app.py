@@ -18,8 +18,10 @@ answer against its answer model, and is what openapi.py turns into the OpenAPI 3
     POST   /topics/{name}/partitions    grow to a new partition count
     DELETE /topics/{name}               mark for deletion (the controller deletes it)
     GET    /groups, /groups/{id}        state, members, assignments, committed offsets and lag
-    DELETE /groups/{id}
+    DELETE /groups/{id}                 an empty group (a share group: its state too)
     POST   /groups/{id}/offsets         reset to earliest / latest / timestamp / explicit offsets
+                                        (a share group: its share-partitions' start offsets)
+    DELETE /groups/{id}/offsets         ?topic=T1,T2 (DeleteShareGroupOffsets / OffsetDelete)
     GET    /partitions/reassign         POST /partitions/reassign
     POST   /partitions/elect-leaders    preferred or unclean
     GET    /metrics                     Prometheus text format

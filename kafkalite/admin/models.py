@@ -316,9 +316,11 @@ class ResetToOffsets(Body):
 
 
 class OffsetReset(RootModel):
-    """earliest/latest/timestamp apply to `topics` (default: the topics the group committed;
-    404 when it committed none); explicit takes `offsets`. Refused (409) while the group has
-    members. `dry_run` answers the new positions without committing them."""
+    """earliest/latest/timestamp apply to `topics` (default: the topics the group committed,
+    or a share group's topics; 404 when there are none); explicit takes `offsets`. Refused
+    (409 NON_EMPTY_GROUP) while the group has members. `dry_run` answers the new positions
+    without committing them. A share group's offsets are its share-partitions' start offsets
+    (AlterShareGroupOffsets)."""
 
     model_config = ConfigDict(strict=True, regex_engine="python-re")
 
@@ -734,8 +736,38 @@ class NewOffset(Answer):
 
 class OffsetResetResult(Answer):
     group_id: str
+    group_type: Literal["classic", "consumer", "share"] = Field(
+        description="a share group's offsets are its share-partitions' start offsets "
+        "(AlterShareGroupOffsets); the others' are committed offsets (OffsetCommit)"
+    )
     dry_run: bool
     offsets: list[NewOffset]
+
+
+class OffsetsDeleteQuery(Query):
+    """DELETE /groups/{id}/offsets: the topics whose offsets go, every partition of each."""
+
+    topic: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=4000,  # the request line must fit the server's 8190 bytes
+            pattern=r"^[a-zA-Z0-9._-]{1,249}(,[a-zA-Z0-9._-]{1,249})*$",
+            description="topic names separated by commas (up to 4000 characters)",
+        ),
+    ]
+
+    def topics(self) -> list[str]:
+        return list(dict.fromkeys(self.topic.split(",")))
+
+
+class DeletedOffsets(Answer):
+    group_id: str
+    group_type: Literal["classic", "consumer", "share"]
+    topics: list[str] = Field(
+        description="the topics whose offsets were deleted: a share group starts on them again "
+        "at share.auto.offset.reset, a consumer group at auto.offset.reset"
+    )
 
 
 class PartitionReplicas(Answer):

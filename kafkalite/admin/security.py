@@ -109,6 +109,8 @@ ROUTE_ACLS: dict[tuple[str, str], Need | None] = {
     ("GET", "/groups/{id}"): (Op.DESCRIBE, T.GROUP, "id"),
     ("DELETE", "/groups/{id}"): (Op.DELETE, T.GROUP, "id"),
     ("POST", "/groups/{id}/offsets"): (Op.READ, T.GROUP, "id"),
+    # as DeleteShareGroupOffsets and OffsetDelete: DELETE on the group
+    ("DELETE", "/groups/{id}/offsets"): (Op.DELETE, T.GROUP, "id"),
     ("GET", "/transactions"): (Op.DESCRIBE, T.CLUSTER, None),
     ("GET", "/transactions/{id}"): (Op.DESCRIBE, T.TRANSACTIONAL_ID, "id"),
     ("POST", "/transactions/{id}/abort"): (Op.ALTER, T.CLUSTER, None),
@@ -159,7 +161,10 @@ ITEM_ACLS: dict[tuple[str, str], str] = {
     "(as OffsetFetch)",
     ("GET", "/topics/{name}/groups"): "the groups the principal may DESCRIBE (as ListGroups)",
     ("POST", "/groups/{id}/offsets"): "READ on each topic, dry run or not, checked before the "
-    "topic is looked up: 403 TOPIC_AUTHORIZATION_FAILED (as OffsetCommit)",
+    "topic is looked up: 403 TOPIC_AUTHORIZATION_FAILED (as OffsetCommit and "
+    "AlterShareGroupOffsets)",
+    ("DELETE", "/groups/{id}/offsets"): "READ on each topic, checked before the topic is "
+    "looked up: 403 TOPIC_AUTHORIZATION_FAILED (as DeleteShareGroupOffsets and OffsetDelete)",
     ("GET", "/transactions"): "lists the transactional ids the principal may DESCRIBE "
     "(as ListTransactions)",
 }

@@ -8,7 +8,11 @@ and kafka-share-groups.sh show them.
                                                              in-flight records), then members
     kafkalite groups reset-offsets GROUP --to earliest|latest|timestamp|explicit
               [--topic T]... [--timestamp MS] [--offset TOPIC:PARTITION=OFFSET]... [--dry-run]
-    kafkalite groups delete GROUP
+                                                             (a share group: its share-partitions'
+                                                             start offsets)
+    kafkalite groups delete-offsets GROUP --topic T...       a share group starts again at
+                                                             share.auto.offset.reset
+    kafkalite groups delete GROUP                            (a share group: its state too)
 
 ``--admin-url`` and ``--json`` come after the subcommand (admin_api.py has their defaults).
 """
@@ -254,7 +258,8 @@ def groups_reset_offsets(
     admin_url: str,
     as_json: bool,
 ) -> None:
-    """Reset an inactive group's committed offsets (refused while it has members)."""
+    """Reset an inactive group's committed offsets, or a share group's start offsets (as
+    kafka-share-groups --reset-offsets); refused while the group has members."""
     body: dict[str, Any] = {"to": to, "dry_run": dry_run}
     if topic:
         body["topics"] = list(topic)
@@ -277,7 +282,11 @@ def groups_reset_offsets(
     for o in answer["offsets"]:
         table.add_row(o["topic"], str(o["partition"]), str(o["offset"]))
     console().print(table)
-    click.echo("dry run: nothing committed" if answer["dry_run"] else "committed")
+    share = answer.get("group_type") == "share"
+    if answer["dry_run"]:
+        click.echo("dry run: nothing " + ("altered" if share else "committed"))
+    else:
+        click.echo("share-partitions' start offsets altered" if share else "committed")
 
 
 def epoch_ms(text: str) -> int:
@@ -298,12 +307,44 @@ def epoch_ms(text: str) -> int:
     return int(moment.timestamp() * 1000)
 
 
+@groups_app.command("delete-offsets")
+@click.argument("group")
+@click.option(
+    "--topic",
+    multiple=True,
+    required=True,
+    metavar="TOPIC",
+    help="every partition of this topic (repeatable)",
+)
+@admin_url_option
+@json_option
+def groups_delete_offsets(
+    group: str, topic: tuple[str, ...], admin_url: str, as_json: bool
+) -> None:
+    """Delete a group's offsets of whole topics: a share group's share-partition state (it must
+    have no members; it starts again at share.auto.offset.reset, as kafka-share-groups
+    --delete-offsets), a consumer group's committed offsets (OffsetDelete, as
+    kafka-consumer-groups --delete-offsets: not of a topic its members subscribe to)."""
+    from urllib.parse import quote as quote_query
+
+    topics = quote_query(",".join(topic), safe=",")
+    answer = run(admin_url, "DELETE", f"/groups/{quote(group)}/offsets?topic={topics}")
+    if as_json:
+        emit_json(answer)
+        return
+    click.echo(
+        f"{answer['group_type']} group {answer['group_id']}: offsets of "
+        f"{', '.join(answer['topics'])} deleted"
+    )
+
+
 @groups_app.command("delete")
 @click.argument("group")
 @admin_url_option
 @json_option
 def groups_delete(group: str, admin_url: str, as_json: bool) -> None:
-    """Delete an empty group and its committed offsets."""
+    """Delete an empty group and its committed offsets (a share group: its share-partitions'
+    state too)."""
     answer = run(admin_url, "DELETE", f"/groups/{quote(group)}")
     if as_json:
         emit_json(answer)

@@ -48,6 +48,10 @@ class ShareGroup:
     group_epoch: int = 0
     assignment_epoch: int = 0
     members: dict[str, ShareMember] = field(default_factory=dict)
+    topics: set[str] = field(default_factory=set)
+    """Every topic a member subscribed to since the group was created: where it may hold
+    share-partition state once empty (Kafka keeps its initialised topics in the group's
+    records; here in memory, on the coordinator)."""
 
     @property
     def state(self) -> str:
@@ -115,6 +119,7 @@ class ShareGroupManager:
                 group.members[member.member_id] = member
             member.client_id, member.client_host, member.rack_id = client_id, client_host, rack_id
             member.subscribed = tuple(sorted(set(subscribed)))
+            group.topics.update(member.subscribed)
             member.sent_assignment = None
             group.group_epoch += 1
         else:
@@ -125,6 +130,7 @@ class ShareGroupManager:
                 return HeartbeatResult(ErrorCode.FENCED_MEMBER_EPOCH)
             if subscribed is not None and tuple(sorted(set(subscribed))) != member.subscribed:
                 member.subscribed = tuple(sorted(set(subscribed)))
+                group.topics.update(member.subscribed)
                 group.group_epoch += 1
         member.deadline_ms = now + self.session_timeout_for(group_id)
         self._reassign(group, lookup)

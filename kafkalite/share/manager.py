@@ -152,6 +152,11 @@ class ShareGroupService:
         self._loading: dict[PartitionKey, asyncio.Lock] = {}
         self._load_tasks: dict[tuple[str, uuid.UUID, int], asyncio.Task] = {}
         self._write_locks: dict[PartitionKey, asyncio.Lock] = {}
+        self._revalidate: set[PartitionKey] = set()
+        """Cached share-partitions of a group that had no share session here: their state may
+        have been reset or deleted meanwhile (AlterShareGroupOffsets, DeleteShareGroupOffsets,
+        DeleteGroups at the group's coordinator, which may be another broker), so the next
+        fetch checks the persisted state epoch before serving them."""
         self._deadlines: list[tuple[int, PartitionKey]] = []
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
@@ -197,8 +202,10 @@ class ShareGroupService:
     def loaded_partition(self, group_id: str, topic: str, partition: int) -> SharePartition | None:
         """The in-memory state of share-partition (group, topic, partition) when this broker
         leads the partition and has loaded it (a first ShareFetch loads it), else None. For
-        reading only: its owner is this service."""
-        return self.partitions.get((group_id, topic, partition))
+        reading only: its owner is this service. None too while it may be stale (no member of
+        the group fetches here: see ``_revalidate``)."""
+        key = (group_id, topic, partition)
+        return None if key in self._revalidate else self.partitions.get(key)
 
     # -- membership --------------------------------------------------------------------------
 
@@ -255,6 +262,15 @@ class ShareGroupService:
         ]
         for key in changed:
             self._spawn(self._persist(key))
+        self._maybe_idle(group_id)
+
+    def _maybe_idle(self, group_id: str) -> None:
+        """No share session of the group is left here: the group may be empty, and its
+        offsets reset or deleted at its coordinator (which may be another broker) before
+        anyone fetches here again, so its cached share-partitions are checked against the
+        persisted state epoch before they are served or shown."""
+        if not any(g == group_id for g, _ in self.sessions):
+            self._revalidate.update(k for k in self.partitions if k[0] == group_id)
 
     # -- share sessions ----------------------------------------------------------------------
 
@@ -272,6 +288,10 @@ class ShareGroupService:
             old = self.sessions.pop(key, None)
             if old is not None:
                 self._release_partitions(group_id, member_id, old.partitions)
+            if not any(g == group_id for g, _ in self.sessions):
+                # nobody of the group fetched here: the group may have been empty, and its
+                # offsets reset or deleted by an operator since this broker cached them
+                self._revalidate.update(k for k in self.partitions if k[0] == group_id)
             session = self.sessions[key] = ShareSession(1, set(add))
             return ErrorCode.NONE, session
         session = self.sessions.get(key)
@@ -292,6 +312,7 @@ class ShareGroupService:
         session = self.sessions.pop((group_id, member_id), None)
         if session is not None:
             self._release_partitions(group_id, member_id, session.partitions)
+            self._maybe_idle(group_id)
 
     def _release_partitions(
         self, group_id: str, member_id: str, partitions: Iterable[TopicIdPartition]
@@ -314,8 +335,14 @@ class ShareGroupService:
         leader = self.replica_manager.online_partition(TopicPartition(name, partition))
         if leader is None or not leader.is_leader:
             return True
-        sp = self.partitions.get((group_id, name, partition))
-        return sp is not None and sp.leader_epoch == leader.leader_epoch and sp.topic_id == topic_id
+        key = (group_id, name, partition)
+        sp = self.partitions.get(key)
+        return (
+            sp is not None
+            and sp.leader_epoch == leader.leader_epoch
+            and sp.topic_id == topic_id
+            and key not in self._revalidate
+        )
 
     def start_loading(self, group_id: str, topic_id: uuid.UUID, partition: int) -> asyncio.Task:
         """Load (or keep loading) the share-partition in the background: a fetch serves the
@@ -354,7 +381,12 @@ class ShareGroupService:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
         key = (group_id, name, partition)
         sp = self.partitions.get(key)
-        if sp is not None and sp.leader_epoch == leader.leader_epoch and sp.topic_id == topic_id:
+        if (
+            sp is not None
+            and sp.leader_epoch == leader.leader_epoch
+            and sp.topic_id == topic_id
+            and key not in self._revalidate
+        ):
             self._catch_up_log_start(sp, leader)
             return ErrorCode.NONE, sp
         # not loaded, or loaded under an earlier leadership of the partition: what another
@@ -367,7 +399,17 @@ class ShareGroupService:
                 and sp.leader_epoch == leader.leader_epoch
                 and sp.topic_id == topic_id
             ):
-                return ErrorCode.NONE, sp
+                if key not in self._revalidate:
+                    return ErrorCode.NONE, sp
+                # still the persisted state (no reset under a new state epoch, no delete)?
+                current = await self.persister.read(group_id, topic_id, partition, -1)
+                if current.error is not ErrorCode.NONE:
+                    return _retriable(current.error), None
+                self._revalidate.discard(key)
+                if current.start_offset >= 0 and current.state_epoch == sp.state_epoch:
+                    self._catch_up_log_start(sp, leader)
+                    return ErrorCode.NONE, sp
+            self._revalidate.discard(key)
             self.partitions.pop(key, None)
             state = await self.persister.read(group_id, topic_id, partition, leader.leader_epoch)
             if state.error is not ErrorCode.NONE:
@@ -585,11 +627,42 @@ class ShareGroupService:
         group = self.groups.groups.get(group_id)
         return group is None or not group.members
 
+    def is_share_group(self, group_id: str) -> bool:
+        """Whether this broker coordinates a share group ``group_id`` (members or not)."""
+        return group_id in self.groups.groups
+
     def subscribed_topics(self, group_id: str) -> set[str]:
+        """The topics the group's members subscribe to; of an empty group, every topic it was
+        subscribed to (where its share-partitions' state may be)."""
         group = self.groups.groups.get(group_id)
         if group is None:
             return set()
-        return {t for m in group.members.values() for t in m.subscribed}
+        current = {t for m in group.members.values() for t in m.subscribed}
+        return current if group.members else set(group.topics)
+
+    async def delete_group(self, group_id: str) -> ErrorCode:
+        """DeleteGroups of a share group (Kafka's deleteGroups of a share group): refused while
+        it has members (NON_EMPTY_GROUP); else the persisted state of every partition of every
+        topic it was subscribed to is deleted (DeleteShareGroupState), then the group. A state
+        that could not be deleted keeps the group (the error, retriable, is answered) so a
+        retry finds the topics again."""
+        group = self.groups.groups.get(group_id)
+        if group is None:
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        if group.members:
+            return ErrorCode.NON_EMPTY_GROUP
+        for topic in sorted(group.topics):
+            found = self.topic_lookup(topic)
+            if found is None:
+                continue  # a deleted topic's state went with it (on_partitions_deleted)
+            topic_id, count = found
+            for partition in range(count):
+                error = await self.delete_state(group_id, topic_id, partition)
+                if error is not ErrorCode.NONE:
+                    return error
+        if self.groups.groups.get(group_id) is group and not group.members:
+            del self.groups.groups[group_id]
+        return ErrorCode.NONE
 
     async def start_offset(
         self, group_id: str, topic_id: uuid.UUID, partition: int

@@ -19,7 +19,8 @@ from kafkalite.protocol.acl import AclOperation as Op
 
 
 class GroupRoutes(ApiBase):
-    """List, describe and delete groups; reset their committed offsets. Any broker answers for
+    """List, describe and delete groups; reset and delete their offsets (a share group's: its
+    share-partitions' start offsets). Any broker answers for
     every group (groupview.py: a group another broker coordinates is asked of it over the Kafka
     protocol)."""
 
@@ -168,7 +169,11 @@ class GroupRoutes(ApiBase):
         group_id = request.match_info["id"]
         view = GroupView(self, Access(self.server, request))
         node = await view.coordinator_of(group_id)
-        if view.is_local(node):
+        share = self.server.services.extra.get("share_groups")
+        if view.is_local(node) and share is not None and share.is_share_group(group_id):
+            # its share-partitions' persisted state first, as Kafka deletes a share group
+            results = {group_id: await share.delete_group(group_id)}
+        elif view.is_local(node):
             coordinator = await self.coordinator_for(group_id)
             results = await coordinator.delete_groups([group_id])
         else:  # DeleteGroups at its coordinator, as an admin client sends it
@@ -189,7 +194,13 @@ class GroupRoutes(ApiBase):
         params={"id": str},
     )
     async def reset_offsets(self, request: web.Request, reset: m.OffsetReset) -> Any:
-        """Kafka's kafka-consumer-groups --reset-offsets --execute, for an inactive group."""
+        """Kafka's kafka-consumer-groups --reset-offsets --execute, for an inactive group
+        (OffsetCommit at its coordinator); of a share group, kafka-share-groups
+        --reset-offsets: AlterShareGroupOffsets at its coordinator replaces each
+        share-partition's state by an empty one at the new start offset (its in-flight records
+        are forgotten). Refused with 409 NON_EMPTY_GROUP while the group has members, dry run
+        included. Without `topics`: the topics the group committed, or a share group's
+        topics."""
         from kafkalite.group.metadata import OffsetAndMetadata
         from kafkalite.protocol.errors import ErrorCode
         from kafkalite.protocol.types import TopicPartition
@@ -212,12 +223,13 @@ class GroupRoutes(ApiBase):
                 raise
             group = GroupData(group_id, "Dead", "", "", node)  # a reset may seed a new group
             share_offsets = None
-        if share_offsets is not None:
+        if share_offsets is not None and group.members:
+            # Kafka's AlterShareGroupOffsets answer (GroupNotEmptyException), dry run or not
             raise AdminError(
                 409,
-                "INCONSISTENT_GROUP_PROTOCOL",
-                f"group {group_id!r} is a share group: it commits no offsets "
-                "(its start offsets are altered with AlterShareGroupOffsets)",
+                "NON_EMPTY_GROUP",
+                f"share group {group_id!r} is not empty: it has {len(group.members)} "
+                "member(s); its offsets can only be reset while it has none",
             )
         if group.state not in ("Empty", "Dead"):
             raise AdminError(
@@ -253,6 +265,18 @@ class GroupRoutes(ApiBase):
             topics = body.topics
             if topics is not None:
                 refuse_unauthorised(list(topics))
+            elif share_offsets is not None:
+                # every topic the share group was subscribed to (DescribeShareGroupOffsets)
+                topics = sorted(
+                    {r["topic"] for r in share_offsets if access.topic(r["topic"], Op.READ)}
+                )
+                if not topics:
+                    raise AdminError(
+                        404,
+                        "GROUP_ID_NOT_FOUND",
+                        f"share group {group_id!r} has no share-partitions to reset; name the "
+                        "topics",
+                    )
             else:
                 # every committed topic the principal may see (OffsetFetch of all topics)
                 committed = group.committed
@@ -274,7 +298,10 @@ class GroupRoutes(ApiBase):
                     targets[tp] = await self._offset_for(tp, timestamp)
         if not targets:
             raise AdminError.invalid("offsets", "no partitions to reset")
-        if not dry_run and not view.is_local(node):
+        if share_offsets is not None:
+            if not dry_run:
+                await self._alter_share_offsets(view, node, group_id, targets)
+        elif not dry_run and not view.is_local(node):
             # OffsetCommit at its coordinator, as an admin client commits for an inactive group
             client = await self.kafka_client()
             results = await client.offset_commit(node, group_id, targets)
@@ -301,11 +328,133 @@ class GroupRoutes(ApiBase):
                 raise AdminError.kafka(error, f"commit for {tp.topic}-{tp.partition}: {error.name}")
         return {
             "group_id": group_id,
+            "group_type": group.group_type if share_offsets is None else "share",
             "dry_run": dry_run,
             "offsets": [
                 {"topic": tp.topic, "partition": tp.partition, "offset": offset}
                 for tp, offset in sorted(targets.items())
             ],
+        }
+
+    async def _alter_share_offsets(
+        self, view: GroupView, node: int, group_id: str, targets: dict[Any, int]
+    ) -> None:
+        """AlterShareGroupOffsets at the group's coordinator (this broker too is asked over the
+        protocol, as an admin client would): each share-partition's state replaced by an empty
+        one at its target under a higher state epoch. The first error refuses the request
+        (the partitions before it are altered: a retry is idempotent)."""
+        from kafkalite.client.connection import request_builder
+        from kafkalite.protocol.api import ApiKey
+        from kafkalite.protocol.errors import ErrorCode
+
+        by_topic: dict[str, list[dict[str, int]]] = {}
+        for tp, offset in sorted(targets.items()):
+            by_topic.setdefault(tp.topic, []).append(
+                {"partition_index": tp.partition, "start_offset": offset}
+            )
+        request = request_builder(
+            ApiKey.ALTER_SHARE_GROUP_OFFSETS,
+            group_id=group_id,
+            topics=[{"topic_name": t, "partitions": ps} for t, ps in by_topic.items()],
+        )
+        response = await view._ask(
+            node,
+            group_id,
+            lambda client: client.send(ApiKey.ALTER_SHARE_GROUP_OFFSETS, request, node_id=node),
+        )
+        _raise_share_error(group_id, response.error_code)
+        for topic in response.responses:
+            for p in topic.partitions:
+                error = ErrorCode.of(int(p.error_code))
+                if error != ErrorCode.NONE:
+                    raise AdminError.kafka(
+                        error, f"{topic.topic_name}-{p.partition_index}: {error.name}"
+                    )
+
+    @route(
+        "DELETE",
+        "/groups/{id}/offsets",
+        summary="Delete group offsets",
+        tag="groups",
+        answer=m.DeletedOffsets,
+        query=m.OffsetsDeleteQuery,
+        params={"id": str},
+    )
+    async def delete_offsets(self, request: web.Request, query: m.OffsetsDeleteQuery) -> Any:
+        """Kafka's kafka-share-groups --delete-offsets (DeleteShareGroupOffsets: the share
+        group must have no members; its share-partitions' state is deleted, so it starts
+        again at share.auto.offset.reset) and kafka-consumer-groups --delete-offsets
+        (OffsetDelete of every partition of the topics: refused for a topic the group's
+        members still subscribe to, GROUP_SUBSCRIBED_TO_TOPIC), at the group's coordinator."""
+        from kafkalite.client.connection import request_builder
+        from kafkalite.protocol.api import ApiKey
+        from kafkalite.protocol.errors import ErrorCode
+
+        group_id = request.match_info["id"]
+        access = Access(self.server, request)
+        topics = query.topics()
+        # as DeleteShareGroupOffsets and OffsetDelete: READ on each topic (the group's DELETE
+        # is the route's), checked before anything is looked up
+        refused = sorted(t for t in topics if not access.topic(t, Op.READ))
+        if refused:
+            raise AdminError(
+                403,
+                ErrorCode.TOPIC_AUTHORIZATION_FAILED.name,
+                f"not authorized to access topics: {refused}",
+            )
+        self.group_coordinator()
+        view = GroupView(self, access)
+        group, share_offsets = await self._any_group(view, group_id)
+        node = group.coordinator
+        cache = self.server.metadata_cache
+        for t in topics:
+            if not cache.contains_topic(t):
+                raise AdminError(404, "UNKNOWN_TOPIC_OR_PARTITION", f"topic {t!r} does not exist")
+        if share_offsets is not None:
+            request_ = request_builder(
+                ApiKey.DELETE_SHARE_GROUP_OFFSETS,
+                group_id=group_id,
+                topics=[{"topic_name": t} for t in topics],
+            )
+            response = await view._ask(
+                node,
+                group_id,
+                lambda c: c.send(ApiKey.DELETE_SHARE_GROUP_OFFSETS, request_, node_id=node),
+            )
+            _raise_share_error(group_id, response.error_code)
+            for topic in response.responses:
+                error = ErrorCode.of(int(topic.error_code))
+                if error != ErrorCode.NONE:
+                    raise AdminError.kafka(error, f"topic {topic.topic_name}: {error.name}")
+        else:
+            request_ = request_builder(
+                ApiKey.OFFSET_DELETE,
+                group_id=group_id,
+                topics=[
+                    {
+                        "name": t,
+                        "partitions": [
+                            {"partition_index": p} for p in range(cache.num_partitions(t) or 0)
+                        ],
+                    }
+                    for t in topics
+                ],
+            )
+            response = await view._ask(
+                node, group_id, lambda c: c.send(ApiKey.OFFSET_DELETE, request_, node_id=node)
+            )
+            _raise_share_error(group_id, response.error_code)
+            for topic in response.topics:
+                for p in topic.partitions:
+                    error = ErrorCode.of(int(p.error_code))
+                    if error != ErrorCode.NONE:
+                        raise AdminError.kafka(
+                            error, f"{topic.name}-{p.partition_index}: {error.name}"
+                        )
+        return {
+            "group_id": group_id,
+            "group_type": "share" if share_offsets is not None else group.group_type,
+            "topics": topics,
         }
 
     async def _offset_for(self, tp: Any, timestamp: int) -> int:
@@ -319,3 +468,13 @@ class GroupRoutes(ApiBase):
         if error != ErrorCode.NONE:
             raise AdminError.kafka(error, f"{tp.topic}-{tp.partition}: {error.name}")
         return max(offset, 0)
+
+
+def _raise_share_error(group_id: str, code: int) -> None:
+    """A group-level error of an offsets request as the admin API's answer (NON_EMPTY_GROUP:
+    409, as for a reset of a consumer group with members)."""
+    from kafkalite.protocol.errors import ErrorCode
+
+    error = ErrorCode.of(int(code))
+    if error != ErrorCode.NONE:
+        raise AdminError.kafka(error, f"group {group_id!r}: {error.message or error.name}")
