@@ -45,6 +45,7 @@ from kafkalite.protocol.records import (
     MAX_TIMESTAMP_OFFSET,
     complete_batches_length,
 )
+from kafkalite.storage.file_path import FilePath
 
 # baseOffset int64, batchLength int32, partitionLeaderEpoch int32, magic int8, crc uint32,
 # attributes int16, lastOffsetDelta int32: the first 27 bytes of a v2 batch.
@@ -168,7 +169,7 @@ EMPTY_RECORDS = FileRecordsSlice(None, 0, 0)
 _CLOSED_HANDLE = FileHandle(-1)
 
 
-class FileRecords:
+class FileRecords(FilePath):
     """An append-only file of record batches with a logical ``size``."""
 
     def __init__(
@@ -199,23 +200,6 @@ class FileRecords:
         self._mmap: mmap.mmap | None = None
         # Every map of the file that may still be alive (views keep them): see truncate_to.
         self._maps: list[weakref.ref[mmap.mmap]] = []
-
-    @property
-    def file(self) -> Path:
-        file = self._file
-        if file is None:
-            file = self._file = Path(self._path)
-        return file
-
-    @file.setter
-    def file(self, value: str | os.PathLike[str]) -> None:
-        self._path = os.fspath(value)
-        self._file = value if isinstance(value, Path) else None
-
-    @property
-    def path(self) -> str:
-        """The file's path as a str (for os calls)."""
-        return self._path
 
     @property
     def handle(self) -> FileHandle:

@@ -72,6 +72,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from kafkalite.storage.errors import CorruptIndexError, IndexOffsetOverflowError, InvalidOffsetError
+from kafkalite.storage.file_path import FilePath
 
 WARM_SECTION_BYTES = 8192
 _WARM_OFFSET_ENTRIES = WARM_SECTION_BYTES // 8
@@ -99,7 +100,7 @@ class TimestampOffset(NamedTuple):
     offset: int
 
 
-class AbstractIndex:
+class AbstractIndex(FilePath):
     """Common machinery: preallocation, mmap, binary search with a warm section, trim, resize."""
 
     entry_size: int = 0
@@ -147,18 +148,6 @@ class AbstractIndex:
             self._after_load()
         else:
             self._open()
-
-    @property
-    def file(self) -> Path:
-        file = self._file
-        if file is None:
-            file = self._file = Path(self._path)
-        return file
-
-    @file.setter
-    def file(self, value: str | os.PathLike[str]) -> None:
-        self._path = os.fspath(value)
-        self._file = value if isinstance(value, Path) else None
 
     @property
     def on_disk(self) -> bool:

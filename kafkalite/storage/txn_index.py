@@ -26,6 +26,8 @@ import struct
 from pathlib import Path
 from typing import NamedTuple
 
+from kafkalite.storage.file_path import FilePath
+
 TXN_INDEX_FILE_SUFFIX = ".txnindex"
 _ENTRY = struct.Struct(">hqqqq")
 ENTRY_SIZE = _ENTRY.size  # 34
@@ -64,25 +66,13 @@ def decode_entries(data: bytes) -> list[AbortedTxn]:
     return out
 
 
-class TransactionIndex:
+class TransactionIndex(FilePath):
     def __init__(self, file: str | os.PathLike[str], *, exists: bool | None = None) -> None:
         """``exists=False``: the caller knows there is no file (a new segment, or a listing
         without it): no entries, nothing to read."""
         self._path = os.fspath(file)
         self._file: Path | None = file if isinstance(file, Path) else None
         self._entries: list[AbortedTxn] | None = [] if exists is False else None
-
-    @property
-    def file(self) -> Path:
-        file = self._file
-        if file is None:
-            file = self._file = Path(self._path)
-        return file
-
-    @file.setter
-    def file(self, value: str | os.PathLike[str]) -> None:
-        self._path = os.fspath(value)
-        self._file = value if isinstance(value, Path) else None
 
     @property
     def entries(self) -> list[AbortedTxn]:
