@@ -335,14 +335,22 @@ class ShareGroupService:
         leader = self.replica_manager.online_partition(TopicPartition(name, partition))
         if leader is None or not leader.is_leader:
             return True
-        key = (group_id, name, partition)
+        return self._current((group_id, name, partition), leader, topic_id) is not None
+
+    def _current(
+        self, key: tuple[str, str, int], leader: Any, topic_id: uuid.UUID
+    ) -> SharePartition | None:
+        """The cached share-partition of ``key`` if it is still good to serve: loaded under
+        this leadership (epoch), for this topic id, and not waiting for a revalidation."""
         sp = self.partitions.get(key)
-        return (
+        if (
             sp is not None
             and sp.leader_epoch == leader.leader_epoch
             and sp.topic_id == topic_id
             and key not in self._revalidate
-        )
+        ):
+            return sp
+        return None
 
     def start_loading(self, group_id: str, topic_id: uuid.UUID, partition: int) -> asyncio.Task:
         """Load (or keep loading) the share-partition in the background: a fetch serves the
@@ -380,13 +388,8 @@ class ShareGroupService:
         if leader is None or not leader.is_leader:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
         key = (group_id, name, partition)
-        sp = self.partitions.get(key)
-        if (
-            sp is not None
-            and sp.leader_epoch == leader.leader_epoch
-            and sp.topic_id == topic_id
-            and key not in self._revalidate
-        ):
+        sp = self._current(key, leader, topic_id)
+        if sp is not None:
             self._catch_up_log_start(sp, leader)
             return ErrorCode.NONE, sp
         # not loaded, or loaded under an earlier leadership of the partition: what another
