@@ -658,10 +658,12 @@ def test_metrics_history_has_rates_of_what_was_produced(admin: AdminClient, admi
     assert history.status == 200, history.body
     body = history.body
     assert body["interval_seconds"] > 0 and body["window_seconds"] >= 300
-    # the last point runs from the last sample to now, so what was just produced is in it
-    assert body["broker"][-1]["messages_in_per_sec"] > 0
-    assert body["broker"][-1]["bytes_in_per_sec"] > 0
-    assert body["topics"]["rated"][-1]["messages_in_per_sec"] > 0
+    # the last point runs from the last sample to now, so what was just produced is in it,
+    # or in the point before when a sample was taken between the produce and this request
+    # (the topic is new: any rate of it is this produce)
+    assert any(p["messages_in_per_sec"] > 0 for p in body["topics"]["rated"])
+    broker_points = [p for p in body["broker"] if p["messages_in_per_sec"] > 0]
+    assert broker_points and all(p["bytes_in_per_sec"] > 0 for p in broker_points)
     busiest = admin.get("/metrics/history").body["topics"]
     assert "rated" in busiest
 
