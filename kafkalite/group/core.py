@@ -557,6 +557,7 @@ class GroupCoordinatorCore:
         self._loading.pop(partition, None)
         for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
             group = self.groups.pop(group_id)
+            self._forget_settings(group_id)
             for member in group.members.values():
                 if member.awaiting_join is not None:
                     self._respond(
@@ -763,6 +764,7 @@ class GroupCoordinatorCore:
             and self.groups.get(group.group_id) is group
         ):
             del self.groups[group.group_id]
+            self._forget_settings(group.group_id)
 
     def _do_unknown_join_group(
         self,
@@ -1852,6 +1854,7 @@ class GroupCoordinatorCore:
             self._cancel_group_timers(group)
             if self.groups.get(group.group_id) is group:
                 del self.groups[group.group_id]
+                self._forget_settings(group.group_id)
             if group.consumer is not None:
                 records.extend(group.consumer.tombstones())
             else:
@@ -2121,6 +2124,11 @@ class GroupCoordinatorCore:
             group.state = state
             group.current_state_timestamp = self._now()
         group.subscribed_topics = cg.subscribed_topic_names()
+
+    def _forget_settings(self, group_id: str) -> None:
+        """Drop a removed group's group-level settings (the next heartbeat gives them again)."""
+        self._assignment_overrides.pop(group_id, None)
+        self._session_overrides.pop(group_id, None)
 
     def consumer_session_timeout_ms(self, group_id: str) -> int:
         """A consumer group's session timeout: its ``consumer.session.timeout.ms``, else the

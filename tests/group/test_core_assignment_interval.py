@@ -147,6 +147,20 @@ def test_the_group_level_session_timeout_and_heartbeat_interval_override_the_bro
     assert "a" not in h.core.groups["own"].consumer.members
 
 
+def test_a_deleted_group_leaves_no_settings_behind():
+    h = harness()
+    topics = Topics(t=2)
+    heartbeat(h, topics, "a", 0, group="gone", session_timeout_ms=50_000)
+    assert h.core.consumer_session_timeout_ms("gone") == 50_000
+    heartbeat(h, topics, "a", -1, group="gone")  # leaves: the group is empty
+    t = h.token()
+    h.apply(h.core.delete_groups(t, ["gone"]))
+    assert h.response(t) == {"gone": ErrorCode.NONE}
+    assert h.core.consumer_session_timeout_ms("gone") == 45_000  # the broker's again
+    assert "gone" not in h.core._session_overrides
+    assert "gone" not in h.core._assignment_overrides
+
+
 def test_a_member_leaving_leaves_the_target_to_the_next_run():
     h = harness(group_consumer_assignor_offload_enable=False)
     topics = Topics(t=2)
