@@ -58,6 +58,8 @@ def test_a_truncated_active_index_is_a_storage_error_never_an_unknown_one_after_
         producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 5})
         for i in range(200):
             producer.produce(TOPIC, b"%05d" % i + b"x" * 100, partition=0)
+            if i % 20 == 19:  # batches of 2 KiB: the index gets entries, so its file exists
+                assert producer.flush(30) == 0
         assert producer.flush(30) == 0
         log_manager = broker.server.log_manager
         log = log_manager.get_log(TOPIC, 0)
