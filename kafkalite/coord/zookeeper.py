@@ -290,9 +290,9 @@ class _BulkReply:
         self.batch.fail(self.index, error)
 
 
-def _data_and_stat(frame: bytes) -> tuple[bytes, Stat]:
-    """A GetData reply after its header: the data (length-prefixed, -1 for none) and the Stat."""
-    offset = _REPLY_HEADER.size
+def _read_data_and_stat(frame: bytes, offset: int) -> tuple[bytes, Stat, int]:
+    """A GetData result at ``offset``: the data (length-prefixed, -1 for none), the Stat, and
+    the offset after them."""
     length = _FRAME_LENGTH.unpack_from(frame, offset)[0]
     offset += 4
     if length < 0:
@@ -300,7 +300,13 @@ def _data_and_stat(frame: bytes) -> tuple[bytes, Stat]:
     else:
         data = frame[offset : offset + length]
         offset += length
-    return data, Stat(*_STAT.unpack_from(frame, offset))
+    return data, Stat(*_STAT.unpack_from(frame, offset)), offset + _STAT.size
+
+
+def _data_and_stat(frame: bytes) -> tuple[bytes, Stat]:
+    """A GetData reply after its header: the data and the Stat."""
+    data, stat, _ = _read_data_and_stat(frame, _REPLY_HEADER.size)
+    return data, stat
 
 
 def _multi_read_results(
@@ -312,22 +318,14 @@ def _multi_read_results(
     offset = _REPLY_HEADER.size
     header = _MULTI_HEADER.unpack_from
     length_of = _FRAME_LENGTH.unpack_from
-    stat_of = _STAT.unpack_from
     while True:
         kind, done, _err = header(frame, offset)
         offset += _MULTI_HEADER.size
         if done:
             return out
         if kind == _GET_DATA:
-            length = length_of(frame, offset)[0]
-            offset += 4
-            if length < 0:
-                data = b""
-            else:
-                data = frame[offset : offset + length]
-                offset += length
-            out.append((data, Stat(*stat_of(frame, offset))))
-            offset += _STAT.size
+            data, stat, offset = _read_data_and_stat(frame, offset)
+            out.append((data, stat))
         elif kind == _ERROR_OP:
             code = length_of(frame, offset)[0]
             offset += 4
