@@ -212,21 +212,32 @@ class ZooKeeperServer:
     # -- session expiry ------------------------------------------------------------------------
 
     def expire_session(self, session_id: int, password: bytes, timeout_ms: int = 4000) -> None:
-        """Expire a client's session: attach a second connection to it, then close that.
+        """Expire a client's session: attach a second connection to it and close the session.
 
         Speaks the ZooKeeper protocol directly: ConnectRequest (protocolVersion, lastZxidSeen,
-        timeOut, sessionId, passwd, readOnly) and CloseSession (xid 1, opcode -11). Attaching
-        drops the client's own connection, and a fast client may re-attach before the close is
-        processed, so repeat until an attach is refused (the server answers session id 0).
+        timeOut, sessionId, passwd, readOnly) and CloseSession (xid 1, opcode -11), sent in one
+        write so the server reads the close right after the attach. Sent separately, the client
+        (whose connection the attach drops) could re-attach in between, and the server would
+        drop this connection before reading the close. Repeat until an attach is refused (the
+        server answers session id 0): then the session is gone.
         """
         for _attempt in range(50):
-            with self._attached(session_id, password, timeout_ms) as sock:
-                if sock is None:
-                    return  # refused: the session is gone
+            with socket.create_connection((self.host, self.port), timeout=5) as sock:
                 close = struct.pack(">ii", 1, -11)
-                sock.sendall(struct.pack(">i", len(close)) + close)
+                sock.sendall(
+                    _connect_request(session_id, password, timeout_ms)
+                    + struct.pack(">i", len(close))
+                    + close
+                )
                 try:
-                    _read_frame(sock)  # the reply, or EOF: the server drops the session's sockets
+                    reply = _read_frame(sock)
+                except ConnectionError:
+                    continue
+                (got_session,) = struct.unpack_from(">q", reply, 8)
+                if got_session != session_id:
+                    return  # refused: the session is gone
+                try:
+                    _read_frame(sock)  # the close's reply, or EOF: the session's sockets drop
                 except ConnectionError:
                     pass
         raise RuntimeError(f"session 0x{session_id:x} could not be expired")
@@ -247,9 +258,7 @@ class ZooKeeperServer:
         that races the client's own traffic (seen in CI): that attempt is repeated."""
         for _attempt in range(50):
             with socket.create_connection((self.host, self.port), timeout=5) as sock:
-                body = struct.pack(">iqiqi", 0, 0, timeout_ms, session_id, len(password))
-                body += password + b"\x00"
-                sock.sendall(struct.pack(">i", len(body)) + body)
+                sock.sendall(_connect_request(session_id, password, timeout_ms))
                 try:
                     reply = _read_frame(sock)
                 except ConnectionError:
@@ -258,6 +267,13 @@ class ZooKeeperServer:
                 yield sock if got_session == session_id else None
                 return
         raise RuntimeError(f"could not attach to session 0x{session_id:x}")
+
+
+def _connect_request(session_id: int, password: bytes, timeout_ms: int) -> bytes:
+    """A framed ConnectRequest that attaches to an existing session."""
+    body = struct.pack(">iqiqi", 0, 0, timeout_ms, session_id, len(password))
+    body += password + b"\x00"
+    return struct.pack(">i", len(body)) + body
 
 
 def _read_frame(sock: socket.socket) -> bytes:
