@@ -20,7 +20,10 @@ the workload, a stub registry that knows the id) per record, best of 5. `--basel
 (e.g. `git archive` of the commit before) runs a second broker from DIR's kafkalite beside this
 tree's, the four (broker, topic) pairs taking turns in each round, and times DIR's validator
 (its validation.py loaded beside this tree's) in turns with this tree's in this process:
-before and after in one run. `--validator-only` prints the validator-alone figures only.
+before and after in one run. `--validator-only` prints the validator-alone figures only. This
+tree's validator is timed twice: on its C walk (the optional extension, when built) and as
+KAFKALITE_NO_NATIVE=1 makes it (the regular expressions and the Python walk); the brokers run
+as the environment says (the C walk unless KAFKALITE_NO_NATIVE=1).
 
     PYTHONPATH=. .venv/bin/python bench/schema_validation_bench.py [--records 100000]
         [--rounds 5] [--workload mixed|uniform|both] [--baseline-src DIR] [--validator-only]
@@ -186,11 +189,14 @@ def run(
 # ------------------------------------------------------------------ the validator alone
 
 
-def validator_us(kind: str, batch_records: int = 10_000, src: str | None = None) -> float:
+def validator_us(
+    kind: str, batch_records: int = 10_000, src: str | None = None, native: bool = True
+) -> float:
     """`SchemaValidator.validate` over one batch of the workload (id 1, registered under
     `t-value`), per record in µs, best of 5: this tree's validator, or with `src` the one in
     DIR/kafkalite/schema_registry/validation.py (loaded beside it, on this tree's protocol
-    modules), so that both are timed in one process, in turns."""
+    modules), so that both are timed in one process, in turns; `native` False: this tree's
+    without its C walk."""
     from kafkalite.protocol.records import Header, Record, build_batch
     from kafkalite.schema_registry import validation
 
@@ -236,24 +242,41 @@ def validator_us(kind: str, batch_records: int = 10_000, src: str | None = None)
         "TopicNameStrategy",
     )
     validator = module.SchemaValidator(registry, lambda topic: config)
+    walk = getattr(module, "_walk", None)
+    if not native:
+        module._walk = None
 
     def once() -> None:
         errors = asyncio.run(validator.validate("t", buf))
         assert not errors, errors
 
-    once()
-    best = min(timeit.repeat(once, number=5, repeat=5)) / 5
+    try:
+        once()
+        best = min(timeit.repeat(once, number=5, repeat=5)) / 5
+    finally:
+        if walk is not None:
+            module._walk = walk
     return best / batch_records * 1e6
 
 
-def validator_pair(kind: str, src: str | None, turns: int = 3) -> tuple[float, float | None]:
-    """(this tree's, DIR's or None) validator per record, the best of `turns` turns each."""
-    mine, theirs = [], []
+def validator_pair(kind: str, src: str | None, turns: int = 3) -> tuple[float, float, float | None]:
+    """(this tree's, this tree's without its C walk, DIR's or None) validator per record, the
+    best of `turns` turns each."""
+    mine, python, theirs = [], [], []
     for _ in range(turns):
         mine.append(validator_us(kind))
+        python.append(validator_us(kind, native=False))
         if src is not None:
             theirs.append(validator_us(kind, src=src))
-    return min(mine), (min(theirs) if theirs else None)
+    return min(mine), min(python), (min(theirs) if theirs else None)
+
+
+def walk_in_use() -> str:
+    from kafkalite.schema_registry import validation
+
+    if validation._walk is not None:
+        return "the C walk"
+    return "no C walk (not built, or KAFKALITE_NO_NATIVE set): the patterns and the Python walk"
 
 
 def main() -> None:
@@ -267,11 +290,14 @@ def main() -> None:
     )
     args = parser.parse_args()
     kinds = ["mixed", "uniform"] if args.workload == "both" else [args.workload]
-    print(f"load average at start: {os.getloadavg()}")
+    print(f"load average at start: {os.getloadavg()}; this tree's validator: {walk_in_use()}")
     for kind in kinds:
         if args.validator_only:
-            mine, theirs = validator_pair(kind, args.baseline_src, turns=5)
-            print(f"{kind}: the validator alone {mine:.3f} us per record, baseline {theirs}")
+            mine, python, theirs = validator_pair(kind, args.baseline_src, turns=5)
+            print(
+                f"{kind}: the validator alone {mine:.3f} us per record (without the C walk "
+                f"{python:.3f}), baseline {theirs}"
+            )
             continue
         out = run(args.records, args.rounds, kind, args.baseline_src)
         print(
@@ -292,8 +318,11 @@ def main() -> None:
                 f"{plain['rate']:,.0f} records/s, validated {validated['rate']:,.0f} "
                 f"({validated['rate'] / plain['rate'] - 1:+.1%})"
             )
-        mine, theirs = validator_pair(kind, args.baseline_src)
-        line = f"  the validator alone, 10,000-record batch: {mine:.3f} us per record"
+        mine, python, theirs = validator_pair(kind, args.baseline_src)
+        line = (
+            f"  the validator alone, 10,000-record batch: {mine:.3f} us per record (without "
+            f"the C walk {python:.3f})"
+        )
         if theirs is not None:
             line += f" (baseline tree {theirs:.3f} us, in turns in this process)"
         print(line)

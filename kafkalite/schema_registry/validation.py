@@ -46,6 +46,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from kafkalite.config import NO_NATIVE_ENV
 from kafkalite.protocol.compression import decompress
 from kafkalite.protocol.errors import RecordError
 from kafkalite.protocol.records import (
@@ -62,11 +63,9 @@ from kafkalite.schema_registry.registry import Registry
 
 MAGIC = 0
 
-NO_NATIVE_ENV = "KAFKALITE_NO_NATIVE"
-"""Set (to anything but "" or "0") in the environment, the C walk is not used (read at import)."""
-
 
 def _native_walker() -> Any:
+    # NO_NATIVE_ENV set (to anything but "" or "0"): the Python walk, read once at import
     if os.environ.get(NO_NATIVE_ENV, "") not in ("", "0"):
         return None
     try:

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kafkalite.config import BrokerConfig
 from kafkalite.protocol.compression import compress
 from kafkalite.protocol.records import (
     LENGTH_OFFSET,
@@ -200,3 +201,10 @@ def test_kafkalite_no_native_turns_the_c_walk_off(value, native):
     )
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.strip() == str(not native)
+
+
+def test_kafkalite_no_native_is_not_taken_for_a_config_key():
+    """KAFKALITE_<PROPERTY> variables are config keys, an unknown one stops start-up; this one
+    is not a property."""
+    config = BrokerConfig.load(environ={"KAFKALITE_NO_NATIVE": "1"})
+    assert config == BrokerConfig.load(environ={})
