@@ -85,15 +85,21 @@ def workload(kind: str, schema_id: int, seed: int = 26) -> list[Item]:
     return items
 
 
-def cpu_seconds(pid: int) -> float:
-    """CPU time of every thread of `pid`, ns resolution (/proc/<pid>/task/*/schedstat)."""
-    total = 0
+def cpu_seconds(pid: int) -> dict[str, float]:
+    """CPU time of each thread of `pid`, ns resolution (/proc/<pid>/task/*/schedstat)."""
+    out = {}
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
-            total += int((task / "schedstat").read_text().split()[0])
+            out[task.name] = int((task / "schedstat").read_text().split()[0]) / 1e9
         except (FileNotFoundError, ProcessLookupError):
             pass  # a thread that just ended
-    return total / 1e9
+    return out
+
+
+def cpu_since(before: dict[str, float], after: dict[str, float]) -> float:
+    """The CPU the threads spent between two readings: a thread gone by the second (a pattern
+    compiled on a thread, say) is left out rather than subtracted, a new one counted whole."""
+    return sum(seconds - before.get(tid, 0.0) for tid, seconds in after.items())
 
 
 def produce(bootstrap: str, topic: str, items: list[Item], records: int, pid: int) -> tuple:
@@ -125,7 +131,7 @@ def produce(bootstrap: str, topic: str, items: list[Item], records: int, pid: in
         )
         producer.poll(0)
     producer.flush(300)
-    cpu = cpu_seconds(pid) - cpu
+    cpu = cpu_since(cpu, cpu_seconds(pid))
     elapsed = time.perf_counter() - began
     if failed:
         raise RuntimeError(f"{len(failed)} records refused on {topic}: {failed[0]}")
