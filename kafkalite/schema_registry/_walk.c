@@ -44,6 +44,8 @@ typedef struct {
     Py_ssize_t used;
     uint64_t last_key; /* the previous record's prefix: a batch mostly repeats one */
     PyObject *last_obj;
+    unsigned char last_bytes[PREFIX]; /* last_key's bytes when they are PREFIX long */
+    int last_full;
     int saw_null;
     uint64_t small_keys[SMALL];
     PyObject *small_objs[SMALL];
@@ -59,6 +61,7 @@ table_init(table *t)
     t->used = 0;
     t->last_key = 0;
     t->last_obj = NULL;
+    t->last_full = 0;
     t->saw_null = 0;
 }
 
@@ -131,6 +134,10 @@ table_get(table *t, const unsigned char *p, Py_ssize_t n)
         if (t->keys[i] == key) {
             t->last_key = key;
             t->last_obj = t->objs[i];
+            t->last_full = n == PREFIX;
+            if (n == PREFIX) {
+                memcpy(t->last_bytes, p, PREFIX);
+            }
             return t->objs[i];
         }
         i = (i + 1) & (t->cap - 1);
@@ -153,6 +160,10 @@ table_get(table *t, const unsigned char *p, Py_ssize_t n)
     t->used++;
     t->last_key = key;
     t->last_obj = obj;
+    t->last_full = n == PREFIX;
+    if (n == PREFIX) {
+        memcpy(t->last_bytes, p, PREFIX);
+    }
     return obj;
 }
 
@@ -251,6 +262,10 @@ prefix_of(table *t, const unsigned char *d, Py_ssize_t limit, Py_ssize_t at, int
     if (n > limit - at) {
         *why = past;
         return 0;
+    }
+    if (n == PREFIX && t->last_full && memcmp(d + at, t->last_bytes, PREFIX) == 0) {
+        *obj = t->last_obj; /* the previous record's prefix again */
+        return 1;
     }
     *obj = table_get(t, d + at, n);
     return *obj == NULL ? -1 : 1;
