@@ -15,6 +15,11 @@ Workloads (`--workload`, default both):
   (4-40 bytes), a header on one in ten;
 - `uniform`: one 13-byte framed value, no key, no header (what a fixed-size schema sends).
 
+Also printed, per tree: the CPU the broker spent inside `SchemaValidator.validate`, per
+validated record ("in the broker's validator": a `sitecustomize` the bench puts on the
+brokers' path wraps the method and times each call with the loop thread's CPU clock), beside
+the plain topic's whole CPU per record, the figure a loaded machine disturbs least.
+
 Also printed: the validator alone (`SchemaValidator.validate` over one 10,000-record batch of
 the workload, a stub registry that knows the id) per record, best of 5. `--baseline-src DIR`
 (e.g. `git archive` of the commit before) runs a second broker from DIR's kafkalite beside this
@@ -22,8 +27,8 @@ tree's, the four (broker, topic) pairs taking turns in each round, and times DIR
 (its validation.py loaded beside this tree's) in turns with this tree's in this process:
 before and after in one run. `--validator-only` prints the validator-alone figures only. This
 tree's validator is timed twice: on its C walk (the optional extension, when built) and as
-KAFKALITE_NO_NATIVE=1 makes it (the regular expressions and the Python walk); the brokers run
-as the environment says (the C walk unless KAFKALITE_NO_NATIVE=1).
+KAFKALITE_NO_NATIVE=1 makes it (the regular expressions and the Python walk); this tree's
+broker gets the bench's KAFKALITE_NO_NATIVE when it is set.
 
     PYTHONPATH=. .venv/bin/python bench/schema_validation_bench.py [--records 100000]
         [--rounds 5] [--workload mixed|uniform|both] [--baseline-src DIR] [--validator-only]
@@ -102,6 +107,59 @@ def cpu_since(before: dict[str, float], after: dict[str, float]) -> float:
     return sum(seconds - before.get(tid, 0.0) for tid, seconds in after.items())
 
 
+HOOK = """
+import os, threading, time
+
+def _install():
+    from kafkalite.schema_registry import validation
+
+    original = validation.SchemaValidator.validate
+    totals = [0, 0]
+
+    async def validate(self, topic, records):
+        began = time.thread_time_ns()
+        try:
+            return await original(self, topic, records)
+        finally:
+            totals[0] += 1
+            totals[1] += time.thread_time_ns() - began
+
+    validation.SchemaValidator.validate = validate
+    path = os.environ["SCHEMA_VALIDATION_BENCH_TIMES"]
+
+    def write():
+        said = None
+        while True:
+            now = f"{totals[0]} {totals[1]}"
+            if now != said:
+                with open(path + ".tmp", "w") as f:
+                    f.write(now)
+                os.replace(path + ".tmp", path)
+                said = now
+            time.sleep(0.02)
+
+    threading.Thread(target=write, daemon=True).start()
+
+if os.environ.get("SCHEMA_VALIDATION_BENCH_TIMES"):
+    _install()
+"""
+"""The brokers' sitecustomize: the calls of SchemaValidator.validate and the loop thread's CPU
+they took (ns), written to $SCHEMA_VALIDATION_BENCH_TIMES when they change."""
+
+
+def validator_ns(path: Path) -> tuple[int, int]:
+    """(calls, CPU ns) of the broker's validator so far, once its writer caught up."""
+    said = None
+    for _ in range(50):
+        time.sleep(0.05)
+        now = path.read_text() if path.exists() else "0 0"
+        if now == said:
+            break
+        said = now
+    calls, ns = (said or "0 0").split()
+    return int(calls), int(ns)
+
+
 def produce(bootstrap: str, topic: str, items: list[Item], records: int, pid: int) -> tuple:
     """(records/s, broker CPU seconds per record) for `records` records (acks=1, 5 ms linger,
     up to 10,000 records a batch)."""
@@ -145,15 +203,29 @@ def run(
     baseline_src: str | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Per (tree, topic), e.g. "this/plain", "baseline/validated": best records/s ("rate"),
-    broker CPU seconds per record per round ("cpu": a list, least first)."""
+    broker CPU seconds per record per round ("cpu": a list, least first); per validated topic
+    also the CPU seconds per record inside the validator per round ("in_validator")."""
+    import tempfile
+
+    import kafkalite
     from kafkalite.testing import Broker
 
-    trees = {"this": Broker(subprocess=True, config={"log.level": "WARNING"})}
+    hook = Path(tempfile.mkdtemp(prefix="schema-validation-bench-"))
+    (hook / "sitecustomize.py").write_text(HOOK)
+    here = str(Path(kafkalite.__file__).resolve().parent.parent)
+    srcs = {"this": here}
     if baseline_src:
-        src = str(Path(baseline_src).resolve())
-        trees["baseline"] = Broker(
-            subprocess=True, config={"log.level": "WARNING"}, env={"PYTHONPATH": src}
-        )
+        srcs["baseline"] = str(Path(baseline_src).resolve())
+    times = {t: hook / f"{t}.times" for t in srcs}
+    trees = {}
+    for t, src in srcs.items():
+        env = {
+            "PYTHONPATH": os.pathsep.join([str(hook), src]),
+            "SCHEMA_VALIDATION_BENCH_TIMES": str(times[t]),
+        }
+        if t == "this" and os.environ.get("KAFKALITE_NO_NATIVE"):
+            env["KAFKALITE_NO_NATIVE"] = os.environ["KAFKALITE_NO_NATIVE"]
+        trees[t] = Broker(subprocess=True, config={"log.level": "WARNING"}, env=env)
     for broker in trees.values():
         broker.start()
     try:
@@ -167,7 +239,7 @@ def run(
             )
             pools[name] = workload(kind, schema_id)
         out: dict[str, dict[str, Any]] = {
-            f"{t}/{topic}": {"rate": 0.0, "cpu": []}
+            f"{t}/{topic}": {"rate": 0.0, "cpu": [], "in_validator": []}
             for t in trees
             for topic in ("plain", "validated")
         }
@@ -178,18 +250,26 @@ def run(
             for t, topic in pairs:
                 broker = trees[t]
                 assert broker.process is not None
+                calls, inside = validator_ns(times[t])
                 rate, cpu = produce(
                     broker.bootstrap_servers, topic, pools[t], records, broker.process.pid
                 )
+                calls_after, inside_after = validator_ns(times[t])
                 row = out[f"{t}/{topic}"]
                 row["rate"] = max(row["rate"], rate)
                 row["cpu"].append(cpu)
+                row["in_validator"].append((inside_after - inside) / 1e9 / records)
+                row["calls"] = row.get("calls", 0) + calls_after - calls
         for row in out.values():
             row["cpu"].sort()
+            row["in_validator"].sort()
         return out
     finally:
         for broker in trees.values():
             broker.close()
+        import shutil
+
+        shutil.rmtree(hook, ignore_errors=True)
 
 
 # ------------------------------------------------------------------ the validator alone
@@ -323,6 +403,15 @@ def main() -> None:
                 f"(medians {v_med / p_med - 1:+.1%}; target <= 10%); throughput plain "
                 f"{plain['rate']:,.0f} records/s, validated {validated['rate']:,.0f} "
                 f"({validated['rate'] / plain['rate'] - 1:+.1%})"
+            )
+            inside = validated["in_validator"]
+            print(
+                f"  {'':13} in the broker's validator: {statistics.median(inside) * 1e6:.4f} us "
+                f"per record (median of the rounds; least {inside[0] * 1e6:.4f}, most "
+                f"{inside[-1] * 1e6:.4f}): {statistics.median(inside) / p_min:.1%} of the plain "
+                f"topic's least broker CPU per record, {statistics.median(inside) / p_med:.1%} "
+                f"of its median; {args.records * len(inside) / max(validated['calls'], 1):,.0f} "
+                "records per call"
             )
         mine, python, theirs = validator_pair(kind, args.baseline_src)
         line = (

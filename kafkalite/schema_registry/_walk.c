@@ -188,23 +188,21 @@ table_set(table *t)
     return set;
 }
 
-/* A zig-zag int32 varint at d[*at] (Kafka's readVarint: at most 5 bytes, the bits beyond 32
- * dropped); 0 with *why set when it is truncated or over-long. */
-static inline int
-read_varint(const unsigned char *d, Py_ssize_t limit, Py_ssize_t *at, int64_t *value,
-            const char **why)
+#if defined(__GNUC__)
+#define LIKELY(x) __builtin_expect(!!(x), 1)
+#define NOINLINE __attribute__((noinline))
+#else
+#define LIKELY(x) (x)
+#define NOINLINE
+#endif
+
+/* read_varint's encodings of 2-5 bytes (d[*at] exists and has its high bit set). */
+static NOINLINE int
+read_long_varint(const unsigned char *d, Py_ssize_t limit, Py_ssize_t *at, int64_t *value,
+                 const char **why)
 {
     Py_ssize_t p = *at;
-    if (p >= limit) {
-        *why = "a varint runs past the records";
-        return 0;
-    }
     unsigned char b = d[p];
-    if (b < 0x80) {
-        *value = (int64_t)(b >> 1) ^ -(int64_t)(b & 1);
-        *at = p + 1;
-        return 1;
-    }
     uint32_t raw = b & 0x7F;
     for (int shift = 7; shift <= 28; shift += 7) {
         p++;
@@ -232,11 +230,41 @@ read_varint(const unsigned char *d, Py_ssize_t limit, Py_ssize_t *at, int64_t *v
     return 1;
 }
 
+/* A zig-zag int32 varint at d[*at] (Kafka's readVarint: at most 5 bytes, the bits beyond 32
+ * dropped); 0 with *why set when it is truncated or over-long. */
+static inline int
+read_varint(const unsigned char *d, Py_ssize_t limit, Py_ssize_t *at, int64_t *value,
+            const char **why)
+{
+    Py_ssize_t p = *at;
+    if (LIKELY(p < limit && d[p] < 0x80)) { /* one byte: almost every length */
+        unsigned char b = d[p];
+        *value = (int64_t)(b >> 1) ^ -(int64_t)(b & 1);
+        *at = p + 1;
+        return 1;
+    }
+    if (LIKELY(limit - p >= 2 && d[p + 1] < 0x80)) { /* two bytes: lengths of 64-8,191 */
+        uint32_t raw = (uint32_t)(d[p] & 0x7F) | (uint32_t)d[p + 1] << 7;
+        *value = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
+        *at = p + 2;
+        return 1;
+    }
+    if (p >= limit) {
+        *why = "a varint runs past the records";
+        return 0;
+    }
+    return read_long_varint(d, limit, at, value, why);
+}
+
 /* Past a varint of any width (its continuation bits only); 0 when it runs into the end. */
 static inline int
 skip_varint(const unsigned char *d, Py_ssize_t limit, Py_ssize_t *at)
 {
     Py_ssize_t p = *at;
+    if (LIKELY(p < limit && !(d[p] & 0x80))) {
+        *at = p + 1;
+        return 1;
+    }
     while (p < limit && (d[p] & 0x80)) {
         p++;
     }
@@ -263,7 +291,7 @@ prefix_of(table *t, const unsigned char *d, Py_ssize_t limit, Py_ssize_t at, int
         *why = past;
         return 0;
     }
-    if (n == PREFIX && t->last_full && memcmp(d + at, t->last_bytes, PREFIX) == 0) {
+    if (LIKELY(n == PREFIX && t->last_full && memcmp(d + at, t->last_bytes, PREFIX) == 0)) {
         *obj = t->last_obj; /* the previous record's prefix again */
         return 1;
     }
