@@ -7,7 +7,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 BENCH_STAMP := $(VENV)/.installed-bench
-DEB_PACKAGES := zookeeper kcat default-jre-headless redis-server chromium chromium-driver
+DEB_PACKAGES := zookeeper kcat default-jre-headless redis-server chromium chromium-driver \
+	gcc python3-dev
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: serve test test-fast bench lint clean debs venv dist
@@ -16,22 +17,27 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
-$(STAMP): pyproject.toml | $(BIN)/python
+# the editable install also builds the validator's C walk in place (setup.py: an optional
+# extension, skipped with a warning when there is no C compiler); a change to it reinstalls
+EXT := setup.py kafkalite/schema_registry/_walk.c
+
+$(STAMP): pyproject.toml $(EXT) | $(BIN)/python
 	$(BIN)/pip install --quiet -e .
 	touch $@
 
-$(TEST_STAMP): pyproject.toml | $(BIN)/python
+$(TEST_STAMP): pyproject.toml $(EXT) | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $@ $(STAMP)
 
-$(BENCH_STAMP): pyproject.toml | $(BIN)/python
+$(BENCH_STAMP): pyproject.toml $(EXT) | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[test,bench]'
 	touch $@ $(TEST_STAMP) $(STAMP)
 
 venv: $(STAMP)
 
 # Debian packages the tests start for real: ZooKeeper (with a Java runtime), kcat, redis-server,
-# chromium and its driver (the admin console is tested in a headless browser).
+# chromium and its driver (the admin console is tested in a headless browser); gcc and Python's
+# headers build the validator's C walk, which the tests check against the Python walk.
 debs:
 	@missing=""; for p in $(DEB_PACKAGES); do \
 	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -77,3 +83,4 @@ lint: $(TEST_STAMP)
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .hypothesis data
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
+	find kafkalite -name '*.so' -delete

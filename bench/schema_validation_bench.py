@@ -15,12 +15,20 @@ Workloads (`--workload`, default both):
   (4-40 bytes), a header on one in ten;
 - `uniform`: one 13-byte framed value, no key, no header (what a fixed-size schema sends).
 
+Also printed, per tree: the CPU the broker spent inside `SchemaValidator.validate`, per
+validated record ("in the broker's validator": a `sitecustomize` the bench puts on the
+brokers' path wraps the method and times each call with the loop thread's CPU clock), beside
+the plain topic's whole CPU per record, the figure a loaded machine disturbs least.
+
 Also printed: the validator alone (`SchemaValidator.validate` over one 10,000-record batch of
 the workload, a stub registry that knows the id) per record, best of 5. `--baseline-src DIR`
 (e.g. `git archive` of the commit before) runs a second broker from DIR's kafkalite beside this
 tree's, the four (broker, topic) pairs taking turns in each round, and times DIR's validator
 (its validation.py loaded beside this tree's) in turns with this tree's in this process:
-before and after in one run. `--validator-only` prints the validator-alone figures only.
+before and after in one run. `--validator-only` prints the validator-alone figures only. This
+tree's validator is timed twice: on its C walk (the optional extension, when built) and as
+KAFKALITE_NO_NATIVE=1 makes it (the regular expressions and the Python walk); this tree's
+broker gets the bench's KAFKALITE_NO_NATIVE when it is set.
 
     PYTHONPATH=. .venv/bin/python bench/schema_validation_bench.py [--records 100000]
         [--rounds 5] [--workload mixed|uniform|both] [--baseline-src DIR] [--validator-only]
@@ -82,15 +90,74 @@ def workload(kind: str, schema_id: int, seed: int = 26) -> list[Item]:
     return items
 
 
-def cpu_seconds(pid: int) -> float:
-    """CPU time of every thread of `pid`, ns resolution (/proc/<pid>/task/*/schedstat)."""
-    total = 0
+def cpu_seconds(pid: int) -> dict[str, float]:
+    """CPU time of each thread of `pid`, ns resolution (/proc/<pid>/task/*/schedstat)."""
+    out = {}
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
-            total += int((task / "schedstat").read_text().split()[0])
+            out[task.name] = int((task / "schedstat").read_text().split()[0]) / 1e9
         except (FileNotFoundError, ProcessLookupError):
             pass  # a thread that just ended
-    return total / 1e9
+    return out
+
+
+def cpu_since(before: dict[str, float], after: dict[str, float]) -> float:
+    """The CPU the threads spent between two readings: a thread gone by the second (a pattern
+    compiled on a thread, say) is left out rather than subtracted, a new one counted whole."""
+    return sum(seconds - before.get(tid, 0.0) for tid, seconds in after.items())
+
+
+HOOK = """
+import os, threading, time
+
+def _install():
+    from kafkalite.schema_registry import validation
+
+    original = validation.SchemaValidator.validate
+    totals = [0, 0]
+
+    async def validate(self, topic, records):
+        began = time.thread_time_ns()
+        try:
+            return await original(self, topic, records)
+        finally:
+            totals[0] += 1
+            totals[1] += time.thread_time_ns() - began
+
+    validation.SchemaValidator.validate = validate
+    path = os.environ["SCHEMA_VALIDATION_BENCH_TIMES"]
+
+    def write():
+        said = None
+        while True:
+            now = f"{totals[0]} {totals[1]}"
+            if now != said:
+                with open(path + ".tmp", "w") as f:
+                    f.write(now)
+                os.replace(path + ".tmp", path)
+                said = now
+            time.sleep(0.02)
+
+    threading.Thread(target=write, daemon=True).start()
+
+if os.environ.get("SCHEMA_VALIDATION_BENCH_TIMES"):
+    _install()
+"""
+"""The brokers' sitecustomize: the calls of SchemaValidator.validate and the loop thread's CPU
+they took (ns), written to $SCHEMA_VALIDATION_BENCH_TIMES when they change."""
+
+
+def validator_ns(path: Path) -> tuple[int, int]:
+    """(calls, CPU ns) of the broker's validator so far, once its writer caught up."""
+    said = None
+    for _ in range(50):
+        time.sleep(0.05)
+        now = path.read_text() if path.exists() else "0 0"
+        if now == said:
+            break
+        said = now
+    calls, ns = (said or "0 0").split()
+    return int(calls), int(ns)
 
 
 def produce(bootstrap: str, topic: str, items: list[Item], records: int, pid: int) -> tuple:
@@ -122,7 +189,7 @@ def produce(bootstrap: str, topic: str, items: list[Item], records: int, pid: in
         )
         producer.poll(0)
     producer.flush(300)
-    cpu = cpu_seconds(pid) - cpu
+    cpu = cpu_since(cpu, cpu_seconds(pid))
     elapsed = time.perf_counter() - began
     if failed:
         raise RuntimeError(f"{len(failed)} records refused on {topic}: {failed[0]}")
@@ -136,15 +203,29 @@ def run(
     baseline_src: str | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Per (tree, topic), e.g. "this/plain", "baseline/validated": best records/s ("rate"),
-    broker CPU seconds per record per round ("cpu": a list, least first)."""
+    broker CPU seconds per record per round ("cpu": a list, least first); per validated topic
+    also the CPU seconds per record inside the validator per round ("in_validator")."""
+    import tempfile
+
+    import kafkalite
     from kafkalite.testing import Broker
 
-    trees = {"this": Broker(subprocess=True, config={"log.level": "WARNING"})}
+    hook = Path(tempfile.mkdtemp(prefix="schema-validation-bench-"))
+    (hook / "sitecustomize.py").write_text(HOOK)
+    here = str(Path(kafkalite.__file__).resolve().parent.parent)
+    srcs = {"this": here}
     if baseline_src:
-        src = str(Path(baseline_src).resolve())
-        trees["baseline"] = Broker(
-            subprocess=True, config={"log.level": "WARNING"}, env={"PYTHONPATH": src}
-        )
+        srcs["baseline"] = str(Path(baseline_src).resolve())
+    times = {t: hook / f"{t}.times" for t in srcs}
+    trees = {}
+    for t, src in srcs.items():
+        env = {
+            "PYTHONPATH": os.pathsep.join([str(hook), src]),
+            "SCHEMA_VALIDATION_BENCH_TIMES": str(times[t]),
+        }
+        if t == "this" and os.environ.get("KAFKALITE_NO_NATIVE"):
+            env["KAFKALITE_NO_NATIVE"] = os.environ["KAFKALITE_NO_NATIVE"]
+        trees[t] = Broker(subprocess=True, config={"log.level": "WARNING"}, env=env)
     for broker in trees.values():
         broker.start()
     try:
@@ -158,7 +239,7 @@ def run(
             )
             pools[name] = workload(kind, schema_id)
         out: dict[str, dict[str, Any]] = {
-            f"{t}/{topic}": {"rate": 0.0, "cpu": []}
+            f"{t}/{topic}": {"rate": 0.0, "cpu": [], "in_validator": []}
             for t in trees
             for topic in ("plain", "validated")
         }
@@ -169,28 +250,39 @@ def run(
             for t, topic in pairs:
                 broker = trees[t]
                 assert broker.process is not None
+                calls, inside = validator_ns(times[t])
                 rate, cpu = produce(
                     broker.bootstrap_servers, topic, pools[t], records, broker.process.pid
                 )
+                calls_after, inside_after = validator_ns(times[t])
                 row = out[f"{t}/{topic}"]
                 row["rate"] = max(row["rate"], rate)
                 row["cpu"].append(cpu)
+                row["in_validator"].append((inside_after - inside) / 1e9 / records)
+                row["calls"] = row.get("calls", 0) + calls_after - calls
         for row in out.values():
             row["cpu"].sort()
+            row["in_validator"].sort()
         return out
     finally:
         for broker in trees.values():
             broker.close()
+        import shutil
+
+        shutil.rmtree(hook, ignore_errors=True)
 
 
 # ------------------------------------------------------------------ the validator alone
 
 
-def validator_us(kind: str, batch_records: int = 10_000, src: str | None = None) -> float:
+def validator_us(
+    kind: str, batch_records: int = 10_000, src: str | None = None, native: bool = True
+) -> float:
     """`SchemaValidator.validate` over one batch of the workload (id 1, registered under
     `t-value`), per record in µs, best of 5: this tree's validator, or with `src` the one in
     DIR/kafkalite/schema_registry/validation.py (loaded beside it, on this tree's protocol
-    modules), so that both are timed in one process, in turns."""
+    modules), so that both are timed in one process, in turns; `native` False: this tree's
+    without its C walk."""
     from kafkalite.protocol.records import Header, Record, build_batch
     from kafkalite.schema_registry import validation
 
@@ -236,24 +328,41 @@ def validator_us(kind: str, batch_records: int = 10_000, src: str | None = None)
         "TopicNameStrategy",
     )
     validator = module.SchemaValidator(registry, lambda topic: config)
+    walk = getattr(module, "_walk", None)
+    if not native:
+        module._walk = None
 
     def once() -> None:
         errors = asyncio.run(validator.validate("t", buf))
         assert not errors, errors
 
-    once()
-    best = min(timeit.repeat(once, number=5, repeat=5)) / 5
+    try:
+        once()
+        best = min(timeit.repeat(once, number=5, repeat=5)) / 5
+    finally:
+        if walk is not None:
+            module._walk = walk
     return best / batch_records * 1e6
 
 
-def validator_pair(kind: str, src: str | None, turns: int = 3) -> tuple[float, float | None]:
-    """(this tree's, DIR's or None) validator per record, the best of `turns` turns each."""
-    mine, theirs = [], []
+def validator_pair(kind: str, src: str | None, turns: int = 3) -> tuple[float, float, float | None]:
+    """(this tree's, this tree's without its C walk, DIR's or None) validator per record, the
+    best of `turns` turns each."""
+    mine, python, theirs = [], [], []
     for _ in range(turns):
         mine.append(validator_us(kind))
+        python.append(validator_us(kind, native=False))
         if src is not None:
             theirs.append(validator_us(kind, src=src))
-    return min(mine), (min(theirs) if theirs else None)
+    return min(mine), min(python), (min(theirs) if theirs else None)
+
+
+def walk_in_use() -> str:
+    from kafkalite.schema_registry import validation
+
+    if validation._walk is not None:
+        return "the C walk"
+    return "no C walk (not built, or KAFKALITE_NO_NATIVE set): the patterns and the Python walk"
 
 
 def main() -> None:
@@ -267,11 +376,14 @@ def main() -> None:
     )
     args = parser.parse_args()
     kinds = ["mixed", "uniform"] if args.workload == "both" else [args.workload]
-    print(f"load average at start: {os.getloadavg()}")
+    print(f"load average at start: {os.getloadavg()}; this tree's validator: {walk_in_use()}")
     for kind in kinds:
         if args.validator_only:
-            mine, theirs = validator_pair(kind, args.baseline_src, turns=5)
-            print(f"{kind}: the validator alone {mine:.3f} us per record, baseline {theirs}")
+            mine, python, theirs = validator_pair(kind, args.baseline_src, turns=5)
+            print(
+                f"{kind}: the validator alone {mine:.3f} us per record (without the C walk "
+                f"{python:.3f}), baseline {theirs}"
+            )
             continue
         out = run(args.records, args.rounds, kind, args.baseline_src)
         print(
@@ -292,8 +404,20 @@ def main() -> None:
                 f"{plain['rate']:,.0f} records/s, validated {validated['rate']:,.0f} "
                 f"({validated['rate'] / plain['rate'] - 1:+.1%})"
             )
-        mine, theirs = validator_pair(kind, args.baseline_src)
-        line = f"  the validator alone, 10,000-record batch: {mine:.3f} us per record"
+            inside = validated["in_validator"]
+            print(
+                f"  {'':13} in the broker's validator: {statistics.median(inside) * 1e6:.4f} us "
+                f"per record (median of the rounds; least {inside[0] * 1e6:.4f}, most "
+                f"{inside[-1] * 1e6:.4f}): {statistics.median(inside) / p_min:.1%} of the plain "
+                f"topic's least broker CPU per record, {statistics.median(inside) / p_med:.1%} "
+                f"of its median; {args.records * len(inside) / max(validated['calls'], 1):,.0f} "
+                "records per call"
+            )
+        mine, python, theirs = validator_pair(kind, args.baseline_src)
+        line = (
+            f"  the validator alone, 10,000-record batch: {mine:.3f} us per record (without "
+            f"the C walk {python:.3f})"
+        )
         if theirs is not None:
             line += f" (baseline tree {theirs:.3f} us, in turns in this process)"
         print(line)

@@ -44,6 +44,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 ENV_PREFIX = "KAFKALITE_"
+NO_NATIVE_ENV = "KAFKALITE_NO_NATIVE"
+"""Not a config key: set, the schema validator walks records in Python, not its C extension."""
 INT_MAX = 2**31 - 1  # Kafka's INT configs
 
 
@@ -858,7 +860,9 @@ class BrokerConfig(BaseModel):
         env_props = {
             k[len(ENV_PREFIX) :].lower(): v
             for k, v in environ.items()
-            if k.upper().startswith(ENV_PREFIX) and len(k) > len(ENV_PREFIX)
+            if k.upper().startswith(ENV_PREFIX)
+            and len(k) > len(ENV_PREFIX)
+            and k.upper() != NO_NATIVE_ENV
         }
         listener_keys: dict[str, str] = {}
         for props in (file_props, override_props):

@@ -15,7 +15,12 @@ anything: `applies` is one dict lookup; their batches are decoded (decompressed)
 An unknown id makes the view sync once (a schema registered on another broker a moment ago).
 
 The cost per record is the point (validation must cost a small fraction of produce throughput),
-so the check runs in two steps:
+so the records are walked in C when the optional extension `_walk` is built (decision 0047): it
+reads every record exactly as `record_prefixes` does and gives the distinct prefixes of a batch
+(one bytes object per distinct prefix, none per record), or each record's prefix and the index
+of the first unreadable record for the refusals (`native_prefixes`, `native_record_prefixes`).
+Without it (no C compiler at install, or KAFKALITE_NO_NATIVE=1 in the environment) the check
+runs in two steps:
 - the fast path (`fast_prefixes`): compiled regular expressions walk every record in C and
   require every key/value to start with the first record's 5 bytes: a batch of one layout
   (the same key and value sizes, no headers) through a pattern made for that layout, any
@@ -25,7 +30,7 @@ so the check runs in two steps:
 - otherwise (more than one id, a refusal to report, a shape the patterns do not take) the
   exact Python walk (`record_prefixes`) gives each record's prefix and the refused records'
   indexes.
-Both read the records as a lenient consumer (librdkafka) does: one after another by their
+All of them read the records as a lenient consumer (librdkafka) does: one after another by their
 length varints to the end of the batch, each part where the fields put it. Intact batches
 whose records cannot be read that way (a length past the end, an over-long varint) are refused
 whole: a consumer could not get past the damage, and nothing after it would be checked.
@@ -35,11 +40,13 @@ Verdicts are cached per (topic, part, strategy, prefix) until the view applies a
 
 from __future__ import annotations
 
+import os
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
+from kafkalite.config import NO_NATIVE_ENV
 from kafkalite.protocol.compression import decompress
 from kafkalite.protocol.errors import RecordError
 from kafkalite.protocol.records import (
@@ -55,6 +62,21 @@ from kafkalite.schema_registry.formats import AVRO, JSON, PROTOBUF
 from kafkalite.schema_registry.registry import Registry
 
 MAGIC = 0
+
+
+def _native_walker() -> Any:
+    # NO_NATIVE_ENV set (to anything but "" or "0"): the Python walk, read once at import
+    if os.environ.get(NO_NATIVE_ENV, "") not in ("", "0"):
+        return None
+    try:
+        from kafkalite.schema_registry import _walk  # type: ignore[attr-defined]
+    except ImportError:  # built without a C compiler: the Python walk and the patterns
+        return None
+    return _walk
+
+
+_walk = _native_walker()
+"""The C walk (`_walk.prefixes`), or None: the validator reads this at every batch."""
 
 
 class SchemaValidator:
@@ -89,14 +111,20 @@ class SchemaValidator:
         if config.confluent_value_schema_validation:
             checks.append(("value", config.confluent_value_subject_name_strategy))
         await self.registry.store.start()
-        try:
-            fast = fast_prefixes(records, checks[0][0] if len(checks) == 1 else None)
-        except Exception:  # a batch the patterns cannot take apart: the walk says why
-            fast = None
+        only = checks[0][0] if len(checks) == 1 else None
+        native = _walk is not None
+        if native:
+            fast = native_prefixes(records, only)
+        else:
+            try:
+                fast = fast_prefixes(records, only)
+            except Exception:  # a batch the patterns cannot take apart: the walk says why
+                fast = None
         if fast is not None and await self._all_pass(topic, checks, fast):
             return []
+        walk = native_record_prefixes if native else record_prefixes
         try:
-            columns = {part: record_prefixes(records, part) for part, _ in checks}
+            columns = {part: walk(records, part) for part, _ in checks}
         except UnreadableRecords as e:
             try:
                 validate_batches(records, origin_client=True)
@@ -302,6 +330,66 @@ def record_prefixes(buf: Any, part: str) -> list[Prefix]:
     except Exception as e:  # a bad varint, a read past the end, a codec's error
         raise UnreadableRecords(len(out), str(e) or type(e).__name__) from e
     return out
+
+
+def _records_areas(buf: Any) -> Iterator[Any]:
+    """The records area of each non-control batch in `buf`, decompressed (uncompressed: a
+    view, not a copy), batch by batch as `record_prefixes` finds them; raises as it does
+    (a truncated header, a batch length below the header's, a codec's error)."""
+    mv = memoryview(buf)
+    pos = 0
+    total = len(mv)
+    while total - pos >= LOG_OVERHEAD:
+        header = parse_batch_header(mv, pos)
+        size = header.size
+        if size < RECORDS_OFFSET:
+            raise ValueError(f"a batch of {size} bytes")
+        if not header.attributes & CONTROL_FLAG_MASK:
+            area = mv[pos + RECORDS_OFFSET : pos + size]
+            yield area if header.compression == 0 else decompress(header.compression, area)
+        pos += size
+
+
+_PARTS = {"key": 1, "value": 2, None: 3}
+"""`_walk.prefixes`'s part bits."""
+
+
+def native_record_prefixes(buf: Any, part: str) -> list[Prefix]:
+    """`record_prefixes` by the C walk: the same list (bytes, None for a null part), the same
+    `UnreadableRecords` index."""
+    assert _walk is not None
+    out: list[Prefix] = []
+    try:
+        for area in _records_areas(buf):
+            keys, values, _count, reason = _walk.prefixes(area, _PARTS[part], False)
+            out += keys if values is None else values
+            if reason is not None:
+                raise UnreadableRecords(len(out), reason)
+    except UnreadableRecords:
+        raise
+    except Exception as e:  # a batch header the walk cannot take, a codec's error
+        raise UnreadableRecords(len(out), str(e) or type(e).__name__) from e
+    return out
+
+
+def native_prefixes(buf: Any, only: str | None = None) -> dict[str, set[Prefix]] | None:
+    """The distinct key and value prefixes (as `fast_prefixes` gives them) by the C walk, both
+    parts in one pass unless `only` names one; None when some record cannot be read (the
+    per-record walk then says which)."""
+    assert _walk is not None
+    found: dict[str, set[Prefix]] = {"key": set(), "value": set()}
+    try:
+        for area in _records_areas(buf):
+            keys, values, _count, reason = _walk.prefixes(area, _PARTS[only], True)
+            if reason is not None:
+                return None
+            if keys is not None:
+                found["key"] |= keys
+            if values is not None:
+                found["value"] |= values
+    except Exception:
+        return None
+    return found
 
 
 def fast_prefixes(buf: Any, only: str | None = None) -> dict[str, set[Prefix]] | None:

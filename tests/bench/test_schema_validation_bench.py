@@ -12,3 +12,4 @@ def test_the_bench_runs_and_every_record_is_accepted():
         out = run(records=2000, rounds=1, kind=kind)
         assert out["this/plain"]["rate"] > 0 and out["this/validated"]["rate"] > 0
         assert validator_us(kind, batch_records=500) > 0
+        assert validator_us(kind, batch_records=500, native=False) > 0

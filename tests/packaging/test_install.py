@@ -1,7 +1,10 @@
 """The package as a user gets it: ``python -m build`` makes an sdist and a wheel without a
-deprecation warning; the wheel, with its ``spark`` extra, installs into a fresh venv from the
+deprecation warning; the wheel is a platform wheel (``cp3XY-cp3XY-linux_x86_64``) holding the
+validator's compiled C walk, the sdist holds its source, and built from the sdist without a C
+compiler the wheel still builds (the extension is optional: the validator then walks in
+Python); the wheel, with its ``spark`` extra, installs into a fresh venv from the
 package index (pip's cache keeps it fast, nothing of this checkout or of the test venv is
-reused); and from that venv, run the way a user runs it (no PYTHONPATH, the venv not on PATH,
+reused), its validator on the C walk; and from that venv, run the way a user runs it (no PYTHONPATH, the venv not on PATH,
 not activated), ``kafkalite serve`` serves a real client and a Spark job reads a topic through
 the installed ``kafkalite.spark``, its Python workers on the venv's interpreter without
 PYSPARK_PYTHON set (kafkalite/spark/workers.py).
@@ -92,6 +95,36 @@ def test_make_dist_gives_a_wheel_and_an_sdist_with_the_license(dist: Path) -> No
     assert "kafkalite = kafkalite.__main__:main" in entry_points
     with tarfile.open(sdist) as t:
         assert any(n.endswith("/LICENSE") for n in t.getnames())
+        in_sdist = t.getnames()
+    # the validator's C walk: compiled into a platform wheel, its source in the sdist only
+    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    assert wheel.name == f"kafkalite-0.1.0-{tag}-{tag}-linux_x86_64.whl", wheel.name
+    assert any(re.fullmatch(r"kafkalite/schema_registry/_walk\.cpython-.*\.so", n) for n in names)
+    assert not any(n.endswith(".c") for n in names)
+    assert any(n.endswith("/kafkalite/schema_registry/_walk.c") for n in in_sdist)
+    assert not any(n.endswith(".so") for n in in_sdist)
+
+
+def test_without_a_c_compiler_the_wheel_still_builds(dist: Path, workdir: Path) -> None:
+    """The extension is optional: a machine without a C compiler (CC=false) still gets a
+    wheel, one without the compiled walk."""
+    [sdist] = dist.glob("kafkalite-*.tar.gz")
+    out = workdir / "dist-no-compiler"
+    built = subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--outdir", str(out), str(sdist)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ, CC="false"),
+    )
+    assert built.returncode == 0, built.stdout + built.stderr
+    [wheel] = out.glob("kafkalite-*.whl")
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as z:
+        names = z.namelist()
+    assert "kafkalite/schema_registry/validation.py" in names
+    assert not any(n.endswith(".so") for n in names)
 
 
 @pytest.fixture(scope="module")
@@ -179,6 +212,18 @@ def test_the_installed_broker_serves_a_real_client(venv: Path, served) -> None:
         [str(venv / "bin" / "kafkalite"), "--version"], env=env, capture_output=True, text=True
     )
     assert version.stdout.strip() == "kafkalite 0.1.0", version.stderr
+    native = subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-c",
+            "from kafkalite.schema_registry import validation; print(validation._walk)",
+        ],
+        cwd=venv,  # not this checkout, whose kafkalite `-c` would import
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert f"{venv}" in native.stdout and "_walk" in native.stdout, native.stdout + native.stderr
     created = subprocess.run(
         [
             str(venv / "bin" / "kafkalite"),

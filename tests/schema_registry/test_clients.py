@@ -373,7 +373,7 @@ def produce_raw(broker, topic, values):
     return errors
 
 
-def test_validation_refuses_unframed_unknown_and_wrong_subject(broker, client):
+def test_validation_refuses_unframed_unknown_and_wrong_subject(broker, client, walker):
     topic = unique("validated")
     broker.create_topic(topic, config={"confluent.value.schema.validation": "true"})
     good = client.register_schema(f"{topic}-value", Schema(json.dumps(USER_V1), "AVRO"))
@@ -401,7 +401,7 @@ def test_validation_refuses_unframed_unknown_and_wrong_subject(broker, client):
     assert [m.value for m in broker.consume_all(topic, timeout=30)] == [framed]
 
 
-def test_validation_of_large_uniform_batches_and_a_deleted_version(broker, client, url):
+def test_validation_of_large_uniform_batches_and_a_deleted_version(broker, client, url, walker):
     """Batches of one layout (the validator's fast path) are refused as the walk would refuse
     them, and a verdict given before a version's deletion is not kept after it."""
     topic = unique("uniform")
@@ -485,7 +485,7 @@ def test_json_and_protobuf_references(url):
     assert list(proto.dependency) == ["money.proto"]
 
 
-def test_validation_with_the_record_name_strategies(broker, client):
+def test_validation_with_the_record_name_strategies(broker, client, walker):
     by_name = unique("byname")
     broker.create_topic(
         by_name,

@@ -2,7 +2,8 @@
 record codec, and its fast path (validation.fast_prefixes: compiled patterns) against the walk,
 with hypothesis: every key and value prefix found, nulls and headers included, compressed
 batches too, and arbitrary damage to the records (the fast path either declines or finds
-exactly what the walk finds; the validator's answer is the same with and without it)."""
+exactly what the walk finds; the validator's answer is the same with and without it, and with
+the C walk, which tests/schema_registry/test_native_walk.py checks against the Python walk)."""
 
 from __future__ import annotations
 
@@ -243,7 +244,7 @@ def test_records_too_large_for_the_patterns_are_walked():
     assert fast_prefixes(build_batch(rs), "value") is None
 
 
-# -- the validator's answer, with and without the fast path
+# -- the validator's answer, with and without the C walk and the fast path
 
 
 def stub_validator():
@@ -279,21 +280,34 @@ def stub_validator():
     st.lists(st.tuples(mostly_framed_records, st.integers(-2, 2), damage), min_size=1, max_size=2),
     st.sampled_from([0, 0, 1]),
 )
-def test_the_validator_answers_the_same_without_the_fast_path(batches, compression):
+def test_the_validator_answers_the_same_with_the_c_walk_the_patterns_or_the_walk(
+    batches, compression
+):
+    """The same refusals (indexes and messages; for an unreadable record the same index, the
+    reason in each walk's words) by the C walk, by the patterns then the Python walk, and by
+    the Python walk alone."""
     buf = memoryview(
         b"".join(batch_of(rs, compression, delta, hits) for rs, delta, hits in batches)
     )
-    with_fast = asyncio.run(stub_validator().validate("t", buf))
-    original = validation.fast_prefixes
-    validation.fast_prefixes = lambda buf, only=None: None  # type: ignore[assignment]
+    assert validation._walk is not None
+    answers = [asyncio.run(stub_validator().validate("t", buf))]
+    original_walk, original_fast = validation._walk, validation.fast_prefixes
+    validation._walk = None
     try:
-        walked_only = asyncio.run(stub_validator().validate("t", buf))
+        answers.append(asyncio.run(stub_validator().validate("t", buf)))
+        validation.fast_prefixes = lambda buf, only=None: None  # type: ignore[assignment]
+        answers.append(asyncio.run(stub_validator().validate("t", buf)))
     finally:
-        validation.fast_prefixes = original
-    assert with_fast == walked_only
+        validation._walk, validation.fast_prefixes = original_walk, original_fast
+
+    def said(errors):
+        return [(e.batch_index, e.message.split(": ", 1)[0]) for e in errors]
+
+    assert said(answers[0]) == said(answers[1]) == said(answers[2])
+    assert answers[1] == answers[2]
 
 
-def test_records_a_consumer_cannot_read_refuse_an_intact_batch():
+def test_records_a_consumer_cannot_read_refuse_an_intact_batch(walker):
     """A record whose length runs past the batch's records: every record after it is beyond
     a consumer's reach and unchecked, so the batch is refused (INVALID_RECORD) rather than
     written. A batch that is damaged as a batch (its CRC) is left to the append."""
@@ -326,7 +340,7 @@ def test_the_pattern_compiles_on_a_thread_for_the_produce_path(part, monkeypatch
 
 
 @pytest.mark.timeout(60)
-def test_a_negative_batch_length_is_left_to_the_append():
+def test_a_negative_batch_length_is_left_to_the_append(walker):
     """A batch length below the header's size (here negative: the next batch would start
     where this one does) stops the walk and the fast path instead of looping; the append
     refuses the data (CORRUPT_MESSAGE), so the validator has nothing to say."""

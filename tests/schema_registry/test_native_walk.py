@@ -1,0 +1,197 @@
+"""The validator's C walk (the optional extension `kafkalite.schema_registry._walk`, through
+`native_record_prefixes` and `native_prefixes`) against the Python walk (`record_prefixes`),
+with hypothesis: on batches of random records (keys, values and headers of any size, null
+parts, compressed or not) and on arbitrary, truncated and mutated records areas, both give the
+same prefixes, or both refuse at the same record. The C walk must be built in the test
+environment (`pip install -e .` builds it); KAFKALITE_NO_NATIVE=1 turns it off."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kafkalite.config import BrokerConfig
+from kafkalite.protocol.compression import compress
+from kafkalite.protocol.records import (
+    LENGTH_OFFSET,
+    LOG_OVERHEAD,
+    RECORDS_OFFSET,
+    Header,
+    Record,
+    build_batch,
+)
+from kafkalite.schema_registry import validation
+from kafkalite.schema_registry.validation import (
+    UnreadableRecords,
+    native_prefixes,
+    native_record_prefixes,
+    record_prefixes,
+)
+
+walk = validation._walk
+assert walk is not None, "the C walk is not built: `pip install -e .` with gcc and Python.h"
+
+GOOD = b"\0\0\0\0\1"
+payload = st.one_of(
+    st.none(),
+    st.binary(max_size=12),
+    st.binary(max_size=12).map(lambda tail: GOOD + tail),
+    st.binary(min_size=60, max_size=400),
+)
+records = st.lists(
+    st.builds(
+        Record,
+        timestamp_delta=st.one_of(st.integers(0, 100), st.integers(0, 2**40)),
+        offset_delta=st.integers(0, 10_000),
+        key=payload,
+        value=payload,
+        headers=st.lists(st.builds(Header, st.text(max_size=5), payload), max_size=2).map(tuple),
+    ),
+    min_size=0,
+    max_size=20,
+)
+
+
+def outcome(walker, buf, part):
+    try:
+        return walker(buf, part)
+    except UnreadableRecords as e:
+        return ("unreadable", e.index)
+
+
+def assert_agree(buf):
+    """Per part: the same list, or the same unreadable record; the distinct prefixes of one
+    part or both: the Python walk's, or None when it refuses."""
+    python = {}
+    for part in ("key", "value"):
+        python[part] = outcome(record_prefixes, buf, part)
+        assert outcome(native_record_prefixes, buf, part) == python[part]
+    for only in (None, "key", "value"):
+        parts = ("key", "value") if only is None else (only,)
+        native = native_prefixes(buf, only)
+        if any(isinstance(python[part], tuple) for part in parts):
+            assert native is None
+        else:
+            assert native == {
+                part: set(python[part]) if part in parts else set() for part in ("key", "value")
+            }
+
+
+def batch_around(area: bytes, compression: int = 0) -> bytes:
+    """A batch whose records area is `area` (compressed with `compression`), whatever it
+    holds; its length right, its CRC not (neither walk reads it)."""
+    header = bytearray(build_batch([Record()], compression=compression)[:RECORDS_OFFSET])
+    body = compress(compression, area) if compression else area
+    struct.pack_into(">i", header, LENGTH_OFFSET, RECORDS_OFFSET - LOG_OVERHEAD + len(body))
+    return bytes(header) + body
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(records, min_size=1, max_size=3), st.sampled_from([0, 0, 1, 2, 3, 4]))
+def test_the_c_walk_agrees_on_batches_of_random_records(batches, compression):
+    buf = b"".join(
+        build_batch([r._replace(offset_delta=i) for i, r in enumerate(rs)], compression=c)
+        for rs, c in zip(batches, [compression, 0, compression], strict=False)
+    )
+    assert_agree(buf)
+    assert_agree(memoryview(buf))
+    # one batch's records in one call: one bytes object per distinct prefix, shared
+    keys, values, count, reason = walk.prefixes(
+        bytearray(build_batch(batches[0])[RECORDS_OFFSET:]), 3, False
+    )
+    assert reason is None and count == len(keys) == len(values) == len(batches[0])
+    for column in (keys, values):
+        assert len({id(p) for p in column}) == len(set(column))
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.binary(max_size=300), st.sampled_from([0, 0, 0, 1]))
+def test_the_c_walk_agrees_on_arbitrary_records_areas(area, compression):
+    assert_agree(batch_around(area, compression))
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    records.filter(bool),
+    st.integers(0, 10_000),
+    st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=4),
+    st.lists(st.tuples(st.integers(0, 10_000), st.binary(min_size=1, max_size=6)), max_size=2),
+)
+def test_the_c_walk_agrees_on_truncated_and_mutated_records(rs, cut, hits, inserts):
+    """A valid records area cut short, bytes overwritten (lengths, varints, prefixes, with
+    0x80/0xff the likeliest to make varints long), bytes inserted; then a valid batch after it
+    (which a refusal must not reach)."""
+    rs = [r._replace(offset_delta=i) for i, r in enumerate(rs)]
+    area = bytearray(build_batch(rs)[RECORDS_OFFSET:])
+    for at, data in inserts:
+        at %= len(area) + 1
+        area[at:at] = data
+    for at, byte in hits:
+        area[at % len(area)] = byte
+    area = area[: len(area) - cut % (len(area) + 1)]
+    assert_agree(batch_around(bytes(area)) + build_batch(rs))
+
+
+@pytest.mark.parametrize(
+    "area, index",
+    [
+        (b"\xff\xff\xff\xff\xff\x01", 0),  # an over-long length varint
+        (b"\x80", 0),  # a truncated one
+        (b"\x01", 0),  # a negative length
+        (b"\x02\x00\x00", 0),  # a record's head running into the end
+        (b"\x0c\x00\x00\x00\x0a" + GOOD, None),  # one record, key of 5 bytes, value ...
+        (b"\x0c\x00\x00\x00\x01\x01", None),  # null key and value: read
+    ],
+)
+def test_the_c_walk_on_small_areas(area, index):
+    buf = batch_around(area)
+    assert_agree(buf)
+    if index is not None:
+        with pytest.raises(UnreadableRecords) as e:
+            native_record_prefixes(buf, "key")
+        assert e.value.index == index
+
+
+def test_a_five_byte_length_drops_the_bits_beyond_32_as_kafka_does():
+    """Kafka's readVarint keeps 32 bits of a 5-byte varint; so do both walks."""
+    record = b"\x00\x00\x00\x01\x01"  # attributes, deltas, null key, null value
+    five_byte_length = bytes([0x80 | len(record) << 1, 0x80, 0x80, 0x80, 0x70])
+    buf = batch_around(five_byte_length + record)
+    assert record_prefixes(buf, "value") == [None]
+    assert_agree(buf)
+
+
+def test_many_distinct_prefixes():
+    """The C walk's table of distinct prefixes grows past its first 16 slots."""
+    rs = [
+        Record(offset_delta=i, key=i.to_bytes(5, "big"), value=b"v" * (i % 7)) for i in range(5000)
+    ]
+    buf = build_batch(rs)
+    assert_agree(buf)
+    assert len(native_prefixes(buf)["key"]) == 5000
+    assert native_prefixes(buf)["value"] == {b"v" * n for n in range(5)} | {b"vvvvv"}
+
+
+def test_the_c_walk_refuses_a_bad_part_argument():
+    with pytest.raises(ValueError):
+        walk.prefixes(b"", 0, True)
+    with pytest.raises(TypeError):
+        walk.prefixes("text", 1, True)
+
+
+@pytest.mark.parametrize("value, native", [("1", False), ("yes", False), ("0", True), ("", True)])
+def test_kafkalite_no_native_turns_the_c_walk_off(value, native, monkeypatch):
+    """What the module chooses at import (`_walk = _native_walker()`)."""
+    monkeypatch.setenv("KAFKALITE_NO_NATIVE", value)
+    assert (validation._native_walker() is walk) is native
+    assert (validation._native_walker() is None) is not native
+
+
+def test_kafkalite_no_native_is_not_taken_for_a_config_key():
+    """KAFKALITE_<PROPERTY> variables are config keys, an unknown one stops start-up; this one
+    is not a property."""
+    config = BrokerConfig.load(environ={"KAFKALITE_NO_NATIVE": "1"})
+    assert config == BrokerConfig.load(environ={})
