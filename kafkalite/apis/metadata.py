@@ -22,14 +22,15 @@ ids) and `include_cluster_authorized_operations` (v8-10); with no authorizer the
 operation the resource type supports (protocol/acl.py), otherwise Int.MinValue (omitted).
 
 Encoding: the handler returns a ``MetadataAnswer``, which the dispatcher asks for its frame
-(``encode_frame``). Each known topic's partitions array is the cache's encoded bytes
-(broker/metadata_bytes.py: encoded once per partition state and response version family), so a
-topic of 10,000 partitions costs a lookup, not 10,000 entities; brokers, cluster id,
-controller, topic headers and authorised operations are written per answer. The frame is byte for
-byte what kio's encoder writes for ``to_response()`` (the kio entity the answer stands for,
-built from the cache's per-partition metadata): tests/apis/test_metadata_bytes.py checks it for
-every version. The authorizer filters and completes the answer as it does a kio response (its
-topics and fields have the kio entity's names).
+(``encode_frame``). Each known topic's entry (error, name, id, is_internal and partitions) is
+the cache's encoded bytes (broker/metadata_bytes.py: each partition encoded once per state and
+response version family), so a topic of 10,000 partitions costs a lookup, not 10,000 entities;
+brokers, cluster id, controller, the other topics and the authorised operations are written
+per answer. The frame is byte for byte what kio's encoder writes for ``to_response()`` (the
+kio entity the answer stands for, built from the cache's per-partition metadata):
+tests/apis/test_metadata_bytes.py checks it for every version. The authorizer filters and
+completes the answer as it does a kio response (its topics and fields have the kio entity's
+names).
 """
 
 # No ``from __future__ import annotations``: the authorizer reads the type of
@@ -68,7 +69,9 @@ _BROKER = struct.Struct(">i")
 @dataclasses.dataclass(frozen=True, slots=True)
 class MetadataTopicAnswer:
     """One topic of a Metadata answer: the kio ``MetadataResponseTopic``'s fields, and for a
-    known topic its partitions array already encoded (``partitions`` is then empty)."""
+    known topic its entry up to its partitions already encoded (``encoded``: error, name, id,
+    is_internal and the partitions array, as the cache's ``encoded_topics`` gives it;
+    ``partitions`` is then empty)."""
 
     error_code: ErrorCode = dataclasses.field(
         default=ErrorCode.NONE, metadata={"kafka_type": "error_code"}
@@ -78,7 +81,7 @@ class MetadataTopicAnswer:
     is_internal: bool = False
     partitions: tuple = ()
     topic_authorized_operations: int = AUTHORIZED_OPERATIONS_OMITTED
-    encoded_partitions: bytes | None = None
+    encoded: bytes | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -123,17 +126,17 @@ class MetadataAnswer:
         out += _array_length(len(self.topics), flexible)
         empty = _array_length(0, flexible)
         for topic in self.topics:
-            out += _I16(int(topic.error_code))
-            put_str(out, topic.name)
-            if version >= 10:
-                out += (topic.topic_id or ZERO_UUID).bytes
-            if version >= 1:
-                out.append(1 if topic.is_internal else 0)
-            if topic.encoded_partitions is not None:
-                out += topic.encoded_partitions
+            if topic.encoded is not None:
+                out += topic.encoded
             elif topic.partitions:
                 raise ValueError("a topic answer's partitions must be encoded")
             else:
+                out += _I16(int(topic.error_code))
+                put_str(out, topic.name)
+                if version >= 10:
+                    out += (topic.topic_id or ZERO_UUID).bytes
+                if version >= 1:
+                    out.append(1 if topic.is_internal else 0)
                 out += empty
             if version >= 8:
                 out += _I32(topic.topic_authorized_operations)
@@ -156,7 +159,7 @@ class MetadataAnswer:
         topics = []
         for topic in self.topics:
             partitions: list[dict[str, Any]] = []
-            if topic.encoded_partitions is not None:
+            if topic.encoded is not None:
                 [metadata] = self.cache.get_topic_metadata(
                     [topic.name],
                     self.listener,
@@ -317,7 +320,7 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
     found = {
         name: (topic_id, array)
         for name, topic_id, array in cache.encoded_topics(
-            [n for n in wanted if n in known], listener, version
+            [n for n in wanted if n in known], listener, version, is_internal
         )
     }
     auto_created = 0
@@ -331,7 +334,7 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
                     entry[0],
                     is_internal(name),
                     (),
-                    encoded_partitions=entry[1],
+                    encoded=entry[1],
                 )
             )
             continue

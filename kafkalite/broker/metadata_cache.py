@@ -35,7 +35,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafkalite.broker.metadata_bytes import FAMILY_OF_VERSION, EncodedPartitions
+from kafkalite.broker.metadata_bytes import (
+    FAMILY_OF_VERSION,
+    EncodedPartitions,
+    encode_topic_head,
+)
 from kafkalite.protocol.errors import ErrorCode, StaleControllerEpochError
 from kafkalite.protocol.types import TopicPartition
 from kafkalite.zk.types import LEADER_DURING_DELETE, NO_LEADER
@@ -250,6 +254,8 @@ class MetadataCache:
 
     def _set_topic_id(self, name: str, topic_id: uuid.UUID) -> None:
         old = self.topic_ids.get(name)
+        if old != topic_id:
+            self.encoded.forget_topic_entry(name)  # the id is in the topic's encoded entry
         if old is not None and old != topic_id:
             self.topic_names.pop(old, None)
         self.topic_ids[name] = topic_id
@@ -401,12 +407,18 @@ class MetadataCache:
         return out
 
     def encoded_topics(
-        self, topics: Iterable[str], listener: str, version: int
+        self,
+        topics: Iterable[str],
+        listener: str,
+        version: int,
+        is_internal: Callable[[str], bool],
     ) -> list[tuple[str, uuid.UUID, bytes]]:
-        """(name, topic id, encoded partitions array) of the ``topics`` this cache knows, in
-        Metadata ``version``'s layout with its error rules, as ``get_topic_metadata`` states
-        them (unknown names are left out). The arrays come from the encoded entries, so a
-        known topic costs a lookup until one of its partitions changes."""
+        """(name, topic id, encoded entry) of the ``topics`` this cache knows, in Metadata
+        ``version``'s layout with its error rules, as ``get_topic_metadata`` states them
+        (unknown names are left out). An entry is the MetadataResponseTopic's fields up to
+        its partitions included (error 0, name, id, ``is_internal(name)``, the partitions
+        array); it comes from the encoded partitions, so a known topic costs a lookup until
+        one of its partitions or its id changes."""
         family = FAMILY_OF_VERSION[version]
         encoded = self.encoded
         view = encoded.view(listener, family, self.alive_brokers)
@@ -418,14 +430,16 @@ class MetadataCache:
             partitions = states.get(name)
             if partitions is None:
                 continue
-            array = view.topics.get(name)
-            if array is None:
-                array = encoded.topic_array(
+            topic_id = ids.get(name, ZERO_UUID)
+            entry = view.topics.get(name)
+            if entry is None:
+                entry = encoded.topic_entry(
                     view,
                     family,
+                    encode_topic_head(name, topic_id, is_internal(name), family),
                     name,
                     partitions,
                     lambda info: self.partition_metadata(info, listener, endpoints, listeners),
                 )
-            out.append((name, ids.get(name, ZERO_UUID), array))
+            out.append((name, topic_id, entry))
         return out

@@ -229,6 +229,18 @@ class CacheUpdates(RuleBasedStateMachine):
         self._send({name: (None, [(i, -2, 0, [], [], []) for i in partitions])})
         self._send({name: (topic_id, states)})
 
+    @rule(
+        name=st.sampled_from(TOPICS), topic_id=topic_ids.filter(bool), leader_and_isr=st.booleans()
+    )
+    def id_alone_changes(self, name, topic_id, leader_and_isr):
+        """A topic's id stated without any partition change (UpdateMetadata or LeaderAndIsr)."""
+        if name not in self.cache.partition_states:
+            return
+        if leader_and_isr:
+            self.cache.record_topic_ids({name: topic_id})
+        else:
+            self._send({name: (topic_id, [])})
+
     @rule(live=brokers)
     def brokers_change(self, live):
         self.live = live
@@ -273,8 +285,8 @@ class CacheUpdates(RuleBasedStateMachine):
 
 
 CacheUpdates.TestCase.settings = settings(
-    max_examples=60,
-    stateful_step_count=12,
+    max_examples=100,
+    stateful_step_count=15,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )

@@ -9,7 +9,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from kio.serial import entity_writer
 
-from kafkalite.broker.metadata_bytes import FAMILY_OF_VERSION, array_length, encode_partition
+from kafkalite.broker.metadata_bytes import (
+    FAMILY_OF_VERSION,
+    array_length,
+    encode_partition,
+    encode_topic_head,
+)
 from kafkalite.broker.metadata_cache import (
     BrokerEndpoint,
     MetadataBroker,
@@ -69,17 +74,24 @@ def broker(i, listeners=("PLAINTEXT",)):
     return MetadataBroker(i, {name: BrokerEndpoint(name, f"h{i}", 9092) for name in listeners})
 
 
-def fresh_array(cache, topic, listener, version):
-    """The array encoded from the cache's current state, without any encoded entry."""
+def internal(name):
+    return name.startswith("__")
+
+
+def fresh_entry(cache, topic, listener, version):
+    """The topic's entry encoded from the cache's current state, without any kept entry."""
     family = FAMILY_OF_VERSION[version]
+    head = encode_topic_head(topic, cache.get_topic_id(topic) or uuid.UUID(int=0), False, family)
     metadata = cache.get_topic_metadata(
         [topic],
         listener,
         error_unavailable_endpoints=family.endpoints,
         error_unavailable_listeners=family.listeners,
     )[0]
-    return array_length(len(metadata.partitions), family.flexible) + b"".join(
-        encode_partition(p, family) for p in metadata.partitions
+    return (
+        head
+        + array_length(len(metadata.partitions), family.flexible)
+        + b"".join(encode_partition(p, family) for p in metadata.partitions)
     )
 
 
@@ -92,8 +104,8 @@ def test_entries_follow_partition_changes_and_live_brokers():
     def check():
         for version in (0, 5, 6, 9, 12):
             for listener in ("PLAINTEXT", "INTERNAL"):
-                [(_, _, array)] = cache.encoded_topics(["t"], listener, version)
-                assert array == fresh_array(cache, "t", listener, version), (version, listener)
+                [(_, _, entry)] = cache.encoded_topics(["t"], listener, version, internal)
+                assert entry == fresh_entry(cache, "t", listener, version), (version, listener)
 
     check()
     cache.update_partition(PartitionInfo("t", 1, 1, 2, (1,), (0, 1)))  # new leader
@@ -108,12 +120,14 @@ def test_entries_follow_partition_changes_and_live_brokers():
     check()
     for p in (1, 2, 3):
         cache.update_partition(PartitionInfo("t", p, -2, 0, (), ()))
-    assert cache.encoded_topics(["t"], "PLAINTEXT", 12) == []
+    assert cache.encoded_topics(["t"], "PLAINTEXT", 12, internal) == []
     # re-created with another id and other states: nothing of the old topic is answered
     cache.record_topic_ids({"t": uuid.UUID(int=9)})
     cache.update_partition(PartitionInfo("t", 0, 1, 0, (1,), (1,)))
     check()
-    assert cache.encoded_topics(["t"], "PLAINTEXT", 12)[0][1] == uuid.UUID(int=9)
+    assert cache.encoded_topics(["t"], "PLAINTEXT", 12, internal)[0][1] == uuid.UUID(int=9)
+    cache.record_topic_ids({"t": uuid.UUID(int=10)})  # the id alone changes (LeaderAndIsr)
+    check()
 
 
 def test_unchanged_state_keeps_the_entry():
@@ -122,10 +136,10 @@ def test_unchanged_state_keeps_the_entry():
     cache = MetadataCache(0)
     cache.set_alive_brokers([broker(0)])
     cache.update_partition(PartitionInfo("t", 0, 0, 1, (0,), (0,), zk_version=1))
-    [(_, _, before)] = cache.encoded_topics(["t"], "PLAINTEXT", 12)
+    [(_, _, before)] = cache.encoded_topics(["t"], "PLAINTEXT", 12, internal)
     cache.update_partition(PartitionInfo("t", 0, 0, 1, (0,), (0,), zk_version=2))
-    [(_, _, after)] = cache.encoded_topics(["t"], "PLAINTEXT", 12)
+    [(_, _, after)] = cache.encoded_topics(["t"], "PLAINTEXT", 12, internal)
     assert after is before
     cache.update_partition(PartitionInfo("t", 0, 0, 2, (0,), (0,), zk_version=3))
-    [(_, _, changed)] = cache.encoded_topics(["t"], "PLAINTEXT", 12)
+    [(_, _, changed)] = cache.encoded_topics(["t"], "PLAINTEXT", 12, internal)
     assert changed != before
