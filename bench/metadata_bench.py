@@ -99,6 +99,23 @@ def _re_led(topics: dict) -> dict:
     return out
 
 
+def _kept_bytes(cache: Any, version: int, partitions: int) -> float | None:
+    """Memory of the view this version's answers use, per partition (None: no such view)."""
+    encoded = getattr(cache, "encoded", None)
+    if encoded is None:
+        return None
+    from kafkalite.broker.metadata_bytes import FAMILY_OF_VERSION
+
+    view = encoded.views.get(("PLAINTEXT", FAMILY_OF_VERSION[version].index))
+    if view is None:
+        return None
+    size = sys.getsizeof(view.topics) + sys.getsizeof(view.partitions)
+    size += sum(sys.getsizeof(b) for b in view.topics.values())
+    for entries in view.partitions.values():
+        size += sys.getsizeof(entries) + sum(sys.getsizeof(b) for b in entries.values())
+    return round(size / partitions, 1)
+
+
 async def _answer(dispatcher: Any, frame: bytes, connection: Any) -> tuple[float, float, int]:
     """One request through the dispatcher: (wall s, CPU s, response bytes)."""
     wall, cpu = time.perf_counter(), time.process_time()
@@ -158,6 +175,7 @@ async def run_once(partitions: int, answers: int, versions: list[int]) -> dict:
             cache.update_metadata(_update(epoch, topics))  # the same state restated
             after_restatement = await answer()
             results[f"v{version}"] = {
+                "kept_bytes_per_partition": _kept_bytes(cache, version, partitions),
                 "response_bytes": first[2],
                 "first_ms": round(1000 * first[0], 2),
                 "answer_ms_median": round(1000 * statistics.median(s[0] for s in steady), 2),
