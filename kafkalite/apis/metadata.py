@@ -66,12 +66,14 @@ _I32 = struct.Struct(">i").pack
 _BROKER = struct.Struct(">i")
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class MetadataTopicAnswer:
     """One topic of a Metadata answer: the kio ``MetadataResponseTopic``'s fields, and for a
     known topic its entry up to its partitions already encoded (``encoded``: error, name, id,
     is_internal and the partitions array, as the cache's ``encoded_topics`` gives it;
-    ``partitions`` is then empty)."""
+    ``partitions`` is then empty). Not frozen: a frozen dataclass's ``__init__`` sets each
+    field through ``object.__setattr__``, and an answer makes one per topic; nothing changes
+    one in place (the authorizer replaces them)."""
 
     error_code: ErrorCode = dataclasses.field(
         default=ErrorCode.NONE, metadata={"kafka_type": "error_code"}
