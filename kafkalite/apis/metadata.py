@@ -26,11 +26,11 @@ Encoding: the handler returns a ``MetadataAnswer``, which the dispatcher asks fo
 the cache's encoded bytes (broker/metadata_bytes.py: each partition encoded once per state and
 response version family), so a topic of 10,000 partitions costs a lookup, not 10,000 entities;
 brokers, cluster id, controller, the other topics and the authorised operations are written
-per answer. The frame is byte for byte what kio's encoder writes for ``to_response()`` (the
-kio entity the answer stands for, built from the cache's per-partition metadata):
-tests/apis/test_metadata_bytes.py checks it for every version. The authorizer filters and
-completes the answer as it does a kio response (its topics and fields have the kio entity's
-names).
+per answer (protocol/metadata_response.py). The frame is byte for byte what kio's encoder
+writes for ``to_response()`` (the kio entity the answer stands for, built from the cache's
+per-partition metadata): tests/apis/test_metadata_bytes.py checks it for every version. The
+authorizer filters and completes the answer as it does a kio response (its topics and fields
+have the kio entity's names).
 """
 
 # No ``from __future__ import annotations``: the authorizer reads the type of
@@ -38,7 +38,6 @@ names).
 
 import asyncio
 import dataclasses
-import struct
 import uuid
 from collections.abc import Iterable
 from typing import Any
@@ -55,15 +54,11 @@ from kafkalite.protocol.acl import (
 )
 from kafkalite.protocol.api import ApiKey, response_class
 from kafkalite.protocol.errors import ErrorCode, KafkaError, TopicAlreadyExistsError
-from kafkalite.protocol.varint import encode_unsigned_varint
+from kafkalite.protocol.metadata_response import encode_response
 
 log = structlog.get_logger("kafkalite.apis")
 
 ZERO_UUID = uuid.UUID(int=0)
-
-_I16 = struct.Struct(">h").pack
-_I32 = struct.Struct(">i").pack
-_BROKER = struct.Struct(">i")
 
 
 @dataclasses.dataclass(slots=True)
@@ -103,55 +98,16 @@ class MetadataAnswer:
 
     def encode_frame(self, header: Any) -> bytes:
         """The whole response frame (size prefix, response header, body)."""
-        version = self.version
-        flexible = version >= 9
-        out = bytearray(4)
-        out += _I32(header.correlation_id)
-        if flexible:
-            out.append(0)  # response header v1: no tagged fields
-        if version >= 3:
-            out += _I32(self.throttle_time)
-        put_str = _compact_str if flexible else _legacy_str
-        out += _array_length(len(self.brokers), flexible)
-        for broker in self.brokers:
-            out += _BROKER.pack(broker["node_id"])
-            put_str(out, broker["host"])
-            out += _I32(broker["port"])
-            if version >= 1:
-                put_str(out, broker.get("rack"))
-            if flexible:
-                out.append(0)
-        if version >= 2:
-            put_str(out, self.cluster_id)
-        if version >= 1:
-            out += _I32(self.controller_id)
-        out += _array_length(len(self.topics), flexible)
-        empty = _array_length(0, flexible)
-        for topic in self.topics:
-            if topic.encoded is not None:
-                out += topic.encoded
-            elif topic.partitions:
-                raise ValueError("a topic answer's partitions must be encoded")
-            else:
-                out += _I16(int(topic.error_code))
-                put_str(out, topic.name)
-                if version >= 10:
-                    out += (topic.topic_id or ZERO_UUID).bytes
-                if version >= 1:
-                    out.append(1 if topic.is_internal else 0)
-                out += empty
-            if version >= 8:
-                out += _I32(topic.topic_authorized_operations)
-            if flexible:
-                out.append(0)
-        if 8 <= version <= 10:
-            out += _I32(self.cluster_authorized_operations)
-        if version >= 13:
-            out += _I16(0)  # top-level error_code
-        if flexible:
-            out.append(0)
-        struct.pack_into(">i", out, 0, len(out) - 4)
-        return bytes(out)
+        return encode_response(
+            header.correlation_id,
+            self.version,
+            throttle_time_ms=self.throttle_time,
+            brokers=self.brokers,
+            cluster_id=self.cluster_id,
+            controller_id=self.controller_id,
+            topics=self.topics,
+            cluster_authorized_operations=self.cluster_authorized_operations,
+        )
 
     def to_response(self) -> Any:
         """The kio entity this answer stands for, each known topic's partitions built from
@@ -190,30 +146,6 @@ class MetadataAnswer:
                 "cluster_authorized_operations": self.cluster_authorized_operations,
             },
         )
-
-
-def _array_length(n: int, flexible: bool) -> bytes:
-    return encode_unsigned_varint(n + 1) if flexible else _I32(n)
-
-
-def _compact_str(out: bytearray, value: str | None) -> None:
-    if value is None:
-        out.append(0)
-        return
-    data = value.encode()
-    out += encode_unsigned_varint(len(data) + 1)
-    out += data
-
-
-def _legacy_str(out: bytearray, value: str | None) -> None:
-    if value is None:
-        out += b"\xff\xff"
-        return
-    data = value.encode()
-    if len(data) > 0x7FFF:
-        raise ValueError(f"string of {len(data)} bytes is too long for an int16 length")
-    out += _I16(len(data))
-    out += data
 
 
 def broker_entries(ctx: RequestContext) -> list[dict[str, Any]]:

@@ -35,12 +35,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafkalite.broker.metadata_bytes import (
-    FAMILY_OF_VERSION,
-    EncodedPartitions,
-    encode_topic_head,
-)
+from kafkalite.broker.metadata_bytes import EncodedPartitions
 from kafkalite.protocol.errors import ErrorCode, StaleControllerEpochError
+from kafkalite.protocol.metadata_response import FAMILY_OF_VERSION, encode_topic_head
 from kafkalite.protocol.types import TopicPartition
 from kafkalite.zk.types import LEADER_DURING_DELETE, NO_LEADER
 

@@ -21,9 +21,11 @@ from kafkalite.network.connection import ConnectionInfo
 from kafkalite.protocol import frames
 from kafkalite.protocol.acl import AclOperation, ResourceType
 from kafkalite.protocol.api import ADVERTISED_VERSIONS, ApiKey, request_class, response_class
+from kafkalite.protocol.errors import ErrorCode
 from kafkalite.security.acl import AclEntry, PermissionType, ResourcePattern
 
 ALICE = "User:alice"
+ZERO_UUID = uuid.UUID(int=0)
 LISTENERS = ("PLAINTEXT", "INTERNAL")
 TOPICS = ("orders", "payments", "__consumer_offsets", "t.1", "x")
 OTHER_NAMES = ("nope", "bad name!", "")
@@ -186,6 +188,11 @@ def test_answer_bytes_equal_the_kio_encoding(cluster, data, listener, allowed, c
     for _ in range(2):  # the first answer encodes the partitions, the second reuses them
         header, result = answer(services, listener, version, request, authorizer)
         assert_same_bytes(header, result)
+        if allowed is not None:  # a refused topic reveals nothing, not even its existence
+            for topic in result.topics:
+                if topic.name is not None and topic.name not in allowed:
+                    assert topic.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    assert topic.encoded is None and topic.topic_id in (None, ZERO_UUID)
 
 
 class CacheUpdates(RuleBasedStateMachine):

@@ -1,5 +1,6 @@
-"""The encoded Metadata partitions (broker/metadata_bytes.py) against kio's own writer, and the
-cache's invalidation of them on partition changes and live-broker changes."""
+"""The encoded Metadata partitions (protocol/metadata_response.py) against kio's own writer,
+and the cache's invalidation of them (broker/metadata_bytes.py) on partition, topic-id and
+live-broker changes."""
 
 import importlib
 import io
@@ -9,12 +10,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 from kio.serial import entity_writer
 
-from kafkalite.broker.metadata_bytes import (
-    FAMILY_OF_VERSION,
-    array_length,
-    encode_partition,
-    encode_topic_head,
-)
 from kafkalite.broker.metadata_cache import (
     BrokerEndpoint,
     MetadataBroker,
@@ -23,6 +18,12 @@ from kafkalite.broker.metadata_cache import (
     PartitionMetadata,
 )
 from kafkalite.protocol.errors import ErrorCode
+from kafkalite.protocol.metadata_response import (
+    FAMILY_OF_VERSION,
+    array_length,
+    encode_partition,
+    encode_topic_head,
+)
 
 VERSIONS = range(0, 14)
 
