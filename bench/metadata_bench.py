@@ -104,7 +104,7 @@ def _kept_bytes(cache: Any, version: int, partitions: int) -> float | None:
     encoded = getattr(cache, "encoded", None)
     if encoded is None:
         return None
-    from kafkalite.broker.metadata_bytes import FAMILY_OF_VERSION
+    from kafkalite.protocol.metadata_response import FAMILY_OF_VERSION
 
     view = encoded.views.get(("PLAINTEXT", FAMILY_OF_VERSION[version].index))
     if view is None:
