@@ -298,3 +298,24 @@ CacheUpdates.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 test_cache_updates = CacheUpdates.TestCase
+
+
+def test_long_arrays_in_every_version():
+    """Arrays of more than 127 entries (a compact array's length takes two varint bytes): a
+    topic of 300 partitions and 200 more topics."""
+    topics = {
+        "big": (uuid.UUID(int=1), [(p, p % 3, 1, [0, 1, 2], [0, 1, 2], []) for p in range(300)])
+    }
+    topics.update({f"t{i}": (uuid.UUID(int=i + 2), [(0, 1, 0, [1], [1], [])]) for i in range(200)})
+    live = {i: (None, {"PLAINTEXT": 9092 + i}) for i in range(3)}
+    cache = MetadataCache(0)
+    cache.update_metadata(update_request(1, live, topics))
+    services = services_for(cache, "c")
+    for version in VERSIONS:
+        request = build(
+            request_class(ApiKey.METADATA, version),
+            {"topics": None if version else [], "allow_auto_topic_creation": False},
+        )
+        header, result = answer(services, "PLAINTEXT", version, request)
+        assert len(result.topics) == 201
+        assert_same_bytes(header, result)
