@@ -249,6 +249,9 @@ class ApiDispatcher:
     def _encode(header: Any, result: Any) -> Any:
         if result is NO_RESPONSE or isinstance(result, list):
             return result  # nothing to send, or an already encoded frame (Fetch)
+        encode_frame = getattr(result, "encode_frame", None)
+        if encode_frame is not None:
+            return encode_frame(header)  # a response that encodes itself (Metadata)
         return frames.encode_response(header, result)
 
 

@@ -20,18 +20,31 @@ Authorized operations (v8+, KIP-430): asked for with `include_topic_authorized_o
 (every topic answered by name, as Kafka's handleTopicMetadataRequest sets them; not the unknown
 ids) and `include_cluster_authorized_operations` (v8-10); with no authorizer they are every
 operation the resource type supports (protocol/acl.py), otherwise Int.MinValue (omitted).
+
+Encoding: the handler returns a ``MetadataAnswer``, which the dispatcher asks for its frame
+(``encode_frame``). Each known topic's entry (error, name, id, is_internal and partitions) is
+the cache's encoded bytes (broker/metadata_bytes.py: each partition encoded once per state and
+response version family), so a topic of 10,000 partitions costs a lookup, not 10,000 entities;
+brokers, cluster id, controller, the other topics and the authorised operations are written
+per answer (protocol/metadata_response.py). The frame is byte for byte what kio's encoder
+writes for ``to_response()`` (the kio entity the answer stands for, built from the cache's
+per-partition metadata): tests/apis/test_metadata_bytes.py checks it for every version. The
+authorizer filters and completes the answer as it does a kio response (its topics and fields
+have the kio entity's names).
 """
 
-from __future__ import annotations
+# No ``from __future__ import annotations``: the authorizer reads the type of
+# ``MetadataAnswer.topics`` to build the entries of refused topics.
 
 import asyncio
+import dataclasses
 import uuid
 from collections.abc import Iterable
 from typing import Any
 
 import structlog
 
-from kafkalite.apis.base import RequestContext, handles
+from kafkalite.apis.base import RequestContext, build, handles
 from kafkalite.apis.topic_names import invalid_topic_reason, is_internal
 from kafkalite.broker.metadata_cache import PartitionMetadata
 from kafkalite.protocol.acl import (
@@ -39,12 +52,100 @@ from kafkalite.protocol.acl import (
     ResourceType,
     authorized_operations,
 )
-from kafkalite.protocol.api import ApiKey
+from kafkalite.protocol.api import ApiKey, response_class
 from kafkalite.protocol.errors import ErrorCode, KafkaError, TopicAlreadyExistsError
+from kafkalite.protocol.metadata_response import encode_response
 
 log = structlog.get_logger("kafkalite.apis")
 
 ZERO_UUID = uuid.UUID(int=0)
+
+
+@dataclasses.dataclass(slots=True)
+class MetadataTopicAnswer:
+    """One topic of a Metadata answer: the kio ``MetadataResponseTopic``'s fields, and for a
+    known topic its entry up to its partitions already encoded (``encoded``: error, name, id,
+    is_internal and the partitions array, as the cache's ``encoded_topics`` gives it;
+    ``partitions`` is then empty). Not frozen: a frozen dataclass's ``__init__`` sets each
+    field through ``object.__setattr__``, and an answer makes one per topic; nothing changes
+    one in place (the authorizer replaces them)."""
+
+    error_code: ErrorCode = dataclasses.field(
+        default=ErrorCode.NONE, metadata={"kafka_type": "error_code"}
+    )
+    name: str | None = None
+    topic_id: uuid.UUID | None = ZERO_UUID
+    is_internal: bool = False
+    partitions: tuple = ()
+    topic_authorized_operations: int = AUTHORIZED_OPERATIONS_OMITTED
+    encoded: bytes | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MetadataAnswer:
+    """A Metadata response that encodes itself (``encode_frame``); ``to_response`` is the kio
+    entity it stands for."""
+
+    version: int
+    brokers: tuple[dict[str, Any], ...]
+    cluster_id: str | None
+    controller_id: int
+    topics: tuple[MetadataTopicAnswer, ...]
+    cluster_authorized_operations: int = AUTHORIZED_OPERATIONS_OMITTED
+    throttle_time: int = 0
+    cache: Any = dataclasses.field(default=None, compare=False, repr=False)
+    listener: str = ""
+
+    def encode_frame(self, header: Any) -> bytes:
+        """The whole response frame (size prefix, response header, body)."""
+        return encode_response(
+            header.correlation_id,
+            self.version,
+            throttle_time_ms=self.throttle_time,
+            brokers=self.brokers,
+            cluster_id=self.cluster_id,
+            controller_id=self.controller_id,
+            topics=self.topics,
+            cluster_authorized_operations=self.cluster_authorized_operations,
+        )
+
+    def to_response(self) -> Any:
+        """The kio entity this answer stands for, each known topic's partitions built from
+        the cache's per-partition metadata (``get_topic_metadata``) and not from the encoded
+        bytes: what ``encode_frame``'s bytes are checked against."""
+        version = self.version
+        topics = []
+        for topic in self.topics:
+            partitions: list[dict[str, Any]] = []
+            if topic.encoded is not None:
+                [metadata] = self.cache.get_topic_metadata(
+                    [topic.name],
+                    self.listener,
+                    error_unavailable_endpoints=version == 0,
+                    error_unavailable_listeners=version >= 6,
+                )
+                partitions = partition_entries(metadata.partitions)
+            topics.append(
+                {
+                    "error_code": topic.error_code,
+                    "name": topic.name,
+                    "topic_id": topic.topic_id,
+                    "is_internal": topic.is_internal,
+                    "partitions": partitions,
+                    "topic_authorized_operations": topic.topic_authorized_operations,
+                }
+            )
+        return build(
+            response_class(ApiKey.METADATA, version),
+            {
+                "throttle_time": self.throttle_time,
+                "brokers": list(self.brokers),
+                "cluster_id": self.cluster_id,
+                "controller_id": self.controller_id,
+                "topics": topics,
+                "cluster_authorized_operations": self.cluster_authorized_operations,
+            },
+        )
 
 
 def broker_entries(ctx: RequestContext) -> list[dict[str, Any]]:
@@ -124,7 +225,7 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
     cache = services.metadata_cache
     version = ctx.api_version
     requested = request.topics
-    topics = []
+    topics: list[MetadataTopicAnswer] = []
     by_id: list = []
     if requested is not None:
         # v12 (KIP-516): a topic may be asked by id (name null); an unknown id is
@@ -135,13 +236,7 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
             name = cache.get_topic_name(topic_id)
             if name is None:
                 topics.append(
-                    {
-                        "error_code": ErrorCode.UNKNOWN_TOPIC_ID,
-                        "name": None,
-                        "topic_id": topic_id,
-                        "is_internal": False,
-                        "partitions": [],
-                    }
+                    MetadataTopicAnswer(ErrorCode.UNKNOWN_TOPIC_ID, None, topic_id, False)
                 )
             elif name not in names:
                 names.append(name)
@@ -152,29 +247,29 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
     allow_auto = getattr(request, "allow_auto_topic_creation", True) and not by_id
     known = cache.get_all_topics()
     wanted = sorted(known) if names is None else names
+    listener = ctx.connection.listener_name
     # Kafka's getTopicMetadata: a dead leader is -1 with LEADER_NOT_AVAILABLE, a leader
-    # without this listener LISTENER_NOT_FOUND (v6+), v0 lists only reachable replicas.
+    # without this listener LISTENER_NOT_FOUND (v6+), v0 lists only reachable replicas; the
+    # partitions arrays come encoded from the cache.
     found = {
-        m.name: m
-        for m in cache.get_topic_metadata(
-            [n for n in wanted if n in known],
-            ctx.connection.listener_name,
-            error_unavailable_endpoints=version == 0,
-            error_unavailable_listeners=version >= 6,
+        name: (topic_id, array)
+        for name, topic_id, array in cache.encoded_topics(
+            [n for n in wanted if n in known], listener, version, is_internal
         )
     }
     auto_created = 0
     for name in wanted:
-        metadata = found.get(name)
-        if metadata is not None:
+        entry = found.get(name)
+        if entry is not None:
             topics.append(
-                {
-                    "error_code": ErrorCode.NONE,
-                    "name": name,
-                    "topic_id": metadata.topic_id,
-                    "is_internal": is_internal(name),
-                    "partitions": partition_entries(metadata.partitions),
-                }
+                MetadataTopicAnswer(
+                    ErrorCode.NONE,
+                    name,
+                    entry[0],
+                    is_internal(name),
+                    (),
+                    encoded=entry[1],
+                )
             )
             continue
         if name is None or invalid_topic_reason(name) is not None:
@@ -188,31 +283,28 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
             await asyncio.sleep(0)
         else:
             error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        topics.append(
-            {
-                "error_code": error,
-                "name": name,
-                "topic_id": ZERO_UUID,
-                "is_internal": False,
-                "partitions": [],
-            }
-        )
+        topics.append(MetadataTopicAnswer(error, name, ZERO_UUID, False))
     if getattr(request, "include_topic_authorized_operations", False):
         topic_operations = authorized_operations(ResourceType.TOPIC)
-        for topic in topics:
-            if topic["name"] is not None:
-                topic["topic_authorized_operations"] = topic_operations
+        topics = [
+            t
+            if t.name is None
+            else dataclasses.replace(t, topic_authorized_operations=topic_operations)
+            for t in topics
+        ]
     cluster_operations = AUTHORIZED_OPERATIONS_OMITTED
     if getattr(request, "include_cluster_authorized_operations", False):
         cluster_operations = authorized_operations(ResourceType.CLUSTER)
     controller_id = cache.get_controller_id()
-    return ctx.response(
-        throttle_time=0,
-        brokers=broker_entries(ctx),
-        cluster_id=services.cluster_id,
-        controller_id=-1 if controller_id is None else controller_id,
-        topics=topics,
-        cluster_authorized_operations=cluster_operations,
+    return MetadataAnswer(
+        version,
+        tuple(broker_entries(ctx)),
+        services.cluster_id,
+        -1 if controller_id is None else controller_id,
+        tuple(topics),
+        cluster_operations,
+        cache=cache,
+        listener=listener,
     )
 
 

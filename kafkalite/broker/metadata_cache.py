@@ -13,6 +13,10 @@ Rules (as Kafka):
   no partitions left is forgotten with its id.
 - A request from an older controller epoch is ignored (``update_metadata`` returns it as
   stale; the handler answers STALE_CONTROLLER_EPOCH).
+- Metadata answers come from the partitions' encoded entries (``metadata_bytes.py``): a
+  partition's entries are dropped when its leader, leader epoch, replicas, ISR or offline
+  replicas change or it goes (``update_partition`` is the only writer of ``partition_states``),
+  and a view is emptied when the live brokers seen from its listener change.
 - Metadata answers: a leader that is not alive (or -1) gives LEADER_NOT_AVAILABLE with leader
   -1; a live leader without an endpoint on the client's listener gives LISTENER_NOT_FOUND when
   asked for (``error_unavailable_listeners``), LEADER_NOT_AVAILABLE otherwise; a replica or
@@ -31,7 +35,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafkalite.broker.metadata_bytes import EncodedPartitions
 from kafkalite.protocol.errors import ErrorCode, StaleControllerEpochError
+from kafkalite.protocol.metadata_response import FAMILY_OF_VERSION, encode_topic_head
 from kafkalite.protocol.types import TopicPartition
 from kafkalite.zk.types import LEADER_DURING_DELETE, NO_LEADER
 
@@ -105,6 +111,8 @@ class MetadataCache:
         self.topic_names: dict[uuid.UUID, str] = {}
         self._all_topics: frozenset[str] | None = None  # get_all_topics' answer, until it changes
         self._partition_count = 0  # partitions in partition_states, kept by update_partition
+        self.encoded = EncodedPartitions()
+        """The partitions of Metadata answers, encoded once per state (metadata_bytes.py)."""
         self.update_listeners: list[Callable[[], None]] = []
         """Called after each UpdateMetadata is applied (the server serves Metadata from the
         first one on, before its start-up ends)."""
@@ -205,9 +213,11 @@ class MetadataCache:
                 return True
             if partitions.pop(info.partition_index, None) is not None:
                 self._partition_count -= 1
+                self.encoded.forget_partition(info.topic, info.partition_index)
             if not partitions:
                 del self.partition_states[info.topic]
                 self._all_topics = None
+                self.encoded.forget_topic(info.topic)
                 topic_id = self.topic_ids.pop(info.topic, None)
                 if topic_id is not None:
                     self.topic_names.pop(topic_id, None)
@@ -216,8 +226,18 @@ class MetadataCache:
         if partitions is None:
             partitions = self.partition_states[info.topic] = {}
             self._all_topics = None
-        if info.partition_index not in partitions:
+        old = partitions.get(info.partition_index)
+        if old is None:
             self._partition_count += 1
+            self.encoded.forget_partition(info.topic, info.partition_index)
+        elif (
+            old.leader != info.leader
+            or old.leader_epoch != info.leader_epoch
+            or old.isr != info.isr
+            or old.replicas != info.replicas
+            or old.offline_replicas != info.offline_replicas
+        ):
+            self.encoded.forget_partition(info.topic, info.partition_index)
         partitions[info.partition_index] = info
         return False
 
@@ -231,6 +251,8 @@ class MetadataCache:
 
     def _set_topic_id(self, name: str, topic_id: uuid.UUID) -> None:
         old = self.topic_ids.get(name)
+        if old != topic_id:
+            self.encoded.forget_topic_entry(name)  # the id is in the topic's encoded entry
         if old is not None and old != topic_id:
             self.topic_names.pop(old, None)
         self.topic_ids[name] = topic_id
@@ -379,4 +401,42 @@ class MetadataCache:
             out.append(
                 TopicMetadata(ErrorCode.NONE, name, self.topic_ids.get(name, ZERO_UUID), partitions)
             )
+        return out
+
+    def encoded_topics(
+        self,
+        topics: Iterable[str],
+        listener: str,
+        version: int,
+        is_internal: Callable[[str], bool],
+    ) -> list[tuple[str, uuid.UUID, bytes]]:
+        """(name, topic id, encoded entry) of the ``topics`` this cache knows, in Metadata
+        ``version``'s layout with its error rules, as ``get_topic_metadata`` states them
+        (unknown names are left out). An entry is the MetadataResponseTopic's fields up to
+        its partitions included (error 0, name, id, ``is_internal(name)``, the partitions
+        array); it comes from the encoded partitions, so a known topic costs a lookup until
+        one of its partitions or its id changes."""
+        family = FAMILY_OF_VERSION[version]
+        encoded = self.encoded
+        view = encoded.view(listener, family, self.alive_brokers)
+        states = self.partition_states
+        ids = self.topic_ids
+        endpoints, listeners = family.endpoints, family.listeners
+        out = []
+        for name in topics:
+            partitions = states.get(name)
+            if partitions is None:
+                continue
+            topic_id = ids.get(name, ZERO_UUID)
+            entry = view.topics.get(name)
+            if entry is None:
+                entry = encoded.topic_entry(
+                    view,
+                    family,
+                    encode_topic_head(name, topic_id, is_internal(name), family),
+                    name,
+                    partitions,
+                    lambda info: self.partition_metadata(info, listener, endpoints, listeners),
+                )
+            out.append((name, topic_id, entry))
         return out
