@@ -28,6 +28,15 @@ thread`` runs ``ControllerThread``; by default both, alternating for ``--rounds`
 round on a chroot of its own, so the two are compared in the same run.
 
     PYTHONPATH=. .venv/bin/python bench/controller_loop.py --partitions 3000 --rounds 2
+
+``--baseline-src DIR`` (DIR a ``git archive`` of another commit) compares two trees in the same
+run: every round runs in a child process of its own, once with this tree's ``kafkalite`` and
+once with DIR's (alternating which goes first), against the same ZooKeeper; ``--profile DIR``
+writes a cProfile of each round's child there.
+
+    git archive 5eedc91 | tar -x -C /tmp/base
+    PYTHONPATH=. .venv/bin/python bench/controller_loop.py --partitions 10000 --rounds 2 \
+        --mode thread --baseline-src /tmp/base
 """
 
 from __future__ import annotations
@@ -37,13 +46,17 @@ import asyncio
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+# A child round of a --baseline-src run imports the tree it is given, not this one.
+sys.path.insert(
+    0, os.environ.get("CONTROLLER_LOOP_SRC") or str(Path(__file__).resolve().parent.parent)
+)
 
 from kafkalite.client.messages import build_message  # noqa: E402
 from kafkalite.controller.controller_thread import ControllerThread  # noqa: E402
@@ -260,40 +273,86 @@ async def one_round(connect: str, mode: str, partitions: int) -> dict[str, Any]:
     return figures
 
 
-async def main(partitions: int, rounds: int, modes: list[str]) -> dict[str, Any]:
+PHASES = (
+    "failover",
+    "broker_failure",
+    "broker_return",
+    "isr_expansion",
+    "preferred_election",
+    "failover_again",
+)
+
+
+def child_round(src: str, connect: str, mode: str, partitions: int, profile: str | None) -> dict:
+    """One round in a child process importing ``kafkalite`` from ``src``."""
+    env = dict(os.environ, CONTROLLER_LOOP_SRC=src, PYTHONPATH=src)
+    command = [sys.executable, __file__, "--child", connect, "--partitions", str(partitions)]
+    command += ["--mode", mode] + (["--profile", profile] if profile else [])
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"round in {src} failed: {done.stderr[-3000:]}")
+    return json.loads(done.stdout)
+
+
+async def main(
+    partitions: int,
+    rounds: int,
+    modes: list[str],
+    baseline_src: str | None = None,
+    profile: str | None = None,
+) -> dict[str, Any]:
     out: dict[str, Any] = {
         "partitions": partitions,
         "load_average_before": os.getloadavg(),
         "rounds": [],
     }
+    here = str(Path(__file__).resolve().parent.parent)
+    trees = {"branch": here, "base": baseline_src} if baseline_src else {"branch": None}
     with ZooKeeperServer() as zk:
         for r in range(rounds):
-            for mode in modes if r % 2 == 0 else list(reversed(modes)):
-                chroot = f"/bench-{r}-{mode}"
-                figures = await one_round(zk.connect_string(chroot), mode, partitions)
-                out["rounds"].append({"mode": mode, **figures})
-                print(json.dumps({"mode": mode, **figures}), file=sys.stderr, flush=True)
+            names = list(trees) if r % 2 == 0 else list(reversed(trees))
+            for name in names:
+                for mode in modes if r % 2 == 0 else list(reversed(modes)):
+                    chroot = f"/bench-{r}-{name}-{mode}"
+                    src = trees[name]
+                    if src is None:
+                        figures = await one_round(zk.connect_string(chroot), mode, partitions)
+                    else:
+                        prof = f"{profile}/{name}-{mode}-{r}.prof" if profile else None
+                        figures = await asyncio.to_thread(
+                            child_round, src, zk.connect_string(chroot), mode, partitions, prof
+                        )
+                    row = {"tree": name, "mode": mode, "load": os.getloadavg()[0], **figures}
+                    out["rounds"].append(row)
+                    print(json.dumps(row), file=sys.stderr, flush=True)
     summary: dict[str, Any] = {}
-    for mode in modes:
-        rows = [r for r in out["rounds"] if r["mode"] == mode]
-        for phase in (
-            "failover",
-            "broker_failure",
-            "broker_return",
-            "isr_expansion",
-            "preferred_election",
-            "failover_again",
-        ):
-            summary.setdefault(phase, {})[mode] = {
-                "s_median": statistics.median(r[phase]["s"] for r in rows),
-                "lag_p99_ms_median": statistics.median(
-                    r[phase]["lag"].get("p99_ms", 0) for r in rows
-                ),
-                "lag_max_ms_worst": max(r[phase]["lag"].get("max_ms", 0) for r in rows),
-            }
+    for name in trees:
+        for mode in modes:
+            rows = [r for r in out["rounds"] if r["mode"] == mode and r["tree"] == name]
+            for phase in PHASES:
+                summary.setdefault(phase, {})[f"{name}/{mode}"] = {
+                    "s_median": statistics.median(r[phase]["s"] for r in rows),
+                    "lag_p99_ms_median": statistics.median(
+                        r[phase]["lag"].get("p99_ms", 0) for r in rows
+                    ),
+                    "lag_max_ms_worst": max(r[phase]["lag"].get("max_ms", 0) for r in rows),
+                }
     out["summary"] = summary
     out["load_average_after"] = os.getloadavg()
     return out
+
+
+async def child_main(connect: str, mode: str, partitions: int, profile: str | None) -> None:
+    if profile:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+    figures = await one_round(connect, mode, partitions)
+    if profile:
+        profiler.disable()
+        profiler.dump_stats(profile)
+    print(json.dumps(figures))
 
 
 if __name__ == "__main__":
@@ -307,6 +366,17 @@ if __name__ == "__main__":
     parser.add_argument("--partitions", type=int, default=3000)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--mode", choices=("loop", "thread"), action="append")
+    parser.add_argument("--baseline-src", help="another tree to compare with, in the same run")
+    parser.add_argument("--profile", help="a directory for a cProfile of each round (children)")
+    parser.add_argument("--child", help=argparse.SUPPRESS)  # a ZooKeeper connect string
     args = parser.parse_args()
-    result = asyncio.run(main(args.partitions, args.rounds, args.mode or ["loop", "thread"]))
-    print(json.dumps(result, indent=2))
+    modes = args.mode or ["loop", "thread"]
+    if args.child:
+        asyncio.run(child_main(args.child, modes[0], args.partitions, args.profile))
+    else:
+        if args.profile and not args.baseline_src:
+            parser.error("--profile profiles the child rounds of a --baseline-src run")
+        result = asyncio.run(
+            main(args.partitions, args.rounds, modes, args.baseline_src, args.profile)
+        )
+        print(json.dumps(result, indent=2))
