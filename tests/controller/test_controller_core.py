@@ -977,6 +977,25 @@ class ControllerModel(RuleBasedStateMachine):
         self.assert_elections_done(every_state=bool(changes.dead))
         self.track_reassignment_leftovers()
 
+    @rule(pair=st.lists(st.sampled_from(BROKERS), min_size=2, max_size=2, unique=True))
+    def toggle_two_brokers(self, pair):
+        """Two brokers' registrations change in one broker change event (both die, both come
+        back, or one of each)."""
+        for b in pair:
+            if b in self.live:
+                self.live.discard(b)
+            else:
+                self.live.add(b)
+                self.epochs[b] += 10
+                self.pending_stop = [r for r in self.pending_stop if r.broker_id != b]
+        changes, result = self.core.process_broker_change(
+            registered(*sorted(self.live), epochs=self.epochs)
+        )
+        self.pending_stop = [r for r in self.pending_stop if r.broker_id in self.live]
+        self.apply(result)
+        self.assert_elections_done(every_state=bool(changes.dead))
+        self.track_reassignment_leftovers()
+
     @precondition(lambda self: self.store.topics)
     @rule(data=st.data())
     def delete(self, data):
@@ -1336,3 +1355,29 @@ def test_elect_leaders_answers_per_partition():
         tp("t", 0): ErrorCode.INVALID_TOPIC_EXCEPTION,
         tp("nope", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
     }
+
+
+def test_two_replicas_leaving_one_isr_in_one_event_announce_the_second_change():
+    """Brokers 1 and 2 die together: the replica state machine removes replica 1 from the ISR,
+    then replica 2, in one batch; the UpdateMetadata carries the ISR after both (a partition's
+    state is computed again when its leadership changed since it was added)."""
+    core, store = new_cluster([1, 2, 3])
+    create_topic(core, store, "t", {0: [3, 1, 2], 1: [3, 2, 1]})
+    _, result = core.process_broker_change(registered(3, epochs={3: 103}))
+    store.apply(result)
+    for p in (0, 1):
+        t_p = TopicPartition("t", p)
+        lai = core.ctx.partition_leadership_info[t_p].leader_and_isr
+        assert (lai.leader, lai.isr) == (3, (3,))
+        [um] = [
+            s
+            for r in requests_of(result, UpdateMetadataRequestData, 3)
+            for s in r.partition_states
+            if s.topic_partition == t_p
+        ][-1:]
+        assert (um.leader, um.leader_epoch, um.isr, um.zk_version) == (
+            lai.leader,
+            lai.leader_epoch,
+            lai.isr,
+            lai.zk_version,
+        )
