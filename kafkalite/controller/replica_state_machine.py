@@ -102,8 +102,11 @@ class ReplicaStateMachine:
         """On election: replicas on live brokers are Online (each gets a LeaderAndIsr), the
         others Offline. Replicas on dead brokers start as Ineligible so a deletion in progress
         does not wait for them."""
-        self.initialize_replica_state()
+        # initialize_replica_state, from the same pass that tells online from offline
         online, offline = self.ctx.online_and_offline_replicas()
+        states = self.ctx.replica_states
+        states.update(dict.fromkeys(online, ONLINE_REPLICA))
+        states.update(dict.fromkeys(offline, REPLICA_DELETION_INELIGIBLE))
         result = self.handle_state_changes(online, ONLINE_REPLICA)
         result += self.handle_state_changes(offline, OFFLINE_REPLICA)
         return result
