@@ -123,7 +123,7 @@ class StopReplicaRequestData:
         return any(p.delete_partition for p in self.partition_states)
 
 
-_SET_TYPES = (set, frozenset, type({}.keys()))
+_SET_TYPES: tuple[type, ...] = (set, frozenset, type({}.keys()))
 
 ControllerRequest = LeaderAndIsrRequestData | UpdateMetadataRequestData | StopReplicaRequestData
 
@@ -251,7 +251,7 @@ class ControllerBrokerRequestBatch:
     ) -> None:
         brokers = self._update_metadata_brokers
         if type(broker_ids) in _SET_TYPES:  # (an ABC isinstance costs more than the rest)
-            if not brokers.issuperset(broker_ids):  # type: ignore[arg-type]
+            if not brokers.issuperset(broker_ids):
                 brokers.update(b for b in broker_ids if b >= 0)
         else:
             brokers.update(b for b in broker_ids if b >= 0)

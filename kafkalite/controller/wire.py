@@ -66,7 +66,7 @@ def _layout(api_key: ApiKey, version: int) -> tuple[str, bool] | None:
     """(partition layout name, whether topics carry an id) of the request's ``topic_states``,
     or None when this module does not know the layout."""
     cls = request_class(api_key, version)
-    if not cls.__flexible__:
+    if not getattr(cls, "__flexible__", False):
         return None
     hints = typing.get_type_hints(cls)
     if "topic_states" not in hints:
