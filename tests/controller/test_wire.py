@@ -4,6 +4,7 @@ encoded by kio's own writer), for random partition states at every version the c
 bytes are encoded once for every broker the same states go to."""
 
 import io
+import uuid
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -119,8 +120,6 @@ def kio_built(api_key: ApiKey, version: int, request) -> bytes:
         topic_id = request.topic_ids.get(t)
         topic = {"topic_name": t, "partition_states": states}
         if version >= (7 if api_key == ApiKey.UPDATE_METADATA else 5):
-            import uuid
-
             topic["topic_id"] = uuid.UUID(bytes=topic_id_bytes(topic_id)) if topic_id else None
         topic_states.append(topic)
     plain = to_message(request, version, "PLAINTEXT")  # its other fields, built as before
