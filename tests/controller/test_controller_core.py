@@ -949,6 +949,26 @@ class ControllerModel(RuleBasedStateMachine):
                 for s in r.partition_states:
                     info = self.core.ctx.partition_leadership_info.get(s.topic_partition)
                     assert info is None or s.leader_epoch <= info.leader_and_isr.leader_epoch
+        # The last UpdateMetadata state of a partition a step sends a live broker is the
+        # leadership the step ends with (a batch that changes a partition twice, e.g. two of
+        # its replicas leaving the ISR at once, announces the second change).
+        ctx = self.core.ctx
+        last = {}
+        for r in result.requests:
+            if isinstance(r, UpdateMetadataRequestData):
+                for s in r.partition_states:
+                    last[r.broker_id, s.topic_partition] = s
+        for (b, t_p), s in last.items():
+            info = ctx.partition_leadership_info.get(t_p)
+            if (
+                b not in ctx.live_or_shutting_down_broker_ids  # dropped: no channel to it
+                or info is None
+                or ctx.is_topic_queued_up_for_deletion(t_p.topic)
+            ):
+                continue
+            lai = info.leader_and_isr
+            announced = (s.leader, s.leader_epoch, s.isr, s.zk_version)
+            assert announced == (lai.leader, lai.leader_epoch, lai.isr, lai.zk_version), (t_p, b)
 
     @rule(data=st.data())
     def create(self, data):
