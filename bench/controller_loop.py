@@ -28,6 +28,22 @@ thread`` runs ``ControllerThread``; by default both, alternating for ``--rounds`
 round on a chroot of its own, so the two are compared in the same run.
 
     PYTHONPATH=. .venv/bin/python bench/controller_loop.py --partitions 3000 --rounds 2
+
+``--decisions`` measures the controller's decisions alone, without a store or a loop: the CPU
+time (``time.process_time``) of ``ControllerCore`` deciding each event of the phases above at
+``--partitions`` (a new controller over a context that holds every state, a broker's failure,
+its return, a preferred election of every partition), each followed by what the channel manager
+does with the result (the requests of the event coalesced, each encoded at the codec's newest
+version for every live broker); the median of ``--rounds`` rounds.
+
+``--baseline-src DIR`` (DIR a ``git archive`` of another commit) compares two trees in the same
+run: every round runs in a child process of its own, once with this tree's ``kafkalite`` and
+once with DIR's (alternating which goes first), against the same ZooKeeper; ``--profile DIR``
+writes a cProfile of each round's child there.
+
+    git archive 5eedc91 | tar -x -C /tmp/base
+    PYTHONPATH=. .venv/bin/python bench/controller_loop.py --partitions 10000 --rounds 2 \
+        --mode thread --baseline-src /tmp/base
 """
 
 from __future__ import annotations
@@ -37,13 +53,17 @@ import asyncio
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+# A child round of a --baseline-src run imports the tree it is given, not this one.
+sys.path.insert(
+    0, os.environ.get("CONTROLLER_LOOP_SRC") or str(Path(__file__).resolve().parent.parent)
+)
 
 from kafkalite.client.messages import build_message  # noqa: E402
 from kafkalite.controller.controller_thread import ControllerThread  # noqa: E402
@@ -260,40 +280,191 @@ async def one_round(connect: str, mode: str, partitions: int) -> dict[str, Any]:
     return figures
 
 
-async def main(partitions: int, rounds: int, modes: list[str]) -> dict[str, Any]:
+DECISION_PHASES = ("create", "failover", "broker_failure", "broker_return", "preferred_election")
+
+
+def decisions_round(partitions: int) -> dict[str, float]:
+    """One round of ``--decisions`` (see the module docstring), in this process."""
+    import inspect
+
+    from kafkalite.controller.broker_request_batch import coalesce_requests
+    from kafkalite.controller.channel_manager import api_key_of, to_message
+    from kafkalite.controller.controller_core import ControllerCore
+    from kafkalite.protocol.types import TopicPartition
+    from kafkalite.zk.data import new_topic_id
+    from kafkalite.zk.types import (
+        Broker,
+        EndPoint,
+        LeaderAndIsr,
+        LeaderIsrAndControllerEpoch,
+        ReplicaAssignment,
+    )
+
+    # (a tree before encoded=True builds the structs for each broker: that is what it sent)
+    encoded = "encoded" in inspect.signature(to_message).parameters
+
+    def broker(b: int) -> Broker:
+        return Broker(b, (EndPoint("127.0.0.1", 19092 + b),), None)
+
+    def send(core: Any, result: Any) -> None:
+        live = core.ctx.live_or_shutting_down_broker_ids
+        for request in coalesce_requests(result.requests):
+            if request.broker_id not in live:
+                continue  # the channel manager has no channel to a dead broker: dropped
+            key = api_key_of(request)
+            version = CODEC_VERSIONS[key][1]
+            kwargs = {"encoded": True} if encoded else {}
+            encode_request(key, version, 1, "c", to_message(request, version, **kwargs))
+
+    def timed(name: str, decide: Any, core: Any) -> None:
+        start = time.process_time()
+        result = decide()
+        send(core, result)
+        out[name] = round(time.process_time() - start, 3)
+
+    out: dict[str, float] = {}
+    core = ControllerCore(1)
+    core.ctx.epoch = 1
+    core.ctx.add_live_brokers([(broker(b), 100 + b) for b in (1, 2, 3)])
+    assignment = {
+        p: ReplicaAssignment(tuple(1 + (p + i) % 3 for i in range(3))) for p in range(partitions)
+    }
+    topic_id = new_topic_id()
+    timed(
+        "create",
+        lambda: core.process_topic_change({"scale"}, {"scale": (topic_id, assignment)}),
+        core,
+    )
+    # a new controller whose context holds what the store holds
+    new = ControllerCore(1)
+    ctx = new.ctx
+    ctx.epoch = 2
+    ctx.add_live_brokers([(broker(b), 100 + b) for b in (1, 2, 3)])
+    ctx.set_all_topics({"scale"})
+    ctx.topic_ids["scale"] = topic_id
+    for p, a in assignment.items():
+        ctx.update_partition_full_replica_assignment(TopicPartition("scale", p), a)
+    for tp, info in core.ctx.partition_leadership_info.items():
+        ctx.put_partition_leadership_info(tp, info)
+    timed("failover", lambda: new.on_controller_failover([]), new)
+    two = {b: (broker(b), 100 + b) for b in (1, 2)}
+    timed("broker_failure", lambda: core.process_broker_change(two)[1], core)
+    three = {b: (broker(b), (200 if b == 3 else 100) + b) for b in (1, 2, 3)}
+    timed("broker_return", lambda: core.process_broker_change(three)[1], core)
+    for tp, info in list(core.ctx.partition_leadership_info.items()):  # the ISRs whole again
+        lai = info.leader_and_isr
+        isr = tuple(sorted({*lai.isr, 3}))
+        whole = LeaderAndIsr(lai.leader, lai.leader_epoch, isr, lai.zk_version + 1)
+        core.ctx.put_partition_leadership_info(tp, LeaderIsrAndControllerEpoch(whole, 1))
+    timed(
+        "preferred_election",
+        lambda: core.elect_preferred_leaders(core.ctx.all_partitions()),
+        core,
+    )
+    return out
+
+
+def decisions(partitions: int, rounds: int) -> dict[str, float]:
+    import gc
+
+    rows = []
+    for _ in range(rounds):
+        gc.collect()
+        rows.append(decisions_round(partitions))
+    return {k: statistics.median(r[k] for r in rows) for k in DECISION_PHASES}
+
+
+PHASES = (
+    "failover",
+    "broker_failure",
+    "broker_return",
+    "isr_expansion",
+    "preferred_election",
+    "failover_again",
+)
+
+
+def child_decisions(src: str, partitions: int, rounds: int) -> dict:
+    """``--decisions`` in a child process importing ``kafkalite`` from ``src``."""
+    env = dict(os.environ, CONTROLLER_LOOP_SRC=src, PYTHONPATH=src)
+    command = [sys.executable, __file__, "--child-decisions", "--partitions", str(partitions)]
+    command += ["--rounds", str(rounds)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"decisions in {src} failed: {done.stderr[-3000:]}")
+    return json.loads(done.stdout)
+
+
+def child_round(src: str, connect: str, mode: str, partitions: int, profile: str | None) -> dict:
+    """One round in a child process importing ``kafkalite`` from ``src``."""
+    env = dict(os.environ, CONTROLLER_LOOP_SRC=src, PYTHONPATH=src)
+    command = [sys.executable, __file__, "--child", connect, "--partitions", str(partitions)]
+    command += ["--mode", mode] + (["--profile", profile] if profile else [])
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"round in {src} failed: {done.stderr[-3000:]}")
+    return json.loads(done.stdout)
+
+
+async def main(
+    partitions: int,
+    rounds: int,
+    modes: list[str],
+    baseline_src: str | None = None,
+    profile: str | None = None,
+) -> dict[str, Any]:
     out: dict[str, Any] = {
         "partitions": partitions,
         "load_average_before": os.getloadavg(),
         "rounds": [],
     }
+    here = str(Path(__file__).resolve().parent.parent)
+    trees = {"branch": here, "base": baseline_src} if baseline_src else {"branch": None}
     with ZooKeeperServer() as zk:
         for r in range(rounds):
-            for mode in modes if r % 2 == 0 else list(reversed(modes)):
-                chroot = f"/bench-{r}-{mode}"
-                figures = await one_round(zk.connect_string(chroot), mode, partitions)
-                out["rounds"].append({"mode": mode, **figures})
-                print(json.dumps({"mode": mode, **figures}), file=sys.stderr, flush=True)
+            names = list(trees) if r % 2 == 0 else list(reversed(trees))
+            for name in names:
+                for mode in modes if r % 2 == 0 else list(reversed(modes)):
+                    chroot = f"/bench-{r}-{name}-{mode}"
+                    src = trees[name]
+                    if src is None:
+                        figures = await one_round(zk.connect_string(chroot), mode, partitions)
+                    else:
+                        prof = f"{profile}/{name}-{mode}-{r}.prof" if profile else None
+                        figures = await asyncio.to_thread(
+                            child_round, src, zk.connect_string(chroot), mode, partitions, prof
+                        )
+                    row = {"tree": name, "mode": mode, "load": os.getloadavg()[0], **figures}
+                    out["rounds"].append(row)
+                    print(json.dumps(row), file=sys.stderr, flush=True)
     summary: dict[str, Any] = {}
-    for mode in modes:
-        rows = [r for r in out["rounds"] if r["mode"] == mode]
-        for phase in (
-            "failover",
-            "broker_failure",
-            "broker_return",
-            "isr_expansion",
-            "preferred_election",
-            "failover_again",
-        ):
-            summary.setdefault(phase, {})[mode] = {
-                "s_median": statistics.median(r[phase]["s"] for r in rows),
-                "lag_p99_ms_median": statistics.median(
-                    r[phase]["lag"].get("p99_ms", 0) for r in rows
-                ),
-                "lag_max_ms_worst": max(r[phase]["lag"].get("max_ms", 0) for r in rows),
-            }
+    for name in trees:
+        for mode in modes:
+            rows = [r for r in out["rounds"] if r["mode"] == mode and r["tree"] == name]
+            for phase in PHASES:
+                summary.setdefault(phase, {})[f"{name}/{mode}"] = {
+                    "s_median": statistics.median(r[phase]["s"] for r in rows),
+                    "lag_p99_ms_median": statistics.median(
+                        r[phase]["lag"].get("p99_ms", 0) for r in rows
+                    ),
+                    "lag_max_ms_worst": max(r[phase]["lag"].get("max_ms", 0) for r in rows),
+                }
     out["summary"] = summary
     out["load_average_after"] = os.getloadavg()
     return out
+
+
+async def child_main(connect: str, mode: str, partitions: int, profile: str | None) -> None:
+    if profile:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+    figures = await one_round(connect, mode, partitions)
+    if profile:
+        profiler.disable()
+        profiler.dump_stats(profile)
+    print(json.dumps(figures))
 
 
 if __name__ == "__main__":
@@ -307,6 +478,29 @@ if __name__ == "__main__":
     parser.add_argument("--partitions", type=int, default=3000)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--mode", choices=("loop", "thread"), action="append")
+    parser.add_argument("--baseline-src", help="another tree to compare with, in the same run")
+    parser.add_argument("--profile", help="a directory for a cProfile of each round (children)")
+    parser.add_argument("--decisions", action="store_true", help="the decisions' CPU alone")
+    parser.add_argument("--child", help=argparse.SUPPRESS)  # a ZooKeeper connect string
+    parser.add_argument("--child-decisions", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    result = asyncio.run(main(args.partitions, args.rounds, args.mode or ["loop", "thread"]))
-    print(json.dumps(result, indent=2))
+    modes = args.mode or ["loop", "thread"]
+    if args.child_decisions:
+        print(json.dumps(decisions(args.partitions, args.rounds)))
+    elif args.decisions:
+        here = str(Path(__file__).resolve().parent.parent)
+        trees = {"branch": here, **({"base": args.baseline_src} if args.baseline_src else {})}
+        result = {"partitions": args.partitions, "load_average_before": os.getloadavg()}
+        for name, src in trees.items():
+            result[name] = child_decisions(src, args.partitions, args.rounds)
+        result["load_average_after"] = os.getloadavg()
+        print(json.dumps(result, indent=2))
+    elif args.child:
+        asyncio.run(child_main(args.child, modes[0], args.partitions, args.profile))
+    else:
+        if args.profile and not args.baseline_src:
+            parser.error("--profile profiles the child rounds of a --baseline-src run")
+        result = asyncio.run(
+            main(args.partitions, args.rounds, modes, args.baseline_src, args.profile)
+        )
+        print(json.dumps(result, indent=2))

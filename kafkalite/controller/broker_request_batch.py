@@ -21,7 +21,7 @@ Rules kept from Kafka:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, KeysView
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -123,6 +123,8 @@ class StopReplicaRequestData:
         return any(p.delete_partition for p in self.partition_states)
 
 
+_SET_TYPES: tuple[type, ...] = (set, frozenset, type({}.keys()))
+
 ControllerRequest = LeaderAndIsrRequestData | UpdateMetadataRequestData | StopReplicaRequestData
 
 
@@ -211,9 +213,18 @@ class ControllerBrokerRequestBatch:
                 is_new=new,
             )
             built[topic_partition] = (leader_isr_and_controller_epoch, replica_assignment, state)
-        self.add_update_metadata_request_for_brokers(
-            self.ctx.live_broker_epochs.keys(), (topic_partition,)
-        )
+        ctx = self.ctx
+        live = ctx.live_broker_epochs
+        brokers = self._update_metadata_brokers
+        if len(brokers) < len(live) or not brokers.issuperset(live):
+            brokers.update(b for b in live if b >= 0)
+        source = self._update_metadata_built.get(topic_partition)
+        if source is not None and source[0] is ctx.partition_leadership_info.get(topic_partition):
+            topic = ctx.partition_assignments.get(topic_partition[0])
+            assignment = topic.get(topic_partition[1]) if topic is not None else None
+            if assignment is not None and source[1] is assignment.replicas:
+                return  # added already for another replica (see _add_update_metadata_...)
+        self._add_update_metadata_partitions((topic_partition,))
 
     def add_stop_replica_request_for_brokers(
         self, broker_ids: Iterable[int], topic_partition: TopicPartition, delete_partition: bool
@@ -239,12 +250,19 @@ class ControllerBrokerRequestBatch:
         self, broker_ids: Iterable[int], partitions: Iterable[TopicPartition] = ()
     ) -> None:
         brokers = self._update_metadata_brokers
-        if not (isinstance(broker_ids, (set, frozenset, KeysView)) and broker_ids <= brokers):
-            brokers.update(b for b in broker_ids if b >= 0)  # (called once per partition)
+        if type(broker_ids) in _SET_TYPES:  # (an ABC isinstance costs more than the rest)
+            if not brokers.issuperset(broker_ids):
+                brokers.update(b for b in broker_ids if b >= 0)
+        else:
+            brokers.update(b for b in broker_ids if b >= 0)
+        self._add_update_metadata_partitions(partitions)
+
+    def _add_update_metadata_partitions(self, partitions: Iterable[TopicPartition]) -> None:
         ctx = self.ctx
         leadership = ctx.partition_leadership_info
         built = self._update_metadata_built
         live = ctx.live_broker_epochs
+        assignments = ctx.partition_assignments
         # Without brokers shutting down or offline log dirs, a replica is online when its
         # broker is live (this runs once per partition per event: 10,000 at a failover).
         plain = not ctx.shutting_down_broker_ids and not ctx.replicas_on_offline_dirs
@@ -252,8 +270,15 @@ class ControllerBrokerRequestBatch:
             info = leadership.get(tp)
             if info is None:
                 continue  # leader not yet assigned: nothing to tell
-            replicas = ctx.partition_replica_assignment(tp)
-            deleting = tp.topic in ctx.topics_to_be_deleted
+            topic = assignments.get(tp[0])
+            assignment = topic.get(tp[1]) if topic is not None else None
+            replicas = assignment.replicas if assignment is not None else ()
+            source = built.get(tp)
+            if source is not None and source[0] is info and source[1] is replicas:
+                # Added before from the same leadership and replicas: the rest (liveness,
+                # deletion) does not change while a batch is open (a state machine's call).
+                continue
+            deleting = tp[0] in ctx.topics_to_be_deleted
             if plain:
                 offline: tuple[int, ...] = ()
                 for r in replicas:
@@ -262,15 +287,6 @@ class ControllerBrokerRequestBatch:
                         break
             else:
                 offline = tuple(r for r in replicas if not ctx.is_replica_online(r, tp))
-            source = built.get(tp)
-            if (
-                source is not None
-                and source[0] is info
-                and source[1] is replicas
-                and source[2] is deleting
-                and source[3] == offline
-            ):
-                continue  # the same state as added before
             built[tp] = (info, replicas, deleting, offline)
             leader_and_isr = info.leader_and_isr
             if deleting:
@@ -392,11 +408,23 @@ def coalesce_requests(requests: Iterable[ControllerRequest]) -> list[ControllerR
         elif isinstance(request, UpdateMetadataRequestData):  # no StopReplica (returned above)
             update_metadata.setdefault(request.broker_id, []).append(request)
     out: list[ControllerRequest] = []
+    # Every broker's UpdateMetadata of one step share their states tuple: merged once for all.
+    merged: dict[tuple[int, ...], UpdateMetadataRequestData] = {}
     for broker_id in order:
         if broker_id in leader_and_isr:
             out.append(_merge_leader_and_isr(leader_and_isr[broker_id]))
         if broker_id in update_metadata:
-            out.append(_merge_update_metadata(update_metadata[broker_id]))
+            parts = update_metadata[broker_id]
+            # (the requests are alive, so their ids stay unique while this runs)
+            key = tuple(x for r in parts for x in (id(r.partition_states), id(r.topic_ids)))
+            same = merged.get(key)
+            if same is not None and len(parts) > 1:
+                request = replace(
+                    parts[-1], partition_states=same.partition_states, topic_ids=same.topic_ids
+                )
+            else:
+                request = merged[key] = _merge_update_metadata(parts)
+            out.append(request)
     return out
 
 
@@ -431,10 +459,11 @@ def _merge_update_metadata(
 ) -> UpdateMetadataRequestData:
     if len(requests) == 1:
         return requests[0]
-    states: dict[TopicPartition, UpdateMetadataPartitionState] = {}
+    states: dict[tuple[str, int], UpdateMetadataPartitionState] = {}
     topic_ids: dict[str, str] = {}
     for request in requests:
-        states.update((s.topic_partition, s) for s in request.partition_states)
+        # keyed by (topic, partition): TopicPartition's order, without building one per state
+        states.update(((s.topic_name, s.partition_index), s) for s in request.partition_states)
         topic_ids.update(request.topic_ids)
     return replace(
         requests[-1],
@@ -453,7 +482,12 @@ def without_partitions(
         return list(requests)
     out: list[ControllerRequest] = []
     for request in requests:
-        kept = tuple(s for s in request.partition_states if s.topic_partition not in partitions)
+        # (a TopicPartition equals, and hashes as, the plain tuple)
+        kept = tuple(
+            s
+            for s in request.partition_states
+            if (s.topic_name, s.partition_index) not in partitions
+        )
         if len(kept) == len(request.partition_states):
             out.append(request)
         elif kept or isinstance(request, UpdateMetadataRequestData):

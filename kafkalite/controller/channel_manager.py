@@ -30,6 +30,7 @@ from typing import Any, Protocol
 import structlog
 
 from kafkalite.protocol.api import ApiKey, request_class
+from kafkalite.protocol.encoder import Encoded
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.types import TopicPartition
 from kafkalite.zk.data import topic_id_bytes
@@ -41,6 +42,7 @@ from .broker_request_batch import (
     StopReplicaRequestData,
     UpdateMetadataRequestData,
 )
+from .wire import shared_topic_states
 
 log = structlog.get_logger("kafkalite.controller.channel")
 
@@ -122,7 +124,7 @@ def _make(cls: type, values: dict[str, Any]) -> Any:
         if name not in names:
             continue
         entity = nested.get(name)
-        if entity is not None:
+        if entity is not None and value.__class__ is not Encoded:  # (Encoded: written as is)
             if not (isinstance(value, tuple) and value and isinstance(value[0], entity)):
                 value = tuple(_make(entity, item) for item in value)  # else: built already
         elif isinstance(value, list):
@@ -160,14 +162,35 @@ def _topic_states(
     return built
 
 
-def to_message(request: ControllerRequest, version: int, listener_name: str | None = None) -> Any:
-    """The protocol message of ``request`` at ``version`` (``request_class(api_key, version)``)."""
-    cls = request_class(api_key_of(request), version)
+def to_message(
+    request: ControllerRequest,
+    version: int,
+    listener_name: str | None = None,
+    *,
+    encoded: bool = False,
+) -> Any:
+    """The protocol message of ``request`` at ``version`` (``request_class(api_key, version)``).
+
+    With ``encoded``, a LeaderAndIsr's or UpdateMetadata's ``topic_states`` are their wire
+    bytes (``wire.shared_topic_states``: encoded once for every broker the same states go to),
+    which only the encoder reads; what is sent is the same, byte for byte."""
+    key = api_key_of(request)
+    cls = request_class(key, version)
+    topic_states = None
+    if encoded and not isinstance(request, StopReplicaRequestData):
+        topic_states = shared_topic_states(
+            key, version, request.partition_states, request.topic_ids, _uuid_bytes
+        )
     if isinstance(request, LeaderAndIsrRequestData):
-        return _leader_and_isr_message(request, version, cls, listener_name)
+        return _leader_and_isr_message(request, version, cls, listener_name, topic_states)
     if isinstance(request, UpdateMetadataRequestData):
-        return _update_metadata_message(request, version, cls)
+        return _update_metadata_message(request, version, cls, topic_states)
     return _stop_replica_message(request, version, cls)
+
+
+def _uuid_bytes(topic_id: str | None) -> bytes | None:
+    value = _uuid(topic_id)
+    return value.bytes if value is not None else None
 
 
 def _build(cls: type, **values: Any) -> Any:
@@ -175,7 +198,11 @@ def _build(cls: type, **values: Any) -> Any:
 
 
 def _leader_and_isr_message(
-    request: LeaderAndIsrRequestData, version: int, cls: type, listener_name: str | None
+    request: LeaderAndIsrRequestData,
+    version: int,
+    cls: type,
+    listener_name: str | None,
+    encoded: Encoded | None = None,
 ) -> Any:
     def topic_states() -> list[dict[str, Any]]:
         topics: dict[str, list] = {}
@@ -209,12 +236,14 @@ def _leader_and_isr_message(
         controller_epoch=request.controller_epoch,
         broker_epoch=request.broker_epoch,
         type=0,
-        topic_states=_topic_states(request, version, cls, topic_states),
+        topic_states=encoded or _topic_states(request, version, cls, topic_states),
         live_leaders=leaders,
     )
 
 
-def _update_metadata_message(request: UpdateMetadataRequestData, version: int, cls: type) -> Any:
+def _update_metadata_message(
+    request: UpdateMetadataRequestData, version: int, cls: type, encoded: Encoded | None = None
+) -> Any:
     def topic_states() -> list[dict[str, Any]]:
         topics: dict[str, list] = {}
         for s in request.partition_states:
@@ -240,7 +269,7 @@ def _update_metadata_message(request: UpdateMetadataRequestData, version: int, c
         controller_id=request.controller_id,
         controller_epoch=request.controller_epoch,
         broker_epoch=request.broker_epoch,
-        topic_states=_topic_states(request, version, cls, topic_states),
+        topic_states=encoded or _topic_states(request, version, cls, topic_states),
         live_brokers=[
             {
                 "id": b.id,
@@ -465,7 +494,9 @@ class ControllerChannelManager:
                 try:
                     response = await channel.transport.send(
                         api_key,
-                        functools.partial(to_message, request, listener_name=self.listener_name),
+                        functools.partial(
+                            to_message, request, listener_name=self.listener_name, encoded=True
+                        ),
                     )
                     break
                 except asyncio.CancelledError:

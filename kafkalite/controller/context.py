@@ -232,10 +232,22 @@ class ControllerContext:
     ) -> tuple[list[PartitionAndReplica], list[PartitionAndReplica]]:
         online: list[PartitionAndReplica] = []
         offline: list[PartitionAndReplica] = []
-        for tp in self.all_partitions():
-            for replica in self.partition_replica_assignment(tp):
-                pr = PartitionAndReplica(tp, replica)
-                (online if self.is_replica_online(replica, tp) else offline).append(pr)
+        # is_replica_online inlined: one pass over every replica at a failover
+        live = self.live_broker_epochs
+        shutting_down = self.shutting_down_broker_ids
+        offline_dirs = self.replicas_on_offline_dirs
+        assignments = self.partition_assignments
+        for topic in sorted(assignments):
+            partitions = assignments[topic]
+            for p in sorted(partitions):
+                tp = TopicPartition(topic, p)
+                for replica in partitions[p].replicas:
+                    is_online = (
+                        replica in live
+                        and replica not in shutting_down
+                        and (not offline_dirs or tp not in offline_dirs.get(replica, ()))
+                    )
+                    (online if is_online else offline).append(PartitionAndReplica(tp, replica))
         return online, offline
 
     def set_all_topics(self, topics: Iterable[str]) -> None:

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
-from itertools import groupby
 
 from kafkalite.zk.types import NO_LEADER, LeaderIsrAndControllerEpoch, ReplicaAssignment
 from kafkalite.zk.writes import UpdatePartitionState
@@ -103,8 +102,11 @@ class ReplicaStateMachine:
         """On election: replicas on live brokers are Online (each gets a LeaderAndIsr), the
         others Offline. Replicas on dead brokers start as Ineligible so a deletion in progress
         does not wait for them."""
-        self.initialize_replica_state()
+        # initialize_replica_state, from the same pass that tells online from offline
         online, offline = self.ctx.online_and_offline_replicas()
+        states = self.ctx.replica_states
+        states.update(dict.fromkeys(online, ONLINE_REPLICA))
+        states.update(dict.fromkeys(offline, REPLICA_DELETION_INELIGIBLE))
         result = self.handle_state_changes(online, ONLINE_REPLICA)
         result += self.handle_state_changes(offline, OFFLINE_REPLICA)
         return result
@@ -135,14 +137,28 @@ class ReplicaStateMachine:
         result = ControllerResult()
         if not replicas:
             return result
-        check_transitions(
-            replicas, self.replica_state, target_state, VALID_PREVIOUS_STATES, "replicas"
-        )
+        states = self.ctx.replica_states
+        valid = VALID_PREVIOUS_STATES[target_state]
+        if any(states.get(r, NON_EXISTENT_REPLICA) not in valid for r in replicas):
+            check_transitions(
+                replicas, self.replica_state, target_state, VALID_PREVIOUS_STATES, "replicas"
+            )
         self._batch.new_batch()
         try:
-            by_replica = sorted(replicas, key=lambda r: (r.replica, r.topic_partition))
-            for replica_id, group in groupby(by_replica, key=lambda r: r.replica):
-                self._do_handle_state_changes(replica_id, list(group), target_state, result)
+            # By replica id, then partition (a PartitionAndReplica sorts by its partition first,
+            # so within one replica id its own order is the partition's): grouped with a dict
+            # and sorted without a key function (10,000s of replicas per broker event).
+            by_replica: dict[int, list[PartitionAndReplica]] = {}
+            for r in replicas:
+                group = by_replica.get(r[1])
+                if group is None:
+                    by_replica[r[1]] = [r]
+                else:
+                    group.append(r)
+            for replica_id in sorted(by_replica):
+                group = by_replica[replica_id]
+                group.sort()
+                self._do_handle_state_changes(replica_id, group, target_state, result)
             result.requests.extend(self._batch.build_requests(self.ctx.epoch))
         finally:
             self._batch.clear()

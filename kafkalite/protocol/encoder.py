@@ -11,6 +11,9 @@ The encoding rules are kio's (``kio.serial._serialize``), which follow Kafka's g
   holding their default are not written);
 - other versions: int16-length strings, int32-length bytes and arrays (-1 = null);
 - nullable structs (KIP-893): an int8 marker (-1 null, 1 present) before the struct;
+- an array of structs whose value is an ``Encoded`` is written as its bytes, which are the
+  whole field as it would be encoded (array length included): a request sent to several
+  brokers encodes its large arrays once (the controller's UpdateMetadata and LeaderAndIsr);
 - ``records`` fields are written as bytes; with a ``Parts`` collector, a records buffer of at
   least ``Parts.threshold`` bytes, or any non-bytes object (a log slice), is kept by reference
   as a part of its own instead of being copied (zero-copy Fetch responses).
@@ -59,6 +62,20 @@ class Parts:
             self.items.append(bytes(out))
             del out[:]
         self.items.append(obj)
+
+
+class Encoded:
+    """The wire bytes of an array-of-structs field, length prefix included, standing in for
+    its tuple of structs (see the module docstring). The producer guarantees they are what the
+    message class's encoder would write for that tuple."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def __repr__(self) -> str:
+        return f"Encoded({len(self.data)} bytes)"
 
 
 def _compact_str(out: bytearray, value: str | None) -> None:
@@ -124,6 +141,7 @@ _NAMESPACE: dict[str, Any] = {
     "_compact_bytes": _compact_bytes,
     "_legacy_bytes": _legacy_bytes,
     "_ZERO_UUID": _ZERO_UUID,
+    "_Encoded": Encoded,
     "_i8": _b,
     "_i16": _H,
     "_i32": _I,
@@ -217,9 +235,13 @@ def _field_statements(
     if isinstance(kind, EntityTupleField):
         name = _encoder_name(kind.type_)
         return [
-            *_array_length(flexible, expr),
-            f"for {item} in (_n or ()):",
-            f"    {name}(out, parts, {item})",
+            f"_n = {expr}",
+            "if _n.__class__ is _Encoded:",
+            "    out += _n.data",
+            "else:",
+            *("    " + line for line in _array_length(flexible, "_n")),
+            f"    for {item} in (_n or ()):",
+            f"        {name}(out, parts, {item})",
         ]
     raise NotImplementedError(f"field {field.name}")
 

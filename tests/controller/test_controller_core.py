@@ -949,6 +949,26 @@ class ControllerModel(RuleBasedStateMachine):
                 for s in r.partition_states:
                     info = self.core.ctx.partition_leadership_info.get(s.topic_partition)
                     assert info is None or s.leader_epoch <= info.leader_and_isr.leader_epoch
+        # The last UpdateMetadata state of a partition a step sends a live broker is the
+        # leadership the step ends with (a batch that changes a partition twice, e.g. two of
+        # its replicas leaving the ISR at once, announces the second change).
+        ctx = self.core.ctx
+        last = {}
+        for r in result.requests:
+            if isinstance(r, UpdateMetadataRequestData):
+                for s in r.partition_states:
+                    last[r.broker_id, s.topic_partition] = s
+        for (b, t_p), s in last.items():
+            info = ctx.partition_leadership_info.get(t_p)
+            if (
+                b not in ctx.live_or_shutting_down_broker_ids  # dropped: no channel to it
+                or info is None
+                or ctx.is_topic_queued_up_for_deletion(t_p.topic)
+            ):
+                continue
+            lai = info.leader_and_isr
+            announced = (s.leader, s.leader_epoch, s.isr, s.zk_version)
+            assert announced == (lai.leader, lai.leader_epoch, lai.isr, lai.zk_version), (t_p, b)
 
     @rule(data=st.data())
     def create(self, data):
@@ -974,6 +994,25 @@ class ControllerModel(RuleBasedStateMachine):
         self.apply(result)
         # Kafka's onBrokerFailure (onReplicasBecomeOffline) takes every partition whose leader
         # is not live Offline, then elects; onBrokerStartup elects New and Offline ones only.
+        self.assert_elections_done(every_state=bool(changes.dead))
+        self.track_reassignment_leftovers()
+
+    @rule(pair=st.lists(st.sampled_from(BROKERS), min_size=2, max_size=2, unique=True))
+    def toggle_two_brokers(self, pair):
+        """Two brokers' registrations change in one broker change event (both die, both come
+        back, or one of each)."""
+        for b in pair:
+            if b in self.live:
+                self.live.discard(b)
+            else:
+                self.live.add(b)
+                self.epochs[b] += 10
+                self.pending_stop = [r for r in self.pending_stop if r.broker_id != b]
+        changes, result = self.core.process_broker_change(
+            registered(*sorted(self.live), epochs=self.epochs)
+        )
+        self.pending_stop = [r for r in self.pending_stop if r.broker_id in self.live]
+        self.apply(result)
         self.assert_elections_done(every_state=bool(changes.dead))
         self.track_reassignment_leftovers()
 
@@ -1336,3 +1375,29 @@ def test_elect_leaders_answers_per_partition():
         tp("t", 0): ErrorCode.INVALID_TOPIC_EXCEPTION,
         tp("nope", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
     }
+
+
+def test_two_replicas_leaving_one_isr_in_one_event_announce_the_second_change():
+    """Brokers 1 and 2 die together: the replica state machine removes replica 1 from the ISR,
+    then replica 2, in one batch; the UpdateMetadata carries the ISR after both (a partition's
+    state is computed again when its leadership changed since it was added)."""
+    core, store = new_cluster([1, 2, 3])
+    create_topic(core, store, "t", {0: [3, 1, 2], 1: [3, 2, 1]})
+    _, result = core.process_broker_change(registered(3, epochs={3: 103}))
+    store.apply(result)
+    for p in (0, 1):
+        t_p = TopicPartition("t", p)
+        lai = core.ctx.partition_leadership_info[t_p].leader_and_isr
+        assert (lai.leader, lai.isr) == (3, (3,))
+        [um] = [
+            s
+            for r in requests_of(result, UpdateMetadataRequestData, 3)
+            for s in r.partition_states
+            if s.topic_partition == t_p
+        ][-1:]
+        assert (um.leader, um.leader_epoch, um.isr, um.zk_version) == (
+            lai.leader,
+            lai.leader_epoch,
+            lai.isr,
+            lai.zk_version,
+        )

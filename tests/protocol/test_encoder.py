@@ -1,6 +1,7 @@
 """The compiled encoders against their oracle, kio's own writer, on every message kafkalite
 advertises (requests and responses, every version)."""
 
+import dataclasses
 import datetime
 import io
 
@@ -12,6 +13,7 @@ from kio.schema.join_group.v5.request import JoinGroupRequest
 from kio.serial import entity_writer
 from kio.static.primitive import Records
 
+from kafkalite.client.messages import build_message
 from kafkalite.protocol.api import ADVERTISED_VERSIONS, request_class, response_class
 from kafkalite.protocol.encoder import Parts, encode, encoder_for
 from kafkalite.protocol.errors import ErrorCode
@@ -130,3 +132,20 @@ def test_legacy_string_length_limit():
     )
     with pytest.raises(ValueError):
         encode(request)
+
+
+def test_an_encoded_array_of_structs_is_written_as_its_bytes():
+    from kafkalite.protocol.encoder import Encoded
+
+    for version in (4, 9):  # a legacy and a flexible version
+        cls = request_class(3, version)  # Metadata: topics is an array of structs
+        message = build_message(cls, topics=[{"name": "a"}, {"name": "bb"}])
+        whole = encode(message)
+        without = encode(dataclasses.replace(message, topics=()))
+        empty_array = b"\x01" if cls.__flexible__ else b"\x00\x00\x00\x00"
+        # the field's bytes: what the encoding gains over an empty array, plus that array
+        start = without.index(empty_array)
+        field = whole[start : start + len(whole) - len(without) + len(empty_array)]
+        replaced = dataclasses.replace(message, topics=Encoded(field))
+        assert encode(replaced) == whole
+        assert encode(dataclasses.replace(message, topics=Encoded(b"XYZ"))).count(b"XYZ") == 1

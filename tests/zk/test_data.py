@@ -202,3 +202,85 @@ def test_broker_registration_round_trips(host, ports, rack, timestamp):
 def test_partition_state_round_trips(leader, epochs, isr):
     state = LeaderIsrAndControllerEpoch(LeaderAndIsr(leader, epochs[0], isr), epochs[1])
     assert paths.decode_partition_state(paths.encode_partition_state(state)) == state
+
+
+def _json_partition_state(state: LeaderIsrAndControllerEpoch) -> bytes:
+    """The partition state as the ``json`` module writes it (the encoder before it was written
+    by hand): the oracle of the hand-written encoder."""
+    lai = state.leader_and_isr
+    obj: dict[str, object] = {
+        "controller_epoch": state.controller_epoch,
+        "leader": lai.leader,
+        "version": 1,
+        "leader_epoch": lai.leader_epoch,
+        "isr": list(lai.isr),
+    }
+    if lai.leader_recovery_state:
+        obj["leader_recovery_state"] = lai.leader_recovery_state
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _json_decoded(data: bytes, zk_version: int) -> LeaderIsrAndControllerEpoch:
+    obj = json.loads(data)
+    return LeaderIsrAndControllerEpoch(
+        LeaderAndIsr(
+            int(obj["leader"]),
+            int(obj["leader_epoch"]),
+            tuple(int(b) for b in obj["isr"]),
+            zk_version,
+            int(obj.get("leader_recovery_state", 0)),
+        ),
+        int(obj["controller_epoch"]),
+    )
+
+
+int32 = st.integers(-(2**31), 2**31 - 1)
+partition_states = st.builds(
+    lambda leader, epoch, isr, recovery, controller_epoch: LeaderIsrAndControllerEpoch(
+        LeaderAndIsr(leader, epoch, tuple(isr), 0, recovery), controller_epoch
+    ),
+    int32,
+    int32,
+    st.lists(int32, max_size=8),
+    st.sampled_from([0, 0, 1]),
+    int32,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(partition_states, st.integers(0, 2**31 - 1))
+def test_partition_state_encoder_writes_what_json_writes(state, zk_version):
+    data = paths.encode_partition_state(state)
+    assert data == _json_partition_state(state)
+    decoded = paths.decode_partition_state(data, zk_version)
+    assert decoded == _json_decoded(data, zk_version)
+    assert decoded.leader_and_isr.with_zk_version(0) == state.leader_and_isr
+
+
+@settings(max_examples=200, deadline=None)
+@given(partition_states, st.randoms(use_true_random=False), st.sampled_from(["", " ", "\n"]))
+def test_partition_state_in_any_json_layout_decodes_as_json_reads_it(state, random, space):
+    """Other writers' layouts (key order, spacing, extra keys) take the ``json`` path, with the
+    same result."""
+    obj = json.loads(_json_partition_state(state))
+    if random.random() < 0.5:
+        obj["extra"] = {"a": [1]}
+    items = list(obj.items())
+    random.shuffle(items)
+    data = json.dumps(dict(items), separators=("," + space, ":" + space)).encode()
+    assert paths.decode_partition_state(data, 3) == _json_decoded(data, 3)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"controller_epoch":1,"leader":1,"version":1,"leader_epoch":0,"isr":[1,,2]}',
+        b'{"controller_epoch":01,"leader":1,"version":1,"leader_epoch":0,"isr":[1]}',
+        b'{"controller_epoch":1,"leader":1,"version":1,"leader_epoch":0,"isr":[1]',
+        b'{"controller_epoch":1,"version":1,"leader_epoch":0,"isr":[1]}',
+        b"",
+    ],
+)
+def test_malformed_partition_states_are_refused(data):
+    with pytest.raises(ValueError):
+        paths.decode_partition_state(data)
