@@ -20,11 +20,18 @@ response is encoded (queueing in the socket buffers is not included). Histogram 
 `LATENCY_BUCKETS` seconds.
 
 Each broker has its own `CollectorRegistry` (several brokers may share a process in tests).
+
+A scrape does no per-partition work beyond reading a number and writing a line: a log keeps
+its size (`Log.size_bytes`: the closed segments' sum, kept until its segment list changes,
+plus the active segment), and the per-partition family (`PartitionGaugeFamily`) writes each
+sample from a line prefix made once per partition, in prometheus_client's text format. At
+10,000 partitions that is about a quarter of prometheus_client's per-sample formatting.
 """
 
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -33,8 +40,11 @@ from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
     HistogramMetricFamily,
+    Metric,
 )
 from prometheus_client.registry import Collector
+from prometheus_client.samples import Sample
+from prometheus_client.utils import floatToGoString
 
 from kafkalite.observability import (
     LAG_BUCKETS,
@@ -65,6 +75,8 @@ class BrokerCollector(Collector):
         self.server = server
         self.request_stats = request_stats
         self.topic_stats = topic_stats
+        self._log_size_prefixes: dict[tuple[str, int], tuple[dict[str, str], str | None]] = {}
+        """Per partition: its labels and the start of its sample line, made once."""
 
     def collect(self) -> Iterable[Any]:
         yield from self._request_metrics()
@@ -182,24 +194,30 @@ class BrokerCollector(Collector):
         )
 
     def _log_metrics(self) -> Iterable[Any]:
-        size = GaugeMetricFamily(
-            "kafkalite_log_size_bytes",
-            "Bytes on disk per partition log",
-            labels=["topic", "partition"],
-        )
         lm = self.server.log_manager
         total = 0
         offline_dirs = 0
+        rows: list[tuple[dict[str, str], str | None, float]] = []
         if lm is not None:
             offline_dirs = len(getattr(lm, "offline_dirs", ()))
-            for log_ in lm.all_logs():
+            prefixes = self._log_size_prefixes
+            logs = lm.all_logs()
+            if len(prefixes) > 2 * len(logs) + 100:
+                prefixes.clear()  # forget deleted partitions now and then
+            for log_ in logs:
                 try:
-                    value = log_.size_bytes
+                    value = log_.size_bytes  # a number the log keeps, not a walk of segments
                 except (OSError, ValueError):  # a log being deleted or in a failed dir
                     continue
+                key = (log_.topic, log_.partition)
+                made = prefixes.get(key)
+                if made is None:
+                    made = prefixes[key] = _log_size_line_prefix(*key)
                 total += value
-                size.add_metric([log_.topic, str(log_.partition)], value)
-        yield size
+                rows.append((made[0], made[1], value))
+        yield PartitionGaugeFamily(
+            "kafkalite_log_size_bytes", "Bytes on disk per partition log", rows
+        )
         yield GaugeMetricFamily(
             "kafkalite_log_size_bytes_total", "Bytes on disk, all logs", value=total
         )
@@ -388,24 +406,92 @@ def new_registry(
     return registry
 
 
+_PLAIN_LABEL_VALUE = re.compile(r"[A-Za-z0-9._-]*")
+"""Label values that need no escaping in the text format (every legal topic name)."""
+
+
+def _log_size_line_prefix(topic: str, partition: int) -> tuple[dict[str, str], str | None]:
+    """The labels of a partition's sample and, when its topic needs no escaping, the start of
+    its line as prometheus_client writes it (labels sorted by name); None otherwise (that
+    sample is then rendered by prometheus_client)."""
+    labels = {"topic": topic, "partition": str(partition)}
+    if _PLAIN_LABEL_VALUE.fullmatch(topic) is None:
+        return labels, None
+    return labels, f'kafkalite_log_size_bytes{{partition="{partition}",topic="{topic}"}} '
+
+
+class PartitionGaugeFamily(Metric):
+    """A gauge with one sample per partition, made cheaply: the collector hands rows of
+    (labels, line prefix, value), and ``render`` writes each sample as its prefix and value
+    instead of formatting its labels again on every scrape (at 10,000 partitions
+    prometheus_client's per-sample formatting was most of a scrape). The text is the same as
+    prometheus_client's; ``samples`` are made on demand for any other reader."""
+
+    def __init__(
+        self, name: str, documentation: str, rows: list[tuple[dict[str, str], str | None, float]]
+    ) -> None:
+        super().__init__(name, documentation, "gauge")
+        self._rows = rows  # after Metric's own (empty) samples
+
+    @property  # type: ignore[override]
+    def samples(self) -> list[Sample]:
+        return [Sample(self.name, labels, value, None, None) for labels, _, value in self._rows]
+
+    @samples.setter
+    def samples(self, value: list[Sample]) -> None:
+        # Metric.__init__ sets an empty list; a filtered copy sets the samples it keeps.
+        self._rows = [(s.labels, None, s.value) for s in value]
+
+    def text(self, visible: Callable[[Mapping[str, str]], bool] | None) -> bytes:
+        """The family in the Prometheus text format, only the samples ``visible`` accepts."""
+        lines = [f"# HELP {self.name} {self.documentation}\n# TYPE {self.name} gauge\n".encode()]
+        slow: list[Sample] = []
+        to_go = floatToGoString
+        for labels, prefix, value in self._rows:
+            if visible is not None and not visible(labels):
+                continue
+            if prefix is None:
+                slow.append(Sample(self.name, labels, value, None, None))
+            else:
+                lines.append(f"{prefix}{to_go(value)}\n".encode())
+        if len(lines) == 1 and not slow and self._rows:
+            return b""  # every sample hidden: no family, as for the other families
+        if slow:
+            family = Metric(self.name, self.documentation, "gauge")
+            family.samples = slow
+            text = generate_latest(_OneFamily(family))  # type: ignore[arg-type]
+            lines.append(text[text.index(b"\n", text.index(b"# TYPE")) + 1 :])
+        return b"".join(lines)
+
+
+class _OneFamily:
+    def __init__(self, family: Any) -> None:
+        self.family = family
+
+    def collect(self) -> Iterable[Any]:
+        yield self.family
+
+
 def render(
     registry: CollectorRegistry, visible: Callable[[Mapping[str, str]], bool] | None = None
 ) -> bytes:
     """The Prometheus text of `registry`; with `visible`, only the samples whose labels it
-    accepts (admin/access.py: the topics and groups the principal may see)."""
-    if visible is None:
-        return generate_latest(registry)
-
-    class Filtered:
-        def collect(self) -> Iterable[Any]:
-            for family in registry.collect():
-                kept = [s for s in family.samples if visible(s.labels)]
-                if kept or not family.samples:
-                    shown = copy.copy(family)
-                    shown.samples = kept
-                    yield shown
-
-    return generate_latest(Filtered())  # type: ignore[arg-type]
+    accepts (admin/access.py: the topics and groups the principal may see). The text of each
+    family is prometheus_client's (``generate_latest``), but for the per-partition families
+    (``PartitionGaugeFamily``), which write their own lines in the same format."""
+    parts: list[bytes] = []
+    for family in registry.collect():
+        if isinstance(family, PartitionGaugeFamily):
+            parts.append(family.text(visible))
+            continue
+        if visible is not None:
+            kept = [s for s in family.samples if visible(s.labels)]
+            if not kept and family.samples:
+                continue
+            family = copy.copy(family)
+            family.samples = kept
+        parts.append(generate_latest(_OneFamily(family)))  # type: ignore[arg-type]
+    return b"".join(parts)
 
 
 Clock = Callable[[], float]
