@@ -55,6 +55,7 @@ from kafkalite.observability import (
 )
 from kafkalite.observability.stats import BYTES_IN, BYTES_OUT, COUNT, FIRST_BUCKET, LATENCY_SUM
 from kafkalite.protocol.api import ApiKey
+from kafkalite.storage.loop_slices import LoopSlices
 
 
 def api_name(api_key: int) -> str:
@@ -444,16 +445,43 @@ class PartitionGaugeFamily(Metric):
 
     def text(self, visible: Callable[[Mapping[str, str]], bool] | None) -> bytes:
         """The family in the Prometheus text format, only the samples ``visible`` accepts."""
-        lines = [f"# HELP {self.name} {self.documentation}\n# TYPE {self.name} gauge\n".encode()]
+        lines = [self._head()]
         slow: list[Sample] = []
+        self._write(self._rows, visible, lines, slow)
+        return self._finish(lines, slow)
+
+    async def text_async(self, visible: Callable[[Mapping[str, str]], bool] | None) -> bytes:
+        """``text`` written in slices that yield to the event loop (``LoopSlices``)."""
+        lines = [self._head()]
+        slow: list[Sample] = []
+        slices = LoopSlices()
+        rows = self._rows
+        for start in range(0, len(rows), _ROWS_PER_CHECK):
+            self._write(rows[start : start + _ROWS_PER_CHECK], visible, lines, slow)
+            if slices.due():
+                await slices.pause()
+        return self._finish(lines, slow)
+
+    def _head(self) -> bytes:
+        return f"# HELP {self.name} {self.documentation}\n# TYPE {self.name} gauge\n".encode()
+
+    def _write(
+        self,
+        rows: list[tuple[dict[str, str], str | None, float]],
+        visible: Callable[[Mapping[str, str]], bool] | None,
+        lines: list[bytes],
+        slow: list[Sample],
+    ) -> None:
         to_go = floatToGoString
-        for labels, prefix, value in self._rows:
+        for labels, prefix, value in rows:
             if visible is not None and not visible(labels):
                 continue
             if prefix is None:
                 slow.append(Sample(self.name, labels, value, None, None))
             else:
                 lines.append(f"{prefix}{to_go(value)}\n".encode())
+
+    def _finish(self, lines: list[bytes], slow: list[Sample]) -> bytes:
         if len(lines) == 1 and not slow and self._rows:
             return b""  # every sample hidden: no family, as for the other families
         if slow:
@@ -462,6 +490,10 @@ class PartitionGaugeFamily(Metric):
             text = generate_latest(_OneFamily(family))  # type: ignore[arg-type]
             lines.append(text[text.index(b"\n", text.index(b"# TYPE")) + 1 :])
         return b"".join(lines)
+
+
+_ROWS_PER_CHECK = 250
+"""Samples written between two looks at the slice's clock (about half a millisecond)."""
 
 
 class _OneFamily:
@@ -484,14 +516,33 @@ def render(
         if isinstance(family, PartitionGaugeFamily):
             parts.append(family.text(visible))
             continue
-        if visible is not None:
-            kept = [s for s in family.samples if visible(s.labels)]
-            if not kept and family.samples:
-                continue
-            family = copy.copy(family)
-            family.samples = kept
-        parts.append(generate_latest(_OneFamily(family)))  # type: ignore[arg-type]
+        parts.append(_family_text(family, visible))
     return b"".join(parts)
+
+
+async def render_async(
+    registry: CollectorRegistry, visible: Callable[[Mapping[str, str]], bool] | None = None
+) -> bytes:
+    """``render`` for the event loop: the same text, with the per-partition families written
+    in slices that yield to the loop (the collection itself reads numbers the broker keeps,
+    in one go)."""
+    parts: list[bytes] = []
+    for family in registry.collect():
+        if isinstance(family, PartitionGaugeFamily):
+            parts.append(await family.text_async(visible))
+            continue
+        parts.append(_family_text(family, visible))
+    return b"".join(parts)
+
+
+def _family_text(family: Any, visible: Callable[[Mapping[str, str]], bool] | None) -> bytes:
+    if visible is not None:
+        kept = [s for s in family.samples if visible(s.labels)]
+        if not kept and family.samples:
+            return b""
+        family = copy.copy(family)
+        family.samples = kept
+    return generate_latest(_OneFamily(family))  # type: ignore[arg-type]
 
 
 Clock = Callable[[], float]

@@ -8,6 +8,7 @@ The admin API's collector and renderer on a real LogManager (no broker process).
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import os
 
@@ -15,10 +16,12 @@ from prometheus_client import generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.parser import text_string_to_metric_families
 
-from kafkalite.admin.metrics import new_registry, render
+import kafkalite.admin.metrics as metrics_module
+from kafkalite.admin.metrics import new_registry, render, render_async
 from kafkalite.observability import RequestStats, TopicStats
 from kafkalite.storage.config import LogConfig
 from kafkalite.storage.log_manager import LogManager
+from kafkalite.storage.loop_slices import LoopSlices
 from tests.storage.conftest import make_batch
 
 CONFIG = LogConfig(segment_bytes=1024, index_interval_bytes=200)
@@ -147,5 +150,39 @@ def test_the_family_text_is_prometheus_clients_and_filtered_per_topic(tmp_path):
         assert registry.get_sample_value(
             "kafkalite_log_size_bytes", {"topic": "seen", "partition": "1"}
         ) == float(lm.get_log("seen", 1).size_bytes)
+    finally:
+        lm.shutdown()
+
+
+async def test_the_route_writes_the_same_text_in_slices(tmp_path, monkeypatch):
+    """What the /metrics route awaits: the same text as ``render``, the per-partition lines
+    written in slices (a zero budget here: a yield after every look at the clock)."""
+    monkeypatch.setattr(metrics_module, "LoopSlices", lambda: LoopSlices(1, 0.0))
+    lm = LogManager([str(tmp_path)], CONFIG)
+    lm.startup()
+    try:
+        for p in range(1200):
+            lm.get_or_create_log("many", p, CONFIG, True)
+        registry = new_registry(Server(lm), RequestStats(), TopicStats())
+        turns = 0
+
+        async def ticker() -> None:
+            nonlocal turns
+            while True:
+                turns += 1
+                await asyncio.sleep(0)
+
+        task = asyncio.ensure_future(ticker())
+        try:
+            text = await render_async(registry, lambda labels: labels.get("partition") != "7")
+        finally:
+            task.cancel()
+        assert turns >= 4  # 1,200 lines, a look at the clock every 250
+        expected = render(registry, lambda labels: labels.get("partition") != "7")
+        strip = lambda t: [line for line in t.decode().splitlines() if "process_" not in line]  # noqa: E731
+        assert strip(text) == strip(expected)
+        assert (
+            'partition="7"' not in text.decode() and 'partition="8",topic="many"' in text.decode()
+        )
     finally:
         lm.shutdown()
