@@ -196,31 +196,24 @@ class BrokerCollector(Collector):
 
     def _log_metrics(self) -> Iterable[Any]:
         lm = self.server.log_manager
-        total = 0
         offline_dirs = 0
-        rows: list[tuple[dict[str, str], str | None, float]] = []
+        logs: list[Any] = []
         if lm is not None:
             offline_dirs = len(getattr(lm, "offline_dirs", ()))
-            prefixes = self._log_size_prefixes
             logs = lm.all_logs()
-            if len(prefixes) > 2 * len(logs) + 100:
-                prefixes.clear()  # forget deleted partitions now and then
-            for log_ in logs:
-                try:
-                    value = log_.size_bytes  # a number the log keeps, not a walk of segments
-                except (OSError, ValueError):  # a log being deleted or in a failed dir
-                    continue
-                key = (log_.topic, log_.partition)
-                made = prefixes.get(key)
-                if made is None:
-                    made = prefixes[key] = _log_size_line_prefix(*key)
-                total += value
-                rows.append((made[0], made[1], value))
-        yield PartitionGaugeFamily(
-            "kafkalite_log_size_bytes", "Bytes on disk per partition log", rows
+            if len(self._log_size_prefixes) > 2 * len(logs) + 100:
+                self._log_size_prefixes.clear()  # forget deleted partitions now and then
+        # The rows are made when the family is written (in slices by render_async, which
+        # asks for the next family only after this one's text), so the total after them.
+        family = PartitionGaugeFamily(
+            "kafkalite_log_size_bytes",
+            "Bytes on disk per partition log",
+            pending=logs,
+            row_of=lambda log_: self._log_size_row(lm, log_),
         )
+        yield family
         yield GaugeMetricFamily(
-            "kafkalite_log_size_bytes_total", "Bytes on disk, all logs", value=total
+            "kafkalite_log_size_bytes_total", "Bytes on disk, all logs", value=family.total()
         )
         yield GaugeMetricFamily(
             "kafkalite_offline_log_dirs",
@@ -228,6 +221,21 @@ class BrokerCollector(Collector):
             value=offline_dirs,
         )
         yield from log_dir_metrics(lm)
+
+    def _log_size_row(self, lm: Any, log_: Any) -> tuple[dict[str, str], str | None, float] | None:
+        """A log's sample: its labels, its line prefix (made once) and its size, a number the
+        log keeps; None for a log removed since the scrape began or failing."""
+        key = (log_.topic, log_.partition)
+        if lm.get_log(*key) is not log_:
+            return None
+        try:
+            value = log_.size_bytes
+        except (OSError, ValueError):  # a log being deleted or in a failed dir
+            return None
+        made = self._log_size_prefixes.get(key)
+        if made is None:
+            made = self._log_size_prefixes[key] = _log_size_line_prefix(*key)
+        return made[0], made[1], value
 
     def _group_metrics(self) -> Iterable[Any]:
         groups = GaugeMetricFamily(
@@ -422,42 +430,77 @@ def _log_size_line_prefix(topic: str, partition: int) -> tuple[dict[str, str], s
 
 
 class PartitionGaugeFamily(Metric):
-    """A gauge with one sample per partition, made cheaply: the collector hands rows of
-    (labels, line prefix, value), and ``render`` writes each sample as its prefix and value
-    instead of formatting its labels again on every scrape (at 10,000 partitions
-    prometheus_client's per-sample formatting was most of a scrape). The text is the same as
-    prometheus_client's; ``samples`` are made on demand for any other reader."""
+    """A gauge with one sample per partition, made cheaply: rows of (labels, line prefix,
+    value), given or made from ``pending`` items by ``row_of`` (None skips an item) when first
+    needed, and ``render`` writes each sample as its prefix and value instead of formatting
+    its labels again on every scrape (at 10,000 partitions prometheus_client's per-sample
+    formatting was most of a scrape); ``render_async`` makes and writes them in slices. The
+    text is the same as prometheus_client's; ``samples`` are made on demand for any other
+    reader."""
 
     def __init__(
-        self, name: str, documentation: str, rows: list[tuple[dict[str, str], str | None, float]]
+        self,
+        name: str,
+        documentation: str,
+        rows: list[tuple[dict[str, str], str | None, float]] | None = None,
+        *,
+        pending: list[Any] | None = None,
+        row_of: Callable[[Any], tuple[dict[str, str], str | None, float] | None] | None = None,
     ) -> None:
         super().__init__(name, documentation, "gauge")
-        self._rows = rows  # after Metric's own (empty) samples
+        self._rows = list(rows or ())  # after Metric's own (empty) samples
+        self._pending = list(pending or ())
+        self._row_of = row_of
+
+    def _take(self, items: list[Any]) -> list[tuple[dict[str, str], str | None, float]]:
+        row_of = self._row_of
+        assert row_of is not None
+        made = [row for row in map(row_of, items) if row is not None]
+        self._rows += made
+        return made
+
+    @property
+    def rows(self) -> list[tuple[dict[str, str], str | None, float]]:
+        if self._pending:
+            pending, self._pending = self._pending, []
+            self._take(pending)
+        return self._rows
+
+    def total(self) -> float:
+        """The sum of the values (the rows made now if nothing wrote them yet)."""
+        return sum(value for _, _, value in self.rows)
 
     @property  # type: ignore[override]
     def samples(self) -> list[Sample]:
-        return [Sample(self.name, labels, value, None, None) for labels, _, value in self._rows]
+        return [Sample(self.name, labels, value, None, None) for labels, _, value in self.rows]
 
     @samples.setter
     def samples(self, value: list[Sample]) -> None:
         # Metric.__init__ sets an empty list; a filtered copy sets the samples it keeps.
+        self._pending = []
         self._rows = [(s.labels, None, s.value) for s in value]
 
     def text(self, visible: Callable[[Mapping[str, str]], bool] | None) -> bytes:
         """The family in the Prometheus text format, only the samples ``visible`` accepts."""
         lines = [self._head()]
         slow: list[Sample] = []
-        self._write(self._rows, visible, lines, slow)
+        self._write(self.rows, visible, lines, slow)
         return self._finish(lines, slow)
 
     async def text_async(self, visible: Callable[[Mapping[str, str]], bool] | None) -> bytes:
-        """``text`` written in slices that yield to the event loop (``LoopSlices``)."""
+        """``text``, the rows made and written in slices that yield to the event loop."""
         lines = [self._head()]
         slow: list[Sample] = []
         slices = LoopSlices()
-        rows = self._rows
+        rows = list(self._rows)  # given ones
+        pending, self._pending = self._pending, []
         for start in range(0, len(rows), _ROWS_PER_CHECK):
             self._write(rows[start : start + _ROWS_PER_CHECK], visible, lines, slow)
+            if slices.due():
+                await slices.pause()
+        for start in range(0, len(pending), _ROWS_PER_CHECK):
+            made = self._take(pending[start : start + _ROWS_PER_CHECK])
+            self._write(made, visible, lines, slow)
             if slices.due():
                 await slices.pause()
         return self._finish(lines, slow)
