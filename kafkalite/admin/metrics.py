@@ -24,8 +24,9 @@ Each broker has its own `CollectorRegistry` (several brokers may share a process
 A scrape does no per-partition work beyond reading a number and writing a line: a log keeps
 its size (`Log.size_bytes`: the closed segments' sum, kept until its segment list changes,
 plus the active segment), and the per-partition family (`PartitionGaugeFamily`) writes each
-sample from a line prefix made once per partition, in prometheus_client's text format. At
-10,000 partitions that is about a quarter of prometheus_client's per-sample formatting.
+sample from a line prefix made once per partition, in prometheus_client's text format. The
+route awaits `render_async`, which makes and writes those rows in slices that yield to the
+event loop (`LoopSlices`); the rest of a scrape is read in one go.
 """
 
 from __future__ import annotations
