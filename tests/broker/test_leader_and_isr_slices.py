@@ -238,7 +238,7 @@ async def test_other_requests_are_answered_between_the_slices_and_the_answer_is_
     assert sum(1 for _, count, _ in during if count == total) >= 10
     # the slices are bounded: with a zero time budget a few partitions at most between answers
     counts = [count for _, count, _ in during]
-    assert max(b - a for a, b in zip(counts, counts[1:])) <= 5
+    assert max(b - a for a, b in zip(counts, counts[1:], strict=False)) <= 5
     assert {what for what, _, _ in during} == {"api_versions", "produce"}
     assert rm.partitions[TopicPartition("bulk", 11)].is_leader
     assert not rm.partitions[TopicPartition("bulk", 12)].is_leader
