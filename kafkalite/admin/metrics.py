@@ -20,11 +20,19 @@ response is encoded (queueing in the socket buffers is not included). Histogram 
 `LATENCY_BUCKETS` seconds.
 
 Each broker has its own `CollectorRegistry` (several brokers may share a process in tests).
+
+A scrape does no per-partition work beyond reading a number and writing a line: a log keeps
+its size (`Log.size_bytes`: the closed segments' sum, kept until its segment list changes,
+plus the active segment), and the per-partition family (`PartitionGaugeFamily`) writes each
+sample from a line prefix made once per partition, in prometheus_client's text format. The
+route awaits `render_async`, which makes and writes those rows in slices that yield to the
+event loop (`LoopSlices`); the rest of a scrape is read in one go.
 """
 
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -33,8 +41,11 @@ from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
     HistogramMetricFamily,
+    Metric,
 )
 from prometheus_client.registry import Collector
+from prometheus_client.samples import Sample
+from prometheus_client.utils import floatToGoString
 
 from kafkalite.observability import (
     LAG_BUCKETS,
@@ -45,6 +56,7 @@ from kafkalite.observability import (
 )
 from kafkalite.observability.stats import BYTES_IN, BYTES_OUT, COUNT, FIRST_BUCKET, LATENCY_SUM
 from kafkalite.protocol.api import ApiKey
+from kafkalite.storage.loop_slices import LoopSlices
 
 
 def api_name(api_key: int) -> str:
@@ -65,6 +77,8 @@ class BrokerCollector(Collector):
         self.server = server
         self.request_stats = request_stats
         self.topic_stats = topic_stats
+        self._log_size_prefixes: dict[tuple[str, int], tuple[dict[str, str], str | None]] = {}
+        """Per partition: its labels and the start of its sample line, made once."""
 
     def collect(self) -> Iterable[Any]:
         yield from self._request_metrics()
@@ -182,26 +196,25 @@ class BrokerCollector(Collector):
         )
 
     def _log_metrics(self) -> Iterable[Any]:
-        size = GaugeMetricFamily(
-            "kafkalite_log_size_bytes",
-            "Bytes on disk per partition log",
-            labels=["topic", "partition"],
-        )
         lm = self.server.log_manager
-        total = 0
         offline_dirs = 0
+        logs: list[Any] = []
         if lm is not None:
             offline_dirs = len(getattr(lm, "offline_dirs", ()))
-            for log_ in lm.all_logs():
-                try:
-                    value = log_.size_bytes
-                except (OSError, ValueError):  # a log being deleted or in a failed dir
-                    continue
-                total += value
-                size.add_metric([log_.topic, str(log_.partition)], value)
-        yield size
+            logs = lm.all_logs()
+            if len(self._log_size_prefixes) > 2 * len(logs) + 100:
+                self._log_size_prefixes.clear()  # forget deleted partitions now and then
+        # The rows are made when the family is written (in slices by render_async, which
+        # asks for the next family only after this one's text), so the total after them.
+        family = PartitionGaugeFamily(
+            "kafkalite_log_size_bytes",
+            "Bytes on disk per partition log",
+            pending=logs,
+            row_of=lambda log_: self._log_size_row(lm, log_),
+        )
+        yield family
         yield GaugeMetricFamily(
-            "kafkalite_log_size_bytes_total", "Bytes on disk, all logs", value=total
+            "kafkalite_log_size_bytes_total", "Bytes on disk, all logs", value=family.total()
         )
         yield GaugeMetricFamily(
             "kafkalite_offline_log_dirs",
@@ -209,6 +222,21 @@ class BrokerCollector(Collector):
             value=offline_dirs,
         )
         yield from log_dir_metrics(lm)
+
+    def _log_size_row(self, lm: Any, log_: Any) -> tuple[dict[str, str], str | None, float] | None:
+        """A log's sample: its labels, its line prefix (made once) and its size, a number the
+        log keeps; None for a log removed since the scrape began or failing."""
+        key = (log_.topic, log_.partition)
+        if lm.get_log(*key) is not log_:
+            return None
+        try:
+            value = log_.size_bytes
+        except (OSError, ValueError):  # a log being deleted or in a failed dir
+            return None
+        made = self._log_size_prefixes.get(key)
+        if made is None:
+            made = self._log_size_prefixes[key] = _log_size_line_prefix(*key)
+        return made[0], made[1], value
 
     def _group_metrics(self) -> Iterable[Any]:
         groups = GaugeMetricFamily(
@@ -388,24 +416,177 @@ def new_registry(
     return registry
 
 
+_PLAIN_LABEL_VALUE = re.compile(r"[A-Za-z0-9._-]*")
+"""Label values that need no escaping in the text format (every legal topic name)."""
+
+
+def _log_size_line_prefix(topic: str, partition: int) -> tuple[dict[str, str], str | None]:
+    """The labels of a partition's sample and, when its topic needs no escaping, the start of
+    its line as prometheus_client writes it (labels sorted by name); None otherwise (that
+    sample is then rendered by prometheus_client)."""
+    labels = {"topic": topic, "partition": str(partition)}
+    if _PLAIN_LABEL_VALUE.fullmatch(topic) is None:
+        return labels, None
+    return labels, f'kafkalite_log_size_bytes{{partition="{partition}",topic="{topic}"}} '
+
+
+class PartitionGaugeFamily(Metric):
+    """A gauge with one sample per partition, made cheaply: rows of (labels, line prefix,
+    value), given or made from ``pending`` items by ``row_of`` (None skips an item) when first
+    needed, and ``render`` writes each sample as its prefix and value instead of formatting
+    its labels again on every scrape (at 10,000 partitions prometheus_client's per-sample
+    formatting was most of a scrape); ``render_async`` makes and writes them in slices. The
+    text is the same as prometheus_client's; ``samples`` are made on demand for any other
+    reader."""
+
+    def __init__(
+        self,
+        name: str,
+        documentation: str,
+        rows: list[tuple[dict[str, str], str | None, float]] | None = None,
+        *,
+        pending: list[Any] | None = None,
+        row_of: Callable[[Any], tuple[dict[str, str], str | None, float] | None] | None = None,
+    ) -> None:
+        super().__init__(name, documentation, "gauge")
+        self._rows = list(rows or ())  # after Metric's own (empty) samples
+        self._pending = list(pending or ())
+        self._row_of = row_of
+
+    def _take(self, items: list[Any]) -> list[tuple[dict[str, str], str | None, float]]:
+        row_of = self._row_of
+        assert row_of is not None
+        made = [row for row in map(row_of, items) if row is not None]
+        self._rows += made
+        return made
+
+    @property
+    def rows(self) -> list[tuple[dict[str, str], str | None, float]]:
+        if self._pending:
+            pending, self._pending = self._pending, []
+            self._take(pending)
+        return self._rows
+
+    def total(self) -> float:
+        """The sum of the values (the rows made now if nothing wrote them yet)."""
+        return sum(value for _, _, value in self.rows)
+
+    @property  # type: ignore[override]
+    def samples(self) -> list[Sample]:
+        return [Sample(self.name, labels, value, None, None) for labels, _, value in self.rows]
+
+    @samples.setter
+    def samples(self, value: list[Sample]) -> None:
+        # Metric.__init__ sets an empty list; a filtered copy sets the samples it keeps.
+        self._pending = []
+        self._rows = [(s.labels, None, s.value) for s in value]
+
+    def text(self, visible: Callable[[Mapping[str, str]], bool] | None) -> bytes:
+        """The family in the Prometheus text format, only the samples ``visible`` accepts."""
+        lines = [self._head()]
+        slow: list[Sample] = []
+        self._write(self.rows, visible, lines, slow)
+        return self._finish(lines, slow)
+
+    async def text_async(self, visible: Callable[[Mapping[str, str]], bool] | None) -> bytes:
+        """``text``, the rows made and written in slices that yield to the event loop."""
+        lines = [self._head()]
+        slow: list[Sample] = []
+        slices = LoopSlices()
+        rows = list(self._rows)  # given ones
+        pending, self._pending = self._pending, []
+        for start in range(0, len(rows), _ROWS_PER_CHECK):
+            self._write(rows[start : start + _ROWS_PER_CHECK], visible, lines, slow)
+            if slices.due():
+                await slices.pause()
+        for start in range(0, len(pending), _ROWS_PER_CHECK):
+            made = self._take(pending[start : start + _ROWS_PER_CHECK])
+            self._write(made, visible, lines, slow)
+            if slices.due():
+                await slices.pause()
+        return self._finish(lines, slow)
+
+    def _head(self) -> bytes:
+        return f"# HELP {self.name} {self.documentation}\n# TYPE {self.name} gauge\n".encode()
+
+    def _write(
+        self,
+        rows: list[tuple[dict[str, str], str | None, float]],
+        visible: Callable[[Mapping[str, str]], bool] | None,
+        lines: list[bytes],
+        slow: list[Sample],
+    ) -> None:
+        to_go = floatToGoString
+        for labels, prefix, value in rows:
+            if visible is not None and not visible(labels):
+                continue
+            if prefix is None:
+                slow.append(Sample(self.name, labels, value, None, None))
+            else:
+                lines.append(f"{prefix}{to_go(value)}\n".encode())
+
+    def _finish(self, lines: list[bytes], slow: list[Sample]) -> bytes:
+        if len(lines) == 1 and not slow and self._rows:
+            return b""  # every sample hidden: no family, as for the other families
+        if slow:
+            family = Metric(self.name, self.documentation, "gauge")
+            family.samples = slow
+            text = generate_latest(_OneFamily(family))  # type: ignore[arg-type]
+            lines.append(text[text.index(b"\n", text.index(b"# TYPE")) + 1 :])
+        return b"".join(lines)
+
+
+_ROWS_PER_CHECK = 250
+"""Samples written between two looks at the slice's clock (about half a millisecond)."""
+
+
+class _OneFamily:
+    def __init__(self, family: Any) -> None:
+        self.family = family
+
+    def collect(self) -> Iterable[Any]:
+        yield self.family
+
+
 def render(
     registry: CollectorRegistry, visible: Callable[[Mapping[str, str]], bool] | None = None
 ) -> bytes:
     """The Prometheus text of `registry`; with `visible`, only the samples whose labels it
-    accepts (admin/access.py: the topics and groups the principal may see)."""
-    if visible is None:
-        return generate_latest(registry)
+    accepts (admin/access.py: the topics and groups the principal may see). The text of each
+    family is prometheus_client's (``generate_latest``), but for the per-partition families
+    (``PartitionGaugeFamily``), which write their own lines in the same format."""
+    parts: list[bytes] = []
+    for family in registry.collect():
+        if isinstance(family, PartitionGaugeFamily):
+            parts.append(family.text(visible))
+            continue
+        parts.append(_family_text(family, visible))
+    return b"".join(parts)
 
-    class Filtered:
-        def collect(self) -> Iterable[Any]:
-            for family in registry.collect():
-                kept = [s for s in family.samples if visible(s.labels)]
-                if kept or not family.samples:
-                    shown = copy.copy(family)
-                    shown.samples = kept
-                    yield shown
 
-    return generate_latest(Filtered())  # type: ignore[arg-type]
+async def render_async(
+    registry: CollectorRegistry, visible: Callable[[Mapping[str, str]], bool] | None = None
+) -> bytes:
+    """``render`` for the event loop: the same text, with the per-partition families written
+    in slices that yield to the loop (the collection itself reads numbers the broker keeps,
+    in one go)."""
+    parts: list[bytes] = []
+    for family in registry.collect():
+        if isinstance(family, PartitionGaugeFamily):
+            parts.append(await family.text_async(visible))
+            continue
+        parts.append(_family_text(family, visible))
+    return b"".join(parts)
+
+
+def _family_text(family: Any, visible: Callable[[Mapping[str, str]], bool] | None) -> bytes:
+    if visible is not None:
+        kept = [s for s in family.samples if visible(s.labels)]
+        if not kept and family.samples:
+            return b""
+        family = copy.copy(family)
+        family.samples = kept
+    return generate_latest(_OneFamily(family))  # type: ignore[arg-type]
 
 
 Clock = Callable[[], float]

@@ -2,7 +2,8 @@
 
 v2 lists partitions per topic with one delete flag for the whole request; v3+ carry a leader
 epoch and a delete flag per partition. Applied by the ReplicaManager (`stop_replicas_async`:
-in slices that yield to the event loop, deleted logs removed in a worker thread).
+in slices that yield to the event loop, deleted logs removed in a worker thread; the answer's
+entities are made in slices too).
 """
 
 from __future__ import annotations
@@ -10,11 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 from kafkalite.apis.base import RequestContext, handles
+from kafkalite.apis.leader_and_isr import element_class
+from kafkalite.broker.replica_manager import LEADER_AND_ISR_SLICE, LEADER_AND_ISR_SLICE_SECONDS
 from kafkalite.broker.types import StopReplicaPartitionState, StopReplicaResult
 from kafkalite.group.config import GROUP_METADATA_TOPIC_NAME
 from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.types import TopicPartition
+from kafkalite.storage.loop_slices import LoopSlices
 from kafkalite.txn.config import TRANSACTION_STATE_TOPIC_NAME
 
 
@@ -62,17 +66,23 @@ async def handle_stop_replica(ctx: RequestContext, request: Any) -> Any:
                 ctx.services.txn_coordinator.on_resignation(
                     s.partition, s.leader_epoch if s.leader_epoch >= 0 else None
                 )
-    return ctx.response(
-        error_code=result.error_code,
-        partition_errors=[
-            {
-                "topic_name": s.topic,
-                "partition_index": s.partition,
-                "error_code": result.partition_errors.get(TopicPartition(s.topic, s.partition), 0),
-            }
-            for s in states
-        ],
-    )
+    # The answer's entities made directly and in slices (a StopReplica of a deleted topic
+    # names every partition of it).
+    error_class = element_class(ctx.response_class, "partition_errors")
+    errors, none = result.partition_errors, ErrorCode.NONE
+    slices = LoopSlices(LEADER_AND_ISR_SLICE, LEADER_AND_ISR_SLICE_SECONDS)
+    answered = []
+    for s in states:
+        answered.append(
+            error_class(
+                topic_name=s.topic,
+                partition_index=s.partition,
+                error_code=errors.get(TopicPartition(s.topic, s.partition), none),
+            )
+        )
+        if slices.due():
+            await slices.pause()
+    return ctx.response(error_code=result.error_code, partition_errors=answered)
 
 
 def _notify_group_coordinator(coordinator: Any, states: list, errors: dict) -> None:

@@ -88,6 +88,7 @@ from kafkalite.protocol.errors import (
     UnknownTopicOrPartitionError,
 )
 from kafkalite.protocol.types import TopicPartition
+from kafkalite.storage.loop_slices import SLICE_SECONDS, LoopSlices
 from kafkalite.zk.types import LeaderAndIsr, LeaderIsrAndControllerEpoch
 from kafkalite.zk.writes import ISR_BATCH_MAX_PARTITIONS
 
@@ -188,7 +189,13 @@ more are created in a worker thread."""
 
 LEADER_AND_ISR_SLICE = 500
 """Partitions handled between two yields to the event loop by the bulk LeaderAndIsr and
-StopReplica paths (about 10-20 ms of work per slice here)."""
+StopReplica paths at most (about 40 ms of work for 500 new partitions here)..."""
+
+LEADER_AND_ISR_SLICE_SECONDS = SLICE_SECONDS
+"""... and at most this much wall time between two yields (5 ms, 60 new partitions here)."""
+
+STOP_REPLICA_CHUNK = 100
+"""Partitions a StopReplica stops between two yields at most."""
 
 
 def _error_result_code_or_storage(exc: BaseException) -> ErrorCode:
@@ -1064,101 +1071,112 @@ class ReplicaManager:
         only states with a newer leader epoch change anything (else STALE_CONTROLLER_EPOCH),
         a broker missing from the replicas answers UNKNOWN_TOPIC_OR_PARTITION.
 
-        For requests of any size without holding the event loop: partitions are classified and
-        made leader or follower ``slice_size`` at a time with a yield between slices, and many
-        missing logs are created by the LogManager in a worker thread. One request at a time
-        (Kafka's replicaStateChangeLock): a LeaderAndIsr or StopReplica arriving meanwhile
-        waits for this one."""
-        states = list(partition_states)
+        For requests of any size without holding the event loop: every pass over the
+        partitions (reading ``partition_states``, which may be a generator building them,
+        classifying, stopping and starting fetchers, making leader or follower) works in
+        slices of at most ``slice_size`` partitions and ``LEADER_AND_ISR_SLICE_SECONDS`` with a
+        yield between them, and many missing logs are created by the LogManager in a worker
+        thread. One request at a time (Kafka's replicaStateChangeLock): a LeaderAndIsr or
+        StopReplica arriving meanwhile waits for this one, in the order they called (the lock
+        is asked for before anything yields, and asyncio's lock is first come, first served).
+        Between slices other requests are served; a partition not made leader or follower yet
+        answers as it did before the request (its old role, or NOT_LEADER/UNKNOWN for a new
+        one)."""
         async with self._state_change_lock:
-            stale = self._stale_controller_epoch(controller_epoch, states)
-            if stale is not None:
-                return stale
+            slices = LoopSlices(slice_size, LEADER_AND_ISR_SLICE_SECONDS)
+            if controller_epoch < self.controller_epoch:
+                stale_errors: dict[TopicPartition, ErrorCode] = {}
+                for state in partition_states:
+                    stale_errors[TopicPartition(state.topic, state.partition)] = (
+                        ErrorCode.STALE_CONTROLLER_EPOCH
+                    )
+                    if slices.due():
+                        await slices.pause()
+                return LeaderAndIsrResult(ErrorCode.STALE_CONTROLLER_EPOCH, stale_errors)
+            self.controller_epoch = controller_epoch
             errors: dict[TopicPartition, ErrorCode] = {}
             to_lead: list[tuple[Partition, LeaderAndIsrPartitionState]] = []
             to_follow: list[tuple[Partition, LeaderAndIsrPartitionState]] = []
-            for start in range(0, len(states), slice_size):
-                lead, follow = self._partitions_to_change(
-                    states[start : start + slice_size], errors
-                )
-                to_lead += lead
-                to_follow += follow
-                await asyncio.sleep(0)
+            for state in partition_states:
+                self._classify_state(state, errors, to_lead, to_follow)
+                if slices.due():
+                    await slices.pause()
             changes = to_lead + to_follow
-            missing = [
-                (state.topic, state.partition, self._log_config(state.topic), state.is_new)
-                for _, state in changes
-                if self.log_manager.get_log(state.topic, state.partition) is None
-            ]
+            missing = []
+            get_log = self.log_manager.get_log
+            for _, state in changes:
+                if get_log(state.topic, state.partition) is None:
+                    missing.append(
+                        (state.topic, state.partition, self._log_config(state.topic), state.is_new)
+                    )
+                if slices.due():
+                    await slices.pause()
             # A few logs are created inline below (a hand-off to a thread costs more than
             # creating them); many go to the worker thread.
             if len(missing) > INLINE_LOG_CREATIONS:
                 failures = await self.log_manager.create_logs(missing, batch_size=slice_size)
                 for (topic, partition), error in failures.items():
                     errors[TopicPartition(topic, partition)] = _error_result_code_or_storage(error)
-            self._stop_fetchers_of_new_leaders(to_lead)
+            await self._stop_fetchers_of_new_leaders(to_lead, slices)
             new_fetchers: dict[TopicPartition, tuple[int, int]] = {}
-            for start in range(0, len(changes), slice_size):
-                for partition, state in changes[start : start + slice_size]:
-                    if partition.topic_partition in errors:
-                        continue  # its log could not be created
+            for partition, state in changes:
+                if partition.topic_partition not in errors:  # else its log could not be made
                     self._make_leader_or_follower(partition, state, errors, new_fetchers)
-                await asyncio.sleep(0)
-            self._restart_fetchers(new_fetchers)
+                if slices.due():
+                    await slices.pause()
+            await self._restart_fetchers(new_fetchers, slices)
             return LeaderAndIsrResult(ErrorCode.NONE, errors)
 
-    def _stale_controller_epoch(
-        self, controller_epoch: int, states: list[LeaderAndIsrPartitionState]
-    ) -> LeaderAndIsrResult | None:
-        if controller_epoch < self.controller_epoch:
-            return LeaderAndIsrResult(
-                ErrorCode.STALE_CONTROLLER_EPOCH,
-                {
-                    TopicPartition(s.topic, s.partition): ErrorCode.STALE_CONTROLLER_EPOCH
-                    for s in states
-                },
-            )
-        self.controller_epoch = controller_epoch
-        return None
-
-    def _partitions_to_change(
-        self, states: list[LeaderAndIsrPartitionState], errors: dict[TopicPartition, ErrorCode]
-    ) -> tuple[
-        list[tuple[Partition, LeaderAndIsrPartitionState]],
-        list[tuple[Partition, LeaderAndIsrPartitionState]],
-    ]:
-        """The states that change something, split into (to lead, to follow); the others get
+    def _classify_state(
+        self,
+        state: LeaderAndIsrPartitionState,
+        errors: dict[TopicPartition, ErrorCode],
+        to_lead: list[tuple[Partition, LeaderAndIsrPartitionState]],
+        to_follow: list[tuple[Partition, LeaderAndIsrPartitionState]],
+    ) -> None:
+        """A state that changes something goes to ``to_lead`` or ``to_follow``; the others get
         their error in ``errors``."""
-        to_lead: list[tuple[Partition, LeaderAndIsrPartitionState]] = []
-        to_follow: list[tuple[Partition, LeaderAndIsrPartitionState]] = []
-        for state in states:
-            tp = TopicPartition(state.topic, state.partition)
-            if tp in self.offline_partitions:
-                errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR
-                continue
-            partition = self.partitions.get(tp) or self._new_partition(tp)
-            if state.leader_epoch <= partition.leader_epoch:
-                log.info(
-                    "leader_and_isr_ignored",
-                    partition=str(tp),
-                    request_epoch=state.leader_epoch,
-                    current_epoch=partition.leader_epoch,
-                )
-                errors[tp] = ErrorCode.STALE_CONTROLLER_EPOCH
-                continue
-            if self.broker_id not in state.replicas:
-                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            (to_lead if state.leader == self.broker_id else to_follow).append((partition, state))
-        return to_lead, to_follow
+        tp = TopicPartition(state.topic, state.partition)
+        if tp in self.offline_partitions:
+            errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+            return
+        partition = self.partitions.get(tp) or self._new_partition(tp)
+        if state.leader_epoch <= partition.leader_epoch:
+            log.info(
+                "leader_and_isr_ignored",
+                partition=str(tp),
+                request_epoch=state.leader_epoch,
+                current_epoch=partition.leader_epoch,
+            )
+            errors[tp] = ErrorCode.STALE_CONTROLLER_EPOCH
+            return
+        if self.broker_id not in state.replicas:
+            errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            return
+        (to_lead if state.leader == self.broker_id else to_follow).append((partition, state))
 
-    def _stop_fetchers_of_new_leaders(
-        self, to_lead: list[tuple[Partition, LeaderAndIsrPartitionState]]
+    async def _stop_fetchers_of_new_leaders(
+        self, to_lead: list[tuple[Partition, LeaderAndIsrPartitionState]], slices: LoopSlices
     ) -> None:
         if self.replica_fetcher_manager is not None and to_lead:
-            self.replica_fetcher_manager.remove_fetcher_for_partitions(
-                [p.topic_partition for p, _ in to_lead]
+            await self._in_slices(
+                self.replica_fetcher_manager.remove_fetcher_for_partitions,
+                [p.topic_partition for p, _ in to_lead],
+                slices,
             )
+
+    @staticmethod
+    async def _in_slices(
+        action: Callable[[list[TopicPartition]], None],
+        items: list[TopicPartition],
+        slices: LoopSlices,
+    ) -> None:
+        """``action`` on ``items`` in chunks of the slice's size, a yield after each."""
+        step = slices.max_items
+        for start in range(0, len(items), step):
+            action(items[start : start + step])
+            if start + step < len(items):
+                await slices.pause()
 
     def _make_leader_or_follower(
         self,
@@ -1188,18 +1206,27 @@ class ReplicaManager:
         errors[tp] = ErrorCode.NONE
         self._complete_delayed_requests(tp)
 
-    def _restart_fetchers(self, new_fetchers: dict[TopicPartition, tuple[int, int]]) -> None:
+    async def _restart_fetchers(
+        self, new_fetchers: dict[TopicPartition, tuple[int, int]], slices: LoopSlices
+    ) -> None:
         if self.replica_fetcher_manager is not None and new_fetchers:
             # Only partitions whose leader or leader epoch changed restart their fetch (with
             # truncation); the others keep fetching where they are.
-            self.replica_fetcher_manager.remove_fetcher_for_partitions(list(new_fetchers))
+            manager = self.replica_fetcher_manager
+            await self._in_slices(manager.remove_fetcher_for_partitions, list(new_fetchers), slices)
             if self.in_controlled_shutdown:
                 # Made follower of a partition it led, by the controlled shutdown's election:
                 # fetching would bring this broker back into the ISR the controller just took
                 # it out of, right before it stops (Kafka's controller refuses a shutting-down
                 # broker's ISR return; here the leader writes the ISR, so the broker stays out).
                 return
-            self.replica_fetcher_manager.add_fetcher_for_partitions(new_fetchers)
+            await self._in_slices(
+                lambda tps: manager.add_fetcher_for_partitions(
+                    {tp: new_fetchers[tp] for tp in tps}
+                ),
+                list(new_fetchers),
+                slices,
+            )
 
     async def stop_replicas_async(
         self,
@@ -1215,8 +1242,13 @@ class ReplicaManager:
 
         In slices that yield to the event loop, the deleted logs' files removed in a worker
         thread; under the same lock as LeaderAndIsr."""
-        states = list(partitions)
         async with self._state_change_lock:
+            slices = LoopSlices(slice_size, LEADER_AND_ISR_SLICE_SECONDS)
+            states: list[StopReplicaPartitionState] = []
+            for state in partitions:
+                states.append(state)
+                if slices.due():
+                    await slices.pause()
             if controller_epoch < self.controller_epoch:
                 return StopReplicaResult(
                     ErrorCode.STALE_CONTROLLER_EPOCH,
@@ -1228,8 +1260,11 @@ class ReplicaManager:
             self.controller_epoch = controller_epoch
             errors: dict[TopicPartition, ErrorCode] = {}
             to_delete: list[tuple[str, int]] = []
-            for start in range(0, len(states), slice_size):
-                chunk = states[start : start + slice_size]
+            # Chunks small enough for a slice's budget (stopping a partition costs tens of
+            # microseconds: its fetch, its waiters, its log's handles).
+            step = min(slice_size, STOP_REPLICA_CHUNK)
+            for start in range(0, len(states), step):
+                chunk = states[start : start + step]
                 self._stop_replicas_slice(chunk, errors)
                 to_delete.extend(
                     (s.topic, s.partition)
@@ -1237,7 +1272,7 @@ class ReplicaManager:
                     if s.delete_partition
                     and errors.get(TopicPartition(s.topic, s.partition)) is ErrorCode.NONE
                 )
-                await asyncio.sleep(0)
+                await slices.pause()
             if to_delete:
                 # All of the request's deletions at once: each log directory's checkpoints are
                 # written once for the batch, in a worker thread (not once per partition).

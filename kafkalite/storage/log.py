@@ -200,6 +200,10 @@ class Log:
         self.offline = False
         self._segments: list[LogSegment] = []
         self._base_offsets: list[int] = []
+        self._closed_size: int | None = None
+        """The bytes of every segment but the active one (only the active one grows), summed
+        when first asked after the segment list changed: ``size_bytes`` is then a number read,
+        not a walk of the segments (Kafka's UnifiedLog.size)."""
         self.log_start_offset = log_start_offset
         self.log_end_offset = 0
         self.recovery_point = recovery_point
@@ -366,6 +370,7 @@ class Log:
                     later.delete()
                 del self._segments[i + 1 :]
                 del self._base_offsets[i + 1 :]
+                self._closed_size = None  # the segment list changed
 
         if not self._segments:
             self._add_segment(self._open_segment(self.log_start_offset))
@@ -487,6 +492,7 @@ class Log:
         self._dir_needs_flush = True
         self._segments.append(segment)
         self._base_offsets.append(segment.base_offset)
+        self._closed_size = None  # the segment list changed
 
     # ================================================================= properties
 
@@ -506,9 +512,22 @@ class Log:
     def number_of_segments(self) -> int:
         return len(self._segments)
 
+    def segment_size_changed(self) -> None:
+        """A closed segment's file changed size outside the log's own paths (the segment
+        verifier's rebuild): ``size_bytes`` sums the closed segments again when next asked."""
+        self._closed_size = None
+
     @property
     def size_bytes(self) -> int:
-        return sum(segment.size for segment in self._segments)
+        """Bytes of all segments: the closed ones' sum, kept until the segment list changes
+        (roll, retention, truncation, cleaning, deletion), plus the active segment's size."""
+        segments = self._segments
+        if not segments:
+            return 0
+        closed = self._closed_size
+        if closed is None:
+            closed = self._closed_size = sum(segment.size for segment in segments[:-1])
+        return closed + segments[-1].size
 
     @property
     def high_watermark(self) -> int:
@@ -830,6 +849,7 @@ class Log:
             active.delete()
             self._segments.pop()
             self._base_offsets.pop()
+            self._closed_size = None  # the segment list changed
         else:
             active.on_become_inactive_segment()
         for path in (
@@ -989,6 +1009,7 @@ class Log:
                 segment.delete()
             del self._segments[i + 1 :]
             del self._base_offsets[i + 1 :]
+            self._closed_size = None  # the segment list changed
             active = self._segments[-1]
             active.truncate_to(target_offset)
             self.log_end_offset = active.read_next_offset()
@@ -1025,6 +1046,7 @@ class Log:
             segment.delete()
         self._segments.clear()
         self._base_offsets.clear()
+        self._closed_size = None  # the segment list changed
         self.leader_epoch_cache.clear_and_flush()
         self._add_segment(self._open_segment(new_offset))
         self.log_end_offset = new_offset
@@ -1132,6 +1154,7 @@ class Log:
             count = len(deletable)
             del self._segments[:count]
             del self._base_offsets[:count]
+            self._closed_size = None  # the segment list changed
             if self._segments[0].base_offset > self.log_start_offset:
                 self.log_start_offset = self._segments[0].base_offset
                 self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
@@ -1180,6 +1203,7 @@ class Log:
             fsync_dir(self.dir)
             self._segments[i : i + count] = [new_segment]
             self._base_offsets[i : i + count] = [new_segment.base_offset]
+            self._closed_size = None  # the segment list changed
             for old in old_segments:
                 old.close_handlers()
                 for path in (old.log.file, old.offset_index.file, old.time_index.file):
@@ -1325,6 +1349,7 @@ class Log:
             raise self._fail(e) from e
         self._segments.clear()
         self._base_offsets.clear()
+        self._closed_size = None  # the segment list changed
 
     def rename_dir(self, name: str) -> None:
         """Rename the partition directory (to ``<topic>-<partition>.<uuid>-delete`` before a

@@ -43,8 +43,12 @@ to create it until the directory is back (a restart loads it) or the partition i
 replica. Kafka recreates such a log empty and serves it, losing every acknowledged record.
 
 The periodic work (retention, flush.ms, fsync of rolled segments, checkpoints) is done by
-``run_scheduler()`` on the event loop, fsyncs and checkpoint files in a worker thread. ``maybe_run_periodic_tasks``
-does one round synchronously (tests drive it with a fake clock). ``run_scheduler()`` also starts
+``run_scheduler()`` on the event loop, fsyncs and checkpoint files in a worker thread. Its passes
+over the logs (retention, flush.ms, rolled-segment fsyncs, idle release) work in slices of 5 ms
+or 500 logs with a yield between them (``loop_slices.LoopSlices``), skipping a log removed
+meanwhile; the directory check's stat of every log runs in a worker thread; each checkpoint
+snapshot is still taken in one go. ``maybe_run_periodic_tasks`` does one round synchronously
+(tests drive it with a fake clock). ``run_scheduler()`` also starts
 the log cleaner (``cleaner.py``, compaction of ``cleanup.policy=compact`` logs, when
 ``log.cleaner.enable``) and the segment verifier (``verifier.py``: a throttled check of every
 closed segment's batches and indexes, once each) and stops them when it ends; the cleaner keeps
@@ -86,6 +90,7 @@ from kafkalite.storage.log import (
     log_dir_name,
     parse_topic_partition_name,
 )
+from kafkalite.storage.loop_slices import LoopSlices
 from kafkalite.storage.verifier import SegmentVerifier
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
@@ -897,13 +902,112 @@ class LogManager:
             self._handle_log_dir_failure(dir, error)
 
     async def _periodic_round_async(self) -> None:
-        """``maybe_run_periodic_tasks`` with the checkpoint files (and their fsyncs) written in
-        a worker thread: the loop only takes the snapshots."""
-        jobs = self._periodic_round()
-        if jobs:
-            errors = await asyncio.to_thread(self._write_checkpoint_jobs, jobs)
-            for dir, error in errors.items():
-                self._handle_log_dir_failure(dir, error)
+        """``maybe_run_periodic_tasks`` without holding the event loop, whatever the number of
+        logs: the passes over the logs (retention, flush.ms, idle release) work in slices
+        (``LoopSlices``: 5 ms or 500 logs, then a yield), the directory check's stats run in a
+        worker thread, and the checkpoint files (and their fsyncs) are written in a worker
+        thread; the checkpoint snapshots are taken here, each in one go (a snapshot never names
+        a log removed before an older one was taken). A log removed or taken offline while a
+        pass yields is skipped by the rest of the pass."""
+        now = self._time_ms()
+        if now - self._last_run["retention"] >= self.retention_check_interval_ms:
+            self._last_run["retention"] = now
+            await self._each_log_sliced(self._cleanup_log)
+        if now - self._last_run["flush"] >= min(self.flush_check_interval_ms, 1_000):
+            self._last_run["flush"] = now
+            await self._each_log_sliced(self._flush_if_due)
+        due: list[str] = []
+        if now - self._last_run["hw"] >= self.high_watermark_checkpoint_interval_ms:
+            self._last_run["hw"] = now
+            due.append(HIGH_WATERMARK_CHECKPOINT_FILE)
+        if now - self._last_run["recovery"] >= self.flush_recovery_offset_checkpoint_interval_ms:
+            self._last_run["recovery"] = now
+            await self._flush_rolled_segments_async()
+            due.append(RECOVERY_POINT_CHECKPOINT_FILE)
+        if now - self._last_run["start"] >= self.flush_start_offset_checkpoint_interval_ms:
+            self._last_run["start"] = now
+            due.append(LOG_START_OFFSET_CHECKPOINT_FILE)
+        if due:
+            jobs: list[tuple[str, list[_CheckpointContents]]] = []
+            for dir, logs in self.logs_by_dir().items():
+                if dir not in self.offline_dirs:
+                    jobs.append((dir, [self._contents(dir, name, logs) for name in due]))
+            if jobs:
+                errors = await asyncio.to_thread(self._write_checkpoint_jobs, jobs)
+                for dir, error in errors.items():
+                    self._handle_log_dir_failure(dir, error)
+        if now - self._last_run.get("idle", now) >= self.idle_release_interval_ms:
+            self._last_run["idle"] = now
+            await self._release_idle_logs_sliced()
+        if now - self._last_run.get("dirs", now) >= self.log_dir_check_interval_ms:
+            self._last_run["dirs"] = now
+            await self._check_partition_dirs_async()
+
+    async def _each_log_sliced(self, action: Callable[[Log], object]) -> None:
+        """``action`` on every online log, in slices; a log removed (or replaced) while the
+        pass yielded is skipped."""
+        slices = LoopSlices()
+        logs = self._logs
+        for key, log in list(logs.items()):
+            if logs.get(key) is log:
+                action(log)
+            if slices.due():
+                await slices.pause()
+
+    @staticmethod
+    def _cleanup_log(log: Log) -> int:
+        try:
+            return log.delete_old_segments()
+        except StorageError:
+            return 0
+
+    @staticmethod
+    def _flush_if_due(log: Log) -> None:
+        if log.config.flush_ms == LONG_MAX:
+            return
+        if log.unflushed_messages > 0 and log.time_since_last_flush_ms() >= log.config.flush_ms:
+            try:
+                log.flush()
+            except StorageError:
+                pass
+
+    async def _release_idle_logs_sliced(self) -> int:
+        """``release_idle_logs`` in slices."""
+        released = 0
+        seen = self._uses_seen
+        slices = LoopSlices()
+        logs = self._logs
+        for key, log in list(logs.items()):
+            if logs.get(key) is log:
+                released += self._release_if_idle(key, log, seen)
+            if slices.due():
+                await slices.pause()
+        return released
+
+    @staticmethod
+    def _release_if_idle(
+        key: TopicPartitionKey, log: Log, seen: dict[TopicPartitionKey, int]
+    ) -> int:
+        uses = log.uses
+        if seen.get(key) == uses:
+            if log.open_segment_count:
+                log.release_resources()
+                return 1
+            return 0
+        seen[key] = uses
+        return 0
+
+    async def _check_partition_dirs_async(self) -> list[TopicPartitionKey]:
+        """``check_partition_dirs`` with the one stat per log in a worker thread: the logs
+        whose directory it did not find are checked again here (a log renamed for deletion
+        meanwhile is no longer registered) and taken offline as the synchronous check does."""
+        logs = list(self._logs.items())
+        gone = await asyncio.to_thread(
+            lambda: [(key, log) for key, log in logs if not os.path.isdir(log.dir)]
+        )
+        return self.check_partition_dirs(
+            [(key, log) for key, log in gone if self._logs.get(key) is log]
+        )
 
     def _periodic_round(self) -> list[tuple[str, list[_CheckpointContents]]]:
         """Run what is due of the periodic tasks but the checkpoint writes: those are returned,
@@ -947,16 +1051,12 @@ class LogManager:
         released = 0
         seen = self._uses_seen
         for key, log in self._logs.items():
-            uses = log.uses
-            if seen.get(key) == uses:
-                if log.open_segment_count:
-                    log.release_resources()
-                    released += 1
-            else:
-                seen[key] = uses
+            released += self._release_if_idle(key, log, seen)
         return released
 
-    def check_partition_dirs(self) -> list[TopicPartitionKey]:
+    def check_partition_dirs(
+        self, candidates: list[tuple[TopicPartitionKey, Log]] | None = None
+    ) -> list[TopicPartitionKey]:
         """Take offline every online log whose directory vanished (one stat per log); returns
         them. Writes to the open files of a deleted directory still succeed, so without this
         the loss would only show at the next restart. A log directory gone as a whole
@@ -966,9 +1066,11 @@ class LogManager:
                 self._handle_log_dir_failure(
                     dir, FileNotFoundError(errno.ENOENT, "log directory vanished", dir)
                 )
+        # ``candidates``: the logs a worker thread found without a directory (the caller's
+        # async check), stat-ed again here; else every log.
         vanished = [
             key
-            for key, log in self._logs.items()
+            for key, log in (self._logs.items() if candidates is None else candidates)
             if not os.path.isdir(log.dir) and str(log.dir.parent) not in self.offline_dirs
         ]
         for key in vanished:
@@ -996,24 +1098,12 @@ class LogManager:
 
     def cleanup_logs(self) -> int:
         """Retention for every log (cleanup.policy=delete). Returns segments deleted."""
-        deleted = 0
-        for log in self.all_logs():
-            try:
-                deleted += log.delete_old_segments()
-            except StorageError:
-                continue
-        return deleted
+        return sum(self._cleanup_log(log) for log in self.all_logs())
 
     def flush_dirty_logs(self) -> None:
         """Flush logs whose flush.ms has passed since their last flush."""
         for log in self.all_logs():
-            if log.config.flush_ms == LONG_MAX:
-                continue
-            if log.unflushed_messages > 0 and log.time_since_last_flush_ms() >= log.config.flush_ms:
-                try:
-                    log.flush()
-                except StorageError:
-                    continue
+            self._flush_if_due(log)
 
     def _pending_roll_flushes(self) -> Iterator[tuple[Log, int, list[int], int]]:
         """``(log, target, fds, truncation count)`` for each log with rolled segments waiting
@@ -1037,13 +1127,27 @@ class LogManager:
             log.complete_roll_flush(target, truncations)
 
     async def _flush_rolled_segments_async(self) -> None:
-        for log, target, fds, truncations in self._pending_roll_flushes():
-            try:
-                await asyncio.to_thread(_fsync_and_close, fds)
-            except OSError as e:
-                self._handle_log_dir_failure(str(log.dir.parent), e)
-                continue
-            log.complete_roll_flush(target, truncations)
+        """``flush_rolled_segments`` with the fsyncs in a worker thread and the pass over the
+        logs in slices."""
+        slices = LoopSlices()
+        logs = self._logs
+        for key, log in list(logs.items()):
+            pending = None
+            if logs.get(key) is log:
+                try:
+                    pending = log.pending_roll_flush()
+                except StorageError:
+                    pass
+            if pending is not None:
+                target, fds, truncations = pending
+                try:
+                    await asyncio.to_thread(_fsync_and_close, fds)
+                except OSError as e:
+                    self._handle_log_dir_failure(str(log.dir.parent), e)
+                    continue
+                log.complete_roll_flush(target, truncations)
+            if slices.due():
+                await slices.pause()
 
     async def run_scheduler(self, tick_seconds: float = 1.0) -> None:
         """Run the periodic tasks until cancelled (start it with asyncio.create_task)."""

@@ -589,6 +589,7 @@ class SegmentVerifier:
         # The log is whole and an index is wrong: rebuild both indexes from the log (which
         # checks every batch again on the way).
         segment.recover()
+        log.segment_size_changed()
         self.stats.indexes_rebuilt += 1
         logger.warning(
             "index rebuilt from its segment", partition=partition, segment=segment.base_offset

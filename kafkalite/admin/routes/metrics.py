@@ -8,7 +8,7 @@ from aiohttp import web
 
 from kafkalite.admin import models as m
 from kafkalite.admin.access import Access
-from kafkalite.admin.metrics import render
+from kafkalite.admin.metrics import render_async
 from kafkalite.admin.routes.base import ApiBase
 from kafkalite.admin.routing import route
 
@@ -38,7 +38,7 @@ class MetricsRoutes(ApiBase):
         from prometheus_client import CONTENT_TYPE_LATEST
 
         # series labelled by a topic or a group the principal may not see are left out
-        body = render(self.registry, Access(self.server, request).labels())
+        body = await render_async(self.registry, Access(self.server, request).labels())
         response = web.Response(body=body)
         response.headers["Content-Type"] = CONTENT_TYPE_LATEST
         return response
