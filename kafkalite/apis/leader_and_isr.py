@@ -98,17 +98,7 @@ async def handle_leader_and_isr(ctx: RequestContext, request: Any) -> Any:
     none = ErrorCode.NONE
     if ctx.api_version < 5:
         error_class = element_class(ctx.response_class, "partition_errors")
-        flat = []
-        for s in states:
-            flat.append(
-                error_class(
-                    topic_name=s.topic,
-                    partition_index=s.partition,
-                    error_code=errors.get(TopicPartition(s.topic, s.partition), none),
-                )
-            )
-            if slices.due():
-                await slices.pause()
+        flat = await answer_partition_errors(error_class, states, errors, slices)
         return ctx.response(error_code=result.error_code, partition_errors=flat)
     topic_class = element_class(ctx.response_class, "topics")
     error_class = element_class(topic_class, "partition_errors")
@@ -130,3 +120,23 @@ async def handle_leader_and_isr(ctx: RequestContext, request: Any) -> Any:
             topic_class(topic_id=topic_ids.get(name), partition_errors=tuple(partition_errors))
         )
     return ctx.response(error_code=result.error_code, topics=topics)
+
+
+async def answer_partition_errors(
+    error_class: type, states: Any, errors: dict, slices: Any
+) -> list:
+    """The per-partition errors of a LeaderAndIsr (before v5) or StopReplica answer, one entity
+    per state in its order (NONE where `errors` has none), made in `slices`."""
+    none = ErrorCode.NONE
+    out = []
+    for s in states:
+        out.append(
+            error_class(
+                topic_name=s.topic,
+                partition_index=s.partition,
+                error_code=errors.get(TopicPartition(s.topic, s.partition), none),
+            )
+        )
+        if slices.due():
+            await slices.pause()
+    return out

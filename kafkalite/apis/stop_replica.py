@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from kafkalite.apis.base import RequestContext, handles
-from kafkalite.apis.leader_and_isr import element_class
+from kafkalite.apis.leader_and_isr import answer_partition_errors, element_class
 from kafkalite.broker.replica_manager import LEADER_AND_ISR_SLICE, LEADER_AND_ISR_SLICE_SECONDS
 from kafkalite.broker.types import StopReplicaPartitionState, StopReplicaResult
 from kafkalite.group.config import GROUP_METADATA_TOPIC_NAME
@@ -69,19 +69,8 @@ async def handle_stop_replica(ctx: RequestContext, request: Any) -> Any:
     # The answer's entities made directly and in slices (a StopReplica of a deleted topic
     # names every partition of it).
     error_class = element_class(ctx.response_class, "partition_errors")
-    errors, none = result.partition_errors, ErrorCode.NONE
     slices = LoopSlices(LEADER_AND_ISR_SLICE, LEADER_AND_ISR_SLICE_SECONDS)
-    answered = []
-    for s in states:
-        answered.append(
-            error_class(
-                topic_name=s.topic,
-                partition_index=s.partition,
-                error_code=errors.get(TopicPartition(s.topic, s.partition), none),
-            )
-        )
-        if slices.due():
-            await slices.pause()
+    answered = await answer_partition_errors(error_class, states, result.partition_errors, slices)
     return ctx.response(error_code=result.error_code, partition_errors=answered)
 
 

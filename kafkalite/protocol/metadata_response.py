@@ -33,6 +33,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kafkalite.protocol.encoder import _compact_str, _legacy_str
 from kafkalite.protocol.varint import encode_unsigned_varint
 
 ZERO_UUID = uuid.UUID(int=0)
@@ -169,26 +170,6 @@ def encode_topic_head(name: str, topic_id: uuid.UUID, is_internal: bool, family:
 def array_length(n: int, flexible: bool) -> bytes:
     """The length prefix of an array of ``n`` entries."""
     return encode_unsigned_varint(n + 1) if flexible else _I32.pack(n)
-
-
-def _compact_str(out: bytearray, value: str | None) -> None:
-    if value is None:
-        out.append(0)
-        return
-    data = value.encode()
-    out += encode_unsigned_varint(len(data) + 1)
-    out += data
-
-
-def _legacy_str(out: bytearray, value: str | None) -> None:
-    if value is None:
-        out += b"\xff\xff"
-        return
-    data = value.encode()
-    if len(data) > 0x7FFF:
-        raise ValueError(f"string of {len(data)} bytes is too long for an int16 length")
-    out += _I16(len(data))
-    out += data
 
 
 _I16 = struct.Struct(">h").pack
