@@ -430,6 +430,35 @@ class Cluster(Helpers):
                 raise TimeoutError(f"not observed within {timeout} s: {what} (last: {last!r})")
             await asyncio.sleep(POLL_S)
 
+    async def _wait_agreed(self, timeout: float, what: str) -> None:
+        """Wait until the brokers that can know the cluster (running, not paused, not cut off
+        from the store) answer the same metadata: a broker back from a freeze or a cut keeps
+        answering what it knew before (a zombie leader, a full ISR) until the controller's
+        requests reach it, and a client asking it meanwhile would be misled."""
+        observers = [b for b in self._others([]) if b not in self._off_store]
+        deadline = time.monotonic() + timeout
+        last: Any = None
+        while len(observers) > 1:
+            try:
+                views = [await self.view_from(b) for b in observers]
+                shapes = [
+                    (
+                        view.brokers,
+                        view.controller,
+                        view.leaders,
+                        {tp: tuple(sorted(isr)) for tp, isr in view.isr.items()},
+                    )
+                    for view in views
+                ]
+                if all(shape == shapes[0] for shape in shapes[1:]):
+                    return
+                last = views
+            except Exception as e:  # a broker not answering yet: ask again
+                last = e
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"not observed within {timeout} s: {what} (last: {last!r})")
+            await asyncio.sleep(POLL_S)
+
     def _gone(self, broker_ids: Iterable[int]) -> Any:
         gone = set(broker_ids)
 
@@ -599,6 +628,7 @@ class Cluster(Helpers):
                 timeout,
                 "every broker back",
             )
+            await self._wait_agreed(timeout, "every broker's metadata the same again")
 
         self._run(heal(), timeout)
 
@@ -626,11 +656,15 @@ class Cluster(Helpers):
         self._run(pause(), FAULT_TIMEOUT_S)
 
     def resume(self, broker_id: int) -> None:
+        """End ``pause`` early; returns once the running brokers answer the same metadata (a
+        resumed zombie has been told what changed while it was frozen)."""
+
         async def resume() -> None:
             handle = self._paused.pop(broker_id, None)
             if handle is not None:
                 handle.cancel()
             self._unpause(broker_id)
+            await self._wait_agreed(FAULT_TIMEOUT_S, f"broker {broker_id}'s metadata current")
 
         self._run(resume(), FAULT_TIMEOUT_S)
 
