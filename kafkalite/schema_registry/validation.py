@@ -268,74 +268,69 @@ def record_prefixes(buf: Any, part: str) -> list[Prefix]:
     read) when a length varint is over-long or negative, or a record runs past the records'
     end."""
     want_key = part == "key"
-    mv = memoryview(buf)
     out: list[Prefix] = []
     append = out.append
-    pos = 0
-    total = len(mv)
     try:
-        while total - pos >= LOG_OVERHEAD:
-            header = parse_batch_header(mv, pos)
-            size = header.size
-            if size < RECORDS_OFFSET:
-                raise ValueError(f"a batch of {size} bytes")
-            if not header.attributes & CONTROL_FLAG_MASK:
-                data = decompress(header.compression, mv[pos + RECORDS_OFFSET : pos + size])
-                limit = len(data)
-                at = 0
-                while at < limit:
+        for _header, area in _records_areas(buf):
+            data = bytes(area)  # prefixes are bytes (a decompressed area is not copied)
+            limit = len(data)
+            at = 0
+            while at < limit:
+                b = data[at]
+                if b < 0x80:
+                    length, at = (b >> 1) ^ -(b & 1), at + 1
+                else:
+                    length, at = decode_varint(data, at)
+                end = at + length
+                if length < 0 or end > limit:
+                    raise ValueError(f"a record's length {length} runs past the records")
+                at += 1  # attributes
+                while data[at] & 0x80:  # timestamp delta
+                    at += 1
+                at += 1
+                while data[at] & 0x80:  # offset delta
+                    at += 1
+                at += 1
+                b = data[at]
+                if b < 0x80:
+                    size_k, at = (b >> 1) ^ -(b & 1), at + 1
+                else:
+                    size_k, at = decode_varint(data, at)
+                if want_key:
+                    if size_k < 0:
+                        append(None)
+                    elif at + min(size_k, 5) > limit:
+                        raise ValueError("a key runs past the records")
+                    else:
+                        append(data[at : at + (size_k if size_k < 5 else 5)])
+                else:
+                    if size_k > 0:
+                        at += size_k
                     b = data[at]
                     if b < 0x80:
-                        length, at = (b >> 1) ^ -(b & 1), at + 1
+                        size_v, at = (b >> 1) ^ -(b & 1), at + 1
                     else:
-                        length, at = decode_varint(data, at)
-                    end = at + length
-                    if length < 0 or end > limit:
-                        raise ValueError(f"a record's length {length} runs past the records")
-                    at += 1  # attributes
-                    while data[at] & 0x80:  # timestamp delta
-                        at += 1
-                    at += 1
-                    while data[at] & 0x80:  # offset delta
-                        at += 1
-                    at += 1
-                    b = data[at]
-                    if b < 0x80:
-                        size_k, at = (b >> 1) ^ -(b & 1), at + 1
+                        size_v, at = decode_varint(data, at)
+                    if size_v < 0:
+                        append(None)
+                    elif at + min(size_v, 5) > limit:
+                        raise ValueError("a value runs past the records")
                     else:
-                        size_k, at = decode_varint(data, at)
-                    if want_key:
-                        if size_k < 0:
-                            append(None)
-                        elif at + min(size_k, 5) > limit:
-                            raise ValueError("a key runs past the records")
-                        else:
-                            append(data[at : at + (size_k if size_k < 5 else 5)])
-                    else:
-                        if size_k > 0:
-                            at += size_k
-                        b = data[at]
-                        if b < 0x80:
-                            size_v, at = (b >> 1) ^ -(b & 1), at + 1
-                        else:
-                            size_v, at = decode_varint(data, at)
-                        if size_v < 0:
-                            append(None)
-                        elif at + min(size_v, 5) > limit:
-                            raise ValueError("a value runs past the records")
-                        else:
-                            append(data[at : at + (size_v if size_v < 5 else 5)])
-                    at = end
-            pos += size
+                        append(data[at : at + (size_v if size_v < 5 else 5)])
+                at = end
     except Exception as e:  # a bad varint, a read past the end, a codec's error
         raise UnreadableRecords(len(out), str(e) or type(e).__name__) from e
     return out
 
 
-def _records_areas(buf: Any) -> Iterator[Any]:
-    """The records area of each non-control batch in `buf`, decompressed (uncompressed: a
-    view, not a copy), batch by batch as `record_prefixes` finds them; raises as it does
-    (a truncated header, a batch length below the header's, a codec's error)."""
+class _ShortBatch(ValueError):
+    """A batch whose length is below its header's."""
+
+
+def _records_areas(buf: Any) -> Iterator[tuple[Any, Any]]:
+    """(header, records area) of each non-control batch in `buf`, the area decompressed
+    (uncompressed: a view, not a copy); raises on a truncated header, a batch length below
+    the header's, a codec's error."""
     mv = memoryview(buf)
     pos = 0
     total = len(mv)
@@ -343,10 +338,10 @@ def _records_areas(buf: Any) -> Iterator[Any]:
         header = parse_batch_header(mv, pos)
         size = header.size
         if size < RECORDS_OFFSET:
-            raise ValueError(f"a batch of {size} bytes")
+            raise _ShortBatch(f"a batch of {size} bytes")
         if not header.attributes & CONTROL_FLAG_MASK:
             area = mv[pos + RECORDS_OFFSET : pos + size]
-            yield area if header.compression == 0 else decompress(header.compression, area)
+            yield header, area if header.compression == 0 else decompress(header.compression, area)
         pos += size
 
 
@@ -360,7 +355,7 @@ def native_record_prefixes(buf: Any, part: str) -> list[Prefix]:
     assert _walk is not None
     out: list[Prefix] = []
     try:
-        for area in _records_areas(buf):
+        for _header, area in _records_areas(buf):
             keys, values, _count, reason = _walk.prefixes(area, _PARTS[part], False)
             out += keys if values is None else values
             if reason is not None:
@@ -379,7 +374,7 @@ def native_prefixes(buf: Any, only: str | None = None) -> dict[str, set[Prefix]]
     assert _walk is not None
     found: dict[str, set[Prefix]] = {"key": set(), "value": set()}
     try:
-        for area in _records_areas(buf):
+        for _header, area in _records_areas(buf):
             keys, values, _count, reason = _walk.prefixes(area, _PARTS[only], True)
             if reason is not None:
                 return None
@@ -397,7 +392,8 @@ def fast_prefixes(buf: Any, only: str | None = None) -> dict[str, set[Prefix]] |
     the non-control batches in `buf`, found by compiled regular expressions that walk the
     records in C; None when some batch is not in a shape they take (the caller then walks the
     records with `record_prefixes`, which also says which records are refused). `only`
-    ("key" or "value") leaves the other part unchecked.
+    ("key" or "value") leaves the other part unchecked. A batch header that cannot be read
+    raises (`_records_areas`); a batch shorter than its header gives None.
 
     Per batch, one of two patterns must match the whole records area:
     - a batch whose first two records have the same key and value sizes (and at least
@@ -410,17 +406,10 @@ def fast_prefixes(buf: Any, only: str | None = None) -> dict[str, set[Prefix]] |
     lengths, each with its part's prefix where a consumer reads it. Nothing here reads
     another way than the walk, so a batch the walk cannot read never matches."""
     parts = ("key", "value") if only is None else (only,)
-    mv = memoryview(buf)
     found: dict[str, set[Prefix]] = {"key": set(), "value": set()}
-    pos = 0
-    total = len(mv)
-    while total - pos >= LOG_OVERHEAD:
-        header = parse_batch_header(mv, pos)
-        size = header.size
-        if size < RECORDS_OFFSET:
-            return None
-        if not header.attributes & CONTROL_FLAG_MASK:
-            data = decompress(header.compression, mv[pos + RECORDS_OFFSET : pos + size])
+    try:
+        for header, area in _records_areas(buf):
+            data = bytes(area)  # the patterns' groups are bytes only on bytes
             if len(data):
                 match = None
                 if header.record_count >= _UNIFORM_MIN_RECORDS:
@@ -440,7 +429,8 @@ def fast_prefixes(buf: Any, only: str | None = None) -> dict[str, set[Prefix]] |
                         found[part].add(match["p"])
                         if match["n"] is not None:
                             found[part].add(None)
-        pos += size
+    except _ShortBatch:
+        return None
     return found
 
 

@@ -118,6 +118,14 @@ def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+_CHECKPOINT_TASKS = (
+    ("hw", HIGH_WATERMARK_CHECKPOINT_FILE),
+    ("recovery", RECOVERY_POINT_CHECKPOINT_FILE),
+    ("start", LOG_START_OFFSET_CHECKPOINT_FILE),
+)
+"""The periodic tasks that write a checkpoint file, in the order the files are written."""
+
+
 class LogManager:
     def __init__(
         self,
@@ -909,38 +917,21 @@ class LogManager:
         thread; the checkpoint snapshots are taken here, each in one go (a snapshot never names
         a log removed before an older one was taken). A log removed or taken offline while a
         pass yields is skipped by the rest of the pass."""
-        now = self._time_ms()
-        if now - self._last_run["retention"] >= self.retention_check_interval_ms:
-            self._last_run["retention"] = now
+        due = self._due_tasks()
+        if "retention" in due:
             await self._each_log_sliced(self._cleanup_log)
-        if now - self._last_run["flush"] >= min(self.flush_check_interval_ms, 1_000):
-            self._last_run["flush"] = now
+        if "flush" in due:
             await self._each_log_sliced(self._flush_if_due)
-        due: list[str] = []
-        if now - self._last_run["hw"] >= self.high_watermark_checkpoint_interval_ms:
-            self._last_run["hw"] = now
-            due.append(HIGH_WATERMARK_CHECKPOINT_FILE)
-        if now - self._last_run["recovery"] >= self.flush_recovery_offset_checkpoint_interval_ms:
-            self._last_run["recovery"] = now
+        if "recovery" in due:
             await self._flush_rolled_segments_async()
-            due.append(RECOVERY_POINT_CHECKPOINT_FILE)
-        if now - self._last_run["start"] >= self.flush_start_offset_checkpoint_interval_ms:
-            self._last_run["start"] = now
-            due.append(LOG_START_OFFSET_CHECKPOINT_FILE)
-        if due:
-            jobs: list[tuple[str, list[_CheckpointContents]]] = []
-            for dir, logs in self.logs_by_dir().items():
-                if dir not in self.offline_dirs:
-                    jobs.append((dir, [self._contents(dir, name, logs) for name in due]))
-            if jobs:
-                errors = await asyncio.to_thread(self._write_checkpoint_jobs, jobs)
-                for dir, error in errors.items():
-                    self._handle_log_dir_failure(dir, error)
-        if now - self._last_run.get("idle", now) >= self.idle_release_interval_ms:
-            self._last_run["idle"] = now
+        jobs = self._checkpoint_jobs(due)
+        if jobs:
+            errors = await asyncio.to_thread(self._write_checkpoint_jobs, jobs)
+            for dir, error in errors.items():
+                self._handle_log_dir_failure(dir, error)
+        if "idle" in due:
             await self._release_idle_logs_sliced()
-        if now - self._last_run.get("dirs", now) >= self.log_dir_check_interval_ms:
-            self._last_run["dirs"] = now
+        if "dirs" in due:
             await self._check_partition_dirs_async()
 
     async def _each_log_sliced(self, action: Callable[[Log], object]) -> None:
@@ -1012,36 +1003,50 @@ class LogManager:
     def _periodic_round(self) -> list[tuple[str, list[_CheckpointContents]]]:
         """Run what is due of the periodic tasks but the checkpoint writes: those are returned,
         as snapshots taken now, for the caller to write."""
-        now = self._time_ms()
-        if now - self._last_run["retention"] >= self.retention_check_interval_ms:
-            self._last_run["retention"] = now
+        due = self._due_tasks()
+        if "retention" in due:
             self.cleanup_logs()
-        if now - self._last_run["flush"] >= min(self.flush_check_interval_ms, 1_000):
-            self._last_run["flush"] = now
+        if "flush" in due:
             self.flush_dirty_logs()
-        due: list[str] = []
-        if now - self._last_run["hw"] >= self.high_watermark_checkpoint_interval_ms:
-            self._last_run["hw"] = now
-            due.append(HIGH_WATERMARK_CHECKPOINT_FILE)
-        if now - self._last_run["recovery"] >= self.flush_recovery_offset_checkpoint_interval_ms:
-            self._last_run["recovery"] = now
+        if "recovery" in due:
             self.flush_rolled_segments()
-            due.append(RECOVERY_POINT_CHECKPOINT_FILE)
-        if now - self._last_run["start"] >= self.flush_start_offset_checkpoint_interval_ms:
-            self._last_run["start"] = now
-            due.append(LOG_START_OFFSET_CHECKPOINT_FILE)
-        jobs: list[tuple[str, list[_CheckpointContents]]] = []
-        if due:
-            for dir, logs in self.logs_by_dir().items():
-                if dir not in self.offline_dirs:
-                    jobs.append((dir, [self._contents(dir, name, logs) for name in due]))
-        if now - self._last_run.get("idle", now) >= self.idle_release_interval_ms:
-            self._last_run["idle"] = now
+        jobs = self._checkpoint_jobs(due)
+        if "idle" in due:
             self.release_idle_logs()
-        if now - self._last_run.get("dirs", now) >= self.log_dir_check_interval_ms:
-            self._last_run["dirs"] = now
+        if "dirs" in due:
             self.check_partition_dirs()
         return jobs
+
+    def _due_tasks(self) -> set[str]:
+        """The periodic tasks due now, their last run stamped now (a task without a stamp is
+        not due: the stamps are set at start-up)."""
+        now = self._time_ms()
+        intervals = {
+            "retention": self.retention_check_interval_ms,
+            "flush": min(self.flush_check_interval_ms, 1_000),
+            "hw": self.high_watermark_checkpoint_interval_ms,
+            "recovery": self.flush_recovery_offset_checkpoint_interval_ms,
+            "start": self.flush_start_offset_checkpoint_interval_ms,
+            "idle": self.idle_release_interval_ms,
+            "dirs": self.log_dir_check_interval_ms,
+        }
+        due = set()
+        for task, interval in intervals.items():
+            if now - self._last_run.get(task, now) >= interval:
+                self._last_run[task] = now
+                due.add(task)
+        return due
+
+    def _checkpoint_jobs(self, due: set[str]) -> list[tuple[str, list[_CheckpointContents]]]:
+        """Snapshots of the checkpoint files due (per online directory), taken now."""
+        names = [name for task, name in _CHECKPOINT_TASKS if task in due]
+        if not names:
+            return []
+        return [
+            (dir, [self._contents(dir, name, logs) for name in names])
+            for dir, logs in self.logs_by_dir().items()
+            if dir not in self.offline_dirs
+        ]
 
     def release_idle_logs(self) -> int:
         """Close the files of every log not appended to or read since the previous call (its

@@ -415,42 +415,39 @@ class Cluster(Helpers):
     async def _wait_observed(
         self, observers: Iterable[int], predicate: Any, timeout: float, what: str
     ) -> None:
-        observers = list(observers)
-        deadline = time.monotonic() + timeout
-        last: Any = None
-        while True:
-            try:
-                views = [await self.view_from(b) for b in observers]
-                if all(predicate(view) for view in views):
-                    return
-                last = views
-            except Exception as e:  # a broker not answering yet: ask again
-                last = e
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"not observed within {timeout} s: {what} (last: {last!r})")
-            await asyncio.sleep(POLL_S)
+        """Wait until every observer's view satisfies ``predicate``."""
+        await self._wait_views(
+            observers, lambda views: all(predicate(view) for view in views), timeout, what
+        )
 
     async def _wait_agreed(self, timeout: float, what: str) -> None:
         """Wait until the brokers that can know the cluster (running, not paused, not cut off
         from the store) answer the same metadata: a broker back from a freeze or a cut keeps
         answering what it knew before (a zombie leader, a full ISR) until the controller's
         requests reach it, and a client asking it meanwhile would be misled."""
+
+        def shape(view: ClusterView) -> tuple:
+            isr = {tp: tuple(sorted(replicas)) for tp, replicas in view.isr.items()}
+            return view.brokers, view.controller, view.leaders, isr
+
+        def agreed(views: list[ClusterView]) -> bool:
+            return all(shape(view) == shape(views[0]) for view in views[1:])
+
         observers = [b for b in self._others([]) if b not in self._off_store]
+        if len(observers) > 1:
+            await self._wait_views(observers, agreed, timeout, what)
+
+    async def _wait_views(
+        self, observers: Iterable[int], check: Any, timeout: float, what: str
+    ) -> None:
+        """Wait until ``check`` holds for the observers' views, asked together each round."""
+        observers = list(observers)
         deadline = time.monotonic() + timeout
         last: Any = None
-        while len(observers) > 1:
+        while True:
             try:
                 views = [await self.view_from(b) for b in observers]
-                shapes = [
-                    (
-                        view.brokers,
-                        view.controller,
-                        view.leaders,
-                        {tp: tuple(sorted(isr)) for tp, isr in view.isr.items()},
-                    )
-                    for view in views
-                ]
-                if all(shape == shapes[0] for shape in shapes[1:]):
+                if check(views):
                     return
                 last = views
             except Exception as e:  # a broker not answering yet: ask again

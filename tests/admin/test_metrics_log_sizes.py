@@ -8,7 +8,6 @@ The admin API's collector and renderer on a real LogManager (no broker process).
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import os
 
@@ -22,6 +21,7 @@ from kafkalite.observability import RequestStats, TopicStats
 from kafkalite.storage.config import LogConfig
 from kafkalite.storage.log_manager import LogManager
 from kafkalite.storage.loop_slices import LoopSlices
+from tests.loop_turns import LoopTurns
 from tests.storage.conftest import make_batch
 
 CONFIG = LogConfig(segment_bytes=1024, index_interval_bytes=200)
@@ -164,20 +164,9 @@ async def test_the_route_writes_the_same_text_in_slices(tmp_path, monkeypatch):
         for p in range(1200):
             lm.get_or_create_log("many", p, CONFIG, True)
         registry = new_registry(Server(lm), RequestStats(), TopicStats())
-        turns = 0
-
-        async def ticker() -> None:
-            nonlocal turns
-            while True:
-                turns += 1
-                await asyncio.sleep(0)
-
-        task = asyncio.ensure_future(ticker())
-        try:
+        with LoopTurns() as ticker:
             text = await render_async(registry, lambda labels: labels.get("partition") != "7")
-        finally:
-            task.cancel()
-        assert turns >= 4  # 1,200 lines, a look at the clock every 250
+        assert ticker.turns >= 4  # 1,200 lines, a look at the clock every 250
         expected = render(registry, lambda labels: labels.get("partition") != "7")
         strip = lambda t: [line for line in t.decode().splitlines() if "process_" not in line]  # noqa: E731
         assert strip(text) == strip(expected)

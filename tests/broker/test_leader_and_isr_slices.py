@@ -29,6 +29,7 @@ from kafkalite.protocol.api import ApiKey, request_class
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.types import TopicPartition
 from tests.broker.conftest import batch
+from tests.loop_turns import next_turn
 
 load_handlers()
 
@@ -216,7 +217,7 @@ async def test_other_requests_are_answered_between_the_slices_and_the_answer_is_
             result = (await rm.append_records(30_000, 1, {OTHER: batch()}))[OTHER]
             assert result.error_code is ErrorCode.NONE
             seen.append(("produce", applied(), done))
-            await asyncio.sleep(0)
+            await next_turn()
 
     other = asyncio.ensure_future(client())
     response = await dispatch(

@@ -9,7 +9,6 @@ A log deleted while the round yields is skipped by the rest of it."""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import shutil
 import time
@@ -21,6 +20,7 @@ from kafkalite.storage.checkpoint import OffsetCheckpointFile
 from kafkalite.storage.config import LogConfig
 from kafkalite.storage.log_manager import LogManager
 from kafkalite.storage.loop_slices import LoopSlices
+from tests.loop_turns import LoopTurns
 from tests.storage.conftest import make_batch
 
 N = 120
@@ -30,21 +30,6 @@ CONFIG = LogConfig(segment_bytes=1024)
 @pytest.fixture(autouse=True)
 def every_log_ends_a_slice(monkeypatch):
     monkeypatch.setattr(log_manager_module, "LoopSlices", lambda: LoopSlices(1, 0.0), raising=False)
-
-
-class LoopTicker:
-    """Counts its turns on the loop while a round runs, and runs ``at_turn`` at one of them."""
-
-    def __init__(self, at_turn: int = -1, action=None) -> None:
-        self.turns = 0
-        self.at_turn, self.action = at_turn, action
-
-    async def run(self) -> None:
-        while True:
-            self.turns += 1
-            if self.turns == self.at_turn:
-                self.action()
-            await asyncio.sleep(0)
 
 
 def fill(log, batches: int) -> None:
@@ -80,12 +65,8 @@ async def test_a_round_yields_between_logs_and_does_what_it_did(tmp_path):
         assert all(log.unflushed_messages > 0 for log in flushed)
         shutil.rmtree(plain[5].dir)  # its directory vanishes
         # plain-30 is deleted while the round is in progress (after its first passes started)
-        ticker = LoopTicker(N // 2, lambda: manager.delete_log("plain", 30))
-        task = asyncio.ensure_future(ticker.run())
-        try:
+        with LoopTurns(N // 2, lambda: manager.delete_log("plain", 30)) as ticker:
             await manager._periodic_round_async()
-        finally:
-            task.cancel()
         assert ticker.turns >= 4 * N  # a turn after every log of each pass over them
         assert all(log.size_bytes <= 1500 + 1024 for log in kept)  # retention by size
         alive = [log for log in plain if log not in (plain[5], plain[30])]
