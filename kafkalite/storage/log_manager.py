@@ -220,6 +220,11 @@ class LogManager:
             self._last_run[task] = now
         self._started = True
 
+    def clean_shutdown_marked(self) -> bool:
+        """Before ``startup``: True when every log directory holds the clean-shutdown marker,
+        so loading reads no segment past its end (no recovery: it takes a bounded time)."""
+        return all(os.path.exists(os.path.join(dir, CLEAN_SHUTDOWN_FILE)) for dir in self.log_dirs)
+
     def _load_dir(self, dir: str) -> None:
         self._load_dirs([dir])
 
