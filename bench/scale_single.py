@@ -217,6 +217,8 @@ def main(topics: int = 10_000, batch: int = 1_000, profile: str | None = None) -
             "open_fds_after_restart": open_fds(broker.proc.pid),
         }
         broker.stop(timeout=120)
+        # The "started" line (with the broker's phase clock) may come after serving began.
+        result["restart_phases_s"] = phases(broker.log_text()[log_before:])
     finally:
         broker.kill()
     result["load_average_after"] = [round(x, 2) for x in os.getloadavg()]

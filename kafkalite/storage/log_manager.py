@@ -61,6 +61,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import fcntl
+import gc
 import itertools
 import os
 import shutil
@@ -198,7 +199,22 @@ class LogManager:
     # ================================================================= start-up and shutdown
 
     def startup(self) -> None:
-        """Lock each directory, load and (if needed) recover every log in it."""
+        """Lock each directory, load and (if needed) recover every log in it.
+
+        The cyclic garbage collector is paused while the logs load (and put back as it was):
+        everything loading makes lives on, and with it running, each time the heap had grown
+        by a quarter a full collection walked all of it again (10,000 logs: 0.8 s of CPU
+        alone, 1.4-2.4 s with the collections; see decision 0054)."""
+        collecting = gc.isenabled()
+        if collecting:
+            gc.disable()
+        try:
+            self._startup()
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _startup(self) -> None:
         for dir in self.log_dirs:
             try:
                 Path(dir).mkdir(parents=True, exist_ok=True)
