@@ -3,7 +3,8 @@ LogManager creates ``--partitions`` logs (``create_logs``, in its worker thread,
 LeaderAndIsr does), a record is written to every third, the manager shuts down cleanly, and a
 new manager's loaders run in the main thread (a restart's log loading, without the thread
 pool, so its CPU is the process's). Printed: creation wall and CPU seconds, the files in the
-partition directories, the load's wall and CPU seconds and CPU per log, the load average.
+partition directories, ``LogManager.startup``'s wall and CPU seconds (its loading threads, as a
+broker starts), the main-thread load's wall and CPU seconds and CPU per log, the load average.
 ``--baseline-src DIR`` alternates the runs with another tree's kafkalite (a ``git archive``
 of the base commit) in children, ``--repeats`` pairs.
 
@@ -47,6 +48,13 @@ def run_once(partitions: int) -> str:
             for name in os.listdir(logs_dir)
             if name.startswith("t-")
         )
+        # The broker's start-up: LogManager.startup with its loading threads (wall and the
+        # process's CPU, every thread's), then a clean stop again.
+        starter = LogManager([logs_dir], LogConfig())
+        wall, cpu = time.perf_counter(), time.process_time()
+        starter.startup()
+        startup = (time.perf_counter() - wall, time.process_time() - cpu)
+        starter.shutdown()
         loader = LogManager([logs_dir], LogConfig())
         plan = loader._plan_dir(logs_dir)
         wall, cpu = time.perf_counter(), time.process_time()
@@ -57,7 +65,8 @@ def run_once(partitions: int) -> str:
         shutil.rmtree(root, ignore_errors=True)
     return (
         f"create wall {create[0]:.2f} s, cpu {create[1]:.2f} s; {files} files in the "
-        f"partition directories; load wall {load_wall:.2f} s, cpu {load_cpu:.2f} s "
+        f"partition directories; startup (threads) wall {startup[0]:.2f} s, cpu "
+        f"{startup[1]:.2f} s; load wall {load_wall:.2f} s, cpu {load_cpu:.2f} s "
         f"({1e3 * load_cpu / partitions:.3f} ms a log); load average "
         f"{', '.join(f'{x:.1f}' for x in os.getloadavg())}"
     )

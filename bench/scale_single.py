@@ -13,7 +13,12 @@ Scenarios, on one broker subprocess (``kafkalite.testing.Broker``) on the embedd
 2. the broker idle with those partitions: RSS and open file descriptors (from /proc);
 3. SIGTERM to exit (clean stop), then spawn to serving (Metadata lists the broker and a
    controller, and every topic has a leader), and whether the broker logged the
-   "serving before the controller's metadata arrived" wait.
+   "serving before the controller's metadata arrived" wait; the broker's start-up milestones
+   (seconds from its "starting" line) and its own phase clock (``step ...``).
+
+The broker processes read compiled modules from a cache outside the tree (``PYTHONPYCACHEPREFIX``,
+``PYTHONDONTWRITEBYTECODE`` unset), as an installed broker does; set ``PYTHONPYCACHEPREFIX`` to
+reuse one. To compare with another tree, run that tree's copy of this script the same way.
 """
 
 from __future__ import annotations
@@ -58,6 +63,7 @@ def phases(log_text: str) -> dict[str, float]:
     from datetime import datetime
 
     marks: dict[str, float] = {}
+    steps: dict[str, float] = {}
     for line in log_text.splitlines():
         try:
             entry = json.loads(line)
@@ -77,8 +83,13 @@ def phases(log_text: str) -> dict[str, float]:
             and event not in marks
         ):
             marks[event] = datetime.fromisoformat(entry["timestamp"].rstrip("Z")).timestamp()
+            if event == "started":
+                # The broker's own phase clock (seconds from its start-up's beginning).
+                steps = {f"step {k}": v for k, v in (entry.get("phases") or {}).items()}
     start = marks.get("starting")
-    return {k: round(v - start, 2) for k, v in marks.items()} if start else {}
+    if not start:
+        return {}
+    return {k: round(v - start, 2) for k, v in marks.items()} | steps
 
 
 class ProfiledBroker(Broker):
@@ -136,6 +147,11 @@ def all_led(bootstrap: str, count: int) -> bool:
 
 
 def main(topics: int = 10_000, batch: int = 1_000, profile: str | None = None) -> dict:
+    # The broker's compiled modules are cached (outside the tree) as an installed package's
+    # are: with PYTHONDONTWRITEBYTECODE each spawn compiled kafkalite again (about 0.5-1 s of
+    # CPU counted in "start to serving"). The first start writes the cache, the restart reads it.
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ.setdefault("PYTHONPYCACHEPREFIX", tempfile.mkdtemp(prefix="kafkalite-pyc-"))
     data_dir = tempfile.mkdtemp(prefix="kafkalite-scale-")
     broker = ProfiledBroker(
         data_dir=data_dir,
@@ -144,7 +160,13 @@ def main(topics: int = 10_000, batch: int = 1_000, profile: str | None = None) -
         profile=profile,
         config={"num.partitions": "1", "log.retention.check.interval.ms": "300000"},
     )
-    result: dict = {"topics": topics, "batch": batch, "data_dir": data_dir}
+    result: dict = {
+        "topics": topics,
+        "batch": batch,
+        "data_dir": data_dir,
+        "pycache": os.environ["PYTHONPYCACHEPREFIX"],
+        "load_average_before": [round(x, 2) for x in os.getloadavg()],
+    }
     names = [f"scale-{i:05d}" for i in range(topics)]
     try:
         broker.start(timeout=120)
@@ -155,10 +177,10 @@ def main(topics: int = 10_000, batch: int = 1_000, profile: str | None = None) -
         elapsed = time.perf_counter() - t0
         cpu = cpu_seconds(pid) - cpu0
         result["create"] = {
-            "partitions_per_s": {"value": round(topics / elapsed), "target": ">= 1000"},
+            "partitions_per_s": {"value": round(topics / elapsed), "target": ">= 2000"},
             "last_over_first_batch": {
                 "value": round(batches[-1] / batches[0], 2),
-                "target": "<= 1.5",
+                "target": "<= 1.2",
             },
             "broker_cpu_ms_per_partition": {
                 "value": round(cpu * 1000 / topics, 3),
@@ -184,19 +206,26 @@ def main(topics: int = 10_000, batch: int = 1_000, profile: str | None = None) -
                 raise RuntimeError(f"restart failed:\n{broker.log_tail()}")
             time.sleep(0.02)  # readiness polling interval
         start_s = time.perf_counter() - t0
+        # The broker's CPU from spawn to serving (every thread, user and system): on a loaded
+        # machine the wall time above mostly measures the other processes.
+        start_cpu = cpu_seconds(broker.proc.pid)
         restart_log = broker.log_text()[log_before:]
         waited = METADATA_WAIT_MESSAGE in restart_log
         result["restart_phases_s"] = phases(restart_log)
         result["restart"] = {
             "clean_stop_s": {"value": round(stop_s, 2), "target": "<= 3"},
-            "start_to_serving_s": {"value": round(start_s, 2), "target": "<= 5"},
+            "start_to_serving_s": {"value": round(start_s, 2), "target": "<= 2"},
+            "broker_cpu_s_to_serving": round(start_cpu, 2),
             "serving_before_metadata_wait": {"value": waited, "target": False},
             "rss_mb_after_restart": round(rss_mb(broker.proc.pid), 1),
             "open_fds_after_restart": open_fds(broker.proc.pid),
         }
         broker.stop(timeout=120)
+        # The "started" line (with the broker's phase clock) may come after serving began.
+        result["restart_phases_s"] = phases(broker.log_text()[log_before:])
     finally:
         broker.kill()
+    result["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     return result
 
 

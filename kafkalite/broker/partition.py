@@ -444,7 +444,7 @@ class Partition:
         self.producer_state = ProducerStateManager(
             str(self.topic_partition), getattr(log, "dir", None), self.producer_id_expiration_ms
         )
-        if getattr(log, "newly_created", False) and log.log_end_offset == 0:
+        if getattr(log, "empty_without_snapshots", False) and log.log_end_offset == 0:
             return  # a log this process just created: no snapshot, no batch to replay
         self.reload_producer_state()
 

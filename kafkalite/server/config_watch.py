@@ -7,7 +7,8 @@ The admin path writes an entity's config (``/config/topics/<t>``, ``/config/user
 it. Two watchers follow ``/config/changes``:
 
 - `TopicConfigs.watch`: on any new notification, every topic's overrides are read again and a
-  changed `LogConfig` is handed to the LogManager;
+  changed `LogConfig` is handed to the LogManager (the notifications there before
+  `TopicConfigs.load` read every topic count as applied by its first watch);
 - `watch_entity_configs`: each new notification naming a user or client entity sets its quotas
   again, and a user's cached SCRAM credentials are dropped.
 
@@ -51,6 +52,10 @@ class TopicConfigs:
         self.overrides: dict[str, dict[str, str]] = {}
         """Each topic's stored overrides, kept so a new broker default can be applied to the
         configs it does not override."""
+        self._changes_at_load: set[str] | None = None
+        """The change notifications listed before ``load`` read every topic: the first
+        ``watch`` after it counts them as applied (a broker of 10,000 topics re-read each
+        topic's config, one read after another, right after its start)."""
 
     def for_topic(self, topic: str) -> LogConfig:
         """The topic's LogConfig (read when the controller's LeaderAndIsr creates a log)."""
@@ -58,6 +63,9 @@ class TopicConfigs:
 
     async def load(self) -> None:
         """Read every topic's overrides."""
+        await self.session.ensure_path(paths.CONFIG_CHANGES)
+        # Listed before the reads: a notification made after this is applied by `watch`.
+        self._changes_at_load = set(await self.session.get_children(paths.CONFIG_CHANGES))
         await self.session.ensure_path(TOPIC_CONFIGS)
         topics = await self.session.get_children(TOPIC_CONFIGS)
         # Many reads in flight at once (pipelined on one ZooKeeper session, as Kafka's
@@ -111,7 +119,10 @@ class TopicConfigs:
     async def watch(self, on_change: Callable[[str, LogConfig], None]) -> None:
         """Apply topic config changes as their notifications arrive (runs until cancelled)."""
         await self.session.ensure_path(paths.CONFIG_CHANGES)
-        seen: set[str] = set()
+        # After a renewed session (a later call) every notification counts as new again: some
+        # may have been missed meanwhile.
+        seen: set[str] = self._changes_at_load or set()
+        self._changes_at_load = None
         async for children in self.session.watch_children(paths.CONFIG_CHANGES):
             fresh = set(children or ()) - seen
             seen |= fresh

@@ -175,6 +175,10 @@ def _empty_append_info(log_start_offset: int) -> LogAppendInfo:
     return LogAppendInfo(-1, -1, NO_TIMESTAMP, -1, -1, log_start_offset, 0, 0, 0, [])
 
 
+PRODUCER_SNAPSHOT_SUFFIX = ".snapshot"
+"""The producer state's snapshot files in a log's directory (kafkalite/broker/producer_state.py)."""
+
+
 class Log:
     """One partition's log. See the module docstring for the invariants."""
 
@@ -227,6 +231,10 @@ class Log:
         self.truncated_bytes_on_load = 0
         # True when this object created the directory: it holds nothing to load or recover.
         self.newly_created = False
+        # True when the log held no batch and no producer snapshot (``*.snapshot``) when this
+        # object made or loaded it: the partition has no producer state to rebuild (no listing
+        # of the directory for snapshots, on the loop, per partition of a LeaderAndIsr).
+        self.empty_without_snapshots = False
         try:
             if not existing:
                 try:
@@ -248,6 +256,7 @@ class Log:
                 self.log_end_offset = self.log_start_offset
                 self.recovery_point = self.log_start_offset
                 self._high_watermark = self.log_start_offset
+                self.empty_without_snapshots = True
                 return
             # One listing of the directory answers every "does this file exist" of the load
             # (a broker loads thousands of logs: no stat or failing open per file).
@@ -268,6 +277,9 @@ class Log:
                 )
                 epochs_lost = True
             self._load(had_clean_shutdown, recover_all=epochs_lost, listing=listing)
+            self.empty_without_snapshots = self.log_end_offset == self.log_start_offset and not any(
+                name.endswith(PRODUCER_SNAPSHOT_SUFFIX) for name in listing
+            )
         except OSError as e:
             self._close_quietly()
             raise LogDirFailure(str(self.dir.parent), e) from e

@@ -4,6 +4,8 @@ notifications; user and client quotas set again, and a user's cached credentials
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from kafkalite.coord.embedded import EmbeddedStore
@@ -54,6 +56,37 @@ async def test_topic_overrides_are_read_at_start_and_followed(session):
         await eventually(lambda: applied, message="the change applied")
     assert [(t, c.retention_ms) for t, c in applied] == [("a", 2000)]
     assert configs.configs["a"].retention_ms == 2000
+
+
+async def test_notifications_older_than_the_load_are_not_applied_again(session, monkeypatch):
+    await set_topic_config(session, "a", {"retention.ms": "1000"})  # with its notification
+    await set_topic_config(session, "b", {"retention.ms": "1000"}, announce=False)
+    configs = TopicConfigs(session, LogConfig())
+    await configs.load()
+    old = await session.get_children(paths.CONFIG_CHANGES)
+    reloads: list[str] = []
+    reload = configs.reload
+
+    async def counted(topic):
+        reloads.append(topic)
+        return await reload(topic)
+
+    monkeypatch.setattr(configs, "reload", counted)
+    listings = asyncio.Queue()
+
+    async def watch_children(path):  # the store's listings, one after another, as they come
+        while True:
+            yield await listings.get()
+
+    monkeypatch.setattr(session, "watch_children", watch_children)
+    applied = []
+    async with running(configs.watch(lambda topic, config: applied.append(topic))):
+        await listings.put(list(old))  # the first listing: only what load() had read
+        await set_topic_config(session, "b", {"retention.ms": "2000"})
+        await listings.put(await session.get_children(paths.CONFIG_CHANGES))
+        await eventually(lambda: applied, message="the new change applied")
+    assert applied == ["b"]
+    assert sorted(reloads) == ["a", "b"]  # one pass over the topics, for the new notification
 
 
 async def test_an_unreadable_topic_config_keeps_the_previous_one(session):

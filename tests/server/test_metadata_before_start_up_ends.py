@@ -55,13 +55,13 @@ async def test_metadata_is_served_from_the_cache_before_start_up_ends(tmp_path, 
         await first.shutdown()
 
     release = asyncio.Event()
-    original = KafkaServer._start_controller
+    original = KafkaServer._wait_for_initial_metadata
 
-    async def held_start_controller(self):
-        await original(self)  # the controller's UpdateMetadata reaches this broker's cache
+    async def held_wait_for_initial_metadata(self, *args, **kwargs):
+        await original(self, *args, **kwargs)  # the controller's UpdateMetadata has arrived
         await release.wait()  # ... and start-up stops here until the test lets it go on
 
-    monkeypatch.setattr(KafkaServer, "_start_controller", held_start_controller)
+    monkeypatch.setattr(KafkaServer, "_wait_for_initial_metadata", held_wait_for_initial_metadata)
     server = KafkaServer(_config(tmp_path, port))
     starting = asyncio.create_task(server.startup())
     try:

@@ -5,6 +5,7 @@ request is served, and client requests are served only once start-up has finishe
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 
 from kafkalite.config import BrokerConfig
@@ -76,3 +77,31 @@ async def test_a_start_that_fails_on_its_logs_closes_the_listener(tmp_path, monk
     else:
         raise AssertionError("start-up succeeded without its logs")
     assert not await asyncio.to_thread(api_versions_ok, "127.0.0.1", port)
+    assert gc.isenabled()  # the start-up's pause of the collector ends with it
+
+
+async def test_the_collector_is_paused_until_the_broker_serves(tmp_path, monkeypatch):
+    seen: list[bool] = []
+    original = KafkaServer._start_roles
+
+    async def start_roles(self):
+        seen.append(gc.isenabled())
+        await original(self)
+
+    monkeypatch.setattr(KafkaServer, "_start_roles", start_roles)
+    config = BrokerConfig.load(
+        overrides={
+            "log.dirs": str(tmp_path / "data"),
+            "listeners": f"PLAINTEXT://127.0.0.1:{free_port()}",
+            "admin.listener": "",
+        },
+        environ={},
+    )
+    server = KafkaServer(config)
+    assert gc.isenabled()
+    await server.startup()
+    try:
+        assert seen == [False]
+        assert gc.isenabled()
+    finally:
+        await server.shutdown()

@@ -1,0 +1,166 @@
+"""Start-up after a clean shutdown overlaps the log loading with the registration and the
+controller's election: the broker registers and its controller is elected while the logs are
+still loading, the controller's requests wait for the replica manager, and the partitions are
+then led and writable. After an unclean stop (no clean-shutdown marker: recovery may take long)
+the broker registers only once its logs are loaded, as Kafka's does."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+
+from kafkalite.client.connection import KafkaConnection, request_builder
+from kafkalite.config import BrokerConfig
+from kafkalite.protocol.api import ApiKey
+from kafkalite.protocol.types import TopicPartition
+from kafkalite.server import KafkaServer
+from kafkalite.storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
+from kafkalite.testing import free_port
+from tests.controller.shell_support import eventually
+
+TOPIC = "overlap"
+
+
+def _config(tmp_path, port: int) -> BrokerConfig:
+    return BrokerConfig.load(
+        overrides={
+            "log.dirs": str(tmp_path / "data"),
+            "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+            "admin.listener": "",
+            "num.partitions": "3",
+        },
+        environ={},
+    )
+
+
+async def _metadata(port: int):
+    async with KafkaConnection("127.0.0.1", port, client_id="t") as conn:
+        return await conn.send(
+            ApiKey.METADATA,
+            request_builder(
+                ApiKey.METADATA, topics=[{"name": TOPIC}], allow_auto_topic_creation=True
+            ),
+            9,
+        )
+
+
+async def _first_start(tmp_path, port: int) -> None:
+    """A broker whose topic of three partitions exists and is led, then stopped cleanly."""
+    first = KafkaServer(_config(tmp_path, port))
+    await first.startup()
+    try:
+        await _metadata(port)  # auto-creates the topic
+        await eventually(
+            lambda: (
+                TOPIC in first.metadata_cache.get_all_topics()
+                and all(
+                    first.metadata_cache.get_partition_info(TOPIC, p).leader >= 0 for p in range(3)
+                )
+            ),
+            message="topic created and led",
+        )
+    finally:
+        await first.shutdown()
+
+
+def _hold_log_loading(monkeypatch) -> tuple[threading.Event, threading.Event]:
+    loading, release = threading.Event(), threading.Event()
+    original = LogManager.startup
+
+    def held_startup(self):
+        loading.set()
+        release.wait(60)
+        original(self)
+
+    monkeypatch.setattr(LogManager, "startup", held_startup)
+    return loading, release
+
+
+def _append(server: KafkaServer, partition: int) -> int:
+    from kafkalite.protocol.records import Record, build_batch
+
+    log = server.log_manager.get_log(TOPIC, partition)
+    batch = bytearray(build_batch([Record(0, 0, None, b"v")], base_timestamp=1000))
+    partition_state = server.replica_manager.online_partition(TopicPartition(TOPIC, partition))
+    assert partition_state is not None and partition_state.is_leader
+    log.append_as_leader(batch, partition_state.leader_epoch)
+    return log.log_end_offset
+
+
+async def test_after_a_clean_shutdown_it_registers_and_elects_while_the_logs_load(
+    tmp_path, monkeypatch
+):
+    port = free_port()
+    await _first_start(tmp_path, port)
+    assert os.path.exists(tmp_path / "data" / CLEAN_SHUTDOWN_FILE)
+    loading, release = _hold_log_loading(monkeypatch)
+    server = KafkaServer(_config(tmp_path, port))
+    starting = asyncio.create_task(server.startup())
+    try:
+        await eventually(lambda: loading.is_set(), message="log loading began")
+
+        async def registered_and_controller() -> bool:
+            return (
+                await server.session.exists(f"/brokers/ids/{server.broker_id}") is not None
+                and server.controller is not None
+                and server.controller.is_active
+            )
+
+        deadline = asyncio.get_running_loop().time() + 30
+        while not await registered_and_controller():
+            assert asyncio.get_running_loop().time() < deadline, "not registered while loading"
+            await asyncio.sleep(0.01)
+        # Still loading: no replica manager, so the controller's requests are waiting.
+        assert server.replica_manager is None
+        assert not server.dispatcher.roles_ready.is_set()
+        release.set()
+        await asyncio.wait_for(starting, 60)
+        await eventually(
+            lambda: all(
+                (p := server.replica_manager.online_partition(TopicPartition(TOPIC, i))) is not None
+                and p.is_leader
+                for i in range(3)
+            ),
+            message="every partition led after the start",
+        )
+        assert [_append(server, p) for p in range(3)] == [1, 1, 1]
+    finally:
+        release.set()
+        if not starting.done():
+            await asyncio.gather(starting, return_exceptions=True)
+        await server.shutdown()
+
+
+async def test_after_an_unclean_stop_it_registers_only_once_the_logs_are_loaded(
+    tmp_path, monkeypatch
+):
+    port = free_port()
+    await _first_start(tmp_path, port)
+    os.unlink(tmp_path / "data" / CLEAN_SHUTDOWN_FILE)  # as a crash leaves it
+    loading, release = _hold_log_loading(monkeypatch)
+    server = KafkaServer(_config(tmp_path, port))
+    starting = asyncio.create_task(server.startup())
+    try:
+        await eventually(lambda: loading.is_set(), message="log loading began")
+        # Whatever the loop does meanwhile, the registration waits for the logs.
+        for _ in range(50):
+            await asyncio.sleep(0.01)
+            assert await server.session.exists(f"/brokers/ids/{server.broker_id}") is None
+        assert server.controller is None
+        release.set()
+        await asyncio.wait_for(starting, 60)
+        assert await server.session.exists(f"/brokers/ids/{server.broker_id}") is not None
+        await eventually(
+            lambda: all(
+                (p := server.replica_manager.online_partition(TopicPartition(TOPIC, i))) is not None
+                and p.is_leader
+                for i in range(3)
+            ),
+            message="every partition led after the start",
+        )
+    finally:
+        release.set()
+        if not starting.done():
+            await asyncio.gather(starting, return_exceptions=True)
+        await server.shutdown()
