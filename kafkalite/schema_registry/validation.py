@@ -36,6 +36,14 @@ whose records cannot be read that way (a length past the end, an over-long varin
 whole: a consumer could not get past the damage, and nothing after it would be checked.
 Verdicts are cached per (topic, part, strategy, prefix) until the view applies another record
 (its `next_offset` moves), so a deletion or a new registration is seen by the next batch.
+
+The produce path asks `known_to_pass` first, synchronously: with the C walk, one call over the
+partition's whole data (`_walk.request`, which reads the batch headers as `_records_areas`
+does; compressed batches are decompressed and walked here as before) and the prefixes found
+compared with the prefixes whose cached verdict is a pass (kept per (topic, part, strategy)
+with the verdict cache, cleared with it). It says yes only when `validate` would return []
+from its cache; everything else (a stale view, a prefix without a passing verdict, unreadable
+records, no C walk) is `validate`'s to decide, unchanged.
 """
 
 from __future__ import annotations
