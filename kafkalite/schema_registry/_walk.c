@@ -428,25 +428,45 @@ load64(const unsigned char *p)
     return v;
 }
 
-/* A zig-zag varint of 1 or 2 bytes at q (2 bytes readable): its value, its width in *width;
+/* A varint of 1 or 2 bytes at q (2 bytes readable): its raw bits (the zig-zag undone by the
+ * caller: odd bits are a negative value, even ones the value twice), its width in *width;
  * 0 when it has more bytes. */
 static ALWAYS_INLINE int
-read12(const unsigned char *q, Py_ssize_t *width, int64_t *value)
+read12(const unsigned char *q, Py_ssize_t *width, uint32_t *raw)
 {
     const uint32_t b0 = q[0];
     if (LIKELY(b0 < 0x80)) {
-        *value = (int64_t)(b0 >> 1) ^ -(int64_t)(b0 & 1);
+        *raw = b0;
         *width = 1;
         return 1;
     }
     const uint32_t b1 = q[1];
     if (LIKELY(b1 < 0x80)) {
-        const uint32_t raw = (b0 & 0x7F) | b1 << 7;
-        *value = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
+        *raw = (b0 & 0x7F) | b1 << 7;
         *width = 2;
         return 1;
     }
     return 0;
+}
+
+/* The prefix of a part whose length's raw bits are `raw` (read12), at p: Py_None for a null
+ * part (a negative length), NULL when out of memory. */
+static ALWAYS_INLINE PyObject *
+part_prefix(table *t, const unsigned char *p, uint32_t raw)
+{
+    if (UNLIKELY(raw & 1)) {
+        t->saw_null = 1;
+        return Py_None;
+    }
+    const Py_ssize_t size = (Py_ssize_t)(raw >> 1);
+    if (LIKELY(size >= PREFIX)) {
+        const uint64_t bytes = le5(p);
+        if (LIKELY(bytes == t->last_le)) {
+            return t->last_obj; /* the previous record's prefix again */
+        }
+        return table_get(t, p, PREFIX);
+    }
+    return table_get(t, p, size);
 }
 
 /* The record at d[at] (at least SAFE bytes before the area's end) when its length and its
@@ -491,51 +511,29 @@ fast_record(const unsigned char *d, Py_ssize_t limit, const Py_ssize_t at, table
     }
     Py_ssize_t k = p + 2 + (Py_ssize_t)(__builtin_ctzll(stops) >> 3);
     Py_ssize_t width;
-    int64_t key_size;
-    if (UNLIKELY(!read12(d + k, &width, &key_size))) {
+    uint32_t key_raw;
+    if (UNLIKELY(!read12(d + k, &width, &key_raw))) {
         return DECLINED;
     }
     k += width;
     if (want_key) {
-        if (key_size < 0) {
-            key_table->saw_null = 1;
-            *key = Py_None;
-        }
-        else {
-            *key = key_size >= PREFIX ? table_get5(key_table, d + k)
-                                      : table_get(key_table, d + k, (Py_ssize_t)key_size);
-            if (*key == NULL) {
-                return FAILED;
-            }
+        *key = part_prefix(key_table, d + k, key_raw);
+        if (UNLIKELY(*key == NULL)) {
+            return FAILED;
         }
     }
     if (want_value) {
-        Py_ssize_t v = k;
-        if (key_size > 0) {
-            if (key_size >= limit - v) {
-                return DECLINED;
-            }
-            v += (Py_ssize_t)key_size;
-        }
-        if (UNLIKELY(limit - v < 2 + PREFIX)) { /* its length's 2 bytes and a prefix */
+        /* past the key (none when null); slow_record refuses a key that leaves no byte
+         * after it, and this declines it with everything else that leaves less than the
+         * value's length (2 bytes) and prefix */
+        Py_ssize_t v = k + (Py_ssize_t)((key_raw >> 1) & ((key_raw & 1) - 1));
+        uint32_t value_raw;
+        if (UNLIKELY(limit - v < 2 + PREFIX) || UNLIKELY(!read12(d + v, &width, &value_raw))) {
             return DECLINED;
         }
-        int64_t value_size;
-        if (UNLIKELY(!read12(d + v, &width, &value_size))) {
-            return DECLINED;
-        }
-        v += width;
-        if (UNLIKELY(value_size < 0)) {
-            value_table->saw_null = 1;
-            *value = Py_None;
-        }
-        else {
-            *value = LIKELY(value_size >= PREFIX)
-                         ? table_get5(value_table, d + v)
-                         : table_get(value_table, d + v, (Py_ssize_t)value_size);
-            if (*value == NULL) {
-                return FAILED;
-            }
+        *value = part_prefix(value_table, d + v + width, value_raw);
+        if (UNLIKELY(*value == NULL)) {
+            return FAILED;
         }
     }
     return end;
@@ -547,8 +545,8 @@ fast_record(const unsigned char *d, Py_ssize_t limit, const Py_ssize_t at, table
  * exception set. Inlined with constant parts, so each caller's loop has only its own work. */
 static ALWAYS_INLINE int
 walk_area(const unsigned char *d, const Py_ssize_t limit, table *key_table, table *value_table,
-          const int want_key, const int want_value, PyObject *key_list, PyObject *value_list,
-          Py_ssize_t *count, const char **why)
+          const int want_key, const int want_value, const int listing, PyObject *key_list,
+          PyObject *value_list, Py_ssize_t *count, const char **why)
 {
     Py_ssize_t at = 0;
     Py_ssize_t n = *count;
@@ -570,11 +568,11 @@ walk_area(const unsigned char *d, const Py_ssize_t limit, table *key_table, tabl
             ok = next == UNREADABLE ? 0 : -1;
             break;
         }
-        if (key_list != NULL && PyList_Append(key_list, key) < 0) {
+        if (listing && want_key && PyList_Append(key_list, key) < 0) {
             ok = -1;
             break;
         }
-        if (value_list != NULL && PyList_Append(value_list, value) < 0) {
+        if (listing && want_value && PyList_Append(value_list, value) < 0) {
             ok = -1;
             break;
         }
@@ -585,38 +583,35 @@ walk_area(const unsigned char *d, const Py_ssize_t limit, table *key_table, tabl
     return ok;
 }
 
-static int
-walk_key(const unsigned char *d, Py_ssize_t limit, table *kt, table *vt, PyObject *kl,
-         PyObject *vl, Py_ssize_t *count, const char **why)
-{
-    return walk_area(d, limit, kt, vt, 1, 0, kl, vl, count, why);
-}
-
-static int
-walk_value(const unsigned char *d, Py_ssize_t limit, table *kt, table *vt, PyObject *kl,
-           PyObject *vl, Py_ssize_t *count, const char **why)
-{
-    return walk_area(d, limit, kt, vt, 0, 1, kl, vl, count, why);
-}
-
-static int
-walk_both(const unsigned char *d, Py_ssize_t limit, table *kt, table *vt, PyObject *kl,
-          PyObject *vl, Py_ssize_t *count, const char **why)
-{
-    return walk_area(d, limit, kt, vt, 1, 1, kl, vl, count, why);
-}
+#define WALKER(name, key, value, listing)                                                      \
+    static int name(const unsigned char *d, Py_ssize_t limit, table *kt, table *vt,             \
+                    PyObject *kl, PyObject *vl, Py_ssize_t *count, const char **why)            \
+    {                                                                                            \
+        return walk_area(d, limit, kt, vt, key, value, listing, kl, vl, count, why);            \
+    }
+WALKER(distinct_keys, 1, 0, 0)
+WALKER(distinct_values, 0, 1, 0)
+WALKER(distinct_both, 1, 1, 0)
+WALKER(list_keys, 1, 0, 1)
+WALKER(list_values, 0, 1, 1)
+WALKER(list_both, 1, 1, 1)
 
 typedef int (*walker)(const unsigned char *, Py_ssize_t, table *, table *, PyObject *,
                       PyObject *, Py_ssize_t *, const char **);
 
+/* The walk for `parts` (1 key, 2 value, 3 both), into the lists (listing) or the tables only. */
 static walker
-walker_of(int parts)
+walker_of(int parts, int listing)
 {
+    static const walker walkers[2][3] = {
+        {distinct_keys, distinct_values, distinct_both},
+        {list_keys, list_values, list_both},
+    };
     if (parts < 1 || parts > 3) {
         PyErr_SetString(PyExc_ValueError, "parts is 1 (key), 2 (value) or 3 (both)");
         return NULL;
     }
-    return parts == 1 ? walk_key : parts == 2 ? walk_value : walk_both;
+    return walkers[listing ? 1 : 0][parts - 1];
 }
 
 static PyObject *
@@ -628,7 +623,7 @@ walk_prefixes(PyObject *module, PyObject *args)
     if (!PyArg_ParseTuple(args, "y*ip:prefixes", &view, &parts, &distinct)) {
         return NULL;
     }
-    walker walk = walker_of(parts);
+    walker walk = walker_of(parts, !distinct);
     if (walk == NULL) {
         PyBuffer_Release(&view);
         return NULL;
@@ -684,7 +679,7 @@ walk_request(PyObject *module, PyObject *args)
     if (!PyArg_ParseTuple(args, "y*i:request", &view, &parts)) {
         return NULL;
     }
-    walker walk = walker_of(parts);
+    walker walk = walker_of(parts, 0);
     if (walk == NULL) {
         PyBuffer_Release(&view);
         return NULL;
