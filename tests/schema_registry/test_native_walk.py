@@ -27,6 +27,7 @@ from kafkalite.protocol.records import (
     build_batch,
     parse_batch_header,
 )
+from kafkalite.protocol.varint import encode_varint
 from kafkalite.schema_registry import validation
 from kafkalite.schema_registry.validation import (
     UnreadableRecords,
@@ -358,3 +359,33 @@ def test_the_request_entry_skips_control_batches_and_reports_compressed_ones():
     assert walk.request(good + good[:12], 2) is None  # a truncated header
     with pytest.raises(ValueError):
         walk.request(buf, 0)
+
+
+hand_records = st.lists(
+    st.tuples(
+        st.binary(min_size=1, max_size=3),  # the deltas' bytes (continuation bits set below)
+        st.integers(-300, 300),  # the key's declared length, whatever follows
+        st.binary(max_size=70),
+        st.integers(-300, 300),  # the value's declared length
+        st.binary(max_size=70),
+    ),
+    min_size=1,
+    max_size=30,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(hand_records)
+def test_the_c_walk_agrees_on_declared_lengths_that_lie(rs):
+    """Records built by hand whose keys' and values' declared lengths (negative ones other
+    than -1 among them, 1 and 2 varint bytes) disagree with the bytes that follow, each record
+    still found by its own length: both walks read every part where its lengths put it."""
+    area = b""
+    for deltas, key_size, key, value_size, value in rs:
+        # a timestamp delta of len(deltas) bytes, an offset delta of one
+        ts = bytes(b | 0x80 for b in deltas[:-1]) + bytes([deltas[-1] & 0x7F])
+        body = b"\0" + ts + b"\2" + encode_varint(key_size) + key
+        body += encode_varint(value_size) + value + b"\0"
+        area += encode_varint(len(body)) + body
+    assert_agree(batch_around(area))
+    assert_request_agrees(batch_around(area))
