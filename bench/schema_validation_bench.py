@@ -20,8 +20,9 @@ validated record ("in the broker's validator": a `sitecustomize` the bench puts 
 brokers' path wraps the method and times each call with the loop thread's CPU clock), beside
 the plain topic's whole CPU per record, the figure a loaded machine disturbs least.
 
-Also printed: the validator alone (`SchemaValidator.validate` over one 10,000-record batch of
-the workload, a stub registry that knows the id) per record, best of 5. `--baseline-src DIR`
+Also printed: the validator alone (over one 10,000-record batch of the workload, a stub
+registry that knows the id, as the produce path calls it: `known_to_pass` where the tree has
+it, then `SchemaValidator.validate` on one event loop when that says no) per record, best of 5. `--baseline-src DIR`
 (e.g. `git archive` of the commit before) runs a second broker from DIR's kafkalite beside this
 tree's, the four (broker, topic) pairs taking turns in each round, and times DIR's validator
 (its validation.py loaded beside this tree's) in turns with this tree's in this process:
@@ -30,8 +31,16 @@ tree's validator is timed twice: on its C walk (the optional extension, when bui
 KAFKALITE_NO_NATIVE=1 makes it (the regular expressions and the Python walk); this tree's
 broker gets the bench's KAFKALITE_NO_NATIVE when it is set.
 
+`--callgrind` prints instead a count no load disturbs: callgrind's instructions per Produce
+request (one batch of `--batch-records` records of the workload, acks=1) on the plain and the
+validated topic of an in-process broker, the requests handed to its dispatcher on its loop
+(decoding, validation, append, response), for this tree and DIR's: what validation adds per
+request and per record, as a share of the plain request's instructions (a share of
+instructions, not of time: a cache miss costs no instruction).
+
     PYTHONPATH=. .venv/bin/python bench/schema_validation_bench.py [--records 100000]
         [--rounds 5] [--workload mixed|uniform|both] [--baseline-src DIR] [--validator-only]
+        [--callgrind [--batch-records 2500]]
 """
 
 from __future__ import annotations
@@ -114,6 +123,7 @@ def _install():
     from kafkalite.schema_registry import validation
 
     original = validation.SchemaValidator.validate
+    quick = getattr(validation.SchemaValidator, "known_to_pass", None)
     totals = [0, 0]
 
     async def validate(self, topic, records):
@@ -121,10 +131,21 @@ def _install():
         try:
             return await original(self, topic, records)
         finally:
-            totals[0] += 1
+            totals[0] += quick is None  # else counted by the check before it
             totals[1] += time.thread_time_ns() - began
 
     validation.SchemaValidator.validate = validate
+    if quick is not None:  # the produce path's synchronous check, before validate
+
+        def known_to_pass(self, topic, records):
+            began = time.thread_time_ns()
+            try:
+                return quick(self, topic, records)
+            finally:
+                totals[0] += 1
+                totals[1] += time.thread_time_ns() - began
+
+        validation.SchemaValidator.known_to_pass = known_to_pass
     path = os.environ["SCHEMA_VALIDATION_BENCH_TIMES"]
 
     def write():
@@ -278,11 +299,12 @@ def run(
 def validator_us(
     kind: str, batch_records: int = 10_000, src: str | None = None, native: bool = True
 ) -> float:
-    """`SchemaValidator.validate` over one batch of the workload (id 1, registered under
-    `t-value`), per record in µs, best of 5: this tree's validator, or with `src` the one in
+    """The validator as the produce path calls it (`known_to_pass`, where the tree has it,
+    then `SchemaValidator.validate` on one event loop) over one batch of the workload (id 1,
+    registered under `t-value`), per record in µs, best of 5: this tree's validator, or with `src` the one in
     DIR/kafkalite/schema_registry/validation.py (loaded beside it, on this tree's protocol
-    modules), so that both are timed in one process, in turns; `native` False: this tree's
-    without its C walk."""
+    modules, with DIR's build of the C walk when it has one), so that both are timed in one
+    process, in turns; `native` False: this tree's without its C walk."""
     from kafkalite.protocol.records import Header, Record, build_batch
     from kafkalite.schema_registry import validation
 
@@ -295,6 +317,15 @@ def validator_us(
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
+        # DIR's own C walk (its build), not this tree's, which its import found
+        built = sorted((Path(src) / "kafkalite" / "schema_registry").glob("_walk.*.so"))
+        if built and getattr(module, "_walk", None) is not None:
+            walk_spec = importlib.util.spec_from_file_location(
+                "kafkalite.schema_registry._walk", built[0]
+            )
+            assert walk_spec is not None and walk_spec.loader is not None
+            module._walk = importlib.util.module_from_spec(walk_spec)
+            walk_spec.loader.exec_module(module._walk)
     if hasattr(module, "mixed_pattern"):  # the produce path compiles it on a thread
         module.mixed_pattern("value")
     items = workload(kind, 1)
@@ -328,18 +359,24 @@ def validator_us(
         "TopicNameStrategy",
     )
     validator = module.SchemaValidator(registry, lambda topic: config)
+    quick = getattr(validator, "known_to_pass", None)
     walk = getattr(module, "_walk", None)
     if not native:
         module._walk = None
+    loop = asyncio.new_event_loop()
 
     def once() -> None:
-        errors = asyncio.run(validator.validate("t", buf))
+        # as the produce path calls it: the synchronous check first, where there is one
+        if quick is not None and quick("t", buf):
+            return
+        errors = loop.run_until_complete(validator.validate("t", buf))
         assert not errors, errors
 
     try:
         once()
-        best = min(timeit.repeat(once, number=5, repeat=5)) / 5
+        best = min(timeit.repeat(once, number=20, repeat=5)) / 20
     finally:
+        loop.close()
         if walk is not None:
             module._walk = walk
     return best / batch_records * 1e6
@@ -355,6 +392,138 @@ def validator_pair(kind: str, src: str | None, turns: int = 3) -> tuple[float, f
         if src is not None:
             theirs.append(validator_us(kind, src=src))
     return min(mine), min(python), (min(theirs) if theirs else None)
+
+
+# ------------------------------------------------------- instructions (callgrind), in-process
+
+CALLGRIND_REQUESTS = 20
+"""Produce requests per topic in the counted interval."""
+
+
+def callgrind_inner(kind: str, batch_records: int) -> None:
+    """Run under callgrind by `callgrind_counts`: an in-process broker, a plain and a validated
+    topic; per topic a few warm-up Produce requests (one batch of `batch_records` records of
+    the workload, acks=1) through the broker's dispatcher on its loop, then
+    `CALLGRIND_REQUESTS` more between two calls of os.getppid(), which callgrind is told to
+    dump before: the dump between them holds what those requests cost (the loop thread's work,
+    the other threads idle or nearly)."""
+    import datetime
+    import inspect
+
+    from kio.schema.produce.v9.request import (
+        PartitionProduceData,
+        ProduceRequest,
+        TopicProduceData,
+    )
+
+    from kafkalite.network.connection import ConnectionInfo
+    from kafkalite.protocol import frames
+    from kafkalite.protocol.api import ApiKey
+    from kafkalite.protocol.records import Header, Record, build_batch
+    from kafkalite.testing import Broker
+
+    slow = 1800.0  # everything runs some 50 times slower under callgrind
+    broker = Broker(config={"log.level": "WARNING"}).start(timeout=slow)
+    try:
+        broker.create_topic("plain", timeout=slow)
+        broker.create_topic(
+            "validated", config={"confluent.value.schema.validation": "true"}, timeout=slow
+        )
+        client = SchemaRegistryClient({"url": broker.schema_registry_url, "timeout": slow})
+        schema_id = client.register_schema("validated-value", Schema(json.dumps(SCHEMA), "AVRO"))
+        items = workload(kind, schema_id)
+        batch = build_batch(
+            Record(
+                offset_delta=i,
+                timestamp_delta=i // 50,
+                key=key,
+                value=value,
+                headers=tuple(Header(k, v) for k, v in headers or ()),
+            )
+            for i, (key, value, headers) in enumerate(
+                items[i % len(items)] for i in range(batch_records)
+            )
+        )
+        server: Any = broker.server
+        dispatcher = server.dispatcher
+        connection = ConnectionInfo("127.0.0.1", 1, "PLAINTEXT")
+
+        def frame(topic: str) -> bytearray:
+            request = ProduceRequest(
+                transactional_id=None,
+                acks=1,
+                timeout=datetime.timedelta(seconds=30),
+                topic_data=(
+                    TopicProduceData(
+                        name=topic, partition_data=(PartitionProduceData(index=0, records=batch),)
+                    ),
+                ),
+            )
+            return bytearray(frames.encode_request(ApiKey.PRODUCE, 9, 1, "bench", request)[4:])
+
+        async def produce(frames_: list[bytearray], count: bool) -> None:
+            if count:
+                os.getppid()  # callgrind dumps: what came before
+            result: Any = None
+            for f in frames_:
+                result = dispatcher.dispatch(f, connection)
+                if inspect.isawaitable(result):
+                    result = await result
+            if count:
+                os.getppid()  # callgrind dumps: these requests
+            encoded = b"".join(bytes(p) for p in result) if isinstance(result, list) else result
+            _, response = frames.decode_response(ApiKey.PRODUCE, 9, bytes(encoded)[4:])
+            answer = response.responses[0].partition_responses[0]
+            assert answer.error_code == 0, answer
+
+        thread: Any = broker._thread
+        for topic in ("plain", "validated"):
+            thread.run(produce([frame(topic) for _ in range(3)], False), 600)
+            thread.run(produce([frame(topic) for _ in range(CALLGRIND_REQUESTS)], True), 600)
+        assert broker.server is not None
+    finally:
+        broker.close()
+
+
+def callgrind_counts(kind: str, src: str, batch_records: int) -> dict[str, float]:
+    """Instructions (callgrind's Ir, load-independent) per produce request on the plain and
+    the validated topic, from `callgrind_inner` run under valgrind with `src`'s kafkalite."""
+    import subprocess
+    import sys
+    import tempfile
+
+    out = Path(tempfile.mkdtemp(prefix="schema-validation-callgrind-"))
+    env = {**os.environ, "PYTHONPATH": src}
+    subprocess.run(
+        [
+            "valgrind",
+            "--tool=callgrind",
+            "--dump-before=getppid",
+            f"--callgrind-out-file={out}/cg.out",
+            sys.executable,
+            __file__,
+            "--callgrind-inner",
+            kind,
+            "--batch-records",
+            str(batch_records),
+        ],
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    totals = []
+    for dump in sorted(out.glob("cg.out.*"), key=lambda p: int(p.name.rsplit(".", 1)[1])):
+        for line in dump.read_text().splitlines():
+            if line.startswith("totals:") or line.startswith("summary:"):
+                totals.append(int(line.split()[1]))
+                break
+    # dumps: before plain, plain's requests, before validated, validated's requests
+    plain, validated = totals[1], totals[3]
+    import shutil
+
+    shutil.rmtree(out, ignore_errors=True)
+    return {"plain": plain / CALLGRIND_REQUESTS, "validated": validated / CALLGRIND_REQUESTS}
 
 
 def walk_in_use() -> str:
@@ -374,15 +543,43 @@ def main() -> None:
     parser.add_argument(
         "--validator-only", action="store_true", help="only the validator alone, no broker"
     )
+    parser.add_argument(
+        "--callgrind",
+        action="store_true",
+        help="only the instructions per produce request, in-process under callgrind",
+    )
+    parser.add_argument("--batch-records", type=int, default=2500, help="for --callgrind")
+    parser.add_argument("--callgrind-inner", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.callgrind_inner:
+        callgrind_inner(args.callgrind_inner, args.batch_records)
+        return
     kinds = ["mixed", "uniform"] if args.workload == "both" else [args.workload]
     print(f"load average at start: {os.getloadavg()}; this tree's validator: {walk_in_use()}")
     for kind in kinds:
+        if args.callgrind:
+            import kafkalite
+
+            trees = {"this": str(Path(kafkalite.__file__).resolve().parent.parent)}
+            if args.baseline_src:
+                trees["baseline"] = str(Path(args.baseline_src).resolve())
+            for tree, src in trees.items():
+                counts = callgrind_counts(kind, src, args.batch_records)
+                added = counts["validated"] - counts["plain"]
+                print(
+                    f"{kind}, {tree + ' tree':13} instructions per produce request of "
+                    f"{args.batch_records:,} records (callgrind, in-process): plain "
+                    f"{counts['plain']:,.0f}, validated {counts['validated']:,.0f}: validation "
+                    f"adds {added:+,.0f} ({added / counts['plain']:+.1%}; "
+                    f"{added / args.batch_records:+.1f} per record)"
+                )
+            continue
         if args.validator_only:
             mine, python, theirs = validator_pair(kind, args.baseline_src, turns=5)
+            baseline = "" if theirs is None else f", baseline tree {theirs:.4f}"
             print(
-                f"{kind}: the validator alone {mine:.3f} us per record (without the C walk "
-                f"{python:.3f}), baseline {theirs}"
+                f"{kind}: the validator alone {mine:.4f} us per record (without the C walk "
+                f"{python:.3f}){baseline}"
             )
             continue
         out = run(args.records, args.rounds, kind, args.baseline_src)
@@ -415,11 +612,11 @@ def main() -> None:
             )
         mine, python, theirs = validator_pair(kind, args.baseline_src)
         line = (
-            f"  the validator alone, 10,000-record batch: {mine:.3f} us per record (without "
+            f"  the validator alone, 10,000-record batch: {mine:.4f} us per record (without "
             f"the C walk {python:.3f})"
         )
         if theirs is not None:
-            line += f" (baseline tree {theirs:.3f} us, in turns in this process)"
+            line += f" (baseline tree {theirs:.4f} us, in turns in this process)"
         print(line)
 
 

@@ -36,6 +36,14 @@ whose records cannot be read that way (a length past the end, an over-long varin
 whole: a consumer could not get past the damage, and nothing after it would be checked.
 Verdicts are cached per (topic, part, strategy, prefix) until the view applies another record
 (its `next_offset` moves), so a deletion or a new registration is seen by the next batch.
+
+The produce path asks `known_to_pass` first, synchronously: with the C walk, one call over the
+partition's whole data (`_walk.request`, which reads the batch headers as `_records_areas`
+does; compressed batches are decompressed and walked here as before) and the prefixes found
+compared with the prefixes whose cached verdict is a pass (kept per (topic, part, strategy)
+with the verdict cache, cleared with it). It says yes only when `validate` would return []
+from its cache; everything else (a stale view, a prefix without a passing verdict, unreadable
+records, no C walk) is `validate`'s to decide, unchanged.
 """
 
 from __future__ import annotations
@@ -88,11 +96,41 @@ class SchemaValidator:
         self._verdicts: dict[tuple[str, str, str, bytes], tuple[str | None, bool]] = {}
         self._verdicts_of: tuple[int, int] = (0, -1)
         """The (view, next_offset) the cached verdicts were given under."""
+        self._passing: dict[tuple[str, str, str], set[Prefix]] = {}
+        """The prefixes whose cached verdict is a pass, per (topic, part, strategy), with None
+        (a null part passes): what `known_to_pass` compares a request's prefixes with."""
 
     def applies(self, topic: str) -> bool:
         config = self.config_of(topic)
         return bool(
             config.confluent_value_schema_validation or config.confluent_key_schema_validation
+        )
+
+    def known_to_pass(self, topic: str, records: Any) -> bool:
+        """Whether every record of `records` is known to pass without awaiting anything: true
+        only when `validate` would return [] from its cached verdicts (the records readable,
+        every prefix's verdict a pass under the current view), so the produce path may skip
+        `validate`; false leaves the answer to it. The common case costs one C call (the C
+        walk over the whole partition's data, `_walk.request`) and a few set operations."""
+        if _walk is None:  # the patterns' fast path is left to validate
+            return False
+        view = self.registry.store.view
+        if (id(view), view.next_offset) != self._verdicts_of:
+            return False  # the cached verdicts are stale: validate renews them
+        config = self.config_of(topic)
+        key_check = config.confluent_key_schema_validation
+        value_check = config.confluent_value_schema_validation
+        found = _native_distinct(records, (1 if key_check else 0) | (2 if value_check else 0))
+        if found is None:
+            return False
+        keys, values = found
+        passing = self._passing
+        if key_check and not keys <= passing.get(
+            (topic, "key", config.confluent_key_subject_name_strategy), _NULL_ONLY
+        ):
+            return False
+        return not value_check or values <= passing.get(
+            (topic, "value", config.confluent_value_subject_name_strategy), _NULL_ONLY
         )
 
     async def validate(self, topic: str, records: Any) -> list[RecordError]:
@@ -169,6 +207,7 @@ class SchemaValidator:
         stamp = (id(view), view.next_offset)
         if stamp != self._verdicts_of:
             self._verdicts.clear()
+            self._passing.clear()
             self._verdicts_of = stamp
         for part, strategy in checks:
             for prefix in fast[part]:
@@ -180,9 +219,11 @@ class SchemaValidator:
                     verdict = await self._check(view, topic, part, strategy, prefix)
                     if len(self._verdicts) >= 10_000:
                         self._verdicts.clear()
+                        self._passing.clear()
                     self._verdicts[key] = verdict
                 if verdict[0] is not None:
                     return False
+                self._passing.setdefault((topic, part, strategy), {None}).add(prefix)
         return True
 
     async def _check(
@@ -367,24 +408,49 @@ def native_record_prefixes(buf: Any, part: str) -> list[Prefix]:
     return out
 
 
+_NULL_ONLY: frozenset[Prefix] = frozenset({None})
+
+
+def _native_distinct(buf: Any, parts: int) -> tuple[set[Prefix], set[Prefix]] | None:
+    """(the distinct key prefixes, the distinct value prefixes) of the records of the
+    non-control batches in `buf` by the C walk (`parts` as `_walk.prefixes` takes it; a part
+    not asked for gets an empty set): the uncompressed batches in one call over the whole of
+    `buf`, which reads the batch headers as `_records_areas` does, the compressed ones
+    decompressed here and walked one by one. None when a batch header or some record cannot
+    be read, or a codec fails."""
+    assert _walk is not None
+    try:
+        found = _walk.request(buf, parts)
+        if found is None:
+            return None
+        keys, values, compressed = found
+        keys = set() if keys is None else keys
+        values = set() if values is None else values
+        if compressed is not None:
+            mv = memoryview(buf)
+            for codec, start, end in compressed:
+                more_keys, more_values, _count, reason = _walk.prefixes(
+                    decompress(codec, mv[start:end]), parts, True
+                )
+                if reason is not None:
+                    return None
+                if more_keys is not None:
+                    keys |= more_keys
+                if more_values is not None:
+                    values |= more_values
+    except Exception:  # a codec's error, data that is not a buffer
+        return None
+    return keys, values
+
+
 def native_prefixes(buf: Any, only: str | None = None) -> dict[str, set[Prefix]] | None:
     """The distinct key and value prefixes (as `fast_prefixes` gives them) by the C walk, both
     parts in one pass unless `only` names one; None when some record cannot be read (the
     per-record walk then says which)."""
-    assert _walk is not None
-    found: dict[str, set[Prefix]] = {"key": set(), "value": set()}
-    try:
-        for _header, area in _records_areas(buf):
-            keys, values, _count, reason = _walk.prefixes(area, _PARTS[only], True)
-            if reason is not None:
-                return None
-            if keys is not None:
-                found["key"] |= keys
-            if values is not None:
-                found["value"] |= values
-    except Exception:
+    found = _native_distinct(buf, _PARTS[only])
+    if found is None:
         return None
-    return found
+    return {"key": found[0], "value": found[1]}
 
 
 def fast_prefixes(buf: Any, only: str | None = None) -> dict[str, set[Prefix]] | None:

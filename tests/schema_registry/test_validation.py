@@ -307,6 +307,58 @@ def test_the_validator_answers_the_same_with_the_c_walk_the_patterns_or_the_walk
     assert answers[1] == answers[2]
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(mostly_framed_records, st.integers(-2, 2), damage), min_size=1, max_size=3),
+    st.sampled_from([0, 0, 1, 3]),
+)
+def test_known_to_pass_is_validate_passing_from_its_cache(batches, compression):
+    """The produce path's synchronous check (`known_to_pass`, no await) says yes exactly when
+    `validate` has just passed the same data from its cached verdicts (readable records, every
+    prefix's verdict a pass), and no until `validate` has seen them; then again no when the
+    view moves, until `validate` renews the verdicts."""
+    buf = memoryview(
+        b"".join(batch_of(rs, compression, delta, hits) for rs, delta, hits in batches)
+    )
+    validator = stub_validator()
+    # without the C walk (KAFKALITE_NO_NATIVE=1) the check always leaves it to validate
+    passes = validation._walk is not None and validation.native_prefixes(buf) is not None
+    assert validator.known_to_pass("t", buf) is False
+    answer = asyncio.run(validator.validate("t", buf))
+    known = validator.known_to_pass("t", buf)
+    assert known == (answer == [] and passes)
+    assert asyncio.run(validator.validate("t", buf)) == answer  # the cache changes nothing
+    validator.registry.store.view.next_offset += 1  # a record applied: verdicts may be stale
+    assert validator.known_to_pass("t", buf) is False
+    assert asyncio.run(validator.validate("t", buf)) == answer
+    assert validator.known_to_pass("t", buf) == known
+
+
+def test_known_to_pass_per_topic_part_and_prefix(walker):
+    """Verdicts are per topic, part and strategy: a prefix passed for one topic's values is
+    not known for another's or for keys; a refused prefix is never known to pass; without
+    the C walk the check always leaves the answer to `validate`."""
+    validator = stub_validator()
+    good = memoryview(build_batch([Record(key=GOOD, value=GOOD + b"x")] * 40, compression=0))
+    nulls = memoryview(build_batch([Record(key=None, value=None)]))
+    lz4 = memoryview(build_batch([Record(key=GOOD, value=GOOD)] * 40, compression=3))
+    other = memoryview(build_batch([Record(key=GOOD, value=OTHER)]))
+    assert not validator.known_to_pass("t", good)
+    assert asyncio.run(validator.validate("t", good)) == []
+    native = walker == "native"
+    assert validator.known_to_pass("t", good) is native
+    assert validator.known_to_pass("t", lz4) is native  # compressed: decompressed and walked
+    assert validator.known_to_pass("t", nulls) is native  # null parts pass
+    assert not validator.known_to_pass("u", good)  # another topic: its subject's verdicts
+    errors = asyncio.run(validator.validate("t", other))
+    assert [e.batch_index for e in errors] == [0]
+    assert not validator.known_to_pass("t", other)
+    assert not validator.known_to_pass("t", memoryview(bytes(good)[:-1]))  # a record cut
+    assert validator.known_to_pass("t", good) is native
+    validator.config_of("t").confluent_value_subject_name_strategy = "RecordNameStrategy"
+    assert not validator.known_to_pass("t", good)  # another strategy, another subject
+
+
 def test_records_a_consumer_cannot_read_refuse_an_intact_batch(walker):
     """A record whose length runs past the batch's records: every record after it is beyond
     a consumer's reach and unchecked, so the batch is refused (INVALID_RECORD) rather than
