@@ -55,6 +55,7 @@ import random
 import re
 import shutil
 import time
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
@@ -175,6 +176,21 @@ def _empty_append_info(log_start_offset: int) -> LogAppendInfo:
     return LogAppendInfo(-1, -1, NO_TIMESTAMP, -1, -1, log_start_offset, 0, 0, 0, [])
 
 
+class _LogEndOffset:
+    """The log's end offset for its leader epoch cache, read through a weak reference: a
+    callable holding the log would make the log and its cache a reference cycle, which only
+    the cyclic collector frees, and never once frozen (kafkalite/observability/gc_freeze.py);
+    a dropped log is freed by reference counting."""
+
+    __slots__ = ("_log",)
+
+    def __init__(self, log) -> None:
+        self._log = weakref.ref(log)
+
+    def __call__(self) -> int:
+        return self._log().log_end_offset
+
+
 class Log:
     """One partition's log. See the module docstring for the invariants."""
 
@@ -240,7 +256,7 @@ class Log:
                 # their first entry (or the close of a segment holding data), the epoch
                 # checkpoint by the first epoch.
                 self.leader_epoch_cache = LeaderEpochFileCache(
-                    epoch_checkpoint, lambda: self.log_end_offset, deferred=True, read=False
+                    epoch_checkpoint, _LogEndOffset(self), deferred=True, read=False
                 )
                 segment = self._open_segment(self.log_start_offset, preallocate=False, new=True)
                 segment.defer_index_growth(self.config.segment_index_bytes)
@@ -255,7 +271,7 @@ class Log:
             try:
                 self.leader_epoch_cache = LeaderEpochFileCache(
                     epoch_checkpoint,
-                    lambda: self.log_end_offset,
+                    _LogEndOffset(self),
                     deferred=True,
                     read=LEADER_EPOCH_CHECKPOINT_FILE in listing,
                 )
@@ -264,7 +280,7 @@ class Log:
                 # A malformed checkpoint: rebuild the epochs from the batches (full scan).
                 epoch_checkpoint.unlink()
                 self.leader_epoch_cache = LeaderEpochFileCache(
-                    epoch_checkpoint, lambda: self.log_end_offset, deferred=True
+                    epoch_checkpoint, _LogEndOffset(self), deferred=True
                 )
                 epochs_lost = True
             self._load(had_clean_shutdown, recover_all=epochs_lost, listing=listing)
