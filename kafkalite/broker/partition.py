@@ -550,6 +550,11 @@ class Partition:
 
     def make_offline(self) -> None:
         self.notify_news()
+        log = self.log
+        if log is not None and getattr(log, "on_news", None) == self.notify_news:
+            # The log no longer tells this partition: the two made a reference cycle, and a
+            # dropped partition must be freed by reference counting (a frozen cycle never is).
+            log.on_news = None
         self.fetch_state_listener = None
         self.leader_replica_id = None
         self.remote_replicas.clear()
