@@ -433,7 +433,7 @@ class BrokerConfig(BaseModel):
     measured (10,000 partitions on one broker: 215 MB idle, 9.6 s to start). The broker's own
     internal topics (offsets.topic.num.partitions, transaction.state.log.num.partitions) are
     created regardless, since groups and transactions cannot work without them."""
-    gc_freeze_min_objects: int = Field(100000, ge=0)
+    gc_freeze_min_objects: int = Field(50000, ge=0)
     """kafkalite: after a full garbage collection that left at least this many objects, they
     are frozen (``gc.freeze()``; kafkalite/observability/gc_freeze.py); 0: never."""
     min_insync_replicas: int = Field(1, ge=1, le=INT_MAX)

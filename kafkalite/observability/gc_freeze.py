@@ -41,7 +41,7 @@ import structlog
 
 log = structlog.get_logger(__name__)
 
-DEFAULT_MIN_OBJECTS = 100_000
+DEFAULT_MIN_OBJECTS = 50_000
 
 
 class GcFreezer:
@@ -89,7 +89,8 @@ _freezer: GcFreezer | None = None
 
 
 def install_gc_freezer(min_objects: int = DEFAULT_MIN_OBJECTS) -> GcFreezer | None:
-    """Install the process's freezer (idempotent; a later call sets ``min_objects``).
+    """Install the process's freezer (idempotent; a later call sets ``min_objects``); the
+    first call also freezes what exists, after a full collection (at start-up: the modules).
     ``min_objects`` 0 removes it: nothing is frozen. Returns the freezer, or None."""
     global _freezer
     if min_objects <= 0:
@@ -99,6 +100,10 @@ def install_gc_freezer(min_objects: int = DEFAULT_MIN_OBJECTS) -> GcFreezer | No
         return None
     if _freezer is None:
         _freezer = GcFreezer(min_objects)
+        # What start-up has made so far (the modules, the configuration): one full pass now,
+        # before anything is served, and no later pass walks it.
+        gc.collect()
+        gc.freeze()
     _freezer.min_objects = min_objects
     _freezer.install()
     return _freezer

@@ -24,6 +24,7 @@ from kafkalite.config import BrokerConfig, ConfigError
 from kafkalite.observability.gc_freeze import GcFreezer, gc_freezer, install_gc_freezer
 from kafkalite.protocol.types import TopicPartition
 from tests.broker.conftest import batch, leader_state
+from tests.broker.test_partition_txn import Oracle, apply, open_partition
 
 BROKER = 1
 
@@ -167,16 +168,19 @@ async def test_a_bulk_leader_and_isr_is_frozen_and_its_partitions_still_freed(
         freezer.uninstall()
 
 
-def test_the_process_freezer_and_its_config_key():
-    assert BrokerConfig.load(environ={}).gc_freeze_min_objects == 100_000
+def test_the_process_freezer_and_its_config_key(unfrozen_after):
+    assert BrokerConfig.load(environ={}).gc_freeze_min_objects == 50_000
     config = BrokerConfig.load(environ={}, overrides=["gc.freeze.min.objects=0"])
     assert config.gc_freeze_min_objects == 0
     with pytest.raises(ConfigError, match="gc.freeze.min.objects"):
         BrokerConfig.load(environ={}, overrides=["gc.freeze.min.objects=-1"])
     assert gc_freezer() is None  # only `kafkalite serve` installs it
+    gc.unfreeze()
     try:
         freezer = install_gc_freezer(1_000_000_000)
         assert freezer is not None and gc_freezer() is freezer
+        assert gc.get_freeze_count() > 0  # what start-up made, frozen at once
+        assert len(gc.get_objects()) < gc.get_freeze_count()
         assert gc.callbacks.count(freezer.on_collection) == 1
         assert install_gc_freezer(2_000_000_000) is freezer
         assert gc.callbacks.count(freezer.on_collection) == 1
@@ -187,3 +191,24 @@ def test_the_process_freezer_and_its_config_key():
     finally:
         assert install_gc_freezer(0) is None
     assert gc_freezer() is None and freezer.on_collection not in gc.callbacks
+
+
+async def test_a_hosted_partition_makes_no_objects_it_does_not_need(make_rm, tmp_path):
+    """Fewer objects for the collector: one ISR set shared by the partitions that have it,
+    no transaction index object for a segment without a file, no list for completed
+    transactions while there is none; the index is made at its first aborted transaction."""
+    rm = make_rm(broker_id=BROKER)
+    await host(rm, "t", 4)
+    partitions = [rm.partitions[TopicPartition("t", p)] for p in range(4)]
+    assert len({id(p.isr) for p in partitions}) == 1 and partitions[0].isr == {BROKER, 2}
+    for partition in partitions:
+        assert partition.log.active_segment._txn_index is None
+        assert partition.producer_state.completed_txns == ()
+    partition, log = open_partition(str(tmp_path / "alone"))
+    oracle = Oracle()
+    apply(partition, log, oracle, ("data", 0, 2))
+    assert log.active_segment._txn_index is None
+    apply(partition, log, oracle, ("abort", 0, 0))
+    assert [e.producer_id for e in log.active_segment.txn_index.entries] == [100]
+    assert partition.producer_state.completed_txns == ()  # taken and indexed
+    log.close()
