@@ -14,13 +14,24 @@ named) and by a ticker's worst lateness (a 5 ms timer, as the loop-lag probe):
 3. ``scheduler_rounds``: the LogManager's scheduler for ``--rounds`` ticks with every periodic
    task due on every tick (retention, flush, checkpoints, idle-log release, directory check).
 
+The garbage collector: every pass is timed by generation (wall time and the main thread's
+CPU time of the full ones); after the LeaderAndIsr the tracked objects are counted (those a
+full pass walks, ``gc.get_objects()``, and the frozen ones) and, when nothing is frozen, by
+type, per partition. ``--gc`` chooses the collector's set-up of this tree's run, one run each
+(repeatable): ``none``; ``freeze=N`` (the freezer ``kafkalite serve`` installs, with
+``gc.freeze.min.objects=N``; the default, 50000); ``freeze-after-lair`` (``gc.freeze()`` once
+the LeaderAndIsr is answered); ``threshold=a,b,c``; joined by ``+``. ``--delete`` adds a
+StopReplica deleting every partition. At the end the collector runs, then again after
+``gc.unfreeze()``: what only the second finds (``kept_by_freeze``) is cyclic garbage a freeze
+kept.
+
 ``--baseline-src DIR`` runs the same in a child on another tree's kafkalite (a ``git archive``
 of the base commit) right after, for a comparison in the same run; ``--repeats`` alternates
 the two (and which goes first).
 
     git archive 5eedc91 | tar -x -C /tmp/base_brk
     PYTHONPATH=. .venv/bin/python bench/broker_loop_bench.py --partitions 10000 \\
-        --baseline-src /tmp/base_brk
+        --baseline-src /tmp/base_brk --gc none --gc freeze=50000 --delete
 """
 
 from __future__ import annotations
