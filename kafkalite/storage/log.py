@@ -188,7 +188,10 @@ class _LogEndOffset:
         self._log = weakref.ref(log)
 
     def __call__(self) -> int:
-        return self._log().log_end_offset
+        log = self._log()
+        if log is None:  # only the log holds its cache: not reached while the cache is used
+            raise ReferenceError("the log of this leader epoch cache is gone")
+        return log.log_end_offset
 
 
 class Log:
