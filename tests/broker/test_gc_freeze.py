@@ -18,13 +18,16 @@ import weakref
 
 import pytest
 
-from kafkalite.broker.partition import ReplicaState
+from kafkalite.broker.partition import Partition, ReplicaState
+from kafkalite.broker.producer_state import AppendOrigin
 from kafkalite.broker.types import StopReplicaPartitionState
 from kafkalite.config import BrokerConfig, ConfigError
 from kafkalite.observability.gc_freeze import GcFreezer, gc_freezer, install_gc_freezer
+from kafkalite.protocol.records import Record, build_batch, build_end_txn_marker_batch
 from kafkalite.protocol.types import TopicPartition
-from tests.broker.conftest import batch, leader_state
-from tests.broker.test_partition_txn import Oracle, apply, open_partition
+from kafkalite.storage.config import LogConfig
+from kafkalite.storage.log import Log
+from tests.broker.conftest import MockTime, batch, leader_state
 
 BROKER = 1
 
@@ -204,11 +207,23 @@ async def test_a_hosted_partition_makes_no_objects_it_does_not_need(make_rm, tmp
     for partition in partitions:
         assert partition.log.active_segment._txn_index is None
         assert partition.producer_state.completed_txns == ()
-    partition, log = open_partition(str(tmp_path / "alone"))
-    oracle = Oracle()
-    apply(partition, log, oracle, ("data", 0, 2))
+    log = Log(tmp_path / "alone-0", LogConfig())
+    partition = Partition(TopicPartition("alone", 0), BROKER, MockTime())
+    partition.make_leader(leader_state("alone", 0, isr=(BROKER,)), log)
+    records = build_batch(
+        [Record(offset_delta=0, value=b"t")],
+        producer_id=100,
+        producer_epoch=0,
+        base_sequence=0,
+        is_transactional=True,
+    )
+    partition.append_records_to_leader(bytearray(records), AppendOrigin.CLIENT, 1)
     assert log.active_segment._txn_index is None
-    apply(partition, log, oracle, ("abort", 0, 0))
+    abort = build_end_txn_marker_batch(
+        producer_id=100, producer_epoch=0, commit=False, coordinator_epoch=0
+    )
+    partition.append_records_to_leader(bytearray(abort), AppendOrigin.COORDINATOR, 1)
     assert [e.producer_id for e in log.active_segment.txn_index.entries] == [100]
+    assert [p.name for p in log.dir.glob("*.txnindex")] == ["00000000000000000000.txnindex"]
     assert partition.producer_state.completed_txns == ()  # taken and indexed
     log.close()
