@@ -104,6 +104,7 @@ def install_gc_freezer(min_objects: int = DEFAULT_MIN_OBJECTS) -> GcFreezer | No
         # before anything is served, and no later pass walks it.
         gc.collect()
         gc.freeze()
+        log.info("gc_freeze", objects=gc.get_freeze_count(), at="start-up")
     _freezer.min_objects = min_objects
     _freezer.install()
     return _freezer
