@@ -10,7 +10,12 @@
 Nothing here patches another component: producers are handed their counters.
 """
 
-from kafkalite.observability.gc_freeze import GcFreezer, gc_freezer, install_gc_freezer
+from kafkalite.observability.gc_freeze import (
+    GcFreezer,
+    gc_freezer,
+    install_gc_freezer,
+    uninstall_gc_freezer,
+)
 from kafkalite.observability.logs import (
     LogRateLimiter,
     configure_logging,
@@ -50,4 +55,5 @@ __all__ = [
     "loop_lag_monitor",
     "response_size",
     "start_loop_lag_monitor",
+    "uninstall_gc_freezer",
 ]

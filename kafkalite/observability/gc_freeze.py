@@ -9,7 +9,9 @@ permanent generation that no collection walks again.
 
 `GcFreezer` (one per process, `install_gc_freezer`; the ``kafkalite serve`` process
 installs it with ``gc.freeze.min.objects``) watches the collector: at the end of a full
-collection that left at least ``min_objects`` tracked objects unfrozen, it freezes them.
+collection that left at least ``min_objects`` tracked objects unfrozen, it freezes them. It
+also logs each full pass that is the longest so far and takes 50 ms or more
+(``gc_full_pass``), so a loop stall can be told from the collector's.
 
 Invariants:
 
@@ -42,6 +44,8 @@ import structlog
 log = structlog.get_logger(__name__)
 
 DEFAULT_MIN_OBJECTS = 50_000
+SLOW_FULL_PASS_S = 0.05
+"""A full pass at least this long that is the longest so far is logged (``gc_full_pass``)."""
 
 
 class GcFreezer:
@@ -53,26 +57,38 @@ class GcFreezer:
         self.frozen_objects = 0
         """Objects this freezer froze (``gc.get_freeze_count()`` counts those still frozen)."""
         self.last_freeze_seconds = 0.0
+        self.longest_full_pass_seconds = 0.0
+        """The longest full collection seen (its wall time, the count and freeze included):
+        the loop stall the collector caused at most."""
         self._installed = False
+        self._pass_start = 0.0
 
     def on_collection(self, phase: str, info: dict[str, Any]) -> None:
         """A ``gc.callbacks`` entry: after a full collection, freeze if it left many."""
-        if phase != "stop" or info.get("generation") != 2 or self.min_objects <= 0:
+        if info.get("generation") != 2:
             return
-        start = time.perf_counter()
-        unfrozen = len(gc.get_objects(generation=2))
-        if unfrozen < self.min_objects:
+        if phase == "start":
+            self._pass_start = time.perf_counter()
             return
-        gc.freeze()
-        self.freezes += 1
-        self.frozen_objects += unfrozen
-        self.last_freeze_seconds = time.perf_counter() - start
-        log.info(
-            "gc_freeze",
-            objects=unfrozen,
-            frozen_total=gc.get_freeze_count(),
-            ms=round(1000 * self.last_freeze_seconds, 1),
-        )
+        if self.min_objects > 0:
+            start = time.perf_counter()
+            unfrozen = len(gc.get_objects(generation=2))
+            if unfrozen >= self.min_objects:
+                gc.freeze()
+                self.freezes += 1
+                self.frozen_objects += unfrozen
+                self.last_freeze_seconds = time.perf_counter() - start
+                log.info(
+                    "gc_freeze",
+                    objects=unfrozen,
+                    frozen_total=gc.get_freeze_count(),
+                    ms=round(1000 * self.last_freeze_seconds, 1),
+                )
+        took = time.perf_counter() - self._pass_start
+        if took > self.longest_full_pass_seconds:
+            self.longest_full_pass_seconds = took
+            if took >= SLOW_FULL_PASS_S:
+                log.info("gc_full_pass", ms=round(1000 * took, 1), longest=True)
 
     def install(self) -> None:
         if not self._installed:
@@ -88,26 +104,31 @@ class GcFreezer:
 _freezer: GcFreezer | None = None
 
 
-def install_gc_freezer(min_objects: int = DEFAULT_MIN_OBJECTS) -> GcFreezer | None:
-    """Install the process's freezer (idempotent; a later call sets ``min_objects``); the
-    first call also freezes what exists, after a full collection (at start-up: the modules).
-    ``min_objects`` 0 removes it: nothing is frozen. Returns the freezer, or None."""
+def install_gc_freezer(min_objects: int = DEFAULT_MIN_OBJECTS) -> GcFreezer:
+    """Install the process's freezer (idempotent; a later call sets ``min_objects``). With
+    ``min_objects`` above 0 the first call also freezes what exists, after a full collection
+    (at start-up: the modules); with 0 nothing is ever frozen, the long passes are still
+    logged."""
     global _freezer
-    if min_objects <= 0:
-        if _freezer is not None:
-            _freezer.uninstall()
-            _freezer = None
-        return None
     if _freezer is None:
         _freezer = GcFreezer(min_objects)
-        # What start-up has made so far (the modules, the configuration): one full pass now,
-        # before anything is served, and no later pass walks it.
-        gc.collect()
-        gc.freeze()
-        log.info("gc_freeze", objects=gc.get_freeze_count(), at="start-up")
+        if min_objects > 0:
+            # What start-up has made so far (the modules, the configuration): one full pass
+            # now, before anything is served, and no later pass walks it.
+            gc.collect()
+            gc.freeze()
+            log.info("gc_freeze", objects=gc.get_freeze_count(), at="start-up")
     _freezer.min_objects = min_objects
     _freezer.install()
     return _freezer
+
+
+def uninstall_gc_freezer() -> None:
+    """Remove the process's freezer (what it froze stays frozen)."""
+    global _freezer
+    if _freezer is not None:
+        _freezer.uninstall()
+        _freezer = None
 
 
 def gc_freezer() -> GcFreezer | None:

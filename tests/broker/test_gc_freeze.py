@@ -22,7 +22,12 @@ from kafkalite.broker.partition import Partition, ReplicaState
 from kafkalite.broker.producer_state import AppendOrigin
 from kafkalite.broker.types import StopReplicaPartitionState
 from kafkalite.config import BrokerConfig, ConfigError
-from kafkalite.observability.gc_freeze import GcFreezer, gc_freezer, install_gc_freezer
+from kafkalite.observability.gc_freeze import (
+    GcFreezer,
+    gc_freezer,
+    install_gc_freezer,
+    uninstall_gc_freezer,
+)
 from kafkalite.protocol.records import Record, build_batch, build_end_txn_marker_batch
 from kafkalite.protocol.types import TopicPartition
 from kafkalite.storage.config import LogConfig
@@ -191,8 +196,15 @@ def test_the_process_freezer_and_its_config_key(unfrozen_after):
         frozen = gc.get_freeze_count()
         gc.collect()
         assert (freezer.freezes, gc.get_freeze_count()) == (0, frozen)
+        frozen = gc.get_freeze_count()
+        assert install_gc_freezer(0) is freezer  # 0: nothing frozen any more
+        allocated = [[i] for i in range(1000)]  # survives the collection
+        gc.collect()
+        assert (freezer.freezes, gc.get_freeze_count()) == (0, frozen)
+        assert freezer.longest_full_pass_seconds > 0
+        del allocated
     finally:
-        assert install_gc_freezer(0) is None
+        uninstall_gc_freezer()
     assert gc_freezer() is None and freezer.on_collection not in gc.callbacks
 
 
