@@ -14,13 +14,24 @@ named) and by a ticker's worst lateness (a 5 ms timer, as the loop-lag probe):
 3. ``scheduler_rounds``: the LogManager's scheduler for ``--rounds`` ticks with every periodic
    task due on every tick (retention, flush, checkpoints, idle-log release, directory check).
 
+The garbage collector: every pass is timed by generation (wall time and the main thread's
+CPU time of the full ones); after the LeaderAndIsr the tracked objects are counted (those a
+full pass walks, ``gc.get_objects()``, and the frozen ones) and, when nothing is frozen, by
+type, per partition. ``--gc`` chooses the collector's set-up of this tree's run, one run each
+(repeatable): ``none``; ``freeze=N`` (the freezer ``kafkalite serve`` installs, with
+``gc.freeze.min.objects=N``; the default, 50000); ``freeze-after-lair`` (``gc.freeze()`` once
+the LeaderAndIsr is answered); ``threshold=a,b,c``; joined by ``+``. ``--delete`` adds a
+StopReplica deleting every partition. At the end the collector runs, then again after
+``gc.unfreeze()``: what only the second finds (``kept_by_freeze``) is cyclic garbage a freeze
+kept.
+
 ``--baseline-src DIR`` runs the same in a child on another tree's kafkalite (a ``git archive``
 of the base commit) right after, for a comparison in the same run; ``--repeats`` alternates
 the two (and which goes first).
 
     git archive 5eedc91 | tar -x -C /tmp/base_brk
     PYTHONPATH=. .venv/bin/python bench/broker_loop_bench.py --partitions 10000 \\
-        --baseline-src /tmp/base_brk
+        --baseline-src /tmp/base_brk --gc none --gc freeze=50000 --delete
 """
 
 from __future__ import annotations
@@ -36,6 +47,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 
 
@@ -110,23 +122,33 @@ async def _ticker(lateness: list[float], stop: asyncio.Event) -> None:
 
 class GcPauses:
     """The cyclic garbage collector's passes meanwhile (they run inside whatever callback
-    allocated last, and a full pass walks every tracked object of the process)."""
+    allocated last, and a full pass walks every tracked object of the process that is not
+    frozen): by generation, how many, the longest and the total (wall time, and the main
+    thread's CPU time)."""
 
     def __init__(self) -> None:
         self.longest = 0.0
         self.total = 0.0
         self.full = 0
+        self.by_generation = {g: {"passes": 0, "max_ms": 0.0, "total_ms": 0.0} for g in range(3)}
+        self.longest_full_cpu = 0.0
         self._start = 0.0
+        self._start_cpu = 0.0
 
     def _callback(self, phase: str, info: dict) -> None:
         if phase == "start":
-            self._start = time.perf_counter()
+            self._start, self._start_cpu = time.perf_counter(), time.thread_time()
             return
         took = time.perf_counter() - self._start
         self.total += took
         self.longest = max(self.longest, took)
+        generation = self.by_generation[info.get("generation", 0)]
+        generation["passes"] += 1
+        generation["max_ms"] = round(max(generation["max_ms"], 1000 * took), 1)
+        generation["total_ms"] = round(generation["total_ms"] + 1000 * took, 1)
         if info.get("generation") == 2:
             self.full += 1
+            self.longest_full_cpu = max(self.longest_full_cpu, time.thread_time() - self._start_cpu)
 
     def __enter__(self) -> GcPauses:
         gc.callbacks.append(self._callback)
@@ -134,6 +156,16 @@ class GcPauses:
 
     def __exit__(self, *exc) -> None:
         gc.callbacks.remove(self._callback)
+
+
+def _tracked() -> dict:
+    """The tracked objects now: those a full pass walks (``gc.get_objects()``: the frozen
+    ones are not listed) and the frozen ones."""
+    return {"unfrozen": len(gc.get_objects()), "frozen": gc.get_freeze_count()}
+
+
+def _census() -> Counter:
+    return Counter(type(o).__qualname__ for o in gc.get_objects())
 
 
 async def _measured(coro) -> dict:  # type: ignore[no-untyped-def]
@@ -162,6 +194,8 @@ async def _measured(coro) -> dict:  # type: ignore[no-untyped-def]
         "ticker_late_max_ms": round(1000 * max(lateness, default=0.0), 1),
         "gc_pause_max_ms": round(1000 * gc_pauses.longest, 1),
         "gc_full_passes": gc_pauses.full,
+        "gc_full_pass_max_cpu_ms": round(1000 * gc_pauses.longest_full_cpu, 1),
+        "gc_by_generation": gc_pauses.by_generation,
         "result": result,
     }
 
@@ -231,7 +265,31 @@ async def _render(registry) -> bytes:  # type: ignore[no-untyped-def]
     return body
 
 
-async def run_once(partitions: int, scrapes: int, rounds: int) -> dict:
+def _apply_gc_config(config: str) -> dict:
+    """``none``; ``freeze=N`` (the process's freezer, as ``kafkalite serve`` installs it, with
+    ``gc.freeze.min.objects=N``); ``freeze-after-lair`` (``gc.freeze()`` once the LeaderAndIsr
+    is answered); ``threshold=a,b,c`` (``gc.set_threshold``). Several joined by ``+``."""
+    options: dict = {"freeze_after_lair": False}
+    for part in filter(None, config.split("+")):
+        name, _, value = part.partition("=")
+        if name == "none":
+            continue
+        if name == "freeze":
+            from kafkalite.observability.gc_freeze import install_gc_freezer
+
+            install_gc_freezer(int(value))
+        elif name == "freeze-after-lair":
+            options["freeze_after_lair"] = True
+        elif name == "threshold":
+            gc.set_threshold(*(int(v) for v in value.split(",")))
+        else:
+            raise SystemExit(f"unknown gc config {part!r}")
+    return options
+
+
+async def run_once(
+    partitions: int, scrapes: int, rounds: int, gc_config: str = "none", delete: bool = False
+) -> dict:
     from kafkalite.admin.metrics import new_registry
     from kafkalite.apis import load_handlers
     from kafkalite.apis.base import BrokerServices, build
@@ -249,7 +307,8 @@ async def run_once(partitions: int, scrapes: int, rounds: int) -> dict:
     from kafkalite.storage.log_manager import LogManager
 
     load_handlers()
-    out: dict = {}
+    out: dict = {"gc_config": gc_config}
+    gc_options = _apply_gc_config(gc_config)
     with tempfile.TemporaryDirectory(prefix="broker-loop-") as root:
         lm = LogManager([os.path.join(root, "logs")], LogConfig())
         lm.startup()
@@ -273,6 +332,9 @@ async def run_once(partitions: int, scrapes: int, rounds: int) -> dict:
                 ),
             )[4:]
         )
+        gc.collect()
+        tracked_before = _tracked()
+        census_before = _census() if not tracked_before["frozen"] else None
         try:
 
             async def leader_and_isr() -> dict:
@@ -300,6 +362,8 @@ async def run_once(partitions: int, scrapes: int, rounds: int) -> dict:
                     return bytes(result)
 
                 answer = await asyncio.ensure_future(request())
+                if gc_options["freeze_after_lair"]:
+                    gc.freeze()
                 done.set()
                 await others
                 return {"answer": answer, "api_versions_answered_meanwhile": answered_before}
@@ -313,6 +377,20 @@ async def run_once(partitions: int, scrapes: int, rounds: int) -> dict:
             )
             measured["result"]["logs"] = len(lm.all_logs())
             out["leader_and_isr"] = measured
+            gc.collect()  # what is left (a full pass: it may freeze, as a broker's next would)
+            tracked_after = _tracked()
+            grown = sum(tracked_after.values()) - sum(tracked_before.values())
+            out["tracked_objects"] = {
+                "before": tracked_before,
+                "after_leader_and_isr": tracked_after,
+                "per_partition": round(grown / partitions, 2),
+            }
+            if census_before is not None and not tracked_after["frozen"]:
+                census = _census()
+                census.subtract(census_before)
+                out["tracked_objects"]["per_partition_by_type"] = {
+                    name: round(count / partitions, 2) for name, count in census.most_common(16)
+                }
             record = Record(offset_delta=0, timestamp_delta=0, key=None, value=b"v" * 100)
             batch = bytearray(build_batch([record], base_timestamp=1_000))
             for p in range(0, partitions, 3):
@@ -349,13 +427,39 @@ async def run_once(partitions: int, scrapes: int, rounds: int) -> dict:
                 return {"logs": len(lm.all_logs())}
 
             out["scheduler_rounds"] = await _measured(scheduler())
+            if delete:
+
+                async def delete_all() -> dict:
+                    from kafkalite.broker.types import StopReplicaPartitionState
+
+                    result = await rm.stop_replicas_async(
+                        2,
+                        1,
+                        [
+                            StopReplicaPartitionState("scale", p, -2, True)
+                            for p in range(partitions)
+                        ],
+                    )
+                    return {"errors": sum(1 for e in result.partition_errors.values() if e)}
+
+                out["stop_replica_delete"] = await _measured(delete_all())
+            # The cost of freezing: cyclic garbage among frozen objects is never collected.
+            # Collected normally first, then what only an unfreeze lets the collector find.
+            collectable = gc.collect()
+            frozen = gc.get_freeze_count()
+            gc.unfreeze()
+            out["garbage"] = {
+                "collected_normally": collectable,
+                "frozen_at_end": frozen,
+                "kept_by_freeze": gc.collect(),
+            }
         finally:
             await rm.shutdown()
             await lm.shutdown_async()
     return out
 
 
-def _child(src: str, args: argparse.Namespace) -> dict:
+def _child(src: str, args: argparse.Namespace, gc_config: str) -> dict:
     env = dict(os.environ, PYTHONPATH=src)
     out = subprocess.run(
         [
@@ -367,6 +471,9 @@ def _child(src: str, args: argparse.Namespace) -> dict:
             str(args.scrapes),
             "--rounds",
             str(args.rounds),
+            "--gc",
+            gc_config,
+            *(["--delete"] if args.delete else []),
             "--json-only",
         ],
         env=env,
@@ -385,19 +492,36 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--baseline-src", help="also run on this tree's kafkalite (a child)")
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument(
+        "--gc",
+        action="append",
+        help="a garbage-collector set-up for this tree's run (repeatable, each a run): none, "
+        "freeze=N, freeze-after-lair, threshold=a,b,c, joined by +; default freeze=50000 "
+        "(what kafkalite serve installs); the baseline runs with none",
+    )
+    parser.add_argument("--delete", action="store_true", help="also StopReplica-delete them all")
     parser.add_argument("--json-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    configs = args.gc or ["freeze=50000"]
     if args.json_only:
-        print(json.dumps(asyncio.run(run_once(args.partitions, args.scrapes, args.rounds))))
+        print(
+            json.dumps(
+                asyncio.run(
+                    run_once(args.partitions, args.scrapes, args.rounds, configs[0], args.delete)
+                )
+            )
+        )
         return
     here = str(Path(__file__).resolve().parent.parent)
-    runs: dict[str, list] = {"this_tree": [], "baseline": []}
+    runs: dict[str, list] = {f"this_tree {c}": [] for c in configs}
+    if args.baseline_src:
+        runs["baseline"] = []
     for i in range(args.repeats):
-        order = [("this_tree", here)]
+        order = [(f"this_tree {c}", here, c) for c in configs]
         if args.baseline_src:
-            order.append(("baseline", args.baseline_src))
-        for name, src in order if i % 2 == 0 else order[::-1]:
-            runs[name].append(_child(src, args))
+            order.append(("baseline", args.baseline_src, "none"))
+        for name, src, config in order if i % 2 == 0 else order[::-1]:
+            runs[name].append(_child(src, args, config))
     print(
         json.dumps(
             {"partitions": args.partitions, "load_average": os.getloadavg(), **runs}, indent=2

@@ -433,6 +433,9 @@ class BrokerConfig(BaseModel):
     measured (10,000 partitions on one broker: 215 MB idle, 9.6 s to start). The broker's own
     internal topics (offsets.topic.num.partitions, transaction.state.log.num.partitions) are
     created regardless, since groups and transactions cannot work without them."""
+    gc_freeze_min_objects: int = Field(50000, ge=0)
+    """kafkalite: after a full garbage collection that left at least this many objects, they
+    are frozen (``gc.freeze()``; kafkalite/observability/gc_freeze.py); 0: never."""
     min_insync_replicas: int = Field(1, ge=1, le=INT_MAX)
     auto_create_topics_enable: bool = True
     delete_topic_enable: bool = True

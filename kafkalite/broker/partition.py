@@ -47,7 +47,7 @@ Not safe to call concurrently; the broker calls it from one event loop.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,6 +97,22 @@ from kafkalite.zk.types import LeaderAndIsr
 
 DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30_000
 _SCAN_CHUNK_BYTES = 1 << 20
+
+_SHARED_ISRS: dict[frozenset[int], frozenset[int]] = {}
+_SHARED_ISRS_KEPT = 4096
+
+
+def shared_isr(replica_ids: Iterable[int]) -> frozenset[int]:
+    """One frozenset per distinct ISR, shared by the partitions that have it (a cluster has
+    few distinct ones): not one per partition for the garbage collector to walk. Immutable,
+    so sharing changes nothing else; the table is emptied when it reaches 4,096 sets."""
+    isr = frozenset(replica_ids)
+    shared = _SHARED_ISRS.get(isr)
+    if shared is None:
+        if len(_SHARED_ISRS) >= _SHARED_ISRS_KEPT:
+            _SHARED_ISRS.clear()
+        shared = _SHARED_ISRS[isr] = isr
+    return shared
 
 
 @dataclass(slots=True)
@@ -493,7 +509,7 @@ class Partition:
         self.assigned_replicas = tuple(state.replicas)
         self.adding_replicas = tuple(state.adding_replicas)
         self.removing_replicas = tuple(state.removing_replicas)
-        self.isr = frozenset(state.isr)
+        self.isr = shared_isr(state.isr)
         self.pending_isr_update = None
         for rid in list(self.remote_replicas):
             if rid not in self.assigned_replicas:
@@ -550,6 +566,11 @@ class Partition:
 
     def make_offline(self) -> None:
         self.notify_news()
+        log = self.log
+        if log is not None and getattr(log, "on_news", None) == self.notify_news:
+            # The log no longer tells this partition: the two made a reference cycle, and a
+            # dropped partition must be freed by reference counting (a frozen cycle never is).
+            log.on_news = None
         self.fetch_state_listener = None
         self.leader_replica_id = None
         self.remote_replicas.clear()
@@ -802,7 +823,7 @@ class Partition:
             self.fenced_by_isr_conflict = True
             self.notify_news()  # no longer leader: its followers must hear it
             return False
-        self.isr = frozenset(proposal.isr)
+        self.isr = shared_isr(proposal.isr)
         self.zk_version = new_zk_version
         return self.maybe_increment_leader_hw(self.time.milliseconds())
 

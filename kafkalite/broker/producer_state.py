@@ -343,8 +343,9 @@ class ProducerStateManager:
         self.last_snapshot_offset: int | None = None
         # producer id -> first offset of its open transaction (Kafka's ongoingTxns)
         self.ongoing_txns: dict[int, int] = {}
-        # transactions ended by markers since the owner last took them (take_completed_txns)
-        self.completed_txns: list[CompletedTxn] = []
+        # transactions ended by markers since the owner last took them (take_completed_txns);
+        # a tuple, () while there is none: no list per partition for the collector to walk
+        self.completed_txns: tuple[CompletedTxn, ...] = ()
 
     # -- queries ------------------------------------------------------------------------------
 
@@ -371,7 +372,7 @@ class ProducerStateManager:
         return min(others) if others else completed.last_offset + 1
 
     def take_completed_txns(self) -> list[CompletedTxn]:
-        done, self.completed_txns = self.completed_txns, []
+        done, self.completed_txns = list(self.completed_txns), ()
         return done
 
     # -- two-phase update ---------------------------------------------------------------------
@@ -421,7 +422,8 @@ class ProducerStateManager:
             self.ongoing_txns.pop(info.producer_id, None)
         else:
             self.ongoing_txns[info.producer_id] = entry.current_txn_first_offset
-        self.completed_txns.extend(info.completed_txns)
+        if info.completed_txns:
+            self.completed_txns += tuple(info.completed_txns)
         current = self.producers.get(info.producer_id)
         if current is None:
             self.producers[info.producer_id] = entry.copy()
@@ -479,7 +481,7 @@ class ProducerStateManager:
     def reset(self) -> None:
         self.producers.clear()
         self.ongoing_txns.clear()
-        self.completed_txns.clear()
+        self.completed_txns = ()
         self.map_end_offset = 0
 
     # -- snapshots ----------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """What the broker measures and how it logs (layer 0: the standard library and structlog only).
 
 - `loop_lag`: the event-loop lag monitor (one per loop);
+- `gc_freeze`: the process's garbage-collector freezer (installed by ``kafkalite serve``);
 - `stats`: the request and topic counters (Kafka's RequestMetrics and BrokerTopicStats), made
   by the composition root and passed to the dispatcher and the replica manager, which record
   into them; the admin API only reads them (its /metrics exposition is kafkalite/admin/metrics.py);
@@ -9,6 +10,12 @@
 Nothing here patches another component: producers are handed their counters.
 """
 
+from kafkalite.observability.gc_freeze import (
+    GcFreezer,
+    gc_freezer,
+    install_gc_freezer,
+    uninstall_gc_freezer,
+)
 from kafkalite.observability.logs import (
     LogRateLimiter,
     configure_logging,
@@ -31,6 +38,7 @@ from kafkalite.observability.stats import (
 )
 
 __all__ = [
+    "GcFreezer",
     "LAG_BUCKETS",
     "LAG_PROBE_INTERVAL_S",
     "LAG_WINDOW_S",
@@ -41,8 +49,11 @@ __all__ = [
     "TopicStats",
     "configure_logging",
     "event_loop_lag_max",
+    "gc_freezer",
+    "install_gc_freezer",
     "loop_exception_handler",
     "loop_lag_monitor",
     "response_size",
     "start_loop_lag_monitor",
+    "uninstall_gc_freezer",
 ]

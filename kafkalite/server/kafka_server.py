@@ -76,6 +76,7 @@ from kafkalite.observability import (
     RequestStats,
     TopicStats,
     configure_logging,
+    install_gc_freezer,
     loop_exception_handler,
     start_loop_lag_monitor,
 )
@@ -957,6 +958,7 @@ def serve(config: BrokerConfig, *, exit_when_stopped: bool = False) -> int:
     configure_logging(config.log_level)
     load_handlers()
     install_uvloop()
+    install_gc_freezer(config.gc_freeze_min_objects)  # process-wide: this process's broker
     server = KafkaServer(config)
     try:
         asyncio.run(server.run())

@@ -55,6 +55,7 @@ import random
 import re
 import shutil
 import time
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
@@ -179,6 +180,24 @@ PRODUCER_SNAPSHOT_SUFFIX = ".snapshot"
 """The producer state's snapshot files in a log's directory (kafkalite/broker/producer_state.py)."""
 
 
+class _LogEndOffset:
+    """The log's end offset for its leader epoch cache, read through a weak reference: a
+    callable holding the log would make the log and its cache a reference cycle, which only
+    the cyclic collector frees, and never once frozen (kafkalite/observability/gc_freeze.py);
+    a dropped log is freed by reference counting."""
+
+    __slots__ = ("_log",)
+
+    def __init__(self, log) -> None:
+        self._log = weakref.ref(log)
+
+    def __call__(self) -> int:
+        log = self._log()
+        if log is None:  # only the log holds its cache: not reached while the cache is used
+            raise ReferenceError("the log of this leader epoch cache is gone")
+        return log.log_end_offset
+
+
 class Log:
     """One partition's log. See the module docstring for the invariants."""
 
@@ -248,7 +267,7 @@ class Log:
                 # their first entry (or the close of a segment holding data), the epoch
                 # checkpoint by the first epoch.
                 self.leader_epoch_cache = LeaderEpochFileCache(
-                    epoch_checkpoint, lambda: self.log_end_offset, deferred=True, read=False
+                    epoch_checkpoint, _LogEndOffset(self), deferred=True, read=False
                 )
                 segment = self._open_segment(self.log_start_offset, preallocate=False, new=True)
                 segment.defer_index_growth(self.config.segment_index_bytes)
@@ -264,7 +283,7 @@ class Log:
             try:
                 self.leader_epoch_cache = LeaderEpochFileCache(
                     epoch_checkpoint,
-                    lambda: self.log_end_offset,
+                    _LogEndOffset(self),
                     deferred=True,
                     read=LEADER_EPOCH_CHECKPOINT_FILE in listing,
                 )
@@ -273,7 +292,7 @@ class Log:
                 # A malformed checkpoint: rebuild the epochs from the batches (full scan).
                 epoch_checkpoint.unlink()
                 self.leader_epoch_cache = LeaderEpochFileCache(
-                    epoch_checkpoint, lambda: self.log_end_offset, deferred=True
+                    epoch_checkpoint, _LogEndOffset(self), deferred=True
                 )
                 epochs_lost = True
             self._load(had_clean_shutdown, recover_all=epochs_lost, listing=listing)

@@ -194,11 +194,12 @@ class LogSegment:
         # costs no ftruncate to re-grow on load and to trim again on close.
         self._index_room = True
         self.verified = VerifiedRanges()
-        # aborted transactions whose marker is in this segment (file made on the first one)
-        head, sep, name = log.path.rpartition(os.sep)
-        self.txn_index = TransactionIndex(
-            head + sep + name.replace(LOG_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX, 1),
-            exists=txn_index_exists,
+        # Aborted transactions whose marker is in this segment (file made on the first one).
+        # Known to have no file: made when first asked for (``txn_index``), at the name the
+        # ``.log`` has then; most segments never hold an aborted transaction, and a segment
+        # is kept for the broker's life (two objects fewer for the garbage collector to walk).
+        self._txn_index: TransactionIndex | None = (
+            None if txn_index_exists is False else self._new_txn_index(txn_index_exists)
         )
         if trust_time_index and time_index.on_disk:
             # After a clean shutdown the time index ends with the segment's max timestamp (a
@@ -211,6 +212,21 @@ class LogSegment:
         else:
             self._load_largest_timestamp()
             self.log.release_map()
+
+    def _new_txn_index(self, exists: bool | None) -> TransactionIndex:
+        head, sep, name = self.log.path.rpartition(os.sep)
+        return TransactionIndex(
+            head + sep + name.replace(LOG_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX, 1), exists=exists
+        )
+
+    @property
+    def txn_index(self) -> TransactionIndex:
+        """The segment's aborted-transaction index (``.txnindex``), made when first asked
+        for if the segment was known to have none."""
+        index = self._txn_index
+        if index is None:
+            index = self._txn_index = self._new_txn_index(False)
+        return index
 
     # ---------------------------------------------------------------- construction
 
@@ -646,7 +662,8 @@ class LogSegment:
             self.log.truncate_to(position)
         # entries for markers lost with a torn tail go too (the owner's producer-state replay
         # appends the surviving ones again; appending an entry already there is a no-op)
-        self.txn_index.truncate_to(expected)
+        if self._txn_index is not None:
+            self._txn_index.truncate_to(expected)
         self.offset_index.trim_to_valid_size()
         self.keep_index_files()
         self._append_final_time_index_entry()
@@ -661,7 +678,8 @@ class LogSegment:
         batch = self.translate_offset(offset)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
-        self.txn_index.truncate_to(offset)
+        if self._txn_index is not None:
+            self._txn_index.truncate_to(offset)
         # The active segment's indexes must be able to grow again after truncation.
         self.resize_indexes(self.offset_index.max_index_size)
         if batch is None:
@@ -701,8 +719,9 @@ class LogSegment:
 
     def update_parent_dir(self, dir: Path) -> None:
         """The partition directory was renamed (the files moved with it): follow it."""
-        for file in (self.log, self.offset_index, self.time_index, self.txn_index):
-            file.file = os.path.join(dir, os.path.basename(file._path))
+        for file in (self.log, self.offset_index, self.time_index, self._txn_index):
+            if file is not None:  # an index not made yet takes its name from the .log's
+                file.file = os.path.join(dir, os.path.basename(file._path))
 
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
         """Rename the three files from ``<name><old_suffix>`` to ``<name><new_suffix>`` (Kafka's
@@ -713,10 +732,13 @@ class LogSegment:
             if not name.endswith(old_suffix):
                 raise ValueError(f"{file.file} does not end with {old_suffix!r}")
             file.rename_to(file.file.with_name(name[: len(name) - len(old_suffix)] + new_suffix))
-        name = self.txn_index.file.name
+        txn_index = self._txn_index
+        if txn_index is None:
+            return  # no file; made later, it takes its name from the .log's
+        name = txn_index.file.name
         if name.endswith(old_suffix):
-            self.txn_index.rename_to(
-                self.txn_index.file.with_name(name[: len(name) - len(old_suffix)] + new_suffix)
+            txn_index.rename_to(
+                txn_index.file.with_name(name[: len(name) - len(old_suffix)] + new_suffix)
             )
 
     def set_last_modified(self, ms: int) -> None:
@@ -749,7 +771,8 @@ class LogSegment:
                 path.unlink()
             except FileNotFoundError:
                 pass
-        self.txn_index.delete()
+        if self._txn_index is not None:
+            self._txn_index.delete()
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self.size}, file={self.log.file})"

@@ -1,0 +1,136 @@
+"""CPython's full garbage collections kept short on a broker whose heap is mostly long-lived.
+
+A full (generation 2) collection walks every tracked object that is not frozen, and runs
+inside whatever callback allocated last: with 10,000 hosted partitions (about 40 tracked
+objects each: the partition, its log, segment, indexes, epoch cache, producer state) a pass
+holds the event loop for hundreds of milliseconds. Kafka's JVM collects concurrently;
+CPython's remedy for a big long-lived heap is ``gc.freeze()``: the objects move to a
+permanent generation that no collection walks again.
+
+`GcFreezer` (one per process, `install_gc_freezer`; the ``kafkalite serve`` process
+installs it with ``gc.freeze.min.objects``) watches the collector: at the end of a full
+collection that left at least ``min_objects`` tracked objects unfrozen, it freezes them. It
+also logs each full pass that is the longest so far and takes 50 ms or more
+(``gc_full_pass``), so a loop stall can be told from the collector's.
+
+Invariants:
+
+- A freeze happens only at the end of a full collection. The collection has just freed every
+  object that was unreachable and emptied the younger generations, so what is frozen is
+  reachable: nothing already garbage is kept.
+- Only when ``min_objects`` objects survived unfrozen: a broker whose heap does not grow
+  freezes nothing more; a growing one (partitions created or loaded) freezes once per
+  ``min_objects`` new long-lived objects. The full passes then walk what came since the last
+  freeze, not the whole heap.
+- A frozen object is still freed by reference counting when its last reference goes; one
+  that later becomes part of a reference cycle is never freed. So what the broker drops must
+  not be cyclic: a removed partition's Partition, Log, segments, indexes and producer state
+  are freed by reference counting (tests/broker/test_gc_freeze.py).
+- Counting the unfrozen objects (``gc.get_objects(2)``) costs a fraction of the pass it
+  follows and happens only after full passes.
+
+Process-wide, as the collector is: in-process test brokers do not install it (a test process
+freezing its own objects would keep every cycle a later test drops).
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from typing import Any
+
+import structlog
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_MIN_OBJECTS = 50_000
+SLOW_FULL_PASS_S = 0.05
+"""A full pass at least this long that is the longest so far is logged (``gc_full_pass``)."""
+
+
+class GcFreezer:
+    """Freezes the survivors of a full collection when they are many (module docstring)."""
+
+    def __init__(self, min_objects: int = DEFAULT_MIN_OBJECTS) -> None:
+        self.min_objects = min_objects
+        self.freezes = 0
+        self.frozen_objects = 0
+        """Objects this freezer froze (``gc.get_freeze_count()`` counts those still frozen)."""
+        self.last_freeze_seconds = 0.0
+        self.longest_full_pass_seconds = 0.0
+        """The longest full collection seen (its wall time, the count and freeze included):
+        the loop stall the collector caused at most."""
+        self._installed = False
+        self._pass_start = 0.0
+
+    def on_collection(self, phase: str, info: dict[str, Any]) -> None:
+        """A ``gc.callbacks`` entry: after a full collection, freeze if it left many."""
+        if info.get("generation") != 2:
+            return
+        if phase == "start":
+            self._pass_start = time.perf_counter()
+            return
+        if self.min_objects > 0:
+            start = time.perf_counter()
+            unfrozen = len(gc.get_objects(generation=2))
+            if unfrozen >= self.min_objects:
+                gc.freeze()
+                self.freezes += 1
+                self.frozen_objects += unfrozen
+                self.last_freeze_seconds = time.perf_counter() - start
+                log.info(
+                    "gc_freeze",
+                    objects=unfrozen,
+                    frozen_total=gc.get_freeze_count(),
+                    ms=round(1000 * self.last_freeze_seconds, 1),
+                )
+        took = time.perf_counter() - self._pass_start
+        if took > self.longest_full_pass_seconds:
+            self.longest_full_pass_seconds = took
+            if took >= SLOW_FULL_PASS_S:
+                log.info("gc_full_pass", ms=round(1000 * took, 1), longest=True)
+
+    def install(self) -> None:
+        if not self._installed:
+            gc.callbacks.append(self.on_collection)
+            self._installed = True
+
+    def uninstall(self) -> None:
+        if self._installed:
+            gc.callbacks.remove(self.on_collection)
+            self._installed = False
+
+
+_freezer: GcFreezer | None = None
+
+
+def install_gc_freezer(min_objects: int = DEFAULT_MIN_OBJECTS) -> GcFreezer:
+    """Install the process's freezer (idempotent; a later call sets ``min_objects``). With
+    ``min_objects`` above 0 the first call also freezes what exists, after a full collection
+    (at start-up: the modules); with 0 nothing is ever frozen, the long passes are still
+    logged."""
+    global _freezer
+    if _freezer is None:
+        _freezer = GcFreezer(min_objects)
+        if min_objects > 0:
+            # What start-up has made so far (the modules, the configuration): one full pass
+            # now, before anything is served, and no later pass walks it.
+            gc.collect()
+            gc.freeze()
+            log.info("gc_freeze", objects=gc.get_freeze_count(), at="start-up")
+    _freezer.min_objects = min_objects
+    _freezer.install()
+    return _freezer
+
+
+def uninstall_gc_freezer() -> None:
+    """Remove the process's freezer (what it froze stays frozen)."""
+    global _freezer
+    if _freezer is not None:
+        _freezer.uninstall()
+        _freezer = None
+
+
+def gc_freezer() -> GcFreezer | None:
+    """The installed freezer, if any."""
+    return _freezer
