@@ -62,6 +62,7 @@ class GcFreezer:
         the loop stall the collector caused at most."""
         self._installed = False
         self._pass_start = 0.0
+        self._at: str | None = None
 
     def on_collection(self, phase: str, info: dict[str, Any]) -> None:
         """A ``gc.callbacks`` entry: after a full collection, freeze if it left many."""
@@ -80,6 +81,7 @@ class GcFreezer:
                 self.last_freeze_seconds = time.perf_counter() - start
                 log.info(
                     "gc_freeze",
+                    at=self._at,
                     objects=unfrozen,
                     frozen_total=gc.get_freeze_count(),
                     ms=round(1000 * self.last_freeze_seconds, 1),
@@ -89,6 +91,17 @@ class GcFreezer:
             self.longest_full_pass_seconds = took
             if took >= SLOW_FULL_PASS_S:
                 log.info("gc_full_pass", ms=round(1000 * took, 1), longest=True)
+
+    def collect(self, at: str) -> None:
+        """A full collection now, its survivors frozen if they are many (logged with `at`):
+        at the end of a broker's start-up, which makes its partitions' objects with the
+        collector paused, so that neither a young pass over all of them nor a full one
+        comes later inside some request's callback."""
+        self._at = at
+        try:
+            gc.collect()
+        finally:
+            self._at = None
 
     def install(self) -> None:
         if not self._installed:

@@ -76,6 +76,7 @@ from kafkalite.observability import (
     RequestStats,
     TopicStats,
     configure_logging,
+    gc_freezer,
     install_gc_freezer,
     loop_exception_handler,
     start_loop_lag_monitor,
@@ -206,6 +207,11 @@ class KafkaServer:
         finally:
             if collecting:
                 gc.enable()
+        freezer = gc_freezer()
+        if collecting and freezer is not None:
+            # `kafkalite serve`'s freezer (decision 0052): what start-up made is collected and
+            # frozen now, once, rather than walked by the first passes after it
+            freezer.collect(at="started")
 
     async def _startup(self) -> None:
         config = self.config
