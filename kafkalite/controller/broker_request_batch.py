@@ -392,25 +392,37 @@ def coalesce_requests(requests: Iterable[ControllerRequest]) -> list[ControllerR
     Per broker the LeaderAndIsr partition states are merged in order (a later state of a
     partition replaces an earlier one; ``is_new`` stays set, as in ``add_leader_and_isr_...``),
     likewise the UpdateMetadata states (the live brokers of the last one win); the LeaderAndIsr
-    goes first, as in a batch. Requests are returned as they are when the event also stops
-    replicas: StopReplica must keep its place between the LeaderAndIsr requests around it."""
+    goes first, as in a batch. A broker the event also stops replicas on gets its requests as
+    they are, in order: its StopReplica must keep its place between the LeaderAndIsr requests
+    around it. That holds per broker only (each broker's channel is ordered on its own), so
+    the other brokers' requests are coalesced all the same: a failover stops the replicas of
+    the dead brokers (requests the channels drop), and the live brokers must not get three
+    LeaderAndIsr of every partition in turn because of it."""
     requests = list(requests)
-    if any(isinstance(r, StopReplicaRequestData) for r in requests):
-        return requests
+    stopping = {r.broker_id for r in requests if isinstance(r, StopReplicaRequestData)}
     leader_and_isr: dict[int, list[LeaderAndIsrRequestData]] = {}
     update_metadata: dict[int, list[UpdateMetadataRequestData]] = {}
+    as_they_are: dict[int, list[ControllerRequest]] = {}
     order: list[int] = []
+    seen: set[int] = set()
     for request in requests:
-        if request.broker_id not in leader_and_isr and request.broker_id not in update_metadata:
-            order.append(request.broker_id)
-        if isinstance(request, LeaderAndIsrRequestData):
-            leader_and_isr.setdefault(request.broker_id, []).append(request)
-        elif isinstance(request, UpdateMetadataRequestData):  # no StopReplica (returned above)
-            update_metadata.setdefault(request.broker_id, []).append(request)
+        broker_id = request.broker_id
+        if broker_id not in seen:
+            seen.add(broker_id)
+            order.append(broker_id)
+        if broker_id in stopping:
+            as_they_are.setdefault(broker_id, []).append(request)
+        elif isinstance(request, LeaderAndIsrRequestData):
+            leader_and_isr.setdefault(broker_id, []).append(request)
+        elif isinstance(request, UpdateMetadataRequestData):
+            update_metadata.setdefault(broker_id, []).append(request)
     out: list[ControllerRequest] = []
     # Every broker's UpdateMetadata of one step share their states tuple: merged once for all.
     merged: dict[tuple[int, ...], UpdateMetadataRequestData] = {}
     for broker_id in order:
+        if broker_id in stopping:
+            out.extend(as_they_are[broker_id])
+            continue
         if broker_id in leader_and_isr:
             out.append(_merge_leader_and_isr(leader_and_isr[broker_id]))
         if broker_id in update_metadata:
@@ -426,6 +438,113 @@ def coalesce_requests(requests: Iterable[ControllerRequest]) -> list[ControllerR
                 request = merged[key] = _merge_update_metadata(parts)
             out.append(request)
     return out
+
+
+def elections_first(
+    requests: list[ControllerRequest], first: set[TopicPartition]
+) -> list[ControllerRequest]:
+    """Coalesced ``requests`` with each broker's LeaderAndIsr split in two: the states of
+    ``first`` (the partitions elected by the event) before that broker's UpdateMetadata, the
+    others after it. A broker applies its requests in order and the bulk of a LeaderAndIsr
+    (ISR shrinks, a new controller's resynchronisation of every partition) takes it a while:
+    the new leaders are then known, and answered in Metadata, without waiting for that. A
+    broker whose replicas the event stops keeps its requests as they are (see
+    ``coalesce_requests``)."""
+    if not first:
+        return requests
+    stopping = {r.broker_id for r in requests if isinstance(r, StopReplicaRequestData)}
+    out: list[ControllerRequest] = []
+    later: dict[int, LeaderAndIsrRequestData] = {}
+    for request in requests:
+        broker_id = request.broker_id
+        if isinstance(request, LeaderAndIsrRequestData) and broker_id not in stopping:
+            elected, rest = _split_states(request.partition_states, first)
+            if elected and rest:
+                out.append(_with_leader_and_isr_states(request, elected))
+                later[broker_id] = _with_leader_and_isr_states(request, rest)
+                continue
+        out.append(request)
+        if isinstance(request, UpdateMetadataRequestData) and broker_id in later:
+            out.append(later.pop(broker_id))
+    out.extend(later.values())  # a broker that gets no UpdateMetadata
+    return out
+
+
+def split_requests(
+    requests: list[ControllerRequest], first: set[TopicPartition]
+) -> tuple[list[ControllerRequest], list[ControllerRequest]]:
+    """Coalesced ``requests`` in two stages (``KafkaController._apply``): per broker a
+    LeaderAndIsr and an UpdateMetadata of the ``first`` partitions' states (the UpdateMetadata
+    always, it also carries the live brokers), then those of the others. A broker whose
+    replicas the event stops gets its requests as they are, all in the second stage (after
+    every write)."""
+    stopping = {r.broker_id for r in requests if isinstance(r, StopReplicaRequestData)}
+    now: list[ControllerRequest] = []
+    later: list[ControllerRequest] = []
+    # Every broker's UpdateMetadata of an event shares one states tuple: split once, and the
+    # halves stay shared (the wire encodes a tuple once for every broker: wire.py).
+    halves: dict[int, tuple[UpdateMetadataRequestData, UpdateMetadataRequestData]] = {}
+    for request in requests:
+        if request.broker_id in stopping:
+            later.append(request)
+            continue
+        if isinstance(request, UpdateMetadataRequestData):
+            split = halves.get(id(request.partition_states))
+            if split is None:
+                chosen, rest = _split_states(request.partition_states, first)
+                split = halves[id(request.partition_states)] = (
+                    _with_update_metadata_states(request, chosen),
+                    _with_update_metadata_states(request, rest),
+                )
+            elected, others = (
+                replace(half, broker_id=request.broker_id, broker_epoch=request.broker_epoch)
+                for half in split
+            )
+            now.append(elected)
+            if others.partition_states:
+                later.append(others)
+        elif isinstance(request, LeaderAndIsrRequestData):
+            chosen, rest = _split_states(request.partition_states, first)
+            if chosen:
+                now.append(_with_leader_and_isr_states(request, chosen))
+            if rest:
+                later.append(_with_leader_and_isr_states(request, rest))
+    return now, later
+
+
+def _split_states(states: tuple[Any, ...], first: set[TopicPartition]) -> tuple[list, list]:
+    chosen: list[Any] = []
+    rest: list[Any] = []
+    for state in states:
+        # (a TopicPartition equals, and hashes as, the plain tuple)
+        (chosen if (state.topic_name, state.partition_index) in first else rest).append(state)
+    return chosen, rest
+
+
+def _with_update_metadata_states(
+    request: UpdateMetadataRequestData, states: list[UpdateMetadataPartitionState]
+) -> UpdateMetadataRequestData:
+    if len(states) == len(request.partition_states):
+        return request
+    topics = {s.topic_name for s in states}
+    return replace(
+        request,
+        partition_states=tuple(states),
+        topic_ids={t: i for t, i in request.topic_ids.items() if t in topics},
+    )
+
+
+def _with_leader_and_isr_states(
+    request: LeaderAndIsrRequestData, states: list[LeaderAndIsrPartitionState]
+) -> LeaderAndIsrRequestData:
+    topics = {s.topic_name for s in states}
+    leaders = {s.leader for s in states}
+    return replace(
+        request,
+        partition_states=tuple(states),
+        topic_ids={t: i for t, i in request.topic_ids.items() if t in topics},
+        live_leaders=tuple(b for b in request.live_leaders if b.id in leaders),
+    )
 
 
 def _merge_leader_and_isr(requests: list[LeaderAndIsrRequestData]) -> LeaderAndIsrRequestData:

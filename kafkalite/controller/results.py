@@ -16,6 +16,11 @@ the coordination store or a socket. It returns a ``ControllerResult``:
   with the reason. They are data, not errors: Kafka logs them and the partition stays where it
   was until the next trigger (a broker start, for instance).
 - ``leadership``: the new leadership of each partition elected or initialised by this result.
+- ``announce_first``: partitions that got a new leader in this result and whose LeaderAndIsr
+  goes to each broker before that broker's UpdateMetadata, the rest of its LeaderAndIsr
+  (ISR shrinks, a new controller's resynchronisation) after it: clients find the new leaders
+  without waiting for the brokers to apply the bulk of an event (Kafka sends the elections'
+  batch before the replica state machine's on a broker's failure).
 
 Handlers update the ``ControllerContext`` as if the writes succeed (optimistically): the
 version in each ``LeaderAndIsr`` of the context is the one the node will have after the multi
@@ -43,6 +48,7 @@ class ControllerResult:
     failed: dict[object, str] = field(default_factory=dict)
     """TopicPartition or PartitionAndReplica -> why its state change failed."""
     leadership: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
+    announce_first: set[TopicPartition] = field(default_factory=set)
 
     def merge(self, other: ControllerResult) -> ControllerResult:
         """Append ``other`` (a later step of the same event) to this result; returns self."""
@@ -50,6 +56,7 @@ class ControllerResult:
         self.requests.extend(other.requests)
         self.failed.update(other.failed)
         self.leadership.update(other.leadership)
+        self.announce_first |= other.announce_first
         return self
 
     def __iadd__(self, other: ControllerResult) -> ControllerResult:

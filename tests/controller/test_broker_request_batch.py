@@ -131,6 +131,27 @@ def test_an_event_that_stops_replicas_keeps_its_requests_as_they_are():
     assert coalesce_requests(requests) == requests
 
 
+def test_only_the_broker_whose_replicas_stop_keeps_its_requests_as_they_are():
+    """A failover stops the dead broker's replicas: the live brokers' requests are still
+    coalesced into one LeaderAndIsr and one UpdateMetadata each."""
+    stop = StopReplicaRequestData(3, 0, 1, 77, (StopReplicaPartitionState("a", 0, 3, False),))
+    requests = [
+        lai(1, [lai_state("a", 0, 2, 1)]),
+        um(1, [um_state("a", 0, 2, 1)]),
+        lai(3, [lai_state("a", 1, 2, 1)]),
+        stop,
+        lai(1, [lai_state("a", 0, 1, 2)]),
+        um(1, [um_state("a", 0, 1, 2)]),
+        lai(3, [lai_state("a", 1, 2, 2)]),
+    ]
+    merged = coalesce_requests(requests)
+    assert [r for r in merged if r.broker_id == 3] == [requests[2], stop, requests[6]]
+    mine = [r for r in merged if r.broker_id == 1]
+    assert [type(r) for r in mine] == [LeaderAndIsrRequestData, UpdateMetadataRequestData]
+    assert [(s.leader, s.leader_epoch) for s in mine[0].partition_states] == [(1, 2)]
+    assert [(s.leader, s.leader_epoch) for s in mine[1].partition_states] == [(1, 2)]
+
+
 def test_partitions_whose_writes_failed_are_not_announced():
     requests = [
         lai(1, [lai_state("a", 0, 2, 1), lai_state("a", 1, 2, 1)]),
