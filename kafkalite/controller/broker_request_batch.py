@@ -459,10 +459,11 @@ def elections_first(
         broker_id = request.broker_id
         if isinstance(request, LeaderAndIsrRequestData) and broker_id not in stopping:
             elected, rest = _split_states(request.partition_states, first)
-            if elected and rest:
+            if elected:
                 out.append(_with_leader_and_isr_states(request, elected))
+            if rest:
                 later[broker_id] = _with_leader_and_isr_states(request, rest)
-                continue
+            continue
         out.append(request)
         if isinstance(request, UpdateMetadataRequestData) and broker_id in later:
             out.append(later.pop(broker_id))
@@ -537,6 +538,8 @@ def _with_update_metadata_states(
 def _with_leader_and_isr_states(
     request: LeaderAndIsrRequestData, states: list[LeaderAndIsrPartitionState]
 ) -> LeaderAndIsrRequestData:
+    if len(states) == len(request.partition_states):
+        return request
     topics = {s.topic_name for s in states}
     leaders = {s.leader for s in states}
     return replace(

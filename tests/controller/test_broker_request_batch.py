@@ -12,6 +12,8 @@ from kafkalite.controller.broker_request_batch import (
     UpdateMetadataPartitionState,
     UpdateMetadataRequestData,
     coalesce_requests,
+    elections_first,
+    split_requests,
     without_partitions,
 )
 from kafkalite.protocol.types import TopicPartition
@@ -166,3 +168,72 @@ def test_partitions_whose_writes_failed_are_not_announced():
     assert [s.partition_index for s in kept[0].partition_states] == [0]
     assert kept[1].partition_states == () and kept[1].live_brokers == requests[2].live_brokers
     assert without_partitions(requests, set()) == requests
+
+
+def _states_by_broker_and_kind(requests):
+    out: dict = {}
+    for r in requests:
+        for s in r.partition_states:
+            key = (r.broker_id, type(r).__name__)
+            out.setdefault(key, []).append((s.topic_name, s.partition_index, s))
+    return {k: sorted(v, key=lambda x: x[:2]) for k, v in out.items()}
+
+
+@given(
+    steps,
+    st.sets(st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 3))),
+    st.sets(st.sampled_from([1, 2, 3]), max_size=1),
+)
+def test_staged_requests_announce_the_first_partitions_first_and_lose_nothing(
+    plan, first, stopping
+):
+    """split_requests and elections_first on coalesced requests: every state is sent once; in
+    the first stage only the chosen partitions' states and every broker's UpdateMetadata; a
+    broker whose replicas stop gets its requests unchanged, after every write."""
+    requests = []
+    for step, (kind, broker_id, parts) in enumerate(plan):
+        if kind == "lai":
+            states = {(t, p): lai_state(t, p, leader, step, new) for t, p, leader, new in parts}
+            requests.append(lai(broker_id, states.values()))
+        else:
+            states = {(t, p): um_state(t, p, leader, step) for t, p, leader, _ in parts}
+            requests.append(um(broker_id, states.values()))
+    for broker_id in stopping:
+        requests.append(
+            StopReplicaRequestData(
+                broker_id, 0, 1, 77, (StopReplicaPartitionState("a", 0, 1, False),)
+            )
+        )
+    coalesced = coalesce_requests(requests)
+    chosen = {TopicPartition(t, p) for t, p in first}
+    now, later = split_requests(coalesced, chosen)
+    assert _states_by_broker_and_kind(now + later) == _states_by_broker_and_kind(coalesced)
+    for r in now:
+        assert r.broker_id not in stopping
+        assert all((s.topic_name, s.partition_index) in first for s in r.partition_states)
+    for r in later:
+        if r.broker_id not in stopping:
+            assert all((s.topic_name, s.partition_index) not in first for s in r.partition_states)
+    assert [r for r in later if r.broker_id in stopping] == [
+        r for r in coalesced if r.broker_id in stopping
+    ]
+    assert {r.broker_id for r in now if isinstance(r, UpdateMetadataRequestData)} == {
+        r.broker_id
+        for r in coalesced
+        if isinstance(r, UpdateMetadataRequestData) and r.broker_id not in stopping
+    }
+    for r in now + later:
+        if isinstance(r, LeaderAndIsrRequestData):
+            assert {b.id for b in r.live_leaders} == {s.leader for s in r.partition_states}
+        if not isinstance(r, StopReplicaRequestData):
+            assert set(r.topic_ids) >= {s.topic_name for s in r.partition_states}
+
+    ordered = elections_first(coalesced, chosen)
+    assert _states_by_broker_and_kind(ordered) == _states_by_broker_and_kind(coalesced)
+    for broker_id in ({r.broker_id for r in ordered} - stopping) if first else ():
+        mine = [r for r in ordered if r.broker_id == broker_id]
+        kinds = [type(r) for r in mine]
+        if UpdateMetadataRequestData in kinds:
+            at = kinds.index(UpdateMetadataRequestData)
+            for r in mine[:at]:
+                assert all((s.topic_name, s.partition_index) in first for s in r.partition_states)
