@@ -440,114 +440,59 @@ def coalesce_requests(requests: Iterable[ControllerRequest]) -> list[ControllerR
     return out
 
 
-def elections_first(
-    requests: list[ControllerRequest], first: set[TopicPartition]
-) -> list[ControllerRequest]:
-    """Coalesced ``requests`` with each broker's LeaderAndIsr split in two: the states of
-    ``first`` (the partitions elected by the event) before that broker's UpdateMetadata, the
-    others after it. A broker applies its requests in order and the bulk of a LeaderAndIsr
-    (ISR shrinks, a new controller's resynchronisation of every partition) takes it a while:
-    the new leaders are then known, and answered in Metadata, without waiting for that. A
-    broker whose replicas the event stops keeps its requests as they are (see
-    ``coalesce_requests``)."""
-    if not first:
-        return requests
-    stopping = {r.broker_id for r in requests if isinstance(r, StopReplicaRequestData)}
-    out: list[ControllerRequest] = []
-    later: dict[int, LeaderAndIsrRequestData] = {}
+def announced_versions(requests: Iterable[ControllerRequest]) -> dict[tuple[str, int], int]:
+    """(topic, partition) -> the newest partition state version (zk version) that
+    LeaderAndIsr or UpdateMetadata ``requests`` carry."""
+    out: dict[tuple[str, int], int] = {}
     for request in requests:
-        broker_id = request.broker_id
-        if isinstance(request, LeaderAndIsrRequestData) and broker_id not in stopping:
-            elected, rest = _split_states(request.partition_states, first)
-            if elected:
-                out.append(_with_leader_and_isr_states(request, elected))
-            if rest:
-                later[broker_id] = _with_leader_and_isr_states(request, rest)
-            continue
-        out.append(request)
-        if isinstance(request, UpdateMetadataRequestData) and broker_id in later:
-            out.append(later.pop(broker_id))
-    out.extend(later.values())  # a broker that gets no UpdateMetadata
+        if isinstance(request, LeaderAndIsrRequestData):
+            for s in request.partition_states:
+                key = (s.topic_name, s.partition_index)
+                if out.get(key, -1) < s.partition_epoch:
+                    out[key] = s.partition_epoch
+        elif isinstance(request, UpdateMetadataRequestData):
+            for u in request.partition_states:
+                key = (u.topic_name, u.partition_index)
+                if out.get(key, -1) < u.zk_version:
+                    out[key] = u.zk_version
     return out
 
 
-def split_requests(
-    requests: list[ControllerRequest], first: set[TopicPartition]
-) -> tuple[list[ControllerRequest], list[ControllerRequest]]:
-    """Coalesced ``requests`` in two stages (``KafkaController._apply``): per broker a
-    LeaderAndIsr and an UpdateMetadata of the ``first`` partitions' states (the UpdateMetadata
-    always, it also carries the live brokers), then those of the others. A broker whose
-    replicas the event stops gets its requests as they are, all in the second stage (after
-    every write)."""
-    stopping = {r.broker_id for r in requests if isinstance(r, StopReplicaRequestData)}
-    now: list[ControllerRequest] = []
-    later: list[ControllerRequest] = []
-    # Every broker's UpdateMetadata of an event shares one states tuple: split once, and the
-    # halves stay shared (the wire encodes a tuple once for every broker: wire.py).
-    halves: dict[int, tuple[UpdateMetadataRequestData, UpdateMetadataRequestData]] = {}
+def without_announced(
+    requests: Iterable[ControllerRequest], announced: dict[tuple[str, int], int]
+) -> list[ControllerRequest]:
+    """``requests`` without the LeaderAndIsr and UpdateMetadata states that are not newer
+    than the ``announced`` version of their partition (``announced_versions`` of the requests
+    sent first): a broker must not get an older state of a partition after a newer one, and
+    needs no second copy of the same. Requests left empty are dropped, except an
+    UpdateMetadata (it also carries the live brokers)."""
+    if not announced:
+        return list(requests)
+    out: list[ControllerRequest] = []
     for request in requests:
-        if request.broker_id in stopping:
-            later.append(request)
-            continue
-        if isinstance(request, UpdateMetadataRequestData):
-            split = halves.get(id(request.partition_states))
-            if split is None:
-                chosen, rest = _split_states(request.partition_states, first)
-                split = halves[id(request.partition_states)] = (
-                    _with_update_metadata_states(request, chosen),
-                    _with_update_metadata_states(request, rest),
-                )
-            elected, others = (
-                replace(half, broker_id=request.broker_id, broker_epoch=request.broker_epoch)
-                for half in split
+        if isinstance(request, LeaderAndIsrRequestData):
+            lai_kept = tuple(
+                s
+                for s in request.partition_states
+                if announced.get((s.topic_name, s.partition_index), -1) < s.partition_epoch
             )
-            now.append(elected)
-            if others.partition_states:
-                later.append(others)
-        elif isinstance(request, LeaderAndIsrRequestData):
-            chosen, rest = _split_states(request.partition_states, first)
-            if chosen:
-                now.append(_with_leader_and_isr_states(request, chosen))
-            if rest:
-                later.append(_with_leader_and_isr_states(request, rest))
-    return now, later
-
-
-def _split_states(states: tuple[Any, ...], first: set[TopicPartition]) -> tuple[list, list]:
-    chosen: list[Any] = []
-    rest: list[Any] = []
-    for state in states:
-        # (a TopicPartition equals, and hashes as, the plain tuple)
-        (chosen if (state.topic_name, state.partition_index) in first else rest).append(state)
-    return chosen, rest
-
-
-def _with_update_metadata_states(
-    request: UpdateMetadataRequestData, states: list[UpdateMetadataPartitionState]
-) -> UpdateMetadataRequestData:
-    if len(states) == len(request.partition_states):
-        return request
-    topics = {s.topic_name for s in states}
-    return replace(
-        request,
-        partition_states=tuple(states),
-        topic_ids={t: i for t, i in request.topic_ids.items() if t in topics},
-    )
-
-
-def _with_leader_and_isr_states(
-    request: LeaderAndIsrRequestData, states: list[LeaderAndIsrPartitionState]
-) -> LeaderAndIsrRequestData:
-    if len(states) == len(request.partition_states):
-        return request
-    topics = {s.topic_name for s in states}
-    leaders = {s.leader for s in states}
-    return replace(
-        request,
-        partition_states=tuple(states),
-        topic_ids={t: i for t, i in request.topic_ids.items() if t in topics},
-        live_leaders=tuple(b for b in request.live_leaders if b.id in leaders),
-    )
+            if len(lai_kept) == len(request.partition_states):
+                out.append(request)
+            elif lai_kept:
+                out.append(replace(request, partition_states=lai_kept))
+        elif isinstance(request, UpdateMetadataRequestData):
+            um_kept = tuple(
+                u
+                for u in request.partition_states
+                if announced.get((u.topic_name, u.partition_index), -1) < u.zk_version
+            )
+            if len(um_kept) == len(request.partition_states):
+                out.append(request)
+            else:
+                out.append(replace(request, partition_states=um_kept))
+        else:
+            out.append(request)
+    return out
 
 
 def _merge_leader_and_isr(requests: list[LeaderAndIsrRequestData]) -> LeaderAndIsrRequestData:

@@ -165,9 +165,7 @@ class ControllerCore:
         result += self.topic_deletion_manager.init(to_delete, self.topics_ineligible_for_deletion())
         result += self.update_metadata(ctx.live_or_shutting_down_broker_ids)
         result += self.replica_state_machine.startup()
-        elections = self.partition_state_machine.startup()
-        elections.announce_first.update(elections.leadership)
-        result += elections
+        result.announce_elections(self.partition_state_machine.startup())
         result += self.initialize_partition_reassignments(reassignments or {})
         result += self.topic_deletion_manager.try_topic_deletion()
         return result
@@ -271,8 +269,7 @@ class ControllerCore:
             ctx.partitions_with_offline_leader(), OFFLINE_PARTITION
         )
         online = self.psm.trigger_online_partition_state_change()
-        online.announce_first.update(online.leadership)
-        result += online
+        result.announce_elections(online)
         result += self.rsm.handle_state_changes(
             [
                 r

@@ -76,9 +76,9 @@ from kafkalite.zk.writes import (
 from .broker_request_batch import (
     LeaderAndIsrRequestData,
     StopReplicaRequestData,
+    announced_versions,
     coalesce_requests,
-    elections_first,
-    split_requests,
+    without_announced,
     without_partitions,
 )
 from .channel_manager import (
@@ -321,7 +321,7 @@ class KafkaController:
         self._started = False
         self._deliveries: list[asyncio.Future[Any]] | None = None
         self._phases: dict[str, float] = {}
-        self._marks: list[tuple[str, float, float]] = []
+        self._marks: list[tuple[str, float, float, float]] = []
         """While a controlled shutdown is decided: the futures of the requests ``_apply``
         sent (see ``ControllerChannelManager.send_request``)."""
 
@@ -475,13 +475,14 @@ class KafkaController:
         finally:
             ended = time.monotonic()
             self._phases[name] = self._phases.get(name, 0.0) + ended - started
-            self._marks.append((name, ended, time.thread_time()))
+            self._marks.append((name, ended, time.thread_time(), time.process_time()))
 
     async def process(self, event: Any) -> Any:
         self._phases = {}
         self._marks = []
         started = time.monotonic()
         cpu_started = time.thread_time()
+        process_started = time.process_time()
         try:
             return await self._process_with_retries(event)
         finally:
@@ -498,10 +499,18 @@ class KafkaController:
                     cpu_s=round(time.thread_time() - cpu_started, 3),
                     started_at=round(started, 4),
                     ended_at=round(ended, 4),
-                    # [phase, its end, this thread's CPU until then], from the event's start
+                    # [phase, its end, this thread's CPU until then, the process's CPU (every
+                    # thread) until then], from the event's start: a phase whose wall time
+                    # the process's CPU fills while this thread's does not waited for the
+                    # interpreter held by another thread of the process
                     marks=[
-                        [name, round(at - started, 4), round(cpu - cpu_started, 4)]
-                        for name, at, cpu in self._marks
+                        [
+                            name,
+                            round(at - started, 4),
+                            round(cpu - cpu_started, 4),
+                            round(process - process_started, 4),
+                        ]
+                        for name, at, cpu, process in self._marks
                     ],
                     **{f"{k}_s": round(v, 3) for k, v in self._phases.items()},
                 )
@@ -887,17 +896,16 @@ class KafkaController:
         store; with ``redecided`` they are returned for the caller to decide again, else the
         context is reloaded (the failover path, which recomputes them).
 
-        A result with ``announce_first`` partitions (elections of a broker's failure or of a
-        failover) whose writes are partition states is applied in two stages, as Kafka sends
-        the elections' batch before the replica state machine's: the elected partitions'
-        writes, then their LeaderAndIsr and UpdateMetadata; then the other writes (the ISR
-        shrinks) and their requests. Persist before announce holds in each stage."""
+        A result with elections to announce first (``announce_first``: a broker's failure, a
+        failover) is applied in two stages, as Kafka sends the elections' batch before the
+        replica state machine's: the elected partitions' writes, then their requests; then the
+        other writes (the ISR shrinks) and the other requests, without the elected partitions
+        (their states there are older). Persist before announce holds in each stage."""
         core = self.core
         if core is None:
             return False
         first = result.announce_first
-        staged = bool(first) and zk_data.can_apply_per_partition(result.writes)
-        if staged:
+        if first and zk_data.can_apply_per_partition(result.writes):
             elected_writes, other_writes = zk_data.split_partition_writes(result.writes, first)
         else:
             elected_writes, other_writes = result.writes, []
@@ -905,19 +913,18 @@ class KafkaController:
         if failed is None:
             return False
         with self._phase("queue_requests"):
-            requests = coalesce_requests(without_partitions(result.requests, failed))
-            if staged:
-                requests, later = split_requests(requests, first - failed)
-            else:
-                requests, later = elections_first(requests, first - failed), []
-            self._send(requests)
+            first_requests = coalesce_requests(without_partitions(result.first_requests, failed))
+            self._send(first_requests)
+            announced = announced_versions(first_requests)
+            if not other_writes:
+                self._send(self._later_requests(result, failed, announced))
         if other_writes:
             failed_later = await self._write(core, other_writes)
             if failed_later is None:
                 return False
             failed |= failed_later
             with self._phase("queue_requests"):
-                self._send(without_partitions(later, failed_later))
+                self._send(self._later_requests(result, failed, announced))
         for key, reason in result.failed.items():
             log.info("state change failed", item=str(key), reason=reason)
         if failed:
@@ -935,6 +942,16 @@ class KafkaController:
             return False
         self._reloads = 0
         return True
+
+    @staticmethod
+    def _later_requests(
+        result: ControllerResult, failed: set[TopicPartition], announced: dict[Any, int]
+    ) -> list[Any]:
+        """The result's requests after its elections were announced: without the partitions
+        whose writes failed, nor the states not newer than those announced."""
+        return coalesce_requests(
+            without_announced(without_partitions(result.requests, failed), announced)
+        )
 
     def _send(self, requests: Iterable[Any]) -> None:
         if self.channel_manager is not None:
@@ -981,7 +998,7 @@ class KafkaController:
         finally:
             writes_ended = time.monotonic()
             self._phases["writes"] += writes_ended - writes_started
-            self._marks.append(("writes", writes_ended, time.thread_time()))
+            self._marks.append(("writes", writes_ended, time.thread_time(), time.process_time()))
         for write in writes:
             if isinstance(write, DeleteTopic):
                 self._stop_partition_watch(write.topic)

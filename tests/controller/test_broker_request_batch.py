@@ -11,9 +11,9 @@ from kafkalite.controller.broker_request_batch import (
     StopReplicaRequestData,
     UpdateMetadataPartitionState,
     UpdateMetadataRequestData,
+    announced_versions,
     coalesce_requests,
-    elections_first,
-    split_requests,
+    without_announced,
     without_partitions,
 )
 from kafkalite.protocol.types import TopicPartition
@@ -170,70 +170,48 @@ def test_partitions_whose_writes_failed_are_not_announced():
     assert without_partitions(requests, set()) == requests
 
 
-def _states_by_broker_and_kind(requests):
-    out: dict = {}
-    for r in requests:
+@given(steps, steps)
+def test_what_follows_the_announced_elections_carries_only_newer_states(first, later):
+    """without_announced(later, announced_versions(first)): a state is dropped exactly when
+    the first requests carried that partition at the same or a newer version; every
+    UpdateMetadata stays (it also carries the live brokers); nothing else changes."""
+
+    def build(plan, offset):
+        out = []
+        for step, (kind, broker_id, parts) in enumerate(plan):
+            epoch = step + offset
+            if kind == "lai":
+                states = {(t, p): lai_state(t, p, ld, epoch, new) for t, p, ld, new in parts}
+                out.append(lai(broker_id, states.values()))
+            else:
+                states = {(t, p): um_state(t, p, ld, epoch) for t, p, ld, _ in parts}
+                out.append(um(broker_id, states.values()))
+        return out
+
+    sent = build(first, 3)
+    requests = build(later, 0)
+    announced = announced_versions(sent)
+    for r in sent:
         for s in r.partition_states:
-            key = (r.broker_id, type(r).__name__)
-            out.setdefault(key, []).append((s.topic_name, s.partition_index, s))
-    return {k: sorted(v, key=lambda x: x[:2]) for k, v in out.items()}
+            version = s.partition_epoch if isinstance(r, LeaderAndIsrRequestData) else s.zk_version
+            assert announced[(s.topic_name, s.partition_index)] >= version
+    kept = without_announced(requests, announced)
 
+    def version(r, s):
+        return s.partition_epoch if isinstance(r, LeaderAndIsrRequestData) else s.zk_version
 
-@given(
-    steps,
-    st.sets(st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 3))),
-    st.sets(st.sampled_from([1, 2, 3]), max_size=1),
-)
-def test_staged_requests_announce_the_first_partitions_first_and_lose_nothing(
-    plan, first, stopping
-):
-    """split_requests and elections_first on coalesced requests: every state is sent once; in
-    the first stage only the chosen partitions' states and every broker's UpdateMetadata; a
-    broker whose replicas stop gets its requests unchanged, after every write."""
-    requests = []
-    for step, (kind, broker_id, parts) in enumerate(plan):
-        if kind == "lai":
-            states = {(t, p): lai_state(t, p, leader, step, new) for t, p, leader, new in parts}
-            requests.append(lai(broker_id, states.values()))
-        else:
-            states = {(t, p): um_state(t, p, leader, step) for t, p, leader, _ in parts}
-            requests.append(um(broker_id, states.values()))
-    for broker_id in stopping:
-        requests.append(
-            StopReplicaRequestData(
-                broker_id, 0, 1, 77, (StopReplicaPartitionState("a", 0, 1, False),)
-            )
-        )
-    coalesced = coalesce_requests(requests)
-    chosen = {TopicPartition(t, p) for t, p in first}
-    now, later = split_requests(coalesced, chosen)
-    assert _states_by_broker_and_kind(now + later) == _states_by_broker_and_kind(coalesced)
-    for r in now:
-        assert r.broker_id not in stopping
-        assert all((s.topic_name, s.partition_index) in first for s in r.partition_states)
-    for r in later:
-        if r.broker_id not in stopping:
-            assert all((s.topic_name, s.partition_index) not in first for s in r.partition_states)
-    assert [r for r in later if r.broker_id in stopping] == [
-        r for r in coalesced if r.broker_id in stopping
+    expected = [
+        (r.broker_id, type(r).__name__, (s.topic_name, s.partition_index, version(r, s)))
+        for r in requests
+        for s in r.partition_states
+        if announced.get((s.topic_name, s.partition_index), -1) < version(r, s)
     ]
-    assert {r.broker_id for r in now if isinstance(r, UpdateMetadataRequestData)} == {
-        r.broker_id
-        for r in coalesced
-        if isinstance(r, UpdateMetadataRequestData) and r.broker_id not in stopping
-    }
-    for r in now + later:
-        if isinstance(r, LeaderAndIsrRequestData):
-            assert {b.id for b in r.live_leaders} == {s.leader for s in r.partition_states}
-        if not isinstance(r, StopReplicaRequestData):
-            assert set(r.topic_ids) >= {s.topic_name for s in r.partition_states}
-
-    ordered = elections_first(coalesced, chosen)
-    assert _states_by_broker_and_kind(ordered) == _states_by_broker_and_kind(coalesced)
-    for broker_id in ({r.broker_id for r in ordered} - stopping) if first else ():
-        mine = [r for r in ordered if r.broker_id == broker_id]
-        kinds = [type(r) for r in mine]
-        if UpdateMetadataRequestData in kinds:
-            at = kinds.index(UpdateMetadataRequestData)
-            for r in mine[:at]:
-                assert all((s.topic_name, s.partition_index) in first for s in r.partition_states)
+    got = [
+        (r.broker_id, type(r).__name__, (s.topic_name, s.partition_index, version(r, s)))
+        for r in kept
+        for s in r.partition_states
+    ]
+    assert got == expected
+    assert [r.broker_id for r in kept if isinstance(r, UpdateMetadataRequestData)] == [
+        r.broker_id for r in requests if isinstance(r, UpdateMetadataRequestData)
+    ]
