@@ -134,12 +134,13 @@ class ControllerCore:
 
     # -- failover / resignation --
 
-    def topics_ineligible_for_deletion(self) -> set[str]:
-        """On failover: topics with a replica on a dead broker, or being reassigned."""
+    def topics_ineligible_for_deletion(self, topics: Iterable[str] | None = None) -> set[str]:
+        """On failover: topics (of ``topics``, default all) with a replica on a dead broker,
+        or being reassigned."""
         ctx = self.ctx
         with_offline = {
             topic
-            for topic in ctx.all_topics
+            for topic in (ctx.all_topics if topics is None else set(topics) & ctx.all_topics)
             if any(
                 not ctx.is_replica_online(r.replica, r.topic_partition)
                 for r in ctx.replicas_for_topic(topic)
@@ -162,7 +163,11 @@ class ControllerCore:
         if unknown:
             result.writes.append(DeleteTopicDeletions(tuple(unknown)))
         to_delete &= ctx.all_topics
-        result += self.topic_deletion_manager.init(to_delete, self.topics_ineligible_for_deletion())
+        # Only the topics being deleted can be ineligible for deletion: the others' replicas
+        # are not walked (every replica of the cluster, at a failover).
+        result += self.topic_deletion_manager.init(
+            to_delete, self.topics_ineligible_for_deletion(to_delete) if to_delete else ()
+        )
         result += self.update_metadata(ctx.live_or_shutting_down_broker_ids)
         result += self.replica_state_machine.startup()
         result.announce_elections(self.partition_state_machine.startup())

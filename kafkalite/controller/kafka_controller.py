@@ -919,6 +919,10 @@ class KafkaController:
             if not other_writes:
                 self._send(self._later_requests(result, failed, announced))
         if other_writes:
+            # One turn of the loop first: the channels' tasks encode and send the elections'
+            # requests before this task builds the other writes (thousands of operations,
+            # without a yield), not after.
+            await asyncio.sleep(0)
             failed_later = await self._write(core, other_writes)
             if failed_later is None:
                 return False
