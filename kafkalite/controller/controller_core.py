@@ -169,8 +169,15 @@ class ControllerCore:
             to_delete, self.topics_ineligible_for_deletion(to_delete) if to_delete else ()
         )
         result += self.update_metadata(ctx.live_or_shutting_down_broker_ids)
-        result += self.replica_state_machine.startup()
+        # The partition state machine first (Kafka starts the replica state machine first):
+        # the elections of the dead brokers' partitions then drop those brokers from the ISR
+        # in the same write, where the replica state machine's Offline transition first wrote
+        # each such partition leaderless and the election wrote it again (two writes, and an
+        # announced state of leader -1, per partition the dead brokers led); its Offline
+        # transition then finds them out of the ISR already. Neither machine reads the other's
+        # states: the elections read the live brokers and the leaderships.
         result.announce_elections(self.partition_state_machine.startup())
+        result += self.replica_state_machine.startup()
         result += self.initialize_partition_reassignments(reassignments or {})
         result += self.topic_deletion_manager.try_topic_deletion()
         return result
