@@ -308,7 +308,9 @@ def decisions_round(partitions: int) -> dict[str, float]:
 
     def send(core: Any, result: Any) -> None:
         live = core.ctx.live_or_shutting_down_broker_ids
-        for request in coalesce_requests(result.requests):
+        # (a tree whose results announce their elections first sends those as a batch first)
+        staged = [getattr(result, "first_requests", []), result.requests]
+        for request in [r for batch in staged if batch for r in coalesce_requests(batch)]:
             if request.broker_id not in live:
                 continue  # the channel manager has no channel to a dead broker: dropped
             key = api_key_of(request)

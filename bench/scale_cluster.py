@@ -20,6 +20,15 @@ Starts a real ZooKeeper and three ``kafkalite serve`` processes (kafkalite.testi
 7. CreateTopics of ``--topics`` topics x ``--topic-partitions`` partitions at RF 3, one request:
    time until the request answered and until every partition has a leader.
 
+The two failover phases (2 and 6) also return a ``timeline``: in seconds from the moment the
+bench saw the session expire, the controller's own stamps from its brokers' logs (each slow
+event: queued, started, the end of each phase, its thread's CPU; each bulk request: queued,
+sent, answered by which broker) and the bench's Metadata polls (start, end, whether it showed
+the outcome). ``time.monotonic`` is one clock for every process of the host. Its
+``watcher_told_s`` is when the polled broker answered the first UpdateMetadata sent after the
+expiry: the polls' own resolution (a Metadata of every partition, then a wait as long) is
+left out of it.
+
 Through every phase each broker's ``/metrics`` is scraped for
 ``kafkalite_event_loop_lag_max_seconds`` (when the gauge exists) and the maximum is reported.
 
@@ -29,6 +38,7 @@ it. Standalone:
     PYTHONPATH=. .venv/bin/python bench/scale_cluster.py [--partitions 3000] [--topics 100]
         [--baseline-src DIR]   # then the same phases on DIR's kafkalite (e.g. `git archive`),
                                # in a child, one after the other in the same run
+        [--skip preferred_election,sigterm,create_topics]   # leave those phases out
 """
 
 from __future__ import annotations
@@ -196,6 +206,80 @@ class LagSampler:
         return out
 
 
+TIMELINE_SETTLE_S = 3.0
+"""Waited after a failover phase's outcome before its timeline is read from the logs: the
+controller logs a request's answer after the broker answered, which may be after a poll saw
+its effect. Not part of any figure."""
+TIMELINE_EVENTS = {
+    "controller event processed",
+    "controller event phases",
+    "controller request answered",
+}
+
+
+def controller_timeline(
+    brokers: dict[int, Broker], origin: float, since: float, until: float
+) -> list[dict[str, Any]]:
+    """The controller's stamped log lines (see the module docstring) of every broker whose
+    stamp falls in [since, until], as offsets in seconds from ``origin``, in time order."""
+    out = []
+    for broker_id, broker in brokers.items():
+        for line in broker.log_text().splitlines():
+            if not line.startswith("{") or '"controller ' not in line:
+                continue
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if entry.get("event") not in TIMELINE_EVENTS:
+                continue
+            stamp = entry.get("started_at", entry.get("queued_at", entry.get("enqueued_at")))
+            if stamp is None or not since <= stamp <= until:
+                continue
+            row: dict[str, Any] = {"on": broker_id, "what": entry["event"]}
+            for key, value in entry.items():
+                if key.endswith("_at") and isinstance(value, float):
+                    row[key] = round(value - origin, 3)
+                elif key not in ("event", "level", "timestamp", "logger"):
+                    row[key] = value
+            out.append(row)
+    return sorted(out, key=lambda r: min(v for k, v in r.items() if k.endswith("_at")))
+
+
+def watcher_told_s(logged: list[dict[str, Any]], watcher: int) -> float | None:
+    """From a phase's timeline: when the watching broker answered the first UpdateMetadata
+    queued after the expiry (the elections' UpdateMetadata: the earliest moment its Metadata
+    could show the outcome), or None when no such line was logged (a tree without stamps)."""
+    answered = [
+        row["answered_at"]
+        for row in logged
+        if row["what"] == "controller request answered"
+        and row.get("api") == "UPDATE_METADATA"
+        and row.get("broker") == watcher
+        and row.get("partitions", 0) > 0
+        and row.get("queued_at", -1.0) >= -0.5
+    ]
+    return min(answered, default=None)
+
+
+class PollLog:
+    """Wraps a wait_until condition: records each poll's start and end (seconds from
+    ``origin``) and whether it showed the outcome."""
+
+    def __init__(self, condition: Callable[[], Any], origin: float) -> None:
+        self.condition = condition
+        self.origin = origin
+        self.polls: list[tuple[float, float, bool]] = []
+
+    def __call__(self) -> Any:
+        began = time.monotonic()
+        value = self.condition()
+        self.polls.append(
+            (round(began - self.origin, 3), round(time.monotonic() - self.origin, 3), bool(value))
+        )
+        return value
+
+
 def _bound(le: str) -> float:
     return float("inf") if le == "+Inf" else float(le)
 
@@ -342,9 +426,11 @@ def main(
     topic_partitions: int = 4,
     session_timeout_ms: int = 6000,
     keep_dir: str | None = None,
+    skip: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
     """Run the phases (module docstring) and return {row: {figure..., target}}. With
-    ``keep_dir`` the ZooKeeper and broker data and logs are kept there."""
+    ``keep_dir`` the ZooKeeper and broker data and logs are kept there; the phases named in
+    ``skip`` (``preferred_election``, ``sigterm``, ``create_topics``) are left out."""
     figures: dict[str, Any] = {}
     with contextlib.ExitStack() as stack:
         if keep_dir is None:
@@ -354,7 +440,7 @@ def main(
             Path(tmp).mkdir(parents=True, exist_ok=True)
         bench = ClusterBench(Path(tmp), session_timeout_ms)
         try:
-            _run(bench, figures, partitions, topics, topic_partitions)
+            _run(bench, figures, partitions, topics, topic_partitions, skip)
         except PhaseTimeout as error:
             figures["error"] = str(error)
         finally:
@@ -374,7 +460,12 @@ def main(
 
 
 def _run(
-    bench: ClusterBench, figures: dict, partitions: int, topics: int, topic_partitions: int
+    bench: ClusterBench,
+    figures: dict,
+    partitions: int,
+    topics: int,
+    topic_partitions: int,
+    skip: frozenset[str] = frozenset(),
 ) -> None:
     names = [TOPIC]
     czxids = bench.registration_czxids()
@@ -423,11 +514,22 @@ def _run(
         parts = bench.partitions(md, names) if md is not None else []
         return bool(parts) and all(p.leader not in (victim, -1) for p in parts)
 
-    wait_until(re_led, 60, "re-leading after kill -9")
+    polls = PollLog(re_led, expired_at)
+    wait_until(polls, 60, "re-leading after kill -9")
+    done_at = time.monotonic()
+    time.sleep(TIMELINE_SETTLE_S)  # the lines of requests answered as the poll succeeded
+    logged = controller_timeline(bench.brokers, expired_at, expired_at - 10, done_at + 5)
     figures["kill9_releader"] = {
         "partitions_led": victim_led,
-        "after_expiry_s": round(time.monotonic() - expired_at, 3),
+        "after_expiry_s": round(done_at - expired_at, 3),
+        "watcher_told_s": watcher_told_s(logged, watcher),
         "target": "<= 1 s after its session expires",
+        "timeline": {
+            "controller": controller,
+            "watcher": watcher,
+            "metadata_polls": polls.polls,
+            "logged": logged,
+        },
     }
 
     # 3. restart
@@ -456,12 +558,25 @@ def _run(
     }
 
     # 4. preferred election
-    bench.sampler.phase = "preferred_election"
-    figures["preferred_election"] = {
-        "seconds": round(bench.preferred_election(names, 120), 2),
-        "target": "<= 2 s",
-    }
+    if "preferred_election" not in skip:
+        bench.sampler.phase = "preferred_election"
+        figures["preferred_election"] = {
+            "seconds": round(bench.preferred_election(names, 120), 2),
+            "target": "<= 2 s",
+        }
 
+    if "sigterm" not in skip:
+        _sigterm(bench, figures, names, partitions)
+    else:
+        bench.preferred_election(names, 120)  # the controller kill starts balanced either way
+
+    _controller_kill(bench, figures, names, partitions)
+    if "create_topics" not in skip:
+        _create_topics(bench, figures, topics, topic_partitions)
+    figures["sessions_expired_total"] = bench.expirations_logged() - expired_before
+
+
+def _sigterm(bench: ClusterBench, figures: dict, names: list[str], partitions: int) -> None:
     # 5. SIGTERM of the broker leading the most partitions
     bench.sampler.phase = "sigterm"
     md = wait_until(lambda: bench.metadata(bench.any_live(), names), 60, "a broker's Metadata")
@@ -485,6 +600,8 @@ def _run(
     wait_until(lambda: bench.all_led_with_full_isr(names, partitions), 300, "ISR rejoin")
     bench.preferred_election(names, 120)
 
+
+def _controller_kill(bench: ClusterBench, figures: dict, names: list[str], partitions: int) -> None:
     # 6. kill -9 of the controller
     bench.sampler.phase = "controller_kill"
     controller = bench.controller()
@@ -500,14 +617,27 @@ def _run(
         parts = bench.partitions(md, names)
         return bool(parts) and all(p.leader not in (-1, controller) for p in parts)
 
-    wait_until(new_controller_sent_all, 60, "new controller's metadata")
+    polls = PollLog(new_controller_sent_all, expired_at)
+    wait_until(polls, 60, "new controller's metadata")
+    done_at = time.monotonic()
+    time.sleep(TIMELINE_SETTLE_S)  # the lines of requests answered as the poll succeeded
+    logged = controller_timeline(bench.brokers, expired_at, expired_at - 10, done_at + 5)
     figures["controller_kill9"] = {
-        "after_expiry_s": round(time.monotonic() - expired_at, 3),
+        "after_expiry_s": round(done_at - expired_at, 3),
+        "watcher_told_s": watcher_told_s(logged, survivor),
         "target": "<= 2 s after expiry",
+        "timeline": {
+            "old_controller": controller,
+            "watcher": survivor,
+            "metadata_polls": polls.polls,
+            "logged": logged,
+        },
     }
     bench.brokers[controller].start(timeout=120)
     wait_until(lambda: bench.all_led_with_full_isr(names, partitions), 300, "ISR rejoin")
 
+
+def _create_topics(bench: ClusterBench, figures: dict, topics: int, topic_partitions: int) -> None:
     # 7. CreateTopics of many small topics in one request
     bench.sampler.phase = "create_topics"
     new = [NewTopic(f"small-{i:04d}", topic_partitions, 3) for i in range(topics)]
@@ -535,7 +665,6 @@ def _run(
         "all_led_s": round(time.monotonic() - start, 2),
         "target": "<= 1 s",
     }
-    figures["sessions_expired_total"] = bench.expirations_logged() - expired_before
 
 
 def _raise(message: str) -> bool:
@@ -555,9 +684,18 @@ if __name__ == "__main__":
     parser.add_argument("--keep-dir", help="keep data and logs there (default: a temporary dir)")
     parser.add_argument("--src", help="run on this tree's kafkalite instead of this one's")
     parser.add_argument("--baseline-src", help="then the same run on this tree, in a child")
+    parser.add_argument(
+        "--skip", default="", help="phases left out: preferred_election,sigterm,create_topics"
+    )
     args = parser.parse_args()
+    skipped = frozenset(p for p in args.skip.split(",") if p)
     figures = main(
-        args.partitions, args.topics, args.topic_partitions, args.session_timeout_ms, args.keep_dir
+        args.partitions,
+        args.topics,
+        args.topic_partitions,
+        args.session_timeout_ms,
+        args.keep_dir,
+        skipped,
     )
     figures["src"] = SRC
     figures["load_average"] = os.getloadavg()
@@ -572,6 +710,7 @@ if __name__ == "__main__":
         ("--topics", args.topics),
         ("--topic-partitions", args.topic_partitions),
         ("--session-timeout-ms", args.session_timeout_ms),
+        ("--skip", args.skip),
     ):
         command += [flag, str(value)]
     if args.keep_dir:

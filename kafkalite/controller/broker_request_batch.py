@@ -392,25 +392,37 @@ def coalesce_requests(requests: Iterable[ControllerRequest]) -> list[ControllerR
     Per broker the LeaderAndIsr partition states are merged in order (a later state of a
     partition replaces an earlier one; ``is_new`` stays set, as in ``add_leader_and_isr_...``),
     likewise the UpdateMetadata states (the live brokers of the last one win); the LeaderAndIsr
-    goes first, as in a batch. Requests are returned as they are when the event also stops
-    replicas: StopReplica must keep its place between the LeaderAndIsr requests around it."""
+    goes first, as in a batch. A broker the event also stops replicas on gets its requests as
+    they are, in order: its StopReplica must keep its place between the LeaderAndIsr requests
+    around it. That holds per broker only (each broker's channel is ordered on its own), so
+    the other brokers' requests are coalesced all the same: a failover stops the replicas of
+    the dead brokers (requests the channels drop), and the live brokers must not get three
+    LeaderAndIsr of every partition in turn because of it."""
     requests = list(requests)
-    if any(isinstance(r, StopReplicaRequestData) for r in requests):
-        return requests
+    stopping = {r.broker_id for r in requests if isinstance(r, StopReplicaRequestData)}
     leader_and_isr: dict[int, list[LeaderAndIsrRequestData]] = {}
     update_metadata: dict[int, list[UpdateMetadataRequestData]] = {}
+    as_they_are: dict[int, list[ControllerRequest]] = {}
     order: list[int] = []
+    seen: set[int] = set()
     for request in requests:
-        if request.broker_id not in leader_and_isr and request.broker_id not in update_metadata:
-            order.append(request.broker_id)
-        if isinstance(request, LeaderAndIsrRequestData):
-            leader_and_isr.setdefault(request.broker_id, []).append(request)
-        elif isinstance(request, UpdateMetadataRequestData):  # no StopReplica (returned above)
-            update_metadata.setdefault(request.broker_id, []).append(request)
+        broker_id = request.broker_id
+        if broker_id not in seen:
+            seen.add(broker_id)
+            order.append(broker_id)
+        if broker_id in stopping:
+            as_they_are.setdefault(broker_id, []).append(request)
+        elif isinstance(request, LeaderAndIsrRequestData):
+            leader_and_isr.setdefault(broker_id, []).append(request)
+        elif isinstance(request, UpdateMetadataRequestData):
+            update_metadata.setdefault(broker_id, []).append(request)
     out: list[ControllerRequest] = []
     # Every broker's UpdateMetadata of one step share their states tuple: merged once for all.
     merged: dict[tuple[int, ...], UpdateMetadataRequestData] = {}
     for broker_id in order:
+        if broker_id in stopping:
+            out.extend(as_they_are[broker_id])
+            continue
         if broker_id in leader_and_isr:
             out.append(_merge_leader_and_isr(leader_and_isr[broker_id]))
         if broker_id in update_metadata:
@@ -424,6 +436,61 @@ def coalesce_requests(requests: Iterable[ControllerRequest]) -> list[ControllerR
                 )
             else:
                 request = merged[key] = _merge_update_metadata(parts)
+            out.append(request)
+    return out
+
+
+def announced_versions(requests: Iterable[ControllerRequest]) -> dict[tuple[str, int], int]:
+    """(topic, partition) -> the newest partition state version (zk version) that
+    LeaderAndIsr or UpdateMetadata ``requests`` carry."""
+    out: dict[tuple[str, int], int] = {}
+    for request in requests:
+        if isinstance(request, LeaderAndIsrRequestData):
+            for s in request.partition_states:
+                key = (s.topic_name, s.partition_index)
+                if out.get(key, -1) < s.partition_epoch:
+                    out[key] = s.partition_epoch
+        elif isinstance(request, UpdateMetadataRequestData):
+            for u in request.partition_states:
+                key = (u.topic_name, u.partition_index)
+                if out.get(key, -1) < u.zk_version:
+                    out[key] = u.zk_version
+    return out
+
+
+def without_announced(
+    requests: Iterable[ControllerRequest], announced: dict[tuple[str, int], int]
+) -> list[ControllerRequest]:
+    """``requests`` without the LeaderAndIsr and UpdateMetadata states that are not newer
+    than the ``announced`` version of their partition (``announced_versions`` of the requests
+    sent first): a broker must not get an older state of a partition after a newer one, and
+    needs no second copy of the same. Requests left empty are dropped, except an
+    UpdateMetadata (it also carries the live brokers)."""
+    if not announced:
+        return list(requests)
+    out: list[ControllerRequest] = []
+    for request in requests:
+        if isinstance(request, LeaderAndIsrRequestData):
+            lai_kept = tuple(
+                s
+                for s in request.partition_states
+                if announced.get((s.topic_name, s.partition_index), -1) < s.partition_epoch
+            )
+            if len(lai_kept) == len(request.partition_states):
+                out.append(request)
+            elif lai_kept:
+                out.append(replace(request, partition_states=lai_kept))
+        elif isinstance(request, UpdateMetadataRequestData):
+            um_kept = tuple(
+                u
+                for u in request.partition_states
+                if announced.get((u.topic_name, u.partition_index), -1) < u.zk_version
+            )
+            if len(um_kept) == len(request.partition_states):
+                out.append(request)
+            else:
+                out.append(replace(request, partition_states=um_kept))
+        else:
             out.append(request)
     return out
 

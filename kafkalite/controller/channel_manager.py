@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
+import time
 import typing
 import uuid
 from collections.abc import Callable
@@ -45,6 +46,11 @@ from .broker_request_batch import (
 from .wire import shared_topic_states
 
 log = structlog.get_logger("kafkalite.controller.channel")
+
+SLOW_REQUEST_SECONDS = 0.1
+SLOW_REQUEST_PARTITIONS = 1000
+"""A request answered later than this after it was queued, or naming at least this many
+partitions, is logged at INFO with its stamps (queued, sent, answered); others at DEBUG."""
 
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 """Kafka's ``SecurityProtocol`` ids, as UpdateMetadata carries them."""
@@ -398,7 +404,7 @@ class KafkaConnectionTransport:
 @dataclass
 class _BrokerChannel:
     broker: Broker
-    queue: asyncio.Queue[tuple[ControllerRequest, asyncio.Future[Any]]]
+    queue: asyncio.Queue[tuple[ControllerRequest, asyncio.Future[Any], float]]
     transport: BrokerTransport
     task: asyncio.Task[None] | None = None
     in_flight: asyncio.Future[Any] | None = None
@@ -476,7 +482,7 @@ class ControllerChannelManager:
             )
             future.set_result(None)
             return future
-        channel.queue.put_nowait((request, future))
+        channel.queue.put_nowait((request, future, time.monotonic()))
         return future
 
     def queued(self, broker_id: int) -> int:
@@ -486,7 +492,8 @@ class ControllerChannelManager:
     async def _send_loop(self, channel: _BrokerChannel) -> None:
         broker_id = channel.broker.id
         while True:
-            request, future = await channel.queue.get()
+            request, future, queued_at = await channel.queue.get()
+            sent_at = time.monotonic()
             channel.in_flight = future
             api_key = api_key_of(request)
             attempts = 0
@@ -515,11 +522,23 @@ class ControllerChannelManager:
                     with contextlib.suppress(Exception):
                         await channel.transport.close()
                     await asyncio.sleep(self.retry_backoff)
-            log.debug(
+            answered_at = time.monotonic()
+            partitions = len(getattr(request, "partition_states", ()))
+            # A bulk or slow request is logged with its stamps (``time.monotonic``: the host's
+            # clock, so a benchmark lines them up with the controller's events and its clients).
+            (
+                log.info
+                if partitions >= SLOW_REQUEST_PARTITIONS
+                or answered_at - queued_at > SLOW_REQUEST_SECONDS
+                else log.debug
+            )(
                 "controller request answered",
                 broker=broker_id,
                 api=api_key.name,
-                partitions=len(getattr(request, "partition_states", ())),
+                partitions=partitions,
+                queued_at=round(queued_at, 4),
+                sent_at=round(sent_at, 4),
+                answered_at=round(answered_at, 4),
             )
             self.on_response(broker_id, request, response)
             channel.in_flight = None

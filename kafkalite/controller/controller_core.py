@@ -134,12 +134,13 @@ class ControllerCore:
 
     # -- failover / resignation --
 
-    def topics_ineligible_for_deletion(self) -> set[str]:
-        """On failover: topics with a replica on a dead broker, or being reassigned."""
+    def topics_ineligible_for_deletion(self, topics: Iterable[str] | None = None) -> set[str]:
+        """On failover: topics (of ``topics``, default all) with a replica on a dead broker,
+        or being reassigned."""
         ctx = self.ctx
         with_offline = {
             topic
-            for topic in ctx.all_topics
+            for topic in (ctx.all_topics if topics is None else set(topics) & ctx.all_topics)
             if any(
                 not ctx.is_replica_online(r.replica, r.topic_partition)
                 for r in ctx.replicas_for_topic(topic)
@@ -162,10 +163,21 @@ class ControllerCore:
         if unknown:
             result.writes.append(DeleteTopicDeletions(tuple(unknown)))
         to_delete &= ctx.all_topics
-        result += self.topic_deletion_manager.init(to_delete, self.topics_ineligible_for_deletion())
+        # Only the topics being deleted can be ineligible for deletion: the others' replicas
+        # are not walked (every replica of the cluster, at a failover).
+        result += self.topic_deletion_manager.init(
+            to_delete, self.topics_ineligible_for_deletion(to_delete) if to_delete else ()
+        )
         result += self.update_metadata(ctx.live_or_shutting_down_broker_ids)
+        # The partition state machine first (Kafka starts the replica state machine first):
+        # the elections of the dead brokers' partitions then drop those brokers from the ISR
+        # in the same write, where the replica state machine's Offline transition first wrote
+        # each such partition leaderless and the election wrote it again (two writes, and an
+        # announced state of leader -1, per partition the dead brokers led); its Offline
+        # transition then finds them out of the ISR already. Neither machine reads the other's
+        # states: the elections read the live brokers and the leaderships.
+        result.announce_elections(self.partition_state_machine.startup())
         result += self.replica_state_machine.startup()
-        result += self.partition_state_machine.startup()
         result += self.initialize_partition_reassignments(reassignments or {})
         result += self.topic_deletion_manager.try_topic_deletion()
         return result
@@ -269,7 +281,7 @@ class ControllerCore:
             ctx.partitions_with_offline_leader(), OFFLINE_PARTITION
         )
         online = self.psm.trigger_online_partition_state_change()
-        result += online
+        result.announce_elections(online)
         result += self.rsm.handle_state_changes(
             [
                 r

@@ -21,6 +21,7 @@ the same; a dead event thread is a dead cluster).
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,7 +41,8 @@ EventQueueTimeMs and per-state rate-and-time metrics), so a slow cluster shows w
 class QueuedEvent:
     event: Any
     future: asyncio.Future | None = None
-    enqueued_at: float = field(default_factory=lambda: asyncio.get_running_loop().time())
+    enqueued_at: float = field(default_factory=time.monotonic)
+    """``time.monotonic()``: the host's clock, comparable across processes (benchmarks)."""
 
 
 class ControllerEventManager:
@@ -118,7 +120,7 @@ class ControllerEventManager:
                     queued.future.set_result(None)
                 continue
             self.current_event = queued.event
-            started = asyncio.get_running_loop().time()
+            started = time.monotonic()
             try:
                 answer = await self._process(queued.event)
             except asyncio.CancelledError:
@@ -137,13 +139,14 @@ class ControllerEventManager:
             finally:
                 self.current_event = None
                 self.processed += 1
-                now = asyncio.get_running_loop().time()
+                now = time.monotonic()
                 if now - queued.enqueued_at > SLOW_EVENT_SECONDS:
                     log.info(
                         "controller event processed",
                         event_type=type(queued.event).__name__,
                         queued_s=round(started - queued.enqueued_at, 3),
                         processing_s=round(now - started, 3),
+                        enqueued_at=round(queued.enqueued_at, 4),
                     )
 
     async def wait_idle(self) -> None:

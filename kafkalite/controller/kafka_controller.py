@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -75,7 +76,9 @@ from kafkalite.zk.writes import (
 from .broker_request_batch import (
     LeaderAndIsrRequestData,
     StopReplicaRequestData,
+    announced_versions,
     coalesce_requests,
+    without_announced,
     without_partitions,
 )
 from .channel_manager import (
@@ -318,6 +321,7 @@ class KafkaController:
         self._started = False
         self._deliveries: list[asyncio.Future[Any]] | None = None
         self._phases: dict[str, float] = {}
+        self._marks: list[tuple[str, float, float, float]] = []
         """While a controlled shutdown is decided: the futures of the requests ``_apply``
         sent (see ``ControllerChannelManager.send_request``)."""
 
@@ -462,26 +466,52 @@ class KafkaController:
     def _phase(self, name: str) -> Any:
         """Time one phase of the event in progress (store reads, decision, writes, sends): an
         event slower than ``SLOW_EVENT_SECONDS`` is logged with its phases, so a slow cluster
-        shows which of them holds the controller."""
-        loop = asyncio.get_running_loop()
-        started = loop.time()
+        shows which of them holds the controller. The end of each phase is also stamped on the
+        event's timeline (``time.monotonic``, the clock of every process on the host, so a
+        benchmark lines the controller's phases up with what its clients saw)."""
+        started = time.monotonic()
         try:
             yield
         finally:
-            self._phases[name] = self._phases.get(name, 0.0) + loop.time() - started
+            ended = time.monotonic()
+            self._phases[name] = self._phases.get(name, 0.0) + ended - started
+            self._marks.append((name, ended, time.thread_time(), time.process_time()))
 
     async def process(self, event: Any) -> Any:
         self._phases = {}
-        started = asyncio.get_running_loop().time()
+        self._marks = []
+        started = time.monotonic()
+        cpu_started = time.thread_time()
+        process_started = time.process_time()
         try:
             return await self._process_with_retries(event)
         finally:
-            took = asyncio.get_running_loop().time() - started
+            ended = time.monotonic()
+            took = ended - started
             if took > SLOW_EVENT_SECONDS and self._phases:
+                # cpu_s: this thread's CPU meanwhile (the event's own Python and whatever else
+                # ran on the controller's loop); total_s less cpu_s is waiting: for the store,
+                # a broker, or the interpreter held by another thread of the process.
                 log.info(
                     "controller event phases",
                     event_type=type(event).__name__,
                     total_s=round(took, 3),
+                    cpu_s=round(time.thread_time() - cpu_started, 3),
+                    started_at=round(started, 4),
+                    ended_at=round(ended, 4),
+                    # [phase, its end, this thread's CPU until then, the process's CPU (every
+                    # thread) until then], from the event's start: a phase whose wall time
+                    # the process's CPU fills while this thread's does not waited for the
+                    # interpreter held by another thread of the process
+                    marks=[
+                        [
+                            name,
+                            round(at - started, 4),
+                            round(cpu - cpu_started, 4),
+                            round(process - process_started, 4),
+                        ]
+                        for name, at, cpu, process in self._marks
+                    ],
                     **{f"{k}_s": round(v, 3) for k, v in self._phases.items()},
                 )
 
@@ -864,54 +894,41 @@ class KafkaController:
         partitions) are applied per partition (``zk_data.apply_partition_state_writes``): the
         partitions whose write lost a race are left out of the requests and re-read from the
         store; with ``redecided`` they are returned for the caller to decide again, else the
-        context is reloaded (the failover path, which recomputes them)."""
+        context is reloaded (the failover path, which recomputes them).
+
+        A result with elections to announce first (``announce_first``: a broker's failure, a
+        failover) is applied in two stages, as Kafka sends the elections' batch before the
+        replica state machine's: the elected partitions' writes, then their requests; then the
+        other writes (the ISR shrinks) and the other requests, without the elected partitions
+        (their states there are older). Persist before announce holds in each stage."""
         core = self.core
         if core is None:
             return False
-        failed: set[TopicPartition] = set()
-        if result.writes:
-            self._phases.setdefault("writes", 0.0)
-            writes_started = asyncio.get_running_loop().time()
-            try:
-                if zk_data.can_apply_per_partition(result.writes):
-                    failed = await zk_data.apply_partition_state_writes(
-                        self.session, result.writes, core.ctx.epoch_zk_version
-                    )
-                else:
-                    await zk_data.apply_writes(
-                        self.session, result.writes, core.ctx.epoch_zk_version
-                    )
-            except zk_data.ControllerMovedError:
-                log.info(
-                    "controller epoch moved on, resigning",
-                    broker=self.broker_id,
-                    epoch=core.ctx.epoch,
-                )
-                await self._on_controller_resignation()
-                self.active_controller_id = await self._read_controller_id()
-                return False
-            except (BadVersion, NodeExists, NoNode) as error:
-                log.warning("controller write lost a race", error=repr(error))
-                await self._reload_and_failover()
-                return False
-            except ConnectionLoss as error:
-                # The multi may or may not have been applied: rebuild from what the store holds.
-                log.warning("store connection lost during a controller write", error=repr(error))
-                await self._wait_for_reconnect()
-                await self._reload_and_failover()
-                return False
-            finally:
-                self._phases["writes"] += asyncio.get_running_loop().time() - writes_started
-            for write in result.writes:
-                if isinstance(write, DeleteTopic):
-                    self._stop_partition_watch(write.topic)
+        first = result.announce_first
+        if first and zk_data.can_apply_per_partition(result.writes):
+            elected_writes, other_writes = zk_data.split_partition_writes(result.writes, first)
+        else:
+            elected_writes, other_writes = result.writes, []
+        failed = await self._write(core, elected_writes)
+        if failed is None:
+            return False
         with self._phase("queue_requests"):
-            requests = coalesce_requests(without_partitions(result.requests, failed))
-            if self.channel_manager is not None:
-                for request in requests:
-                    delivery = self.channel_manager.send_request(request)
-                    if self._deliveries is not None:
-                        self._deliveries.append(delivery)
+            first_requests = coalesce_requests(without_partitions(result.first_requests, failed))
+            self._send(first_requests)
+            announced = announced_versions(first_requests)
+            if not other_writes:
+                self._send(self._later_requests(result, failed, announced))
+        if other_writes:
+            # One turn of the loop first: the channels' tasks encode and send the elections'
+            # requests before this task builds the other writes (thousands of operations,
+            # without a yield), not after.
+            await asyncio.sleep(0)
+            failed_later = await self._write(core, other_writes)
+            if failed_later is None:
+                return False
+            failed |= failed_later
+            with self._phase("queue_requests"):
+                self._send(self._later_requests(result, failed, announced))
         for key, reason in result.failed.items():
             log.info("state change failed", item=str(key), reason=reason)
         if failed:
@@ -929,6 +946,67 @@ class KafkaController:
             return False
         self._reloads = 0
         return True
+
+    @staticmethod
+    def _later_requests(
+        result: ControllerResult, failed: set[TopicPartition], announced: dict[Any, int]
+    ) -> list[Any]:
+        """The result's requests after its elections were announced: without the partitions
+        whose writes failed, nor the states not newer than those announced."""
+        return coalesce_requests(
+            without_announced(without_partitions(result.requests, failed), announced)
+        )
+
+    def _send(self, requests: Iterable[Any]) -> None:
+        if self.channel_manager is not None:
+            for request in requests:
+                delivery = self.channel_manager.send_request(request)
+                if self._deliveries is not None:
+                    self._deliveries.append(delivery)
+
+    async def _write(self, core: ControllerCore, writes: list[Any]) -> set[TopicPartition] | None:
+        """Apply ``writes`` (see ``_apply``): the partitions whose compare-and-set lost a race,
+        or None when nothing more may be announced (the controller resigned, or the context
+        was reloaded and the failover decisions re-sent)."""
+        if not writes:
+            return set()
+        self._phases.setdefault("writes", 0.0)
+        writes_started = time.monotonic()
+        try:
+            if zk_data.can_apply_per_partition(writes):
+                failed = await zk_data.apply_partition_state_writes(
+                    self.session, writes, core.ctx.epoch_zk_version
+                )
+            else:
+                await zk_data.apply_writes(self.session, writes, core.ctx.epoch_zk_version)
+                failed = set()
+        except zk_data.ControllerMovedError:
+            log.info(
+                "controller epoch moved on, resigning",
+                broker=self.broker_id,
+                epoch=core.ctx.epoch,
+            )
+            await self._on_controller_resignation()
+            self.active_controller_id = await self._read_controller_id()
+            return None
+        except (BadVersion, NodeExists, NoNode) as error:
+            log.warning("controller write lost a race", error=repr(error))
+            await self._reload_and_failover()
+            return None
+        except ConnectionLoss as error:
+            # The multi may or may not have been applied: rebuild from what the store holds.
+            log.warning("store connection lost during a controller write", error=repr(error))
+            await self._wait_for_reconnect()
+            await self._reload_and_failover()
+            return None
+        finally:
+            writes_ended = time.monotonic()
+            self._phases["writes"] += writes_ended - writes_started
+            self._marks.append(("writes", writes_ended, time.thread_time(), time.process_time()))
+        for write in writes:
+            if isinstance(write, DeleteTopic):
+                self._stop_partition_watch(write.topic)
+        return failed
 
     # -- event handlers -------------------------------------------------------------------------
 

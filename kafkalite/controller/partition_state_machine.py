@@ -145,13 +145,14 @@ class PartitionStateMachine:
         """Try to move every New or Offline partition (of ``topic``, or all) Online, except the
         partitions of topics queued for deletion."""
         ctx = self.ctx
-        partitions = [
+        # filtered, then sorted: the few leaderless ones, not every partition
+        partitions = sorted(
             tp
-            for tp, state in sorted(ctx.partition_states.items())
-            if state in (NEW_PARTITION, OFFLINE_PARTITION)
+            for tp, state in ctx.partition_states.items()
+            if (state is NEW_PARTITION or state is OFFLINE_PARTITION)
             and (topic is None or tp.topic == topic)
             and not ctx.is_topic_queued_up_for_deletion(tp.topic)
-        ]
+        )
         return self.handle_state_changes(
             partitions,
             ONLINE_PARTITION,

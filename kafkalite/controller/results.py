@@ -16,12 +16,13 @@ the coordination store or a socket. It returns a ``ControllerResult``:
   with the reason. They are data, not errors: Kafka logs them and the partition stays where it
   was until the next trigger (a broker start, for instance).
 - ``leadership``: the new leadership of each partition elected or initialised by this result.
-
-Handlers update the ``ControllerContext`` as if the writes succeed (optimistically): the
-version in each ``LeaderAndIsr`` of the context is the one the node will have after the multi
-(creation: 0; compare-and-set: expected + 1). When the multi fails, the context no longer
-matches the store and the shell reloads it from the store (the controller failover path, which
-recomputes everything from the store alone).
+- ``announce_first`` and ``first_requests``: the elections of a broker's failure or of a
+  failover (``announce_elections``): the partitions and their requests (a LeaderAndIsr to
+  their replicas, an UpdateMetadata to every broker). The shell writes those partitions'
+  states and sends their requests before it writes the other changes (ISR shrinks) and sends
+  the other requests, which it sends without those partitions (their states there are older):
+  clients find the new leaders without waiting for the bulk of the event (Kafka sends the
+  elections' batch before the replica state machine's on a broker's failure).
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ class ControllerResult:
     failed: dict[object, str] = field(default_factory=dict)
     """TopicPartition or PartitionAndReplica -> why its state change failed."""
     leadership: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
+    announce_first: set[TopicPartition] = field(default_factory=set)
+    first_requests: list = field(default_factory=list)
+    """The requests of ``announce_first`` (``ControllerRequest`` objects), sent first."""
 
     def merge(self, other: ControllerResult) -> ControllerResult:
         """Append ``other`` (a later step of the same event) to this result; returns self."""
@@ -50,6 +54,20 @@ class ControllerResult:
         self.requests.extend(other.requests)
         self.failed.update(other.failed)
         self.leadership.update(other.leadership)
+        self.announce_first |= other.announce_first
+        self.first_requests.extend(other.first_requests)
+        return self
+
+    def announce_elections(self, elections: ControllerResult) -> ControllerResult:
+        """Append ``elections`` (a state machine's elections) to this result as its first
+        announced stage (see the module docstring); returns self."""
+        self.writes.extend(elections.writes)
+        self.failed.update(elections.failed)
+        self.leadership.update(elections.leadership)
+        self.announce_first.update(elections.leadership)
+        self.first_requests.extend(elections.requests)
+        self.first_requests.extend(elections.first_requests)
+        self.announce_first |= elections.announce_first
         return self
 
     def __iadd__(self, other: ControllerResult) -> ControllerResult:
@@ -57,7 +75,7 @@ class ControllerResult:
 
     @property
     def is_empty(self) -> bool:
-        return not (self.writes or self.requests)
+        return not (self.writes or self.requests or self.first_requests)
 
     def requests_to(self, broker_id: int) -> list:
         return [r for r in self.requests if r.broker_id == broker_id]

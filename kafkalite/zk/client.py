@@ -544,6 +544,22 @@ AFTER_PARTITION_STATES = (DeleteIsrChangeNotifications, DeleteLeaderElectionRequ
 nodes whose work the partition state writes did."""
 
 
+def split_partition_writes(
+    writes: Sequence[StoreWrite], partitions: set[TopicPartition]
+) -> tuple[list[StoreWrite], list[StoreWrite]]:
+    """Partition state writes (``can_apply_per_partition``) in two lists: those of
+    ``partitions``, and the others with the clean-ups, each in its order. A partition's writes
+    all fall in one list (a failover may shrink an ISR and elect in two writes)."""
+    chosen: list[StoreWrite] = []
+    others: list[StoreWrite] = []
+    for write in writes:
+        if isinstance(write, PARTITION_STATE_WRITES) and write.topic_partition in partitions:
+            chosen.append(write)
+        else:
+            others.append(write)
+    return chosen, others
+
+
 def can_apply_per_partition(writes: Sequence[StoreWrite]) -> bool:
     """Whether ``writes`` are partition state writes (plus clean-ups) only: those may be applied
     per partition (``apply_partition_state_writes``); anything else (assignments, deletions,

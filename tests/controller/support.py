@@ -97,9 +97,10 @@ class StoreModel:
 
 
 def requests_of(result: ControllerResult, kind: type, broker_id: int | None = None) -> list:
+    """The result's requests of ``kind`` in sending order: its elections' first."""
     return [
         r
-        for r in result.requests
+        for r in (*result.first_requests, *result.requests)
         if isinstance(r, kind) and (broker_id is None or r.broker_id == broker_id)
     ]
 

@@ -11,7 +11,9 @@ from kafkalite.controller.broker_request_batch import (
     StopReplicaRequestData,
     UpdateMetadataPartitionState,
     UpdateMetadataRequestData,
+    announced_versions,
     coalesce_requests,
+    without_announced,
     without_partitions,
 )
 from kafkalite.protocol.types import TopicPartition
@@ -131,6 +133,27 @@ def test_an_event_that_stops_replicas_keeps_its_requests_as_they_are():
     assert coalesce_requests(requests) == requests
 
 
+def test_only_the_broker_whose_replicas_stop_keeps_its_requests_as_they_are():
+    """A failover stops the dead broker's replicas: the live brokers' requests are still
+    coalesced into one LeaderAndIsr and one UpdateMetadata each."""
+    stop = StopReplicaRequestData(3, 0, 1, 77, (StopReplicaPartitionState("a", 0, 3, False),))
+    requests = [
+        lai(1, [lai_state("a", 0, 2, 1)]),
+        um(1, [um_state("a", 0, 2, 1)]),
+        lai(3, [lai_state("a", 1, 2, 1)]),
+        stop,
+        lai(1, [lai_state("a", 0, 1, 2)]),
+        um(1, [um_state("a", 0, 1, 2)]),
+        lai(3, [lai_state("a", 1, 2, 2)]),
+    ]
+    merged = coalesce_requests(requests)
+    assert [r for r in merged if r.broker_id == 3] == [requests[2], stop, requests[6]]
+    mine = [r for r in merged if r.broker_id == 1]
+    assert [type(r) for r in mine] == [LeaderAndIsrRequestData, UpdateMetadataRequestData]
+    assert [(s.leader, s.leader_epoch) for s in mine[0].partition_states] == [(1, 2)]
+    assert [(s.leader, s.leader_epoch) for s in mine[1].partition_states] == [(1, 2)]
+
+
 def test_partitions_whose_writes_failed_are_not_announced():
     requests = [
         lai(1, [lai_state("a", 0, 2, 1), lai_state("a", 1, 2, 1)]),
@@ -145,3 +168,50 @@ def test_partitions_whose_writes_failed_are_not_announced():
     assert [s.partition_index for s in kept[0].partition_states] == [0]
     assert kept[1].partition_states == () and kept[1].live_brokers == requests[2].live_brokers
     assert without_partitions(requests, set()) == requests
+
+
+@given(steps, steps)
+def test_what_follows_the_announced_elections_carries_only_newer_states(first, later):
+    """without_announced(later, announced_versions(first)): a state is dropped exactly when
+    the first requests carried that partition at the same or a newer version; every
+    UpdateMetadata stays (it also carries the live brokers); nothing else changes."""
+
+    def build(plan, offset):
+        out = []
+        for step, (kind, broker_id, parts) in enumerate(plan):
+            epoch = step + offset
+            if kind == "lai":
+                states = {(t, p): lai_state(t, p, ld, epoch, new) for t, p, ld, new in parts}
+                out.append(lai(broker_id, states.values()))
+            else:
+                states = {(t, p): um_state(t, p, ld, epoch) for t, p, ld, _ in parts}
+                out.append(um(broker_id, states.values()))
+        return out
+
+    sent = build(first, 3)
+    requests = build(later, 0)
+    announced = announced_versions(sent)
+    for r in sent:
+        for s in r.partition_states:
+            version = s.partition_epoch if isinstance(r, LeaderAndIsrRequestData) else s.zk_version
+            assert announced[(s.topic_name, s.partition_index)] >= version
+    kept = without_announced(requests, announced)
+
+    def version(r, s):
+        return s.partition_epoch if isinstance(r, LeaderAndIsrRequestData) else s.zk_version
+
+    expected = [
+        (r.broker_id, type(r).__name__, (s.topic_name, s.partition_index, version(r, s)))
+        for r in requests
+        for s in r.partition_states
+        if announced.get((s.topic_name, s.partition_index), -1) < version(r, s)
+    ]
+    got = [
+        (r.broker_id, type(r).__name__, (s.topic_name, s.partition_index, version(r, s)))
+        for r in kept
+        for s in r.partition_states
+    ]
+    assert got == expected
+    assert [r.broker_id for r in kept if isinstance(r, UpdateMetadataRequestData)] == [
+        r.broker_id for r in requests if isinstance(r, UpdateMetadataRequestData)
+    ]

@@ -366,13 +366,17 @@ def test_failover_from_store_state_tells_everyone_and_elects_where_needed():
         for w in result.writes
         if isinstance(w, UpdatePartitionState) and w.topic_partition == tp("t", 0)
     ]
-    # as in Kafka, the replica state machine starts first: the dead leader leaves the ISR
-    # (leader -1), then the partition state machine elects
-    assert elected[0].leader_isr_and_controller_epoch.leader_and_isr.leader == NO_LEADER
-    assert elected[-1].leader_isr_and_controller_epoch.leader_and_isr.leader == 1
-    assert elected[-1].leader_isr_and_controller_epoch.controller_epoch == 2
-    assert elected[-1].expected_version == elected[0].expected_version + 1
+    # the partition state machine starts first (Kafka starts the replica state machine first,
+    # which writes the partition leaderless before the election writes it again): one write
+    # elects the new leader and drops the dead one from the ISR
+    assert len(elected) == 1
+    assert elected[0].leader_isr_and_controller_epoch.leader_and_isr.leader == 1
+    assert elected[0].leader_isr_and_controller_epoch.leader_and_isr.isr == (1,)
+    assert elected[0].leader_isr_and_controller_epoch.controller_epoch == 2
+    assert elected[0].expected_version == 4
+    assert tp("t", 0) in result.announce_first
     assert {(1, tp("t", 1)), (2, tp("t", 1)), (1, tp("t", 0))} <= set(leader_and_isr_states(result))
+    assert NO_LEADER not in {s.leader for s in leader_and_isr_states(result).values()}
 
 
 def test_storage_error_in_leader_and_isr_response_takes_the_replica_offline():

@@ -901,3 +901,75 @@ async def test_a_broker_change_that_changes_nothing_reads_no_partition(store, cl
     assert reads == []
     assert nodes[0].controller.event_manager.errors == []
     await stop(nodes[0])
+
+
+def _partitions_of(sent) -> set[tuple[str, int]]:
+    return {
+        (t.topic_name, p.partition_index)
+        for t in sent.message.topic_states
+        for p in t.partition_states
+    }
+
+
+def _assert_elections_announced_first(sent, broker_id, elected, others):
+    """In what ``broker_id`` received: the elected partitions' LeaderAndIsr and UpdateMetadata
+    come before any LeaderAndIsr or UpdateMetadata of the other partitions (ISR shrinks, a new
+    controller's resynchronisation of every partition)."""
+    mine = [
+        s
+        for s in sent
+        if s.broker_id == broker_id
+        and s.api_key in (ApiKey.LEADER_AND_ISR, ApiKey.UPDATE_METADATA)
+        and _partitions_of(s)
+    ]
+    first_other = next(i for i, s in enumerate(mine) if _partitions_of(s) & others)
+    announced = [s for s in mine[:first_other] if s.api_key == ApiKey.UPDATE_METADATA]
+    assert announced, [(s.api_key.name, sorted(_partitions_of(s))) for s in mine]
+    assert elected <= set().union(*(_partitions_of(s) for s in announced))
+
+
+@pytest.mark.parametrize("dying", ["follower", "controller"])
+async def test_the_elections_of_a_failure_are_announced_before_its_other_changes(
+    store, cluster, dying
+):
+    """A broker's failure (and a new controller's failover) elects leaders for the dead
+    broker's partitions and shrinks the ISRs of the others (and, on failover, tells every
+    broker every partition): the elections' LeaderAndIsr and UpdateMetadata go to each broker
+    before the rest, so clients find the new leaders without waiting for the bulk."""
+    nodes = [await start_node(store, cluster, b, config=config()) for b in (0, 1, 2)]
+    reader = cluster.reader
+    await settle(*(n.controller for n in nodes))
+    await admin.create_topic(reader, "t", 6, 3, replica_assignment=None)
+    await eventually(
+        lambda: len(cluster.leader_and_isr_partitions()) >= 18, message="all replicas told"
+    )
+    await settle(*(n.controller for n in nodes))
+    dead = nodes[0] if dying == "controller" else nodes[1]
+    assert nodes[0].controller.is_active
+    led = {
+        ("t", p)
+        for p in range(6)
+        if (await state(reader, "t", p)).leader_and_isr.leader == dead.broker_id
+    }
+    assert led and len(led) < 6
+    before = len(cluster.sent)
+    await dead.controller.shutdown()
+    await dead.session.close()
+    survivors = [n for n in nodes if n is not dead]
+
+    async def all_moved():
+        for p in range(6):
+            info = (await state(reader, "t", p)).leader_and_isr
+            if info.leader == dead.broker_id or dead.broker_id in info.isr:
+                return False
+        return True
+
+    await eventually(all_moved, message="every partition off the dead broker")
+    await settle(*(n.controller for n in survivors))
+    sent = cluster.sent[before:]
+    others = {("t", p) for p in range(6)} - led
+    for node in survivors:
+        _assert_elections_announced_first(sent, node.broker_id, led, others)
+    assert cluster.violations == []
+    assert all(n.controller.event_manager.errors == [] for n in nodes)
+    await stop(*survivors)
