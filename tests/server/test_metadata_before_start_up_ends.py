@@ -6,44 +6,20 @@ from __future__ import annotations
 
 import asyncio
 
-from kafkalite.client.connection import KafkaConnection, request_builder
-from kafkalite.config import BrokerConfig
-from kafkalite.protocol.api import ApiKey
 from kafkalite.server import KafkaServer
 from kafkalite.testing import free_port
 from tests.controller.shell_support import eventually
+from tests.server.support import config, metadata
 
 TOPIC = "restarted"
 
 
-def _config(tmp_path, port: int) -> BrokerConfig:
-    return BrokerConfig.load(
-        overrides={
-            "log.dirs": str(tmp_path / "data"),
-            "listeners": f"PLAINTEXT://127.0.0.1:{port}",
-            "admin.listener": "",
-        },
-        environ={},
-    )
-
-
-async def _metadata(port: int):
-    async with KafkaConnection("127.0.0.1", port, client_id="t") as conn:
-        return await conn.send(
-            ApiKey.METADATA,
-            request_builder(
-                ApiKey.METADATA, topics=[{"name": TOPIC}], allow_auto_topic_creation=True
-            ),
-            9,
-        )
-
-
 async def test_metadata_is_served_from_the_cache_before_start_up_ends(tmp_path, monkeypatch):
     port = free_port()
-    first = KafkaServer(_config(tmp_path, port))
+    first = KafkaServer(config(tmp_path, port))
     await first.startup()
     try:
-        await _metadata(port)  # auto-creates the topic
+        await metadata(port, TOPIC)  # auto-creates the topic
         await eventually(
             lambda: (
                 TOPIC in first.metadata_cache.get_all_topics()
@@ -62,7 +38,7 @@ async def test_metadata_is_served_from_the_cache_before_start_up_ends(tmp_path, 
         await release.wait()  # ... and start-up stops here until the test lets it go on
 
     monkeypatch.setattr(KafkaServer, "_wait_for_initial_metadata", held_wait_for_initial_metadata)
-    server = KafkaServer(_config(tmp_path, port))
+    server = KafkaServer(config(tmp_path, port))
     starting = asyncio.create_task(server.startup())
     try:
         await eventually(
@@ -72,7 +48,7 @@ async def test_metadata_is_served_from_the_cache_before_start_up_ends(tmp_path, 
             ),
             message="the controller's metadata arrived",
         )
-        response = await asyncio.wait_for(_metadata(port), 30)
+        response = await asyncio.wait_for(metadata(port, TOPIC), 30)
         assert not server.dispatcher.ready.is_set()  # still starting
         (topic,) = response.topics
         assert topic.name == TOPIC and topic.error_code == 0

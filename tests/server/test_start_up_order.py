@@ -6,37 +6,19 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import threading
 
-from kafkalite.config import BrokerConfig
 from kafkalite.server import KafkaServer
 from kafkalite.storage.log_manager import LogManager
 from kafkalite.testing import free_port
 from kafkalite.testing.wire import api_versions_ok
 from tests.controller.shell_support import eventually
+from tests.server.support import config, hold_log_loading
 
 
 async def test_api_versions_is_answered_while_the_logs_load(tmp_path, monkeypatch):
-    loading = threading.Event()
-    release = threading.Event()
-    original = LogManager.startup
-
-    def slow_startup(self):
-        loading.set()
-        release.wait(60)
-        original(self)
-
-    monkeypatch.setattr(LogManager, "startup", slow_startup)
+    loading, release = hold_log_loading(monkeypatch)
     port = free_port()
-    config = BrokerConfig.load(
-        overrides={
-            "log.dirs": str(tmp_path / "data"),
-            "listeners": f"PLAINTEXT://127.0.0.1:{port}",
-            "admin.listener": "",
-        },
-        environ={},
-    )
-    server = KafkaServer(config)
+    server = KafkaServer(config(tmp_path, port))
     starting = asyncio.create_task(server.startup())
     try:
         await eventually(lambda: loading.is_set(), message="log loading began")
@@ -61,15 +43,7 @@ async def test_a_start_that_fails_on_its_logs_closes_the_listener(tmp_path, monk
 
     monkeypatch.setattr(LogManager, "startup", failing_startup)
     port = free_port()
-    config = BrokerConfig.load(
-        overrides={
-            "log.dirs": str(tmp_path / "data"),
-            "listeners": f"PLAINTEXT://127.0.0.1:{port}",
-            "admin.listener": "",
-        },
-        environ={},
-    )
-    server = KafkaServer(config)
+    server = KafkaServer(config(tmp_path, port))
     try:
         await server.startup()
     except BaseException:
@@ -89,15 +63,7 @@ async def test_the_collector_is_paused_until_the_broker_serves(tmp_path, monkeyp
         await original(self)
 
     monkeypatch.setattr(KafkaServer, "_start_roles", start_roles)
-    config = BrokerConfig.load(
-        overrides={
-            "log.dirs": str(tmp_path / "data"),
-            "listeners": f"PLAINTEXT://127.0.0.1:{free_port()}",
-            "admin.listener": "",
-        },
-        environ={},
-    )
-    server = KafkaServer(config)
+    server = KafkaServer(config(tmp_path))
     assert gc.isenabled()
     await server.startup()
     try:

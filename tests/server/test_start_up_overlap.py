@@ -8,49 +8,25 @@ from __future__ import annotations
 
 import asyncio
 import os
-import threading
 
-from kafkalite.client.connection import KafkaConnection, request_builder
-from kafkalite.config import BrokerConfig
-from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.types import TopicPartition
 from kafkalite.server import KafkaServer
-from kafkalite.storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
+from kafkalite.storage.log_manager import CLEAN_SHUTDOWN_FILE
 from kafkalite.testing import free_port
 from tests.controller.shell_support import eventually
+from tests.server.support import config, hold_log_loading, metadata
 
 TOPIC = "overlap"
-
-
-def _config(tmp_path, port: int) -> BrokerConfig:
-    return BrokerConfig.load(
-        overrides={
-            "log.dirs": str(tmp_path / "data"),
-            "listeners": f"PLAINTEXT://127.0.0.1:{port}",
-            "admin.listener": "",
-            "num.partitions": "3",
-        },
-        environ={},
-    )
-
-
-async def _metadata(port: int):
-    async with KafkaConnection("127.0.0.1", port, client_id="t") as conn:
-        return await conn.send(
-            ApiKey.METADATA,
-            request_builder(
-                ApiKey.METADATA, topics=[{"name": TOPIC}], allow_auto_topic_creation=True
-            ),
-            9,
-        )
+THREE_PARTITIONS = {"num.partitions": "3"}
+"""The auto-created topic's partition count."""
 
 
 async def _first_start(tmp_path, port: int) -> None:
     """A broker whose topic of three partitions exists and is led, then stopped cleanly."""
-    first = KafkaServer(_config(tmp_path, port))
+    first = KafkaServer(config(tmp_path, port, **THREE_PARTITIONS))
     await first.startup()
     try:
-        await _metadata(port)  # auto-creates the topic
+        await metadata(port, TOPIC)  # auto-creates the topic
         await eventually(
             lambda: (
                 TOPIC in first.metadata_cache.get_all_topics()
@@ -62,19 +38,6 @@ async def _first_start(tmp_path, port: int) -> None:
         )
     finally:
         await first.shutdown()
-
-
-def _hold_log_loading(monkeypatch) -> tuple[threading.Event, threading.Event]:
-    loading, release = threading.Event(), threading.Event()
-    original = LogManager.startup
-
-    def held_startup(self):
-        loading.set()
-        release.wait(60)
-        original(self)
-
-    monkeypatch.setattr(LogManager, "startup", held_startup)
-    return loading, release
 
 
 def _append(server: KafkaServer, partition: int) -> int:
@@ -94,8 +57,8 @@ async def test_after_a_clean_shutdown_it_registers_and_elects_while_the_logs_loa
     port = free_port()
     await _first_start(tmp_path, port)
     assert os.path.exists(tmp_path / "data" / CLEAN_SHUTDOWN_FILE)
-    loading, release = _hold_log_loading(monkeypatch)
-    server = KafkaServer(_config(tmp_path, port))
+    loading, release = hold_log_loading(monkeypatch)
+    server = KafkaServer(config(tmp_path, port, **THREE_PARTITIONS))
     starting = asyncio.create_task(server.startup())
     try:
         await eventually(lambda: loading.is_set(), message="log loading began")
@@ -107,10 +70,7 @@ async def test_after_a_clean_shutdown_it_registers_and_elects_while_the_logs_loa
                 and server.controller.is_active
             )
 
-        deadline = asyncio.get_running_loop().time() + 30
-        while not await registered_and_controller():
-            assert asyncio.get_running_loop().time() < deadline, "not registered while loading"
-            await asyncio.sleep(0.01)
+        await eventually(registered_and_controller, timeout=30, message="registered while loading")
         # Still loading: no replica manager, so the controller's requests are waiting.
         assert server.replica_manager is None
         assert not server.dispatcher.roles_ready.is_set()
@@ -138,18 +98,25 @@ async def test_after_an_unclean_stop_it_registers_only_once_the_logs_are_loaded(
     port = free_port()
     await _first_start(tmp_path, port)
     os.unlink(tmp_path / "data" / CLEAN_SHUTDOWN_FILE)  # as a crash leaves it
-    loading, release = _hold_log_loading(monkeypatch)
-    server = KafkaServer(_config(tmp_path, port))
+    loading, release = hold_log_loading(monkeypatch)
+    registering: list[bool] = []
+    original_register = KafkaServer._register_broker
+
+    async def register(self):
+        registering.append(True)
+        await original_register(self)
+
+    monkeypatch.setattr(KafkaServer, "_register_broker", register)
+    server = KafkaServer(config(tmp_path, port, **THREE_PARTITIONS))
     starting = asyncio.create_task(server.startup())
     try:
         await eventually(lambda: loading.is_set(), message="log loading began")
-        # Whatever the loop does meanwhile, the registration waits for the logs.
-        for _ in range(50):
-            await asyncio.sleep(0.01)
-            assert await server.session.exists(f"/brokers/ids/{server.broker_id}") is None
-        assert server.controller is None
+        # The loading is held in its thread. After a clean shutdown the registration has begun
+        # by now (it is called before the loading's task first runs); here it has not.
+        assert registering == [] and server.controller is None
         release.set()
         await asyncio.wait_for(starting, 60)
+        assert registering == [True]
         assert await server.session.exists(f"/brokers/ids/{server.broker_id}") is not None
         await eventually(
             lambda: all(
