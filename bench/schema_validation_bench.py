@@ -99,6 +99,23 @@ def workload(kind: str, schema_id: int, seed: int = 26) -> list[Item]:
     return items
 
 
+def workload_batch(kind: str, schema_id: int, records: int) -> bytes:
+    """One batch of `records` records of the workload, its items in turn."""
+    from kafkalite.protocol.records import Header, Record, build_batch
+
+    items = workload(kind, schema_id)
+    return build_batch(
+        Record(
+            offset_delta=i,
+            timestamp_delta=i // 50,
+            key=key,
+            value=value,
+            headers=tuple(Header(k, v) for k, v in headers or ()),
+        )
+        for i, (key, value, headers) in enumerate(items[i % len(items)] for i in range(records))
+    )
+
+
 def cpu_seconds(pid: int) -> dict[str, float]:
     """CPU time of each thread of `pid`, ns resolution (/proc/<pid>/task/*/schedstat)."""
     out = {}
@@ -305,7 +322,6 @@ def validator_us(
     DIR/kafkalite/schema_registry/validation.py (loaded beside it, on this tree's protocol
     modules, with DIR's build of the C walk when it has one), so that both are timed in one
     process, in turns; `native` False: this tree's without its C walk."""
-    from kafkalite.protocol.records import Header, Record, build_batch
     from kafkalite.schema_registry import validation
 
     module: Any = validation
@@ -328,20 +344,7 @@ def validator_us(
             walk_spec.loader.exec_module(module._walk)
     if hasattr(module, "mixed_pattern"):  # the produce path compiles it on a thread
         module.mixed_pattern("value")
-    items = workload(kind, 1)
-    rs = [
-        Record(
-            offset_delta=i,
-            timestamp_delta=i // 50,
-            key=key,
-            value=value,
-            headers=tuple(Header(k, v) for k, v in headers or ()),
-        )
-        for i, (key, value, headers) in enumerate(
-            items[i % len(items)] for i in range(batch_records)
-        )
-    ]
-    buf = memoryview(bytearray(build_batch(rs)))
+    buf = memoryview(bytearray(workload_batch(kind, 1, batch_records)))
     view = SimpleNamespace(
         schemas={1: object()},
         subjects={"t-value": {1: SimpleNamespace(id=1, deleted=False)}},
@@ -419,7 +422,6 @@ def callgrind_inner(kind: str, batch_records: int) -> None:
     from kafkalite.network.connection import ConnectionInfo
     from kafkalite.protocol import frames
     from kafkalite.protocol.api import ApiKey
-    from kafkalite.protocol.records import Header, Record, build_batch
     from kafkalite.testing import Broker
 
     slow = 1800.0  # everything runs some 50 times slower under callgrind
@@ -431,19 +433,7 @@ def callgrind_inner(kind: str, batch_records: int) -> None:
         )
         client = SchemaRegistryClient({"url": broker.schema_registry_url, "timeout": slow})
         schema_id = client.register_schema("validated-value", Schema(json.dumps(SCHEMA), "AVRO"))
-        items = workload(kind, schema_id)
-        batch = build_batch(
-            Record(
-                offset_delta=i,
-                timestamp_delta=i // 50,
-                key=key,
-                value=value,
-                headers=tuple(Header(k, v) for k, v in headers or ()),
-            )
-            for i, (key, value, headers) in enumerate(
-                items[i % len(items)] for i in range(batch_records)
-            )
-        )
+        batch = workload_batch(kind, schema_id, batch_records)
         server: Any = broker.server
         dispatcher = server.dispatcher
         connection = ConnectionInfo("127.0.0.1", 1, "PLAINTEXT")
