@@ -23,7 +23,7 @@ With ``--restart-before-consume`` the broker is restarted (cleanly) between prod
 so the consumers read batches this broker process never wrote: each is CRC-checked on its first
 read (``storage/verifier.py``); without it they were checked in memory when appended.
 
-Targets (issue 4): produce >= 800,000 rec/s, consume >= 1,500,000 rec/s, broker CPU <= 0.3 µs
+Targets: produce >= 800,000 rec/s, consume >= 1,500,000 rec/s, broker CPU <= 0.3 µs
 per produced record, latency p99 <= 5 ms, broker RSS < 150 MB. Figures are printed, never
 asserted.
 """

@@ -1,4 +1,4 @@
-"""Cluster scale figures (prints JSON; not a test): issue 11's rows for 3 brokers on ZooKeeper.
+"""Cluster scale figures (prints JSON; not a test): the scale targets' rows for 3 brokers on ZooKeeper.
 
 Starts a real ZooKeeper and three ``kafkalite serve`` processes (kafkalite.testing.Broker), with
 ``zookeeper.session.timeout.ms=6000``, then runs in order:

@@ -1,4 +1,4 @@
-"""Scale on one broker (issue 11): topic creation, idle footprint, stop and start.
+"""Scale on one broker: topic creation, idle footprint, stop and start.
 
 Run: ``PYTHONPATH=. .venv/bin/python bench/scale_single.py`` (``--topics``, ``--batch``,
 ``--profile FILE`` to run the broker under cProfile). Prints JSON; ``main()`` returns the same

@@ -7,7 +7,7 @@ For each variant (this tree; with ``--baseline DIR`` also the kafkalite tree in 
 brokers import kafkalite from there, alternating round by round):
 
 1. one broker (kafkalite.testing.Broker, the embedded store), one partition: 1,000 records/s
-   of 100 bytes with linger.ms=0 and acks=1 for ``--seconds`` (issue 18's "e2e p99 at 1,000 rec/s");
+   of 100 bytes with linger.ms=0 and acks=1 for ``--seconds`` (the target "e2e p99 at 1,000 rec/s");
 2. a real ZooKeeper (Debian's package, kafkalite.testing.ZooKeeperServer) and three brokers;
    one topic, one partition, RF 3, min.insync.replicas=2;
 3. the maximum: confluent-kafka produces ``--max-records`` 100-byte records as fast as it can
@@ -23,7 +23,7 @@ brokers import kafkalite from there, alternating round by round):
 5. with ``--also-rate`` (default 10,000 records/s) the same at that fixed rate: the
    distribution when the cluster is not saturated.
 
-Printed: p50 / p99 / p99.9 / max per phase, with the targets (issue 18: p99 <= 2 ms at 1,000
+Printed: p50 / p99 / p99.9 / max per phase, with the targets (p99 <= 2 ms at 1,000
 rec/s on one broker; p99 <= 10 ms and p99.9 <= 25 ms on 3 brokers). Written to bench/results/:
 ``tail_latency-<stamp>.json`` (every figure) and ``tail_latency-<stamp>.png`` (latency
 histograms, log scale). Figures are printed, never asserted.

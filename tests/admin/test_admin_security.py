@@ -1,4 +1,4 @@
-"""Issue 22, items 3, 5 and 12 against a secured broker (in-process, kafkalite.testing, with
+"""The admin API against a secured broker: CSRF, secrets and authorisation (in-process, kafkalite.testing, with
 tests/security/support.py's secured_admin_config):
 
 - item 3, CSRF: a body must be application/json (415); a state-changing request from another

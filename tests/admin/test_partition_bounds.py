@@ -1,4 +1,4 @@
-"""The admin API under the partition ceilings (issue 22, item 4): its routes that create or add
+"""The admin API under the partition ceilings: its routes that create or add
 partitions answer 400 POLICY_VIOLATION over max.partitions.per.topic / max.partitions, as the
 Kafka handlers do, and a route that needs every partition's offsets asks the other brokers in
 batches, never with a request (and a task) per partition: an admin-API add of 100,000

@@ -1,4 +1,4 @@
-"""Kafka 3.9's deprecated topic configs (issue 12, item 14): accepted, validated as Kafka does,
+"""Kafka 3.9's deprecated topic configs: accepted, validated as Kafka does,
 and otherwise no-ops."""
 
 import pytest

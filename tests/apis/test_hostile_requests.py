@@ -1,4 +1,4 @@
-"""Hostile requests (issue 12, item 6): nulls where the schema has none, negative sizes,
+"""Hostile requests: nulls where the schema has none, negative sizes,
 out-of-range enums, for every API and version the broker advertises, through the dispatcher.
 
 Whatever the request, nothing escapes the dispatcher: the answer decodes as that API's response

@@ -1,4 +1,4 @@
-"""Partition ceilings (issue 22, item 4): max.partitions.per.request, max.partitions.per.topic and
+"""Partition ceilings: max.partitions.per.request, max.partitions.per.topic and
 the cluster's max.partitions, through a real client (kafka-python's admin client, which, unlike
 librdkafka, sends any count it is given).
 

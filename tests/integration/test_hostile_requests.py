@@ -1,4 +1,4 @@
-"""A broker subprocess hit with failing requests (issue 12, items 6 and 7).
+"""A broker subprocess hit with failing requests.
 
 Requests with nulls where the schema has none, out-of-range enums and negative sizes, pipelined
 on one connection for every advertised API, are each answered with that API's response, in

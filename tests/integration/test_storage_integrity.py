@@ -1,4 +1,4 @@
-"""Storage damage done under a running broker (issue 22): a truncated active index, a closed
+"""Storage damage done under a running broker: a truncated active index, a closed
 segment altered after it was written. In-process brokers (kafkalite.testing)."""
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def test_a_truncated_active_index_is_a_storage_error_never_an_unknown_one_after_
 
 
 def test_a_byte_altered_in_a_closed_segment_never_reaches_a_consumer():
-    """Issue 22: a value altered on disk in a rolled segment of a running broker reached a
+    """Before: a value altered on disk in a rolled segment of a running broker reached a
     librdkafka consumer with its default check.crcs=false (the broker counted the batches it
     appended as verified until a restart). The broker now checks a closed segment's batches
     on their first read: the consumer gets the good batches before the damaged one, never the

@@ -1,4 +1,4 @@
-"""Credential checks that cannot be used to enumerate users or to burn the event loop (issue 22).
+"""Credential checks that cannot be used to enumerate users or to burn the event loop.
 
 - SCRAM: an unknown user gets a salt derived from its name (the same at every attempt) and the
   default iterations, and costs no PBKDF2; a client-final out of turn fails the authentication.

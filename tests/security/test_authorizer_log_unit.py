@@ -1,5 +1,5 @@
-"""Refusals are logged as Kafka's authorizer logs denied operations (issue 22, item 1: "nothing
-was logged"), once per principal, operation and resource type per interval; filtering a listing
+"""Refusals are logged as Kafka's authorizer logs denied operations (before,
+nothing was logged), once per principal, operation and resource type per interval; filtering a listing
 logs nothing. No sockets."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A refused request is answered with one result per item it named (issue 22, item 6).
+"""A refused request is answered with one result per item it named.
 
 librdkafka aborts the process (``rdkafka_admin.c: Assertion 'rko_result' failed``) when a
 CreateAcls or DeleteAcls refused with CLUSTER_AUTHORIZATION_FAILED comes back with an empty

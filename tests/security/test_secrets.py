@@ -1,4 +1,4 @@
-"""Issue 22, item 2: broker secrets never leave the process. Kafka answers every PASSWORD-type
+"""Broker secrets never leave the process. Kafka answers every PASSWORD-type
 setting with value null and is_sensitive=true; kafkalite does the same in DescribeConfigs (a
 real client), in the admin API, in its start-up logs and in its configuration errors."""
 

@@ -1,5 +1,4 @@
-"""The transaction APIs behind the ACL authorizer, attacked as a tenant would (issue 22, items
-1 and 12), and the audit of every API the broker advertises against its authorization rules.
+"""The transaction APIs behind the ACL authorizer, attacked as a tenant would, and the audit of every API the broker advertises against its authorization rules.
 
 One broker for the module with ``kafka.security.authorizer.AclAuthorizer`` and
 ``allow.everyone.if.no.acl.found=false``: a PLAINTEXT listener whose ANONYMOUS principal is a

@@ -1,4 +1,4 @@
-"""What an unauthenticated or misbehaving client can make a secured broker do (issue 22).
+"""What an unauthenticated or misbehaving client can make a secured broker do.
 
 One broker for the module (support.secure_listeners). Over raw sockets:
 - before a SASL connection has authenticated, a frame above sasl.server.max.receive.size

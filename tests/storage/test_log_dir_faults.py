@@ -318,7 +318,7 @@ def _log_with_index_entries(dir):
 def test_an_index_cut_under_the_log_fails_the_append_as_a_log_dir_failure(
     tmp_path, which, mapped, cut_to
 ):
-    """Issue 22: an active index cut on disk while the broker ran made the append raise a
+    """Before: an active index cut on disk while the broker ran made the append raise a
     ValueError after the bytes were written (UNKNOWN_SERVER_ERROR, log end left behind them,
     the retry wrote them again). An index failure after the log write is a log-dir failure:
     the log goes offline, nothing more is written. (A mapped index is cut inside its first

@@ -348,7 +348,7 @@ def flip_in_place(segment_file, pos, header):
 
 
 def test_damage_to_a_segment_closed_by_this_process_is_never_served(tmp_path):
-    """Issue 22: batches this process appended counted as verified for good, so a byte altered
+    """Before: batches this process appended counted as verified for good, so a byte altered
     in a rolled segment was served until a restart. A closed segment's batches are checked on
     their first read after the close."""
     dir = tmp_path / "t-0"

@@ -1,4 +1,4 @@
-"""System test: issue 11's 3-broker scenario at test size (a few hundred partitions, RF 3).
+"""System test: the 3-broker scale scenario at test size (a few hundred partitions, RF 3).
 
 Three `kafkalite serve` subprocesses on a real ZooKeeper (`zookeeper.session.timeout.ms=6000`),
 one topic of `PARTITIONS` partitions at replication factor 3, then the operator's moves of the
