@@ -17,6 +17,7 @@ from kafkalite.zk import admin
 from kafkalite.zk import client as zk_data
 from kafkalite.zk import data as paths
 from kafkalite.zk.types import LeaderAndIsr, LeaderIsrAndControllerEpoch
+from tests.loop_turns import LoopTurns
 
 from .shell_support import FakeCluster, eventually, register_broker, settle, start_node
 
@@ -284,23 +285,17 @@ async def test_a_big_topic_is_created_in_slices_with_one_request_of_each_kind_pe
     nodes = [await start_node(store, cluster, b, config=config()) for b in (0, 1, 2)]
     reader = cluster.reader
     await settle(*(n.controller for n in nodes))
-    ticks = 0
-
-    async def ticker():
-        nonlocal ticks
-        while True:
-            ticks += 1
-            await asyncio.sleep(0)
+    turns = LoopTurns()  # counts the loop's turns, without a task sleeping
 
     seen_ticks = []
     create = ControllerCore.on_new_partition_creation
 
     def recording(self, partitions):
-        seen_ticks.append(ticks)
+        seen_ticks.append(turns.turns)
         return create(self, partitions)
 
     monkeypatch.setattr(ControllerCore, "on_new_partition_creation", recording)
-    running = asyncio.create_task(ticker())
+    turns.start()
     sent_before = len(cluster.sent)
     await admin.create_topic(reader, "wide", 10, 3, replica_assignment=None)
     await eventually(
@@ -308,7 +303,7 @@ async def test_a_big_topic_is_created_in_slices_with_one_request_of_each_kind_pe
         message="LeaderAndIsr for every replica",
     )
     await settle(*(n.controller for n in nodes))
-    running.cancel()
+    turns.stop()
     assert len(seen_ticks) == 3  # 10 partitions in slices of 4
     assert seen_ticks == sorted(set(seen_ticks))  # the loop ran between slices
     creation = [(s.broker_id, s.api_key) for s in cluster.sent[sent_before:]]
@@ -750,25 +745,19 @@ async def test_a_preferred_election_of_many_partitions_yields_between_slices(
         ),
         message="the ISR changes reach the controller",
     )
-    ticks = 0
-
-    async def ticker():
-        nonlocal ticks
-        while True:
-            ticks += 1
-            await asyncio.sleep(0)
+    turns = LoopTurns()  # counts the loop's turns, without a task sleeping
 
     seen_ticks = []
     elect = ControllerCore.elect_leaders
 
     def recording(self, partitions, unclean=False):
-        seen_ticks.append(ticks)
+        seen_ticks.append(turns.turns)
         return elect(self, partitions, unclean)
 
     monkeypatch.setattr(ControllerCore, "elect_leaders", recording)
-    running = asyncio.create_task(ticker())
+    turns.start()
     answer = await nodes[0].controller.elect_preferred_leaders(None)
-    running.cancel()
+    turns.stop()
     assert answer == {TopicPartition("many", p): ErrorCode.NONE for p in range(5)}
     assert len(seen_ticks) == 3 and seen_ticks == sorted(set(seen_ticks))
     for p in range(5):
