@@ -985,12 +985,18 @@ class ControllerModel(RuleBasedStateMachine):
 
     @rule(b=st.sampled_from(BROKERS))
     def toggle_broker(self, b):
-        if b in self.live:
-            self.live.discard(b)
-        else:
-            self.live.add(b)
-            self.epochs[b] += 10
-            self.pending_stop = [r for r in self.pending_stop if r.broker_id != b]
+        self.toggle_registrations([b])
+
+    def toggle_registrations(self, brokers):
+        """The brokers' registrations flip (a live one dies, a dead one comes back with a new
+        epoch) in one broker change event, decided and checked."""
+        for b in brokers:
+            if b in self.live:
+                self.live.discard(b)
+            else:
+                self.live.add(b)
+                self.epochs[b] += 10
+                self.pending_stop = [r for r in self.pending_stop if r.broker_id != b]
         changes, result = self.core.process_broker_change(
             registered(*sorted(self.live), epochs=self.epochs)
         )
@@ -1005,20 +1011,7 @@ class ControllerModel(RuleBasedStateMachine):
     def toggle_two_brokers(self, pair):
         """Two brokers' registrations change in one broker change event (both die, both come
         back, or one of each)."""
-        for b in pair:
-            if b in self.live:
-                self.live.discard(b)
-            else:
-                self.live.add(b)
-                self.epochs[b] += 10
-                self.pending_stop = [r for r in self.pending_stop if r.broker_id != b]
-        changes, result = self.core.process_broker_change(
-            registered(*sorted(self.live), epochs=self.epochs)
-        )
-        self.pending_stop = [r for r in self.pending_stop if r.broker_id in self.live]
-        self.apply(result)
-        self.assert_elections_done(every_state=bool(changes.dead))
-        self.track_reassignment_leftovers()
+        self.toggle_registrations(pair)
 
     @precondition(lambda self: self.store.topics)
     @rule(data=st.data())

@@ -1,5 +1,6 @@
 """A broker of this process for tests that need the composition root itself (`config`,
-`started`), `metadata` (a Metadata request that auto-creates its topic), `hold_log_loading`
+`started`), `metadata` (a Metadata request that auto-creates its topic), `first_start` (a
+broker whose topic exists and is led, stopped cleanly), `hold_log_loading`
 (start-up's log loading held in its thread until released), and `running`: a background task
 for the duration of a block (cancelled and awaited at its end)."""
 
@@ -15,6 +16,7 @@ from kafkalite.protocol.api import ApiKey
 from kafkalite.server import KafkaServer
 from kafkalite.storage.log_manager import LogManager
 from kafkalite.testing import free_port
+from tests.controller.shell_support import eventually
 
 
 def config(tmp_path, port: int | None = None, **overrides: str) -> BrokerConfig:
@@ -48,6 +50,25 @@ async def metadata(port: int, topic: str):
             ),
             9,
         )
+
+
+async def first_start(tmp_path, port: int, topic: str, partitions: int = 1) -> None:
+    """A broker on `port` whose topic of `partitions` partitions (auto-created) exists and is
+    led, then stopped cleanly: the data a restart test starts from."""
+    first = KafkaServer(config(tmp_path, port, **{"num.partitions": str(partitions)}))
+    await first.startup()
+    try:
+        await metadata(port, topic)
+        cache = first.metadata_cache
+        await eventually(
+            lambda: (
+                topic in cache.get_all_topics()
+                and all(cache.get_partition_info(topic, p).leader >= 0 for p in range(partitions))
+            ),
+            message="topic created and led",
+        )
+    finally:
+        await first.shutdown()
 
 
 def hold_log_loading(monkeypatch) -> tuple[threading.Event, threading.Event]:

@@ -9,26 +9,14 @@ import asyncio
 from kafkalite.server import KafkaServer
 from kafkalite.testing import free_port
 from tests.controller.shell_support import eventually
-from tests.server.support import config, metadata
+from tests.server.support import config, first_start, metadata
 
 TOPIC = "restarted"
 
 
 async def test_metadata_is_served_from_the_cache_before_start_up_ends(tmp_path, monkeypatch):
     port = free_port()
-    first = KafkaServer(config(tmp_path, port))
-    await first.startup()
-    try:
-        await metadata(port, TOPIC)  # auto-creates the topic
-        await eventually(
-            lambda: (
-                TOPIC in first.metadata_cache.get_all_topics()
-                and first.metadata_cache.get_partition_info(TOPIC, 0).leader >= 0
-            ),
-            message="topic created and led",
-        )
-    finally:
-        await first.shutdown()
+    await first_start(tmp_path, port, TOPIC)
 
     release = asyncio.Event()
     original = KafkaServer._wait_for_initial_metadata

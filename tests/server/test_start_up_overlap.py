@@ -14,30 +14,19 @@ from kafkalite.server import KafkaServer
 from kafkalite.storage.log_manager import CLEAN_SHUTDOWN_FILE
 from kafkalite.testing import free_port
 from tests.controller.shell_support import eventually
-from tests.server.support import config, hold_log_loading, metadata
+from tests.server.support import config, first_start, hold_log_loading
 
 TOPIC = "overlap"
 THREE_PARTITIONS = {"num.partitions": "3"}
 """The auto-created topic's partition count."""
 
 
-async def _first_start(tmp_path, port: int) -> None:
-    """A broker whose topic of three partitions exists and is led, then stopped cleanly."""
-    first = KafkaServer(config(tmp_path, port, **THREE_PARTITIONS))
-    await first.startup()
-    try:
-        await metadata(port, TOPIC)  # auto-creates the topic
-        await eventually(
-            lambda: (
-                TOPIC in first.metadata_cache.get_all_topics()
-                and all(
-                    first.metadata_cache.get_partition_info(TOPIC, p).leader >= 0 for p in range(3)
-                )
-            ),
-            message="topic created and led",
-        )
-    finally:
-        await first.shutdown()
+def _all_led(server: KafkaServer) -> bool:
+    return all(
+        (p := server.replica_manager.online_partition(TopicPartition(TOPIC, i))) is not None
+        and p.is_leader
+        for i in range(3)
+    )
 
 
 def _append(server: KafkaServer, partition: int) -> int:
@@ -55,7 +44,7 @@ async def test_after_a_clean_shutdown_it_registers_and_elects_while_the_logs_loa
     tmp_path, monkeypatch
 ):
     port = free_port()
-    await _first_start(tmp_path, port)
+    await first_start(tmp_path, port, TOPIC, 3)
     assert os.path.exists(tmp_path / "data" / CLEAN_SHUTDOWN_FILE)
     loading, release = hold_log_loading(monkeypatch)
     server = KafkaServer(config(tmp_path, port, **THREE_PARTITIONS))
@@ -76,14 +65,7 @@ async def test_after_a_clean_shutdown_it_registers_and_elects_while_the_logs_loa
         assert not server.dispatcher.roles_ready.is_set()
         release.set()
         await asyncio.wait_for(starting, 60)
-        await eventually(
-            lambda: all(
-                (p := server.replica_manager.online_partition(TopicPartition(TOPIC, i))) is not None
-                and p.is_leader
-                for i in range(3)
-            ),
-            message="every partition led after the start",
-        )
+        await eventually(lambda: _all_led(server), message="every partition led after the start")
         assert [_append(server, p) for p in range(3)] == [1, 1, 1]
     finally:
         release.set()
@@ -96,7 +78,7 @@ async def test_after_an_unclean_stop_it_registers_only_once_the_logs_are_loaded(
     tmp_path, monkeypatch
 ):
     port = free_port()
-    await _first_start(tmp_path, port)
+    await first_start(tmp_path, port, TOPIC, 3)
     os.unlink(tmp_path / "data" / CLEAN_SHUTDOWN_FILE)  # as a crash leaves it
     loading, release = hold_log_loading(monkeypatch)
     registering: list[bool] = []
@@ -118,14 +100,7 @@ async def test_after_an_unclean_stop_it_registers_only_once_the_logs_are_loaded(
         await asyncio.wait_for(starting, 60)
         assert registering == [True]
         assert await server.session.exists(f"/brokers/ids/{server.broker_id}") is not None
-        await eventually(
-            lambda: all(
-                (p := server.replica_manager.online_partition(TopicPartition(TOPIC, i))) is not None
-                and p.is_leader
-                for i in range(3)
-            ),
-            message="every partition led after the start",
-        )
+        await eventually(lambda: _all_led(server), message="every partition led after the start")
     finally:
         release.set()
         if not starting.done():
