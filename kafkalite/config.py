@@ -436,6 +436,9 @@ class BrokerConfig(BaseModel):
     gc_freeze_min_objects: int = Field(50000, ge=0)
     """kafkalite: after a full garbage collection that left at least this many objects, they
     are frozen (``gc.freeze()``; kafkalite/observability/gc_freeze.py); 0: never."""
+    loop_stall_report_ms: int = Field(100, ge=0, le=INT_MAX)
+    """kafkalite: an event-loop stall longer than this is reported while it happens, with what
+    held the loop (``loop stalled``; kafkalite/observability/loop_stall.py); 0: never."""
     min_insync_replicas: int = Field(1, ge=1, le=INT_MAX)
     auto_create_topics_enable: bool = True
     delete_topic_enable: bool = True

@@ -53,6 +53,7 @@ from kafkalite.observability import (
     RequestStats,
     TopicStats,
     loop_lag_monitor,
+    stall_reporter,
 )
 from kafkalite.observability.stats import BYTES_IN, BYTES_OUT, COUNT, FIRST_BUCKET, LATENCY_SUM
 from kafkalite.protocol.api import ApiKey
@@ -305,6 +306,17 @@ class BrokerCollector(Collector):
             buckets.append(("+Inf" if bound == float("inf") else repr(bound), cumulative))
         lag.add_metric([], buckets, monitor.sum)
         yield lag
+        reporter = stall_reporter()
+        if reporter is not None:
+            stalls = CounterMetricFamily(
+                "kafkalite_loop_stalls",
+                "Event-loop stalls over loop.stall.report.ms, by what held the loop "
+                "(gc, held: the loop's own code, gil: another thread, starved: no CPU)",
+                labels=["cause"],
+            )
+            for cause, count in reporter.counts.items():
+                stalls.add_metric([cause], count)
+            yield stalls
 
 
 def storage_fault_metrics(server: Any) -> Iterable[Any]:

@@ -1,6 +1,7 @@
 """What the broker measures and how it logs (layer 0: the standard library and structlog only).
 
 - `loop_lag`: the event-loop lag monitor (one per loop);
+- `loop_stall`: the watchdog that names what held a loop while it stalls (one per loop);
 - `gc_freeze`: the process's garbage-collector freezer (installed by ``kafkalite serve``);
 - `stats`: the request and topic counters (Kafka's RequestMetrics and BrokerTopicStats), made
   by the composition root and passed to the dispatcher and the replica manager, which record
@@ -30,6 +31,11 @@ from kafkalite.observability.loop_lag import (
     loop_lag_monitor,
     start_loop_lag_monitor,
 )
+from kafkalite.observability.loop_stall import (
+    StallReporter,
+    stall_reporter,
+    start_stall_reporter,
+)
 from kafkalite.observability.stats import (
     LATENCY_BUCKETS,
     RequestStats,
@@ -46,6 +52,7 @@ __all__ = [
     "LogRateLimiter",
     "LoopLagMonitor",
     "RequestStats",
+    "StallReporter",
     "TopicStats",
     "configure_logging",
     "event_loop_lag_max",
@@ -54,6 +61,8 @@ __all__ = [
     "loop_exception_handler",
     "loop_lag_monitor",
     "response_size",
+    "stall_reporter",
     "start_loop_lag_monitor",
+    "start_stall_reporter",
     "uninstall_gc_freezer",
 ]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import collections
 import time
 import weakref
 from collections.abc import Callable
@@ -51,6 +52,9 @@ class LoopLagMonitor:
         self._running = False
         self._generation = 0
         self._due = 0.0
+        self.runs: collections.deque[tuple[float, float]] = collections.deque(maxlen=16)
+        """(due, ran) of the last probes: the stall reporter (loop_stall.py) reads them from
+        its own thread (a deque's append and iteration are atomic under the GIL)."""
 
     # ------------------------------------------------------------------ measuring
 
@@ -95,6 +99,11 @@ class LoopLagMonitor:
     def running(self) -> bool:
         return self._running
 
+    @property
+    def due(self) -> float:
+        """When the next probe is due (the monitor's clock); read by the stall reporter."""
+        return self._due
+
     # Only the timer handle refers to the loop (the monitor does not keep a closed loop alive).
 
     def _schedule(self, loop: asyncio.AbstractEventLoop, generation: int) -> None:
@@ -105,6 +114,7 @@ class LoopLagMonitor:
         if not self._running or generation != self._generation:
             return  # stopped (and perhaps restarted: that started its own timer)
         now = self._clock()
+        self.runs.append((self._due, now))
         self.record(max(0.0, now - self._due), now)
         self._schedule(loop, generation)
 

@@ -80,6 +80,7 @@ from kafkalite.observability import (
     install_gc_freezer,
     loop_exception_handler,
     start_loop_lag_monitor,
+    start_stall_reporter,
 )
 from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.errors import ErrorCode, KafkaError
@@ -216,7 +217,8 @@ class KafkaServer:
     async def _startup(self) -> None:
         config = self.config
         log.info("starting", broker_id=self.broker_id, log_dirs=config.log_dir_list)
-        start_loop_lag_monitor()  # event-loop lag for /metrics (one monitor per loop)
+        # event-loop lag for /metrics, and what holds the loop when it stalls (one each per loop)
+        start_stall_reporter(start_loop_lag_monitor(), config.loop_stall_report_ms)
         clock = asyncio.get_running_loop().time
         phases: dict[str, float] = {}
         began = clock()
