@@ -11,7 +11,8 @@ Three parts, each its own script that also runs alone, each row printed next to 
 - ``cluster`` (bench/scale_cluster.py): ZooKeeper and 3 brokers, one topic of N partitions at
   RF 3; kill -9 of a broker and its restart; preferred election; SIGTERM of the broker leading
   the most; kill -9 of the controller; CreateTopics of 100 topics x 4 partitions; the
-  event-loop lag every broker reports in /metrics through all of it.
+  event-loop lag every broker reports in /metrics through all of it, and a producer (acks=all)
+  and a consumer running through every phase (per-phase latency, acknowledged records lost).
 - ``connections`` (bench/scale_connections.py): 10,000 idle connections to one broker, memory
   per connection and returned after they close, a real client served meanwhile.
 
@@ -47,7 +48,9 @@ def run_part(name: str, args: argparse.Namespace) -> dict[str, Any]:
         import scale_cluster
 
         return scale_cluster.main(
-            partitions=args.partitions, session_timeout_ms=args.session_timeout_ms
+            partitions=args.partitions,
+            session_timeout_ms=args.session_timeout_ms,
+            load_rate=args.load_rate,
         )
     import scale_connections
 
@@ -61,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=1_000, help="single: topics per request")
     parser.add_argument("--partitions", type=int, default=3_000, help="cluster: partitions")
     parser.add_argument("--session-timeout-ms", type=int, default=6_000)
+    parser.add_argument(
+        "--load-rate", type=float, default=200.0, help="cluster: producer records/s through it"
+    )
     parser.add_argument("--connections", type=int, default=10_000)
     parser.add_argument("--out", help="also write the JSON there")
     args = parser.parse_args(argv)

@@ -29,6 +29,17 @@ the outcome). ``time.monotonic`` is one clock for every process of the host. Its
 expiry: the polls' own resolution (a Metadata of every partition, then a wait as long) is
 left out of it.
 
+From before the first phase to the end a producer (acks=all, idempotent, ``--load-rate``
+records/s, 200 by default) writes to a topic of its own (6 partitions, RF 3,
+min.insync.replicas 2) and a consumer reads it (bench/phase_load.py). ``producer_consumer``
+gives per phase the records sent, acknowledged and failed, the produce and end-to-end latency
+(p50, p99, max), and ``acknowledged_lost``: acknowledged records the consumer never read once
+the producer flushed and the consumer caught up (target 0).
+
+``loop_stalls`` gives per phase and broker the ``loop stalled`` lines of the brokers' logs
+(kafkalite/observability/loop_stall.py, over ``loop.stall.report.ms``, 100 ms): their count by
+cause (gc, held, gil, starved) and the worst with its cause and top frames (bench/loop_stalls.py).
+
 Through every phase each broker's ``/metrics`` is scraped for
 ``kafkalite_event_loop_lag_max_seconds`` (when the gauge exists) and the maximum is reported.
 
@@ -39,6 +50,7 @@ it. Standalone:
         [--baseline-src DIR]   # then the same phases on DIR's kafkalite (e.g. `git archive`),
                                # in a child, one after the other in the same run
         [--skip preferred_election,sigterm,create_topics]   # leave those phases out
+        [--load-rate 200]          # the producer's records/s through the phases (0: none)
 """
 
 from __future__ import annotations
@@ -75,6 +87,10 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/ of this script's tree
+from loop_stalls import stalls_by_phase  # noqa: E402
+from phase_load import PhaseLoad  # noqa: E402
+
 from kafkalite.coord import open_store  # noqa: E402
 from kafkalite.testing import (  # noqa: E402
     Broker,  # noqa: E402
@@ -86,6 +102,8 @@ from kafkalite.testing import (  # noqa: E402
 CHROOT = "/kafkalite"
 BROKER_IDS = (1, 2, 3)
 TOPIC = "scale"
+LOAD_TOPIC = "scale-load"
+LOAD_TOPIC_PARTITIONS = 6
 LAG_GAUGE = "kafkalite_event_loop_lag_max_seconds"
 LAG_HISTOGRAM = "kafkalite_event_loop_lag_seconds"
 SESSION_EXPIRED_MARK = "coordination session expired"
@@ -124,6 +142,9 @@ class LagSampler:
     def __init__(self, urls: dict[int, str]) -> None:
         self.urls = urls
         self._phase = "start"
+        self.phase_times: list[tuple[str, float, float]] = []
+        """(phase, start, end) on time.monotonic(), the phases that ended."""
+        self._phase_start = time.monotonic()
         self.max_by_phase: dict[str, float] = {}
         self.histograms: dict[str, dict[int, dict[str, float]]] = {}
         self._last: dict[int, dict[str, float]] = {}
@@ -140,7 +161,9 @@ class LagSampler:
     def phase(self, name: str) -> None:
         self._scrape_all()  # what happened until now belongs to the phase that ends
         with self._lock:
-            self._phase = name
+            now = time.monotonic()
+            self.phase_times.append((self._phase, self._phase_start, now))
+            self._phase, self._phase_start = name, now
 
     def start(self) -> LagSampler:
         self._thread.start()
@@ -150,6 +173,8 @@ class LagSampler:
         self._stop.set()
         self._thread.join(5)
         self._scrape_all()
+        with self._lock:
+            self.phase_times.append((self._phase, self._phase_start, time.monotonic()))
 
     def _run(self) -> None:
         while not self._stop.wait(1.0):
@@ -298,6 +323,10 @@ class ClusterBench:
                     "zookeeper.session.timeout.ms": str(session_timeout_ms),
                     "default.replication.factor": "3",
                     "min.insync.replicas": "2",
+                    # the consumer's group: its offsets replicated as a cluster's are (the
+                    # testing default, 1, cannot take acks=all writes under min.insync 2)
+                    "offsets.topic.replication.factor": "3",
+                    "offsets.topic.num.partitions": "3",
                     "replica.lag.time.max.ms": "10000",
                     "controlled.shutdown.retry.backoff.ms": "200",
                     "auto.leader.rebalance.enable": "false",
@@ -427,10 +456,12 @@ def main(
     session_timeout_ms: int = 6000,
     keep_dir: str | None = None,
     skip: frozenset[str] = frozenset(),
+    load_rate: float = 200.0,
 ) -> dict[str, Any]:
     """Run the phases (module docstring) and return {row: {figure..., target}}. With
     ``keep_dir`` the ZooKeeper and broker data and logs are kept there; the phases named in
-    ``skip`` (``preferred_election``, ``sigterm``, ``create_topics``) are left out."""
+    ``skip`` (``preferred_election``, ``sigterm``, ``create_topics``) are left out;
+    ``load_rate`` is the producer's records per second (0: no producer and consumer)."""
     figures: dict[str, Any] = {}
     with contextlib.ExitStack() as stack:
         if keep_dir is None:
@@ -439,16 +470,27 @@ def main(
             tmp = keep_dir
             Path(tmp).mkdir(parents=True, exist_ok=True)
         bench = ClusterBench(Path(tmp), session_timeout_ms)
+        load = None
         try:
+            if load_rate > 0:
+                load = start_load(bench, load_rate)
             _run(bench, figures, partitions, topics, topic_partitions, skip)
         except PhaseTimeout as error:
             figures["error"] = str(error)
         finally:
+            if load is not None:
+                bench.sampler.phase = "drain"
+                figures["producer_consumer"] = load.finish()
             bench.sampler.stop()
             figures["event_loop_lag_probes"] = {
                 "by_phase_and_broker": bench.sampler.probes_by_phase(),
                 "target": "no probe over 200 ms (p99 <= 50 ms) on any broker in any phase",
             }
+            figures["loop_stalls"] = stalls_by_phase(
+                {b: broker.log_text() for b, broker in bench.brokers.items()},
+                bench.sampler.phase_times,
+                reporter=(Path(SRC) / "kafkalite" / "observability" / "loop_stall.py").exists(),
+            )
             figures["event_loop_lag_max_s"] = {
                 "by_phase": dict(bench.sampler.max_by_phase),
                 "max": max(bench.sampler.max_by_phase.values(), default=None),
@@ -457,6 +499,21 @@ def main(
             }
             bench.close()
     return figures
+
+
+def start_load(bench: ClusterBench, rate: float) -> PhaseLoad:
+    """The producer and consumer of bench/phase_load.py on a topic of their own (RF 3,
+    min.insync.replicas 2), started before the first phase."""
+    admin = bench.admin()
+    topic = NewTopic(LOAD_TOPIC, LOAD_TOPIC_PARTITIONS, 3, config={"min.insync.replicas": "2"})
+    admin.create_topics([topic], operation_timeout=60)[LOAD_TOPIC].result(120)
+    wait_until(
+        lambda: bench.all_led_with_full_isr([LOAD_TOPIC], LOAD_TOPIC_PARTITIONS),
+        120,
+        "the load topic led",
+    )
+    bootstrap = ",".join(b.bootstrap for b in bench.brokers.values())
+    return PhaseLoad(bootstrap, LOAD_TOPIC, lambda: bench.sampler.phase, rate).start()
 
 
 def _run(
@@ -687,6 +744,12 @@ if __name__ == "__main__":
     parser.add_argument(
         "--skip", default="", help="phases left out: preferred_election,sigterm,create_topics"
     )
+    parser.add_argument(
+        "--load-rate",
+        type=float,
+        default=200.0,
+        help="records/s of the producer running through the phases (0: none)",
+    )
     args = parser.parse_args()
     skipped = frozenset(p for p in args.skip.split(",") if p)
     figures = main(
@@ -696,6 +759,7 @@ if __name__ == "__main__":
         args.session_timeout_ms,
         args.keep_dir,
         skipped,
+        args.load_rate,
     )
     figures["src"] = SRC
     figures["load_average"] = os.getloadavg()
@@ -711,6 +775,7 @@ if __name__ == "__main__":
         ("--topic-partitions", args.topic_partitions),
         ("--session-timeout-ms", args.session_timeout_ms),
         ("--skip", args.skip),
+        ("--load-rate", args.load_rate),
     ):
         command += [flag, str(value)]
     if args.keep_dir:
