@@ -16,7 +16,8 @@ real sessions), a topic of ``PARTITIONS`` partitions at RF 3 and a ``ledger`` to
 
 At the end: every partition is led by a live member of its ISR; every record the producer saw
 acknowledged is read back at its offset with its value; every broker exports the event-loop
-lag (its gauge and histogram) on ``/metrics``. Every wait is a condition with a deadline.
+lag (its gauge and histogram) and the stall counter on ``/metrics``. Every wait is a condition
+with a deadline.
 """
 
 from __future__ import annotations
@@ -241,3 +242,4 @@ def test_partitions_stay_led_and_no_acknowledged_record_is_lost_through_failures
         assert "kafkalite_event_loop_lag_max_seconds " in text
         assert 'kafkalite_event_loop_lag_seconds_bucket{le="0.05"}' in text
         assert "kafkalite_event_loop_lag_seconds_count " in text
+        assert 'kafkalite_loop_stalls_total{cause="gc"}' in text  # the stall reporter runs
