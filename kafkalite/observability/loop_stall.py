@@ -1,8 +1,9 @@
 """What held the event loop: a watchdog thread that names each long stall while it happens.
 
 The loop-lag monitor (loop_lag.py) says *that* the loop was held and for how long, after the
-fact. A `StallReporter` says *by what*: a daemon thread wakes at the probe interval and
-compares the time with the moment the monitor's next probe is due. When the probe is overdue
+fact. A `StallReporter` says *by what*: a daemon thread wakes every half
+``loop.stall.report.ms`` (50 ms by default) and compares the time with the moment the
+monitor's next probe is due. When the probe is overdue
 by more than ``loop.stall.report.ms``, a stall has begun; until the probe runs, the thread
 samples the loop thread's stack at every wake (``sys._current_frames()``). It also reads
 three clocks at every wake: the loop thread's CPU time, the process's, and the time spent in
@@ -11,9 +12,11 @@ again it logs one structured line, ``loop stalled``:
 
 - ``started_at``/``ended_at`` (``time.monotonic()``, the clock of the controller's stamped
   lines: one clock for every process of a host), ``stalled_s`` (the late probe's lag);
-- ``loop_cpu_s``, ``process_cpu_s``, ``gc_s`` over the stall and ``gc_generation`` (the
-  highest generation collected meanwhile, or None);
-- ``cause``: the largest share of the stall's time among ``gc`` (collections, whatever thread
+- ``loop_cpu_s``, ``process_cpu_s``, ``gc_s`` over ``window_s``: from the last wake before the
+  probe fell due to the wake that saw it run (so the window holds the whole stall and at most
+  a wake interval on either side), and ``gc_generation`` (the highest generation collected
+  meanwhile, or None);
+- ``cause``: the largest share of the window's time among ``gc`` (collections, whatever thread
   ran them), ``held`` (the loop thread's own CPU: its callback ran Python or C code), ``gil``
   (the process's other threads' CPU: the controller's thread, the coordination client's; the
   loop thread waited for the interpreter) and ``starved`` (the time the process did not run:
@@ -32,8 +35,11 @@ Invariants:
   ``gc.callbacks`` hook per process.
 - A loop that is not running (between two runs, or closed) has no stalls: its probes are not
   late, they are not scheduled. The thread ends when its loop is closed or collected.
-- Healthy, its cost is one wake per probe interval: two clock reads and a comparison, plus the
-  two CPU clocks (about 3 µs a wake; 0.03% of a core at 10 ms).
+- Healthy, its cost is one wake per half threshold: two clock reads and a comparison, plus
+  the two CPU clocks. A wake needs the interpreter: when the loop runs Python, the loop
+  thread gives it up and waits to get it back, which on a loaded machine can cost it a
+  scheduling delay: waking every 10 ms slowed a busy loop thread by 10-25% at load 2.8, every
+  50 ms not measurably (decision 0055).
 """
 
 from __future__ import annotations
@@ -107,19 +113,19 @@ def _install_gc_clock() -> _GcClock:
 
 
 def classify(
-    stalled_s: float,
+    window_s: float,
     loop_cpu_s: float,
     process_cpu_s: float,
     gc_s: float,
     gc_on_loop_s: float = 0.0,
 ) -> str:
-    """The cause of a stall: the largest of four shares of its time (module docstring). The
+    """The cause of a stall: the largest of four shares of its window (module docstring). The
     collector's time (``gc_s``, of which ``gc_on_loop_s`` on the loop's thread) counts once,
     as ``gc``; the loop thread's other CPU is ``held``, the other threads' other CPU is
     ``gil``, the time the process did not run at all is ``starved``."""
     loop_own = max(0.0, loop_cpu_s - gc_on_loop_s)
     others = max(0.0, process_cpu_s - loop_cpu_s - (gc_s - gc_on_loop_s))
-    off_cpu = max(0.0, stalled_s - max(process_cpu_s, gc_s))
+    off_cpu = max(0.0, window_s - max(process_cpu_s, gc_s))
     shares = {"gc": gc_s, "held": loop_own, "gil": others, "starved": off_cpu}
     return max(CAUSES, key=lambda cause: shares[cause])
 
@@ -183,7 +189,8 @@ class StallReporter:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._stall: dict[str, Any] | None = None
-        self._last = self._clocks()
+        self.wake_s = max(monitor.interval, report_after_s / 2)
+        self._last = (time.monotonic(), self._clocks())
 
     # -- clocks
 
@@ -206,8 +213,7 @@ class StallReporter:
         self._stop.set()
 
     def _run(self) -> None:
-        interval = self.monitor.interval
-        while not self._stop.wait(interval):
+        while not self._stop.wait(self.wake_s):
             loop = self._loop()
             if loop is None or loop.is_closed():
                 return
@@ -223,24 +229,27 @@ class StallReporter:
         due = self.monitor.due
         stall = self._stall
         if stall is not None and due != stall["due"]:
-            self._end(stall, clocks)
+            self._end(stall, clocks, now)
             self._stall = stall = None
         if stall is None:
             overdue = now - due
             if overdue > self.report_after_s:
-                # begun when the probe was due; the clocks of the last wake that was at most
-                # one interval past a due probe stand for then
-                self._stall = stall = {"due": due, "clocks": self._last, "samples": {}}
+                # begun when the probe was due; the window starts at the last wake that saw
+                # the loop on time
+                since, then = self._last
+                self._stall = stall = {"due": due, "since": since, "clocks": then, "samples": {}}
             else:
                 if overdue <= self.monitor.interval:
-                    self._last = clocks
+                    self._last = (now, clocks)
                 return
         frame = sys._current_frames().get(self.loop_thread)
         if frame is not None:
             entry = describe_stack(frame)
             stall["samples"][entry] = stall["samples"].get(entry, 0) + 1
 
-    def _end(self, stall: dict[str, Any], clocks: tuple[float, float, float, float]) -> None:
+    def _end(
+        self, stall: dict[str, Any], clocks: tuple[float, float, float, float], now: float
+    ) -> None:
         began = stall["due"]
         ended = next((ran for due, ran in list(self.monitor.runs) if due == began), None)
         if ended is None:  # the watchdog itself was kept from running for many probes
@@ -249,7 +258,8 @@ class StallReporter:
         loop_cpu, process_cpu, gc_s, gc_on_loop = (
             now - then for now, then in zip(clocks, stall["clocks"], strict=True)
         )
-        cause = classify(stalled, loop_cpu, process_cpu, gc_s, gc_on_loop)
+        window = max(stalled, now - stall["since"])
+        cause = classify(window, loop_cpu, process_cpu, gc_s, gc_on_loop)
         self.counts[cause] += 1
         samples = stall["samples"]
         frames = sorted(samples.items(), key=lambda item: -item[1])[:MAX_FRAMES]
@@ -257,6 +267,7 @@ class StallReporter:
             "started_at": round(began, 4),
             "ended_at": round(ended, 4),
             "stalled_s": round(stalled, 4),
+            "window_s": round(window, 4),
             "loop_cpu_s": round(loop_cpu, 4),
             "process_cpu_s": round(process_cpu, 4),
             "gc_s": round(gc_s, 4),

@@ -56,7 +56,7 @@ async def _healthy_checks(reporter: StallReporter, count: int) -> None:
 
 def _classified(report: dict) -> str:
     return classify(
-        report["stalled_s"],
+        report["window_s"],
         report["loop_cpu_s"],
         report["process_cpu_s"],
         report["gc_s"],
