@@ -503,7 +503,7 @@ def main(
 
 def start_load(bench: ClusterBench, rate: float) -> PhaseLoad:
     """The producer and consumer of bench/phase_load.py on a topic of their own (RF 3,
-    min.insync.replicas 2), started before the first phase."""
+    min.insync.replicas 2), started before the first phase and reading when it begins."""
     admin = bench.admin()
     topic = NewTopic(LOAD_TOPIC, LOAD_TOPIC_PARTITIONS, 3, config={"min.insync.replicas": "2"})
     admin.create_topics([topic], operation_timeout=60)[LOAD_TOPIC].result(120)
@@ -513,7 +513,12 @@ def start_load(bench: ClusterBench, rate: float) -> PhaseLoad:
         "the load topic led",
     )
     bootstrap = ",".join(b.bootstrap for b in bench.brokers.values())
-    return PhaseLoad(bootstrap, LOAD_TOPIC, lambda: bench.sampler.phase, rate).start()
+    load = PhaseLoad(bootstrap, LOAD_TOPIC, lambda: bench.sampler.phase, rate).start()
+    # the consumer in its group and reading before the first phase: its group's offsets
+    # topic, created on its first FindCoordinator, would otherwise queue behind the first
+    # phase's creation at the controller and its wait be counted as that phase's latency
+    wait_until(lambda: load.recorder.consumed, 120, "the load's first record consumed")
+    return load
 
 
 def _run(
