@@ -210,9 +210,9 @@ class KafkaServer:
                 gc.enable()
         freezer = gc_freezer()
         if collecting and freezer is not None:
-            # `kafkalite serve`'s freezer (decision 0052): what start-up made is collected and
-            # frozen now, once, rather than walked by the first passes after it
-            freezer.collect(at="started")
+            # `kafkalite serve`'s freezer (decisions 0052, 0056): what start-up made is frozen
+            # now, once, rather than walked by a full collection on the loop
+            freezer.freeze_now(at="started")
 
     async def _startup(self) -> None:
         config = self.config

@@ -239,3 +239,36 @@ async def test_a_hosted_partition_makes_no_objects_it_does_not_need(make_rm, tmp
     assert [p.name for p in log.dir.glob("*.txnindex")] == ["00000000000000000000.txnindex"]
     assert partition.producer_state.completed_txns == ()  # taken and indexed
     log.close()
+
+
+def test_the_end_of_start_up_freezes_what_it_made_without_a_full_collection(unfrozen_after):
+    freezer = GcFreezer(min_objects=1_000)
+    gc.collect()
+    gc.disable()  # as during a broker's start-up
+    try:
+        made = [[i] for i in range(5_000)]
+        full_passes = gc.get_stats()[2]["collections"]
+        frozen = gc.get_freeze_count()
+        freezer.freeze_now(at="started")
+        assert gc.get_stats()[2]["collections"] == full_passes  # nothing walked
+        assert gc.get_freeze_count() - frozen >= len(made)
+        assert freezer.freezes == 1 and freezer.frozen_objects >= len(made)
+    finally:
+        gc.enable()
+
+
+def test_a_start_up_that_made_few_objects_is_collected_instead(unfrozen_after):
+    freezer = GcFreezer(min_objects=1_000_000_000)
+    gc.collect()
+    full_passes = gc.get_stats()[2]["collections"]
+    frozen = gc.get_freeze_count()
+    freezer.freeze_now(at="started")
+    assert gc.get_stats()[2]["collections"] == full_passes + 1
+    assert gc.get_freeze_count() == frozen and freezer.freezes == 0
+
+
+def test_no_freeze_at_the_end_of_start_up_with_the_key_at_zero(unfrozen_after):
+    freezer = GcFreezer(min_objects=0)
+    frozen = gc.get_freeze_count()
+    freezer.freeze_now(at="started")
+    assert gc.get_freeze_count() == frozen and freezer.freezes == 0
