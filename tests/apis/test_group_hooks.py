@@ -139,7 +139,7 @@ async def loaded(coordinator):
         while any(
             s is PartitionStatus.LOADING for s in coordinator.core.owned_partitions().values()
         ):
-            await asyncio.sleep(0)
+            await asyncio.sleep(0)  # polling: the loop runs until loaded or the timeout
     return sorted(
         p for p, s in coordinator.core.owned_partitions().items() if s is PartitionStatus.LOADED
     )

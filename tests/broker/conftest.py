@@ -63,7 +63,7 @@ async def wait_until(condition, timeout: float = 10.0) -> None:
     while not condition():
         if loop.time() > deadline:
             raise AssertionError("condition not reached before the deadline")
-        await asyncio.sleep(0.001)
+        await asyncio.sleep(0.001)  # polling interval of the condition with a deadline
 
 
 def batch(

@@ -16,6 +16,7 @@ from kafkalite.protocol.messages.update_metadata.v7.request import (
     UpdateMetadataTopicState,
 )
 from kafkalite.protocol.types import TopicPartition
+from tests.loop_turns import LoopTurns
 
 TOPIC_ID = uuid.uuid4()
 
@@ -154,7 +155,6 @@ def test_record_topic_ids_from_leader_and_isr():
 async def test_bulk_update_is_read_in_slices_and_applied_at_once():
     """An UpdateMetadata for thousands of partitions yields to the loop while it is read, and
     a reader running between the slices sees the cache as before, never half of the update."""
-    import asyncio
 
     cache = MetadataCache(0)
     cache.update_metadata(request([topic("old", [pstate(0, 0, [0], [0])])], [broker(0)]))
@@ -164,15 +164,15 @@ async def test_bulk_update_is_read_in_slices_and_applied_at_once():
     )
     seen: list[frozenset[str]] = []
 
-    async def reader() -> None:
-        while True:
-            seen.append(cache.get_all_topics())
-            await asyncio.sleep(0)
+    class Reader(LoopTurns):
+        """Reads the cache at every turn of the loop (a call_soon chain, no task sleeping 0)."""
 
-    task = asyncio.get_running_loop().create_task(reader())
-    await asyncio.sleep(0)
-    await cache.update_metadata_async(bulk, slice_size=100)
-    task.cancel()
+        def _turn(self) -> None:
+            seen.append(cache.get_all_topics())
+            super()._turn()
+
+    with Reader():
+        await cache.update_metadata_async(bulk, slice_size=100)
     assert len(seen) >= 3_000 // 100
     assert all(s == {"old"} for s in seen)
     assert cache.get_all_topics() == {"old", *names}

@@ -22,6 +22,7 @@ from kafkalite.broker.types import (
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.records import iter_batch_headers
 from kafkalite.protocol.types import TopicPartition
+from tests.loop_turns import LoopTurns
 
 from .conftest import batch, leader_state, wait_until
 
@@ -639,35 +640,13 @@ async def test_restart_keeps_idempotence_through_snapshots(tmp_path, mock_time):
     lm.shutdown()
 
 
-class LoopTicker:
-    """A task that counts its turns on the event loop while a handler runs: a handler that
-    never yields lets it run about once, one that works in slices lets it run between them."""
-
-    def __init__(self) -> None:
-        self.turns = 0
-        self._task: asyncio.Task | None = None
-
-    async def _run(self) -> None:
-        while True:
-            self.turns += 1
-            await asyncio.sleep(0)
-
-    def __enter__(self) -> LoopTicker:
-        self._task = asyncio.get_running_loop().create_task(self._run())
-        return self
-
-    def __exit__(self, *exc) -> None:
-        assert self._task is not None
-        self._task.cancel()
-
-
 async def test_bulk_leader_and_isr_yields_to_the_loop_and_creates_every_log(make_rm, log_manager):
     """A LeaderAndIsr for thousands of new partitions is applied in slices with the files
     created in a worker thread: the loop keeps turning (a concurrent task runs many times)
     and every partition ends up led, with its log."""
     rm = make_rm()
     states = [leader_state(topic=f"bulk-{i}", leader_epoch=1) for i in range(2_000)]
-    with LoopTicker() as ticker:
+    with LoopTurns() as ticker:
         result = await rm.become_leader_or_follower_async(0, 1, states, slice_size=100)
     assert result.error_code is ErrorCode.NONE
     assert set(result.partition_errors.values()) == {ErrorCode.NONE}
@@ -689,7 +668,7 @@ async def test_bulk_stop_replica_deletes_logs_off_the_loop(make_rm, log_manager)
     await rm.become_leader_or_follower_async(0, 1, states, slice_size=200)
     dirs = [log_manager.get_log(f"gone-{i}", 0).dir for i in range(600)]
     stops = [StopReplicaPartitionState(f"gone-{i}", 0, -2, i % 2 == 0) for i in range(600)]
-    with LoopTicker() as ticker:
+    with LoopTurns() as ticker:
         result = await rm.stop_replicas_async(0, 1, stops, slice_size=200)
     assert set(result.partition_errors.values()) == {ErrorCode.NONE}
     assert ticker.turns >= 3
@@ -713,7 +692,7 @@ async def test_producer_snapshots_are_written_off_the_loop_once_per_offset(make_
         tp = TopicPartition(f"snap-{i}", 0)
         data = batch(2, producer_id=100 + i, producer_epoch=0, base_sequence=0)
         assert (await produce(rm, data, tp=tp)).error_code is ErrorCode.NONE
-    with LoopTicker() as ticker:
+    with LoopTurns() as ticker:
         assert await rm.take_producer_snapshots_async(batch_size=4) == 10
     assert ticker.turns >= 3
     for i in range(30):

@@ -167,7 +167,7 @@ async def test_broken_connection_is_replaced(cluster):
         deadline = asyncio.get_running_loop().time() + 5
         while first.connected:
             assert asyncio.get_running_loop().time() < deadline
-            await asyncio.sleep(0.005)
+            await asyncio.sleep(0.005)  # polling interval of the condition with a deadline
         await client.send(ApiKey.METADATA, {"topics": []}, node_id=2)
         assert client._conns[2] is not first and client._conns[2].connected
 

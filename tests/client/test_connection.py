@@ -9,6 +9,7 @@ from kafkalite.client.messages import build_message
 from kafkalite.protocol.api import CODEC_VERSIONS, ApiKey, request_class, response_class
 from kafkalite.protocol.errors import ErrorCode, KafkaError, UnsupportedVersionError
 from kafkalite.protocol.frames import encode_response
+from tests.loop_turns import next_turn
 
 from .fake_broker import FakeBroker
 
@@ -20,7 +21,7 @@ async def _until(predicate, timeout=5.0):
     while not predicate():
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError("condition not reached")
-        await asyncio.sleep(0.005)
+        await asyncio.sleep(0.005)  # polling interval of the condition above
 
 
 def list_offsets_response(header, request, offset=42):
@@ -208,20 +209,24 @@ async def test_cancelling_a_close_in_progress_propagates(broker):
     conn = KafkaConnection("127.0.0.1", broker.port)
     await conn.connect()
     real_read_task = conn._read_task
+    started, stopping, cleaned_up = asyncio.Event(), asyncio.Event(), asyncio.Event()
 
     async def slow_to_stop():
+        started.set()
         try:
-            await asyncio.sleep(3600)
+            await asyncio.Event().wait()  # a read loop: runs until cancelled
         except asyncio.CancelledError:
-            await asyncio.sleep(0.2)  # cleanup that takes a while, then a normal return
+            stopping.set()
+            await cleaned_up.wait()  # cleanup that takes until the test ends it, then returns
 
     conn._read_task = asyncio.ensure_future(slow_to_stop())
-    await asyncio.sleep(0)
+    await asyncio.wait_for(started.wait(), 5)
     closing = asyncio.ensure_future(conn.close())
-    await _until(lambda: conn._read_task is None)  # close() is waiting for the read task
+    await asyncio.wait_for(stopping.wait(), 5)  # close() cancelled the read task, waits for it
     closing.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(closing, 5)
+    cleaned_up.set()
     real_read_task.cancel()
     await asyncio.wait([real_read_task])
 
@@ -343,7 +348,7 @@ async def test_a_request_timeout_leaves_no_unretrieved_exception():
         del conn
         for _ in range(3):
             gc.collect()
-            await asyncio.sleep(0)
+            await next_turn()  # callbacks dropping the last references run at the next turn
         assert [c.get("message") for c in reported] == []
     finally:
         loop.set_exception_handler(previous)

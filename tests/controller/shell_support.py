@@ -30,7 +30,7 @@ async def eventually(predicate, timeout: float = 10.0, message: str = "condition
             return
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError(f"timed out waiting for {message}")
-        await asyncio.sleep(0.005)
+        await asyncio.sleep(0.005)  # polling interval of the condition, not synchronisation
 
 
 def round_trip(api_key: int, version: int, message: Any) -> Any:

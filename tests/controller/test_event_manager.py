@@ -6,6 +6,8 @@ import pytest
 
 from kafkalite.controller.event_manager import ControllerEventManager
 from kafkalite.protocol.errors import NotControllerError
+from tests.controller.shell_support import eventually
+from tests.loop_turns import next_turn
 
 
 async def test_events_are_processed_one_at_a_time_in_order():
@@ -14,7 +16,9 @@ async def test_events_are_processed_one_at_a_time_in_order():
     async def process(event):
         running.append(event)
         assert len(running) == 1, "two events processed at once"
-        await asyncio.sleep(0)  # yield: another event must still wait
+        # give the loop back mid-event: a second consumer (or a consumer not waiting for this
+        # event to end) would start the next queued event here and trip the assertion above
+        await next_turn()
         seen.append(event)
         running.remove(event)
         return event * 10
@@ -48,20 +52,21 @@ async def test_a_failing_event_is_answered_with_its_error_and_the_loop_goes_on()
 
 
 async def test_clear_and_put_drops_queued_events():
-    gate = asyncio.Event()
+    gate, blocking = asyncio.Event(), asyncio.Event()
     seen = []
 
     async def process(event):
         if event == "block":
+            blocking.set()
             await gate.wait()
         seen.append(event)
 
     manager = ControllerEventManager(process)
     manager.start()
     manager.put("block")
-    await asyncio.sleep(0)
+    await asyncio.wait_for(blocking.wait(), 5)  # "block" is being processed
     waiting = asyncio.ensure_future(manager.put_and_wait("dropped"))
-    await asyncio.sleep(0)
+    await eventually(lambda: manager.queue_size == 1, message="'dropped' queued")
     manager.clear_and_put("expire")
     gate.set()
     with pytest.raises(NotControllerError):  # Kafka's preempt(): the caller can answer

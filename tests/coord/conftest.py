@@ -141,7 +141,7 @@ async def wait_until(
             return
         if asyncio.get_running_loop().time() > deadline:
             pytest.fail(f"timed out waiting for {what or condition}")
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0.01)  # polling interval of the condition with a deadline
 
 
 async def wait_state(session: CoordSession, state: SessionState, timeout: float = 15.0) -> None:

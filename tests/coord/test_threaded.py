@@ -31,6 +31,7 @@ from kafkalite.coord import (
 from kafkalite.coord.embedded import EmbeddedStore
 from kafkalite.coord.threaded import ThreadedSession, ThreadedStore
 from kafkalite.coord.zookeeper import AiozkStore, ZooKeeperSession, ZooKeeperStore
+from tests.loop_turns import next_turn
 
 from .conftest import wait_state, wait_until
 
@@ -42,7 +43,7 @@ def hold_the_loop(seconds: float, how: str) -> None:
     """Keep the calling thread (and its event loop) busy: asleep (the GIL is free meanwhile) or
     computing in Python (the GIL is contended, as with bulk work on the broker's loop)."""
     if how == "sleep":
-        time.sleep(seconds)
+        time.sleep(seconds)  # the stimulus (a loop blocked this long), not synchronisation
         return
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -238,13 +239,15 @@ def inner_watches(store: ThreadedEmbeddedStore, path: str) -> list[asyncio.Futur
 async def test_a_watch_answered_after_the_caller_gave_up_is_cancelled_over_there(threaded):
     session = await threaded.open_session()
     call = asyncio.create_task(session.exists_and_watch("/x"))
-    await asyncio.sleep(0)  # the call's first step runs: the read is on its way to the thread
+    # the task's first step was scheduled before next_turn's callback, so it has run when this
+    # resumes: the read is on its way to the thread
+    await next_turn()
     # Hold this loop (without yielding to it) until the thread has set the watch, so that the
     # answer is still waiting to be relayed here when the caller gives up.
     deadline = time.monotonic() + 10
     while not inner_watches(threaded, "/x"):
         assert time.monotonic() < deadline, "the read never reached the thread"
-        time.sleep(0.001)
+        time.sleep(0.001)  # polling interval of the condition (the loop is held on purpose)
     call.cancel()
     with pytest.raises(asyncio.CancelledError):
         await call

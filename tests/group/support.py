@@ -83,7 +83,7 @@ async def until(predicate, timeout=5.0):
     """Let the loop run until ``predicate()`` holds (fails after ``timeout`` seconds)."""
     async with asyncio.timeout(timeout):
         while not predicate():
-            await asyncio.sleep(0)
+            await asyncio.sleep(0)  # polling: the loop runs until the predicate or the timeout
 
 
 async def start(

@@ -60,8 +60,7 @@ async def test_responses_are_written_in_request_order(server):
     for ident in range(1, 6):
         writer.write(frame(ident.to_bytes(4, "big") + (b"W" if ident % 2 else b"E")))
     await writer.drain()
-    while len(server.dispatcher.seen) < 5:
-        await asyncio.sleep(0)  # yield to the server until it has read all five
+    await eventually(lambda: len(server.dispatcher.seen) == 5, message="all five requests read")
     for ident in (5, 3, 1):  # complete the slow ones in reverse
         server.dispatcher.release(ident)
     got = [(await read_response(reader))[0] for _ in range(5)]
@@ -172,8 +171,7 @@ async def test_drain_waits_for_in_flight_requests(server):
     reader, writer = await connect(server)
     writer.write(frame(b"\0\0\0\x0aW"))
     await writer.drain()
-    while not server.dispatcher.seen:
-        await asyncio.sleep(0)
+    await eventually(lambda: server.dispatcher.seen, message="the request read")
     await server.stop_accepting()
     drained = asyncio.ensure_future(server.drain(5))
     server.dispatcher.release(10)
@@ -186,8 +184,7 @@ async def test_stop_reading_answers_pending_requests_but_takes_no_new_ones(serve
     reader, writer = await connect(server)
     writer.write(frame(b"\0\0\0\x0bW"))
     await writer.drain()
-    while not server.dispatcher.seen:
-        await asyncio.sleep(0)
+    await eventually(lambda: server.dispatcher.seen, message="the request read")
     server.stop_reading()
     writer.write(frame(b"\0\0\0\x0cE"))  # sent after the broker stopped reading
     await writer.drain()

@@ -31,8 +31,7 @@ async def fail():
 async def main():
     asyncio.get_running_loop().set_exception_handler(loop_exception_handler)
     task = asyncio.ensure_future(fail())
-    await asyncio.sleep(0)
-    await asyncio.sleep(0)
+    await asyncio.wait({task})  # it failed; nobody retrieves its exception
     del task
     gc.collect()
 

@@ -34,6 +34,7 @@ from kafkalite.security.scram import (
     parse_client_first,
 )
 from kafkalite.security.tls import PrincipalMapper, TlsConfigError, subject_dn
+from tests.broker.conftest import wait_until
 from tests.security.support import request, response_body, run
 
 
@@ -306,8 +307,7 @@ def test_credential_cache_reads_once_until_invalidated():
         gate["bob"] = asyncio.Event()
         store["bob"] = make_credential("SCRAM-SHA-256", "old")
         pending = asyncio.ensure_future(cache.get("bob", "SCRAM-SHA-256"))
-        while reads[-1] != "bob":
-            await asyncio.sleep(0)
+        await wait_until(lambda: reads[-1] == "bob")  # its read is waiting at the gate
         store["bob"] = make_credential("SCRAM-SHA-256", "new")
         cache.invalidate("bob")
         gate["bob"].set()

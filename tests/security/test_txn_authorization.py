@@ -1050,7 +1050,7 @@ async def test_the_victim_commits_and_the_refusals_are_logged(secured, victim):
     deadline = time.monotonic() + DEADLINE_S
     (state,) = await describe(secured, None, ["victim-tx"])
     while state.transaction_state == "PrepareCommit" and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.05)  # polling interval: the assertion below fails at the deadline
         (state,) = await describe(secured, None, ["victim-tx"])
     assert (state.transaction_state, state.producer_id) == ("CompleteCommit", pid)
     log = secured.broker.log_text()

@@ -201,5 +201,5 @@ async def _join(client: KafkaClient, group: str, topic: str) -> tuple[uuid.UUID,
             break
         assert hb.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE, hb
         assert time.monotonic() < deadline, hb
-        await asyncio.sleep(0.1)  # a retry back-off, as a client's
+        await asyncio.sleep(0.1)  # a retry back-off, as a client's (the loop has a deadline)
     return meta.topics[0].topic_id, len(meta.topics[0].partitions), member

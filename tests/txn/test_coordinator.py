@@ -12,6 +12,7 @@ from kafkalite.txn.config import TransactionConfig
 from kafkalite.txn.coordinator import TransactionCoordinator
 from kafkalite.txn.metadata import TransactionState
 from kafkalite.txn.records import decode_key, decode_value
+from tests.broker.conftest import wait_until
 
 S = TransactionState
 TP0 = TopicPartition("t", 0)
@@ -57,8 +58,10 @@ class RecordingMarkers:
         self.sent: list[tuple[int, int, int, bool, tuple]] = []
         self.release = asyncio.Event()
         self.release.set()
+        self.entered = asyncio.Event()  # a completion has started writing its markers
 
     async def write_markers(self, coordinator_epoch, pid, epoch, commit, partitions, still):
+        self.entered.set()
         await self.release.wait()
         self.sent.append((coordinator_epoch, pid, epoch, commit, tuple(partitions)))
         return still()
@@ -87,11 +90,37 @@ async def owned(coordinator, epoch=5):
     return coordinator
 
 
-async def settle(coordinator):
-    for _ in range(50):
-        await asyncio.sleep(0)
-    if coordinator._tasks:
-        await asyncio.wait(list(coordinator._tasks), timeout=5)
+async def settle(coordinator, timeout=5.0):
+    """Wait until the coordinator's background tasks (completions, loads) are all done, a task
+    started by one of them included; fail after ``timeout`` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while running := {
+        t for t in (*coordinator._tasks, *coordinator._loads.values()) if not t.done()
+    }:
+        remaining = deadline - loop.time()
+        assert remaining > 0, f"tasks still running after {timeout}s: {running}"
+        await asyncio.wait(running, timeout=remaining)
+
+
+def waits_for_completion(coordinator):
+    """An event set when a request of ``coordinator`` starts waiting for a running completion
+    (so a test can check it is still waiting, rather than yielding a few times and hoping)."""
+    waiting = asyncio.Event()
+    wait = coordinator._wait_for_completion
+
+    async def spy(*args):
+        waiting.set()
+        return await wait(*args)
+
+    coordinator._wait_for_completion = spy
+    return waiting
+
+
+def handed_over(coordinator, transactional_id="tx"):
+    """True once the next transaction's first partitions wait in the running completion."""
+    completion = coordinator._completing.get(transactional_id)
+    return completion is not None and completion.next_begin is not None
 
 
 def run(coro):
@@ -234,7 +263,7 @@ def test_reload_restores_state_and_completes_prepared_transactions():
         await c.add_partitions("tx", init.producer_id, 0, [TP0])
         markers.release.clear()  # the markers hang: the coordinator "dies" after PrepareCommit
         assert await c.end_transaction("tx", init.producer_id, 0, True) is ErrorCode.NONE
-        await asyncio.sleep(0)
+        await asyncio.wait_for(markers.entered.wait(), 5)  # its completion is writing markers
         c.on_resignation(0, 6)
         markers.release.set()
         await settle(c)
@@ -265,7 +294,7 @@ def test_load_in_progress_and_concurrent_requests():
         await election
         init = await c.init_producer_id("tx2", 1000)
         pending = asyncio.ensure_future(c.add_partitions("tx2", init.producer_id, 0, [TP0]))
-        await asyncio.sleep(0)
+        await wait_until(lambda: pending.done() or c.txns[0]["tx2"].pending_state is not None)
         c.txns[0]["tx2"].pending_state = c.txns[0]["tx2"].pending_state or S.ONGOING
         assert await c.end_transaction("tx2", init.producer_id, 0, True) in (
             ErrorCode.CONCURRENT_TRANSACTIONS,
@@ -304,8 +333,7 @@ def test_a_request_during_completion_waits_for_it_instead_of_concurrent_transact
         assert await c.end_transaction("tx", pid, 0, commit=True) is ErrorCode.NONE
         # the next transaction's first AddPartitionsToTxn arrives meanwhile
         add = asyncio.ensure_future(c.add_partitions("tx", pid, 0, [TP1]))
-        for _ in range(20):
-            await asyncio.sleep(0)
+        await wait_until(lambda: handed_over(c) or add.done())  # it reached the completion
         assert not add.done()
         assert log.states(0)[-1] == ("tx", S.PREPARE_COMMIT)
         markers.release.set()
@@ -339,9 +367,9 @@ def test_init_producer_id_during_completion_waits_for_it():
         assert await c.add_partitions("tx", init.producer_id, 0, [TP0]) is ErrorCode.NONE
         markers.release.clear()
         assert await c.end_transaction("tx", init.producer_id, 0, commit=False) is ErrorCode.NONE
+        waiting = waits_for_completion(c)
         again = asyncio.ensure_future(c.init_producer_id("tx", 60_000))
-        for _ in range(20):
-            await asyncio.sleep(0)
+        await wait_until(lambda: waiting.is_set() or again.done())
         assert not again.done()
         markers.release.set()
         result = await again
@@ -382,8 +410,7 @@ def test_a_failed_write_of_the_next_transaction_leaves_the_completion_to_finish(
         markers.release.clear()
         assert await c.end_transaction("tx", pid, 0, commit=True) is ErrorCode.NONE
         add = asyncio.ensure_future(c.add_partitions("tx", pid, 0, [TP1]))
-        for _ in range(20):
-            await asyncio.sleep(0)
+        await wait_until(lambda: handed_over(c) or add.done())
         log.fail_with = ErrorCode.NOT_ENOUGH_REPLICAS  # its Ongoing write fails
         markers.release.set()
         assert await add is ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -412,9 +439,10 @@ def test_end_txn_behind_a_handed_over_add_partitions_waits_for_it():
         markers.release.clear()
         assert await c.end_transaction("tx", pid, 0, commit=True) is ErrorCode.NONE
         add = asyncio.ensure_future(c.add_partitions("tx", pid, 0, [TP1]))
+        await wait_until(lambda: handed_over(c) or add.done())
+        waiting = waits_for_completion(c)
         abort = asyncio.ensure_future(c.end_transaction("tx", pid, 0, commit=False))
-        for _ in range(20):
-            await asyncio.sleep(0)
+        await wait_until(lambda: waiting.is_set() or abort.done())
         assert not add.done() and not abort.done()
         markers.release.set()
         assert await add is ErrorCode.NONE

@@ -11,6 +11,7 @@ from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.types import TopicPartition
 from kafkalite.txn.markers import TransactionMarkerChannelManager, TxnMarker
+from tests.broker.conftest import wait_until
 
 LOCAL = 1
 
@@ -136,8 +137,7 @@ def test_concurrent_transactions_share_a_request_while_one_is_in_flight():
         first = asyncio.ensure_future(
             manager.write_markers(1, 50, 0, True, tps("a", 0), lambda: True)
         )
-        while not requests:
-            await asyncio.sleep(0)
+        await wait_until(lambda: requests)
         # queued meanwhile: two producers, and the second one's id again (another epoch)
         queued = [
             asyncio.ensure_future(manager.write_markers(1, pid, epoch, True, [tp], lambda: True))
@@ -147,8 +147,8 @@ def test_concurrent_transactions_share_a_request_while_one_is_in_flight():
                 (100, 1, TopicPartition("a", 1)),
             )
         ]
-        for _ in range(20):
-            await asyncio.sleep(0)
+        # all three wait in broker 2's queue behind the request in flight
+        await wait_until(lambda: len(manager._queues.get(2, [])) == 3)
         assert len(requests) == 1  # one request in flight per broker
         connections[2].gate.set()
         assert all(await asyncio.gather(first, *queued))
@@ -202,8 +202,7 @@ def test_close_cancels_waiting_writers():
         writer = asyncio.ensure_future(
             manager.write_markers(1, 9, 0, True, list(leaders), lambda: True)
         )
-        while not requests:
-            await asyncio.sleep(0)
+        await wait_until(lambda: requests)
         await manager.close()
         await asyncio.wait({writer}, timeout=5)
         assert writer.cancelled()
