@@ -3,9 +3,9 @@
 The loop-lag monitor (loop_lag.py) says *that* the loop was held and for how long, after the
 fact. A `StallReporter` says *by what*: a daemon thread wakes every half
 ``loop.stall.report.ms`` (50 ms by default) and compares the time with the moment the
-monitor's next probe is due. When the probe is overdue
-by more than ``loop.stall.report.ms``, a stall has begun; until the probe runs, the thread
-samples the loop thread's stack at every wake (``sys._current_frames()``). It also reads
+monitor's next probe is due. When the probe is overdue by more than ``loop.stall.report.ms``,
+a stall has begun; until the probe runs, the thread samples the loop thread's stack at every
+wake (``sys._current_frames()``). It also reads
 three clocks at every wake: the loop thread's CPU time, the process's, and the time spent in
 garbage collections (a ``gc.callbacks`` hook, whatever thread collected). When the probe runs
 again it logs one structured line, ``loop stalled``:
@@ -185,7 +185,7 @@ class StallReporter:
         self.counts = dict.fromkeys(CAUSES, 0)
         self.checks = 0
         self.reported: list[dict[str, Any]] = []
-        """The last reports (at most 16), newest last: what tests and the admin API read."""
+        """The last reports (at most 16), newest last (the log has them all)."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._stall: dict[str, Any] | None = None
@@ -256,7 +256,7 @@ class StallReporter:
             ended = time.monotonic()
         stalled = max(0.0, ended - began)
         loop_cpu, process_cpu, gc_s, gc_on_loop = (
-            now - then for now, then in zip(clocks, stall["clocks"], strict=True)
+            at_end - at_start for at_end, at_start in zip(clocks, stall["clocks"], strict=True)
         )
         window = max(stalled, now - stall["since"])
         cause = classify(window, loop_cpu, process_cpu, gc_s, gc_on_loop)
