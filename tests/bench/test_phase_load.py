@@ -3,12 +3,12 @@ bench/scale_cluster.py's phases, from recorded samples and from a short run on a
 
 from __future__ import annotations
 
-import time
-
 import phase_load
 from confluent_kafka.admin import AdminClient, NewTopic
 from hypothesis import given
 from hypothesis import strategies as st
+
+from kafkalite.testing import wait_for
 
 
 @given(st.lists(st.floats(0, 10, allow_nan=False), min_size=1, max_size=200), st.floats(0.01, 1))
@@ -67,10 +67,7 @@ def test_a_short_run_on_a_real_broker_loses_nothing_and_reports_each_phase(broke
     load = phase_load.PhaseLoad(broker.bootstrap, "load", lambda: phase[0], rate=200).start()
 
     def wait_for_acknowledged(count: int) -> None:
-        deadline = time.monotonic() + 60
-        while len(load.recorder.acknowledged) < count:
-            assert time.monotonic() < deadline, "records not acknowledged in 60 s"
-            time.sleep(0.05)  # polling interval of the condition above
+        wait_for(lambda: len(load.recorder.acknowledged) >= count, f"{count} acknowledged", 60)
 
     wait_for_acknowledged(20)
     phase[0] = "second"
