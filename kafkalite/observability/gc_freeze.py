@@ -58,7 +58,9 @@ class GcFreezer:
         self.min_objects = min_objects
         self.freezes = 0
         self.frozen_objects = 0
-        """Objects this freezer froze (``gc.get_freeze_count()`` counts those still frozen)."""
+        """Objects frozen so far, as counted when each was frozen (the ``frozen_total`` that
+        ``gc_freeze`` logs). ``gc.get_freeze_count()`` would count those still frozen, but it
+        walks the whole frozen list: at 500,000 objects, 20 ms on the loop at each freeze."""
         self.last_freeze_seconds = 0.0
         self.longest_full_pass_seconds = 0.0
         """The longest full collection seen (its wall time, the count and freeze included):
@@ -86,7 +88,7 @@ class GcFreezer:
                     "gc_freeze",
                     at=self._at,
                     objects=unfrozen,
-                    frozen_total=gc.get_freeze_count(),
+                    frozen_total=self.frozen_objects,
                     ms=round(1000 * self.last_freeze_seconds, 1),
                 )
         took = time.perf_counter() - self._pass_start
@@ -122,7 +124,7 @@ class GcFreezer:
             "gc_freeze",
             at=at,
             objects=made,  # the young generation's count: what the start made and kept
-            frozen_total=gc.get_freeze_count(),  # one walk of the frozen list
+            frozen_total=self.frozen_objects,
             collected=False,
             ms=round(1000 * self.last_freeze_seconds, 1),
         )
@@ -154,7 +156,8 @@ def install_gc_freezer(min_objects: int = DEFAULT_MIN_OBJECTS) -> GcFreezer:
             # now, before anything is served, and no later pass walks it.
             gc.collect()
             gc.freeze()
-            log.info("gc_freeze", objects=gc.get_freeze_count(), at="start-up")
+            _freezer.frozen_objects = gc.get_freeze_count()  # small yet: the modules
+            log.info("gc_freeze", objects=_freezer.frozen_objects, at="start-up")
     _freezer.min_objects = min_objects
     _freezer.install()
     return _freezer
