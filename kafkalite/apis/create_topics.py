@@ -144,6 +144,7 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
         validate_only=validate_only,
     )
     defaults = created_config_defaults(ctx) if queued else None
+    default_configs: list[dict[str, Any]] | None = None  # the answer's configs without overrides
     for (result, name, num_partitions, replication_factor, configs, _), answer in zip(
         queued, answers, strict=True
     ):
@@ -151,11 +152,19 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
             budget.release(name)
             result.update(error_code=answer.error_code, error_message=str(answer) or None)
             continue
+        if configs:
+            described = describe_created_configs(ctx, configs, defaults)
+        else:
+            # The same list for every topic without overrides (read only by the encoder): one
+            # dict per config and topic was 2% of the broker's CPU creating 1,000 a batch.
+            if default_configs is None:
+                default_configs = describe_created_configs(ctx, configs, defaults)
+            described = default_configs
         result.update(
             topic_id=as_uuid(answer),
             num_partitions=num_partitions,
             replication_factor=replication_factor,
-            configs=describe_created_configs(ctx, configs, defaults),
+            configs=described,
         )
         if not validate_only:
             created.append((result, num_partitions))
