@@ -204,10 +204,16 @@ class UncleanLeaderElection:
     """None: every partition."""
 
 
+_NOT_LOADED = object()
+
+
 @dataclass(frozen=True)
 class TopicConfigChange:
     """A ``/config/changes`` notification: topic overrides changed (unclean election may now
-    be allowed for some topic)."""
+    be allowed for some topic). ``notifications``: the node's children as the watch read them
+    (sorted; None while it is absent)."""
+
+    notifications: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -316,6 +322,8 @@ class KafkaController:
         self._session_watch: asyncio.Task[None] | None = None
         self._watches: dict[str, asyncio.Task[None]] = {}
         self._partition_watches: dict[str, asyncio.Task[None]] = {}
+        self._config_notifications_at_load: object = _NOT_LOADED
+        """``/config/changes``' children as the last failover read them, before the configs."""
         self._rebalance_task: asyncio.Task[None] | None = None
         self._reloads = 0
         self._started = False
@@ -583,8 +591,8 @@ class KafkaController:
                 await self._process_isr_change_notification()
             case LogDirEventNotification():
                 await self._process_log_dir_event_notification()
-            case TopicConfigChange():
-                await self._process_topic_config_change()
+            case TopicConfigChange(notifications):
+                await self._process_topic_config_change(notifications)
             case ZkLeaderElectionRequest(path):
                 await self._process_zk_leader_election_request(path)
             case UncleanLeaderElection(partitions):
@@ -766,7 +774,10 @@ class KafkaController:
         self._start_watch(
             "config_changes",
             lambda: self.session.watch_children(paths.CONFIG_CHANGES),
-            TopicConfigChange,
+            lambda children: TopicConfigChange(
+                None if children is None else tuple(sorted(children))
+            ),
+            with_value=True,
         )
         for name, path in (
             ("preferred_election", paths.PREFERRED_REPLICA_ELECTION),
@@ -789,6 +800,7 @@ class KafkaController:
                 reassignments,
                 brokers,
                 topics,
+                config_notifications,
             ) = await asyncio.gather(
                 zk_data.get_isr_change_notifications(self.session),
                 zk_data.get_log_dir_event_notifications(self.session),
@@ -796,7 +808,11 @@ class KafkaController:
                 zk_data.get_partition_reassignments(self.session),
                 zk_data.get_all_brokers_and_epochs(self.session),
                 zk_data.get_all_topics(self.session),
+                self._config_notifications(),
             )
+            # Read before the context reads the topics' configs: a config change notification
+            # event that finds exactly these has nothing the context does not hold.
+            self._config_notifications_at_load = config_notifications
             await self._initialize_controller_context(brokers, topics)
         result = ControllerResult()
         if stale_notifications:
@@ -1185,11 +1201,24 @@ class KafkaController:
             result = self.core.process_isr_change_notification(leaderships, seqs)
         await self._apply(result)
 
-    async def _process_topic_config_change(self) -> None:
+    async def _config_notifications(self) -> tuple[str, ...] | None:
+        try:
+            return tuple(sorted(await self.session.get_children(paths.CONFIG_CHANGES)))
+        except NoNode:
+            return None
+
+    async def _process_topic_config_change(self, notifications: tuple[str, ...] | None) -> None:
         """Kafka's ``TopicUncleanLeaderElectionEnable``: a topic that now allows unclean leader
-        election gets its leaderless partitions elected at once."""
+        election gets its leaderless partitions elected at once.
+
+        The watch's first event at a failover finds the notifications the context load saw
+        before reading every topic's config: nothing is new, and the configs are not read
+        again (10,000 topics read and decoded for nothing at every failover). Any other list
+        means a notification came or went since, and every topic's config is read."""
         core = self.core
         assert core is not None
+        if notifications == self._config_notifications_at_load:
+            return
         ctx = core.ctx
         enabled = await zk_data.get_unclean_leader_election_topics(
             self.session, ctx.all_topics, self.unclean_leader_election_enable
@@ -1384,13 +1413,19 @@ class KafkaController:
         self,
         name: str,
         make_iterator: Callable[[], AsyncIterator[Any]],
-        make_event: Callable[[], Any],
+        make_event: Callable[..., Any],
+        *,
+        with_value: bool = False,
     ) -> None:
+        """Watch with ``make_iterator``, putting ``make_event()`` (``make_event(value)`` when
+        ``with_value``) on the queue for every value it yields."""
         task = self._watches.get(name)
         if task is not None and not task.done():
             return
         self._watches[name] = asyncio.get_running_loop().create_task(
-            self._watch_loop(make_iterator, lambda _value: make_event()),
+            self._watch_loop(
+                make_iterator, make_event if with_value else lambda _value: make_event()
+            ),
             name=f"controller-{self.broker_id}-{name}",
         )
 

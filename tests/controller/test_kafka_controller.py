@@ -795,6 +795,38 @@ async def test_enabling_unclean_election_elects_leaderless_partitions(store, clu
     await stop(nodes[0])
 
 
+async def test_a_failover_reads_the_topic_configs_once(store, cluster, monkeypatch):
+    """The config change watch's first event after a failover finds the notifications the
+    context load read before the configs: it reads no config again (it re-read every topic's
+    at every failover). A notification that arrives later is still acted on."""
+    nodes = [await start_node(store, cluster, b, config=config()) for b in (0, 1)]
+    reader = cluster.reader
+    await admin.create_topic(reader, "a", 1, 2, configs={"retention.ms": "1000"})
+    await admin.create_topic(reader, "b", 1, 2)
+    await eventually(lambda: state(reader, "b", 0), message="online")
+    assert await reader.get_children("/config/changes")  # a notification exists
+    await settle(*(n.controller for n in nodes))
+    get_unclean = zk_data.get_unclean_leader_election_topics
+    config_reads: list[list[str]] = []
+
+    async def counted_configs(session, topics, default):
+        topics = sorted(topics)
+        if topics:  # the topics watch's first event reads the configs of no new topic
+            config_reads.append(topics)
+        return await get_unclean(session, topics, default)
+
+    monkeypatch.setattr(zk_data, "get_unclean_leader_election_topics", counted_configs)
+    store.expire_session(nodes[0].session.session_id)
+    await eventually(lambda: nodes[1].controller.is_active, message="takeover")
+    await settle(nodes[1].controller)
+    assert config_reads == [["a", "b"]]  # the new controller's context load, and no other
+
+    await admin.alter_topic_config(reader, "b", {"unclean.leader.election.enable": "true"})
+    await eventually(lambda: len(config_reads) == 2, message="the new notification acted on")
+    assert nodes[1].controller.event_manager.errors == []
+    await stop(*nodes)
+
+
 async def test_unclean_election_request_node(store, cluster):
     nodes = [await start_node(store, cluster, b, config=config()) for b in (0, 1)]
     reader = cluster.reader
