@@ -92,6 +92,7 @@ from .controller_core import ControllerCore
 from .event_manager import SLOW_EVENT_SECONDS, ControllerEventManager
 from .partition_state_machine import NEW_PARTITION, OFFLINE_PARTITION
 from .results import ControllerResult
+from .topic_watch import TopicNodeWatcher
 
 log = structlog.get_logger("kafkalite.controller")
 
@@ -321,7 +322,8 @@ class KafkaController:
         self._controller_watch: asyncio.Task[None] | None = None
         self._session_watch: asyncio.Task[None] | None = None
         self._watches: dict[str, asyncio.Task[None]] = {}
-        self._partition_watches: dict[str, asyncio.Task[None]] = {}
+        self._topic_watcher: TopicNodeWatcher | None = None
+        """Every topic's node, for partitions added (one per failover, closed at resignation)."""
         self._config_notifications_at_load: object = _NOT_LOADED
         """``/config/changes``' children as the last failover read them, before the configs."""
         self._rebalance_task: asyncio.Task[None] | None = None
@@ -706,11 +708,11 @@ class KafkaController:
         self.active_controller_id = -1
 
     async def _on_controller_resignation(self) -> None:
-        await cancel_and_wait(
-            [*self._watches.values(), *self._partition_watches.values(), self._rebalance_task]
-        )
+        await cancel_and_wait([*self._watches.values(), self._rebalance_task])
         self._watches.clear()
-        self._partition_watches.clear()
+        if self._topic_watcher is not None:
+            await self._topic_watcher.close()
+            self._topic_watcher = None
         self._rebalance_task = None
         if self.channel_manager is not None:
             await self.channel_manager.shutdown()
@@ -1434,27 +1436,19 @@ class KafkaController:
         context was just loaded from; the watch's first read finding exactly that is no
         modification, and queues no event (at 10,000 topics, one event per topic at every
         failover and creation held the queue for seconds). Anything else read first (changed
-        in between) is an event, as every later change is."""
-        task = self._partition_watches.get(topic)
-        if task is not None and not task.done():
-            return
-        first = [True]
-
-        def event(node: Any) -> PartitionModifications | None:
-            was_first, first[0] = first[0], False
-            if node is None or (was_first and known is not None and node.data == known):
-                return None
-            return PartitionModifications(topic, node.data)
-
-        self._partition_watches[topic] = asyncio.get_running_loop().create_task(
-            self._watch_loop(lambda: self.session.watch_data(paths.topic_path(topic)), event),
-            name=f"controller-{self.broker_id}-topic-{topic}",
-        )
+        in between) is an event, as every later change is (``TopicNodeWatcher``)."""
+        if self._topic_watcher is None:
+            self._topic_watcher = TopicNodeWatcher(
+                self.session,
+                lambda topic, data: self.event_manager.put(PartitionModifications(topic, data)),
+                lambda: self.event_manager.put(Expire()),
+                name=f"controller-{self.broker_id}-topics",
+            )
+        self._topic_watcher.watch(topic, known)
 
     def _stop_partition_watch(self, topic: str) -> None:
-        task = self._partition_watches.pop(topic, None)
-        if task is not None:
-            task.cancel()
+        if self._topic_watcher is not None:
+            self._topic_watcher.unwatch(topic)
 
     async def _watch_loop(
         self, make_iterator: Callable[[], AsyncIterator[Any]], make_event: Callable[[Any], Any]

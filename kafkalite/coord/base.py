@@ -297,6 +297,12 @@ class Watch:
     def cancel(self) -> None:
         self._future.cancel()
 
+    def add_done_callback(self, callback: Callable[[asyncio.Future[WatchEvent]], None]) -> None:
+        """Call ``callback`` with the watch's future once it fires (its result: the
+        ``WatchEvent``), fails (``SessionExpired``, ``SessionClosed``, ``ConnectionLoss``) or is
+        cancelled: a watch that needs no task of its own waiting for it."""
+        self._future.add_done_callback(callback)
+
     def __repr__(self) -> str:
         return f"Watch({self.path!r}, done={self.done()})"
 
@@ -479,6 +485,30 @@ class CoordSession(abc.ABC):
                 return None
 
         return list(await asyncio.gather(*(one(path) for path in paths)))
+
+    async def get_data_and_watch_many(
+        self, paths: Sequence[str]
+    ) -> list[tuple[bytes | None, Watch] | CoordError]:
+        """For each path: its data, or None while it does not exist, and a watch on its next
+        change (its creation while absent); or the error its read raised. All sent at once
+        (ZooKeeper has no watching multi-read; one session answers in order)."""
+
+        async def one(path: str) -> tuple[bytes | None, Watch]:
+            while True:
+                try:
+                    data, _stat, watch = await self.get_data_and_watch(path)
+                    return data, watch
+                except NoNode:
+                    stat, watch = await self.exists_and_watch(path)
+                    if stat is None:
+                        return None, watch
+                    watch.cancel()  # created between the two reads: read it
+
+        results = await asyncio.gather(*(one(path) for path in paths), return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException) and not isinstance(result, CoordError):
+                raise result
+        return results  # type: ignore[return-value]
 
     async def ensure_path(self, path: str) -> None:
         """Create ``path`` and its missing ancestors as empty persistent nodes (no error if present)."""

@@ -729,6 +729,25 @@ class EmbeddedSession(CoordSession):
                 out.append((node.data, node.stat()))
         return out
 
+    async def get_data_and_watch_many(
+        self, paths: Sequence[str]
+    ) -> list[tuple[bytes | None, Watch] | CoordError]:
+        """All in one pass, as one read: no task or stat per node."""
+        if not paths:
+            return []
+        await self._ready()
+        store = self.store
+        nodes = store._nodes
+        out: list[tuple[bytes | None, Watch] | CoordError] = []
+        for path in paths:
+            node = nodes.get(path)
+            if node is None:
+                validate_path(path)
+                out.append((None, store._add_watch(self, _EXIST, path)))
+            else:
+                out.append((node.data, store._add_watch(self, _DATA, path)))
+        return out
+
     async def set_data(self, path: str, data: bytes, version: int) -> Stat:
         results = await self._write([SetDataOp(path, data, version)])
         return results[0].stat

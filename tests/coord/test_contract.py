@@ -437,6 +437,40 @@ async def test_requests_longer_than_jute_maxbuffer_are_refused(backend, session)
     assert (await session.get_data("/big"))[0] == b"small"
 
 
+async def test_get_data_and_watch_many_reads_and_watches_each_node(session, other):
+    """The controller's watch on every topic's node: each node's data (None when absent) and a
+    one-shot watch per node, a data watch on a present node and a creation watch on an absent
+    one, more nodes than one batch; each watch fires once for its own node only."""
+    await session.create("/w")
+    paths = [f"/w/n{i}" for i in range(300)]
+    await session.multi([CreateOp(path, f"{i}".encode()) for i, path in enumerate(paths)])
+    asked = [*paths, "/w/absent"]
+
+    found = await session.get_data_and_watch_many(asked)
+
+    assert [data for data, _ in found] == [f"{i}".encode() for i in range(300)] + [None]
+    fired: list[tuple[str, WatchEvent]] = []
+    for path, (_, watch) in zip(asked, found, strict=True):
+        watch.add_done_callback(lambda future, path=path: fired.append((path, future.result())))
+    await other.set_data("/w/n7", b"changed", ANY_VERSION)
+    await other.delete("/w/n8", ANY_VERSION)
+    await other.create("/w/absent", b"new")
+    expected = [
+        ("/w/n7", WatchEvent(EventType.DATA_CHANGED, "/w/n7")),
+        ("/w/n8", WatchEvent(EventType.DELETED, "/w/n8")),
+        ("/w/absent", WatchEvent(EventType.CREATED, "/w/absent")),
+    ]
+    await wait_until(lambda: len(fired) >= 3, what="the three watches")
+    assert sorted(fired) == sorted(expected)
+    await other.set_data("/w/n7", b"again", ANY_VERSION)  # one-shot: fired already
+    await other.set_data("/w/n9", b"other", ANY_VERSION)
+    await wait_until(lambda: len(fired) >= 4, what="the fourth watch")
+    assert sorted(fired) == sorted(
+        [*expected, ("/w/n9", WatchEvent(EventType.DATA_CHANGED, "/w/n9"))]
+    )
+    assert await session.get_data_and_watch_many([]) == []
+
+
 async def test_get_data_many_answers_as_get_data_does(session, other):
     """The bulk read the controller loads its context with: thousands of nodes (more than one
     request's worth on ZooKeeper), absent ones None, empty and binary data kept, stats equal
