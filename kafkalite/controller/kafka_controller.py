@@ -789,7 +789,7 @@ class KafkaController:
             self._start_watch(
                 name,
                 lambda path=path: self.session.watch_data(path),  # type: ignore[misc]
-                lambda path=path: ZkLeaderElectionRequest(path),  # type: ignore[misc]
+                lambda path=path: ZkLeaderElectionRequest(path),
             )
         # Failover sends every live broker LeaderAndIsr anyway: older ISR change notifications
         # and log dir events are moot. The watches are armed: what changes after these reads
@@ -802,7 +802,6 @@ class KafkaController:
                 reassignments,
                 brokers,
                 topics,
-                config_notifications,
             ) = await asyncio.gather(
                 zk_data.get_isr_change_notifications(self.session),
                 zk_data.get_log_dir_event_notifications(self.session),
@@ -810,11 +809,10 @@ class KafkaController:
                 zk_data.get_partition_reassignments(self.session),
                 zk_data.get_all_brokers_and_epochs(self.session),
                 zk_data.get_all_topics(self.session),
-                self._config_notifications(),
             )
             # Read before the context reads the topics' configs: a config change notification
             # event that finds exactly these has nothing the context does not hold.
-            self._config_notifications_at_load = config_notifications
+            self._config_notifications_at_load = await self._config_notifications()
             await self._initialize_controller_context(brokers, topics)
         result = ControllerResult()
         if stale_notifications:

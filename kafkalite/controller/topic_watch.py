@@ -50,8 +50,8 @@ class TopicNodeWatcher:
     def __init__(
         self,
         session: CoordSession,
-        on_modified: Callable[[str, bytes], None],
-        on_expired: Callable[[], None],
+        on_modified: Callable[[str, bytes], object],
+        on_expired: Callable[[], object],
         *,
         name: str = "topic-watch",
     ) -> None:

@@ -400,7 +400,9 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> str | None:
     CreateTopics, AlterConfigs, the admin API and the controller's topic writes all check
     with this one."""
     if not configs:
-        return None  # Kafka's defaults are valid: the common case of a CreateTopics, checked at once
+        return (
+            None  # Kafka's defaults are valid: the common case of a CreateTopics, checked at once
+        )
     for name, value in configs.items():
         if value is None:
             return f"Null value not supported for topic configs: {name}"
