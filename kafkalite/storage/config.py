@@ -399,10 +399,8 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> str | None:
     bad value (Kafka's ``LogConfig.validate``), the deprecated configs by their own rules.
     CreateTopics, AlterConfigs, the admin API and the controller's topic writes all check
     with this one."""
-    if not configs:
-        return (
-            None  # Kafka's defaults are valid: the common case of a CreateTopics, checked at once
-        )
+    if not configs:  # the common case of a CreateTopics: Kafka's defaults are valid
+        return None
     for name, value in configs.items():
         if value is None:
             return f"Null value not supported for topic configs: {name}"
