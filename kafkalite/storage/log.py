@@ -212,11 +212,16 @@ class Log:
         time_ms: Callable[[], int] = _wall_clock_ms,
         on_log_dir_failure: Callable[[str, BaseException], None] | None = None,
         existing: bool = False,
+        topic_partition: tuple[str, int] | None = None,
     ) -> None:
         """``existing``: the caller found the directory (a LogManager loading its logs): it
-        is loaded, not made (no ``mkdir`` that fails)."""
+        is loaded, not made (no ``mkdir`` that fails). ``topic_partition``: the directory's
+        name already parsed by the caller (``parse_topic_partition_name``)."""
         self.dir = dir if isinstance(dir, Path) else Path(dir)
-        self.topic, self.partition = parse_topic_partition_name(self.dir)
+        # The directory as a str for the load's os calls and the files' paths (a Path's
+        # joins and __fspath__ were a visible part of loading thousands of logs).
+        dir_str = os.fspath(dir)
+        self.topic, self.partition = topic_partition or parse_topic_partition_name(dir_str)
         self.config = config
         self._time_ms = time_ms
         self.on_log_dir_failure = on_log_dir_failure
@@ -261,7 +266,7 @@ class Log:
                     self.newly_created = True
                 except FileExistsError:
                     pass
-            epoch_checkpoint = self.dir / LEADER_EPOCH_CHECKPOINT_FILE
+            epoch_checkpoint = os.path.join(dir_str, LEADER_EPOCH_CHECKPOINT_FILE)
             if self.newly_created:
                 # A new log is its directory and an empty .log: the indexes are created by
                 # their first entry (or the close of a segment holding data), the epoch
@@ -279,7 +284,7 @@ class Log:
                 return
             # One listing of the directory answers every "does this file exist" of the load
             # (a broker loads thousands of logs: no stat or failing open per file).
-            listing = {entry.name: entry for entry in os.scandir(self.dir)}
+            listing = {entry.name: entry for entry in os.scandir(dir_str)}
             try:
                 self.leader_epoch_cache = LeaderEpochFileCache(
                     epoch_checkpoint,
@@ -290,7 +295,7 @@ class Log:
                 epochs_lost = False
             except StorageError:
                 # A malformed checkpoint: rebuild the epochs from the batches (full scan).
-                epoch_checkpoint.unlink()
+                os.unlink(epoch_checkpoint)
                 self.leader_epoch_cache = LeaderEpochFileCache(
                     epoch_checkpoint, _LogEndOffset(self), deferred=True
                 )

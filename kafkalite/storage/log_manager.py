@@ -348,6 +348,7 @@ class LogManager:
                     had_clean_shutdown=had_clean_shutdown,
                     time_ms=self._time_ms,
                     existing=True,
+                    topic_partition=key,
                 )
                 log.high_watermark = high_watermarks.get(key, log.log_start_offset)
                 return log
