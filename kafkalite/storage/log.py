@@ -217,10 +217,11 @@ class Log:
         """``existing``: the caller found the directory (a LogManager loading its logs): it
         is loaded, not made (no ``mkdir`` that fails). ``topic_partition``: the directory's
         name already parsed by the caller (``parse_topic_partition_name``)."""
-        self.dir = dir if isinstance(dir, Path) else Path(dir)
-        # The directory as a str for the load's os calls and the files' paths (a Path's
-        # joins and __fspath__ were a visible part of loading thousands of logs).
-        dir_str = os.fspath(dir)
+        # The directory as a str for the load's os calls and the files' paths, its Path made
+        # when first asked for (``dir``): a Path's construction, joins and __fspath__ were a
+        # visible part of loading thousands of logs.
+        dir_str = self._dir_str = os.fspath(dir)
+        self._dir: Path | None = dir if isinstance(dir, Path) else None
         self.topic, self.partition = topic_partition or parse_topic_partition_name(dir_str)
         self.config = config
         self._time_ms = time_ms
@@ -262,7 +263,7 @@ class Log:
         try:
             if not existing:
                 try:
-                    self.dir.mkdir(parents=True)
+                    os.makedirs(dir_str)
                     self.newly_created = True
                 except FileExistsError:
                     pass
@@ -308,6 +309,24 @@ class Log:
             self._close_quietly()
             raise LogDirFailure(str(self.dir.parent), e) from e
 
+    @property
+    def dir(self) -> Path:
+        """The partition's directory."""
+        path = self._dir
+        if path is None:
+            path = self._dir = Path(self._dir_str)
+        return path
+
+    @dir.setter
+    def dir(self, path: str | os.PathLike[str]) -> None:
+        self._dir = path if isinstance(path, Path) else Path(path)
+        self._dir_str = os.fspath(path)
+
+    @property
+    def dir_str(self) -> str:
+        """The partition's directory as a str (no Path made)."""
+        return self._dir_str
+
     # ================================================================= loading (LogLoader)
 
     def _load(
@@ -319,23 +338,24 @@ class Log:
         config = self.config
         bases: list[int] = []
         index_missing: set[int] = set()
+        dir_str = self._dir_str
         if listing is None:
-            listing = {entry.name: entry for entry in os.scandir(self.dir)}
+            listing = {entry.name: entry for entry in os.scandir(dir_str)}
         names = set(listing)
         if any(name.endswith(SWAP_FILE_SUFFIX) for name in names):
             self._complete_interrupted_swaps()
-            listing = {entry.name: entry for entry in os.scandir(self.dir)}
+            listing = {entry.name: entry for entry in os.scandir(dir_str)}
             names = set(listing)
         for name in list(names):
             if name.endswith((DELETED_FILE_SUFFIX, CLEANED_FILE_SUFFIX, ".tmp")):
-                os.unlink(os.path.join(self.dir, name))  # leftovers: interrupted delete/clean/write
+                os.unlink(os.path.join(dir_str, name))  # leftovers: interrupted delete/clean/write
                 names.discard(name)
                 continue
             if name.endswith(LOG_FILE_SUFFIX):
                 bases.append(offset_from_file_name(name))
             elif name.endswith((INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX)):
                 if name.rsplit(".", 1)[0] + LOG_FILE_SUFFIX not in names:
-                    os.unlink(os.path.join(self.dir, name))  # an orphan index: its log is gone
+                    os.unlink(os.path.join(dir_str, name))  # an orphan index: its log is gone
                     names.discard(name)
         bases.sort()
         needs_recovery: set[int] = set()
@@ -506,7 +526,7 @@ class Log:
         trust_time_index: bool = False,
     ) -> LogSegment:
         return LogSegment.open(
-            self.dir,
+            self._dir_str,
             base_offset,
             preallocate=preallocate,
             new=new,

@@ -1030,7 +1030,7 @@ class LogManager:
         meanwhile is no longer registered) and taken offline as the synchronous check does."""
         logs = list(self._logs.items())
         gone = await asyncio.to_thread(
-            lambda: [(key, log) for key, log in logs if not os.path.isdir(log.dir)]
+            lambda: [(key, log) for key, log in logs if not os.path.isdir(log.dir_str)]
         )
         return self.check_partition_dirs(
             [(key, log) for key, log in gone if self._logs.get(key) is log]
@@ -1112,7 +1112,7 @@ class LogManager:
         vanished = [
             key
             for key, log in (self._logs.items() if candidates is None else candidates)
-            if not os.path.isdir(log.dir) and str(log.dir.parent) not in self.offline_dirs
+            if not os.path.isdir(log.dir_str) and str(log.dir.parent) not in self.offline_dirs
         ]
         for key in vanished:
             log = self._pop_log(key)
