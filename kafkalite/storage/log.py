@@ -1256,7 +1256,7 @@ class Log:
             return False  # never the active segment, and the group must be intact
         try:
             new_segment.change_file_suffixes(CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)
-            fsync_dir(self.dir)
+            fsync_dir(self._dir_str)
             self._segments[i : i + count] = [new_segment]
             self._base_offsets[i : i + count] = [new_segment.base_offset]
             self._closed_size = None  # the segment list changed
@@ -1274,7 +1274,7 @@ class Log:
                         os.unlink(str(path) + DELETED_FILE_SUFFIX)
                     except FileNotFoundError:
                         pass
-            fsync_dir(self.dir)
+            fsync_dir(self._dir_str)
         except OSError as e:
             raise self._fail(e) from e
         return True
@@ -1299,7 +1299,7 @@ class Log:
             self.leader_epoch_cache.flush()
             if self._dir_needs_flush:
                 # New segment files must survive a power loss too: their directory entries.
-                fsync_dir(self.dir)
+                fsync_dir(self._dir_str)
                 self._dir_needs_flush = False
         except OSError as e:
             raise self._fail(e) from e
@@ -1327,7 +1327,7 @@ class Log:
                 for index in (segment.offset_index, segment.time_index):
                     fds.append(os.open(index.file, os.O_RDONLY))
             if self._dir_needs_flush:
-                fds.append(os.open(self.dir, os.O_RDONLY))
+                fds.append(os.open(self._dir_str, os.O_RDONLY))
                 self._dir_needs_flush = False
         except OSError as e:
             for fd in fds:
