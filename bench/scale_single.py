@@ -1,8 +1,10 @@
 """Scale on one broker: topic creation, idle footprint, stop and start.
 
 Run: ``PYTHONPATH=. .venv/bin/python bench/scale_single.py`` (``--topics``, ``--batch``,
-``--profile FILE`` to run the broker under cProfile). Prints JSON; ``main()`` returns the same
-dict (``bench/scale.py`` calls it). Asserts nothing: each figure is printed next to its target.
+``--profile FILE`` to run the broker under cProfile, ``--reuse-dir DIR`` to keep the data
+directory and, when a run with the same ``--topics`` left it, measure the restart alone).
+Prints JSON; ``main()`` returns the same dict (``bench/scale.py`` calls it). Asserts nothing:
+each figure is printed next to its target.
 
 Scenarios, on one broker subprocess (``kafkalite.testing.Broker``) on the embedded store:
 
@@ -146,13 +148,61 @@ def all_led(bootstrap: str, count: int) -> bool:
     return led >= count
 
 
-def main(topics: int = 10_000, batch: int = 1_000, profile: str | None = None) -> dict:
+def wait_all_led(broker: Broker, topics: int) -> None:
+    deadline = time.perf_counter() + 300
+    while not (api_versions_ok(broker.host, broker.port) and all_led(broker.bootstrap, topics)):
+        if broker.proc.poll() is not None or time.perf_counter() > deadline:
+            raise RuntimeError(f"start failed:\n{broker.log_tail()}")
+        time.sleep(0.02)  # readiness polling interval
+
+
+def create_and_measure(broker: Broker, names: list[str], batch: int, result: dict) -> None:
+    """Scenarios 1 and 2: the creation's figures and the idle footprint, into ``result``."""
+    topics = len(names)
+    pid = broker.proc.pid
+    cpu0 = cpu_seconds(pid)
+    t0 = time.perf_counter()
+    batches = create_topics(broker.bootstrap, names, batch)
+    elapsed = time.perf_counter() - t0
+    cpu = cpu_seconds(pid) - cpu0
+    result["create"] = {
+        "partitions_per_s": {"value": round(topics / elapsed), "target": ">= 2000"},
+        "last_over_first_batch": {
+            "value": round(batches[-1] / batches[0], 2),
+            "target": "<= 1.2",
+        },
+        "broker_cpu_ms_per_partition": {
+            "value": round(cpu * 1000 / topics, 3),
+            "target": "<= 1.0",
+        },
+        "batch_seconds": [round(s, 3) for s in batches],
+        "total_seconds": round(elapsed, 2),
+    }
+    time.sleep(3)  # let the broker settle before the idle figures (a measurement, not a sync)
+    result["idle"] = {
+        "rss_mb": {"value": round(rss_mb(pid), 1), "target": "<= 300"},
+        "open_fds": {"value": open_fds(pid), "target": "<= 2000"},
+    }
+
+
+def main(
+    topics: int = 10_000,
+    batch: int = 1_000,
+    profile: str | None = None,
+    reuse_dir: str | None = None,
+) -> dict:
     # The broker's compiled modules are cached (outside the tree) as an installed package's
     # are: with PYTHONDONTWRITEBYTECODE each spawn compiled kafkalite again (about 0.5-1 s of
     # CPU counted in "start to serving"). The first start writes the cache, the restart reads it.
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     os.environ.setdefault("PYTHONPYCACHEPREFIX", tempfile.mkdtemp(prefix="kafkalite-pyc-"))
-    data_dir = tempfile.mkdtemp(prefix="kafkalite-scale-")
+    # --reuse-dir: a directory a previous run with the same --topics left (its broker stopped
+    # cleanly) skips the creation; the start before the measured one writes the bytecode cache.
+    marker = Path(reuse_dir, ".scale_single_topics") if reuse_dir else None
+    reused = marker is not None and marker.exists() and marker.read_text() == str(topics)
+    if reuse_dir:
+        Path(reuse_dir).mkdir(parents=True, exist_ok=True)
+    data_dir = reuse_dir or tempfile.mkdtemp(prefix="kafkalite-scale-")
     broker = ProfiledBroker(
         data_dir=data_dir,
         subprocess=True,
@@ -164,47 +214,26 @@ def main(topics: int = 10_000, batch: int = 1_000, profile: str | None = None) -
         "topics": topics,
         "batch": batch,
         "data_dir": data_dir,
+        "reused": reused,
         "pycache": os.environ["PYTHONPYCACHEPREFIX"],
         "load_average_before": [round(x, 2) for x in os.getloadavg()],
     }
     names = [f"scale-{i:05d}" for i in range(topics)]
     try:
         broker.start(timeout=120)
-        pid = broker.proc.pid
-        cpu0 = cpu_seconds(pid)
-        t0 = time.perf_counter()
-        batches = create_topics(broker.bootstrap, names, batch)
-        elapsed = time.perf_counter() - t0
-        cpu = cpu_seconds(pid) - cpu0
-        result["create"] = {
-            "partitions_per_s": {"value": round(topics / elapsed), "target": ">= 2000"},
-            "last_over_first_batch": {
-                "value": round(batches[-1] / batches[0], 2),
-                "target": "<= 1.2",
-            },
-            "broker_cpu_ms_per_partition": {
-                "value": round(cpu * 1000 / topics, 3),
-                "target": "<= 1.0",
-            },
-            "batch_seconds": [round(s, 3) for s in batches],
-            "total_seconds": round(elapsed, 2),
-        }
-        time.sleep(3)  # let the broker settle before the idle figures (a measurement, not a sync)
-        result["idle"] = {
-            "rss_mb": {"value": round(rss_mb(pid), 1), "target": "<= 300"},
-            "open_fds": {"value": open_fds(pid), "target": "<= 2000"},
-        }
+        if reused:
+            wait_all_led(broker, topics)
+        else:
+            create_and_measure(broker, names, batch, result)
+            if marker is not None:
+                marker.write_text(str(topics))
         t0 = time.perf_counter()
         broker.stop(timeout=120)
         stop_s = time.perf_counter() - t0
         log_before = len(broker.log_text())
         t0 = time.perf_counter()
         broker.spawn()
-        deadline = t0 + 300
-        while not (api_versions_ok(broker.host, broker.port) and all_led(broker.bootstrap, topics)):
-            if broker.proc.poll() is not None or time.perf_counter() > deadline:
-                raise RuntimeError(f"restart failed:\n{broker.log_tail()}")
-            time.sleep(0.02)  # readiness polling interval
+        wait_all_led(broker, topics)
         start_s = time.perf_counter() - t0
         # The broker's CPU from spawn to serving (every thread, user and system): on a loaded
         # machine the wall time above mostly measures the other processes.
@@ -234,5 +263,9 @@ if __name__ == "__main__":
     parser.add_argument("--topics", type=int, default=10_000)
     parser.add_argument("--batch", type=int, default=1_000)
     parser.add_argument("--profile", help="run the broker under cProfile, writing FILE.<start>")
+    parser.add_argument(
+        "--reuse-dir",
+        help="keep the data in DIR; when a run with the same --topics left it, skip the creation",
+    )
     args = parser.parse_args()
-    print(json.dumps(main(args.topics, args.batch, args.profile), indent=2))
+    print(json.dumps(main(args.topics, args.batch, args.profile, args.reuse_dir), indent=2))

@@ -457,8 +457,13 @@ class Partition:
             log.on_news = self.notify_news
         if self.fetch_state_listener is not None:
             self.fetch_state_listener(self.topic_partition)  # another log, another log start
+        # The directory as a str: a loaded Log makes its Path only when asked for (a Path per
+        # partition here was a quarter of a restart's LeaderAndIsr on the loop).
+        log_dir = getattr(log, "dir_str", None)
+        if log_dir is None:
+            log_dir = getattr(log, "dir", None)
         self.producer_state = ProducerStateManager(
-            str(self.topic_partition), getattr(log, "dir", None), self.producer_id_expiration_ms
+            str(self.topic_partition), log_dir, self.producer_id_expiration_ms
         )
         if getattr(log, "empty_without_snapshots", False) and log.log_end_offset == 0:
             return  # a log this process just created: no snapshot, no batch to replay

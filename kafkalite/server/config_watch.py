@@ -35,7 +35,7 @@ from kafkalite.zk.security import config_at, entity_of_path, load_quota_configs
 
 log = structlog.get_logger("kafkalite.server")
 
-TOPIC_CONFIG_READS_IN_FLIGHT = 256
+TOPIC_CONFIG_READ_BATCH = 1024
 TOPIC_CONFIGS = "/config/topics"
 
 
@@ -68,35 +68,43 @@ class TopicConfigs:
         self._changes_at_load = set(await self.session.get_children(paths.CONFIG_CHANGES))
         await self.session.ensure_path(TOPIC_CONFIGS)
         topics = await self.session.get_children(TOPIC_CONFIGS)
-        # Many reads in flight at once (pipelined on one ZooKeeper session, as Kafka's
-        # getEntitiesConfigs does): one round trip after another made a start with
-        # thousands of topics wait seconds here.
-        for start in range(0, len(topics), TOPIC_CONFIG_READS_IN_FLIGHT):
-            await asyncio.gather(
-                *(
-                    self.reload(topic)
-                    for topic in topics[start : start + TOPIC_CONFIG_READS_IN_FLIGHT]
-                )
-            )
+        # Bulk reads (the embedded store's multiRead; ZooKeeper's multiRead or pipelined
+        # reads, as Kafka's getEntitiesConfigs), a yield to the loop after each batch: with a
+        # read and a task per topic, a start with 10,000 topics spent 0.13 s here. A topic
+        # without overrides shares the defaults' LogConfig.
+        for start in range(0, len(topics), TOPIC_CONFIG_READ_BATCH):
+            chunk = topics[start : start + TOPIC_CONFIG_READ_BATCH]
+            found = await self.session.get_data_many([f"{TOPIC_CONFIGS}/{t}" for t in chunk])
+            for topic, node in zip(chunk, found, strict=True):
+                self._apply(topic, None if node is None else node[0])
+            await asyncio.sleep(0)
 
     async def reload(self, topic: str) -> bool:
         """Re-read one topic's overrides; True if its LogConfig changed."""
         try:
             data, _ = await self.session.get_data(f"{TOPIC_CONFIGS}/{topic}")
-            props = json.loads(data).get("config", {}) if data else {}
-            new = LogConfig.from_properties(props, self.defaults)
-            self.overrides[topic] = dict(props)
         except NoNode:
+            return self._apply(topic, None)
+        return self._apply(topic, data)
+
+    def _apply(self, topic: str, data: bytes | None) -> bool:
+        """The topic's overrides as read (None: no node); True if its LogConfig changed."""
+        if data is None:
             new = self.defaults
             self.overrides.pop(topic, None)
-        except (ValueError, json.JSONDecodeError) as e:
-            log.warning(
-                "topic config unreadable; keeping the previous one", topic=topic, error=str(e)
-            )
-            return False
-        changed = self.configs.get(topic, self.defaults) != new
+        else:
+            try:
+                props = json.loads(data).get("config", {}) if data else {}
+                new = LogConfig.from_properties(props, self.defaults) if props else self.defaults
+            except (ValueError, json.JSONDecodeError) as e:
+                log.warning(
+                    "topic config unreadable; keeping the previous one", topic=topic, error=str(e)
+                )
+                return False
+            self.overrides[topic] = dict(props)
+        old = self.configs.get(topic, self.defaults)
         self.configs[topic] = new
-        return changed
+        return old is not new and old != new
 
     def set_defaults(self, defaults: LogConfig) -> list[str]:
         """A new broker default (a dynamic broker config changed): every topic's LogConfig

@@ -419,6 +419,10 @@ class KafkaServer:
         if not self.config.schema_registry_listeners:
             return
         module = await asyncio.to_thread(_import_module, "kafkalite.schema_registry.server")
+        # Its start serves through the admin app's start_site: imported here in the worker
+        # thread too. Imported by start() on the loop, the admin app (aiohttp routes, pydantic
+        # models: 0.2-0.3 s) held the loop right when the first clients after a restart came.
+        await asyncio.to_thread(_import_module, "kafkalite.admin.app")
         from kafkalite.schema_registry.validation import SchemaValidator
 
         self.schema_registry = module.SchemaRegistryServer(

@@ -106,11 +106,25 @@ class CheckpointFile(Generic[T]):
         fields: int,
         version: int = CURRENT_VERSION,
     ) -> None:
-        self.path = path if isinstance(path, Path) else Path(path)
+        # The Path is made when first used: a broker loading 10,000 logs makes a leader epoch
+        # checkpoint each, most never read nor written at start-up (a Path's construction was
+        # a visible part of the load).
+        self._path: str | os.PathLike[str] = path
         self._format = format_entry
         self._parse = parse_entry
         self._fields = fields
         self.version = version
+
+    @property
+    def path(self) -> Path:
+        path = self._path
+        if not isinstance(path, Path):
+            path = self._path = Path(path)
+        return path
+
+    @path.setter
+    def path(self, path: str | os.PathLike[str]) -> None:
+        self._path = path
 
     def write(self, entries: Iterable[T], *, sync: bool = True) -> None:
         lines = [self._format(entry) for entry in entries]
@@ -123,7 +137,8 @@ class CheckpointFile(Generic[T]):
     def read(self) -> list[T]:
         """The entries; [] if the file does not exist."""
         try:
-            text = self.path.read_text()
+            with open(self._path) as f:
+                text = f.read()
         except FileNotFoundError:
             return []
         lines = text.split("\n")
@@ -188,15 +203,20 @@ class EpochEntry(NamedTuple):
     start_offset: int
 
 
+def _format_epoch_entry(e: EpochEntry) -> str:
+    return f"{e.epoch} {e.start_offset}"
+
+
+def _parse_epoch_entry(parts: list[str]) -> EpochEntry:
+    return EpochEntry(int(parts[0]), int(parts[1]))
+
+
 class LeaderEpochCheckpointFile:
     """``epoch start_offset`` lines."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self._file: CheckpointFile[EpochEntry] = CheckpointFile(
-            path,
-            lambda e: f"{e.epoch} {e.start_offset}",
-            lambda parts: EpochEntry(int(parts[0]), int(parts[1])),
-            fields=2,
+            path, _format_epoch_entry, _parse_epoch_entry, fields=2
         )
 
     @property

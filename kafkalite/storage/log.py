@@ -212,11 +212,17 @@ class Log:
         time_ms: Callable[[], int] = _wall_clock_ms,
         on_log_dir_failure: Callable[[str, BaseException], None] | None = None,
         existing: bool = False,
+        topic_partition: tuple[str, int] | None = None,
     ) -> None:
         """``existing``: the caller found the directory (a LogManager loading its logs): it
-        is loaded, not made (no ``mkdir`` that fails)."""
-        self.dir = dir if isinstance(dir, Path) else Path(dir)
-        self.topic, self.partition = parse_topic_partition_name(self.dir)
+        is loaded, not made (no ``mkdir`` that fails). ``topic_partition``: the directory's
+        name already parsed by the caller (``parse_topic_partition_name``)."""
+        # The directory as a str for the load's os calls and the files' paths, its Path made
+        # when first asked for (``dir``): a Path's construction, joins and __fspath__ were a
+        # visible part of loading thousands of logs.
+        dir_str = self._dir_str = os.fspath(dir)
+        self._dir: Path | None = dir if isinstance(dir, Path) else None
+        self.topic, self.partition = topic_partition or parse_topic_partition_name(dir_str)
         self.config = config
         self._time_ms = time_ms
         self.on_log_dir_failure = on_log_dir_failure
@@ -257,11 +263,11 @@ class Log:
         try:
             if not existing:
                 try:
-                    self.dir.mkdir(parents=True)
+                    os.makedirs(dir_str)
                     self.newly_created = True
                 except FileExistsError:
                     pass
-            epoch_checkpoint = self.dir / LEADER_EPOCH_CHECKPOINT_FILE
+            epoch_checkpoint = os.path.join(dir_str, LEADER_EPOCH_CHECKPOINT_FILE)
             if self.newly_created:
                 # A new log is its directory and an empty .log: the indexes are created by
                 # their first entry (or the close of a segment holding data), the epoch
@@ -279,7 +285,7 @@ class Log:
                 return
             # One listing of the directory answers every "does this file exist" of the load
             # (a broker loads thousands of logs: no stat or failing open per file).
-            listing = {entry.name: entry for entry in os.scandir(self.dir)}
+            listing = {entry.name: entry for entry in os.scandir(dir_str)}
             try:
                 self.leader_epoch_cache = LeaderEpochFileCache(
                     epoch_checkpoint,
@@ -290,7 +296,7 @@ class Log:
                 epochs_lost = False
             except StorageError:
                 # A malformed checkpoint: rebuild the epochs from the batches (full scan).
-                epoch_checkpoint.unlink()
+                os.unlink(epoch_checkpoint)
                 self.leader_epoch_cache = LeaderEpochFileCache(
                     epoch_checkpoint, _LogEndOffset(self), deferred=True
                 )
@@ -303,6 +309,24 @@ class Log:
             self._close_quietly()
             raise LogDirFailure(str(self.dir.parent), e) from e
 
+    @property
+    def dir(self) -> Path:
+        """The partition's directory."""
+        path = self._dir
+        if path is None:
+            path = self._dir = Path(self._dir_str)
+        return path
+
+    @dir.setter
+    def dir(self, path: str | os.PathLike[str]) -> None:
+        self._dir = path if isinstance(path, Path) else Path(path)
+        self._dir_str = os.fspath(path)
+
+    @property
+    def dir_str(self) -> str:
+        """The partition's directory as a str (no Path made)."""
+        return self._dir_str
+
     # ================================================================= loading (LogLoader)
 
     def _load(
@@ -314,23 +338,24 @@ class Log:
         config = self.config
         bases: list[int] = []
         index_missing: set[int] = set()
+        dir_str = self._dir_str
         if listing is None:
-            listing = {entry.name: entry for entry in os.scandir(self.dir)}
+            listing = {entry.name: entry for entry in os.scandir(dir_str)}
         names = set(listing)
         if any(name.endswith(SWAP_FILE_SUFFIX) for name in names):
             self._complete_interrupted_swaps()
-            listing = {entry.name: entry for entry in os.scandir(self.dir)}
+            listing = {entry.name: entry for entry in os.scandir(dir_str)}
             names = set(listing)
         for name in list(names):
             if name.endswith((DELETED_FILE_SUFFIX, CLEANED_FILE_SUFFIX, ".tmp")):
-                os.unlink(os.path.join(self.dir, name))  # leftovers: interrupted delete/clean/write
+                os.unlink(os.path.join(dir_str, name))  # leftovers: interrupted delete/clean/write
                 names.discard(name)
                 continue
             if name.endswith(LOG_FILE_SUFFIX):
                 bases.append(offset_from_file_name(name))
             elif name.endswith((INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX)):
                 if name.rsplit(".", 1)[0] + LOG_FILE_SUFFIX not in names:
-                    os.unlink(os.path.join(self.dir, name))  # an orphan index: its log is gone
+                    os.unlink(os.path.join(dir_str, name))  # an orphan index: its log is gone
                     names.discard(name)
         bases.sort()
         needs_recovery: set[int] = set()
@@ -501,7 +526,7 @@ class Log:
         trust_time_index: bool = False,
     ) -> LogSegment:
         return LogSegment.open(
-            self.dir,
+            self._dir_str,
             base_offset,
             preallocate=preallocate,
             new=new,
@@ -1231,7 +1256,7 @@ class Log:
             return False  # never the active segment, and the group must be intact
         try:
             new_segment.change_file_suffixes(CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)
-            fsync_dir(self.dir)
+            fsync_dir(self._dir_str)
             self._segments[i : i + count] = [new_segment]
             self._base_offsets[i : i + count] = [new_segment.base_offset]
             self._closed_size = None  # the segment list changed
@@ -1249,7 +1274,7 @@ class Log:
                         os.unlink(str(path) + DELETED_FILE_SUFFIX)
                     except FileNotFoundError:
                         pass
-            fsync_dir(self.dir)
+            fsync_dir(self._dir_str)
         except OSError as e:
             raise self._fail(e) from e
         return True
@@ -1274,7 +1299,7 @@ class Log:
             self.leader_epoch_cache.flush()
             if self._dir_needs_flush:
                 # New segment files must survive a power loss too: their directory entries.
-                fsync_dir(self.dir)
+                fsync_dir(self._dir_str)
                 self._dir_needs_flush = False
         except OSError as e:
             raise self._fail(e) from e
@@ -1302,7 +1327,7 @@ class Log:
                 for index in (segment.offset_index, segment.time_index):
                     fds.append(os.open(index.file, os.O_RDONLY))
             if self._dir_needs_flush:
-                fds.append(os.open(self.dir, os.O_RDONLY))
+                fds.append(os.open(self._dir_str, os.O_RDONLY))
                 self._dir_needs_flush = False
         except OSError as e:
             for fd in fds:

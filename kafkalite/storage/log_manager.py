@@ -348,6 +348,7 @@ class LogManager:
                     had_clean_shutdown=had_clean_shutdown,
                     time_ms=self._time_ms,
                     existing=True,
+                    topic_partition=key,
                 )
                 log.high_watermark = high_watermarks.get(key, log.log_start_offset)
                 return log
@@ -1029,7 +1030,7 @@ class LogManager:
         meanwhile is no longer registered) and taken offline as the synchronous check does."""
         logs = list(self._logs.items())
         gone = await asyncio.to_thread(
-            lambda: [(key, log) for key, log in logs if not os.path.isdir(log.dir)]
+            lambda: [(key, log) for key, log in logs if not os.path.isdir(log.dir_str)]
         )
         return self.check_partition_dirs(
             [(key, log) for key, log in gone if self._logs.get(key) is log]
@@ -1111,7 +1112,7 @@ class LogManager:
         vanished = [
             key
             for key, log in (self._logs.items() if candidates is None else candidates)
-            if not os.path.isdir(log.dir) and str(log.dir.parent) not in self.offline_dirs
+            if not os.path.isdir(log.dir_str) and str(log.dir.parent) not in self.offline_dirs
         ]
         for key in vanished:
             log = self._pop_log(key)

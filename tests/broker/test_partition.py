@@ -267,3 +267,17 @@ def test_compacted_topic_refuses_records_without_key(tmp_path):
     partition.append_records_to_leader(bytearray(mixed), AppendOrigin.CLIENT, 1)
     assert log.log_end_offset == 3
     log.close()
+
+
+def test_a_partition_names_its_log_directory_to_the_producer_state_as_a_str(tmp_path):
+    # a loaded Log makes its Path only when asked for; a restart's LeaderAndIsr attaches
+    # 10,000 of them on the loop, so the producer state takes the directory's str
+    path = str(tmp_path / "t-0")
+    log = Log(path, LogConfig())
+    log.append_as_leader(epoch_batch(0, 0, n=2), 0)
+    log.close()
+    loaded = Log(path, LogConfig(), existing=True, topic_partition=("t", 0))
+    partition = Partition(TopicPartition("t", 0), 1, MockTime(), LAG_MS)
+    partition.make_leader(leader_state(leader_epoch=1), loaded)
+    assert partition.producer_state.log_dir == path
+    assert partition.log.log_end_offset == 2

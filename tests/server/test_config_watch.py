@@ -98,6 +98,40 @@ async def test_an_unreadable_topic_config_keeps_the_previous_one(session):
     assert configs.for_topic("a").retention_ms == 1000
 
 
+async def test_the_load_reads_the_topics_in_bulk_reads(session, monkeypatch):
+    from kafkalite.server import config_watch
+
+    monkeypatch.setattr(config_watch, "TOPIC_CONFIG_READ_BATCH", 2)  # several batches
+    await set_topic_config(session, "plain", {}, announce=False)
+    await set_topic_config(session, "kept", {"retention.ms": "1000"}, announce=False)
+    await set_topic_config(session, "unknown-key", {"no.such.key": "1"}, announce=False)
+    await set_topic_config(session, "bad", {}, announce=False)
+    await session.set_data(paths.topic_config_path("bad"), b"{not json", -1)
+    await set_topic_config(session, "compact", {"cleanup.policy": "compact"}, announce=False)
+    single_reads = []
+
+    async def get_data(path, *args, **kwargs):
+        single_reads.append(path)
+        raise AssertionError("a read per topic")
+
+    monkeypatch.setattr(session, "get_data", get_data)
+    defaults = LogConfig()
+    configs = TopicConfigs(session, defaults)
+    await configs.load()
+    assert single_reads == []
+    assert configs.for_topic("plain") is defaults  # no override: the defaults themselves
+    assert configs.for_topic("unknown-key") is defaults
+    assert configs.for_topic("kept").retention_ms == 1000
+    assert configs.for_topic("compact").compact
+    assert configs.for_topic("bad") is defaults  # unreadable: nothing to keep yet
+    assert configs.overrides == {
+        "plain": {},
+        "kept": {"retention.ms": "1000"},
+        "unknown-key": {"no.such.key": "1"},
+        "compact": {"cleanup.policy": "compact"},
+    }
+
+
 class Credentials:
     """The parts of security/scram.py's CredentialCache the watcher calls."""
 

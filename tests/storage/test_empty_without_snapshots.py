@@ -58,7 +58,7 @@ def test_a_snapshot_file_or_a_batch_is_rebuilt_as_before(tmp_path, monkeypatch):
     assert not with_snapshot.empty_without_snapshots
     listed = _listings(monkeypatch)
     _attach(with_snapshot)
-    assert listed == [with_snapshot.dir]
+    assert [os.fspath(p) for p in listed] == [os.fspath(with_snapshot.dir)]
     with_snapshot.close()
 
     other = str(tmp_path / "t-1")
@@ -69,5 +69,5 @@ def test_a_snapshot_file_or_a_batch_is_rebuilt_as_before(tmp_path, monkeypatch):
     with_data = _reopen(other)
     assert not with_data.empty_without_snapshots
     _attach(with_data)
-    assert listed[-1] == with_data.dir
+    assert os.fspath(listed[-1]) == os.fspath(with_data.dir)
     with_data.close()

@@ -674,3 +674,25 @@ def test_closing_a_log_writes_its_final_time_index_entry_without_mapping(tmp_pat
     assert segment.time_index.entries == 1 and segment.time_index_is_complete()
     assert segment.time_index.last_entry.offset == 1  # the later record of the two
     reopened.close()
+
+
+def test_a_log_given_a_str_directory_names_it_as_a_path_and_follows_a_rename(tmp_path):
+    # a loading broker hands each log its directory as a str (the Path is made when first
+    # asked for): dir and dir_str agree before and after a rename, and the files follow
+    path = str(tmp_path / "orders-3")
+    log = Log(path, LogConfig())
+    log.append_as_leader(make_batch(2), 0)
+    log.close()
+    loaded = Log(path, LogConfig(), existing=True, topic_partition=("orders", 3))
+    assert (loaded.topic, loaded.partition) == ("orders", 3)
+    assert loaded.dir_str == path
+    assert loaded.dir == Path(path)
+    assert loaded.log_end_offset == 2
+    loaded.rename_dir("orders-3.abc-delete")
+    assert loaded.dir == tmp_path / "orders-3.abc-delete"
+    assert loaded.dir_str == str(tmp_path / "orders-3.abc-delete")
+    assert not os.path.exists(path)
+    loaded.append_as_leader(make_batch(1), 0)
+    assert loaded.log_end_offset == 3
+    assert os.path.getsize(os.path.join(loaded.dir_str, "00000000000000000000.log")) > 0
+    loaded.close()
