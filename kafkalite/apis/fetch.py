@@ -188,8 +188,8 @@ async def _respond_when_ready(
     threshold = getattr(
         ctx.services.replica_manager, "fetch_slice_partitions", FETCH_SLICE_PARTITIONS
     )
-    if context is not None and len(results) + len(denied) > threshold:
-        return await _respond_in_slices(ctx, version, context, results, denied)
+    if len(results) + len(denied) > threshold:
+        return await _respond_in_slices(ctx, version, context, fetch_infos, results, denied)
     return _respond(ctx, version, context, fetch_infos, results, denied)
 
 
@@ -197,6 +197,7 @@ async def _respond_in_slices(
     ctx: RequestContext,
     version: int,
     context: Any,
+    fetch_infos: dict[TopicPartition, FetchInfo],
     results: dict[TopicPartition, Any],
     denied: dict[TopicPartition, FetchPartitionData],
 ) -> Any:
@@ -206,9 +207,14 @@ async def _respond_in_slices(
         results = {**results, **denied}
     slices = LoopSlices(max(1, SLICE_ITEMS // FETCH_SLICE_CHUNK), SLICE_SECONDS)
     await slices.pause()
-    response_partitions, response_session_id = await context.update_and_generate_response_in_slices(
-        results, slices, FETCH_SLICE_CHUNK
-    )
+    if context is not None:
+        answer = await context.update_and_generate_response_in_slices(
+            results, slices, FETCH_SLICE_CHUNK
+        )
+        response_partitions, response_session_id = answer
+    else:
+        response_partitions = [(tp, results[tp]) for tp in fetch_infos if tp in results]
+        response_session_id = INVALID_SESSION_ID
     steps = encode_fetch_response_in_steps(
         ctx.header.correlation_id,
         version,

@@ -75,13 +75,19 @@ def fetch_request(
     forgotten: list[TopicPartition] = (),  # type: ignore[assignment]
     max_bytes: int = 1 << 20,
     max_wait_ms: int = 0,
+    version: int = VERSION,
 ):
-    cls = request_class(ApiKey.FETCH, VERSION)
+    cls = request_class(ApiKey.FETCH, version)
     module = sys.modules[cls.__module__]
+
+    def make(entity, **fields):  # type: ignore[no-untyped-def]
+        return entity(**{k: v for k, v in fields.items() if k in entity.__dataclass_fields__})
+
     by_topic: dict[str, list] = {}
     for tp, info in infos.items():
         by_topic.setdefault(tp.topic, []).append(
-            module.FetchPartition(
+            make(
+                module.FetchPartition,
                 partition=tp.partition,
                 current_leader_epoch=info.current_leader_epoch,
                 fetch_offset=info.fetch_offset,
@@ -93,7 +99,8 @@ def fetch_request(
     forgotten_by_topic: dict[str, list[int]] = {}
     for tp in forgotten:
         forgotten_by_topic.setdefault(tp.topic, []).append(tp.partition)
-    return cls(
+    return make(
+        cls,
         replica_id=replica_id,
         max_wait=datetime.timedelta(milliseconds=max_wait_ms),
         min_bytes=1,
@@ -102,12 +109,14 @@ def fetch_request(
         session_id=session_id,
         session_epoch=epoch,
         topics=tuple(
-            module.FetchTopic(topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()
+            make(module.FetchTopic, topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()
         ),
         forgotten_topics_data=tuple(
-            module.ForgottenTopic(topic=t, partitions=tuple(ps))
+            make(module.ForgottenTopic, topic=t, partitions=tuple(ps))
             for t, ps in forgotten_by_topic.items()
-        ),
+        )
+        if version >= 7
+        else (),
         rack_id="",
     )
 
@@ -156,8 +165,8 @@ class Leader:
         )
         await self.rm.become_leader_or_follower_async(0, 1, [state])
 
-    async def answer(self, request) -> bytes:
-        header = types.SimpleNamespace(api_version=VERSION, correlation_id=1, client_id="t")
+    async def answer(self, request, version: int = VERSION) -> bytes:
+        header = types.SimpleNamespace(api_version=version, correlation_id=1, client_id="t")
         ctx = RequestContext(header, None, self.services, None)  # type: ignore[arg-type]
         result = fetch_handler.handle_fetch(ctx, request)
         if inspect.isawaitable(result):
@@ -258,10 +267,11 @@ async def run(steps, chunk: int) -> None:
                     answers = [await leader.answer(wire) for leader in leaders]
                     assert answers[0] == answers[1], kind
                     follower.answered(request, answers[0])
-                elif kind == "consume":
-                    infos = {t: FetchInfo(p % 2, 1 << 20, 0) for t in TPS}
-                    wire = fetch_request(infos, replica_id=-1, max_bytes=n)
-                    answers = [await leader.answer(wire) for leader in leaders]
+                elif kind == "consume":  # sessionless; v4 has no sessions at all
+                    version = VERSION if p % 2 else 4
+                    infos = {t: FetchInfo(p % 3, 1 << 20, 0) for t in TPS}
+                    wire = fetch_request(infos, replica_id=-1, max_bytes=n, version=version)
+                    answers = [await leader.answer(wire, version) for leader in leaders]
                     assert answers[0] == answers[1], kind
                 elif kind == "resize":
                     follower.max_bytes[tp] = n
@@ -299,7 +309,9 @@ async def run(steps, chunk: int) -> None:
 @given(steps=st.lists(step, max_size=20), chunk=st.integers(1, 3))
 # The byte budget carries over from slice to slice.
 @example(steps=[("append", 0, 2), ("append", 1, 2), ("fetch", 0, 1)], chunk=1)
-@example(steps=[("append", 0, 2), ("append", 1, 2), ("consume", 0, 200)], chunk=2)
+@example(steps=[("append", 0, 2), ("append", 1, 2), ("consume", 1, 200)], chunk=2)
+# A v4 fetch: no session, the answer still encoded in steps.
+@example(steps=[("append", 0, 2), ("append", 3, 1), ("consume", 0, 1 << 20)], chunk=2)
 # An incremental round after a full one, records moved to the back, then parked.
 @example(
     steps=[("append", 2, 1), ("fetch", 0, 1 << 20), ("append", 5, 1), ("fetch", 0, 1 << 20)]
