@@ -13,21 +13,42 @@ serving and the follower's building and decoding), and the rounds with a few par
 written to meanwhile (``--writes`` per round), each mode measured in the same run, alternately.
 
     PYTHONPATH=. .venv/bin/python bench/follower_fetch.py [--partitions 3000] [--seconds 3]
+
+``--leader-only`` measures instead what one large follower fetch holds the leader's loop for
+(decision 0057): one broker in this process leads ``--partitions`` partitions (a record each)
+and its dispatcher is handed Fetch v12 frames of a follower's first fetch of a session (every
+partition, session id 0, epoch 0), as its connection would hand them: ``records`` (the follower
+at offset 0: every partition answers its record, max wait 0) and ``wake`` (the follower caught
+up at offset 1, max wait 5 s: the fetch waits; once it waits, a record is appended to one
+partition, which answers it). Printed per case: the longest callback the loop ran (every
+``asyncio.Handle`` run is timed, named by its task or function) and the callbacks over 20 ms,
+the fetch's wall time (for ``wake``, from the append to the answer) and the process CPU. Each
+round starts with a fresh session (the last one's is closed). ``--baseline-src DIR`` runs the
+same in a child on another tree's kafkalite (a ``git archive`` of the base commit), alternating.
+
+    PYTHONPATH=. .venv/bin/python bench/follower_fetch.py --leader-only --partitions 3333 \\
+        --repeats 3 --baseline-src /tmp/base_held
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
+import inspect
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+# The tree whose kafkalite is measured: this one, or a baseline's (--baseline-src's child).
+sys.path.insert(
+    0, os.environ.get("FOLLOWER_FETCH_SRC") or str(Path(__file__).resolve().parent.parent)
+)
 
 from kafkalite.apis import load_handlers  # noqa: E402
 from kafkalite.apis.base import BrokerServices  # noqa: E402
@@ -201,6 +222,210 @@ async def run(partitions: int, seconds: float, writes: int, repeats: int) -> dic
                 lm.shutdown()
 
 
+class CallbackTimer:
+    """Times every callback the (pure-Python) asyncio loop runs: the longest (and what it was),
+    the longest less the garbage collector's passes inside it (a full pass runs in whatever
+    callback allocated last, whoever made the garbage), and how many took over 20 ms."""
+
+    def __init__(self) -> None:
+        self.longest = 0.0
+        self.longest_without_gc = 0.0
+        self.what = ""
+        self.over_20ms = 0
+        self.count = 0
+        self.gc_s = 0.0
+        self.gc_full = 0
+        self._gc_start = 0.0
+        self._original = asyncio.events.Handle._run
+
+    def _gc(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._gc_start = time.perf_counter()
+            return
+        self.gc_s += time.perf_counter() - self._gc_start
+        self.gc_full += info.get("generation") == 2
+
+    def __enter__(self) -> CallbackTimer:
+        timer, original = self, self._original
+        gc.callbacks.append(self._gc)
+
+        def _run(handle):  # type: ignore[no-untyped-def]
+            start, gc_before = time.perf_counter(), timer.gc_s
+            try:
+                return original(handle)
+            finally:
+                took = time.perf_counter() - start
+                timer.count += 1
+                if took > 0.02:
+                    timer.over_20ms += 1
+                timer.longest_without_gc = max(
+                    timer.longest_without_gc, took - (timer.gc_s - gc_before)
+                )
+                if took > timer.longest:
+                    timer.longest = took
+                    callback = handle._callback
+                    owner = getattr(callback, "__self__", None)
+                    if isinstance(owner, asyncio.Task):
+                        coro = owner.get_coro()
+                        timer.what = f"task {getattr(coro, '__qualname__', coro)!s}"
+                    else:
+                        timer.what = getattr(callback, "__qualname__", repr(callback))[:120]
+
+        asyncio.events.Handle._run = _run  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc) -> None:
+        asyncio.events.Handle._run = self._original  # type: ignore[method-assign]
+        gc.callbacks.remove(self._gc)
+
+
+def fetch_frame(correlation_id: int, offset: int, partitions: int, max_wait_ms: int) -> bytearray:
+    """A follower's (replica 2) first Fetch v12 of a session over every partition."""
+    import datetime
+
+    from kafkalite.client.messages import build_message
+    from kafkalite.protocol.api import ApiKey, request_class
+    from kafkalite.protocol.frames import encode_request
+
+    message = build_message(
+        request_class(ApiKey.FETCH, 12),
+        replica_id=2,
+        max_wait=datetime.timedelta(milliseconds=max_wait_ms),
+        min_bytes=1,
+        max_bytes=50 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=0,
+        topics=[
+            {
+                "topic": "scale",
+                "partitions": [
+                    {
+                        "partition": p,
+                        "current_leader_epoch": 0,
+                        "fetch_offset": offset,
+                        "last_fetched_epoch": -1,
+                        "log_start_offset": 0,
+                        "partition_max_bytes": 1 << 20,
+                    }
+                    for p in range(partitions)
+                ],
+            }
+        ],
+        forgotten_topics_data=[],
+        rack_id="",
+    )
+    return bytearray(encode_request(ApiKey.FETCH, 12, correlation_id, "replica-2", message)[4:])
+
+
+async def leader_only(partitions: int, repeats: int) -> dict:
+    """See ``--leader-only`` in the module docstring."""
+    import resource
+
+    from kafkalite.network.connection import ConnectionInfo
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # a segment file open per partition
+    load_handlers()
+    out: dict[str, list[dict]] = {"records": [], "wake": []}
+    with tempfile.TemporaryDirectory(prefix="follower-fetch-leader-") as root:
+        lm = LogManager([root], LogConfig())
+        lm.startup()
+        rm = ReplicaManager(1, lm, None, SYSTEM_TIME)
+        sessions = FetchSessionCache(1000, park=rm.park_idle_partition)
+        services = BrokerServices(
+            config=BrokerConfig.load(environ={}),
+            broker_id=1,
+            replica_manager=rm,
+            fetch_sessions=sessions,
+            log_manager=lm,
+        )
+        dispatcher = ApiDispatcher(services)
+        dispatcher.ready.set()
+        connection = ConnectionInfo("127.0.0.1", 5555, "PLAINTEXT")
+        tps = [TopicPartition("scale", p) for p in range(partitions)]
+        states = [
+            LeaderAndIsrPartitionState(
+                topic=tp.topic,
+                partition=tp.partition,
+                controller_epoch=1,
+                leader=1,
+                leader_epoch=0,
+                isr=(1, 2),
+                zk_version=0,
+                replicas=(1, 2),
+            )
+            for tp in tps
+        ]
+        await rm.become_leader_or_follower_async(0, 1, states)
+        for tp in tps:
+            await rm.append_records(0, 1, {tp: one_batch()})
+
+        async def serve(frame: bytearray):  # type: ignore[no-untyped-def]
+            result = dispatcher.dispatch(frame, connection)
+            if inspect.isawaitable(result):
+                result = await result
+            return result
+
+        try:
+            for i in range(repeats):
+                # records: the follower at offset 0 (a first fetch after a restart or a new
+                # leader: every partition has a record for it); answered at once.
+                sessions.sessions.clear()
+                frame = fetch_frame(2 * i + 1, 0, partitions, 0)
+                cpu, wall = time.process_time(), time.perf_counter()
+                with CallbackTimer() as timer:
+                    await asyncio.ensure_future(serve(frame))
+                out["records"].append(_figures(timer, time.perf_counter() - wall, cpu))
+                # wake: caught up (offset 1, the HW already 1), the fetch waits; a record on
+                # the middle partition answers it.
+                sessions.sessions.clear()
+                frame = fetch_frame(2 * i + 2, 1 + i, partitions, 5_000)
+                cpu = time.process_time()
+                with CallbackTimer() as timer:
+                    waiting = asyncio.ensure_future(serve(frame))
+                    while rm.fetch_purgatory.delayed == 0:
+                        if waiting.done():  # answered at once: an error (e.g. out of files)
+                            raise RuntimeError(
+                                f"the fetch did not wait: {waiting.result()!r}"[:300]
+                            )
+                        await asyncio.sleep(0)
+                    wall = time.perf_counter()
+                    await rm.append_records(0, 1, {tps[partitions // 2]: one_batch()})
+                    await waiting
+                out["wake"].append(_figures(timer, time.perf_counter() - wall, cpu))
+                for tp in tps:  # every partition at LEO i + 2 for the next round
+                    if tp != tps[partitions // 2]:
+                        await rm.append_records(0, 1, {tp: one_batch()})
+        finally:
+            await rm.shutdown()
+            lm.shutdown()
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    return out
+
+
+def _figures(timer: CallbackTimer, wall: float, cpu_start: float) -> dict:
+    return {
+        "longest_callback_ms": round(1000 * timer.longest, 1),
+        "longest_callback": timer.what,
+        "longest_callback_without_gc_ms": round(1000 * timer.longest_without_gc, 1),
+        "gc_ms": round(1000 * timer.gc_s, 1),
+        "gc_full_passes": timer.gc_full,
+        "callbacks_over_20ms": timer.over_20ms,
+        "callbacks": timer.count,
+        "wall_ms": round(1000 * wall, 1),
+        "cpu_ms": round(1000 * (time.process_time() - cpu_start), 1),
+    }
+
+
+def _leader_only_child(src: str, args: argparse.Namespace) -> dict:
+    env = dict(os.environ, FOLLOWER_FETCH_SRC=src, PYTHONPATH=src)
+    command = [sys.executable, __file__, "--leader-only", "--json-only"]
+    command += ["--partitions", str(args.partitions), "--repeats", str(args.repeats)]
+    done = subprocess.run(command, env=env, cwd=src, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--partitions", type=int, default=3000)
@@ -208,7 +433,26 @@ def main() -> None:
     parser.add_argument("--writes", type=int, default=2, help="records written per ms")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--out", help="also write the JSON there (the brokers log to stdout)")
+    parser.add_argument("--leader-only", action="store_true", help="see the module docstring")
+    parser.add_argument("--baseline-src", help="--leader-only: also on this tree's kafkalite")
+    parser.add_argument("--rounds", type=int, default=1, help="--leader-only: alternations")
+    parser.add_argument("--json-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.leader_only:
+        if args.json_only:
+            print(json.dumps(asyncio.run(leader_only(args.partitions, args.repeats))))
+            return
+        here = str(Path(__file__).resolve().parent.parent)
+        order = [("this_tree", here)] + (
+            [("baseline", args.baseline_src)] if args.baseline_src else []
+        )
+        runs: dict[str, list] = {name: [] for name, _ in order}
+        for i in range(args.rounds):
+            for name, src in order if i % 2 == 0 else order[::-1]:
+                runs[name].append(_leader_only_child(src, args))
+        figures = {"partitions": args.partitions, "load_average": os.getloadavg(), **runs}
+        print(json.dumps(figures, indent=2))
+        return
     figures = asyncio.run(run(args.partitions, args.seconds, args.writes, args.repeats))
     if args.out:
         Path(args.out).write_text(json.dumps(figures, indent=2))

@@ -19,6 +19,12 @@ RackAwareReplicaSelector may answer it with a preferred read replica and no reco
 A follower's incremental fetch reads only the partitions of its session with news (the
 others are parked, broker/fetch_session.py); when there are none it waits for news up to its
 max wait, then reads what has it.
+
+A fetch of more than ``FETCH_SLICE_PARTITIONS`` partitions (a follower's first fetch of a
+session, a consumer of many partitions) is read and, when it is answered with a session, its
+session bookkeeping done in slices that yield to the loop (ReplicaManager's
+``_fetch_messages_in_slices``; decision 0057); smaller ones are answered in one go, most of
+them without a coroutine.
 """
 
 from __future__ import annotations
@@ -29,11 +35,16 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kafkalite.apis.base import RequestContext, handles, millis
+from kafkalite.broker.replica_manager import FETCH_SLICE_CHUNK, FETCH_SLICE_PARTITIONS
 from kafkalite.broker.types import FetchInfo, FetchParams, FetchPartitionData, IsolationLevel
 from kafkalite.protocol.api import ApiKey
 from kafkalite.protocol.errors import ErrorCode
-from kafkalite.protocol.fetch_response import encode_fetch_response
+from kafkalite.protocol.fetch_response import (
+    encode_fetch_response,
+    encode_fetch_response_in_steps,
+)
 from kafkalite.protocol.types import TopicPartition
+from kafkalite.storage.loop_slices import SLICE_ITEMS, SLICE_SECONDS, LoopSlices
 
 INVALID_SESSION_ID = 0
 INITIAL_EPOCH = 0
@@ -173,7 +184,51 @@ async def _respond_when_ready(
     pending: Awaitable[dict[TopicPartition, Any]],
     denied: dict[TopicPartition, FetchPartitionData],
 ) -> Any:
-    return _respond(ctx, version, context, fetch_infos, await pending, denied)
+    results = await pending
+    threshold = getattr(
+        ctx.services.replica_manager, "fetch_slice_partitions", FETCH_SLICE_PARTITIONS
+    )
+    if len(results) + len(denied) > threshold:
+        return await _respond_in_slices(ctx, version, context, fetch_infos, results, denied)
+    return _respond(ctx, version, context, fetch_infos, results, denied)
+
+
+async def _respond_in_slices(
+    ctx: RequestContext,
+    version: int,
+    context: Any,
+    fetch_infos: dict[TopicPartition, FetchInfo],
+    results: dict[TopicPartition, Any],
+    denied: dict[TopicPartition, FetchPartitionData],
+) -> Any:
+    """``_respond`` for many partitions: the session's bookkeeping and the encoding in slices
+    that yield to the loop, the first after the read's last slice."""
+    if denied:
+        results = {**results, **denied}
+    slices = LoopSlices(max(1, SLICE_ITEMS // FETCH_SLICE_CHUNK), SLICE_SECONDS)
+    await slices.pause()
+    if context is not None:
+        answer = await context.update_and_generate_response_in_slices(
+            results, slices, FETCH_SLICE_CHUNK
+        )
+        response_partitions, response_session_id = answer
+    else:
+        response_partitions = [(tp, results[tp]) for tp in fetch_infos if tp in results]
+        response_session_id = INVALID_SESSION_ID
+    steps = encode_fetch_response_in_steps(
+        ctx.header.correlation_id,
+        version,
+        _by_topic(response_partitions),
+        step=FETCH_SLICE_CHUNK,
+        session_id=response_session_id,
+    )
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
+        if slices.due():
+            await slices.pause()
 
 
 def _respond(
@@ -191,12 +246,32 @@ def _respond(
     else:
         response_partitions = [(tp, results[tp]) for tp in fetch_infos if tp in results]
         response_session_id = INVALID_SESSION_ID
+    return _encode(ctx, version, response_partitions, response_session_id)
+
+
+def _encode(
+    ctx: RequestContext,
+    version: int,
+    response_partitions: list[tuple[TopicPartition, Any]],
+    response_session_id: int,
+) -> Any:
+    return encode_fetch_response(
+        ctx.header.correlation_id,
+        version,
+        _by_topic(response_partitions),
+        session_id=response_session_id,
+    )
+
+
+def _by_topic(
+    response_partitions: list[tuple[TopicPartition, Any]],
+) -> list[tuple[str, list[tuple[int, Any]]]]:
+    """The response's partitions grouped by topic, in their order (a topic whose partitions
+    are not together appears once per run, as the encoder writes them)."""
     topics: list[tuple[str, list[tuple[int, Any]]]] = []
     for tp, data in response_partitions:
         if topics and topics[-1][0] == tp.topic:
             topics[-1][1].append((tp.partition, data))
         else:
             topics.append((tp.topic, [(tp.partition, data)]))
-    return encode_fetch_response(
-        ctx.header.correlation_id, version, topics, session_id=response_session_id
-    )
+    return topics

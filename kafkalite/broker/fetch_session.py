@@ -30,7 +30,9 @@ The fetcher's side is ``FetchSessionHandler`` (a follower's replica fetcher keep
 leader): it turns the partitions wanted in a round into a full or an incremental request and
 starts over with a full one whenever the two sides may disagree.
 
-Pure: no I/O; the clock is injected. Not thread-safe.
+Pure: no I/O; the clock is injected. Not thread-safe. The contexts' ``..._in_slices`` variants
+(a response of many partitions, decision 0057) only yield to the loop, through the
+``LoopSlices`` they are given.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from kafkalite.broker.clock import SYSTEM_TIME, Time
 from kafkalite.broker.types import UNKNOWN_OFFSET, FetchInfo, FetchPartitionData
@@ -251,6 +254,17 @@ class FetchContext:
         """(partitions to put in the response, in order; the session id to answer with)."""
         raise NotImplementedError
 
+    async def update_and_generate_response_in_slices(
+        self, results: Mapping[TopicPartition, FetchPartitionData], slices: Any, chunk: int
+    ) -> tuple[list[tuple[TopicPartition, FetchPartitionData]], int]:
+        """``update_and_generate_response`` for a response of many partitions, ``chunk`` at a
+        time, awaiting ``slices.pause()`` when ``slices.due()`` (a
+        ``kafkalite.storage.loop_slices.LoopSlices``) between chunks: the same answer and session
+        state as one call when nothing changes meanwhile. Each partition's bookkeeping stands
+        on its own (its cached values, whether it is parked: the park hook checks the leader's
+        state as it is then), so news between chunks is handled as news after the answer."""
+        return self.update_and_generate_response(results)
+
 
 class SessionErrorContext(FetchContext):
     def __init__(self, error_code: ErrorCode) -> None:
@@ -283,22 +297,62 @@ class FullFetchContext(FetchContext):
         response = [(tp, results[tp]) for tp in self.fetch_infos if tp in results]
 
         def create_partitions() -> dict[TopicPartition, CachedPartition]:
-            partitions = {}
-            for tp, data in response:
-                cached = CachedPartition(tp, self.fetch_infos[tp])
-                cached.maybe_update_response_data(data, True)
-                partitions[tp] = cached
+            partitions: dict[TopicPartition, CachedPartition] = {}
+            self._add_cached_partitions(partitions, response)
             return partitions
 
+        session = self._create_session(response, create_partitions)
+        if session is None:
+            return response, INVALID_SESSION_ID
+        if self._parks(session):
+            session.park_idle(self.cache.park, response)  # type: ignore[arg-type]
+        return response, session.id
+
+    async def update_and_generate_response_in_slices(self, results, slices, chunk):
+        response = [(tp, results[tp]) for tp in self.fetch_infos if tp in results]
+        partitions: dict[TopicPartition, CachedPartition] = {}
+        for start in range(0, len(response), chunk):
+            self._add_cached_partitions(partitions, response[start : start + chunk])
+            if slices.due():
+                await slices.pause()
+        session = self._create_session(response, lambda: partitions)
+        if session is None:
+            return response, INVALID_SESSION_ID
+        if self._parks(session):
+            for start in range(0, len(response), chunk):
+                session.park_idle(self.cache.park, response[start : start + chunk])  # type: ignore[arg-type]
+                if start + chunk < len(response) and slices.due():
+                    await slices.pause()
+        return response, session.id
+
+    def _add_cached_partitions(
+        self,
+        partitions: dict[TopicPartition, CachedPartition],
+        response: Iterable[tuple[TopicPartition, FetchPartitionData]],
+    ) -> None:
+        fetch_infos = self.fetch_infos
+        for tp, data in response:
+            cached = CachedPartition(tp, fetch_infos[tp])
+            cached.maybe_update_response_data(data, True)
+            partitions[tp] = cached
+
+    def _create_session(
+        self,
+        response: list[tuple[TopicPartition, FetchPartitionData]],
+        create_partitions: Callable[[], dict[TopicPartition, CachedPartition]],
+    ) -> FetchSession | None:
         cache = self.cache
         session_id = cache.maybe_create_session(
             cache.time.milliseconds(), self.is_from_follower, len(response), create_partitions
         )
-        if session_id != INVALID_SESSION_ID and cache.park is not None and self.replica_id >= 0:
-            session = cache.sessions[session_id]
-            session.replica_id = self.replica_id
-            session.park_idle(cache.park, response)
-        return response, session_id
+        return cache.sessions[session_id] if session_id != INVALID_SESSION_ID else None
+
+    def _parks(self, session: FetchSession) -> bool:
+        """A follower's new session on a leader that parks: its replica noted, True."""
+        if self.cache.park is None or self.replica_id < 0:
+            return False
+        session.replica_id = self.replica_id
+        return True
 
 
 class IncrementalFetchContext(FetchContext):
@@ -344,6 +398,18 @@ class IncrementalFetchContext(FetchContext):
         if park is not None and session.replica_id >= 0:
             session.park_idle(park, results.items())
         return response, session.id
+
+    async def update_and_generate_response_in_slices(self, results, slices, chunk):
+        # The incremental bookkeeping is per partition (the cached values, moving a partition
+        # with records to the back, parking), so chunk by chunk is the same as in one go.
+        items = list(results.items())
+        response = []
+        for start in range(0, len(items), chunk):
+            part, _ = self.update_and_generate_response(dict(items[start : start + chunk]))
+            response.extend(part)
+            if start + chunk < len(items) and slices.due():
+                await slices.pause()
+        return response, self.session.id
 
 
 class FetchSessionCache:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import functools
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Generator, Iterable, Sequence
 from typing import Any
 
 from kafkalite.protocol.varint import encode_unsigned_varint
@@ -106,6 +106,7 @@ def encode_fetch_response(
     `kafkalite.broker.types.FetchPartitionData` (error_code, high_watermark, last_stable_offset,
     log_start_offset, records, preferred_read_replica, diverging_epoch, aborted_transactions).
     """
+    # _begin and _end written out: the one-partition answer is the hot path.
     layout = _LAYOUTS.get(version)
     if layout is None:
         raise ValueError(f"FetchResponse v{version} is not encoded here")
@@ -119,74 +120,10 @@ def encode_fetch_response(
     cur += layout.header.pack(*((fields[0], 0, *fields[1:]) if flexible else fields))
     topics = topics if isinstance(topics, list) else list(topics)
     _array_len(cur, len(topics), flexible)
-    v5 = version >= 5
-    v11 = version >= 11
-    pack_partition = layout.partition.pack
-    null_aborted = layout.null_aborted_tail
     for topic, partitions in topics:
         cur += _topic_name(topic, flexible)
         _array_len(cur, len(partitions), flexible)
-        for index, data in partitions:
-            hw = data.high_watermark
-            lso = data.last_stable_offset
-            if lso < 0:
-                lso = hw
-            aborted = data.aborted_transactions
-            if aborted is None:
-                # index, error, hw, lso, [log start], null aborted list, [preferred replica]
-                if v11:
-                    cur += pack_partition(
-                        index,
-                        data.error_code,
-                        hw,
-                        lso,
-                        data.log_start_offset,
-                        null_aborted,
-                        data.preferred_read_replica,
-                    )
-                elif v5:
-                    cur += pack_partition(
-                        index, data.error_code, hw, lso, data.log_start_offset, null_aborted
-                    )
-                else:
-                    cur += pack_partition(index, data.error_code, hw, lso, null_aborted)
-            else:
-                if v5:
-                    cur += layout.partition_head.pack(
-                        index, data.error_code, hw, lso, data.log_start_offset
-                    )
-                else:
-                    cur += layout.partition_head.pack(index, data.error_code, hw, lso)
-                _array_len(cur, len(aborted), flexible)
-                for txn in aborted:
-                    producer_id, first_offset = _aborted_fields(txn)
-                    cur += _ABORTED.pack(producer_id, first_offset)
-                    if flexible:
-                        cur.append(0)
-                if v11:
-                    cur += _I32.pack(data.preferred_read_replica)
-            records = data.records
-            if records is None:
-                cur += b"\x00" if flexible else b"\xff\xff\xff\xff"
-            else:
-                size = len(records)
-                if flexible:
-                    cur += encode_unsigned_varint(size + 1)
-                else:
-                    cur += _I32.pack(size)
-                if size:
-                    out.append(cur)
-                    out.append(_records_buffer(records))
-                    cur = bytearray()
-            if flexible:
-                diverging = data.diverging_epoch
-                if diverging is not None and diverging.end_offset >= 0:
-                    cur.append(1)  # one tagged field
-                    cur.append(0)  # tag 0: diverging_epoch
-                    cur.append(_DIVERGING.size)
-                    cur += _DIVERGING.pack(diverging.leader_epoch, diverging.end_offset, 0)
-                else:
-                    cur.append(0)
+        cur = _encode_partitions(layout, version, partitions, out, cur)
         if flexible:
             cur.append(0)
     if flexible:
@@ -195,6 +132,147 @@ def encode_fetch_response(
     total = sum(len(b) for b in out) - 4
     out[0][0:4] = _I32.pack(total)
     return out
+
+
+def encode_fetch_response_in_steps(
+    correlation_id: int,
+    version: int,
+    topics: Iterable[tuple[str, Sequence[tuple[int, Any]]]],
+    *,
+    step: int,
+    throttle_time_ms: int = 0,
+    error_code: int = 0,
+    session_id: int = 0,
+) -> Generator[None, None, list[Any]]:
+    """``encode_fetch_response`` as a generator that yields after every ``step`` partitions
+    and returns the same buffers (``StopIteration.value``): the caller may give the event
+    loop back between steps when a response has thousands of partitions."""
+    layout, out, cur, topics = _begin(
+        correlation_id, version, topics, throttle_time_ms, error_code, session_id
+    )
+    flexible = layout.flexible
+    for topic, partitions in topics:
+        cur += _topic_name(topic, flexible)
+        _array_len(cur, len(partitions), flexible)
+        for start in range(0, len(partitions), step):
+            cur = _encode_partitions(layout, version, partitions[start : start + step], out, cur)
+            yield
+        if flexible:
+            cur.append(0)
+    return _end(layout, out, cur)
+
+
+def _begin(
+    correlation_id: int,
+    version: int,
+    topics: Iterable[tuple[str, Sequence[tuple[int, Any]]]],
+    throttle_time_ms: int,
+    error_code: int,
+    session_id: int,
+) -> tuple[_Layout, list[Any], bytearray, list[tuple[str, Sequence[tuple[int, Any]]]]]:
+    """The layout, the buffers so far, the current one (the header and the topic count
+    written, the size prefix left to ``_end``) and the topics as a list."""
+    layout = _LAYOUTS.get(version)
+    if layout is None:
+        raise ValueError(f"FetchResponse v{version} is not encoded here")
+    flexible = layout.flexible
+    out: list[Any] = []
+    cur = bytearray(4)  # size prefix, patched at the end
+    if version >= 7:
+        fields = (correlation_id, throttle_time_ms, error_code, session_id)
+    else:
+        fields = (correlation_id, throttle_time_ms)
+    cur += layout.header.pack(*((fields[0], 0, *fields[1:]) if flexible else fields))
+    topics = topics if isinstance(topics, list) else list(topics)
+    _array_len(cur, len(topics), flexible)
+    return layout, out, cur, topics
+
+
+def _end(layout: _Layout, out: list[Any], cur: bytearray) -> list[Any]:
+    if layout.flexible:
+        cur.append(0)
+    out.append(cur)
+    total = sum(len(b) for b in out) - 4
+    out[0][0:4] = _I32.pack(total)
+    return out
+
+
+def _encode_partitions(
+    layout: _Layout,
+    version: int,
+    partitions: Sequence[tuple[int, Any]],
+    out: list[Any],
+    cur: bytearray,
+) -> bytearray:
+    """Append ``partitions`` (of one topic) to ``cur``; a non-empty records slice goes to
+    ``out`` as a part of its own after ``cur``, and a new current buffer is returned."""
+    flexible = layout.flexible
+    v5 = version >= 5
+    v11 = version >= 11
+    pack_partition = layout.partition.pack
+    null_aborted = layout.null_aborted_tail
+    for index, data in partitions:
+        hw = data.high_watermark
+        lso = data.last_stable_offset
+        if lso < 0:
+            lso = hw
+        aborted = data.aborted_transactions
+        if aborted is None:
+            # index, error, hw, lso, [log start], null aborted list, [preferred replica]
+            if v11:
+                cur += pack_partition(
+                    index,
+                    data.error_code,
+                    hw,
+                    lso,
+                    data.log_start_offset,
+                    null_aborted,
+                    data.preferred_read_replica,
+                )
+            elif v5:
+                cur += pack_partition(
+                    index, data.error_code, hw, lso, data.log_start_offset, null_aborted
+                )
+            else:
+                cur += pack_partition(index, data.error_code, hw, lso, null_aborted)
+        else:
+            if v5:
+                cur += layout.partition_head.pack(
+                    index, data.error_code, hw, lso, data.log_start_offset
+                )
+            else:
+                cur += layout.partition_head.pack(index, data.error_code, hw, lso)
+            _array_len(cur, len(aborted), flexible)
+            for txn in aborted:
+                producer_id, first_offset = _aborted_fields(txn)
+                cur += _ABORTED.pack(producer_id, first_offset)
+                if flexible:
+                    cur.append(0)
+            if v11:
+                cur += _I32.pack(data.preferred_read_replica)
+        records = data.records
+        if records is None:
+            cur += b"\x00" if flexible else b"\xff\xff\xff\xff"
+        else:
+            size = len(records)
+            if flexible:
+                cur += encode_unsigned_varint(size + 1)
+            else:
+                cur += _I32.pack(size)
+            if size:
+                out.append(cur)
+                out.append(_records_buffer(records))
+                cur = bytearray()
+        if flexible:
+            diverging = data.diverging_epoch
+            if diverging is not None and diverging.end_offset >= 0:
+                cur.append(1)  # one tagged field
+                cur.append(0)  # tag 0: diverging_epoch
+                cur.append(_DIVERGING.size)
+                cur += _DIVERGING.pack(diverging.leader_epoch, diverging.end_offset, 0)
+            else:
+                cur.append(0)
+    return cur
 
 
 def _array_len(cur: bytearray, n: int, flexible: bool) -> None:

@@ -8,7 +8,10 @@ from kio.serial import entity_reader
 
 from kafkalite.broker.types import EpochEndOffset, FetchPartitionData
 from kafkalite.protocol.api import response_class
-from kafkalite.protocol.fetch_response import encode_fetch_response
+from kafkalite.protocol.fetch_response import (
+    encode_fetch_response,
+    encode_fetch_response_in_steps,
+)
 from kafkalite.storage.file_records import FileRecords
 
 
@@ -85,6 +88,36 @@ def test_matches_kio_decoder(version, topics, session_id):
             if version >= 12 and data.diverging_epoch is not None:
                 assert got.diverging_epoch.epoch == data.diverging_epoch.leader_epoch
                 assert got.diverging_epoch.end_offset == data.diverging_epoch.end_offset
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    version=st.integers(4, 12),
+    topics=topics,
+    session_id=st.integers(0, 2**31 - 1),
+    step=st.integers(1, 4),
+)
+def test_the_encoding_in_steps_gives_the_same_buffers(version, topics, session_id, step):
+    """A response of many partitions is encoded a few partitions at a time (the Fetch
+    handler gives the loop back in between): the same frame, the record slices as the same
+    parts, one step per ``step`` partitions of each topic."""
+    whole = encode_fetch_response(7, version, topics, session_id=session_id, error_code=0)
+    steps = encode_fetch_response_in_steps(
+        7, version, topics, step=step, session_id=session_id, error_code=0
+    )
+    taken = 0
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            parts = done.value
+            break
+        taken += 1
+    assert taken == sum(-(-len(partitions) // step) for _, partitions in topics)
+    assert [type(p) for p in parts] == [type(p) for p in whole]
+    assert b"".join(bytes(p.view() if isinstance(p, Slice) else p) for p in parts) == b"".join(
+        bytes(p.view() if isinstance(p, Slice) else p) for p in whole
+    )
 
 
 def test_record_data_is_not_copied():
