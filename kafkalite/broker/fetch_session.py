@@ -56,6 +56,8 @@ DEFAULT_EVICTION_MS = 120_000  # min.incremental.fetch.session.eviction.ms
 
 # (session, partition, what it was just answered) -> whether the leader will unpark it on news
 ParkHook = Callable[["FetchSession", TopicPartition, FetchPartitionData], bool]
+# (session, partition) -> None: the session's follower forgot a partition it had parked
+ForgetParkedHook = Callable[["FetchSession", TopicPartition], None]
 
 
 def next_epoch(epoch: int) -> int:
@@ -420,10 +422,14 @@ class FetchSessionCache:
         time: Time = SYSTEM_TIME,
         rng: random.Random | None = None,
         park: ParkHook | None = None,
+        forget_parked: ForgetParkedHook | None = None,
     ) -> None:
         # ``park`` (the leader's ReplicaManager.park_idle_partition): followers' sessions
         # skip the partitions with no news (see FetchSession); None reads every partition.
+        # ``forget_parked`` (ReplicaManager.forget_parked_partition): told of each parked
+        # partition a follower's incremental fetch forgets.
         self.park = park
+        self.forget_parked = forget_parked
         self.max_entries = max_entries
         self.eviction_ms = eviction_ms
         self.time = time
@@ -449,6 +455,7 @@ class FetchSessionCache:
     ) -> FetchContext:
         """The context for one Fetch request (see the table in the module docstring)."""
         fetch_infos = dict(fetch_infos)
+        forgotten = list(forgotten)
         if session_epoch in (INITIAL_EPOCH, FINAL_EPOCH):
             if session_id != INVALID_SESSION_ID:
                 self.remove(session_id)
@@ -460,7 +467,11 @@ class FetchSessionCache:
             return SessionErrorContext(ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
         if session.epoch != session_epoch:
             return SessionErrorContext(ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+        left_parked = [tp for tp in forgotten if tp in session.parked] if session.parked else []
         session.update(fetch_infos, forgotten)
+        if left_parked and self.forget_parked is not None:
+            for tp in left_parked:  # before touch(): last_used_ms is still the last fetch's
+                self.forget_parked(session, tp)
         if session.size == 0:
             self.remove(session.id)
             return SessionlessFetchContext({})

@@ -401,15 +401,26 @@ class Partition:
         tp = self.topic_partition
         replicas = self.remote_replicas
         for session, replica_id in watchers.items():
-            if not session.unpark(tp):
-                continue
-            replica = replicas.get(replica_id)
-            if replica is not None:
-                last = session.last_used_ms
-                if last > replica.last_fetch_time_ms:
-                    replica.last_fetch_time_ms = last
-                if last > replica.last_caught_up_time_ms:
-                    replica.last_caught_up_time_ms = last
+            if session.unpark(tp):
+                self._fetched_while_parked(replicas.get(replica_id), session.last_used_ms)
+
+    def parked_session_forgot(self, session: Any) -> None:
+        """A session that parked this partition no longer fetches it (its follower forgot it):
+        until its last fetch it fetched it in every request without reading it, so the
+        follower's fetch and caught-up times move to that fetch, as Kafka's last read of it
+        would have left them (else the partition's next news would find them as old as the
+        parking, and the follower out of the ISR)."""
+        replica_id = self.news_watchers.pop(session, None)
+        if replica_id is not None:
+            self._fetched_while_parked(self.remote_replicas.get(replica_id), session.last_used_ms)
+
+    @staticmethod
+    def _fetched_while_parked(replica: ReplicaState | None, last: int) -> None:
+        if replica is not None:
+            if last > replica.last_fetch_time_ms:
+                replica.last_fetch_time_ms = last
+            if last > replica.last_caught_up_time_ms:
+                replica.last_caught_up_time_ms = last
 
     # -- role ---------------------------------------------------------------------------------
 

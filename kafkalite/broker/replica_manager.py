@@ -1049,6 +1049,13 @@ class ReplicaManager:
         partition.watch_for_news(session, session.replica_id)
         return True
 
+    def forget_parked_partition(self, session: Any, tp: TopicPartition) -> None:
+        """The fetch sessions' other hook: ``session``'s follower forgot ``tp`` while it was
+        parked (``Partition.parked_session_forgot``)."""
+        partition = self.partitions.get(tp)
+        if partition is not None:
+            partition.parked_session_forgot(session)
+
     # -- ISR ----------------------------------------------------------------------------------
 
     def _submit_isr_update(self, partition: Partition, proposal: LeaderAndIsr) -> None:

@@ -546,6 +546,7 @@ class KafkaServer:
         self.services.fetch_sessions = FetchSessionCache(
             config.max_incremental_fetch_session_cache_slots,
             park=self.replica_manager.park_idle_partition,
+            forget_parked=self.replica_manager.forget_parked_partition,
         )
         self.services.producer_id_manager = ProducerIdManager(self.broker_id, self.session)
         self._start_group_coordinator()

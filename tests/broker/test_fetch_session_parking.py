@@ -53,7 +53,10 @@ class Leader:
             1, self.lm, ReplicaManagerConfig(replica_lag_time_max_ms=LAG_MS), time
         )
         self.cache = FetchSessionCache(
-            10, time=time, park=self.rm.park_idle_partition if park else None
+            10,
+            time=time,
+            park=self.rm.park_idle_partition if park else None,
+            forget_parked=self.rm.forget_parked_partition if park else None,
         )
         self.epochs = dict.fromkeys(TPS, 0)
         self.session_id = 0
@@ -218,6 +221,11 @@ async def run(steps) -> None:
 @given(steps=st.lists(step, max_size=25))
 # Parked past replica.lag.time.max.ms, then a record: the follower was fetching all along.
 @example(steps=[("fetch", 0, 2), ("clock", 0, 15_000), ("fetch", 0, 0), ("append", 1, 1)])
+# Forgotten while parked, then a record: the follower fetched it until it forgot it.
+@example(
+    steps=[("fetch", 0, 0), ("clock", 0, 5001), ("fetch", 0, 0), ("forget", 0, 0)]
+    + [("fetch", 0, 0), ("append", 0, 1)]
+)
 # The log start moves under a parked partition (DeleteRecords).
 @example(steps=[("append", 0, 2), ("fetch", 0, 2), ("delete", 0, 1), ("fetch", 0, 1)])
 def test_a_parked_session_answers_what_reading_every_partition_answers(steps):

@@ -143,7 +143,11 @@ class Leader:
         )
         self.rm.fetch_slice_partitions = 0 if sliced else 1 << 30
         self.cache = FetchSessionCache(
-            10, time=time, rng=random.Random(7), park=self.rm.park_idle_partition
+            10,
+            time=time,
+            rng=random.Random(7),
+            park=self.rm.park_idle_partition,
+            forget_parked=self.rm.forget_parked_partition,
         )
         self.services = BrokerServices(
             config=BrokerConfig.load(environ={}),

@@ -60,6 +60,11 @@ async def test_acknowledged_writes_survive_leader_changes(tmp_path, seed, sessio
                 if sessions == "parked"
                 else None
             ),
+            forget_parked=(
+                (lambda s, tp, b=b: brokers[b].forget_parked_partition(s, tp))
+                if sessions == "parked"
+                else None
+            ),
         )
         for b in BROKERS
     }
