@@ -45,7 +45,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
@@ -77,6 +77,9 @@ if TYPE_CHECKING:
     from kafkalite.client.connection import KafkaConnection
 
 log = structlog.get_logger(__name__)
+
+LOGGED_PARTITIONS = 5
+"""Partitions named in a line that logs what happened to many (the others are counted)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -728,6 +731,27 @@ class ReplicaFetcher:
         if not asks:
             return
         answers = await self.endpoint.fetch_epoch_end_offsets(asks)
+        fenced: list[TopicPartition] = []
+        truncated: list[str] = []
+        incomplete: list[str] = []
+        try:
+            self._truncate_as_answered(answers, truncating, fenced, truncated, incomplete)
+        finally:
+            self._log_partitions("follower_fenced", fenced)
+            self._log_partitions("follower_truncated", truncated, completed=True)
+            self._log_partitions("follower_truncated", incomplete, completed=False)
+
+    def _truncate_as_answered(
+        self,
+        answers: Mapping[TopicPartition, Any],
+        truncating: Mapping[TopicPartition, PartitionFetchState],
+        fenced: list[TopicPartition],
+        truncated: list[str],
+        incomplete: list[str],
+    ) -> None:
+        """The leader's epoch end offsets applied; what happened to each partition is added to
+        the lists (``topic-partition@offset`` for a truncation), which the caller logs once
+        each."""
         for tp, answer in answers.items():
             state = self.partitions.get(tp)
             if state is None or state is not truncating.get(tp):
@@ -737,16 +761,11 @@ class ReplicaFetcher:
                 self._drop(tp)
                 continue
             if answer.error_code is not ErrorCode.NONE:
-                self._handle_partition_error(tp, answer.error_code)
+                self._handle_partition_error(tp, answer.error_code, fenced)
                 continue
             result = partition.truncate_to_leader_epoch(answer)
-            log.info(
-                "follower_truncated",
-                partition=str(tp),
-                offset=result.offset,
-                leader_epoch=answer.leader_epoch,
-                completed=result.truncation_completed,
-            )
+            done = truncated if result.truncation_completed else incomplete
+            done.append(f"{tp}@{result.offset}")
             if result.truncation_completed:
                 self._start_fetching(tp, state, partition.log.log_end_offset)
 
@@ -778,6 +797,19 @@ class ReplicaFetcher:
         # The states the request was built from: ``_wanted_states`` changes only when the
         # next round starts, after this answer is handled.
         sent_states = self._wanted_states
+        fenced: list[TopicPartition] = []
+        try:
+            await self._handle_answer(response, infos, sent_states, fenced)
+        finally:
+            self._log_partitions("follower_fenced", fenced)
+
+    async def _handle_answer(
+        self,
+        response: Mapping[TopicPartition, FetchPartitionData],
+        infos: Mapping[TopicPartition, FetchInfo],
+        sent_states: Mapping[TopicPartition, PartitionFetchState],
+        fenced: list[TopicPartition],
+    ) -> None:
         for tp, data in response.items():
             state = self.partitions.get(tp)
             info = infos.get(tp)
@@ -798,7 +830,7 @@ class ReplicaFetcher:
             elif data.error_code is ErrorCode.OFFSET_OUT_OF_RANGE:
                 await self._handle_offset_out_of_range(tp, state)
             else:
-                self._handle_partition_error(tp, data.error_code)
+                self._handle_partition_error(tp, data.error_code, fenced)
 
     async def _fetch_in_session(
         self, params: FetchParams
@@ -917,13 +949,32 @@ class ReplicaFetcher:
         else:
             self._set_fetch_offset(tp, state, max(leader_start, replica_end))
 
-    def _handle_partition_error(self, tp: TopicPartition, error: ErrorCode) -> None:
+    def _handle_partition_error(
+        self, tp: TopicPartition, error: ErrorCode, fenced: list[TopicPartition] | None = None
+    ) -> None:
+        """``fenced``: a list to add a fenced partition to, which its caller logs once for the
+        whole answer (a leader that moved answers thousands of partitions at once: a log line
+        each held the loop 0.1-0.2 s); None logs it here."""
         if error is ErrorCode.FENCED_LEADER_EPOCH:
             # Our epoch is older than the leader's: wait for the controller's LeaderAndIsr.
-            log.info("follower_fenced", partition=str(tp), leader=self.leader_id)
+            if fenced is None:
+                self._log_partitions("follower_fenced", [tp])
+            else:
+                fenced.append(tp)
             self._drop(tp)
             return
         self._delay([tp], self.config.replica_fetch_backoff_ms)
+
+    def _log_partitions(self, event: str, partitions: Sequence[object], **fields: Any) -> None:
+        """One line for many partitions: their count and the first few."""
+        if partitions:
+            log.info(
+                event,
+                leader=self.leader_id,
+                partitions=len(partitions),
+                first=[str(tp) for tp in partitions[:LOGGED_PARTITIONS]],
+                **fields,
+            )
 
 
 class BrokerIdAndFetcherId(NamedTuple):

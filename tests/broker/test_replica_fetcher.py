@@ -256,6 +256,39 @@ async def test_fenced_follower_stops_until_next_leader_and_isr(cluster):
     await wait_until(lambda: cluster.log(2).log_end_offset == 2)
 
 
+async def test_many_fenced_partitions_are_logged_in_one_line(cluster):
+    """A leader that moved on answers every partition fenced at once: one log line counts them
+    (a line each held the follower's loop 0.1-0.2 s at thousands of partitions)."""
+    from structlog.testing import capture_logs
+
+    b1, b2 = cluster.brokers[1], cluster.brokers[2]
+    n = 12
+    await b1.become_leader_or_follower_async(
+        0,
+        1,
+        [
+            leader_state(partition=p, leader=1, leader_epoch=3, isr=(1,), replicas=(1, 2))
+            for p in range(n)
+        ],
+    )
+    with capture_logs() as logs:
+        await b2.become_leader_or_follower_async(
+            0,
+            1,
+            [
+                leader_state(partition=p, leader=1, leader_epoch=2, isr=(1,), replicas=(1, 2))
+                for p in range(n)
+            ],
+        )
+        await wait_until(
+            lambda: not any(f.partitions for f in b2.replica_fetcher_manager.fetchers.values())
+        )
+    fenced = [entry for entry in logs if entry["event"] == "follower_fenced"]
+    assert sum(entry["partitions"] for entry in fenced) == n
+    assert len(fenced) < n  # per answer, not per partition
+    assert all(len(entry["first"]) <= 5 for entry in fenced)
+
+
 async def test_unknown_leader_epoch_backs_off_on_the_clock(cluster, mock_time):
     b1, b2 = cluster.brokers[1], cluster.brokers[2]
     await b1.become_leader_or_follower_async(
