@@ -614,6 +614,23 @@ class ReplicaFetcher:
                 # whole request with an error: back off.
                 log.info("replica_fetch_failed", leader=self.leader_id, error=repr(e))
                 self._delay([*truncating, *self._wanted], self.config.replica_fetch_backoff_ms)
+            except Exception:
+                # A bug while handling the round. As Kafka marks a partition failed on an
+                # unexpected error, the round's partitions stop being fetched until the
+                # controller's next LeaderAndIsr adds them again; the fetcher goes on with the
+                # others and with partitions added later (it used to die, and every partition
+                # it followed with it).
+                failed = sorted({*truncating, *self._wanted}, key=str)
+                log.exception(
+                    "replica_fetch_partitions_failed",
+                    leader=self.leader_id,
+                    partitions=len(failed),
+                    first=[str(tp) for tp in failed[:LOGGED_PARTITIONS]],
+                )
+                for tp in failed:
+                    self._drop(tp)
+                if self.session is not None:
+                    self.session.reset()
             self.rounds += 1
 
     def _ready_to_truncate(self, now: int) -> list[TopicPartition]:

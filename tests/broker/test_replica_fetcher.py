@@ -13,6 +13,7 @@ from kafkalite.broker.replica_fetcher import (
     FetchState,
     LocalLeaderEndPoint,
     RemoteLeaderEndPoint,
+    ReplicaFetcher,
     ReplicaFetcherConfig,
     ReplicaFetcherManager,
     fetcher_id,
@@ -287,6 +288,38 @@ async def test_many_fenced_partitions_are_logged_in_one_line(cluster):
     assert sum(entry["partitions"] for entry in fenced) == n
     assert len(fenced) < n  # per answer, not per partition
     assert all(len(entry["first"]) <= 5 for entry in fenced)
+
+
+async def test_an_unexpected_error_fails_the_rounds_partitions_not_the_fetcher(
+    cluster, monkeypatch
+):
+    """A bug while handling an answer stops the round's partitions until the next
+    LeaderAndIsr (Kafka marks them failed); the fetcher lives on and follows them again."""
+    b1, b2 = cluster.brokers[1], cluster.brokers[2]
+    states = [leader_state(leader=1, leader_epoch=1, isr=(1, 2), replicas=(1, 2))]
+    await b1.become_leader_or_follower_async(0, 1, states)
+    await produce(b1, batch(2))
+    original = ReplicaFetcher._process_partition_data
+    failures = []
+
+    def failing_once(self, tp, state, data):
+        if not failures:
+            failures.append(tp)
+            raise RuntimeError("a bug")
+        return original(self, tp, state, data)
+
+    monkeypatch.setattr(ReplicaFetcher, "_process_partition_data", failing_once)
+    await b2.become_leader_or_follower_async(0, 1, states)
+    fetcher = b2.replica_fetcher_manager.fetchers[(1, 0)]
+    await wait_until(lambda: failures and TP not in fetcher.partitions)
+    assert not fetcher._task.done()
+    assert cluster.log(2).log_end_offset == 0
+    # The controller's next LeaderAndIsr (a new leader epoch) adds it again.
+    again = [leader_state(leader=1, leader_epoch=2, isr=(1, 2), replicas=(1, 2))]
+    await b1.become_leader_or_follower_async(0, 2, again)
+    await b2.become_leader_or_follower_async(0, 2, again)
+    await wait_until(lambda: cluster.log(2).log_end_offset == 2)
+    assert failures == [TP]
 
 
 async def test_unknown_leader_epoch_backs_off_on_the_clock(cluster, mock_time):
