@@ -246,15 +246,6 @@ def _respond(
     else:
         response_partitions = [(tp, results[tp]) for tp in fetch_infos if tp in results]
         response_session_id = INVALID_SESSION_ID
-    return _encode(ctx, version, response_partitions, response_session_id)
-
-
-def _encode(
-    ctx: RequestContext,
-    version: int,
-    response_partitions: list[tuple[TopicPartition, Any]],
-    response_session_id: int,
-) -> Any:
     return encode_fetch_response(
         ctx.header.correlation_id,
         version,

@@ -23,16 +23,10 @@ from kafkalite.observability.loop_stall import (
     stall_reporter,
     start_stall_reporter,
 )
+from kafkalite.testing import wait_for
 
 REPORT_AFTER_S = 0.03
 DEADLINE_S = 30.0
-
-
-def _until(condition, what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not condition():
-        assert time.monotonic() < deadline, f"{what}: not after {DEADLINE_S} s"
-        time.sleep(0.002)  # polling interval of the condition above
 
 
 async def _reporter() -> StallReporter:
@@ -45,13 +39,18 @@ async def _reporter() -> StallReporter:
     return reporter
 
 
+async def _eventually(condition, what: str) -> None:
+    """Lets the loop run (its lag probes with it) until ``condition()`` holds."""
+    deadline = time.monotonic() + DEADLINE_S
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}: not after {DEADLINE_S} s"
+        await asyncio.sleep(0.005)  # polling interval; the loop runs its probes meanwhile
+
+
 async def _healthy_checks(reporter: StallReporter, count: int) -> None:
     """Lets the loop run until the reporter has woken ``count`` more times."""
     target = reporter.checks + count
-    deadline = time.monotonic() + DEADLINE_S
-    while reporter.checks < target:
-        assert time.monotonic() < deadline
-        await asyncio.sleep(0.005)  # the loop runs its probes meanwhile: the point of the wait
+    await _eventually(lambda: reporter.checks >= target, "the reporter's checks")
 
 
 def _classified(report: dict) -> str:
@@ -77,10 +76,8 @@ def _spin_until_seen(reporter: StallReporter) -> None:
 
 
 async def _report_after(reporter: StallReporter, reported: int) -> dict:
-    deadline = time.monotonic() + DEADLINE_S
-    while len(reporter.reported) <= reported:
-        assert time.monotonic() < deadline, "the stall was not reported"
-        await asyncio.sleep(0.005)  # the probe runs; the reporter then ends the stall
+    # the probe runs meanwhile; the reporter then ends the stall and reports it
+    await _eventually(lambda: len(reporter.reported) > reported, "the stall's report")
     return reporter.reported[-1]
 
 
@@ -150,7 +147,7 @@ async def test_another_thread_holding_the_interpreter_is_not_the_loops_own_code(
         release = threading.Event()
 
         def releaser() -> None:
-            _until(lambda: _stalled(reporter), "stall seen")
+            wait_for(lambda: _stalled(reporter), "stall seen", timeout=DEADLINE_S, interval=0.002)
             release.set()
 
         threading.Thread(target=releaser).start()
