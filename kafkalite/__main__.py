@@ -58,7 +58,7 @@ def import_structlog(*, console: bool) -> None:
 
     structlog's ``dev`` and ``tracebacks`` modules import rich (and rich.pretty, attrs) when it
     is installed, for the console renderer's tracebacks and the locals in its dict tracebacks:
-    65-80 ms of a broker's 0.45 s of imports before it logs "starting", for lines that are JSON
+    65-95 ms of a broker's 0.5 s of imports before it logs "starting", for lines that are JSON
     with plain tracebacks (``format_exc_info``). rich is hidden only while structlog is
     imported, so anything later that imports rich gets it; on a terminal nothing is hidden and
     the console renderer keeps rich's tracebacks (decision 0061)."""
