@@ -31,3 +31,38 @@ def test_a_plain_serve_is_parsed_here(argv, expected):
 )
 def test_anything_else_goes_to_the_full_command_line(argv):
     assert serve_arguments(argv) is None
+
+
+# A fresh interpreter each: this process has imported structlog (and maybe rich) already.
+IMPORT_STRUCTLOG = """
+import sys
+from kafkalite.__main__ import import_structlog
+import_structlog(console={console})
+import structlog.dev, structlog.tracebacks
+print(structlog.dev.rich is None, structlog.tracebacks.rich is None, "rich" in sys.modules)
+import rich.console
+print(rich.console.Console.__name__)
+"""
+
+
+def _import_structlog_in_a_child(console: bool) -> list[str]:
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", IMPORT_STRUCTLOG.format(console=console)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return out.stdout.split()
+
+
+@pytest.mark.integration  # a child Python
+def test_a_broker_logging_json_imports_structlog_without_rich_and_rich_stays_importable():
+    assert _import_structlog_in_a_child(console=False) == ["True", "True", "False", "Console"]
+
+
+@pytest.mark.integration  # a child Python
+def test_a_broker_on_a_terminal_keeps_rich_for_its_console_tracebacks():
+    assert _import_structlog_in_a_child(console=True) == ["False", "False", "True", "Console"]

@@ -41,7 +41,6 @@ import math
 import re
 import ssl
 import time
-import urllib.request
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -456,6 +455,10 @@ class JwksEndpoint:
 
     def fetch_blocking(self) -> list[Any]:
         """One GET of the document (in a worker thread); OSError or ValueError on failure."""
+        # urllib.request (http.client, email) is imported by the first fetch, not by every
+        # broker's start through security/sasl.py (decision 0061)
+        import urllib.request
+
         request = urllib.request.Request(self.url, headers={"Accept": "application/json"})
         with urllib.request.urlopen(  # noqa: S310 - the URL is on the allowed list
             request, timeout=JWKS_FETCH_TIMEOUT_S, context=self.ssl_context

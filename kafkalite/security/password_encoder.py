@@ -23,9 +23,9 @@ from __future__ import annotations
 import base64
 import os
 
-from cryptography.hazmat.primitives import hashes, padding
-from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
-from cryptography.hazmat.primitives.kdf.pbkdf2 import PBKDF2HMAC
+# cryptography (10 ms to import) is imported by the first encode or decode, not by every
+# broker's start through server/dynamic_config.py (decision 0061): the algorithms are named
+# here and looked up in it when used.
 
 DEFAULT_KEY_FACTORY = "PBKDF2WithHmacSHA512"
 DEFAULT_CIPHER = "AES/CBC/PKCS5Padding"
@@ -34,7 +34,8 @@ DEFAULT_ITERATIONS = 4096
 SALT_BYTES = 256
 GCM_TAG_BITS = 128
 
-KEY_FACTORIES = {"PBKDF2WithHmacSHA512": hashes.SHA512, "PBKDF2WithHmacSHA1": hashes.SHA1}
+# the key factory -> the name of its hash in cryptography.hazmat.primitives.hashes
+KEY_FACTORIES = {"PBKDF2WithHmacSHA512": "SHA512", "PBKDF2WithHmacSHA1": "SHA1"}
 CIPHERS = ("AES/CBC/PKCS5Padding", "AES/GCM/NoPadding")
 
 
@@ -91,14 +92,20 @@ class PasswordEncoder:
         self.iterations = iterations
 
     def _key(self, factory: str, key_length: int, salt: bytes, iterations: int) -> bytes:
-        algorithm = KEY_FACTORIES.get(factory)
-        if algorithm is None or key_length not in (128, 192, 256) or iterations < 1:
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.kdf.pbkdf2 import PBKDF2HMAC
+
+        hash_name = KEY_FACTORIES.get(factory)
+        if hash_name is None or key_length not in (128, 192, 256) or iterations < 1:
             raise PasswordDecodeError(f"unsupported key derivation {factory}/{key_length}")
-        kdf = PBKDF2HMAC(algorithm(), key_length // 8, salt, iterations)
+        kdf = PBKDF2HMAC(getattr(hashes, hash_name)(), key_length // 8, salt, iterations)
         return kdf.derive(self._secret)
 
     def encode(self, password: str, *, salt: bytes | None = None, iv: bytes | None = None) -> str:
         """The stored form of `password` (salt and IV random unless given, for tests)."""
+        from cryptography.hazmat.primitives import padding
+        from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
         salt = os.urandom(SALT_BYTES) if salt is None else salt
         key = self._key(self.key_factory_algorithm, self.key_length, salt, self.iterations)
         plain = password.encode("utf-8")
@@ -132,6 +139,9 @@ class PasswordEncoder:
 
     def decode(self, encoded: str) -> str:
         """The password `encoded` holds; PasswordDecodeError if it cannot be decrypted."""
+        from cryptography.hazmat.primitives import padding
+        from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
         try:
             p = parse_csv_map(encoded)
             cipher = p["cipherAlgorithm"]
