@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import asyncio
 import binascii
+import bisect
 import fcntl
 import itertools
 import json
@@ -100,9 +101,14 @@ LOCK_FILE = "coord.lock"
 SNAPSHOT_FORMAT = 1
 
 _DATA, _EXIST, _CHILD = "data", "exist", "child"
+_UNDO_CREATE, _UNDO_SET, _UNDO_DELETE = "create", "set", "delete"
 
 
 class _Node:
+    """One node. ``children`` are the children's names, kept sorted (``get_children`` answers
+    a copy, not a sort of thousands of names per call); a node without children shares the
+    empty tuple instead of holding an empty container of its own."""
+
     __slots__ = (
         "data",
         "czxid",
@@ -123,7 +129,25 @@ class _Node:
         self.ctime = self.mtime = now
         self.version = self.cversion = self.aversion = 0
         self.ephemeral_owner = owner
-        self.children: set[str] = set()
+        self.children: list[str] | tuple[()] = ()
+
+    def add_child(self, name: str) -> None:
+        children = self.children
+        if not children:
+            self.children = [name]
+        elif name > children[-1]:
+            children.append(name)  # names created in order (sequential ones, most topics)
+        else:
+            bisect.insort(children, name)
+
+    def remove_child(self, name: str) -> None:
+        children = self.children
+        index = bisect.bisect_left(children, name)
+        if index < len(children) and children[index] == name:
+            if len(children) == 1:
+                self.children = ()
+            else:
+                del children[index]  # type: ignore[union-attr]  # two or more: a list
 
     def stat(self) -> Stat:
         return Stat(
@@ -157,7 +181,7 @@ class _Txn:
     def __init__(self, zxid: int, now: int) -> None:
         self.zxid = zxid
         self.now = now
-        self.undo: list[Callable[[], None]] = []
+        self.undo: list[tuple] = []
         self.journal: list[list] = []
         self.events: list[tuple[str, str, EventType]] = []  # (watch table, path, event type)
 
@@ -318,8 +342,8 @@ class EmbeddedStore(CoordStore):
             try:
                 results.append(self._apply(txn, session.session_id, op))
             except CoordError as error:
-                for undo in reversed(txn.undo):
-                    undo()
+                for step in reversed(txn.undo):
+                    self._undo(step)
                 if multi:
                     error.failed_op_index = index
                     error.results = [
@@ -375,40 +399,29 @@ class EmbeddedStore(CoordStore):
         return path
 
     # The three mutations, shared by live transactions and journal replay (txn.undo is ignored
-    # on replay). Each records its undo step, its journal op and the watch events it triggers.
+    # on replay). Each records its undo step (a tuple, undone by _undo: no closure and cells per
+    # operation), its journal op and the watch events it triggers.
 
     def _do_create(self, txn: _Txn, path: str, data: bytes, owner: int) -> None:
         parent_path = parent_of(path)
         parent = self._nodes[parent_path]
         name = path[len(parent_path) :].lstrip("/")
-        saved = (parent.cversion, parent.pzxid)
+        txn.undo.append((_UNDO_CREATE, path, parent, name, parent.cversion, parent.pzxid))
         self._nodes[path] = _Node(data, txn.zxid, txn.now, owner)
-        parent.children.add(name)
+        parent.add_child(name)
         parent.cversion += 1
         parent.pzxid = txn.zxid
-
-        def undo() -> None:
-            del self._nodes[path]
-            parent.children.discard(name)
-            parent.cversion, parent.pzxid = saved
-
-        txn.undo.append(undo)
         txn.journal.append(["c", path, _b64(data), owner])
         txn.events.append((_EXIST, path, EventType.CREATED))
         txn.events.append((_CHILD, parent_path, EventType.CHILDREN_CHANGED))
 
     def _do_set(self, txn: _Txn, path: str, data: bytes) -> None:
         node = self._nodes[path]
-        saved = (node.data, node.version, node.mzxid, node.mtime)
+        txn.undo.append((_UNDO_SET, node, node.data, node.version, node.mzxid, node.mtime))
         node.data = data
         node.version += 1
         node.mzxid = txn.zxid
         node.mtime = txn.now
-
-        def undo() -> None:
-            node.data, node.version, node.mzxid, node.mtime = saved
-
-        txn.undo.append(undo)
         txn.journal.append(["s", path, _b64(data)])
         txn.events.append((_DATA, path, EventType.DATA_CHANGED))
 
@@ -417,21 +430,27 @@ class EmbeddedStore(CoordStore):
         parent = self._nodes[parent_path]
         name = path[len(parent_path) :].lstrip("/")
         node = self._nodes.pop(path)
-        saved = (parent.cversion, parent.pzxid)
-        parent.children.discard(name)
+        txn.undo.append((_UNDO_DELETE, path, parent, name, parent.cversion, parent.pzxid, node))
+        parent.remove_child(name)
         parent.cversion += 1
         parent.pzxid = txn.zxid
-
-        def undo() -> None:
-            self._nodes[path] = node
-            parent.children.add(name)
-            parent.cversion, parent.pzxid = saved
-
-        txn.undo.append(undo)
         txn.journal.append(["d", path])
         txn.events.append((_DATA, path, EventType.DELETED))
         txn.events.append((_CHILD, path, EventType.DELETED))
         txn.events.append((_CHILD, parent_path, EventType.CHILDREN_CHANGED))
+
+    def _undo(self, step: tuple) -> None:
+        kind = step[0]
+        if kind is _UNDO_SET:
+            _, node, node.data, node.version, node.mzxid, node.mtime = step
+            return
+        path, parent, name, parent.cversion, parent.pzxid = step[1:6]
+        if kind is _UNDO_CREATE:
+            del self._nodes[path]
+            parent.remove_child(name)
+        else:
+            self._nodes[path] = step[6]
+            parent.add_child(name)
 
     def _commit(self, txn: _Txn) -> None:
         """Make the transaction durable, then fire its watches (persist before you announce)."""
@@ -562,9 +581,12 @@ class EmbeddedStore(CoordStore):
 
     def _load_nodes(self, entries: list[list]) -> None:
         """The snapshot's nodes, parents before children (one pass: at 10,000 topics the
-        snapshot holds 50,000 nodes, and this loop is most of the store's start-up)."""
+        snapshot holds 50,000 nodes, and this loop is most of the store's start-up). Each node
+        is made without ``__init__`` (its fields are set once, not set and then overwritten);
+        siblings come in order (the snapshot is sorted by path), so each child is appended."""
         nodes = self._nodes
         unb64 = binascii.a2b_base64
+        new = _Node.__new__
         for (
             path,
             data,
@@ -578,13 +600,22 @@ class EmbeddedStore(CoordStore):
             owner,
             pzxid,
         ) in entries:
-            node = _Node(unb64(data) if data else b"", czxid, ctime, owner)
-            node.mzxid, node.mtime, node.version = mzxid, mtime, version
-            node.cversion, node.aversion, node.pzxid = cversion, aversion, pzxid
+            node = new(_Node)
+            node.data = unb64(data) if data else b""
+            node.czxid = czxid
+            node.mzxid = mzxid
+            node.ctime = ctime
+            node.mtime = mtime
+            node.version = version
+            node.cversion = cversion
+            node.aversion = aversion
+            node.ephemeral_owner = owner
+            node.pzxid = pzxid
+            node.children = ()
             nodes[path] = node
             if path != "/":
                 parent, _, name = path.rpartition("/")
-                nodes[parent or "/"].children.add(name)
+                nodes[parent or "/"].add_child(name)
 
     @staticmethod
     def _parse_journal_line(line: bytes) -> dict | None:
@@ -762,7 +793,7 @@ class EmbeddedSession(CoordSession):
 
     async def get_children(self, path: str) -> list[str]:
         await self._ready()
-        return sorted(self.store._node(path).children)
+        return list(self.store._node(path).children)
 
     async def multi(self, ops: Sequence[Op]) -> list[OpResult]:
         if not ops:
@@ -784,7 +815,7 @@ class EmbeddedSession(CoordSession):
     async def get_children_and_watch(self, path: str) -> tuple[list[str], Watch]:
         await self._ready()
         node = self.store._node(path)
-        return sorted(node.children), self.store._add_watch(self, _CHILD, path)
+        return list(node.children), self.store._add_watch(self, _CHILD, path)
 
     async def close(self) -> None:
         if not self.state.is_terminal:

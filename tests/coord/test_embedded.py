@@ -319,3 +319,49 @@ async def test_multi_set_is_undone_on_failure(tmp_path):
         await s.multi([SetDataOp("/p", b"1", 0), SetDataOp("/missing", b"", ANY_VERSION)])
     data, stat = await s.get_data("/p")
     assert data == b"0" and stat.version == 0
+
+
+async def test_children_stay_sorted_through_creates_deletes_and_undone_multis(tmp_path):
+    """Children are listed sorted whatever the order of their creation and deletion, and a
+    failed multi leaves the listing, the count and the parent's counters as they were."""
+    store = reopen(tmp_path)
+    s = await store.open_session()
+    await s.create("/p", b"")
+    names = ["m", "b", "z", "a", "k", "10", "9", "x-1", "x_1"]
+    for name in names:
+        await s.create(f"/p/{name}", b"")
+    assert await s.get_children("/p") == sorted(names)
+    await s.delete("/p/k", ANY_VERSION)
+    await s.delete("/p/a", ANY_VERSION)
+    await s.delete("/p/z", ANY_VERSION)
+    left = sorted(set(names) - {"k", "a", "z"})
+    children, _watch = await s.get_children_and_watch("/p")
+    assert children == left
+    children.append("not in the store")  # the caller's copy
+    before = await s.exists("/p")
+    with pytest.raises(NodeExists):
+        await s.multi(
+            [
+                CreateOp("/p/c", b""),
+                CreateOp("/p/zz", b""),
+                CreateOp("/p/0", b""),
+                CreateOp("/p/m", b""),
+            ]
+        )
+    assert await s.get_children("/p") == left
+    assert await s.exists("/p") == before
+    await s.create("/p/only", b"")
+    await s.create("/q", b"")
+    await s.create("/q/one", b"")
+    await s.delete("/q/one", ANY_VERSION)
+    assert await s.get_children("/q") == []
+    assert (await s.exists("/q")).num_children == 0
+    await s.create("/q/two", b"")
+    assert await s.get_children("/q") == ["two"]
+    await store.close()
+    again = reopen(tmp_path)
+    s2 = await again.open_session()
+    assert await s2.get_children("/p") == sorted([*left, "only"])
+    assert (await s2.exists("/p")).num_children == len(left) + 1
+    assert await s2.get_children("/q") == ["two"]
+    await again.close()
