@@ -6,6 +6,7 @@ import asyncio
 import fcntl
 import json
 import os
+import zlib
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -131,9 +132,63 @@ async def test_reopening_an_unchanged_store_keeps_its_snapshot(tmp_path):
     third = reopen(tmp_path)
     s3 = await third.open_session()
     assert (await s3.get_data("/after"))[0] == b"x"
-    assert (tmp_path / SNAPSHOT_FILE).stat().st_ino != written.st_ino  # replayed: rewritten
+    # replayed, and not written anew: the journal goes on
+    assert (tmp_path / SNAPSHOT_FILE).stat().st_ino == written.st_ino
+    assert len((tmp_path / JOURNAL_FILE).read_bytes().splitlines()) == 1
     assert sorted(await s3.get_children("/")) == ["after", "binary", "brokers", "empty"]
-    await third.close()
+    await s3.create("/later", b"y")
+    crash(third)
+
+    fourth = reopen(tmp_path)
+    s4 = await fourth.open_session()
+    assert (await s4.get_data("/after"))[0] == b"x"
+    assert (await s4.get_data("/later"))[0] == b"y"
+    await fourth.close()
+
+
+def crash(store: EmbeddedStore) -> None:
+    """The store left as by kill -9: nothing more written, the lock released."""
+    store._journal.close()
+    fcntl.flock(store._lock_fd, fcntl.LOCK_UN)
+    os.close(store._lock_fd)
+
+
+async def test_writes_after_a_torn_tail_survive_the_next_crash(tmp_path):
+    """Recovery cuts the journal after its last good record: what is appended from then on
+    is replayed at the next open, not lost behind the torn record's bytes. The ephemerals'
+    deletion at recovery is journaled too."""
+    store = reopen(tmp_path)
+    s = await store.open_session()
+    await s.create("/a", b"1")
+    await s.create("/e", b"", ephemeral=True)
+    crash(store)
+    with open(tmp_path / JOURNAL_FILE, "ab") as journal:
+        journal.write(b'0badc0de {"z":99,"t":0,"ops":[["c","/torn"')  # interrupted append
+
+    again = reopen(tmp_path)
+    assert b"/torn" not in (tmp_path / JOURNAL_FILE).read_bytes()  # cut, not only passed over
+    s2 = await again.open_session()
+    assert await s2.exists("/e") is None
+    assert await s2.exists("/torn") is None
+    await s2.create("/b", b"2")
+    crash(again)
+    with open(tmp_path / JOURNAL_FILE, "ab") as journal:
+        # a whole record but without its line's end: its append was never answered
+        payload = b'{"z":98,"t":0,"ops":[["c","/unterminated","",0]]}'
+        journal.write(b"%08x %s" % (zlib.crc32(payload), payload))
+
+    third = reopen(tmp_path)
+    assert b"/unterminated" not in (tmp_path / JOURNAL_FILE).read_bytes()
+    s3 = await third.open_session()
+    assert sorted(await s3.get_children("/")) == ["a", "b"]
+    await s3.create("/c", b"3")
+    crash(third)
+
+    fourth = reopen(tmp_path)
+    s4 = await fourth.open_session()
+    assert sorted(await s4.get_children("/")) == ["a", "b", "c"]
+    assert (await s4.get_data("/b"))[0] == b"2"
+    await fourth.close()
 
 
 async def test_second_process_cannot_open_the_same_directory(tmp_path):
