@@ -58,6 +58,7 @@ import time
 import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 from .base import (
     ANY_VERSION,
@@ -212,7 +213,7 @@ class EmbeddedStore(CoordStore):
         self._watches: dict[tuple[str, str], list[tuple[EmbeddedSession, asyncio.Future]]] = {}
         self._fail_next = 0
         self._fail_after_apply = False
-        self._journal = None
+        self._journal: BinaryIO | None = None
         self._journal_records = 0
         self._lock_fd: int | None = None
         self._refs = 0
@@ -533,11 +534,12 @@ class EmbeddedStore(CoordStore):
         # before anything appended after it), and appended to; a record it held that the
         # snapshot also holds is skipped on replay (see _recover).
         path = self.data_dir / JOURNAL_FILE
-        self._journal = open(path, "r+b" if path.exists() else "wb")  # noqa: SIM115
-        self._journal.truncate(journal_end)
-        self._journal.seek(journal_end)
+        journal: BinaryIO = open(path, "r+b" if path.exists() else "wb")  # noqa: SIM115
+        journal.truncate(journal_end)
+        journal.seek(journal_end)
         if self.fsync:
-            os.fsync(self._journal.fileno())
+            os.fsync(journal.fileno())
+        self._journal = journal
         self._journal_records = journal_records
         if cleanup is not None:
             self._append_journal(cleanup)  # the ephemerals' deletion, durable as any write
@@ -669,10 +671,12 @@ class EmbeddedStore(CoordStore):
             {"z": txn.zxid, "t": txn.now, "ops": txn.journal}, separators=(",", ":")
         ).encode()
         line = b"%08x %s\n" % (zlib.crc32(payload), payload)
-        self._journal.write(line)
-        self._journal.flush()
+        journal = self._journal
+        assert journal is not None
+        journal.write(line)
+        journal.flush()
         if self.fsync:
-            os.fsync(self._journal.fileno())
+            os.fsync(journal.fileno())
         self._journal_records += 1
         if self._journal_records >= self.snapshot_every:
             self._write_snapshot()
@@ -711,9 +715,10 @@ class EmbeddedStore(CoordStore):
             os.close(dir_fd)
         if self._journal is not None:
             self._journal.close()
-        self._journal = open(self.data_dir / JOURNAL_FILE, "wb")  # noqa: SIM115
+        journal: BinaryIO = open(self.data_dir / JOURNAL_FILE, "wb")  # noqa: SIM115
         if self.fsync:
-            os.fsync(self._journal.fileno())
+            os.fsync(journal.fileno())
+        self._journal = journal
         self._journal_records = 0
 
 
