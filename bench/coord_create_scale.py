@@ -5,9 +5,10 @@ What one CreateTopics batch asks of the store on one broker, replayed in-process
 the request's reads (``/brokers/topics``, ``/admin/delete_topics``, ``/config/topics``
 listed), one ``multi`` with each topic's config and topic nodes, then the controller's part
 (``/brokers/topics`` listed again, the new topics' nodes read with watches, one ``multi`` with
-each partition's ``partitions``, ``0`` and ``state`` nodes). Each batch's seconds are printed
-with the last against the first, and the store's open afterwards (snapshot after a clean
-close, and snapshot plus journal after a crash: the store is abandoned without closing).
+each partition's ``partitions``, ``0`` and ``state`` nodes). Each batch's seconds are printed,
+wall and CPU, with the last batches against the first, and the store's open afterwards in CPU
+seconds (snapshot after a clean close, and snapshot plus journal after a crash: the store is
+abandoned without closing).
 
     PYTHONPATH=. .venv/bin/python bench/coord_create_scale.py [--topics 10000] [--batch 500]
 
@@ -36,7 +37,9 @@ TOPIC_DATA = b'{"partitions":{"0":[0]},"topic_id":"wwoumGct8d6hFrChlW2FHQ","addi
 STATE_DATA = b'{"controller_epoch":1,"leader":0,"version":1,"leader_epoch":0,"isr":[0]}'
 
 
-async def create(store: EmbeddedStore, topics: int, batch: int) -> list[float]:
+async def create(
+    store: EmbeddedStore, topics: int, batch: int, cpu: list[float] | None = None
+) -> list[float]:
     session = await store.open_session()
     for path in (
         "/brokers",
@@ -50,7 +53,7 @@ async def create(store: EmbeddedStore, topics: int, batch: int) -> list[float]:
     seconds = []
     for start in range(0, topics, batch):
         names = [f"scale-{i:05d}" for i in range(start, min(start + batch, topics))]
-        began = time.perf_counter()
+        began, began_cpu = time.perf_counter(), time.process_time()
         existing = set(await session.get_children("/brokers/topics"))
         set(await session.get_children("/admin/delete_topics"))
         set(await session.get_children("/config/topics"))
@@ -70,13 +73,15 @@ async def create(store: EmbeddedStore, topics: int, batch: int) -> list[float]:
             ops.append(CreateOp(f"/brokers/topics/{name}/partitions/0/state", STATE_DATA))
         await session.multi(ops)
         seconds.append(time.perf_counter() - began)
+        if cpu is not None:
+            cpu.append(time.process_time() - began_cpu)
     return seconds
 
 
 def open_seconds(data_dir: str) -> float:
-    began = time.perf_counter()
+    began = time.process_time()
     store = EmbeddedStore(data_dir)
-    took = time.perf_counter() - began
+    took = time.process_time() - began
     asyncio.run(store.close())
     return took
 
@@ -90,7 +95,8 @@ def main() -> None:
     try:
         crashed = os.path.join(root, "crashed")
         store = EmbeddedStore(crashed)
-        seconds = asyncio.run(create(store, args.topics, args.batch))
+        cpu: list[float] = []
+        seconds = asyncio.run(create(store, args.topics, args.batch, cpu))
         store._journal.flush()
         # Abandoned as by kill -9: the lock goes with the descriptor, nothing else is written.
         os.close(store._lock_fd)
@@ -121,6 +127,8 @@ def main() -> None:
                     "last_over_first": round(seconds[-1] / seconds[0], 2),
                     "mean_of_last_3_over_first_3": round(sum(seconds[-3:]) / sum(seconds[:3]), 2),
                     "batches_s": [round(s, 4) for s in seconds],
+                    "cpu_total_s": round(sum(cpu), 3),
+                    "cpu_last_3_over_first_3": round(sum(cpu[-3:]) / sum(cpu[:3]), 2),
                     "open_after_crash_s": opens["crashed"],
                     "open_after_clean_close_s": opens["clean"],
                     "load_average": os.getloadavg()[0],
