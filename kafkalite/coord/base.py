@@ -251,6 +251,10 @@ def validate_path(path: str, *, sequential: bool = False) -> str:
         return path
     if "\x00" in path:
         raise BadArguments(f"path contains NUL: {path!r}", path=path)
+    if "//" not in path and "/." not in path and path[-1] != "/":
+        # The common case without splitting: an empty component needs "//" or a trailing
+        # slash, and a "." or ".." component a "/." (every component follows a slash).
+        return path
     body = path[1:-1] if (sequential and path.endswith("/")) else path[1:]
     for part in body.split("/"):
         if part in ("", ".", ".."):

@@ -6,6 +6,7 @@ import asyncio
 import fcntl
 import json
 import os
+import zlib
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -131,9 +132,63 @@ async def test_reopening_an_unchanged_store_keeps_its_snapshot(tmp_path):
     third = reopen(tmp_path)
     s3 = await third.open_session()
     assert (await s3.get_data("/after"))[0] == b"x"
-    assert (tmp_path / SNAPSHOT_FILE).stat().st_ino != written.st_ino  # replayed: rewritten
+    # replayed, and not written anew: the journal goes on
+    assert (tmp_path / SNAPSHOT_FILE).stat().st_ino == written.st_ino
+    assert len((tmp_path / JOURNAL_FILE).read_bytes().splitlines()) == 1
     assert sorted(await s3.get_children("/")) == ["after", "binary", "brokers", "empty"]
-    await third.close()
+    await s3.create("/later", b"y")
+    crash(third)
+
+    fourth = reopen(tmp_path)
+    s4 = await fourth.open_session()
+    assert (await s4.get_data("/after"))[0] == b"x"
+    assert (await s4.get_data("/later"))[0] == b"y"
+    await fourth.close()
+
+
+def crash(store: EmbeddedStore) -> None:
+    """The store left as by kill -9: nothing more written, the lock released."""
+    store._journal.close()
+    fcntl.flock(store._lock_fd, fcntl.LOCK_UN)
+    os.close(store._lock_fd)
+
+
+async def test_writes_after_a_torn_tail_survive_the_next_crash(tmp_path):
+    """Recovery cuts the journal after its last good record: what is appended from then on
+    is replayed at the next open, not lost behind the torn record's bytes. The ephemerals'
+    deletion at recovery is journaled too."""
+    store = reopen(tmp_path)
+    s = await store.open_session()
+    await s.create("/a", b"1")
+    await s.create("/e", b"", ephemeral=True)
+    crash(store)
+    with open(tmp_path / JOURNAL_FILE, "ab") as journal:
+        journal.write(b'0badc0de {"z":99,"t":0,"ops":[["c","/torn"')  # interrupted append
+
+    again = reopen(tmp_path)
+    assert b"/torn" not in (tmp_path / JOURNAL_FILE).read_bytes()  # cut, not only passed over
+    s2 = await again.open_session()
+    assert await s2.exists("/e") is None
+    assert await s2.exists("/torn") is None
+    await s2.create("/b", b"2")
+    crash(again)
+    with open(tmp_path / JOURNAL_FILE, "ab") as journal:
+        # a whole record but without its line's end: its append was never answered
+        payload = b'{"z":98,"t":0,"ops":[["c","/unterminated","",0]]}'
+        journal.write(b"%08x %s" % (zlib.crc32(payload), payload))
+
+    third = reopen(tmp_path)
+    assert b"/unterminated" not in (tmp_path / JOURNAL_FILE).read_bytes()
+    s3 = await third.open_session()
+    assert sorted(await s3.get_children("/")) == ["a", "b"]
+    await s3.create("/c", b"3")
+    crash(third)
+
+    fourth = reopen(tmp_path)
+    s4 = await fourth.open_session()
+    assert sorted(await s4.get_children("/")) == ["a", "b", "c"]
+    assert (await s4.get_data("/b"))[0] == b"2"
+    await fourth.close()
 
 
 async def test_second_process_cannot_open_the_same_directory(tmp_path):
@@ -319,3 +374,49 @@ async def test_multi_set_is_undone_on_failure(tmp_path):
         await s.multi([SetDataOp("/p", b"1", 0), SetDataOp("/missing", b"", ANY_VERSION)])
     data, stat = await s.get_data("/p")
     assert data == b"0" and stat.version == 0
+
+
+async def test_children_stay_sorted_through_creates_deletes_and_undone_multis(tmp_path):
+    """Children are listed sorted whatever the order of their creation and deletion, and a
+    failed multi leaves the listing, the count and the parent's counters as they were."""
+    store = reopen(tmp_path)
+    s = await store.open_session()
+    await s.create("/p", b"")
+    names = ["m", "b", "z", "a", "k", "10", "9", "x-1", "x_1"]
+    for name in names:
+        await s.create(f"/p/{name}", b"")
+    assert await s.get_children("/p") == sorted(names)
+    await s.delete("/p/k", ANY_VERSION)
+    await s.delete("/p/a", ANY_VERSION)
+    await s.delete("/p/z", ANY_VERSION)
+    left = sorted(set(names) - {"k", "a", "z"})
+    children, _watch = await s.get_children_and_watch("/p")
+    assert children == left
+    children.append("not in the store")  # the caller's copy
+    before = await s.exists("/p")
+    with pytest.raises(NodeExists):
+        await s.multi(
+            [
+                CreateOp("/p/c", b""),
+                CreateOp("/p/zz", b""),
+                CreateOp("/p/0", b""),
+                CreateOp("/p/m", b""),
+            ]
+        )
+    assert await s.get_children("/p") == left
+    assert await s.exists("/p") == before
+    await s.create("/p/only", b"")
+    await s.create("/q", b"")
+    await s.create("/q/one", b"")
+    await s.delete("/q/one", ANY_VERSION)
+    assert await s.get_children("/q") == []
+    assert (await s.exists("/q")).num_children == 0
+    await s.create("/q/two", b"")
+    assert await s.get_children("/q") == ["two"]
+    await store.close()
+    again = reopen(tmp_path)
+    s2 = await again.open_session()
+    assert await s2.get_children("/p") == sorted([*left, "only"])
+    assert (await s2.exists("/p")).num_children == len(left) + 1
+    assert await s2.get_children("/q") == ["two"]
+    await again.close()
