@@ -102,7 +102,12 @@ async def test_a_healthy_loop_reports_nothing():
     reporter = await _reporter()
     try:
         await _healthy_checks(reporter, 20)
-        assert reporter.reported == [] and sum(reporter.counts.values()) == 0
+        # nothing of the loop's own, nor the collector: a loaded machine may leave the whole
+        # process unscheduled for longer than the 30 ms threshold, which is reported as what
+        # it is ("starved"), never as this loop's doing
+        causes = [report["cause"] for report in reporter.reported]
+        assert set(causes) <= {"starved"}, reporter.reported
+        assert sum(reporter.counts.values()) == len(causes)
     finally:
         reporter.stop()
 
