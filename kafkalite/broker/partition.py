@@ -464,8 +464,8 @@ class Partition:
         if self.log is log:
             return
         self.log = log
-        if hasattr(log, "on_news"):
-            log.on_news = self.notify_news
+        if hasattr(log, "news_listener"):
+            log.news_listener = self  # the partition itself: no bound method per log
         if self.fetch_state_listener is not None:
             self.fetch_state_listener(self.topic_partition)  # another log, another log start
         # The directory as a str: a loaded Log makes its Path only when asked for (a Path per
@@ -583,10 +583,10 @@ class Partition:
     def make_offline(self) -> None:
         self.notify_news()
         log = self.log
-        if log is not None and getattr(log, "on_news", None) == self.notify_news:
+        if log is not None and getattr(log, "news_listener", None) is self:
             # The log no longer tells this partition: the two made a reference cycle, and a
             # dropped partition must be freed by reference counting (a frozen cycle never is).
-            log.on_news = None
+            log.news_listener = None
         self.fetch_state_listener = None
         self.leader_replica_id = None
         self.remote_replicas.clear()

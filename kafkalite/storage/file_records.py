@@ -199,7 +199,8 @@ class FileRecords(FilePath):
         self._closed = False
         self._mmap: mmap.mmap | None = None
         # Every map of the file that may still be alive (views keep them): see truncate_to.
-        self._maps: list[weakref.ref[mmap.mmap]] = []
+        # An empty tuple until a first map (no list per idle segment for the collector).
+        self._maps: list[weakref.ref[mmap.mmap]] | tuple[()] = ()
 
     @property
     def handle(self) -> FileHandle:
@@ -219,7 +220,7 @@ class FileRecords(FilePath):
     def release_handle(self) -> None:
         """Drop the descriptor and the cached map; the next access opens the file again.
         Slices cut earlier keep theirs."""
-        self._mmap = None
+        self._drop_cached_map()
         self._handle = None
 
     @property
@@ -270,7 +271,7 @@ class FileRecords(FilePath):
                 mapped.close()
             except BufferError:  # a view (a queued Fetch response) still points into it
                 in_use.append(ref)
-        self._maps = in_use
+        self._maps = in_use or ()
         return not in_use
 
     def _replace_with_prefix(self, size: int) -> None:
@@ -294,7 +295,7 @@ class FileRecords(FilePath):
             raise
         os.close(target)
         self._handle = FileHandle(os.open(self.file, os.O_RDWR | os.O_APPEND))
-        self._maps = []
+        self._maps = ()
 
     def close(self) -> None:
         """Release this object's hold on the file; live slices keep the descriptor open."""
@@ -322,13 +323,21 @@ class FileRecords(FilePath):
     def track_map(self, mapped: mmap.mmap) -> None:
         """Remember a live map of this file, so that truncate_to never shrinks the file under
         it (the list holds weak references: dead maps are pruned here)."""
-        self._maps = [ref for ref in self._maps if ref() is not None]
-        self._maps.append(weakref.ref(mapped))
+        maps = [ref for ref in self._maps if ref() is not None]
+        maps.append(weakref.ref(mapped))
+        self._maps = maps
 
     def release_map(self) -> None:
         """Drop the cached map (slices' views keep theirs); the next read maps again. Keeps
         the number of live mappings (vm.max_map_count) down to the segments being read."""
+        self._drop_cached_map()
+
+    def _drop_cached_map(self) -> None:
+        """Forget the cached map, and the references to maps now gone: an idle segment keeps
+        no list (nor dead weak references) for the garbage collector to walk."""
         self._mmap = None
+        if self._maps:
+            self._maps = [ref for ref in self._maps if ref() is not None] or ()
 
     def slice(self, position: int, size: int) -> FileRecordsSlice:
         if position < 0 or size < 0:

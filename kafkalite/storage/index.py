@@ -664,16 +664,22 @@ class TimeIndex(AbstractIndex):
     entry_size = 12
     _entry_struct = struct.Struct(">qi")
 
+    # The last entry is kept as two ints, its TimestampOffset made when asked for: a named
+    # tuple stays tracked by the garbage collector (a plain int never is), one object more per
+    # segment for every full collection to walk.
+    _last_timestamp: int
+    _last_offset: int
+
     def _after_load(self) -> None:
         if self._entries == 0:
-            self._last_entry = TimestampOffset(NO_TIMESTAMP, self.base_offset)
+            self._last_timestamp, self._last_offset = NO_TIMESTAMP, self.base_offset
         else:
             timestamp, relative = self._raw_entry(self._entries - 1)
-            self._last_entry = TimestampOffset(timestamp, self.base_offset + relative)
+            self._last_timestamp, self._last_offset = timestamp, self.base_offset + relative
 
     @property
     def last_entry(self) -> TimestampOffset:
-        return self._last_entry
+        return TimestampOffset(self._last_timestamp, self._last_offset)
 
     def is_full(self) -> bool:
         return self._entries >= self._max_entries - 1
@@ -700,26 +706,26 @@ class TimeIndex(AbstractIndex):
     ) -> None:
         """Add ``(timestamp, offset)`` if ``timestamp`` is larger than the last entry's;
         ``direct``: written with ``pwrite`` when the index is not mapped (``_write_entry``)."""
-        last = self._last_entry
+        last_timestamp, last_offset = self._last_timestamp, self._last_offset
         if self._entries != 0:
-            if offset < last.offset:
+            if offset < last_offset:
                 raise InvalidOffsetError(
                     f"Attempt to append an offset ({offset}) smaller than the last offset "
-                    f"({last.offset}) to the time index {self.file}"
+                    f"({last_offset}) to the time index {self.file}"
                 )
-            if timestamp < last.timestamp:
+            if timestamp < last_timestamp:
                 raise InvalidOffsetError(
                     f"Attempt to append a timestamp ({timestamp}) smaller than the last one "
-                    f"({last.timestamp}) to the time index {self.file}"
+                    f"({last_timestamp}) to the time index {self.file}"
                 )
-        if timestamp <= last.timestamp:
+        if timestamp <= last_timestamp:
             return
         if not skip_full_check and self._entries >= self._max_entries - 1:
             raise ValueError(
                 f"Attempt to append to a full time index (size = {self._entries}): {self.file}"
             )
         self._write_entry(timestamp, self.relative_offset(offset), direct)
-        self._last_entry = TimestampOffset(timestamp, offset)
+        self._last_timestamp, self._last_offset = timestamp, offset
 
     def sanity_check(self, log_size: int | None = None) -> None:
         self._check_whole_entries("Time index")

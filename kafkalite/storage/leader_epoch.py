@@ -10,6 +10,13 @@ OffsetsForLeaderEpoch API) and truncates its log to the answer: this replaces tr
 high watermark, which could lose or diverge acknowledged data (the fix the seeds predate).
 
 Not safe for concurrent use.
+
+What it holds is atomic data, for the collector's sake: a broker hosts thousands of these,
+each walked by every full garbage collection until frozen. The epochs, their start offsets and
+what the file holds are tuples of ints (rebuilt on a change, which comes with a leader change,
+not per record), which CPython stops tracking once a collection has seen them; the checkpoint
+is kept as its path (a str) and its file object made when it is read or written; the log end
+offset is passed in by the caller (no reference back to the log).
 """
 
 from __future__ import annotations
@@ -33,20 +40,24 @@ class LeaderEpochFileCache:
         deferred: bool = False,
         read: bool = True,
     ) -> None:
-        self.checkpoint = LeaderEpochCheckpointFile(checkpoint_path)
+        self.checkpoint_path = os.fspath(checkpoint_path)
         self.deferred = deferred
         self.dirty = False  # changed since the checkpoint was last written
         self._log_end_offset = log_end_offset
-        self._epochs: list[int] = []
-        self._start_offsets: list[int] = []
-        # What the file holds (None: unknown), so a close that would write the same skips it.
-        self._persisted: list[EpochEntry] | None = None
+        self._epochs: tuple[int, ...] = ()
+        self._start_offsets: tuple[int, ...] = ()
+        # What the file holds, so a close that would write the same skips it: plain
+        # (epoch, start offset) pairs (a named tuple stays tracked by the collector).
+        self._persisted: tuple[tuple[int, int], ...] = ()
         if read:  # False: a new partition directory, there is no file yet
             for entry in self.checkpoint.read():
                 self._assign(entry)
-            self._persisted = self.epoch_entries
-        else:
-            self._persisted = []
+            self._persisted = tuple(zip(self._epochs, self._start_offsets, strict=True))
+
+    @property
+    def checkpoint(self) -> LeaderEpochCheckpointFile:
+        """The checkpoint file (an object made per use: the cache keeps only its path)."""
+        return LeaderEpochCheckpointFile(self.checkpoint_path)
 
     # ---------------------------------------------------------------- queries
 
@@ -123,13 +134,12 @@ class LeaderEpochFileCache:
             entry.epoch != self._epochs[-1] or entry.start_offset < self._start_offsets[-1]
         ):
             return False
-        while self._epochs and (
-            self._epochs[-1] >= entry.epoch or self._start_offsets[-1] >= entry.start_offset
-        ):
-            self._epochs.pop()
-            self._start_offsets.pop()
-        self._epochs.append(entry.epoch)
-        self._start_offsets.append(entry.start_offset)
+        epochs, starts = self._epochs, self._start_offsets
+        keep = len(epochs)
+        while keep and (epochs[keep - 1] >= entry.epoch or starts[keep - 1] >= entry.start_offset):
+            keep -= 1
+        self._epochs = (*epochs[:keep], entry.epoch)
+        self._start_offsets = (*starts[:keep], entry.start_offset)
         return True
 
     def truncate_from_end(self, end_offset: int) -> None:
@@ -137,8 +147,8 @@ class LeaderEpochFileCache:
         if end_offset < 0 or not self._epochs or self._start_offsets[-1] < end_offset:
             return
         keep = bisect.bisect_left(self._start_offsets, end_offset)
-        del self._epochs[keep:]
-        del self._start_offsets[keep:]
+        self._epochs = self._epochs[:keep]
+        self._start_offsets = self._start_offsets[:keep]
         self._changed()
 
     def truncate_from_start(self, start_offset: int) -> None:
@@ -147,16 +157,12 @@ class LeaderEpochFileCache:
         if start_offset < 0 or not self._epochs or self._start_offsets[0] >= start_offset:
             return
         i = bisect.bisect_right(self._start_offsets, start_offset) - 1
-        epoch = self._epochs[i]
-        del self._epochs[: i + 1]
-        del self._start_offsets[: i + 1]
-        self._epochs.insert(0, epoch)
-        self._start_offsets.insert(0, start_offset)
+        self._epochs = self._epochs[i:]
+        self._start_offsets = (start_offset, *self._start_offsets[i + 1 :])
         self._changed()
 
     def clear_and_flush(self) -> None:
-        self._epochs.clear()
-        self._start_offsets.clear()
+        self._epochs = self._start_offsets = ()
         self.flush(force=True)
 
     def _changed(self) -> None:
@@ -168,9 +174,8 @@ class LeaderEpochFileCache:
         """Write the checkpoint if anything changed since the last write (or ``force``);
         without fsync if not ``sync`` (the caller syncs the filesystem)."""
         if self.dirty or force:
-            entries = self.epoch_entries
-            self.checkpoint.write(entries, sync=sync)
-            self._persisted = entries
+            self.checkpoint.write(self.epoch_entries, sync=sync)
+            self._persisted = tuple(zip(self._epochs, self._start_offsets, strict=True))
             self.dirty = False
 
     def flush_on_close(self, log_end_offset: int, *, sync: bool = True) -> None:
@@ -180,8 +185,12 @@ class LeaderEpochFileCache:
         every idle empty partition whose epoch moved while the broker ran."""
         if not self.dirty:
             return
-        entries = [e for e in self.epoch_entries if e.start_offset < log_end_offset]
+        entries = tuple(
+            (epoch, start)
+            for epoch, start in zip(self._epochs, self._start_offsets, strict=True)
+            if start < log_end_offset
+        )
         if entries != self._persisted:
-            self.checkpoint.write(entries, sync=sync)
+            self.checkpoint.write([EpochEntry(*entry) for entry in entries], sync=sync)
             self._persisted = entries
         self.dirty = False

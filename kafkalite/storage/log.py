@@ -55,10 +55,9 @@ import random
 import re
 import shutil
 import time
-import weakref
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import structlog
 
@@ -180,22 +179,10 @@ PRODUCER_SNAPSHOT_SUFFIX = ".snapshot"
 """The producer state's snapshot files in a log's directory (kafkalite/broker/producer_state.py)."""
 
 
-class _LogEndOffset:
-    """The log's end offset for its leader epoch cache, read through a weak reference: a
-    callable holding the log would make the log and its cache a reference cycle, which only
-    the cyclic collector frees, and never once frozen (kafkalite/observability/gc_freeze.py);
-    a dropped log is freed by reference counting."""
+class NewsListener(Protocol):
+    """What a log tells that its offsets moved (the broker's Partition)."""
 
-    __slots__ = ("_log",)
-
-    def __init__(self, log) -> None:
-        self._log = weakref.ref(log)
-
-    def __call__(self) -> int:
-        log = self._log()
-        if log is None:  # only the log holds its cache: not reached while the cache is used
-            raise ReferenceError("the log of this leader epoch cache is gone")
-        return log.log_end_offset
+    def notify_news(self) -> None: ...
 
 
 class Log:
@@ -228,7 +215,9 @@ class Log:
         self.on_log_dir_failure = on_log_dir_failure
         self.offline = False
         self._segments: list[LogSegment] = []
-        self._base_offsets: list[int] = []
+        # A tuple of ints, rebuilt when the segment list changes (a roll, a deletion, a
+        # truncation): CPython stops tracking it once a collection has seen it.
+        self._base_offsets: tuple[int, ...] = ()
         self._closed_size: int | None = None
         """The bytes of every segment but the active one (only the active one grows), summed
         when first asked after the segment list changed: ``size_bytes`` is then a number read,
@@ -244,11 +233,14 @@ class Log:
         # the offsets it flushed are still the ones in the log.
         self._truncation_count = 0
         self._dir_needs_flush = True  # a segment file was created since the last dir fsync
-        # Told the offset of every truncation (the LogManager moves the cleaner's checkpoint).
-        self.on_truncation: Callable[[int], None] | None = None
-        # Told whenever log_end_offset, the high watermark or log_start_offset moves after the
-        # load (the partition wakes the followers' fetch sessions that stopped reading it).
-        self.on_news: Callable[[], None] | None = None
+        # Told this log and the offset of every truncation (the LogManager moves the cleaner's
+        # checkpoint): one callable shared by every log of a manager, not a closure per log.
+        self.on_truncation: Callable[[Log, int], None] | None = None
+        # Its ``notify_news()`` is called whenever log_end_offset, the high watermark or
+        # log_start_offset moves after the load (the partition wakes the followers' fetch
+        # sessions that stopped reading it). The listener itself, not its bound method: a
+        # method object per log is one more object for the collector to walk.
+        self.news_listener: NewsListener | None = None
         # Bumped by appends and reads: the LogManager releases the files of logs whose count
         # did not move between two of its idle checks (release_resources).
         self.uses = 0
@@ -273,7 +265,7 @@ class Log:
                 # their first entry (or the close of a segment holding data), the epoch
                 # checkpoint by the first epoch.
                 self.leader_epoch_cache = LeaderEpochFileCache(
-                    epoch_checkpoint, _LogEndOffset(self), deferred=True, read=False
+                    epoch_checkpoint, deferred=True, read=False
                 )
                 segment = self._open_segment(self.log_start_offset, preallocate=False, new=True)
                 segment.defer_index_growth(self.config.segment_index_bytes)
@@ -289,7 +281,6 @@ class Log:
             try:
                 self.leader_epoch_cache = LeaderEpochFileCache(
                     epoch_checkpoint,
-                    _LogEndOffset(self),
                     deferred=True,
                     read=LEADER_EPOCH_CHECKPOINT_FILE in listing,
                 )
@@ -297,9 +288,7 @@ class Log:
             except StorageError:
                 # A malformed checkpoint: rebuild the epochs from the batches (full scan).
                 os.unlink(epoch_checkpoint)
-                self.leader_epoch_cache = LeaderEpochFileCache(
-                    epoch_checkpoint, _LogEndOffset(self), deferred=True
-                )
+                self.leader_epoch_cache = LeaderEpochFileCache(epoch_checkpoint, deferred=True)
                 epochs_lost = True
             self._load(had_clean_shutdown, recover_all=epochs_lost, listing=listing)
             self.empty_without_snapshots = self.log_end_offset == self.log_start_offset and not any(
@@ -425,7 +414,7 @@ class Log:
                 for later in later_segments:
                     later.delete()
                 del self._segments[i + 1 :]
-                del self._base_offsets[i + 1 :]
+                self._base_offsets = self._base_offsets[: i + 1]
                 self._closed_size = None  # the segment list changed
 
         if not self._segments:
@@ -547,7 +536,7 @@ class Log:
     def _add_segment(self, segment: LogSegment) -> None:
         self._dir_needs_flush = True
         self._segments.append(segment)
-        self._base_offsets.append(segment.base_offset)
+        self._base_offsets = (*self._base_offsets, segment.base_offset)
         self._closed_size = None  # the segment list changed
 
     # ================================================================= properties
@@ -597,9 +586,9 @@ class Log:
             self._news()
 
     def _news(self) -> None:
-        on_news = self.on_news
-        if on_news is not None:
-            on_news()
+        listener = self.news_listener
+        if listener is not None:
+            listener.notify_news()
 
     @property
     def unflushed_messages(self) -> int:
@@ -856,8 +845,9 @@ class Log:
         except OSError as e:
             raise self._fail(e) from e
         self.log_end_offset = last_offset + 1
-        if self.on_news is not None:
-            self.on_news()
+        listener = self.news_listener
+        if listener is not None:
+            listener.notify_news()
         if self.log_end_offset - self.recovery_point >= self.config.flush_messages:
             self.flush()
 
@@ -904,7 +894,7 @@ class Log:
             # An empty active segment at a lower offset (a follower skipping a gap): replace it.
             active.delete()
             self._segments.pop()
-            self._base_offsets.pop()
+            self._base_offsets = self._base_offsets[:-1]
             self._closed_size = None  # the segment list changed
         else:
             active.on_become_inactive_segment()
@@ -1064,7 +1054,7 @@ class Log:
             for segment in self._segments[i + 1 :]:
                 segment.delete()
             del self._segments[i + 1 :]
-            del self._base_offsets[i + 1 :]
+            self._base_offsets = self._base_offsets[: i + 1]
             self._closed_size = None  # the segment list changed
             active = self._segments[-1]
             active.truncate_to(target_offset)
@@ -1078,7 +1068,7 @@ class Log:
         self._high_watermark = min(self._high_watermark, self.log_end_offset)
         self._news()
         if self.on_truncation is not None:
-            self.on_truncation(self.log_end_offset)
+            self.on_truncation(self, self.log_end_offset)
         return True
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
@@ -1095,13 +1085,13 @@ class Log:
             raise self._fail(e) from e
         self._news()
         if self.on_truncation is not None:
-            self.on_truncation(new_offset)
+            self.on_truncation(self, new_offset)
 
     def _truncate_fully_and_start_at(self, new_offset: int) -> None:
         for segment in self._segments:
             segment.delete()
         self._segments.clear()
-        self._base_offsets.clear()
+        self._base_offsets = ()
         self._closed_size = None  # the segment list changed
         self.leader_epoch_cache.clear_and_flush()
         self._add_segment(self._open_segment(new_offset))
@@ -1209,7 +1199,7 @@ class Log:
                 segment.delete()
             count = len(deletable)
             del self._segments[:count]
-            del self._base_offsets[:count]
+            self._base_offsets = self._base_offsets[count:]
             self._closed_size = None  # the segment list changed
             if self._segments[0].base_offset > self.log_start_offset:
                 self.log_start_offset = self._segments[0].base_offset
@@ -1258,7 +1248,8 @@ class Log:
             new_segment.change_file_suffixes(CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)
             fsync_dir(self._dir_str)
             self._segments[i : i + count] = [new_segment]
-            self._base_offsets[i : i + count] = [new_segment.base_offset]
+            offsets = self._base_offsets
+            self._base_offsets = (*offsets[:i], new_segment.base_offset, *offsets[i + count :])
             self._closed_size = None  # the segment list changed
             for old in old_segments:
                 old.close_handlers()
@@ -1404,7 +1395,7 @@ class Log:
         except OSError as e:
             raise self._fail(e) from e
         self._segments.clear()
-        self._base_offsets.clear()
+        self._base_offsets = ()
         self._closed_size = None  # the segment list changed
 
     def rename_dir(self, name: str) -> None:
@@ -1423,7 +1414,9 @@ class Log:
         self.dir = new_dir
         for segment in self._segments:
             segment.update_parent_dir(new_dir)
-        self.leader_epoch_cache.checkpoint.path = new_dir / LEADER_EPOCH_CHECKPOINT_FILE
+        self.leader_epoch_cache.checkpoint_path = os.path.join(
+            new_dir, LEADER_EPOCH_CHECKPOINT_FILE
+        )
 
     def __repr__(self) -> str:
         return (

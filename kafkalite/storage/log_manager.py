@@ -165,6 +165,11 @@ class LogManager:
         self._time_ms = time_ms
         self.num_recovery_threads_per_data_dir = max(1, num_recovery_threads_per_data_dir)
         self.idle_release_interval_ms = idle_release_interval_ms
+        # The two hooks every log of this manager is given, made once: a bound method (or a
+        # closure) per log was one to five more objects per partition for every full garbage
+        # collection to walk until frozen (the hooks are told which log).
+        self._log_failure_hook = self._on_log_failure
+        self._truncation_hook = self._on_log_truncated
         self._logs: dict[TopicPartitionKey, Log] = {}
         self._log_counts: dict[str, int] = {dir: 0 for dir in self.log_dirs}
         # The online logs by their log directory, kept as logs come and go: building it from
@@ -299,7 +304,7 @@ class LogManager:
             )
             log._close_quietly()
             return
-        log.on_log_dir_failure = self._on_log_failure
+        log.on_log_dir_failure = self._log_failure_hook
         self._add_log(key, log, dir)
 
     def _plan_dir(self, dir: str) -> list[tuple[TopicPartitionKey, Callable[[], Log]]]:
@@ -377,7 +382,7 @@ class LogManager:
         self._watch_truncation(log)
         self._logs[key] = log
         if parent is None:
-            parent = str(log.dir.parent)
+            parent = os.path.dirname(log.dir_str)
         self._log_counts[parent] = self._log_counts.get(parent, 0) + 1
         self._dir_logs.setdefault(parent, {})[key] = log
 
@@ -548,11 +553,11 @@ class LogManager:
         for dir in self._next_log_dirs():
             try:
                 log = Log(
-                    Path(dir) / log_dir_name(topic, partition),
+                    os.path.join(dir, log_dir_name(topic, partition)),
                     config,
                     had_clean_shutdown=True,
                     time_ms=self._time_ms,
-                    on_log_dir_failure=self._on_log_failure,
+                    on_log_dir_failure=self._log_failure_hook,
                 )
             except LogDirFailure as e:
                 self._handle_log_dir_failure(dir, e.cause)
@@ -567,7 +572,10 @@ class LogManager:
     def _watch_truncation(self, log: Log) -> None:
         """A truncation below the cleaner's checkpoint makes those offsets dirty again (Kafka's
         LogManager.truncateTo -> maybeTruncateCheckpoint)."""
-        log.on_truncation = lambda offset: self.cleaner.maybe_truncate_checkpoint(log, offset)
+        log.on_truncation = self._truncation_hook
+
+    def _on_log_truncated(self, log: Log, offset: int) -> None:
+        self.cleaner.maybe_truncate_checkpoint(log, offset)
 
     def _next_log_dirs(self) -> list[str]:
         """Online directories, fewest logs first (Kafka's nextLogDirs); from kept counts."""
@@ -628,7 +636,7 @@ class LogManager:
                         if key in self._logs:
                             continue
                     else:
-                        result.on_log_dir_failure = self._on_log_failure
+                        result.on_log_dir_failure = self._log_failure_hook
                         self._add_log(key, result, dir)
                         continue
                 if isinstance(result, LogDirFailure):
@@ -649,7 +657,7 @@ class LogManager:
             try:
                 results.append(
                     Log(
-                        Path(dir) / log_dir_name(topic, partition),
+                        os.path.join(dir, log_dir_name(topic, partition)),
                         config,
                         had_clean_shutdown=True,
                         time_ms=self._time_ms,

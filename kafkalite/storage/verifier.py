@@ -43,7 +43,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 import structlog
 from crc32c import crc32c
@@ -161,6 +161,9 @@ class VerifiedRanges:
     it), so no byte is checked twice however the reads start and end. At most ``MAX_RUNS``
     runs are kept (the shortest goes: its bytes are checked again on their next read). Lookups
     are a bisection; not safe for concurrent use (the segment's owner serialises reads).
+    Without runs (most segments: every byte below the prefix) both run lists are the shared
+    empty tuple, made lists by the first run: a broker holds one of these per segment, and an
+    empty list each was two objects more per partition for the garbage collector to walk.
     """
 
     MAX_RUNS = 64
@@ -170,8 +173,9 @@ class VerifiedRanges:
 
     def __init__(self, prefix: int = 0) -> None:
         self.prefix = prefix
-        self._starts: list[int] = []  # the runs [_starts[i], _ends[i]), all beyond the prefix
-        self._ends: list[int] = []
+        # The runs [_starts[i], _ends[i]), all beyond the prefix.
+        self._starts: list[int] | tuple[()] = ()
+        self._ends: list[int] | tuple[()] = ()
 
     def unverified_start(self, start: int) -> int:
         """The first unverified byte at or after ``start``: where checking must begin."""
@@ -202,10 +206,20 @@ class VerifiedRanges:
         starts, ends = self._starts, self._ends
         if start <= self.prefix:
             if end > self.prefix:
-                joined = bisect_right(starts, end)  # the runs it reaches join the prefix
-                self.prefix = max(end, ends[joined - 1]) if joined else end
-                del starts[:joined], ends[:joined]
+                self.prefix = end
+                if starts:
+                    joined = bisect_right(starts, end)  # the runs it reaches join the prefix
+                    if joined:
+                        ends = cast(list[int], ends)  # a list whenever the starts are one
+                        self.prefix = max(end, ends[joined - 1])
+                        del starts[:joined], ends[:joined]
+                        if not starts:
+                            self._starts = self._ends = ()
             return
+        if not starts:  # the first run: lists from here on
+            self._starts, self._ends = [start], [end]
+            return
+        ends = cast(list[int], ends)  # a list whenever the starts are one
         first = bisect_left(ends, start)  # the runs touching [start, end) merge with it
         last = bisect_right(starts, end)
         if first < last:
@@ -220,9 +234,15 @@ class VerifiedRanges:
         """Bytes from ``position`` on changed (truncation) or are suspect: verify again."""
         self.prefix = min(self.prefix, position)
         starts, ends = self._starts, self._ends
+        if not starts:
+            return
         kept = bisect_left(starts, position)
+        if not kept:
+            self._starts = self._ends = ()
+            return
+        ends = cast(list[int], ends)  # a list whenever the starts are one
         del starts[kept:], ends[kept:]
-        if ends and ends[-1] > position:
+        if ends[-1] > position:
             ends[-1] = position
 
 

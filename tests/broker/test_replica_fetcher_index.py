@@ -52,7 +52,11 @@ class FakeReplicaManager:
 
 def fake_log(log_start: int) -> SimpleNamespace:
     return SimpleNamespace(
-        log_start_offset=log_start, on_news=None, newly_created=True, log_end_offset=0, dir=None
+        log_start_offset=log_start,
+        news_listener=None,
+        newly_created=True,
+        log_end_offset=0,
+        dir=None,
     )
 
 

@@ -81,7 +81,7 @@ def test_empty_buffer_sends_the_region_directly_with_no_map(records, pair):
     # what follows the last region goes to the transport (which writes it at once when its
     # buffer is empty: uvloop's own path), after everything sent directly
     assert transport.queued == [b"tail"]
-    assert records._maps == []  # sendfile: no map of the region was made
+    assert not records._maps  # sendfile: no map of the region was made
 
 
 def test_a_busy_transport_gets_every_part_in_order_as_views(records, pair):
