@@ -287,6 +287,33 @@ class ControllerBrokerRequestBatch:
                 delete_partition=already_delete or delete_partition,
             )
 
+    def add_stop_replica_requests(
+        self, broker_id: int, partitions: Iterable[TopicPartition], delete_partition: bool
+    ) -> None:
+        """``add_stop_replica_request_for_brokers([broker_id], tp, delete_partition)`` for each
+        of ``partitions``, in one pass (a broker's failure stops every replica it holds)."""
+        if broker_id < 0:
+            return
+        ctx = self.ctx
+        deleting = ctx.topics_to_be_deleted
+        leadership = ctx.partition_leadership_info
+        states = self._stop_replica.get(broker_id)
+        if states is None:
+            states = self._stop_replica[broker_id] = {}
+        for tp in partitions:
+            if tp[0] in deleting:
+                leader_epoch = EPOCH_DURING_DELETE
+            else:
+                info = leadership.get(tp)
+                leader_epoch = info.leader_and_isr.leader_epoch if info is not None else NO_EPOCH
+            previous = states.get(tp)
+            states[tp] = StopReplicaPartitionState(
+                tp[0],
+                tp[1],
+                leader_epoch,
+                delete_partition or (previous is not None and previous.delete_partition),
+            )
+
     def add_update_metadata_request_for_brokers(
         self, broker_ids: Iterable[int], partitions: Iterable[TopicPartition] = ()
     ) -> None:

@@ -36,7 +36,12 @@ from collections.abc import Iterable
 from typing import Any
 
 from kafkalite.protocol.types import TopicPartition
-from kafkalite.zk.types import NO_LEADER, LeaderIsrAndControllerEpoch, ReplicaAssignment
+from kafkalite.zk.types import (
+    NO_LEADER,
+    LeaderAndIsr,
+    LeaderIsrAndControllerEpoch,
+    ReplicaAssignment,
+)
 from kafkalite.zk.writes import UpdatePartitionState
 
 from .broker_request_batch import ControllerBrokerRequestBatch
@@ -226,11 +231,11 @@ class ReplicaStateMachine:
                 states[r] = ONLINE_REPLICA
             batch.add_leader_and_isr_requests(told, is_new=False)
         elif target_state is OFFLINE_REPLICA:
-            for r in replicas:
-                batch.add_stop_replica_request_for_brokers(
-                    [replica_id], r.topic_partition, delete_partition=False
-                )
+            batch.add_stop_replica_requests(replica_id, [r[0] for r in replicas], False)
             shrunk: list[tuple[Any, TopicPartition, LeaderIsrAndControllerEpoch, Any]] = []
+            # the other replicas of each distinct assignment (a broker's failure names it in
+            # every partition it holds)
+            others: dict[tuple[int, ...], list[int]] = {}
             for r in replicas:
                 tp = r.topic_partition
                 info = ctx.partition_leadership_info.get(tp)
@@ -245,7 +250,11 @@ class ReplicaStateMachine:
                     continue
                 if not ctx.is_topic_queued_up_for_deletion(tp.topic):
                     full = ctx.partition_full_replica_assignment(tp)
-                    recipients = [x for x in full.replicas if x != replica_id]
+                    recipients = others.get(full.replicas)
+                    if recipients is None:
+                        recipients = others[full.replicas] = [
+                            x for x in full.replicas if x != replica_id
+                        ]
                     shrunk.append((recipients, tp, updated, full))
                 states[r] = OFFLINE_REPLICA
             # (one call for the replica's partitions: each is added after its own decision and
@@ -254,9 +263,7 @@ class ReplicaStateMachine:
         elif target_state is REPLICA_DELETION_STARTED:
             for r in replicas:
                 states[r] = REPLICA_DELETION_STARTED
-                batch.add_stop_replica_request_for_brokers(
-                    [replica_id], r.topic_partition, delete_partition=True
-                )
+            batch.add_stop_replica_requests(replica_id, [r[0] for r in replicas], True)
         elif target_state in (REPLICA_DELETION_INELIGIBLE, REPLICA_DELETION_SUCCESSFUL):
             for r in replicas:
                 states[r] = target_state
@@ -300,9 +307,15 @@ class ReplicaStateMachine:
             else tuple(x for x in leader_and_isr.isr if x != replica_id)
         )
         expected_version = leader_and_isr.zk_version
+        # new_leader_and_isr(new_leader, new_isr).with_zk_version(expected_version + 1) in one
+        # construction: the leader epoch bumped, the node's next version
         updated = LeaderIsrAndControllerEpoch(
-            leader_and_isr.new_leader_and_isr(new_leader, new_isr).with_zk_version(
-                expected_version + 1
+            LeaderAndIsr(
+                new_leader,
+                leader_and_isr.leader_epoch + 1,
+                new_isr,
+                expected_version + 1,
+                leader_and_isr.leader_recovery_state,
             ),
             ctx.epoch,
         )
