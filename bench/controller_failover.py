@@ -18,7 +18,12 @@ start until the controller is idle (and, at a failover, has read and watched eve
 1. ``failover``: a controller starts over a store that already holds every partition state
    (a first controller created them and resigned), as after a controller's death;
 2. ``broker_failure`` (``cluster`` only): broker 3's session is expired; until no partition is
-   led by it and the controller is idle.
+   led by it and the controller is idle;
+3. ``controller_failure`` (``cluster`` only): broker 3 registers again, a controller starts on
+   broker 2 (not elected: the role is taken), then the controller's broker (1) has its session
+   expired (kill -9 of the controller): until broker 2's controller is active, idle, has read
+   and watched every topic's node and no partition is led by broker 1 (its failover elects
+   the partitions broker 1 led and shrinks the ISRs it was in).
 
 ``--baseline-src DIR`` (a ``git archive`` of another commit, its C extension built) runs each
 round in a child process of its own, this tree and DIR's alternating (which goes first
@@ -174,6 +179,28 @@ async def one_round(shape: str, partitions: int, profile: str | None) -> dict[st
                 store.expire_session(sessions[3].session_id)
                 await until(moved)
                 await controller.event_manager.wait_idle()
+            # broker 3 back, then a controller on broker 2 waiting for the role
+            sessions[3] = await register(store, 3)
+            await until(lambda: 3 in controller.context.live_broker_ids)
+            await controller.event_manager.wait_idle()
+            standby = KafkaController(2, sessions[2], CONFIG, transport_factory=EncodingTransport)
+            await standby.startup()
+            assert not standby.is_active
+
+            def led_without_1() -> bool:
+                ctx = standby.context
+                return ctx is not None and all(
+                    i.leader_and_isr.leader != 1 for i in ctx.partition_leadership_info.values()
+                )
+
+            try:
+                with Measured("controller_failure", profile, out):
+                    store.expire_session(sessions[1].session_id)
+                    await ready(standby)
+                    await until(led_without_1)
+                    await standby.event_manager.wait_idle()
+            finally:
+                await standby.shutdown()
     finally:
         await controller.shutdown()
         await store.close()

@@ -577,12 +577,13 @@ def without_announced(
 def _merge_leader_and_isr(requests: list[LeaderAndIsrRequestData]) -> LeaderAndIsrRequestData:
     if len(requests) == 1:
         return requests[0]
-    states: dict[TopicPartition, LeaderAndIsrPartitionState] = {}
+    # keyed by (topic, partition): TopicPartition's order, without building one per state
+    states: dict[tuple[str, int], LeaderAndIsrPartitionState] = {}
     topic_ids: dict[str, str] = {}
     leaders: dict[int, Broker] = {}
     for request in requests:
         for state in request.partition_states:
-            tp = state.topic_partition
+            tp = (state.topic_name, state.partition_index)
             previous = states.get(tp)
             if previous is not None and previous.is_new and not state.is_new:
                 state = replace(state, is_new=True)
@@ -591,7 +592,7 @@ def _merge_leader_and_isr(requests: list[LeaderAndIsrRequestData]) -> LeaderAndI
         leaders.update((b.id, b) for b in request.live_leaders)
     last = requests[-1]
     leader_ids = {s.leader for s in states.values()}
-    topics = {tp.topic for tp in states}
+    topics = {tp[0] for tp in states}
     return replace(
         last,
         partition_states=tuple(states[tp] for tp in sorted(states)),
