@@ -142,6 +142,7 @@ class Measured:
 
     def __exit__(self, *exc: Any) -> None:
         cpu, wall = time.process_time() - self.cpu, time.monotonic() - self.wall
+        gc.unfreeze()  # (the next phase freezes what is there by then)
         if self.profiler is not None:
             self.profiler.disable()
             self.profiler.dump_stats(f"{self.profile}-{self.name}.prof")
