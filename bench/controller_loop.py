@@ -34,7 +34,7 @@ time (``time.process_time``) of ``ControllerCore`` deciding each event of the ph
 ``--partitions`` (a new controller over a context that holds every state, a broker's failure,
 its return, a preferred election of every partition), each followed by what the channel manager
 does with the result (the requests of the event coalesced, each encoded at the codec's newest
-version for every live broker); the median of ``--rounds`` rounds.
+version for every live broker); the median and the least of ``--rounds`` rounds, each in a child process of its own (with ``--baseline-src`` the trees alternate), what was built before each event frozen (``gc.freeze``) as a served broker freezes its start (decision 0052).
 
 ``--baseline-src DIR`` (DIR a ``git archive`` of another commit) compares two trees in the same
 run: every round runs in a child process of its own, once with this tree's ``kafkalite`` and
@@ -285,6 +285,7 @@ DECISION_PHASES = ("create", "failover", "broker_failure", "broker_return", "pre
 
 def decisions_round(partitions: int) -> dict[str, float]:
     """One round of ``--decisions`` (see the module docstring), in this process."""
+    import gc
     import inspect
 
     from kafkalite.controller.broker_request_batch import coalesce_requests
@@ -319,6 +320,10 @@ def decisions_round(partitions: int) -> dict[str, float]:
             encode_request(key, version, 1, "c", to_message(request, version, **kwargs))
 
     def timed(name: str, decide: Any, core: Any) -> None:
+        # What was built before is frozen, as a served broker freezes what its start made
+        # (decision 0052): the collector's passes then walk only what the event makes.
+        gc.collect()
+        gc.freeze()
         start = time.process_time()
         result = decide()
         send(core, result)
@@ -371,9 +376,12 @@ def decisions(partitions: int, rounds: int) -> dict[str, float]:
 
     rows = []
     for _ in range(rounds):
+        gc.unfreeze()
         gc.collect()
         rows.append(decisions_round(partitions))
-    return {k: statistics.median(r[k] for r in rows) for k in DECISION_PHASES}
+    return {k: statistics.median(r[k] for r in rows) for k in DECISION_PHASES} | {
+        f"{k}_min": min(r[k] for r in rows) for k in DECISION_PHASES
+    }
 
 
 PHASES = (
@@ -493,8 +501,15 @@ if __name__ == "__main__":
         here = str(Path(__file__).resolve().parent.parent)
         trees = {"branch": here, **({"base": args.baseline_src} if args.baseline_src else {})}
         result = {"partitions": args.partitions, "load_average_before": os.getloadavg()}
-        for name, src in trees.items():
-            result[name] = child_decisions(src, args.partitions, args.rounds)
+        # --rounds child processes per tree, the trees alternating (one round each in turn)
+        rows: dict[str, list[dict]] = {name: [] for name in trees}
+        for r in range(args.rounds):
+            for name in list(trees) if r % 2 == 0 else list(reversed(trees)):
+                rows[name].append(child_decisions(trees[name], args.partitions, 1))
+        for name, runs in rows.items():
+            result[name] = {
+                k: statistics.median(run[k] for run in runs) for k in DECISION_PHASES
+            } | {f"{k}_min": min(run[k] for run in runs) for k in DECISION_PHASES}
         result["load_average_after"] = os.getloadavg()
         print(json.dumps(result, indent=2))
     elif args.child:

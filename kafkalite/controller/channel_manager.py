@@ -194,9 +194,10 @@ def to_message(
     return _stop_replica_message(request, version, cls)
 
 
+@functools.lru_cache(maxsize=1 << 17)
 def _uuid_bytes(topic_id: str | None) -> bytes | None:
-    value = _uuid(topic_id)
-    return value.bytes if value is not None else None
+    """The topic id's 16 bytes (cached as ``_uuid`` is: once per topic and request)."""
+    return topic_id_bytes(topic_id) if topic_id else None
 
 
 def _build(cls: type, **values: Any) -> Any:

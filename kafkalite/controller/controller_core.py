@@ -606,6 +606,10 @@ class ControllerCore:
         """Replicas on a failed log dir (KAFKA_STORAGE_ERROR) go offline; replicas that answered
         NONE are online again."""
         ctx = self.ctx
+        if broker_id not in ctx.replicas_on_offline_dirs and not any(partition_errors.values()):
+            # Every partition answered NONE (0) and none of the broker's replicas was offline:
+            # nothing to change (the usual answer, of 10,000 partitions after a failover).
+            return ControllerResult()
         offline = {
             tp for tp, err in partition_errors.items() if err == ErrorCode.KAFKA_STORAGE_ERROR
         }

@@ -856,18 +856,18 @@ class KafkaController:
                 topic_id = paths.new_topic_id()
                 missing_ids.writes.append(SetTopicAssignment(topic, topic_id, assignment))
             ctx.topic_ids[topic] = topic_id
+            # (update_partition_full_replica_assignment for each partition, in one update)
+            ctx.partition_assignments.setdefault(topic, {}).update(assignment)
             for partition, replicas in assignment.items():
-                tp = TopicPartition(topic, partition)
-                ctx.update_partition_full_replica_assignment(tp, replicas)
                 if replicas.is_being_reassigned:
-                    ctx.partitions_being_reassigned.add(tp)
+                    ctx.partitions_being_reassigned.add(TopicPartition(topic, partition))
         if missing_ids.writes:
             await zk_data.apply_writes(self.session, missing_ids.writes, ctx.epoch_zk_version)
-        for tp, info in (
-            await zk_data.get_partition_states(self.session, ctx.all_partitions())
-        ).items():
-            if info is not None:
-                ctx.put_partition_leadership_info(tp, info)
+        states = await zk_data.get_partition_states(self.session, ctx.all_partitions())
+        # (put_partition_leadership_info for each partition with a state, in one update)
+        ctx.partition_leadership_info.update(
+            (tp, info) for tp, info in states.items() if info is not None
+        )
         ctx.unclean_leader_election_topics = unclean_topics
         if self.channel_manager is not None:
             await self.channel_manager.shutdown()
@@ -879,8 +879,7 @@ class KafkaController:
             retry_backoff=self.retry_backoff,
         )
         self.channel_manager.startup(ctx.live_or_shutting_down_brokers)
-        for topic in sorted(topics):
-            self._watch_partition_modifications(topic, raw_assignments.get(topic))
+        self._watch_partition_modifications_of(sorted(topics), raw_assignments)
 
     async def _reload_and_failover(self) -> None:
         """The store moved under a decision: rebuild the context from it and start over."""
@@ -1435,6 +1434,9 @@ class KafkaController:
         modification, and queues no event (at 10,000 topics, one event per topic at every
         failover and creation held the queue for seconds). Anything else read first (changed
         in between) is an event, as every later change is (``TopicNodeWatcher``)."""
+        self._topics_watcher().watch(topic, known)
+
+    def _topics_watcher(self) -> TopicNodeWatcher:
         if self._topic_watcher is None:
             self._topic_watcher = TopicNodeWatcher(
                 self.session,
@@ -1442,7 +1444,14 @@ class KafkaController:
                 lambda: self.event_manager.put(Expire()),
                 name=f"controller-{self.broker_id}-topics",
             )
-        self._topic_watcher.watch(topic, known)
+        return self._topic_watcher
+
+    def _watch_partition_modifications_of(
+        self, topics: Iterable[str], known: Mapping[str, bytes]
+    ) -> None:
+        """``_watch_partition_modifications(topic, known.get(topic))`` for each of ``topics``
+        (a failover's 10,000 topics, in one call)."""
+        self._topics_watcher().watch_many((topic, known.get(topic)) for topic in topics)
 
     def _stop_partition_watch(self, topic: str) -> None:
         if self._topic_watcher is not None:

@@ -212,6 +212,7 @@ class PartitionStateMachine:
     ) -> list[TopicPartition]:
         ctx = self.ctx
         initialized = []
+        told: list[tuple[Any, TopicPartition, LeaderIsrAndControllerEpoch, Any]] = []
         for tp in partitions:
             replicas = ctx.partition_replica_assignment(tp)
             live = tuple(r for r in replicas if ctx.is_replica_online(r, tp))
@@ -227,10 +228,11 @@ class PartitionStateMachine:
             result.writes.append(CreatePartitionState(tp, info))
             ctx.put_partition_leadership_info(tp, info)
             result.leadership[tp] = leader_and_isr
-            self._batch.add_leader_and_isr_request_for_brokers(
-                leader_and_isr.isr, tp, info, ctx.partition_full_replica_assignment(tp), is_new=True
-            )
+            told.append((leader_and_isr.isr, tp, info, ctx.partition_full_replica_assignment(tp)))
             initialized.append(tp)
+        # One call for all (each partition's state is set before it is added, and no later
+        # partition changes it)
+        self._batch.add_leader_and_isr_requests(told, is_new=True)
         return initialized
 
     def _elect_leader_for_partitions(
@@ -241,6 +243,7 @@ class PartitionStateMachine:
     ) -> list[TopicPartition]:
         ctx = self.ctx
         elected = []
+        told: list[tuple[Any, TopicPartition, LeaderIsrAndControllerEpoch, Any]] = []
         for tp in partitions:
             current = ctx.partition_leadership_info.get(tp)
             if current is None:
@@ -267,12 +270,9 @@ class PartitionStateMachine:
             result.writes.append(UpdatePartitionState(tp, info, expected_version))
             ctx.put_partition_leadership_info(tp, info)
             result.leadership[tp] = info.leader_and_isr
-            self._batch.add_leader_and_isr_request_for_brokers(
-                election.live_replicas,
-                tp,
-                info,
-                ctx.partition_full_replica_assignment(tp),
-                is_new=False,
+            told.append(
+                (election.live_replicas, tp, info, ctx.partition_full_replica_assignment(tp))
             )
             elected.append(tp)
+        self._batch.add_leader_and_isr_requests(told, is_new=False)
         return elected

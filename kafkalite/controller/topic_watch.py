@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import structlog
 
@@ -84,6 +84,23 @@ class TopicNodeWatcher:
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run(), name=self._name)
         self._wake.set()
+
+    def watch_many(self, topics: Iterable[tuple[str, bytes | None]]) -> None:
+        """``watch(topic, known)`` for each (topic, known) of ``topics``, in one call."""
+        if self._stopped:
+            return
+        seen, due = self._seen, self._due
+        added = False
+        for topic, known in topics:
+            if topic in seen:
+                continue
+            seen[topic] = _UNREAD if known is None else known
+            due[topic] = None
+            added = True
+        if added:
+            if self._task is None:
+                self._task = asyncio.get_running_loop().create_task(self._run(), name=self._name)
+            self._wake.set()
 
     def unwatch(self, topic: str) -> None:
         self._seen.pop(topic, None)

@@ -131,67 +131,62 @@ def _partition_long(layout: str, s: Any, out: bytearray) -> None:
     out.append(0)  # no tagged fields
 
 
-def _partitions(layout: str, states: list[Any]) -> bytes:
-    out = bytearray()
-    write_unsigned_varint(out, len(states) + 1)
-    parts = [bytes(out)]
+def _write_partitions(out: bytearray, layout: str, states: list[Any]) -> None:
+    """Append the compact array of ``states`` to ``out`` (written in place: at 10,000 topics
+    of one partition each, a bytes object and a join per topic were a third of the time)."""
+    count = len(states) + 1
+    if count < 128:
+        out.append(count)
+    else:
+        write_unsigned_varint(out, count)
     short = _SHORT
     if layout == "um":
         for s in states:
             isr, replicas, offline = s.isr, s.replicas, s.offline_replicas
             n1, n2, n3 = len(isr), len(replicas), len(offline)
             if n1 < short and n2 < short and n3 < short:
-                parts.append(
-                    _packer(layout, (n1, n2, n3))(
-                        s.partition_index,
-                        s.controller_epoch,
-                        s.leader,
-                        s.leader_epoch,
-                        n1 + 1,
-                        *isr,
-                        s.zk_version,
-                        n2 + 1,
-                        *replicas,
-                        n3 + 1,
-                        *offline,
-                        0,
-                    )
-                )
-            else:
-                long = bytearray()
-                _partition_long(layout, s, long)
-                parts.append(bytes(long))
-        return b"".join(parts)
-    recovery = (0,) if layout == "lai6" else ()
-    for s in states:
-        isr, replicas, adding, removing = s.isr, s.replicas, s.adding_replicas, s.removing_replicas
-        n1, n2, n3, n4 = len(isr), len(replicas), len(adding), len(removing)
-        if n1 < short and n2 < short and n3 < short and n4 < short:
-            parts.append(
-                _packer(layout, (n1, n2, n3, n4))(
+                out += _packer(layout, (n1, n2, n3))(
                     s.partition_index,
                     s.controller_epoch,
                     s.leader,
                     s.leader_epoch,
                     n1 + 1,
                     *isr,
-                    s.partition_epoch,
+                    s.zk_version,
                     n2 + 1,
                     *replicas,
                     n3 + 1,
-                    *adding,
-                    n4 + 1,
-                    *removing,
-                    1 if s.is_new else 0,
-                    *recovery,
+                    *offline,
                     0,
                 )
+            else:
+                _partition_long(layout, s, out)
+        return
+    recovery = (0,) if layout == "lai6" else ()
+    for s in states:
+        isr, replicas, adding, removing = s.isr, s.replicas, s.adding_replicas, s.removing_replicas
+        n1, n2, n3, n4 = len(isr), len(replicas), len(adding), len(removing)
+        if n1 < short and n2 < short and n3 < short and n4 < short:
+            out += _packer(layout, (n1, n2, n3, n4))(
+                s.partition_index,
+                s.controller_epoch,
+                s.leader,
+                s.leader_epoch,
+                n1 + 1,
+                *isr,
+                s.partition_epoch,
+                n2 + 1,
+                *replicas,
+                n3 + 1,
+                *adding,
+                n4 + 1,
+                *removing,
+                1 if s.is_new else 0,
+                *recovery,
+                0,
             )
         else:
-            long = bytearray()
-            _partition_long(layout, s, long)
-            parts.append(bytes(long))
-    return b"".join(parts)
+            _partition_long(layout, s, out)
 
 
 def encode_topic_states(
@@ -219,11 +214,14 @@ def encode_topic_states(
     write_unsigned_varint(out, len(by_topic) + 1)
     for topic, states in by_topic.items():
         name = topic.encode()
-        write_unsigned_varint(out, len(name) + 1)
+        if len(name) < _SHORT:
+            out.append(len(name) + 1)
+        else:
+            write_unsigned_varint(out, len(name) + 1)
         out += name
         if with_id:
             out += topic_id_bytes(topic_ids.get(topic)) or _ZERO_UUID
-        out += _partitions(layout, states)
+        _write_partitions(out, layout, states)
         out.append(0)  # the topic's tagged fields: none
     return Encoded(bytes(out))
 

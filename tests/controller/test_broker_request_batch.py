@@ -215,3 +215,81 @@ def test_what_follows_the_announced_elections_carries_only_newer_states(first, l
     assert [r.broker_id for r in kept if isinstance(r, UpdateMetadataRequestData)] == [
         r.broker_id for r in requests if isinstance(r, UpdateMetadataRequestData)
     ]
+
+
+# -- the bulk adds (one call for a state machine's change) against one call per item ----------
+
+
+def _context(partitions, dead, deleting):
+    from kafkalite.controller.context import ControllerContext
+    from kafkalite.zk.types import LeaderAndIsr, LeaderIsrAndControllerEpoch, ReplicaAssignment
+
+    ctx = ControllerContext(epoch=3)
+    ctx.add_live_brokers([(b, 100 + i) for i, b in BROKERS.items() if i not in dead])
+    for topic, partition, replicas, leader, epoch in partitions:
+        ctx.update_partition_full_replica_assignment(
+            TopicPartition(topic, partition), ReplicaAssignment(replicas)
+        )
+        if leader is not None:
+            ctx.put_partition_leadership_info(
+                TopicPartition(topic, partition),
+                LeaderIsrAndControllerEpoch(LeaderAndIsr(leader, epoch, replicas, epoch), 2),
+            )
+    ctx.queue_topic_deletion(deleting)
+    return ctx
+
+
+_replicas = (
+    st.permutations([1, 2, 3]).map(tuple).flatmap(lambda r: st.integers(1, 3).map(lambda n: r[:n]))
+)
+_partitions = st.dictionaries(
+    st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 5)),
+    st.tuples(_replicas, st.one_of(st.none(), st.integers(-1, 3)), st.integers(0, 9)),
+    max_size=12,
+).map(lambda d: [(t, p, r, leader, e) for (t, p), (r, leader, e) in d.items()])
+
+
+@given(
+    partitions=_partitions,
+    dead=st.sets(st.sampled_from([1, 2, 3]), max_size=2),
+    deleting=st.sets(st.sampled_from(["a", "b"]), max_size=1),
+    rounds=st.lists(
+        st.tuples(st.lists(st.integers(-1, 3), max_size=3), st.booleans(), st.randoms()),
+        min_size=1,
+        max_size=3,
+    ),
+    stops=st.lists(st.tuples(st.integers(-1, 3), st.booleans()), max_size=3),
+)
+def test_bulk_adds_build_what_one_add_per_item_builds(partitions, dead, deleting, rounds, stops):
+    from kafkalite.controller.broker_request_batch import ControllerBrokerRequestBatch
+
+    built = []
+    for bulk in (False, True):
+        ctx = _context(partitions, dead, deleting)
+        batch = ControllerBrokerRequestBatch(0, ctx)
+        tps = sorted(TopicPartition(t, p) for t, p, *_ in partitions)
+        for broker_ids, is_new, rng in rounds:
+            items = [
+                (
+                    broker_ids,
+                    tp,
+                    ctx.partition_leadership_info[tp],
+                    ctx.partition_full_replica_assignment(tp),
+                )
+                for tp in tps
+                if tp in ctx.partition_leadership_info
+            ]
+            rng.shuffle(items)
+            if bulk:
+                batch.add_leader_and_isr_requests(items, is_new)
+            else:
+                for item in items:
+                    batch.add_leader_and_isr_request_for_brokers(*item, is_new=is_new)
+        for broker_id, delete in stops:
+            if bulk:
+                batch.add_stop_replica_requests(broker_id, tps, delete)
+            else:
+                for tp in tps:
+                    batch.add_stop_replica_request_for_brokers([broker_id], tp, delete)
+        built.append(batch.build_requests(ctx.epoch))
+    assert built[0] == built[1]

@@ -144,3 +144,21 @@ async def test_a_lost_connection_reads_again_and_an_expiry_is_reported_once(sess
     watcher.watch("c")  # stopped: nothing more is watched
     assert "c" not in watcher
     await watcher.close()
+
+
+async def test_watch_many_is_watch_for_each(session):
+    for name in ("same", "changed", "unknown"):
+        await make(session, name, name.encode())
+    seen = Recorder()
+    watcher = TopicNodeWatcher(session, seen.on_modified, seen.on_expired)
+    watcher.watch("same", known=b"same")
+    watcher.watch_many(
+        [("same", b"other"), ("changed", b"before"), ("unknown", None), ("absent", None)]
+    )
+    watcher.watch_many([])  # nothing to add: no-op
+    await settled(watcher)
+    assert sorted(seen.modified) == [("changed", b"changed"), ("unknown", b"unknown")]
+    assert len(watcher) == 4 and "absent" in watcher
+    await watcher.close()
+    watcher.watch_many([("later", None)])  # closed: ignored
+    assert "later" not in watcher
