@@ -25,7 +25,8 @@ Durability (``data_dir`` given; None keeps everything in memory):
   ctime, mtime, version, cversion, aversion, ephemeral_owner, pzxid], ...]}`` (parents before
   children), written atomically (temp file, fsync, rename, fsync of the directory) every
   ``snapshot_every`` transactions and at close (at open only when there is none); the journal
-  is then truncated. Journal records with ``z`` <= the snapshot's zxid are skipped on replay (crash between the two steps).
+  is then truncated. Journal records with ``z`` <= the snapshot's zxid are skipped on replay
+  (a crash between the two steps).
 - Recovery: snapshot, then journal lines until the first torn, corrupt or unterminated line
   (the tail of an interrupted append, never answered; dropped, and the journal cut there).
   Then every ephemeral node is deleted, since no session survives the process, in one
