@@ -13,7 +13,7 @@ from kafkalite.protocol.api import ADVERTISED_VERSIONS, ApiKey, request_class, r
 from kafkalite.protocol.encoder import encode
 from kafkalite.protocol.errors import InvalidRequestError, KafkaError
 from kafkalite.protocol.frames import decode_request, parse_request_header
-from kafkalite.protocol.validator import validator_for
+from kafkalite.protocol.validator import reference_validator_for, validator_for
 
 st.register_type_strategy(Records, st.binary(max_size=64))
 
@@ -82,3 +82,47 @@ def test_mutated_client_frames_fail_only_with_kafka_errors(frame, flips):
         decode_request(header, mutated, offset)
     except KafkaError:
         pass
+
+
+def _outcome(walk, data) -> tuple:
+    """What a walk says of ``data``: its end and the nulls it noted, or its refusal."""
+    nulls: list[str] = []
+    try:
+        return ("end", walk(data, 0, nulls), tuple(nulls))
+    except InvalidRequestError as e:
+        return ("refused", str(e))
+
+
+# the controller's requests, whose lengths the walk reads inline, and a client's
+CONTROLLER_PAIRS = [
+    (ApiKey.LEADER_AND_ISR, 7),
+    (ApiKey.UPDATE_METADATA, 7),
+    (ApiKey.STOP_REPLICA, 3),
+    (ApiKey.METADATA, 12),
+    (ApiKey.PRODUCE, 9),
+]
+
+
+@pytest.mark.parametrize("key,version", CONTROLLER_PAIRS, ids=lambda x: str(int(x)))
+def test_the_inline_lengths_walk_as_the_reference_walk_on_damaged_bodies(key, version):
+    """Lengths of one varint byte are read inline (validator_for); every other length, and
+    every refusal, goes as the reference walk that reads each by a call: the two agree on the
+    end, the nulls noted and the refusal's message, whatever bytes are changed or cut."""
+    cls = request_class(key, version)
+    fast, reference = validator_for(cls), reference_validator_for(cls)
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(
+        st.from_type(cls),
+        st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=4),
+        st.one_of(st.just(0), st.integers(1, 10**6)),  # bytes cut from the end
+    )
+    def check(message, flips, cut):
+        data = bytearray(encode(message))
+        for position, value in flips:
+            data[position % len(data)] = value
+        body = bytes(data[: len(data) - cut % (len(data) + 1)])
+        assert _outcome(fast, body) == _outcome(reference, body)
+        assert _outcome(fast, memoryview(body)) == _outcome(reference, body)
+
+    check()
