@@ -54,6 +54,7 @@ def _import_structlog_in_a_child(console: bool) -> list[str]:
         capture_output=True,
         text=True,
         check=True,
+        timeout=120,
     )
     return out.stdout.split()
 
