@@ -40,11 +40,9 @@ async def _reporter() -> StallReporter:
 
 
 async def _eventually(condition, what: str) -> None:
-    """Lets the loop run (its lag probes with it) until ``condition()`` holds."""
-    deadline = time.monotonic() + DEADLINE_S
-    while not condition():
-        assert time.monotonic() < deadline, f"{what}: not after {DEADLINE_S} s"
-        await asyncio.sleep(0.005)  # polling interval; the loop runs its probes meanwhile
+    """Lets the loop run (its lag probes with it) until ``condition()`` holds: the condition
+    (the reporter's thread moves it) is awaited by ``wait_for`` in a worker thread."""
+    await asyncio.to_thread(wait_for, condition, what, DEADLINE_S, 0.005)
 
 
 async def _healthy_checks(reporter: StallReporter, count: int) -> None:
