@@ -106,32 +106,17 @@ def encode_fetch_response(
     `kafkalite.broker.types.FetchPartitionData` (error_code, high_watermark, last_stable_offset,
     log_start_offset, records, preferred_read_replica, diverging_epoch, aborted_transactions).
     """
-    # _begin and _end written out: the one-partition answer is the hot path.
-    layout = _LAYOUTS.get(version)
-    if layout is None:
-        raise ValueError(f"FetchResponse v{version} is not encoded here")
+    layout, out, cur, topics = _begin(
+        correlation_id, version, topics, throttle_time_ms, error_code, session_id
+    )
     flexible = layout.flexible
-    out: list[Any] = []
-    cur = bytearray(4)  # size prefix, patched at the end
-    if version >= 7:
-        fields = (correlation_id, throttle_time_ms, error_code, session_id)
-    else:
-        fields = (correlation_id, throttle_time_ms)
-    cur += layout.header.pack(*((fields[0], 0, *fields[1:]) if flexible else fields))
-    topics = topics if isinstance(topics, list) else list(topics)
-    _array_len(cur, len(topics), flexible)
     for topic, partitions in topics:
         cur += _topic_name(topic, flexible)
         _array_len(cur, len(partitions), flexible)
         cur = _encode_partitions(layout, version, partitions, out, cur)
         if flexible:
             cur.append(0)
-    if flexible:
-        cur.append(0)
-    out.append(cur)
-    total = sum(len(b) for b in out) - 4
-    out[0][0:4] = _I32.pack(total)
-    return out
+    return _end(layout, out, cur)
 
 
 def encode_fetch_response_in_steps(
