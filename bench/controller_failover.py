@@ -48,36 +48,18 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-sys.path.insert(
-    0, os.environ.get("CONTROLLER_BENCH_SRC") or str(Path(__file__).resolve().parent.parent)
-)
+SRC = os.environ.get("CONTROLLER_BENCH_SRC") or str(Path(__file__).resolve().parent.parent)
+sys.path.insert(0, SRC)
+# controller_loop (its transport that encodes each request and answers success) puts the tree
+# it is given first on the path too: the same one
+os.environ["CONTROLLER_LOOP_SRC"] = SRC
 
-from kafkalite.client.messages import build_message  # noqa: E402
+from controller_loop import EncodingTransport  # noqa: E402
+
 from kafkalite.controller.kafka_controller import KafkaController  # noqa: E402
 from kafkalite.coord import open_store  # noqa: E402
-from kafkalite.protocol.api import CODEC_VERSIONS, ApiKey, response_class  # noqa: E402
-from kafkalite.protocol.errors import ErrorCode  # noqa: E402
-from kafkalite.protocol.frames import encode_request  # noqa: E402
 from kafkalite.zk import admin  # noqa: E402
 from kafkalite.zk import data as paths  # noqa: E402
-
-
-class EncodingTransport:
-    """Encodes each request at the codec's newest version and answers success at once."""
-
-    def __init__(self, broker: Any) -> None:
-        self.broker = broker
-
-    async def send(self, api_key: int, build: Any) -> Any:
-        key = ApiKey(api_key)
-        version = CODEC_VERSIONS[key][1]
-        encode_request(api_key, version, 1, "controller", build(version))
-        await asyncio.sleep(0)
-        return build_message(response_class(key, version), error_code=ErrorCode.NONE)
-
-    async def close(self) -> None:
-        return None
-
 
 CONFIG = SimpleNamespace(
     delete_topic_enable=True,
