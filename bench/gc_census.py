@@ -27,9 +27,10 @@ import shutil
 import tempfile
 import time
 
+from leader_and_isr_bench import new_partition_states
+
 from kafkalite.broker.clock import SYSTEM_TIME
 from kafkalite.broker.replica_manager import ReplicaManager
-from kafkalite.broker.types import LeaderAndIsrPartitionState
 from kafkalite.protocol.records import Record, build_batch
 from kafkalite.protocol.types import TopicPartition
 from kafkalite.storage.config import LogConfig
@@ -88,20 +89,7 @@ async def census_broker(root: str, n: int, verbose: bool) -> None:
     manager = LogManager([os.path.join(root, "logs")], LogConfig())
     manager.startup()
     replicas = ReplicaManager(1, manager, None, SYSTEM_TIME)
-    states = [
-        LeaderAndIsrPartitionState(
-            topic="scale",
-            partition=p,
-            controller_epoch=1,
-            leader=(1, 2, 3)[p % 3],
-            leader_epoch=0,
-            isr=(1, 2, 3),
-            zk_version=0,
-            replicas=(1, 2, 3),
-            is_new=True,
-        )
-        for p in range(n)
-    ]
+    states = new_partition_states(n)
     gc.collect()
     gc.freeze()  # what was made before: the census counts the partitions' objects only
     before = _census()

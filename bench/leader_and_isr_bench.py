@@ -63,7 +63,7 @@ async def _timed(coro) -> dict:
 async def run_once(partitions: int) -> dict:
     from kafkalite.broker.clock import SYSTEM_TIME
     from kafkalite.broker.replica_manager import ReplicaManager
-    from kafkalite.broker.types import LeaderAndIsrPartitionState, StopReplicaPartitionState
+    from kafkalite.broker.types import StopReplicaPartitionState
     from kafkalite.protocol.errors import ErrorCode
     from kafkalite.protocol.records import Record, build_batch
     from kafkalite.protocol.types import TopicPartition
@@ -76,20 +76,7 @@ async def run_once(partitions: int) -> dict:
         rm = ReplicaManager(1, lm, None, SYSTEM_TIME)
         record = Record(offset_delta=0, timestamp_delta=0, key=None, value=b"v" * 100)
         batch = bytearray(build_batch([record], base_timestamp=1_000))
-        states = [
-            LeaderAndIsrPartitionState(
-                topic="scale",
-                partition=p,
-                controller_epoch=1,
-                leader=(1, 2, 3)[p % 3],
-                leader_epoch=0,
-                isr=(1, 2, 3),
-                zk_version=0,
-                replicas=(1, 2, 3),
-                is_new=True,
-            )
-            for p in range(partitions)
-        ]
+        states = new_partition_states(partitions)
 
         async def apply() -> dict:
             result = await rm.become_leader_or_follower_async(0, 1, states)
@@ -143,6 +130,27 @@ async def run_once(partitions: int) -> dict:
         "log_manager_startup": startup,
         "stop_replica_delete": delete,
     }
+
+
+def new_partition_states(partitions: int) -> list:
+    """A LeaderAndIsr's states for ``partitions`` new partitions of one topic, RF 3 on brokers
+    1-3, a third led by each (broker 1 leads every third)."""
+    from kafkalite.broker.types import LeaderAndIsrPartitionState
+
+    return [
+        LeaderAndIsrPartitionState(
+            topic="scale",
+            partition=p,
+            controller_epoch=1,
+            leader=(1, 2, 3)[p % 3],
+            leader_epoch=0,
+            isr=(1, 2, 3),
+            zk_version=0,
+            replicas=(1, 2, 3),
+            is_new=True,
+        )
+        for p in range(partitions)
+    ]
 
 
 def restarted_states(states):
