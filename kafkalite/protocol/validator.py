@@ -200,11 +200,9 @@ def _field(
 
 
 def _name(cls: type, fast: bool = True) -> str:
-    if fast:
-        validator_for(cls)
-        return f"_val_{id(cls)}"
-    reference_validator_for(cls)
-    return f"_ref_{id(cls)}"
+    """The name of ``cls``'s walk in the namespace, compiled first if it is not yet."""
+    (validator_for if fast else reference_validator_for)(cls)
+    return _name_of(cls, fast)
 
 
 def _source(cls: type, fast: bool = True) -> str:
