@@ -441,16 +441,18 @@ class EmbeddedStore(CoordStore):
         txn.events.append((_CHILD, parent_path, EventType.CHILDREN_CHANGED))
 
     def _undo(self, step: tuple) -> None:
-        kind = step[0]
-        if kind is _UNDO_SET:
-            _, node, node.data, node.version, node.mzxid, node.mtime = step
+        """Put back what one _do_create, _do_set or _do_delete changed (its recorded step)."""
+        if step[0] is _UNDO_SET:
+            _, node, data, version, mzxid, mtime = step
+            node.data, node.version, node.mzxid, node.mtime = data, version, mzxid, mtime
             return
-        path, parent, name, parent.cversion, parent.pzxid = step[1:6]
+        kind, path, parent, name, cversion, pzxid = step[:6]
+        parent.cversion, parent.pzxid = cversion, pzxid
         if kind is _UNDO_CREATE:
             del self._nodes[path]
             parent.remove_child(name)
         else:
-            self._nodes[path] = step[6]
+            self._nodes[path] = step[6]  # the deleted node
             parent.add_child(name)
 
     def _commit(self, txn: _Txn) -> None:
