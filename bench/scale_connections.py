@@ -2,6 +2,7 @@
 
     PYTHONPATH=. .venv/bin/python bench/scale_connections.py [--connections 10000]
         [--baseline-src DIR] [--pythonmalloc malloc] [--jemalloc /path/to/libjemalloc.so.2]
+        [--census FILE]
 
 One `kafkalite serve` subprocess on a free port (admin API on, for /metrics), then:
 
@@ -30,6 +31,13 @@ broker's event-loop lag is read from /metrics: per phase, how many of the 10 ms 
 more than 50 ms / 250 ms late (kafkalite_event_loop_lag_seconds), and the worst stall of the
 last 10-20 s at the end of each round (kafkalite_event_loop_lag_max_seconds).
 The soft RLIMIT_NOFILE is raised to the hard limit here (the broker does the same itself).
+`--census FILE` (decision 0067) also counts, inside each broker, what the first burst left
+alive: a sitecustomize hook (CENSUS_HOOK) starts tracemalloc just before the burst and, once the
+connections are closed and RSS has settled, writes FILE.<label>.json: CPython's arena counts
+before and after (`sys._debugmallocstats()`), the traced blocks still alive by the broker's own
+frame that made them, the objects among them (reached from the garbage collector) by place and
+by MiB of address (an arena is 1 MiB). Tracing slows the broker, so the RSS figures of a census
+run are not comparable with those of a plain one.
 Figures are printed, never asserted. `run()` returns the same dict for bench/scale.py.
 """
 
@@ -37,7 +45,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
+import signal
 import socket
 import struct
 import sys
@@ -64,6 +74,149 @@ TARGET_KIB_PER_CONNECTION = 16
 TARGET_RETURNED_SHARE = 0.9
 SETTLE_TIMEOUT_S = 120.0
 API_VERSIONS_V0 = struct.pack(">hhih", 18, 0, 1, 5) + b"bench"
+
+CENSUS_HOOK = r"""
+# Written as sitecustomize.py into a directory on the broker's PYTHONPATH by
+# bench/scale_connections.py --census: SIGUSR1 (just before the first burst) starts tracemalloc;
+# SIGUSR2 (once the burst's connections are closed and RSS has settled) writes what was
+# allocated since and is still alive, and CPython's arena counts, as JSON to $SCALE_CENSUS_OUT.
+import os
+import signal
+
+_state = {}
+
+
+def _arena_counts():
+    # sys._debugmallocstats() prints to the C stderr; read it through a temporary file.
+    # (It prints nothing about pymalloc while tracemalloc's hooks are installed.)
+    import ctypes
+    import sys
+    import tempfile
+
+    libc = ctypes.CDLL(None)
+    libc.fflush(None)
+    with tempfile.TemporaryFile("w+") as tmp:
+        saved = os.dup(2)
+        os.dup2(tmp.fileno(), 2)
+        try:
+            sys._debugmallocstats()
+            libc.fflush(None)
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        tmp.seek(0)
+        text = tmp.read()
+    counts = {}
+    for line in text.splitlines():
+        if line.startswith("# arenas allocated current"):
+            counts["arenas"] = int(line.rsplit("=", 1)[1].replace(",", ""))
+        elif line.startswith("# arenas highwater mark"):
+            counts["arenas_highwater"] = int(line.rsplit("=", 1)[1].replace(",", ""))
+        elif "unused pools" in line:
+            counts["free_pools"] = int(line.split()[0])
+        elif line.startswith("# bytes in allocated blocks"):
+            counts["bytes_in_blocks"] = int(line.rsplit("=", 1)[1].replace(",", ""))
+    return counts
+
+
+def _start(signum, frame):
+    import gc
+    import tracemalloc
+
+    gc.collect()
+    _state["before"] = _arena_counts()
+    tracemalloc.start(int(os.environ.get("SCALE_CENSUS_FRAMES", "10")))
+    with open(os.environ["SCALE_CENSUS_OUT"] + ".started", "w"):
+        pass
+
+
+def _where(traceback):
+    # the innermost frame of the broker's own code (else the innermost frame), and the one
+    # that called it
+    frames = list(traceback)[::-1]
+    mine = [i for i, f in enumerate(frames) if "/kafkalite/" in f.filename]
+    i = mine[0] if mine else 0
+    return " <- ".join(
+        f.filename.rsplit("/kafkalite/", 1)[-1].rsplit("site-packages/", 1)[-1] + f":{f.lineno}"
+        for f in frames[i : i + 2]
+    )
+
+
+def _dump(signum, frame):
+    import collections
+    import gc
+    import json
+    import sys
+    import tracemalloc
+
+    gc.collect()
+    objects = gc.get_objects()
+    seen = {id(o): o for o in objects}
+    for o in objects:
+        for r in gc.get_referents(o):
+            seen.setdefault(id(r), r)
+    here = __file__
+    survivors = []
+    for address, o in seen.items():
+        tb = tracemalloc.get_object_traceback(o)
+        if tb is not None and not any(f.filename == here for f in tb):
+            survivors.append((address, type(o).__name__, sys.getsizeof(o), _where(tb)))
+    del objects, seen
+    snapshot = tracemalloc.take_snapshot().filter_traces(
+        [tracemalloc.Filter(False, here), tracemalloc.Filter(False, tracemalloc.__file__)]
+    )
+    tracemalloc.stop()
+    blocks = collections.defaultdict(lambda: [0, 0])
+    for trace in snapshot.traces:
+        entry = blocks[_where(trace.traceback)]
+        entry[0] += 1
+        entry[1] += trace.size
+    by_place = collections.defaultdict(list)
+    by_window = collections.defaultdict(collections.Counter)
+    for address, kind, size, where in survivors:
+        by_place[where].append((kind, size))
+        by_window[address >> 20][where] += 1
+    gc.collect()
+    report = {
+        "arenas_before": _state.get("before"),
+        "arenas_after": _arena_counts(),
+        "traced_blocks_alive": {
+            "count": sum(b[0] for b in blocks.values()),
+            "bytes": sum(b[1] for b in blocks.values()),
+            "largest": sorted(
+                ({"where": k, "blocks": v[0], "bytes": v[1]} for k, v in blocks.items()),
+                key=lambda e: -e["bytes"],
+            )[:25],
+        },
+        "objects_alive": {
+            "count": len(survivors),
+            "bytes": sum(s[2] for s in survivors),
+            "by_place": sorted(
+                (
+                    {
+                        "where": k,
+                        "objects": len(v),
+                        "bytes": sum(x[1] for x in v),
+                        "types": dict(collections.Counter(x[0] for x in v).most_common(4)),
+                    }
+                    for k, v in by_place.items()
+                ),
+                key=lambda e: -e["objects"],
+            )[:40],
+            "by_mib_of_address": {
+                hex(w << 20): dict(c.most_common(4)) for w, c in sorted(by_window.items())
+            },
+        },
+    }
+    path = os.environ["SCALE_CENSUS_OUT"]
+    with open(path + ".part", "w") as out:
+        json.dump(report, out, indent=1)
+    os.replace(path + ".part", path)
+
+
+signal.signal(signal.SIGUSR1, _start)
+signal.signal(signal.SIGUSR2, _dump)
+"""
 
 
 def raise_open_file_limit() -> int:
@@ -101,6 +254,31 @@ def settled_memory_kib(pid: int, quiet_s: float = 2.0, limit_s: float = 15.0) ->
         elif time.monotonic() - stable_since >= quiet_s:
             return now
     return memory_kib(pid)
+
+
+def census_env(env: dict[str, str] | None, tmp: Path, out: Path) -> dict[str, str]:
+    """The broker's environment with CENSUS_HOOK as its sitecustomize (after the tree's own
+    PYTHONPATH, this tree's unless `env` names another) writing to `out`."""
+    hook_dir = tmp / "census-hook"
+    hook_dir.mkdir()
+    (hook_dir / "sitecustomize.py").write_text(CENSUS_HOOK)
+    env = dict(env or {})
+    tree = env.get("PYTHONPATH", str(Path(__file__).resolve().parents[1]))
+    env["PYTHONPATH"] = f"{tree}:{hook_dir}"
+    env["SCALE_CENSUS_OUT"] = str(out)
+    for stale in (out, Path(f"{out}.started")):
+        stale.unlink(missing_ok=True)
+    return env
+
+
+def signal_and_wait(pid: int, signum: int, written: Path) -> None:
+    """Send the census hook `signum` and wait for the file it writes when done."""
+    os.kill(pid, signum)
+    deadline = time.monotonic() + SETTLE_TIMEOUT_S
+    while not written.exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the broker's census hook wrote no {written}")
+        time.sleep(0.1)  # polling interval of a measurement, not synchronisation
 
 
 def scrape(admin_url: str) -> dict[str, float]:
@@ -208,6 +386,7 @@ def run(
     rounds: int = 2,
     report: Callable[[str], None] = print,
     env: dict[str, str] | None = None,
+    census: Path | None = None,
 ) -> dict:
     """Measure; return the figures (also reported through `report`, one line per phase).
 
@@ -219,6 +398,8 @@ def run(
         raise RuntimeError(f"RLIMIT_NOFILE hard limit {limit} is below {connections} connections")
     rounds_out = []
     with tempfile.TemporaryDirectory(prefix="kl-scale-") as tmp:
+        if census is not None:
+            env = census_env(env, Path(tmp), census)
         admin_url = f"http://127.0.0.1:{free_port()}"
         broker = Broker(
             data_dir=tmp,
@@ -238,6 +419,8 @@ def run(
             base_count = wait_for_connections(admin_url, lambda c: c >= 0)
             before = settled_memory_kib(pid)
             report(f"before: {before} ({base_count:.0f} connections)")
+            if census is not None:
+                signal_and_wait(pid, signal.SIGUSR1, Path(f"{census}.started"))
             for round_ in range(rounds):
                 probes = lag_probes(admin_url)
                 started = time.monotonic()
@@ -260,6 +443,9 @@ def run(
                 lag_closing = lag_during(probes, lag_probes(admin_url))
                 worst = scrape(admin_url).get("kafkalite_event_loop_lag_max_seconds")
                 report(f"round {round_}: after closing: {after}")
+                if census is not None and round_ == 0:
+                    signal_and_wait(pid, signal.SIGUSR2, census)
+                    report(f"census of what the burst left alive: {census}")
                 rounds_out.append(
                     {
                         "open_seconds": round(opened_s, 2),
@@ -330,6 +516,11 @@ def main() -> None:
     parser.add_argument(
         "--jemalloc", type=Path, help="libjemalloc.so.2 to preload into this tree's broker"
     )
+    parser.add_argument(
+        "--census",
+        type=Path,
+        help="write what the first burst left alive in each broker to CENSUS.<label>.json",
+    )
     args = parser.parse_args()
 
     def measure(label: str, env: dict[str, str] | None) -> dict:
@@ -339,6 +530,11 @@ def main() -> None:
             args.rounds,
             report=lambda line: print(f"{label}: {line}", file=sys.stderr),
             env=env,
+            census=(
+                args.census.resolve().with_name(f"{args.census.name}.{label}.json")
+                if args.census
+                else None
+            ),
         )
 
     candidate_env = {"PYTHONMALLOC": args.pythonmalloc} if args.pythonmalloc else {}

@@ -79,15 +79,18 @@ def _malloc_trim() -> None:
     glibc keeps what the buffers and transports of closed connections freed inside its heap
     (only the top of the heap is returned by free()); after thousands of connections closed,
     that is tens of MB the broker would keep for ever. One call takes a few ms."""
-    trim = getattr(_libc, "malloc_trim", None)
-    if trim is not None:
-        trim(0)
+    if _libc_malloc_trim is not None:
+        _libc_malloc_trim(0)
 
 
 try:
     _libc: ctypes.CDLL | None = ctypes.CDLL(None)
 except OSError:
     _libc = None
+_libc_malloc_trim = getattr(_libc, "malloc_trim", None)
+"""Looked up once, at import: ctypes makes the function object (and its dicts) on first use,
+which would otherwise be at the end of the first burst of closes, among the objects that pin
+that burst's arenas (decision 0067)."""
 
 
 def raise_open_file_limit() -> int:
@@ -362,7 +365,11 @@ class SocketServer:
         """Copy `_connections` into a set of its present size when it holds a quarter of its
         peak or less: a set's table keeps the size of its largest moment otherwise."""
         if len(self._connections) <= self._connections_peak * SHRINK_BELOW_SHARE_OF_PEAK:
-            self._connections = set(self._connections)
+            # the same set object, emptied (which frees its table) and refilled: a new set
+            # would be made now, inside the arenas the burst emptied, and keep one of them
+            kept = list(self._connections)
+            self._connections.clear()
+            self._connections.update(kept)
             self._connections_peak = len(self._connections)
 
     async def _close_idle_connections(self) -> None:

@@ -3,6 +3,8 @@ to its target, reads the loop lag from /metrics, and checks the real client mean
 
 from __future__ import annotations
 
+import json
+
 import scale_connections
 
 
@@ -24,3 +26,22 @@ def test_a_small_run_reports_every_figure_with_its_target():
     rss = result["rss_kib"]
     assert rss["peak"] == result["rounds"][0]["rss_kib_with"]["VmRSS"]
     assert rss["before"] > 0 and rss["after_close"] > 0
+
+
+def test_a_census_run_writes_what_the_burst_left_alive(tmp_path):
+    out = tmp_path / "census.json"
+    lines = []
+    scale_connections.run(connections=50, records=10, rounds=1, report=lines.append, census=out)
+    report = json.loads(out.read_text())
+    # CPython's arena counts were read at both moments (with tracemalloc off, so they exist)
+    for moment in ("arenas_before", "arenas_after"):
+        assert report[moment]["arenas"] > 0 and report[moment]["free_pools"] >= 0
+    # something the broker made after tracing began is still alive (its periodic timers, the
+    # pending accept), and it is named by a place in the broker's code
+    alive = report["objects_alive"]
+    assert alive["count"] > 0 and report["traced_blocks_alive"]["count"] > 0
+    assert any("/" in place["where"] for place in alive["by_place"])
+    assert alive["by_mib_of_address"]
+    # the hook's own work is not counted
+    assert not any("sitecustomize" in p["where"] for p in alive["by_place"])
+    assert any(str(out) in line for line in lines)
