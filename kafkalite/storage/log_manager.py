@@ -85,6 +85,7 @@ from kafkalite.storage.cleaner import CleanerConfig, LogCleaner
 from kafkalite.storage.config import LONG_MAX, LogConfig
 from kafkalite.storage.errors import LogDirFailure, StorageError
 from kafkalite.storage.log import (
+    _LOG_DIR_PATTERN,
     DELETE_DIR_SUFFIX,
     Log,
     log_delete_dir_name,
@@ -331,10 +332,12 @@ class LogManager:
                     pass
                 shutil.rmtree(entry.path, ignore_errors=True)
                 continue
-            try:
-                topic, partition = parse_topic_partition_name(entry.path)
-            except ValueError:
+            # ``parse_topic_partition_name`` without its basename and its "-delete" pattern
+            # (such names were handled above): one regular expression on the entry's name.
+            match = _LOG_DIR_PATTERN.fullmatch(entry.name)
+            if match is None:
                 continue  # not a log directory (e.g. another tool's files)
+            topic, partition = match.group(1), int(match.group(2))
             key = (topic, partition)
             if key in seen:
                 raise StorageError(

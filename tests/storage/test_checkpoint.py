@@ -56,6 +56,48 @@ def test_malformed_checkpoint_names_the_file(tmp_path, text):
         OffsetCheckpointFile(path).read()
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "0\n0\n",
+        "0\n2\norders 0 7\norders 1 8\n",
+        "0\n2\norders 0 7\norders 0 9\n",  # a partition twice: the later line, both counted
+        "0\n1\norders 0 7",  # no final newline
+        "00\n1\norders 0 7\n",  # what int() takes: the general reader's checks decide
+        "0\n+1\norders 0 7\n",
+        "0\n1\norders 0 7\r\n",
+        "0\n1\norders +0 -7\n",
+        "",
+        "1\n0\n",
+        "0\n2\norders 0 7\n",
+        "0\n0\norders 0 7\n",
+        "0\n1\norders 0\n",
+        "0\n1\norders 0 7 1\n",
+        "0\n1\norders  0 7\n",
+        "0\n1\norders x 7\n",
+        "0\n1\norders 0 7\n\n",
+        "0\n2\norders 0 7\n\norders 1 8\n",
+        "0\n\u00b9\norders 0 7\n",  # a digit int() refuses
+        "zero\n0\n",
+        "0\n",
+    ],
+)
+def test_offset_checkpoint_reads_as_the_general_reader_does(tmp_path, text):
+    """The offsets' own parse (a broker's start reads three files of a line per partition)
+    accepts and refuses what the general checkpoint reader does, with the same offsets."""
+    path = tmp_path / "recovery-point-offset-checkpoint"
+    path.write_text(text)
+    checkpoint = OffsetCheckpointFile(path)
+    try:
+        expected = {(t, p): o for t, p, o in checkpoint._file.read()}
+    except StorageError as e:
+        with pytest.raises(StorageError) as raised:
+            checkpoint.read()
+        assert str(raised.value) == str(e)
+    else:
+        assert checkpoint.read() == expected
+
+
 def test_leader_epoch_checkpoint_format(tmp_path):
     path = tmp_path / "leader-epoch-checkpoint"
     LeaderEpochCheckpointFile(path).write([EpochEntry(0, 0), EpochEntry(3, 120)])

@@ -87,6 +87,32 @@ def test_crash_recovers_only_past_recovery_point(tmp_path):
     again.shutdown()
 
 
+def test_loading_takes_the_directories_named_topic_partition_and_leaves_the_rest(tmp_path):
+    """The load parses each directory's name as ``parse_topic_partition_name`` does: the
+    last ``-<digits>`` is the partition; other directories and plain files are left alone."""
+    manager = LogManager([tmp_path], LogConfig())
+    manager.startup()
+    fill(manager.get_or_create_log("a-b-3", 12), 1)
+    fill(manager.get_or_create_log("orders", 0), 1)
+    manager.shutdown()
+    names = ["notes", "x-", "-1", "x-1a", "white space-0", "x-1.tmp"]
+    for name in names:
+        (tmp_path / name).mkdir()
+    (tmp_path / "file-0").write_text("")
+    for name in [*names, "a-b-3-12", "orders-0"]:
+        try:
+            parsed: object = parse_topic_partition_name(tmp_path / name)
+        except ValueError:
+            parsed = None
+        assert parsed == {"a-b-3-12": ("a-b-3", 12), "orders-0": ("orders", 0)}.get(name)
+    again = LogManager([tmp_path], LogConfig())
+    again.startup()
+    assert sorted(again._logs) == [("a-b-3", 12), ("orders", 0)]
+    assert again.get_log("a-b-3", 12).log_end_offset == 2
+    assert all((tmp_path / name).is_dir() for name in names) and (tmp_path / "file-0").is_file()
+    again.shutdown()
+
+
 def test_directory_lock_excludes_a_second_manager(tmp_path):
     manager = LogManager([tmp_path], LogConfig())
     manager.startup()
