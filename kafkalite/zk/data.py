@@ -378,12 +378,14 @@ def encode_partition_state(state: LeaderIsrAndControllerEpoch) -> bytes:
     the same bytes as ``_dump`` of the dict ``{"controller_epoch", "leader", "version": 1,
     "leader_epoch", "isr"[, "leader_recovery_state"]}`` (tests compare the two)."""
     lai = state.leader_and_isr
-    isr = ",".join([str(int(b)) for b in lai.isr])
+    # the fields are ints (an IntEnum or a bool would format as its name: %d formats any of
+    # them as the number, and refuses a str)
+    isr = ",".join(["%d" % b for b in lai.isr])
     recovery = lai.leader_recovery_state
-    tail = f',"leader_recovery_state":{int(recovery)}}}' if recovery else "}"
+    tail = ',"leader_recovery_state":%d}' % recovery if recovery else "}"
     return (
-        f'{{"controller_epoch":{int(state.controller_epoch)},"leader":{int(lai.leader)},'
-        f'"version":1,"leader_epoch":{int(lai.leader_epoch)},"isr":[{isr}]{tail}'
+        '{"controller_epoch":%d,"leader":%d,"version":1,"leader_epoch":%d,"isr":[%s]%s'
+        % (state.controller_epoch, lai.leader, lai.leader_epoch, isr, tail)
     ).encode()
 
 
