@@ -25,7 +25,11 @@ start until the controller is idle (and, at a failover, has read and watched eve
    broker 2 (not elected: the role is taken), then the controller's broker (1) has its session
    expired (kill -9 of the controller): until broker 2's controller is active, idle, has read
    and watched every topic's node and no partition is led by broker 1 (its failover elects
-   the partitions broker 1 led and shrinks the ISRs it was in).
+   the partitions broker 1 led and shrinks the ISRs it was in);
+4. ``controlled_shutdown`` (``cluster`` only, on a new store: every ISR full): broker 1, the
+   controller, asks its own controller for a controlled shutdown: until the answer (the
+   leaderships it held moved, the ISRs it was in shrunk; ``remaining``: the partitions it
+   still leads, 0).
 
 ``--baseline-src DIR`` (a ``git archive`` of another commit, its C extension built) runs each
 round in a child process of its own, this tree and DIR's alternating (which goes first
@@ -190,7 +194,29 @@ async def one_round(shape: str, partitions: int, profile: str | None) -> dict[st
     finally:
         await controller.shutdown()
         await store.close()
+    if shape == "cluster":
+        await shutdown_round(partitions, profile, out)
     return out
+
+
+async def shutdown_round(partitions: int, profile: str | None, out: dict[str, Any]) -> None:
+    """SIGTERM of the controller's own broker, on a store of its own: every ISR full, broker 1
+    the controller, until its ControlledShutdown is answered (the fake brokers answer at once:
+    what is measured is the event and the encoding of the requests the answer waits for)."""
+    store = open_store(None, None, 6000)
+    sessions = {b: await register(store, b) for b in (1, 2, 3)}
+    await admin.create_topic(sessions[1], "scale", partitions, 3)
+    controller = KafkaController(1, sessions[1], CONFIG, transport_factory=EncodingTransport)
+    try:
+        await controller.startup()
+        await ready(controller)
+        stat = await sessions[1].exists(paths.broker_path(1))
+        with Measured("controlled_shutdown", profile, out):
+            remaining = await controller.controlled_shutdown(1, stat.czxid)
+        out["controlled_shutdown"]["remaining"] = len(remaining)
+    finally:
+        await controller.shutdown()
+        await store.close()
 
 
 PHASES: list[dict[str, Any]] = []
