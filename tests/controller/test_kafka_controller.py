@@ -237,7 +237,9 @@ async def test_controlled_shutdown_does_not_wait_for_the_isr_shrinks(store, clus
     async def gate(broker_id, api_key, message):
         if broker_id == 2 and api_key == ApiKey.LEADER_AND_ISR:
             states = [
-                (t.topic_name, list(p.isr)) for t in message.topic_states for p in t.partition_states
+                (t.topic_name, list(p.isr))
+                for t in message.topic_states
+                for p in t.partition_states
             ]
             if ("followed", [2]) in states:
                 held.append(states)

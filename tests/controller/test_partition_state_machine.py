@@ -214,7 +214,10 @@ def _offline_machine(cases, live, shutting_down, offline_dirs):
         if leadership != "missing":
             controller_epoch = 6 if leadership == "newer epoch" else 4
             ctx.put_partition_leadership_info(
-                tp, LeaderIsrAndControllerEpoch(LeaderAndIsr(isr[0], 7, tuple(isr), 9), controller_epoch)
+                tp,
+                LeaderIsrAndControllerEpoch(
+                    LeaderAndIsr(isr[0], 7, tuple(isr), 9), controller_epoch
+                ),
             )
         if unclean:
             ctx.unclean_leader_election_topics.add(topic)

@@ -20,6 +20,7 @@ from kafkalite.controller.replica_state_machine import (
     ReplicaStateMachine,
     is_valid_replica_transition,
 )
+from kafkalite.controller.results import ControllerResult
 from kafkalite.protocol.types import TopicPartition
 from kafkalite.zk.types import (
     NO_LEADER,
@@ -28,8 +29,6 @@ from kafkalite.zk.types import (
     ReplicaAssignment,
 )
 from kafkalite.zk.writes import UpdatePartitionState
-
-from kafkalite.controller.results import ControllerResult
 
 from .support import broker, leader_and_isr_states, stop_replica_states, update_metadata_brokers
 
@@ -206,7 +205,8 @@ def test_offline_replicas_shrink_each_isr_as_one_removal_at_a_time(cases, replic
                 ctx.put_partition_leadership_info(
                     tp,
                     LeaderIsrAndControllerEpoch(
-                        LeaderAndIsr(leader, 4, tuple(isr), 8), 6 if leadership == "newer epoch" else 4
+                        LeaderAndIsr(leader, 4, tuple(isr), 8),
+                        6 if leadership == "newer epoch" else 4,
                     ),
                 )
             if deleting:
