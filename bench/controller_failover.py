@@ -18,12 +18,18 @@ start until the controller is idle (and, at a failover, has read and watched eve
 1. ``failover``: a controller starts over a store that already holds every partition state
    (a first controller created them and resigned), as after a controller's death;
 2. ``broker_failure`` (``cluster`` only): broker 3's session is expired; until no partition is
-   led by it and the controller is idle;
+   led by it and the controller is idle (``broker_failure_queued``: from the BrokerChange
+   event's start, the wall and controller-thread CPU seconds at which its elections' requests,
+   then its ISR shrinks', were queued, from the controller's "controller event phases" log);
 3. ``controller_failure`` (``cluster`` only): broker 3 registers again, a controller starts on
    broker 2 (not elected: the role is taken), then the controller's broker (1) has its session
    expired (kill -9 of the controller): until broker 2's controller is active, idle, has read
    and watched every topic's node and no partition is led by broker 1 (its failover elects
-   the partitions broker 1 led and shrinks the ISRs it was in).
+   the partitions broker 1 led and shrinks the ISRs it was in);
+4. ``controlled_shutdown`` (``cluster`` only, on a new store: every ISR full): broker 1, the
+   controller, asks its own controller for a controlled shutdown: until the answer (the
+   leaderships it held moved, the ISRs it was in shrunk; ``remaining``: the partitions it
+   still leads, 0).
 
 ``--baseline-src DIR`` (a ``git archive`` of another commit, its C extension built) runs each
 round in a child process of its own, this tree and DIR's alternating (which goes first
@@ -162,6 +168,7 @@ async def one_round(shape: str, partitions: int, profile: str | None) -> dict[st
                 store.expire_session(sessions[3].session_id)
                 await until(moved)
                 await controller.event_manager.wait_idle()
+            out["broker_failure_queued"] = queued_marks("BrokerChange")
             # broker 3 back, then a controller on broker 2 waiting for the role
             sessions[3] = await register(store, 3)
             await until(lambda: 3 in controller.context.live_broker_ids)
@@ -187,7 +194,43 @@ async def one_round(shape: str, partitions: int, profile: str | None) -> dict[st
     finally:
         await controller.shutdown()
         await store.close()
+    if shape == "cluster":
+        await shutdown_round(partitions, profile, out)
     return out
+
+
+async def shutdown_round(partitions: int, profile: str | None, out: dict[str, Any]) -> None:
+    """SIGTERM of the controller's own broker, on a store of its own: every ISR full, broker 1
+    the controller, until its ControlledShutdown is answered (the fake brokers answer at once:
+    what is measured is the event and the encoding of the requests the answer waits for)."""
+    store = open_store(None, None, 6000)
+    sessions = {b: await register(store, b) for b in (1, 2, 3)}
+    await admin.create_topic(sessions[1], "scale", partitions, 3)
+    controller = KafkaController(1, sessions[1], CONFIG, transport_factory=EncodingTransport)
+    try:
+        await controller.startup()
+        await ready(controller)
+        stat = await sessions[1].exists(paths.broker_path(1))
+        with Measured("controlled_shutdown", profile, out):
+            remaining = await controller.controlled_shutdown(1, stat.czxid)
+        out["controlled_shutdown"]["remaining"] = len(remaining)
+    finally:
+        await controller.shutdown()
+        await store.close()
+
+
+PHASES: list[dict[str, Any]] = []
+"""The "controller event phases" records the controller logged in this child's round."""
+
+
+def queued_marks(event_type: str) -> list[list[float]]:
+    """[wall s, controller thread CPU s] from the start of the last logged ``event_type`` event
+    to the end of each of its ``queue_requests`` phases (the elections' requests queued, then
+    the rest's: the ISR shrinks)."""
+    events = [e for e in PHASES if e.get("event_type") == event_type]
+    if not events:
+        return []
+    return [[m[1], m[2]] for m in events[-1]["marks"] if m[0] == "queue_requests"]
 
 
 def child_round(src: str, shape: str, partitions: int, profile: str | None) -> dict[str, Any]:
@@ -237,7 +280,19 @@ if __name__ == "__main__":
 
     import structlog
 
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    def keep_phases(logger: Any, method: str, event: dict[str, Any]) -> dict[str, Any]:
+        # the controller's timeline of a slow event (INFO), kept for the round's figures
+        if event.get("event") == "controller event phases":
+            PHASES.append(event)
+            raise structlog.DropEvent
+        if method in ("debug", "info"):
+            raise structlog.DropEvent
+        return event
+
+    structlog.configure(
+        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
+        processors=[keep_phases, structlog.dev.ConsoleRenderer()],
+    )
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shape", choices=("cluster", "single"), default="cluster")
     parser.add_argument("--partitions", type=int, default=10000)

@@ -560,8 +560,13 @@ class ControllerCore:
         ]
         led_set = set(led)
         followed = [tp for tp in acted_on if tp not in led_set]
-        result = self.psm.handle_state_changes(
-            led, ONLINE_PARTITION, ControlledShutdownPartitionLeaderElectionStrategy()
+        # The leadership moves are written and announced first, the ISR shrinks after them,
+        # as Kafka sends the partition state machine's batch before the replica state
+        # machine's; the shell answers the stopping broker once the moves are delivered.
+        result = ControllerResult().announce_elections(
+            self.psm.handle_state_changes(
+                led, ONLINE_PARTITION, ControlledShutdownPartitionLeaderElectionStrategy()
+            )
         )
         followers = [PartitionAndReplica(tp, broker_id) for tp in followed]
         result += self.rsm.handle_state_changes(

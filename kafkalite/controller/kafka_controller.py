@@ -330,10 +330,10 @@ class KafkaController:
         self._reloads = 0
         self._started = False
         self._deliveries: list[asyncio.Future[Any]] | None = None
+        """While a controlled shutdown is decided: the futures of the requests ``_apply``
+        sent in its first stage (the leadership moves; see ``ControllerChannelManager.send_request``)."""
         self._phases: dict[str, float] = {}
         self._marks: list[tuple[str, float, float, float]] = []
-        """While a controlled shutdown is decided: the futures of the requests ``_apply``
-        sent (see ``ControllerChannelManager.send_request``)."""
 
     # -- public ---------------------------------------------------------------------------------
 
@@ -403,7 +403,10 @@ class KafkaController:
         )
         # Answer once the brokers know the new leaders (bounded): the stopping broker exits
         # on this answer, and clients asking any other broker must not find its leaderships
-        # (nor lose them to a resigning controller whose queued requests die with it).
+        # (nor lose them to a resigning controller whose queued requests die with it). Only
+        # the leadership moves' requests are waited for, not the ISR shrinks' that follow
+        # them: those are in the store already, and a new controller sends them at its
+        # failover (Kafka's controller waits for neither).
         if deliveries:
             await asyncio.wait(deliveries, timeout=self.controlled_shutdown_propagation_timeout)
         return remaining
@@ -932,7 +935,7 @@ class KafkaController:
             self._send(first_requests)
             announced = announced_versions(first_requests)
             if not other_writes:
-                self._send(self._later_requests(result, failed, announced))
+                self._send(self._later_requests(result, failed, announced), first=False)
         if other_writes:
             # One turn of the loop first: the channels' tasks encode and send the elections'
             # requests before this task builds the other writes (thousands of operations,
@@ -943,7 +946,7 @@ class KafkaController:
                 return False
             failed |= failed_later
             with self._phase("queue_requests"):
-                self._send(self._later_requests(result, failed, announced))
+                self._send(self._later_requests(result, failed, announced), first=False)
         for key, reason in result.failed.items():
             log.info("state change failed", item=str(key), reason=reason)
         if failed:
@@ -972,12 +975,15 @@ class KafkaController:
             without_announced(without_partitions(result.requests, failed), announced)
         )
 
-    def _send(self, requests: Iterable[Any]) -> None:
+    def _send(self, requests: Iterable[Any], *, first: bool = True) -> None:
+        """Queue ``requests``; with ``first`` (a result's first stage: its announced
+        elections) a controlled shutdown being decided waits for their delivery."""
         if self.channel_manager is not None:
+            track = self._deliveries if first else None
             for request in requests:
                 delivery = self.channel_manager.send_request(request)
-                if self._deliveries is not None:
-                    self._deliveries.append(delivery)
+                if track is not None:
+                    track.append(delivery)
 
     async def _write(self, core: ControllerCore, writes: list[Any]) -> set[TopicPartition] | None:
         """Apply ``writes`` (see ``_apply``): the partitions whose compare-and-set lost a race,

@@ -236,20 +236,48 @@ class ReplicaStateMachine:
             # the other replicas of each distinct assignment (a broker's failure names it in
             # every partition it holds)
             others: dict[tuple[int, ...], list[int]] = {}
+            leadership = ctx.partition_leadership_info
+            assignments = ctx.partition_assignments
+            deleting = ctx.topics_to_be_deleted
+            epoch = ctx.epoch
+            writes = result.writes
+            led = result.leadership
+            no_assignment = ReplicaAssignment(())
             for r in replicas:
-                tp = r.topic_partition
-                info = ctx.partition_leadership_info.get(tp)
+                tp = r[0]
+                info = leadership.get(tp)
                 if info is None:
                     batch.add_update_metadata_request_for_brokers(
                         ctx.live_or_shutting_down_broker_ids, [tp]
                     )
                     states[r] = OFFLINE_REPLICA
                     continue
-                updated = self._remove_replica_from_isr(replica_id, r, info, result)
-                if updated is None:
+                # _remove_replica_from_isr inlined (one call per partition the broker held)
+                current = info.leader_and_isr
+                isr = current.isr
+                if info.controller_epoch > epoch:
+                    self._remove_replica_from_isr(replica_id, r, info, result)  # reports it
                     continue
-                if not ctx.is_topic_queued_up_for_deletion(tp.topic):
-                    full = ctx.partition_full_replica_assignment(tp)
+                if replica_id in isr:
+                    expected_version = current.zk_version
+                    new = LeaderAndIsr(
+                        NO_LEADER if replica_id == current.leader else current.leader,
+                        current.leader_epoch + 1,
+                        isr if len(isr) == 1 else tuple([x for x in isr if x != replica_id]),
+                        expected_version + 1,
+                        current.leader_recovery_state,
+                    )
+                    updated = LeaderIsrAndControllerEpoch(new, epoch)
+                    writes.append(UpdatePartitionState(tp, updated, expected_version))
+                    leadership[tp] = updated
+                    led[tp] = new
+                else:
+                    updated = info
+                if tp[0] not in deleting:
+                    topic_assignments = assignments.get(tp[0])
+                    full = topic_assignments.get(tp[1]) if topic_assignments is not None else None
+                    if full is None:
+                        full = no_assignment
                     recipients = others.get(full.replicas)
                     if recipients is None:
                         recipients = others[full.replicas] = [

@@ -452,7 +452,25 @@ async def _grouped_ops_for_writes(
     grouped: list[tuple[TopicPartition | str | None, list[Op]]] = []
     existing_partitions: dict[str, set[int] | None] = {}
     reassign_exists: bool | None = None
+    encode_state = paths.encode_partition_state
+    topics_prefix = paths.BROKER_TOPICS
     for write in writes:
+        if type(write) is UpdatePartitionState:
+            # the common write (every election and ISR shrink), without the match's checks
+            tp = write.topic_partition
+            grouped.append(
+                (
+                    tp,
+                    [
+                        SetDataOp(
+                            f"{topics_prefix}/{tp.topic}/partitions/{tp.partition}/state",
+                            encode_state(write.leader_isr_and_controller_epoch),
+                            write.expected_version,
+                        )
+                    ],
+                )
+            )
+            continue
         ops: list[Op] = []
         key: TopicPartition | str | None = None
         match write:

@@ -378,12 +378,14 @@ def encode_partition_state(state: LeaderIsrAndControllerEpoch) -> bytes:
     the same bytes as ``_dump`` of the dict ``{"controller_epoch", "leader", "version": 1,
     "leader_epoch", "isr"[, "leader_recovery_state"]}`` (tests compare the two)."""
     lai = state.leader_and_isr
-    isr = ",".join([str(int(b)) for b in lai.isr])
+    # the fields are ints (the controller's and the decoder's; an IntEnum formats as its
+    # number since Python 3.11): formatted as they are, without an int() per field
+    isr = ",".join(map(str, lai.isr))
     recovery = lai.leader_recovery_state
     tail = f',"leader_recovery_state":{int(recovery)}}}' if recovery else "}"
     return (
-        f'{{"controller_epoch":{int(state.controller_epoch)},"leader":{int(lai.leader)},'
-        f'"version":1,"leader_epoch":{int(lai.leader_epoch)},"isr":[{isr}]{tail}'
+        f'{{"controller_epoch":{state.controller_epoch},"leader":{lai.leader},'
+        f'"version":1,"leader_epoch":{lai.leader_epoch},"isr":[{isr}]{tail}'
     ).encode()
 
 

@@ -55,12 +55,17 @@ class Broker:
         raise KeyError(f"broker {self.id} has no listener {listener_name}")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class LeaderAndIsr:
     """A partition's leadership as stored in its partition state node.
 
     ``zk_version`` is the node's version (Kafka's partition epoch in the ZooKeeper era): the
     expected version of the next compare-and-set write of this node.
+
+    Not frozen (a frozen dataclass's ``__init__`` sets each field through
+    ``object.__setattr__``: four times the cost, and a broker's failure at 10,000 partitions
+    builds 10,000 of these), but treated as immutable: equal and hashed by content, one
+    object shared by the context, the writes and the requests; a change is a new object.
     """
 
     leader: int
@@ -71,7 +76,8 @@ class LeaderAndIsr:
     """0 RECOVERED, 1 RECOVERING (KIP-704); written to the node only when RECOVERING."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "isr", tuple(self.isr))
+        if type(self.isr) is not tuple:
+            self.isr = tuple(self.isr)
 
     def new_leader_and_isr(self, leader: int, isr: Iterable[int]) -> LeaderAndIsr:
         """A new leadership: bumps the leader epoch, keeps the version (the CAS token)."""
@@ -98,10 +104,11 @@ class LeaderAndIsr:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class LeaderIsrAndControllerEpoch:
     """The content of a partition state node: the leadership and the epoch of the controller
-    that wrote it (or whose LeaderAndIsr the leader had when it changed the ISR)."""
+    that wrote it (or whose LeaderAndIsr the leader had when it changed the ISR). Not frozen
+    but never assigned, as ``LeaderAndIsr``."""
 
     leader_and_isr: LeaderAndIsr
     controller_epoch: int

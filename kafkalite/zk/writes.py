@@ -75,7 +75,7 @@ class CreatePartitionState:
     leader_isr_and_controller_epoch: LeaderIsrAndControllerEpoch
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)  # never assigned; not frozen for a cheaper __init__
 class UpdatePartitionState:
     """Compare-and-set ``/brokers/topics/<t>/partitions/<p>/state``.
 

@@ -59,6 +59,8 @@ class FakeCluster:
     fail_next: dict[int, int] = field(default_factory=dict)
     stop_replica_error: int = 0
     hold: dict[int, asyncio.Event] = field(default_factory=dict)
+    # awaited with (broker id, api key, message) before a request is answered: holds chosen ones
+    gate: Any = None
     # partitions a broker answers KAFKA_STORAGE_ERROR for (their log dir failed)
     offline: dict[int, set[TopicPartition]] = field(default_factory=dict)
 
@@ -102,6 +104,8 @@ class FakeTransport:
         api_key = ApiKey(api_key)
         version = CODEC_VERSIONS[api_key][1]
         message = round_trip(api_key, version, build(version))
+        if cluster.gate is not None:
+            await cluster.gate(self.broker.id, api_key, message)
         cluster.sent.append(Sent(self.broker.id, api_key, version, message))
         if api_key == ApiKey.LEADER_AND_ISR:
             await self._check_persisted(message)

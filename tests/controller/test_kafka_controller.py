@@ -218,6 +218,57 @@ async def test_controlled_shutdown_answers_once_the_new_leader_knows(store, clus
     await stop(*nodes)
 
 
+async def test_controlled_shutdown_does_not_wait_for_the_isr_shrinks(store, cluster):
+    """Like Kafka's, the answer waits for the leadership moves' requests, not for the ISR
+    shrinks of the partitions the stopping broker followed, which are sent after them: a
+    broker holding its shrink does not hold the answer, and the shrink still arrives."""
+    nodes = [await start_node(store, cluster, b, config=config()) for b in (0, 1, 2)]
+    nodes[0].controller.controlled_shutdown_propagation_timeout = 3600.0
+    reader = cluster.reader
+    await admin.create_topic(reader, "led", 1, 2, replica_assignment={0: [1, 0]})
+    await admin.create_topic(reader, "followed", 1, 2, replica_assignment={0: [2, 1]})
+    led, followed = TopicPartition("led", 0), TopicPartition("followed", 0)
+    for t in (led, followed):
+        await eventually(lambda t=t: zk_data.get_partition_state(reader, t), message="online")
+    await settle(nodes[0].controller)
+    release = asyncio.Event()
+    held = []
+
+    async def gate(broker_id, api_key, message):
+        if broker_id == 2 and api_key == ApiKey.LEADER_AND_ISR:
+            states = [
+                (t.topic_name, list(p.isr))
+                for t in message.topic_states
+                for p in t.partition_states
+            ]
+            if ("followed", [2]) in states:
+                held.append(states)
+                await release.wait()
+
+    cluster.gate = gate
+    epoch = (await reader.exists(paths.broker_path(1))).czxid
+    answer = asyncio.create_task(nodes[0].controller.controlled_shutdown(1, epoch))
+    assert await asyncio.wait_for(answer, 30) == []
+    assert any(ps.leader == 0 for b, tp, ps in cluster.leader_and_isr_partitions(0) if tp == led)
+    info = await zk_data.get_partition_state(reader, followed)
+    assert info.leader_and_isr.isr == (2,)  # written before the answer
+    await eventually(lambda: len(held) == 1, message="the shrink was sent and is held")
+
+    def shrink_delivered():
+        return any(
+            tp == followed and list(ps.isr) == [2]
+            for b, tp, ps in cluster.leader_and_isr_partitions(2)
+        )
+
+    assert not shrink_delivered()
+    release.set()
+    await eventually(
+        shrink_delivered,
+        message="the shrink delivered",
+    )
+    await stop(*nodes)
+
+
 async def test_requests_naming_partitions_no_store_path_can_hold(store, cluster):
     """ElectLeaders and AlterPartitionReassignments name any partition a client sends, even of
     topic '' or '..': they are unknown, and the store is not asked (its path check raised

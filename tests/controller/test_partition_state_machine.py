@@ -181,3 +181,74 @@ def test_random_move_sequences_follow_the_table(targets, live):
             info = psm.ctx.partition_leadership_info[TP]
             assert info.leader_and_isr.leader in live
             assert info.leader_and_isr.leader in info.leader_and_isr.isr
+
+
+PARTITION_CASES = st.lists(
+    st.tuples(
+        st.lists(st.integers(0, 3), min_size=0, max_size=3, unique=True),  # assignment
+        st.lists(st.integers(0, 3), min_size=1, max_size=3, unique=True),  # ISR
+        st.sampled_from(["led", "missing", "newer epoch"]),
+        st.booleans(),  # the topic allows unclean election
+        st.booleans(),  # broker 1's log dir holding it is offline
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+def _offline_machine(cases, live, shutting_down, offline_dirs):
+    ctx = ControllerContext(epoch=5)
+    ctx.add_live_brokers([(broker(b), 50 + b) for b in live])
+    ctx.shutting_down_broker_ids.update(b for b in shutting_down if b in live)
+    topics = ["t", "u"]
+    ctx.set_all_topics(topics)
+    for t in topics:
+        ctx.topic_ids[t] = f"{t}-id"
+    partitions = []
+    for i, (assignment, isr, leadership, unclean, dir_offline) in enumerate(cases):
+        topic = topics[i % 2]
+        tp = TopicPartition(topic, i)
+        partitions.append(tp)
+        if assignment:
+            ctx.update_partition_full_replica_assignment(tp, ReplicaAssignment(tuple(assignment)))
+        if leadership != "missing":
+            controller_epoch = 6 if leadership == "newer epoch" else 4
+            ctx.put_partition_leadership_info(
+                tp,
+                LeaderIsrAndControllerEpoch(
+                    LeaderAndIsr(isr[0], 7, tuple(isr), 9), controller_epoch
+                ),
+            )
+        if unclean:
+            ctx.unclean_leader_election_topics.add(topic)
+        if dir_offline and offline_dirs:
+            ctx.replicas_on_offline_dirs.setdefault(1, set()).add(tp)
+        ctx.partition_states[tp] = OFFLINE_PARTITION
+    return PartitionStateMachine(0, ctx), partitions
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    cases=PARTITION_CASES,
+    live=st.sets(st.integers(0, 3)),
+    shutting_down=st.sets(st.integers(0, 3), max_size=1),
+    offline_dirs=st.booleans(),
+    allow_unclean=st.booleans(),
+)
+def test_the_offline_elections_in_one_pass_decide_as_one_at_a_time(
+    cases, live, shutting_down, offline_dirs, allow_unclean
+):
+    """The offline strategy's one-pass elections (``_elect_offline_leaders``) write, record,
+    fail and announce exactly what electing each partition through ``elect`` does."""
+    strategy = OfflinePartitionLeaderElectionStrategy(allow_unclean=allow_unclean)
+    fast, partitions = _offline_machine(cases, live, shutting_down, offline_dirs)
+    each, _ = _offline_machine(cases, live, shutting_down, offline_dirs)
+    each._elect_offline_leaders = lambda ps, s, r: each._elect_each(ps, s, r)
+    got = fast.handle_state_changes(partitions, ONLINE_PARTITION, strategy)
+    expected = each.handle_state_changes(partitions, ONLINE_PARTITION, strategy)
+    assert got.writes == expected.writes
+    assert got.failed == expected.failed
+    assert got.leadership == expected.leadership
+    assert got.requests == expected.requests
+    assert fast.ctx.partition_leadership_info == each.ctx.partition_leadership_info
+    assert fast.ctx.partition_states == each.ctx.partition_states

@@ -20,6 +20,7 @@ from kafkalite.controller.replica_state_machine import (
     ReplicaStateMachine,
     is_valid_replica_transition,
 )
+from kafkalite.controller.results import ControllerResult
 from kafkalite.protocol.types import TopicPartition
 from kafkalite.zk.types import (
     NO_LEADER,
@@ -171,3 +172,74 @@ def test_random_move_sequences_follow_the_table(targets):
         assert rsm.replica_state(replica) is target
         if target is NON_EXISTENT_REPLICA:
             return  # the replica left the assignment
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    cases=st.lists(
+        st.tuples(
+            st.lists(st.integers(0, 3), min_size=1, max_size=3, unique=True),  # ISR
+            st.sampled_from([NO_LEADER, 0, 1, 2]),  # leader
+            st.sampled_from(["led", "missing", "newer epoch"]),
+            st.booleans(),  # its topic is queued for deletion
+        ),
+        min_size=1,
+        max_size=10,
+    ),
+    replica_id=st.integers(0, 3),
+)
+def test_offline_replicas_shrink_each_isr_as_one_removal_at_a_time(cases, replica_id):
+    """The OfflineReplica pass (``_remove_replica_from_isr`` inlined) writes, records and
+    reports exactly what removing each replica on its own does."""
+
+    def build():
+        ctx = ControllerContext(epoch=5)
+        ctx.add_live_brokers([(broker(b), 50 + b) for b in range(4)])
+        ctx.set_all_topics(["t", "gone"])
+        ctx.topic_ids.update({"t": "tid", "gone": "gid"})
+        replicas = []
+        for i, (isr, leader, leadership, deleting) in enumerate(cases):
+            tp = TopicPartition("gone" if deleting else "t", i)
+            ctx.update_partition_full_replica_assignment(tp, ReplicaAssignment((0, 1, 2, 3)))
+            if leadership != "missing":
+                ctx.put_partition_leadership_info(
+                    tp,
+                    LeaderIsrAndControllerEpoch(
+                        LeaderAndIsr(leader, 4, tuple(isr), 8),
+                        6 if leadership == "newer epoch" else 4,
+                    ),
+                )
+            if deleting:
+                ctx.topics_to_be_deleted.add("gone")
+            r = PartitionAndReplica(tp, replica_id)
+            ctx.replica_states[r] = ONLINE_REPLICA
+            replicas.append(r)
+        return ReplicaStateMachine(0, ctx), replicas
+
+    batch_machine, replicas = build()
+    got = batch_machine.handle_state_changes(replicas, OFFLINE_REPLICA)
+    one_machine, _ = build()
+    expected = ControllerResult()
+    for r in sorted(replicas):  # the machine's order: by partition within a replica id
+        info = one_machine.ctx.partition_leadership_info.get(r.topic_partition)
+        if info is not None:
+            one_machine._remove_replica_from_isr(replica_id, r, info, expected)
+    expected_failed, expected_leadership = expected.failed, expected.leadership
+    assert got.writes == expected.writes
+    assert got.failed == expected_failed
+    assert got.leadership == expected_leadership
+    assert batch_machine.ctx.partition_leadership_info == one_machine.ctx.partition_leadership_info
+    shrunk = {
+        (b, tp): (ps.leader, tuple(ps.isr), ps.leader_epoch, ps.partition_epoch)
+        for (b, tp), ps in leader_and_isr_states(got).items()
+    }
+    for r in replicas:
+        tp = r.topic_partition
+        info = one_machine.ctx.partition_leadership_info.get(tp)
+        if info is None or tp.topic == "gone" or r in got.failed:
+            assert not any(key[1] == tp for key in shrunk)
+            continue
+        lai = info.leader_and_isr
+        for b in (0, 1, 2, 3):
+            if b != replica_id:
+                assert shrunk[(b, tp)] == (lai.leader, lai.isr, lai.leader_epoch, lai.zk_version)
