@@ -7,7 +7,10 @@ request naming ``--partitions`` new partitions (RF 3: a third led by this broker
 followed, no fetcher attached), as a controller sends it when a topic is created. Printed:
 the request's wall time and the time per partition, the process CPU, the event loop's worst
 stall meanwhile (a ticker every 5 ms measures how late it runs); then, after a record is
-written to each partition led, the same for the broker's part of a shutdown (the replica
+written to each partition led, the same for the two LeaderAndIsr requests of broker 2's failure
+(``failover``: the elections of its partitions, then the ISR shrinks of the others at a new
+leader epoch, with replica fetchers on a leader endpoint that never answers), for the
+broker's part of a shutdown (the replica
 manager's and the LogManager's: fetchers, snapshots, closing every log, checkpoints), for
 the LogManager's start on those logs (a restart's log loading) and for a StopReplica
 deleting them all. ``--baseline-src DIR`` runs the same in a child on another
@@ -101,6 +104,28 @@ async def run_once(partitions: int) -> dict:
                 await rm.append_records(0, 1, {TopicPartition(state.topic, state.partition): batch})
             return {"partitions_written": len(led)}
 
+        async def failover() -> dict:
+            # Broker 2 dies (the controller's requests of a failure, as broker 1 gets them):
+            # first its partitions' elections (each re-led by broker 1 or 3, epoch 1), then
+            # the ISR shrinks of the others (leader unchanged, 2 out of the ISR, epoch 1).
+            rm.enable_replica_fetchers(lambda leader_id: _SilentLeader())
+            followed = {
+                TopicPartition(s.topic, s.partition): (s.leader, 0) for s in states if s.leader != 1
+            }
+            rm.replica_fetcher_manager.add_fetcher_for_partitions(followed)
+            elections, shrinks = failover_states(states)
+            elected = await _timed(rm.become_leader_or_follower_async(0, 1, elections))
+            shrunk = await _timed(rm.become_leader_or_follower_async(0, 1, shrinks))
+            for phase, count in ((elected, len(elections)), (shrunk, len(shrinks))):
+                result = phase.pop("result")
+                errors = sum(1 for e in result.partition_errors.values() if e is not ErrorCode.NONE)
+                phase.update(
+                    partitions=count,
+                    errors=errors,
+                    us_per_partition=round(1e6 * phase["wall_s"] / count, 1),
+                )
+            return {"elections": elected, "isr_shrinks": shrunk}
+
         async def close() -> dict:
             await rm.shutdown()
             await lm.shutdown_async()
@@ -116,6 +141,7 @@ async def run_once(partitions: int) -> dict:
         try:
             create = await _timed(apply())
             await write()
+            failed_over = (await _timed(failover()))["result"]
             shutdown = await _timed(close())
             startup = await _timed(reopen())
             await rm.become_leader_or_follower_async(0, 2, restarted_states(states))
@@ -126,6 +152,7 @@ async def run_once(partitions: int) -> dict:
     create["us_per_partition"] = round(1e6 * create["wall_s"] / partitions, 1)
     return {
         "leader_and_isr": create,
+        "failover": failed_over,
         "shutdown_replica_and_log_manager": shutdown,
         "log_manager_startup": startup,
         "stop_replica_delete": delete,
@@ -151,6 +178,40 @@ def new_partition_states(partitions: int) -> list:
         )
         for p in range(partitions)
     ]
+
+
+def failover_states(states) -> tuple[list, list]:
+    """The LeaderAndIsr states broker 1 gets when broker 2 fails: the elections of broker 2's
+    partitions (alternately led by 1 and 3), then the ISR shrinks of the others."""
+    import dataclasses
+
+    elections, shrinks = [], []
+    for s in states:
+        if s.leader == 2:
+            leader = 1 if s.partition % 2 else 3
+            elections.append(
+                dataclasses.replace(s, leader=leader, leader_epoch=1, isr=(1, 3), is_new=False)
+            )
+        else:
+            shrinks.append(dataclasses.replace(s, leader_epoch=1, isr=(1, 3), is_new=False))
+    return elections, shrinks
+
+
+class _SilentLeader:
+    """A leader endpoint that never answers: the fetchers are added and removed as in a
+    broker, without replicating anything."""
+
+    supports_fetch_sessions = True
+
+    async def _never(self, *args):
+        import asyncio
+
+        await asyncio.Event().wait()
+
+    fetch = fetch_session = fetch_epoch_end_offsets = fetch_offset = _never
+
+    async def close(self) -> None:
+        pass
 
 
 def restarted_states(states):

@@ -521,12 +521,27 @@ class Partition:
                     )
                 )
 
-    def _update_assignment_and_isr(self, state: LeaderAndIsrPartitionState) -> None:
-        self.assigned_replicas = tuple(state.replicas)
+    def _update_assignment_and_isr(
+        self, state: LeaderAndIsrPartitionState, track_remote: bool = True
+    ) -> None:
+        """The replicas and ISR of ``state``; a leader (``track_remote``) keeps a ReplicaState
+        per remote replica, a follower none."""
+        replicas = tuple(state.replicas)
+        unchanged = replicas == self.assigned_replicas
+        self.assigned_replicas = replicas
         self.adding_replicas = tuple(state.adding_replicas)
         self.removing_replicas = tuple(state.removing_replicas)
         self.isr = shared_isr(state.isr)
         self.pending_isr_update = None
+        if not track_remote:
+            self.remote_replicas.clear()
+            return
+        if unchanged and len(self.remote_replicas) == len(replicas) - (
+            self.local_broker_id in replicas
+        ):
+            # The same assignment (an ISR change, a new leader among the same replicas): each
+            # remote replica already has its state (the common case of a failover's requests).
+            return
         for rid in list(self.remote_replicas):
             if rid not in self.assigned_replicas:
                 del self.remote_replicas[rid]
@@ -567,8 +582,7 @@ class Partition:
         self.notify_news()
         self.attach_log(log)
         self.controller_epoch = state.controller_epoch
-        self._update_assignment_and_isr(state)
-        self.remote_replicas.clear()
+        self._update_assignment_and_isr(state, track_remote=False)
         is_new_epoch = state.leader_epoch > self.leader_epoch
         if is_new_epoch:
             self.leader_epoch_start_offset = None

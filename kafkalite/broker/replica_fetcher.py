@@ -45,6 +45,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime
+import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -999,10 +1000,17 @@ class BrokerIdAndFetcherId(NamedTuple):
     fetcher_id: int
 
 
+@functools.lru_cache(maxsize=4096)
+def _topic_hash(topic: str) -> int:
+    """Java's String.hashCode of a topic name, computed once per topic (a LeaderAndIsr of
+    thousands of partitions of one topic asked for it once per partition)."""
+    return java_string_hash_code(topic)
+
+
 def fetcher_id(tp: TopicPartition, num_fetchers: int) -> int:
     """Which of a leader's ``num.replica.fetchers`` fetchers follows ``tp`` (Kafka's
     AbstractFetcherManager.getFetcherId, so partitions spread over fetchers as in Kafka)."""
-    h = (31 * java_string_hash_code(tp.topic) + tp.partition) & 0xFFFFFFFF
+    h = (31 * _topic_hash(tp.topic) + tp.partition) & 0xFFFFFFFF
     return kafka_abs(h - (1 << 32) if h & 0x80000000 else h) % num_fetchers
 
 

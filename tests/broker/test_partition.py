@@ -281,3 +281,32 @@ def test_a_partition_names_its_log_directory_to_the_producer_state_as_a_str(tmp_
     partition.make_leader(leader_state(leader_epoch=1), loaded)
     assert partition.producer_state.log_dir == path
     assert partition.log.log_end_offset == 2
+
+
+def test_remote_replicas_follow_the_assignment_across_roles(tmp_path):
+    """A leader has one ReplicaState per other assigned replica, kept (with what it knows of
+    the follower) when only the ISR or epoch changes, rebuilt when the assignment changes; a
+    follower has none, and one made leader again gets them back."""
+    partition, log, time = new_partition(str(tmp_path))
+    partition.make_leader(leader_state(isr=(1, 2, 3), replicas=(1, 2, 3)), log)
+    partition.append_records_to_leader(batch(2), AppendOrigin.CLIENT, 1)
+    partition.update_follower_fetch_state(2, 2, 0, time.milliseconds(), 2)
+    follower_two = partition.remote_replicas[2]
+    # An ISR shrink at a new epoch, the same replicas: the same states, the follower's LEO kept.
+    partition.make_leader(leader_state(leader_epoch=1, isr=(1, 2), replicas=(1, 2, 3)), log)
+    assert set(partition.remote_replicas) == {2, 3}
+    assert partition.remote_replicas[2] is follower_two
+    assert follower_two.log_end_offset == 2
+    # A reassignment: 3 replaced by 4.
+    partition.make_leader(leader_state(leader_epoch=2, isr=(1, 2), replicas=(1, 2, 4)), log)
+    assert set(partition.remote_replicas) == {2, 4}
+    assert partition.remote_replicas[2] is follower_two
+    # Made follower: no remote replica; leader again of the same replicas: all of them back.
+    partition.make_follower(
+        leader_state(leader=2, leader_epoch=3, isr=(1, 2), replicas=(1, 2, 4)), log
+    )
+    assert partition.remote_replicas == {}
+    partition.make_leader(leader_state(leader_epoch=4, isr=(1, 2), replicas=(1, 2, 4)), log)
+    assert set(partition.remote_replicas) == {2, 4}
+    assert all(isinstance(r, ReplicaState) for r in partition.remote_replicas.values())
+    log.close()

@@ -1,0 +1,19 @@
+"""bench/leader_and_isr_bench.py run small: every phase applies without a partition error, the
+failover's requests name the failed broker's partitions and then the others (figures are
+printed by the script, never asserted)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from leader_and_isr_bench import run_once
+
+
+def test_the_bench_applies_every_phase_without_errors():
+    out = asyncio.run(run_once(30))
+    assert out["leader_and_isr"]["result"] == {"errors": 0, "logs": 30}
+    failover = out["failover"]
+    assert failover["elections"]["partitions"] == 10
+    assert failover["isr_shrinks"]["partitions"] == 20
+    assert failover["elections"]["errors"] == failover["isr_shrinks"]["errors"] == 0
+    assert out["stop_replica_delete"]["result"] == {"errors": 0, "logs": 0}
