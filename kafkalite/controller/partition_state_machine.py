@@ -107,6 +107,33 @@ def is_valid_partition_transition(current: PartitionState, target: PartitionStat
     return current in VALID_PREVIOUS_STATES[target]
 
 
+def bumped_state(
+    tp: TopicPartition,
+    current: LeaderAndIsr,
+    leader: int,
+    isr: tuple[int, ...],
+    controller_epoch: int,
+    writes: list[Any],
+) -> LeaderIsrAndControllerEpoch:
+    """A partition's next state with ``leader`` and ``isr`` (its leader epoch and zk version
+    one more than ``current``'s), its compare-and-set write appended to ``writes``: the one
+    step of an offline election and of an ISR shrink, each done for thousands of partitions
+    in one pass."""
+    expected_version = current.zk_version
+    info = LeaderIsrAndControllerEpoch(
+        LeaderAndIsr(
+            leader,
+            current.leader_epoch + 1,
+            isr,
+            expected_version + 1,
+            current.leader_recovery_state,
+        ),
+        controller_epoch,
+    )
+    writes.append(UpdatePartitionState(tp, info, expected_version))
+    return info
+
+
 class PartitionStateMachine:
     """Partition states live in ``ctx.partition_states``; a missing entry is NonExistentPartition."""
 
@@ -322,18 +349,8 @@ class PartitionStateMachine:
             if leader is None:
                 failed[tp] = f"failed to elect leader for partition {tp} under strategy {strategy}"
                 continue
-            expected_version = current_lai.zk_version
-            new = LeaderAndIsr(
-                leader,
-                current_lai.leader_epoch + 1,
-                new_isr,
-                expected_version + 1,
-                current_lai.leader_recovery_state,
-            )
-            info = LeaderIsrAndControllerEpoch(new, epoch)
-            writes.append(UpdatePartitionState(tp, info, expected_version))
-            leadership[tp] = info
-            led[tp] = new
+            info = leadership[tp] = bumped_state(tp, current_lai, leader, new_isr, epoch, writes)
+            led[tp] = info.leader_and_isr
             told.append((live, tp, info, full))
             elected.append(tp)
         self._batch.add_leader_and_isr_requests(told, is_new=False)

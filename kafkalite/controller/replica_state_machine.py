@@ -46,7 +46,7 @@ from kafkalite.zk.writes import UpdatePartitionState
 
 from .broker_request_batch import ControllerBrokerRequestBatch
 from .context import ControllerContext, PartitionAndReplica
-from .partition_state_machine import check_transitions
+from .partition_state_machine import bumped_state, check_transitions
 from .results import ControllerResult
 
 
@@ -259,18 +259,15 @@ class ReplicaStateMachine:
                     self._remove_replica_from_isr(replica_id, r, info, result)  # reports it
                     continue
                 if replica_id in isr:
-                    expected_version = current.zk_version
-                    new = LeaderAndIsr(
+                    updated = leadership[tp] = bumped_state(
+                        tp,
+                        current,
                         NO_LEADER if replica_id == current.leader else current.leader,
-                        current.leader_epoch + 1,
                         isr if len(isr) == 1 else tuple([x for x in isr if x != replica_id]),
-                        expected_version + 1,
-                        current.leader_recovery_state,
+                        epoch,
+                        writes,
                     )
-                    updated = LeaderIsrAndControllerEpoch(new, epoch)
-                    writes.append(UpdatePartitionState(tp, updated, expected_version))
-                    leadership[tp] = updated
-                    led[tp] = new
+                    led[tp] = updated.leader_and_isr
                 else:
                     updated = info
                 if tp[0] not in deleting:
