@@ -11,7 +11,16 @@ from controller_failover import one_round
 
 def test_the_bench_runs_every_phase_of_both_shapes():
     cluster = asyncio.run(one_round("cluster", 30, None))
-    assert set(cluster) == {"failover", "broker_failure", "controller_failure"}
+    # the queued marks come from the log records a child round collects (none here)
+    assert isinstance(cluster.pop("broker_failure_queued"), list)
+    assert set(cluster) == {
+        "failover",
+        "broker_failure",
+        "controller_failure",
+        "controlled_shutdown",
+    }
+    # the controller's own broker asked to stop: nothing is left led by it
+    assert cluster["controlled_shutdown"]["remaining"] == 0
     single = asyncio.run(one_round("single", 20, None))
     assert set(single) == {"failover"}
     for figures in (*cluster.values(), *single.values()):
