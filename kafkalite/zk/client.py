@@ -452,28 +452,20 @@ async def _grouped_ops_for_writes(
     grouped: list[tuple[TopicPartition | str | None, list[Op]]] = []
     existing_partitions: dict[str, set[int] | None] = {}
     reassign_exists: bool | None = None
-    encode_state = paths.encode_partition_state
-    topics_prefix = paths.BROKER_TOPICS
     for write in writes:
-        if type(write) is UpdatePartitionState:
-            # the common write (every election and ISR shrink), without the match's checks
-            tp = write.topic_partition
-            grouped.append(
-                (
-                    tp,
-                    [
-                        SetDataOp(
-                            f"{topics_prefix}/{tp.topic}/partitions/{tp.partition}/state",
-                            encode_state(write.leader_isr_and_controller_epoch),
-                            write.expected_version,
-                        )
-                    ],
-                )
-            )
-            continue
         ops: list[Op] = []
         key: TopicPartition | str | None = None
         match write:
+            case UpdatePartitionState(tp, info, expected_version):
+                # first: the common write (every election and ISR shrink)
+                key = tp
+                ops.append(
+                    SetDataOp(
+                        paths.partition_state_path(tp.topic, tp.partition),
+                        encode_leader_isr_and_controller_epoch(info),
+                        expected_version,
+                    )
+                )
             case CreatePartitionState(tp, info):
                 key = tp
                 if tp.topic not in existing_partitions:
@@ -493,15 +485,6 @@ async def _grouped_ops_for_writes(
                     CreateOp(
                         paths.partition_state_path(tp.topic, tp.partition),
                         encode_leader_isr_and_controller_epoch(info),
-                    )
-                )
-            case UpdatePartitionState(tp, info, expected_version):
-                key = tp
-                ops.append(
-                    SetDataOp(
-                        paths.partition_state_path(tp.topic, tp.partition),
-                        encode_leader_isr_and_controller_epoch(info),
-                        expected_version,
                     )
                 )
             case SetTopicAssignment(topic, topic_id, assignment):
