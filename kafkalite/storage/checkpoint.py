@@ -136,26 +136,12 @@ class CheckpointFile(Generic[T]):
 
     def read(self) -> list[T]:
         """The entries; [] if the file does not exist."""
-        try:
-            with open(self._path) as f:
-                text = f.read()
-        except FileNotFoundError:
+        checked = self.entry_lines()
+        if checked is None:
             return []
-        lines = text.split("\n")
-        if lines and lines[-1] == "":
-            lines.pop()
-        try:
-            version = int(lines[0])
-        except (IndexError, ValueError):
-            raise StorageError(f"Malformed version line in checkpoint file {self.path}") from None
-        if version != self.version:
-            raise StorageError(f"Unrecognized version {version} of the checkpoint file {self.path}")
-        try:
-            expected = int(lines[1])
-        except (IndexError, ValueError):
-            raise StorageError(f"Malformed count line in checkpoint file {self.path}") from None
+        lines, expected = checked
         entries = []
-        for line in lines[2:]:
+        for line in lines:
             parts = line.split(" ")
             if len(parts) != self._fields:
                 raise StorageError(f"Malformed line in checkpoint file {self.path}: {line!r}")
@@ -170,6 +156,29 @@ class CheckpointFile(Generic[T]):
                 f"Expected {expected} entries in checkpoint file {self.path}, but found only {len(entries)}"
             )
         return entries
+
+    def entry_lines(self) -> tuple[list[str], int] | None:
+        """The entry lines and the count the file gives, its version and count lines checked;
+        None if the file does not exist."""
+        try:
+            with open(self._path) as f:
+                text = f.read()
+        except FileNotFoundError:
+            return None
+        lines = text.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        try:
+            version = int(lines[0])
+        except (IndexError, ValueError):
+            raise StorageError(f"Malformed version line in checkpoint file {self.path}") from None
+        if version != self.version:
+            raise StorageError(f"Unrecognized version {version} of the checkpoint file {self.path}")
+        try:
+            expected = int(lines[1])
+        except (IndexError, ValueError):
+            raise StorageError(f"Malformed count line in checkpoint file {self.path}") from None
+        return lines[2:], expected
 
 
 class OffsetCheckpointFile:
@@ -194,28 +203,23 @@ class OffsetCheckpointFile:
 
     def read(self) -> dict[tuple[str, int], int]:
         """The offsets; {} if the file does not exist. A broker's start reads three of these
-        with a line per partition (10,000 and more): a well-formed file is parsed straight into
-        the dict; anything else goes through ``CheckpointFile.read``, which says what is wrong
-        (the same files are accepted and refused either way)."""
-        try:
-            with open(self._file._path) as f:
-                text = f.read()
-        except FileNotFoundError:
+        with a line per partition (10,000 and more): the lines are parsed straight into the
+        dict; a malformed line or count goes through ``CheckpointFile.read``, which says what is
+        wrong (the same files are accepted and refused either way)."""
+        checked = self._file.entry_lines()
+        if checked is None:
             return {}
-        lines = text.split("\n")
-        if lines and lines[-1] == "":
-            lines.pop()
-        if len(lines) >= 2 and lines[0] == str(self._file.version) and lines[1].isdecimal():
-            offsets: dict[tuple[str, int], int] = {}
-            try:
-                for line in lines[2:]:
-                    topic, partition, offset = line.split(" ")
-                    offsets[(topic, int(partition))] = int(offset)
-            except ValueError:
-                pass  # a malformed line: the general reader names it
-            else:
-                if int(lines[1]) == len(lines) - 2:
-                    return offsets
+        lines, expected = checked
+        offsets: dict[tuple[str, int], int] = {}
+        try:
+            for line in lines:
+                topic, partition, offset = line.split(" ")
+                offsets[(topic, int(partition))] = int(offset)
+        except ValueError:
+            pass  # a malformed line: the general reader names it
+        else:
+            if len(lines) == expected:
+                return offsets
         return {(topic, partition): offset for topic, partition, offset in self._file.read()}
 
 
