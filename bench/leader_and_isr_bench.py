@@ -63,7 +63,7 @@ async def _timed(coro) -> dict:
     }
 
 
-async def run_once(partitions: int) -> dict:
+async def run_once(partitions: int, keep_epoch: bool = False) -> dict:
     from kafkalite.broker.clock import SYSTEM_TIME
     from kafkalite.broker.replica_manager import ReplicaManager
     from kafkalite.broker.types import StopReplicaPartitionState
@@ -113,7 +113,7 @@ async def run_once(partitions: int) -> dict:
                 TopicPartition(s.topic, s.partition): (s.leader, 0) for s in states if s.leader != 1
             }
             rm.replica_fetcher_manager.add_fetcher_for_partitions(followed)
-            elections, shrinks = failover_states(states)
+            elections, shrinks = failover_states(states, keep_epoch)
             elected = await _timed(rm.become_leader_or_follower_async(0, 1, elections))
             shrunk = await _timed(rm.become_leader_or_follower_async(0, 1, shrinks))
             for phase, count in ((elected, len(elections)), (shrunk, len(shrinks))):
@@ -180,9 +180,10 @@ def new_partition_states(partitions: int) -> list:
     ]
 
 
-def failover_states(states) -> tuple[list, list]:
+def failover_states(states, keep_epoch: bool = False) -> tuple[list, list]:
     """The LeaderAndIsr states broker 1 gets when broker 2 fails: the elections of broker 2's
-    partitions (alternately led by 1 and 3), then the ISR shrinks of the others."""
+    partitions (alternately led by 1 and 3), then the ISR shrinks of the others (at a new
+    leader epoch, or with ``keep_epoch`` at the same one and a new zk version)."""
     import dataclasses
 
     elections, shrinks = [], []
@@ -192,6 +193,10 @@ def failover_states(states) -> tuple[list, list]:
             elections.append(
                 dataclasses.replace(s, leader=leader, leader_epoch=1, isr=(1, 3), is_new=False)
             )
+        elif keep_epoch:
+            # as the controller sends them since decision 0068: the leader epoch kept, the
+            # partition epoch (zk version) bumped
+            shrinks.append(dataclasses.replace(s, zk_version=1, isr=(1, 3), is_new=False))
         else:
             shrinks.append(dataclasses.replace(s, leader_epoch=1, isr=(1, 3), is_new=False))
     return elections, shrinks
@@ -222,10 +227,18 @@ def restarted_states(states):
     ]
 
 
-def _child(src: str, partitions: int) -> dict:
+def _child(src: str, partitions: int, shrinks: str) -> dict:
     env = dict(os.environ, PYTHONPATH=src)
     out = subprocess.run(
-        [sys.executable, __file__, "--partitions", str(partitions), "--json-only"],
+        [
+            sys.executable,
+            __file__,
+            "--partitions",
+            str(partitions),
+            "--shrinks",
+            shrinks,
+            "--json-only",
+        ],
         env=env,
         cwd=src,
         capture_output=True,
@@ -240,10 +253,18 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=10000)
     parser.add_argument("--baseline-src", help="also run on this tree's kafkalite (a child)")
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument(
+        "--shrinks",
+        choices=("bumped", "kept"),
+        default="bumped",
+        help="the failover's ISR shrinks at a new leader epoch, or at the same one with a new "
+        "zk version (what the controller sends since decision 0068; a tree before it ignores "
+        "those as stale, so compare kept against bumped on this tree)",
+    )
     parser.add_argument("--json-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.json_only:
-        print(json.dumps(asyncio.run(run_once(args.partitions))))
+        print(json.dumps(asyncio.run(run_once(args.partitions, args.shrinks == "kept"))))
         return
     here = str(Path(__file__).resolve().parent.parent)
     runs: dict[str, list] = {"this_tree": [], "baseline": []}
@@ -253,10 +274,16 @@ def main() -> None:
         if args.baseline_src:
             order.append(("baseline", args.baseline_src))
         for name, src in order if i % 2 == 0 else order[::-1]:
-            runs[name].append(_child(src, args.partitions))
+            runs[name].append(_child(src, args.partitions, args.shrinks))
     print(
         json.dumps(
-            {"partitions": args.partitions, "load_average": os.getloadavg(), **runs}, indent=2
+            {
+                "partitions": args.partitions,
+                "shrinks": args.shrinks,
+                "load_average": os.getloadavg(),
+                **runs,
+            },
+            indent=2,
         )
     )
 

@@ -979,6 +979,11 @@ class ReplicaManager:
         result: dict[TopicPartition, FetchPartitionData],
     ) -> None:
         now = self.time.milliseconds()
+        # Only a live broker's replica may join an ISR (Kafka's ZooKeeper-mode leaders check
+        # their metadata cache the same way): a fetch of a failed broker read late cannot bring
+        # it back into an ISR the controller took it out of.
+        cache = self.metadata_cache
+        may_join_isr = cache is None or cache.get_alive_broker(replica_id) is not None
         for tp, info in items:
             data = result[tp]
             if data.error_code is not ErrorCode.NONE or data.diverging_epoch is not None:
@@ -991,7 +996,7 @@ class ReplicaManager:
             ):
                 result[tp] = FetchPartitionData(ErrorCode.NOT_LEADER_OR_FOLLOWER)
                 continue
-            proposal = partition.maybe_expand_isr(replica_id)
+            proposal = partition.maybe_expand_isr(replica_id) if may_join_isr else None
             if proposal is not None:
                 self._submit_isr_update(partition, proposal)
             if partition.maybe_increment_leader_hw(now):
@@ -1257,7 +1262,8 @@ class ReplicaManager:
         slice_size: int = LEADER_AND_ISR_SLICE,
     ) -> LeaderAndIsrResult:
         """Apply a LeaderAndIsr request: logs are created (with the topic's config) as needed,
-        only states with a newer leader epoch change anything (else STALE_CONTROLLER_EPOCH),
+        only states with a newer leader epoch, or the same leader epoch and leader with a newer
+        partition epoch (zk version), change anything (else STALE_CONTROLLER_EPOCH),
         a broker missing from the replicas answers UNKNOWN_TOPIC_OR_PARTITION.
 
         For requests of any size without holding the event loop: every pass over the
@@ -1330,7 +1336,17 @@ class ReplicaManager:
             errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR
             return
         partition = self.partitions.get(tp) or self._new_partition(tp)
-        if state.leader_epoch <= partition.leader_epoch:
+        epoch = partition.leader_epoch
+        if state.leader_epoch < epoch or (
+            # The same leader epoch is taken with a newer partition epoch (zk version) and the
+            # same leader: an ISR change the controller made without bumping the leader epoch
+            # (decision 0068), as Kafka's brokers take KRaft's partition changes.
+            state.leader_epoch == epoch
+            and (
+                state.zk_version <= partition.zk_version
+                or state.leader != partition.leader_replica_id
+            )
+        ):
             log.info(
                 "leader_and_isr_ignored",
                 partition=str(tp),

@@ -114,16 +114,17 @@ def bumped_state(
     isr: tuple[int, ...],
     controller_epoch: int,
     writes: list[Any],
+    bump_leader_epoch: bool = True,
 ) -> LeaderIsrAndControllerEpoch:
-    """A partition's next state with ``leader`` and ``isr`` (its leader epoch and zk version
-    one more than ``current``'s), its compare-and-set write appended to ``writes``: the one
-    step of an offline election and of an ISR shrink, each done for thousands of partitions
-    in one pass."""
+    """A partition's next state with ``leader`` and ``isr`` (its zk version, the partition
+    epoch, one more than ``current``'s, and its leader epoch too unless ``bump_leader_epoch``
+    is False), its compare-and-set write appended to ``writes``: the one step of an offline
+    election and of an ISR shrink, each done for thousands of partitions in one pass."""
     expected_version = current.zk_version
     info = LeaderIsrAndControllerEpoch(
         LeaderAndIsr(
             leader,
-            current.leader_epoch + 1,
+            current.leader_epoch + 1 if bump_leader_epoch else current.leader_epoch,
             isr,
             expected_version + 1,
             current.leader_recovery_state,

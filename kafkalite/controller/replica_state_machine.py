@@ -243,6 +243,13 @@ class ReplicaStateMachine:
             writes = result.writes
             led = result.leadership
             no_assignment = ReplicaAssignment(())
+            # The leader epoch is bumped when the leader changes, and when the replica taken out
+            # is a registered broker's (a controlled shutdown, a reassignment's removal): the
+            # bump fences any fetch it still has in flight, which could otherwise bring it back
+            # into the ISR. A failed broker's replica leaves with the partition epoch (zk
+            # version) alone bumped, as Kafka's KRaft controller does for an ISR shrink: its
+            # followers keep fetching as they are (decision 0068).
+            registered = replica_id in ctx.live_or_shutting_down_broker_ids
             for r in replicas:
                 tp = r[0]
                 info = leadership.get(tp)
@@ -259,13 +266,15 @@ class ReplicaStateMachine:
                     self._remove_replica_from_isr(replica_id, r, info, result)  # reports it
                     continue
                 if replica_id in isr:
+                    was_leader = replica_id == current.leader
                     updated = leadership[tp] = bumped_state(
                         tp,
                         current,
-                        NO_LEADER if replica_id == current.leader else current.leader,
+                        NO_LEADER if was_leader else current.leader,
                         isr if len(isr) == 1 else tuple([x for x in isr if x != replica_id]),
                         epoch,
                         writes,
+                        was_leader or registered,
                     )
                     led[tp] = updated.leader_and_isr
                 else:

@@ -824,3 +824,88 @@ async def test_an_isr_expansion_that_moves_no_hw_does_not_recheck_waiting_fetche
     await produce(rm, batch(2), tp=tps[3])
     data = (await asyncio.wait_for(waiting, DEADLINE))[tps[3]]
     assert offsets_of(data.records) == [0]
+
+
+class CountingFetchers(RecordingFetchers):
+    """RecordingFetchers that also counts each time a partition is (re)started."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.starts: list[TopicPartition] = []
+
+    def add_fetcher_for_partitions(self, partitions) -> None:
+        self.starts.extend(partitions)
+        super().add_fetcher_for_partitions(partitions)
+
+
+async def test_an_isr_change_with_the_same_leader_epoch_keeps_the_followers_fetch(make_rm):
+    """The controller takes a failed broker out of an ISR with the leader epoch kept and the
+    partition epoch (zk version) bumped: a follower takes the new ISR and keeps fetching as it
+    was (no restart, no truncation); the same state again, or an older one, is stale."""
+    rm = make_rm(broker_id=2)
+    rm.replica_fetcher_manager = CountingFetchers()
+    first = leader_state(leader=1, leader_epoch=4, isr=(1, 2, 3), zk_version=9)
+    assert (await rm.become_leader_or_follower_async(0, 1, [first])).error_code is ErrorCode.NONE
+    assert rm.replica_fetcher_manager.starts == [TP]
+    shrunk = leader_state(leader=1, leader_epoch=4, isr=(1, 2), replicas=(1, 2, 3), zk_version=10)
+    result = await rm.become_leader_or_follower_async(0, 1, [shrunk])
+    assert result.partition_errors[TP] is ErrorCode.NONE
+    partition = rm.partitions[TP]
+    assert (partition.isr, partition.zk_version, partition.leader_epoch) == ({1, 2}, 10, 4)
+    assert rm.replica_fetcher_manager.starts == [TP], "the fetch was not restarted"
+    assert TP in rm.replica_fetcher_manager.fetching
+    for stale in (shrunk, leader_state(leader=1, leader_epoch=4, isr=(1,), zk_version=8)):
+        again = await rm.become_leader_or_follower_async(0, 1, [stale])
+        assert again.partition_errors[TP] is ErrorCode.STALE_CONTROLLER_EPOCH
+    assert rm.partitions[TP].isr == {1, 2}
+    # a new leader with the same leader epoch is never taken: a leader change bumps it
+    other = leader_state(leader=3, leader_epoch=4, isr=(3, 2), replicas=(1, 2, 3), zk_version=11)
+    refused = await rm.become_leader_or_follower_async(0, 1, [other])
+    assert refused.partition_errors[TP] is ErrorCode.STALE_CONTROLLER_EPOCH
+    assert rm.partitions[TP].leader_replica_id == 1
+
+
+async def test_a_leader_takes_an_isr_shrink_with_the_same_leader_epoch(make_rm):
+    """The leader takes the shrunk ISR and the new zk version at the same leader epoch, its
+    followers' states kept, and the HW moves past what the removed replica held back."""
+    rm = make_rm(broker_id=1)
+    await rm.become_leader_or_follower_async(
+        0, 1, [leader_state(leader_epoch=4, isr=(1, 2, 3), zk_version=9)]
+    )
+    waiting = asyncio.create_task(produce(rm, batch(2), acks=-1))
+    await wait_until(lambda: rm.partitions[TP].log.log_end_offset == 2)
+    await rm.fetch_messages(FetchParams(replica_id=2, max_wait_ms=0), {TP: FetchInfo(2, 1 << 20)})
+    assert not waiting.done(), "replica 3 has not fetched: the HW waits for it"
+    partition = rm.partitions[TP]
+    replica_2 = partition.remote_replicas[2]
+    shrunk = leader_state(leader_epoch=4, isr=(1, 2), replicas=(1, 2, 3), zk_version=10)
+    result = await rm.become_leader_or_follower_async(0, 1, [shrunk])
+    assert result.partition_errors[TP] is ErrorCode.NONE
+    assert (partition.isr, partition.zk_version, partition.leader_epoch) == ({1, 2}, 10, 4)
+    assert partition.remote_replicas[2] is replica_2
+    assert (await asyncio.wait_for(waiting, DEADLINE)).error_code is ErrorCode.NONE
+    assert partition.log.high_watermark == 2
+
+
+class AliveBrokers:
+    """The metadata cache's view of which brokers are alive."""
+
+    def __init__(self, alive) -> None:
+        self.alive = set(alive)
+
+    def get_alive_broker(self, broker_id: int):
+        return object() if broker_id in self.alive else None
+
+
+async def test_a_replica_of_a_broker_not_alive_does_not_join_the_isr(make_rm):
+    """A fetch from a broker the metadata cache does not hold alive (a failed broker's fetch
+    read late) records its position but never brings it back into the ISR."""
+    submitted = []
+    rm = make_rm(broker_id=1, metadata_cache=AliveBrokers({1, 2}))
+    rm._submit_isr_update = lambda partition, proposal: submitted.append(proposal)
+    await rm.become_leader_or_follower_async(0, 1, [leader_state(isr=(1,), replicas=(1, 2, 3))])
+    infos = {TP: FetchInfo(0, 1 << 20)}
+    await rm.fetch_messages(FetchParams(replica_id=3, max_wait_ms=0), infos)
+    assert submitted == []
+    await rm.fetch_messages(FetchParams(replica_id=2, max_wait_ms=0), infos)
+    assert [p.isr for p in submitted] == [(1, 2)]

@@ -141,8 +141,9 @@ def test_broker_failure_elects_from_the_isr_and_shrinks_it():
     store.apply(result)
     assert changes.dead == (0,)
     assert store.partition_states[tp("t", 0)][0].leader_and_isr == LeaderAndIsr(1, 1, (1, 2), 1)
-    # partition 1 kept its leader; broker 0 just left its ISR
-    assert store.partition_states[tp("t", 1)][0].leader_and_isr == LeaderAndIsr(1, 1, (1, 2), 1)
+    # partition 1 kept its leader; broker 0 just left its ISR: the leader epoch is kept, the
+    # partition epoch (zk version) moves
+    assert store.partition_states[tp("t", 1)][0].leader_and_isr == LeaderAndIsr(1, 0, (1, 2), 1)
     states = leader_and_isr_states(result)
     assert {b for b, _ in states} == {1, 2}  # never the dead broker
     assert states[(2, tp("t", 0))].leader == 1 and states[(2, tp("t", 0))].partition_epoch == 1

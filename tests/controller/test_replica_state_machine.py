@@ -113,18 +113,43 @@ def test_new_to_online_adds_a_missing_replica_to_the_assignment_quietly():
 
 
 def test_offline_follower_leaves_the_isr():
+    # broker 2 has failed (not registered): the leader stays, so only the partition epoch (the
+    # zk version) moves; the leader epoch is kept, as Kafka's KRaft controller keeps it
     rsm = machine(live=(0, 1), leadership=LeaderAndIsr(0, 4, (0, 1, 2), 9))
     replica = PartitionAndReplica(TP, 2)
     rsm.ctx.replica_states[replica] = ONLINE_REPLICA
     result = rsm.handle_state_changes([replica], OFFLINE_REPLICA)
     [write] = result.writes
     assert write == UpdatePartitionState(
-        TP, LeaderIsrAndControllerEpoch(LeaderAndIsr(0, 5, (0, 1), 10), 3), 9
+        TP, LeaderIsrAndControllerEpoch(LeaderAndIsr(0, 4, (0, 1), 10), 3), 9
     )
     assert stop_replica_states(result)[(2, TP)].delete_partition is False
     assert set(leader_and_isr_states(result)) == {(0, TP), (1, TP)}
     assert update_metadata_brokers(result) == {0, 1}
     assert rsm.replica_state(replica) is OFFLINE_REPLICA
+
+
+@pytest.mark.parametrize("shutting_down", [False, True])
+def test_a_registered_brokers_replica_leaves_the_isr_with_the_leader_epoch_bumped(shutting_down):
+    # a controlled shutdown (or a reassignment's removal) takes a live broker's replica out:
+    # the bump fences any fetch it still has in flight, which could bring it back in
+    rsm = machine(live=(0, 1, 2), leadership=LeaderAndIsr(0, 4, (0, 1, 2), 9))
+    if shutting_down:
+        rsm.ctx.shutting_down_broker_ids.add(2)
+    replica = PartitionAndReplica(TP, 2)
+    rsm.ctx.replica_states[replica] = ONLINE_REPLICA
+    result = rsm.handle_state_changes([replica], OFFLINE_REPLICA)
+    [write] = result.writes
+    assert write.leader_isr_and_controller_epoch.leader_and_isr == LeaderAndIsr(0, 5, (0, 1), 10)
+    assert result.leadership[TP] == LeaderAndIsr(0, 5, (0, 1), 10)
+
+
+def test_a_failed_brokers_replica_that_led_leaves_with_the_leader_epoch_bumped():
+    rsm = machine(live=(1, 2), leadership=LeaderAndIsr(0, 4, (0, 1, 2), 9))
+    replica = PartitionAndReplica(TP, 0)
+    rsm.ctx.replica_states[replica] = ONLINE_REPLICA
+    result = rsm.handle_state_changes([replica], OFFLINE_REPLICA)
+    assert result.leadership[TP] == LeaderAndIsr(NO_LEADER, 5, (1, 2), 10)
 
 
 def test_offline_leader_leaves_no_leader_and_the_last_isr_member_stays():
