@@ -400,3 +400,33 @@ async def test_bulk_unclean_election_topics_decide_each_distinct_config_once(sto
         "empty",
         "absent",
     }
+
+
+async def test_bulk_partition_states_share_each_distinct_state(store):
+    """get_partition_states decodes each distinct (data, version) once: equal nodes share one
+    state, a node at another version or with other data gets its own, absent ones are None."""
+    session = await store.open_session()
+    state = LeaderIsrAndControllerEpoch(LeaderAndIsr(0, 3, (0, 1)), 7)
+    other = LeaderIsrAndControllerEpoch(LeaderAndIsr(1, 4, (1,)), 7)
+    tps = [TopicPartition(f"t{i}", 0) for i in range(6)]
+    for i, tp in enumerate(tps[:5]):
+        path = paths.partition_state_path(tp.topic, tp.partition)
+        await session.ensure_path(path.rsplit("/", 1)[0])
+        await session.create(
+            path, zk_client.encode_leader_isr_and_controller_epoch(other if i == 2 else state)
+        )
+    await session.set_data(
+        paths.partition_state_path("t3", 0),
+        zk_client.encode_leader_isr_and_controller_epoch(state),
+        0,
+    )
+
+    found = await zk_client.get_partition_states(session, tps)
+
+    for tp in tps:
+        assert found[tp] == await zk_client.get_partition_state(session, tp)
+    assert found[tps[5]] is None
+    assert found[tps[0]] is found[tps[1]] is found[tps[4]]
+    assert found[tps[3]].leader_and_isr.zk_version == 1
+    assert found[tps[0]].leader_and_isr.zk_version == 0
+    assert found[tps[2]].leader_and_isr.leader == 1
