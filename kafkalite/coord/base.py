@@ -490,6 +490,15 @@ class CoordSession(abc.ABC):
 
         return list(await asyncio.gather(*(one(path) for path in paths)))
 
+    async def get_data_versions_many(self, paths: Sequence[str]) -> list[tuple[bytes, int] | None]:
+        """``get_data_many`` answering each node's data and version only (what a bulk read of
+        assignments, configs or partition states uses): a store that holds its nodes in
+        memory makes no ``Stat`` per node (a controller's start reads 30,000 nodes)."""
+        return [
+            None if node is None else (node[0], node[1].version)
+            for node in await self.get_data_many(paths)
+        ]
+
     async def get_data_and_watch_many(
         self, paths: Sequence[str]
     ) -> list[tuple[bytes | None, Watch] | CoordError]:

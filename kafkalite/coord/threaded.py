@@ -390,6 +390,9 @@ class ThreadedSession(CoordSession):
     async def get_data_many(self, paths: Sequence[str]) -> list[tuple[bytes, Stat] | None]:
         return await self._call(self._inner.get_data_many(list(paths)))
 
+    async def get_data_versions_many(self, paths: Sequence[str]) -> list[tuple[bytes, int] | None]:
+        return await self._call(self._inner.get_data_versions_many(list(paths)))
+
     async def ensure_path(self, path: str) -> None:
         await self._call(self._inner.ensure_path(path))
 

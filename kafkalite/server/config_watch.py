@@ -74,7 +74,9 @@ class TopicConfigs:
         # without overrides shares the defaults' LogConfig.
         for start in range(0, len(topics), TOPIC_CONFIG_READ_BATCH):
             chunk = topics[start : start + TOPIC_CONFIG_READ_BATCH]
-            found = await self.session.get_data_many([f"{TOPIC_CONFIGS}/{t}" for t in chunk])
+            found = await self.session.get_data_versions_many(
+                [f"{TOPIC_CONFIGS}/{t}" for t in chunk]
+            )
             for topic, node in zip(chunk, found, strict=True):
                 self._apply(topic, None if node is None else node[0])
             await asyncio.sleep(0)

@@ -498,6 +498,11 @@ async def test_get_data_many_answers_as_get_data_does(session, other):
     assert found[3] is not None and found[3][0] == b"changed" and found[3][1].version == 1
     assert found[0] == (b"", found[0][1])
     assert await session.get_data_many([]) == []
+    # the same read answering data and versions alone
+    assert await session.get_data_versions_many(asked) == [
+        None if answer is None else (answer[0], answer[1].version) for answer in found
+    ]
+    assert await session.get_data_versions_many([]) == []
     await other.set_data("/many/n5", b"x", ANY_VERSION)
     assert await asyncio.wait_for(watch, 10) == WatchEvent(EventType.DATA_CHANGED, "/many/n5")
     assert (await session.get_data("/many/n5"))[0] == b"x"

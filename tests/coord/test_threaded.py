@@ -389,6 +389,8 @@ async def test_a_session_shared_with_another_loop(zookeeper_server):
             path = await view.create("/e", ephemeral=True)
             stat = await view.exists(path)
             many = await view.get_data_many(["/a", "/missing"])
+            versions = await view.get_data_versions_many(["/missing", "/a"])
+            assert versions == [None, (b"1", 0)]
             changes = view.watch_data("/a")
             first = await anext(changes)
             return view, stat, many, first, changes

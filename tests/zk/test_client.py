@@ -337,3 +337,96 @@ async def test_isr_change_notifications_are_read_in_one_batch(store):
     partitions = await zk_client.get_partitions_from_isr_change_notifications(Counted(), seqs)
     assert partitions == {TopicPartition("t", p) for p in range(5)}
     assert batches == [6] and singles == []
+
+
+async def test_bulk_assignments_decode_as_one_topic_reads_do(store):
+    """get_topic_assignments decodes a node in the brokers' plain form once per distinct
+    partitions' JSON; every topic still gets its own id and an assignment equal to the one
+    get_topic_assignment decodes (reassigning, id-less and multi-partition nodes included)."""
+    session = await store.open_session()
+    await session.ensure_path(paths.BROKER_TOPICS)
+    shapes = [
+        {0: ReplicaAssignment((1,))},
+        {0: ReplicaAssignment((1, 2)), 1: ReplicaAssignment((2, 1))},
+        {0: ReplicaAssignment((1, 2), adding_replicas=(2,))},
+        {0: ReplicaAssignment((1, 2), removing_replicas=(1,)), 1: ReplicaAssignment((2,))},
+    ]
+    topics = {}
+    for i in range(12):
+        shape = shapes[i % len(shapes)]
+        topic_id = None if i == 5 else paths.new_topic_id()
+        topics[f"t{i}"] = (topic_id, shape)
+        await session.create(
+            paths.topic_path(f"t{i}"), zk_client.encode_assignment(f"t{i}", topic_id, shape)
+        )
+    raw: dict[str, bytes] = {}
+
+    found = await zk_client.get_topic_assignments(session, [*topics, "absent"], raw)
+
+    assert found == topics
+    assert set(raw) == set(topics)
+    for topic in topics:
+        topic_id, assignment, _ = await zk_client.get_topic_assignment(session, topic)
+        assert found[topic] == (topic_id, assignment)
+        assert raw[topic] == (await session.get_data(paths.topic_path(topic)))[0]
+    # each topic has an assignment dict of its own (the controller's context updates it)
+    found["t0"][1][7] = ReplicaAssignment((9,))
+    assert 7 not in found["t4"][1]
+
+
+async def test_bulk_unclean_election_topics_decide_each_distinct_config_once(store):
+    session = await store.open_session()
+    await session.ensure_path(paths.CONFIG_TOPICS)
+    configs = {
+        "a": {},
+        "b": {"unclean.leader.election.enable": "true"},
+        "c": {},
+        "d": {"unclean.leader.election.enable": " TRUE "},
+        "e": {"unclean.leader.election.enable": "false"},
+        "f": {"retention.ms": "5"},
+    }
+    for topic, config in configs.items():
+        await session.create(paths.topic_config_path(topic), paths.encode_entity_config(config))
+    await session.create(paths.topic_config_path("empty"), b"")
+    topics = [*configs, "empty", "absent"]
+
+    assert await zk_client.get_unclean_leader_election_topics(session, topics, False) == {"b", "d"}
+    assert await zk_client.get_unclean_leader_election_topics(session, topics, True) == {
+        "a",
+        "b",
+        "c",
+        "d",
+        "f",
+        "empty",
+        "absent",
+    }
+
+
+async def test_bulk_partition_states_share_each_distinct_state(store):
+    """get_partition_states decodes each distinct (data, version) once: equal nodes share one
+    state, a node at another version or with other data gets its own, absent ones are None."""
+    session = await store.open_session()
+    state = LeaderIsrAndControllerEpoch(LeaderAndIsr(0, 3, (0, 1)), 7)
+    other = LeaderIsrAndControllerEpoch(LeaderAndIsr(1, 4, (1,)), 7)
+    tps = [TopicPartition(f"t{i}", 0) for i in range(6)]
+    for i, tp in enumerate(tps[:5]):
+        path = paths.partition_state_path(tp.topic, tp.partition)
+        await session.ensure_path(path.rsplit("/", 1)[0])
+        await session.create(
+            path, zk_client.encode_leader_isr_and_controller_epoch(other if i == 2 else state)
+        )
+    await session.set_data(
+        paths.partition_state_path("t3", 0),
+        zk_client.encode_leader_isr_and_controller_epoch(state),
+        0,
+    )
+
+    found = await zk_client.get_partition_states(session, tps)
+
+    for tp in tps:
+        assert found[tp] == await zk_client.get_partition_state(session, tp)
+    assert found[tps[5]] is None
+    assert found[tps[0]] is found[tps[1]] is found[tps[4]]
+    assert found[tps[3]].leader_and_isr.zk_version == 1
+    assert found[tps[0]].leader_and_isr.zk_version == 0
+    assert found[tps[2]].leader_and_isr.leader == 1
