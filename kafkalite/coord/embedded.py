@@ -58,8 +58,9 @@ import os
 import time
 import zlib
 from collections.abc import Callable, Sequence
+from operator import attrgetter
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from .base import (
     ANY_VERSION,
@@ -168,6 +169,9 @@ class _Node:
             num_children=len(self.children),
             pzxid=self.pzxid,
         )
+
+
+_NODE_VERSION = attrgetter("version")
 
 
 def _b64(data: bytes) -> str:
@@ -789,34 +793,26 @@ class EmbeddedSession(CoordSession):
 
     async def get_data_many(self, paths: Sequence[str]) -> list[tuple[bytes, Stat] | None]:
         """All at once, as one read (ZooKeeper's multiRead): no task per node."""
-        if not paths:
-            return []
-        await self._ready()
-        nodes = self.store._nodes
-        out: list[tuple[bytes, Stat] | None] = []
-        for path in paths:
-            node = nodes.get(path)
-            if node is None:
-                validate_path(path)
-                out.append(None)
-            else:
-                out.append((node.data, node.stat()))
-        return out
+        return await self._read_many(paths, _Node.stat)
 
     async def get_data_versions_many(self, paths: Sequence[str]) -> list[tuple[bytes, int] | None]:
         """As ``get_data_many``, one read, with each node's version instead of its stat."""
+        return await self._read_many(paths, _NODE_VERSION)
+
+    async def _read_many(self, paths: Sequence[str], about: Callable[[_Node], Any]) -> list:
+        """Each node's data and ``about(node)``, None where absent, in one read."""
         if not paths:
             return []
         await self._ready()
         nodes = self.store._nodes
-        out: list[tuple[bytes, int] | None] = []
+        out: list = []
         for path in paths:
             node = nodes.get(path)
             if node is None:
                 validate_path(path)
                 out.append(None)
             else:
-                out.append((node.data, node.version))
+                out.append((node.data, about(node)))
         return out
 
     async def get_data_and_watch_many(
