@@ -38,11 +38,9 @@ from typing import Any
 from kafkalite.protocol.types import TopicPartition
 from kafkalite.zk.types import (
     NO_LEADER,
-    LeaderAndIsr,
     LeaderIsrAndControllerEpoch,
     ReplicaAssignment,
 )
-from kafkalite.zk.writes import UpdatePartitionState
 
 from .broker_request_batch import ControllerBrokerRequestBatch
 from .context import ControllerContext, PartitionAndReplica
@@ -274,7 +272,7 @@ class ReplicaStateMachine:
                         isr if len(isr) == 1 else tuple([x for x in isr if x != replica_id]),
                         epoch,
                         writes,
-                        was_leader or registered,
+                        bump_leader_epoch=was_leader or registered,
                     )
                     led[tp] = updated.leader_and_isr
                 else:
@@ -330,30 +328,21 @@ class ReplicaStateMachine:
             )
             return None
         leader_and_isr = current.leader_and_isr
-        if replica_id not in leader_and_isr.isr:
+        isr = leader_and_isr.isr
+        if replica_id not in isr:
             return current
-        new_leader = NO_LEADER if replica_id == leader_and_isr.leader else leader_and_isr.leader
+        was_leader = replica_id == leader_and_isr.leader
         # An ISR is never emptied: the last member stays, so the partition keeps a record of
         # which replica holds every acknowledged record (it may come back as a clean leader).
-        new_isr = (
-            leader_and_isr.isr
-            if len(leader_and_isr.isr) == 1
-            else tuple(x for x in leader_and_isr.isr if x != replica_id)
-        )
-        expected_version = leader_and_isr.zk_version
-        # new_leader_and_isr(new_leader, new_isr).with_zk_version(expected_version + 1) in one
-        # construction: the leader epoch bumped, the node's next version
-        updated = LeaderIsrAndControllerEpoch(
-            LeaderAndIsr(
-                new_leader,
-                leader_and_isr.leader_epoch + 1,
-                new_isr,
-                expected_version + 1,
-                leader_and_isr.leader_recovery_state,
-            ),
+        updated = bumped_state(
+            tp,
+            leader_and_isr,
+            NO_LEADER if was_leader else leader_and_isr.leader,
+            isr if len(isr) == 1 else tuple(x for x in isr if x != replica_id),
             ctx.epoch,
+            result.writes,
+            bump_leader_epoch=was_leader or replica_id in ctx.live_or_shutting_down_broker_ids,
         )
-        result.writes.append(UpdatePartitionState(tp, updated, expected_version))
         ctx.put_partition_leadership_info(tp, updated)
         result.leadership[tp] = updated.leader_and_isr
         return updated

@@ -212,14 +212,17 @@ def test_random_move_sequences_follow_the_table(targets):
         max_size=10,
     ),
     replica_id=st.integers(0, 3),
+    failed=st.booleans(),  # the replica's broker is gone (else registered, e.g. shutting down)
 )
-def test_offline_replicas_shrink_each_isr_as_one_removal_at_a_time(cases, replica_id):
+def test_offline_replicas_shrink_each_isr_as_one_removal_at_a_time(cases, replica_id, failed):
     """The OfflineReplica pass (``_remove_replica_from_isr`` inlined) writes, records and
     reports exactly what removing each replica on its own does."""
 
     def build():
         ctx = ControllerContext(epoch=5)
-        ctx.add_live_brokers([(broker(b), 50 + b) for b in range(4)])
+        ctx.add_live_brokers(
+            [(broker(b), 50 + b) for b in range(4) if not (failed and b == replica_id)]
+        )
         ctx.set_all_topics(["t", "gone"])
         ctx.topic_ids.update({"t": "tid", "gone": "gid"})
         replicas = []
