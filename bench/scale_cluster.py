@@ -12,15 +12,17 @@ Starts a real ZooKeeper and three ``kafkalite serve`` processes (kafkalite.testi
    every ISR;
 4. a preferred-leader election (ElectLeaders, all partitions): time until every partition is
    led by its first replica;
-5. SIGTERM of the broker leading the most partitions: time to exit, then the partitions the
-   Metadata shows leaderless or still led by it right after the exit (it is restarted and
-   rebalanced afterwards);
-6. kill -9 of the controller: time from the expiry of its session until a surviving broker
+5. SIGTERM of the broker leading the most partitions among those that are not the controller:
+   time to exit, then the partitions the Metadata shows leaderless or still led by it right
+   after the exit (it is restarted and rebalanced afterwards);
+6. the same SIGTERM of the controller itself, whose controlled shutdown it decides and whose
+   requests it sends while it stops (``sigterm_controller``);
+7. kill -9 of the controller: time from the expiry of its session until a surviving broker
    reports the new controller and every partition led by a live broker;
-7. CreateTopics of ``--topics`` topics x ``--topic-partitions`` partitions at RF 3, one request:
+8. CreateTopics of ``--topics`` topics x ``--topic-partitions`` partitions at RF 3, one request:
    time until the request answered and until every partition has a leader.
 
-The two failover phases (2 and 6) also return a ``timeline``: in seconds from the moment the
+The two failover phases (2 and 7) also return a ``timeline``: in seconds from the moment the
 bench saw the session expire, the controller's own stamps from its brokers' logs (each slow
 event: queued, started, the end of each phase, its thread's CPU; each bulk request: queued,
 sent, answered by which broker) and the bench's Metadata polls (start, end, whether it showed
@@ -49,7 +51,7 @@ it. Standalone:
     PYTHONPATH=. .venv/bin/python bench/scale_cluster.py [--partitions 3000] [--topics 100]
         [--baseline-src DIR]   # then the same phases on DIR's kafkalite (e.g. `git archive`),
                                # in a child, one after the other in the same run
-        [--skip preferred_election,sigterm,create_topics]   # leave those phases out
+        [--skip preferred_election,sigterm,sigterm_controller,create_topics]   # phases left out
         [--load-rate 200]          # the producer's records/s through the phases (0: none)
 """
 
@@ -460,7 +462,8 @@ def main(
 ) -> dict[str, Any]:
     """Run the phases (module docstring) and return {row: {figure..., target}}. With
     ``keep_dir`` the ZooKeeper and broker data and logs are kept there; the phases named in
-    ``skip`` (``preferred_election``, ``sigterm``, ``create_topics``) are left out;
+    ``skip`` (``preferred_election``, ``sigterm``, ``sigterm_controller``, ``create_topics``)
+    are left out;
     ``load_rate`` is the producer's records per second (0: no producer and consumer)."""
     figures: dict[str, Any] = {}
     with contextlib.ExitStack() as stack:
@@ -628,8 +631,10 @@ def _run(
         }
 
     if "sigterm" not in skip:
-        _sigterm(bench, figures, names, partitions)
-    else:
+        _sigterm(bench, figures, names, partitions, controller=False)
+    if "sigterm_controller" not in skip:
+        _sigterm(bench, figures, names, partitions, controller=True)
+    if {"sigterm", "sigterm_controller"} <= skip:
         bench.preferred_election(names, 120)  # the controller kill starts balanced either way
 
     _controller_kill(bench, figures, names, partitions)
@@ -638,20 +643,30 @@ def _run(
     figures["sessions_expired_total"] = bench.expirations_logged() - expired_before
 
 
-def _sigterm(bench: ClusterBench, figures: dict, names: list[str], partitions: int) -> None:
-    # 5. SIGTERM of the broker leading the most partitions
-    bench.sampler.phase = "sigterm"
+def _sigterm(
+    bench: ClusterBench, figures: dict, names: list[str], partitions: int, *, controller: bool
+) -> None:
+    # 5. SIGTERM of the broker leading the most partitions that is not the controller, or
+    # 6. of the controller (which decides its own controlled shutdown)
+    phase = "sigterm_controller" if controller else "sigterm"
+    bench.sampler.phase = phase
     md = wait_until(lambda: bench.metadata(bench.any_live(), names), 60, "a broker's Metadata")
     counts = bench.led_by(md, names)
-    stopped = max((b for b in counts if b >= 0), key=lambda b: counts[b])
+    active = bench.controller()
+    if controller:
+        stopped = active
+    else:
+        stopped = max((b for b in counts if b not in (-1, active)), key=lambda b: counts[b])
     start = time.monotonic()
     bench.brokers[stopped].stop(timeout=120)
     exit_s = time.monotonic() - start
     other = next(b for b in BROKER_IDS if b != stopped)
     md = bench.metadata(other, names)
     parts = bench.partitions(md, names) if md is not None else []
-    figures["sigterm"] = {
-        "partitions_led": counts[stopped],
+    figures[phase] = {
+        "broker": stopped,
+        "was_controller": stopped == active,
+        "partitions_led": counts.get(stopped, 0),
         "exit_s": round(exit_s, 2),
         "leaderless_or_led_by_it": sum(1 for p in parts if p.leader in (-1, stopped)),
         "metadata_partitions": len(parts),
@@ -664,7 +679,7 @@ def _sigterm(bench: ClusterBench, figures: dict, names: list[str], partitions: i
 
 
 def _controller_kill(bench: ClusterBench, figures: dict, names: list[str], partitions: int) -> None:
-    # 6. kill -9 of the controller
+    # 7. kill -9 of the controller
     bench.sampler.phase = "controller_kill"
     controller = bench.controller()
     bench.brokers[controller].kill()
@@ -700,7 +715,7 @@ def _controller_kill(bench: ClusterBench, figures: dict, names: list[str], parti
 
 
 def _create_topics(bench: ClusterBench, figures: dict, topics: int, topic_partitions: int) -> None:
-    # 7. CreateTopics of many small topics in one request
+    # 8. CreateTopics of many small topics in one request
     bench.sampler.phase = "create_topics"
     new = [NewTopic(f"small-{i:04d}", topic_partitions, 3) for i in range(topics)]
     start = time.monotonic()
@@ -747,7 +762,9 @@ if __name__ == "__main__":
     parser.add_argument("--src", help="run on this tree's kafkalite instead of this one's")
     parser.add_argument("--baseline-src", help="then the same run on this tree, in a child")
     parser.add_argument(
-        "--skip", default="", help="phases left out: preferred_election,sigterm,create_topics"
+        "--skip",
+        default="",
+        help="phases left out: preferred_election,sigterm,sigterm_controller,create_topics",
     )
     parser.add_argument(
         "--load-rate",

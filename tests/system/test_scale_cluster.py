@@ -14,9 +14,11 @@ scale benchmark (`bench/scale_cluster.py`), each checked for correctness only, n
    session and serves instead of failing start-up;
 3. a preferred-leader election (ElectLeaders, all partitions): every partition is led by its
    first replica again;
-4. SIGTERM of the broker leading the most partitions: right after its exit, the Metadata of
-   every other broker shows no partition leaderless or led by it (the controlled shutdown
-   answers once the other brokers know the new leaders).
+4. SIGTERM of the broker leading the most partitions that is not the controller: right after
+   its exit, the Metadata of every other broker shows no partition leaderless or led by it
+   (the controlled shutdown answers once the other brokers know the new leaders);
+5. SIGTERM of the controller itself, which decides its own controlled shutdown: right after its
+   exit the last broker shows every partition led by itself, and it becomes the controller.
 
 What each broker tells clients is read from that broker itself (a fresh client bootstrapped on
 it alone). Every wait is a condition with a generous deadline (the machine may be loaded),
@@ -139,9 +141,14 @@ class ZkSession:
         return self._run(read())
 
     def controller(self) -> int:
+        """The active controller's broker id; -1 while none is elected (no /controller)."""
+        from kafkalite.coord.errors import NoNode
         from kafkalite.zk import data as paths
 
-        data, _ = self._run(self.session.get_data(paths.CONTROLLER))
+        try:
+            data, _ = self._run(self.session.get_data(paths.CONTROLLER))
+        except NoNode:
+            return -1
         return paths.decode_controller(data).broker_id
 
 
@@ -220,9 +227,10 @@ def test_a_few_hundred_partitions_survive_kill_restart_election_and_controlled_s
     registered = zk.registrations()
     assert {b: registered.get(b) for b in survivors} == {b: sessions[b] for b in survivors}
 
-    # 4. SIGTERM of the broker leading the most partitions
+    # 4. SIGTERM of the broker leading the most partitions that is not the controller
     counts = {b: sum(1 for p in seen.values() if p.leader == b) for b in BROKER_IDS}
-    stopped = max(BROKER_IDS, key=lambda b: counts[b])
+    assert zk.controller() == controller
+    stopped = max((b for b in BROKER_IDS if b != controller), key=lambda b: counts[b])
     assert counts[stopped] > 0
     assert cluster.processes[stopped].stop(timeout=120) == 0
     for broker_id in BROKER_IDS:
@@ -234,3 +242,15 @@ def test_a_few_hundred_partitions_survive_kill_restart_election_and_controlled_s
         assert stranded == [], f"broker {broker_id} shows {len(stranded)} partitions stranded"
     assert "controlled shutdown succeeded" in cluster.processes[stopped].log_text()
     assert expiries_logged(cluster, survivors) == []
+
+    # 5. SIGTERM of the controller, which still leads its share
+    last = next(b for b in BROKER_IDS if b not in (stopped, controller))
+    assert counts[controller] > 0 and zk.controller() == controller
+    assert cluster.processes[controller].stop(timeout=120) == 0
+    after = partitions_seen_by(cluster, last)
+    assert after is not None and len(after) == PARTITIONS
+    stranded = sorted(p for p, info in after.items() if info.leader != last)
+    assert stranded == [], f"broker {last} shows {len(stranded)} partitions not led by it"
+    assert "controlled shutdown succeeded" in cluster.processes[controller].log_text()
+    wait_for(lambda: zk.controller() == last, f"broker {last} elected controller")
+    assert expiries_logged(cluster, [last]) == []
