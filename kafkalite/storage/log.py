@@ -236,6 +236,11 @@ class Log:
         # Told this log and the offset of every truncation (the LogManager moves the cleaner's
         # checkpoint): one callable shared by every log of a manager, not a closure per log.
         self.on_truncation: Callable[[Log, int], None] | None = None
+        # Told this log when a roll leaves segments waiting for their fsync, and when its
+        # config is replaced: the LogManager's passes then visit these logs only, not every
+        # log it holds (shared callables, as ``on_truncation``).
+        self.on_roll: Callable[[Log], None] | None = None
+        self.on_config: Callable[[Log], None] | None = None
         # Its ``notify_news()`` is called whenever log_end_offset, the high watermark or
         # log_start_offset moves after the load (the partition wakes the followers' fetch
         # sessions that stopped reading it). The listener itself, not its bound method: a
@@ -909,6 +914,8 @@ class Log:
         self._add_segment(segment)
         if len(self._segments) > 1:
             self._roll_flush_offset = max(self._roll_flush_offset, new_offset)
+            if self.on_roll is not None:
+                self.on_roll(self)
         return segment
 
     # ================================================================= reads
@@ -1326,6 +1333,10 @@ class Log:
             raise self._fail(e) from e
         return target, fds, self._truncation_count
 
+    def roll_flush_pending(self) -> bool:
+        """Whether rolled segments wait for their fsync (``pending_roll_flush`` has work)."""
+        return self._roll_flush_offset > self.recovery_point and not self.offline
+
     def complete_roll_flush(self, target: int, truncation_count: int) -> None:
         if truncation_count != self._truncation_count or self.offline:
             return
@@ -1352,6 +1363,8 @@ class Log:
 
     def update_config(self, config: LogConfig) -> None:
         self.config = config
+        if self.on_config is not None:
+            self.on_config(self)
 
     def close(self, *, sync: bool = True) -> None:
         """Write the leader-epoch checkpoint if it changed, trim indexes and release files

@@ -44,9 +44,10 @@ replica. Kafka recreates such a log empty and serves it, losing every acknowledg
 
 The periodic work (retention, flush.ms, fsync of rolled segments, checkpoints) is done by
 ``run_scheduler()`` on the event loop, fsyncs and checkpoint files in a worker thread. Its passes
-over the logs (retention, flush.ms, rolled-segment fsyncs, idle release) work in slices of 5 ms
-or 500 logs with a yield between them (``loop_slices.LoopSlices``), skipping a log removed
-meanwhile; the directory check's stat of every log runs in a worker thread; each checkpoint
+over the logs (retention, idle release; the rolled-segment fsyncs and flush.ms over only the
+logs that rolled since their last fsync or have a finite flush.ms, kept as logs roll and change
+config) work in slices of 5 ms or 500 logs with a yield between them
+(``loop_slices.LoopSlices``), skipping a log removed meanwhile; the directory check's stat of every log runs in a worker thread; each checkpoint
 snapshot is still taken in one go. ``maybe_run_periodic_tasks`` does one round synchronously
 (tests drive it with a fake clock). ``run_scheduler()`` also starts
 the log cleaner (``cleaner.py``, compaction of ``cleanup.policy=compact`` logs, when
@@ -68,7 +69,7 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
@@ -171,6 +172,14 @@ class LogManager:
         # collection to walk until frozen (the hooks are told which log).
         self._log_failure_hook = self._on_log_failure
         self._truncation_hook = self._on_log_truncated
+        self._roll_hook = self._on_log_rolled
+        self._config_hook = self._on_log_config
+        # The logs a periodic pass has work for, kept as it appears (Kafka schedules a rolled
+        # segment's flush when it rolls rather than scanning every log): those whose rolled
+        # segments wait for their fsync, and those with a finite flush.ms. At 10,000 idle
+        # partitions the two passes over every log each second were ~2% of a core.
+        self._rolled: dict[TopicPartitionKey, Log] = {}
+        self._timed_flush: dict[TopicPartitionKey, Log] = {}
         self._logs: dict[TopicPartitionKey, Log] = {}
         self._log_counts: dict[str, int] = {dir: 0 for dir in self.log_dirs}
         # The online logs by their log directory, kept as logs come and go: building it from
@@ -382,7 +391,7 @@ class LogManager:
     def _add_log(self, key: TopicPartitionKey, log: Log, parent: str | None = None) -> None:
         """Registers ``log``; ``parent`` is its log directory when the caller knows it (a
         ``Path.parent`` per log is a visible part of registering thousands on the loop)."""
-        self._watch_truncation(log)
+        self._watch(key, log)
         self._logs[key] = log
         if parent is None:
             parent = os.path.dirname(log.dir_str)
@@ -396,6 +405,8 @@ class LogManager:
             self._log_counts[parent] = self._log_counts.get(parent, 1) - 1
             self._dir_logs.get(parent, {}).pop(key, None)
             self._uses_seen.pop(key, None)
+            self._rolled.pop(key, None)
+            self._timed_flush.pop(key, None)
         return log
 
     def _read_checkpoint(self, path: Path) -> dict[TopicPartitionKey, int]:
@@ -572,13 +583,37 @@ class LogManager:
             OSError(errno.EIO, "no online log directory to create a log in"),
         )
 
-    def _watch_truncation(self, log: Log) -> None:
-        """A truncation below the cleaner's checkpoint makes those offsets dirty again (Kafka's
-        LogManager.truncateTo -> maybeTruncateCheckpoint)."""
+    def _watch(self, key: TopicPartitionKey, log: Log) -> None:
+        """The hooks of a log this manager holds: its truncations (below the cleaner's
+        checkpoint they make those offsets dirty again: Kafka's LogManager.truncateTo ->
+        maybeTruncateCheckpoint), its rolls and its config changes (which logs the periodic
+        passes visit)."""
         log.on_truncation = self._truncation_hook
+        log.on_roll = self._roll_hook
+        log.on_config = self._config_hook
+        if log.roll_flush_pending():
+            self._rolled[key] = log
+        if log.config.flush_ms != LONG_MAX:
+            self._timed_flush[key] = log
+
+    @staticmethod
+    def _unwatch(log: Log) -> None:
+        log.on_truncation = None
+        log.on_roll = None
+        log.on_config = None
 
     def _on_log_truncated(self, log: Log, offset: int) -> None:
         self.cleaner.maybe_truncate_checkpoint(log, offset)
+
+    def _on_log_rolled(self, log: Log) -> None:
+        self._rolled[(log.topic, log.partition)] = log
+
+    def _on_log_config(self, log: Log) -> None:
+        key = (log.topic, log.partition)
+        if log.config.flush_ms != LONG_MAX:
+            self._timed_flush[key] = log
+        elif self._timed_flush.get(key) is log:
+            del self._timed_flush[key]
 
     def _next_log_dirs(self) -> list[str]:
         """Online directories, fewest logs first (Kafka's nextLogDirs); from kept counts."""
@@ -727,7 +762,7 @@ class LogManager:
         if log is None:
             return None
         log._close_quietly()
-        log.on_truncation = None
+        self._unwatch(log)
         return log
 
     def _forget_in_cleaner(self, removed: list[tuple[TopicPartitionKey, Log]]) -> None:
@@ -968,7 +1003,7 @@ class LogManager:
         if "retention" in due:
             await self._each_log_sliced(self._cleanup_log)
         if "flush" in due:
-            await self._each_log_sliced(self._flush_if_due)
+            await self._each_log_sliced(self._flush_if_due, self._timed_flush)
         if "recovery" in due:
             await self._flush_rolled_segments_async()
         jobs = self._checkpoint_jobs(due)
@@ -981,12 +1016,16 @@ class LogManager:
         if "dirs" in due:
             await self._check_partition_dirs_async()
 
-    async def _each_log_sliced(self, action: Callable[[Log], object]) -> None:
-        """``action`` on every online log, in slices; a log removed (or replaced) while the
-        pass yielded is skipped."""
+    async def _each_log_sliced(
+        self,
+        action: Callable[[Log], object],
+        among: Mapping[TopicPartitionKey, Log] | None = None,
+    ) -> None:
+        """``action`` on every online log (or those of ``among``), in slices; a log removed
+        (or replaced) while the pass yielded is skipped."""
         slices = LoopSlices()
         logs = self._logs
-        for key, log in list(logs.items()):
+        for key, log in list((logs if among is None else among).items()):
             if logs.get(key) is log:
                 action(log)
             if slices.due():
@@ -1154,42 +1193,51 @@ class LogManager:
 
     def flush_dirty_logs(self) -> None:
         """Flush logs whose flush.ms has passed since their last flush."""
-        for log in self.all_logs():
-            self._flush_if_due(log)
+        for key, log in list(self._timed_flush.items()):
+            if self._logs.get(key) is log:
+                self._flush_if_due(log)
 
-    def _pending_roll_flushes(self) -> Iterator[tuple[Log, int, list[int], int]]:
-        """``(log, target, fds, truncation count)`` for each log with rolled segments waiting
-        for their fsync (see ``Log.pending_roll_flush``); asked lazily, log by log."""
-        for log in self.all_logs():
-            try:
-                pending = log.pending_roll_flush()
-            except StorageError:
-                continue
-            if pending is not None:
-                yield (log, *pending)
+    def _take_pending_roll_flush(
+        self, key: TopicPartitionKey, log: Log
+    ) -> tuple[int, list[int], int] | None:
+        """The work ``Log.pending_roll_flush`` gives for a log of ``_rolled``, which leaves
+        that set (a roll from here on puts it back; ``_keep_if_pending`` after the fsync)."""
+        if self._rolled.get(key) is log:
+            del self._rolled[key]
+        if self._logs.get(key) is not log:
+            return None
+        try:
+            return log.pending_roll_flush()
+        except StorageError:
+            return None
+
+    def _keep_if_pending(self, key: TopicPartitionKey, log: Log) -> None:
+        """After a log's rolled-segment fsync: back in ``_rolled`` if work remains (a roll
+        while the fsync ran, or a truncation that made its flush count for nothing)."""
+        if self._logs.get(key) is log and log.roll_flush_pending():
+            self._rolled.setdefault(key, log)
 
     def flush_rolled_segments(self) -> None:
         """fsync rolled segments now (synchronously) and advance recovery points."""
-        for log, target, fds, truncations in self._pending_roll_flushes():
+        for key, log in list(self._rolled.items()):
+            pending = self._take_pending_roll_flush(key, log)
+            if pending is None:
+                continue
+            target, fds, truncations = pending
             try:
                 _fsync_and_close(fds)
             except OSError as e:
                 self._handle_log_dir_failure(str(log.dir.parent), e)
                 continue
             log.complete_roll_flush(target, truncations)
+            self._keep_if_pending(key, log)
 
     async def _flush_rolled_segments_async(self) -> None:
         """``flush_rolled_segments`` with the fsyncs in a worker thread and the pass over the
-        logs in slices."""
+        rolled logs in slices."""
         slices = LoopSlices()
-        logs = self._logs
-        for key, log in list(logs.items()):
-            pending = None
-            if logs.get(key) is log:
-                try:
-                    pending = log.pending_roll_flush()
-                except StorageError:
-                    pass
+        for key, log in list(self._rolled.items()):
+            pending = self._take_pending_roll_flush(key, log)
             if pending is not None:
                 target, fds, truncations = pending
                 try:
@@ -1198,6 +1246,7 @@ class LogManager:
                     self._handle_log_dir_failure(str(log.dir.parent), e)
                     continue
                 log.complete_roll_flush(target, truncations)
+                self._keep_if_pending(key, log)
             if slices.due():
                 await slices.pause()
 

@@ -552,3 +552,84 @@ async def test_logs_by_dir_follows_creations_deletions_and_failures(tmp_path):
     manager = again
     assert kept() == from_paths() and len(again.all_logs()) > 0
     again.shutdown()
+
+
+async def test_periodic_passes_visit_only_rolled_logs_and_logs_with_a_flush_ms(tmp_path):
+    """The rolled-segment fsync and the flush.ms check visit the logs that have work, kept as
+    rolls and config changes happen, never every log held: a log that never rolled is never
+    asked for its pending fsync, one with the default (infinite) flush.ms never checked."""
+    manager = LogManager([tmp_path], LogConfig(segment_bytes=600))
+    manager.startup()
+    quiet = [manager.get_or_create_log("quiet", p) for p in range(20)]
+    for log in quiet:
+        fill(log, 1)  # one segment each: nothing to fsync at a roll
+    busy = manager.get_or_create_log("busy", 0)
+    timed = manager.get_or_create_log("timed", 0)
+    asked: list[tuple[str, int]] = []
+    flushed: list[tuple[str, int]] = []
+    for log in [*quiet, busy, timed]:
+        pending, flush = log.pending_roll_flush, log.flush
+
+        def counted(log=log, pending=pending):
+            asked.append(log.topic_partition)
+            return pending()
+
+        def flush_counted(*args, log=log, flush=flush, **kwargs):
+            flushed.append(log.topic_partition)
+            return flush(*args, **kwargs)
+
+        log.pending_roll_flush = counted
+        log.flush = flush_counted
+
+    await manager._flush_rolled_segments_async()
+    manager.flush_dirty_logs()
+    assert asked == [] and flushed == []
+
+    fill(busy, 10)
+    assert busy.number_of_segments > 1 and busy.recovery_point < busy.active_segment.base_offset
+    await manager._flush_rolled_segments_async()
+    assert asked == [("busy", 0)]
+    assert busy.recovery_point == busy.active_segment.base_offset
+    await manager._flush_rolled_segments_async()  # done: it left the pass
+    assert asked == [("busy", 0)]
+
+    timed.update_config(LogConfig(segment_bytes=600, flush_ms=0))
+    fill(timed, 1)
+    manager.flush_dirty_logs()
+    assert flushed == [("timed", 0)] and timed.recovery_point == timed.log_end_offset
+    timed.update_config(LogConfig(segment_bytes=600))  # back to the default: never checked
+    fill(timed, 1)
+    manager.flush_dirty_logs()
+    assert flushed == [("timed", 0)]
+    manager.shutdown()
+
+
+async def test_a_roll_during_the_fsync_keeps_the_log_for_the_next_pass(tmp_path, monkeypatch):
+    """A log that rolls again while its rolled segments are being fsynced (in a worker thread)
+    is visited by the next pass, whose fsync covers the new roll too; a deleted log leaves."""
+    from kafkalite.storage import log_manager as module
+
+    manager = LogManager([tmp_path], LogConfig(segment_bytes=600))
+    manager.startup()
+    log = manager.get_or_create_log("t", 0)
+    gone = manager.get_or_create_log("gone", 0)
+    fill(log, 10)
+    fill(gone, 10)
+    first_base = log.active_segment.base_offset
+    real = module._fsync_and_close
+    rolls = []
+
+    def fsync_and_roll(fds):
+        real(fds)
+        if not rolls:  # the first fsync: the log rolls meanwhile
+            rolls.append(log.roll())
+
+    monkeypatch.setattr(module, "_fsync_and_close", fsync_and_roll)
+    await manager.delete_logs([("gone", 0)])
+    await manager._flush_rolled_segments_async()
+    assert rolls and log.recovery_point == first_base < log.active_segment.base_offset
+    assert set(manager._rolled) == {("t", 0)}
+    await manager._flush_rolled_segments_async()
+    assert log.recovery_point == log.active_segment.base_offset
+    assert manager._rolled == {}
+    manager.shutdown()
