@@ -16,7 +16,9 @@ Scenarios, on one broker subprocess (``kafkalite.testing.Broker``) on the embedd
 3. SIGTERM to exit (clean stop), then spawn to serving (Metadata lists the broker and a
    controller, and every topic has a leader), and whether the broker logged the
    "serving before the controller's metadata arrived" wait; the broker's start-up milestones
-   (seconds from its "starting" line) and its own phase clock (``step ...``).
+   (seconds from its "starting" line) and its own phase clock (``step ...``);
+4. the restarted broker idle: its CPU per second over ``--idle-seconds`` (what the periodic
+   work of that many partitions costs with no client).
 
 The broker processes read compiled modules from a cache outside the tree (``PYTHONPYCACHEPREFIX``,
 ``PYTHONDONTWRITEBYTECODE`` unset), as an installed broker does; set ``PYTHONPYCACHEPREFIX`` to
@@ -185,11 +187,22 @@ def create_and_measure(broker: Broker, names: list[str], batch: int, result: dic
     }
 
 
+def idle_cpu(pid: int, seconds: float) -> dict:
+    """The broker's CPU (every thread) per second of wall time while nobody talks to it, after
+    a few seconds to settle: what its periodic work costs at this many partitions."""
+    time.sleep(3)  # the start-up's tail (the registry's imports, the first checkpoints)
+    cpu0, t0 = cpu_seconds(pid), time.perf_counter()
+    time.sleep(seconds)  # a measurement window, not a synchronisation
+    share = (cpu_seconds(pid) - cpu0) / (time.perf_counter() - t0)
+    return {"seconds": seconds, "cpu_share_of_a_core": round(share, 4)}
+
+
 def main(
     topics: int = 10_000,
     batch: int = 1_000,
     profile: str | None = None,
     reuse_dir: str | None = None,
+    idle_s: float = 10.0,
 ) -> dict:
     # The broker's compiled modules are cached (outside the tree) as an installed package's
     # are: with PYTHONDONTWRITEBYTECODE each spawn compiled kafkalite again (about 0.5-1 s of
@@ -249,6 +262,7 @@ def main(
             "rss_mb_after_restart": round(rss_mb(broker.proc.pid), 1),
             "open_fds_after_restart": open_fds(broker.proc.pid),
         }
+        result["idle_after_restart"] = idle_cpu(broker.proc.pid, idle_s)
         broker.stop(timeout=120)
         # The "started" line (with the broker's phase clock) may come after serving began.
         result["restart_phases_s"] = phases(broker.log_text()[log_before:])
@@ -264,8 +278,19 @@ if __name__ == "__main__":
     parser.add_argument("--batch", type=int, default=1_000)
     parser.add_argument("--profile", help="run the broker under cProfile, writing FILE.<start>")
     parser.add_argument(
+        "--idle-seconds",
+        type=float,
+        default=10.0,
+        help="after the restart, the broker's CPU is measured idle over this long",
+    )
+    parser.add_argument(
         "--reuse-dir",
         help="keep the data in DIR; when a run with the same --topics left it, skip the creation",
     )
     args = parser.parse_args()
-    print(json.dumps(main(args.topics, args.batch, args.profile, args.reuse_dir), indent=2))
+    print(
+        json.dumps(
+            main(args.topics, args.batch, args.profile, args.reuse_dir, args.idle_seconds),
+            indent=2,
+        )
+    )
