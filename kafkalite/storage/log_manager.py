@@ -47,12 +47,13 @@ The periodic work (retention, flush.ms, fsync of rolled segments, checkpoints) i
 over the logs (retention, idle release; the rolled-segment fsyncs and flush.ms over only the
 logs that rolled since their last fsync or have a finite flush.ms, kept as logs roll and change
 config) work in slices of 5 ms or 500 logs with a yield between them
-(``loop_slices.LoopSlices``), skipping a log removed meanwhile; the directory check's stat of every log runs in a worker thread; each checkpoint
-snapshot is still taken in one go. ``maybe_run_periodic_tasks`` does one round synchronously
-(tests drive it with a fake clock). ``run_scheduler()`` also starts
-the log cleaner (``cleaner.py``, compaction of ``cleanup.policy=compact`` logs, when
-``log.cleaner.enable``) and the segment verifier (``verifier.py``: a throttled check of every
-closed segment's batches and indexes, once each) and stops them when it ends; the cleaner keeps
+(``loop_slices.LoopSlices``), skipping a log removed meanwhile; the directory check's stat of
+every log runs in a worker thread; each checkpoint snapshot is still taken in one go.
+``maybe_run_periodic_tasks`` does one round synchronously (tests drive it with a fake clock).
+``run_scheduler()`` also starts the log cleaner (``cleaner.py``, compaction of
+``cleanup.policy=compact`` logs, when ``log.cleaner.enable``) and the segment verifier
+(``verifier.py``: a throttled check of every closed segment's batches and indexes, once each)
+and stops them when it ends; the cleaner keeps
 ``<dir>/cleaner-offset-checkpoint``, forgets deleted logs and moves its checkpoint back when a
 log is truncated below it.
 """
