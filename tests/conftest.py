@@ -17,7 +17,9 @@ fixtures it
 uses (subprocess brokers, Spark, ZooKeeper); and, for the few tests outside the tiered
 directories that start a program some other way, by name in ``_STARTS_A_PROCESS``. In the unit
 tier (``--unit-tier``, as ``make test-fast`` runs it) starting a process fails the test with a
-message saying to mark it, so a test that needs a component cannot slip into the fast loop.
+message saying to mark it, so a test that needs a component cannot slip into the fast loop. There
+each property test draws a quarter of its examples (``UNIT_TIER_EXAMPLES``); ``make test`` draws
+them all.
 """
 
 import datetime
@@ -292,6 +294,40 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if getattr(config.option, "numprocesses", None):
         # stable: the tests of a unit keep their order
         items.sort(key=lambda item: rank[_work_unit(item.nodeid)])
+    if config.getoption("--unit-tier", False):
+        _fewer_examples(items)
+
+
+UNIT_TIER_EXAMPLES = 4
+"""The unit tier runs each property test with a quarter of its examples (at least 10, or all of
+them when it asks for fewer): it is the inner loop, and its property tests were half of its
+CPU. ``make test``, which CI runs, draws every example each test asks for."""
+
+
+def _fewer_examples(items: list[pytest.Item]) -> None:
+    """``UNIT_TIER_EXAMPLES``: each ``@given`` test's settings (read when the test runs) and
+    each stateful test case's ``settings`` replaced once by a copy with fewer examples."""
+    done: set[int] = set()
+
+    def fewer(current: settings) -> settings:
+        count = current.max_examples
+        return settings(current, max_examples=max(min(count, 10), count // UNIT_TIER_EXAMPLES))
+
+    for item in items:
+        case = getattr(item, "cls", None)
+        machine = getattr(getattr(case, "runTest", None), "_hypothesis_state_machine_class", None)
+        if machine is not None:
+            if id(case) not in done:
+                done.add(id(case))
+                case.settings = fewer(case.settings)
+            continue
+        function = getattr(item, "obj", None)
+        function = getattr(function, "__func__", function)
+        if getattr(function, "is_hypothesis_test", False) and id(function) not in done:
+            done.add(id(function))
+            current = getattr(function, "_hypothesis_internal_use_settings", None)
+            if isinstance(current, settings):
+                function._hypothesis_internal_use_settings = fewer(current)
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
