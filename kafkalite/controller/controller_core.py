@@ -292,10 +292,16 @@ class ControllerCore:
         )
         if for_deletion:
             result += self.topic_deletion_manager.fail_replica_deletion(for_deletion)
-        if not not_for_deletion and not online.leadership:
-            # Nothing changed leader or ISR, so no UpdateMetadata went out: send one so every
-            # broker learns the broker set changed.
-            result += self.update_metadata(ctx.live_or_shutting_down_broker_ids)
+        if not online.leadership:
+            # No election announced the new broker set (its UpdateMetadata goes to every
+            # broker, naming the live ones). Every broker learns it first, before any ISR
+            # shrink's LeaderAndIsr: a dead broker's replica leaves an ISR at the same leader
+            # epoch (decision 0068), so a fetch it sent before it died, answered after the
+            # shrink, is kept out of the ISR only by the leader's metadata cache no longer
+            # holding it alive. When nothing changed leader or ISR, this is the only request.
+            result.first_requests.extend(
+                self.update_metadata(ctx.live_or_shutting_down_broker_ids).requests
+            )
         return result
 
     def redecide_after_lost_race(

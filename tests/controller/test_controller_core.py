@@ -154,6 +154,24 @@ def test_broker_failure_elects_from_the_isr_and_shrinks_it():
     store.assert_matches(core)
 
 
+def test_a_dead_follower_is_announced_dead_to_every_broker_before_its_isr_shrinks():
+    """A broker that led nothing dies: no election's UpdateMetadata tells the others, so one
+    naming the live brokers goes to each of them first, before the LeaderAndIsr of the ISR
+    shrinks (which keep the leader epoch): the leader's cache then keeps a fetch the dead
+    broker sent before it died from putting it back in the ISR."""
+    core, store = new_cluster([0, 1, 2])
+    create_topic(core, store, "t", {0: [0, 1, 2], 1: [1, 0, 2]})
+    _, result = core.process_broker_change(registered(0, 1))
+    store.apply(result)
+    assert store.partition_states[tp("t", 0)][0].leader_and_isr == LeaderAndIsr(0, 0, (0, 1), 1)
+    assert not result.announce_first
+    announced = [r for r in result.first_requests if isinstance(r, UpdateMetadataRequestData)]
+    assert sorted(r.broker_id for r in announced) == [0, 1]
+    assert all([b.id for b in r.live_brokers] == [0, 1] for r in announced)
+    assert not any(isinstance(r, LeaderAndIsrRequestData) for r in result.first_requests)
+    assert {b for b, _ in leader_and_isr_states(result)} == {0, 1}
+
+
 def test_last_isr_member_dies_partition_goes_offline_then_comes_back_clean():
     core, store = new_cluster([0, 1])
     create_topic(core, store, "t", {0: [0]})
