@@ -38,6 +38,7 @@ from typing import Any
 from kafkalite.protocol.types import TopicPartition
 from kafkalite.zk.types import (
     NO_LEADER,
+    LeaderAndIsr,
     LeaderIsrAndControllerEpoch,
     ReplicaAssignment,
 )
@@ -91,6 +92,38 @@ VALID_PREVIOUS_STATES: dict[ReplicaState, frozenset[ReplicaState]] = {
 
 def is_valid_replica_transition(current: ReplicaState, target: ReplicaState) -> bool:
     return current in VALID_PREVIOUS_STATES[target]
+
+
+def without_replica(
+    tp: TopicPartition,
+    current: LeaderAndIsr,
+    replica_id: int,
+    registered: bool,
+    controller_epoch: int,
+    writes: list[Any],
+) -> LeaderIsrAndControllerEpoch:
+    """``current`` (whose ISR holds ``replica_id``) without the replica, its compare-and-set
+    write appended to ``writes``: no leader if it led, and an ISR without it, but never an
+    empty one (the last member stays, so the partition keeps a record of which replica holds
+    every acknowledged record; it may come back as a clean leader).
+
+    The leader epoch is bumped when the leader changes, and when the replica is a
+    ``registered`` broker's (a controlled shutdown, a reassignment's removal): the bump fences
+    any fetch it still has in flight, which could otherwise bring it back into the ISR. A
+    failed broker's replica leaves with the partition epoch (zk version) alone bumped, as
+    Kafka's KRaft controller does for an ISR shrink: its followers keep fetching as they are
+    (decision 0068)."""
+    isr = current.isr
+    was_leader = replica_id == current.leader
+    return bumped_state(
+        tp,
+        current,
+        NO_LEADER if was_leader else current.leader,
+        isr if len(isr) == 1 else tuple([x for x in isr if x != replica_id]),
+        controller_epoch,
+        writes,
+        bump_leader_epoch=was_leader or registered,
+    )
 
 
 class ReplicaStateMachine:
@@ -241,12 +274,6 @@ class ReplicaStateMachine:
             writes = result.writes
             led = result.leadership
             no_assignment = ReplicaAssignment(())
-            # The leader epoch is bumped when the leader changes, and when the replica taken out
-            # is a registered broker's (a controlled shutdown, a reassignment's removal): the
-            # bump fences any fetch it still has in flight, which could otherwise bring it back
-            # into the ISR. A failed broker's replica leaves with the partition epoch (zk
-            # version) alone bumped, as Kafka's KRaft controller does for an ISR shrink: its
-            # followers keep fetching as they are (decision 0068).
             registered = replica_id in ctx.live_or_shutting_down_broker_ids
             for r in replicas:
                 tp = r[0]
@@ -264,15 +291,8 @@ class ReplicaStateMachine:
                     self._remove_replica_from_isr(replica_id, r, info, result)  # reports it
                     continue
                 if replica_id in isr:
-                    was_leader = replica_id == current.leader
-                    updated = leadership[tp] = bumped_state(
-                        tp,
-                        current,
-                        NO_LEADER if was_leader else current.leader,
-                        isr if len(isr) == 1 else tuple([x for x in isr if x != replica_id]),
-                        epoch,
-                        writes,
-                        bump_leader_epoch=was_leader or registered,
+                    updated = leadership[tp] = without_replica(
+                        tp, current, replica_id, registered, epoch, writes
                     )
                     led[tp] = updated.leader_and_isr
                 else:
@@ -328,20 +348,15 @@ class ReplicaStateMachine:
             )
             return None
         leader_and_isr = current.leader_and_isr
-        isr = leader_and_isr.isr
-        if replica_id not in isr:
+        if replica_id not in leader_and_isr.isr:
             return current
-        was_leader = replica_id == leader_and_isr.leader
-        # An ISR is never emptied: the last member stays, so the partition keeps a record of
-        # which replica holds every acknowledged record (it may come back as a clean leader).
-        updated = bumped_state(
+        updated = without_replica(
             tp,
             leader_and_isr,
-            NO_LEADER if was_leader else leader_and_isr.leader,
-            isr if len(isr) == 1 else tuple(x for x in isr if x != replica_id),
+            replica_id,
+            replica_id in ctx.live_or_shutting_down_broker_ids,
             ctx.epoch,
             result.writes,
-            bump_leader_epoch=was_leader or replica_id in ctx.live_or_shutting_down_broker_ids,
         )
         ctx.put_partition_leadership_info(tp, updated)
         result.leadership[tp] = updated.leader_and_isr

@@ -1308,9 +1308,9 @@ class Log:
         """For the LogManager: (target offset, duplicated fds to fsync, truncation count) when
         rolled segments are waiting for their fsync; None otherwise. The caller fsyncs and closes
         the fds (off the event loop), then calls ``complete_roll_flush``."""
-        target = self._roll_flush_offset
-        if target <= self.recovery_point or self.offline:
+        if not self.roll_flush_pending():
             return None
+        target = self._roll_flush_offset
         fds = []
         try:
             start = max(0, self._segment_index_for(self.recovery_point))

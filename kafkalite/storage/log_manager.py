@@ -607,10 +607,10 @@ class LogManager:
         self.cleaner.maybe_truncate_checkpoint(log, offset)
 
     def _on_log_rolled(self, log: Log) -> None:
-        self._rolled[(log.topic, log.partition)] = log
+        self._rolled[log.topic_partition] = log
 
     def _on_log_config(self, log: Log) -> None:
-        key = (log.topic, log.partition)
+        key = log.topic_partition
         if log.config.flush_ms != LONG_MAX:
             self._timed_flush[key] = log
         elif self._timed_flush.get(key) is log:
