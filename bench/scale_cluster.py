@@ -91,6 +91,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/ of this script's tree
 from loop_stalls import stalls_by_phase  # noqa: E402
+from metadata_view import MetadataView  # noqa: E402
 from phase_load import PhaseLoad  # noqa: E402
 
 from kafkalite.coord import open_store  # noqa: E402
@@ -354,6 +355,7 @@ class ClusterBench:
         threading.Thread(target=self._zk_loop.run_forever, daemon=True).start()
         self.zk_store = open_store(self.zk.connect_string(CHROOT), None, 30000)
         self.zk_session = self._zk_run(self.zk_store.open_session())
+        self.views: dict[int, MetadataView] = {}
         self.sampler = LagSampler(
             {b: f"http://127.0.0.1:{p}/metrics" for b, p in self.admin_ports.items()}
         ).start()
@@ -364,6 +366,8 @@ class ClusterBench:
     def close(self) -> None:
         if self.sampler._thread.is_alive():
             self.sampler.stop()
+        for view in self.views.values():
+            view.close()
         with contextlib.suppress(Exception):
             self._zk_run(self.zk_store.close())
         self._zk_loop.call_soon_threadsafe(self._zk_loop.stop)
@@ -378,14 +382,13 @@ class ClusterBench:
         return AdminClient({"bootstrap.servers": ",".join(self.brokers[b].bootstrap for b in ids)})
 
     def metadata(self, broker_id: int, topics: list[str] | None = None) -> Any | None:
-        """One broker's own Metadata answer (a client bootstrapped on it alone), or None."""
-        try:
-            client = self.admin((broker_id,))
-            if topics is not None and len(topics) == 1:
-                return client.list_topics(topic=topics[0], timeout=10)
-            return client.list_topics(timeout=10)
-        except Exception:
-            return None
+        """One broker's own Metadata answer, or None (bench/metadata_view.py: a connection kept
+        to each broker, a poll of 10,000 partitions about 18 ms of the bench's CPU)."""
+        view = self.views.get(broker_id)
+        if view is None:
+            broker = self.brokers[broker_id]
+            view = self.views[broker_id] = MetadataView(broker.host, broker.port)
+        return view.get(None if topics is None or len(topics) > 1 else topics)
 
     def partitions(self, md: Any, topics: list[str]) -> list[Any]:
         out = []
