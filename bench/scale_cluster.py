@@ -120,8 +120,9 @@ def wait_until(condition: Callable[[], Any], deadline_s: float, what: str) -> An
     """Poll ``condition`` until truthy; raise PhaseTimeout after ``deadline_s``. Between two
     polls it waits as long as the last poll took (20 ms at least, 1 s at most): a poll is a
     full Metadata of every partition, and polling back to back held the polled broker's loop
-    for most of a phase at 10,000 partitions (bench/scale_profile.py). A figure's resolution
-    is therefore one poll and one wait."""
+    for most of a phase at 10,000 partitions (bench/scale_profile.py, when a poll was a new
+    confluent-kafka client). A figure's resolution is one poll and one wait: on a kept
+    connection (``ClusterBench.metadata``) 20-60 ms while the brokers work."""
     deadline = time.monotonic() + deadline_s
     while True:
         began = time.monotonic()
