@@ -72,6 +72,7 @@ from kafkalite.broker.types import (
 )
 from kafkalite.protocol.errors import ErrorCode, KafkaError
 from kafkalite.protocol.types import TopicPartition, java_string_hash_code, kafka_abs
+from kafkalite.storage.loop_slices import SLICE_ITEMS, SLICE_SECONDS, LoopSlices
 
 if TYPE_CHECKING:
     from kafkalite.broker.replica_manager import ReplicaManager
@@ -81,6 +82,10 @@ log = structlog.get_logger(__name__)
 
 LOGGED_PARTITIONS = 5
 """Partitions named in a line that logs what happened to many (the others are counted)."""
+
+ANSWER_SLICE_ITEMS = SLICE_ITEMS
+"""A fetch answer's partitions handled between two yields to the loop at most (and no more
+than ``SLICE_SECONDS`` of them)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -828,7 +833,16 @@ class ReplicaFetcher:
         sent_states: Mapping[TopicPartition, PartitionFetchState],
         fenced: list[TopicPartition],
     ) -> None:
+        """Each partition's data appended (or its error handled), in slices that yield to the
+        loop: a follower catching up thousands of partitions gets them in one answer, whose
+        appends in one callback were among the loop stalls over 100 ms the watchdog named at
+        10,000 partitions. Another callback may add, remove or re-add a partition during a
+        pause; each partition is checked against the state its request was built from just
+        before it is handled, as it always was after an out-of-range reset's await."""
+        slices = LoopSlices(ANSWER_SLICE_ITEMS, SLICE_SECONDS)
         for tp, data in response.items():
+            if slices.due():
+                await slices.pause()
             state = self.partitions.get(tp)
             info = infos.get(tp)
             if (

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from kafkalite.broker import replica_fetcher as replica_fetcher_module
 from kafkalite.broker.replica_fetcher import (
     FetchState,
     LocalLeaderEndPoint,
@@ -320,6 +321,48 @@ async def test_an_unexpected_error_fails_the_rounds_partitions_not_the_fetcher(
     await b2.become_leader_or_follower_async(0, 2, again)
     await wait_until(lambda: cluster.log(2).log_end_offset == 2)
     assert failures == [TP]
+
+
+async def test_an_answer_for_many_partitions_is_handled_in_slices(cluster, monkeypatch):
+    """A follower's answer carrying many partitions is appended in slices: the loop runs other
+    callbacks between them, and a partition removed from the fetcher during a pause is not
+    appended from the answer that was in flight."""
+    monkeypatch.setattr(replica_fetcher_module, "ANSWER_SLICE_ITEMS", 4)
+    b1, b2 = cluster.brokers[1], cluster.brokers[2]
+    count = 20
+    tps = [TopicPartition("t", p) for p in range(count)]
+    states = [
+        leader_state(partition=p, leader=1, leader_epoch=1, isr=(1, 2), replicas=(1, 2))
+        for p in range(count)
+    ]
+    await b1.become_leader_or_follower_async(0, 1, states)
+    await b1.append_records(30_000, 1, {tp: batch(1) for tp in tps})
+    removed = tps[-1]  # the answer lists the partitions in the request's order: it comes last
+    handled: list[TopicPartition] = []
+    handled_when_the_loop_ran: list[int] = []
+    original = ReplicaFetcher._process_partition_data
+
+    def between_slices() -> None:
+        handled_when_the_loop_ran.append(len(handled))
+        b2.replica_fetcher_manager.remove_fetcher_for_partitions([removed])
+
+    def recording(self, tp, state, data):
+        if not handled:
+            asyncio.get_running_loop().call_soon(between_slices)
+        handled.append(tp)
+        return original(self, tp, state, data)
+
+    monkeypatch.setattr(ReplicaFetcher, "_process_partition_data", recording)
+    await b2.become_leader_or_follower_async(0, 1, states)
+
+    def end(tp):
+        return cluster.log_managers[2].get_log(tp.topic, tp.partition).log_end_offset
+
+    await wait_until(lambda: all(end(tp) == 1 for tp in tps[:-1]))
+    # the callback ran while the answer was being handled, not after it
+    assert handled_when_the_loop_ran and 0 < handled_when_the_loop_ran[0] < count - 1
+    assert removed not in handled
+    assert end(removed) == 0
 
 
 async def test_unknown_leader_epoch_backs_off_on_the_clock(cluster, mock_time):
