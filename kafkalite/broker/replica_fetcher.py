@@ -738,8 +738,17 @@ class ReplicaFetcher:
     async def truncate_to_epoch_end_offsets(
         self, truncating: Mapping[TopicPartition, PartitionFetchState]
     ) -> None:
+        """KIP-101 truncation of the partitions given (a new leader epoch puts every partition
+        it moved here). Both passes run in slices that yield to the loop (a failover brings
+        thousands); after a pause a partition is handled only if its state is still the one
+        given (not removed, re-added or now led meanwhile)."""
         asks: dict[TopicPartition, tuple[int, int]] = {}
+        slices = LoopSlices(ANSWER_SLICE_ITEMS, SLICE_SECONDS)
         for tp, state in truncating.items():
+            if slices.due():
+                await slices.pause()
+            if self.partitions.get(tp) is not state:
+                continue  # removed or re-added during a pause
             partition = self.replica_manager.online_partition(tp)
             if partition is None or partition.log is None:
                 self._drop(tp)
@@ -758,24 +767,29 @@ class ReplicaFetcher:
         truncated: list[str] = []
         incomplete: list[str] = []
         try:
-            self._truncate_as_answered(answers, truncating, fenced, truncated, incomplete)
+            await self._truncate_as_answered(
+                answers, truncating, fenced, truncated, incomplete, slices
+            )
         finally:
             self._log_partitions("follower_fenced", fenced)
             self._log_partitions("follower_truncated", truncated, completed=True)
             self._log_partitions("follower_truncated", incomplete, completed=False)
 
-    def _truncate_as_answered(
+    async def _truncate_as_answered(
         self,
         answers: Mapping[TopicPartition, Any],
         truncating: Mapping[TopicPartition, PartitionFetchState],
         fenced: list[TopicPartition],
         truncated: list[str],
         incomplete: list[str],
+        slices: LoopSlices,
     ) -> None:
         """The leader's epoch end offsets applied; what happened to each partition is added to
         the lists (``topic-partition@offset`` for a truncation), which the caller logs once
         each."""
         for tp, answer in answers.items():
+            if slices.due():
+                await slices.pause()
             state = self.partitions.get(tp)
             if state is None or state is not truncating.get(tp):
                 continue  # removed or re-added meanwhile

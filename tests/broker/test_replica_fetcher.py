@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from kafkalite.broker import replica_fetcher as replica_fetcher_module
+from kafkalite.broker.partition import Partition
 from kafkalite.broker.replica_fetcher import (
     FetchState,
     LocalLeaderEndPoint,
@@ -363,6 +364,55 @@ async def test_an_answer_for_many_partitions_is_handled_in_slices(cluster, monke
     assert handled_when_the_loop_ran and 0 < handled_when_the_loop_ran[0] < count - 1
     assert removed not in handled
     assert end(removed) == 0
+
+
+async def test_a_truncation_of_many_partitions_is_done_in_slices(cluster, monkeypatch):
+    """A new leader epoch puts every moved partition in truncation: the leader's epoch end
+    offsets are applied in slices, with other callbacks running between them, and a partition
+    removed from the fetcher during a pause is not truncated."""
+    b1, b2 = cluster.brokers[1], cluster.brokers[2]
+    count = 20
+    tps = [TopicPartition("t", p) for p in range(count)]
+
+    def states(epoch):
+        return [
+            leader_state(partition=p, leader=1, leader_epoch=epoch, isr=(1, 2), replicas=(1, 2))
+            for p in range(count)
+        ]
+
+    await b1.become_leader_or_follower_async(0, 1, states(1))
+    await b1.append_records(30_000, 1, {tp: batch(1) for tp in tps})
+    await b2.become_leader_or_follower_async(0, 1, states(1))
+
+    def end(tp):
+        return cluster.log_managers[2].get_log(tp.topic, tp.partition).log_end_offset
+
+    await wait_until(lambda: all(end(tp) == 1 for tp in tps))
+
+    monkeypatch.setattr(replica_fetcher_module, "ANSWER_SLICE_ITEMS", 4)
+    removed = tps[-1]  # the answers come in the request's order: it comes last
+    truncated: list[TopicPartition] = []
+    truncated_when_the_loop_ran: list[int] = []
+    original = Partition.truncate_to_leader_epoch
+
+    def between_slices() -> None:
+        truncated_when_the_loop_ran.append(len(truncated))
+        b2.replica_fetcher_manager.remove_fetcher_for_partitions([removed])
+
+    def recording(self, leader_epoch_end):
+        if not truncated:
+            asyncio.get_running_loop().call_soon(between_slices)
+        truncated.append(self.topic_partition)
+        return original(self, leader_epoch_end)
+
+    monkeypatch.setattr(Partition, "truncate_to_leader_epoch", recording)
+    await b1.become_leader_or_follower_async(0, 1, states(2))
+    await b2.become_leader_or_follower_async(0, 1, states(2))
+    await wait_until(lambda: len(truncated) >= count - 1 and truncated_when_the_loop_ran)
+    # the callback ran while the answers were being applied, not after them
+    assert 0 < truncated_when_the_loop_ran[0] < count - 1
+    assert removed not in truncated
+    assert set(truncated) == set(tps[:-1])
 
 
 async def test_unknown_leader_epoch_backs_off_on_the_clock(cluster, mock_time):
