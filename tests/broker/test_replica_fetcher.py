@@ -324,46 +324,64 @@ async def test_an_unexpected_error_fails_the_rounds_partitions_not_the_fetcher(
     assert failures == [TP]
 
 
+MANY = 20
+MANY_TPS = [TopicPartition("t", p) for p in range(MANY)]
+LAST = MANY_TPS[-1]  # the last of a request, and of its answer
+
+
+def many_states(epoch):
+    """Broker 1 leads the MANY partitions, broker 2 follows them."""
+    return [
+        leader_state(partition=p, leader=1, leader_epoch=epoch, isr=(1, 2), replicas=(1, 2))
+        for p in range(MANY)
+    ]
+
+
+def follower_end(cluster, tp):
+    return cluster.log_managers[2].get_log(tp.topic, tp.partition).log_end_offset
+
+
+def on_first_item(cluster, done: list, seen: list):
+    """For a sliced pass: called with each item it handles, schedules at the first a callback
+    that notes how many items were done when the loop ran it (``seen``) and removes LAST from
+    broker 2's fetcher."""
+
+    def between_slices() -> None:
+        seen.append(len(done))
+        cluster.brokers[2].replica_fetcher_manager.remove_fetcher_for_partitions([LAST])
+
+    def item(tp) -> None:
+        if not done:
+            asyncio.get_running_loop().call_soon(between_slices)
+        done.append(tp)
+
+    return item
+
+
 async def test_an_answer_for_many_partitions_is_handled_in_slices(cluster, monkeypatch):
     """A follower's answer carrying many partitions is appended in slices: the loop runs other
     callbacks between them, and a partition removed from the fetcher during a pause is not
     appended from the answer that was in flight."""
     monkeypatch.setattr(replica_fetcher_module, "ANSWER_SLICE_ITEMS", 4)
     b1, b2 = cluster.brokers[1], cluster.brokers[2]
-    count = 20
-    tps = [TopicPartition("t", p) for p in range(count)]
-    states = [
-        leader_state(partition=p, leader=1, leader_epoch=1, isr=(1, 2), replicas=(1, 2))
-        for p in range(count)
-    ]
-    await b1.become_leader_or_follower_async(0, 1, states)
-    await b1.append_records(30_000, 1, {tp: batch(1) for tp in tps})
-    removed = tps[-1]  # the answer lists the partitions in the request's order: it comes last
+    await b1.become_leader_or_follower_async(0, 1, many_states(1))
+    await b1.append_records(30_000, 1, {tp: batch(1) for tp in MANY_TPS})
     handled: list[TopicPartition] = []
-    handled_when_the_loop_ran: list[int] = []
+    seen: list[int] = []
+    item = on_first_item(cluster, handled, seen)
     original = ReplicaFetcher._process_partition_data
 
-    def between_slices() -> None:
-        handled_when_the_loop_ran.append(len(handled))
-        b2.replica_fetcher_manager.remove_fetcher_for_partitions([removed])
-
     def recording(self, tp, state, data):
-        if not handled:
-            asyncio.get_running_loop().call_soon(between_slices)
-        handled.append(tp)
+        item(tp)
         return original(self, tp, state, data)
 
     monkeypatch.setattr(ReplicaFetcher, "_process_partition_data", recording)
-    await b2.become_leader_or_follower_async(0, 1, states)
-
-    def end(tp):
-        return cluster.log_managers[2].get_log(tp.topic, tp.partition).log_end_offset
-
-    await wait_until(lambda: all(end(tp) == 1 for tp in tps[:-1]))
+    await b2.become_leader_or_follower_async(0, 1, many_states(1))
+    await wait_until(lambda: all(follower_end(cluster, tp) == 1 for tp in MANY_TPS[:-1]))
     # the callback ran while the answer was being handled, not after it
-    assert handled_when_the_loop_ran and 0 < handled_when_the_loop_ran[0] < count - 1
-    assert removed not in handled
-    assert end(removed) == 0
+    assert seen and 0 < seen[0] < MANY - 1
+    assert LAST not in handled
+    assert follower_end(cluster, LAST) == 0
 
 
 async def test_a_truncation_of_many_partitions_is_done_in_slices(cluster, monkeypatch):
@@ -371,48 +389,28 @@ async def test_a_truncation_of_many_partitions_is_done_in_slices(cluster, monkey
     offsets are applied in slices, with other callbacks running between them, and a partition
     removed from the fetcher during a pause is not truncated."""
     b1, b2 = cluster.brokers[1], cluster.brokers[2]
-    count = 20
-    tps = [TopicPartition("t", p) for p in range(count)]
-
-    def states(epoch):
-        return [
-            leader_state(partition=p, leader=1, leader_epoch=epoch, isr=(1, 2), replicas=(1, 2))
-            for p in range(count)
-        ]
-
-    await b1.become_leader_or_follower_async(0, 1, states(1))
-    await b1.append_records(30_000, 1, {tp: batch(1) for tp in tps})
-    await b2.become_leader_or_follower_async(0, 1, states(1))
-
-    def end(tp):
-        return cluster.log_managers[2].get_log(tp.topic, tp.partition).log_end_offset
-
-    await wait_until(lambda: all(end(tp) == 1 for tp in tps))
+    await b1.become_leader_or_follower_async(0, 1, many_states(1))
+    await b1.append_records(30_000, 1, {tp: batch(1) for tp in MANY_TPS})
+    await b2.become_leader_or_follower_async(0, 1, many_states(1))
+    await wait_until(lambda: all(follower_end(cluster, tp) == 1 for tp in MANY_TPS))
 
     monkeypatch.setattr(replica_fetcher_module, "ANSWER_SLICE_ITEMS", 4)
-    removed = tps[-1]  # the answers come in the request's order: it comes last
     truncated: list[TopicPartition] = []
-    truncated_when_the_loop_ran: list[int] = []
+    seen: list[int] = []
+    item = on_first_item(cluster, truncated, seen)
     original = Partition.truncate_to_leader_epoch
 
-    def between_slices() -> None:
-        truncated_when_the_loop_ran.append(len(truncated))
-        b2.replica_fetcher_manager.remove_fetcher_for_partitions([removed])
-
     def recording(self, leader_epoch_end):
-        if not truncated:
-            asyncio.get_running_loop().call_soon(between_slices)
-        truncated.append(self.topic_partition)
+        item(self.topic_partition)
         return original(self, leader_epoch_end)
 
     monkeypatch.setattr(Partition, "truncate_to_leader_epoch", recording)
-    await b1.become_leader_or_follower_async(0, 1, states(2))
-    await b2.become_leader_or_follower_async(0, 1, states(2))
-    await wait_until(lambda: len(truncated) >= count - 1 and truncated_when_the_loop_ran)
+    await b1.become_leader_or_follower_async(0, 1, many_states(2))
+    await b2.become_leader_or_follower_async(0, 1, many_states(2))
+    await wait_until(lambda: len(truncated) >= MANY - 1 and seen)
     # the callback ran while the answers were being applied, not after them
-    assert 0 < truncated_when_the_loop_ran[0] < count - 1
-    assert removed not in truncated
-    assert set(truncated) == set(tps[:-1])
+    assert 0 < seen[0] < MANY - 1
+    assert set(truncated) == set(MANY_TPS[:-1])
 
 
 async def test_unknown_leader_epoch_backs_off_on_the_clock(cluster, mock_time):
