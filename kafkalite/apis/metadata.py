@@ -55,6 +55,7 @@ from kafkalite.protocol.acl import (
 from kafkalite.protocol.api import ApiKey, response_class
 from kafkalite.protocol.errors import ErrorCode, KafkaError, TopicAlreadyExistsError
 from kafkalite.protocol.metadata_response import encode_response
+from kafkalite.storage.loop_slices import LoopSlices
 
 log = structlog.get_logger("kafkalite.apis")
 
@@ -245,9 +246,15 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
     else:
         names = None
     allow_auto = getattr(request, "allow_auto_topic_creation", True) and not by_id
+    listener = ctx.connection.listener_name
+    # What changed since the last answer is encoded in slices first (a failover changes
+    # thousands of partitions); the answer is then read in one go, with no pause, from what
+    # the cache holds then.
+    await cache.encode_in_slices(
+        cache.get_all_topics() if names is None else names, listener, version, LoopSlices()
+    )
     known = cache.get_all_topics()
     wanted = sorted(known) if names is None else names
-    listener = ctx.connection.listener_name
     # Kafka's getTopicMetadata: a dead leader is -1 with LEADER_NOT_AVAILABLE, a leader
     # without this listener LISTENER_NOT_FOUND (v6+), v0 lists only reachable replicas; the
     # partitions arrays come encoded from the cache.

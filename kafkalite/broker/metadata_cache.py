@@ -37,8 +37,13 @@ from typing import Any
 
 from kafkalite.broker.metadata_bytes import EncodedPartitions
 from kafkalite.protocol.errors import ErrorCode, StaleControllerEpochError
-from kafkalite.protocol.metadata_response import FAMILY_OF_VERSION, encode_topic_head
+from kafkalite.protocol.metadata_response import (
+    FAMILY_OF_VERSION,
+    encode_partition,
+    encode_topic_head,
+)
 from kafkalite.protocol.types import TopicPartition
+from kafkalite.storage.loop_slices import LoopSlices
 from kafkalite.zk.types import LEADER_DURING_DELETE, NO_LEADER
 
 ZERO_UUID = uuid.UUID(int=0)
@@ -440,3 +445,37 @@ class MetadataCache:
                 )
             out.append((name, topic_id, entry))
         return out
+
+    async def encode_in_slices(
+        self, topics: Iterable[str], listener: str, version: int, slices: LoopSlices
+    ) -> None:
+        """The partitions ``encoded_topics`` would encode for ``topics`` (unknown names are
+        skipped), encoded ahead in slices that yield to the loop: after thousands of
+        partitions changed (a failover, a new controller's restatement) the first answer
+        encoded them all in one callback. A partition is read, encoded and kept with no pause
+        in between, and read again after each pause: an UpdateMetadata applied during one
+        drops the entries it makes stale, as it always does, and ``encoded_topics``, called
+        with no pause after this, encodes whatever is missing then."""
+        family = FAMILY_OF_VERSION[version]
+        endpoints, listeners = family.endpoints, family.listeners
+        encoded = self.encoded
+        states = self.partition_states
+        view = encoded.view(listener, family, self.alive_brokers)
+        for name in topics:
+            if name in view.topics:
+                continue  # encoded already, every partition of it
+            for index in list(states.get(name, ())):
+                if slices.due():
+                    await slices.pause()
+                    view = encoded.view(listener, family, self.alive_brokers)
+                partitions = states.get(name)
+                info = partitions.get(index) if partitions is not None else None
+                if info is None:
+                    continue  # gone during a pause
+                entries = view.partitions.get(name)
+                if entries is None:
+                    entries = view.partitions[name] = {}
+                if index not in entries:
+                    entries[index] = encode_partition(
+                        self.partition_metadata(info, listener, endpoints, listeners), family
+                    )

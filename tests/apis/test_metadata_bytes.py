@@ -15,6 +15,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from kafkalite.apis.authorization import BrokerAuthorizer, guard
 from kafkalite.apis.base import BrokerServices, RequestContext, build
 from kafkalite.apis.metadata import MetadataAnswer, handle_metadata
+from kafkalite.broker import metadata_bytes as metadata_bytes_module
+from kafkalite.broker import metadata_cache as metadata_cache_module
 from kafkalite.broker.metadata_cache import MetadataCache
 from kafkalite.config import BrokerConfig
 from kafkalite.network.connection import ConnectionInfo
@@ -319,3 +321,47 @@ def test_long_arrays_in_every_version():
         header, result = answer(services, "PLAINTEXT", version, request)
         assert len(result.topics) == 201
         assert_same_bytes(header, result)
+
+
+def test_a_large_answer_is_encoded_in_slices_and_shows_an_update_made_meanwhile(monkeypatch):
+    """After thousands of partitions changed, the first answer encodes them in slices that
+    yield to the loop; an UpdateMetadata applied during a pause is in that answer and the next,
+    for a partition encoded before the pause and for one encoded after it."""
+    count = 1200
+    topic_id = uuid.UUID(int=1)
+    live = {i: (None, {"PLAINTEXT": 9092 + i}) for i in range(3)}
+    cache = MetadataCache(0)
+    everyone = [0, 1, 2]
+    initial = [(p, p % 3, 1, everyone, everyone, []) for p in range(count)]
+    cache.update_metadata(update_request(1, live, {"big": (topic_id, initial)}))
+    services = services_for(cache, "c")
+    moved = [(p, 2, 2, [2], everyone, []) for p in (0, count - 1)]
+    encoded: list[int] = []
+    encoded_when_the_loop_ran: list[int] = []
+    original = metadata_cache_module.encode_partition
+
+    def update_meanwhile() -> None:
+        encoded_when_the_loop_ran.append(len(encoded))
+        cache.update_metadata(update_request(1, live, {"big": (topic_id, moved)}))
+
+    def counting(partition, family):
+        if not encoded:
+            asyncio.get_running_loop().call_soon(update_meanwhile)
+        encoded.append(partition.partition_index)
+        return original(partition, family)
+
+    # the slices' encoder and the answer's own (metadata_bytes.py, for what is still missing)
+    monkeypatch.setattr(metadata_cache_module, "encode_partition", counting)
+    monkeypatch.setattr(metadata_bytes_module, "encode_partition", counting)
+    request = build(
+        request_class(ApiKey.METADATA, 12), {"topics": None, "allow_auto_topic_creation": False}
+    )
+    for _ in range(2):
+        header, result = answer(services, "PLAINTEXT", 12, request)
+        assert_same_bytes(header, result)  # against kio's encoding of the cache as it is now
+        _, response = frames.decode_response(ApiKey.METADATA, 12, result.encode_frame(header)[4:])
+        leaders = {p.partition_index: p.leader_id for p in response.topics[0].partitions}
+        assert leaders[0] == leaders[count - 1] == 2 and leaders[1] == 1
+    assert encoded_when_the_loop_ran and 0 < encoded_when_the_loop_ran[0] < count
+    # partition 0 was encoded before the update and again after it, every other one once
+    assert encoded[0] == 0 and encoded.count(0) == 2 and len(encoded) == count + 1
