@@ -193,14 +193,16 @@ def test_the_process_freezer_and_its_config_key(unfrozen_after):
         assert install_gc_freezer(2_000_000_000) is freezer
         assert gc.callbacks.count(freezer.on_collection) == 1
         assert freezer.min_objects == 2_000_000_000
+        # Nothing is frozen by these collections: the count does not grow (it may shrink, when
+        # garbage another thread of the worker left held the last reference to a frozen object).
         frozen = gc.get_freeze_count()
         gc.collect()
-        assert (freezer.freezes, gc.get_freeze_count()) == (0, frozen)
+        assert freezer.freezes == 0 and gc.get_freeze_count() <= frozen
         frozen = gc.get_freeze_count()
         assert install_gc_freezer(0) is freezer  # 0: nothing frozen any more
         allocated = [[i] for i in range(1000)]  # survives the collection
         gc.collect()
-        assert (freezer.freezes, gc.get_freeze_count()) == (0, frozen)
+        assert freezer.freezes == 0 and gc.get_freeze_count() <= frozen
         assert freezer.longest_full_pass_seconds > 0
         del allocated
     finally:
