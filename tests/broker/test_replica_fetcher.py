@@ -326,7 +326,6 @@ async def test_an_unexpected_error_fails_the_rounds_partitions_not_the_fetcher(
 
 MANY = 20
 MANY_TPS = [TopicPartition("t", p) for p in range(MANY)]
-LAST = MANY_TPS[-1]  # the last of a request, and of its answer
 
 
 def many_states(epoch):
@@ -341,14 +340,18 @@ def follower_end(cluster, tp):
     return cluster.log_managers[2].get_log(tp.topic, tp.partition).log_end_offset
 
 
-def on_first_item(cluster, done: list, seen: list):
+def on_first_item(cluster, done: list, seen: list, removed: list):
     """For a sliced pass: called with each item it handles, schedules at the first a callback
-    that notes how many items were done when the loop ran it (``seen``) and removes LAST from
-    broker 2's fetcher."""
+    that notes how many items were done when the loop ran it (``seen``) and removes one
+    partition not handled yet from broker 2's fetcher (``removed``; the pass's order is the
+    fetcher's, not the partitions')."""
 
     def between_slices() -> None:
         seen.append(len(done))
-        cluster.brokers[2].replica_fetcher_manager.remove_fetcher_for_partitions([LAST])
+        left = [tp for tp in MANY_TPS if tp not in done]
+        if left:
+            removed.append(left[-1])
+            cluster.brokers[2].replica_fetcher_manager.remove_fetcher_for_partitions(removed)
 
     def item(tp) -> None:
         if not done:
@@ -368,7 +371,8 @@ async def test_an_answer_for_many_partitions_is_handled_in_slices(cluster, monke
     await b1.append_records(30_000, 1, {tp: batch(1) for tp in MANY_TPS})
     handled: list[TopicPartition] = []
     seen: list[int] = []
-    item = on_first_item(cluster, handled, seen)
+    removed: list[TopicPartition] = []
+    item = on_first_item(cluster, handled, seen, removed)
     original = ReplicaFetcher._process_partition_data
 
     def recording(self, tp, state, data):
@@ -377,11 +381,15 @@ async def test_an_answer_for_many_partitions_is_handled_in_slices(cluster, monke
 
     monkeypatch.setattr(ReplicaFetcher, "_process_partition_data", recording)
     await b2.become_leader_or_follower_async(0, 1, many_states(1))
-    await wait_until(lambda: all(follower_end(cluster, tp) == 1 for tp in MANY_TPS[:-1]))
+    await wait_until(
+        lambda: (
+            removed and all(follower_end(cluster, tp) == 1 for tp in MANY_TPS if tp not in removed)
+        )
+    )
     # the callback ran while the answer was being handled, not after it
     assert seen and 0 < seen[0] < MANY - 1
-    assert LAST not in handled
-    assert follower_end(cluster, LAST) == 0
+    assert removed[0] not in handled
+    assert follower_end(cluster, removed[0]) == 0
 
 
 async def test_a_truncation_of_many_partitions_is_done_in_slices(cluster, monkeypatch):
@@ -397,7 +405,8 @@ async def test_a_truncation_of_many_partitions_is_done_in_slices(cluster, monkey
     monkeypatch.setattr(replica_fetcher_module, "ANSWER_SLICE_ITEMS", 4)
     truncated: list[TopicPartition] = []
     seen: list[int] = []
-    item = on_first_item(cluster, truncated, seen)
+    removed: list[TopicPartition] = []
+    item = on_first_item(cluster, truncated, seen, removed)
     original = Partition.truncate_to_leader_epoch
 
     def recording(self, leader_epoch_end):
@@ -410,7 +419,7 @@ async def test_a_truncation_of_many_partitions_is_done_in_slices(cluster, monkey
     await wait_until(lambda: len(truncated) >= MANY - 1 and seen)
     # the callback ran while the answers were being applied, not after them
     assert 0 < seen[0] < MANY - 1
-    assert set(truncated) == set(MANY_TPS[:-1])
+    assert removed and set(truncated) == set(MANY_TPS) - set(removed)
 
 
 async def test_unknown_leader_epoch_backs_off_on_the_clock(cluster, mock_time):
