@@ -87,9 +87,7 @@ class EncodedPartitions:
         """``head`` and the encoded partitions array of ``topic`` (``partitions``: index ->
         PartitionInfo, ``metadata``: PartitionInfo -> PartitionMetadata with the family's
         error rules), kept in ``view``."""
-        entries = view.partitions.get(topic)
-        if entries is None:
-            entries = view.partitions[topic] = {}
+        entries = self.entries(view, topic)
         parts = [head, array_length(len(partitions), family.flexible)]
         for index in sorted(partitions):
             entry = entries.get(index)
@@ -98,6 +96,23 @@ class EncodedPartitions:
             parts.append(entry)
         joined = view.topics[topic] = b"".join(parts)
         return joined
+
+    @staticmethod
+    def entries(view: View, topic: str) -> dict[int, bytes]:
+        """``topic``'s encoded partitions in ``view`` (index -> entry), made empty if none."""
+        entries = view.partitions.get(topic)
+        if entries is None:
+            entries = view.partitions[topic] = {}
+        return entries
+
+    def ensure_partition(
+        self, view: View, family: Family, topic: str, info: Any, metadata: Callable[[Any], Any]
+    ) -> None:
+        """``info``'s partition encoded in ``view`` if it is not yet (what ``topic_entry``
+        would encode for it)."""
+        entries = self.entries(view, topic)
+        if info.partition_index not in entries:
+            entries[info.partition_index] = encode_partition(metadata(info), family)
 
     # -- invalidation (called by MetadataCache) ----------------------------------------------
 

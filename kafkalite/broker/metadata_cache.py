@@ -35,13 +35,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafkalite.broker.metadata_bytes import EncodedPartitions
+from kafkalite.broker.metadata_bytes import EncodedPartitions, View
 from kafkalite.protocol.errors import ErrorCode, StaleControllerEpochError
-from kafkalite.protocol.metadata_response import (
-    FAMILY_OF_VERSION,
-    encode_partition,
-    encode_topic_head,
-)
+from kafkalite.protocol.metadata_response import FAMILY_OF_VERSION, Family, encode_topic_head
 from kafkalite.protocol.types import TopicPartition
 from kafkalite.storage.loop_slices import LoopSlices
 from kafkalite.zk.types import LEADER_DURING_DELETE, NO_LEADER
@@ -421,12 +417,10 @@ class MetadataCache:
         its partitions included (error 0, name, id, ``is_internal(name)``, the partitions
         array); it comes from the encoded partitions, so a known topic costs a lookup until
         one of its partitions or its id changes."""
-        family = FAMILY_OF_VERSION[version]
+        family, view, metadata = self._encoding(listener, version)
         encoded = self.encoded
-        view = encoded.view(listener, family, self.alive_brokers)
         states = self.partition_states
         ids = self.topic_ids
-        endpoints, listeners = family.endpoints, family.listeners
         out = []
         for name in topics:
             partitions = states.get(name)
@@ -441,10 +435,22 @@ class MetadataCache:
                     encode_topic_head(name, topic_id, is_internal(name), family),
                     name,
                     partitions,
-                    lambda info: self.partition_metadata(info, listener, endpoints, listeners),
+                    metadata,
                 )
             out.append((name, topic_id, entry))
         return out
+
+    def _encoding(self, listener: str, version: int) -> tuple[Family, View, Callable[[Any], Any]]:
+        """For Metadata ``version`` on ``listener``: its family, the encoded view (emptied if
+        the live brokers changed) and PartitionInfo -> PartitionMetadata with its error rules."""
+        family = FAMILY_OF_VERSION[version]
+        endpoints, listeners = family.endpoints, family.listeners
+        view = self.encoded.view(listener, family, self.alive_brokers)
+        return (
+            family,
+            view,
+            lambda info: self.partition_metadata(info, listener, endpoints, listeners),
+        )
 
     async def encode_in_slices(
         self, topics: Iterable[str], listener: str, version: int, slices: LoopSlices
@@ -456,26 +462,15 @@ class MetadataCache:
         in between, and read again after each pause: an UpdateMetadata applied during one
         drops the entries it makes stale, as it always does, and ``encoded_topics``, called
         with no pause after this, encodes whatever is missing then."""
-        family = FAMILY_OF_VERSION[version]
-        endpoints, listeners = family.endpoints, family.listeners
-        encoded = self.encoded
+        family, view, metadata = self._encoding(listener, version)
         states = self.partition_states
-        view = encoded.view(listener, family, self.alive_brokers)
         for name in topics:
             if name in view.topics:
                 continue  # encoded already, every partition of it
             for index in list(states.get(name, ())):
                 if slices.due():
                     await slices.pause()
-                    view = encoded.view(listener, family, self.alive_brokers)
-                partitions = states.get(name)
-                info = partitions.get(index) if partitions is not None else None
-                if info is None:
-                    continue  # gone during a pause
-                entries = view.partitions.get(name)
-                if entries is None:
-                    entries = view.partitions[name] = {}
-                if index not in entries:
-                    entries[index] = encode_partition(
-                        self.partition_metadata(info, listener, endpoints, listeners), family
-                    )
+                    family, view, metadata = self._encoding(listener, version)
+                info = states.get(name, {}).get(index)
+                if info is not None:  # not gone during a pause
+                    self.encoded.ensure_partition(view, family, name, info, metadata)

@@ -84,8 +84,9 @@ LOGGED_PARTITIONS = 5
 """Partitions named in a line that logs what happened to many (the others are counted)."""
 
 ANSWER_SLICE_ITEMS = SLICE_ITEMS
-"""A fetch answer's partitions handled between two yields to the loop at most (and no more
-than ``SLICE_SECONDS`` of them)."""
+"""Partitions a fetcher's pass over many (a fetch answer's appends, a truncation's asks and
+answers) handles between two yields to the loop at most (and no more than ``SLICE_SECONDS``
+of them)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,6 @@ from kafkalite.apis.authorization import BrokerAuthorizer, guard
 from kafkalite.apis.base import BrokerServices, RequestContext, build
 from kafkalite.apis.metadata import MetadataAnswer, handle_metadata
 from kafkalite.broker import metadata_bytes as metadata_bytes_module
-from kafkalite.broker import metadata_cache as metadata_cache_module
 from kafkalite.broker.metadata_cache import MetadataCache
 from kafkalite.config import BrokerConfig
 from kafkalite.network.connection import ConnectionInfo
@@ -338,7 +337,7 @@ def test_a_large_answer_is_encoded_in_slices_and_shows_an_update_made_meanwhile(
     moved = [(p, 2, 2, [2], everyone, []) for p in (0, count - 1)]
     encoded: list[int] = []
     encoded_when_the_loop_ran: list[int] = []
-    original = metadata_cache_module.encode_partition
+    original = metadata_bytes_module.encode_partition
 
     def update_meanwhile() -> None:
         encoded_when_the_loop_ran.append(len(encoded))
@@ -350,8 +349,7 @@ def test_a_large_answer_is_encoded_in_slices_and_shows_an_update_made_meanwhile(
         encoded.append(partition.partition_index)
         return original(partition, family)
 
-    # the slices' encoder and the answer's own (metadata_bytes.py, for what is still missing)
-    monkeypatch.setattr(metadata_cache_module, "encode_partition", counting)
+    # every encoding, the slices' and the answer's own (for what is still missing)
     monkeypatch.setattr(metadata_bytes_module, "encode_partition", counting)
     request = build(
         request_class(ApiKey.METADATA, 12), {"topics": None, "allow_auto_topic_creation": False}
