@@ -16,7 +16,8 @@ Scenarios, on one broker subprocess (``kafkalite.testing.Broker``) on the embedd
 3. SIGTERM to exit (clean stop), then spawn to serving (Metadata lists the broker and a
    controller, and every topic has a leader), and whether the broker logged the
    "serving before the controller's metadata arrived" wait; the broker's start-up milestones
-   (seconds from its "starting" line) and its own phase clock (``step ...``);
+   (seconds from its "starting" line, among them when its controller's LeaderAndIsr and
+   UpdateMetadata to it were answered) and its own phase clock (``step ...``);
 4. the restarted broker idle: its CPU per second over ``--idle-seconds`` (what the periodic
    work of that many partitions costs with no client).
 
@@ -77,6 +78,12 @@ def phases(log_text: str) -> dict[str, float]:
         except ValueError:
             continue
         event = entry.get("event")
+        if event == "controller request answered" and entry.get("api"):
+            # the controller's LeaderAndIsr and UpdateMetadata to this broker, by their answers
+            event = f"{entry['api']} answered"
+            if event not in marks:
+                marks[event] = datetime.fromisoformat(entry["timestamp"].rstrip("Z")).timestamp()
+            continue
         if (
             event
             in (

@@ -85,6 +85,7 @@ from .channel_manager import (
     ControllerChannelManager,
     KafkaConnectionTransport,
     TransportFactory,
+    leader_and_isr_errors,
     response_errors,
 )
 from .context import ControllerContext
@@ -177,7 +178,7 @@ class ControlledShutdown:
 @dataclass(frozen=True)
 class LeaderAndIsrResponseReceived:
     broker_id: int
-    partition_errors: dict[TopicPartition, int] = field(hash=False)
+    partition_errors: Mapping[TopicPartition, int] = field(hash=False)
 
 
 @dataclass(frozen=True)
@@ -1396,7 +1397,7 @@ class KafkaController:
 
     def _on_response(self, broker_id: int, request: Any, response: Any) -> None:
         if isinstance(request, LeaderAndIsrRequestData):
-            _, errors = response_errors(request, response)
+            errors = leader_and_isr_errors(request, response)
             self.event_manager.put(LeaderAndIsrResponseReceived(broker_id, errors))
         elif isinstance(request, StopReplicaRequestData) and request.deletes_partitions:
             error_code, errors = response_errors(request, response)

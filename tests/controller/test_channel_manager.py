@@ -2,8 +2,11 @@
 and retries, and the real KafkaConnection transport against a wire-level fake broker."""
 
 import asyncio
+import dataclasses
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kafkalite.client.messages import build_message
 from kafkalite.controller.broker_request_batch import (
@@ -15,9 +18,11 @@ from kafkalite.controller.broker_request_batch import (
     UpdateMetadataRequestData,
 )
 from kafkalite.controller.channel_manager import (
+    AnsweredNone,
     ControllerChannelManager,
     KafkaConnectionTransport,
     api_key_of,
+    leader_and_isr_errors,
     response_errors,
     to_message,
 )
@@ -228,6 +233,59 @@ def test_response_errors_for_both_response_shapes():
     )
     assert response_errors(stop_replica(), stop) == (ErrorCode.STALE_CONTROLLER_EPOCH, {})
     assert api_key_of(stop_replica()) is ApiKey.STOP_REPLICA
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from("tuv"), st.integers(0, 3)), min_size=1, unique=True),
+    st.sampled_from([ErrorCode.NONE, ErrorCode.STALE_CONTROLLER_EPOCH]),
+    st.data(),
+)
+def test_leader_and_isr_errors_reads_a_response_as_response_errors_does(partitions, top, data):
+    """Every partition NONE: an AnsweredNone equal to response_errors' dict (its values too);
+    any error, at the top or on a partition: that dict itself. v7 and v4 shapes."""
+    request = leader_and_isr(partitions=tuple(partitions))
+    request = dataclasses.replace(request, topic_ids={t: new_topic_id() for t in "tuv"})
+    codes = st.sampled_from([ErrorCode.NONE, ErrorCode.NONE, ErrorCode.KAFKA_STORAGE_ERROR])
+    errors = {tp: data.draw(codes) for tp in partitions}
+    message = to_message(request, 7)
+    v7 = build_message(
+        response_class(ApiKey.LEADER_AND_ISR, 7),
+        error_code=top,
+        topics=[
+            {
+                "topic_id": topic.topic_id,
+                "partition_errors": [
+                    {
+                        "partition_index": p.partition_index,
+                        "error_code": errors[(topic.topic_name, p.partition_index)],
+                    }
+                    for p in topic.partition_states
+                ],
+            }
+            for topic in message.topic_states
+        ],
+    )
+    v4 = build_message(
+        response_class(ApiKey.LEADER_AND_ISR, 4),
+        error_code=top,
+        partition_errors=[
+            {"topic_name": t, "partition_index": p, "error_code": errors[(t, p)]}
+            for t, p in partitions
+        ],
+    )
+    every_none = top == ErrorCode.NONE and not any(errors.values())
+    for response in (v7, v4):
+        got = leader_and_isr_errors(request, response)
+        expected = response_errors(request, response)[1]
+        assert dict(got) == expected
+        assert isinstance(got, AnsweredNone) == (every_none and response is v7)
+        assert sorted(got.values()) == sorted(expected.values())
+        assert len(got) == len(expected)
+        assert (ErrorCode.NONE in got.values()) == (ErrorCode.NONE in expected.values())
+        assert all(got[tp] == code for tp, code in expected.items())
+    with pytest.raises(KeyError):
+        AnsweredNone(request.partition_states)[TopicPartition("absent", 0)]
 
 
 class ScriptedTransport:

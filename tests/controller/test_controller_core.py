@@ -20,10 +20,12 @@ from hypothesis.stateful import (
 )
 
 from kafkalite.controller.broker_request_batch import (
+    LeaderAndIsrPartitionState,
     LeaderAndIsrRequestData,
     StopReplicaRequestData,
     UpdateMetadataRequestData,
 )
+from kafkalite.controller.channel_manager import AnsweredNone
 from kafkalite.controller.context import PartitionAndReplica
 from kafkalite.controller.controller_core import ControllerCore
 from kafkalite.controller.partition_state_machine import (
@@ -408,6 +410,19 @@ def test_storage_error_in_leader_and_isr_response_takes_the_replica_offline():
     assert core.on_leader_and_isr_response(0, {tp("t", 0): ErrorCode.KAFKA_STORAGE_ERROR}).is_empty
     core.on_leader_and_isr_response(0, {tp("t", 0): ErrorCode.NONE})
     assert core.ctx.is_replica_online(0, tp("t", 0))
+
+
+def test_an_answer_of_every_partition_none_brings_offline_replicas_back():
+    """The channel's AnsweredNone (every partition answered NONE, listed only when asked) is
+    read as the dict would be: the broker's replicas on a failed dir are online again."""
+    core, store = new_cluster([0, 1])
+    create_topic(core, store, "t", {0: [0, 1], 1: [1, 0]})
+    store.apply(core.on_leader_and_isr_response(0, {tp("t", 0): ErrorCode.KAFKA_STORAGE_ERROR}))
+    assert not core.ctx.is_replica_online(0, tp("t", 0))
+    states = tuple(LeaderAndIsrPartitionState("t", p, 1, 1, 1, (1, 0), 1, (1, 0)) for p in (0, 1))
+    assert core.on_leader_and_isr_response(0, AnsweredNone(states)).is_empty
+    assert core.ctx.is_replica_online(0, tp("t", 0))
+    assert 0 not in core.ctx.replicas_on_offline_dirs
 
 
 def test_a_log_dir_event_asks_the_broker_about_each_of_its_replicas():
