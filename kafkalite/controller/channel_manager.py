@@ -371,7 +371,9 @@ def leader_and_isr_errors(
 
 
 class AnsweredNone(Mapping[TopicPartition, int]):
-    """Every partition of ``states`` mapped to NONE, the partitions listed only when asked."""
+    """Every partition of ``states`` mapped to NONE, the partitions listed only when asked.
+    A request names each partition once (the batch builds its states from a dict by
+    partition), so the count and the values need no list."""
 
     __slots__ = ("_partitions", "_states")
 
@@ -393,7 +395,7 @@ class AnsweredNone(Mapping[TopicPartition, int]):
         return iter(self._listed())
 
     def __len__(self) -> int:
-        return len(self._listed())
+        return len(self._states)
 
     def values(self) -> ValuesView[int]:
         return _Nones(self)
