@@ -10,7 +10,14 @@ Kafka's rules for requests the broker cannot serve (SocketServer / RequestContex
 
 Parsing and decoding happen synchronously in `dispatch`, so a bad frame closes the connection
 before any later request on it is looked at. Handlers that return a plain value are encoded at once
-(no task is created); `async` handlers return an awaitable the connection schedules.
+(no task is created); `async` handlers return an awaitable the connection schedules. One
+exception: a controller request (LeaderAndIsr, UpdateMetadata, StopReplica) of at least
+`OFF_LOOP_DECODE_BYTES` is decoded in a worker thread, so that the length walk and the decode
+of thousands of partitions (tens of milliseconds, more on a busy machine) do not hold the event
+loop; the loop gets the interpreter back at every switch interval meanwhile. Its awaitable is
+`Exclusive`: the connection takes nothing after it until it is done, so a body found malformed
+in the thread still closes the connection before any later request is looked at (the
+awaitable raises the decode's KafkaError, which the connection treats as a parse failure).
 
 Requests that decode but cannot be served are answered, never dropped (Kafka's
 RequestHandlerHelper.handleError / AbstractRequest.getErrorResponse): a body with a null its
@@ -36,7 +43,12 @@ from typing import Any
 import structlog
 
 from kafkalite.apis.base import DECODERS, HANDLERS, BrokerServices, RequestContext
-from kafkalite.network.connection import NO_RESPONSE, CloseConnection, ConnectionInfo
+from kafkalite.network.connection import (
+    NO_RESPONSE,
+    CloseConnection,
+    ConnectionInfo,
+    Exclusive,
+)
 from kafkalite.observability import LogRateLimiter, RequestStats, response_size
 from kafkalite.protocol import frames
 from kafkalite.protocol.api import (
@@ -53,6 +65,14 @@ from kafkalite.protocol.request_checks import InvalidRequestFieldError
 log = structlog.get_logger("kafkalite.apis")
 
 ERROR_LOG_INTERVAL_S = 60.0
+
+OFF_LOOP_DECODE_KEYS = frozenset(
+    {int(ApiKey.LEADER_AND_ISR), int(ApiKey.UPDATE_METADATA), int(ApiKey.STOP_REPLICA)}
+)
+OFF_LOOP_DECODE_BYTES = 64 * 1024
+"""Frames of OFF_LOOP_DECODE_KEYS at least this long are decoded in a worker thread (see the
+module docstring): about 1,000 partitions of a LeaderAndIsr or an UpdateMetadata, whose decode
+takes a few milliseconds on the loop; smaller ones are decoded at once, as other requests."""
 
 
 class RateLimitedErrorLog:
@@ -135,6 +155,7 @@ class ApiDispatcher:
         """Cleared by a broker whose listener opens before its logs are loaded: until it is set
         again (the replica manager exists) only ApiVersions is served, controller requests
         wait for it."""
+        self.off_loop_decode_bytes = OFF_LOOP_DECODE_BYTES
         self.served_early: dict[int, asyncio.Event] = {}
         """Client APIs served before ``ready`` once their event is set (Metadata once the
         controller's UpdateMetadata has filled the cache); their requests wait for it."""
@@ -160,26 +181,63 @@ class ApiDispatcher:
         if api_key == ApiKey.API_VERSIONS and header.api_version > self.versions[api_key][1]:
             return frames.api_versions_fallback(header.correlation_id, self.versions)
         frames.ensure_supported(header, self.versions)
-        handler = self.handlers[api_key]
         decoder = DECODERS.get(api_key) or frames.decode_request
+        if api_key in OFF_LOOP_DECODE_KEYS and len(frame) >= self.off_loop_decode_bytes:
+            return Exclusive(
+                self._decoded_off_loop(decoder, header, frame, body_offset, connection, started)
+            )
         try:
             request = decoder(header, frame, body_offset)
         except InvalidRequestFieldError as e:
             encoded = self._error_answer(header, e.request, e, connection, expected=True)
             return self._recorded(header, encoded, started, len(frame))
+        return self._handle(header, request, connection, started, len(frame))
+
+    async def _decoded_off_loop(
+        self,
+        decoder: Callable[[Any, bytearray, int], Any],
+        header: Any,
+        frame: bytearray,
+        body_offset: int,
+        connection: ConnectionInfo,
+        started: float,
+    ) -> Any:
+        """A request decoded in a worker thread, then handled as ``dispatch`` handles it. The
+        frame is this request's alone (nothing else reads or changes it meanwhile)."""
+        try:
+            request = await asyncio.to_thread(decoder, header, frame, body_offset)
+        except InvalidRequestFieldError as e:
+            encoded = self._error_answer(header, e.request, e, connection, expected=True)
+            return self._recorded(header, encoded, started, len(frame))
+        result = self._handle(header, request, connection, started, len(frame))
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    def _handle(
+        self,
+        header: Any,
+        request: Any,
+        connection: ConnectionInfo,
+        started: float,
+        bytes_in: int,
+    ) -> Any:
+        """The decoded ``request`` to its handler: the encoded answer, or an awaitable of it."""
+        api_key = header.api_key
+        handler = self.handlers[api_key]
         ctx = RequestContext(
             header, connection, self.services, response_class(api_key, header.api_version)
         )
         try:
             result = handler(ctx, request)
             if inspect.isawaitable(result):
-                return self._finish(header, request, connection, result, started, len(frame))
+                return self._finish(header, request, connection, result, started, bytes_in)
             encoded = self._encode(header, result)
         except CloseConnection:
             raise
         except Exception as e:
             encoded = self._error_answer(header, request, e, connection)
-        return self._recorded(header, encoded, started, len(frame))
+        return self._recorded(header, encoded, started, bytes_in)
 
     async def _dispatch_when_ready(
         self, frame: bytearray, connection: ConnectionInfo, event: asyncio.Event

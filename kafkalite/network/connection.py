@@ -15,6 +15,10 @@ Invariants:
   only when every slot before it has been written.
 - A request for which the dispatcher returns `NO_RESPONSE` (Produce with acks=0) occupies a
   slot but writes nothing.
+- A request the dispatcher returns as `Exclusive` (a body still being decoded off the loop) is
+  taken alone: no later request of the connection is taken until it is done, as Kafka mutes a
+  channel while its request is handled. A body it then finds malformed closes the connection
+  before anything after it is looked at, as a frame that fails to parse in `dispatch` does.
 - No new request is taken while `max_in_flight` requests are pending or the transport's write
   buffer is above its high-water mark: frames already received wait in the receive buffer and
   reading pauses, so a client that pipelines requests without reading the answers costs a
@@ -83,6 +87,20 @@ NO_RESPONSE: Any = _NoResponse()
 """Returned by a dispatcher for requests Kafka never answers (Produce with acks=0)."""
 
 
+class Exclusive:
+    """An awaitable request the connection takes alone (module docstring): no later request
+    of the connection is taken until it is done. Awaitable itself, for callers that do not
+    know the difference."""
+
+    __slots__ = ("awaitable",)
+
+    def __init__(self, awaitable: Awaitable[Any]) -> None:
+        self.awaitable = awaitable
+
+    def __await__(self) -> Any:
+        return self.awaitable.__await__()
+
+
 class CloseConnection(Exception):
     """Raised by a handler to close the connection without a response (Kafka does this for a
     failed acks=0 produce, so the client notices and refreshes its metadata)."""
@@ -127,7 +145,8 @@ class RequestDispatcher(Protocol):
         """Handle one request frame (header + body, no size prefix).
 
         Return the encoded response (size prefix included), `NO_RESPONSE`, or an awaitable of one
-        of those. Raise synchronously for a frame that cannot be parsed (the connection is closed).
+        of those (an `Exclusive` one to be taken alone). Raise synchronously for a frame that
+        cannot be parsed (the connection is closed).
         """
         ...
 
@@ -197,6 +216,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         "_closing",
         "_stopped_reading",
         "_muted",
+        "_exclusive",
         "_idle",
         "_linger",
         "last_active",
@@ -245,6 +265,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._closing = False
         self._stopped_reading = False
         self._muted = False
+        self._exclusive: asyncio.Future[Any] | None = None
+        """The request taken alone (``Exclusive``) while it is in flight."""
         self._idle: asyncio.Event | None = None
         self._linger: asyncio.TimerHandle | None = None
         self.last_active = time.monotonic()
@@ -326,6 +348,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return not (
             self._closing
             or self._muted
+            or self._exclusive is not None
             or self._stopped_reading
             or self._writing_paused
             or len(self._pending) >= self._max_in_flight
@@ -415,8 +438,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
             # over a quota: read nothing more until the throttle time has passed (requests
             # already received wait), as Kafka's channel muted from the throttled request on
             self._mute(info.throttled_until)
+        exclusive = isinstance(result, Exclusive)
+        if isinstance(result, Exclusive):
+            result = result.awaitable
         if inspect.isawaitable(result):
             task = asyncio.ensure_future(result)
+            if exclusive:
+                self._exclusive = task
             slot = _Slot(task)
             pending = self._pending
             if pending is _NO_PENDING:
@@ -434,6 +462,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _request_done(self, task: asyncio.Future[Any], slot: _Slot) -> None:
         slot.task = None
+        if task is self._exclusive:
+            self._exclusive = None
         if task.cancelled():
             return
         error = task.exception()  # retrieved even when closing, or asyncio reports it
@@ -510,6 +540,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         should_pause = (
             self._stopped_reading
             or self._muted
+            or self._exclusive is not None
             or self._writing_paused
             or len(self._pending) >= self._max_in_flight
         )

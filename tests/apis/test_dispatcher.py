@@ -1,7 +1,9 @@
 """ApiDispatcher: version negotiation and Kafka's answers to requests it cannot serve."""
 
 import asyncio
+import inspect
 import struct
+import threading
 
 import pytest
 from kio.schema.api_versions.v3.request import ApiVersionsRequest as ApiVersionsV3
@@ -120,3 +122,92 @@ async def test_api_versions_v3_with_an_invalid_software_name_is_invalid_request(
         ),
     )
     assert ok.error_code.value == 0 and ok.api_keys
+
+
+def _update_metadata_frame(partitions: int) -> bytearray:
+    """An UpdateMetadata v7 of ``partitions`` one-partition topics, as the controller sends it."""
+    from kafkalite.controller.broker_request_batch import (
+        UpdateMetadataPartitionState,
+        UpdateMetadataRequestData,
+    )
+    from kafkalite.controller.channel_manager import to_message
+    from kafkalite.protocol import frames
+    from kafkalite.zk.data import new_topic_id
+    from kafkalite.zk.types import Broker, EndPoint
+
+    names = [f"t{i}" for i in range(partitions)]
+    request = UpdateMetadataRequestData(
+        broker_id=0,
+        controller_id=0,
+        controller_epoch=1,
+        broker_epoch=-1,
+        partition_states=tuple(
+            UpdateMetadataPartitionState(t, 0, 1, 0, 2, (0,), 3, (0,)) for t in names
+        ),
+        live_brokers=(Broker(0, (EndPoint("127.0.0.1", 9092, "PLAINTEXT", "PLAINTEXT"),)),),
+        topic_ids={t: new_topic_id() for t in names},
+    )
+    message = to_message(request, 7, encoded=True)
+    return bytearray(
+        frames.encode_request(ApiKey.UPDATE_METADATA, 7, 11, "controller", message)[4:]
+    )
+
+
+async def _answer(result):
+    from kafkalite.network.connection import Exclusive
+
+    exclusive = isinstance(result, Exclusive)
+    if inspect.isawaitable(result):
+        result = await result
+    return exclusive, bytes(result)
+
+
+async def test_a_large_controller_request_is_decoded_while_the_loop_runs(
+    call, services, monkeypatch
+):
+    """A controller request of at least off_loop_decode_bytes is decoded in a worker thread and
+    taken alone by the connection (Exclusive); its answer is the one decoded on the loop. The
+    decode waits for a callback of the loop: decoded on the loop, it would wait in vain."""
+    from kafkalite.broker.metadata_cache import MetadataCache
+    from kafkalite.protocol import frames
+
+    decode = frames.decode_request
+    loop = asyncio.get_running_loop()
+    threads = []
+
+    def decode_watching_the_loop(header, frame, offset):
+        threads.append(threading.current_thread())
+        if threading.current_thread() is not threading.main_thread():
+            ran = threading.Event()
+            loop.call_soon_threadsafe(ran.set)
+            assert ran.wait(10), "the loop ran nothing while the request was decoded"
+        return decode(header, frame, offset)
+
+    monkeypatch.setattr(frames, "decode_request", decode_watching_the_loop)
+    frame = _update_metadata_frame(50)
+    services.metadata_cache = MetadataCache(0)
+    on_loop = await _answer(call.dispatcher.dispatch(bytearray(frame), call.connection))
+    assert threads == [threading.main_thread()] and not on_loop[0]
+
+    services.metadata_cache = MetadataCache(0)
+    call.dispatcher.off_loop_decode_bytes = len(frame)
+    off_loop = await _answer(call.dispatcher.dispatch(bytearray(frame), call.connection))
+    assert threads[1] is not threading.main_thread() and off_loop[0]
+    assert off_loop[1] == on_loop[1]
+    assert struct.unpack_from(">iih", off_loop[1]) == (len(off_loop[1]) - 4, 11, 0)
+    assert len(services.metadata_cache.get_all_topics()) == 50
+
+
+async def test_a_large_controller_request_found_malformed_off_the_loop_closes_the_connection(
+    call, services
+):
+    """Truncated: the awaitable raises the decode's InvalidRequestError (the connection closes
+    on it, as on one raised by dispatch) and the cache is untouched."""
+    from kafkalite.broker.metadata_cache import MetadataCache
+
+    services.metadata_cache = MetadataCache(0)
+    frame = _update_metadata_frame(50)
+    call.dispatcher.off_loop_decode_bytes = 1
+    with pytest.raises(InvalidRequestError):
+        await _answer(call.dispatcher.dispatch(frame[:-40], call.connection))
+    assert services.metadata_cache.get_all_topics() == set()

@@ -4,7 +4,7 @@ whose requests say how to answer them."""
 import asyncio
 import struct
 
-from kafkalite.network.connection import NO_RESPONSE
+from kafkalite.network.connection import NO_RESPONSE, Exclusive
 from kafkalite.protocol.errors import InvalidRequestError
 
 
@@ -14,7 +14,9 @@ def frame(payload: bytes) -> bytes:
 
 class ScriptedDispatcher:
     """Request payload = 4-byte id + command byte. 'E' echoes now, 'W' waits for release(id),
-    'N' gets no response, 'X' is unparsable. The response echoes id and payload length."""
+    'N' gets no response, 'X' is unparsable; 'A' waits for release(id) as an Exclusive request
+    (taken alone), 'F' too, then is found malformed. The response echoes id and payload
+    length."""
 
     def __init__(self):
         self.gates: dict[int, asyncio.Future] = {}
@@ -40,6 +42,16 @@ class ScriptedDispatcher:
                 return [response[:3], response[3:]]
 
             return later()
+        if command in (b"A", b"F"):
+            gate = self.gates.setdefault(ident, asyncio.get_running_loop().create_future())
+
+            async def alone():
+                await gate
+                if command == b"F":
+                    raise InvalidRequestError(f"request {ident} found malformed")
+                return response
+
+            return Exclusive(alone())
         raise InvalidRequestError(f"cannot parse {bytes(frame_bytes[:8])!r}")
 
 

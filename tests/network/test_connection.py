@@ -367,6 +367,38 @@ def test_connections_sharing_a_receive_buffer_get_their_own_frames_intact(payloa
         assert conn._partial is None and conn._big is None  # nothing kept once idle
 
 
+async def test_an_exclusive_request_is_taken_alone():
+    """Two frames in one read: the second waits in the buffer, and reading pauses, until the
+    first (Exclusive) is answered; then it is taken and answered after it."""
+    dispatcher = ScriptedDispatcher()
+    conn = KafkaConnection(dispatcher, "PLAINTEXT", 1_000_000)
+    transport = FakeTransport()
+    conn.connection_made(transport)
+    feed(conn, frame(b"\0\0\0\x01A") + frame(b"\0\0\0\x02E"), 1_000)
+    assert dispatcher.seen == [1]
+    assert transport.reading is False
+    dispatcher.release(1)
+    await eventually(lambda: len(transport.written) == 2, message="both answers written")
+    assert dispatcher.seen == [1, 2]
+    assert [struct.unpack_from(">ii", w, 4)[0] for w in transport.written] == [1, 2]
+    assert transport.reading is True and not transport.closed
+
+
+async def test_an_exclusive_request_found_malformed_closes_before_the_next_is_taken():
+    """The first request fails as a malformed one after dispatch returned: the connection
+    closes, and the request behind it was never looked at (as when dispatch itself raises)."""
+    dispatcher = ScriptedDispatcher()
+    conn = KafkaConnection(dispatcher, "PLAINTEXT", 1_000_000)
+    transport = FakeTransport()
+    conn.connection_made(transport)
+    feed(conn, frame(b"\0\0\0\x03W") + frame(b"\0\0\0\x04F") + frame(b"\0\0\0\x05E"), 1_000)
+    assert dispatcher.seen == [3, 4]
+    dispatcher.release(4)
+    await eventually(lambda: transport.closed, message="the connection closed")
+    assert dispatcher.seen == [3, 4]
+    assert transport.written == []
+
+
 async def test_idle_connections_hold_no_receive_buffer():
     """Every connection used to keep its own 256 KiB receive buffer (2,000 idle connections
     took 500 MB): idle ones, even after a request, now cost a few KiB of objects."""
