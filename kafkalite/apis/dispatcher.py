@@ -27,7 +27,7 @@ error code (a KafkaError's own, UNKNOWN_SERVER_ERROR for anything else). Every t
 group or resource the request named carries the error (protocol/error_response.py). A Produce
 with acks=0 has no response to carry it, so its connection is closed instead, as Kafka does.
 The awaitable returned for an async handler never raises anything but CloseConnection (and
-cancellation), so no task fails unseen. Failures are logged once per (API, exception class) per
+cancellation; one decoded off the loop also the decode's KafkaError), so no task fails unseen. Failures are logged once per (API, exception class) per
 `ERROR_LOG_INTERVAL_S`, with how many were suppressed in between (RateLimitedErrorLog): a flood
 of bad requests does not flood the log.
 """
@@ -189,8 +189,7 @@ class ApiDispatcher:
         try:
             request = decoder(header, frame, body_offset)
         except InvalidRequestFieldError as e:
-            encoded = self._error_answer(header, e.request, e, connection, expected=True)
-            return self._recorded(header, encoded, started, len(frame))
+            return self._refused(header, e, connection, started, len(frame))
         return self._handle(header, request, connection, started, len(frame))
 
     async def _decoded_off_loop(
@@ -207,12 +206,24 @@ class ApiDispatcher:
         try:
             request = await asyncio.to_thread(decoder, header, frame, body_offset)
         except InvalidRequestFieldError as e:
-            encoded = self._error_answer(header, e.request, e, connection, expected=True)
-            return self._recorded(header, encoded, started, len(frame))
+            return self._refused(header, e, connection, started, len(frame))
         result = self._handle(header, request, connection, started, len(frame))
         if inspect.isawaitable(result):
             result = await result
         return result
+
+    def _refused(
+        self,
+        header: Any,
+        error: InvalidRequestFieldError,
+        connection: ConnectionInfo,
+        started: float,
+        bytes_in: int,
+    ) -> Any:
+        """The answer to a request that decodes but has a forbidden null or a value out of
+        range: the API's error response with INVALID_REQUEST."""
+        encoded = self._error_answer(header, error.request, error, connection, expected=True)
+        return self._recorded(header, encoded, started, bytes_in)
 
     def _handle(
         self,

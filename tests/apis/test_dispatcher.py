@@ -194,7 +194,7 @@ async def test_a_large_controller_request_is_decoded_while_the_loop_runs(
     off_loop = await _answer(call.dispatcher.dispatch(bytearray(frame), call.connection))
     assert threads[1] is not threading.main_thread() and off_loop[0]
     assert off_loop[1] == on_loop[1]
-    assert struct.unpack_from(">iih", off_loop[1]) == (len(off_loop[1]) - 4, 11, 0)
+    assert struct.unpack_from(">iibh", off_loop[1]) == (len(off_loop[1]) - 4, 11, 0, 0)
     assert len(services.metadata_cache.get_all_topics()) == 50
 
 
@@ -211,3 +211,30 @@ async def test_a_large_controller_request_found_malformed_off_the_loop_closes_th
     with pytest.raises(InvalidRequestError):
         await _answer(call.dispatcher.dispatch(frame[:-40], call.connection))
     assert services.metadata_cache.get_all_topics() == set()
+
+
+async def test_a_large_controller_request_refused_off_the_loop_is_answered(
+    call, services, monkeypatch
+):
+    """A body that decodes but breaks its schema (request_checks) is answered with
+    INVALID_REQUEST off the loop as on it, and nothing of it is applied."""
+    from kafkalite.broker.metadata_cache import MetadataCache
+    from kafkalite.protocol import frames
+    from kafkalite.protocol.request_checks import InvalidRequestFieldError
+
+    decode = frames.decode_request
+
+    def refusing(header, frame, offset):
+        raise InvalidRequestFieldError("a forbidden null", decode(header, frame, offset))
+
+    monkeypatch.setattr(frames, "decode_request", refusing)
+    frame = _update_metadata_frame(50)
+    answers = []
+    for threshold in (len(frame) + 1, len(frame)):
+        services.metadata_cache = MetadataCache(0)
+        call.dispatcher.off_loop_decode_bytes = threshold
+        answers.append(await _answer(call.dispatcher.dispatch(bytearray(frame), call.connection)))
+        assert services.metadata_cache.get_all_topics() == set()
+    assert [exclusive for exclusive, _ in answers] == [False, True]
+    assert answers[0][1] == answers[1][1]
+    assert struct.unpack_from(">iibh", answers[1][1]) == (len(answers[1][1]) - 4, 11, 0, 42)
