@@ -28,6 +28,14 @@ same in a child on another tree's kafkalite (a ``git archive`` of the base commi
 
     PYTHONPATH=. .venv/bin/python bench/follower_fetch.py --leader-only --partitions 3333 \\
         --repeats 3 --baseline-src /tmp/base_held
+
+``--request-only`` measures the follower's side of that first fetch: its Fetch v12 of every
+partition built and encoded as ``RemoteLeaderEndPoint`` does, for one topic of ``--partitions``
+partitions and for as many one-partition topics (the least CPU of ``--repeats``, and the
+frame's size), with ``--baseline-src`` and ``--rounds`` as above.
+
+    PYTHONPATH=. .venv/bin/python bench/follower_fetch.py --request-only --partitions 10000 \\
+        --repeats 5 --rounds 2 --baseline-src /tmp/base
 """
 
 from __future__ import annotations
@@ -404,6 +412,45 @@ async def leader_only(partitions: int, repeats: int) -> dict:
     return out
 
 
+def request_only(partitions: int, repeats: int) -> dict:
+    """See the module docstring (``--request-only``)."""
+    import datetime
+    import gc
+
+    from kafkalite.broker.replica_fetcher import _fetch_request_v12
+    from kafkalite.broker.types import FetchInfo
+    from kafkalite.protocol.frames import encode_request
+    from kafkalite.protocol.types import TopicPartition
+
+    values = dict(
+        replica_id=2,
+        max_wait=datetime.timedelta(milliseconds=500),
+        min_bytes=1,
+        max_bytes=10 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=0,
+        rack_id="",
+    )
+    out = {}
+    for shape, count, each in (("one_topic", 1, partitions), ("topics_of_one", partitions, 1)):
+        topics = {}
+        for t in range(count):
+            name = f"scale-{t:05d}"
+            topics[name] = [
+                (TopicPartition(name, p), FetchInfo(100 * p, 1 << 20, 0, 5, 4)) for p in range(each)
+            ]
+        best, size = float("inf"), 0
+        for _ in range(repeats):
+            gc.collect()
+            cpu = time.process_time()
+            frame = encode_request(1, 12, 7, "follower", _fetch_request_v12(values, topics, {}))
+            best = min(best, time.process_time() - cpu)
+            size = len(frame)
+        out[shape] = {"cpu_ms": round(1000 * best, 2), "bytes": size}
+    return out
+
+
 def _figures(timer: CallbackTimer, wall: float, cpu_start: float) -> dict:
     return {
         "longest_callback_ms": round(1000 * timer.longest, 1),
@@ -420,7 +467,8 @@ def _figures(timer: CallbackTimer, wall: float, cpu_start: float) -> dict:
 
 def _leader_only_child(src: str, args: argparse.Namespace) -> dict:
     env = dict(os.environ, FOLLOWER_FETCH_SRC=src, PYTHONPATH=src)
-    command = [sys.executable, __file__, "--leader-only", "--json-only"]
+    mode = "--request-only" if args.request_only else "--leader-only"
+    command = [sys.executable, __file__, mode, "--json-only"]
     command += ["--partitions", str(args.partitions), "--repeats", str(args.repeats)]
     done = subprocess.run(command, env=env, cwd=src, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -434,13 +482,21 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--out", help="also write the JSON there (the brokers log to stdout)")
     parser.add_argument("--leader-only", action="store_true", help="see the module docstring")
-    parser.add_argument("--baseline-src", help="--leader-only: also on this tree's kafkalite")
-    parser.add_argument("--rounds", type=int, default=1, help="--leader-only: alternations")
+    parser.add_argument("--request-only", action="store_true", help="see the module docstring")
+    parser.add_argument(
+        "--baseline-src", help="--leader-only, --request-only: also on this tree's kafkalite"
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="--leader-only, --request-only: alternations"
+    )
     parser.add_argument("--json-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.leader_only:
+    if args.leader_only or args.request_only:
         if args.json_only:
-            print(json.dumps(asyncio.run(leader_only(args.partitions, args.repeats))))
+            if args.request_only:
+                print(json.dumps(request_only(args.partitions, args.repeats)))
+            else:
+                print(json.dumps(asyncio.run(leader_only(args.partitions, args.repeats))))
             return
         here = str(Path(__file__).resolve().parent.parent)
         order = [("this_tree", here)] + (

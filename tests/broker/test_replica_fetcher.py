@@ -23,6 +23,7 @@ from kafkalite.broker.replica_fetcher import (
 from kafkalite.broker.replica_manager import ReplicaManager, ReplicaManagerConfig
 from kafkalite.broker.types import EARLIEST_TIMESTAMP, FetchInfo, FetchParams
 from kafkalite.protocol.errors import ErrorCode
+from kafkalite.protocol.frames import decode_request, encode_request, parse_request_header
 from kafkalite.protocol.records import iter_batch_headers
 from kafkalite.protocol.types import TopicPartition
 from kafkalite.storage.config import LogConfig
@@ -496,7 +497,10 @@ async def test_remote_endpoint_maps_requests_and_responses():
     assert bytes(data[TP].records) == bytes(batch(1))
     api_key, version, node, request = sent[0]
     assert (api_key, version, node, request.replica_id) == (1, 12, 1, 2)
-    p = request.topics[0].partitions[0]
+    # its topics are written as bytes already: read as the leader reads them
+    frame = encode_request(api_key, version, 7, "follower", request)[4:]
+    header, offset = parse_request_header(frame)
+    p = decode_request(header, frame, offset).topics[0].partitions[0]
     assert (p.fetch_offset, p.current_leader_epoch, p.partition_max_bytes) == (5, 4, 1024)
     answers = await endpoint.fetch_epoch_end_offsets({TP: (4, 3)})
     assert (answers[TP].leader_epoch, answers[TP].end_offset) == (4, 9)
