@@ -2,8 +2,9 @@
 
 Every consumer runs in its own process (this file run as a script: ``worker`` mode), so one can
 be killed with SIGKILL (no LeaveGroup). A worker subscribes, reports its assignment and every
-message it consumes as JSON lines on stdout, commits synchronously after each batch, and closes
-(LeaveGroup) when "close" arrives on stdin.
+message it consumes as JSON lines on stdout, commits synchronously after each batch (then
+reports how many of its messages are committed), and closes (LeaveGroup) when "close" arrives
+on stdin.
 
 Per client, on one broker (session.timeout.ms 6000, group.initial.rebalance.delay.ms 0):
 three consumers on a 6-partition topic get disjoint assignments covering it and consume every
@@ -81,6 +82,7 @@ def _worker_confluent(
     consumer = Consumer(config)
     consumer.subscribe([topic])
     last = None
+    consumed = 0
     while not stop.is_set():
         batch = consumer.consume(500, 0.1)
         assigned = sorted(tp.partition for tp in consumer.assignment())
@@ -92,6 +94,8 @@ def _worker_confluent(
             _emit({"msg": [m.partition(), m.offset(), m.value().decode()]})
         if got:
             consumer.commit(asynchronous=False)
+            consumed += len(got)
+            _emit({"committed": consumed})
     consumer.close()
 
 
@@ -111,6 +115,7 @@ def _worker_kafka_python(bootstrap: str, topic: str, group: str, stop: threading
     # kafka_python_metadata_before_poll
     kafka_python_metadata_before_poll(consumer, topic)
     last = None
+    consumed = 0
     while not stop.is_set():
         batch = consumer.poll(timeout_ms=100)
         assigned = sorted(tp.partition for tp in consumer.assignment())
@@ -122,6 +127,8 @@ def _worker_kafka_python(bootstrap: str, topic: str, group: str, stop: threading
                 _emit({"msg": [m.partition, m.offset, m.value.decode()]})
         if batch:
             consumer.commit()
+            consumed += sum(len(records) for records in batch.values())
+            _emit({"committed": consumed})
     consumer.close()
 
 
@@ -140,6 +147,7 @@ async def _worker_aiokafka(bootstrap: str, topic: str, group: str, stop: threadi
     )
     await consumer.start()
     last = None
+    consumed = 0
     while not stop.is_set():
         batch = await consumer.getmany(timeout_ms=100)
         assigned = sorted(tp.partition for tp in consumer.assignment())
@@ -151,6 +159,8 @@ async def _worker_aiokafka(bootstrap: str, topic: str, group: str, stop: threadi
                 _emit({"msg": [m.partition, m.offset, m.value.decode()]})
         if batch:
             await consumer.commit()
+            consumed += sum(len(records) for records in batch.values())
+            _emit({"committed": consumed})
     await consumer.stop()
 
 
@@ -208,6 +218,7 @@ class Worker:
         self.assigned: list[int] | None = None
         self.history: list[list[int]] = []  # every assignment reported, in order
         self.messages: list[tuple[int, int, str]] = []
+        self.committed = 0  # how many of `messages` the worker's commits have covered
         self.closed = False
         self._lock = threading.Lock()
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -223,12 +234,19 @@ class Worker:
                     self.history.append(event["assigned"])
                 elif "msg" in event:
                     self.messages.append(tuple(event["msg"]))
+                elif "committed" in event:
+                    self.committed = event["committed"]
                 elif "closed" in event:
                     self.closed = True
 
     def values(self) -> list[str]:
         with self._lock:
             return [v for _, _, v in self.messages]
+
+    def all_committed(self) -> bool:
+        """Every message it reported is covered by a commit it saw succeed."""
+        with self._lock:
+            return self.committed == len(self.messages)
 
     def close(self) -> None:
         """Close the consumer (LeaveGroup) and wait for the process to end."""
@@ -300,8 +318,11 @@ def test_group_membership_lifecycle(group_broker, tmp_path, client):
         wait_for(lambda: len(consumed()) >= len(first) + len(second), "messages after the leave")
         assert consumed() == sorted(first + second)
 
-        # a consumer dies without LeaveGroup: evicted after its session timeout
+        # a consumer dies without LeaveGroup: evicted after its session timeout. Killed once
+        # its commits are acknowledged: one killed between reporting a message and committing
+        # it would have it consumed again by the survivor, as Kafka's at-least-once allows.
         victim, survivor = rest
+        wait_for(victim.all_committed, "the victim's commits")
         victim.kill()
         wait_for(
             lambda: stable_cover(group_broker, group, [survivor]), "eviction", timeout=DEADLINE_S
