@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime
 import gc
 import inspect
 import json
@@ -412,39 +413,48 @@ async def leader_only(partitions: int, repeats: int) -> dict:
     return out
 
 
-def request_only(partitions: int, repeats: int) -> dict:
-    """See the module docstring (``--request-only``)."""
-    import datetime
-    import gc
+REQUEST_VALUES = {
+    "replica_id": 2,
+    "max_wait": datetime.timedelta(milliseconds=500),
+    "min_bytes": 1,
+    "max_bytes": 10 << 20,
+    "isolation_level": 0,
+    "session_id": 0,
+    "session_epoch": 0,
+    "rack_id": "",
+}
+"""The fields of the ``--request-only`` Fetch besides its topics (a new session's first)."""
 
-    from kafkalite.broker.replica_fetcher import _fetch_request_v12
+
+def full_fetch_topics(count: int, each: int) -> dict:
+    """``count`` topics of ``each`` partitions, each at its own fetch position, grouped by
+    topic as ``RemoteLeaderEndPoint`` groups them for ``_fetch_request_v12``."""
     from kafkalite.broker.types import FetchInfo
-    from kafkalite.protocol.frames import encode_request
     from kafkalite.protocol.types import TopicPartition
 
-    values = dict(
-        replica_id=2,
-        max_wait=datetime.timedelta(milliseconds=500),
-        min_bytes=1,
-        max_bytes=10 << 20,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=0,
-        rack_id="",
-    )
+    topics = {}
+    for t in range(count):
+        name = f"scale-{t:05d}"
+        topics[name] = [
+            (TopicPartition(name, p), FetchInfo(100 * p, 1 << 20, 0, 5, 4)) for p in range(each)
+        ]
+    return topics
+
+
+def request_only(partitions: int, repeats: int) -> dict:
+    """See the module docstring (``--request-only``)."""
+    from kafkalite.broker.replica_fetcher import _fetch_request_v12
+    from kafkalite.protocol.frames import encode_request
+
     out = {}
     for shape, count, each in (("one_topic", 1, partitions), ("topics_of_one", partitions, 1)):
-        topics = {}
-        for t in range(count):
-            name = f"scale-{t:05d}"
-            topics[name] = [
-                (TopicPartition(name, p), FetchInfo(100 * p, 1 << 20, 0, 5, 4)) for p in range(each)
-            ]
+        topics = full_fetch_topics(count, each)
         best, size = float("inf"), 0
         for _ in range(repeats):
             gc.collect()
             cpu = time.process_time()
-            frame = encode_request(1, 12, 7, "follower", _fetch_request_v12(values, topics, {}))
+            message = _fetch_request_v12(REQUEST_VALUES, topics, {})
+            frame = encode_request(1, 12, 7, "follower", message)
             best = min(best, time.process_time() - cpu)
             size = len(frame)
         out[shape] = {"cpu_ms": round(1000 * best, 2), "bytes": size}

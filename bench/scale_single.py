@@ -66,6 +66,19 @@ def open_fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
+MILESTONES = frozenset(
+    {
+        "starting",
+        "listening",
+        "registered",
+        "controller ready",
+        "controller metadata arrived",
+        "started",
+    }
+)
+"""The start-up lines of the broker's log that ``phases`` times."""
+
+
 def phases(log_text: str) -> dict[str, float]:
     """Seconds from the broker's "starting" line to each start-up milestone it logged."""
     from datetime import datetime
@@ -81,25 +94,14 @@ def phases(log_text: str) -> dict[str, float]:
         if event == "controller request answered" and entry.get("api"):
             # the controller's LeaderAndIsr and UpdateMetadata to this broker, by their answers
             event = f"{entry['api']} answered"
-            if event not in marks:
-                marks[event] = datetime.fromisoformat(entry["timestamp"].rstrip("Z")).timestamp()
+        elif event not in MILESTONES:
             continue
-        if (
-            event
-            in (
-                "starting",
-                "listening",
-                "registered",
-                "controller ready",
-                "controller metadata arrived",
-                "started",
-            )
-            and event not in marks
-        ):
-            marks[event] = datetime.fromisoformat(entry["timestamp"].rstrip("Z")).timestamp()
-            if event == "started":
-                # The broker's own phase clock (seconds from its start-up's beginning).
-                steps = {f"step {k}": v for k, v in (entry.get("phases") or {}).items()}
+        if event in marks:
+            continue
+        marks[event] = datetime.fromisoformat(entry["timestamp"].rstrip("Z")).timestamp()
+        if event == "started":
+            # The broker's own phase clock (seconds from its start-up's beginning).
+            steps = {f"step {k}": v for k, v in (entry.get("phases") or {}).items()}
     start = marks.get("starting")
     if not start:
         return {}

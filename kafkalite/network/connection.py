@@ -438,9 +438,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             # over a quota: read nothing more until the throttle time has passed (requests
             # already received wait), as Kafka's channel muted from the throttled request on
             self._mute(info.throttled_until)
-        exclusive = isinstance(result, Exclusive)
+        exclusive = False
         if isinstance(result, Exclusive):
-            result = result.awaitable
+            exclusive, result = True, result.awaitable
         if inspect.isawaitable(result):
             task = asyncio.ensure_future(result)
             if exclusive:

@@ -22,8 +22,11 @@ class ScriptedDispatcher:
         self.gates: dict[int, asyncio.Future] = {}
         self.seen: list[int] = []
 
+    def _gate(self, ident) -> asyncio.Future:
+        return self.gates.setdefault(ident, asyncio.get_running_loop().create_future())
+
     def release(self, ident):
-        self.gates.setdefault(ident, asyncio.get_running_loop().create_future()).set_result(None)
+        self._gate(ident).set_result(None)
 
     def dispatch(self, frame_bytes, connection):
         ident = int.from_bytes(frame_bytes[:4], "big")
@@ -35,7 +38,7 @@ class ScriptedDispatcher:
         if command == b"N":
             return NO_RESPONSE
         if command == b"W":
-            gate = self.gates.setdefault(ident, asyncio.get_running_loop().create_future())
+            gate = self._gate(ident)
 
             async def later():
                 await gate
@@ -43,7 +46,7 @@ class ScriptedDispatcher:
 
             return later()
         if command in (b"A", b"F"):
-            gate = self.gates.setdefault(ident, asyncio.get_running_loop().create_future())
+            gate = self._gate(ident)
 
             async def alone():
                 await gate
