@@ -35,6 +35,9 @@ def cluster(tmp_path_factory):
                         "offsets.topic.num.partitions": "4",
                         # a paused follower leaves the ISR quickly (test_isr_metrics)
                         "replica.lag.time.max.ms": "1500",
+                        # the last broker to stop leads what nobody else can take: Kafka's
+                        # three attempts 5 s apart would only add 10 s to the teardown
+                        "controlled.shutdown.max.retries": "1",
                     },
                     subprocess=True,
                 )
