@@ -259,10 +259,11 @@ def _tiers_of(item: pytest.Item) -> set[str]:
     return tiers
 
 
-# Under pytest-xdist (``make test`` runs two workers, ``--dist loadscope``) the unit of work is a module, so a
-# module's shared broker starts once, except that every Spark test is one unit: one JVM at a time,
-# its session shared. The units go out longest first (by tier, in the order below, then in
-# collection order), so that no long one is left to start last while the other worker idles.
+# Under pytest-xdist (``make test`` runs a worker per core and one more, ``--dist loadscope``)
+# the unit of work is a module, so a module's shared broker starts once, except that every Spark
+# test is one unit: one JVM at a time, its session shared. The units go out longest first (by
+# tier, in the order below, then in collection order), so that no long one is left to start
+# last while the other workers idle.
 _LONGEST_FIRST = ("system", "spark", "zookeeper", "browser", "bench", "integration")
 
 
