@@ -41,6 +41,9 @@ def cluster(tmp_path_factory):
                     "password.encoder.secret": SECRET,
                     "offsets.topic.replication.factor": "1",
                     "transaction.state.log.replication.factor": "1",
+                    # the last to close may first ask a controller that has just stopped:
+                    # its retry need not wait Kafka's 5 s
+                    "controlled.shutdown.retry.backoff.ms": "200",
                 },
                 broker_id=i,
                 data_dir=base / f"b{i}",
