@@ -27,9 +27,10 @@ error code (a KafkaError's own, UNKNOWN_SERVER_ERROR for anything else). Every t
 group or resource the request named carries the error (protocol/error_response.py). A Produce
 with acks=0 has no response to carry it, so its connection is closed instead, as Kafka does.
 The awaitable returned for an async handler never raises anything but CloseConnection (and
-cancellation; one decoded off the loop also the decode's KafkaError), so no task fails unseen. Failures are logged once per (API, exception class) per
-`ERROR_LOG_INTERVAL_S`, with how many were suppressed in between (RateLimitedErrorLog): a flood
-of bad requests does not flood the log.
+cancellation; one decoded off the loop also the decode's KafkaError), so no task fails unseen.
+Failures are logged once per (API, exception class) per `ERROR_LOG_INTERVAL_S`, with how many
+were suppressed in between (RateLimitedErrorLog): a flood of bad requests does not flood the
+log.
 """
 
 from __future__ import annotations

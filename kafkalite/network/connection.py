@@ -438,13 +438,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
             # over a quota: read nothing more until the throttle time has passed (requests
             # already received wait), as Kafka's channel muted from the throttled request on
             self._mute(info.throttled_until)
-        exclusive = False
-        if isinstance(result, Exclusive):
-            exclusive, result = True, result.awaitable
-        if inspect.isawaitable(result):
-            task = asyncio.ensure_future(result)
-            if exclusive:
-                self._exclusive = task
+        if inspect.isawaitable(result):  # an Exclusive is awaitable too: checked only here
+            if isinstance(result, Exclusive):
+                task = self._exclusive = asyncio.ensure_future(result.awaitable)
+            else:
+                task = asyncio.ensure_future(result)
             slot = _Slot(task)
             pending = self._pending
             if pending is _NO_PENDING:
