@@ -11,8 +11,9 @@ PARTITIONS = 6
 
 
 def kafka_python_metadata_before_poll(consumer, topic: str) -> None:
-    """Have kafka-python 3.0.12 learn the topic's partitions before its first poll: this keeps
-    it off a client bug that stalls a rebalance whatever the broker (Kafka included).
+    """Have a subscribed kafka-python 3.0.12 consumer build its topic-metadata snapshot before
+    its first poll: this keeps it off a client bug that stalls a rebalance whatever the broker
+    (Kafka included). Call it after the consumer subscribed.
 
     The bug: ``join_group_async`` runs ``while need_rejoin()`` and, when poll's timeout ends
     first, leaves its JoinGroup+SyncGroup task running for the next poll to pick up. A leader
@@ -21,15 +22,22 @@ def kafka_python_metadata_before_poll(consumer, topic: str) -> None:
     False. If the task completes between two polls, no poll ever looks at it again: the
     member stays REBALANCING with heartbeats off and its new assignment unused, is evicted
     after its session timeout and never rejoins. (Java's client loops on
-    ``rejoinNeededOrPending()``, which counts the pending join.) A consumer that polls before
-    it knows the topic's partitions assigns nothing as the first generation's leader (with
-    group.initial.rebalance.delay.ms 0) and then rejoins on exactly that snapshot change.
+    ``rejoinNeededOrPending()``, which counts the pending join.)
+
+    The snapshot is rebuilt only when a metadata response arrives, from the topics subscribed
+    at that moment. A first generation's leader whose snapshot was built before it subscribed
+    (or before the topic's partitions were known) assigns with an empty snapshot, and the next
+    metadata response changes it: exactly the rejoin above. ``partitions_for_topic`` answers
+    from the cache when it can, so it does not rebuild the snapshot; ``topics()`` always asks
+    the broker, and its response runs the coordinator's metadata listener on the subscription.
     bench/group_rebalance_stress.py runs test_groups_clients.py's scenario: with 5 ms polls 7
-    runs of 11 stalled so, none of 40 with the partitions known first (with 100 ms polls, 1 in
-    5 to 1 in 20 stalled). Knowing them first, the snapshot never changes in these tests, and every
+    runs of 11 stalled so, none of 40 with the snapshot built first (with 100 ms polls, 1 in
+    5 to 1 in 20 stalled). Built first, the snapshot never changes in these tests, and every
     rejoin is one the coordinator asked for (``rejoin_needed`` stays True until the join is
     consumed), which kafka-python handles."""
-    partitions = consumer.partitions_for_topic(topic)  # a blocking metadata request if unknown
+    assert topic in consumer.subscription(), f"subscribe kafka-python to {topic} first"
+    assert topic in consumer.topics()  # a metadata request, whatever the cache holds
+    partitions = consumer.partitions_for_topic(topic)
     assert partitions == set(range(PARTITIONS)), f"kafka-python sees {topic} as {partitions}"
 
 

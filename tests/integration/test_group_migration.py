@@ -22,6 +22,7 @@ import time
 import pytest
 
 from kafkalite.testing import Broker
+from tests.integration.support import kafka_python_metadata_before_poll
 
 PARTITIONS = 6
 DEADLINE_S = 60.0
@@ -323,10 +324,10 @@ class KafkaPythonMember:
             session_timeout_ms=10000,
             heartbeat_interval_ms=300,
         )
-        # kafka-python 3.0.12 must know the topic's partitions before its first poll (see
-        # tests/integration/support.py's kafka_python_metadata_before_poll)
-        assert self.consumer.partitions_for_topic(topic) == set(range(PARTITIONS))
         self.consumer.subscribe([topic], listener=Listener())
+        # kafka-python 3.0.12 must have built its topic-metadata snapshot before its first poll
+        # (see the helper)
+        kafka_python_metadata_before_poll(self.consumer, topic)
 
     def poll(self) -> None:
         # 100 ms as tests/integration/test_groups_clients.py: much shorter polls meet
