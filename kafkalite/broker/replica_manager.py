@@ -1037,10 +1037,15 @@ class ReplicaManager:
     ) -> bool:
         """The fetch sessions' park hook (broker/fetch_session.py): a follower's session was
         just answered ``data`` for ``tp`` and its follower has all of it. True (and the session
-        is told on the partition's next news) when this broker leads ``tp`` and ``data`` is
-        still its state, so the session may stop reading it until then."""
+        is told on the partition's next news) when this broker leads ``tp``, the follower is in
+        its ISR and ``data`` is still its state, so the session may stop reading it until then.
+
+        A follower out of the ISR is read at every fetch, as Kafka reads every partition of a
+        session: whether it may join can change with nothing moving on the partition (its
+        broker becomes alive in this broker's metadata, an ISR write that failed is proposed
+        again), and only a read of its fetch proposes it."""
         partition = self.partitions.get(tp)
-        if partition is None or not partition.is_leader:
+        if partition is None or not partition.is_leader or session.replica_id not in partition.isr:
             return False
         log_ = partition.log
         if (

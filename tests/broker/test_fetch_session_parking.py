@@ -3,8 +3,9 @@ parked until their LEO, HW, log start or leadership moves): whatever happens, it
 reading every partition would answer, and leaves the ISR decisions where they would be.
 
 Two identical leaders get the same appends, HW moves, log start moves, re-elections, clock
-moves, ISR checks and session changes; one parks, one reads everything; their answers and
-their replica state must agree at every step."""
+moves, ISR checks, session changes and changes of the follower's liveness in their metadata
+(only a live broker's replica may join an ISR); one parks, one reads everything; their answers
+and their replica state must agree at every step."""
 
 from __future__ import annotations
 
@@ -39,18 +40,39 @@ step = st.one_of(
     st.tuples(st.just("shrink"), st.integers(0, 2), st.just(0)),
     st.tuples(st.just("resize"), st.integers(0, 2), st.integers(1, 3)),
     st.tuples(st.just("forget"), st.integers(0, 2), st.just(0)),
+    st.tuples(st.just("live"), st.just(0), st.integers(0, 1)),
 )
+
+
+class Liveness:
+    """The leaders' metadata cache, as much of it as a follower fetch asks: whether the
+    follower's broker is alive."""
+
+    def __init__(self) -> None:
+        self.follower_alive = True
+
+    def get_alive_broker(self, broker_id: int) -> object | None:
+        return object() if broker_id != FOLLOWER or self.follower_alive else None
+
+    def contains_partition(self, topic: str, partition: int) -> bool:
+        return True
 
 
 class Leader:
     """One leader of the three partitions (replicas 1 and 2), with its session cache and the
     follower's view of the session (what it would send and what it knows)."""
 
-    def __init__(self, root: Path, time: MockTime, park: bool) -> None:
+    def __init__(
+        self, root: Path, time: MockTime, park: bool, liveness: Liveness | None = None
+    ) -> None:
         self.lm = LogManager([str(root)], LogConfig())
         self.lm.startup()
         self.rm = ReplicaManager(
-            1, self.lm, ReplicaManagerConfig(replica_lag_time_max_ms=LAG_MS), time
+            1,
+            self.lm,
+            ReplicaManagerConfig(replica_lag_time_max_ms=LAG_MS),
+            time,
+            metadata_cache=liveness,
         )
         self.cache = FetchSessionCache(
             10,
@@ -140,10 +162,11 @@ class Leader:
 
 async def run(steps) -> None:
     time = MockTime()
+    liveness = Liveness()
     with tempfile.TemporaryDirectory() as root:
         leaders = [
-            Leader(Path(root) / "parked", time, True),
-            Leader(Path(root) / "all", time, False),
+            Leader(Path(root) / "parked", time, True, liveness),
+            Leader(Path(root) / "all", time, False, liveness),
         ]
         try:
             for leader in leaders:
@@ -191,6 +214,8 @@ async def run(steps) -> None:
                             leader.pending[tp] = leader.info(tp)
                 if kind == "clock":
                     time.advance(n)
+                elif kind == "live":
+                    liveness.follower_alive = bool(n)
                 if answers:
                     half = len(answers) // 2
                     assert answers[:half] == answers[half:], (kind, answers)
@@ -199,13 +224,17 @@ async def run(steps) -> None:
                 assert leaders[0].offsets == leaders[1].offsets
             # Everything delivered: once the follower has fetched until nothing is new, both
             # agree, and the parked session reads only the partitions it is told an error about
-            # (the model follower does not act on errors).
+            # (the model follower does not act on errors) and those whose ISR it is not in (it
+            # may not join while its broker is not alive).
             for _ in range(3):
                 last = leaders[0].fetch()
                 assert last == leaders[1].fetch()
             session = leaders[0].cache.get(leaders[0].session_id)
             for tp in leaders[0].followed - session.parked:
-                assert last[tp][0] is not ErrorCode.NONE
+                assert (
+                    FOLLOWER not in leaders[0].rm.partitions[tp].isr
+                    or last[tp][0] is not ErrorCode.NONE
+                )
             assert set(session.active) == leaders[0].followed - session.parked
         finally:
             for leader in leaders:
@@ -228,6 +257,16 @@ async def run(steps) -> None:
 )
 # The log start moves under a parked partition (DeleteRecords).
 @example(steps=[("append", 0, 2), ("fetch", 0, 2), ("delete", 0, 1), ("fetch", 0, 1)])
+# Out of the ISR and at the LEO while its broker is not alive in the leader's metadata, then
+# alive again: it joins at its next fetch, although nothing moved on the partition (a broker
+# restarted at once after its controlled shutdown: the leaders heard of it after its first
+# fetches).
+@example(
+    steps=[("live", 0, 0), ("clock", 0, 15_000), ("shrink", 0, 0), ("fetch", 0, 2)]
+    + [("live", 0, 1), ("fetch", 0, 0)]
+)
+# The same follower still not alive at the end: it stays out of the ISR, read at every fetch.
+@example(steps=[("live", 0, 0), ("clock", 0, 15_000), ("shrink", 0, 0), ("fetch", 0, 2)])
 def test_a_parked_session_answers_what_reading_every_partition_answers(steps):
     asyncio.run(run(steps))
 
