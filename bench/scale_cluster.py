@@ -322,7 +322,9 @@ def _bound(le: str) -> float:
 
 
 class ClusterBench:
-    def __init__(self, base: Path, session_timeout_ms: int) -> None:
+    def __init__(
+        self, base: Path, session_timeout_ms: int, broker_config: dict[str, str] | None = None
+    ) -> None:
         self.zk = ZooKeeperServer(base / "zk", max_session_timeout_ms=60000)
         self.zk.start()
         self.admin_ports = {b: free_port() for b in BROKER_IDS}
@@ -343,6 +345,7 @@ class ClusterBench:
                     "controlled.shutdown.retry.backoff.ms": "200",
                     "auto.leader.rebalance.enable": "false",
                     "admin.listener": f"http://127.0.0.1:{self.admin_ports[b]}",
+                    **(broker_config or {}),
                 },
                 subprocess=True,
             )
@@ -471,12 +474,14 @@ def main(
     keep_dir: str | None = None,
     skip: frozenset[str] = frozenset(),
     load_rate: float = 200.0,
+    broker_config: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Run the phases (module docstring) and return {row: {figure..., target}}. With
     ``keep_dir`` the ZooKeeper and broker data and logs are kept there; the phases named in
     ``skip`` (``preferred_election``, ``sigterm``, ``sigterm_controller``, ``create_topics``)
     are left out;
-    ``load_rate`` is the producer's records per second (0: no producer and consumer)."""
+    ``load_rate`` is the producer's records per second (0: no producer and consumer);
+    ``broker_config`` is added to every broker's properties (e.g. ``loop.stall.report.ms``)."""
     figures: dict[str, Any] = {}
     with contextlib.ExitStack() as stack:
         if keep_dir is None:
@@ -484,7 +489,7 @@ def main(
         else:
             tmp = keep_dir
             Path(tmp).mkdir(parents=True, exist_ok=True)
-        bench = ClusterBench(Path(tmp), session_timeout_ms)
+        bench = ClusterBench(Path(tmp), session_timeout_ms, broker_config)
         load = None
         try:
             if load_rate > 0:
@@ -784,8 +789,21 @@ if __name__ == "__main__":
         default=200.0,
         help="records/s of the producer running through the phases (0: none)",
     )
+    parser.add_argument(
+        "--broker-config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a property added to every broker's (repeatable), e.g. loop.stall.report.ms=40",
+    )
     args = parser.parse_args()
     skipped = frozenset(p for p in args.skip.split(",") if p)
+    extra: dict[str, str] = {}
+    for item in args.broker_config:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            parser.error(f"--broker-config wants KEY=VALUE, not {item!r}")
+        extra[key] = value
     figures = main(
         args.partitions,
         args.topics,
@@ -794,6 +812,7 @@ if __name__ == "__main__":
         args.keep_dir,
         skipped,
         args.load_rate,
+        extra,
     )
     figures["src"] = SRC
     figures["load_average"] = os.getloadavg()
@@ -812,6 +831,8 @@ if __name__ == "__main__":
         ("--load-rate", args.load_rate),
     ):
         command += [flag, str(value)]
+    for item in args.broker_config:
+        command += ["--broker-config", item]
     if args.keep_dir:
         command += ["--keep-dir", str(Path(args.keep_dir) / "baseline")]
     child = subprocess.run(command, capture_output=True, text=True, check=True)
