@@ -12,7 +12,9 @@ real sessions), a topic of ``PARTITIONS`` partitions at RF 3 and a ``ledger`` to
    replica;
 4. controlled shutdown of the broker leading the most partitions: nothing led by it once it is
    gone; then its restart, back in every ISR;
-5. deletion of a batch of topics while the producer runs.
+5. controlled shutdown of the controller itself (another broker takes over), then its restart
+   at once: back in every ISR;
+6. deletion of a batch of topics while the producer runs.
 
 At the end: every partition is led by a live member of its ISR; every record the producer saw
 acknowledged is read back at its offset with its value; every broker exports the event-loop
@@ -211,7 +213,15 @@ def test_partitions_stay_led_and_no_acknowledged_record_is_lost_through_failures
         cluster.restart(stopped)
         wait_for(lambda: all_in_isr(cluster, stopped), f"broker {stopped} back in every ISR")
 
-        # 5. a batch of topics deleted while the producer runs
+        # 5. controlled shutdown of the controller, restarted at once (the new controller may
+        # see it registered again before it handled its going: a bounced broker)
+        old = cluster.controller()
+        cluster.stop_broker(old)
+        assert none_led_by(cluster, old), "the controller's shutdown moved every leadership"
+        cluster.restart(old)
+        wait_for(lambda: all_in_isr(cluster, old), f"broker {old} back in every ISR")
+
+        # 6. a batch of topics deleted while the producer runs
         doomed = [f"doomed-{i}" for i in range(20)]
         create_topics(admin, dict.fromkeys(doomed, 4))
         cluster.wait_for_leaders(*doomed, timeout=DEADLINE_S)
