@@ -94,6 +94,7 @@ from loop_stalls import stalls_by_phase  # noqa: E402
 from metadata_view import MetadataView  # noqa: E402
 from phase_load import PhaseLoad  # noqa: E402
 
+from kafkalite.cli.common import parse_pairs  # noqa: E402
 from kafkalite.coord import open_store  # noqa: E402
 from kafkalite.testing import (  # noqa: E402
     Broker,  # noqa: E402
@@ -798,12 +799,7 @@ if __name__ == "__main__":
     )
     args = parser.parse_args()
     skipped = frozenset(p for p in args.skip.split(",") if p)
-    extra: dict[str, str] = {}
-    for item in args.broker_config:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            parser.error(f"--broker-config wants KEY=VALUE, not {item!r}")
-        extra[key] = value
+    extra = parse_pairs(args.broker_config, "--broker-config")
     figures = main(
         args.partitions,
         args.topics,

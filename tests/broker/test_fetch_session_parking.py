@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from kafkalite.broker.fetch_session import FetchSessionCache, IncrementalFetchContext
+from kafkalite.broker.metadata_cache import MetadataBroker, MetadataCache
 from kafkalite.broker.replica_manager import ReplicaManager, ReplicaManagerConfig
 from kafkalite.broker.types import FetchInfo, FetchParams
 from kafkalite.protocol.errors import ErrorCode
@@ -44,18 +45,11 @@ step = st.one_of(
 )
 
 
-class Liveness:
-    """The leaders' metadata cache, as much of it as a follower fetch asks: whether the
-    follower's broker is alive."""
-
-    def __init__(self) -> None:
-        self.follower_alive = True
-
-    def get_alive_broker(self, broker_id: int) -> object | None:
-        return object() if broker_id != FOLLOWER or self.follower_alive else None
-
-    def contains_partition(self, topic: str, partition: int) -> bool:
-        return True
+def set_follower_alive(cache: MetadataCache, alive: bool) -> None:
+    """The leaders' metadata: the follower's broker alive in it or not (only a live broker's
+    replica may join an ISR)."""
+    brokers = [MetadataBroker(1, {}), MetadataBroker(FOLLOWER, {})]
+    cache.set_alive_brokers(brokers if alive else brokers[:1])
 
 
 class Leader:
@@ -63,7 +57,7 @@ class Leader:
     follower's view of the session (what it would send and what it knows)."""
 
     def __init__(
-        self, root: Path, time: MockTime, park: bool, liveness: Liveness | None = None
+        self, root: Path, time: MockTime, park: bool, metadata: MetadataCache | None = None
     ) -> None:
         self.lm = LogManager([str(root)], LogConfig())
         self.lm.startup()
@@ -72,7 +66,7 @@ class Leader:
             self.lm,
             ReplicaManagerConfig(replica_lag_time_max_ms=LAG_MS),
             time,
-            metadata_cache=liveness,
+            metadata_cache=metadata,
         )
         self.cache = FetchSessionCache(
             10,
@@ -162,11 +156,12 @@ class Leader:
 
 async def run(steps) -> None:
     time = MockTime()
-    liveness = Liveness()
+    metadata = MetadataCache(1)
+    set_follower_alive(metadata, True)
     with tempfile.TemporaryDirectory() as root:
         leaders = [
-            Leader(Path(root) / "parked", time, True, liveness),
-            Leader(Path(root) / "all", time, False, liveness),
+            Leader(Path(root) / "parked", time, True, metadata),
+            Leader(Path(root) / "all", time, False, metadata),
         ]
         try:
             for leader in leaders:
@@ -215,7 +210,7 @@ async def run(steps) -> None:
                 if kind == "clock":
                     time.advance(n)
                 elif kind == "live":
-                    liveness.follower_alive = bool(n)
+                    set_follower_alive(metadata, bool(n))
                 if answers:
                     half = len(answers) // 2
                     assert answers[:half] == answers[half:], (kind, answers)
