@@ -42,6 +42,17 @@ the producer flushed and the consumer caught up (target 0).
 (kafkalite/observability/loop_stall.py, over ``loop.stall.report.ms``, 100 ms): their count by
 cause (gc, held, gil, starved) and the worst with its cause and top frames (bench/loop_stalls.py).
 
+``--gc-census`` (decisions 0052, 0072) counts, at the end of each phase, in each running
+broker, the cyclic garbage its freezer kept: a sitecustomize hook (GC_CENSUS_HOOK) answers
+SIGUSR2 with the objects frozen, the garbage a normal collection finds, then what a collection
+finds once they are unfrozen (``kept_by_freeze``: garbage that became cyclic after being
+frozen, which nothing would ever free) with its most common types; it then frees that garbage
+and freezes again, so each count is what came since the broker's previous one. Start-up's own
+share (import-time cycles, ZooKeeper's NodeExists tracebacks) is 1,700-2,100 objects in a
+broker's first count. ``gc_census`` gives {phase: {broker: count}}. A census walks the whole
+heap twice (0.2-0.5 s of each broker's loop, taken in the phase that ends), so the time figures
+of such a run are not comparable with a plain run's.
+
 Through every phase each broker's ``/metrics`` is scraped (every ``SCRAPE_INTERVAL_S``) for
 ``kafkalite_event_loop_lag_max_seconds`` (when the gauge exists) and the maximum is reported.
 
@@ -53,6 +64,7 @@ it. Standalone:
                                # in a child, one after the other in the same run
         [--skip preferred_election,sigterm,sigterm_controller,create_topics]   # phases left out
         [--load-rate 200]          # the producer's records/s through the phases (0: none)
+        [--gc-census]              # the cyclic garbage each broker's freezer kept, per phase
 """
 
 from __future__ import annotations
@@ -63,6 +75,7 @@ import contextlib
 import json
 import os
 import re
+import signal
 import sys
 import tempfile
 import threading
@@ -71,6 +84,58 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+GC_CENSUS_HOOK = r"""
+# Written as sitecustomize.py into a directory on the brokers' PYTHONPATH by
+# bench/scale_cluster.py --gc-census: in a `kafkalite serve` process, SIGUSR2 writes
+# <SCALE_GC_CENSUS_OUT>.<pid>.json (the module docstring of bench/scale_cluster.py).
+import os
+import sys
+
+if os.environ.get("SCALE_GC_CENSUS_OUT") and "serve" in getattr(sys, "orig_argv", ()):
+    import signal
+
+    def _gc_census(signum, frame):
+        import collections
+        import gc
+        import json
+
+        # The broker's freezer (a gc callback) would freeze what these collections leave,
+        # the garbage saved for counting included: it is set aside meanwhile.
+        callbacks = gc.callbacks[:]
+        gc.callbacks.clear()
+        try:
+            frozen = gc.get_freeze_count()
+            normal = gc.collect()
+            gc.unfreeze()
+            gc.set_debug(gc.DEBUG_SAVEALL)
+            try:
+                kept = gc.collect()
+                types = collections.Counter(
+                    f"{type(o).__module__}.{type(o).__qualname__}" for o in gc.garbage
+                )
+            finally:
+                gc.garbage.clear()
+                gc.set_debug(0)
+            gc.collect()  # frees what was found: the next census counts only what came since
+            gc.freeze()
+        finally:
+            gc.callbacks[:] = callbacks
+        out = f"{os.environ['SCALE_GC_CENSUS_OUT']}.{os.getpid()}.json"
+        with open(out + ".part", "w") as f:
+            json.dump(
+                {
+                    "frozen": frozen,
+                    "garbage_found_normally": normal,
+                    "kept_by_freeze": kept,
+                    "kept_types": types.most_common(12),
+                },
+                f,
+            )
+        os.replace(out + ".part", out)
+
+    signal.signal(signal.SIGUSR2, _gc_census)
+"""
 
 
 def _source_tree() -> str:
@@ -324,8 +389,15 @@ def _bound(le: str) -> float:
 
 class ClusterBench:
     def __init__(
-        self, base: Path, session_timeout_ms: int, broker_config: dict[str, str] | None = None
+        self,
+        base: Path,
+        session_timeout_ms: int,
+        broker_config: dict[str, str] | None = None,
+        env: dict[str, str] | None = None,
     ) -> None:
+        self.census_out: Path | None = None
+        """Where GC_CENSUS_HOOK writes (``--gc-census``); None: no census."""
+        self.gc_census: dict[str, dict[int, Any]] = {}
         self.zk = ZooKeeperServer(base / "zk", max_session_timeout_ms=60000)
         self.zk.start()
         self.admin_ports = {b: free_port() for b in BROKER_IDS}
@@ -349,6 +421,7 @@ class ClusterBench:
                     **(broker_config or {}),
                 },
                 subprocess=True,
+                env=env,
             )
             for b in BROKER_IDS
         }
@@ -367,6 +440,29 @@ class ClusterBench:
 
     def _zk_run(self, coro: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self._zk_loop).result(30)
+
+    def enter_phase(self, phase: str) -> None:
+        """Start ``phase`` (the lag sampler's label), after the census of the phase that
+        ended when ``--gc-census`` is on."""
+        self.take_gc_census()
+        self.sampler.phase = phase
+
+    def take_gc_census(self) -> None:
+        """Signal each running broker's GC_CENSUS_HOOK and keep what it wrote under the
+        phase that ended (the module docstring)."""
+        if self.census_out is None:
+            return
+        census: dict[int, Any] = {}
+        for broker_id, broker in self.brokers.items():
+            process = broker.process
+            if process is None or process.poll() is not None:
+                continue
+            written = Path(f"{self.census_out}.{process.pid}.json")
+            written.unlink(missing_ok=True)
+            os.kill(process.pid, signal.SIGUSR2)
+            wait_until(written.exists, 60, f"broker {broker_id}'s gc census")
+            census[broker_id] = json.loads(written.read_text())
+        self.gc_census[self.sampler.phase] = census
 
     def close(self) -> None:
         if self.sampler._thread.is_alive():
@@ -476,13 +572,15 @@ def main(
     skip: frozenset[str] = frozenset(),
     load_rate: float = 200.0,
     broker_config: dict[str, str] | None = None,
+    gc_census: bool = False,
 ) -> dict[str, Any]:
     """Run the phases (module docstring) and return {row: {figure..., target}}. With
     ``keep_dir`` the ZooKeeper and broker data and logs are kept there; the phases named in
     ``skip`` (``preferred_election``, ``sigterm``, ``sigterm_controller``, ``create_topics``)
     are left out;
     ``load_rate`` is the producer's records per second (0: no producer and consumer);
-    ``broker_config`` is added to every broker's properties (e.g. ``loop.stall.report.ms``)."""
+    ``broker_config`` is added to every broker's properties (e.g. ``loop.stall.report.ms``);
+    ``gc_census`` adds ``gc_census`` (module docstring)."""
     figures: dict[str, Any] = {}
     with contextlib.ExitStack() as stack:
         if keep_dir is None:
@@ -490,12 +588,23 @@ def main(
         else:
             tmp = keep_dir
             Path(tmp).mkdir(parents=True, exist_ok=True)
-        bench = ClusterBench(Path(tmp), session_timeout_ms, broker_config)
+        census_out = Path(tmp) / "gc-census" / "census"
+        env = None
+        if gc_census:
+            census_out.parent.mkdir()
+            (census_out.parent / "sitecustomize.py").write_text(GC_CENSUS_HOOK)
+            env = {"PYTHONPATH": str(census_out.parent), "SCALE_GC_CENSUS_OUT": str(census_out)}
+        bench = ClusterBench(Path(tmp), session_timeout_ms, broker_config, env)
+        if gc_census:
+            bench.census_out = census_out
         load = None
         try:
             if load_rate > 0:
                 load = start_load(bench, load_rate)
             _run(bench, figures, partitions, topics, topic_partitions, skip)
+            if gc_census:
+                bench.take_gc_census()
+                figures["gc_census"] = bench.gc_census
         except PhaseTimeout as error:
             figures["error"] = str(error)
         finally:
@@ -555,7 +664,7 @@ def _run(
     expired_before = bench.expirations_logged()
 
     # 1. one topic, RF 3
-    bench.sampler.phase = "create"
+    bench.enter_phase("create")
     start = time.monotonic()
     admin = bench.admin()
     answer_error = None
@@ -579,7 +688,7 @@ def _run(
     }
 
     # 2. kill -9 of a broker that is not the controller
-    bench.sampler.phase = "kill"
+    bench.enter_phase("kill")
     controller = bench.controller()
     victim = next(b for b in BROKER_IDS if b != controller)
     md = wait_until(lambda: bench.metadata(controller, names), 60, "the controller's Metadata")
@@ -616,7 +725,7 @@ def _run(
     }
 
     # 3. restart
-    bench.sampler.phase = "restart"
+    bench.enter_phase("restart")
     start = time.monotonic()
     broker = bench.brokers[victim]
     broker.spawn()
@@ -642,7 +751,7 @@ def _run(
 
     # 4. preferred election
     if "preferred_election" not in skip:
-        bench.sampler.phase = "preferred_election"
+        bench.enter_phase("preferred_election")
         figures["preferred_election"] = {
             "seconds": round(bench.preferred_election(names, 120), 2),
             "target": "<= 2 s",
@@ -667,7 +776,7 @@ def _sigterm(
     # 5. SIGTERM of the broker leading the most partitions that is not the controller, or
     # 6. of the controller (which decides its own controlled shutdown)
     phase = "sigterm_controller" if controller else "sigterm"
-    bench.sampler.phase = phase
+    bench.enter_phase(phase)
     md = wait_until(lambda: bench.metadata(bench.any_live(), names), 60, "a broker's Metadata")
     counts = bench.led_by(md, names)
     active = bench.controller()
@@ -698,7 +807,7 @@ def _sigterm(
 
 def _controller_kill(bench: ClusterBench, figures: dict, names: list[str], partitions: int) -> None:
     # 7. kill -9 of the controller
-    bench.sampler.phase = "controller_kill"
+    bench.enter_phase("controller_kill")
     controller = bench.controller()
     bench.brokers[controller].kill()
     wait_until(lambda: controller not in bench.registered(), 60, "controller session expiry")
@@ -734,7 +843,7 @@ def _controller_kill(bench: ClusterBench, figures: dict, names: list[str], parti
 
 def _create_topics(bench: ClusterBench, figures: dict, topics: int, topic_partitions: int) -> None:
     # 8. CreateTopics of many small topics in one request
-    bench.sampler.phase = "create_topics"
+    bench.enter_phase("create_topics")
     new = [NewTopic(f"small-{i:04d}", topic_partitions, 3) for i in range(topics)]
     start = time.monotonic()
     admin = bench.admin()
@@ -797,6 +906,11 @@ if __name__ == "__main__":
         metavar="KEY=VALUE",
         help="a property added to every broker's (repeatable), e.g. loop.stall.report.ms=40",
     )
+    parser.add_argument(
+        "--gc-census",
+        action="store_true",
+        help="per phase, the cyclic garbage each broker's freezer kept (module docstring)",
+    )
     args = parser.parse_args()
     skipped = frozenset(p for p in args.skip.split(",") if p)
     extra = parse_pairs(args.broker_config, "--broker-config")
@@ -809,6 +923,7 @@ if __name__ == "__main__":
         skipped,
         args.load_rate,
         extra,
+        args.gc_census,
     )
     figures["src"] = SRC
     figures["load_average"] = os.getloadavg()
@@ -829,6 +944,8 @@ if __name__ == "__main__":
         command += [flag, str(value)]
     for item in args.broker_config:
         command += ["--broker-config", item]
+    if args.gc_census:
+        command.append("--gc-census")
     if args.keep_dir:
         command += ["--keep-dir", str(Path(args.keep_dir) / "baseline")]
     child = subprocess.run(command, capture_output=True, text=True, check=True)

@@ -510,7 +510,10 @@ class ReplicaFetcher:
         self._wanted: dict[TopicPartition, FetchInfo] = {}
         self._wanted_states: dict[TopicPartition, PartitionFetchState] = {}
         self._unsent: set[TopicPartition] = set()
-        self._listener = self._on_partition_news  # one bound method, compared by identity
+        self._listener: Callable[[TopicPartition], None] | None = self._on_partition_news
+        """One bound method, compared by identity; it refers back to this fetcher, so
+        `shutdown` drops it (a fetcher in a reference cycle, once frozen, would never be
+        freed: kafkalite/observability/gc_freeze.py)."""
 
     # -- membership ---------------------------------------------------------------------------
 
@@ -580,6 +583,7 @@ class ReplicaFetcher:
             while not task.done():
                 task.cancel()
                 await asyncio.wait({task}, timeout=0.1)
+        self._listener = None
         await self.endpoint.close()
 
     # -- the loop -----------------------------------------------------------------------------

@@ -267,25 +267,40 @@ class KafkaConnection:
         try:
             async with asyncio.timeout(self.request_timeout):
                 return await asyncio.shield(future)
+        except KafkaConnectionError as shared:
+            # The error `_fail` gave every pending request and keeps as `_closed_error`: raised
+            # here it took a traceback through this frame, which holds this connection, the
+            # future and the request (a controller's thousands of partition states): a
+            # reference cycle only the cyclic collector frees, and never once frozen
+            # (gc_freeze.py). The shared one keeps no traceback; the caller gets a copy.
+            shared.__traceback__ = None
+            failure: Exception = KafkaConnectionError(str(shared))
         except TimeoutError:
             # Nobody waits for this request's answer any more: drop its future before failing
             # the others, or its exception is never retrieved (and asyncio reports it).
             if self._pending.pop(correlation_id, None) is not None:
                 self._abandoned.add(correlation_id)
                 future.cancel()
-            error = KafkaTimeoutError(
+            message = (
                 f"{ApiKey(api_key).name} v{version} to {self.host}:{self.port}: no response "
                 f"in {self.request_timeout}s"
             )
             # Kafka's NetworkClient disconnects on a request timeout: the peer may be hung or
             # the link half-open, and the next request must not wait on the same socket.
-            self._fail(KafkaConnectionError(f"{error}; disconnected"))
-            raise error from None
+            self._fail(KafkaConnectionError(f"{message}; disconnected"))
+            failure = KafkaTimeoutError(message)
         except asyncio.CancelledError:
             if self._pending.pop(correlation_id, None) is not None:
                 self._abandoned.add(correlation_id)
                 future.cancel()
             raise
+        # Raised outside the handlers, so it has no context (the timeout's TimeoutError, whose
+        # traceback holds the timeout and through it this task: a cycle), and the name is
+        # dropped as it leaves (this frame, kept by its traceback, would refer back to it).
+        try:
+            raise failure
+        finally:
+            del failure
 
     async def _read_loop(self) -> None:
         assert self._reader is not None
@@ -330,6 +345,9 @@ class KafkaConnection:
             future.set_result(response)
 
     def _fail(self, error: KafkaConnectionError) -> None:
+        # Kept, and given to every pending request, without a traceback: one raised by the read
+        # loop holds its frame, and so this connection (a cycle; see `_send_versioned`).
+        error.__traceback__ = None
         if self._closed_error is None:
             self._closed_error = error
         pending, self._pending = self._pending, {}

@@ -514,10 +514,15 @@ class ControllerChannelManager:
         channel = self._channels.pop(broker_id, None)
         if channel is None:
             return
-        if channel.task is not None:
-            channel.task.cancel()
+        task, channel.task = channel.task, None
+        if task is not None:
+            task.cancel()
             # asyncio.wait, not await: our own cancellation must not be swallowed
-            await asyncio.wait([channel.task])
+            await asyncio.wait([task])
+            # The cancelled task keeps its CancelledError, whose traceback holds the send
+            # loop's frame: with the channel no longer naming the task that is not a cycle,
+            # and the last request and response it held go by reference counting (a
+            # frozen cycle would keep them for the process's life; gc_freeze.py).
         _resolve(channel.in_flight, None)
         while not channel.queue.empty():
             _resolve(channel.queue.get_nowait()[1], None)

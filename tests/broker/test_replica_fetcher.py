@@ -5,6 +5,8 @@ endpoint's request/response mapping."""
 from __future__ import annotations
 
 import asyncio
+import gc
+import weakref
 from types import SimpleNamespace
 
 import pytest
@@ -622,3 +624,25 @@ async def test_partitions_spread_over_num_replica_fetchers(tmp_path, mock_time):
         await wait_until(lambda: all(leader.partitions[tp].isr == {1, 2} for tp in tps))
     finally:
         await cluster.close()
+
+
+async def test_an_idle_fetcher_shut_down_is_freed_by_reference_counting(cluster):
+    """A fetcher whose leader no longer leads anything it follows is shut down and freed at
+    once, with the cyclic collector off: a broker process freezes what survives its full
+    collections (kafkalite/observability/gc_freeze.py), and a fetcher in a reference cycle
+    would keep its session and a FetchInfo per partition it followed for the process's life."""
+    b1, b2 = cluster.brokers[1], cluster.brokers[2]
+    await cluster.leader_and_isr(leader=1, epoch=0, isr=(1, 2))
+    await produce(b1, batch(2))
+    await wait_until(lambda: cluster.log(2).log_end_offset == 2)
+    held = weakref.ref(b2.replica_fetcher_manager.fetchers[(1, 0)])
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        await cluster.leader_and_isr(leader=2, epoch=1, isr=(1, 2))
+        await b2.replica_fetcher_manager.shutdown_idle_fetchers()
+        assert (1, 0) not in b2.replica_fetcher_manager.fetchers
+        assert held() is None
+    finally:
+        if was:
+            gc.enable()

@@ -1,5 +1,8 @@
 import asyncio
+import contextlib
 import datetime
+import gc
+import weakref
 
 import pytest
 
@@ -353,3 +356,49 @@ async def test_a_request_timeout_leaves_no_unretrieved_exception():
     finally:
         loop.set_exception_handler(previous)
         await broker.stop()
+
+
+class _Payload:
+    """Stands for what a bulk request carries (a controller's thousands of partition states):
+    weakly referenced, to tell whether anything still holds it."""
+
+
+@contextlib.contextmanager
+def _collector_off():
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+@pytest.mark.parametrize("fail", ["connection lost", "timeout"])
+async def test_a_failed_request_is_freed_without_the_cyclic_collector(broker, fail):
+    """A request that fails (the connection lost, or timed out) leaves no reference cycle
+    holding it: the error kept by the connection and the one raised to the caller carry no
+    traceback through the frames that hold the request. A broker process freezes what survives
+    its full collections (kafkalite/observability/gc_freeze.py), and frozen cyclic garbage is
+    never freed: a controller's request to a dead broker would keep its partition states."""
+    broker.handlers[ApiKey.LIST_OFFSETS] = lambda h, r: None  # never answers
+    with _collector_off():
+        payload = _Payload()
+        held = weakref.ref(payload)
+
+        def build(version, payload=payload):
+            return LIST_OFFSETS(version)
+
+        conn = KafkaConnection("127.0.0.1", broker.port, request_timeout=0.5)
+        await conn.connect()
+        pending = asyncio.ensure_future(conn.send(ApiKey.LIST_OFFSETS, build))
+        del build, payload
+        await _until(lambda: conn.in_flight == 1)
+        if fail == "connection lost":
+            broker.drop_connections()
+        with pytest.raises((KafkaConnectionError, KafkaTimeoutError)):
+            await pending
+        del pending
+        await next_turn()  # the finished task's done callbacks run, and let it go
+        assert held() is None  # the connection, which keeps its error, still open here
+        await conn.close()

@@ -3,6 +3,7 @@ and retries, and the real KafkaConnection transport against a wire-level fake br
 
 import asyncio
 import dataclasses
+import gc
 
 import pytest
 from hypothesis import given, settings
@@ -411,3 +412,52 @@ async def test_each_request_has_a_delivery_future():
     await manager.remove_broker(2)
     assert in_flight.result() is None and queued.result() is None
     await manager.shutdown()
+
+
+def _cyclic_garbage(*types):
+    """What a collection finds of ``types`` that reference counting did not free."""
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        gc.collect()
+        return [o for o in gc.garbage if isinstance(o, types)]
+    finally:
+        gc.garbage.clear()
+        gc.set_debug(0)
+
+
+async def test_a_removed_channel_leaves_its_requests_to_reference_counting():
+    """A channel removed while a request is in flight (its broker dead or gone) frees that
+    request, and the last one answered, by reference counting: a broker process freezes what
+    survives its full collections (gc_freeze.py), so a cycle through the cancelled send loop
+    would keep a bulk request's thousands of partition states for the process's life."""
+    hold = asyncio.Event()
+
+    class Held(ScriptedTransport):
+        async def send(self, api_key, build):
+            if self.log:
+                await hold.wait()
+            return await super().send(api_key, build)
+
+    was = gc.isenabled()
+    gc.collect()  # what earlier tests left: only this test's garbage is looked for
+    gc.disable()
+    try:
+        manager = ControllerChannelManager(0, lambda b: Held(b, [], {}), lambda *a: None)
+        manager.add_broker(BROKER)
+        answered = manager.send_request(leader_and_isr())
+        await asyncio.wait_for(answered, 5)
+        in_flight = manager.send_request(stop_replica())
+        await eventually(lambda: manager.queued(1) == 0, message="the second request taken")
+        await manager.remove_broker(1)
+        assert in_flight.result() is None
+        del answered, in_flight
+        newest = CODEC_VERSIONS[ApiKey.LEADER_AND_ISR][1]
+        kept = _cyclic_garbage(
+            LeaderAndIsrRequestData,
+            StopReplicaRequestData,
+            response_class(ApiKey.LEADER_AND_ISR, newest),
+        )
+    finally:
+        if was:
+            gc.enable()
+    assert kept == []
