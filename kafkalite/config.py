@@ -433,9 +433,11 @@ class BrokerConfig(BaseModel):
     measured (10,000 partitions on one broker: 215 MB idle, 9.6 s to start). The broker's own
     internal topics (offsets.topic.num.partitions, transaction.state.log.num.partitions) are
     created regardless, since groups and transactions cannot work without them."""
-    gc_freeze_min_objects: int = Field(50000, ge=0)
+    gc_freeze_min_objects: int = Field(10000, ge=0)
     """kafkalite: after a full garbage collection that left at least this many objects, they
-    are frozen (``gc.freeze()``; kafkalite/observability/gc_freeze.py); 0: never."""
+    are frozen (``gc.freeze()``), and full collections come five times as often, each walking
+    what came since the last freeze (kafkalite/observability/gc_freeze.py); 0: never, and
+    CPython's own collection thresholds."""
     loop_stall_report_ms: int = Field(100, ge=0, le=INT_MAX)
     """kafkalite: an event-loop stall longer than this is reported while it happens, with what
     held the loop (``loop stalled``; kafkalite/observability/loop_stall.py); 0: never."""

@@ -23,6 +23,7 @@ from kafkalite.broker.producer_state import AppendOrigin
 from kafkalite.broker.types import StopReplicaPartitionState
 from kafkalite.config import BrokerConfig, ConfigError
 from kafkalite.observability.gc_freeze import (
+    FULL_PASS_AFTER_MIDDLE,
     GcFreezer,
     gc_freezer,
     install_gc_freezer,
@@ -177,16 +178,19 @@ async def test_a_bulk_leader_and_isr_is_frozen_and_its_partitions_still_freed(
 
 
 def test_the_process_freezer_and_its_config_key(unfrozen_after):
-    assert BrokerConfig.load(environ={}).gc_freeze_min_objects == 50_000
+    assert BrokerConfig.load(environ={}).gc_freeze_min_objects == 10_000
     config = BrokerConfig.load(environ={}, overrides=["gc.freeze.min.objects=0"])
     assert config.gc_freeze_min_objects == 0
     with pytest.raises(ConfigError, match="gc.freeze.min.objects"):
         BrokerConfig.load(environ={}, overrides=["gc.freeze.min.objects=-1"])
     assert gc_freezer() is None  # only `kafkalite serve` installs it
+    thresholds = gc.get_threshold()
     gc.unfreeze()
     try:
         freezer = install_gc_freezer(1_000_000_000)
         assert freezer is not None and gc_freezer() is freezer
+        # full passes after every FULL_PASS_AFTER_MIDDLE middle ones while it freezes
+        assert gc.get_threshold() == (*thresholds[:2], FULL_PASS_AFTER_MIDDLE)
         assert gc.get_freeze_count() > 0  # what start-up made, frozen at once
         assert len(gc.get_objects()) < gc.get_freeze_count()
         assert gc.callbacks.count(freezer.on_collection) == 1
@@ -200,14 +204,18 @@ def test_the_process_freezer_and_its_config_key(unfrozen_after):
         assert freezer.freezes == 0 and gc.get_freeze_count() <= frozen
         frozen = gc.get_freeze_count()
         assert install_gc_freezer(0) is freezer  # 0: nothing frozen any more
+        assert gc.get_threshold() == thresholds  # and CPython's thresholds back
         allocated = [[i] for i in range(1000)]  # survives the collection
         gc.collect()
         assert freezer.freezes == 0 and gc.get_freeze_count() <= frozen
         assert freezer.longest_full_pass_seconds > 0
         del allocated
+        install_gc_freezer(5)  # freezing again, then removed: the thresholds restored
+        assert gc.get_threshold()[2] == FULL_PASS_AFTER_MIDDLE
     finally:
         uninstall_gc_freezer()
     assert gc_freezer() is None and freezer.on_collection not in gc.callbacks
+    assert gc.get_threshold() == thresholds
 
 
 async def test_a_hosted_partition_makes_no_objects_it_does_not_need(make_rm, tmp_path):

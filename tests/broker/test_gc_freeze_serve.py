@@ -28,7 +28,7 @@ def test_a_broker_process_freezes_what_start_up_made():
     with Broker(subprocess=True) as broker:
         lines = wait_for(lambda: freeze_lines(broker), "the start-up freeze logged")
         assert lines[0]["at"] == "start-up" and lines[0]["objects"] > 10_000
-        assert "gc.freeze.min.objects" not in broker.settings()  # the default: 50000
+        assert "gc.freeze.min.objects" not in broker.settings()  # the default: 10000
 
 
 def test_what_the_broker_start_made_is_frozen_once_started():
