@@ -324,6 +324,10 @@ class ThreadedSession(CoordSession):
             # Not our caller's cancellation: the thread stopped under the call.
             self._raise_if_terminal(self.state)
             raise SessionClosed("the coordination thread stopped before answering") from None
+        finally:
+            # A failure is kept by the future and its traceback holds this frame: without the
+            # name, not a reference cycle, which a frozen heap would keep (decision 0072).
+            del outcome
 
     def _linked_watch(self, path: str, inner: Watch, outer: asyncio.Future) -> Watch:
         """The caller-side ``Watch`` for ``inner`` (already relaying into ``outer``)."""

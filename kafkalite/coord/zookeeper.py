@@ -739,15 +739,27 @@ class AiozkSession(CoordSession):
             async with asyncio.timeout(self.timeout_ms / 1000 + self.connection_timeout_ms / 1000):
                 response = await self._zk.send(request)
         except exc.ZKError as error:
-            converted = _convert(error, path)
-            if isinstance(converted, SessionExpired | ConnectionLoss):
-                self._raise_if_terminal(self.state)
-            raise converted from None
+            # aiozk's error, kept by its request's future, took a traceback through the frames
+            # holding that future and the request: a reference cycle, kept for the process's
+            # life once frozen (decision 0072). Cleared, and ours raised outside the handler
+            # (no context) with its name dropped as it leaves (this frame, kept by its
+            # traceback, would refer back to it).
+            error.__traceback__ = None
+            failure: CoordError = _convert(error, path)
+            terminal = isinstance(failure, SessionExpired | ConnectionLoss)
         except TimeoutError:
-            raise ConnectionLoss("ZooKeeper request timed out", path=path) from None
-        if self._zk.session_id != self._session_id:
-            raise SessionExpired(f"session 0x{self._session_id:x} expired", path=path)
-        return response
+            failure = ConnectionLoss("ZooKeeper request timed out", path=path)
+            terminal = False
+        else:
+            if self._zk.session_id != self._session_id:
+                raise SessionExpired(f"session 0x{self._session_id:x} expired", path=path)
+            return response
+        try:
+            if terminal:
+                self._raise_if_terminal(self.state)
+            raise failure
+        finally:
+            del failure
 
     def _watch(self, path: str, kinds: Sequence[int]) -> tuple[Watch, Callable[..., None]]:
         """Register local callbacks for ``kinds`` before the read (an event may follow the reply

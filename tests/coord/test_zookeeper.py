@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 
 import pytest
 
@@ -13,6 +14,7 @@ from kafkalite.coord import (
     CreateOp,
     CreateResult,
     EventType,
+    NodeExists,
     NoNode,
     SessionState,
     WatchEvent,
@@ -200,5 +202,37 @@ async def test_a_bulk_read_cut_by_a_dropped_connection_raises_connection_loss(ow
         await wait_state(session, SessionState.CONNECTED, timeout=10)
         again = await session.get_data_many(paths[:1000])
         assert [data for data, _ in again] == [b"x" * 100] * 1000
+    finally:
+        await store.close()
+
+
+async def test_a_refused_request_leaves_no_reference_cycle(zookeeper_server):
+    """NodeExists and NoNode, ZooKeeper's everyday refusals (a path ensured, a node looked up
+    that is gone), are freed by reference counting with the cyclic collector off: a broker
+    process freezes what survives its full collections (kafkalite/observability/gc_freeze.py),
+    and an error whose traceback ran through the frames holding it and its request would be
+    kept for the process's life, a few objects at each refusal (decision 0072)."""
+    store = open_store(zookeeper_server.connect_string("/cycles"), None, 4000)
+    try:
+        session = await store.open_session()
+        await session.create("/taken", b"x", makepath=True)
+        was = gc.isenabled()
+        gc.collect()  # what earlier tests left: only this test's garbage is looked for
+        gc.disable()
+        try:
+            for _ in range(3):
+                with pytest.raises(NodeExists):
+                    await session.create("/taken", b"x")
+                with pytest.raises(NoNode):
+                    await session.get_data("/gone")
+            gc.set_debug(gc.DEBUG_SAVEALL)
+            gc.collect()
+            kept = [type(o).__name__ for o in gc.garbage if isinstance(o, BaseException)]
+        finally:
+            gc.garbage.clear()
+            gc.set_debug(0)
+            if was:
+                gc.enable()
+        assert kept == []
     finally:
         await store.close()
