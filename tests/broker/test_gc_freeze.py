@@ -12,7 +12,6 @@ No timing is asserted (bench/broker_loop_bench.py measures the collector's passe
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import weakref
 
@@ -34,19 +33,9 @@ from kafkalite.protocol.types import TopicPartition
 from kafkalite.storage.config import LogConfig
 from kafkalite.storage.log import Log
 from tests.broker.conftest import MockTime, batch, leader_state
+from tests.collector import collector_off
 
 BROKER = 1
-
-
-@contextlib.contextmanager
-def collector_off():
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 async def host(rm, topic: str, n: int) -> None:

@@ -5,7 +5,6 @@ endpoint's request/response mapping."""
 from __future__ import annotations
 
 import asyncio
-import gc
 import weakref
 from types import SimpleNamespace
 
@@ -30,6 +29,7 @@ from kafkalite.protocol.records import iter_batch_headers
 from kafkalite.protocol.types import TopicPartition
 from kafkalite.storage.config import LogConfig
 from kafkalite.storage.log_manager import LogManager
+from tests.collector import collector_off
 
 from .conftest import batch, leader_state, wait_until
 
@@ -636,13 +636,8 @@ async def test_an_idle_fetcher_shut_down_is_freed_by_reference_counting(cluster)
     await produce(b1, batch(2))
     await wait_until(lambda: cluster.log(2).log_end_offset == 2)
     held = weakref.ref(b2.replica_fetcher_manager.fetchers[(1, 0)])
-    was = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_off():
         await cluster.leader_and_isr(leader=2, epoch=1, isr=(1, 2))
         await b2.replica_fetcher_manager.shutdown_idle_fetchers()
         assert (1, 0) not in b2.replica_fetcher_manager.fetchers
         assert held() is None
-    finally:
-        if was:
-            gc.enable()

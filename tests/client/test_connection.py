@@ -1,7 +1,5 @@
 import asyncio
-import contextlib
 import datetime
-import gc
 import weakref
 
 import pytest
@@ -12,6 +10,7 @@ from kafkalite.client.messages import build_message
 from kafkalite.protocol.api import CODEC_VERSIONS, ApiKey, request_class, response_class
 from kafkalite.protocol.errors import ErrorCode, KafkaError, UnsupportedVersionError
 from kafkalite.protocol.frames import encode_response
+from tests.collector import collector_off
 from tests.loop_turns import next_turn
 
 from .fake_broker import FakeBroker
@@ -363,17 +362,6 @@ class _Payload:
     weakly referenced, to tell whether anything still holds it."""
 
 
-@contextlib.contextmanager
-def _collector_off():
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
 @pytest.mark.parametrize("fail", ["connection lost", "timeout"])
 async def test_a_failed_request_is_freed_without_the_cyclic_collector(broker, fail):
     """A request that fails (the connection lost, or timed out) leaves no reference cycle
@@ -382,7 +370,7 @@ async def test_a_failed_request_is_freed_without_the_cyclic_collector(broker, fa
     its full collections (kafkalite/observability/gc_freeze.py), and frozen cyclic garbage is
     never freed: a controller's request to a dead broker would keep its partition states."""
     broker.handlers[ApiKey.LIST_OFFSETS] = lambda h, r: None  # never answers
-    with _collector_off():
+    with collector_off():
         payload = _Payload()
         held = weakref.ref(payload)
 

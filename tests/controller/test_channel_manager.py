@@ -33,6 +33,7 @@ from kafkalite.protocol.types import TopicPartition
 from kafkalite.zk.data import new_topic_id
 from kafkalite.zk.types import Broker, EndPoint
 from tests.client.fake_broker import FakeBroker
+from tests.collector import collector_off, cyclic_garbage
 
 from .shell_support import eventually, round_trip
 
@@ -414,17 +415,6 @@ async def test_each_request_has_a_delivery_future():
     await manager.shutdown()
 
 
-def _cyclic_garbage(*types):
-    """What a collection finds of ``types`` that reference counting did not free."""
-    gc.set_debug(gc.DEBUG_SAVEALL)
-    try:
-        gc.collect()
-        return [o for o in gc.garbage if isinstance(o, types)]
-    finally:
-        gc.garbage.clear()
-        gc.set_debug(0)
-
-
 async def test_a_removed_channel_leaves_its_requests_to_reference_counting():
     """A channel removed while a request is in flight (its broker dead or gone) frees that
     request, and the last one answered, by reference counting: a broker process freezes what
@@ -438,10 +428,8 @@ async def test_a_removed_channel_leaves_its_requests_to_reference_counting():
                 await hold.wait()
             return await super().send(api_key, build)
 
-    was = gc.isenabled()
     gc.collect()  # what earlier tests left: only this test's garbage is looked for
-    gc.disable()
-    try:
+    with collector_off():
         manager = ControllerChannelManager(0, lambda b: Held(b, [], {}), lambda *a: None)
         manager.add_broker(BROKER)
         answered = manager.send_request(leader_and_isr())
@@ -452,12 +440,9 @@ async def test_a_removed_channel_leaves_its_requests_to_reference_counting():
         assert in_flight.result() is None
         del answered, in_flight
         newest = CODEC_VERSIONS[ApiKey.LEADER_AND_ISR][1]
-        kept = _cyclic_garbage(
+        kept = cyclic_garbage(
             LeaderAndIsrRequestData,
             StopReplicaRequestData,
             response_class(ApiKey.LEADER_AND_ISR, newest),
         )
-    finally:
-        if was:
-            gc.enable()
     assert kept == []

@@ -24,6 +24,7 @@ from kafkalite.coord import (
 from kafkalite.coord.embedded import EmbeddedStore
 from kafkalite.coord.zookeeper import AiozkSession, ZooKeeperStore
 from kafkalite.testing import ZooKeeperMissing, ZooKeeperServer, free_port
+from tests.collector import collector_off, cyclic_garbage
 
 from .conftest import started_zookeeper, wait_state
 
@@ -216,23 +217,14 @@ async def test_a_refused_request_leaves_no_reference_cycle(zookeeper_server):
     try:
         session = await store.open_session()
         await session.create("/taken", b"x", makepath=True)
-        was = gc.isenabled()
         gc.collect()  # what earlier tests left: only this test's garbage is looked for
-        gc.disable()
-        try:
+        with collector_off():
             for _ in range(3):
                 with pytest.raises(NodeExists):
                     await session.create("/taken", b"x")
                 with pytest.raises(NoNode):
                     await session.get_data("/gone")
-            gc.set_debug(gc.DEBUG_SAVEALL)
-            gc.collect()
-            kept = [type(o).__name__ for o in gc.garbage if isinstance(o, BaseException)]
-        finally:
-            gc.garbage.clear()
-            gc.set_debug(0)
-            if was:
-                gc.enable()
+            kept = cyclic_garbage(BaseException)
         assert kept == []
     finally:
         await store.close()
