@@ -377,8 +377,11 @@ class KafkaConnection:
                 # A peer that stopped reading keeps unsent bytes in the buffer, and a graceful
                 # close waits for them forever: drop the connection instead.
                 self._writer.transport.abort()
-            except (OSError, RuntimeError):
-                pass
+            except (OSError, RuntimeError) as error:
+                # A reset by the peer, kept by the stream's close waiter: raised here it took a
+                # traceback through this frame, and so back to this connection (a cycle, kept
+                # for the process's life once frozen; decision 0072).
+                error.__traceback__ = None
 
     async def __aenter__(self) -> KafkaConnection:
         await self.connect()

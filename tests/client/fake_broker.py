@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import struct
 from collections.abc import Callable
 from typing import Any
@@ -76,6 +77,13 @@ class FakeBroker:
 
     def drop_connections(self) -> None:
         for writer in list(self._writers):
+            writer.transport.abort()
+
+    def reset_connections(self) -> None:
+        """Close every connection with a reset (RST), as the kernel of a killed peer does."""
+        for writer in list(self._writers):
+            sock = writer.get_extra_info("socket")
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             writer.transport.abort()
 
     def requests_of(self, api_key: int) -> list[tuple[RequestHeader, Any]]:

@@ -390,3 +390,20 @@ async def test_a_failed_request_is_freed_without_the_cyclic_collector(broker, fa
         await next_turn()  # the finished task's done callbacks run, and let it go
         assert held() is None  # the connection, which keeps its error, still open here
         await conn.close()
+
+
+async def test_a_connection_reset_by_its_peer_is_freed_once_closed(broker):
+    """A peer killed mid-connection resets it, and closing then raises the reset from the
+    stream's close waiter, which keeps it: the error's traceback must not stay with it (a
+    cycle through the closing frames back to the connection, kept for the process's life once
+    frozen; decision 0072). With the cyclic collector off, the closed connection is freed."""
+    conn = KafkaConnection("127.0.0.1", broker.port)
+    await conn.connect()
+    held = weakref.ref(conn)
+    with collector_off():
+        broker.reset_connections()
+        await _until(lambda c=conn: not c.connected)
+        await conn.close()
+        del conn
+        await next_turn()  # the read task's and the transport's last callbacks
+        assert held() is None
