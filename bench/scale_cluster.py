@@ -393,11 +393,18 @@ class ClusterBench:
         base: Path,
         session_timeout_ms: int,
         broker_config: dict[str, str] | None = None,
-        env: dict[str, str] | None = None,
+        gc_census: bool = False,
     ) -> None:
         self.census_out: Path | None = None
         """Where GC_CENSUS_HOOK writes (``--gc-census``); None: no census."""
         self.gc_census: dict[str, dict[int, Any]] = {}
+        env = None
+        if gc_census:
+            hook_dir = base / "gc-census"
+            hook_dir.mkdir()
+            (hook_dir / "sitecustomize.py").write_text(GC_CENSUS_HOOK)
+            self.census_out = hook_dir / "census"
+            env = {"PYTHONPATH": str(hook_dir), "SCALE_GC_CENSUS_OUT": str(self.census_out)}
         self.zk = ZooKeeperServer(base / "zk", max_session_timeout_ms=60000)
         self.zk.start()
         self.admin_ports = {b: free_port() for b in BROKER_IDS}
@@ -588,22 +595,14 @@ def main(
         else:
             tmp = keep_dir
             Path(tmp).mkdir(parents=True, exist_ok=True)
-        census_out = Path(tmp) / "gc-census" / "census"
-        env = None
-        if gc_census:
-            census_out.parent.mkdir()
-            (census_out.parent / "sitecustomize.py").write_text(GC_CENSUS_HOOK)
-            env = {"PYTHONPATH": str(census_out.parent), "SCALE_GC_CENSUS_OUT": str(census_out)}
-        bench = ClusterBench(Path(tmp), session_timeout_ms, broker_config, env)
-        if gc_census:
-            bench.census_out = census_out
+        bench = ClusterBench(Path(tmp), session_timeout_ms, broker_config, gc_census)
         load = None
         try:
             if load_rate > 0:
                 load = start_load(bench, load_rate)
             _run(bench, figures, partitions, topics, topic_partitions, skip)
             if gc_census:
-                bench.take_gc_census()
+                bench.take_gc_census()  # the last phase's
                 figures["gc_census"] = bench.gc_census
         except PhaseTimeout as error:
             figures["error"] = str(error)

@@ -15,10 +15,13 @@ from collections.abc import Iterator
 
 
 @contextlib.contextmanager
-def collector_off() -> Iterator[None]:
-    """The cyclic collector paused, and on again after if it was. A test that then looks for
-    ``cyclic_garbage`` collects first, so that it finds only what its block made."""
+def collector_off(*, collect_first: bool = False) -> Iterator[None]:
+    """The cyclic collector paused, and on again after if it was. ``collect_first``: what
+    earlier tests left is collected before, so that ``cyclic_garbage`` finds only what the
+    block made."""
     was = gc.isenabled()
+    if collect_first:
+        gc.collect()
     gc.disable()
     try:
         yield

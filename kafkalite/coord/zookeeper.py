@@ -746,17 +746,15 @@ class AiozkSession(CoordSession):
             # traceback, would refer back to it).
             error.__traceback__ = None
             failure: CoordError = _convert(error, path)
-            terminal = isinstance(failure, SessionExpired | ConnectionLoss)
+            if isinstance(failure, SessionExpired | ConnectionLoss):
+                self._raise_if_terminal(self.state)
         except TimeoutError:
             failure = ConnectionLoss("ZooKeeper request timed out", path=path)
-            terminal = False
         else:
             if self._zk.session_id != self._session_id:
                 raise SessionExpired(f"session 0x{self._session_id:x} expired", path=path)
             return response
         try:
-            if terminal:
-                self._raise_if_terminal(self.state)
             raise failure
         finally:
             del failure

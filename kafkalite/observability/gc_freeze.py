@@ -150,12 +150,15 @@ class GcFreezer:
     def _set_thresholds(self) -> None:
         """Full passes after ``FULL_PASS_AFTER_MIDDLE`` middle ones while freezing, CPython's
         own thresholds otherwise (as they were at the install)."""
-        if self.min_objects > 0:
-            if self._thresholds_before is None:
-                self._thresholds_before = gc.get_threshold()
-                young, middle, _old = self._thresholds_before
-                gc.set_threshold(young, middle, FULL_PASS_AFTER_MIDDLE)
-        elif self._thresholds_before is not None:
+        if self.min_objects <= 0:
+            self._restore_thresholds()
+        elif self._thresholds_before is None:
+            self._thresholds_before = gc.get_threshold()
+            young, middle, _old = self._thresholds_before
+            gc.set_threshold(young, middle, FULL_PASS_AFTER_MIDDLE)
+
+    def _restore_thresholds(self) -> None:
+        if self._thresholds_before is not None:
             gc.set_threshold(*self._thresholds_before)
             self._thresholds_before = None
 
@@ -163,9 +166,7 @@ class GcFreezer:
         if self._installed:
             gc.callbacks.remove(self.on_collection)
             self._installed = False
-        if self._thresholds_before is not None:
-            gc.set_threshold(*self._thresholds_before)
-            self._thresholds_before = None
+        self._restore_thresholds()
 
 
 _freezer: GcFreezer | None = None

@@ -41,13 +41,18 @@ print(json.dumps(counts))
 """
 
 
-def test_the_census_hook_counts_names_and_frees_what_a_freeze_kept(tmp_path):
+def hooked_env(tmp_path) -> dict[str, str]:
+    """An environment whose Python runs the census hook as its sitecustomize."""
     (tmp_path / "sitecustomize.py").write_text(scale_cluster.GC_CENSUS_HOOK)
-    env = {
+    return {
         **os.environ,
         "PYTHONPATH": str(tmp_path),
         "SCALE_GC_CENSUS_OUT": str(tmp_path / "census"),
     }
+
+
+def test_the_census_hook_counts_names_and_frees_what_a_freeze_kept(tmp_path):
+    env = hooked_env(tmp_path)
     done = subprocess.run(
         [sys.executable, "-c", CHILD, "serve"],
         env=env,
@@ -65,12 +70,7 @@ def test_the_census_hook_counts_names_and_frees_what_a_freeze_kept(tmp_path):
 
 
 def test_the_hook_stays_out_of_processes_that_are_not_brokers(tmp_path):
-    (tmp_path / "sitecustomize.py").write_text(scale_cluster.GC_CENSUS_HOOK)
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(tmp_path),
-        "SCALE_GC_CENSUS_OUT": str(tmp_path / "census"),
-    }
+    env = hooked_env(tmp_path)
     code = "import signal; print(signal.getsignal(signal.SIGUSR2) is signal.SIG_DFL)"
     done = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True

@@ -3,7 +3,6 @@ and retries, and the real KafkaConnection transport against a wire-level fake br
 
 import asyncio
 import dataclasses
-import gc
 
 import pytest
 from hypothesis import given, settings
@@ -428,8 +427,7 @@ async def test_a_removed_channel_leaves_its_requests_to_reference_counting():
                 await hold.wait()
             return await super().send(api_key, build)
 
-    gc.collect()  # what earlier tests left: only this test's garbage is looked for
-    with collector_off():
+    with collector_off(collect_first=True):
         manager = ControllerChannelManager(0, lambda b: Held(b, [], {}), lambda *a: None)
         manager.add_broker(BROKER)
         answered = manager.send_request(leader_and_isr())
