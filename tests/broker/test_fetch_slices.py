@@ -415,7 +415,11 @@ async def test_a_read_that_does_not_satisfy_min_bytes_waits_again_then_times_out
         with tiny_slices():
             task, operation = await waiting_fetch(leader, max_wait_ms=5_000, min_bytes=1 << 20)
             await leader.rm.append_records(1000, 1, {TPS[1]: batch(1)})
-            await wait_until(lambda: operation.reads == 1 and not operation.news)
+            # read once and waiting again (re-armed): `reads` counts a read from its start, and a
+            # timer that fired while that read was under way would be answered by that read
+            await wait_until(
+                lambda: operation.reads == 1 and not operation.news and not operation.wake.done()
+            )
             assert not task.done() and leader.rm.fetch_purgatory.watched(TPS[1]) == 1
             mock_time.advance(5_000)
             result = await asyncio.wait_for(task, 10)
