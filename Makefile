@@ -24,9 +24,10 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
-# the editable install also builds the validator's C walk in place (setup.py: an optional
-# extension, skipped with a warning when there is no C compiler); a change to it reinstalls
-EXT := setup.py kafkalite/schema_registry/_walk.c
+# the editable install also builds the C extensions in place, the validator's walk and the
+# release of empty pools (setup.py: optional extensions, skipped with a warning when there is no
+# C compiler); a change to one reinstalls
+EXT := setup.py kafkalite/schema_registry/_walk.c kafkalite/network/_pools.c
 
 $(STAMP): pyproject.toml $(EXT) | $(BIN)/python
 	$(BIN)/pip install --quiet -e .
@@ -44,7 +45,8 @@ venv: $(STAMP)
 
 # Debian packages the tests start for real: ZooKeeper (with a Java runtime), kcat, redis-server,
 # chromium and its driver (the admin console is tested in a headless browser); gcc and Python's
-# headers build the validator's C walk, which the tests check against the Python walk.
+# headers build the C extensions (the validator's walk, which the tests check against the Python
+# walk, and the release of empty pools).
 debs:
 	@missing=""; for p in $(DEB_PACKAGES); do \
 	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \

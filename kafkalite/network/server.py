@@ -31,9 +31,11 @@ closes has been quiet for `TRIM_DELAY_SECONDS`, the server gives back what the b
 `_connections` is copied into a set of its present size when it has shrunk to a quarter of its
 peak (a Python set never shrinks its table: 10,000 connections left 1 MiB behind), and glibc's
 `malloc_trim(0)` returns the free pages of the C heap to the OS, on an executor thread (it
-walks the whole heap) and at most once per `TRIM_MIN_INTERVAL_SECONDS`. What CPython's
-small-object allocator keeps (an arena with one live object left is not returned) is not
-something the server can give back; see docs/decisions/0040-memory-after-connections-close.md.
+walks the whole heap) and at most once per `TRIM_MIN_INTERVAL_SECONDS`. CPython's small-object
+allocator returns an arena only once every object in it is freed, and the broker's steady work
+keeps a few objects in every arena of a burst (decisions 0040 and 0067); the C extension
+`_pools` gives back all but the first page of each empty 16 KiB pool in those arenas (decision
+0074), on the loop, right before the trim.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import functools
+import os
 import resource
 import socket
 import time
@@ -48,7 +51,7 @@ from typing import Any
 
 import structlog
 
-from kafkalite.config import Endpoint
+from kafkalite.config import NO_NATIVE_ENV, Endpoint
 from kafkalite.network.connection import (
     DEFAULT_MAX_IN_FLIGHT,
     ConnectionInfo,
@@ -91,6 +94,38 @@ _libc_malloc_trim = getattr(_libc, "malloc_trim", None)
 """Looked up once, at import: ctypes makes the function object (and its dicts) on first use,
 which would otherwise be at the end of the first burst of closes, among the objects that pin
 that burst's arenas (decision 0067)."""
+
+
+def _pool_release() -> Any:
+    """`_pools.release`, or None without the C extension or with KAFKALITE_NO_NATIVE set.
+
+    Imported with this module, early in a broker's start: the extension keeps the address of
+    every arena CPython allocates from its import on, and only those arenas are visited."""
+    if os.environ.get(NO_NATIVE_ENV, "") not in ("", "0"):
+        return None
+    try:
+        from kafkalite.network import _pools  # type: ignore[attr-defined]
+    except ImportError:  # built without a C compiler: the empty pools stay resident
+        return None
+    return _pools.release
+
+
+_release_empty_pools = _pool_release()
+
+
+def release_empty_pools() -> tuple[int, int, int] | None:
+    """Give back the pages of the empty pools in CPython's arenas (decision 0074): (arenas
+    visited, pools, bytes), or None when the extension is missing or found a layout it does
+    not know (said once in the log; nothing is changed then)."""
+    global _release_empty_pools
+    if _release_empty_pools is None:
+        return None
+    try:
+        return _release_empty_pools()
+    except RuntimeError as e:
+        _release_empty_pools = None
+        log.warning("empty pools are not given back: the allocator's layout", reason=str(e))
+        return None
 
 
 def raise_open_file_limit() -> int:
@@ -356,6 +391,13 @@ class SocketServer:
         self._closed_since_trim = 0
         self._last_trim = now
         self.shrink_tables()
+        # on the loop: it holds the GIL throughout (no object may be allocated while it looks),
+        # so a thread would hold the loop as long; about 1 ms per 100 arenas, plus 3 us per pool
+        released = release_empty_pools()
+        if released is not None:
+            log.debug(
+                "empty pools given back", arenas=released[0], pools=released[1], bytes=released[2]
+            )
         try:
             loop.run_in_executor(None, _malloc_trim).add_done_callback(_retrieve_outcome)
         except RuntimeError:  # the loop's executor already shut down (the broker stopping)

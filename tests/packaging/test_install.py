@@ -96,12 +96,15 @@ def test_make_dist_gives_a_wheel_and_an_sdist_with_the_license(dist: Path) -> No
     with tarfile.open(sdist) as t:
         assert any(n.endswith("/LICENSE") for n in t.getnames())
         in_sdist = t.getnames()
-    # the validator's C walk: compiled into a platform wheel, its source in the sdist only
+    # the C extensions (the validator's walk, the empty pools' release): compiled into a
+    # platform wheel, their sources in the sdist only
     tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
     assert wheel.name == f"kafkalite-0.1.0-{tag}-{tag}-linux_x86_64.whl", wheel.name
     assert any(re.fullmatch(r"kafkalite/schema_registry/_walk\.cpython-.*\.so", n) for n in names)
+    assert any(re.fullmatch(r"kafkalite/network/_pools\.cpython-.*\.so", n) for n in names)
     assert not any(n.endswith(".c") for n in names)
     assert any(n.endswith("/kafkalite/schema_registry/_walk.c") for n in in_sdist)
+    assert any(n.endswith("/kafkalite/network/_pools.c") for n in in_sdist)
     assert not any(n.endswith(".so") for n in in_sdist)
 
 
@@ -216,7 +219,8 @@ def test_the_installed_broker_serves_a_real_client(venv: Path, served) -> None:
         [
             str(venv / "bin" / "python"),
             "-c",
-            "from kafkalite.schema_registry import validation; print(validation._walk)",
+            "from kafkalite.schema_registry import validation; print(validation._walk); "
+            "from kafkalite.network import server; print(server._release_empty_pools)",
         ],
         cwd=venv,  # not this checkout, whose kafkalite `-c` would import
         env=env,
@@ -224,6 +228,7 @@ def test_the_installed_broker_serves_a_real_client(venv: Path, served) -> None:
         text=True,
     )
     assert f"{venv}" in native.stdout and "_walk" in native.stdout, native.stdout + native.stderr
+    assert "built-in function release" in native.stdout, native.stdout + native.stderr
     created = subprocess.run(
         [
             str(venv / "bin" / "kafkalite"),
