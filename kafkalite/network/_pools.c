@@ -19,8 +19,9 @@
  * The pool header is CPython's private struct pool_header, unchanged from 3.8 to 3.13. Before
  * changing anything, release() checks every carved pool of every arena against what that
  * layout implies (size class in range, the offsets the size class gives, the block count
- * within the pool, one arena index per arena); one pool that does not fit and the module
- * changes nothing, now or later, and says why. It runs with the GIL held, as every call into
+ * within the pool, one arena index per arena); one pool that does not fit, or an arena
+ * allocator installed after this one (which would free arenas this one never hears of), and the
+ * module changes nothing, now or later, and says why. It runs with the GIL held, as every call into
  * the allocator does, so no pool changes state while it looks.
  */
 #define PY_SSIZE_T_CLEAN
@@ -155,6 +156,17 @@ release(PyObject *self, PyObject *unused)
 {
     (void)self;
     (void)unused;
+    if (!broken) {
+        /* replaced since import: arenas freed from then on are not forgotten, and an address
+         * kept may be mapped by something else now */
+        PyObjectArenaAllocator current;
+        PyObject_GetArenaAllocator(&current);
+        if (current.alloc != arena_alloc || current.free != arena_free) {
+            broken = 1;
+            snprintf(broken_reason, sizeof broken_reason,
+                     "the arena allocator was replaced after kafkalite.network._pools was imported");
+        }
+    }
     if (broken) {
         PyErr_SetString(PyExc_RuntimeError, broken_reason);
         return NULL;
