@@ -2,7 +2,7 @@
 
     PYTHONPATH=. .venv/bin/python bench/scale_connections.py [--connections 10000]
         [--baseline-src DIR] [--pythonmalloc malloc] [--jemalloc /path/to/libjemalloc.so.2]
-        [--census FILE]
+        [--census FILE] [--pools]
 
 One `kafkalite serve` subprocess on a free port (admin API on, for /metrics), then:
 
@@ -38,6 +38,11 @@ before and after (`sys._debugmallocstats()`), the traced blocks still alive by t
 frame that made them, the objects among them (reached from the garbage collector) by place and
 by MiB of address (an arena is 1 MiB). Tracing slows the broker, so the RSS figures of a census
 run are not comparable with those of a plain one.
+`--pools` (decision 0074) reads, inside each broker, `kafkalite.network._pools.census()`
+before the first burst, with its connections open and after they closed: the arenas tracked,
+their resident pages, and the empty and used pools with the resident pages of each (a
+sitecustomize hook, POOLS_HOOK, answering SIGUSR2; `{"available": false}` for a tree without
+the extension). It cannot be combined with `--census`, which uses the same signal.
 Figures are printed, never asserted. `run()` returns the same dict for bench/scale.py.
 """
 
@@ -219,6 +224,34 @@ signal.signal(signal.SIGUSR2, _dump)
 """
 
 
+POOLS_HOOK = r"""
+# Written as sitecustomize.py into a directory on the broker's PYTHONPATH by
+# bench/scale_connections.py --pools: SIGUSR2 writes kafkalite.network._pools.census() (the
+# resident pages of CPython's arenas by empty and used pool, decision 0074) as JSON to
+# $SCALE_POOLS_OUT.
+import os
+import signal
+
+
+def _pools_census(signum, frame):
+    import json
+
+    try:
+        from kafkalite.network import _pools
+
+        report = _pools.census()
+    except ImportError:  # a tree without the extension
+        report = {"available": False}
+    path = os.environ["SCALE_POOLS_OUT"]
+    with open(path + ".part", "w") as out:
+        json.dump(report, out)
+    os.replace(path + ".part", path)
+
+
+signal.signal(signal.SIGUSR2, _pools_census)
+"""
+
+
 def raise_open_file_limit() -> int:
     """Soft RLIMIT_NOFILE up to the hard limit (as the JVM does for Kafka); the new soft limit."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -256,19 +289,29 @@ def settled_memory_kib(pid: int, quiet_s: float = 2.0, limit_s: float = 15.0) ->
     return memory_kib(pid)
 
 
-def census_env(env: dict[str, str] | None, tmp: Path, out: Path) -> dict[str, str]:
-    """The broker's environment with CENSUS_HOOK as its sitecustomize (after the tree's own
-    PYTHONPATH, this tree's unless `env` names another) writing to `out`."""
+def census_env(
+    env: dict[str, str] | None, tmp: Path, out: Path, hook: str = CENSUS_HOOK
+) -> dict[str, str]:
+    """The broker's environment with `hook` (CENSUS_HOOK or POOLS_HOOK) as its sitecustomize
+    (after the tree's own PYTHONPATH, this tree's unless `env` names another) writing to
+    `out`."""
     hook_dir = tmp / "census-hook"
     hook_dir.mkdir()
-    (hook_dir / "sitecustomize.py").write_text(CENSUS_HOOK)
+    (hook_dir / "sitecustomize.py").write_text(hook)
     env = dict(env or {})
     tree = env.get("PYTHONPATH", str(Path(__file__).resolve().parents[1]))
     env["PYTHONPATH"] = f"{tree}:{hook_dir}"
-    env["SCALE_CENSUS_OUT"] = str(out)
+    env["SCALE_POOLS_OUT" if hook is POOLS_HOOK else "SCALE_CENSUS_OUT"] = str(out)
     for stale in (out, Path(f"{out}.started")):
         stale.unlink(missing_ok=True)
     return env
+
+
+def pools_census(pid: int, out: Path) -> dict:
+    """The broker's `_pools.census()`, through POOLS_HOOK."""
+    out.unlink(missing_ok=True)
+    signal_and_wait(pid, signal.SIGUSR2, out)
+    return json.loads(out.read_text())
 
 
 def signal_and_wait(pid: int, signum: int, written: Path) -> None:
@@ -387,6 +430,7 @@ def run(
     report: Callable[[str], None] = print,
     env: dict[str, str] | None = None,
     census: Path | None = None,
+    pools: bool = False,
 ) -> dict:
     """Measure; return the figures (also reported through `report`, one line per phase).
 
@@ -398,8 +442,14 @@ def run(
         raise RuntimeError(f"RLIMIT_NOFILE hard limit {limit} is below {connections} connections")
     rounds_out = []
     with tempfile.TemporaryDirectory(prefix="kl-scale-") as tmp:
+        if census is not None and pools:
+            raise ValueError("--census and --pools both answer SIGUSR2: one at a time")
         if census is not None:
             env = census_env(env, Path(tmp), census)
+        pools_out = Path(tmp) / "pools.json"
+        pools_seen: dict[str, dict] = {}
+        if pools:
+            env = census_env(env, Path(tmp), pools_out, POOLS_HOOK)
         admin_url = f"http://127.0.0.1:{free_port()}"
         broker = Broker(
             data_dir=tmp,
@@ -421,6 +471,8 @@ def run(
             report(f"before: {before} ({base_count:.0f} connections)")
             if census is not None:
                 signal_and_wait(pid, signal.SIGUSR1, Path(f"{census}.started"))
+            if pools:
+                pools_seen["before"] = pools_census(pid, pools_out)
             for round_ in range(rounds):
                 probes = lag_probes(admin_url)
                 started = time.monotonic()
@@ -428,6 +480,8 @@ def run(
                 opened_s = time.monotonic() - started
                 wait_for_connections(admin_url, lambda c: c >= base_count + connections)
                 with_conns = settled_memory_kib(pid)
+                if pools and round_ == 0:
+                    pools_seen["with"] = pools_census(pid, pools_out)
                 lag_opening = lag_during(probes, probes := lag_probes(admin_url))
                 report(f"round {round_}: with {connections} idle connections: {with_conns}")
                 meanwhile = produce_and_consume(
@@ -446,6 +500,9 @@ def run(
                 if census is not None and round_ == 0:
                     signal_and_wait(pid, signal.SIGUSR2, census)
                     report(f"census of what the burst left alive: {census}")
+                if pools and round_ == 0:
+                    pools_seen["after"] = pools_census(pid, pools_out)
+                    report(f"CPython's pools before / with / after: {pools_seen}")
                 rounds_out.append(
                     {
                         "open_seconds": round(opened_s, 2),
@@ -499,6 +556,7 @@ def run(
             "met": clients_ok,
         },
         "warm_up": warm,
+        **({"pools_census": pools_seen} if pools else {}),
     }
 
 
@@ -521,7 +579,14 @@ def main() -> None:
         type=Path,
         help="write what the first burst left alive in each broker to CENSUS.<label>.json",
     )
+    parser.add_argument(
+        "--pools",
+        action="store_true",
+        help="read each broker's _pools.census() before, with and after the first burst",
+    )
     args = parser.parse_args()
+    if args.census and args.pools:
+        parser.error("--census and --pools both answer SIGUSR2: one at a time")
 
     def measure(label: str, env: dict[str, str] | None) -> dict:
         return run(
@@ -535,6 +600,7 @@ def main() -> None:
                 if args.census
                 else None
             ),
+            pools=args.pools,
         )
 
     candidate_env = {"PYTHONMALLOC": args.pythonmalloc} if args.pythonmalloc else {}

@@ -45,3 +45,18 @@ def test_a_census_run_writes_what_the_burst_left_alive(tmp_path):
     # the hook's own work is not counted
     assert not any("sitecustomize" in p["where"] for p in alive["by_place"])
     assert any(str(out) in line for line in lines)
+
+
+def test_a_pools_run_reads_cpythons_pools_at_three_moments():
+    lines = []
+    result = scale_connections.run(
+        connections=50, records=10, rounds=1, report=lines.append, pools=True
+    )
+    seen = result["pools_census"]
+    assert set(seen) == {"before", "with", "after"}
+    for census in seen.values():
+        # the broker's own extension answered (a tree without it says "available": false)
+        assert census["arenas"] > 0 and census["page_size"] > 0
+        assert census["resident_pages"] >= census["empty_pool_pages"] + census["used_pool_pages"]
+        assert census["used_pools"] > 0
+    assert any("CPython's pools" in line for line in lines)
