@@ -115,8 +115,9 @@ _release_empty_pools = _pool_release()
 
 def release_empty_pools() -> tuple[int, int, int] | None:
     """Give back the pages of the empty pools in CPython's arenas (decision 0074): (arenas
-    visited, pools, bytes), or None when the extension is missing or found a layout it does
-    not know (said once in the log; nothing is changed then)."""
+    visited, pools, bytes), or None when the extension is missing or has stopped (a pool
+    header it does not recognise, an arena allocator installed after it: said once in the log,
+    and nothing is changed then or later)."""
     global _release_empty_pools
     if _release_empty_pools is None:
         return None
@@ -124,7 +125,7 @@ def release_empty_pools() -> tuple[int, int, int] | None:
         return _release_empty_pools()
     except RuntimeError as e:
         _release_empty_pools = None
-        log.warning("empty pools are not given back: the allocator's layout", reason=str(e))
+        log.warning("empty pools are no longer given back", reason=str(e))
         return None
 
 

@@ -145,3 +145,16 @@ def test_objects_keep_their_values_across_any_mix_of_allocation_and_release(step
 
 def test_the_servers_release_goes_through_the_extension():
     assert server.release_empty_pools() is not None
+
+
+def test_once_the_extension_stops_the_server_stops_asking(monkeypatch):
+    calls = []
+
+    def stopped():
+        calls.append(1)
+        raise RuntimeError("pool 0x1 does not fit CPython's pool header")
+
+    monkeypatch.setattr(server, "_release_empty_pools", stopped)
+    assert server.release_empty_pools() is None
+    assert server.release_empty_pools() is None
+    assert calls == [1]  # asked once; the second call had nothing to ask
