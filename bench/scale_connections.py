@@ -290,18 +290,22 @@ def settled_memory_kib(pid: int, quiet_s: float = 2.0, limit_s: float = 15.0) ->
 
 
 def census_env(
-    env: dict[str, str] | None, tmp: Path, out: Path, hook: str = CENSUS_HOOK
+    env: dict[str, str] | None,
+    tmp: Path,
+    out: Path,
+    hook: str = CENSUS_HOOK,
+    out_variable: str = "SCALE_CENSUS_OUT",
 ) -> dict[str, str]:
-    """The broker's environment with `hook` (CENSUS_HOOK or POOLS_HOOK) as its sitecustomize
-    (after the tree's own PYTHONPATH, this tree's unless `env` names another) writing to
-    `out`."""
+    """The broker's environment with `hook` (CENSUS_HOOK, or POOLS_HOOK with
+    SCALE_POOLS_OUT) as its sitecustomize (after the tree's own PYTHONPATH, this tree's unless
+    `env` names another) writing to `out`, named by `out_variable`."""
     hook_dir = tmp / "census-hook"
     hook_dir.mkdir()
     (hook_dir / "sitecustomize.py").write_text(hook)
     env = dict(env or {})
     tree = env.get("PYTHONPATH", str(Path(__file__).resolve().parents[1]))
     env["PYTHONPATH"] = f"{tree}:{hook_dir}"
-    env["SCALE_POOLS_OUT" if hook is POOLS_HOOK else "SCALE_CENSUS_OUT"] = str(out)
+    env[out_variable] = str(out)
     for stale in (out, Path(f"{out}.started")):
         stale.unlink(missing_ok=True)
     return env
@@ -449,7 +453,7 @@ def run(
         pools_out = Path(tmp) / "pools.json"
         pools_seen: dict[str, dict] = {}
         if pools:
-            env = census_env(env, Path(tmp), pools_out, POOLS_HOOK)
+            env = census_env(env, Path(tmp), pools_out, POOLS_HOOK, "SCALE_POOLS_OUT")
         admin_url = f"http://127.0.0.1:{free_port()}"
         broker = Broker(
             data_dir=tmp,

@@ -33,6 +33,7 @@ Layer 0: no I/O besides reading the properties file the caller names; no asyncio
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -45,8 +46,20 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 ENV_PREFIX = "KAFKALITE_"
 NO_NATIVE_ENV = "KAFKALITE_NO_NATIVE"
-"""Not a config key: set, the schema validator walks records in Python, not its C extension."""
+"""Not a config key: set (to anything but "" or "0"), kafkalite uses none of its optional C
+extensions (the schema validator walks records in Python; empty pools stay resident)."""
 INT_MAX = 2**31 - 1  # Kafka's INT configs
+
+
+def native_module(name: str) -> Any:
+    """The optional C extension ``name``, imported, or None when it was not built (no C
+    compiler at install) or ``NO_NATIVE_ENV`` is set; the environment is read at the call."""
+    if os.environ.get(NO_NATIVE_ENV, "") not in ("", "0"):
+        return None
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
 
 
 class ConfigError(ValueError):

@@ -98,20 +98,33 @@ arena_free(void *ctx, void *p, size_t size)
     wrapped.free(wrapped.ctx, p, size);
 }
 
-/* The residency of every page of an arena's pools, one byte a page (bit 0: resident); 0 when
- * mincore fails. */
 #define MAX_ARENA_PAGES 256u
 
-static int
-residency(uintptr_t first, uintptr_t end, unsigned char *vec)
+/* The page size, or 0 when a pool is a single page or an arena has more pages than a residency
+ * vector holds (nothing to give back, nothing to count). */
+static size_t
+usable_page_size(void)
 {
-    return mincore((void *)first, end - first, vec) == 0;
+    size_t page_size = (size_t)sysconf(_SC_PAGESIZE);
+    if (POOL_SIZE <= page_size || ARENA_SIZE / page_size > MAX_ARENA_PAGES)
+        return 0;
+    return page_size;
+}
+
+/* Arena number a's pools, from `first` (CPython aligns the first to the pool size) to `end`,
+ * and in vec one byte a page from `first` (bit 0: resident); 0 when mincore fails. */
+static int
+arena_pools(size_t a, uintptr_t *first, uintptr_t *end, unsigned char *vec)
+{
+    *first = (arenas[a] + POOL_SIZE - 1) & ~(uintptr_t)(POOL_SIZE - 1);
+    *end = arenas[a] + ARENA_SIZE;
+    return mincore((void *)*first, *end - *first, vec) == 0;
 }
 
 /* 1 when the pool at p looks like one CPython carved, 0 when it was never carved (all zeros),
  * -1 (reason set) when it fits neither. */
 static int
-check_pool(const pool_head *p, size_t pool_size, unsigned int *arena_index, int *first)
+check_pool(const pool_head *p, unsigned int *arena_index, int *first)
 {
     if (p->maxnextoffset == 0 && p->nextoffset == 0 && p->szidx == 0 && p->ref.count == 0)
         return 0;
@@ -122,9 +135,9 @@ check_pool(const pool_head *p, size_t pool_size, unsigned int *arena_index, int 
     }
     else {
         size_t size = (cls + 1) * ALIGN;
-        if (cls >= SIZE_CLASSES || p->maxnextoffset != pool_size - size
-            || p->nextoffset > pool_size || p->nextoffset < POOL_OVERHEAD + size
-            || p->ref.count > (pool_size - POOL_OVERHEAD) / size)
+        if (cls >= SIZE_CLASSES || p->maxnextoffset != POOL_SIZE - size
+            || p->nextoffset > POOL_SIZE || p->nextoffset < POOL_OVERHEAD + size
+            || p->ref.count > (POOL_SIZE - POOL_OVERHEAD) / size)
             goto bad;
     }
     if (*first) {
@@ -141,14 +154,6 @@ bad:
              (const void *)p, p->ref.count, p->szidx, p->nextoffset, p->maxnextoffset,
              p->arenaindex);
     return -1;
-}
-
-/* The carved pools of one arena, after the pool alignment CPython applies to its start. */
-static void
-arena_pools(uintptr_t arena, size_t pool_size, uintptr_t *first, uintptr_t *end)
-{
-    *first = (arena + pool_size - 1) & ~(uintptr_t)(pool_size - 1);
-    *end = arena + ARENA_SIZE;
 }
 
 static PyObject *
@@ -171,12 +176,10 @@ release(PyObject *self, PyObject *unused)
         PyErr_SetString(PyExc_RuntimeError, broken_reason);
         return NULL;
     }
-    size_t pool_size = POOL_SIZE;
-    size_t page_size = (size_t)sysconf(_SC_PAGESIZE);
-    if (pool_size <= page_size || ARENA_SIZE / page_size > MAX_ARENA_PAGES)
+    size_t page_size = usable_page_size();
+    if (page_size == 0)
         return Py_BuildValue("(nnn)", (Py_ssize_t)n_arenas, (Py_ssize_t)0, (Py_ssize_t)0);
-
-    size_t pages_per_pool = pool_size / page_size;
+    size_t pages_per_pool = POOL_SIZE / page_size;
     unsigned char vec[MAX_ARENA_PAGES];
 
     /* every carved pool is checked before any is changed */
@@ -184,13 +187,12 @@ release(PyObject *self, PyObject *unused)
         uintptr_t first, end;
         unsigned int index = 0;
         int first_pool = 1;
-        arena_pools(arenas[a], pool_size, &first, &end);
-        if (!residency(first, end, vec))
+        if (!arena_pools(a, &first, &end, vec))
             continue;
-        for (uintptr_t pool = first; pool + pool_size <= end; pool += pool_size) {
+        for (uintptr_t pool = first; pool + POOL_SIZE <= end; pool += POOL_SIZE) {
             if (!(vec[(pool - first) / page_size] & 1))
                 continue; /* never carved: its header was never written */
-            if (check_pool((const pool_head *)pool, pool_size, &index, &first_pool) < 0) {
+            if (check_pool((const pool_head *)pool, &index, &first_pool) < 0) {
                 broken = 1;
                 PyErr_SetString(PyExc_RuntimeError, broken_reason);
                 return NULL;
@@ -201,10 +203,9 @@ release(PyObject *self, PyObject *unused)
     Py_ssize_t pools = 0, bytes = 0;
     for (size_t a = 0; a < n_arenas; a++) {
         uintptr_t first, end;
-        arena_pools(arenas[a], pool_size, &first, &end);
-        if (!residency(first, end, vec))
+        if (!arena_pools(a, &first, &end, vec))
             continue;
-        for (uintptr_t pool = first; pool + pool_size <= end; pool += pool_size) {
+        for (uintptr_t pool = first; pool + POOL_SIZE <= end; pool += POOL_SIZE) {
             size_t page = (pool - first) / page_size;
             if (!(vec[page] & 1))
                 continue;
@@ -217,7 +218,7 @@ release(PyObject *self, PyObject *unused)
             p->szidx = FRESH_POOL; /* the next use initialises it, reading nothing of its body */
             if (held == 0)
                 continue; /* given back before and untouched since */
-            if (madvise((void *)(pool + page_size), pool_size - page_size, MADV_DONTNEED) != 0)
+            if (madvise((void *)(pool + page_size), POOL_SIZE - page_size, MADV_DONTNEED) != 0)
                 continue;
             pools += 1;
             bytes += (Py_ssize_t)(held * page_size);
@@ -231,16 +232,15 @@ census(PyObject *self, PyObject *unused)
 {
     (void)self;
     (void)unused;
-    size_t page_size = (size_t)sysconf(_SC_PAGESIZE);
-    if (ARENA_SIZE / page_size > MAX_ARENA_PAGES)
+    size_t page_size = usable_page_size();
+    if (page_size == 0)
         return Py_BuildValue("{}");
     unsigned char vec[MAX_ARENA_PAGES];
     size_t pages_per_pool = POOL_SIZE / page_size;
     Py_ssize_t resident_pages = 0, empty = 0, empty_pages = 0, used = 0, used_pages = 0;
     for (size_t a = 0; a < n_arenas; a++) {
         uintptr_t first, end;
-        arena_pools(arenas[a], POOL_SIZE, &first, &end);
-        if (!residency(first, end, vec))
+        if (!arena_pools(a, &first, &end, vec))
             continue;
         for (uintptr_t pool = first; pool + POOL_SIZE <= end; pool += POOL_SIZE) {
             size_t page = (pool - first) / page_size;

@@ -43,7 +43,6 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import functools
-import os
 import resource
 import socket
 import time
@@ -51,7 +50,7 @@ from typing import Any
 
 import structlog
 
-from kafkalite.config import NO_NATIVE_ENV, Endpoint
+from kafkalite.config import Endpoint, native_module
 from kafkalite.network.connection import (
     DEFAULT_MAX_IN_FLIGHT,
     ConnectionInfo,
@@ -96,21 +95,11 @@ which would otherwise be at the end of the first burst of closes, among the obje
 that burst's arenas (decision 0067)."""
 
 
-def _pool_release() -> Any:
-    """`_pools.release`, or None without the C extension or with KAFKALITE_NO_NATIVE set.
-
-    Imported with this module, early in a broker's start: the extension keeps the address of
-    every arena CPython allocates from its import on, and only those arenas are visited."""
-    if os.environ.get(NO_NATIVE_ENV, "") not in ("", "0"):
-        return None
-    try:
-        from kafkalite.network import _pools  # type: ignore[attr-defined]
-    except ImportError:  # built without a C compiler: the empty pools stay resident
-        return None
-    return _pools.release
-
-
-_release_empty_pools = _pool_release()
+_pools = native_module("kafkalite.network._pools")
+"""Imported with this module, early in a broker's start: the extension keeps the address of
+every arena CPython allocates from its import on, and only those arenas are visited. None
+without the C extension or with KAFKALITE_NO_NATIVE set: the empty pools stay resident."""
+_release_empty_pools = None if _pools is None else _pools.release
 
 
 def release_empty_pools() -> tuple[int, int, int] | None:

@@ -48,13 +48,12 @@ records, no C walk) is `validate`'s to decide, unchanged.
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from kafkalite.config import NO_NATIVE_ENV
+from kafkalite.config import native_module
 from kafkalite.protocol.compression import decompress
 from kafkalite.protocol.errors import RecordError
 from kafkalite.protocol.records import (
@@ -73,14 +72,8 @@ MAGIC = 0
 
 
 def _native_walker() -> Any:
-    # NO_NATIVE_ENV set (to anything but "" or "0"): the Python walk, read once at import
-    if os.environ.get(NO_NATIVE_ENV, "") not in ("", "0"):
-        return None
-    try:
-        from kafkalite.schema_registry import _walk  # type: ignore[attr-defined]
-    except ImportError:  # built without a C compiler: the Python walk and the patterns
-        return None
-    return _walk
+    # None (built without a C compiler, or NO_NATIVE_ENV set): the Python walk and the patterns
+    return native_module("kafkalite.schema_registry._walk")
 
 
 _walk = _native_walker()
