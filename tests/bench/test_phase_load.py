@@ -3,6 +3,8 @@ bench/scale_cluster.py's phases, from recorded samples and from a short run on a
 
 from __future__ import annotations
 
+import math
+
 import phase_load
 from confluent_kafka.admin import AdminClient, NewTopic
 from hypothesis import given
@@ -58,6 +60,22 @@ def test_records_belong_to_the_phase_they_were_sent_in_and_losses_are_counted():
 
 def test_a_value_carries_its_sequence_and_send_time():
     assert phase_load.decode(phase_load.encode(42, 1234.5)) == (42, 1234.5)
+
+
+@given(
+    st.floats(min_value=-1.0, max_value=0.02, allow_nan=False),
+    st.sampled_from([0.001, 0.005, 0.01]),
+)
+def test_a_poll_waits_whole_milliseconds_unless_a_send_is_due(until_next, interval):
+    timeout = phase_load.poll_timeout_s(until_next, interval)
+    # what confluent-kafka makes of it: the timeout truncated to whole milliseconds
+    waited_ms = int(timeout * 1000)
+    if until_next <= 0:
+        assert timeout == 0.0
+    else:
+        # never a poll that returns at once while the send is not due (the loop would spin)
+        assert waited_ms >= 1
+        assert waited_ms == math.ceil(min(interval, until_next) * 1000)
 
 
 def test_a_short_run_on_a_real_broker_loses_nothing_and_reports_each_phase(broker):
