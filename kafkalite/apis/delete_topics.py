@@ -2,9 +2,10 @@
 
 The controller's TopicDeletionManager does the work (StopReplica, then the nodes are removed).
 Each topic is answered once it has left this broker's metadata, or REQUEST_TIMED_OUT.
-Unknown topic -> UNKNOWN_TOPIC_OR_PARTITION; v6 may name topics by id (UNKNOWN_TOPIC_ID when the
-id is unknown); `delete.topic.enable=false` -> TOPIC_DELETION_DISABLED (INVALID_REQUEST before
-v3, as Kafka).
+Unknown topic (in neither this broker's metadata nor the store, which decides for a topic just
+created that this broker has not been told of yet) -> UNKNOWN_TOPIC_OR_PARTITION; v6 may name
+topics by id (UNKNOWN_TOPIC_ID when the id is unknown); `delete.topic.enable=false` ->
+TOPIC_DELETION_DISABLED (INVALID_REQUEST before v3, as Kafka).
 """
 
 from __future__ import annotations
@@ -54,7 +55,12 @@ async def handle_delete_topics(ctx: RequestContext, request: Any) -> Any:
                 else ErrorCode.INVALID_REQUEST
             )
             continue
-        if name not in cache.get_all_topics():
+        if name not in cache.get_all_topics() and not await admin.topic_exists(
+            ctx.services.store, name
+        ):
+            # the store decides for a topic this broker's metadata does not have yet: the
+            # controller's UpdateMetadata of a new topic reaches the brokers one at a time, so
+            # a client that saw the topic led through one broker may ask another too soon
             result["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             continue
         result["topic_id"] = cache.get_topic_id(name) or ZERO_UUID

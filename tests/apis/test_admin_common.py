@@ -1,4 +1,4 @@
-"""The admin handlers' shared waits."""
+"""The admin handlers' shared waits, and what DeleteTopics asks the store."""
 
 import datetime
 from types import SimpleNamespace
@@ -7,8 +7,10 @@ from kafkalite.apis import admin_common
 from kafkalite.apis.admin_common import wait_for_all, wait_until
 from kafkalite.broker.metadata_cache import MetadataCache
 from kafkalite.config import BrokerConfig
+from kafkalite.coord.embedded import EmbeddedStore
 from kafkalite.protocol.api import ApiKey, request_class
 from kafkalite.protocol.errors import ErrorCode
+from kafkalite.zk import data as paths
 
 
 def after(calls: int):
@@ -81,3 +83,29 @@ async def test_delete_topics_when_deletion_is_disabled(call, services):
         )
         response = await call(ApiKey.DELETE_TOPICS, version, request)
         assert [r.error_code.value for r in response.responses] == [expected.value], version
+
+
+async def test_delete_topics_asks_the_store_for_a_topic_this_broker_was_not_told_of_yet(
+    call, services
+):
+    """A topic the controller created but whose UpdateMetadata has not reached this broker
+    yet is marked for deletion (the store decides); one in neither is unknown."""
+    store = EmbeddedStore(None)
+    session = await store.open_session()
+    try:
+        await session.ensure_path(paths.topic_path("fresh"))
+        services.store = session
+        services.metadata_cache = MetadataCache(0)  # told of no topic
+        request = request_class(ApiKey.DELETE_TOPICS, 4)(
+            topic_names=("fresh", "never"), timeout=datetime.timedelta(seconds=1)
+        )
+        response = await call(ApiKey.DELETE_TOPICS, 4, request)
+        answers = {r.name: r.error_code.value for r in response.responses}
+        assert answers == {
+            "fresh": ErrorCode.NONE.value,
+            "never": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.value,
+        }
+        assert await session.exists(paths.delete_topic_path("fresh")) is not None
+        assert await session.exists(paths.delete_topic_path("never")) is None
+    finally:
+        await store.close()
