@@ -16,7 +16,7 @@ from typing import Any
 from kafkalite.apis.admin_common import topic_absent, wait_for_all
 from kafkalite.apis.base import RequestContext, handles, millis
 from kafkalite.protocol.api import ApiKey
-from kafkalite.protocol.errors import ErrorCode, KafkaError
+from kafkalite.protocol.errors import ErrorCode, InvalidTopicError, KafkaError
 
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -55,12 +55,7 @@ async def handle_delete_topics(ctx: RequestContext, request: Any) -> Any:
                 else ErrorCode.INVALID_REQUEST
             )
             continue
-        if name not in cache.get_all_topics() and not await admin.topic_exists(
-            ctx.services.store, name
-        ):
-            # the store decides for a topic this broker's metadata does not have yet: the
-            # controller's UpdateMetadata of a new topic reaches the brokers one at a time, so
-            # a client that saw the topic led through one broker may ask another too soon
+        if not await _topic_exists(ctx, name):
             result["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             continue
         result["topic_id"] = cache.get_topic_id(name) or ZERO_UUID
@@ -77,3 +72,22 @@ async def handle_delete_topics(ctx: RequestContext, request: Any) -> Any:
         if not absent:
             result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
     return ctx.response(throttle_time=0, responses=results)
+
+
+async def _topic_exists(ctx: RequestContext, name: str | None) -> bool:
+    """Whether topic ``name`` exists: in this broker's metadata, or else in the store, which
+    decides for a topic this broker has not been told of yet (the controller's UpdateMetadata
+    of a new topic reaches the brokers one at a time, so a client that saw the topic led
+    through one broker may ask another too soon). A name no topic can have is never looked up
+    in the store."""
+    if name in ctx.services.metadata_cache.get_all_topics():
+        return True
+    if not isinstance(name, str):
+        return False
+    from kafkalite.zk import admin
+
+    try:
+        admin.validate_topic_name(name)
+    except InvalidTopicError:
+        return False
+    return await admin.topic_exists(ctx.services.store, name)

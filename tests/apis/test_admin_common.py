@@ -89,7 +89,8 @@ async def test_delete_topics_asks_the_store_for_a_topic_this_broker_was_not_told
     call, services
 ):
     """A topic the controller created but whose UpdateMetadata has not reached this broker
-    yet is marked for deletion (the store decides); one in neither is unknown."""
+    yet is marked for deletion (the store decides); one in neither is unknown, and so is a
+    name no topic can have, which is not looked up in the store (its path would be invalid)."""
     store = EmbeddedStore(None)
     session = await store.open_session()
     try:
@@ -97,13 +98,13 @@ async def test_delete_topics_asks_the_store_for_a_topic_this_broker_was_not_told
         services.store = session
         services.metadata_cache = MetadataCache(0)  # told of no topic
         request = request_class(ApiKey.DELETE_TOPICS, 4)(
-            topic_names=("fresh", "never"), timeout=datetime.timedelta(seconds=1)
+            topic_names=("fresh", "never", "", "a/b", ".."), timeout=datetime.timedelta(seconds=1)
         )
         response = await call(ApiKey.DELETE_TOPICS, 4, request)
         answers = {r.name: r.error_code.value for r in response.responses}
-        assert answers == {
-            "fresh": ErrorCode.NONE.value,
-            "never": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.value,
+        unknown = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.value
+        assert answers == {"fresh": ErrorCode.NONE.value, "never": unknown} | {
+            name: unknown for name in ("", "a/b", "..")
         }
         assert await session.exists(paths.delete_topic_path("fresh")) is not None
         assert await session.exists(paths.delete_topic_path("never")) is None
