@@ -53,6 +53,11 @@ broker's first count. ``gc_census`` gives {phase: {broker: count}}. A census wal
 heap twice (0.2-0.5 s of each broker's loop, taken in the phase that ends), so the time figures
 of such a run are not comparable with a plain run's.
 
+``--cpu-census`` samples every thread's time on CPU of the brokers, their ZooKeeper and this
+benchmark every 20 ms (bench/cpu_census.py); ``starved_cpu`` gives per phase the brokers'
+``starved`` stalls (the stall report's, so with ``loop.stall.report.ms`` set) and the CPU each
+thread took in their windows: who had the cores while a broker's loop did not run.
+
 Through every phase each broker's ``/metrics`` is scraped (every ``SCRAPE_INTERVAL_S``) for
 ``kafkalite_event_loop_lag_max_seconds`` (when the gauge exists) and the maximum is reported.
 
@@ -65,6 +70,7 @@ it. Standalone:
         [--skip preferred_election,sigterm,sigterm_controller,create_topics]   # phases left out
         [--load-rate 200]          # the producer's records/s through the phases (0: none)
         [--gc-census]              # the cyclic garbage each broker's freezer kept, per phase
+        [--cpu-census]             # who had the CPU while a broker's loop was starved
 """
 
 from __future__ import annotations
@@ -155,7 +161,8 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/ of this script's tree
-from loop_stalls import stalls_by_phase  # noqa: E402
+from cpu_census import CpuCensus, attribute, starved_windows  # noqa: E402
+from loop_stalls import parse_stalls, stalls_by_phase  # noqa: E402
 from metadata_view import MetadataView  # noqa: E402
 from phase_load import PhaseLoad  # noqa: E402
 
@@ -580,6 +587,7 @@ def main(
     load_rate: float = 200.0,
     broker_config: dict[str, str] | None = None,
     gc_census: bool = False,
+    cpu_census: bool = False,
 ) -> dict[str, Any]:
     """Run the phases (module docstring) and return {row: {figure..., target}}. With
     ``keep_dir`` the ZooKeeper and broker data and logs are kept there; the phases named in
@@ -587,7 +595,8 @@ def main(
     are left out;
     ``load_rate`` is the producer's records per second (0: no producer and consumer);
     ``broker_config`` is added to every broker's properties (e.g. ``loop.stall.report.ms``);
-    ``gc_census`` adds ``gc_census`` (module docstring)."""
+    ``gc_census`` adds ``gc_census`` and ``cpu_census`` adds ``starved_cpu`` (module
+    docstring)."""
     figures: dict[str, Any] = {}
     with contextlib.ExitStack() as stack:
         if keep_dir is None:
@@ -596,6 +605,7 @@ def main(
             tmp = keep_dir
             Path(tmp).mkdir(parents=True, exist_ok=True)
         bench = ClusterBench(Path(tmp), session_timeout_ms, broker_config, gc_census)
+        census = CpuCensus(lambda: watched_processes(bench)).start() if cpu_census else None
         load = None
         try:
             if load_rate > 0:
@@ -620,6 +630,17 @@ def main(
                 bench.sampler.phase_times,
                 reporter=(Path(SRC) / "kafkalite" / "observability" / "loop_stall.py").exists(),
             )
+            if census is not None:
+                census.stop()
+                figures["starved_cpu"] = attribute(
+                    census.samples,
+                    {
+                        b: starved_windows(parse_stalls(broker.log_text()))
+                        for b, broker in bench.brokers.items()
+                    },
+                    bench.sampler.phase_times,
+                    census.interval_s,
+                )
             figures["event_loop_lag_max_s"] = {
                 "by_phase": dict(bench.sampler.max_by_phase),
                 "max": max(bench.sampler.max_by_phase.values(), default=None),
@@ -628,6 +649,17 @@ def main(
             }
             bench.close()
     return figures
+
+
+def watched_processes(bench: ClusterBench) -> dict[str, int]:
+    """The processes of the CPU census: this benchmark, ZooKeeper and each running broker."""
+    out = {"bench": os.getpid()}
+    if bench.zk.process is not None:
+        out["zookeeper"] = bench.zk.process.pid
+    for broker_id, broker in bench.brokers.items():
+        if broker.proc is not None:
+            out[f"broker-{broker_id}"] = broker.proc.pid
+    return out
 
 
 def start_load(bench: ClusterBench, rate: float) -> PhaseLoad:
@@ -910,6 +942,11 @@ if __name__ == "__main__":
         action="store_true",
         help="per phase, the cyclic garbage each broker's freezer kept (module docstring)",
     )
+    parser.add_argument(
+        "--cpu-census",
+        action="store_true",
+        help="per phase, the CPU each thread on the box took while a broker's loop was starved",
+    )
     args = parser.parse_args()
     skipped = frozenset(p for p in args.skip.split(",") if p)
     extra = parse_pairs(args.broker_config, "--broker-config")
@@ -923,6 +960,7 @@ if __name__ == "__main__":
         args.load_rate,
         extra,
         args.gc_census,
+        args.cpu_census,
     )
     figures["src"] = SRC
     figures["load_average"] = os.getloadavg()
@@ -945,6 +983,8 @@ if __name__ == "__main__":
         command += ["--broker-config", item]
     if args.gc_census:
         command.append("--gc-census")
+    if args.cpu_census:
+        command.append("--cpu-census")
     if args.keep_dir:
         command += ["--keep-dir", str(Path(args.keep_dir) / "baseline")]
     child = subprocess.run(command, capture_output=True, text=True, check=True)
