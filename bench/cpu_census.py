@@ -43,8 +43,7 @@ def _thread_label(role: str, pid: int, tid: int, java: bool, census_tid: int | N
         named = {t.native_id: t.name for t in threading.enumerate()}
         if tid in named:
             return f"{role}/{named[tid]}"
-        java = True
-    if java:
+    if java or pid == os.getpid():
         try:
             with open(f"/proc/{pid}/task/{tid}/comm") as f:
                 return f"{role}/{f.read().strip() or tid}"

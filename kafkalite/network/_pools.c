@@ -121,6 +121,16 @@ arena_pools(size_t a, uintptr_t *first, uintptr_t *end, unsigned char *vec)
     return mincore((void *)*first, *end - *first, vec) == 0;
 }
 
+/* How many of the `count` pages from page `from` the residency vector says are resident. */
+static size_t
+resident(const unsigned char *vec, size_t from, size_t count)
+{
+    size_t held = 0;
+    for (size_t i = from; i < from + count; i++)
+        held += vec[i] & 1;
+    return held;
+}
+
 /* 1 when the pool at p looks like one CPython carved, 0 when it was never carved (all zeros),
  * -1 (reason set) when it fits neither. */
 static int
@@ -212,9 +222,7 @@ release(PyObject *self, PyObject *unused)
             pool_head *p = (pool_head *)pool;
             if (p->ref.count != 0 || p->maxnextoffset == 0)
                 continue;
-            size_t held = 0;
-            for (size_t i = 1; i < pages_per_pool; i++)
-                held += vec[page + i] & 1;
+            size_t held = resident(vec, page + 1, pages_per_pool - 1);
             p->szidx = FRESH_POOL; /* the next use initialises it, reading nothing of its body */
             if (held == 0)
                 continue; /* given back before and untouched since */
@@ -244,9 +252,7 @@ census(PyObject *self, PyObject *unused)
             continue;
         for (uintptr_t pool = first; pool + POOL_SIZE <= end; pool += POOL_SIZE) {
             size_t page = (pool - first) / page_size;
-            size_t held = 0;
-            for (size_t i = 0; i < pages_per_pool; i++)
-                held += vec[page + i] & 1;
+            size_t held = resident(vec, page, pages_per_pool);
             resident_pages += (Py_ssize_t)held;
             if (!(vec[page] & 1))
                 continue;
